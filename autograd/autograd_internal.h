@@ -1,0 +1,49 @@
+/* The tape's node and the helpers every op file uses to record one. Not installed. */
+#ifndef EMBER_AUTOGRAD_INTERNAL_H
+#define EMBER_AUTOGRAD_INTERNAL_H
+
+#include "autograd/autograd.h"
+#include "tensor/tensor_internal.h"
+
+#define EM_NODE_MAX_SAVED 4
+
+typedef struct em_node em_node;
+
+/* Computes the gradient of each input from grad_out (the output's shape and dtype).
+ * grad_in[i] is set to a new tensor with inputs[i]'s shape and dtype, or left NULL when
+ * inputs[i] is NULL or needs no grad. Runs with grad mode off. Returns EM_OK or an error. */
+typedef em_status (*em_backward_fn)(em_node *node, const em_tensor *grad_out, em_tensor **grad_in);
+
+struct em_node {
+    const char *op;          /* the public op's name, for errors and anomaly reports */
+    em_backward_fn backward;
+    int n_inputs;
+    em_tensor **inputs;      /* retained; NULL for an input that needs no grad */
+    em_tensor *saved[EM_NODE_MAX_SAVED]; /* retained tensors the rule reads; never the output
+                                            itself (save a detached alias of it instead) */
+    int64_t ints[16];        /* the op's integer parameters (dims, strides, ...) */
+    double reals[4];         /* the op's real parameters (slopes, scalars) */
+    em_shape out_shape;
+    em_dtype out_dtype;
+    bool released;           /* backward ran and freed what it held */
+    /* used by em_backward while it runs */
+    em_tensor *grad_accum;
+    int pending;
+    int refcount;            /* held by the output tensor(s) */
+};
+
+/* True when grad mode is on and any of the n inputs requires grad. */
+bool em_needs_grad(em_tensor *const *inputs, int n);
+/* Attach a new node to out (which then requires grad) with the given inputs (retained when they
+ * require grad); returns the node for the op to fill saved/ints/reals, or NULL on allocation
+ * failure (then out is released and an error set by the caller's check of NULL). */
+em_node *em_node_attach(em_tensor *out, const char *op, em_backward_fn backward,
+                        em_tensor *const *inputs, int n_inputs);
+void em_node_release(em_node *node);
+
+/* Sum grad over broadcast dims so it has shape (the reverse of broadcasting). */
+em_tensor *em_grad_sum_to(const em_tensor *grad, const em_shape *shape);
+/* Add g into *acc (creating it when NULL); consumes g. */
+em_status em_grad_accumulate(em_tensor **acc, em_tensor *g);
+
+#endif

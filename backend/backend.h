@@ -1,0 +1,159 @@
+/* The backend interface: one table of kernels per device. Kernels see pointers, shapes, strides
+ * and dtypes only; argument checking, broadcasting and autograd live above, in tensor/ and autograd/.
+ * A NULL entry means "not supported on this device"; callers turn that into a clear error. */
+#ifndef EMBER_BACKEND_H
+#define EMBER_BACKEND_H
+
+#include "backend/dtype.h"
+
+#define EM_MAX_DIMS 8
+
+/* What a kernel returns: 0 on success, or one of these. */
+enum {
+    EM_KERNEL_OK = 0,
+    EM_KERNEL_UNSUPPORTED = -1, /* this dtype (combination) is not implemented by the kernel */
+    EM_KERNEL_FAILED = -2       /* the device reported a failure (out of memory, launch error) */
+};
+
+/* A strided view of device memory. data points at the view's first element (offset applied);
+ * strides count elements and may be 0 (broadcast) or negative-free permutations. */
+typedef struct {
+    void *data;
+    em_dtype dtype;
+    int ndim;
+    int64_t shape[EM_MAX_DIMS];
+    int64_t strides[EM_MAX_DIMS];
+} em_arr;
+
+/* Unary elementwise ops. p0/p1 are the op's scalar parameters where it has them. */
+typedef enum {
+    EM_UNARY_NEG, EM_UNARY_ABS, EM_UNARY_SIGN,
+    EM_UNARY_EXP, EM_UNARY_LOG, EM_UNARY_LOG1P,
+    EM_UNARY_SQRT, EM_UNARY_RSQRT, EM_UNARY_SQUARE, EM_UNARY_RECIPROCAL,
+    EM_UNARY_SIN, EM_UNARY_COS, EM_UNARY_TANH, EM_UNARY_SIGMOID,
+    EM_UNARY_RELU,
+    EM_UNARY_LEAKY_RELU, /* p0 = negative slope */
+    EM_UNARY_GELU,       /* exact, with erf */
+    EM_UNARY_GELU_TANH,  /* tanh approximation */
+    EM_UNARY_SILU,
+    EM_UNARY_FLOOR, EM_UNARY_CEIL, EM_UNARY_ROUND, /* round: half to even */
+    EM_UNARY_CLAMP,      /* p0 = min, p1 = max (either may be -inf/+inf) */
+    EM_UNARY_ADD_SCALAR, /* x + p0 */
+    EM_UNARY_MUL_SCALAR, /* x * p0 */
+    EM_UNARY_POW_SCALAR, /* x ^ p0 */
+    EM_UNARY_COUNT
+} em_unary_op;
+
+typedef enum {
+    EM_BINARY_ADD, EM_BINARY_SUB, EM_BINARY_MUL, EM_BINARY_DIV, EM_BINARY_POW,
+    EM_BINARY_MAXIMUM, EM_BINARY_MINIMUM,
+    EM_BINARY_EQ, EM_BINARY_NE, EM_BINARY_LT, EM_BINARY_LE, EM_BINARY_GT, EM_BINARY_GE, /* out: bool */
+    EM_BINARY_COUNT
+} em_binary_op;
+
+typedef enum {
+    EM_REDUCE_SUM, EM_REDUCE_MEAN, EM_REDUCE_PROD,
+    EM_REDUCE_MAX, EM_REDUCE_MIN,
+    EM_REDUCE_ARGMAX, EM_REDUCE_ARGMIN, /* out: i64, exactly one reduced dim; first index on ties */
+    EM_REDUCE_VAR,                      /* param = correction (1 = unbiased) */
+    EM_REDUCE_COUNT
+} em_reduce_op;
+
+typedef enum {
+    EM_RNG_UNIFORM,   /* [p0, p1) */
+    EM_RNG_NORMAL,    /* mean p0, std p1 */
+    EM_RNG_RANDINT,   /* integers in [p0, p1) */
+    EM_RNG_BERNOULLI  /* 1 with probability p0, else 0 */
+} em_rng_dist;
+
+/* Shapes of a 2-D convolution; x (N, C_in, H, W), w (C_out, C_in/groups, KH, KW),
+ * y (N, C_out, H_out, W_out); all contiguous. */
+typedef struct {
+    int64_t n, c_in, h, w;
+    int64_t c_out, kh, kw;
+    int64_t h_out, w_out;
+    int64_t stride[2], pad[2], dilation[2];
+    int64_t groups;
+} em_conv2d_shape;
+
+/* Shapes of 2-D pooling; x (N, C, H, W), y (N, C, H_out, W_out); contiguous. */
+typedef struct {
+    int64_t n, c, h, w;
+    int64_t h_out, w_out;
+    int64_t kernel[2], stride[2], pad[2];
+    bool count_include_pad; /* average pooling only */
+} em_pool2d_shape;
+
+typedef struct em_backend {
+    em_device device;
+    const char *name;
+
+    /* memory */
+    void *(*alloc)(size_t nbytes);                     /* NULL when out of memory */
+    void (*free)(void *ptr);
+    int (*copy_from_host)(void *dst, const void *src_host, size_t nbytes);
+    int (*copy_to_host)(void *dst_host, const void *src, size_t nbytes);
+    int (*synchronize)(void);
+
+    /* elementwise: out and inputs share out's shape (inputs already broadcast by strides) */
+    int (*fill)(const em_arr *out, double value);
+    int (*copy)(const em_arr *out, const em_arr *in); /* strided copy with dtype conversion */
+    int (*unary)(em_unary_op op, double p0, double p1, const em_arr *out, const em_arr *in);
+    /* gx = gy * f'(x): x is the op's input, y its output; an op reads the one it needs */
+    int (*unary_grad)(em_unary_op op, double p0, double p1, const em_arr *gx, const em_arr *gy,
+                      const em_arr *x, const em_arr *y);
+    int (*binary)(em_binary_op op, const em_arr *out, const em_arr *a, const em_arr *b);
+    int (*where)(const em_arr *out, const em_arr *cond, const em_arr *a, const em_arr *b);
+
+    /* reduction: out has in's ndim, with size 1 on every reduced dim */
+    int (*reduce)(em_reduce_op op, double param, const em_arr *out, const em_arr *in);
+
+    /* random numbers: element i of out (contiguous) takes Philox(seed, offset + i / 4) lane i % 4 */
+    int (*rng_fill)(em_rng_dist dist, double p0, double p1, uint64_t seed, uint64_t offset,
+                    const em_arr *out);
+
+    /* row-major C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b] for b < batch;
+     * op(A) is (m, k), op(B) is (k, n), C is (m, n); ld* are row strides, stride_* batch strides */
+    int (*gemm)(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                double alpha, const void *a, int64_t lda, int64_t stride_a,
+                const void *b, int64_t ldb, int64_t stride_b,
+                double beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch);
+
+    int (*conv2d)(const em_conv2d_shape *s, em_dtype dt, const void *x, const void *w,
+                  const void *bias /* (C_out) or NULL */, void *y);
+    int (*conv2d_grad_input)(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                             const void *w, void *gx /* overwritten */);
+    int (*conv2d_grad_weight)(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                              const void *x, void *gw /* overwritten */,
+                              void *gbias /* (C_out) overwritten, or NULL */);
+
+    int (*max_pool2d)(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
+                      int64_t *argmax /* (N, C, H_out, W_out): index into H*W */);
+    int (*max_pool2d_grad)(const em_pool2d_shape *s, em_dtype dt, const void *gy,
+                           const int64_t *argmax, void *gx /* overwritten */);
+    int (*avg_pool2d)(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y);
+    int (*avg_pool2d_grad)(const em_pool2d_shape *s, em_dtype dt, const void *gy,
+                           void *gx /* overwritten */);
+
+    /* softmax over the last dim of contiguous (rows, cols) data; log selects log_softmax */
+    int (*softmax)(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *x, void *y);
+    int (*softmax_grad)(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *gy,
+                        const void *y, void *gx);
+
+    /* out = in with dim replaced by idx (n entries, each in [0, in.shape[dim])) */
+    int (*index_select)(const em_arr *out, const em_arr *in, int dim, const int64_t *idx, int64_t n);
+    /* out[.., idx[i], ..] += src[.., i, ..] along dim; deterministic order */
+    int (*index_add)(const em_arr *out, int dim, const int64_t *idx, int64_t n, const em_arr *src);
+    /* out[i][j] = in[i][idx[i][j]] along dim (idx is i64 with out's shape) */
+    int (*gather)(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
+    /* out[i][idx[i][j]] += src[i][j] along dim; deterministic order */
+    int (*scatter_add)(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
+} em_backend;
+
+/* The backend of a device, or NULL when ember was built without it or no such device is present. */
+const em_backend *em_backend_get(em_device dev);
+
+const em_backend *em_backend_cpu(void);
+const em_backend *em_backend_cuda(void); /* NULL when built without CUDA or no GPU is present */
+
+#endif

@@ -1,0 +1,39 @@
+/* The CPU backend's table: OpenBLAS for matrix products, OpenMP across large loops. */
+#include "backend_cpu/cpu_kernels_internal.h"
+
+static const em_backend cpu_backend = {
+    .device = EM_CPU,
+    .name = "cpu",
+    .alloc = em_cpu_alloc,
+    .free = em_cpu_free,
+    .copy_from_host = em_cpu_copy_from_host,
+    .copy_to_host = em_cpu_copy_to_host,
+    .synchronize = em_cpu_synchronize,
+    .fill = em_cpu_fill,
+    .copy = em_cpu_copy,
+    .unary = em_cpu_unary,
+    .unary_grad = em_cpu_unary_grad,
+    .binary = em_cpu_binary,
+    .where = em_cpu_where,
+    .reduce = em_cpu_reduce,
+    .rng_fill = em_cpu_rng_fill,
+    .gemm = em_cpu_gemm,
+    .conv2d = em_cpu_conv2d,
+    .conv2d_grad_input = em_cpu_conv2d_grad_input,
+    .conv2d_grad_weight = em_cpu_conv2d_grad_weight,
+    .max_pool2d = em_cpu_max_pool2d,
+    .max_pool2d_grad = em_cpu_max_pool2d_grad,
+    .avg_pool2d = em_cpu_avg_pool2d,
+    .avg_pool2d_grad = em_cpu_avg_pool2d_grad,
+    .softmax = em_cpu_softmax,
+    .softmax_grad = em_cpu_softmax_grad,
+    .index_select = em_cpu_index_select,
+    .index_add = em_cpu_index_add,
+    .gather = em_cpu_gather,
+    .scatter_add = em_cpu_scatter_add,
+};
+
+const em_backend *em_backend_cpu(void)
+{
+    return &cpu_backend;
+}

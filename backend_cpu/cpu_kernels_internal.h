@@ -1,0 +1,66 @@
+/* The CPU backend's kernels, one family per file; cpu_backend.c puts them in the table. */
+#ifndef EMBER_CPU_KERNELS_INTERNAL_H
+#define EMBER_CPU_KERNELS_INTERNAL_H
+
+#include "backend/backend.h"
+
+/* Below this many elements a kernel runs on one thread (no OpenMP fork overhead). */
+#define EM_CPU_PARALLEL_MIN 32768
+
+/* cpu_memory.c */
+void *em_cpu_alloc(size_t nbytes); /* 64-byte aligned */
+void em_cpu_free(void *ptr);
+int em_cpu_copy_from_host(void *dst, const void *src_host, size_t nbytes);
+int em_cpu_copy_to_host(void *dst_host, const void *src, size_t nbytes);
+int em_cpu_synchronize(void);
+
+/* cpu_copy.c: fill, strided copy with dtype conversion */
+int em_cpu_fill(const em_arr *out, double value);
+int em_cpu_copy(const em_arr *out, const em_arr *in);
+
+/* cpu_rng.c */
+int em_cpu_rng_fill(em_rng_dist dist, double p0, double p1, uint64_t seed, uint64_t offset,
+                    const em_arr *out);
+
+/* cpu_unary.c, cpu_binary.c, cpu_reduce.c */
+int em_cpu_unary(em_unary_op op, double p0, double p1, const em_arr *out, const em_arr *in);
+int em_cpu_unary_grad(em_unary_op op, double p0, double p1, const em_arr *gx, const em_arr *gy,
+                      const em_arr *x, const em_arr *y);
+int em_cpu_binary(em_binary_op op, const em_arr *out, const em_arr *a, const em_arr *b);
+int em_cpu_where(const em_arr *out, const em_arr *cond, const em_arr *a, const em_arr *b);
+int em_cpu_reduce(em_reduce_op op, double param, const em_arr *out, const em_arr *in);
+
+/* cpu_gemm.c */
+int em_cpu_gemm(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                double alpha, const void *a, int64_t lda, int64_t stride_a,
+                const void *b, int64_t ldb, int64_t stride_b,
+                double beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch);
+
+/* cpu_conv.c */
+int em_cpu_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, const void *w,
+                  const void *bias, void *y);
+int em_cpu_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                             const void *w, void *gx);
+int em_cpu_conv2d_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                              const void *x, void *gw, void *gbias);
+
+/* cpu_pool.c */
+int em_cpu_max_pool2d(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
+                      int64_t *argmax);
+int em_cpu_max_pool2d_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy,
+                           const int64_t *argmax, void *gx);
+int em_cpu_avg_pool2d(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y);
+int em_cpu_avg_pool2d_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy, void *gx);
+
+/* cpu_softmax.c */
+int em_cpu_softmax(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *x, void *y);
+int em_cpu_softmax_grad(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *gy,
+                        const void *y, void *gx);
+
+/* cpu_index.c */
+int em_cpu_index_select(const em_arr *out, const em_arr *in, int dim, const int64_t *idx, int64_t n);
+int em_cpu_index_add(const em_arr *out, int dim, const int64_t *idx, int64_t n, const em_arr *src);
+int em_cpu_gather(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
+int em_cpu_scatter_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
+
+#endif

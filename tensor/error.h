@@ -1,0 +1,30 @@
+/* Errors, sticky and thread-local: a failing op returns NULL (or a status) and records a message
+ * naming the function and the shapes; ops given NULL pass it on and keep the first message. */
+#ifndef EMBER_ERROR_H
+#define EMBER_ERROR_H
+
+#include <stdbool.h>
+
+typedef enum {
+    EM_OK = 0,
+    EM_END,             /* not an error: iteration finished (data loaders) */
+    EM_ERR_ARG,         /* bad argument: shape, dtype, device, NULL, range */
+    EM_ERR_MEMORY,      /* allocation failed or the memory budget was exceeded */
+    EM_ERR_UNSUPPORTED, /* not implemented for this dtype or device */
+    EM_ERR_IO,          /* file missing, unreadable, truncated or corrupt */
+    EM_ERR_STATE,       /* called at the wrong time (backward twice, ...) */
+    EM_ERR_NUMERIC,     /* a NaN or Inf where none is allowed */
+    EM_ERR_TIMEOUT
+} em_status;
+
+/* The first error message since the last em_error_clear(), or "" when none. */
+const char *em_error(void);
+/* The status of that first error, EM_OK when none. */
+em_status em_error_status(void);
+bool em_has_error(void);
+void em_error_clear(void);
+
+/* Record an error (kept only if none is pending) and return status; for library code. */
+em_status em_set_error(em_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

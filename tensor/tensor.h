@@ -1,0 +1,105 @@
+/* The tensor: dtype, device, shape and strides over refcounted storage, plus the calls that make,
+ * view, convert and inspect tensors. Differentiable ops live in autograd/autograd.h. */
+#ifndef EMBER_TENSOR_H
+#define EMBER_TENSOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "backend/backend.h"
+#include "backend/dtype.h"
+#include "tensor/error.h"
+#include "tensor/memory.h"
+#include "tensor/rng.h"
+#include "tensor/scope.h"
+
+/* A shape by value: EM_SHAPE(64, 784) */
+typedef struct {
+    int ndim;
+    int64_t d[EM_MAX_DIMS];
+} em_shape;
+
+#define EM_SHAPE(...)                                                                   \
+    ((em_shape){.ndim = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), \
+                .d = {__VA_ARGS__}})
+#define EM_SCALAR_SHAPE ((em_shape){.ndim = 0})
+
+/* Refcounted bytes on one device, owned by that device's allocator. */
+typedef struct em_storage {
+    void *data;
+    size_t nbytes;
+    em_device device;
+    int refcount;
+} em_storage;
+
+struct em_node;
+
+typedef struct em_tensor {
+    em_dtype dtype;
+    em_device device;
+    int ndim;
+    int64_t shape[EM_MAX_DIMS];
+    int64_t strides[EM_MAX_DIMS]; /* in elements */
+    int64_t offset;               /* in elements, into storage */
+    em_storage *storage;
+    int refcount;
+
+    /* autograd */
+    bool requires_grad;
+    bool retains_grad;     /* a non-leaf that keeps its grad after backward */
+    struct em_tensor *grad; /* owned; same shape, dtype and device */
+    struct em_node *node;   /* the op that made this tensor, or NULL for a leaf; owned */
+} em_tensor;
+
+/* ---- lifetime ----
+ * Every call that returns a new tensor hands the caller one reference. Inside a scope
+ * (em_scope_begin/end) that reference belongs to the scope unless em_keep() takes it out. */
+em_tensor *em_retain(em_tensor *t);
+void em_release(em_tensor *t); /* NULL is fine */
+
+/* ---- creation (on the CPU; em_to_device moves) ---- */
+em_tensor *em_empty(em_shape shape, em_dtype dtype);
+em_tensor *em_empty_on(em_shape shape, em_dtype dtype, em_device device);
+em_tensor *em_zeros(em_shape shape, em_dtype dtype);
+em_tensor *em_ones(em_shape shape, em_dtype dtype);
+em_tensor *em_full(em_shape shape, em_dtype dtype, double value);
+em_tensor *em_scalar(double value, em_dtype dtype); /* 0-d */
+em_tensor *em_arange(double start, double end, double step, em_dtype dtype);
+em_tensor *em_from_data(em_shape shape, em_dtype dtype, const void *data); /* copies */
+em_tensor *em_empty_like(const em_tensor *t);
+em_tensor *em_zeros_like(const em_tensor *t);
+em_tensor *em_ones_like(const em_tensor *t);
+em_tensor *em_full_like(const em_tensor *t, double value);
+
+/* random; gen NULL means the global generator (em_manual_seed) */
+em_tensor *em_rand(em_shape shape, em_dtype dtype, em_generator *gen);  /* U[0, 1) */
+em_tensor *em_randn(em_shape shape, em_dtype dtype, em_generator *gen); /* N(0, 1) */
+em_tensor *em_uniform(em_shape shape, em_dtype dtype, double low, double high, em_generator *gen);
+em_tensor *em_normal(em_shape shape, em_dtype dtype, double mean, double std, em_generator *gen);
+em_tensor *em_randint(em_shape shape, em_dtype dtype, int64_t low, int64_t high, em_generator *gen);
+em_tensor *em_bernoulli(em_shape shape, em_dtype dtype, double p, em_generator *gen);
+
+/* ---- inspection ---- */
+int64_t em_numel(const em_tensor *t);
+int64_t em_size(const em_tensor *t, int dim); /* negative dim counts from the end; -1 on error */
+em_shape em_shape_of(const em_tensor *t);
+bool em_is_contiguous(const em_tensor *t);
+bool em_same_shape(const em_tensor *a, const em_tensor *b);
+void *em_data_ptr(const em_tensor *t);   /* address of element 0 of the view */
+double em_item(const em_tensor *t);      /* the single element as double; NAN + error otherwise */
+double em_get(const em_tensor *t, const int64_t *index); /* one element; index has ndim entries */
+/* copy all elements, in row-major order, converted to dtype, into a host buffer of numel */
+int em_copy_to_host(const em_tensor *t, em_dtype dtype, void *dst);
+/* "[64,784]" into buf (for messages); returns buf */
+const char *em_shape_str(const em_tensor *t, char *buf, size_t n);
+void em_print(const em_tensor *t, FILE *f); /* readable, PyTorch-like, summarised when large */
+
+/* ---- in place, outside autograd (initialisation, optimizer updates) ----
+ * Views, dtype conversion and other differentiable ops are in autograd/autograd.h. */
+em_status em_copy_(em_tensor *dst, const em_tensor *src); /* broadcasts src, converts dtype */
+em_status em_fill_(em_tensor *t, double value);
+em_status em_zero_(em_tensor *t);
+em_tensor *em_to_device(const em_tensor *t, em_device device); /* a copy; no grad */
+
+#endif

@@ -1,0 +1,32 @@
+/* What autograd/ and the other upper layers need from the tensor layer beyond its public calls:
+ * aliases over shared storage, kernel views, broadcasting and backend lookup. Not installed. */
+#ifndef EMBER_TENSOR_INTERNAL_H
+#define EMBER_TENSOR_INTERNAL_H
+
+#include "tensor/tensor.h"
+
+/* A new tensor over t's storage with the given geometry; no autograd state. */
+em_tensor *em_tensor_alias(const em_tensor *t, int ndim, const int64_t *shape,
+                           const int64_t *strides, int64_t offset);
+/* t itself (one more reference) when contiguous, else a contiguous copy; no autograd state. */
+em_tensor *em_tensor_contiguous_raw(const em_tensor *t);
+/* A contiguous copy of t converted to dtype; no autograd state. */
+em_tensor *em_tensor_cast_raw(const em_tensor *t, em_dtype dtype);
+
+/* The kernel's view of t, optionally broadcast to shape (stride 0 on expanded dims). */
+em_arr em_tensor_arr(const em_tensor *t);
+em_arr em_tensor_arr_broadcast(const em_tensor *t, const em_shape *shape);
+
+/* out = the broadcast of a and b (PyTorch's rules); false when they do not broadcast. */
+bool em_broadcast_shapes(const em_shape *a, const em_shape *b, em_shape *out);
+int64_t em_shape_numel(const em_shape *s);
+void em_contiguous_strides(const em_shape *s, int64_t *strides);
+/* "[64,784]" of a bare shape into buf; returns buf */
+const char *em_shape_fmt(const em_shape *s, char *buf, size_t n);
+
+/* The backend of t's device, or NULL with an error naming fn. */
+const em_backend *em_tensor_backend(const em_tensor *t, const char *fn);
+/* Turn a kernel's return code into a status, recording "fn: not supported for dtype on device". */
+em_status em_kernel_status(int rc, const char *fn, const em_tensor *t);
+
+#endif
