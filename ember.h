@@ -1,0 +1,8 @@
+/* ember: one include for the whole framework. */
+#ifndef EMBER_H
+#define EMBER_H
+
+#include "tensor/tensor.h"
+#include "autograd/autograd.h"
+
+#endif
