@@ -4,5 +4,6 @@
 
 #include "tensor/tensor.h"
 #include "autograd/autograd.h"
+#include "optim/optim.h"
 
 #endif

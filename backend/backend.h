@@ -84,6 +84,25 @@ typedef struct {
     bool count_include_pad; /* average pooling only */
 } em_pool2d_shape;
 
+/* Hyperparameters of the fused optimizer updates; PyTorch's semantics (see optim/optim.h). */
+typedef struct {
+    double lr, momentum, dampening, weight_decay;
+    bool nesterov;
+    bool first_step; /* the momentum buffer starts as the gradient itself (no dampening) */
+} em_sgd_hparams;
+
+typedef struct {
+    double lr, beta1, beta2, eps, weight_decay;
+    bool decoupled; /* AdamW: param *= 1 - lr * weight_decay; else L2 added to the gradient */
+    bool amsgrad;
+    int64_t step;   /* this update's count, from 1 (bias correction) */
+} em_adam_hparams;
+
+typedef struct {
+    double lr, alpha, eps, weight_decay, momentum;
+    bool centered;
+} em_rmsprop_hparams;
+
 typedef struct em_backend {
     em_device device;
     const char *name;
@@ -148,6 +167,18 @@ typedef struct em_backend {
     int (*gather)(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
     /* out[i][idx[i][j]] += src[i][j] along dim; deterministic order */
     int (*scatter_add)(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
+
+    /* optimizer updates, in place over n contiguous elements of dt (f32 or f64); every state
+     * buffer has the parameter's n and dtype */
+    int (*sgd_update)(em_dtype dt, int64_t n, const em_sgd_hparams *h, void *param,
+                      const void *grad, void *momentum_buf /* NULL when momentum is 0 */);
+    int (*adam_update)(em_dtype dt, int64_t n, const em_adam_hparams *h, void *param,
+                       const void *grad, void *exp_avg, void *exp_avg_sq,
+                       void *max_exp_avg_sq /* NULL unless amsgrad */);
+    int (*rmsprop_update)(em_dtype dt, int64_t n, const em_rmsprop_hparams *h, void *param,
+                          const void *grad, void *square_avg,
+                          void *momentum_buf /* NULL when momentum is 0 */,
+                          void *grad_avg /* NULL unless centered */);
 } em_backend;
 
 /* The backend of a device, or NULL when ember was built without it or no such device is present. */

@@ -31,6 +31,9 @@ static const em_backend cpu_backend = {
     .index_add = em_cpu_index_add,
     .gather = em_cpu_gather,
     .scatter_add = em_cpu_scatter_add,
+    .sgd_update = em_cpu_sgd_update,
+    .adam_update = em_cpu_adam_update,
+    .rmsprop_update = em_cpu_rmsprop_update,
 };
 
 const em_backend *em_backend_cpu(void)

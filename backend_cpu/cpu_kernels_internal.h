@@ -63,4 +63,13 @@ int em_cpu_index_add(const em_arr *out, int dim, const int64_t *idx, int64_t n, 
 int em_cpu_gather(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
 int em_cpu_scatter_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
 
+/* cpu_optim.c */
+int em_cpu_sgd_update(em_dtype dt, int64_t n, const em_sgd_hparams *h, void *param,
+                      const void *grad, void *momentum_buf);
+int em_cpu_adam_update(em_dtype dt, int64_t n, const em_adam_hparams *h, void *param,
+                       const void *grad, void *exp_avg, void *exp_avg_sq, void *max_exp_avg_sq);
+int em_cpu_rmsprop_update(em_dtype dt, int64_t n, const em_rmsprop_hparams *h, void *param,
+                          const void *grad, void *square_avg, void *momentum_buf,
+                          void *grad_avg);
+
 #endif

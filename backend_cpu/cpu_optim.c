@@ -1,0 +1,170 @@
+/* Fused optimizer updates on the CPU: SGD, Adam/AdamW and RMSprop, one pass over a contiguous
+ * f32/f64 parameter and its state, in PyTorch's order of operations (computed in double). */
+#include <math.h>
+
+#include "backend_cpu/cpu_kernels_internal.h"
+
+/* One element's SGD step; buf (the momentum buffer) is NULL when momentum is 0. */
+static inline double sgd_elem(const em_sgd_hparams *h, double p, double g, double *buf)
+{
+    if (h->weight_decay != 0)
+        g += h->weight_decay * p;
+    if (buf) {
+        *buf = h->first_step ? g : *buf * h->momentum + (1 - h->dampening) * g;
+        g = h->nesterov ? g + h->momentum * *buf : *buf;
+    }
+    return p - h->lr * g;
+}
+
+int em_cpu_sgd_update(em_dtype dt, int64_t n, const em_sgd_hparams *h, void *param,
+                      const void *grad, void *momentum_buf)
+{
+    if (dt == EM_F64) {
+        double *p = param;                // (n)
+        const double *g = grad;           // (n)
+        double *buf = momentum_buf;       // (n) or NULL
+#pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN)
+        for (int64_t i = 0; i < n; i++)
+            p[i] = sgd_elem(h, p[i], g[i], buf ? &buf[i] : NULL);
+        return EM_KERNEL_OK;
+    }
+    if (dt == EM_F32) {
+        float *p = param;                 // (n)
+        const float *g = grad;            // (n)
+        float *buf = momentum_buf;        // (n) or NULL
+#pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN)
+        for (int64_t i = 0; i < n; i++) {
+            double b = buf ? buf[i] : 0;
+            p[i] = (float)sgd_elem(h, p[i], g[i], buf ? &b : NULL);
+            if (buf)
+                buf[i] = (float)b;
+        }
+        return EM_KERNEL_OK;
+    }
+    return EM_KERNEL_UNSUPPORTED;
+}
+
+/* What every element of one Adam step shares. */
+typedef struct {
+    const em_adam_hparams *h;
+    double step_size;        /* lr / (1 - beta1^step) */
+    double bias_corr2_sqrt;  /* sqrt(1 - beta2^step) */
+} adam_consts;
+
+/* One element's Adam step; vmax is NULL unless amsgrad. */
+static inline double adam_elem(const adam_consts *c, double p, double g, double *m, double *v,
+                               double *vmax)
+{
+    const em_adam_hparams *h = c->h;
+    if (h->decoupled)
+        p *= 1 - h->lr * h->weight_decay;
+    else if (h->weight_decay != 0)
+        g += h->weight_decay * p;
+    *m = *m * h->beta1 + (1 - h->beta1) * g;
+    *v = *v * h->beta2 + (1 - h->beta2) * g * g;
+    double s = *v;
+    if (vmax) {
+        *vmax = fmax(*vmax, *v);
+        s = *vmax;
+    }
+    double denom = sqrt(s) / c->bias_corr2_sqrt + h->eps;
+    return p - c->step_size * (*m / denom);
+}
+
+int em_cpu_adam_update(em_dtype dt, int64_t n, const em_adam_hparams *h, void *param,
+                       const void *grad, void *exp_avg, void *exp_avg_sq, void *max_exp_avg_sq)
+{
+    adam_consts c = {
+        .h = h,
+        .step_size = h->lr / (1 - pow(h->beta1, (double)h->step)),
+        .bias_corr2_sqrt = sqrt(1 - pow(h->beta2, (double)h->step)),
+    };
+    if (dt == EM_F64) {
+        double *p = param;                // (n)
+        const double *g = grad;           // (n)
+        double *m = exp_avg;              // (n)
+        double *v = exp_avg_sq;           // (n)
+        double *vmax = max_exp_avg_sq;    // (n) or NULL
+#pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN)
+        for (int64_t i = 0; i < n; i++)
+            p[i] = adam_elem(&c, p[i], g[i], &m[i], &v[i], vmax ? &vmax[i] : NULL);
+        return EM_KERNEL_OK;
+    }
+    if (dt == EM_F32) {
+        float *p = param;                 // (n)
+        const float *g = grad;            // (n)
+        float *m = exp_avg;               // (n)
+        float *v = exp_avg_sq;            // (n)
+        float *vmax = max_exp_avg_sq;     // (n) or NULL
+#pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN)
+        for (int64_t i = 0; i < n; i++) {
+            double mi = m[i], vi = v[i], vmaxi = vmax ? vmax[i] : 0;
+            p[i] = (float)adam_elem(&c, p[i], g[i], &mi, &vi, vmax ? &vmaxi : NULL);
+            m[i] = (float)mi;
+            v[i] = (float)vi;
+            if (vmax)
+                vmax[i] = (float)vmaxi;
+        }
+        return EM_KERNEL_OK;
+    }
+    return EM_KERNEL_UNSUPPORTED;
+}
+
+/* One element's RMSprop step; buf is NULL when momentum is 0, gavg NULL unless centered. */
+static inline double rmsprop_elem(const em_rmsprop_hparams *h, double p, double g, double *sq,
+                                  double *buf, double *gavg)
+{
+    if (h->weight_decay != 0)
+        g += h->weight_decay * p;
+    *sq = *sq * h->alpha + (1 - h->alpha) * g * g;
+    double avg;
+    if (gavg) {
+        *gavg = *gavg * h->alpha + (1 - h->alpha) * g;
+        avg = sqrt(*sq - *gavg * *gavg);
+    } else {
+        avg = sqrt(*sq);
+    }
+    avg += h->eps;
+    if (buf) {
+        *buf = *buf * h->momentum + g / avg;
+        return p - h->lr * *buf;
+    }
+    return p - h->lr * (g / avg);
+}
+
+int em_cpu_rmsprop_update(em_dtype dt, int64_t n, const em_rmsprop_hparams *h, void *param,
+                          const void *grad, void *square_avg, void *momentum_buf,
+                          void *grad_avg)
+{
+    if (dt == EM_F64) {
+        double *p = param;                // (n)
+        const double *g = grad;           // (n)
+        double *sq = square_avg;          // (n)
+        double *buf = momentum_buf;       // (n) or NULL
+        double *gavg = grad_avg;          // (n) or NULL
+#pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN)
+        for (int64_t i = 0; i < n; i++)
+            p[i] = rmsprop_elem(h, p[i], g[i], &sq[i], buf ? &buf[i] : NULL,
+                                gavg ? &gavg[i] : NULL);
+        return EM_KERNEL_OK;
+    }
+    if (dt == EM_F32) {
+        float *p = param;                 // (n)
+        const float *g = grad;            // (n)
+        float *sq = square_avg;           // (n)
+        float *buf = momentum_buf;        // (n) or NULL
+        float *gavg = grad_avg;           // (n) or NULL
+#pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN)
+        for (int64_t i = 0; i < n; i++) {
+            double sqi = sq[i], bi = buf ? buf[i] : 0, gi = gavg ? gavg[i] : 0;
+            p[i] = (float)rmsprop_elem(h, p[i], g[i], &sqi, buf ? &bi : NULL, gavg ? &gi : NULL);
+            sq[i] = (float)sqi;
+            if (buf)
+                buf[i] = (float)bi;
+            if (gavg)
+                gavg[i] = (float)gi;
+        }
+        return EM_KERNEL_OK;
+    }
+    return EM_KERNEL_UNSUPPORTED;
+}

@@ -1,0 +1,89 @@
+/* Optimizers with parameter groups, and learning-rate schedulers; both can save and restore
+ * their state. Updates run as fused kernels of the parameters' backend. */
+#ifndef EMBER_OPTIM_H
+#define EMBER_OPTIM_H
+
+#include "nn/nn.h"
+
+typedef struct em_optim em_optim;
+
+typedef struct {
+    double lr;           /* default 0.01 */
+    double momentum;
+    double dampening;
+    double weight_decay;
+    bool nesterov;
+} em_sgd_opts;
+
+typedef struct {
+    double lr;           /* default 1e-3 */
+    double beta1, beta2; /* default 0.9, 0.999 */
+    double eps;          /* default 1e-8 */
+    double weight_decay; /* Adam: L2 added to the gradient; AdamW: decoupled (default 0.01) */
+    bool amsgrad;
+} em_adam_opts;
+
+typedef struct {
+    double lr;     /* default 0.01 */
+    double alpha;  /* default 0.99 */
+    double eps;    /* default 1e-8 */
+    double weight_decay;
+    double momentum;
+    bool centered;
+} em_rmsprop_opts;
+
+/* Each constructor puts all of m's parameters in group 0; m may be NULL (add groups later). */
+em_optim *em_sgd(em_module *m, em_sgd_opts o);
+em_optim *em_adam(em_module *m, em_adam_opts o);
+em_optim *em_adamw(em_module *m, em_adam_opts o);
+em_optim *em_rmsprop(em_module *m, em_rmsprop_opts o);
+void em_optim_free(em_optim *o);
+
+/* A group's own settings; unset fields take the optimizer's. */
+typedef struct {
+    double lr;
+    double weight_decay;
+    bool lr_set, weight_decay_set;
+} em_group_opts;
+/* Adds a group over n parameters (borrowed: they must outlive the optimizer); returns its index
+ * or -1 on error. A parameter may be in only one group. */
+int em_optim_add_group(em_optim *o, em_tensor *const *params, int n, em_group_opts g);
+/* Splits m's parameters: 1-D ones (biases, norm weights) into a group without weight decay,
+ * the rest into a group with the optimizer's. Use on an optimizer made with m = NULL. */
+em_status em_optim_add_module_no_decay_1d(em_optim *o, em_module *m);
+
+em_status em_optim_step(em_optim *o); /* parameters without grad are skipped */
+void em_optim_zero_grad(em_optim *o);
+int em_optim_num_groups(const em_optim *o);
+double em_optim_get_lr(const em_optim *o, int group);
+void em_optim_set_lr(em_optim *o, int group, double lr);
+
+/* State as named tensors ("param.3.exp_avg", "group.0.lr", "step"), live references for a
+ * checkpoint writer; em_optim_load_state copies values in by name and checks every shape,
+ * changing nothing on a mismatch. */
+int em_optim_state(const em_optim *o, em_param_ref *out, int max);
+em_status em_optim_load_state(em_optim *o, const em_param_ref *in, int n);
+
+/* ---- learning-rate schedulers: em_scheduler_step once per step (or epoch, as the user
+ * chooses); they set every group's lr from its base lr ---- */
+typedef struct em_scheduler em_scheduler;
+em_scheduler *em_step_lr(em_optim *o, int64_t step_size, double gamma);
+em_scheduler *em_multistep_lr(em_optim *o, const int64_t *milestones, int n, double gamma);
+em_scheduler *em_exponential_lr(em_optim *o, double gamma);
+em_scheduler *em_cosine_annealing_lr(em_optim *o, int64_t t_max, double eta_min);
+em_scheduler *em_warmup_cosine_lr(em_optim *o, int64_t warmup_steps, int64_t total_steps,
+                                  double eta_min);
+typedef struct {
+    double max_lr;
+    int64_t total_steps;
+    double pct_start;        /* default 0.3 */
+    double div_factor;       /* default 25 */
+    double final_div_factor; /* default 1e4 */
+} em_one_cycle_opts;
+em_scheduler *em_one_cycle_lr(em_optim *o, em_one_cycle_opts c);
+void em_scheduler_step(em_scheduler *s);
+int64_t em_scheduler_last_step(const em_scheduler *s);
+em_status em_scheduler_set_last_step(em_scheduler *s, int64_t step); /* for resume */
+void em_scheduler_free(em_scheduler *s);
+
+#endif
