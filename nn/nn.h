@@ -1,0 +1,133 @@
+/* Modules and losses: named parameters and buffers in a tree, train/eval mode, forward;
+ * the standard layers and PyTorch's default initialisation; a torchinfo-like summary. */
+#ifndef EMBER_NN_H
+#define EMBER_NN_H
+
+#include <stdio.h>
+
+#include "autograd/autograd.h"
+
+typedef struct em_module em_module;
+
+/* What a module type provides; a custom module fills one of these (static const). */
+typedef struct {
+    const char *type_name;                                  /* "Linear" */
+    em_tensor *(*forward)(em_module *m, const em_tensor *x); /* new tensor, or NULL + error */
+    void (*destroy)(em_module *m);                          /* frees what init allocated; NULL ok */
+    /* "in_features=784, out_features=512" for summaries; NULL ok */
+    void (*describe)(const em_module *m, char *buf, size_t n);
+} em_module_type;
+
+typedef struct {
+    char *name;       /* local name: "weight", "running_mean" */
+    em_tensor *value; /* owned */
+} em_named_tensor;
+
+typedef struct {
+    char *name;       /* local name: "0", "features" */
+    em_module *module; /* owned */
+} em_named_module;
+
+/* A custom module embeds em_module as its first member:
+ *   typedef struct { em_module base; float scale; } my_block;
+ *   static const em_module_type my_block_type = { "MyBlock", my_block_forward, NULL, NULL };
+ *   my_block *b = calloc(1, sizeof *b); em_module_init(&b->base, &my_block_type);
+ *   em_module_add_param(&b->base, "weight", em_randn(...));
+ *   em_module_add_child(&b->base, "fc", em_linear_layer(8, 8, true)); */
+struct em_module {
+    const em_module_type *type;
+    bool training;
+    int n_params, n_buffers, n_children;
+    em_named_tensor *params;   /* require grad */
+    em_named_tensor *buffers;  /* saved with the model, no grad (running statistics, masks) */
+    em_named_module *children;
+    char **full_names; /* dotted names handed out by the traversals, freed with the module */
+    int n_full_names;
+};
+
+void em_module_init(em_module *m, const em_module_type *type);
+/* take ownership of value (made a grad-requiring leaf); returns value, or NULL on error */
+em_tensor *em_module_add_param(em_module *m, const char *name, em_tensor *value);
+em_tensor *em_module_add_buffer(em_module *m, const char *name, em_tensor *value);
+em_module *em_module_add_child(em_module *m, const char *name, em_module *child);
+void em_module_free(em_module *m); /* the module, its children and tensors; NULL fine */
+
+em_tensor *em_forward(em_module *m, const em_tensor *x);
+void em_module_train(em_module *m, bool training); /* recursive */
+void em_module_eval(em_module *m);
+
+/* Depth-first named traversal: "features.0.weight". Returns the count; writes up to max
+ * entries (names are owned by the module tree and live as long as it). */
+typedef struct {
+    const char *name; /* full dotted name */
+    em_tensor *value;
+} em_param_ref;
+int em_module_parameters(const em_module *m, em_param_ref *out, int max);
+int em_module_buffers(const em_module *m, em_param_ref *out, int max);
+em_tensor *em_module_find(const em_module *m, const char *dotted_name); /* param or buffer */
+int64_t em_module_num_params(const em_module *m);
+void em_module_zero_grad(em_module *m);
+/* torchinfo-like table for an input shape: layer, output shape, parameter count; totals */
+em_status em_module_summary(em_module *m, em_shape input, FILE *f);
+
+/* ---- layers ---- */
+em_module *em_sequential(int n, ...);                 /* takes ownership of n modules */
+/* returns seq; when either is NULL (or seq is no Sequential) frees both, returns NULL */
+em_module *em_sequential_append(em_module *seq, em_module *m);
+em_module *em_linear_layer(int64_t in_features, int64_t out_features, bool bias);
+typedef struct {
+    int64_t stride, padding, dilation, groups; /* zero takes the default (1, 0, 1, 1) */
+    bool no_bias;
+} em_conv2d_layer_opts;
+em_module *em_conv2d_layer(int64_t in_ch, int64_t out_ch, int64_t kernel, em_conv2d_layer_opts o);
+em_module *em_max_pool2d_layer(int64_t kernel, int64_t stride /* 0: kernel */, int64_t padding);
+em_module *em_avg_pool2d_layer(int64_t kernel, int64_t stride /* 0: kernel */, int64_t padding);
+em_module *em_adaptive_avg_pool2d_layer(int64_t out_h, int64_t out_w);
+em_module *em_batch_norm1d_layer(int64_t features, double eps /* 0: 1e-5 */, double momentum /* 0: 0.1 */);
+em_module *em_batch_norm2d_layer(int64_t channels, double eps, double momentum);
+em_module *em_layer_norm_layer(int64_t normalized_size, double eps /* 0: 1e-5 */);
+em_module *em_dropout_layer(double p);
+em_module *em_embedding_layer(int64_t num, int64_t dim);
+em_module *em_flatten_layer(void); /* flattens all dims after the first */
+em_module *em_relu_layer(void);
+em_module *em_leaky_relu_layer(double negative_slope);
+em_module *em_gelu_layer(bool tanh_approximation);
+em_module *em_silu_layer(void);
+em_module *em_tanh_layer(void);
+em_module *em_sigmoid_layer(void);
+em_module *em_softmax_layer(int dim);
+
+/* ---- functional forms the layers use (differentiable) ---- */
+em_tensor *em_dropout(const em_tensor *x, double p, bool training, em_generator *gen);
+em_tensor *em_batch_norm(const em_tensor *x, em_tensor *running_mean, em_tensor *running_var,
+                         const em_tensor *weight, const em_tensor *bias, bool training,
+                         double momentum, double eps);
+em_tensor *em_layer_norm(const em_tensor *x, int64_t normalized_size, const em_tensor *weight,
+                         const em_tensor *bias, double eps);
+em_tensor *em_adaptive_avg_pool2d(const em_tensor *x, int64_t out_h, int64_t out_w);
+
+/* ---- losses ---- */
+typedef enum { EM_REDUCTION_MEAN = 0, EM_REDUCTION_SUM, EM_REDUCTION_NONE } em_reduction;
+typedef struct {
+    em_reduction reduction;
+    int64_t ignore_index;   /* used when has_ignore_index */
+    bool has_ignore_index;
+    double label_smoothing;
+} em_cross_entropy_opts;
+/* logits (N, C), target i64 (N) */
+em_tensor *em_cross_entropy(const em_tensor *logits, const em_tensor *target, em_cross_entropy_opts o);
+em_tensor *em_nll_loss(const em_tensor *log_probs, const em_tensor *target, em_cross_entropy_opts o);
+em_tensor *em_mse_loss(const em_tensor *input, const em_tensor *target, em_reduction r);
+em_tensor *em_l1_loss(const em_tensor *input, const em_tensor *target, em_reduction r);
+em_tensor *em_bce_with_logits(const em_tensor *logits, const em_tensor *target, em_reduction r);
+
+/* ---- initialisation (in place, no grad), PyTorch's formulas ---- */
+typedef enum { EM_FAN_IN = 0, EM_FAN_OUT } em_fan_mode;
+em_status em_init_kaiming_uniform_(em_tensor *t, double a, em_fan_mode mode, em_generator *gen);
+em_status em_init_kaiming_normal_(em_tensor *t, double a, em_fan_mode mode, em_generator *gen);
+/* xavier: gain 0 takes the default 1 */
+em_status em_init_xavier_uniform_(em_tensor *t, double gain, em_generator *gen);
+em_status em_init_xavier_normal_(em_tensor *t, double gain, em_generator *gen);
+em_status em_init_uniform_(em_tensor *t, double low, double high, em_generator *gen);
+
+#endif

@@ -1,0 +1,22 @@
+/* `ember info`: what this build of ember can use on this machine. */
+#include <omp.h>
+#include <stdio.h>
+
+#include "ember.h"
+#include "tools/tools_internal.h"
+
+int em_cmd_info(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("ember threads: %d (OMP_NUM_THREADS)\n", omp_get_max_threads());
+    for (int d = 0; d < EM_NDEVICES; d++) {
+        const em_backend *b = em_backend_get((em_device)d);
+        printf("device %-5s %s\n", em_device_name((em_device)d), b ? "available" : "not available");
+    }
+    printf("dtypes:");
+    for (int t = 0; t < EM_NDTYPES; t++)
+        printf(" %s", em_dtype_name((em_dtype)t));
+    printf("\n");
+    return 0;
+}
