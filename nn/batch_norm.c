@@ -1,0 +1,169 @@
+/* Batch normalisation as a composite of autograd ops (its gradients come from theirs): batch
+ * statistics and a running-statistics update in training, the running statistics in eval. */
+#include <stdio.h>
+
+#include "nn/nn_internal.h"
+
+/* (C) viewed as (1, C, 1, ...) to broadcast against x, in x's dtype */
+static em_tensor *per_channel(const em_tensor *v, const em_tensor *x)
+{
+    em_shape s = {.ndim = x->ndim};
+    for (int i = 0; i < x->ndim; i++)
+        s.d[i] = i == 1 ? x->shape[1] : 1;
+    em_tensor *r = em_reshape(v, s);
+    return r && r->dtype != x->dtype ? em_to_dtype(r, x->dtype) : r;
+}
+
+/* running = (1 - momentum) running + momentum stat, outside autograd */
+static em_status update_running(em_tensor *running, const em_tensor *stat, double momentum)
+{
+    em_tensor *old = em_to_dtype(em_reshape(running, em_shape_of(stat)), stat->dtype);
+    em_tensor *upd = em_add(em_mul_scalar(old, 1.0 - momentum), em_mul_scalar(stat, momentum));
+    return upd ? em_copy_(running, em_reshape(upd, em_shape_of(running))) : em_error_status();
+}
+
+static bool check_channel_vec(const em_tensor *v, int64_t c, const char *what, const em_tensor *x)
+{
+    if (!v || (v->ndim == 1 && v->shape[0] == c))
+        return true;
+    char bx[64], bv[64];
+    em_set_error(EM_ERR_ARG, "em_batch_norm: %s must have shape [%lld] for x %s, not %s", what,
+                 (long long)c, em_shape_str(x, bx, sizeof bx), em_shape_str(v, bv, sizeof bv));
+    return false;
+}
+
+/* x (N, C, *), running_mean, running_var, weight, bias (C) or NULL */
+em_tensor *em_batch_norm(const em_tensor *x, em_tensor *running_mean, em_tensor *running_var,
+                         const em_tensor *weight, const em_tensor *bias, bool training,
+                         double momentum, double eps)
+{
+    if (!x)
+        return NULL;
+    char bx[64];
+    if (x->ndim < 2 || !em_dtype_is_float(x->dtype)) {
+        em_set_error(EM_ERR_ARG, "em_batch_norm: x must be floating point (N, C, *), not %s %s",
+                     em_dtype_name(x->dtype), em_shape_str(x, bx, sizeof bx));
+        return NULL;
+    }
+    int64_t c = x->shape[1], n = c ? em_numel(x) / c : 0;
+    if (!check_channel_vec(running_mean, c, "running_mean", x) ||
+        !check_channel_vec(running_var, c, "running_var", x) ||
+        !check_channel_vec(weight, c, "weight", x) || !check_channel_vec(bias, c, "bias", x))
+        return NULL;
+    if (training && n <= 1) {
+        em_set_error(EM_ERR_ARG, "em_batch_norm: training needs more than one value per channel: "
+                     "x %s", em_shape_str(x, bx, sizeof bx));
+        return NULL;
+    }
+    if (!training && (!running_mean || !running_var)) {
+        em_set_error(EM_ERR_ARG, "em_batch_norm: eval mode needs running_mean and running_var");
+        return NULL;
+    }
+    int dims[EM_MAX_DIMS], nd = 0;
+    for (int i = 0; i < x->ndim; i++)
+        if (i != 1)
+            dims[nd++] = i;
+
+    em_scope_begin();
+    em_tensor *mean, *var; // (1, C, 1, ...)
+    if (training) {
+        mean = em_mean(x, dims, nd, true);
+        var = em_var(x, dims, nd, 0, true);
+        bool prev = em_set_grad_enabled(false);
+        if (mean && var && running_mean && running_var &&
+            (update_running(running_mean, mean, momentum) != EM_OK ||
+             update_running(running_var, em_mul_scalar(var, (double)n / (double)(n - 1)),
+                            momentum) != EM_OK))
+            mean = NULL;
+        em_set_grad_enabled(prev);
+    } else {
+        mean = per_channel(running_mean, x);
+        var = per_channel(running_var, x);
+    }
+    em_tensor *y = em_mul(em_sub(x, mean), em_rsqrt(em_add_scalar(var, eps)));
+    if (weight)
+        y = em_mul(y, per_channel(weight, x));
+    if (bias)
+        y = em_add(y, per_channel(bias, x));
+    em_keep(y);
+    em_scope_end();
+    return y;
+}
+
+typedef struct {
+    em_module base;
+    int64_t features;
+    int min_ndim, max_ndim; /* accepted input ranks */
+    double eps, momentum;
+} batch_norm_layer; /* params: weight, bias (features); buffers: running_mean, running_var
+                       (features), num_batches_tracked (i64 scalar) */
+
+static em_tensor *batch_norm_forward(em_module *m, const em_tensor *x)
+{
+    batch_norm_layer *b = (batch_norm_layer *)m;
+    if (x->ndim < b->min_ndim || x->ndim > b->max_ndim) {
+        char buf[64];
+        em_set_error(EM_ERR_ARG, "%s: expected a %s input, got %s", m->type->type_name,
+                     b->min_ndim == 4 ? "4-D (N, C, H, W)" : "2-D (N, C) or 3-D (N, C, L)",
+                     em_shape_str(x, buf, sizeof buf));
+        return NULL;
+    }
+    em_tensor *y = em_batch_norm(x, m->buffers[0].value, m->buffers[1].value, m->params[0].value,
+                                 m->params[1].value, m->training, b->momentum, b->eps);
+    if (y && m->training) {
+        em_tensor *tracked = m->buffers[2].value;
+        em_fill_(tracked, em_item(tracked) + 1);
+    }
+    return y;
+}
+
+static void batch_norm_describe(const em_module *m, char *buf, size_t n)
+{
+    const batch_norm_layer *b = (const batch_norm_layer *)m;
+    snprintf(buf, n, "%lld, eps=%g, momentum=%g", (long long)b->features, b->eps, b->momentum);
+}
+
+static const em_module_type batch_norm1d_type = {"BatchNorm1d", batch_norm_forward, NULL,
+                                                 batch_norm_describe};
+static const em_module_type batch_norm2d_type = {"BatchNorm2d", batch_norm_forward, NULL,
+                                                 batch_norm_describe};
+
+static em_module *batch_norm_layer_new(const em_module_type *type, int64_t features, double eps,
+                                       double momentum, const char *fn)
+{
+    if (features <= 0 || eps < 0 || momentum < 0 || momentum > 1) {
+        em_set_error(EM_ERR_ARG, "%s: bad arguments: features %lld, eps %g, momentum %g", fn,
+                     (long long)features, eps, momentum);
+        return NULL;
+    }
+    batch_norm_layer *b = (batch_norm_layer *)em_module_alloc(sizeof *b, type);
+    if (!b)
+        return NULL;
+    b->features = features;
+    b->eps = eps ? eps : 1e-5;
+    b->momentum = momentum ? momentum : 0.1;
+    b->min_ndim = type == &batch_norm2d_type ? 4 : 2;
+    b->max_ndim = type == &batch_norm2d_type ? 4 : 3;
+    em_module *m = &b->base;
+    if (!em_module_add_param(m, "weight", em_ones(EM_SHAPE(features), EM_F32)) ||
+        !em_module_add_param(m, "bias", em_zeros(EM_SHAPE(features), EM_F32)) ||
+        !em_module_add_buffer(m, "running_mean", em_zeros(EM_SHAPE(features), EM_F32)) ||
+        !em_module_add_buffer(m, "running_var", em_ones(EM_SHAPE(features), EM_F32)) ||
+        !em_module_add_buffer(m, "num_batches_tracked", em_zeros(EM_SCALAR_SHAPE, EM_I64))) {
+        em_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+em_module *em_batch_norm1d_layer(int64_t features, double eps, double momentum)
+{
+    return batch_norm_layer_new(&batch_norm1d_type, features, eps, momentum,
+                                "em_batch_norm1d_layer");
+}
+
+em_module *em_batch_norm2d_layer(int64_t channels, double eps, double momentum)
+{
+    return batch_norm_layer_new(&batch_norm2d_type, channels, eps, momentum,
+                                "em_batch_norm2d_layer");
+}

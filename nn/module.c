@@ -1,0 +1,323 @@
+/* The module tree: named parameters, buffers and children; train/eval; forward with the
+ * summary's hook; depth-first traversal with dotted names; freeing a whole tree. */
+
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn_internal.h"
+#include "tensor/core_internal.h"
+
+static _Thread_local em_forward_hook forward_hook;
+static _Thread_local void *forward_hook_ctx;
+
+em_forward_hook em_set_forward_hook(em_forward_hook hook, void *ctx, void **prev_ctx)
+{
+    em_forward_hook prev = forward_hook;
+    if (prev_ctx)
+        *prev_ctx = forward_hook_ctx;
+    forward_hook = hook;
+    forward_hook_ctx = ctx;
+    return prev;
+}
+
+void em_module_init(em_module *m, const em_module_type *type)
+{
+    memset(m, 0, sizeof *m);
+    m->type = type;
+    m->training = true;
+}
+
+em_module *em_module_alloc(size_t size, const em_module_type *type)
+{
+    em_module *m = calloc(1, size);
+    if (!m) {
+        em_set_error(EM_ERR_MEMORY, "%s: out of memory", type->type_name);
+        return NULL;
+    }
+    em_module_init(m, type);
+    return m;
+}
+
+static bool name_taken(const em_module *m, const char *name)
+{
+    for (int i = 0; i < m->n_params; i++)
+        if (!strcmp(m->params[i].name, name))
+            return true;
+    for (int i = 0; i < m->n_buffers; i++)
+        if (!strcmp(m->buffers[i].name, name))
+            return true;
+    for (int i = 0; i < m->n_children; i++)
+        if (!strcmp(m->children[i].name, name))
+            return true;
+    return false;
+}
+
+/* Checks m and name for an add_* call; false with an error set. */
+static bool check_add(const em_module *m, const char *name, const char *fn)
+{
+    if (!m || !name || !*name) {
+        em_set_error(EM_ERR_ARG, "%s: module and name must be given", fn);
+        return false;
+    }
+    if (strchr(name, '.')) {
+        em_set_error(EM_ERR_ARG, "%s: name \"%s\" must not contain '.'", fn, name);
+        return false;
+    }
+    if (name_taken(m, name)) {
+        em_set_error(EM_ERR_ARG, "%s: name \"%s\" is already used in this %s", fn, name,
+                     m->type->type_name);
+        return false;
+    }
+    return true;
+}
+
+static em_tensor *add_tensor(em_module *m, em_named_tensor **list, int *n, const char *name,
+                             em_tensor *value, const char *fn)
+{
+    if (!value)
+        return NULL;
+    if (!check_add(m, name, fn)) {
+        em_release(value);
+        return NULL;
+    }
+    em_named_tensor *grown = realloc(*list, (size_t)(*n + 1) * sizeof **list);
+    char *copy = strdup(name);
+    if (!grown || !copy) {
+        if (grown)
+            *list = grown;
+        free(copy);
+        em_release(value);
+        em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+        return NULL;
+    }
+    *list = grown;
+    /* the module takes the creation reference, also from a scope that holds it */
+    em_scope_forget(value);
+    (*list)[*n] = (em_named_tensor){.name = copy, .value = value};
+    (*n)++;
+    return value;
+}
+
+em_tensor *em_module_add_param(em_module *m, const char *name, em_tensor *value)
+{
+    if (value && !em_dtype_is_float(value->dtype)) {
+        em_set_error(EM_ERR_ARG, "em_module_add_param: \"%s\" must be floating point, not %s",
+                     name ? name : "", em_dtype_name(value->dtype));
+        em_release(value);
+        return NULL;
+    }
+    em_tensor *t = add_tensor(m, &m->params, &m->n_params, name, value, "em_module_add_param");
+    return t ? em_requires_grad_(t, true) : NULL;
+}
+
+em_tensor *em_module_add_buffer(em_module *m, const char *name, em_tensor *value)
+{
+    return add_tensor(m, &m->buffers, &m->n_buffers, name, value, "em_module_add_buffer");
+}
+
+em_module *em_module_add_child(em_module *m, const char *name, em_module *child)
+{
+    if (!child)
+        return NULL;
+    if (!check_add(m, name, "em_module_add_child")) {
+        em_module_free(child);
+        return NULL;
+    }
+    em_named_module *grown = realloc(m->children, (size_t)(m->n_children + 1) * sizeof *grown);
+    char *copy = strdup(name);
+    if (!grown || !copy) {
+        if (grown)
+            m->children = grown;
+        free(copy);
+        em_module_free(child);
+        em_set_error(EM_ERR_MEMORY, "em_module_add_child: out of memory");
+        return NULL;
+    }
+    m->children = grown;
+    m->children[m->n_children++] = (em_named_module){.name = copy, .module = child};
+    return child;
+}
+
+void em_module_free(em_module *m)
+{
+    if (!m)
+        return;
+    if (m->type && m->type->destroy)
+        m->type->destroy(m);
+    for (int i = 0; i < m->n_children; i++) {
+        em_module_free(m->children[i].module);
+        free(m->children[i].name);
+    }
+    for (int i = 0; i < m->n_params; i++) {
+        em_release(m->params[i].value);
+        free(m->params[i].name);
+    }
+    for (int i = 0; i < m->n_buffers; i++) {
+        em_release(m->buffers[i].value);
+        free(m->buffers[i].name);
+    }
+    for (int i = 0; i < m->n_full_names; i++)
+        free(m->full_names[i]);
+    free(m->children);
+    free(m->params);
+    free(m->buffers);
+    free(m->full_names);
+    free(m);
+}
+
+em_tensor *em_forward(em_module *m, const em_tensor *x)
+{
+    if (!x)
+        return NULL;
+    if (!m || !m->type || !m->type->forward) {
+        em_set_error(EM_ERR_ARG, "em_forward: module is NULL or has no forward");
+        return NULL;
+    }
+    em_tensor *y = m->type->forward(m, x);
+    if (forward_hook)
+        forward_hook(m, y, forward_hook_ctx);
+    return y;
+}
+
+void em_module_train(em_module *m, bool training)
+{
+    if (!m)
+        return;
+    m->training = training;
+    for (int i = 0; i < m->n_children; i++)
+        em_module_train(m->children[i].module, training);
+}
+
+void em_module_eval(em_module *m)
+{
+    em_module_train(m, false);
+}
+
+/* The root's stored copy of a dotted name (one per distinct name, so pointers handed out by
+ * earlier traversals stay valid); NULL when out of memory. */
+static const char *intern_name(em_module *root, const char *name)
+{
+    for (int i = 0; i < root->n_full_names; i++)
+        if (!strcmp(root->full_names[i], name))
+            return root->full_names[i];
+    char **grown = realloc(root->full_names, (size_t)(root->n_full_names + 1) * sizeof *grown);
+    if (!grown)
+        return NULL;
+    root->full_names = grown;
+    char *copy = strdup(name);
+    if (!copy)
+        return NULL;
+    root->full_names[root->n_full_names++] = copy;
+    return copy;
+}
+
+typedef struct {
+    em_module *root;
+    em_param_ref *out;
+    int max, count;
+    bool buffers;
+    bool failed;
+} walk_state;
+
+static void walk(walk_state *w, const em_module *m, const char *prefix)
+{
+    int n = w->buffers ? m->n_buffers : m->n_params;
+    const em_named_tensor *list = w->buffers ? m->buffers : m->params;
+    for (int i = 0; i < n; i++, w->count++) {
+        if (w->count >= w->max || w->failed)
+            continue;
+        char *full = NULL;
+        if (asprintf(&full, "%s%s", prefix, list[i].name) < 0) {
+            w->failed = true;
+            continue;
+        }
+        const char *name = intern_name(w->root, full);
+        free(full);
+        if (!name) {
+            w->failed = true;
+            continue;
+        }
+        w->out[w->count] = (em_param_ref){.name = name, .value = list[i].value};
+    }
+    for (int i = 0; i < m->n_children; i++) {
+        char *child_prefix = NULL;
+        if (asprintf(&child_prefix, "%s%s.", prefix, m->children[i].name) < 0) {
+            w->failed = true;
+            return;
+        }
+        walk(w, m->children[i].module, child_prefix);
+        free(child_prefix);
+    }
+}
+
+static int traverse(const em_module *m, em_param_ref *out, int max, bool buffers,
+                    const char *fn)
+{
+    if (!m || (max > 0 && !out)) {
+        em_set_error(EM_ERR_ARG, "%s: module and output array must be given", fn);
+        return -1;
+    }
+    /* the name cache is bookkeeping, not part of the module's value */
+    walk_state w = {.root = (em_module *)m, .out = out, .max = max, .buffers = buffers};
+    walk(&w, m, "");
+    if (w.failed) {
+        em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+        return -1;
+    }
+    return w.count;
+}
+
+int em_module_parameters(const em_module *m, em_param_ref *out, int max)
+{
+    return traverse(m, out, max, false, "em_module_parameters");
+}
+
+int em_module_buffers(const em_module *m, em_param_ref *out, int max)
+{
+    return traverse(m, out, max, true, "em_module_buffers");
+}
+
+em_tensor *em_module_find(const em_module *m, const char *dotted_name)
+{
+    if (!m || !dotted_name)
+        return NULL;
+    const char *dot = strchr(dotted_name, '.');
+    if (!dot) {
+        for (int i = 0; i < m->n_params; i++)
+            if (!strcmp(m->params[i].name, dotted_name))
+                return m->params[i].value;
+        for (int i = 0; i < m->n_buffers; i++)
+            if (!strcmp(m->buffers[i].name, dotted_name))
+                return m->buffers[i].value;
+        return NULL;
+    }
+    size_t len = (size_t)(dot - dotted_name);
+    for (int i = 0; i < m->n_children; i++)
+        if (strlen(m->children[i].name) == len &&
+            !strncmp(m->children[i].name, dotted_name, len))
+            return em_module_find(m->children[i].module, dot + 1);
+    return NULL;
+}
+
+int64_t em_module_num_params(const em_module *m)
+{
+    if (!m)
+        return 0;
+    int64_t n = 0;
+    for (int i = 0; i < m->n_params; i++)
+        n += em_numel(m->params[i].value);
+    for (int i = 0; i < m->n_children; i++)
+        n += em_module_num_params(m->children[i].module);
+    return n;
+}
+
+void em_module_zero_grad(em_module *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->n_params; i++)
+        em_zero_grad(m->params[i].value);
+    for (int i = 0; i < m->n_children; i++)
+        em_module_zero_grad(m->children[i].module);
+}

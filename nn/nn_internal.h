@@ -1,0 +1,17 @@
+/* What the nn/ files share beyond nn.h: the forward hook the summary uses, and the way a
+ * layer constructor takes its fresh parameters. Not installed. */
+#ifndef EMBER_NN_INTERNAL_H
+#define EMBER_NN_INTERNAL_H
+
+#include "nn/nn.h"
+
+/* Called by em_forward after every module's forward (out may be NULL on error). */
+typedef void (*em_forward_hook)(em_module *m, const em_tensor *out, void *ctx);
+/* Installs hook for this thread (NULL removes it); returns the previous one. */
+em_forward_hook em_set_forward_hook(em_forward_hook hook, void *ctx, void **prev_ctx);
+
+/* Allocates a module of size bytes (a struct that embeds em_module first) and inits it;
+ * NULL with an error when memory runs out. */
+em_module *em_module_alloc(size_t size, const em_module_type *type);
+
+#endif

@@ -1,0 +1,170 @@
+/* A torchinfo-like summary: one row per module of the tree (indented name, type, output shape of
+ * a no-grad eval forward on zeros, own parameter count, settings), then the parameter totals. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn_internal.h"
+#include "tensor/tensor_internal.h"
+
+typedef struct {
+    const em_module *m;
+    char name[96];  /* local name, "" for the root */
+    int depth;
+    bool was_training;
+    bool has_out;
+    em_shape out;
+} summary_row;
+
+typedef struct {
+    summary_row *rows;
+    int n, cap;
+} summary_rows;
+
+static int count_modules(const em_module *m)
+{
+    int n = 1;
+    for (int i = 0; i < m->n_children; i++)
+        n += count_modules(m->children[i].module);
+    return n;
+}
+
+/* depth-first, a module before its children */
+static void collect(summary_rows *r, const em_module *m, const char *name, int depth)
+{
+    summary_row *row = &r->rows[r->n++];
+    *row = (summary_row){.m = m, .depth = depth, .was_training = m->training};
+    snprintf(row->name, sizeof row->name, "%s", name);
+    for (int i = 0; i < m->n_children; i++)
+        collect(r, m->children[i].module, m->children[i].name, depth + 1);
+}
+
+/* the output shape of each module's first forward */
+static void record_output(em_module *m, const em_tensor *out, void *ctx)
+{
+    summary_rows *r = ctx;
+    for (int i = 0; i < r->n; i++)
+        if (r->rows[i].m == m && !r->rows[i].has_out && out) {
+            r->rows[i].has_out = true;
+            r->rows[i].out = em_shape_of(out);
+            return;
+        }
+}
+
+/* "1,234,567" into buf */
+static const char *group_digits(int64_t v, char *buf, size_t n)
+{
+    char raw[32];
+    int len = snprintf(raw, sizeof raw, "%lld", (long long)v), j = 0;
+    for (int i = 0; i < len && (size_t)j + 2 < n; i++) {
+        if (i > 0 && raw[i - 1] != '-' && (len - i) % 3 == 0)
+            buf[j++] = ',';
+        buf[j++] = raw[i];
+    }
+    buf[j] = '\0';
+    return buf;
+}
+
+/* The dtype and device a forward expects: i64 indices for an Embedding first, else those of
+ * the first parameter (f32 on the cpu when there is none). */
+static void input_kind(const em_module *m, em_dtype *dtype, em_device *device)
+{
+    const em_module *leaf = m;
+    while (leaf->n_children > 0 && leaf->n_params == 0)
+        leaf = leaf->children[0].module;
+    em_param_ref first;
+    bool any = em_module_parameters(m, &first, 1) > 0;
+    *dtype = !strcmp(leaf->type->type_name, "Embedding") ? EM_I64 : any ? first.value->dtype
+                                                                          : EM_F32;
+    *device = any ? first.value->device : EM_CPU;
+}
+
+/* runs m on zeros of the input shape in eval mode without grad, recording the rows' outputs */
+static em_status run_forward(em_module *m, em_shape input, summary_rows *r)
+{
+    em_dtype dtype;
+    em_device device;
+    input_kind(m, &dtype, &device);
+    for (int i = 0; i < r->n; i++)
+        ((em_module *)r->rows[i].m)->training = false;
+    bool grad = em_set_grad_enabled(false);
+    void *prev_ctx;
+    em_forward_hook prev = em_set_forward_hook(record_output, r, &prev_ctx);
+    em_scope_begin();
+    em_tensor *x = em_zeros(input, dtype);
+    if (x && device != EM_CPU)
+        x = em_to_device(x, device);
+    em_tensor *y = em_forward(m, x);
+    em_scope_end();
+    em_set_forward_hook(prev, prev_ctx, NULL);
+    em_set_grad_enabled(grad);
+    for (int i = 0; i < r->n; i++)
+        ((em_module *)r->rows[i].m)->training = r->rows[i].was_training;
+    return y ? EM_OK : em_error_status();
+}
+
+static void print_rows(const summary_rows *r, FILE *f)
+{
+    fprintf(f, "%-40s %-22s %12s  %s\n", "Layer (type)", "Output shape", "Params", "Settings");
+    fprintf(f, "%.*s\n", 100, "=================================================="
+                              "==================================================");
+    for (int i = 0; i < r->n; i++) {
+        const summary_row *row = &r->rows[i];
+        const em_module *m = row->m;
+        char label[160], shape[64] = "--", params[32] = "--", settings[256] = "";
+        snprintf(label, sizeof label, "%*s%s%s%s%s", 2 * row->depth, "", row->name,
+                 row->depth ? " (" : "", m->type->type_name, row->depth ? ")" : "");
+        if (row->has_out)
+            em_shape_fmt(&row->out, shape, sizeof shape);
+        int64_t own = 0;
+        for (int p = 0; p < m->n_params; p++)
+            own += em_numel(m->params[p].value);
+        if (own > 0 || m->n_children == 0)
+            group_digits(own, params, sizeof params);
+        if (m->type->describe)
+            m->type->describe(m, settings, sizeof settings);
+        fprintf(f, "%-40s %-22s %12s  %s\n", label, shape, params, settings);
+    }
+}
+
+static void print_totals(const em_module *m, em_shape input, FILE *f)
+{
+    int n = em_module_parameters(m, NULL, 0);
+    em_param_ref *refs = n > 0 ? malloc((size_t)n * sizeof *refs) : NULL;
+    if (refs)
+        n = em_module_parameters(m, refs, n);
+    int64_t total = 0, trainable = 0, bytes = 0;
+    for (int i = 0; refs && i < n; i++) {
+        int64_t k = em_numel(refs[i].value);
+        total += k;
+        trainable += refs[i].value->requires_grad ? k : 0;
+        bytes += k * (int64_t)em_dtype_size(refs[i].value->dtype);
+    }
+    free(refs);
+    char shape[64], a[32], b[32], c[32], d[32];
+    fprintf(f, "%.*s\n", 100, "=================================================="
+                              "==================================================");
+    fprintf(f, "Input shape: %s\n", em_shape_fmt(&input, shape, sizeof shape));
+    fprintf(f, "Total params: %s\n", group_digits(total, a, sizeof a));
+    fprintf(f, "Trainable params: %s\n", group_digits(trainable, b, sizeof b));
+    fprintf(f, "Non-trainable params: %s\n", group_digits(total - trainable, c, sizeof c));
+    fprintf(f, "Params size: %s bytes (%.2f MB)\n", group_digits(bytes, d, sizeof d),
+            (double)bytes / 1e6);
+}
+
+em_status em_module_summary(em_module *m, em_shape input, FILE *f)
+{
+    if (!m || !f)
+        return em_set_error(EM_ERR_ARG, "em_module_summary: module and file must be given");
+    summary_rows r = {.cap = count_modules(m)};
+    r.rows = malloc((size_t)r.cap * sizeof *r.rows);
+    if (!r.rows)
+        return em_set_error(EM_ERR_MEMORY, "em_module_summary: out of memory");
+    collect(&r, m, "", 0);
+    em_status st = run_forward(m, input, &r);
+    if (st == EM_OK) {
+        print_rows(&r, f);
+        print_totals(m, input, f);
+    }
+    free(r.rows);
+    return st;
+}

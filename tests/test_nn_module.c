@@ -1,0 +1,320 @@
+/* nn module tree: names and traversal order, find, train/eval, parameter counts of the reference
+ * models, a custom module end to end, error handling, scopes and the summary table. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn.h"
+
+static void set_values(em_tensor *t, const double *v)
+{
+    em_tensor *src = em_from_data(em_shape_of(t), EM_F64, v);
+    cr_assert_eq(em_copy_(t, src), EM_OK, "%s", em_error());
+    em_release(src);
+}
+
+static void get_values(const em_tensor *t, double *out)
+{
+    cr_assert_eq(em_copy_to_host(t, EM_F64, out), EM_OK, "%s", em_error());
+}
+
+/* y = fc(x) * scale: a parameter of its own and a child */
+static em_tensor *scaled_forward(em_module *m, const em_tensor *x)
+{
+    em_scope_begin();
+    em_tensor *y = em_mul(em_forward(m->children[0].module, x), m->params[0].value);
+    em_keep(y);
+    em_scope_end();
+    return y;
+}
+
+static const em_module_type scaled_type = {"Scaled", scaled_forward, NULL, NULL};
+
+static em_module *scaled_new(void)
+{
+    em_module *m = calloc(1, sizeof *m);
+    em_module_init(m, &scaled_type);
+    em_module_add_param(m, "scale", em_ones(EM_SHAPE(2), EM_F32));
+    em_module_add_child(m, "fc", em_linear_layer(3, 2, true));
+    return m;
+}
+
+static em_module *reference_mlp(void)
+{
+    return em_sequential(5, em_linear_layer(784, 512, true), em_relu_layer(),
+                         em_linear_layer(512, 256, true), em_relu_layer(),
+                         em_linear_layer(256, 10, true));
+}
+
+static em_module *reference_cnn(void)
+{
+    em_conv2d_layer_opts pad1 = {.padding = 1};
+    return em_sequential(10, em_conv2d_layer(1, 32, 3, pad1), em_relu_layer(),
+                         em_max_pool2d_layer(2, 0, 0), em_conv2d_layer(32, 64, 3, pad1),
+                         em_relu_layer(), em_max_pool2d_layer(2, 0, 0), em_flatten_layer(),
+                         em_linear_layer(3136, 128, true), em_relu_layer(),
+                         em_linear_layer(128, 10, true));
+}
+
+static void setup(void)
+{
+    em_error_clear();
+    em_manual_seed(0);
+}
+
+TestSuite(nn_module, .init = setup);
+
+Test(nn_module, hierarchical_names_in_depth_first_order)
+{
+    em_module *root = scaled_new();
+    em_module_add_child(root, "features",
+                        em_sequential(3, em_linear_layer(2, 4, true), em_relu_layer(),
+                                      em_linear_layer(4, 1, false)));
+    em_param_ref refs[8];
+    int n = em_module_parameters(root, refs, 8);
+    const char *want[] = {"scale", "fc.weight", "fc.bias", "features.0.weight", "features.0.bias",
+                          "features.2.weight"};
+    cr_assert_eq(n, 6);
+    for (int i = 0; i < n; i++) {
+        cr_assert_str_eq(refs[i].name, want[i]);
+        cr_assert(refs[i].value->requires_grad, "%s must require grad", want[i]);
+        cr_assert_eq(em_module_find(root, want[i]), refs[i].value);
+    }
+    cr_assert_eq(em_size(em_module_find(root, "features.0.weight"), 0), 4);
+    cr_assert_null(em_module_find(root, "features.1.weight"));
+    cr_assert_null(em_module_find(root, "nothing"));
+
+    /* the count is returned even when fewer entries fit, and names stay valid across calls */
+    em_param_ref two[2];
+    cr_assert_eq(em_module_parameters(root, two, 2), 6);
+    cr_assert_eq(two[1].name, refs[1].name);
+    cr_assert_eq(em_module_num_params(root), 2 + 6 + 2 + 8 + 4 + 4);
+
+    /* a subtree names relative to itself */
+    em_module *features = root->children[1].module;
+    cr_assert_eq(em_module_parameters(features, refs, 8), 3);
+    cr_assert_str_eq(refs[2].name, "2.weight");
+    em_module_free(root);
+}
+
+Test(nn_module, buffers_traverse_like_parameters)
+{
+    em_module *net = em_sequential(2, em_linear_layer(3, 3, true), em_batch_norm1d_layer(3, 0, 0));
+    em_param_ref refs[4];
+    cr_assert_eq(em_module_buffers(net, refs, 4), 3);
+    cr_assert_str_eq(refs[0].name, "1.running_mean");
+    cr_assert_str_eq(refs[1].name, "1.running_var");
+    cr_assert_str_eq(refs[2].name, "1.num_batches_tracked");
+    cr_assert_eq(refs[2].value->dtype, EM_I64);
+    cr_assert_not(refs[0].value->requires_grad);
+    cr_assert_eq(em_module_find(net, "1.running_var"), refs[1].value);
+    cr_assert_eq(em_module_parameters(net, refs, 4), 4);
+    cr_assert_str_eq(refs[3].name, "1.bias");
+    em_module_free(net);
+}
+
+Test(nn_module, reference_models_parameter_counts)
+{
+    em_module *mlp = reference_mlp(), *cnn = reference_cnn();
+    cr_assert_not_null(mlp, "%s", em_error());
+    cr_assert_not_null(cnn, "%s", em_error());
+    cr_assert_eq(em_module_num_params(mlp), 535818);
+    cr_assert_eq(em_module_num_params(cnn), 421642);
+    em_scope_begin();
+    em_tensor *y = em_forward(cnn, em_zeros(EM_SHAPE(2, 1, 28, 28), EM_F32));
+    cr_assert_not_null(y, "%s", em_error());
+    cr_assert_eq(y->ndim, 2);
+    cr_assert_eq(y->shape[0], 2);
+    cr_assert_eq(y->shape[1], 10);
+    em_scope_end();
+    em_module_free(mlp);
+    em_module_free(cnn);
+}
+
+Test(nn_module, train_and_eval_are_recursive)
+{
+    em_module *net = em_sequential(2, em_linear_layer(2, 2, true),
+                                   em_sequential(1, em_dropout_layer(0.5)));
+    cr_assert(net->training);
+    em_module_eval(net);
+    cr_assert_not(net->training);
+    cr_assert_not(net->children[0].module->training);
+    cr_assert_not(net->children[1].module->children[0].module->training);
+    em_module_train(net, true);
+    cr_assert(net->children[1].module->children[0].module->training);
+    em_module_free(net);
+}
+
+Test(nn_module, custom_module_forward_and_backward)
+{
+    em_module *m = scaled_new();
+    set_values(em_module_find(m, "scale"), (double[]){2, -1});
+    set_values(em_module_find(m, "fc.weight"), (double[]){1, 0, 1, 0, 1, 0});
+    set_values(em_module_find(m, "fc.bias"), (double[]){0.5, -0.5});
+    em_tensor *x = em_from_data(EM_SHAPE(1, 3), EM_F64, (double[]){1, 2, 3});
+    em_tensor *x32 = em_to_dtype(x, EM_F32);
+    em_tensor *y = em_forward(m, x32);
+    cr_assert_not_null(y, "%s", em_error());
+    double yv[2];
+    get_values(y, yv);
+    /* fc(x) = (1 + 3 + 0.5, 2 - 0.5) = (4.5, 1.5); times scale */
+    cr_assert_float_eq(yv[0], 9.0, 1e-6);
+    cr_assert_float_eq(yv[1], -1.5, 1e-6);
+
+    em_tensor *loss = em_sum_all(y);
+    cr_assert_eq(em_backward(loss), EM_OK, "%s", em_error());
+    double g_scale[2], g_w[6], g_b[2];
+    get_values(em_module_find(m, "scale")->grad, g_scale);
+    get_values(em_module_find(m, "fc.weight")->grad, g_w);
+    get_values(em_module_find(m, "fc.bias")->grad, g_b);
+    double want_w[6] = {2, 4, 6, -1, -2, -3};
+    cr_assert_float_eq(g_scale[0], 4.5, 1e-6);
+    cr_assert_float_eq(g_scale[1], 1.5, 1e-6);
+    for (int i = 0; i < 6; i++)
+        cr_assert_float_eq(g_w[i], want_w[i], 1e-6);
+    cr_assert_float_eq(g_b[0], 2.0, 1e-6);
+    cr_assert_float_eq(g_b[1], -1.0, 1e-6);
+
+    em_module_zero_grad(m);
+    cr_assert_null(em_module_find(m, "fc.weight")->grad);
+    em_release(loss);
+    em_release(y);
+    em_release(x32);
+    em_release(x);
+    em_module_free(m);
+}
+
+Test(nn_module, forward_of_null_keeps_the_first_error)
+{
+    em_module *net = reference_mlp();
+    em_set_error(EM_ERR_ARG, "first failure");
+    cr_assert_null(em_forward(net, NULL));
+    cr_assert_str_eq(em_error(), "first failure");
+    em_error_clear();
+
+    em_tensor *bad = em_zeros(EM_SHAPE(2, 783), EM_F32);
+    cr_assert_null(em_forward(net, bad));
+    cr_assert_eq(em_error_status(), EM_ERR_ARG);
+    em_release(bad);
+    em_module_free(net);
+}
+
+Test(nn_module, construction_errors)
+{
+    em_module *m = scaled_new();
+    cr_assert_null(em_module_add_param(m, "scale", em_ones(EM_SHAPE(1), EM_F32)));
+    cr_assert(strstr(em_error(), "\"scale\" is already used"), "%s", em_error());
+    em_error_clear();
+    cr_assert_null(em_module_add_param(m, "a.b", em_ones(EM_SHAPE(1), EM_F32)));
+    cr_assert(strstr(em_error(), "must not contain"), "%s", em_error());
+    em_error_clear();
+    cr_assert_null(em_module_add_param(m, "idx", em_zeros(EM_SHAPE(1), EM_I64)));
+    cr_assert(strstr(em_error(), "floating point"), "%s", em_error());
+    em_error_clear();
+    cr_assert_null(em_linear_layer(0, 3, true));
+    cr_assert(strstr(em_error(), "em_linear_layer"), "%s", em_error());
+    em_error_clear();
+    cr_assert_null(em_sequential(3, em_relu_layer(), em_conv2d_layer(3, 4, 3,
+                                 (em_conv2d_layer_opts){.groups = 2}), em_relu_layer()));
+    cr_assert(strstr(em_error(), "em_conv2d_layer"), "%s", em_error());
+    em_error_clear();
+    cr_assert_null(em_sequential_append(em_sequential(0), NULL));
+    em_error_clear();
+    cr_assert_null(em_sequential_append(m, em_relu_layer()));
+    cr_assert(strstr(em_error(), "not a Sequential"), "%s", em_error());
+    em_module_free(NULL);
+}
+
+Test(nn_module, model_built_inside_a_scope_outlives_it)
+{
+    em_scope_begin();
+    em_module *net = em_sequential(2, em_linear_layer(4, 3, true), em_batch_norm1d_layer(3, 0, 0));
+    em_scope_end();
+    em_scope_begin();
+    em_tensor *y = em_forward(net, em_ones(EM_SHAPE(5, 4), EM_F32));
+    cr_assert_not_null(y, "%s", em_error());
+    cr_assert_eq(em_backward(em_sum_all(y)), EM_OK, "%s", em_error());
+    cr_assert_not_null(em_module_find(net, "0.weight")->grad);
+    em_scope_end();
+    cr_assert_eq(em_item(em_module_find(net, "1.num_batches_tracked")), 1.0);
+    em_module_free(net);
+}
+
+Test(nn_module, empty_sequential_is_the_identity)
+{
+    em_module *seq = em_sequential(0);
+    em_tensor *x = em_arange(0, 4, 1, EM_F32);
+    em_tensor *y = em_forward(seq, x);
+    cr_assert_not_null(y, "%s", em_error());
+    cr_assert_eq(em_get(y, (int64_t[]){3}), 3.0);
+    em_release(y);
+    em_release(x);
+    em_module_free(seq);
+}
+
+static char *summary_of(em_module *m, em_shape input, em_status *st)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    *st = em_module_summary(m, input, f);
+    fclose(f);
+    return text;
+}
+
+Test(nn_module, summary_of_the_reference_models)
+{
+    em_module *mlp = reference_mlp();
+    em_status st;
+    char *text = summary_of(mlp, EM_SHAPE(1, 784), &st);
+    cr_assert_eq(st, EM_OK, "%s", em_error());
+    cr_assert(strstr(text, "Sequential"), "%s", text);
+    cr_assert(strstr(text, "0 (Linear)"), "%s", text);
+    cr_assert(strstr(text, "[1,512]"), "%s", text);
+    cr_assert(strstr(text, "401,920"), "%s", text);
+    cr_assert(strstr(text, "[1,10]"), "%s", text);
+    cr_assert(strstr(text, "Total params: 535,818"), "%s", text);
+    cr_assert(strstr(text, "Trainable params: 535,818"), "%s", text);
+    cr_assert(strstr(text, "Params size: 2,143,272 bytes"), "%s", text);
+    free(text);
+
+    /* a frozen parameter is counted as non-trainable; the mode is restored afterwards */
+    em_requires_grad_(em_module_find(mlp, "4.bias"), false);
+    em_module_eval(mlp->children[0].module);
+    text = summary_of(mlp, EM_SHAPE(3, 784), &st);
+    cr_assert(strstr(text, "Non-trainable params: 10"), "%s", text);
+    cr_assert(strstr(text, "[3,256]"), "%s", text);
+    cr_assert(mlp->training);
+    cr_assert_not(mlp->children[0].module->training);
+    free(text);
+    em_module_free(mlp);
+
+    em_module *cnn = reference_cnn();
+    text = summary_of(cnn, EM_SHAPE(1, 1, 28, 28), &st);
+    cr_assert_eq(st, EM_OK, "%s", em_error());
+    cr_assert(strstr(text, "[1,32,28,28]"), "%s", text);
+    cr_assert(strstr(text, "[1,64,7,7]"), "%s", text);
+    cr_assert(strstr(text, "[1,3136]"), "%s", text);
+    cr_assert(strstr(text, "Total params: 421,642"), "%s", text);
+    cr_assert_null(em_module_find(cnn, "0.weight")->grad);
+    free(text);
+
+    text = summary_of(cnn, EM_SHAPE(1, 28, 28), &st);
+    cr_assert_eq(st, EM_ERR_ARG);
+    cr_assert_eq(strlen(text), 0);
+    free(text);
+    em_module_free(cnn);
+}
+
+Test(nn_module, summary_feeds_indices_to_an_embedding)
+{
+    em_module *net = em_sequential(2, em_embedding_layer(10, 4), em_layer_norm_layer(4, 0));
+    em_status st;
+    char *text = summary_of(net, EM_SHAPE(2, 5), &st);
+    cr_assert_eq(st, EM_OK, "%s", em_error());
+    cr_assert(strstr(text, "[2,5,4]"), "%s", text);
+    cr_assert(strstr(text, "Total params: 48"), "%s", text);
+    free(text);
+    em_module_free(net);
+}
