@@ -40,10 +40,35 @@ bool em_needs_grad(em_tensor *const *inputs, int n);
 em_node *em_node_attach(em_tensor *out, const char *op, em_backward_fn backward,
                         em_tensor *const *inputs, int n_inputs);
 void em_node_release(em_node *node);
+/* Release the node's inputs, saved tensors and pending gradient (after its backward ran). */
+void em_node_free_held(em_node *node);
 
 /* Sum grad over broadcast dims so it has shape (the reverse of broadcasting). */
 em_tensor *em_grad_sum_to(const em_tensor *grad, const em_shape *shape);
-/* Add g into *acc (creating it when NULL); consumes g. */
+/* Add g into *acc (creating it when NULL); *acc holds its own reference to the sum. */
 em_status em_grad_accumulate(em_tensor **acc, em_tensor *g);
+
+/* ---- helpers shared by the op files (op_util.c) ----
+ * Ops run their work inside a scope of their own and em_keep() the result, so temporaries are
+ * released whether or not the caller is in a scope; tensors a node keeps are em_retain()ed. */
+int em_norm_dim(int dim, int ndim); /* dim in [0, ndim), or -1 */
+/* false, with "fn: not supported on <device>", when a backend entry is missing */
+bool em_kernel_present(const void *entry, const char *fn, const em_tensor *t);
+em_tensor *em_raw_full(const char *fn, const em_shape *s, em_dtype dt, em_device dev, double v);
+/* out = in broadcast to out's shape, converting dtype */
+em_status em_raw_copy_into(const char *fn, em_tensor *out, const em_tensor *in);
+em_tensor *em_raw_unary(const char *fn, em_unary_op op, double p0, double p1, const em_tensor *x);
+/* broadcasting; a and b share a dtype; comparisons give bool */
+em_tensor *em_raw_binary(const char *fn, em_binary_op op, const em_tensor *a, const em_tensor *b);
+/* keepdim reduction over the dims set in mask (bit d = dim d) */
+em_tensor *em_raw_reduce(const char *fn, em_reduce_op op, double param, const em_tensor *x,
+                         unsigned mask);
+/* alias of t with the same geometry, outside the graph */
+em_tensor *em_alias_of(const em_tensor *t);
+/* The end of an op's own scope: keeps y (NULL passes), ends the scope, returns y. */
+em_tensor *em_scope_return(em_tensor *y);
+/* Record a node when grad is needed; false (error set) only when recording failed. */
+bool em_record(em_tensor *out, const char *op, em_backward_fn backward,
+               em_tensor *const *inputs, int n_inputs, em_node **node);
 
 #endif

@@ -1,0 +1,127 @@
+/* Helpers the op files share: dim normalisation, backend entry checks and the raw (graph-free)
+ * fill, copy, unary, binary and reduce calls that forward passes and backward rules build on. */
+#include "autograd/autograd_internal.h"
+
+int em_norm_dim(int dim, int ndim)
+{
+    if (dim < 0)
+        dim += ndim;
+    return (dim < 0 || dim >= ndim) ? -1 : dim;
+}
+
+bool em_kernel_present(const void *entry, const char *fn, const em_tensor *t)
+{
+    if (entry)
+        return true;
+    em_set_error(EM_ERR_UNSUPPORTED, "%s: not supported on %s", fn, em_device_name(t->device));
+    return false;
+}
+
+em_tensor *em_raw_full(const char *fn, const em_shape *s, em_dtype dt, em_device dev, double v)
+{
+    em_tensor *t = em_empty_on(*s, dt, dev);
+    if (!t)
+        return NULL;
+    const em_backend *be = em_tensor_backend(t, fn);
+    if (!be || !em_kernel_present((const void *)be->fill, fn, t))
+        return NULL;
+    em_arr a = em_tensor_arr(t);
+    if (em_kernel_status(be->fill(&a, v), fn, t) != EM_OK)
+        return NULL;
+    return t;
+}
+
+em_status em_raw_copy_into(const char *fn, em_tensor *out, const em_tensor *in)
+{
+    const em_backend *be = em_tensor_backend(out, fn);
+    if (!be)
+        return em_error_status();
+    if (!em_kernel_present((const void *)be->copy, fn, out))
+        return EM_ERR_UNSUPPORTED;
+    em_shape s = em_shape_of(out);
+    em_arr o = em_tensor_arr(out), i = em_tensor_arr_broadcast(in, &s);
+    return em_kernel_status(be->copy(&o, &i), fn, in);
+}
+
+em_tensor *em_raw_unary(const char *fn, em_unary_op op, double p0, double p1, const em_tensor *x)
+{
+    const em_backend *be = em_tensor_backend(x, fn);
+    if (!be || !em_kernel_present((const void *)be->unary, fn, x))
+        return NULL;
+    em_tensor *y = em_empty_on(em_shape_of(x), x->dtype, x->device);
+    if (!y)
+        return NULL;
+    em_arr o = em_tensor_arr(y), i = em_tensor_arr(x);
+    if (em_kernel_status(be->unary(op, p0, p1, &o, &i), fn, x) != EM_OK)
+        return NULL;
+    return y;
+}
+
+em_tensor *em_raw_binary(const char *fn, em_binary_op op, const em_tensor *a, const em_tensor *b)
+{
+    em_shape sa = em_shape_of(a), sb = em_shape_of(b), s;
+    if (!em_broadcast_shapes(&sa, &sb, &s)) {
+        char ba[128], bb[128];
+        em_set_error(EM_ERR_ARG, "%s: shapes do not broadcast: %s and %s", fn,
+                     em_shape_str(a, ba, sizeof ba), em_shape_str(b, bb, sizeof bb));
+        return NULL;
+    }
+    const em_backend *be = em_tensor_backend(a, fn);
+    if (!be || !em_kernel_present((const void *)be->binary, fn, a))
+        return NULL;
+    em_dtype dt = op >= EM_BINARY_EQ ? EM_BOOL : a->dtype;
+    em_tensor *y = em_empty_on(s, dt, a->device);
+    if (!y)
+        return NULL;
+    em_arr o = em_tensor_arr(y);
+    em_arr xa = em_tensor_arr_broadcast(a, &s), xb = em_tensor_arr_broadcast(b, &s);
+    if (em_kernel_status(be->binary(op, &o, &xa, &xb), fn, a) != EM_OK)
+        return NULL;
+    return y;
+}
+
+em_tensor *em_raw_reduce(const char *fn, em_reduce_op op, double param, const em_tensor *x,
+                         unsigned mask)
+{
+    const em_backend *be = em_tensor_backend(x, fn);
+    if (!be || !em_kernel_present((const void *)be->reduce, fn, x))
+        return NULL;
+    em_shape s = em_shape_of(x);
+    for (int d = 0; d < s.ndim; d++)
+        if (mask & (1u << d))
+            s.d[d] = 1;
+    em_dtype dt = (op == EM_REDUCE_ARGMAX || op == EM_REDUCE_ARGMIN) ? EM_I64 : x->dtype;
+    em_tensor *y = em_empty_on(s, dt, x->device);
+    if (!y)
+        return NULL;
+    em_arr o = em_tensor_arr(y), i = em_tensor_arr(x);
+    if (em_kernel_status(be->reduce(op, param, &o, &i), fn, x) != EM_OK)
+        return NULL;
+    return y;
+}
+
+em_tensor *em_alias_of(const em_tensor *t)
+{
+    return em_tensor_alias(t, t->ndim, t->shape, t->strides, t->offset);
+}
+
+em_tensor *em_scope_return(em_tensor *y)
+{
+    y = em_keep(y);
+    em_scope_end();
+    return y;
+}
+
+bool em_record(em_tensor *out, const char *op, em_backward_fn backward,
+               em_tensor *const *inputs, int n_inputs, em_node **node)
+{
+    em_node *n = NULL;
+    if (em_needs_grad(inputs, n_inputs)) {
+        n = em_node_attach(out, op, backward, inputs, n_inputs);
+        if (!n)
+            return false;
+    }
+    if (node)
+        *node = n;
+    return true;
+}

@@ -1,0 +1,108 @@
+/* 2-D convolution (NCHW, groups, stride, padding, dilation) on the backend's conv kernels, with
+ * the input and weight gradients from conv2d_grad_input / conv2d_grad_weight. */
+#include "autograd/autograd_internal.h"
+
+/* ints: stride[2], pad[2], dilation[2], groups; saved: x, w (contiguous) */
+static em_conv2d_shape conv_shape(const em_tensor *x, const em_tensor *w, const int64_t *p)
+{
+    em_conv2d_shape s = {
+        .n = x->shape[0], .c_in = x->shape[1], .h = x->shape[2], .w = x->shape[3],
+        .c_out = w->shape[0], .kh = w->shape[2], .kw = w->shape[3],
+        .stride = {p[0], p[1]}, .pad = {p[2], p[3]}, .dilation = {p[4], p[5]}, .groups = p[6],
+    };
+    s.h_out = (s.h + 2 * s.pad[0] - s.dilation[0] * (s.kh - 1) - 1) / s.stride[0] + 1;
+    s.w_out = (s.w + 2 * s.pad[1] - s.dilation[1] * (s.kw - 1) - 1) / s.stride[1] + 1;
+    return s;
+}
+
+static em_status conv2d_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+{
+    const char *fn = "em_conv2d";
+    const em_tensor *x = node->saved[0], *w = node->saved[1];
+    em_conv2d_shape s = conv_shape(x, w, node->ints);
+    const em_backend *be = em_tensor_backend(x, fn);
+    const em_tensor *gc = em_is_contiguous(g) ? g : em_tensor_contiguous_raw(g);
+    if (!be || !gc)
+        return em_error_status();
+    if (node->inputs[0]) {
+        if (!em_kernel_present((const void *)be->conv2d_grad_input, fn, x))
+            return em_error_status();
+        em_tensor *gx = em_empty_on(em_shape_of(x), x->dtype, x->device);
+        if (!gx || em_kernel_status(be->conv2d_grad_input(&s, x->dtype, em_data_ptr(gc),
+                                                          em_data_ptr(w), em_data_ptr(gx)),
+                                    fn, x) != EM_OK)
+            return em_error_status();
+        grad_in[0] = gx;
+    }
+    if (node->inputs[1] || node->inputs[2]) {
+        if (!em_kernel_present((const void *)be->conv2d_grad_weight, fn, x))
+            return em_error_status();
+        em_tensor *gw = em_empty_on(em_shape_of(w), w->dtype, w->device);
+        em_tensor *gb = node->inputs[2] ? em_empty_on(EM_SHAPE(s.c_out), w->dtype, w->device)
+                                        : NULL;
+        if (!gw || (node->inputs[2] && !gb))
+            return em_error_status();
+        int rc = be->conv2d_grad_weight(&s, x->dtype, em_data_ptr(gc), em_data_ptr(x),
+                                        em_data_ptr(gw), gb ? em_data_ptr(gb) : NULL);
+        if (em_kernel_status(rc, fn, x) != EM_OK)
+            return em_error_status();
+        grad_in[1] = node->inputs[1] ? gw : NULL;
+        grad_in[2] = gb;
+    }
+    return EM_OK;
+}
+
+em_tensor *em_conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *b, em_conv2d_opts o)
+{
+    const char *fn = "em_conv2d";
+    if (!x || !w)
+        return NULL;
+    int64_t p[7] = {o.stride[0] ? o.stride[0] : 1, o.stride[1] ? o.stride[1] : 1,
+                    o.padding[0], o.padding[1],
+                    o.dilation[0] ? o.dilation[0] : 1, o.dilation[1] ? o.dilation[1] : 1,
+                    o.groups ? o.groups : 1};
+    char sx[128], sw[128], sb[128];
+    bool ok = x->ndim == 4 && w->ndim == 4 && p[0] > 0 && p[1] > 0 && p[2] >= 0 && p[3] >= 0 &&
+              p[4] > 0 && p[5] > 0 && p[6] > 0 && x->shape[1] % p[6] == 0 &&
+              w->shape[0] % p[6] == 0 && w->shape[1] * p[6] == x->shape[1] &&
+              (!b || (b->ndim == 1 && b->shape[0] == w->shape[0]));
+    em_conv2d_shape s = ok ? conv_shape(x, w, p) : (em_conv2d_shape){0};
+    if (!ok || s.h_out <= 0 || s.w_out <= 0) {
+        em_set_error(EM_ERR_ARG, "%s: bad shapes x %s, w %s, b %s (groups %lld)", fn,
+                     em_shape_str(x, sx, sizeof sx), em_shape_str(w, sw, sizeof sw),
+                     b ? em_shape_str(b, sb, sizeof sb) : "none", (long long)p[6]);
+        return NULL;
+    }
+    if (w->dtype != x->dtype || (b && b->dtype != x->dtype) || w->device != x->device ||
+        (b && b->device != x->device)) {
+        em_set_error(EM_ERR_ARG, "%s: x, w and b must share dtype and device: %s, %s%s%s", fn,
+                     em_dtype_name(x->dtype), em_dtype_name(w->dtype), b ? ", " : "",
+                     b ? em_dtype_name(b->dtype) : "");
+        return NULL;
+    }
+    const em_backend *be = em_tensor_backend(x, fn);
+    if (!be || !em_kernel_present((const void *)be->conv2d, fn, x))
+        return NULL;
+    em_scope_begin();
+    const em_tensor *xc = em_is_contiguous(x) ? x : em_tensor_contiguous_raw(x);
+    const em_tensor *wc = em_is_contiguous(w) ? w : em_tensor_contiguous_raw(w);
+    const em_tensor *bc = !b || em_is_contiguous(b) ? b : em_tensor_contiguous_raw(b);
+    em_tensor *y = em_empty_on(EM_SHAPE(s.n, s.c_out, s.h_out, s.w_out), x->dtype, x->device);
+    if (!xc || !wc || (b && !bc) || !y)
+        return em_scope_return(NULL);
+    int rc = be->conv2d(&s, x->dtype, em_data_ptr(xc), em_data_ptr(wc),
+                        bc ? em_data_ptr(bc) : NULL, em_data_ptr(y));
+    if (em_kernel_status(rc, fn, x) != EM_OK)
+        return em_scope_return(NULL);
+    em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)w, (em_tensor *)b};
+    em_node *node;
+    if (!em_record(y, "conv2d", conv2d_backward, in, 3, &node))
+        return em_scope_return(NULL);
+    if (node) {
+        for (int i = 0; i < 7; i++)
+            node->ints[i] = p[i];
+        node->saved[0] = em_retain((em_tensor *)xc);
+        node->saved[1] = em_retain((em_tensor *)wc);
+    }
+    return em_scope_return(y);
+}

@@ -1,0 +1,356 @@
+/* Elementwise ops: unary functions (rule: the backend's unary_grad), broadcasting binary
+ * arithmetic (rules summed back to each operand's shape), where, and the comparisons. */
+#include "autograd/autograd_internal.h"
+
+/* ---- unary: ints[0] = op, reals = p0, p1; saved x, then a detached alias of y ---- */
+
+static em_status unary_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+{
+    em_unary_op op = (em_unary_op)node->ints[0];
+    const em_tensor *x = node->saved[0], *y = node->saved[1];
+    em_shape s = em_shape_of(x);
+    if (op == EM_UNARY_SIGN || op == EM_UNARY_FLOOR || op == EM_UNARY_CEIL ||
+        op == EM_UNARY_ROUND) {
+        grad_in[0] = em_raw_full("em_backward", &s, x->dtype, x->device, 0.0);
+        return grad_in[0] ? EM_OK : em_error_status();
+    }
+    const em_backend *be = em_tensor_backend(x, node->op);
+    if (!be || !em_kernel_present((const void *)be->unary_grad, node->op, x))
+        return em_error_status();
+    em_tensor *gx = em_empty_on(s, x->dtype, x->device);
+    if (!gx)
+        return em_error_status();
+    em_arr agx = em_tensor_arr(gx), agy = em_tensor_arr(g), ax = em_tensor_arr(x),
+           ay = em_tensor_arr(y);
+    em_status st = em_kernel_status(
+        be->unary_grad(op, node->reals[0], node->reals[1], &agx, &agy, &ax, &ay), node->op, x);
+    grad_in[0] = st == EM_OK ? gx : NULL;
+    return st;
+}
+
+static em_tensor *unary(const char *fn, const char *op_name, em_unary_op op, double p0,
+                        double p1, const em_tensor *t)
+{
+    if (!t)
+        return NULL;
+    em_scope_begin();
+    em_tensor *in = (em_tensor *)t;
+    em_tensor *y = em_raw_unary(fn, op, p0, p1, t);
+    em_node *node;
+    if (!y || !em_record(y, op_name, unary_backward, &in, 1, &node))
+        return em_scope_return(NULL);
+    if (node) {
+        node->ints[0] = op;
+        node->reals[0] = p0;
+        node->reals[1] = p1;
+        node->saved[0] = em_retain(in);
+        node->saved[1] = em_retain(em_alias_of(y));
+        if (!node->saved[1])
+            return em_scope_return(NULL);
+    }
+    return em_scope_return(y);
+}
+
+em_tensor *em_add_scalar(const em_tensor *t, double s)
+{
+    return unary("em_add_scalar", "add_scalar", EM_UNARY_ADD_SCALAR, s, 0, t);
+}
+
+em_tensor *em_mul_scalar(const em_tensor *t, double s)
+{
+    return unary("em_mul_scalar", "mul_scalar", EM_UNARY_MUL_SCALAR, s, 0, t);
+}
+
+em_tensor *em_pow_scalar(const em_tensor *t, double p)
+{
+    return unary("em_pow_scalar", "pow_scalar", EM_UNARY_POW_SCALAR, p, 0, t);
+}
+
+em_tensor *em_neg(const em_tensor *t) { return unary("em_neg", "neg", EM_UNARY_NEG, 0, 0, t); }
+em_tensor *em_abs(const em_tensor *t) { return unary("em_abs", "abs", EM_UNARY_ABS, 0, 0, t); }
+em_tensor *em_sign(const em_tensor *t) { return unary("em_sign", "sign", EM_UNARY_SIGN, 0, 0, t); }
+em_tensor *em_exp(const em_tensor *t) { return unary("em_exp", "exp", EM_UNARY_EXP, 0, 0, t); }
+em_tensor *em_log(const em_tensor *t) { return unary("em_log", "log", EM_UNARY_LOG, 0, 0, t); }
+em_tensor *em_sqrt(const em_tensor *t) { return unary("em_sqrt", "sqrt", EM_UNARY_SQRT, 0, 0, t); }
+em_tensor *em_sin(const em_tensor *t) { return unary("em_sin", "sin", EM_UNARY_SIN, 0, 0, t); }
+em_tensor *em_cos(const em_tensor *t) { return unary("em_cos", "cos", EM_UNARY_COS, 0, 0, t); }
+em_tensor *em_tanh(const em_tensor *t) { return unary("em_tanh", "tanh", EM_UNARY_TANH, 0, 0, t); }
+em_tensor *em_relu(const em_tensor *t) { return unary("em_relu", "relu", EM_UNARY_RELU, 0, 0, t); }
+em_tensor *em_silu(const em_tensor *t) { return unary("em_silu", "silu", EM_UNARY_SILU, 0, 0, t); }
+
+em_tensor *em_log1p(const em_tensor *t)
+{
+    return unary("em_log1p", "log1p", EM_UNARY_LOG1P, 0, 0, t);
+}
+
+em_tensor *em_rsqrt(const em_tensor *t)
+{
+    return unary("em_rsqrt", "rsqrt", EM_UNARY_RSQRT, 0, 0, t);
+}
+
+em_tensor *em_square(const em_tensor *t)
+{
+    return unary("em_square", "square", EM_UNARY_SQUARE, 0, 0, t);
+}
+
+em_tensor *em_reciprocal(const em_tensor *t)
+{
+    return unary("em_reciprocal", "reciprocal", EM_UNARY_RECIPROCAL, 0, 0, t);
+}
+
+em_tensor *em_sigmoid(const em_tensor *t)
+{
+    return unary("em_sigmoid", "sigmoid", EM_UNARY_SIGMOID, 0, 0, t);
+}
+
+em_tensor *em_leaky_relu(const em_tensor *t, double negative_slope)
+{
+    return unary("em_leaky_relu", "leaky_relu", EM_UNARY_LEAKY_RELU, negative_slope, 0, t);
+}
+
+em_tensor *em_gelu(const em_tensor *t, bool tanh_approximation)
+{
+    return unary("em_gelu", "gelu", tanh_approximation ? EM_UNARY_GELU_TANH : EM_UNARY_GELU, 0,
+                 0, t);
+}
+
+em_tensor *em_floor(const em_tensor *t)
+{
+    return unary("em_floor", "floor", EM_UNARY_FLOOR, 0, 0, t);
+}
+
+em_tensor *em_ceil(const em_tensor *t) { return unary("em_ceil", "ceil", EM_UNARY_CEIL, 0, 0, t); }
+
+em_tensor *em_round(const em_tensor *t)
+{
+    return unary("em_round", "round", EM_UNARY_ROUND, 0, 0, t);
+}
+
+em_tensor *em_clamp(const em_tensor *t, double min, double max)
+{
+    if (t && min > max) {
+        em_set_error(EM_ERR_ARG, "em_clamp: min %g is greater than max %g", min, max);
+        return NULL;
+    }
+    return unary("em_clamp", "clamp", EM_UNARY_CLAMP, min, max, t);
+}
+
+/* ---- binary ---- */
+
+/* Bring a and b to one dtype: a 0-d operand adapts to the other's; otherwise they must match.
+ * Called inside the op's scope (the cast is a temporary of it). */
+static bool unify(const char *fn, const em_tensor **a, const em_tensor **b)
+{
+    if ((*a)->device != (*b)->device) {
+        em_set_error(EM_ERR_ARG, "%s: tensors on different devices: %s and %s", fn,
+                     em_device_name((*a)->device), em_device_name((*b)->device));
+        return false;
+    }
+    if ((*a)->dtype == (*b)->dtype)
+        return true;
+    if ((*a)->ndim == 0 && (*b)->ndim > 0)
+        *a = em_to_dtype(*a, (*b)->dtype);
+    else if ((*b)->ndim == 0)
+        *b = em_to_dtype(*b, (*a)->dtype);
+    else {
+        char ba[128], bb[128];
+        em_set_error(EM_ERR_ARG, "%s: dtypes differ: %s %s and %s %s", fn,
+                     em_dtype_name((*a)->dtype), em_shape_str(*a, ba, sizeof ba),
+                     em_dtype_name((*b)->dtype), em_shape_str(*b, bb, sizeof bb));
+        return false;
+    }
+    return *a && *b;
+}
+
+/* saved: a, b, a detached alias of y; ints[0] = op */
+static em_status binary_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+{
+    em_binary_op op = (em_binary_op)node->ints[0];
+    const em_tensor *a = node->saved[0], *b = node->saved[1], *y = node->saved[2];
+    em_shape sa = em_shape_of(a), sb = em_shape_of(b);
+    em_tensor *ga = NULL, *gb = NULL;
+    bool need_a = node->inputs[0] != NULL, need_b = node->inputs[1] != NULL;
+    switch (op) {
+    case EM_BINARY_ADD:
+        ga = (em_tensor *)g;
+        gb = (em_tensor *)g;
+        break;
+    case EM_BINARY_SUB:
+        ga = (em_tensor *)g;
+        gb = need_b ? em_neg(g) : NULL;
+        break;
+    case EM_BINARY_MUL:
+        ga = need_a ? em_mul(g, b) : NULL;
+        gb = need_b ? em_mul(g, a) : NULL;
+        break;
+    case EM_BINARY_DIV: /* d(a/b)/db = -y / b */
+        ga = need_a ? em_div(g, b) : NULL;
+        gb = need_b ? em_neg(em_div(em_mul(g, y), b)) : NULL;
+        break;
+    case EM_BINARY_POW: /* b * a^(b-1), y * log(a) */
+        ga = need_a ? em_mul(em_mul(g, b), em_pow(a, em_add_scalar(b, -1.0))) : NULL;
+        gb = need_b ? em_mul(em_mul(g, y), em_log(a)) : NULL;
+        break;
+    default: { /* maximum/minimum: the winner takes g, ties split it evenly */
+        em_tensor *win = em_to_dtype(op == EM_BINARY_MAXIMUM ? em_gt(a, b) : em_lt(a, b),
+                                     a->dtype);
+        em_tensor *tie = em_to_dtype(em_eq(a, b), a->dtype);
+        em_tensor *wa = em_add(win, em_mul_scalar(tie, 0.5));
+        ga = need_a ? em_mul(g, wa) : NULL;
+        gb = need_b ? em_mul(g, em_add_scalar(em_neg(wa), 1.0)) : NULL;
+        break;
+    }
+    }
+    if (need_a && !(grad_in[0] = em_grad_sum_to(ga, &sa)))
+        return em_error_status();
+    if (need_b && !(grad_in[1] = em_grad_sum_to(gb, &sb)))
+        return em_error_status();
+    return EM_OK;
+}
+
+static em_tensor *binary(const char *fn, const char *op_name, em_binary_op op,
+                         const em_tensor *a, const em_tensor *b)
+{
+    if (!a || !b)
+        return NULL;
+    em_scope_begin();
+    if (!unify(fn, &a, &b))
+        return em_scope_return(NULL);
+    em_tensor *y = em_raw_binary(fn, op, a, b);
+    if (!y || op >= EM_BINARY_EQ)
+        return em_scope_return(y);
+    em_tensor *in[2] = {(em_tensor *)a, (em_tensor *)b};
+    em_node *node;
+    if (!em_record(y, op_name, binary_backward, in, 2, &node))
+        return em_scope_return(NULL);
+    if (node) {
+        node->ints[0] = op;
+        node->saved[0] = em_retain(in[0]);
+        node->saved[1] = em_retain(in[1]);
+        node->saved[2] = em_retain(em_alias_of(y));
+        if (!node->saved[2])
+            return em_scope_return(NULL);
+    }
+    return em_scope_return(y);
+}
+
+em_tensor *em_add(const em_tensor *a, const em_tensor *b)
+{
+    return binary("em_add", "add", EM_BINARY_ADD, a, b);
+}
+
+em_tensor *em_sub(const em_tensor *a, const em_tensor *b)
+{
+    return binary("em_sub", "sub", EM_BINARY_SUB, a, b);
+}
+
+em_tensor *em_mul(const em_tensor *a, const em_tensor *b)
+{
+    return binary("em_mul", "mul", EM_BINARY_MUL, a, b);
+}
+
+em_tensor *em_div(const em_tensor *a, const em_tensor *b)
+{
+    return binary("em_div", "div", EM_BINARY_DIV, a, b);
+}
+
+em_tensor *em_pow(const em_tensor *a, const em_tensor *b)
+{
+    return binary("em_pow", "pow", EM_BINARY_POW, a, b);
+}
+
+em_tensor *em_maximum(const em_tensor *a, const em_tensor *b)
+{
+    return binary("em_maximum", "maximum", EM_BINARY_MAXIMUM, a, b);
+}
+
+em_tensor *em_minimum(const em_tensor *a, const em_tensor *b)
+{
+    return binary("em_minimum", "minimum", EM_BINARY_MINIMUM, a, b);
+}
+
+em_tensor *em_eq(const em_tensor *a, const em_tensor *b)
+{
+    return binary("em_eq", "eq", EM_BINARY_EQ, a, b);
+}
+
+em_tensor *em_ne(const em_tensor *a, const em_tensor *b)
+{
+    return binary("em_ne", "ne", EM_BINARY_NE, a, b);
+}
+
+em_tensor *em_lt(const em_tensor *a, const em_tensor *b)
+{
+    return binary("em_lt", "lt", EM_BINARY_LT, a, b);
+}
+
+em_tensor *em_le(const em_tensor *a, const em_tensor *b)
+{
+    return binary("em_le", "le", EM_BINARY_LE, a, b);
+}
+
+em_tensor *em_gt(const em_tensor *a, const em_tensor *b)
+{
+    return binary("em_gt", "gt", EM_BINARY_GT, a, b);
+}
+
+em_tensor *em_ge(const em_tensor *a, const em_tensor *b)
+{
+    return binary("em_ge", "ge", EM_BINARY_GE, a, b);
+}
+
+/* ---- where: saved cond; g goes to a where cond holds, to b elsewhere ---- */
+
+static em_status where_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+{
+    const em_tensor *cond = node->saved[0];
+    em_tensor *zero = em_raw_full("em_backward", &(em_shape){.ndim = 0}, g->dtype, g->device, 0);
+    for (int i = 0; i < 2; i++) {
+        if (!node->inputs[i + 1])
+            continue;
+        em_shape s = em_shape_of(node->inputs[i + 1]);
+        em_tensor *gi = i == 0 ? em_where(cond, g, zero) : em_where(cond, zero, g);
+        if (!(grad_in[i + 1] = em_grad_sum_to(gi, &s)))
+            return em_error_status();
+    }
+    return EM_OK;
+}
+
+em_tensor *em_where(const em_tensor *cond, const em_tensor *a, const em_tensor *b)
+{
+    if (!cond || !a || !b)
+        return NULL;
+    const char *fn = "em_where";
+    if (cond->dtype != EM_BOOL) {
+        em_set_error(EM_ERR_ARG, "em_where: cond must be bool, not %s", em_dtype_name(cond->dtype));
+        return NULL;
+    }
+    em_scope_begin();
+    if (!unify(fn, &a, &b))
+        return em_scope_return(NULL);
+    em_shape sc = em_shape_of(cond), sa = em_shape_of(a), sb = em_shape_of(b), s1, s;
+    if (!em_broadcast_shapes(&sa, &sb, &s1) || !em_broadcast_shapes(&s1, &sc, &s)) {
+        char bc[128], ba[128], bb[128];
+        em_set_error(EM_ERR_ARG, "em_where: shapes do not broadcast: %s, %s and %s",
+                     em_shape_str(cond, bc, sizeof bc), em_shape_str(a, ba, sizeof ba),
+                     em_shape_str(b, bb, sizeof bb));
+        return em_scope_return(NULL);
+    }
+    const em_backend *be = em_tensor_backend(a, fn);
+    if (!be || !em_kernel_present((const void *)be->where, fn, a))
+        return em_scope_return(NULL);
+    em_tensor *y = em_empty_on(s, a->dtype, a->device);
+    if (!y)
+        return em_scope_return(NULL);
+    em_arr o = em_tensor_arr(y), ac = em_tensor_arr_broadcast(cond, &s),
+           aa = em_tensor_arr_broadcast(a, &s), ab = em_tensor_arr_broadcast(b, &s);
+    if (em_kernel_status(be->where(&o, &ac, &aa, &ab), fn, a) != EM_OK)
+        return em_scope_return(NULL);
+    em_tensor *in[3] = {NULL, (em_tensor *)a, (em_tensor *)b};
+    em_node *node;
+    if (!em_record(y, "where", where_backward, in, 3, &node))
+        return em_scope_return(NULL);
+    if (node)
+        node->saved[0] = em_retain((em_tensor *)cond);
+    return em_scope_return(y);
+}

@@ -1,0 +1,341 @@
+/* Joining and indexing: cat, stack, split, index_select, gather, embedding and one_hot. Gradients
+ * of the selecting ops are scattered back with the backend's index_add / scatter_add. */
+#include <stdlib.h>
+
+#include "autograd/autograd_internal.h"
+
+/* ---- cat / stack / split ---- */
+
+/* saved[0]: i64 (n) on the CPU, each input's size along ints[0] */
+static em_status cat_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+{
+    const int64_t *sizes = em_data_ptr(node->saved[0]);
+    int64_t at = 0;
+    for (int i = 0; i < node->n_inputs; i++) {
+        if (node->inputs[i] && !(grad_in[i] = em_narrow(g, (int)node->ints[0], at, sizes[i])))
+            return em_error_status();
+        at += sizes[i];
+    }
+    return EM_OK;
+}
+
+em_tensor *em_cat(em_tensor *const *ts, int n, int dim)
+{
+    const char *fn = "em_cat";
+    if (!ts || n < 1) {
+        em_set_error(EM_ERR_ARG, "%s: needs at least one tensor", fn);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++)
+        if (!ts[i])
+            return em_has_error() ? NULL
+                                  : (em_set_error(EM_ERR_ARG, "%s: tensor %d is NULL", fn, i), NULL);
+    const em_tensor *t0 = ts[0];
+    int d = em_norm_dim(dim, t0->ndim);
+    em_shape s = em_shape_of(t0);
+    for (int i = 1; i < n && d >= 0; i++) {
+        const em_tensor *t = ts[i];
+        bool same = t->ndim == t0->ndim && t->dtype == t0->dtype && t->device == t0->device;
+        for (int k = 0; same && k < t->ndim; k++)
+            same = k == d || t->shape[k] == t0->shape[k];
+        if (!same) {
+            char b0[128], bi[128];
+            em_set_error(EM_ERR_ARG, "%s: tensor %d (%s %s) does not match tensor 0 (%s %s) "
+                         "outside dim %d", fn, i, em_dtype_name(t->dtype),
+                         em_shape_str(t, bi, sizeof bi), em_dtype_name(t0->dtype),
+                         em_shape_str(t0, b0, sizeof b0), dim);
+            return NULL;
+        }
+        s.d[d] += t->shape[d];
+    }
+    if (d < 0) {
+        char b[128];
+        em_set_error(EM_ERR_ARG, "%s: dim %d out of range for %s", fn, dim,
+                     em_shape_str(t0, b, sizeof b));
+        return NULL;
+    }
+    em_scope_begin();
+    em_tensor *y = em_empty_on(s, t0->dtype, t0->device);
+    int64_t *sizes = malloc((size_t)n * sizeof *sizes);
+    if (!y || !sizes) {
+        free(sizes);
+        if (y)
+            em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+        return em_scope_return(NULL);
+    }
+    int64_t strides[EM_MAX_DIMS], at = 0;
+    em_contiguous_strides(&s, strides);
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++) {
+        sizes[i] = ts[i]->shape[d];
+        em_tensor *win = em_tensor_alias(y, ts[i]->ndim, ts[i]->shape, strides,
+                                         y->offset + at * strides[d]);
+        ok = win && em_raw_copy_into(fn, win, ts[i]) == EM_OK;
+        at += sizes[i];
+    }
+    em_node *node = NULL;
+    ok = ok && em_record(y, "cat", cat_backward, ts, n, &node);
+    if (ok && node) {
+        node->ints[0] = d;
+        node->saved[0] = em_retain(em_from_data(EM_SHAPE(n), EM_I64, sizes));
+        ok = node->saved[0] != NULL;
+    }
+    free(sizes);
+    return em_scope_return(ok ? y : NULL);
+}
+
+em_tensor *em_stack(em_tensor *const *ts, int n, int dim)
+{
+    const char *fn = "em_stack";
+    if (!ts || n < 1) {
+        em_set_error(EM_ERR_ARG, "%s: needs at least one tensor", fn);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!ts[i])
+            return em_has_error() ? NULL
+                                  : (em_set_error(EM_ERR_ARG, "%s: tensor %d is NULL", fn, i), NULL);
+        if (!em_same_shape(ts[i], ts[0])) {
+            char b0[128], bi[128];
+            em_set_error(EM_ERR_ARG, "%s: tensor %d is %s, tensor 0 is %s", fn, i,
+                         em_shape_str(ts[i], bi, sizeof bi), em_shape_str(ts[0], b0, sizeof b0));
+            return NULL;
+        }
+    }
+    if (em_norm_dim(dim, ts[0]->ndim + 1) < 0) {
+        em_set_error(EM_ERR_ARG, "%s: dim %d out of range for %d-d tensors", fn, dim,
+                     ts[0]->ndim);
+        return NULL;
+    }
+    em_tensor **u = malloc((size_t)n * sizeof *u);
+    if (!u) {
+        em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+        return NULL;
+    }
+    em_scope_begin();
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++)
+        ok = (u[i] = em_unsqueeze(ts[i], dim)) != NULL;
+    em_tensor *y = ok ? em_cat(u, n, dim) : NULL;
+    free(u);
+    return em_scope_return(y);
+}
+
+int em_split(const em_tensor *t, int64_t split_size, int dim, em_tensor **out, int max_out)
+{
+    if (!t)
+        return -1;
+    int d = em_norm_dim(dim, t->ndim);
+    if (d < 0 || split_size <= 0 || max_out < 0 || (max_out > 0 && !out)) {
+        char b[128];
+        em_set_error(EM_ERR_ARG, "em_split: split_size %lld along dim %d invalid for %s",
+                     (long long)split_size, dim, em_shape_str(t, b, sizeof b));
+        return -1;
+    }
+    int64_t size = t->shape[d];
+    int count = size == 0 ? 1 : (int)((size + split_size - 1) / split_size);
+    for (int i = 0; i < count && i < max_out; i++) {
+        int64_t start = (int64_t)i * split_size;
+        int64_t len = size - start < split_size ? size - start : split_size;
+        out[i] = em_narrow(t, d, start, len);
+        if (!out[i]) {
+            for (int k = 0; k < i; k++) {
+                em_release(out[k]);
+                out[k] = NULL;
+            }
+            return -1;
+        }
+    }
+    return count;
+}
+
+/* ---- index_select / embedding ---- */
+
+/* True when every entry of idx (i64) lies in [0, bound); else an error naming fn. */
+static bool check_index(const char *fn, const em_tensor *idx, int64_t bound)
+{
+    if (idx->dtype != EM_I64) {
+        em_set_error(EM_ERR_ARG, "%s: index must be i64, not %s", fn, em_dtype_name(idx->dtype));
+        return false;
+    }
+    int64_t n = em_numel(idx);
+    int64_t *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    if (!v) {
+        em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+        return false;
+    }
+    bool ok = em_copy_to_host(idx, EM_I64, v) == EM_OK;
+    for (int64_t i = 0; ok && i < n; i++) {
+        if (v[i] < 0 || v[i] >= bound) {
+            em_set_error(EM_ERR_ARG, "%s: index %lld out of range [0, %lld)", fn,
+                         (long long)v[i], (long long)bound);
+            ok = false;
+        }
+    }
+    free(v);
+    return ok;
+}
+
+/* ints[0] = dim; saved[0] = the index (contiguous) */
+static em_status index_select_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+{
+    const em_tensor *x = node->inputs[0], *idx = node->saved[0];
+    int d = (int)node->ints[0];
+    em_shape s = em_shape_of(x);
+    const em_backend *be = em_tensor_backend(x, "em_index_select");
+    if (!be || !em_kernel_present((const void *)be->index_add, "em_index_select", x))
+        return em_error_status();
+    em_tensor *gx = em_raw_full("em_index_select", &s, g->dtype, g->device, 0.0);
+    if (!gx)
+        return em_error_status();
+    em_arr o = em_tensor_arr(gx), src = em_tensor_arr(g);
+    int rc = be->index_add(&o, d, em_data_ptr(idx), em_numel(idx), &src);
+    if (em_kernel_status(rc, "em_index_select", x) != EM_OK)
+        return em_error_status();
+    grad_in[0] = gx;
+    return EM_OK;
+}
+
+static em_tensor *index_select_impl(const char *fn, const em_tensor *t, int dim,
+                                    const em_tensor *index)
+{
+    if (!t || !index)
+        return NULL;
+    int d = em_norm_dim(dim, t->ndim);
+    if (d < 0 || index->ndim > 1 || index->device != t->device) {
+        char bt[128], bi[128];
+        em_set_error(EM_ERR_ARG, "%s: dim %d, index %s (1-D, on t's device) invalid for %s", fn,
+                     dim, em_shape_str(index, bi, sizeof bi), em_shape_str(t, bt, sizeof bt));
+        return NULL;
+    }
+    if (!check_index(fn, index, t->shape[d]))
+        return NULL;
+    const em_backend *be = em_tensor_backend(t, fn);
+    if (!be || !em_kernel_present((const void *)be->index_select, fn, t))
+        return NULL;
+    em_scope_begin();
+    const em_tensor *ic = em_is_contiguous(index) ? index : em_tensor_contiguous_raw(index);
+    em_shape s = em_shape_of(t);
+    s.d[d] = em_numel(index);
+    em_tensor *y = em_empty_on(s, t->dtype, t->device);
+    if (!ic || !y)
+        return em_scope_return(NULL);
+    em_arr o = em_tensor_arr(y), in = em_tensor_arr(t);
+    if (em_kernel_status(be->index_select(&o, &in, d, em_data_ptr(ic), s.d[d]), fn, t) != EM_OK)
+        return em_scope_return(NULL);
+    em_tensor *x = (em_tensor *)t;
+    em_node *node;
+    if (!em_record(y, "index_select", index_select_backward, &x, 1, &node))
+        return em_scope_return(NULL);
+    if (node) {
+        node->ints[0] = d;
+        node->saved[0] = em_retain((em_tensor *)ic);
+    }
+    return em_scope_return(y);
+}
+
+em_tensor *em_index_select(const em_tensor *t, int dim, const em_tensor *index)
+{
+    return index_select_impl("em_index_select", t, dim, index);
+}
+
+em_tensor *em_embedding(const em_tensor *weight, const em_tensor *index)
+{
+    const char *fn = "em_embedding";
+    if (!weight || !index)
+        return NULL;
+    if (weight->ndim != 2 || index->ndim >= EM_MAX_DIMS) {
+        char bw[128], bi[128];
+        em_set_error(EM_ERR_ARG, "%s: expected weight (num, dim) and index (*): %s, %s", fn,
+                     em_shape_str(weight, bw, sizeof bw), em_shape_str(index, bi, sizeof bi));
+        return NULL;
+    }
+    em_scope_begin();
+    em_shape s = em_shape_of(index);
+    s.d[s.ndim++] = weight->shape[1];
+    em_tensor *flat = em_reshape(index, EM_SHAPE(em_numel(index)));
+    em_tensor *rows = flat ? index_select_impl(fn, weight, 0, flat) : NULL;
+    return em_scope_return(rows ? em_reshape(rows, s) : NULL);
+}
+
+/* ---- gather ---- */
+
+/* ints[0] = dim; saved[0] = the index */
+static em_status gather_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+{
+    const em_tensor *x = node->inputs[0], *idx = node->saved[0];
+    em_shape s = em_shape_of(x);
+    const em_backend *be = em_tensor_backend(x, "em_gather");
+    if (!be || !em_kernel_present((const void *)be->scatter_add, "em_gather", x))
+        return em_error_status();
+    em_tensor *gx = em_raw_full("em_gather", &s, g->dtype, g->device, 0.0);
+    if (!gx)
+        return em_error_status();
+    em_arr o = em_tensor_arr(gx), ai = em_tensor_arr(idx), src = em_tensor_arr(g);
+    if (em_kernel_status(be->scatter_add(&o, (int)node->ints[0], &ai, &src), "em_gather", x) !=
+        EM_OK)
+        return em_error_status();
+    grad_in[0] = gx;
+    return EM_OK;
+}
+
+em_tensor *em_gather(const em_tensor *t, int dim, const em_tensor *index)
+{
+    const char *fn = "em_gather";
+    if (!t || !index)
+        return NULL;
+    int d = em_norm_dim(dim, t->ndim);
+    bool ok = d >= 0 && index->ndim == t->ndim && index->device == t->device;
+    for (int k = 0; ok && k < t->ndim; k++)
+        ok = k == d || index->shape[k] <= t->shape[k];
+    if (!ok) {
+        char bt[128], bi[128];
+        em_set_error(EM_ERR_ARG, "%s: index %s does not fit %s along dim %d", fn,
+                     em_shape_str(index, bi, sizeof bi), em_shape_str(t, bt, sizeof bt), dim);
+        return NULL;
+    }
+    if (!check_index(fn, index, t->shape[d]))
+        return NULL;
+    const em_backend *be = em_tensor_backend(t, fn);
+    if (!be || !em_kernel_present((const void *)be->gather, fn, t))
+        return NULL;
+    em_scope_begin();
+    em_tensor *y = em_empty_on(em_shape_of(index), t->dtype, t->device);
+    if (!y)
+        return em_scope_return(NULL);
+    em_arr o = em_tensor_arr(y), in = em_tensor_arr(t), ai = em_tensor_arr(index);
+    if (em_kernel_status(be->gather(&o, &in, d, &ai), fn, t) != EM_OK)
+        return em_scope_return(NULL);
+    em_tensor *x = (em_tensor *)t;
+    em_node *node;
+    if (!em_record(y, "gather", gather_backward, &x, 1, &node))
+        return em_scope_return(NULL);
+    if (node) {
+        node->ints[0] = d;
+        node->saved[0] = em_retain((em_tensor *)index);
+    }
+    return em_scope_return(y);
+}
+
+/* ---- one_hot: (*) -> (*, num_classes), i64 ---- */
+
+em_tensor *em_one_hot(const em_tensor *index, int64_t num_classes)
+{
+    const char *fn = "em_one_hot";
+    if (!index)
+        return NULL;
+    if (num_classes <= 0 || index->ndim >= EM_MAX_DIMS) {
+        char b[128];
+        em_set_error(EM_ERR_ARG, "%s: %lld classes for index %s", fn, (long long)num_classes,
+                     em_shape_str(index, b, sizeof b));
+        return NULL;
+    }
+    if (!check_index(fn, index, num_classes))
+        return NULL;
+    em_scope_begin();
+    em_tensor *classes = em_arange(0, (double)num_classes, 1, EM_I64);
+    if (classes && index->device != EM_CPU)
+        classes = em_to_device(classes, index->device);
+    em_tensor *hit = classes ? em_eq(em_unsqueeze(index, -1), classes) : NULL;
+    return em_scope_return(em_to_dtype(hit, EM_I64));
+}

@@ -1,0 +1,295 @@
+/* Matrix products on the backend's gemm: matmul (PyTorch semantics, broadcast batch dims), bmm,
+ * and linear (one gemm with the bias preloaded into C). Transposed 2-D views go to gemm as
+ * trans=true; other layouts are made contiguous first. */
+#include "autograd/autograd_internal.h"
+
+/* How the last two dims of t map onto gemm: row-major with row stride ld (trans false), or the
+ * transpose of a row-major matrix (trans true). False when neither fits. */
+static bool mat_layout(const em_tensor *t, bool *trans, int64_t *ld)
+{
+    int nd = t->ndim;
+    int64_t r = t->shape[nd - 2], c = t->shape[nd - 1];
+    int64_t sr = t->strides[nd - 2], sc = t->strides[nd - 1];
+    int64_t rmin = r > 1 ? r : 1, cmin = c > 1 ? c : 1;
+    if (c <= 1 || sc == 1) {
+        *trans = false;
+        *ld = r <= 1 ? cmin : sr;
+        if (*ld >= cmin)
+            return true;
+    }
+    if (r <= 1 || sr == 1) {
+        *trans = true;
+        *ld = c <= 1 ? rmin : sc;
+        if (*ld >= rmin)
+            return true;
+    }
+    return false;
+}
+
+/* The one stride that steps through t's first nb (batch) dims in row-major order, if any. */
+static bool batch_stride(const em_tensor *t, int nb, int64_t *sb)
+{
+    int64_t s = 0, span = 0;
+    for (int d = nb - 1; d >= 0; d--) {
+        if (t->shape[d] == 1)
+            continue;
+        if (span == 0) {
+            s = t->strides[d];
+            span = t->shape[d];
+        } else if (t->strides[d] != s * span) {
+            return false;
+        } else {
+            span *= t->shape[d];
+        }
+    }
+    *sb = s;
+    return true;
+}
+
+/* gemm's view of operand x; copies x (a temporary of the caller's scope) when it must. */
+static const em_tensor *operand(const em_tensor *x, int nb, bool *trans, int64_t *ld, int64_t *sb)
+{
+    if (mat_layout(x, trans, ld) && batch_stride(x, nb, sb))
+        return x;
+    em_tensor *c = em_tensor_contiguous_raw(x);
+    if (c && mat_layout(c, trans, ld) && batch_stride(c, nb, sb))
+        return c;
+    return NULL;
+}
+
+/* c = alpha * op(a) @ op(b) + beta * c, batched over the leading dims; op transposes the last
+ * two dims when ta / tb. c is contiguous; a and b have c's ndim (batch dims may be 0-strided). */
+static em_status gemm_call(const char *fn, em_tensor *c, const em_tensor *a, bool ta,
+                           const em_tensor *b, bool tb, double alpha, double beta)
+{
+    int nd = c->ndim, nb = nd - 2;
+    int64_t m = c->shape[nd - 2], n = c->shape[nd - 1];
+    int64_t k = ta ? a->shape[nd - 2] : a->shape[nd - 1], batch = 1;
+    for (int d = 0; d < nb; d++)
+        batch *= c->shape[d];
+    if (batch == 0 || m == 0 || n == 0)
+        return EM_OK;
+    const em_backend *be = em_tensor_backend(c, fn);
+    if (!be || !em_kernel_present((const void *)be->fill, fn, c) ||
+        !em_kernel_present((const void *)be->gemm, fn, c))
+        return em_error_status();
+    if (k == 0) {
+        em_arr ac = em_tensor_arr(c);
+        return beta == 0 ? em_kernel_status(be->fill(&ac, 0.0), fn, c) : EM_OK;
+    }
+    bool sta, stb;
+    int64_t lda, ldb, sa, sb;
+    const em_tensor *pa = operand(a, nb, &sta, &lda, &sa);
+    const em_tensor *pb = operand(b, nb, &stb, &ldb, &sb);
+    if (!pa || !pb)
+        return em_error_status();
+    int rc = be->gemm(c->dtype, sta != ta, stb != tb, m, n, k, alpha, em_data_ptr(pa), lda, sa,
+                      em_data_ptr(pb), ldb, sb, beta, em_data_ptr(c), n, m * n, batch);
+    return em_kernel_status(rc, fn, c);
+}
+
+/* An alias of t broadcast (stride 0) to batch dims bs followed by its own last two dims. */
+static em_tensor *batch_expand(const em_tensor *t, const em_shape *bs)
+{
+    int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
+    int nd = bs->ndim + 2, lead = nd - t->ndim;
+    for (int d = 0; d < nd; d++) {
+        bool own = d >= lead;
+        shape[d] = d < bs->ndim ? bs->d[d] : t->shape[d - lead];
+        strides[d] = own && t->shape[d - lead] == shape[d] ? t->strides[d - lead] : 0;
+    }
+    return em_tensor_alias(t, nd, shape, strides, t->offset);
+}
+
+static em_tensor *mm(const char *fn, const em_tensor *a, const em_tensor *b);
+
+/* saved: a, b (as given to the product) */
+static em_status mm_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+{
+    const em_tensor *a = node->saved[0], *b = node->saved[1];
+    for (int i = 0; i < 2; i++) {
+        if (!node->inputs[i])
+            continue;
+        em_tensor *gi = i == 0 ? mm("em_backward", g, em_transpose(b, -1, -2))
+                               : mm("em_backward", em_transpose(a, -1, -2), g);
+        em_shape s = em_shape_of(i == 0 ? a : b);
+        if (!(grad_in[i] = em_grad_sum_to(gi, &s)))
+            return em_error_status();
+    }
+    return EM_OK;
+}
+
+/* (batch.., m, k) @ (batch.., k, n), both at least 2-D, shapes already checked. */
+static em_tensor *mm(const char *fn, const em_tensor *a, const em_tensor *b)
+{
+    if (!a || !b)
+        return NULL;
+    em_shape ba = {.ndim = a->ndim - 2}, bb = {.ndim = b->ndim - 2}, bs, s;
+    for (int d = 0; d < ba.ndim; d++)
+        ba.d[d] = a->shape[d];
+    for (int d = 0; d < bb.ndim; d++)
+        bb.d[d] = b->shape[d];
+    if (!em_broadcast_shapes(&ba, &bb, &bs) || bs.ndim + 2 > EM_MAX_DIMS) {
+        char sa[128], sb[128];
+        em_set_error(EM_ERR_ARG, "%s: batch dimensions do not broadcast: %s x %s", fn,
+                     em_shape_str(a, sa, sizeof sa), em_shape_str(b, sb, sizeof sb));
+        return NULL;
+    }
+    s = bs;
+    s.d[s.ndim++] = a->shape[a->ndim - 2];
+    s.d[s.ndim++] = b->shape[b->ndim - 1];
+    em_scope_begin();
+    em_tensor *y = em_empty_on(s, a->dtype, a->device);
+    em_tensor *ae = batch_expand(a, &bs), *be = batch_expand(b, &bs);
+    if (!y || !ae || !be || gemm_call(fn, y, ae, false, be, false, 1.0, 0.0) != EM_OK)
+        return em_scope_return(NULL);
+    em_tensor *in[2] = {(em_tensor *)a, (em_tensor *)b};
+    em_node *node;
+    if (!em_record(y, "matmul", mm_backward, in, 2, &node))
+        return em_scope_return(NULL);
+    if (node) {
+        node->saved[0] = em_retain(in[0]);
+        node->saved[1] = em_retain(in[1]);
+    }
+    return em_scope_return(y);
+}
+
+static bool check_pair(const char *fn, const em_tensor *a, const em_tensor *b)
+{
+    char sa[128], sb[128];
+    if (a->dtype != b->dtype) {
+        em_set_error(EM_ERR_ARG, "%s: dtypes differ: %s %s and %s %s", fn, em_dtype_name(a->dtype),
+                     em_shape_str(a, sa, sizeof sa), em_dtype_name(b->dtype),
+                     em_shape_str(b, sb, sizeof sb));
+        return false;
+    }
+    if (a->device != b->device) {
+        em_set_error(EM_ERR_ARG, "%s: tensors on different devices: %s and %s", fn,
+                     em_device_name(a->device), em_device_name(b->device));
+        return false;
+    }
+    return true;
+}
+
+em_tensor *em_matmul(const em_tensor *a, const em_tensor *b)
+{
+    const char *fn = "em_matmul";
+    if (!a || !b || !check_pair(fn, a, b))
+        return NULL;
+    char sa[128], sb[128];
+    if (a->ndim == 0 || b->ndim == 0) {
+        em_set_error(EM_ERR_ARG, "%s: both arguments need at least one dim: %s x %s", fn,
+                     em_shape_str(a, sa, sizeof sa), em_shape_str(b, sb, sizeof sb));
+        return NULL;
+    }
+    int64_t ka = a->shape[a->ndim - 1], kb = b->shape[b->ndim == 1 ? 0 : b->ndim - 2];
+    if (ka != kb) {
+        em_set_error(EM_ERR_ARG, "%s: inner dimensions differ: %s x %s", fn,
+                     em_shape_str(a, sa, sizeof sa), em_shape_str(b, sb, sizeof sb));
+        return NULL;
+    }
+    em_scope_begin();
+    const em_tensor *a2 = a->ndim == 1 ? em_unsqueeze(a, 0) : a;
+    const em_tensor *b2 = b->ndim == 1 ? em_unsqueeze(b, -1) : b;
+    em_tensor *y = mm(fn, a2, b2);
+    if (y && a->ndim == 1)
+        y = em_squeeze(y, -2);
+    if (y && b->ndim == 1)
+        y = em_squeeze(y, -1);
+    return em_scope_return(y);
+}
+
+em_tensor *em_bmm(const em_tensor *a, const em_tensor *b)
+{
+    const char *fn = "em_bmm";
+    if (!a || !b || !check_pair(fn, a, b))
+        return NULL;
+    if (a->ndim != 3 || b->ndim != 3 || a->shape[0] != b->shape[0] || a->shape[2] != b->shape[1]) {
+        char sa[128], sb[128];
+        em_set_error(EM_ERR_ARG, "%s: expected (B,M,K) x (B,K,N), got %s x %s", fn,
+                     em_shape_str(a, sa, sizeof sa), em_shape_str(b, sb, sizeof sb));
+        return NULL;
+    }
+    return mm(fn, a, b);
+}
+
+/* ---- linear: y (*, out) = x (*, in) @ w^T (in, out) + b (out) ---- */
+
+/* x as a 2-D (rows, in) tensor: an alias when its rows can be flattened, else a copy. */
+static em_tensor *rows_of(const em_tensor *x)
+{
+    int64_t in = x->shape[x->ndim - 1], rows = in ? em_numel(x) / in : 0;
+    if (x->ndim == 2)
+        return em_alias_of(x);
+    const em_tensor *c = em_is_contiguous(x) ? x : em_tensor_contiguous_raw(x);
+    if (!c)
+        return NULL;
+    int64_t shape[2] = {rows, in}, strides[2] = {in, 1};
+    return em_tensor_alias(c, 2, shape, strides, c->offset);
+}
+
+/* saved: x as (rows, in), w */
+static em_status linear_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+{
+    const char *fn = "em_backward";
+    const em_tensor *x2 = node->saved[0], *w = node->saved[1];
+    em_tensor *g2 = rows_of(g);
+    if (!g2)
+        return em_error_status();
+    if (node->inputs[0]) {
+        em_shape s = {.ndim = 2, .d = {x2->shape[0], x2->shape[1]}};
+        em_tensor *gx = em_empty_on(s, g->dtype, g->device);
+        if (!gx || gemm_call(fn, gx, g2, false, w, false, 1.0, 0.0) != EM_OK)
+            return em_error_status();
+        if (!(grad_in[0] = em_reshape(gx, em_shape_of(node->inputs[0]))))
+            return em_error_status();
+    }
+    if (node->inputs[1]) {
+        grad_in[1] = em_empty_on(em_shape_of(w), g->dtype, g->device);
+        if (!grad_in[1] || gemm_call(fn, grad_in[1], g2, true, x2, false, 1.0, 0.0) != EM_OK)
+            return em_error_status();
+    }
+    if (node->inputs[2]) {
+        em_tensor *gb = em_raw_reduce(fn, EM_REDUCE_SUM, 0, g2, 1u);
+        int64_t n = w->shape[0], one = 1;
+        if (!gb || !(grad_in[2] = em_tensor_alias(gb, 1, &n, &one, gb->offset)))
+            return em_error_status();
+    }
+    return EM_OK;
+}
+
+em_tensor *em_linear(const em_tensor *x, const em_tensor *w, const em_tensor *b)
+{
+    const char *fn = "em_linear";
+    if (!x || !w || !check_pair(fn, x, w) || (b && !check_pair(fn, x, b)))
+        return NULL;
+    char sx[128], sw[128], sb[128];
+    if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1] ||
+        (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))) {
+        em_set_error(EM_ERR_ARG, "%s: expected x (*, in), w (out, in), b (out): %s, %s, %s", fn,
+                     em_shape_str(x, sx, sizeof sx), em_shape_str(w, sw, sizeof sw),
+                     b ? em_shape_str(b, sb, sizeof sb) : "none");
+        return NULL;
+    }
+    em_scope_begin();
+    em_tensor *x2 = rows_of(x);
+    em_shape s = em_shape_of(x);
+    s.d[s.ndim - 1] = w->shape[0];
+    em_tensor *y = em_empty_on(s, x->dtype, x->device);
+    if (!x2 || !y)
+        return em_scope_return(NULL);
+    int64_t shape[2] = {x2->shape[0], w->shape[0]}, strides[2] = {w->shape[0], 1};
+    em_tensor *y2 = em_tensor_alias(y, 2, shape, strides, y->offset);
+    if (!y2 || (b && em_raw_copy_into(fn, y2, b) != EM_OK) ||
+        gemm_call(fn, y2, x2, false, w, true, 1.0, b ? 1.0 : 0.0) != EM_OK)
+        return em_scope_return(NULL);
+    em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)w, (em_tensor *)b};
+    em_node *node;
+    if (!em_record(y, "linear", linear_backward, in, 3, &node))
+        return em_scope_return(NULL);
+    if (node) {
+        node->saved[0] = em_retain(x2);
+        node->saved[1] = em_retain(in[1]);
+    }
+    return em_scope_return(y);
+}
