@@ -1,0 +1,196 @@
+/* nn losses against values pinned from torch.nn.functional (f64): cross entropy with every
+ * reduction, ignore_index and label smoothing, nll, mse, l1, bce with logits; gradients; errors. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "helpers/gradcheck.h"
+#include "nn/nn.h"
+
+static const double logits_v[12] = {1, 2, 0.5, 0.1, -1, 2, 3, 0, 0, -0.5, 0.5, 1.5};
+static const int64_t target_v[4] = {0, 2, 1, 2};
+
+static em_tensor *logits(void)
+{
+    return em_from_data(EM_SHAPE(4, 3), EM_F64, logits_v);
+}
+
+static em_tensor *target(void)
+{
+    return em_from_data(EM_SHAPE(4), EM_I64, target_v);
+}
+
+static void expect(const em_tensor *t, int64_t n, const double *want, double tol)
+{
+    cr_assert_not_null(t, "%s", em_error());
+    cr_assert_eq(em_numel(t), n);
+    double got[n];
+    cr_assert_eq(em_copy_to_host(t, EM_F64, got), EM_OK);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(fabs(got[i] - want[i]) <= tol, "element %lld: %.10g, want %.10g", (long long)i,
+                  got[i], want[i]);
+}
+
+static void setup(void)
+{
+    em_error_clear();
+    em_scope_begin();
+}
+
+static void teardown(void)
+{
+    em_scope_end();
+}
+
+TestSuite(nn_losses, .init = setup, .fini = teardown);
+
+Test(nn_losses, cross_entropy_reductions)
+{
+    em_tensor *x = logits(), *t = target();
+    em_tensor *mean = em_cross_entropy(x, t, (em_cross_entropy_opts){0});
+    expect(mean, 1, (double[]){1.2871705476}, 1e-9);
+    cr_assert_eq(mean->ndim, 0);
+    expect(em_cross_entropy(x, t, (em_cross_entropy_opts){.reduction = EM_REDUCTION_SUM}), 1,
+           (double[]){5.1486821906}, 1e-9);
+    em_tensor *none = em_cross_entropy(x, t, (em_cross_entropy_opts){.reduction = EM_REDUCTION_NONE});
+    expect(none, 4, (double[]){1.4643687841, 0.1817844856, 3.0949229564, 0.4076059644}, 1e-9);
+    cr_assert_eq(none->ndim, 1);
+}
+
+Test(nn_losses, cross_entropy_gradient)
+{
+    em_tensor *x = logits(), *t = target();
+    em_requires_grad_(x, true);
+    em_tensor *loss = em_cross_entropy(x, t, (em_cross_entropy_opts){0});
+    cr_assert_eq(em_backward(loss), EM_OK, "%s", em_error());
+    expect(x->grad, 12,
+           (double[]){-0.1921940256, 0.1571329298, 0.0350610958, 0.0311768687, 0.0103778781,
+                      -0.0415547468, 0.2273607496, -0.2386803748, 0.0113196252, 0.0225076433,
+                      0.0611821178, -0.0836897611}, 1e-9);
+}
+
+Test(nn_losses, cross_entropy_ignore_index_leaves_the_denominator)
+{
+    em_tensor *x = logits(), *t = target();
+    em_cross_entropy_opts o = {.has_ignore_index = true, .ignore_index = 2};
+    expect(em_cross_entropy(x, t, o), 1, (double[]){2.2796458703}, 1e-9);
+    o.reduction = EM_REDUCTION_NONE;
+    expect(em_cross_entropy(x, t, o), 4, (double[]){1.4643687841, 0, 3.0949229564, 0}, 1e-9);
+    /* ignore_index -100 (PyTorch's default value) may lie outside the classes */
+    em_tensor *t2 = em_from_data(EM_SHAPE(4), EM_I64, (int64_t[]){0, -100, 1, -100});
+    o = (em_cross_entropy_opts){.has_ignore_index = true, .ignore_index = -100};
+    expect(em_cross_entropy(x, t2, o), 1, (double[]){2.2796458703}, 1e-9);
+    /* all ignored: the mean is 0 / 0 */
+    em_tensor *t3 = em_full(EM_SHAPE(4), EM_I64, -100);
+    cr_assert(isnan(em_item(em_cross_entropy(x, t3, o))));
+}
+
+Test(nn_losses, cross_entropy_label_smoothing)
+{
+    em_tensor *x = logits(), *t = target();
+    expect(em_cross_entropy(x, t, (em_cross_entropy_opts){.label_smoothing = 0.1}), 1,
+           (double[]){1.3238372143}, 1e-9);
+    em_cross_entropy_opts o = {.label_smoothing = 0.2, .has_ignore_index = true,
+                               .ignore_index = 2};
+    expect(em_cross_entropy(x, t, o), 1, (double[]){2.1629792036}, 1e-9);
+    o.reduction = EM_REDUCTION_SUM;
+    expect(em_cross_entropy(x, t, o), 1, (double[]){4.3259584072}, 1e-9);
+    o.reduction = EM_REDUCTION_NONE;
+    expect(em_cross_entropy(x, t, o), 4, (double[]){1.4310354508, 0, 2.8949229564, 0}, 1e-9);
+}
+
+static em_tensor *smoothed_ce(em_tensor *const *inputs, void *ctx)
+{
+    em_cross_entropy_opts o = {.label_smoothing = 0.3, .has_ignore_index = true,
+                               .ignore_index = 1};
+    return em_cross_entropy(inputs[0], ctx, o);
+}
+
+static em_tensor *bce(em_tensor *const *inputs, void *ctx)
+{
+    return em_bce_with_logits(inputs[0], ctx, EM_REDUCTION_MEAN);
+}
+
+Test(nn_losses, gradchecks)
+{
+    em_tensor *x = em_gradcheck_leaf(EM_SHAPE(4, 3), -2, 2, 1), *t = target();
+    cr_assert(em_gradcheck_default(smoothed_ce, t, &x, 1));
+    em_tensor *z = em_gradcheck_leaf(EM_SHAPE(2, 3), -3, 3, 2);
+    em_tensor *y = em_from_data(EM_SHAPE(2, 3), EM_F64, (double[]){1, 0, 0.3, 0.5, 1, 0});
+    cr_assert(em_gradcheck_default(bce, y, &z, 1));
+    em_release(x);
+    em_release(z);
+}
+
+Test(nn_losses, nll_loss_on_log_probs)
+{
+    em_tensor *x = logits(), *t = target();
+    expect(em_nll_loss(x, t, (em_cross_entropy_opts){0}), 1, (double[]){-1.125}, 1e-12);
+    em_tensor *lp = em_log_softmax(x, 1);
+    expect(em_nll_loss(lp, t, (em_cross_entropy_opts){0}), 1, (double[]){1.2871705476}, 1e-9);
+}
+
+Test(nn_losses, target_errors_name_the_problem)
+{
+    em_tensor *x = logits();
+    em_tensor *bad = em_from_data(EM_SHAPE(4), EM_I64, (int64_t[]){0, 1, 3, 2});
+    cr_assert_null(em_cross_entropy(x, bad, (em_cross_entropy_opts){0}));
+    cr_assert(strstr(em_error(), "target 3 at index 2 is out of range for 3 classes"), "%s",
+              em_error());
+    em_error_clear();
+    em_tensor *neg = em_from_data(EM_SHAPE(4), EM_I64, (int64_t[]){0, -1, 0, 0});
+    cr_assert_null(em_cross_entropy(x, neg, (em_cross_entropy_opts){0}));
+    cr_assert(strstr(em_error(), "target -1 at index 1"), "%s", em_error());
+    em_error_clear();
+    em_tensor *f = em_zeros(EM_SHAPE(4), EM_F32);
+    cr_assert_null(em_cross_entropy(x, f, (em_cross_entropy_opts){0}));
+    cr_assert(strstr(em_error(), "target must be i64 (N)"), "%s", em_error());
+    em_error_clear();
+    em_tensor *short_t = em_zeros(EM_SHAPE(3), EM_I64);
+    cr_assert_null(em_nll_loss(x, short_t, (em_cross_entropy_opts){0}));
+    cr_assert(strstr(em_error(), "em_nll_loss"), "%s", em_error());
+    em_error_clear();
+    cr_assert_null(em_cross_entropy(em_zeros(EM_SHAPE(4), EM_F32), target(),
+                                    (em_cross_entropy_opts){0}));
+    cr_assert_eq(em_error_status(), EM_ERR_ARG);
+    em_error_clear();
+    cr_assert_null(em_cross_entropy(x, target(), (em_cross_entropy_opts){.reduction = 7}));
+    cr_assert(strstr(em_error(), "unknown reduction 7"), "%s", em_error());
+    em_error_clear();
+    em_set_error(EM_ERR_ARG, "earlier");
+    cr_assert_null(em_cross_entropy(NULL, target(), (em_cross_entropy_opts){0}));
+    cr_assert_str_eq(em_error(), "earlier");
+    em_error_clear();
+}
+
+Test(nn_losses, mse_and_l1)
+{
+    em_tensor *a = em_from_data(EM_SHAPE(2, 3), EM_F64, (double[]){0.5, -1, 2, 3, 0, -2});
+    em_tensor *b = em_from_data(EM_SHAPE(2, 3), EM_F64, (double[]){1, 1, 1, 0, 0.5, -1});
+    expect(em_mse_loss(a, b, EM_REDUCTION_MEAN), 1, (double[]){2.5833333333}, 1e-9);
+    expect(em_mse_loss(a, b, EM_REDUCTION_SUM), 1, (double[]){15.5}, 1e-12);
+    expect(em_l1_loss(a, b, EM_REDUCTION_MEAN), 1, (double[]){1.3333333333}, 1e-9);
+    em_tensor *none = em_l1_loss(a, b, EM_REDUCTION_NONE);
+    expect(none, 6, (double[]){0.5, 2, 1, 3, 0.5, 1}, 1e-12);
+    cr_assert_eq(none->ndim, 2);
+    cr_assert_null(em_mse_loss(a, em_zeros(EM_SHAPE(3, 2), EM_F64), EM_REDUCTION_MEAN));
+    cr_assert(strstr(em_error(), "em_mse_loss"), "%s", em_error());
+    em_error_clear();
+}
+
+Test(nn_losses, bce_with_logits_is_stable)
+{
+    em_tensor *z = em_from_data(EM_SHAPE(2, 3), EM_F64, (double[]){0, -3, 100, -100, 2, 0.5});
+    em_tensor *y = em_from_data(EM_SHAPE(2, 3), EM_F64, (double[]){1, 0, 1, 0, 1, 0.3});
+    em_requires_grad_(z, true);
+    expect(em_bce_with_logits(z, y, EM_REDUCTION_NONE), 6,
+           (double[]){0.6931471806, 0.0485873516, 0, 0, 0.126928011, 0.8240769842}, 1e-9);
+    em_tensor *loss = em_bce_with_logits(z, y, EM_REDUCTION_MEAN);
+    expect(loss, 1, (double[]){0.2821232546}, 1e-9);
+    cr_assert_eq(em_backward(loss), EM_OK, "%s", em_error());
+    /* (sigmoid(z) - y) / 6, also at z = 0 */
+    expect(z->grad, 6,
+           (double[]){-0.0833333333, 0.0079043122, 0, 0, -0.0198671537, 0.0537432219}, 1e-9);
+    em_tensor *z32 = em_full(EM_SHAPE(2), EM_F32, -1000), *y32 = em_ones(EM_SHAPE(2), EM_F32);
+    expect(em_bce_with_logits(z32, y32, EM_REDUCTION_SUM), 1, (double[]){2000}, 1e-3);
+}
