@@ -1,0 +1,193 @@
+/* CPU 2-D convolution (NCHW, stride, padding, dilation, groups): im2col + GEMM per image for f32
+ * and f64; f16/bf16 run through the f32 path. The typed body is cpu_conv_impl_internal.h. */
+#include <omp.h>
+#include <string.h>
+
+#include "backend_cpu/cpu_dense_internal.h"
+
+/* grad_weight sums the batch in this many fixed blocks (fewer for a smaller batch). */
+#define CONV_GW_BLOCKS 16
+
+/* First output column whose tap, at offset d from ow * stride, lands inside the row. */
+static int64_t conv_first_inside(int64_t d, int64_t stride, int64_t w_out)
+{
+    int64_t lo = d >= 0 ? 0 : (-d + stride - 1) / stride;
+    return lo < w_out ? lo : w_out;
+}
+
+/* One past the last output column whose tap lands inside a row of width w; at least lo. */
+static int64_t conv_end_inside(int64_t d, int64_t stride, int64_t w, int64_t w_out, int64_t lo)
+{
+    int64_t hi = w - 1 - d < 0 ? 0 : (w - 1 - d) / stride + 1;
+    hi = hi < w_out ? hi : w_out;
+    return hi > lo ? hi : lo;
+}
+
+/* A 1x1, stride-1, unpadded convolution: x_n itself is the column matrix. */
+static bool conv_is_pointwise(const em_conv2d_shape *s)
+{
+    return s->kh == 1 && s->kw == 1 && s->stride[0] == 1 && s->stride[1] == 1 && s->pad[0] == 0
+           && s->pad[1] == 0 && s->h_out == s->h && s->w_out == s->w;
+}
+
+/* Threads to spread `items` images (or blocks) over: all of them when there is one item per
+ * thread at least, else one (and the BLAS calls inside spread instead). */
+static int conv_threads(int64_t items)
+{
+    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    return items >= nt ? nt : 1;
+}
+
+static bool conv_shape_ok(const em_conv2d_shape *s)
+{
+    return s->n >= 0 && s->c_in >= 1 && s->c_out >= 1 && s->groups >= 1
+           && s->c_in % s->groups == 0 && s->c_out % s->groups == 0 && s->h >= 0 && s->w >= 0
+           && s->kh >= 1 && s->kw >= 1 && s->h_out >= 0 && s->w_out >= 0
+           && s->stride[0] >= 1 && s->stride[1] >= 1 && s->dilation[0] >= 1
+           && s->dilation[1] >= 1 && s->pad[0] >= 0 && s->pad[1] >= 0;
+}
+
+#define REAL float
+#define REAL_DT EM_F32
+#define CONV_FN(name) conv_##name##_f32
+#include "backend_cpu/cpu_conv_impl_internal.h"
+#undef REAL
+#undef REAL_DT
+#undef CONV_FN
+
+#define REAL double
+#define REAL_DT EM_F64
+#define CONV_FN(name) conv_##name##_f64
+#include "backend_cpu/cpu_conv_impl_internal.h"
+#undef REAL
+#undef REAL_DT
+#undef CONV_FN
+
+static int64_t x_numel(const em_conv2d_shape *s)
+{
+    return s->n * s->c_in * s->h * s->w;
+}
+
+static int64_t y_numel(const em_conv2d_shape *s)
+{
+    return s->n * s->c_out * s->h_out * s->w_out;
+}
+
+static int64_t w_numel(const em_conv2d_shape *s)
+{
+    return s->c_out * (s->c_in / s->groups) * s->kh * s->kw;
+}
+
+static int half_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, const void *w,
+                       const void *bias, void *y)
+{
+    float *fx = em_cpu_widen(dt, x, x_numel(s));
+    float *fw = em_cpu_widen(dt, w, w_numel(s));
+    float *fb = bias ? em_cpu_widen(dt, bias, s->c_out) : NULL;
+    float *fy = em_cpu_f32_buffer(y_numel(s));
+    int rc = EM_KERNEL_FAILED;
+    if (fx && fw && fy && (fb || !bias))
+        rc = conv_conv2d_f32(s, fx, fw, fb, fy);
+    if (rc == EM_KERNEL_OK)
+        em_cpu_f32_to_half_2d(dt, y, fy, 1, y_numel(s), y_numel(s));
+    free(fx);
+    free(fw);
+    free(fb);
+    free(fy);
+    return rc;
+}
+
+int em_cpu_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, const void *w,
+                  const void *bias, void *y)
+{
+    if (!conv_shape_ok(s))
+        return EM_KERNEL_UNSUPPORTED;
+    switch (dt) {
+    case EM_F32:
+        return conv_conv2d_f32(s, x, w, bias, y);
+    case EM_F64:
+        return conv_conv2d_f64(s, x, w, bias, y);
+    case EM_F16:
+    case EM_BF16:
+        return half_conv2d(s, dt, x, w, bias, y);
+    default:
+        return EM_KERNEL_UNSUPPORTED;
+    }
+}
+
+static int half_grad_input(const em_conv2d_shape *s, em_dtype dt, const void *gy, const void *w,
+                           void *gx)
+{
+    float *fgy = em_cpu_widen(dt, gy, y_numel(s));
+    float *fw = em_cpu_widen(dt, w, w_numel(s));
+    float *fgx = em_cpu_f32_buffer(x_numel(s));
+    int rc = EM_KERNEL_FAILED;
+    if (fgy && fw && fgx)
+        rc = conv_grad_input_f32(s, fgy, fw, fgx);
+    if (rc == EM_KERNEL_OK)
+        em_cpu_f32_to_half_2d(dt, gx, fgx, 1, x_numel(s), x_numel(s));
+    free(fgy);
+    free(fw);
+    free(fgx);
+    return rc;
+}
+
+int em_cpu_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                             const void *w, void *gx)
+{
+    if (!conv_shape_ok(s))
+        return EM_KERNEL_UNSUPPORTED;
+    switch (dt) {
+    case EM_F32:
+        return conv_grad_input_f32(s, gy, w, gx);
+    case EM_F64:
+        return conv_grad_input_f64(s, gy, w, gx);
+    case EM_F16:
+    case EM_BF16:
+        return half_grad_input(s, dt, gy, w, gx);
+    default:
+        return EM_KERNEL_UNSUPPORTED;
+    }
+}
+
+static int half_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void *gy, const void *x,
+                            void *gw, void *gbias)
+{
+    float *fgy = em_cpu_widen(dt, gy, y_numel(s));
+    float *fx = em_cpu_widen(dt, x, x_numel(s));
+    float *fgw = em_cpu_f32_buffer(w_numel(s));
+    float *fgb = gbias ? em_cpu_f32_buffer(s->c_out) : NULL;
+    int rc = EM_KERNEL_FAILED;
+    if (fgy && fx && fgw && (fgb || !gbias))
+        rc = conv_grad_weight_f32(s, fgy, fx, fgw, fgb);
+    if (rc == EM_KERNEL_OK) {
+        em_cpu_f32_to_half_2d(dt, gw, fgw, 1, w_numel(s), w_numel(s));
+        if (gbias)
+            em_cpu_f32_to_half_2d(dt, gbias, fgb, 1, s->c_out, s->c_out);
+    }
+    free(fgy);
+    free(fx);
+    free(fgw);
+    free(fgb);
+    return rc;
+}
+
+int em_cpu_conv2d_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                              const void *x, void *gw, void *gbias)
+{
+    if (!conv_shape_ok(s))
+        return EM_KERNEL_UNSUPPORTED;
+    if (dt != EM_F32 && dt != EM_F64 && !em_cpu_is_half(dt))
+        return EM_KERNEL_UNSUPPORTED;
+    if (s->n == 0) {
+        memset(gw, 0, (size_t)w_numel(s) * em_dtype_size(dt));
+        if (gbias)
+            memset(gbias, 0, (size_t)s->c_out * em_dtype_size(dt));
+        return EM_KERNEL_OK;
+    }
+    if (dt == EM_F32)
+        return conv_grad_weight_f32(s, gy, x, gw, gbias);
+    if (dt == EM_F64)
+        return conv_grad_weight_f64(s, gy, x, gw, gbias);
+    return half_grad_weight(s, dt, gy, x, gw, gbias);
+}

@@ -1,0 +1,107 @@
+/* The typed body of the CPU 2-D pooling kernels, included by cpu_pool.c once per real type.
+ * Expects REAL (float or double) and POOL_FN(name), which names a function for that type.
+ * Every kernel runs over the N*C planes, spread over OpenMP threads. */
+
+/* y and argmax of one plane; padding reads as -inf, the first maximum wins, NaN propagates. */
+static void POOL_FN(max_plane)(const em_pool2d_shape *s, const REAL *x, REAL *y, int64_t *argmax)
+{
+    for (int64_t oh = 0; oh < s->h_out; oh++)
+        for (int64_t ow = 0; ow < s->w_out; ow++) {
+            const int64_t h0 = oh * s->stride[0] - s->pad[0], w0 = ow * s->stride[1] - s->pad[1];
+            REAL best = -INFINITY;
+            int64_t arg = -1;
+            for (int64_t ih = h0 > 0 ? h0 : 0; ih < h0 + s->kernel[0] && ih < s->h; ih++)
+                for (int64_t iw = w0 > 0 ? w0 : 0; iw < w0 + s->kernel[1] && iw < s->w; iw++) {
+                    const REAL v = x[ih * s->w + iw];
+                    if (arg < 0 || v > best || (isnan(v) && !isnan(best))) {
+                        best = v;
+                        arg = ih * s->w + iw;
+                    }
+                }
+            y[oh * s->w_out + ow] = best;
+            if (argmax)
+                argmax[oh * s->w_out + ow] = arg;
+        }
+}
+
+static void POOL_FN(max_pool)(const em_pool2d_shape *s, const REAL *x, REAL *y, int64_t *argmax)
+{
+    const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out;
+    #pragma omp parallel for if (s->n * s->c * hwo * s->kernel[0] * s->kernel[1] \
+                                 >= EM_CPU_PARALLEL_MIN)
+    for (int64_t p = 0; p < s->n * s->c; p++)
+        POOL_FN(max_plane)(s, x + p * hw, y + p * hwo, argmax ? argmax + p * hwo : NULL);
+}
+
+static void POOL_FN(max_pool_grad)(const em_pool2d_shape *s, const REAL *gy,
+                                   const int64_t *argmax, REAL *gx)
+{
+    const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out;
+    #pragma omp parallel for if (s->n * s->c * (hw + hwo) >= EM_CPU_PARALLEL_MIN)
+    for (int64_t p = 0; p < s->n * s->c; p++) {
+        REAL *g = gx + p * hw; // (H, W)
+        memset(g, 0, (size_t)hw * sizeof(REAL));
+        for (int64_t o = 0; o < hwo; o++) {
+            const int64_t at = argmax[p * hwo + o];
+            if (at >= 0 && at < hw)
+                g[at] += gy[p * hwo + o];
+        }
+    }
+}
+
+/* The window of output (oh, ow) clipped to the plane, and the count it is averaged over. */
+typedef struct {
+    int64_t h0, h1, w0, w1;
+    int64_t count;
+} POOL_FN(window);
+
+static POOL_FN(window) POOL_FN(avg_window)(const em_pool2d_shape *s, int64_t oh, int64_t ow)
+{
+    int64_t h0 = oh * s->stride[0] - s->pad[0], w0 = ow * s->stride[1] - s->pad[1];
+    int64_t h1 = h0 + s->kernel[0], w1 = w0 + s->kernel[1];
+    h1 = h1 < s->h + s->pad[0] ? h1 : s->h + s->pad[0];
+    w1 = w1 < s->w + s->pad[1] ? w1 : s->w + s->pad[1];
+    const int64_t padded = (h1 - h0) * (w1 - w0);
+    POOL_FN(window) win = {h0 > 0 ? h0 : 0, h1 < s->h ? h1 : s->h, w0 > 0 ? w0 : 0,
+                           w1 < s->w ? w1 : s->w, 0};
+    win.count = s->count_include_pad ? padded : (win.h1 - win.h0) * (win.w1 - win.w0);
+    return win;
+}
+
+static void POOL_FN(avg_pool)(const em_pool2d_shape *s, const REAL *x, REAL *y)
+{
+    const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out;
+    #pragma omp parallel for if (s->n * s->c * hwo * s->kernel[0] * s->kernel[1] \
+                                 >= EM_CPU_PARALLEL_MIN)
+    for (int64_t p = 0; p < s->n * s->c; p++)
+        for (int64_t oh = 0; oh < s->h_out; oh++)
+            for (int64_t ow = 0; ow < s->w_out; ow++) {
+                const POOL_FN(window) win = POOL_FN(avg_window)(s, oh, ow);
+                REAL sum = 0;
+                for (int64_t ih = win.h0; ih < win.h1; ih++)
+                    for (int64_t iw = win.w0; iw < win.w1; iw++)
+                        sum += x[p * hw + ih * s->w + iw];
+                y[p * hwo + oh * s->w_out + ow] = win.count > 0 ? sum / (REAL)win.count : 0;
+            }
+}
+
+static void POOL_FN(avg_pool_grad)(const em_pool2d_shape *s, const REAL *gy, REAL *gx)
+{
+    const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out;
+    #pragma omp parallel for if (s->n * s->c * hwo * s->kernel[0] * s->kernel[1] \
+                                 >= EM_CPU_PARALLEL_MIN)
+    for (int64_t p = 0; p < s->n * s->c; p++) {
+        REAL *g = gx + p * hw; // (H, W)
+        memset(g, 0, (size_t)hw * sizeof(REAL));
+        for (int64_t oh = 0; oh < s->h_out; oh++)
+            for (int64_t ow = 0; ow < s->w_out; ow++) {
+                const POOL_FN(window) win = POOL_FN(avg_window)(s, oh, ow);
+                if (win.count <= 0)
+                    continue;
+                const REAL share = gy[p * hwo + oh * s->w_out + ow] / (REAL)win.count;
+                for (int64_t ih = win.h0; ih < win.h1; ih++)
+                    for (int64_t iw = win.w0; iw < win.w1; iw++)
+                        g[ih * s->w + iw] += share;
+            }
+    }
+}

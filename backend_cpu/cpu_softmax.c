@@ -1,0 +1,81 @@
+/* CPU softmax and log_softmax over the last dim of contiguous (rows, cols) data, and their
+ * gradients: f32 and f64 natively, f16/bf16 through f32. The typed body is
+ * cpu_softmax_impl_internal.h. */
+#include <math.h>
+
+#include "backend_cpu/cpu_dense_internal.h"
+
+#define REAL float
+#define REAL_EXP expf
+#define REAL_LOG logf
+#define SM_FN(name) softmax_##name##_f32
+#include "backend_cpu/cpu_softmax_impl_internal.h"
+#undef REAL
+#undef REAL_EXP
+#undef REAL_LOG
+#undef SM_FN
+
+#define REAL double
+#define REAL_EXP exp
+#define REAL_LOG log
+#define SM_FN(name) softmax_##name##_f64
+#include "backend_cpu/cpu_softmax_impl_internal.h"
+#undef REAL
+#undef REAL_EXP
+#undef REAL_LOG
+#undef SM_FN
+
+int em_cpu_softmax(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *x, void *y)
+{
+    if (rows < 0 || cols < 0)
+        return EM_KERNEL_UNSUPPORTED;
+    if (dt == EM_F32) {
+        softmax_softmax_f32(log, rows, cols, x, y);
+        return EM_KERNEL_OK;
+    }
+    if (dt == EM_F64) {
+        softmax_softmax_f64(log, rows, cols, x, y);
+        return EM_KERNEL_OK;
+    }
+    if (!em_cpu_is_half(dt))
+        return EM_KERNEL_UNSUPPORTED;
+    float *fx = em_cpu_widen(dt, x, rows * cols);
+    float *fy = em_cpu_f32_buffer(rows * cols);
+    int rc = fx && fy ? EM_KERNEL_OK : EM_KERNEL_FAILED;
+    if (rc == EM_KERNEL_OK) {
+        softmax_softmax_f32(log, rows, cols, fx, fy);
+        em_cpu_f32_to_half_2d(dt, y, fy, 1, rows * cols, rows * cols);
+    }
+    free(fx);
+    free(fy);
+    return rc;
+}
+
+int em_cpu_softmax_grad(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *gy,
+                        const void *y, void *gx)
+{
+    if (rows < 0 || cols < 0)
+        return EM_KERNEL_UNSUPPORTED;
+    if (dt == EM_F32) {
+        softmax_grad_f32(log, rows, cols, gy, y, gx);
+        return EM_KERNEL_OK;
+    }
+    if (dt == EM_F64) {
+        softmax_grad_f64(log, rows, cols, gy, y, gx);
+        return EM_KERNEL_OK;
+    }
+    if (!em_cpu_is_half(dt))
+        return EM_KERNEL_UNSUPPORTED;
+    float *fgy = em_cpu_widen(dt, gy, rows * cols);
+    float *fy = em_cpu_widen(dt, y, rows * cols);
+    float *fgx = em_cpu_f32_buffer(rows * cols);
+    int rc = fgy && fy && fgx ? EM_KERNEL_OK : EM_KERNEL_FAILED;
+    if (rc == EM_KERNEL_OK) {
+        softmax_grad_f32(log, rows, cols, fgy, fy, fgx);
+        em_cpu_f32_to_half_2d(dt, gx, fgx, 1, rows * cols, rows * cols);
+    }
+    free(fgy);
+    free(fy);
+    free(fgx);
+    return rc;
+}

@@ -1,0 +1,443 @@
+/* The CPU convolution and pooling kernels against naive loops: conv2d forward and both gradients
+ * (stride, padding, dilation, groups, 1x1, batches above and below the thread count), gradients
+ * also against central differences in f64; max/avg pooling with padding, ties and both
+ * count_include_pad settings. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cpu/cpu_kernels_internal.h"
+
+static uint64_t rng_state = 777;
+
+static double rnd(void)
+{
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
+static double *random_f64(int64_t n)
+{
+    double *b = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    for (int64_t i = 0; i < n; i++)
+        b[i] = rnd();
+    return b;
+}
+
+static float *to_f32(const double *v, int64_t n)
+{
+    float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        f[i] = (float)v[i];
+    return f;
+}
+
+/* ---- convolution ---- */
+
+static em_conv2d_shape conv_shape(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t c_out,
+                                  int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                                  int64_t pw, int64_t dh, int64_t dw, int64_t groups)
+{
+    em_conv2d_shape s = {.n = n, .c_in = c_in, .h = h, .w = w, .c_out = c_out, .kh = kh,
+                         .kw = kw, .stride = {sh, sw}, .pad = {ph, pw}, .dilation = {dh, dw},
+                         .groups = groups};
+    s.h_out = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;
+    s.w_out = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+    return s;
+}
+
+static int64_t x_count(const em_conv2d_shape *s) { return s->n * s->c_in * s->h * s->w; }
+static int64_t y_count(const em_conv2d_shape *s) { return s->n * s->c_out * s->h_out * s->w_out; }
+static int64_t w_count(const em_conv2d_shape *s)
+{
+    return s->c_out * (s->c_in / s->groups) * s->kh * s->kw;
+}
+
+/* The seven loops: every (n, co, oh, ow) against every (ci, i, j) of its group. Computes y from
+ * x, w, bias; or, given gy, accumulates gx and gw (gb) instead. */
+static void conv_naive(const em_conv2d_shape *s, const double *x, const double *w,
+                       const double *bias, double *y, const double *gy, double *gx, double *gw,
+                       double *gb)
+{
+    const int64_t cig = s->c_in / s->groups, cog = s->c_out / s->groups;
+    if (gy) {
+        memset(gx, 0, (size_t)x_count(s) * sizeof(double));
+        memset(gw, 0, (size_t)w_count(s) * sizeof(double));
+        memset(gb, 0, (size_t)s->c_out * sizeof(double));
+    }
+    for (int64_t n = 0; n < s->n; n++)
+        for (int64_t co = 0; co < s->c_out; co++)
+            for (int64_t oh = 0; oh < s->h_out; oh++)
+                for (int64_t ow = 0; ow < s->w_out; ow++) {
+                    const int64_t yi = ((n * s->c_out + co) * s->h_out + oh) * s->w_out + ow;
+                    const int64_t g = co / cog;
+                    double acc = bias ? bias[co] : 0;
+                    if (gy)
+                        gb[co] += gy[yi];
+                    for (int64_t ci = 0; ci < cig; ci++)
+                        for (int64_t i = 0; i < s->kh; i++)
+                            for (int64_t j = 0; j < s->kw; j++) {
+                                int64_t ih = oh * s->stride[0] - s->pad[0] + i * s->dilation[0];
+                                int64_t iw = ow * s->stride[1] - s->pad[1] + j * s->dilation[1];
+                                if (ih < 0 || ih >= s->h || iw < 0 || iw >= s->w)
+                                    continue;
+                                int64_t c = g * cig + ci;
+                                int64_t xi = ((n * s->c_in + c) * s->h + ih) * s->w + iw;
+                                int64_t wi = ((co * cig + ci) * s->kh + i) * s->kw + j;
+                                if (gy) {
+                                    gx[xi] += gy[yi] * w[wi];
+                                    gw[wi] += gy[yi] * x[xi];
+                                } else {
+                                    acc += x[xi] * w[wi];
+                                }
+                            }
+                    if (!gy)
+                        y[yi] = acc;
+                }
+}
+
+static void assert_close(const char *what, const double *want, const void *got, bool f32,
+                         int64_t n, double tol)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double g = f32 ? ((const float *)got)[i] : ((const double *)got)[i];
+        cr_assert(fabs(g - want[i]) <= tol * (1 + fabs(want[i])), "%s[%ld]: got %.9g want %.9g",
+                  what, (long)i, g, want[i]);
+    }
+}
+
+/* Forward, grad_input and grad_weight (+ bias) of s in f32 and f64 against the naive loops. */
+static void check_conv(em_conv2d_shape s)
+{
+    double *x = random_f64(x_count(&s)), *w = random_f64(w_count(&s)), *b = random_f64(s.c_out);
+    double *gy = random_f64(y_count(&s));
+    double *y = malloc((size_t)y_count(&s) * sizeof(double)), *gx = malloc((size_t)x_count(&s) * 8);
+    double *gw = malloc((size_t)w_count(&s) * 8), *gb = malloc((size_t)s.c_out * 8);
+    conv_naive(&s, x, w, b, y, NULL, NULL, NULL, NULL);
+    conv_naive(&s, x, w, NULL, NULL, gy, gx, gw, gb);
+    for (int f32 = 0; f32 < 2; f32++) {
+        em_dtype dt = f32 ? EM_F32 : EM_F64;
+        size_t es = f32 ? 4 : 8;
+        void *kx = f32 ? (void *)to_f32(x, x_count(&s)) : x;
+        void *kw = f32 ? (void *)to_f32(w, w_count(&s)) : w;
+        void *kb = f32 ? (void *)to_f32(b, s.c_out) : b;
+        void *kgy = f32 ? (void *)to_f32(gy, y_count(&s)) : gy;
+        void *ky = malloc((size_t)y_count(&s) * es), *kgx = malloc((size_t)x_count(&s) * es);
+        void *kgw = malloc((size_t)w_count(&s) * es), *kgb = malloc((size_t)s.c_out * es);
+        memset(kgx, 0xff, (size_t)x_count(&s) * es); /* NaN: the kernels must overwrite */
+        memset(kgw, 0xff, (size_t)w_count(&s) * es);
+        double tol = f32 ? 1e-4 : 1e-12;
+        cr_assert_eq(em_cpu_conv2d(&s, dt, kx, kw, kb, ky), EM_KERNEL_OK);
+        assert_close("y", y, ky, f32, y_count(&s), tol);
+        cr_assert_eq(em_cpu_conv2d_grad_input(&s, dt, kgy, kw, kgx), EM_KERNEL_OK);
+        assert_close("gx", gx, kgx, f32, x_count(&s), tol);
+        cr_assert_eq(em_cpu_conv2d_grad_weight(&s, dt, kgy, kx, kgw, kgb), EM_KERNEL_OK);
+        assert_close("gw", gw, kgw, f32, w_count(&s), tol);
+        assert_close("gb", gb, kgb, f32, s.c_out, tol);
+        if (f32) {
+            free(kx);
+            free(kw);
+            free(kb);
+            free(kgy);
+        }
+        free(ky);
+        free(kgx);
+        free(kgw);
+        free(kgb);
+    }
+    free(x);
+    free(w);
+    free(b);
+    free(gy);
+    free(y);
+    free(gx);
+    free(gw);
+    free(gb);
+}
+
+Test(cpu_conv, stride2_padding)
+{
+    check_conv(conv_shape(3, 4, 9, 11, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1));
+}
+
+Test(cpu_conv, dilation2_groups2)
+{
+    check_conv(conv_shape(3, 4, 10, 9, 6, 3, 2, 1, 1, 2, 1, 2, 2, 2));
+}
+
+Test(cpu_conv, mixed_stride_padding_rectangular_kernel)
+{
+    check_conv(conv_shape(2, 3, 8, 7, 5, 2, 3, 2, 1, 0, 1, 1, 2, 1));
+    check_conv(conv_shape(1, 2, 5, 5, 3, 5, 5, 3, 3, 2, 2, 1, 1, 1)); /* one image */
+}
+
+Test(cpu_conv, pointwise_1x1)
+{
+    check_conv(conv_shape(5, 4, 6, 7, 6, 1, 1, 1, 1, 0, 0, 1, 1, 2));
+    check_conv(conv_shape(5, 4, 6, 7, 6, 1, 1, 2, 2, 0, 0, 1, 1, 1)); /* strided 1x1 */
+}
+
+Test(cpu_conv, batch_larger_than_gradient_blocks)
+{
+    check_conv(conv_shape(21, 3, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1));
+}
+
+Test(cpu_conv, cnn_second_layer_shape)
+{
+    check_conv(conv_shape(4, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1));
+}
+
+/* d(sum(y * r))/dx, /dw, /db by central differences in f64, against the gradient kernels. */
+Test(cpu_conv, gradients_match_finite_differences)
+{
+    em_conv2d_shape s = conv_shape(2, 4, 5, 6, 4, 3, 2, 2, 1, 1, 1, 2, 1, 2);
+    double *x = random_f64(x_count(&s)), *w = random_f64(w_count(&s)), *b = random_f64(s.c_out);
+    double *r = random_f64(y_count(&s)), *y = malloc((size_t)y_count(&s) * 8);
+    double *gx = malloc((size_t)x_count(&s) * 8), *gw = malloc((size_t)w_count(&s) * 8);
+    double *gb = malloc((size_t)s.c_out * 8);
+    cr_assert_eq(em_cpu_conv2d_grad_input(&s, EM_F64, r, w, gx), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_conv2d_grad_weight(&s, EM_F64, r, x, gw, gb), EM_KERNEL_OK);
+    double *params[3] = {x, w, b}, *grads[3] = {gx, gw, gb};
+    int64_t counts[3] = {x_count(&s), w_count(&s), s.c_out};
+    const double eps = 1e-6;
+    for (int t = 0; t < 3; t++)
+        for (int64_t i = 0; i < counts[t]; i++) {
+            double keep = params[t][i], loss[2];
+            for (int side = 0; side < 2; side++) {
+                params[t][i] = keep + (side ? -eps : eps);
+                cr_assert_eq(em_cpu_conv2d(&s, EM_F64, x, w, b, y), EM_KERNEL_OK);
+                loss[side] = 0;
+                for (int64_t k = 0; k < y_count(&s); k++)
+                    loss[side] += y[k] * r[k];
+            }
+            params[t][i] = keep;
+            double fd = (loss[0] - loss[1]) / (2 * eps);
+            cr_assert(fabs(fd - grads[t][i]) < 1e-6, "param %d[%ld]: fd %.9g kernel %.9g", t,
+                      (long)i, fd, grads[t][i]);
+        }
+    free(x);
+    free(w);
+    free(b);
+    free(r);
+    free(y);
+    free(gx);
+    free(gw);
+    free(gb);
+}
+
+Test(cpu_conv, half_types_through_f32)
+{
+    em_conv2d_shape s = conv_shape(2, 2, 5, 5, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+    double *x = random_f64(x_count(&s)), *w = random_f64(w_count(&s));
+    double *y = malloc((size_t)y_count(&s) * 8);
+    uint16_t hx[50], hw[36], hy[50];
+    for (int i = 0; i < 50; i++) {
+        hx[i] = em_f32_to_bf16((float)x[i]);
+        x[i] = em_bf16_to_f32(hx[i]);
+    }
+    for (int i = 0; i < 36; i++) {
+        hw[i] = em_f32_to_bf16((float)w[i]);
+        w[i] = em_bf16_to_f32(hw[i]);
+    }
+    conv_naive(&s, x, w, NULL, y, NULL, NULL, NULL, NULL);
+    cr_assert_eq(em_cpu_conv2d(&s, EM_BF16, hx, hw, NULL, hy), EM_KERNEL_OK);
+    for (int i = 0; i < 50; i++)
+        cr_assert(fabs(em_bf16_to_f32(hy[i]) - y[i]) <= 1e-2 * (1 + fabs(y[i])));
+    free(x);
+    free(w);
+    free(y);
+}
+
+Test(cpu_conv, rejects_bad_groups_and_dtypes)
+{
+    em_conv2d_shape s = conv_shape(1, 3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2);
+    float buf[256] = {0};
+    cr_assert_eq(em_cpu_conv2d(&s, EM_F32, buf, buf, NULL, buf), EM_KERNEL_UNSUPPORTED);
+    s = conv_shape(1, 2, 4, 4, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+    cr_assert_eq(em_cpu_conv2d(&s, EM_I32, buf, buf, NULL, buf), EM_KERNEL_UNSUPPORTED);
+}
+
+/* ---- pooling ---- */
+
+static em_pool2d_shape pool_shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t h_out,
+                                  int64_t w_out, int64_t k, int64_t stride, int64_t pad,
+                                  bool include_pad)
+{
+    return (em_pool2d_shape){.n = n, .c = c, .h = h, .w = w, .h_out = h_out, .w_out = w_out,
+                             .kernel = {k, k}, .stride = {stride, stride}, .pad = {pad, pad},
+                             .count_include_pad = include_pad};
+}
+
+/* Naive max pooling over every window position, padding as -inf, first maximum kept; then the
+ * gradient of sum(y * gy). */
+static void max_pool_naive(const em_pool2d_shape *s, const double *x, double *y, int64_t *am,
+                           const double *gy, double *gx)
+{
+    memset(gx, 0, (size_t)(s->n * s->c * s->h * s->w) * sizeof(double));
+    for (int64_t p = 0; p < s->n * s->c; p++)
+        for (int64_t oh = 0; oh < s->h_out; oh++)
+            for (int64_t ow = 0; ow < s->w_out; ow++) {
+                double best = -INFINITY;
+                int64_t arg = -1;
+                for (int64_t i = 0; i < s->kernel[0]; i++)
+                    for (int64_t j = 0; j < s->kernel[1]; j++) {
+                        int64_t ih = oh * s->stride[0] - s->pad[0] + i;
+                        int64_t iw = ow * s->stride[1] - s->pad[1] + j;
+                        bool inside = ih >= 0 && ih < s->h && iw >= 0 && iw < s->w;
+                        double v = inside ? x[p * s->h * s->w + ih * s->w + iw] : -INFINITY;
+                        if (inside && (arg < 0 || v > best)) {
+                            best = v;
+                            arg = ih * s->w + iw;
+                        }
+                    }
+                int64_t o = (p * s->h_out + oh) * s->w_out + ow;
+                y[o] = best;
+                am[o] = arg;
+                gx[p * s->h * s->w + arg] += gy[o];
+            }
+}
+
+static void avg_pool_naive(const em_pool2d_shape *s, const double *x, double *y,
+                           const double *gy, double *gx)
+{
+    memset(gx, 0, (size_t)(s->n * s->c * s->h * s->w) * sizeof(double));
+    for (int64_t p = 0; p < s->n * s->c; p++)
+        for (int64_t oh = 0; oh < s->h_out; oh++)
+            for (int64_t ow = 0; ow < s->w_out; ow++) {
+                double sum = 0;
+                int64_t inside = 0, padded = 0;
+                for (int64_t i = 0; i < s->kernel[0]; i++)
+                    for (int64_t j = 0; j < s->kernel[1]; j++) {
+                        int64_t ih = oh * s->stride[0] - s->pad[0] + i;
+                        int64_t iw = ow * s->stride[1] - s->pad[1] + j;
+                        if (ih < s->h + s->pad[0] && iw < s->w + s->pad[1])
+                            padded++;
+                        if (ih >= 0 && ih < s->h && iw >= 0 && iw < s->w) {
+                            inside++;
+                            sum += x[p * s->h * s->w + ih * s->w + iw];
+                        }
+                    }
+                int64_t count = s->count_include_pad ? padded : inside;
+                int64_t o = (p * s->h_out + oh) * s->w_out + ow;
+                y[o] = sum / (double)count;
+                for (int64_t i = 0; i < s->kernel[0]; i++)
+                    for (int64_t j = 0; j < s->kernel[1]; j++) {
+                        int64_t ih = oh * s->stride[0] - s->pad[0] + i;
+                        int64_t iw = ow * s->stride[1] - s->pad[1] + j;
+                        if (ih >= 0 && ih < s->h && iw >= 0 && iw < s->w)
+                            gx[p * s->h * s->w + ih * s->w + iw] += gy[o] / (double)count;
+                    }
+            }
+}
+
+/* Inputs from {-3, -2, -1}: ties everywhere, and a padded -inf must never beat them. */
+static double *tied_negative(int64_t n)
+{
+    double *v = malloc((size_t)n * sizeof(double));
+    for (int64_t i = 0; i < n; i++)
+        v[i] = -1.0 - floor((rnd() + 1) * 1.5);
+    return v;
+}
+
+static void check_pool(em_pool2d_shape s)
+{
+    const int64_t nx = s.n * s.c * s.h * s.w, ny = s.n * s.c * s.h_out * s.w_out;
+    double *x = tied_negative(nx), *gy = random_f64(ny);
+    double *y = malloc((size_t)ny * 8), *gx = malloc((size_t)nx * 8);
+    int64_t *am = malloc((size_t)ny * 8), *kam = malloc((size_t)ny * 8);
+    for (int f32 = 0; f32 < 2; f32++) {
+        em_dtype dt = f32 ? EM_F32 : EM_F64;
+        size_t es = f32 ? 4 : 8;
+        void *kx = f32 ? (void *)to_f32(x, nx) : x, *kgy = f32 ? (void *)to_f32(gy, ny) : gy;
+        void *ky = malloc((size_t)ny * es), *kgx = malloc((size_t)nx * es);
+        double tol = f32 ? 1e-6 : 1e-14;
+
+        max_pool_naive(&s, x, y, am, gy, gx);
+        cr_assert_eq(em_cpu_max_pool2d(&s, dt, kx, ky, kam), EM_KERNEL_OK);
+        assert_close("max y", y, ky, f32, ny, 0);
+        for (int64_t i = 0; i < ny; i++)
+            cr_assert_eq(kam[i], am[i], "argmax[%ld]: %ld, first max at %ld", (long)i,
+                         (long)kam[i], (long)am[i]);
+        memset(kgx, 0xff, (size_t)nx * es);
+        cr_assert_eq(em_cpu_max_pool2d_grad(&s, dt, kgy, kam, kgx), EM_KERNEL_OK);
+        assert_close("max gx", gx, kgx, f32, nx, tol);
+
+        for (int inc = 0; inc < 2; inc++) {
+            s.count_include_pad = inc;
+            avg_pool_naive(&s, x, y, gy, gx);
+            cr_assert_eq(em_cpu_avg_pool2d(&s, dt, kx, ky), EM_KERNEL_OK);
+            assert_close("avg y", y, ky, f32, ny, tol);
+            memset(kgx, 0xff, (size_t)nx * es);
+            cr_assert_eq(em_cpu_avg_pool2d_grad(&s, dt, kgy, kgx), EM_KERNEL_OK);
+            assert_close("avg gx", gx, kgx, f32, nx, tol);
+        }
+        if (f32) {
+            free(kx);
+            free(kgy);
+        }
+        free(ky);
+        free(kgx);
+    }
+    free(x);
+    free(gy);
+    free(y);
+    free(gx);
+    free(am);
+    free(kam);
+}
+
+Test(cpu_pool, plain_2x2)
+{
+    check_pool(pool_shape(2, 3, 8, 6, 4, 3, 2, 2, 0, false));
+}
+
+Test(cpu_pool, padded_overlapping_windows)
+{
+    check_pool(pool_shape(2, 2, 7, 9, 4, 5, 3, 2, 1, false));
+}
+
+Test(cpu_pool, ceil_mode_last_window_clipped)
+{
+    /* H = 6, k = 3, s = 2, no padding: a third window starting at 4 covers 2 rows only */
+    check_pool(pool_shape(1, 2, 6, 6, 3, 3, 3, 2, 0, true));
+    check_pool(pool_shape(1, 2, 6, 6, 3, 3, 3, 2, 1, true));
+}
+
+Test(cpu_pool, many_planes_threaded)
+{
+    check_pool(pool_shape(16, 32, 14, 14, 7, 7, 2, 2, 0, false));
+}
+
+Test(cpu_pool, max_pool_values_by_hand)
+{
+    /* one 3x3 plane, 2x2 windows, stride 1: ties resolve to the first in row-major order */
+    float x[9] = {1, 5, 5, 2, 5, 0, 9, 9, 3}, y[4];
+    int64_t am[4];
+    em_pool2d_shape s = pool_shape(1, 1, 3, 3, 2, 2, 2, 1, 0, false);
+    cr_assert_eq(em_cpu_max_pool2d(&s, EM_F32, x, y, am), EM_KERNEL_OK);
+    float want[4] = {5, 5, 9, 9};
+    int64_t want_am[4] = {1, 1, 6, 7};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(y[i], want[i]);
+        cr_assert_eq(am[i], want_am[i]);
+    }
+    float gy[4] = {1, 2, 3, 4}, gx[9];
+    cr_assert_eq(em_cpu_max_pool2d_grad(&s, EM_F32, gy, am, gx), EM_KERNEL_OK);
+    float want_gx[9] = {0, 3, 0, 0, 0, 0, 3, 4, 0};
+    for (int i = 0; i < 9; i++)
+        cr_assert_eq(gx[i], want_gx[i]);
+}
+
+Test(cpu_pool, half_types_through_f32)
+{
+    uint16_t x[16], y[4];
+    for (int i = 0; i < 16; i++)
+        x[i] = em_f32_to_f16((float)i);
+    em_pool2d_shape s = pool_shape(1, 1, 4, 4, 2, 2, 2, 2, 0, false);
+    cr_assert_eq(em_cpu_avg_pool2d(&s, EM_F16, x, y), EM_KERNEL_OK);
+    float want[4] = {2.5f, 4.5f, 10.5f, 12.5f};
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(em_f16_to_f32(y[i]), want[i]);
+    cr_assert_eq(em_cpu_avg_pool2d(&s, EM_I64, x, y), EM_KERNEL_UNSUPPORTED);
+}

@@ -1,0 +1,169 @@
+/* The CPU GEMM kernel against a naive triple loop: every transpose combination, odd sizes,
+ * padded leading dimensions, batches with gaps, f32/f64/f16/bf16, beta 0 over NaN, k = 0. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend_cpu/cpu_kernels_internal.h"
+
+static uint64_t rng_state = 12345;
+
+static double rnd(void)
+{
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
+static void store(em_dtype dt, void *buf, int64_t i, double v)
+{
+    switch (dt) {
+    case EM_F32: ((float *)buf)[i] = (float)v; break;
+    case EM_F64: ((double *)buf)[i] = v; break;
+    case EM_F16: ((uint16_t *)buf)[i] = em_f32_to_f16((float)v); break;
+    default: ((uint16_t *)buf)[i] = em_f32_to_bf16((float)v); break;
+    }
+}
+
+static double load(em_dtype dt, const void *buf, int64_t i)
+{
+    switch (dt) {
+    case EM_F32: return ((const float *)buf)[i];
+    case EM_F64: return ((const double *)buf)[i];
+    case EM_F16: return em_f16_to_f32(((const uint16_t *)buf)[i]);
+    default: return em_bf16_to_f32(((const uint16_t *)buf)[i]);
+    }
+}
+
+/* A buffer of n random values of dt. */
+static void *random_buf(em_dtype dt, int64_t n)
+{
+    void *b = malloc((size_t)n * em_dtype_size(dt));
+    for (int64_t i = 0; i < n; i++)
+        store(dt, b, i, rnd());
+    return b;
+}
+
+/* Runs em_cpu_gemm on padded, gapped random operands and compares each C[b] with the naive
+ * alpha * op(A) op(B) + beta * C0 computed in double from the stored (rounded) operands. */
+static void check_gemm(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                       double alpha, double beta, int64_t batch, int64_t pad)
+{
+    const int64_t ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
+    const int64_t lda = ca + pad, ldb = cb + pad, ldc = n + pad;
+    const int64_t sa = ra * lda + 7, sb = rb * ldb + 3, sc = m * ldc + 5;
+    void *a = random_buf(dt, sa * batch), *b = random_buf(dt, sb * batch);
+    void *c = random_buf(dt, sc * batch);
+    double *c0 = malloc((size_t)(sc * batch) * sizeof(double));
+    for (int64_t i = 0; i < sc * batch; i++) {
+        if (beta == 0)
+            store(dt, c, i, NAN);
+        c0[i] = load(dt, c, i);
+    }
+    int rc = em_cpu_gemm(dt, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
+                         batch);
+    cr_assert_eq(rc, EM_KERNEL_OK);
+    const double tol = dt == EM_F64 ? 1e-12 : dt == EM_F32 ? 1e-5 : dt == EM_F16 ? 2e-3 : 1e-2;
+    for (int64_t bi = 0; bi < batch; bi++)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double sum = 0;
+                for (int64_t p = 0; p < k; p++) {
+                    double av = load(dt, a, bi * sa + (ta ? p * lda + i : i * lda + p));
+                    double bv = load(dt, b, bi * sb + (tb ? j * ldb + p : p * ldb + j));
+                    sum += av * bv;
+                }
+                const int64_t at = bi * sc + i * ldc + j;
+                double want = alpha * sum + (beta == 0 ? 0 : beta * c0[at]);
+                double got = load(dt, c, at);
+                cr_assert(fabs(got - want) <= tol * (1 + sqrt((double)k)),
+                          "%s ta=%d tb=%d [%ld,%ld,%ld] b=%ld (%ld,%ld): got %g want %g",
+                          em_dtype_name(dt), ta, tb, (long)m, (long)n, (long)k, (long)bi,
+                          (long)i, (long)j, got, want);
+            }
+    /* the gaps between rows and between batch entries are untouched */
+    for (int64_t bi = 0; bi < batch; bi++)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = n; j < (i + 1 < m ? ldc : sc - i * ldc); j++) {
+                const int64_t at = bi * sc + i * ldc + j;
+                cr_assert(load(dt, c, at) == c0[at] || (isnan(c0[at]) && isnan(load(dt, c, at))));
+            }
+    free(a);
+    free(b);
+    free(c);
+    free(c0);
+}
+
+Test(cpu_gemm, f32_all_transposes_odd_sizes)
+{
+    for (int t = 0; t < 4; t++) {
+        check_gemm(EM_F32, t & 1, t & 2, 37, 29, 53, 1.0, 0.0, 1, 0);
+        check_gemm(EM_F32, t & 1, t & 2, 13, 41, 7, 0.5, 1.0, 1, 3);
+        check_gemm(EM_F32, t & 1, t & 2, 1, 17, 9, 2.0, 0.0, 1, 0);
+    }
+}
+
+Test(cpu_gemm, f32_batched_with_gaps)
+{
+    for (int t = 0; t < 4; t++) {
+        check_gemm(EM_F32, t & 1, t & 2, 11, 9, 13, 1.0, 0.0, 3, 2);
+        check_gemm(EM_F32, t & 1, t & 2, 11, 9, 13, -1.5, 1.0, 3, 1);
+    }
+}
+
+Test(cpu_gemm, f32_large_products_split_over_threads)
+{
+    check_gemm(EM_F32, false, false, 300, 70, 50, 1.0, 0.0, 1, 0);  /* rows split */
+    check_gemm(EM_F32, true, true, 33, 310, 40, 1.0, 1.0, 1, 5);     /* columns split */
+    check_gemm(EM_F32, false, true, 20, 20, 20, 1.0, 0.0, 80, 1);    /* batch spread */
+    check_gemm(EM_F32, true, false, 150, 120, 40, 1.0, 0.5, 2, 0);   /* batch < threads */
+}
+
+Test(cpu_gemm, f64_all_transposes)
+{
+    for (int t = 0; t < 4; t++) {
+        check_gemm(EM_F64, t & 1, t & 2, 23, 19, 31, 1.0, 0.0, 2, 1);
+        check_gemm(EM_F64, t & 1, t & 2, 70, 65, 60, 0.25, 1.0, 1, 0);
+    }
+}
+
+Test(cpu_gemm, half_types_accumulate_in_f32)
+{
+    for (int t = 0; t < 4; t++) {
+        check_gemm(EM_F16, t & 1, t & 2, 9, 14, 21, 1.0, 0.0, 2, 1);
+        check_gemm(EM_BF16, t & 1, t & 2, 9, 14, 21, 1.0, 1.0, 2, 1);
+    }
+}
+
+Test(cpu_gemm, k_zero_scales_c)
+{
+    float c[6] = {1, 2, NAN, 4, 5, 6};
+    float a[1] = {0}, b[1] = {0};
+    cr_assert_eq(em_cpu_gemm(EM_F32, false, false, 2, 3, 0, 1.0, a, 1, 0, b, 3, 0, 2.0, c, 3, 0,
+                             1), EM_KERNEL_OK);
+    cr_assert_float_eq(c[0], 2.0f, 0);
+    cr_assert_float_eq(c[5], 12.0f, 0);
+    cr_assert_eq(em_cpu_gemm(EM_F32, false, false, 2, 3, 0, 1.0, a, 1, 0, b, 3, 0, 0.0, c, 3, 0,
+                             1), EM_KERNEL_OK);
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(c[i], 0.0f);
+}
+
+Test(cpu_gemm, single_row_any_leading_dimension)
+{
+    /* (1, 3) @ (3, 2): A's row stride is irrelevant and may be 0 */
+    float a[3] = {1, 2, 3}, b[6] = {1, 0, 0, 1, 1, 1}, c[2] = {NAN, NAN};
+    cr_assert_eq(em_cpu_gemm(EM_F32, false, false, 1, 2, 3, 1.0, a, 0, 0, b, 2, 0, 0.0, c, 0, 0,
+                             1), EM_KERNEL_OK);
+    cr_assert_float_eq(c[0], 4.0f, 0);
+    cr_assert_float_eq(c[1], 5.0f, 0);
+}
+
+Test(cpu_gemm, rejects_integer_dtypes_and_overlapping_rows)
+{
+    int32_t a[4] = {0}, b[4] = {0}, c[4] = {0};
+    cr_assert_eq(em_cpu_gemm(EM_I32, false, false, 2, 2, 2, 1.0, a, 2, 0, b, 2, 0, 0.0, c, 2, 0,
+                             1), EM_KERNEL_UNSUPPORTED);
+    float fa[4] = {0}, fb[4] = {0}, fc[4] = {0};
+    cr_assert_eq(em_cpu_gemm(EM_F32, false, false, 2, 2, 2, 1.0, fa, 1, 0, fb, 2, 0, 0.0, fc, 2,
+                             0, 1), EM_KERNEL_UNSUPPORTED);
+}
