@@ -48,24 +48,48 @@ typedef struct {
 /* Adds a group over n parameters (borrowed: they must outlive the optimizer); returns its index
  * or -1 on error. A parameter may be in only one group. */
 int em_optim_add_group(em_optim *o, em_tensor *const *params, int n, em_group_opts g);
-/* Splits m's parameters: 1-D ones (biases, norm weights) into a group without weight decay,
- * the rest into a group with the optimizer's. Use on an optimizer made with m = NULL. */
+/* Splits m's parameters: 1-D (and 0-d) ones (biases, norm weights) into a group without weight
+ * decay, the rest into a group with the optimizer's; the decay group is added first. Use on an
+ * optimizer made with m = NULL. */
 em_status em_optim_add_module_no_decay_1d(em_optim *o, em_module *m);
 
-em_status em_optim_step(em_optim *o); /* parameters without grad are skipped */
-void em_optim_zero_grad(em_optim *o);
+/* Parameters without grad are skipped; every grad is checked before any parameter changes.
+ * Parameters are f32 or f64 and contiguous; state has each parameter's dtype and device. */
+em_status em_optim_step(em_optim *o);
+void em_optim_zero_grad(em_optim *o); /* drops every parameter's grad (PyTorch's set_to_none) */
 int em_optim_num_groups(const em_optim *o);
 double em_optim_get_lr(const em_optim *o, int group);
 void em_optim_set_lr(em_optim *o, int group, double lr);
 
 /* State as named tensors ("param.3.exp_avg", "group.0.lr", "step"), live references for a
  * checkpoint writer; em_optim_load_state copies values in by name and checks every shape,
- * changing nothing on a mismatch. */
+ * changing nothing on a mismatch. The names: "step" (i64 0-d, em_optim_step calls),
+ * "group.<g>.lr" (f64 0-d), "param.<i>.step" (i64 0-d, updates of parameter i, counted over
+ * all groups in order) and "param.<i>.<buffer>": SGD momentum_buffer (when momentum != 0);
+ * Adam/AdamW exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad); RMSprop square_avg,
+ * momentum_buffer (momentum != 0), grad_avg (centered). Every buffer is zero before the first
+ * step. em_optim_state returns the count and writes up to max entries; names live as long as o.
+ * Loading needs every name exactly once, no unknown ones, and equal shapes. */
 int em_optim_state(const em_optim *o, em_param_ref *out, int max);
 em_status em_optim_load_state(em_optim *o, const em_param_ref *in, int n);
 
 /* ---- learning-rate schedulers: em_scheduler_step once per step (or epoch, as the user
- * chooses); they set every group's lr from its base lr ---- */
+ * chooses); they set every group's lr from its base lr ----
+ * A scheduler borrows o (o must outlive it). The base lr of a group is its lr when the
+ * scheduler is made; groups added later are left alone. Making a scheduler sets the lr of
+ * step 0; the lr of step t (t = em_scheduler_last_step):
+ *   step_lr:          base * gamma^floor(t / step_size)
+ *   multistep_lr:     base * gamma^(number of milestones <= t)
+ *   exponential_lr:   base * gamma^t
+ *   cosine_annealing: eta_min + (base - eta_min) * (1 + cos(pi * t / t_max)) / 2
+ *   warmup_cosine:    t < warmup: base * (t + 1) / warmup;
+ *                     warmup <= t < total: eta_min + (base - eta_min) *
+ *                                          (1 + cos(pi * (t - warmup) / (total - warmup))) / 2;
+ *                     t >= total: eta_min
+ *   one_cycle:        PyTorch's two-phase cos schedule for every group (the lr only; momentum
+ *                     is not cycled): initial = max_lr / div_factor rises to max_lr at step
+ *                     pct_start * total_steps - 1, then falls to initial / final_div_factor at
+ *                     step total_steps - 1; stepping past total_steps is an error. */
 typedef struct em_scheduler em_scheduler;
 em_scheduler *em_step_lr(em_optim *o, int64_t step_size, double gamma);
 em_scheduler *em_multistep_lr(em_optim *o, const int64_t *milestones, int n, double gamma);

@@ -1,0 +1,350 @@
+/* The optimizer's shared machinery: parameter groups with their own lr and weight decay,
+ * per-parameter state made when a group is added, the step loop over the backend's fused
+ * updates, zero_grad and the lr accessors. The update rules are in sgd.c, adam.c, rmsprop.c. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optim/optim_internal.h"
+#include "tensor/tensor_internal.h"
+
+em_tensor *em_optim_own(em_tensor *t)
+{
+    if (t && em_scope_depth() > 0)
+        em_retain(t); /* the scope releases its reference; this one stays with the optimizer */
+    return t;
+}
+
+static char *name_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *name_printf(const char *fmt, ...)
+{
+    char buf[96];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return strdup(buf);
+}
+
+em_optim *em_optim_new(const em_optim_rule *rule, double lr, double weight_decay)
+{
+    em_optim *o = calloc(1, sizeof *o);
+    if (!o)
+        return NULL;
+    o->rule = rule;
+    o->lr = lr;
+    o->weight_decay = weight_decay;
+    o->step = em_optim_own(em_scalar(0, EM_I64));
+    if (!o->step) {
+        free(o);
+        return NULL;
+    }
+    return o;
+}
+
+em_optim *em_optim_init_module(em_optim *o, em_module *m, const char *fn)
+{
+    if (!o) {
+        em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+        return NULL;
+    }
+    if (!m)
+        return o;
+    int n = em_module_parameters(m, NULL, 0);
+    em_param_ref *refs = calloc(n > 0 ? n : 1, sizeof *refs);
+    em_tensor **ts = calloc(n > 0 ? n : 1, sizeof *ts);
+    bool ok = refs && ts;
+    if (ok) {
+        em_module_parameters(m, refs, n);
+        for (int i = 0; i < n; i++)
+            ts[i] = refs[i].value;
+        ok = em_optim_add_group(o, ts, n, (em_group_opts){0}) >= 0;
+    } else {
+        em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+    }
+    free(refs);
+    free(ts);
+    if (!ok) {
+        em_optim_free(o);
+        return NULL;
+    }
+    return o;
+}
+
+static void param_clear(em_optim_param *p)
+{
+    em_release(p->step);
+    for (int k = 0; k < p->n_state; k++)
+        em_release(p->state[k]);
+    for (int k = 0; k < 1 + EM_OPTIM_MAX_STATE; k++)
+        free(p->names[k]);
+    memset(p, 0, sizeof *p);
+}
+
+/* Drops groups from index group on and parameters from index param on. */
+static void truncate_groups(em_optim *o, int group, int param)
+{
+    for (int i = param; i < o->n_params; i++)
+        param_clear(&o->params[i]);
+    for (int i = group; i < o->n_groups; i++) {
+        em_release(o->groups[i].lr);
+        free(o->groups[i].lr_name);
+    }
+    o->n_params = param < o->n_params ? param : o->n_params;
+    o->n_groups = group < o->n_groups ? group : o->n_groups;
+}
+
+void em_optim_free(em_optim *o)
+{
+    if (!o)
+        return;
+    truncate_groups(o, 0, 0);
+    em_release(o->step);
+    free(o->groups);
+    free(o->params);
+    free(o);
+}
+
+static bool in_optimizer(const em_optim *o, const em_tensor *t)
+{
+    for (int i = 0; i < o->n_params; i++)
+        if (o->params[i].param == t)
+            return true;
+    return false;
+}
+
+static em_status check_new_params(const em_optim *o, em_tensor *const *params, int n)
+{
+    static const char *fn = "em_optim_add_group";
+    for (int i = 0; i < n; i++) {
+        const em_tensor *t = params[i];
+        if (!t)
+            return em_set_error(EM_ERR_ARG, "%s: parameter %d is NULL", fn, i);
+        if (t->dtype != EM_F32 && t->dtype != EM_F64)
+            return em_set_error(EM_ERR_UNSUPPORTED,
+                                "%s: parameter %d is %s; optimizers update f32 or f64 parameters",
+                                fn, i, em_dtype_name(t->dtype));
+        if (!em_is_contiguous(t)) {
+            char s[64];
+            return em_set_error(EM_ERR_ARG, "%s: parameter %d %s is not contiguous", fn, i,
+                                em_shape_str(t, s, sizeof s));
+        }
+        bool dup = in_optimizer(o, t);
+        for (int j = 0; j < i && !dup; j++)
+            dup = params[j] == t;
+        if (dup)
+            return em_set_error(EM_ERR_ARG, "%s: parameter %d is already in a group", fn, i);
+    }
+    return EM_OK;
+}
+
+static em_status param_init(em_optim *o, em_optim_param *p, em_tensor *t, int group, int index)
+{
+    p->param = t;
+    p->group = group;
+    p->step = em_optim_own(em_scalar(0, EM_I64));
+    p->names[0] = name_printf("param.%d.step", index);
+    if (!p->step || !p->names[0])
+        return EM_ERR_MEMORY;
+    const char *names[EM_OPTIM_MAX_STATE];
+    int n = o->rule->state_names(o, names);
+    for (int k = 0; k < n; k++) {
+        p->state[k] = em_optim_own(em_zeros_like(t));
+        p->n_state = k + 1;
+        p->names[1 + k] = name_printf("param.%d.%s", index, names[k]);
+        if (!p->state[k] || !p->names[1 + k])
+            return EM_ERR_MEMORY;
+    }
+    return EM_OK;
+}
+
+int em_optim_add_group(em_optim *o, em_tensor *const *params, int n, em_group_opts g)
+{
+    static const char *fn = "em_optim_add_group";
+    if (!o || n < 0 || (n > 0 && !params)) {
+        em_set_error(EM_ERR_ARG, "%s: NULL optimizer or parameters, or n < 0 (%d)", fn, n);
+        return -1;
+    }
+    double lr = g.lr_set ? g.lr : o->lr;
+    double wd = g.weight_decay_set ? g.weight_decay : o->weight_decay;
+    if (!(lr >= 0) || !(wd >= 0)) {
+        em_set_error(EM_ERR_ARG, "%s: lr (%g) and weight_decay (%g) must be >= 0", fn, lr, wd);
+        return -1;
+    }
+    if (check_new_params(o, params, n) != EM_OK)
+        return -1;
+    em_optim_group *groups = realloc(o->groups, (o->n_groups + 1) * sizeof *groups);
+    if (groups)
+        o->groups = groups;
+    em_optim_param *ps = realloc(o->params, (o->n_params + n + 1) * sizeof *ps);
+    if (ps)
+        o->params = ps;
+    if (!groups || !ps) {
+        em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+        return -1;
+    }
+    int gi = o->n_groups, first = o->n_params;
+    em_optim_group *grp = &o->groups[o->n_groups++];
+    *grp = (em_optim_group){
+        .lr = em_optim_own(em_scalar(lr, EM_F64)),
+        .weight_decay = wd,
+        .lr_name = name_printf("group.%d.lr", gi),
+    };
+    bool ok = grp->lr && grp->lr_name;
+    for (int i = 0; i < n && ok; i++) {
+        em_optim_param *p = &o->params[o->n_params++];
+        memset(p, 0, sizeof *p);
+        ok = param_init(o, p, params[i], gi, first + i) == EM_OK;
+    }
+    if (!ok) {
+        truncate_groups(o, gi, first);
+        em_set_error(EM_ERR_MEMORY, "%s: out of memory for the state of %d parameters", fn, n);
+        return -1;
+    }
+    return gi;
+}
+
+em_status em_optim_add_module_no_decay_1d(em_optim *o, em_module *m)
+{
+    static const char *fn = "em_optim_add_module_no_decay_1d";
+    if (!o || !m)
+        return em_set_error(EM_ERR_ARG, "%s: NULL optimizer or module", fn);
+    int n = em_module_parameters(m, NULL, 0);
+    em_param_ref *refs = calloc(n > 0 ? n : 1, sizeof *refs);
+    em_tensor **decay = calloc(n > 0 ? n : 1, sizeof *decay);
+    em_tensor **no_decay = calloc(n > 0 ? n : 1, sizeof *no_decay);
+    em_status st = EM_OK;
+    if (!refs || !decay || !no_decay) {
+        st = em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+    } else {
+        em_module_parameters(m, refs, n);
+        int nd = 0, nn = 0;
+        for (int i = 0; i < n; i++) {
+            if (refs[i].value->ndim < 2)
+                no_decay[nn++] = refs[i].value;
+            else
+                decay[nd++] = refs[i].value;
+        }
+        int g0 = o->n_groups, p0 = o->n_params;
+        em_group_opts off = {.weight_decay = 0, .weight_decay_set = true};
+        if (em_optim_add_group(o, decay, nd, (em_group_opts){0}) < 0 ||
+            em_optim_add_group(o, no_decay, nn, off) < 0) {
+            truncate_groups(o, g0, p0);
+            st = em_error_status();
+        }
+    }
+    free(refs);
+    free(decay);
+    free(no_decay);
+    return st;
+}
+
+/* The checks of one parameter's update, before any parameter changes. */
+static em_status check_update(const em_optim *o, const em_optim_param *p, int index)
+{
+    static const char *fn = "em_optim_step";
+    const em_tensor *t = p->param, *g = t->grad;
+    const em_backend *be = em_tensor_backend(t, fn);
+    if (!be)
+        return em_error_status();
+    if (!o->rule->supported(be))
+        return em_set_error(EM_ERR_UNSUPPORTED, "%s: not supported on %s", fn,
+                            em_device_name(t->device));
+    if (!em_same_shape(t, g) || g->dtype != t->dtype || g->device != t->device) {
+        char s1[64], s2[64];
+        return em_set_error(EM_ERR_ARG,
+                            "%s: the grad of parameter %d is %s %s on %s, the parameter %s %s "
+                            "on %s", fn, index, em_shape_str(g, s1, sizeof s1),
+                            em_dtype_name(g->dtype), em_device_name(g->device),
+                            em_shape_str(t, s2, sizeof s2), em_dtype_name(t->dtype),
+                            em_device_name(t->device));
+    }
+    return EM_OK;
+}
+
+/* One update of p with grad, a contiguous tensor of p's shape and dtype. */
+static em_status apply_update(em_optim *o, em_optim_param *p, const em_tensor *grad)
+{
+    em_tensor *t = p->param;
+    const em_backend *be = em_tensor_backend(t, "em_optim_step");
+    const em_optim_group *g = &o->groups[p->group];
+    int64_t *step = em_data_ptr(p->step);
+    int rc = o->rule->update(o, be, p, grad, *(double *)em_data_ptr(g->lr), g->weight_decay,
+                             *step + 1);
+    em_status st = em_kernel_status(rc, "em_optim_step", t);
+    if (st == EM_OK)
+        (*step)++;
+    return st;
+}
+
+static em_status update_param(em_optim *o, em_optim_param *p)
+{
+    if (em_is_contiguous(p->param->grad))
+        return apply_update(o, p, p->param->grad);
+    em_scope_begin();
+    em_tensor *grad = em_tensor_contiguous_raw(p->param->grad);
+    em_status st = grad ? apply_update(o, p, grad) : em_error_status();
+    em_scope_end();
+    return st;
+}
+
+em_status em_optim_step(em_optim *o)
+{
+    if (!o)
+        return em_set_error(EM_ERR_ARG, "em_optim_step: NULL optimizer");
+    for (int i = 0; i < o->n_params; i++) {
+        if (o->params[i].param->grad) {
+            em_status st = check_update(o, &o->params[i], i);
+            if (st != EM_OK)
+                return st;
+        }
+    }
+    for (int i = 0; i < o->n_params; i++) {
+        if (o->params[i].param->grad) {
+            em_status st = update_param(o, &o->params[i]);
+            if (st != EM_OK)
+                return st;
+        }
+    }
+    (*(int64_t *)em_data_ptr(o->step))++;
+    return EM_OK;
+}
+
+void em_optim_zero_grad(em_optim *o)
+{
+    if (!o)
+        return;
+    for (int i = 0; i < o->n_params; i++)
+        em_zero_grad(o->params[i].param);
+}
+
+int em_optim_num_groups(const em_optim *o)
+{
+    return o ? o->n_groups : 0;
+}
+
+double em_optim_get_lr(const em_optim *o, int group)
+{
+    if (!o || group < 0 || group >= o->n_groups) {
+        em_set_error(EM_ERR_ARG, "em_optim_get_lr: no group %d (the optimizer has %d)", group,
+                     o ? o->n_groups : 0);
+        return NAN;
+    }
+    return *(const double *)em_data_ptr(o->groups[group].lr);
+}
+
+void em_optim_set_lr(em_optim *o, int group, double lr)
+{
+    if (!o || group < 0 || group >= o->n_groups) {
+        em_set_error(EM_ERR_ARG, "em_optim_set_lr: no group %d (the optimizer has %d)", group,
+                     o ? o->n_groups : 0);
+        return;
+    }
+    if (!(lr >= 0)) {
+        em_set_error(EM_ERR_ARG, "em_optim_set_lr: lr must be >= 0, got %g", lr);
+        return;
+    }
+    *(double *)em_data_ptr(o->groups[group].lr) = lr;
+}

@@ -1,0 +1,244 @@
+/* Learning-rate schedulers: lr sequences against PyTorch's, resume by last step, bad input. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "ember.h"
+
+/* Every sequence is over an SGD optimizer with two groups of base lr 0.1 and 0.02; row t is the
+ * groups' lrs at step t (row 0 right after construction), from torch 1.13:
+ *   opt = SGD([{'params': [p], 'lr': 0.1}, {'params': [q], 'lr': 0.02}], lr=0.1)
+ *   s = <scheduler>(opt, ...); for _ in range(10): opt.step(); s.step() */
+#define N_STEPS 10
+
+typedef struct {
+    em_tensor *p, *q;
+    em_optim *o;
+} setup;
+
+static setup make_setup(void)
+{
+    setup s = {.p = em_zeros(EM_SHAPE(1), EM_F32), .q = em_zeros(EM_SHAPE(1), EM_F32)};
+    s.o = em_sgd(NULL, (em_sgd_opts){.lr = 0.1});
+    cr_assert(s.o, "%s", em_error());
+    em_optim_add_group(s.o, &s.p, 1, (em_group_opts){0});
+    em_optim_add_group(s.o, &s.q, 1, (em_group_opts){.lr = 0.02, .lr_set = true});
+    return s;
+}
+
+static void free_setup(setup *s)
+{
+    em_optim_free(s->o);
+    em_release(s->p);
+    em_release(s->q);
+}
+
+static void assert_lrs(const em_optim *o, const double want[2], int t)
+{
+    for (int g = 0; g < 2; g++) {
+        double lr = em_optim_get_lr(o, g);
+        cr_assert(fabs(lr - want[g]) <= 1e-13 * fabs(want[g]) + 1e-18,
+                  "step %d, group %d: lr %.17g, want %.17g", t, g, lr, want[g]);
+    }
+}
+
+/* Checks the sequence, then that a fresh scheduler set to each step gives the same lrs. */
+static void check_sequence(em_scheduler *(*make)(em_optim *), const double want[][2])
+{
+    setup s = make_setup();
+    em_scheduler *sch = make(s.o);
+    cr_assert(sch, "%s", em_error());
+    cr_assert_eq(em_scheduler_last_step(sch), 0);
+    assert_lrs(s.o, want[0], 0);
+    for (int t = 1; t <= N_STEPS; t++) {
+        em_scheduler_step(sch);
+        cr_assert_eq(em_scheduler_last_step(sch), t);
+        assert_lrs(s.o, want[t], t);
+    }
+    em_scheduler_free(sch);
+    free_setup(&s);
+
+    for (int t = 0; t <= N_STEPS; t++) {
+        setup r = make_setup();
+        em_scheduler *resumed = make(r.o);
+        cr_assert(em_scheduler_set_last_step(resumed, t) == EM_OK, "%s", em_error());
+        cr_assert_eq(em_scheduler_last_step(resumed), t);
+        assert_lrs(r.o, want[t], t);
+        em_scheduler_free(resumed);
+        free_setup(&r);
+    }
+}
+
+static em_scheduler *step_lr(em_optim *o)
+{
+    return em_step_lr(o, 3, 0.5);
+}
+
+Test(scheduler, step_lr)
+{
+    /* StepLR(opt, step_size=3, gamma=0.5) */
+    static const double want[N_STEPS + 1][2] = {
+        {0.1, 0.02}, {0.1, 0.02}, {0.1, 0.02},
+        {0.05, 0.01}, {0.05, 0.01}, {0.05, 0.01},
+        {0.025, 0.005}, {0.025, 0.005}, {0.025, 0.005},
+        {0.0125, 0.0025}, {0.0125, 0.0025},
+    };
+    check_sequence(step_lr, want);
+}
+
+static em_scheduler *multistep_lr(em_optim *o)
+{
+    static const int64_t milestones[4] = {2, 5, 5, 8};
+    return em_multistep_lr(o, milestones, 4, 0.1);
+}
+
+Test(scheduler, multistep_lr)
+{
+    /* MultiStepLR(opt, milestones=[2, 5, 5, 8], gamma=0.1): a repeated milestone counts twice */
+    static const double want[N_STEPS + 1][2] = {
+        {0.1, 0.02},
+        {0.1, 0.02},
+        {0.010000000000000002, 0.002},
+        {0.010000000000000002, 0.002},
+        {0.010000000000000002, 0.002},
+        {0.00010000000000000005, 2.0000000000000005e-05},
+        {0.00010000000000000005, 2.0000000000000005e-05},
+        {0.00010000000000000005, 2.0000000000000005e-05},
+        {1.0000000000000006e-05, 2.0000000000000008e-06},
+        {1.0000000000000006e-05, 2.0000000000000008e-06},
+        {1.0000000000000006e-05, 2.0000000000000008e-06},
+    };
+    check_sequence(multistep_lr, want);
+}
+
+static em_scheduler *exponential_lr(em_optim *o)
+{
+    return em_exponential_lr(o, 0.9);
+}
+
+Test(scheduler, exponential_lr)
+{
+    /* ExponentialLR(opt, gamma=0.9) */
+    static const double want[N_STEPS + 1][2] = {
+        {0.1, 0.02},
+        {0.09000000000000001, 0.018000000000000002},
+        {0.08100000000000002, 0.016200000000000003},
+        {0.07290000000000002, 0.014580000000000003},
+        {0.06561000000000002, 0.013122000000000003},
+        {0.05904900000000002, 0.011809800000000004},
+        {0.05314410000000002, 0.010628820000000004},
+        {0.04782969000000002, 0.009565938000000005},
+        {0.043046721000000024, 0.008609344200000004},
+        {0.03874204890000002, 0.007748409780000004},
+        {0.03486784401000002, 0.006973568802000004},
+    };
+    check_sequence(exponential_lr, want);
+}
+
+static em_scheduler *cosine_lr(em_optim *o)
+{
+    return em_cosine_annealing_lr(o, 10, 0.001);
+}
+
+Test(scheduler, cosine_annealing_lr)
+{
+    /* CosineAnnealingLR(opt, T_max=10, eta_min=0.001) */
+    static const double want[N_STEPS + 1][2] = {
+        {0.1, 0.02},
+        {0.09757729755661011, 0.01953503690480396},
+        {0.0905463412215599, 0.018185661446562},
+        {0.07959536998847742, 0.016083959896778494},
+        {0.0657963412215599, 0.013435661446561997},
+        {0.0505, 0.010499999999999995},
+        {0.03520365877844011, 0.007564338553437996},
+        {0.02140463001152259, 0.004916040103221504},
+        {0.010453658778440109, 0.0028143385534379994},
+        {0.0034227024433899004, 0.0014649630951960413},
+        {0.001, 0.001},
+    };
+    check_sequence(cosine_lr, want);
+}
+
+static em_scheduler *warmup_cosine_lr(em_optim *o)
+{
+    return em_warmup_cosine_lr(o, 3, 10, 0.001);
+}
+
+Test(scheduler, warmup_cosine_lr)
+{
+    /* warmup 3, total 10, eta_min 0.001: the header's formula evaluated in Python */
+    static const double want[N_STEPS + 1][2] = {
+        {0.03333333333333333, 0.006666666666666667},
+        {0.06666666666666667, 0.013333333333333334},
+        {0.10000000000000002, 0.02},
+        {0.1, 0.02},
+        {0.09509795896116975, 0.019059204245072982},
+        {0.08136274519200731, 0.01642315311765797},
+        {0.061514786230837566, 0.012613948872584987},
+        {0.03948521376916244, 0.008386051127415015},
+        {0.019637254807992693, 0.004576846882342032},
+        {0.005902041038830258, 0.0019407957549270193},
+        {0.001, 0.001},
+    };
+    check_sequence(warmup_cosine_lr, want);
+}
+
+static em_scheduler *one_cycle_lr(em_optim *o)
+{
+    return em_one_cycle_lr(o, (em_one_cycle_opts){.max_lr = 0.5, .total_steps = 10});
+}
+
+Test(scheduler, one_cycle_lr)
+{
+    /* OneCycleLR(opt, max_lr=0.5, total_steps=10, cycle_momentum=False); the other options
+     * default (pct_start 0.3, div_factor 25, final_div_factor 1e4, cos, two phases) */
+    static const double want[N_STEPS + 1][2] = {
+        {0.020000000000000018, 0.020000000000000018},
+        {0.26, 0.26},
+        {0.5, 0.5},
+        {0.47524231600673683, 0.47524231600673683},
+        {0.40587282697488153, 0.40587282697488153},
+        {0.30563101096814466, 0.30563101096814466},
+        {0.19437098903185537, 0.19437098903185537},
+        {0.09412917302511849, 0.09412917302511849},
+        {0.024759683993263143, 0.024759683993263143},
+        {2e-06, 2e-06},
+        {0.024759683993263115, 0.024759683993263115},
+    };
+    check_sequence(one_cycle_lr, want);
+}
+
+Test(scheduler, one_cycle_past_the_end_is_an_error)
+{
+    setup s = make_setup();
+    em_scheduler *sch = one_cycle_lr(s.o);
+    cr_assert(em_scheduler_set_last_step(sch, 10) == EM_OK);
+    double lr = em_optim_get_lr(s.o, 0);
+    em_scheduler_step(sch);
+    cr_assert(strstr(em_error(), "past the one-cycle schedule's total_steps (10)"), "%s",
+              em_error());
+    em_error_clear();
+    cr_assert_eq(em_scheduler_last_step(sch), 10);
+    cr_assert_eq(em_optim_get_lr(s.o, 0), lr);
+    em_scheduler_free(sch);
+    free_setup(&s);
+}
+
+Test(scheduler, bad_arguments)
+{
+    setup s = make_setup();
+    cr_assert_null(em_step_lr(s.o, 0, 0.5));
+    cr_assert(strstr(em_error(), "em_step_lr: step_size (0)"), "%s", em_error());
+    em_error_clear();
+    cr_assert_null(em_warmup_cosine_lr(s.o, 10, 10, 0));
+    cr_assert(strstr(em_error(), "em_warmup_cosine_lr"), "%s", em_error());
+    em_error_clear();
+    cr_assert_null(em_one_cycle_lr(s.o, (em_one_cycle_opts){.max_lr = 0.1, .total_steps = 2}));
+    cr_assert(strstr(em_error(), "em_one_cycle_lr"), "%s", em_error());
+    em_error_clear();
+    cr_assert_null(em_cosine_annealing_lr(NULL, 10, 0));
+    em_error_clear();
+    /* nothing was changed by the failed constructors */
+    cr_assert_eq(em_optim_get_lr(s.o, 0), 0.1);
+    free_setup(&s);
+}
