@@ -3,7 +3,12 @@
 #define EMBER_H
 
 #include "tensor/tensor.h"
+#include "tensor/safetensors.h"
 #include "autograd/autograd.h"
+#include "nn/nn.h"
+#include "nn/serialize.h"
 #include "optim/optim.h"
+#include "optim/checkpoint.h"
+#include "data/data.h"
 
 #endif

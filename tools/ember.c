@@ -14,7 +14,10 @@ typedef struct {
 static const command commands[] = {
     {"info", NULL, em_cmd_info, "build options, devices and threads"},
     {"demo", NULL, em_cmd_demo, "fit a small linear regression with autograd"},
+    {"train", NULL, em_cmd_train, "train a reference recipe (mlp, cnn) on Fashion-MNIST"},
+    {"eval", NULL, em_cmd_eval, "test accuracy of a saved recipe model"},
     {"bench", "ops", em_bench_ops, "kernel throughput next to BLAS and memcpy references"},
+    {"bench", "train", em_bench_train, "training samples/s of the recipes, ember vs PyTorch"},
 };
 
 static void usage(FILE *f)

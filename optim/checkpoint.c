@@ -1,0 +1,191 @@
+/* Training checkpoints over safetensors: prefixed tensor names, integers as metadata strings. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/serialize.h"
+#include "optim/checkpoint.h"
+
+#define MODEL_PREFIX "model."
+#define OPTIM_PREFIX "optim."
+#define N_OWN_META 6
+
+static char *prefixed(const char *prefix, const char *name)
+{
+    size_t n = strlen(prefix) + strlen(name) + 1;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%s%s", prefix, name);
+    return s;
+}
+
+/* Model then optimizer entries, names prefixed (freed by free_entries). */
+static em_st_entry *collect(const em_train_state *s, int *n_model, int *n_total)
+{
+    *n_model = em_module_state(s->model, NULL, 0);
+    int n_optim = s->optim ? em_optim_state(s->optim, NULL, 0) : 0;
+    if (*n_model < 0)
+        return NULL;
+    *n_total = *n_model + n_optim;
+    em_st_entry *e = calloc((size_t)*n_total + 1, sizeof *e);
+    em_param_ref *refs = calloc((size_t)n_optim + 1, sizeof *refs);
+    if (!e || !refs) {
+        free(e);
+        free(refs);
+        em_set_error(EM_ERR_MEMORY, "em_train_checkpoint: out of memory");
+        return NULL;
+    }
+    em_module_state(s->model, e, *n_model);
+    if (s->optim)
+        em_optim_state(s->optim, refs, n_optim);
+    for (int i = 0; i < *n_total; i++) {
+        bool model = i < *n_model;
+        e[i].name = prefixed(model ? MODEL_PREFIX : OPTIM_PREFIX,
+                             model ? e[i].name : refs[i - *n_model].name);
+        if (!model)
+            e[i].tensor = refs[i - *n_model].value;
+    }
+    free(refs);
+    return e;
+}
+
+static void free_entries(em_st_entry *e, int n)
+{
+    for (int i = 0; e && i < n; i++)
+        free((char *)e[i].name);
+    free(e);
+}
+
+em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
+                                   const em_st_meta *meta, int n_meta)
+{
+    if (!path || !s || !s->model || (n_meta > 0 && !meta))
+        return em_set_error(EM_ERR_ARG, "em_train_checkpoint_save: NULL path, state or model");
+    em_generator *rng = s->rng ? s->rng : em_default_generator();
+    char values[N_OWN_META][32];
+    const char *keys[N_OWN_META] = {"ember.kind", "ember.scheduler_step", "ember.rng_seed",
+                                    "ember.rng_offset", "ember.loader_epoch", "ember.loader_batch"};
+    snprintf(values[0], 32, "train_checkpoint");
+    snprintf(values[1], 32, "%" PRId64, s->scheduler ? em_scheduler_last_step(s->scheduler) : -1);
+    snprintf(values[2], 32, "%" PRIu64, rng->seed);
+    snprintf(values[3], 32, "%" PRIu64, rng->offset);
+    snprintf(values[4], 32, "%" PRId64, s->epoch);
+    snprintf(values[5], 32, "%" PRId64, s->batch);
+    em_st_meta *all = calloc((size_t)n_meta + N_OWN_META, sizeof *all);
+    int n_model, n_total;
+    em_st_entry *e = collect(s, &n_model, &n_total);
+    em_status st = EM_OK;
+    if (!all || !e) {
+        st = all ? em_error_status() : em_set_error(EM_ERR_MEMORY, "em_train_checkpoint_save: "
+                                                                   "out of memory");
+    } else {
+        for (int i = 0; i < n_meta && st == EM_OK; i++) {
+            if (!meta[i].key || !strncmp(meta[i].key, "ember.", 6))
+                st = em_set_error(EM_ERR_ARG, "em_train_checkpoint_save: metadata key '%s' is "
+                                  "reserved", meta[i].key ? meta[i].key : "(null)");
+            all[i] = meta[i];
+        }
+        for (int i = 0; i < N_OWN_META; i++)
+            all[n_meta + i] = (em_st_meta){.key = keys[i], .value = values[i]};
+        if (st == EM_OK)
+            st = em_safetensors_save(path, e, n_total, all, n_meta + N_OWN_META);
+    }
+    free_entries(e, e ? n_total : 0);
+    free(all);
+    return st;
+}
+
+/* An integer written by save: unsigned 64-bit, or signed (strtoull wraps "-1" to all ones). */
+static em_status meta_int(const em_safetensors *f, const char *path, const char *key, uint64_t *v)
+{
+    const char *s = em_safetensors_meta(f, key);
+    char *end = NULL;
+    if (s)
+        *v = strtoull(s, &end, 10);
+    if (!s || end == s || *end)
+        return em_set_error(EM_ERR_IO, "em_train_checkpoint_load: %s: metadata '%s' missing or "
+                            "not an integer", path, key);
+    return EM_OK;
+}
+
+/* Every model tensor must be in the file with the same shape. */
+static em_status check_model(const em_safetensors *f, const char *path, const em_st_entry *e,
+                             int n_model)
+{
+    for (int i = 0; i < n_model; i++) {
+        em_tensor *src = em_safetensors_get(f, e[i].name);
+        if (!src)
+            return em_set_error(EM_ERR_ARG, "em_train_checkpoint_load: %s: '%s' is missing", path,
+                                e[i].name);
+        if (!em_same_shape(src, e[i].tensor)) {
+            char a[64], b[64];
+            return em_set_error(EM_ERR_ARG, "em_train_checkpoint_load: %s: '%s' is %s in the file, "
+                                "%s in the model", path, e[i].name, em_shape_str(src, a, 64),
+                                em_shape_str(e[i].tensor, b, 64));
+        }
+    }
+    return EM_OK;
+}
+
+static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
+                         const em_st_entry *e, int n_model, int n_total)
+{
+    uint64_t sched_step, seed, offset, epoch, batch;
+    const char *kind = em_safetensors_meta(f, "ember.kind");
+    if (!kind || strcmp(kind, "train_checkpoint"))
+        return em_set_error(EM_ERR_IO, "em_train_checkpoint_load: %s: not a training checkpoint",
+                            path);
+    em_status st = meta_int(f, path, "ember.scheduler_step", &sched_step);
+    if (st == EM_OK)
+        st = meta_int(f, path, "ember.rng_seed", &seed);
+    if (st == EM_OK)
+        st = meta_int(f, path, "ember.rng_offset", &offset);
+    if (st == EM_OK)
+        st = meta_int(f, path, "ember.loader_epoch", &epoch);
+    if (st == EM_OK)
+        st = meta_int(f, path, "ember.loader_batch", &batch);
+    if (st == EM_OK)
+        st = check_model(f, path, e, n_model);
+    if (st != EM_OK)
+        return st;
+    if (s->optim) {
+        em_param_ref *refs = calloc((size_t)(n_total - n_model) + 1, sizeof *refs);
+        if (!refs)
+            return em_set_error(EM_ERR_MEMORY, "em_train_checkpoint_load: out of memory");
+        for (int i = n_model; i < n_total; i++) {
+            refs[i - n_model].name = e[i].name + strlen(OPTIM_PREFIX);
+            refs[i - n_model].value = em_safetensors_get(f, e[i].name);
+        }
+        st = em_optim_load_state(s->optim, refs, n_total - n_model);
+        free(refs);
+        if (st != EM_OK)
+            return st;
+    }
+    for (int i = 0; i < n_model; i++)
+        em_copy_(e[i].tensor, em_safetensors_get(f, e[i].name));
+    if (s->scheduler && (int64_t)sched_step >= 0)
+        em_scheduler_set_last_step(s->scheduler, (int64_t)sched_step);
+    em_generator *rng = s->rng ? s->rng : em_default_generator();
+    rng->seed = seed;
+    rng->offset = offset;
+    s->epoch = (int64_t)epoch;
+    s->batch = (int64_t)batch;
+    return EM_OK;
+}
+
+em_status em_train_checkpoint_load(const char *path, em_train_state *s)
+{
+    if (!path || !s || !s->model)
+        return em_set_error(EM_ERR_ARG, "em_train_checkpoint_load: NULL path, state or model");
+    em_safetensors *f = NULL;
+    em_status st = em_safetensors_load(path, &f);
+    if (st != EM_OK)
+        return st;
+    int n_model, n_total;
+    em_st_entry *e = collect(s, &n_model, &n_total);
+    st = e ? restore(f, path, s, e, n_model, n_total) : em_error_status();
+    free_entries(e, e ? n_total : 0);
+    em_safetensors_free(f);
+    return st;
+}

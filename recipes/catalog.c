@@ -1,0 +1,25 @@
+/* The list of recipes and their training defaults. */
+#include <string.h>
+
+#include "recipes/recipes.h"
+
+static const em_recipe recipes[] = {
+    {.name = "mlp", .about = "MLP 784-512-256-10 on Fashion-MNIST", .build = em_recipe_mlp_build,
+     .flat_input = true, .epochs = 5, .batch = 64, .lr = 0.05, .momentum = 0.9, .optim = "sgd"},
+    {.name = "cnn", .about = "CNN conv32-conv64-fc128 on Fashion-MNIST",
+     .build = em_recipe_cnn_build, .flat_input = false, .epochs = 5, .batch = 64, .lr = 0.05,
+     .momentum = 0.9, .optim = "sgd"},
+};
+
+const em_recipe *em_recipe_at(int i)
+{
+    return i >= 0 && i < (int)(sizeof recipes / sizeof recipes[0]) ? &recipes[i] : NULL;
+}
+
+const em_recipe *em_recipe_find(const char *name)
+{
+    for (int i = 0; name && em_recipe_at(i); i++)
+        if (!strcmp(em_recipe_at(i)->name, name))
+            return em_recipe_at(i);
+    return NULL;
+}

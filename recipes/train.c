@@ -1,0 +1,244 @@
+/* The training loop every recipe runs: Fashion-MNIST through a threaded loader, cross-entropy,
+ * an optimizer step per batch, a checkpoint after each epoch, then test accuracy. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "recipes/recipes.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+em_dataset *em_fashion_mnist(const char *data_dir, bool train, bool flat)
+{
+    char images[1024], labels[1024];
+    const char *split = train ? "train" : "t10k";
+    const char *dir = data_dir ? data_dir : EM_FASHION_MNIST_DIR;
+    snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, split);
+    snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, split);
+    return em_dataset_idx(images, labels, (em_idx_opts){.flat = flat});
+}
+
+static em_optim *make_optimizer(const char *name, em_module *model, double lr, double momentum)
+{
+    if (!strcmp(name, "sgd"))
+        return em_sgd(model, (em_sgd_opts){.lr = lr, .momentum = momentum});
+    if (!strcmp(name, "adam"))
+        return em_adam(model, (em_adam_opts){.lr = lr});
+    if (!strcmp(name, "adamw"))
+        return em_adamw(model, (em_adam_opts){.lr = lr});
+    if (!strcmp(name, "rmsprop"))
+        return em_rmsprop(model, (em_rmsprop_opts){.lr = lr});
+    em_set_error(EM_ERR_ARG, "ember train: unknown optimizer '%s' (sgd, adam, adamw, rmsprop)",
+                 name);
+    return NULL;
+}
+
+em_status em_evaluate(em_module *model, const em_dataset *ds, double *acc, double *loss)
+{
+    em_loader *dl = em_loader_new(ds, (em_loader_opts){.batch_size = 1000});
+    if (!dl)
+        return em_error_status();
+    bool was_training = model->training;
+    bool grad = em_set_grad_enabled(false);
+    em_module_eval(model);
+    int64_t correct = 0, seen = 0;
+    double loss_sum = 0;
+    em_status st;
+    em_batch b;
+    for (;;) {
+        em_scope_begin();
+        st = em_loader_next(dl, &b);
+        if (st == EM_OK) {
+            em_tensor *logits = em_forward(model, b.x);                          // (B, 10)
+            em_tensor *l = em_cross_entropy(logits, b.y,
+                                            (em_cross_entropy_opts){.reduction = EM_REDUCTION_SUM});
+            em_tensor *hits = em_sum_all(em_eq(em_argmax(logits, 1, false), b.y)); // ()
+            if (!l || !hits)
+                st = em_error_status();
+            else {
+                loss_sum += em_item(l);
+                correct += (int64_t)em_item(hits);
+                seen += em_size(b.x, 0);
+            }
+        }
+        em_scope_end();
+        if (st != EM_OK)
+            break;
+    }
+    em_module_train(model, was_training);
+    em_set_grad_enabled(grad);
+    em_loader_free(dl);
+    if (st != EM_END)
+        return st;
+    *acc = seen ? (double)correct / (double)seen : 0;
+    *loss = seen ? loss_sum / (double)seen : 0;
+    return EM_OK;
+}
+
+em_status em_load_model_any(em_module *model, const char *path)
+{
+    em_safetensors *f = NULL;
+    em_status st = em_safetensors_load(path, &f);
+    if (st != EM_OK)
+        return st;
+    const char *kind = em_safetensors_meta(f, "ember.kind");
+    bool checkpoint = kind && !strcmp(kind, "train_checkpoint");
+    em_safetensors_free(f);
+    if (!checkpoint)
+        return em_module_load(model, path);
+    em_generator saved = *em_default_generator();
+    em_train_state s = {.model = model};
+    st = em_train_checkpoint_load(path, &s);
+    *em_default_generator() = saved;
+    return st;
+}
+
+/* Everything one run holds; released by run_free whatever state it stopped in. */
+typedef struct {
+    em_module *model;
+    em_optim *optim;
+    em_dataset *train, *test;
+    em_loader *loader;
+} run;
+
+static void run_free(run *r)
+{
+    em_loader_free(r->loader);
+    em_dataset_free(r->train);
+    em_dataset_free(r->test);
+    em_optim_free(r->optim);
+    em_module_free(r->model);
+}
+
+static em_status save_checkpoint(const em_train_opts *o, run *r)
+{
+    if (!o->save_path)
+        return EM_OK;
+    em_loader_pos pos = em_loader_position(r->loader);
+    em_train_state s = {.model = r->model, .optim = r->optim, .epoch = pos.epoch,
+                        .batch = pos.batch};
+    em_st_meta meta[] = {{"recipe", o->recipe->name}};
+    return em_train_checkpoint_save(o->save_path, &s, meta, 1);
+}
+
+/* One optimizer step on a batch; returns the batch's loss, NAN on error. */
+static double train_step(run *r, const em_batch *b)
+{
+    em_tensor *logits = em_forward(r->model, b->x);                          // (B, 10)
+    em_tensor *loss = em_cross_entropy(logits, b->y, (em_cross_entropy_opts){0}); // ()
+    if (!loss || em_backward(loss) != EM_OK || em_optim_step(r->optim) != EM_OK)
+        return NAN;
+    em_optim_zero_grad(r->optim);
+    return em_item(loss);
+}
+
+static em_status train_epochs(const em_train_opts *o, run *r, int epochs, em_progress_fn progress,
+                              void *ctx, em_train_result *res, double *train_s, int64_t *samples)
+{
+    int64_t total = em_dataset_len(r->train);
+    em_status st = EM_OK;
+    while (st == EM_OK && em_loader_position(r->loader).epoch < epochs) {
+        int epoch = (int)em_loader_position(r->loader).epoch;
+        double loss_sum = 0, t0 = now_s();
+        int64_t done = 0, n_batches = 0;
+        em_batch b;
+        bool stop = false;
+        for (;;) {
+            stop = o->max_steps && res->steps >= o->max_steps;
+            if (stop)
+                break;
+            em_scope_begin();
+            st = em_loader_next(r->loader, &b);
+            double loss = st == EM_OK ? train_step(r, &b) : 0;
+            if (st == EM_OK)
+                done += em_size(b.x, 0);
+            em_scope_end();
+            if (st != EM_OK)
+                break;
+            if (isnan(loss))
+                return em_has_error() ? em_error_status()
+                                      : em_set_error(EM_ERR_NUMERIC, "ember train: loss is NaN "
+                                                     "at epoch %d step %lld", epoch + 1,
+                                                     (long long)res->steps);
+            loss_sum += loss;
+            n_batches++;
+            res->steps++;
+            double elapsed = now_s() - t0;
+            if (progress)
+                progress(ctx, epoch, epochs, done, total, loss, elapsed > 0 ? done / elapsed : 0);
+        }
+        *train_s += now_s() - t0;
+        *samples += done;
+        res->train_loss = n_batches ? loss_sum / (double)n_batches : 0;
+        res->train_samples_per_s = *train_s > 0 ? (double)*samples / *train_s : 0;
+        if (stop)
+            return save_checkpoint(o, r);
+        if (st == EM_END)
+            st = save_checkpoint(o, r);
+    }
+    return st;
+}
+
+em_status em_recipe_train(const em_train_opts *o, em_progress_fn progress, void *ctx,
+                          em_train_result *res)
+{
+    const em_recipe *rc = o->recipe;
+    double t_start = now_s(), train_s = 0;
+    int64_t samples = 0;
+    *res = (em_train_result){.epochs = o->epochs ? o->epochs : rc->epochs,
+                             .batch = (int)(o->batch ? o->batch : rc->batch)};
+    em_manual_seed(o->seed);
+    em_memory_reset_peak(EM_CPU);
+    run r = {0};
+    r.model = rc->build();
+    r.optim = r.model ? make_optimizer(o->optim ? o->optim : rc->optim, r.model,
+                                       o->lr > 0 ? o->lr : rc->lr, rc->momentum)
+                      : NULL;
+    r.train = em_fashion_mnist(o->data_dir, true, rc->flat_input);
+    r.test = r.train ? em_fashion_mnist(o->data_dir, false, rc->flat_input) : NULL;
+    r.loader = r.test ? em_loader_new(r.train, (em_loader_opts){.batch_size = res->batch,
+                                                                .shuffle = true,
+                                                                .seed = o->seed,
+                                                                .num_workers = o->workers,
+                                                                .persistent_workers = true})
+                      : NULL;
+    em_status st = r.loader && r.optim ? EM_OK : em_error_status();
+    if (st == EM_OK && o->resume_path) {
+        em_train_state s = {.model = r.model, .optim = r.optim};
+        st = em_train_checkpoint_load(o->resume_path, &s);
+        if (st == EM_OK)
+            st = em_loader_set_position(r.loader, (em_loader_pos){s.epoch, s.batch});
+    }
+    if (st == EM_OK)
+        st = train_epochs(o, &r, res->epochs, progress, ctx, res, &train_s, &samples);
+    if (st == EM_OK)
+        st = em_evaluate(r.model, r.test, &res->test_acc, &res->test_loss);
+    res->peak_bytes = em_memory_get_stats(EM_CPU).peak_bytes;
+    res->wall_s = now_s() - t_start;
+    run_free(&r);
+    return st;
+}
+
+em_status em_recipe_eval(const em_recipe *rc, const char *data_dir, const char *load_path,
+                         em_train_result *res)
+{
+    double t0 = now_s();
+    *res = (em_train_result){0};
+    em_module *model = rc->build();
+    em_dataset *test = em_fashion_mnist(data_dir, false, rc->flat_input);
+    em_status st = model && test ? em_load_model_any(model, load_path) : em_error_status();
+    if (st == EM_OK)
+        st = em_evaluate(model, test, &res->test_acc, &res->test_loss);
+    res->peak_bytes = em_memory_get_stats(EM_CPU).peak_bytes;
+    res->wall_s = now_s() - t0;
+    em_dataset_free(test);
+    em_module_free(model);
+    return st;
+}

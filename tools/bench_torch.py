@@ -1,0 +1,71 @@
+#!/usr/bin/python3
+"""PyTorch side of `ember bench train`: the same recipes (MLP 784-512-256-10, the CNN), SGD with
+momentum 0.9, random batches from Fashion-MNIST; prints `CASE samples_per_s N` per case, the
+median of per-step times after 10 warm-up steps. Needs Debian's python3-torch."""
+import argparse, gzip, statistics, struct, sys, time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    magic, n = struct.unpack(">II", data[:8])
+    if magic == 2051:
+        rows, cols = struct.unpack(">II", data[8:16])
+        return np.frombuffer(data, np.uint8, offset=16).reshape(n, rows * cols)
+    return np.frombuffer(data, np.uint8, offset=8)
+
+
+def mlp():
+    return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
+                         nn.Linear(256, 10))
+
+
+def cnn():
+    return nn.Sequential(nn.Unflatten(1, (1, 28, 28)), nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(3136, 128), nn.ReLU(),
+                         nn.Linear(128, 10))
+
+
+def samples_per_s(model, x, y, batch, steps):
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
+    times = []
+    for i in range(steps + 10):
+        j = perm[(i * batch) % (len(x) - batch):][:batch]
+        xb, yb = x[j], y[j]
+        t = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(xb), yb).backward()
+        opt.step()
+        if i >= 10:
+            times.append(time.perf_counter() - t)
+    return batch / statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--cases", default="mlp_b64,mlp_b256,cnn_b64")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    x = torch.tensor(read_idx(f"{a.data}/train-images-idx3-ubyte.gz"), dtype=torch.float32) / 255
+    y = torch.tensor(read_idx(f"{a.data}/train-labels-idx1-ubyte.gz"), dtype=torch.long)
+    print(f"torch {torch.__version__} threads {torch.get_num_threads()}", flush=True)
+    for case in a.cases.split(","):
+        name, batch = case.split("_b")
+        torch.manual_seed(0)
+        steps = a.steps if name == "mlp" else max(a.steps // 4, 10)
+        sps = samples_per_s(mlp() if name == "mlp" else cnn(), x, y, int(batch), steps)
+        print(f"{case} samples_per_s {sps:.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

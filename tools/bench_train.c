@@ -1,0 +1,165 @@
+/* `ember bench train`: training samples/s of the reference recipes, ember and PyTorch side by
+ * side in one run (same models, SGD momentum 0.9, random batches, median step time after warm-up). */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "recipes/recipes.h"
+#include "tools/tools_internal.h"
+
+void openblas_set_num_threads(int n);
+
+typedef struct {
+    const char *name; /* "mlp_b64" */
+    const char *recipe;
+    int64_t batch;
+    double goal; /* the ratio to PyTorch we aim for */
+} bench_case;
+
+static const bench_case cases[] = {
+    {"mlp_b64", "mlp", 64, 1.7},
+    {"mlp_b256", "mlp", 256, 1.5},
+    {"cnn_b64", "cnn", 64, 2.0},
+};
+#define N_CASES (int)(sizeof cases / sizeof cases[0])
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The whole training split as one batch: x (60000, 784), y (60000). */
+static em_status load_all(const char *data_dir, em_batch *all)
+{
+    em_dataset *ds = em_fashion_mnist(data_dir, true, true);
+    em_loader *dl = ds ? em_loader_new(ds, (em_loader_opts){.batch_size = em_dataset_len(ds)})
+                       : NULL;
+    em_status st = dl ? em_loader_next(dl, all) : em_error_status();
+    em_loader_free(dl);
+    em_dataset_free(ds);
+    return st;
+}
+
+/* Median samples/s of `steps` timed training steps after 10 warm-up steps. */
+static double ember_samples_per_s(const bench_case *c, const em_batch *all, int steps)
+{
+    const em_recipe *rc = em_recipe_find(c->recipe);
+    em_manual_seed(0);
+    em_module *model = rc->build();
+    em_optim *opt = em_sgd(model, (em_sgd_opts){.lr = 0.05, .momentum = 0.9});
+    double *times = calloc((size_t)steps, sizeof *times);
+    double result = -1;
+    for (int i = 0; model && opt && times && i < steps + 10; i++) {
+        em_scope_begin();
+        em_tensor *idx = em_randint(EM_SHAPE(c->batch), EM_I64, 0, em_size(all->x, 0), NULL);
+        em_tensor *x = em_index_select(all->x, 0, idx); // (B, 784)
+        if (!rc->flat_input)
+            x = em_reshape(x, EM_SHAPE(c->batch, 1, 28, 28));
+        em_tensor *y = em_index_select(all->y, 0, idx); // (B)
+        double t = now_s();
+        em_tensor *loss = em_cross_entropy(em_forward(model, x), y, (em_cross_entropy_opts){0});
+        bool ok = loss && em_backward(loss) == EM_OK && em_optim_step(opt) == EM_OK;
+        em_optim_zero_grad(opt);
+        if (i >= 10)
+            times[i - 10] = now_s() - t;
+        em_scope_end();
+        if (!ok) {
+            fprintf(stderr, "ember bench train: %s: %s\n", c->name, em_error());
+            goto done;
+        }
+    }
+    if (model && opt && times) {
+        qsort(times, (size_t)steps, sizeof *times, cmp_double);
+        result = (double)c->batch / times[steps / 2];
+    }
+done:
+    free(times);
+    em_optim_free(opt);
+    em_module_free(model);
+    return result;
+}
+
+/* Runs the PyTorch half; fills torch_sps[] (0 where missing). Returns false when skipped. */
+static bool torch_samples_per_s(const char *data_dir, int threads, int steps, double *torch_sps)
+{
+    if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+        printf("PyTorch half skipped: /usr/bin/python3 cannot import torch "
+               "(apt-get install python3-torch)\n");
+        return false;
+    }
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/bench_torch.py --threads %d --steps %d"
+             " --data %s", EMBER_SOURCE_DIR, threads, steps, data_dir);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return false;
+    char line[256];
+    while (fgets(line, sizeof line, p)) {
+        char name[64];
+        double sps;
+        if (sscanf(line, "%63s samples_per_s %lf", name, &sps) != 2) {
+            printf("%s", line);
+            continue;
+        }
+        for (int i = 0; i < N_CASES; i++)
+            if (!strcmp(name, cases[i].name))
+                torch_sps[i] = sps;
+    }
+    return pclose(p) == 0;
+}
+
+int em_bench_train(int argc, char **argv)
+{
+    int threads = 2, steps = 200;
+    const char *data_dir = EM_FASHION_MNIST_DIR;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--threads"))
+            threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--steps"))
+            steps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--data"))
+            data_dir = argv[i + 1];
+    }
+    if (threads < 1 || steps < 10) {
+        fprintf(stderr, "ember bench train: --threads must be >= 1 and --steps >= 10\n");
+        return 2;
+    }
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+    em_batch all;
+    if (load_all(data_dir, &all) != EM_OK) {
+        fprintf(stderr, "ember bench train: %s\n", em_error());
+        return 1;
+    }
+    double ember_sps[N_CASES], torch_sps[N_CASES] = {0};
+    for (int i = 0; i < N_CASES; i++) {
+        int n = cases[i].recipe[0] == 'c' ? steps / 4 : steps;
+        ember_sps[i] = ember_samples_per_s(&cases[i], &all, n < 10 ? 10 : n);
+    }
+    em_release(all.x);
+    em_release(all.y);
+    bool torch = torch_samples_per_s(data_dir, threads, steps, torch_sps);
+    printf("\nember bench train: %d threads, median of timed steps after 10 warm-up steps\n",
+           threads);
+    printf("%-10s %16s %16s %8s %6s\n", "case", "ember samples/s", "torch samples/s", "ratio",
+           "goal");
+    for (int i = 0; i < N_CASES; i++) {
+        if (torch && torch_sps[i] > 0)
+            printf("%-10s %16.0f %16.0f %7.2fx %5.1fx\n", cases[i].name, ember_sps[i],
+                   torch_sps[i], ember_sps[i] / torch_sps[i], cases[i].goal);
+        else
+            printf("%-10s %16.0f %16s %8s %5.1fx\n", cases[i].name, ember_sps[i], "-", "-",
+                   cases[i].goal);
+    }
+    return 0;
+}
