@@ -408,6 +408,25 @@ Test(step, grad_of_wrong_shape_changes_nothing)
     em_release(q);
 }
 
+Test(step, non_contiguous_grad)
+{
+    double v[6] = {1, 2, 3, 4, 5, 6}, gt[6] = {0.5, -1, 2, 0.25, -3, 1.5};
+    em_tensor *p = em_from_data(EM_SHAPE(2, 3), EM_F64, v);
+    em_tensor *g = em_from_data(EM_SHAPE(3, 2), EM_F64, gt);
+    p->grad = em_transpose(g, 0, 1); /* (2, 3) with strides (1, 2) */
+    cr_assert(p->grad && !em_is_contiguous(p->grad), "%s", em_error());
+    em_optim *o = with_group(em_sgd(NULL, (em_sgd_opts){.lr = 0.1}), p);
+    cr_assert(em_optim_step(o) == EM_OK, "%s", em_error());
+    double want[6];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            want[i * 3 + j] = v[i * 3 + j] - 0.1 * gt[j * 2 + i];
+    assert_close(p, want, 1e-15, 1);
+    em_optim_free(o);
+    em_release(g);
+    em_release(p);
+}
+
 /* Copies of every state tensor of o, as em_param_refs naming them. */
 typedef struct {
     int n;
