@@ -1,0 +1,442 @@
+/* The DataLoader: worker threads assemble batches into a bounded ring of slots (condition
+ * variables, no polling); the caller takes them in batch order, so the batches are the same for
+ * any number of workers. A batch's rows come from the epoch's permutation, a pure function of
+ * (seed, epoch). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "data/data.h"
+#include "data/data_internal.h"
+
+typedef enum { SLOT_EMPTY, SLOT_FILLING, SLOT_READY } slot_state;
+
+typedef struct {
+    slot_state state;
+    int64_t batch, rows;
+    float *x;         /* (batch_size, x_numel) */
+    void *y;          /* (batch_size, y_numel) of y_dtype */
+    em_status status; /* of the fill */
+    char msg[512];    /* the worker's error message when status is not EM_OK */
+} slot;
+
+typedef struct {
+    em_loader *dl;
+    float *scratch; /* (2, max_numel): ping-pong buffers for the transform chain */
+} worker;
+
+struct em_loader {
+    const em_dataset *ds;
+    em_loader_opts o;
+    em_transform *tfs;  /* (o.n_transforms) */
+    em_shape x_shape;   /* one sample after the transforms */
+    int64_t x_numel, y_numel, max_numel;
+    size_t y_size;
+    int64_t n, n_batches;
+
+    /* epoch state; written by the calling thread under mu */
+    int64_t epoch;
+    bool started;      /* the epoch's permutation is set and workers may claim batches */
+    int64_t *perm;     /* (n) when shuffling, else NULL */
+    int64_t next_claim, next_consume;
+
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;  /* a batch can be claimed, or stop */
+    pthread_cond_t ready_cv; /* a slot became ready, or in_flight dropped */
+    bool stop;
+    int in_flight;
+    int window; /* slots: num_workers * prefetch_factor, 1 without workers */
+    slot *slots;
+    pthread_t *threads;
+    worker *workers; /* (max(num_workers, 1)); workers[0] also serves the inline path */
+    int n_threads;
+};
+
+/* Load sample idx into row x (x_numel) and y through the transform chain. */
+static em_status load_sample(em_loader *dl, worker *w, int64_t idx, float *x, void *y)
+{
+    int nt = dl->o.n_transforms;
+    float *cur = nt ? w->scratch : x;
+    em_status st = dl->ds->vt->get(dl->ds, idx, cur, y);
+    em_shape shape = dl->ds->x_shape;
+    for (int k = 0; st == EM_OK && k < nt; k++) {
+        float *dst = k == nt - 1 ? x : (cur == w->scratch ? w->scratch + dl->max_numel
+                                                          : w->scratch);
+        st = em_transform_apply(&dl->tfs[k], shape, cur, dst, dl->o.seed, (uint64_t)dl->epoch,
+                                idx, k);
+        em_transform_out_shape(&dl->tfs[k], shape, &shape);
+        cur = dst;
+    }
+    return st;
+}
+
+/* Assemble batch b of the current epoch into s. */
+static em_status fill_batch(em_loader *dl, worker *w, int64_t b, slot *s)
+{
+    int64_t bs = dl->o.batch_size, first = b * bs;
+    s->rows = dl->n - first < bs ? dl->n - first : bs;
+    for (int64_t r = 0; r < s->rows; r++) {
+        int64_t idx = dl->perm ? dl->perm[first + r] : first + r;
+        em_status st = load_sample(dl, w, idx, s->x + r * dl->x_numel,
+                                   (char *)s->y + (size_t)(r * dl->y_numel) * dl->y_size);
+        if (st != EM_OK) {
+            if (!em_has_error())
+                em_set_error(st, "em_loader_next: the dataset failed on sample %lld",
+                             (long long)idx);
+            return st;
+        }
+    }
+    return EM_OK;
+}
+
+static bool claimable(const em_loader *dl)
+{
+    return dl->started && dl->next_claim < dl->n_batches &&
+           dl->next_claim < dl->next_consume + dl->window;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    em_loader *dl = w->dl;
+    pthread_mutex_lock(&dl->mu);
+    for (;;) {
+        while (!dl->stop && !claimable(dl))
+            pthread_cond_wait(&dl->work_cv, &dl->mu);
+        if (dl->stop)
+            break;
+        int64_t b = dl->next_claim++;
+        slot *s = &dl->slots[b % dl->window];
+        s->state = SLOT_FILLING;
+        s->batch = b;
+        dl->in_flight++;
+        pthread_mutex_unlock(&dl->mu);
+
+        em_error_clear();
+        s->status = fill_batch(dl, w, b, s);
+        if (s->status != EM_OK)
+            snprintf(s->msg, sizeof s->msg, "%s", em_error());
+        em_error_clear();
+
+        pthread_mutex_lock(&dl->mu);
+        s->state = SLOT_READY;
+        dl->in_flight--;
+        pthread_cond_broadcast(&dl->ready_cv);
+    }
+    pthread_mutex_unlock(&dl->mu);
+    return NULL;
+}
+
+static void join_workers(em_loader *dl)
+{
+    pthread_mutex_lock(&dl->mu);
+    dl->stop = true;
+    pthread_cond_broadcast(&dl->work_cv);
+    pthread_mutex_unlock(&dl->mu);
+    for (int k = 0; k < dl->n_threads; k++)
+        pthread_join(dl->threads[k], NULL);
+    dl->n_threads = 0;
+    dl->stop = false;
+}
+
+static em_status spawn_workers(em_loader *dl)
+{
+    for (int k = dl->n_threads; k < dl->o.num_workers; k++) {
+        int rc = pthread_create(&dl->threads[k], NULL, worker_main, &dl->workers[k]);
+        if (rc != 0) {
+            join_workers(dl);
+            return em_set_error(EM_ERR_MEMORY, "em_loader_next: cannot start worker thread: %s",
+                                strerror(rc));
+        }
+        dl->n_threads = k + 1;
+    }
+    return EM_OK;
+}
+
+/* Wait (with mu held) until no worker is filling, then forget every prefetched batch. */
+static void quiesce(em_loader *dl)
+{
+    dl->started = false;
+    while (dl->in_flight > 0)
+        pthread_cond_wait(&dl->ready_cv, &dl->mu);
+    for (int k = 0; k < dl->window; k++)
+        dl->slots[k].state = SLOT_EMPTY;
+    dl->next_claim = dl->next_consume;
+}
+
+/* The epoch's permutation: Fisher-Yates driven by Philox keyed by (seed, epoch). */
+static void shuffle(em_loader *dl)
+{
+    uint64_t key = em_data_key(dl->o.seed, (uint64_t)dl->epoch, EM_DATA_STREAM_SHUFFLE);
+    for (int64_t i = 0; i < dl->n; i++)
+        dl->perm[i] = i;
+    for (int64_t i = dl->n - 1; i > 0; i--) {
+        em_philox_block r = em_philox4x32_10((uint64_t)i, key);
+        uint64_t bits = ((uint64_t)r.v[1] << 32) | r.v[0];
+        int64_t j = (int64_t)(((unsigned __int128)bits * (uint64_t)(i + 1)) >> 64);
+        int64_t t = dl->perm[i];
+        dl->perm[i] = dl->perm[j];
+        dl->perm[j] = t;
+    }
+}
+
+static em_status start_epoch(em_loader *dl)
+{
+    if (dl->perm)
+        shuffle(dl);
+    pthread_mutex_lock(&dl->mu);
+    dl->started = true;
+    dl->next_claim = dl->next_consume;
+    pthread_cond_broadcast(&dl->work_cv);
+    pthread_mutex_unlock(&dl->mu);
+    return spawn_workers(dl);
+}
+
+/* Wait for batch b's slot to be ready; EM_ERR_TIMEOUT past the loader's timeout. */
+static em_status wait_ready(em_loader *dl, int64_t b, slot *s)
+{
+    struct timespec deadline;
+    if (dl->o.timeout_ms > 0) {
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += dl->o.timeout_ms / 1000;
+        deadline.tv_nsec += (long)(dl->o.timeout_ms % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&dl->mu);
+    while (!(s->state == SLOT_READY && s->batch == b)) {
+        if (dl->o.timeout_ms <= 0) {
+            pthread_cond_wait(&dl->ready_cv, &dl->mu);
+        } else if (pthread_cond_timedwait(&dl->ready_cv, &dl->mu, &deadline) == ETIMEDOUT &&
+                   !(s->state == SLOT_READY && s->batch == b)) {
+            pthread_mutex_unlock(&dl->mu);
+            return em_set_error(EM_ERR_TIMEOUT, "em_loader_next: batch %lld of epoch %lld not "
+                                "ready after %d ms", (long long)b, (long long)dl->epoch,
+                                dl->o.timeout_ms);
+        }
+    }
+    pthread_mutex_unlock(&dl->mu);
+    return EM_OK;
+}
+
+/* New tensors (in the caller's thread and scope) holding slot s's batch. */
+static em_status make_batch(em_loader *dl, const slot *s, em_batch *batch)
+{
+    em_shape xs = {.ndim = dl->x_shape.ndim + 1}, ys = {.ndim = dl->ds->y_shape.ndim + 1};
+    xs.d[0] = ys.d[0] = s->rows;
+    memcpy(xs.d + 1, dl->x_shape.d, (size_t)dl->x_shape.ndim * sizeof(int64_t));
+    memcpy(ys.d + 1, dl->ds->y_shape.d, (size_t)dl->ds->y_shape.ndim * sizeof(int64_t));
+    em_tensor *x = em_from_data(xs, EM_F32, s->x);
+    em_tensor *y = x ? em_from_data(ys, dl->ds->y_dtype, s->y) : NULL;
+    if (!y) {
+        em_release(x);
+        if (!em_has_error())
+            em_set_error(EM_ERR_MEMORY, "em_loader_next: cannot make the batch tensors");
+        return em_error_status();
+    }
+    batch->x = x;
+    batch->y = y;
+    batch->epoch = dl->epoch;
+    batch->index = s->batch;
+    return EM_OK;
+}
+
+em_status em_loader_next(em_loader *dl, em_batch *batch)
+{
+    if (!dl || !batch)
+        return em_set_error(EM_ERR_ARG, "em_loader_next: NULL loader or batch");
+    *batch = (em_batch){0};
+    if (!dl->started) {
+        em_status st = start_epoch(dl);
+        if (st != EM_OK)
+            return st;
+    }
+    if (dl->next_consume >= dl->n_batches) {
+        pthread_mutex_lock(&dl->mu);
+        quiesce(dl);
+        dl->epoch++;
+        dl->next_consume = dl->next_claim = 0;
+        pthread_mutex_unlock(&dl->mu);
+        if (!dl->o.persistent_workers)
+            join_workers(dl);
+        return EM_END;
+    }
+    int64_t b = dl->next_consume;
+    slot *s = &dl->slots[b % dl->window];
+    em_status st;
+    if (dl->o.num_workers == 0) {
+        s->batch = b;
+        st = fill_batch(dl, &dl->workers[0], b, s);
+    } else {
+        st = wait_ready(dl, b, s);
+        if (st != EM_OK)
+            return st;
+        st = s->status;
+        if (st != EM_OK)
+            em_set_error(st, "%s", s->msg);
+    }
+    if (st == EM_OK)
+        st = make_batch(dl, s, batch);
+    pthread_mutex_lock(&dl->mu);
+    s->state = SLOT_EMPTY;
+    dl->next_consume++;
+    pthread_cond_broadcast(&dl->work_cv);
+    pthread_mutex_unlock(&dl->mu);
+    return st;
+}
+
+int64_t em_loader_num_batches(const em_loader *dl)
+{
+    return dl ? dl->n_batches : 0;
+}
+
+em_loader_pos em_loader_position(const em_loader *dl)
+{
+    return dl ? (em_loader_pos){dl->epoch, dl->next_consume} : (em_loader_pos){0, 0};
+}
+
+em_status em_loader_set_position(em_loader *dl, em_loader_pos pos)
+{
+    if (!dl)
+        return em_set_error(EM_ERR_ARG, "em_loader_set_position: loader is NULL");
+    if (pos.epoch < 0 || pos.batch < 0 || pos.batch > dl->n_batches)
+        return em_set_error(EM_ERR_ARG, "em_loader_set_position: epoch %lld, batch %lld: batch "
+                            "must be in [0, %lld]", (long long)pos.epoch, (long long)pos.batch,
+                            (long long)dl->n_batches);
+    pthread_mutex_lock(&dl->mu);
+    quiesce(dl);
+    dl->epoch = pos.epoch;
+    dl->next_consume = dl->next_claim = pos.batch;
+    pthread_mutex_unlock(&dl->mu);
+    return EM_OK;
+}
+
+void em_loader_free(em_loader *dl)
+{
+    if (!dl)
+        return;
+    join_workers(dl);
+    for (int k = 0; dl->slots && k < dl->window; k++) {
+        free(dl->slots[k].x);
+        free(dl->slots[k].y);
+    }
+    int nw = dl->o.num_workers > 0 ? dl->o.num_workers : 1;
+    for (int k = 0; dl->workers && k < nw; k++)
+        free(dl->workers[k].scratch);
+    pthread_mutex_destroy(&dl->mu);
+    pthread_cond_destroy(&dl->work_cv);
+    pthread_cond_destroy(&dl->ready_cv);
+    free(dl->slots);
+    free(dl->workers);
+    free(dl->threads);
+    free(dl->perm);
+    free(dl->tfs);
+    free(dl);
+}
+
+/* The sample shape after the transforms, and the largest sample along the way. */
+static em_status chain_shapes(em_loader *dl)
+{
+    em_shape s = dl->ds->x_shape;
+    dl->max_numel = em_data_numel(&s);
+    for (int k = 0; k < dl->o.n_transforms; k++) {
+        em_status st = em_transform_out_shape(&dl->tfs[k], s, &s);
+        if (st != EM_OK)
+            return st;
+        if (em_data_numel(&s) > dl->max_numel)
+            dl->max_numel = em_data_numel(&s);
+    }
+    dl->x_shape = s;
+    dl->x_numel = em_data_numel(&s);
+    return EM_OK;
+}
+
+static bool alloc_buffers(em_loader *dl)
+{
+    int nw = dl->o.num_workers > 0 ? dl->o.num_workers : 1;
+    size_t bs = (size_t)dl->o.batch_size;
+    dl->slots = calloc((size_t)dl->window, sizeof *dl->slots);
+    dl->workers = calloc((size_t)nw, sizeof *dl->workers);
+    dl->threads = calloc((size_t)nw, sizeof *dl->threads);
+    if (!dl->slots || !dl->workers || !dl->threads)
+        return false;
+    for (int k = 0; k < dl->window; k++) {
+        dl->slots[k].x = malloc(bs * (size_t)dl->x_numel * sizeof(float) + 1);
+        dl->slots[k].y = malloc(bs * (size_t)dl->y_numel * dl->y_size + 1);
+        if (!dl->slots[k].x || !dl->slots[k].y)
+            return false;
+    }
+    for (int k = 0; k < nw; k++) {
+        dl->workers[k].dl = dl;
+        if (dl->o.n_transforms &&
+            !(dl->workers[k].scratch = malloc(2 * (size_t)dl->max_numel * sizeof(float))))
+            return false;
+    }
+    if (dl->o.shuffle && !(dl->perm = malloc((size_t)dl->n * sizeof *dl->perm + 1)))
+        return false;
+    return true;
+}
+
+em_loader *em_loader_new(const em_dataset *ds, em_loader_opts opts)
+{
+    if (!ds) {
+        em_set_error(EM_ERR_ARG, "em_loader_new: dataset is NULL");
+        return NULL;
+    }
+    if (opts.batch_size < 0 || opts.num_workers < 0 || opts.prefetch_factor < 0 ||
+        opts.timeout_ms < 0 || opts.n_transforms < 0 || (opts.n_transforms && !opts.transforms)) {
+        em_set_error(EM_ERR_ARG, "em_loader_new: negative option or missing transforms "
+                     "(batch_size %lld, num_workers %d, prefetch_factor %d, timeout_ms %d, "
+                     "n_transforms %d)", (long long)opts.batch_size, opts.num_workers,
+                     opts.prefetch_factor, opts.timeout_ms, opts.n_transforms);
+        return NULL;
+    }
+    if (ds->y_dtype != EM_I64 && ds->y_dtype != EM_F32) {
+        em_set_error(EM_ERR_ARG, "em_loader_new: dataset targets are %s; i64 or f32 expected",
+                     em_dtype_name(ds->y_dtype));
+        return NULL;
+    }
+    em_loader *dl = calloc(1, sizeof *dl);
+    if (!dl) {
+        em_set_error(EM_ERR_MEMORY, "em_loader_new: out of memory");
+        return NULL;
+    }
+    dl->ds = ds;
+    dl->o = opts;
+    dl->o.batch_size = opts.batch_size ? opts.batch_size : 1;
+    dl->o.prefetch_factor = opts.prefetch_factor ? opts.prefetch_factor : 2;
+    dl->o.transforms = NULL;
+    dl->window = opts.num_workers ? opts.num_workers * dl->o.prefetch_factor : 1;
+    dl->y_numel = em_data_numel(&ds->y_shape);
+    dl->y_size = em_dtype_size(ds->y_dtype);
+    dl->n = ds->vt->len(ds);
+    dl->n_batches = opts.drop_last ? dl->n / dl->o.batch_size
+                                   : (dl->n + dl->o.batch_size - 1) / dl->o.batch_size;
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_mutex_init(&dl->mu, NULL);
+    pthread_cond_init(&dl->work_cv, NULL);
+    pthread_cond_init(&dl->ready_cv, &attr);
+    pthread_condattr_destroy(&attr);
+    if (opts.n_transforms) {
+        dl->tfs = malloc((size_t)opts.n_transforms * sizeof *dl->tfs);
+        if (dl->tfs)
+            memcpy(dl->tfs, opts.transforms, (size_t)opts.n_transforms * sizeof *dl->tfs);
+    }
+    em_status st = (opts.n_transforms && !dl->tfs) ? EM_ERR_MEMORY : chain_shapes(dl);
+    if (st == EM_OK && !alloc_buffers(dl))
+        st = EM_ERR_MEMORY;
+    if (st != EM_OK) {
+        if (st == EM_ERR_MEMORY)
+            em_set_error(EM_ERR_MEMORY, "em_loader_new: out of memory for %d slots of %lld "
+                         "samples", dl->window, (long long)dl->o.batch_size);
+        em_loader_free(dl);
+        return NULL;
+    }
+    return dl;
+}
