@@ -70,12 +70,16 @@ em_tensor *em_batch_norm(const em_tensor *x, em_tensor *running_mean, em_tensor 
         mean = em_mean(x, dims, nd, true);
         var = em_var(x, dims, nd, 0, true);
         bool prev = em_set_grad_enabled(false);
-        if (mean && var && running_mean && running_var &&
-            (update_running(running_mean, mean, momentum) != EM_OK ||
-             update_running(running_var, em_mul_scalar(var, (double)n / (double)(n - 1)),
-                            momentum) != EM_OK))
-            mean = NULL;
+        em_status st = EM_OK;
+        if (mean && var && running_mean && running_var) {
+            st = update_running(running_mean, mean, momentum);
+            em_tensor *unbiased = em_mul_scalar(var, (double)n / (double)(n - 1));
+            if (st == EM_OK)
+                st = update_running(running_var, unbiased, momentum);
+        }
         em_set_grad_enabled(prev);
+        if (st != EM_OK)
+            mean = NULL; /* the error is set; the ops below pass the NULL on */
     } else {
         mean = per_channel(running_mean, x);
         var = per_channel(running_var, x);

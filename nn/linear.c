@@ -18,8 +18,8 @@ static em_tensor *linear_forward(em_module *m, const em_tensor *x)
 static void linear_describe(const em_module *m, char *buf, size_t n)
 {
     const linear_layer *l = (const linear_layer *)m;
-    snprintf(buf, n, "in_features=%lld, out_features=%lld, bias=%s",
-             (long long)l->in_features, (long long)l->out_features, m->n_params > 1 ? "true" : "false");
+    snprintf(buf, n, "in_features=%lld, out_features=%lld, bias=%s", (long long)l->in_features,
+             (long long)l->out_features, m->n_params > 1 ? "true" : "false");
 }
 
 static const em_module_type linear_type = {"Linear", linear_forward, NULL, linear_describe};

@@ -1,5 +1,5 @@
-/* What the nn/ files share beyond nn.h: the forward hook the summary uses, and the way a
- * layer constructor takes its fresh parameters. Not installed. */
+/* What the nn/ files share beyond nn.h: the forward hook the summary uses, and the allocation
+ * every layer constructor starts with. Not installed. */
 #ifndef EMBER_NN_INTERNAL_H
 #define EMBER_NN_INTERNAL_H
 

@@ -58,7 +58,8 @@ em_module *em_avg_pool2d_layer(int64_t kernel, int64_t stride, int64_t padding)
     return pool2d_layer_new(false, kernel, stride, padding, "em_avg_pool2d_layer");
 }
 
-/* One adaptive bin along dim: the means of its windows, joined along dim. x (N, C, H, W) */
+/* Adaptive average pooling of x (N, C, H, W) along dim (2 or 3) to out bins: avg_pool2d when
+ * the size divides evenly, else the mean of each bin's window, joined along dim. */
 static em_tensor *adaptive_dim(const em_tensor *x, int dim, int64_t out)
 {
     int64_t in = x->shape[dim];

@@ -52,7 +52,8 @@ Test(nn_losses, cross_entropy_reductions)
     cr_assert_eq(mean->ndim, 0);
     expect(em_cross_entropy(x, t, (em_cross_entropy_opts){.reduction = EM_REDUCTION_SUM}), 1,
            (double[]){5.1486821906}, 1e-9);
-    em_tensor *none = em_cross_entropy(x, t, (em_cross_entropy_opts){.reduction = EM_REDUCTION_NONE});
+    em_cross_entropy_opts o = {.reduction = EM_REDUCTION_NONE};
+    em_tensor *none = em_cross_entropy(x, t, o);
     expect(none, 4, (double[]){1.4643687841, 0.1817844856, 3.0949229564, 0.4076059644}, 1e-9);
     cr_assert_eq(none->ndim, 1);
 }
