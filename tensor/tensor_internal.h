@@ -29,4 +29,9 @@ const em_backend *em_tensor_backend(const em_tensor *t, const char *fn);
 /* Turn a kernel's return code into a status, recording "fn: not supported for dtype on device". */
 em_status em_kernel_status(int rc, const char *fn, const em_tensor *t);
 
+/* Called with a dying tensor's node (t->node != NULL when its last reference goes). The tensor
+ * layer cannot include autograd headers, so autograd sets this to em_node_release before it
+ * attaches the first node; NULL until then. */
+extern void (*em_tensor_node_release_hook)(struct em_node *node);
+
 #endif

@@ -1,0 +1,92 @@
+/* Random tensors: each takes the next ceil(numel / 4) Philox counters of its generator and is
+ * filled by the backend's rng_fill, so a seed gives the same tensor on any thread count. */
+#include <math.h>
+
+#include "tensor/core_internal.h"
+
+static em_tensor *random_tensor(const char *fn, em_shape shape, em_dtype dtype, em_rng_dist dist,
+                                double p0, double p1, em_generator *gen)
+{
+    em_tensor *t = em_tensor_new(fn, &shape, dtype, EM_CPU);
+    if (!t)
+        return NULL;
+    em_generator *g = gen ? gen : em_default_generator();
+    uint64_t seed = __atomic_load_n(&g->seed, __ATOMIC_RELAXED);
+    uint64_t offset = em_generator_advance(g, ((uint64_t)em_numel(t) + 3) / 4);
+    const em_backend *be = em_backend_get(t->device);
+    em_arr a = em_tensor_arr(t);
+    int rc = be->rng_fill ? be->rng_fill(dist, p0, p1, seed, offset, &a) : EM_KERNEL_UNSUPPORTED;
+    if (em_kernel_status(rc, fn, t) != EM_OK) {
+        em_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* false with "fn: dtype must be floating: i32" for a valid non-float dtype */
+static bool check_float(const char *fn, em_dtype dtype)
+{
+    if (em_dtype_valid(dtype) && !em_dtype_is_float(dtype)) {
+        em_set_error(EM_ERR_ARG, "%s: dtype must be floating: %s", fn, em_dtype_name(dtype));
+        return false;
+    }
+    return true;
+}
+
+em_tensor *em_rand(em_shape shape, em_dtype dtype, em_generator *gen)
+{
+    if (!check_float("em_rand", dtype))
+        return NULL;
+    return random_tensor("em_rand", shape, dtype, EM_RNG_UNIFORM, 0.0, 1.0, gen);
+}
+
+em_tensor *em_randn(em_shape shape, em_dtype dtype, em_generator *gen)
+{
+    if (!check_float("em_randn", dtype))
+        return NULL;
+    return random_tensor("em_randn", shape, dtype, EM_RNG_NORMAL, 0.0, 1.0, gen);
+}
+
+em_tensor *em_uniform(em_shape shape, em_dtype dtype, double low, double high, em_generator *gen)
+{
+    static const char fn[] = "em_uniform";
+    if (!check_float(fn, dtype))
+        return NULL;
+    if (!(isfinite(low) && isfinite(high) && low <= high)) {
+        em_set_error(EM_ERR_ARG, "%s: need finite low <= high: %g, %g", fn, low, high);
+        return NULL;
+    }
+    return random_tensor(fn, shape, dtype, EM_RNG_UNIFORM, low, high, gen);
+}
+
+em_tensor *em_normal(em_shape shape, em_dtype dtype, double mean, double std, em_generator *gen)
+{
+    static const char fn[] = "em_normal";
+    if (!check_float(fn, dtype))
+        return NULL;
+    if (!(isfinite(mean) && isfinite(std) && std >= 0)) {
+        em_set_error(EM_ERR_ARG, "%s: need a finite mean and std >= 0: %g, %g", fn, mean, std);
+        return NULL;
+    }
+    return random_tensor(fn, shape, dtype, EM_RNG_NORMAL, mean, std, gen);
+}
+
+em_tensor *em_randint(em_shape shape, em_dtype dtype, int64_t low, int64_t high, em_generator *gen)
+{
+    if (low >= high) {
+        em_set_error(EM_ERR_ARG, "em_randint: low must be below high: %lld, %lld",
+                     (long long)low, (long long)high);
+        return NULL;
+    }
+    return random_tensor("em_randint", shape, dtype, EM_RNG_RANDINT, (double)low, (double)high,
+                         gen);
+}
+
+em_tensor *em_bernoulli(em_shape shape, em_dtype dtype, double p, em_generator *gen)
+{
+    if (!(p >= 0 && p <= 1)) {
+        em_set_error(EM_ERR_ARG, "em_bernoulli: p must be in [0, 1]: %g", p);
+        return NULL;
+    }
+    return random_tensor("em_bernoulli", shape, dtype, EM_RNG_BERNOULLI, p, 0.0, gen);
+}

@@ -1,0 +1,43 @@
+/* Sticky, thread-local errors: the first message and status since the last em_error_clear(). */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "tensor/error.h"
+
+#define ERROR_MAX 512
+
+static _Thread_local em_status first_status = EM_OK;
+static _Thread_local char first_message[ERROR_MAX];
+
+const char *em_error(void)
+{
+    return first_message;
+}
+
+em_status em_error_status(void)
+{
+    return first_status;
+}
+
+bool em_has_error(void)
+{
+    return first_status != EM_OK;
+}
+
+void em_error_clear(void)
+{
+    first_status = EM_OK;
+    first_message[0] = '\0';
+}
+
+em_status em_set_error(em_status status, const char *fmt, ...)
+{
+    if (first_status != EM_OK || status == EM_OK)
+        return status;
+    first_status = status;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(first_message, sizeof first_message, fmt, ap);
+    va_end(ap);
+    return status;
+}

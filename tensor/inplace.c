@@ -1,0 +1,100 @@
+/* In-place writes outside autograd (initialisation, optimizer updates) and copies between
+ * devices. */
+#include "tensor/core_internal.h"
+
+/* A contiguous copy of t on device (t itself, retained, when it is already contiguous there). */
+static em_tensor *contiguous_on(const char *fn, const em_tensor *t, em_device device)
+{
+    if (t->device == device)
+        return em_tensor_contiguous_raw(t);
+    em_tensor *src = em_tensor_contiguous_raw(t);
+    if (!src)
+        return NULL;
+    em_shape s = em_shape_of(t);
+    em_tensor *out = em_tensor_new(fn, &s, t->dtype, device);
+    if (out) {
+        size_t nbytes = (size_t)em_numel(t) * em_dtype_size(t->dtype);
+        /* one side is the CPU: the other device's backend moves the bytes */
+        int rc = t->device == EM_CPU
+                     ? em_backend_get(device)->copy_from_host(out->storage->data, em_data_ptr(src),
+                                                              nbytes)
+                     : em_backend_get(t->device)->copy_to_host(out->storage->data,
+                                                               em_data_ptr(src), nbytes);
+        if (em_kernel_status(rc, fn, t) != EM_OK) {
+            em_release(out);
+            out = NULL;
+        }
+    }
+    em_release(src);
+    return out;
+}
+
+em_tensor *em_to_device(const em_tensor *t, em_device device)
+{
+    static const char fn[] = "em_to_device";
+    if (!t) {
+        em_set_error(EM_ERR_ARG, "%s: NULL tensor", fn);
+        return NULL;
+    }
+    if ((unsigned)device >= EM_NDEVICES) {
+        em_set_error(EM_ERR_ARG, "%s: device invalid", fn);
+        return NULL;
+    }
+    if (!em_backend_get(device)) {
+        em_set_error(EM_ERR_UNSUPPORTED, "%s: %s backend not available", fn,
+                     em_device_name(device));
+        return NULL;
+    }
+    if (t->device == device) /* always a new tensor, even on the same device */
+        return em_tensor_cast_raw(t, t->dtype);
+    return contiguous_on(fn, t, device);
+}
+
+em_status em_copy_(em_tensor *dst, const em_tensor *src)
+{
+    static const char fn[] = "em_copy_";
+    if (!dst || !src)
+        return em_set_error(EM_ERR_ARG, "%s: NULL tensor", fn);
+    em_shape ds = em_shape_of(dst), ss = em_shape_of(src), bs;
+    bool ok = em_broadcast_shapes(&ss, &ds, &bs) && bs.ndim == ds.ndim;
+    for (int i = 0; ok && i < ds.ndim; i++)
+        ok = bs.d[i] == ds.d[i];
+    if (!ok) {
+        char a[160], b[160];
+        return em_set_error(EM_ERR_ARG, "%s: source %s does not broadcast to destination %s", fn,
+                            em_shape_fmt(&ss, a, sizeof a), em_shape_fmt(&ds, b, sizeof b));
+    }
+    const em_backend *be = em_tensor_backend(dst, fn);
+    if (!be)
+        return em_error_status();
+    /* a source on another device, or sharing dst's storage, is first copied out of the way */
+    em_tensor *tmp = NULL;
+    if (src->device != dst->device)
+        tmp = contiguous_on(fn, src, dst->device);
+    else if (src->storage == dst->storage)
+        tmp = em_tensor_cast_raw(src, src->dtype);
+    if ((src->device != dst->device || src->storage == dst->storage) && !tmp)
+        return em_error_status();
+    em_arr out = em_tensor_arr(dst), in = em_tensor_arr_broadcast(tmp ? tmp : src, &ds);
+    em_status st = em_kernel_status(be->copy(&out, &in), fn, dst);
+    em_release(tmp);
+    return st;
+}
+
+em_status em_fill_(em_tensor *t, double value)
+{
+    const em_backend *be = em_tensor_backend(t, "em_fill_");
+    if (!be)
+        return em_error_status();
+    em_arr a = em_tensor_arr(t);
+    return em_kernel_status(be->fill(&a, value), "em_fill_", t);
+}
+
+em_status em_zero_(em_tensor *t)
+{
+    const em_backend *be = em_tensor_backend(t, "em_zero_");
+    if (!be)
+        return em_error_status();
+    em_arr a = em_tensor_arr(t);
+    return em_kernel_status(be->fill(&a, 0.0), "em_zero_", t);
+}

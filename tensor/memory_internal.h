@@ -1,0 +1,14 @@
+/* The accounting allocator behind every storage: the device backend's alloc/free, counted in
+ * em_memory_get_stats(). Not installed. */
+#ifndef EMBER_MEMORY_INTERNAL_H
+#define EMBER_MEMORY_INTERNAL_H
+
+#include "tensor/memory.h"
+
+/* nbytes on device through its backend, counted; NULL when out of memory or the device has no
+ * backend (no error is recorded: the caller names itself in one). */
+void *em_memory_alloc(em_device device, size_t nbytes);
+/* Give back a block from em_memory_alloc, with the size it was asked for. */
+void em_memory_free(em_device device, void *ptr, size_t nbytes);
+
+#endif

@@ -1,0 +1,37 @@
+/* Storage: refcounted bytes on one device, allocated and freed through the accounting allocator. */
+#include <stdlib.h>
+
+#include "tensor/core_internal.h"
+#include "tensor/memory_internal.h"
+
+em_storage *em_storage_new(const char *fn, em_device device, size_t nbytes)
+{
+    if (!em_backend_get(device)) {
+        em_set_error(EM_ERR_UNSUPPORTED, "%s: %s backend not available", fn,
+                     em_device_name(device));
+        return NULL;
+    }
+    em_storage *s = malloc(sizeof *s);
+    void *data = s ? em_memory_alloc(device, nbytes) : NULL;
+    if (!data) {
+        free(s);
+        em_set_error(EM_ERR_MEMORY, "%s: out of memory allocating %zu bytes on %s", fn, nbytes,
+                     em_device_name(device));
+        return NULL;
+    }
+    *s = (em_storage){.data = data, .nbytes = nbytes, .device = device, .refcount = 1};
+    return s;
+}
+
+void em_storage_retain(em_storage *s)
+{
+    __atomic_add_fetch(&s->refcount, 1, __ATOMIC_RELAXED);
+}
+
+void em_storage_release(em_storage *s)
+{
+    if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    em_memory_free(s->device, s->data, s->nbytes);
+    free(s);
+}
