@@ -60,7 +60,8 @@ em_dataset *em_dataset_csv(const char *path, em_csv_opts opts);
 
 /* One subfolder of root per class (classes sorted by name, index = position), holding PNG, JPEG
  * or BMP files (sorted by name). Images are decoded when a sample is read, converted to grayscale
- * or RGB, resized bilinearly to (height, width) and scaled to [0, 1]: x (channels, height, width). */
+ * or RGB, resized bilinearly to (height, width) and scaled to [0, 1]:
+ * x (channels, height, width). */
 typedef struct {
     int height, width; /* required */
     int channels;      /* 1 (grayscale) or 3 (RGB); 0: 3 */

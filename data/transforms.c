@@ -1,5 +1,6 @@
-/* Per-sample transforms: normalize, random crop with zero padding, random horizontal flip. Random
- * draws come from Philox(counter = sample index, key = (seed, epoch, stage)): worker-independent. */
+/* Per-sample transforms: normalize, random crop with zero padding, random horizontal flip.
+ * Random draws come from Philox(counter = sample index, key = (seed, epoch, stage)), so they do
+ * not depend on which worker ran. */
 #include <string.h>
 
 #include "data/data.h"

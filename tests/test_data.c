@@ -290,6 +290,54 @@ static void write_gray_bmp(const char *path, int w, int h, const uint8_t *gray)
     free(rgb);
 }
 
+static void put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static void png_chunk(FILE *f, const char *type, const uint8_t *data, uint32_t len)
+{
+    uint8_t be[4];
+    put_be32(be, len);
+    fwrite(be, 1, 4, f);
+    fwrite(type, 1, 4, f);
+    fwrite(data, 1, len, f);
+    uLong crc = crc32(crc32(0, (const Bytef *)type, 4), data, len);
+    put_be32(be, (uint32_t)crc);
+    fwrite(be, 1, 4, f);
+}
+
+/* An 8-bit PNG, grayscale (channels 1) or RGB (3), rows unfiltered, zlib-compressed. */
+static void write_png(const char *path, int w, int h, int channels, const uint8_t *pixels)
+{
+    size_t row = (size_t)w * channels, raw_len = (row + 1) * h;
+    uint8_t *raw = malloc(raw_len);
+    for (int y = 0; y < h; y++) {
+        raw[y * (row + 1)] = 0;
+        memcpy(raw + y * (row + 1) + 1, pixels + y * row, row);
+    }
+    uLongf z_len = compressBound(raw_len);
+    uint8_t *z = malloc(z_len);
+    cr_assert_eq(compress(z, &z_len, raw, raw_len), Z_OK);
+    uint8_t ihdr[13] = {0};
+    put_be32(ihdr, (uint32_t)w);
+    put_be32(ihdr + 4, (uint32_t)h);
+    ihdr[8] = 8;
+    ihdr[9] = channels == 1 ? 0 : 2;
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    fwrite("\x89PNG\r\n\x1a\n", 1, 8, f);
+    png_chunk(f, "IHDR", ihdr, 13);
+    png_chunk(f, "IDAT", z, (uint32_t)z_len);
+    png_chunk(f, "IEND", NULL, 0);
+    fclose(f);
+    free(raw);
+    free(z);
+}
+
 /* root/cat/{a,b}.bmp and root/dog/c.bmp, plus things the folder reader must ignore. */
 static const char *make_folder(void)
 {
@@ -329,6 +377,34 @@ Test(data, image_folder_rgb_exact)
         cr_assert_eq(x[k], planar[k] / 255.0f, "element %d: %g", k, x[k]);
     cr_assert_eq(em_dataset_get(ds, 2, x, &y), EM_OK);
     cr_assert_eq(y, 1);
+    em_dataset_free(ds);
+}
+
+Test(data, image_folder_png_gray_and_rgb)
+{
+    char root[256];
+    snprintf(root, sizeof root, "%s/png", tmpdir);
+    mkdir(root, 0755);
+    mkdir(tmp_path("png/ant"), 0755);
+    mkdir(tmp_path("png/bee"), 0755);
+    static const uint8_t gray[3] = {0, 51, 255};                     /* 3x1 */
+    static const uint8_t rgb[3 * 3] = {1, 2, 3, 4, 5, 6, 250, 251, 252}; /* 3x1 */
+    write_png(tmp_path("png/ant/g.png"), 3, 1, 1, gray);
+    write_png(tmp_path("png/bee/c.png"), 3, 1, 3, rgb);
+    em_dataset *ds = em_dataset_image_folder(root, (em_image_folder_opts){.height = 1, .width = 3});
+    cr_assert_not_null(ds, "%s", em_error());
+    float x[9];
+    int64_t y;
+    cr_assert_eq(em_dataset_get(ds, 0, x, &y), EM_OK, "%s", em_error());
+    cr_assert_eq(y, 0);
+    for (int c = 0; c < 3; c++) /* gray expands to three equal planes */
+        for (int j = 0; j < 3; j++)
+            cr_assert_eq(x[c * 3 + j], gray[j] / 255.0f);
+    cr_assert_eq(em_dataset_get(ds, 1, x, &y), EM_OK, "%s", em_error());
+    cr_assert_eq(y, 1);
+    for (int c = 0; c < 3; c++)
+        for (int j = 0; j < 3; j++)
+            cr_assert_eq(x[c * 3 + j], rgb[j * 3 + c] / 255.0f);
     em_dataset_free(ds);
 }
 
