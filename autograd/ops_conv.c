@@ -66,8 +66,10 @@ em_tensor *em_conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *b,
               p[4] > 0 && p[5] > 0 && p[6] > 0 && x->shape[1] % p[6] == 0 &&
               w->shape[0] % p[6] == 0 && w->shape[1] * p[6] == x->shape[1] &&
               (!b || (b->ndim == 1 && b->shape[0] == w->shape[0]));
+    ok = ok && x->shape[2] + 2 * p[2] >= p[4] * (w->shape[2] - 1) + 1 &&
+         x->shape[3] + 2 * p[3] >= p[5] * (w->shape[3] - 1) + 1;
     em_conv2d_shape s = ok ? conv_shape(x, w, p) : (em_conv2d_shape){0};
-    if (!ok || s.h_out <= 0 || s.w_out <= 0) {
+    if (!ok) {
         em_set_error(EM_ERR_ARG, "%s: bad shapes x %s, w %s, b %s (groups %lld)", fn,
                      em_shape_str(x, sx, sizeof sx), em_shape_str(w, sw, sizeof sw),
                      b ? em_shape_str(b, sb, sizeof sb) : "none", (long long)p[6]);

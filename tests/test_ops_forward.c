@@ -1,0 +1,173 @@
+/* Forward values of the ops against hand-computed results: matmul, linear, softmax, conv2d,
+ * pooling, reductions, joining, where; and that views share storage and BLAS gets no copies. */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "ember.h"
+
+/* every tensor a test makes belongs to a scope around it, so nothing outlives the test */
+TestSuite(ops_forward, .init = em_scope_begin, .fini = em_scope_end);
+
+static void expect_values(const em_tensor *t, const double *want, int64_t n, double tol)
+{
+    cr_assert_not_null(t, "%s", em_error());
+    cr_assert_eq(em_numel(t), n);
+    double v[64];
+    cr_assert_eq(em_copy_to_host(t, EM_F64, v), EM_OK);
+    for (int64_t i = 0; i < n; i++)
+        cr_expect(fabs(v[i] - want[i]) <= tol, "element %lld: %.9g, want %.9g", (long long)i,
+                  v[i], want[i]);
+}
+
+static em_tensor *mat(em_shape s, const double *v)
+{
+    return em_from_data(s, EM_F64, v);
+}
+
+Test(ops_forward, matmul_known_values)
+{
+    em_tensor *a = mat(EM_SHAPE(2, 2), (double[]){1, 2, 3, 4});
+    em_tensor *b = mat(EM_SHAPE(2, 2), (double[]){5, 6, 7, 8});
+    expect_values(em_matmul(a, b), (double[]){19, 22, 43, 50}, 4, 0);
+    expect_values(em_matmul(em_transpose(a, 0, 1), b), (double[]){26, 30, 38, 44}, 4, 0);
+    expect_values(em_matmul(a, em_transpose(b, 0, 1)), (double[]){17, 23, 39, 53}, 4, 0);
+    em_tensor *u = mat(EM_SHAPE(3), (double[]){1, 2, 3}), *v = mat(EM_SHAPE(3), (double[]){4, 5, 6});
+    em_tensor *dot = em_matmul(u, v);
+    cr_expect_eq(dot->ndim, 0);
+    cr_expect_eq(em_item(dot), 32.0);
+    expect_values(em_matmul(a, mat(EM_SHAPE(2), (double[]){1, -1})), (double[]){-1, -1}, 2, 0);
+    em_tensor *f = em_to_dtype(a, EM_F32);
+    em_tensor *ff = em_matmul(f, f);
+    cr_expect_eq(ff->dtype, EM_F32);
+    expect_values(ff, (double[]){7, 10, 15, 22}, 4, 0);
+    em_tensor *batch = em_matmul(em_stack((em_tensor *[]){a, b}, 2, 0), a); /* (2,2,2) */
+    expect_values(batch, (double[]){7, 10, 15, 22, 23, 34, 31, 46}, 8, 0);
+}
+
+Test(ops_forward, transposed_views_reach_gemm_without_copies)
+{
+    em_tensor *a = em_randn(EM_SHAPE(32, 16), EM_F32, NULL);
+    em_tensor *b = em_randn(EM_SHAPE(8, 32), EM_F32, NULL);
+    em_tensor *at = em_transpose(a, 0, 1), *bt = em_transpose(b, 0, 1);
+    uint64_t before = em_memory_get_stats(EM_CPU).n_allocs;
+    em_tensor *y = em_matmul(at, bt); /* (16, 8): only the output is allocated */
+    cr_assert_not_null(y, "%s", em_error());
+    cr_expect_eq(em_memory_get_stats(EM_CPU).n_allocs - before, 1);
+    em_tensor *w = em_randn(EM_SHAPE(4, 8), EM_F32, NULL), *bias = em_zeros(EM_SHAPE(4), EM_F32);
+    before = em_memory_get_stats(EM_CPU).n_allocs;
+    em_tensor *z = em_linear(y, w, bias);
+    cr_assert_not_null(z, "%s", em_error());
+    cr_expect_eq(em_memory_get_stats(EM_CPU).n_allocs - before, 1);
+    em_tensor *ref = em_matmul(y, em_transpose(w, 0, 1));
+    float zv[64], rv[64];
+    em_copy_to_host(z, EM_F32, zv);
+    em_copy_to_host(ref, EM_F32, rv);
+    for (int i = 0; i < 64; i++)
+        cr_expect_float_eq(zv[i], rv[i], 1e-5f);
+}
+
+Test(ops_forward, linear_with_bias_and_batch)
+{
+    em_tensor *x = mat(EM_SHAPE(2, 1, 2), (double[]){1, 2, -1, 0});
+    em_tensor *w = mat(EM_SHAPE(3, 2), (double[]){1, 0, 0, 1, 1, 1});
+    em_tensor *b = mat(EM_SHAPE(3), (double[]){10, 20, 30});
+    em_tensor *y = em_linear(x, w, b);
+    cr_assert_eq(y->ndim, 3);
+    cr_expect_eq(y->shape[2], 3);
+    expect_values(y, (double[]){11, 22, 33, 9, 20, 29}, 6, 0);
+    expect_values(em_linear(x, w, NULL), (double[]){1, 2, 3, -1, 0, -1}, 6, 0);
+}
+
+Test(ops_forward, softmax_of_1_2_3)
+{
+    em_tensor *x = mat(EM_SHAPE(3), (double[]){1, 2, 3});
+    double want[3] = {0.0900305731703805, 0.2447284710547976, 0.6652409557748219};
+    expect_values(em_softmax(x, 0), want, 3, 1e-12);
+    double lw[3] = {log(want[0]), log(want[1]), log(want[2])};
+    expect_values(em_log_softmax(x, -1), lw, 3, 1e-12);
+    em_tensor *m = mat(EM_SHAPE(3, 2), (double[]){1, 0, 2, 0, 3, 0}); /* softmax down columns */
+    expect_values(em_softmax(m, 0), (double[]){want[0], 1.0 / 3, want[1], 1.0 / 3, want[2], 1.0 / 3},
+                  6, 1e-12);
+}
+
+Test(ops_forward, conv2d_small_known)
+{
+    em_tensor *x = em_reshape(em_arange(1, 10, 1, EM_F64), EM_SHAPE(1, 1, 3, 3));
+    em_tensor *w = mat(EM_SHAPE(1, 1, 2, 2), (double[]){1, 0, 0, -1});
+    em_tensor *b = mat(EM_SHAPE(1), (double[]){1});
+    expect_values(em_conv2d(x, w, b, (em_conv2d_opts){.groups = 1}), (double[]){-3, -3, -3, -3},
+                  4, 0);
+    /* padding 1, stride 3: each window sees one corner of x */
+    em_tensor *y = em_conv2d(x, w, NULL, (em_conv2d_opts){.padding = {1, 1}, .stride = {3, 3}});
+    cr_assert_not_null(y, "%s", em_error());
+    cr_expect_eq(y->shape[2], 2);
+    expect_values(y, (double[]){-1, 0, 0, 9}, 4, 0);
+}
+
+Test(ops_forward, pooling_known)
+{
+    em_tensor *x = em_reshape(em_arange(0, 16, 1, EM_F64), EM_SHAPE(1, 1, 4, 4));
+    expect_values(em_max_pool2d(x, (em_pool2d_opts){.kernel = {2, 2}}), (double[]){5, 7, 13, 15},
+                  4, 0);
+    expect_values(em_avg_pool2d(x, (em_pool2d_opts){.kernel = {2, 2}}),
+                  (double[]){2.5, 4.5, 10.5, 12.5}, 4, 0);
+    /* 3x3 windows with padding 1, stride 2: top-left window holds 0,1,4,5 */
+    em_pool2d_opts o = {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}};
+    em_tensor *inc = em_avg_pool2d(x, o);
+    o.exclude_pad = true;
+    em_tensor *exc = em_avg_pool2d(x, o);
+    cr_expect_float_eq(em_get(inc, (int64_t[]){0, 0, 0, 0}), 10.0 / 9, 1e-12);
+    cr_expect_float_eq(em_get(exc, (int64_t[]){0, 0, 0, 0}), 10.0 / 4, 1e-12);
+}
+
+Test(ops_forward, reductions_known)
+{
+    em_tensor *x = mat(EM_SHAPE(2, 2), (double[]){1, 2, 3, 4});
+    expect_values(em_sum(x, (int[]){0}, 1, false), (double[]){4, 6}, 2, 0);
+    em_tensor *k = em_mean(x, (int[]){1}, 1, true);
+    cr_expect_eq(k->ndim, 2);
+    expect_values(k, (double[]){1.5, 3.5}, 2, 0);
+    cr_expect_float_eq(em_item(em_var(x, NULL, 0, 1, false)), 5.0 / 3, 1e-12);
+    cr_expect_float_eq(em_item(em_var(x, NULL, 0, 0, false)), 1.25, 1e-12);
+    cr_expect_eq(em_item(em_amax(x, NULL, 0, false)), 4.0);
+    expect_values(em_amin(x, (int[]){-1}, 1, false), (double[]){1, 3}, 2, 0);
+    cr_expect_eq(em_item(em_sum_all(x)), 10.0);
+    cr_expect_eq(em_item(em_mean_all(x)), 2.5);
+    cr_expect_eq(em_sum_all(x)->ndim, 0);
+}
+
+Test(ops_forward, elementwise_and_where)
+{
+    em_tensor *a = mat(EM_SHAPE(2, 1), (double[]){1, -2});
+    em_tensor *b = mat(EM_SHAPE(3), (double[]){0.5, 1, 2});
+    expect_values(em_add(a, b), (double[]){1.5, 2, 3, -1.5, -1, 0}, 6, 0);
+    expect_values(em_pow(em_abs(a), b), (double[]){1, 1, 1, sqrt(2), 2, 4}, 6, 1e-12);
+    em_tensor *c = em_gt(a, em_scalar(0, EM_F64));
+    cr_expect_eq(c->dtype, EM_BOOL);
+    expect_values(em_where(c, a, b), (double[]){1, 1, 1, 0.5, 1, 2}, 6, 0);
+    expect_values(em_clamp(b, 0.75, INFINITY), (double[]){0.75, 1, 2}, 3, 0);
+    expect_values(em_relu(a), (double[]){1, 0}, 2, 0);
+}
+
+Test(ops_forward, views_share_storage_and_reshape_copies_when_needed)
+{
+    em_tensor *x = em_reshape(em_arange(0, 6, 1, EM_F64), EM_SHAPE(2, 3));
+    em_tensor *v = em_reshape(x, EM_SHAPE(3, 2));
+    cr_expect_eq(v->storage, x->storage);
+    em_tensor *t = em_transpose(x, 0, 1);
+    cr_expect_eq(t->storage, x->storage);
+    cr_expect_not(em_is_contiguous(t));
+    em_tensor *r = em_reshape(t, EM_SHAPE(6));
+    cr_expect_neq(r->storage, x->storage);
+    expect_values(r, (double[]){0, 3, 1, 4, 2, 5}, 6, 0);
+    expect_values(em_slice(x, 1, 0, 3, 2), (double[]){0, 2, 3, 5}, 4, 0);
+    expect_values(em_select(x, 0, 1), (double[]){3, 4, 5}, 3, 0);
+    em_tensor *e = em_expand(em_select(x, 0, 0), EM_SHAPE(2, 3));
+    expect_values(e, (double[]){0, 1, 2, 0, 1, 2}, 6, 0);
+    expect_values(em_cat((em_tensor *[]){x, em_narrow(x, 0, 1, 1)}, 2, 0),
+                  (double[]){0, 1, 2, 3, 4, 5, 3, 4, 5}, 9, 0);
+    expect_values(em_index_select(x, 1, em_from_data(EM_SHAPE(2), EM_I64, (int64_t[]){2, 0})),
+                  (double[]){2, 0, 5, 3}, 4, 0);
+    expect_values(em_gather(x, 1, em_from_data(EM_SHAPE(2, 1), EM_I64, (int64_t[]){1, 2})),
+                  (double[]){1, 5}, 2, 0);
+}
