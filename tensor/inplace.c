@@ -68,12 +68,11 @@ em_status em_copy_(em_tensor *dst, const em_tensor *src)
     if (!be)
         return em_error_status();
     /* a source on another device, or sharing dst's storage, is first copied out of the way */
-    em_tensor *tmp = NULL;
-    if (src->device != dst->device)
-        tmp = contiguous_on(fn, src, dst->device);
-    else if (src->storage == dst->storage)
-        tmp = em_tensor_cast_raw(src, src->dtype);
-    if ((src->device != dst->device || src->storage == dst->storage) && !tmp)
+    bool staged = src->device != dst->device || src->storage == dst->storage;
+    em_tensor *tmp = !staged ? NULL
+                     : src->device != dst->device ? contiguous_on(fn, src, dst->device)
+                                                  : em_tensor_cast_raw(src, src->dtype);
+    if (staged && !tmp)
         return em_error_status();
     em_arr out = em_tensor_arr(dst), in = em_tensor_arr_broadcast(tmp ? tmp : src, &ds);
     em_status st = em_kernel_status(be->copy(&out, &in), fn, dst);
@@ -81,20 +80,21 @@ em_status em_copy_(em_tensor *dst, const em_tensor *src)
     return st;
 }
 
-em_status em_fill_(em_tensor *t, double value)
+static em_status fill(const char *fn, em_tensor *t, double value)
 {
-    const em_backend *be = em_tensor_backend(t, "em_fill_");
+    const em_backend *be = em_tensor_backend(t, fn);
     if (!be)
         return em_error_status();
     em_arr a = em_tensor_arr(t);
-    return em_kernel_status(be->fill(&a, value), "em_fill_", t);
+    return em_kernel_status(be->fill(&a, value), fn, t);
+}
+
+em_status em_fill_(em_tensor *t, double value)
+{
+    return fill("em_fill_", t, value);
 }
 
 em_status em_zero_(em_tensor *t)
 {
-    const em_backend *be = em_tensor_backend(t, "em_zero_");
-    if (!be)
-        return em_error_status();
-    em_arr a = em_tensor_arr(t);
-    return em_kernel_status(be->fill(&a, 0.0), "em_zero_", t);
+    return fill("em_zero_", t, 0.0);
 }

@@ -1,5 +1,6 @@
 /* Scopes: a per-thread stack; each scope holds the creation references of the tensors made while
- * it is the innermost one, and releases them, newest first, when it ends. */
+ * it is the innermost one, and releases them, newest first, when it ends. A tensor a scope holds
+ * is released on that scope's thread. */
 #include <stdlib.h>
 
 #include "tensor/core_internal.h"

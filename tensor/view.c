@@ -56,6 +56,8 @@ static em_tensor *copy_as(const char *fn, const em_tensor *t, em_dtype dtype)
     return out;
 }
 
+/* When t is contiguous the extra reference is the caller's own, never a scope's (it makes no
+ * tensor), so "take it, use it, release it" is right inside and outside scopes. */
 em_tensor *em_tensor_contiguous_raw(const em_tensor *t)
 {
     if (t && em_is_contiguous(t))
