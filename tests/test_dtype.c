@@ -301,3 +301,32 @@ Test(dtype, fill_kernel)
     for (int i = 0; i < 5; i++)
         cr_assert_eq(h[i], 0xc000);
 }
+
+Test(dtype, copy_contiguous_large_split_across_threads)
+{
+    /* one long row: split into pieces across threads, bulk f16 and bf16 paths */
+    int64_t n = 100003;
+    float *x = malloc((size_t)n * sizeof *x), *back = malloc((size_t)n * sizeof *back);
+    uint16_t *h = malloc((size_t)n * sizeof *h);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)(i - 50000) * 1.37e-3f;
+    em_arr in = {.data = x, .dtype = EM_F32, .ndim = 1, .shape = {n}, .strides = {1}};
+    em_arr out = {.data = h, .dtype = EM_F16, .ndim = 1, .shape = {n}, .strides = {1}};
+    em_arr ret = {.data = back, .dtype = EM_F32, .ndim = 1, .shape = {n}, .strides = {1}};
+    cr_assert_eq(em_cpu_copy(&out, &in), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_copy(&ret, &out), EM_KERNEL_OK);
+    for (int64_t i = 0; i < n; i++) {
+        cr_assert_eq(h[i], em_f32_to_f16(x[i]));
+        cr_assert_eq(back[i], em_f16_to_f32(h[i]));
+    }
+    out.dtype = EM_BF16;
+    cr_assert_eq(em_cpu_copy(&out, &in), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_copy(&ret, &out), EM_KERNEL_OK);
+    for (int64_t i = 0; i < n; i++) {
+        cr_assert_eq(h[i], em_f32_to_bf16(x[i]));
+        cr_assert_eq(back[i], em_bf16_to_f32(h[i]));
+    }
+    free(x);
+    free(back);
+    free(h);
+}
