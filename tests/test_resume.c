@@ -1,0 +1,158 @@
+/* A training run stopped mid-epoch, saved as a training checkpoint and resumed in a fresh model,
+ * optimizer, scheduler and loader ends with the same parameters, bit for bit, as a run that was
+ * never interrupted; a damaged checkpoint changes nothing. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ember.h"
+
+#define N_SAMPLES 256
+#define EPOCHS 3
+#define STOP_AT 12 /* steps before the interruption: mid-way through epoch 2 */
+
+typedef struct {
+    em_dataset *ds;
+    em_module *model;
+    em_optim *optim;
+    em_scheduler *sched;
+    em_loader *loader;
+} run;
+
+static em_dataset *make_dataset(void)
+{
+    em_generator g = em_generator_new(7);
+    em_scope_begin();
+    em_tensor *x = em_randn(EM_SHAPE(N_SAMPLES, 8), EM_F32, &g);           // (256, 8)
+    em_tensor *y = em_randint(EM_SHAPE(N_SAMPLES), EM_I64, 0, 4, &g);      // (256)
+    em_dataset *ds = em_dataset_tensors(x, y);
+    em_scope_end();
+    return ds;
+}
+
+static run start(uint64_t init_seed)
+{
+    run r = {.ds = make_dataset()};
+    em_manual_seed(init_seed);
+    r.model = em_sequential(4, em_linear_layer(8, 16, true), em_relu_layer(), em_dropout_layer(0.2),
+                            em_linear_layer(16, 4, true));
+    r.optim = em_adam(r.model, (em_adam_opts){.lr = 0.01});
+    r.sched = em_step_lr(r.optim, 5, 0.5);
+    r.loader = em_loader_new(r.ds, (em_loader_opts){.batch_size = 32, .shuffle = true, .seed = 3,
+                                                    .num_workers = 2});
+    cr_assert(r.model && r.optim && r.sched && r.loader, "%s", em_error());
+    return r;
+}
+
+static void finish(run *r)
+{
+    em_loader_free(r->loader);
+    em_scheduler_free(r->sched);
+    em_optim_free(r->optim);
+    em_module_free(r->model);
+    em_dataset_free(r->ds);
+}
+
+/* Trains until EPOCHS are done or max_steps steps were taken; returns the steps taken. */
+static int train(run *r, int max_steps)
+{
+    int steps = 0;
+    while (em_loader_position(r->loader).epoch < EPOCHS && steps < max_steps) {
+        em_batch b;
+        em_scope_begin();
+        em_status st = em_loader_next(r->loader, &b);
+        if (st == EM_OK) {
+            em_tensor *loss = em_cross_entropy(em_forward(r->model, b.x), b.y,
+                                               (em_cross_entropy_opts){0});
+            cr_assert(loss && em_backward(loss) == EM_OK, "%s", em_error());
+            cr_assert_eq(em_optim_step(r->optim), EM_OK, "%s", em_error());
+            em_optim_zero_grad(r->optim);
+            em_scheduler_step(r->sched);
+            steps++;
+        }
+        em_scope_end();
+        cr_assert(st == EM_OK || st == EM_END, "%s", em_error());
+    }
+    return steps;
+}
+
+/* All parameters as raw bytes, in traversal order. */
+static size_t param_bytes(em_module *m, unsigned char *out)
+{
+    em_param_ref refs[8];
+    int n = em_module_parameters(m, refs, 8);
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        em_copy_to_host(refs[i].value, EM_F32, out + off);
+        off += (size_t)em_numel(refs[i].value) * sizeof(float);
+    }
+    return off;
+}
+
+Test(resume, continues_bit_for_bit)
+{
+    static unsigned char whole[1 << 16], resumed[1 << 16];
+    char path[] = "/tmp/ember_resume_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+
+    run a = start(1);
+    train(&a, 1 << 30);
+    size_t n = param_bytes(a.model, whole);
+    finish(&a);
+
+    run b = start(1);
+    cr_assert_eq(train(&b, STOP_AT), STOP_AT);
+    em_loader_pos pos = em_loader_position(b.loader);
+    em_train_state s = {.model = b.model, .optim = b.optim, .scheduler = b.sched,
+                        .epoch = pos.epoch, .batch = pos.batch};
+    cr_assert_eq(em_train_checkpoint_save(path, &s, NULL, 0), EM_OK, "%s", em_error());
+    finish(&b);
+    em_manual_seed(999); /* the resumed run must not depend on the generator's state before */
+
+    run c = start(2); /* different initial weights: all must come from the checkpoint */
+    em_train_state t = {.model = c.model, .optim = c.optim, .scheduler = c.sched};
+    cr_assert_eq(em_train_checkpoint_load(path, &t), EM_OK, "%s", em_error());
+    cr_assert_eq(t.epoch, pos.epoch);
+    cr_assert_eq(t.batch, pos.batch);
+    cr_assert_eq(em_loader_set_position(c.loader, (em_loader_pos){t.epoch, t.batch}), EM_OK);
+    train(&c, 1 << 30);
+    cr_assert_eq(param_bytes(c.model, resumed), n);
+    cr_assert_eq(memcmp(whole, resumed, n), 0, "resumed run differs from the uninterrupted one");
+    finish(&c);
+    unlink(path);
+}
+
+Test(resume, damaged_checkpoint_changes_nothing)
+{
+    char path[] = "/tmp/ember_resume_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    static unsigned char before[1 << 16], after[1 << 16];
+
+    run a = start(1);
+    train(&a, 3);
+    em_train_state s = {.model = a.model, .optim = a.optim, .scheduler = a.sched};
+    cr_assert_eq(em_train_checkpoint_save(path, &s, NULL, 0), EM_OK, "%s", em_error());
+    finish(&a);
+    FILE *f = fopen(path, "r+b");
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fclose(f);
+    cr_assert_eq(truncate(path, size - 10), 0);
+
+    run b = start(5);
+    size_t n = param_bytes(b.model, before);
+    em_error_clear();
+    em_train_state t = {.model = b.model, .optim = b.optim, .scheduler = b.sched};
+    cr_assert_eq(em_train_checkpoint_load(path, &t), EM_ERR_IO);
+    cr_assert(strstr(em_error(), path), "error should name the file: %s", em_error());
+    param_bytes(b.model, after);
+    cr_assert_eq(memcmp(before, after, n), 0);
+    em_error_clear();
+    finish(&b);
+    unlink(path);
+}
