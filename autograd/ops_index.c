@@ -6,6 +6,19 @@
 
 /* ---- cat / stack / split ---- */
 
+/* False when a tensor is NULL: the pending error stays, or one naming it is recorded. */
+static bool all_present(const char *fn, em_tensor *const *ts, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!ts[i]) {
+            if (!em_has_error())
+                em_set_error(EM_ERR_ARG, "%s: tensor %d is NULL", fn, i);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* saved[0]: i64 (n) on the CPU, each input's size along ints[0] */
 static em_status cat_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
 {
@@ -26,10 +39,8 @@ em_tensor *em_cat(em_tensor *const *ts, int n, int dim)
         em_set_error(EM_ERR_ARG, "%s: needs at least one tensor", fn);
         return NULL;
     }
-    for (int i = 0; i < n; i++)
-        if (!ts[i])
-            return em_has_error() ? NULL
-                                  : (em_set_error(EM_ERR_ARG, "%s: tensor %d is NULL", fn, i), NULL);
+    if (!all_present(fn, ts, n))
+        return NULL;
     const em_tensor *t0 = ts[0];
     int d = em_norm_dim(dim, t0->ndim);
     em_shape s = em_shape_of(t0);
@@ -91,10 +102,9 @@ em_tensor *em_stack(em_tensor *const *ts, int n, int dim)
         em_set_error(EM_ERR_ARG, "%s: needs at least one tensor", fn);
         return NULL;
     }
+    if (!all_present(fn, ts, n))
+        return NULL;
     for (int i = 0; i < n; i++) {
-        if (!ts[i])
-            return em_has_error() ? NULL
-                                  : (em_set_error(EM_ERR_ARG, "%s: tensor %d is NULL", fn, i), NULL);
         if (!em_same_shape(ts[i], ts[0])) {
             char b0[128], bi[128];
             em_set_error(EM_ERR_ARG, "%s: tensor %d is %s, tensor 0 is %s", fn, i,

@@ -8,7 +8,7 @@ static em_tensor *move_dim(const em_tensor *t, int d, bool back)
     int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
     int n = t->ndim;
     for (int i = 0; i < n; i++) {
-        int src = back ? (i < d ? i : i == d ? n - 1 : i - 1) : (i < d ? i : i == n - 1 ? d : i + 1);
+        int src = i < d ? i : back ? (i == d ? n - 1 : i - 1) : (i == n - 1 ? d : i + 1);
         shape[i] = t->shape[src];
         strides[i] = t->strides[src];
     }

@@ -1,5 +1,6 @@
 /* Gradient checks (central differences, f64) for the elementwise ops: every unary function,
- * broadcasting binary arithmetic, where, and dtype casts; on contiguous, permuted and sliced inputs. */
+ * broadcasting binary arithmetic, where, and dtype casts; on contiguous, permuted and sliced
+ * inputs. */
 #include <criterion/criterion.h>
 #include <math.h>
 

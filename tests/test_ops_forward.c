@@ -31,7 +31,8 @@ Test(ops_forward, matmul_known_values)
     expect_values(em_matmul(a, b), (double[]){19, 22, 43, 50}, 4, 0);
     expect_values(em_matmul(em_transpose(a, 0, 1), b), (double[]){26, 30, 38, 44}, 4, 0);
     expect_values(em_matmul(a, em_transpose(b, 0, 1)), (double[]){17, 23, 39, 53}, 4, 0);
-    em_tensor *u = mat(EM_SHAPE(3), (double[]){1, 2, 3}), *v = mat(EM_SHAPE(3), (double[]){4, 5, 6});
+    em_tensor *u = mat(EM_SHAPE(3), (double[]){1, 2, 3});
+    em_tensor *v = mat(EM_SHAPE(3), (double[]){4, 5, 6});
     em_tensor *dot = em_matmul(u, v);
     cr_expect_eq(dot->ndim, 0);
     cr_expect_eq(em_item(dot), 32.0);
@@ -86,8 +87,9 @@ Test(ops_forward, softmax_of_1_2_3)
     double lw[3] = {log(want[0]), log(want[1]), log(want[2])};
     expect_values(em_log_softmax(x, -1), lw, 3, 1e-12);
     em_tensor *m = mat(EM_SHAPE(3, 2), (double[]){1, 0, 2, 0, 3, 0}); /* softmax down columns */
-    expect_values(em_softmax(m, 0), (double[]){want[0], 1.0 / 3, want[1], 1.0 / 3, want[2], 1.0 / 3},
-                  6, 1e-12);
+    double third = 1.0 / 3;
+    expect_values(em_softmax(m, 0), (double[]){want[0], third, want[1], third, want[2], third}, 6,
+                  1e-12);
 }
 
 Test(ops_forward, conv2d_small_known)

@@ -23,7 +23,8 @@ bool em_gradcheck(em_gradcheck_fn fn, void *ctx, em_tensor *const *inputs, int n
 /* em_gradcheck with eps 1e-6 and tol 1e-6. */
 bool em_gradcheck_default(em_gradcheck_fn fn, void *ctx, em_tensor *const *inputs, int n);
 
-/* A contiguous f64 CPU leaf, uniform in [lo, hi) from seed, that requires grad. The caller owns it. */
+/* A contiguous f64 CPU leaf, uniform in [lo, hi) from seed, that requires grad; the caller (or
+ * the enclosing scope) owns it. */
 em_tensor *em_gradcheck_leaf(em_shape shape, double lo, double hi, uint64_t seed);
 
 #endif
