@@ -119,12 +119,20 @@ typedef struct em_backend {
     int (*copy)(const em_arr *out, const em_arr *in); /* strided copy with dtype conversion */
     int (*unary)(em_unary_op op, double p0, double p1, const em_arr *out, const em_arr *in);
     /* gx = gy * f'(x): x is the op's input, y its output; an op reads the one it needs */
+    /* Read y when given, else x: EXP (y), SQRT (0.5/y), RSQRT (-0.5 y^3), RECIPROCAL (-y^2),
+     * TANH (1-y^2), SIGMOID (y(1-y)). Read x: the others. Read neither (both may be NULL):
+     * NEG, ADD_SCALAR, MUL_SCALAR, and SIGN/FLOOR/CEIL/ROUND (zero gradient). PyTorch's rules
+     * at kinks: relu'(0) = abs'(0) = 0, leaky_relu'(0) = slope, clamp passes min <= x <= max,
+     * pow_scalar with p0 = 0 gives 0; GELU_TANH uses PyTorch's tanh-approximation derivative. */
     int (*unary_grad)(em_unary_op op, double p0, double p1, const em_arr *gx, const em_arr *gy,
                       const em_arr *x, const em_arr *y);
     int (*binary)(em_binary_op op, const em_arr *out, const em_arr *a, const em_arr *b);
     int (*where)(const em_arr *out, const em_arr *cond, const em_arr *a, const em_arr *b);
 
     /* reduction: out has in's ndim, with size 1 on every reduced dim */
+    /* Dtypes: float in -> any float out (accumulated in double; MEAN/VAR float only); integer or
+     * bool in -> SUM/PROD to any integer out (i64 accumulation, wrapping); MAX/MIN out = in;
+     * ARGMAX/ARGMIN -> i64. Empty MAX/MIN/ARG* are unsupported; empty SUM 0, PROD 1, MEAN NaN. */
     int (*reduce)(em_reduce_op op, double param, const em_arr *out, const em_arr *in);
 
     /* random numbers: element i of out (contiguous) takes Philox(seed, offset + i / 4) lane i % 4 */
