@@ -90,13 +90,22 @@ em_tensor *em_raw_reduce(const char *fn, em_reduce_op op, double param, const em
     for (int d = 0; d < s.ndim; d++)
         if (mask & (1u << d))
             s.d[d] = 1;
-    em_dtype dt = (op == EM_REDUCE_ARGMAX || op == EM_REDUCE_ARGMIN) ? EM_I64 : x->dtype;
-    em_tensor *y = em_empty_on(s, dt, x->device);
-    if (!y)
-        return NULL;
-    em_arr o = em_tensor_arr(y), i = em_tensor_arr(x);
-    if (em_kernel_status(be->reduce(op, param, &o, &i), fn, x) != EM_OK)
-        return NULL;
+    /* as PyTorch: indices are i64, and so are sums of integers and bools (counting) */
+    bool int_sum = op == EM_REDUCE_SUM && !em_dtype_is_float(x->dtype);
+    em_dtype dt = (op == EM_REDUCE_ARGMAX || op == EM_REDUCE_ARGMIN || int_sum) ? EM_I64 : x->dtype;
+    em_tensor *in = x->dtype == EM_BOOL && int_sum ? em_tensor_cast_raw(x, EM_I64) : em_retain(
+                                                                                  (em_tensor *)x);
+    em_tensor *y = in ? em_empty_on(s, dt, x->device) : NULL;
+    em_arr o, i;
+    if (y) {
+        o = em_tensor_arr(y);
+        i = em_tensor_arr(in);
+    }
+    if (y && em_kernel_status(be->reduce(op, param, &o, &i), fn, x) != EM_OK) {
+        em_release(y);
+        y = NULL;
+    }
+    em_release(in);
     return y;
 }
 

@@ -173,3 +173,16 @@ Test(ops_forward, views_share_storage_and_reshape_copies_when_needed)
     expect_values(em_gather(x, 1, em_from_data(EM_SHAPE(2, 1), EM_I64, (int64_t[]){1, 2})),
                   (double[]){1, 5}, 2, 0);
 }
+
+Test(ops_forward, sum_of_bool_and_int_counts_in_i64)
+{
+    int64_t v[5] = {1, 2, 3, 2, 2};
+    em_tensor *a = em_from_data(EM_SHAPE(5), EM_I64, v);
+    em_tensor *hits = em_sum_all(em_eq(a, em_full(EM_SHAPE(1), EM_I64, 2)));
+    cr_assert(hits, "%s", em_error());
+    cr_assert_eq(hits->dtype, EM_I64);
+    cr_assert_eq(em_item(hits), 3.0);
+    em_tensor *total = em_sum_all(a);
+    cr_assert_eq(total->dtype, EM_I64);
+    cr_assert_eq(em_item(total), 10.0);
+}
