@@ -5,10 +5,10 @@
 
 static const em_recipe recipes[] = {
     {.name = "mlp", .about = "MLP 784-512-256-10 on Fashion-MNIST", .build = em_recipe_mlp_build,
-     .flat_input = true, .epochs = 5, .batch = 64, .lr = 0.05, .momentum = 0.9, .optim = "sgd"},
+     .flat_input = true, .epochs = 5, .batch = 64, .lr = 0.05, .momentum = 0.9, .optim = "sgd", .schedule = "cosine"},
     {.name = "cnn", .about = "CNN conv32-conv64-fc128 on Fashion-MNIST",
      .build = em_recipe_cnn_build, .flat_input = false, .epochs = 5, .batch = 64, .lr = 0.05,
-     .momentum = 0.9, .optim = "sgd"},
+     .momentum = 0.9, .optim = "sgd", .schedule = "cosine"},
 };
 
 const em_recipe *em_recipe_at(int i)

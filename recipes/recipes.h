@@ -16,6 +16,7 @@ typedef struct {
     double lr;
     double momentum;
     const char *optim;  /* "sgd", "adam", "adamw" or "rmsprop" */
+    const char *schedule; /* "cosine" (per-step cosine decay to 0) or "constant" */
 } em_recipe;
 
 const em_recipe *em_recipe_find(const char *name); /* NULL when unknown */
@@ -33,6 +34,7 @@ typedef struct {
     int64_t batch;          /* 0: the recipe's */
     double lr;              /* 0: the recipe's */
     const char *optim;      /* NULL: the recipe's */
+    const char *schedule;   /* NULL: the recipe's */
     int workers;            /* loader threads */
     uint64_t seed;
     const char *save_path;  /* training checkpoint written after every epoch and at the end */

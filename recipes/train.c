@@ -104,6 +104,7 @@ em_status em_load_model_any(em_module *model, const char *path)
 typedef struct {
     em_module *model;
     em_optim *optim;
+    em_scheduler *sched; /* NULL for a constant learning rate */
     em_dataset *train, *test;
     em_loader *loader;
 } run;
@@ -113,8 +114,20 @@ static void run_free(run *r)
     em_loader_free(r->loader);
     em_dataset_free(r->train);
     em_dataset_free(r->test);
+    em_scheduler_free(r->sched);
     em_optim_free(r->optim);
     em_module_free(r->model);
+}
+
+static em_status make_schedule(const char *name, run *r, int64_t total_steps)
+{
+    if (!strcmp(name, "constant"))
+        return EM_OK;
+    if (strcmp(name, "cosine"))
+        return em_set_error(EM_ERR_ARG, "ember train: unknown schedule '%s' (cosine, constant)",
+                            name);
+    r->sched = em_cosine_annealing_lr(r->optim, total_steps, 0.0);
+    return r->sched ? EM_OK : em_error_status();
 }
 
 static em_status save_checkpoint(const em_train_opts *o, run *r)
@@ -122,8 +135,8 @@ static em_status save_checkpoint(const em_train_opts *o, run *r)
     if (!o->save_path)
         return EM_OK;
     em_loader_pos pos = em_loader_position(r->loader);
-    em_train_state s = {.model = r->model, .optim = r->optim, .epoch = pos.epoch,
-                        .batch = pos.batch};
+    em_train_state s = {.model = r->model, .optim = r->optim, .scheduler = r->sched,
+                        .epoch = pos.epoch, .batch = pos.batch};
     em_st_meta meta[] = {{"recipe", o->recipe->name}};
     return em_train_checkpoint_save(o->save_path, &s, meta, 1);
 }
@@ -136,6 +149,8 @@ static double train_step(run *r, const em_batch *b)
     if (!loss || em_backward(loss) != EM_OK || em_optim_step(r->optim) != EM_OK)
         return NAN;
     em_optim_zero_grad(r->optim);
+    if (r->sched)
+        em_scheduler_step(r->sched);
     return em_item(loss);
 }
 
@@ -210,8 +225,11 @@ em_status em_recipe_train(const em_train_opts *o, em_progress_fn progress, void 
                                                                 .persistent_workers = true})
                       : NULL;
     em_status st = r.loader && r.optim ? EM_OK : em_error_status();
+    if (st == EM_OK)
+        st = make_schedule(o->schedule ? o->schedule : rc->schedule, &r,
+                           res->epochs * em_loader_num_batches(r.loader));
     if (st == EM_OK && o->resume_path) {
-        em_train_state s = {.model = r.model, .optim = r.optim};
+        em_train_state s = {.model = r.model, .optim = r.optim, .scheduler = r.sched};
         st = em_train_checkpoint_load(o->resume_path, &s);
         if (st == EM_OK)
             st = em_loader_set_position(r.loader, (em_loader_pos){s.epoch, s.batch});

@@ -53,6 +53,7 @@ static void print_summary(const char *recipe, const em_train_result *r)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: ember train RECIPE [--epochs N] [--batch N] [--lr X] [--optim NAME]\n"
+               "                          [--schedule cosine|constant]\n"
                "                          [--threads N] [--workers N] [--seed N] [--data DIR]\n"
                "                          [--save FILE] [--resume FILE] [--max-steps N]\n"
                "       ember eval RECIPE --load FILE [--data DIR] [--threads N]\n\nrecipes:\n");
@@ -84,6 +85,8 @@ static bool parse(int argc, char **argv, em_train_opts *o, int *threads, const c
             o->lr = atof(v);
         else if (!strcmp(a, "--optim"))
             o->optim = v;
+        else if (!strcmp(a, "--schedule"))
+            o->schedule = v;
         else if (!strcmp(a, "--threads"))
             *threads = atoi(v);
         else if (!strcmp(a, "--workers"))
