@@ -1,5 +1,5 @@
-/* Memory accounting: every tensor byte goes through a per-device allocator that counts
- * live and peak bytes. */
+/* Memory accounting: every tensor byte goes through a per-device caching allocator that counts
+ * live, reserved and peak bytes, reuses freed blocks and can hold a device to a budget. */
 #ifndef EMBER_MEMORY_H
 #define EMBER_MEMORY_H
 
@@ -7,16 +7,59 @@
 #include <stdint.h>
 
 #include "backend/dtype.h"
+#include "tensor/error.h"
 
+/* A request is served from a block of its size class: multiples of 512 bytes up to 1 MiB, then
+ * eight classes per power of two (at most 12.5% over). A freed block waits in the cache of its
+ * class for the next request of that class; the cache is on by default and can be turned off
+ * (em_memory_set_caching, or EMBER_MEMORY_CACHE=0 in the environment before the first
+ * allocation, which suits sanitizer runs). */
 typedef struct {
-    size_t live_bytes;     /* bytes held by live storages */
+    size_t live_bytes;     /* bytes held by live storages, as asked for ("allocated") */
     size_t peak_bytes;     /* the most live_bytes has been since start or the last reset */
-    uint64_t n_allocs;     /* allocations served since start */
+    uint64_t n_allocs;     /* allocations served since start (from the cache or the device) */
     uint64_t n_frees;
     uint64_t live_storages; /* storages alive now */
+    size_t reserved_bytes; /* bytes held from the device: blocks in use (whole size classes)
+                            * plus the cache */
+    size_t peak_reserved_bytes;
+    size_t cached_bytes;   /* the part of reserved_bytes waiting in the cache */
+    uint64_t cache_hits;   /* allocations served from the cache */
+    uint64_t cache_misses; /* allocations that went to the device */
+    size_t budget_bytes;   /* the budget on reserved bytes, 0 when none */
 } em_memory_stats;
 
 em_memory_stats em_memory_get_stats(em_device device);
-void em_memory_reset_peak(em_device device); /* peak := live */
+void em_memory_reset_peak(em_device device); /* peak := live, peak reserved := reserved */
+
+/* Gives every cached block back to the device: reserved_bytes drops to the blocks in use. */
+void em_memory_empty_cache(em_device device);
+/* Turns the cache on or off (off empties it); returns the previous setting. */
+bool em_memory_set_caching(em_device device, bool on);
+
+/* Holds reserved_bytes to at most bytes (0: no budget), as a GPU's memory would: a request
+ * that does not fit even after emptying the cache fails with EM_ERR_MEMORY and
+ * "em_empty: memory budget exceeded: <needed> of <budget> bytes on cpu ...". */
+em_status em_memory_set_budget(em_device device, size_t bytes);
+
+/* ---- batch-size finder ----
+ * try_fn runs one training step at batch size batch and sets *samples_per_s; it returns EM_OK,
+ * EM_ERR_MEMORY when the step did not fit (an allocation failed), or another error, which ends
+ * the search. It must give back what it allocated, whether it fits or not. */
+typedef em_status (*em_batch_try_fn)(void *ctx, int64_t batch, double *samples_per_s);
+
+typedef struct {
+    int64_t largest;          /* the largest batch in [lo, hi] that fit */
+    int64_t fastest;          /* among the batches that fit, the one with the most samples/s */
+    double fastest_samples_per_s;
+    int n_tries;              /* try_fn calls made */
+} em_batch_search;
+
+/* Doubles the batch from lo while it fits (trying hi itself last), then bisects between the
+ * largest fit and the smallest failure. Before each try the cache is emptied and the error
+ * cleared; during the search device is held to budget (0: its current budget), restored at the
+ * end. EM_ERR_MEMORY when even lo does not fit. */
+em_status em_find_batch_size(em_batch_try_fn try_fn, void *ctx, em_device device, int64_t lo,
+                             int64_t hi, size_t budget, em_batch_search *out);
 
 #endif

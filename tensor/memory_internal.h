@@ -1,5 +1,5 @@
-/* The accounting allocator behind every storage: the device backend's alloc/free, counted in
- * em_memory_get_stats(). Not installed. */
+/* The caching, accounting allocator behind every storage: the device backend's alloc/free
+ * behind a per-device pool, counted in em_memory_get_stats(). Not installed. */
 #ifndef EMBER_MEMORY_INTERNAL_H
 #define EMBER_MEMORY_INTERNAL_H
 
@@ -8,6 +8,9 @@
 /* nbytes on device through its backend, counted; NULL when out of memory or the device has no
  * backend (no error is recorded: the caller names itself in one). */
 void *em_memory_alloc(em_device device, size_t nbytes);
+/* The same, recording why on failure: "fn: out of memory allocating N bytes on cpu" or
+ * "fn: memory budget exceeded: ..." (EM_ERR_MEMORY). */
+void *em_memory_alloc_for(const char *fn, em_device device, size_t nbytes);
 /* Give back a block from em_memory_alloc, with the size it was asked for. */
 void em_memory_free(em_device device, void *ptr, size_t nbytes);
 

@@ -1,4 +1,4 @@
-/* Storage: refcounted bytes on one device, allocated and freed through the accounting allocator. */
+/* Storage: refcounted bytes on one device, allocated and freed through the caching allocator. */
 #include <stdlib.h>
 
 #include "tensor/core_internal.h"
@@ -12,11 +12,14 @@ em_storage *em_storage_new(const char *fn, em_device device, size_t nbytes)
         return NULL;
     }
     em_storage *s = malloc(sizeof *s);
-    void *data = s ? em_memory_alloc(device, nbytes) : NULL;
-    if (!data) {
-        free(s);
+    if (!s) {
         em_set_error(EM_ERR_MEMORY, "%s: out of memory allocating %zu bytes on %s", fn, nbytes,
                      em_device_name(device));
+        return NULL;
+    }
+    void *data = em_memory_alloc_for(fn, device, nbytes); /* records why it failed */
+    if (!data) {
+        free(s);
         return NULL;
     }
     *s = (em_storage){.data = data, .nbytes = nbytes, .device = device, .refcount = 1};
