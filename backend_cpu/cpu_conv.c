@@ -7,6 +7,9 @@
 
 /* grad_weight sums the batch in this many fixed blocks (fewer for a smaller batch). */
 #define CONV_GW_BLOCKS 16
+/* The padded grid pays off from this many input channels per group; below, its extra pass over
+ * the output costs more than the plain im2col it saves. */
+#define CONV_GRID_MIN_CIN 8
 
 /* First output column whose tap, at offset d from ow * stride, lands inside the row. */
 static int64_t conv_first_inside(int64_t d, int64_t stride, int64_t w_out)
@@ -28,6 +31,43 @@ static bool conv_is_pointwise(const em_conv2d_shape *s)
 {
     return s->kh == 1 && s->kw == 1 && s->stride[0] == 1 && s->stride[1] == 1 && s->pad[0] == 0
            && s->pad[1] == 0 && s->h_out == s->h && s->w_out == s->w;
+}
+
+/* The padded grid of a stride-1 convolution: x_n is copied into zero-bordered planes Hp x Wp and
+ * outputs are computed H_out rows of Wp columns, the columns past W_out spare. The input a tap
+ * (i, j) reads for all outputs is then one run of H_out*Wp values starting at (i*dh, j*dw) of
+ * the padded plane; the last tap reads up to `slack` values past the last plane. */
+typedef struct {
+    int64_t wp, plane; /* padded row width and plane size Hp*Wp */
+    int64_t grid;      /* H_out*Wp columns of the column matrix; 0: the grid does not apply */
+    int64_t slack;     /* zeros after the last padded plane */
+} conv_grid_dims;
+
+static conv_grid_dims conv_grid(const em_conv2d_shape *s)
+{
+    const int64_t hp = s->h + 2 * s->pad[0], wp = s->w + 2 * s->pad[1];
+    conv_grid_dims gd = {0};
+    if (s->c_in / s->groups < CONV_GRID_MIN_CIN || s->stride[0] != 1 || s->stride[1] != 1
+        || conv_is_pointwise(s)
+        || s->h_out > hp - (s->kh - 1) * s->dilation[0]
+        || s->w_out > wp - (s->kw - 1) * s->dilation[1])
+        return gd;
+    gd.wp = wp;
+    gd.plane = hp * wp;
+    gd.grid = s->h_out * wp;
+    gd.slack = (s->kw - 1) * s->dilation[1];
+    return gd;
+}
+
+/* Scratch values one thread needs per image: the column matrix, and on the grid also the
+ * padded planes and one (C_out, H_out*Wp) product. */
+static int64_t conv_scratch(const em_conv2d_shape *s)
+{
+    const conv_grid_dims gd = conv_grid(s);
+    const int64_t taps = s->c_in * s->kh * s->kw;
+    if (gd.grid > 0)
+        return taps * gd.grid + s->c_in * gd.plane + gd.slack + s->c_out * gd.grid;
+    return conv_is_pointwise(s) ? 1 : taps * s->h_out * s->w_out;
 }
 
 /* Threads to spread `items` images (or blocks) over: all of them when there is one item per

@@ -2,9 +2,60 @@
  * Expects REAL (float or double) and POOL_FN(name), which names a function for that type.
  * Every kernel runs over the N*C planes, spread over OpenMP threads. */
 
+/* Outputs a window-inside plane handles per step, in SIMD lanes. */
+#define POOL_CHUNK 64
+
+/* best/arg of cnt outputs whose windows start s1 apart at base: each tap in turn, branch-free in
+ * SIMD lanes, in row-major order so the first max wins; arg is the tap's offset in the window. */
+static void POOL_FN(max_chunk)(const em_pool2d_shape *s, const REAL *base, int64_t s1,
+                               int64_t cnt, REAL *best, int32_t *arg)
+{
+    for (int64_t c = 0; c < cnt; c++) {
+        best[c] = base[c * s1];
+        arg[c] = 0;
+    }
+    for (int64_t t = 1; t < s->kernel[0] * s->kernel[1]; t++) {
+        const int32_t off = (int32_t)(t / s->kernel[1] * s->w + t % s->kernel[1]);
+        #pragma omp simd
+        for (int64_t c = 0; c < cnt; c++) {
+            const REAL v = base[off + c * s1];
+            const bool take = (v > best[c]) | ((v != v) & (best[c] == best[c]));
+            best[c] = take ? v : best[c];
+            arg[c] = take ? off : arg[c];
+        }
+    }
+}
+
+/* A plane whose windows all lie inside it (no padding reached), a chunk of a row at a time;
+ * k0 * W < 2^31 here, so a window offset fits int32. */
+static void POOL_FN(max_plane_inside)(const em_pool2d_shape *s, const REAL *x, REAL *y,
+                                      int64_t *argmax)
+{
+    const int64_t s0 = s->stride[0], s1 = s->stride[1];
+    for (int64_t oh = 0; oh < s->h_out; oh++)
+        for (int64_t ow0 = 0; ow0 < s->w_out; ow0 += POOL_CHUNK) {
+            const int64_t cnt = s->w_out - ow0 < POOL_CHUNK ? s->w_out - ow0 : POOL_CHUNK;
+            const REAL *base = x + oh * s0 * s->w + ow0 * s1; // window of output (oh, ow0)
+            REAL best[POOL_CHUNK];
+            int32_t arg[POOL_CHUNK];
+            POOL_FN(max_chunk)(s, base, s1, cnt, best, arg);
+            memcpy(y + oh * s->w_out + ow0, best, (size_t)cnt * sizeof(REAL));
+            if (argmax)
+                for (int64_t c = 0; c < cnt; c++)
+                    argmax[oh * s->w_out + ow0 + c] = oh * s0 * s->w + (ow0 + c) * s1 + arg[c];
+        }
+}
+
 /* y and argmax of one plane; padding reads as -inf, the first maximum wins, NaN propagates. */
 static void POOL_FN(max_plane)(const em_pool2d_shape *s, const REAL *x, REAL *y, int64_t *argmax)
 {
+    if (s->pad[0] == 0 && s->pad[1] == 0 && s->h_out > 0 && s->w_out > 0
+        && s->kernel[0] * s->w < INT32_MAX
+        && (s->h_out - 1) * s->stride[0] + s->kernel[0] <= s->h
+        && (s->w_out - 1) * s->stride[1] + s->kernel[1] <= s->w) {
+        POOL_FN(max_plane_inside)(s, x, y, argmax);
+        return;
+    }
     for (int64_t oh = 0; oh < s->h_out; oh++)
         for (int64_t ow = 0; ow < s->w_out; ow++) {
             const int64_t h0 = oh * s->stride[0] - s->pad[0], w0 = ow * s->stride[1] - s->pad[1];

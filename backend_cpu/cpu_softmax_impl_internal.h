@@ -17,10 +17,12 @@ static void SM_FN(row)(bool logsm, int64_t cols, const REAL *x, REAL *y)
     }
     if (logsm) {
         const REAL lse = (REAL)REAL_LOG((REAL)sum);
+        #pragma omp simd
         for (int64_t j = 0; j < cols; j++)
             y[j] = (x[j] - mx) - lse;
     } else {
         const REAL inv = (REAL)(1.0 / sum);
+        #pragma omp simd
         for (int64_t j = 0; j < cols; j++)
             y[j] *= inv;
     }
@@ -45,11 +47,13 @@ static void SM_FN(grad)(bool logsm, int64_t rows, int64_t cols, const REAL *gy, 
         for (int64_t j = 0; j < cols; j++)
             acc += logsm ? g[j] : g[j] * v[j];
         const REAL sum = (REAL)acc;
-        if (logsm)
+        if (logsm) {
             for (int64_t j = 0; j < cols; j++)
                 out[j] = g[j] - REAL_EXP(v[j]) * sum;
-        else
+        } else {
+            #pragma omp simd
             for (int64_t j = 0; j < cols; j++)
                 out[j] = v[j] * (g[j] - sum);
+        }
     }
 }

@@ -188,6 +188,14 @@ Test(cpu_conv, cnn_second_layer_shape)
     check_conv(conv_shape(4, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1));
 }
 
+/* Stride 1 with 8+ input channels per group runs on the padded grid. */
+Test(cpu_conv, padded_grid_dilation_groups_no_padding)
+{
+    check_conv(conv_shape(3, 16, 7, 9, 6, 3, 2, 1, 1, 2, 1, 2, 3, 2));
+    check_conv(conv_shape(2, 8, 6, 7, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1));
+    check_conv(conv_shape(1, 8, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1)); /* one image */
+}
+
 /* d(sum(y * r))/dx, /dw, /db by central differences in f64, against the gradient kernels. */
 Test(cpu_conv, gradients_match_finite_differences)
 {
@@ -228,25 +236,27 @@ Test(cpu_conv, gradients_match_finite_differences)
 
 Test(cpu_conv, half_types_through_f32)
 {
+    enum { NX = 100, NW = 36, NY = 100 }; /* x (2, 2, 5, 5), w (2, 2, 3, 3), y (2, 2, 5, 5) */
     em_conv2d_shape s = conv_shape(2, 2, 5, 5, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1);
-    double *x = random_f64(x_count(&s)), *w = random_f64(w_count(&s));
-    double *y = malloc((size_t)y_count(&s) * 8);
-    uint16_t hx[50], hw[36], hy[50];
-    for (int i = 0; i < 50; i++) {
+    cr_assert_eq(x_count(&s), NX);
+    cr_assert_eq(w_count(&s), NW);
+    cr_assert_eq(y_count(&s), NY);
+    double *x = random_f64(NX), *w = random_f64(NW), y[NY];
+    uint16_t hx[NX], hw[NW], hy[NY];
+    for (int i = 0; i < NX; i++) {
         hx[i] = em_f32_to_bf16((float)x[i]);
         x[i] = em_bf16_to_f32(hx[i]);
     }
-    for (int i = 0; i < 36; i++) {
+    for (int i = 0; i < NW; i++) {
         hw[i] = em_f32_to_bf16((float)w[i]);
         w[i] = em_bf16_to_f32(hw[i]);
     }
     conv_naive(&s, x, w, NULL, y, NULL, NULL, NULL, NULL);
     cr_assert_eq(em_cpu_conv2d(&s, EM_BF16, hx, hw, NULL, hy), EM_KERNEL_OK);
-    for (int i = 0; i < 50; i++)
+    for (int i = 0; i < NY; i++)
         cr_assert(fabs(em_bf16_to_f32(hy[i]) - y[i]) <= 1e-2 * (1 + fabs(y[i])));
     free(x);
     free(w);
-    free(y);
 }
 
 Test(cpu_conv, rejects_bad_groups_and_dtypes)
@@ -427,6 +437,27 @@ Test(cpu_pool, max_pool_values_by_hand)
     float want_gx[9] = {0, 3, 0, 0, 0, 0, 3, 4, 0};
     for (int i = 0; i < 9; i++)
         cr_assert_eq(gx[i], want_gx[i]);
+}
+
+Test(cpu_pool, nan_propagates_first_nan_kept)
+{
+    /* windows inside the plane (fast path) and padded windows (general path) agree */
+    float x[16] = {1, NAN, 3, 4, NAN, 2, 0, 9, 5, 5, 5, 5, 5, 5, 5, 5}, y[9];
+    int64_t am[9];
+    em_pool2d_shape s = pool_shape(1, 1, 4, 4, 2, 2, 2, 2, 0, false);
+    cr_assert_eq(em_cpu_max_pool2d(&s, EM_F32, x, y, am), EM_KERNEL_OK);
+    cr_assert(isnan(y[0]));
+    cr_assert_eq(am[0], 1);
+    cr_assert_eq(y[1], 9.0f);
+    cr_assert_eq(am[1], 7);
+    cr_assert_eq(am[2], 8);
+    s = pool_shape(1, 1, 4, 4, 3, 3, 2, 2, 1, false);
+    cr_assert_eq(em_cpu_max_pool2d(&s, EM_F32, x, y, am), EM_KERNEL_OK);
+    cr_assert_eq(y[0], 1.0f);
+    cr_assert(isnan(y[1]));
+    cr_assert_eq(am[1], 1);
+    cr_assert(isnan(y[3]));
+    cr_assert_eq(am[3], 4);
 }
 
 Test(cpu_pool, half_types_through_f32)
