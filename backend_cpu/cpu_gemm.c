@@ -2,13 +2,13 @@
  * widened to f32, multiplied with f32 accumulation and rounded back. */
 #include <cblas.h>
 #include <omp.h>
-#include <pthread.h>
 
 #include "backend_cpu/cpu_dense_internal.h"
 
-/* All CPU parallelism in ember is OpenMP's: OpenBLAS is set to one thread on first use (its own
- * spinning threads would fight OpenMP's for the cores) and each product is cut into row or column
- * blocks, one BLAS call per block, spread over OpenMP threads. */
+/* All CPU parallelism in ember is OpenMP's: OpenBLAS is kept at one thread (its own spinning
+ * threads would fight OpenMP's for the cores; measured on 2 cores, a product right after an
+ * OpenMP loop ran at half speed) and each product is cut into row or column blocks, one BLAS
+ * call per block, spread over OpenMP threads. */
 
 /* A product below this many multiply-adds runs on one thread: the fork costs more than it saves. */
 #define PARALLEL_MIN_MNK (1 << 18)
@@ -55,11 +55,6 @@ static void scale_c(em_dtype dt, const gemm_dims *g, void *c, int64_t stride_c, 
                     *p = dt == EM_F16 ? em_f32_to_f16(v) : em_f32_to_bf16(v);
                 }
             }
-}
-
-static void blas_one_thread(void)
-{
-    openblas_set_num_threads(1);
 }
 
 static void blas1(em_dtype dt, const gemm_dims *g, const void *a, const void *b, void *c)
@@ -159,7 +154,6 @@ int em_cpu_gemm(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, i
                 const void *b, int64_t ldb, int64_t stride_b,
                 double beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch)
 {
-    static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
     if (dt != EM_F32 && dt != EM_F64 && !em_cpu_is_half(dt))
         return EM_KERNEL_UNSUPPORTED;
     if (m <= 0 || n <= 0 || batch <= 0)
@@ -172,7 +166,8 @@ int em_cpu_gemm(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, i
     if (!fix_ld(trans_a ? k : m, trans_a ? m : k, &g.lda)
         || !fix_ld(trans_b ? n : k, trans_b ? k : n, &g.ldb) || !fix_ld(m, n, &g.ldc))
         return EM_KERNEL_UNSUPPORTED;
-    pthread_once(&blas_once, blas_one_thread);
+    if (openblas_get_num_threads() != 1)
+        openblas_set_num_threads(1);
     if (em_cpu_is_half(dt))
         return half_gemm(dt, &g, a, stride_a, b, stride_b, c, stride_c, batch);
     real_gemm(dt, &g, a, stride_a, b, stride_b, c, stride_c, batch);

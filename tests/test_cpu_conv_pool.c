@@ -4,6 +4,7 @@
  * count_include_pad settings. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -194,6 +195,33 @@ Test(cpu_conv, padded_grid_dilation_groups_no_padding)
     check_conv(conv_shape(3, 16, 7, 9, 6, 3, 2, 1, 1, 2, 1, 2, 3, 2));
     check_conv(conv_shape(2, 8, 6, 7, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1));
     check_conv(conv_shape(1, 8, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1)); /* one image */
+}
+
+/* grad_weight sums the batch in fixed blocks: the same bits on one thread and on two. */
+Test(cpu_conv, grad_weight_same_bits_on_any_thread_count)
+{
+    em_conv2d_shape s = conv_shape(37, 16, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+    double *x = random_f64(x_count(&s)), *gy = random_f64(y_count(&s));
+    float *fx = to_f32(x, x_count(&s)), *fgy = to_f32(gy, y_count(&s));
+    float *gw[2], *gb[2];
+    const int threads = omp_get_max_threads();
+    for (int t = 0; t < 2; t++) {
+        gw[t] = malloc((size_t)w_count(&s) * sizeof(float));
+        gb[t] = malloc((size_t)s.c_out * sizeof(float));
+        omp_set_num_threads(t ? 2 : 1);
+        cr_assert_eq(em_cpu_conv2d_grad_weight(&s, EM_F32, fgy, fx, gw[t], gb[t]), EM_KERNEL_OK);
+    }
+    omp_set_num_threads(threads);
+    cr_assert_eq(memcmp(gw[0], gw[1], (size_t)w_count(&s) * sizeof(float)), 0);
+    cr_assert_eq(memcmp(gb[0], gb[1], (size_t)s.c_out * sizeof(float)), 0);
+    for (int t = 0; t < 2; t++) {
+        free(gw[t]);
+        free(gb[t]);
+    }
+    free(x);
+    free(gy);
+    free(fx);
+    free(fgy);
 }
 
 /* d(sum(y * r))/dx, /dw, /db by central differences in f64, against the gradient kernels. */
