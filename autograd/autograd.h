@@ -127,4 +127,39 @@ em_tensor *em_gather(const em_tensor *t, int dim, const em_tensor *index /* i64 
 em_tensor *em_embedding(const em_tensor *weight, const em_tensor *index);
 em_tensor *em_one_hot(const em_tensor *index /* i64 */, int64_t num_classes); /* i64 */
 
+/* ---- mixed precision: autocast regions (per thread, nestable) ----
+ * Inside a region begun with a low dtype (EM_F16 or EM_BF16), PyTorch's autocast policy:
+ * matmul, bmm, linear and conv2d cast their f32 inputs to it and run there (the backend
+ * accumulates in f32), giving low-precision outputs; softmax, log_softmax, sum, mean, var, exp,
+ * log, log1p, pow, pow_scalar, rsqrt and reciprocal cast f16/bf16 inputs up and run in f32 (so do
+ * the losses and norms built on them); a binary op or where between two float dtypes promotes to
+ * the wider one (f16 with bf16: f32); outside a region mixed dtypes stay an error. The casts are
+ * em_to_dtype ops, so an f32 leaf (a master weight) gets its gradient in f32; each op's backward
+ * runs in the dtype its forward ran in. Backward itself runs with autocast off. EM_F32 begins a
+ * region with autocast off (a hole in an enclosing region). Every begin needs its end. */
+em_status em_autocast_begin(em_dtype low);
+em_status em_autocast_end(void);   /* EM_ERR_STATE when no region is open */
+em_dtype em_autocast_dtype(void);  /* the innermost region's dtype; EM_F32 when autocast is off */
+
+/* ---- gradient checkpointing ----
+ * em_checkpoint runs fn(ctx, inputs, n) with grad mode off, so the activations inside it are
+ * freed as they go, and records one node on its output. That node's backward re-runs fn with
+ * grad mode on over detached copies of the inputs, with the global generator (em_manual_seed)
+ * and the autocast dtype as they were in the forward (so dropout masks match), backpropagates
+ * through the recomputed graph (parameters used inside fn get their grads there) and hands the
+ * inputs their grads. fn must return a new reference and compute the same thing both times; ctx
+ * must stay valid until backward. With grad mode off it just calls fn. Generators other than
+ * the global one are not replayed. */
+typedef em_tensor *(*em_checkpoint_fn)(void *ctx, em_tensor *const *inputs, int n);
+em_tensor *em_checkpoint(em_checkpoint_fn fn, void *ctx, em_tensor *const *inputs, int n);
+
+/* ---- anomaly mode (per thread) ----
+ * When on, every op's floating output is checked for NaN/Inf in forward and every gradient a
+ * backward rule produces; the first offender fails with EM_ERR_NUMERIC, e.g.
+ * "anomaly: em_log produced NaN in forward; inputs [4,3]" (the op returns NULL) or
+ * "anomaly: backward of div produced Inf; inputs [4,3] x [4,3]" (em_backward returns it).
+ * Slow (each output is scanned): a debugging aid. */
+bool em_set_anomaly_mode(bool on); /* returns the previous mode */
+bool em_anomaly_mode(void);
+
 #endif

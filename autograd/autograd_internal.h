@@ -26,6 +26,9 @@ struct em_node {
     em_shape out_shape;
     em_dtype out_dtype;
     bool released;           /* backward ran and freed what it held */
+    void *ext;               /* an op's own state beyond saved/ints/reals (checkpointing) */
+    void (*ext_free)(void *ext); /* frees ext when the node lets go of what it holds */
+    char *input_shapes;      /* "[4,3] x [4,3]", recorded in anomaly mode for its reports */
     /* used by em_backward while it runs */
     em_tensor *grad_accum;
     int pending;
@@ -67,8 +70,39 @@ em_tensor *em_raw_reduce(const char *fn, em_reduce_op op, double param, const em
 em_tensor *em_alias_of(const em_tensor *t);
 /* The end of an op's own scope: keeps y (NULL passes), ends the scope, returns y. */
 em_tensor *em_scope_return(em_tensor *y);
-/* Record a node when grad is needed; false (error set) only when recording failed. */
+/* Record a node when grad is needed; false (error set) only when recording failed or, in
+ * anomaly mode, when out holds a NaN or Inf. */
 bool em_record(em_tensor *out, const char *op, em_backward_fn backward,
                em_tensor *const *inputs, int n_inputs, em_node **node);
+
+/* ---- autocast (autocast.c) ---- */
+typedef enum {
+    EM_AUTOCAST_LOW, /* run in the region's low dtype: f32 (and other half) inputs are cast */
+    EM_AUTOCAST_F32, /* run in f32: f16/bf16 inputs are cast up */
+} em_autocast_policy;
+/* True when a region is on and one of the n inputs (NULLs skipped) needs a cast under p; a
+ * thread-local test when autocast is off. */
+bool em_autocast_needed(em_autocast_policy p, const em_tensor *const *ts, int n);
+/* Replace each input that needs it by its em_to_dtype cast (a temporary of the current scope);
+ * false with an error set when a cast failed. */
+bool em_autocast_inputs(em_autocast_policy p, const em_tensor **ts, int n);
+/* The dtype a binary op between float dtypes a != b runs in under autocast: the wider one. */
+em_dtype em_autocast_promote(em_dtype a, em_dtype b);
+/* Set this thread's autocast dtype (EM_F32: off) outside the region stack; returns the previous
+ * one. Backward turns autocast off while it runs; a checkpoint replays its forward's dtype. */
+em_dtype em_autocast_swap(em_dtype dtype);
+
+/* ---- anomaly mode (anomaly.c) ---- */
+/* In anomaly mode, outside backward: EM_ERR_NUMERIC (false) when out holds a NaN or Inf. */
+bool em_anomaly_check_forward(const char *op, const em_tensor *out, em_tensor *const *inputs,
+                              int n_inputs);
+/* In anomaly mode: EM_ERR_NUMERIC when one of the grads node's backward produced holds a NaN or
+ * Inf; EM_OK otherwise. */
+em_status em_anomaly_check_backward(const em_node *node, em_tensor *const *grad_in);
+/* "[4,3] x [4,3]" of the non-NULL inputs, malloc'd (NULL when out of memory). */
+char *em_anomaly_shapes(em_tensor *const *inputs, int n_inputs);
+/* Backward brackets its run (nests): forward checks are skipped inside, gradients are checked. */
+void em_anomaly_backward_enter(void);
+void em_anomaly_backward_leave(void);
 
 #endif

@@ -1,6 +1,6 @@
 /* The backward pass: collects the graph behind a tensor without recursion, runs each node's rule in
- * reverse topological order with grad mode off, accumulates into leaves; plus grad mode, detach
- * and retain_grad. */
+ * reverse topological order with grad mode and autocast off (checking its gradients in anomaly
+ * mode), accumulates into leaves; plus grad mode, detach and retain_grad. */
 #include <stdlib.h>
 
 #include "autograd/autograd_internal.h"
@@ -133,6 +133,8 @@ static em_status run_node(em_node *node, node_list *ready)
     em_scope_begin();
     if (node->grad_accum)
         st = node->backward(node, node->grad_accum, grad_in);
+    if (st == EM_OK && em_anomaly_mode())
+        st = em_anomaly_check_backward(node, grad_in);
     for (int k = 0; k < node->n_inputs && st == EM_OK; k++) {
         em_tensor *in = node->inputs[k], *g = grad_in[k];
         if (!in)
@@ -169,6 +171,8 @@ em_status em_backward_grad(em_tensor *t, em_tensor *grad)
         return em_set_error(EM_ERR_ARG, "em_backward: grad on %s, tensor on %s",
                             em_device_name(grad->device), em_device_name(t->device));
     bool prev = em_set_grad_enabled(false);
+    em_dtype prev_autocast = em_autocast_swap(EM_F32); /* each rule runs in its forward's dtype */
+    em_anomaly_backward_enter();
     em_status st = EM_OK;
     em_scope_begin();
     em_tensor *seed = grad->dtype == t->dtype ? (em_tensor *)grad
@@ -197,6 +201,8 @@ em_status em_backward_grad(em_tensor *t, em_tensor *grad)
         free(ready.v);
     }
     em_scope_end();
+    em_anomaly_backward_leave();
+    em_autocast_swap(prev_autocast);
     em_set_grad_enabled(prev);
     return st;
 }

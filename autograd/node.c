@@ -55,6 +55,12 @@ void em_node_free_held(em_node *node)
     }
     em_release(node->grad_accum);
     node->grad_accum = NULL;
+    if (node->ext_free)
+        node->ext_free(node->ext);
+    node->ext = NULL;
+    node->ext_free = NULL;
+    free(node->input_shapes);
+    node->input_shapes = NULL;
 }
 
 void em_node_release(em_node *node)

@@ -125,10 +125,15 @@ bool em_record(em_tensor *out, const char *op, em_backward_fn backward,
                em_tensor *const *inputs, int n_inputs, em_node **node)
 {
     em_node *n = NULL;
+    bool anomaly = em_anomaly_mode();
+    if (anomaly && !em_anomaly_check_forward(op, out, inputs, n_inputs))
+        return false;
     if (em_needs_grad(inputs, n_inputs)) {
         n = em_node_attach(out, op, backward, inputs, n_inputs);
         if (!n)
             return false;
+        if (anomaly)
+            n->input_shapes = em_anomaly_shapes(inputs, n_inputs);
     }
     if (node)
         *node = n;

@@ -57,6 +57,12 @@ em_tensor *em_conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *b,
     const char *fn = "em_conv2d";
     if (!x || !w)
         return NULL;
+    if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){x, w, b}, 3)) {
+        em_scope_begin();
+        const em_tensor *t[3] = {x, w, b};
+        bool ok = em_autocast_inputs(EM_AUTOCAST_LOW, t, 3);
+        return em_scope_return(ok ? em_conv2d(t[0], t[1], t[2], o) : NULL);
+    }
     int64_t p[7] = {o.stride[0] ? o.stride[0] : 1, o.stride[1] ? o.stride[1] : 1,
                     o.padding[0], o.padding[1],
                     o.dilation[0] ? o.dilation[0] : 1, o.dilation[1] ? o.dilation[1] : 1,

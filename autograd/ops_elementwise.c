@@ -28,11 +28,25 @@ static em_status unary_backward(em_node *node, const em_tensor *g, em_tensor **g
     return st;
 }
 
+/* The unary ops autocast runs in f32 (PyTorch's list): exp and the log, power and reciprocal
+ * families, whose results leave a half's range or precision. */
+static bool f32_under_autocast(em_unary_op op)
+{
+    return op == EM_UNARY_EXP || op == EM_UNARY_LOG || op == EM_UNARY_LOG1P ||
+           op == EM_UNARY_POW_SCALAR || op == EM_UNARY_RSQRT || op == EM_UNARY_RECIPROCAL;
+}
+
 static em_tensor *unary(const char *fn, const char *op_name, em_unary_op op, double p0,
                         double p1, const em_tensor *t)
 {
     if (!t)
         return NULL;
+    if (f32_under_autocast(op) && em_autocast_needed(EM_AUTOCAST_F32, &t, 1)) {
+        em_scope_begin();
+        const em_tensor *c = t;
+        bool ok = em_autocast_inputs(EM_AUTOCAST_F32, &c, 1);
+        return em_scope_return(ok ? unary(fn, op_name, op, p0, p1, c) : NULL);
+    }
     em_scope_begin();
     em_tensor *in = (em_tensor *)t;
     em_tensor *y = em_raw_unary(fn, op, p0, p1, t);
@@ -137,7 +151,8 @@ em_tensor *em_clamp(const em_tensor *t, double min, double max)
 
 /* ---- binary ---- */
 
-/* Bring a and b to one dtype: a 0-d operand adapts to the other's; otherwise they must match.
+/* Bring a and b to one dtype: a 0-d operand adapts to the other's; otherwise they must match,
+ * except under autocast, where two float dtypes promote to the wider (em_autocast_promote).
  * Called inside the op's scope (the cast is a temporary of it). */
 static bool unify(const char *fn, const em_tensor **a, const em_tensor **b)
 {
@@ -152,7 +167,14 @@ static bool unify(const char *fn, const em_tensor **a, const em_tensor **b)
         *a = em_to_dtype(*a, (*b)->dtype);
     else if ((*b)->ndim == 0)
         *b = em_to_dtype(*b, (*a)->dtype);
-    else {
+    else if (em_autocast_dtype() != EM_F32 && em_dtype_is_float((*a)->dtype) &&
+             em_dtype_is_float((*b)->dtype)) {
+        em_dtype dt = em_autocast_promote((*a)->dtype, (*b)->dtype);
+        if ((*a)->dtype != dt)
+            *a = em_to_dtype(*a, dt);
+        if ((*b)->dtype != dt)
+            *b = em_to_dtype(*b, dt);
+    } else {
         char ba[128], bb[128];
         em_set_error(EM_ERR_ARG, "%s: dtypes differ: %s %s and %s %s", fn,
                      em_dtype_name((*a)->dtype), em_shape_str(*a, ba, sizeof ba),
@@ -256,6 +278,12 @@ em_tensor *em_div(const em_tensor *a, const em_tensor *b)
 
 em_tensor *em_pow(const em_tensor *a, const em_tensor *b)
 {
+    if (a && b && em_autocast_needed(EM_AUTOCAST_F32, (const em_tensor *[]){a, b}, 2)) {
+        em_scope_begin();
+        const em_tensor *t[2] = {a, b};
+        bool ok = em_autocast_inputs(EM_AUTOCAST_F32, t, 2);
+        return em_scope_return(ok ? em_pow(t[0], t[1]) : NULL);
+    }
     return binary("em_pow", "pow", EM_BINARY_POW, a, b);
 }
 

@@ -171,10 +171,23 @@ static bool check_pair(const char *fn, const em_tensor *a, const em_tensor *b)
     return true;
 }
 
+/* op under autocast's low-precision policy: a and b cast to the region's dtype first */
+static em_tensor *autocast_pair(em_tensor *(*op)(const em_tensor *, const em_tensor *),
+                                const em_tensor *a, const em_tensor *b)
+{
+    em_scope_begin();
+    const em_tensor *t[2] = {a, b};
+    return em_scope_return(em_autocast_inputs(EM_AUTOCAST_LOW, t, 2) ? op(t[0], t[1]) : NULL);
+}
+
 em_tensor *em_matmul(const em_tensor *a, const em_tensor *b)
 {
     const char *fn = "em_matmul";
-    if (!a || !b || !check_pair(fn, a, b))
+    if (!a || !b)
+        return NULL;
+    if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){a, b}, 2))
+        return autocast_pair(em_matmul, a, b);
+    if (!check_pair(fn, a, b))
         return NULL;
     char sa[128], sb[128];
     if (a->ndim == 0 || b->ndim == 0) {
@@ -202,7 +215,11 @@ em_tensor *em_matmul(const em_tensor *a, const em_tensor *b)
 em_tensor *em_bmm(const em_tensor *a, const em_tensor *b)
 {
     const char *fn = "em_bmm";
-    if (!a || !b || !check_pair(fn, a, b))
+    if (!a || !b)
+        return NULL;
+    if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){a, b}, 2))
+        return autocast_pair(em_bmm, a, b);
+    if (!check_pair(fn, a, b))
         return NULL;
     if (a->ndim != 3 || b->ndim != 3 || a->shape[0] != b->shape[0] || a->shape[2] != b->shape[1]) {
         char sa[128], sb[128];
@@ -261,7 +278,15 @@ static em_status linear_backward(em_node *node, const em_tensor *g, em_tensor **
 em_tensor *em_linear(const em_tensor *x, const em_tensor *w, const em_tensor *b)
 {
     const char *fn = "em_linear";
-    if (!x || !w || !check_pair(fn, x, w) || (b && !check_pair(fn, x, b)))
+    if (!x || !w)
+        return NULL;
+    if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){x, w, b}, 3)) {
+        em_scope_begin();
+        const em_tensor *t[3] = {x, w, b};
+        bool ok = em_autocast_inputs(EM_AUTOCAST_LOW, t, 3);
+        return em_scope_return(ok ? em_linear(t[0], t[1], t[2]) : NULL);
+    }
+    if (!check_pair(fn, x, w) || (b && !check_pair(fn, x, b)))
         return NULL;
     char sx[128], sw[128], sb[128];
     if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1] ||

@@ -85,6 +85,14 @@ static em_tensor *reduce(const char *fn, const char *op_name, em_reduce_op op, c
     unsigned mask;
     if (!t || !dims_mask(fn, t, dims, n_dims, &mask))
         return NULL;
+    bool f32_policy = op == EM_REDUCE_SUM || op == EM_REDUCE_MEAN || op == EM_REDUCE_VAR;
+    if (f32_policy && em_autocast_needed(EM_AUTOCAST_F32, &t, 1)) { /* sums run in f32 */
+        em_scope_begin();
+        const em_tensor *c = t;
+        bool ok = em_autocast_inputs(EM_AUTOCAST_F32, &c, 1);
+        return em_scope_return(ok ? reduce(fn, op_name, op, c, dims, n_dims, keepdim, correction)
+                                  : NULL);
+    }
     em_scope_begin();
     em_tensor *in = (em_tensor *)t;
     em_tensor *yk = em_raw_reduce(fn, op, correction, t, mask);

@@ -49,6 +49,12 @@ static em_tensor *softmax(const char *fn, const char *op, bool log, const em_ten
 {
     if (!t)
         return NULL;
+    if (em_autocast_needed(EM_AUTOCAST_F32, &t, 1)) { /* runs in f32 under autocast */
+        em_scope_begin();
+        const em_tensor *c = t;
+        bool ok = em_autocast_inputs(EM_AUTOCAST_F32, &c, 1);
+        return em_scope_return(ok ? softmax(fn, op, log, c, dim) : NULL);
+    }
     int d = em_norm_dim(dim, t->ndim > 0 ? t->ndim : 1);
     if (d < 0) {
         char b[128];

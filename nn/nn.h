@@ -97,6 +97,16 @@ em_module *em_tanh_layer(void);
 em_module *em_sigmoid_layer(void);
 em_module *em_softmax_layer(int dim);
 
+/* ---- gradient checkpointing (em_checkpoint in autograd.h), in place: the module keeps its
+ * name, parameters and children, and only its forward changes; returns the module, or NULL
+ * with an error (the module unchanged) ---- */
+/* m's forward runs under em_checkpoint: its activations are recomputed in backward */
+em_module *em_checkpoint_module(em_module *m);
+/* seq's children split into n_segments runs of near-equal length; each run but the last is
+ * checkpointed (PyTorch's checkpoint_sequential), so only the segment boundaries stay alive
+ * through the forward. 1 <= n_segments <= children; a checkpointed Sequential takes no appends. */
+em_module *em_checkpoint_sequential(em_module *seq, int n_segments);
+
 /* ---- functional forms the layers use (differentiable) ---- */
 em_tensor *em_dropout(const em_tensor *x, double p, bool training, em_generator *gen);
 em_tensor *em_batch_norm(const em_tensor *x, em_tensor *running_mean, em_tensor *running_var,
