@@ -7,6 +7,8 @@
 #include "autograd/autograd.h"
 #include "nn/nn.h"
 #include "nn/serialize.h"
+#include "nn/quantize.h"
+#include "nn/prune.h"
 #include "optim/optim.h"
 #include "optim/checkpoint.h"
 #include "data/data.h"

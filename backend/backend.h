@@ -187,6 +187,16 @@ typedef struct em_backend {
                           const void *grad, void *square_avg,
                           void *momentum_buf /* NULL when momentum is 0 */,
                           void *grad_avg /* NULL unless centered */);
+
+    /* dynamic int8 linear (PyTorch's quantize_dynamic): w (n, k) s8 is packed once into
+     * int8_packed_size(n, k) bytes of the backend's layout; each call quantizes x per tensor
+     * to unsigned 7-bit values from its range, accumulates in int32 and writes f32
+     * y (m, n) = dequantized product + bias; w_scale has n_scales = 1 or n entries */
+    int64_t (*int8_packed_size)(int64_t n, int64_t k);
+    int (*int8_pack)(int64_t n, int64_t k, const int8_t *w, void *packed);
+    int (*qlinear_dynamic)(int64_t m, int64_t n, int64_t k, const float *x /* (m, k) */,
+                           const void *packed, const float *w_scale, int64_t n_scales,
+                           const float *bias /* (n) or NULL */, float *y /* (m, n) */);
 } em_backend;
 
 /* The backend of a device, or NULL when ember was built without it or no such device is present. */

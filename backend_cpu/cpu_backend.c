@@ -34,6 +34,9 @@ static const em_backend cpu_backend = {
     .sgd_update = em_cpu_sgd_update,
     .adam_update = em_cpu_adam_update,
     .rmsprop_update = em_cpu_rmsprop_update,
+    .int8_packed_size = em_cpu_int8_packed_size,
+    .int8_pack = em_cpu_int8_pack,
+    .qlinear_dynamic = em_cpu_qlinear_dynamic,
 };
 
 const em_backend *em_backend_cpu(void)

@@ -72,4 +72,26 @@ int em_cpu_rmsprop_update(em_dtype dt, int64_t n, const em_rmsprop_hparams *h, v
                           const void *grad, void *square_avg, void *momentum_buf,
                           void *grad_avg);
 
+/* cpu_int8_gemm.c: dynamic int8 products. Activations are quantized to 0..EM_CPU_U7_MAX
+ * (7 bits, exact under AVX2's 16-bit pair sums), weights are s8 packed by em_cpu_int8_pack. */
+#define EM_CPU_U7_MAX 127
+bool em_cpu_has_avx2(void); /* AVX2 and FMA, checked once at run time */
+int64_t em_cpu_int8_packed_size(int64_t n, int64_t k);
+int em_cpu_int8_pack(int64_t n, int64_t k, const int8_t *w, void *packed);
+/* c (m, n) i32 = a (m, k) @ w^T with a's rows lda bytes apart, values 0..127; w packed.
+ * _path picks the AVX2 (true) or portable code; without AVX2 the former is unsupported. */
+int em_cpu_int8_gemm(int64_t m, int64_t n, int64_t k, const uint8_t *a, int64_t lda,
+                     const void *packed, int32_t *c, int64_t ldc);
+int em_cpu_int8_gemm_path(bool avx2, int64_t m, int64_t n, int64_t k, const uint8_t *a,
+                          int64_t lda, const void *packed, int32_t *c, int64_t ldc);
+/* scale and zero point of the range [min, max] widened to hold 0 */
+void em_cpu_qparams_u7(float min, float max, float *scale, int32_t *zero_point);
+/* q (n) = clamp(round(x / scale) + zero_point, 0, 127) with x's own range */
+int em_cpu_quantize_u7(int64_t n, const float *x, uint8_t *q, float *scale, int32_t *zero_point);
+int em_cpu_qlinear_dynamic(int64_t m, int64_t n, int64_t k, const float *x, const void *packed,
+                           const float *w_scale, int64_t n_scales, const float *bias, float *y);
+int em_cpu_qlinear_dynamic_path(bool avx2, int64_t m, int64_t n, int64_t k, const float *x,
+                                const void *packed, const float *w_scale, int64_t n_scales,
+                                const float *bias, float *y);
+
 #endif

@@ -1,0 +1,181 @@
+/* The int8 GEMM (AVX2 and portable paths) against an int32 reference loop on random and ragged
+ * sizes, and the fused dynamic-quantized linear against a reference built from the same formulas. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend_cpu/cpu_kernels_internal.h"
+
+/* xorshift for test data */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t next_u32(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 32);
+}
+
+static void *packed_weights(int64_t n, int64_t k, const int8_t *w)
+{
+    void *p = malloc((size_t)em_cpu_int8_packed_size(n, k));
+    cr_assert_not_null(p);
+    cr_assert_eq(em_cpu_int8_pack(n, k, w, p), EM_KERNEL_OK);
+    return p;
+}
+
+/* c = a @ w^T on both paths, checked exactly against the int32 loop; a has row stride lda. */
+static void check_gemm(int64_t m, int64_t n, int64_t k, int64_t lda, bool extremes)
+{
+    uint8_t *a = malloc((size_t)(m * lda + 1));
+    int8_t *w = malloc((size_t)(n * k + 1));
+    int32_t *want = malloc(sizeof(int32_t) * (size_t)(m * n + 1));
+    int32_t *got = malloc(sizeof(int32_t) * (size_t)(m * n + 1));
+    for (int64_t i = 0; i < m * lda; i++)
+        a[i] = extremes ? 127 : (uint8_t)(next_u32() % 128);
+    for (int64_t i = 0; i < n * k; i++)
+        w[i] = extremes ? (int8_t)(i % 2 ? -128 : 127) : (int8_t)(next_u32() % 256 - 128);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            int32_t s = 0;
+            for (int64_t q = 0; q < k; q++)
+                s += (int32_t)a[i * lda + q] * w[j * k + q];
+            want[i * n + j] = s;
+        }
+    void *p = packed_weights(n, k, w);
+    for (int path = 0; path < 2; path++) {
+        bool avx2 = path == 1;
+        if (avx2 && !em_cpu_has_avx2())
+            continue;
+        for (int64_t i = 0; i < m * n; i++)
+            got[i] = -1;
+        cr_assert_eq(em_cpu_int8_gemm_path(avx2, m, n, k, a, lda, p, got, n), EM_KERNEL_OK);
+        for (int64_t i = 0; i < m * n; i++)
+            cr_assert_eq(got[i], want[i], "%s m %lld n %lld k %lld: c[%lld] = %d, want %d",
+                         avx2 ? "avx2" : "portable", (long long)m, (long long)n, (long long)k,
+                         (long long)i, got[i], want[i]);
+    }
+    free(p);
+    free(a);
+    free(w);
+    free(want);
+    free(got);
+}
+
+Test(int8_gemm, ragged_sizes)
+{
+    static const int64_t sizes[][3] = {
+        {1, 1, 1}, {1, 8, 4}, {1, 17, 3}, {3, 5, 7},   {4, 16, 32}, {5, 9, 33},
+        {7, 31, 13}, {2, 24, 1}, {9, 40, 65}, {13, 3, 100}, {64, 50, 79}, {1, 512, 784},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        check_gemm(sizes[i][0], sizes[i][1], sizes[i][2], sizes[i][2], false);
+}
+
+Test(int8_gemm, random_sizes_and_row_strides)
+{
+    for (int t = 0; t < 25; t++) {
+        int64_t m = 1 + next_u32() % 11, n = 1 + next_u32() % 37, k = 1 + next_u32() % 70;
+        check_gemm(m, n, k, k + next_u32() % 5, false);
+    }
+}
+
+Test(int8_gemm, extreme_values_do_not_saturate)
+{
+    /* 127 x -128 and 127 x 127 pairs: the largest pair sums the AVX2 path sees */
+    check_gemm(5, 19, 37, 37, true);
+    check_gemm(2, 8, 1024, 1024, true);
+}
+
+Test(int8_gemm, threaded_product_matches)
+{
+    check_gemm(64, 130, 257, 257, false); /* large enough for the OpenMP split */
+}
+
+Test(int8_gemm, packed_row_sums)
+{
+    int8_t w[2 * 3] = {1, -2, 3, -128, 127, 5};
+    int32_t *p = packed_weights(2, 3, w);
+    cr_assert_eq(p[0], 2);
+    cr_assert_eq(p[1], 4);
+    for (int j = 2; j < 8; j++)
+        cr_assert_eq(p[j], 0);
+    free(p);
+}
+
+Test(int8_gemm, qparams_hand_computed)
+{
+    float s;
+    int32_t z;
+    em_cpu_qparams_u7(-1.0f, 2.81f, &s, &z);
+    cr_assert_float_eq(s, 3.81f / 127, 1e-9);
+    cr_assert_eq(z, 33); /* round(1 / 0.03) */
+    em_cpu_qparams_u7(0.5f, 2.54f, &s, &z); /* widened to [0, 2.54] */
+    cr_assert_float_eq(s, 0.02f, 1e-9);
+    cr_assert_eq(z, 0);
+    em_cpu_qparams_u7(-1.27f, -0.5f, &s, &z); /* widened to [-1.27, 0] */
+    cr_assert_eq(z, 127);
+    em_cpu_qparams_u7(0, 0, &s, &z);
+    cr_assert_float_eq(s, 1.0f, 0);
+    cr_assert_eq(z, 0);
+}
+
+Test(int8_gemm, quantize_u7_rounds_half_even_and_clamps)
+{
+    float x[11] = {-1.0f, 2.81f, 0.0f, 0.015f, 0.045f, 0.03f, -0.03f, 1.0f, NAN, 0.5f, -0.5f};
+    uint8_t q[11];
+    float s;
+    int32_t z;
+    cr_assert_eq(em_cpu_quantize_u7(11, x, q, &s, &z), EM_KERNEL_OK);
+    cr_assert_eq(z, 33);
+    for (int i = 0; i < 11; i++) {
+        float r = nearbyintf(x[i] * (1.0f / s)) + 33;
+        uint8_t want = isnan(x[i]) ? 0 : (uint8_t)fminf(fmaxf(r, 0), 127);
+        cr_assert_eq(q[i], want, "x %g: %d want %d", x[i], q[i], want);
+    }
+    cr_assert_eq(q[0], 0);
+    cr_assert_eq(q[1], 127);
+    cr_assert_eq(q[2], 33);
+}
+
+/* The fused linear on both paths equals dequantize(gemm) + bias computed here. */
+Test(int8_gemm, qlinear_dynamic_paths_agree_with_reference)
+{
+    const int64_t m = 6, n = 21, k = 45;
+    float x[6 * 45], bias[21], ws[21], got[6 * 21];
+    int8_t w[21 * 45];
+    for (int64_t i = 0; i < m * k; i++)
+        x[i] = (float)((int)(next_u32() % 2001) - 700) / 500.0f;
+    for (int64_t i = 0; i < n * k; i++)
+        w[i] = (int8_t)((int)(next_u32() % 255) - 127);
+    for (int64_t j = 0; j < n; j++) {
+        bias[j] = (float)j * 0.25f - 2;
+        ws[j] = 0.001f * (float)(j + 1);
+    }
+    uint8_t q[6 * 45];
+    float sx;
+    int32_t zp;
+    em_cpu_quantize_u7(m * k, x, q, &sx, &zp);
+    void *p = packed_weights(n, k, w);
+    for (int path = 0; path < 2; path++) {
+        bool avx2 = path == 1;
+        if (avx2 && !em_cpu_has_avx2())
+            continue;
+        for (int per_channel = 0; per_channel < 2; per_channel++) {
+            cr_assert_eq(em_cpu_qlinear_dynamic_path(avx2, m, n, k, x, p, ws,
+                                                     per_channel ? n : 1, bias, got),
+                         EM_KERNEL_OK);
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++) {
+                    int64_t s = 0;
+                    for (int64_t t = 0; t < k; t++)
+                        s += ((int64_t)q[i * k + t] - zp) * w[j * k + t];
+                    double want = (double)s * sx * ws[per_channel ? j : 0] + bias[j];
+                    cr_assert(fabs(got[i * n + j] - want) <= 1e-5 * (1 + fabs(want)),
+                              "%s y[%lld][%lld] = %g, want %g", avx2 ? "avx2" : "portable",
+                              (long long)i, (long long)j, got[i * n + j], want);
+                }
+        }
+    }
+    free(p);
+}
