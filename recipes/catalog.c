@@ -9,6 +9,9 @@ static const em_recipe recipes[] = {
     {.name = "cnn", .about = "CNN conv32-conv64-fc128 on Fashion-MNIST",
      .build = em_recipe_cnn_build, .flat_input = false, .epochs = 5, .batch = 64, .lr = 0.05,
      .momentum = 0.9, .optim = "sgd", .schedule = "cosine"},
+    {.name = "deepmlp", .about = "MLP with 16 hidden layers of 1024 on Fashion-MNIST",
+     .build = em_recipe_deepmlp_build, .flat_input = true, .epochs = 5, .batch = 256,
+     .lr = 0.02, .momentum = 0.9, .optim = "sgd", .schedule = "cosine"},
 };
 
 const em_recipe *em_recipe_at(int i)

@@ -24,6 +24,7 @@ const em_recipe *em_recipe_at(int i);               /* the i-th recipe, NULL pas
 
 em_module *em_recipe_mlp_build(void);
 em_module *em_recipe_cnn_build(void);
+em_module *em_recipe_deepmlp_build(void);
 
 #define EM_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
 

@@ -9,7 +9,6 @@
 #include "recipes/recipes.h"
 #include "tools/tools_internal.h"
 
-void openblas_set_num_threads(int n);
 
 typedef struct {
     const char *name; /* "mlp_b64" */
@@ -135,7 +134,6 @@ int em_bench_train(int argc, char **argv)
         return 2;
     }
     omp_set_num_threads(threads);
-    openblas_set_num_threads(threads);
     em_batch all;
     if (load_all(data_dir, &all) != EM_OK) {
         fprintf(stderr, "ember bench train: %s\n", em_error());

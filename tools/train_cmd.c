@@ -1,6 +1,5 @@
 /* `ember train RECIPE` and `ember eval RECIPE`: run a reference recipe with a live progress bar
  * (plain lines when stdout is not a terminal) and end with a one-line JSON summary. */
-#include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +9,6 @@
 #include "recipes/recipes.h"
 #include "tools/tools_internal.h"
 
-/* openblas_set_num_threads is OpenBLAS's own; declared here as cblas.h may not. */
-void openblas_set_num_threads(int n);
 
 typedef struct {
     bool tty;
@@ -59,12 +56,6 @@ static void usage(FILE *f)
                "       ember eval RECIPE --load FILE [--data DIR] [--threads N]\n\nrecipes:\n");
     for (int i = 0; em_recipe_at(i); i++)
         fprintf(f, "  %-5s %s\n", em_recipe_at(i)->name, em_recipe_at(i)->about);
-}
-
-static void set_threads(int n)
-{
-    omp_set_num_threads(n);
-    openblas_set_num_threads(n);
 }
 
 /* Parses the options after the recipe name into o (and *threads, *load); false on a bad one. */
@@ -136,7 +127,7 @@ static int run_command(int argc, char **argv, bool train)
         return 2;
     }
     if (threads)
-        set_threads(threads);
+        omp_set_num_threads(threads);
     em_train_result r;
     progress_state p = {.tty = isatty(STDOUT_FILENO)};
     em_status st = train ? em_recipe_train(&o, show_progress, &p, &r)
