@@ -11,6 +11,8 @@
 #include "nn/prune.h"
 #include "optim/optim.h"
 #include "optim/checkpoint.h"
+#include "optim/grad_scaler.h"
+#include "optim/guards.h"
 #include "data/data.h"
 
 #endif

@@ -197,6 +197,14 @@ typedef struct em_backend {
     int (*qlinear_dynamic)(int64_t m, int64_t n, int64_t k, const float *x /* (m, k) */,
                            const void *packed, const float *w_scale, int64_t n_scales,
                            const float *bias /* (n) or NULL */, float *y /* (m, n) */);
+
+    /* mixed precision and stability guards, over n contiguous elements of dt (f32 or f64) */
+    /* grad (n) *= inv_scale in place; *found_inf (one f32 in this device's memory) is set to 1
+     * when an element was inf or NaN and left as it is otherwise */
+    int (*unscale_check)(em_dtype dt, int64_t n, double inv_scale, void *grad, float *found_inf);
+    /* *out (one f64 in this device's memory) = sum of |x|^p over x (n) for p > 0, or max |x|
+     * for p = inf; an inf or NaN element makes it inf or NaN */
+    int (*norm_pow_sum)(em_dtype dt, int64_t n, double p, const void *x, double *out);
 } em_backend;
 
 /* The backend of a device, or NULL when ember was built without it or no such device is present. */

@@ -37,6 +37,8 @@ static const em_backend cpu_backend = {
     .int8_packed_size = em_cpu_int8_packed_size,
     .int8_pack = em_cpu_int8_pack,
     .qlinear_dynamic = em_cpu_qlinear_dynamic,
+    .unscale_check = em_cpu_unscale_check,
+    .norm_pow_sum = em_cpu_norm_pow_sum,
 };
 
 const em_backend *em_backend_cpu(void)

@@ -94,4 +94,8 @@ int em_cpu_qlinear_dynamic_path(bool avx2, int64_t m, int64_t n, int64_t k, cons
                                 const void *packed, const float *w_scale, int64_t n_scales,
                                 const float *bias, float *y);
 
+/* cpu_amp.c: unscale gradients in place, flagging inf/NaN; cpu_norm.c: sum |x|^p or max |x| */
+int em_cpu_unscale_check(em_dtype dt, int64_t n, double inv_scale, void *grad, float *found_inf);
+int em_cpu_norm_pow_sum(em_dtype dt, int64_t n, double p, const void *x, double *out);
+
 #endif

@@ -1,4 +1,5 @@
-/* Training checkpoints over safetensors: prefixed tensor names, integers as metadata strings. */
+/* Training checkpoints over safetensors: prefixed tensor names (model, optimizer, grad scaler),
+ * integers as metadata strings. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #define MODEL_PREFIX "model."
 #define OPTIM_PREFIX "optim."
+#define SCALER_PREFIX "scaler."
 #define N_OWN_META 6
 
 static char *prefixed(const char *prefix, const char *name)
@@ -20,16 +22,17 @@ static char *prefixed(const char *prefix, const char *name)
     return s;
 }
 
-/* Model then optimizer entries, names prefixed (freed by free_entries). */
-static em_st_entry *collect(const em_train_state *s, int *n_model, int *n_total)
+/* Model, optimizer then scaler entries, names prefixed (freed by free_entries). */
+static em_st_entry *collect(const em_train_state *s, int *n_model, int *n_optim, int *n_total)
 {
     *n_model = em_module_state(s->model, NULL, 0);
-    int n_optim = s->optim ? em_optim_state(s->optim, NULL, 0) : 0;
+    *n_optim = s->optim ? em_optim_state(s->optim, NULL, 0) : 0;
+    int n_scaler = s->scaler ? em_scaler_state(s->scaler, NULL, 0) : 0;
     if (*n_model < 0)
         return NULL;
-    *n_total = *n_model + n_optim;
+    *n_total = *n_model + *n_optim + n_scaler;
     em_st_entry *e = calloc((size_t)*n_total + 1, sizeof *e);
-    em_param_ref *refs = calloc((size_t)n_optim + 1, sizeof *refs);
+    em_param_ref *refs = calloc((size_t)(*n_optim + n_scaler) + 1, sizeof *refs);
     if (!e || !refs) {
         free(e);
         free(refs);
@@ -38,11 +41,14 @@ static em_st_entry *collect(const em_train_state *s, int *n_model, int *n_total)
     }
     em_module_state(s->model, e, *n_model);
     if (s->optim)
-        em_optim_state(s->optim, refs, n_optim);
+        em_optim_state(s->optim, refs, *n_optim);
+    if (s->scaler)
+        em_scaler_state(s->scaler, refs + *n_optim, n_scaler);
     for (int i = 0; i < *n_total; i++) {
         bool model = i < *n_model;
-        e[i].name = prefixed(model ? MODEL_PREFIX : OPTIM_PREFIX,
-                             model ? e[i].name : refs[i - *n_model].name);
+        const char *prefix = model ? MODEL_PREFIX
+                                   : i < *n_model + *n_optim ? OPTIM_PREFIX : SCALER_PREFIX;
+        e[i].name = prefixed(prefix, model ? e[i].name : refs[i - *n_model].name);
         if (!model)
             e[i].tensor = refs[i - *n_model].value;
     }
@@ -73,8 +79,8 @@ em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
     snprintf(values[4], 32, "%" PRId64, s->epoch);
     snprintf(values[5], 32, "%" PRId64, s->batch);
     em_st_meta *all = calloc((size_t)n_meta + N_OWN_META, sizeof *all);
-    int n_model, n_total;
-    em_st_entry *e = collect(s, &n_model, &n_total);
+    int n_model, n_optim, n_total;
+    em_st_entry *e = collect(s, &n_model, &n_optim, &n_total);
     em_status st = EM_OK;
     if (!all || !e) {
         st = all ? em_error_status() : em_set_error(EM_ERR_MEMORY, "em_train_checkpoint_save: "
@@ -128,8 +134,31 @@ static em_status check_model(const em_safetensors *f, const char *path, const em
     return EM_OK;
 }
 
+/* The scaler's entries in the file (refs, n of them), checked by loading them into a scratch
+ * scaler; *present is false when the file has none: the scaler is then left as it is. */
+static em_status check_scaler(const em_safetensors *f, const char *path, const em_st_entry *e,
+                              int n, em_param_ref *refs, bool *present)
+{
+    int found = 0;
+    for (int i = 0; i < n; i++) {
+        refs[i].name = e[i].name + strlen(SCALER_PREFIX);
+        refs[i].value = em_safetensors_get(f, e[i].name);
+        found += refs[i].value != NULL;
+    }
+    *present = found > 0;
+    if (!found)
+        return EM_OK;
+    if (found < n)
+        return em_set_error(EM_ERR_IO, "em_train_checkpoint_load: %s: the scaler's state is "
+                            "incomplete", path);
+    em_grad_scaler *scratch = em_scaler_new((em_scaler_opts){0});
+    em_status st = scratch ? em_scaler_load_state(scratch, refs, n) : em_error_status();
+    em_scaler_free(scratch);
+    return st;
+}
+
 static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
-                         const em_st_entry *e, int n_model, int n_total)
+                         const em_st_entry *e, int n_model, int n_optim, int n_total)
 {
     uint64_t sched_step, seed, offset, epoch, batch;
     const char *kind = em_safetensors_meta(f, "ember.kind");
@@ -147,21 +176,28 @@ static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
         st = meta_int(f, path, "ember.loader_batch", &batch);
     if (st == EM_OK)
         st = check_model(f, path, e, n_model);
+    int n_scaler = n_total - n_model - n_optim; /* 2 with a scaler, else 0 */
+    em_param_ref scaler_refs[2];
+    bool scaler_present = false;
+    if (st == EM_OK && s->scaler)
+        st = check_scaler(f, path, e + n_model + n_optim, n_scaler, scaler_refs, &scaler_present);
     if (st != EM_OK)
         return st;
     if (s->optim) {
-        em_param_ref *refs = calloc((size_t)(n_total - n_model) + 1, sizeof *refs);
+        em_param_ref *refs = calloc((size_t)n_optim + 1, sizeof *refs);
         if (!refs)
             return em_set_error(EM_ERR_MEMORY, "em_train_checkpoint_load: out of memory");
-        for (int i = n_model; i < n_total; i++) {
+        for (int i = n_model; i < n_model + n_optim; i++) {
             refs[i - n_model].name = e[i].name + strlen(OPTIM_PREFIX);
             refs[i - n_model].value = em_safetensors_get(f, e[i].name);
         }
-        st = em_optim_load_state(s->optim, refs, n_total - n_model);
+        st = em_optim_load_state(s->optim, refs, n_optim);
         free(refs);
         if (st != EM_OK)
             return st;
     }
+    if (scaler_present)
+        em_scaler_load_state(s->scaler, scaler_refs, n_scaler); /* checked above */
     for (int i = 0; i < n_model; i++)
         em_copy_(e[i].tensor, em_safetensors_get(f, e[i].name));
     if (s->scheduler && (int64_t)sched_step >= 0)
@@ -182,9 +218,9 @@ em_status em_train_checkpoint_load(const char *path, em_train_state *s)
     em_status st = em_safetensors_load(path, &f);
     if (st != EM_OK)
         return st;
-    int n_model, n_total;
-    em_st_entry *e = collect(s, &n_model, &n_total);
-    st = e ? restore(f, path, s, e, n_model, n_total) : em_error_status();
+    int n_model, n_optim, n_total;
+    em_st_entry *e = collect(s, &n_model, &n_optim, &n_total);
+    st = e ? restore(f, path, s, e, n_model, n_optim, n_total) : em_error_status();
     free_entries(e, e ? n_total : 0);
     em_safetensors_free(f);
     return st;

@@ -1,0 +1,62 @@
+/* Vector norms on the CPU for gradient clipping and the guards: sum of |x|^p (or max |x|) over
+ * a contiguous array, in double, in fixed chunks summed in order (the same on any thread
+ * count). */
+#include <math.h>
+
+#include "backend_cpu/cpu_kernels_internal.h"
+
+#define CHUNK 16384
+#define MAX_CHUNKS 256
+
+/* sum |x|^p (p = 1 and 2 without pow), or max |x| for p = inf with NaN passed through */
+#define CHUNK_SUM(T)                                                                     \
+    static double chunk_##T(const T *x, int64_t n, double p)                            \
+    {                                                                                    \
+        double acc = 0;                                                                  \
+        if (p == 2) {                                                                    \
+            _Pragma("omp simd reduction(+ : acc)") for (int64_t i = 0; i < n; i++)       \
+                acc += (double)x[i] * (double)x[i];                                      \
+        } else if (p == 1) {                                                             \
+            _Pragma("omp simd reduction(+ : acc)") for (int64_t i = 0; i < n; i++)       \
+                acc += fabs((double)x[i]);                                               \
+        } else if (isinf(p)) {                                                           \
+            bool nan = false;                                                            \
+            for (int64_t i = 0; i < n; i++) {                                            \
+                double a = fabs((double)x[i]);                                           \
+                nan |= isnan(a);                                                         \
+                acc = a > acc ? a : acc;                                                 \
+            }                                                                            \
+            if (nan)                                                                     \
+                acc = NAN;                                                               \
+        } else {                                                                         \
+            for (int64_t i = 0; i < n; i++)                                              \
+                acc += pow(fabs((double)x[i]), p);                                       \
+        }                                                                                \
+        return acc;                                                                      \
+    }
+CHUNK_SUM(float)
+CHUNK_SUM(double)
+
+int em_cpu_norm_pow_sum(em_dtype dt, int64_t n, double p, const void *x, double *out)
+{
+    if ((dt != EM_F32 && dt != EM_F64) || !(p > 0))
+        return EM_KERNEL_UNSUPPORTED;
+    int64_t chunk = n / MAX_CHUNKS + 1 > CHUNK ? n / MAX_CHUNKS + 1 : CHUNK;
+    int64_t nchunk = n > 0 ? (n + chunk - 1) / chunk : 0;
+    double part[MAX_CHUNKS + 1];
+#pragma omp parallel for schedule(static) if (n >= EM_CPU_PARALLEL_MIN)
+    for (int64_t c = 0; c < nchunk; c++) {
+        int64_t start = c * chunk, len = n - start < chunk ? n - start : chunk;
+        part[c] = dt == EM_F32 ? chunk_float((const float *)x + start, len, p)
+                               : chunk_double((const double *)x + start, len, p);
+    }
+    double acc = 0;
+    for (int64_t c = 0; c < nchunk; c++) {
+        if (isinf(p))
+            acc = part[c] > acc || isnan(part[c]) ? part[c] : acc;
+        else
+            acc += part[c];
+    }
+    *out = acc;
+    return EM_KERNEL_OK;
+}

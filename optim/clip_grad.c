@@ -1,0 +1,225 @@
+/* Gradient clipping by total norm (any order) and by value, PyTorch's clip_grad_norm_ and
+ * clip_grad_value_, over the backend's norm kernel and in-place elementwise scaling. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "optim/guards_internal.h"
+#include "optim/optim_internal.h"
+#include "tensor/tensor_internal.h"
+
+/* The kernel writes each parameter's sum into a scratch f64 tensor on the grad's device; the
+ * sums come to the host in one copy per device. */
+em_status em_grad_pow_sums(const char *fn, em_tensor *const *params, int n, double p,
+                           double *out)
+{
+    em_tensor *scratch[EM_NDEVICES] = {0};
+    em_status st = EM_OK;
+    for (int i = 0; i < n && st == EM_OK; i++) {
+        out[i] = 0;
+        em_tensor *g = params[i] ? params[i]->grad : NULL;
+        if (!g)
+            continue;
+        const em_backend *be = em_tensor_backend(g, fn);
+        if (!be) {
+            st = em_error_status();
+            break;
+        }
+        if (!be->norm_pow_sum) {
+            st = em_set_error(EM_ERR_UNSUPPORTED, "%s: not supported on %s", fn,
+                              em_device_name(g->device));
+            break;
+        }
+        if (!scratch[g->device] &&
+            !(scratch[g->device] = em_empty_on(EM_SHAPE(n), EM_F64, g->device))) {
+            st = em_error_status();
+            break;
+        }
+        em_tensor *c = em_tensor_contiguous_raw(g);
+        double *slot = (double *)em_data_ptr(scratch[g->device]) + i;
+        st = c ? em_kernel_status(be->norm_pow_sum(c->dtype, em_numel(c), p, em_data_ptr(c),
+                                                   slot), fn, g)
+               : em_error_status();
+        em_release(c);
+    }
+    double *host = malloc((size_t)(n > 0 ? n : 1) * sizeof *host);
+    if (!host && st == EM_OK)
+        st = em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+    for (int d = 0; d < EM_NDEVICES; d++) {
+        if (scratch[d] && st == EM_OK)
+            st = em_copy_to_host(scratch[d], EM_F64, host);
+        for (int i = 0; scratch[d] && st == EM_OK && i < n; i++)
+            if (params[i] && params[i]->grad && params[i]->grad->device == (em_device)d)
+                out[i] = host[i];
+        em_release(scratch[d]);
+    }
+    free(host);
+    return st;
+}
+
+double em_grad_norm_from_sums(const double *sums, int n, double p)
+{
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+        if (isinf(p))
+            total = sums[i] > total || isnan(sums[i]) ? sums[i] : total;
+        else
+            total += sums[i];
+    }
+    return isinf(p) ? total : pow(total, 1.0 / p);
+}
+
+static bool check_params(const char *fn, em_tensor *const *params, int n)
+{
+    if (n < 0 || (n > 0 && !params)) {
+        em_set_error(EM_ERR_ARG, "%s: NULL parameters or n < 0 (%d)", fn, n);
+        return false;
+    }
+    return true;
+}
+
+static bool check_order(const char *fn, double norm_type)
+{
+    if (!(norm_type > 0) || (isinf(norm_type) && norm_type < 0)) {
+        em_set_error(EM_ERR_ARG, "%s: norm_type must be > 0 or inf, got %g", fn, norm_type);
+        return false;
+    }
+    return true;
+}
+
+static em_status total_norm(const char *fn, em_tensor *const *params, int n, double norm_type,
+                            double *total)
+{
+    *total = NAN;
+    double *sums = malloc((size_t)(n > 0 ? n : 1) * sizeof *sums);
+    if (!sums)
+        return em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+    em_status st = em_grad_pow_sums(fn, params, n, norm_type, sums);
+    if (st == EM_OK)
+        *total = em_grad_norm_from_sums(sums, n, norm_type);
+    free(sums);
+    return st;
+}
+
+double em_grad_norm(em_tensor *const *params, int n, double norm_type)
+{
+    static const char *fn = "em_grad_norm";
+    double total = NAN;
+    if (check_params(fn, params, n) && check_order(fn, norm_type))
+        total_norm(fn, params, n, norm_type, &total);
+    return total;
+}
+
+/* Every grad through one in-place elementwise op (MUL_SCALAR or CLAMP). */
+static em_status map_grads(const char *fn, em_tensor *const *params, int n, em_unary_op op,
+                           double p0, double p1)
+{
+    for (int i = 0; i < n; i++) {
+        em_tensor *g = params[i] ? params[i]->grad : NULL;
+        if (!g)
+            continue;
+        const em_backend *be = em_tensor_backend(g, fn);
+        if (!be)
+            return em_error_status();
+        em_arr a = em_tensor_arr(g);
+        em_status st = em_kernel_status(be->unary(op, p0, p1, &a, &a), fn, g);
+        if (st != EM_OK)
+            return st;
+    }
+    return EM_OK;
+}
+
+double em_clip_grad_norm(em_tensor *const *params, int n, double max_norm, double norm_type,
+                         bool error_if_nonfinite)
+{
+    static const char *fn = "em_clip_grad_norm";
+    if (!check_params(fn, params, n) || !check_order(fn, norm_type))
+        return NAN;
+    if (!(max_norm >= 0)) {
+        em_set_error(EM_ERR_ARG, "%s: max_norm must be >= 0, got %g", fn, max_norm);
+        return NAN;
+    }
+    double total;
+    if (total_norm(fn, params, n, norm_type, &total) != EM_OK)
+        return NAN;
+    if (!isfinite(total) && error_if_nonfinite) {
+        em_set_error(EM_ERR_NUMERIC, "%s: the total norm of order %g of the gradients is %g, so "
+                     "they cannot be clipped", fn, norm_type, total);
+        return total;
+    }
+    double coef = max_norm / (total + 1e-6);
+    if ((coef < 1 || isnan(coef)) &&
+        map_grads(fn, params, n, EM_UNARY_MUL_SCALAR, coef, 0) != EM_OK)
+        return NAN;
+    return total;
+}
+
+/* m's parameters as a malloc'd array (*n of them), or NULL + error. */
+static em_tensor **module_params(const char *fn, em_module *m, int *n)
+{
+    if (!m) {
+        em_set_error(EM_ERR_ARG, "%s: NULL module", fn);
+        return NULL;
+    }
+    *n = em_module_parameters(m, NULL, 0);
+    em_param_ref *refs = calloc((size_t)*n + 1, sizeof *refs);
+    em_tensor **ps = calloc((size_t)*n + 1, sizeof *ps);
+    if (!refs || !ps) {
+        free(refs);
+        free(ps);
+        em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+        return NULL;
+    }
+    em_module_parameters(m, refs, *n);
+    for (int i = 0; i < *n; i++)
+        ps[i] = refs[i].value;
+    free(refs);
+    return ps;
+}
+
+double em_clip_grad_norm_module(em_module *m, double max_norm, double norm_type,
+                                bool error_if_nonfinite)
+{
+    int n = 0;
+    em_tensor **ps = module_params("em_clip_grad_norm_module", m, &n);
+    double total = ps ? em_clip_grad_norm(ps, n, max_norm, norm_type, error_if_nonfinite) : NAN;
+    free(ps);
+    return total;
+}
+
+double em_clip_grad_norm_optim(em_optim *o, double max_norm, double norm_type,
+                               bool error_if_nonfinite)
+{
+    if (!o) {
+        em_set_error(EM_ERR_ARG, "em_clip_grad_norm_optim: NULL optimizer");
+        return NAN;
+    }
+    em_tensor **ps = calloc((size_t)o->n_params + 1, sizeof *ps);
+    if (!ps) {
+        em_set_error(EM_ERR_MEMORY, "em_clip_grad_norm_optim: out of memory");
+        return NAN;
+    }
+    for (int i = 0; i < o->n_params; i++)
+        ps[i] = o->params[i].param;
+    double total = em_clip_grad_norm(ps, o->n_params, max_norm, norm_type, error_if_nonfinite);
+    free(ps);
+    return total;
+}
+
+em_status em_clip_grad_value(em_tensor *const *params, int n, double clip_value)
+{
+    static const char *fn = "em_clip_grad_value";
+    if (!check_params(fn, params, n))
+        return em_error_status();
+    if (!(clip_value >= 0))
+        return em_set_error(EM_ERR_ARG, "%s: clip_value must be >= 0, got %g", fn, clip_value);
+    return map_grads(fn, params, n, EM_UNARY_CLAMP, -clip_value, clip_value);
+}
+
+em_status em_clip_grad_value_module(em_module *m, double clip_value)
+{
+    int n = 0;
+    em_tensor **ps = module_params("em_clip_grad_value_module", m, &n);
+    em_status st = ps ? em_clip_grad_value(ps, n, clip_value) : em_error_status();
+    free(ps);
+    return st;
+}
