@@ -82,3 +82,18 @@ em_dtype em_autocast_promote(em_dtype a, em_dtype b)
         return EM_F64;
     return a == b ? a : EM_F32; /* f32 with a half, or f16 with bf16 */
 }
+
+bool em_autocast_layer_inputs(const em_tensor **ts, int n)
+{
+    for (int i = 0; i < n; i++) {
+        bool kept_leaf = ts[i] && ts[i]->dtype == EM_F32 && !ts[i]->node;
+        if (!kept_leaf && !em_autocast_inputs(EM_AUTOCAST_LOW, ts + i, 1))
+            return false;
+    }
+    return true;
+}
+
+const em_tensor *em_as_dtype_raw(const em_tensor *t, em_dtype dtype)
+{
+    return !t || t->dtype == dtype ? t : em_tensor_cast_raw(t, dtype);
+}

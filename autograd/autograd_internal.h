@@ -86,6 +86,13 @@ bool em_autocast_needed(em_autocast_policy p, const em_tensor *const *ts, int n)
 /* Replace each input that needs it by its em_to_dtype cast (a temporary of the current scope);
  * false with an error set when a cast failed. */
 bool em_autocast_inputs(em_autocast_policy p, const em_tensor **ts, int n);
+/* The policy for a layer's operands (linear, conv2d): f32 leaves (weights, biases, an input
+ * batch) stay f32 in the graph and the op casts them itself, again in its backward, handing
+ * back an f32 grad; so the graph holds no low-precision copy of what the caller holds anyway.
+ * Other operands are cast by em_to_dtype. false with an error when a cast failed. */
+bool em_autocast_layer_inputs(const em_tensor **ts, int n);
+/* t, or a contiguous copy of it in dtype (a temporary of the current scope) when they differ. */
+const em_tensor *em_as_dtype_raw(const em_tensor *t, em_dtype dtype);
 /* The dtype a binary op between float dtypes a != b runs in under autocast: the wider one. */
 em_dtype em_autocast_promote(em_dtype a, em_dtype b);
 /* Set this thread's autocast dtype (EM_F32: off) outside the region stack; returns the previous

@@ -2,7 +2,7 @@
  * the input and weight gradients from conv2d_grad_input / conv2d_grad_weight. */
 #include "autograd/autograd_internal.h"
 
-/* ints: stride[2], pad[2], dilation[2], groups; saved: x, w (contiguous) */
+/* ints: stride[2], pad[2], dilation[2], groups; saved: x, w (contiguous, as given) */
 static em_conv2d_shape conv_shape(const em_tensor *x, const em_tensor *w, const int64_t *p)
 {
     em_conv2d_shape s = {
@@ -15,10 +15,14 @@ static em_conv2d_shape conv_shape(const em_tensor *x, const em_tensor *w, const 
     return s;
 }
 
+/* The kernels run in g's dtype. Under autocast an f32 leaf (x, w or b) stays f32 while the
+ * convolution runs low: it is cast again here, and its grad is computed low, then cast to its
+ * own dtype. */
 static em_status conv2d_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
 {
     const char *fn = "em_conv2d";
     const em_tensor *x = node->saved[0], *w = node->saved[1];
+    em_dtype dt = g->dtype;
     em_conv2d_shape s = conv_shape(x, w, node->ints);
     const em_backend *be = em_tensor_backend(x, fn);
     const em_tensor *gc = em_is_contiguous(g) ? g : em_tensor_contiguous_raw(g);
@@ -27,42 +31,40 @@ static em_status conv2d_backward(em_node *node, const em_tensor *g, em_tensor **
     if (node->inputs[0]) {
         if (!em_kernel_present((const void *)be->conv2d_grad_input, fn, x))
             return em_error_status();
-        em_tensor *gx = em_empty_on(em_shape_of(x), x->dtype, x->device);
-        if (!gx || em_kernel_status(be->conv2d_grad_input(&s, x->dtype, em_data_ptr(gc),
-                                                          em_data_ptr(w), em_data_ptr(gx)),
-                                    fn, x) != EM_OK)
+        const em_tensor *wl = em_as_dtype_raw(w, dt);
+        em_tensor *gx = em_empty_on(em_shape_of(x), dt, x->device);
+        if (!wl || !gx || em_kernel_status(be->conv2d_grad_input(&s, dt, em_data_ptr(gc),
+                                                                 em_data_ptr(wl),
+                                                                 em_data_ptr(gx)),
+                                           fn, x) != EM_OK ||
+            !(grad_in[0] = (em_tensor *)em_as_dtype_raw(gx, x->dtype)))
             return em_error_status();
-        grad_in[0] = gx;
     }
     if (node->inputs[1] || node->inputs[2]) {
         if (!em_kernel_present((const void *)be->conv2d_grad_weight, fn, x))
             return em_error_status();
-        em_tensor *gw = em_empty_on(em_shape_of(w), w->dtype, w->device);
-        em_tensor *gb = node->inputs[2] ? em_empty_on(EM_SHAPE(s.c_out), w->dtype, w->device)
-                                        : NULL;
-        if (!gw || (node->inputs[2] && !gb))
+        const em_tensor *xl = em_as_dtype_raw(x, dt);
+        em_tensor *gw = em_empty_on(em_shape_of(w), dt, w->device);
+        em_tensor *gb = node->inputs[2] ? em_empty_on(EM_SHAPE(s.c_out), dt, w->device) : NULL;
+        if (!xl || !gw || (node->inputs[2] && !gb))
             return em_error_status();
-        int rc = be->conv2d_grad_weight(&s, x->dtype, em_data_ptr(gc), em_data_ptr(x),
+        int rc = be->conv2d_grad_weight(&s, dt, em_data_ptr(gc), em_data_ptr(xl),
                                         em_data_ptr(gw), gb ? em_data_ptr(gb) : NULL);
         if (em_kernel_status(rc, fn, x) != EM_OK)
             return em_error_status();
-        grad_in[1] = node->inputs[1] ? gw : NULL;
-        grad_in[2] = gb;
+        if (node->inputs[1] && !(grad_in[1] = (em_tensor *)em_as_dtype_raw(gw, w->dtype)))
+            return em_error_status();
+        if (gb && !(grad_in[2] = (em_tensor *)em_as_dtype_raw(gb, node->inputs[2]->dtype)))
+            return em_error_status();
     }
     return EM_OK;
 }
 
-em_tensor *em_conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *b, em_conv2d_opts o)
+/* The convolution in dtype dt; under autocast x, w and b may be f32 leaves, cast here. */
+static em_tensor *conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *b,
+                         em_conv2d_opts o, em_dtype dt, bool autocast)
 {
     const char *fn = "em_conv2d";
-    if (!x || !w)
-        return NULL;
-    if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){x, w, b}, 3)) {
-        em_scope_begin();
-        const em_tensor *t[3] = {x, w, b};
-        bool ok = em_autocast_inputs(EM_AUTOCAST_LOW, t, 3);
-        return em_scope_return(ok ? em_conv2d(t[0], t[1], t[2], o) : NULL);
-    }
     int64_t p[7] = {o.stride[0] ? o.stride[0] : 1, o.stride[1] ? o.stride[1] : 1,
                     o.padding[0], o.padding[1],
                     o.dilation[0] ? o.dilation[0] : 1, o.dilation[1] ? o.dilation[1] : 1,
@@ -81,8 +83,12 @@ em_tensor *em_conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *b,
                      b ? em_shape_str(b, sb, sizeof sb) : "none", (long long)p[6]);
         return NULL;
     }
-    if (w->dtype != x->dtype || (b && b->dtype != x->dtype) || w->device != x->device ||
-        (b && b->device != x->device)) {
+    const em_tensor *t[3] = {x, w, b};
+    bool dtypes_ok = true; /* one dtype, or under autocast dt and f32 */
+    for (int i = 0; i < 3; i++)
+        dtypes_ok = dtypes_ok &&
+                    (!t[i] || t[i]->dtype == dt || (autocast && t[i]->dtype == EM_F32));
+    if (!dtypes_ok || w->device != x->device || (b && b->device != x->device)) {
         em_set_error(EM_ERR_ARG, "%s: x, w and b must share dtype and device: %s, %s%s%s", fn,
                      em_dtype_name(x->dtype), em_dtype_name(w->dtype), b ? ", " : "",
                      b ? em_dtype_name(b->dtype) : "");
@@ -95,11 +101,14 @@ em_tensor *em_conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *b,
     const em_tensor *xc = em_is_contiguous(x) ? x : em_tensor_contiguous_raw(x);
     const em_tensor *wc = em_is_contiguous(w) ? w : em_tensor_contiguous_raw(w);
     const em_tensor *bc = !b || em_is_contiguous(b) ? b : em_tensor_contiguous_raw(b);
-    em_tensor *y = em_empty_on(EM_SHAPE(s.n, s.c_out, s.h_out, s.w_out), x->dtype, x->device);
-    if (!xc || !wc || (b && !bc) || !y)
+    const em_tensor *xl = xc ? em_as_dtype_raw(xc, dt) : NULL;
+    const em_tensor *wl = wc ? em_as_dtype_raw(wc, dt) : NULL;
+    const em_tensor *bl = bc ? em_as_dtype_raw(bc, dt) : NULL;
+    em_tensor *y = em_empty_on(EM_SHAPE(s.n, s.c_out, s.h_out, s.w_out), dt, x->device);
+    if (!xl || !wl || (b && !bl) || !y)
         return em_scope_return(NULL);
-    int rc = be->conv2d(&s, x->dtype, em_data_ptr(xc), em_data_ptr(wc),
-                        bc ? em_data_ptr(bc) : NULL, em_data_ptr(y));
+    int rc = be->conv2d(&s, dt, em_data_ptr(xl), em_data_ptr(wl), bl ? em_data_ptr(bl) : NULL,
+                        em_data_ptr(y));
     if (em_kernel_status(rc, fn, x) != EM_OK)
         return em_scope_return(NULL);
     em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)w, (em_tensor *)b};
@@ -113,4 +122,18 @@ em_tensor *em_conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *b,
         node->saved[1] = em_retain((em_tensor *)wc);
     }
     return em_scope_return(y);
+}
+
+em_tensor *em_conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *b, em_conv2d_opts o)
+{
+    if (!x || !w)
+        return NULL;
+    if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){x, w, b}, 3)) {
+        em_scope_begin();
+        const em_tensor *t[3] = {x, w, b};
+        bool ok = em_autocast_layer_inputs(t, 3);
+        return em_scope_return(ok ? conv2d(t[0], t[1], t[2], o, em_autocast_dtype(), true)
+                                  : NULL);
+    }
+    return conv2d(x, w, b, o, x->dtype, false);
 }

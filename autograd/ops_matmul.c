@@ -245,7 +245,9 @@ static em_tensor *rows_of(const em_tensor *x)
     return em_tensor_alias(c, 2, shape, strides, c->offset);
 }
 
-/* saved: x as (rows, in), w */
+/* saved: x as (rows, in), w, both as given. Under autocast an f32 leaf (x, w or b) stays f32
+ * while the product runs in g's dtype: it is cast again here, and its grad is computed in g's
+ * dtype, then cast to its own. */
 static em_status linear_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
 {
     const char *fn = "em_backward";
@@ -256,37 +258,54 @@ static em_status linear_backward(em_node *node, const em_tensor *g, em_tensor **
     if (node->inputs[0]) {
         em_shape s = {.ndim = 2, .d = {x2->shape[0], x2->shape[1]}};
         em_tensor *gx = em_empty_on(s, g->dtype, g->device);
-        if (!gx || gemm_call(fn, gx, g2, false, w, false, 1.0, 0.0) != EM_OK)
+        const em_tensor *wc = em_as_dtype_raw(w, g->dtype);
+        if (!gx || !wc || gemm_call(fn, gx, g2, false, wc, false, 1.0, 0.0) != EM_OK)
             return em_error_status();
-        if (!(grad_in[0] = em_reshape(gx, em_shape_of(node->inputs[0]))))
+        em_tensor *gx_in = em_reshape(gx, em_shape_of(node->inputs[0]));
+        if (!(grad_in[0] = (em_tensor *)em_as_dtype_raw(gx_in, node->inputs[0]->dtype)))
             return em_error_status();
     }
     if (node->inputs[1]) {
-        grad_in[1] = em_empty_on(em_shape_of(w), g->dtype, g->device);
-        if (!grad_in[1] || gemm_call(fn, grad_in[1], g2, true, x2, false, 1.0, 0.0) != EM_OK)
+        em_tensor *gw = em_empty_on(em_shape_of(w), g->dtype, g->device);
+        const em_tensor *xc = em_as_dtype_raw(x2, g->dtype);
+        if (!gw || !xc || gemm_call(fn, gw, g2, true, xc, false, 1.0, 0.0) != EM_OK ||
+            !(grad_in[1] = (em_tensor *)em_as_dtype_raw(gw, w->dtype)))
             return em_error_status();
     }
     if (node->inputs[2]) {
         em_tensor *gb = em_raw_reduce(fn, EM_REDUCE_SUM, 0, g2, 1u);
         int64_t n = w->shape[0], one = 1;
-        if (!gb || !(grad_in[2] = em_tensor_alias(gb, 1, &n, &one, gb->offset)))
+        em_tensor *gb1 = gb ? em_tensor_alias(gb, 1, &n, &one, gb->offset) : NULL;
+        if (!gb1 || !(grad_in[2] = (em_tensor *)em_as_dtype_raw(gb1, node->inputs[2]->dtype)))
             return em_error_status();
     }
     return EM_OK;
 }
 
-em_tensor *em_linear(const em_tensor *x, const em_tensor *w, const em_tensor *b)
+/* Under autocast (dt its low dtype): each of x, w, b is in dt, or an f32 the op casts itself. */
+static bool autocast_operands(const char *fn, const em_tensor *x, const em_tensor *w,
+                              const em_tensor *b, em_dtype dt)
+{
+    const em_tensor *t[3] = {x, w, b};
+    bool ok = true;
+    for (int i = 0; i < 3; i++)
+        ok = ok && (!t[i] || ((t[i]->dtype == dt || t[i]->dtype == EM_F32) &&
+                              t[i]->device == x->device));
+    if (!ok)
+        em_set_error(EM_ERR_ARG, "%s: under %s autocast x, w and b must be f32 or %s on one "
+                     "device: %s, %s, %s", fn, em_dtype_name(dt), em_dtype_name(dt),
+                     em_dtype_name(x->dtype), em_dtype_name(w->dtype),
+                     b ? em_dtype_name(b->dtype) : "none");
+    return ok;
+}
+
+/* The product in dtype dt; under autocast x, w and b may be f32 leaves, cast here. */
+static em_tensor *linear(const em_tensor *x, const em_tensor *w, const em_tensor *b, em_dtype dt,
+                         bool autocast)
 {
     const char *fn = "em_linear";
-    if (!x || !w)
-        return NULL;
-    if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){x, w, b}, 3)) {
-        em_scope_begin();
-        const em_tensor *t[3] = {x, w, b};
-        bool ok = em_autocast_inputs(EM_AUTOCAST_LOW, t, 3);
-        return em_scope_return(ok ? em_linear(t[0], t[1], t[2]) : NULL);
-    }
-    if (!check_pair(fn, x, w) || (b && !check_pair(fn, x, b)))
+    if (autocast ? !autocast_operands(fn, x, w, b, dt)
+                 : !check_pair(fn, x, w) || (b && !check_pair(fn, x, b)))
         return NULL;
     char sx[128], sw[128], sb[128];
     if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1] ||
@@ -298,15 +317,16 @@ em_tensor *em_linear(const em_tensor *x, const em_tensor *w, const em_tensor *b)
     }
     em_scope_begin();
     em_tensor *x2 = rows_of(x);
+    const em_tensor *xc = x2 ? em_as_dtype_raw(x2, dt) : NULL, *wc = em_as_dtype_raw(w, dt);
     em_shape s = em_shape_of(x);
     s.d[s.ndim - 1] = w->shape[0];
-    em_tensor *y = em_empty_on(s, x->dtype, x->device);
-    if (!x2 || !y)
+    em_tensor *y = em_empty_on(s, dt, x->device);
+    if (!xc || !wc || !y)
         return em_scope_return(NULL);
     int64_t shape[2] = {x2->shape[0], w->shape[0]}, strides[2] = {w->shape[0], 1};
     em_tensor *y2 = em_tensor_alias(y, 2, shape, strides, y->offset);
     if (!y2 || (b && em_raw_copy_into(fn, y2, b) != EM_OK) ||
-        gemm_call(fn, y2, x2, false, w, true, 1.0, b ? 1.0 : 0.0) != EM_OK)
+        gemm_call(fn, y2, xc, false, wc, true, 1.0, b ? 1.0 : 0.0) != EM_OK)
         return em_scope_return(NULL);
     em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)w, (em_tensor *)b};
     em_node *node;
@@ -317,4 +337,17 @@ em_tensor *em_linear(const em_tensor *x, const em_tensor *w, const em_tensor *b)
         node->saved[1] = em_retain(in[1]);
     }
     return em_scope_return(y);
+}
+
+em_tensor *em_linear(const em_tensor *x, const em_tensor *w, const em_tensor *b)
+{
+    if (!x || !w)
+        return NULL;
+    if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){x, w, b}, 3)) {
+        em_scope_begin();
+        const em_tensor *t[3] = {x, w, b};
+        bool ok = em_autocast_layer_inputs(t, 3);
+        return em_scope_return(ok ? linear(t[0], t[1], t[2], em_autocast_dtype(), true) : NULL);
+    }
+    return linear(x, w, b, x->dtype, false);
 }
