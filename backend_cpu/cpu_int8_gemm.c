@@ -135,52 +135,82 @@ store_avx2(__m256i sum, int64_t j0, int cols, const epilogue *epi, void *out, in
     store_row(s, j0, cols, epi, out, ldo, row);
 }
 
-/* The accumulators of a tile: MR rows x two panels of 8 int32 sums. */
-typedef struct {
-    __m256i c[MR][2];
-} acc_tile;
-
-/* One k group of the tile: a holds the rows' 4-byte groups. */
-__attribute__((target("avx2,fma"), always_inline)) static inline void
-tile_step(int mr, acc_tile *t, const int32_t *a, __m256i b0, __m256i b1, __m256i ones)
+static inline int32_t load_a32(const uint8_t *p)
 {
-    for (int r = 0; r < mr; r++) {
-        __m256i x = _mm256_set1_epi32(a[r]);
-        t->c[r][0] = dot4(t->c[r][0], x, b0, ones);
-        t->c[r][1] = dot4(t->c[r][1], x, b1, ones);
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* One k group of four rows (4-byte groups v0..v3) against two panels. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+quad_step(__m256i *c, int32_t v0, int32_t v1, int32_t v2, int32_t v3, __m256i b0, __m256i b1,
+          __m256i ones)
+{
+    __m256i x = _mm256_set1_epi32(v0);
+    c[0] = dot4(c[0], x, b0, ones);
+    c[1] = dot4(c[1], x, b1, ones);
+    x = _mm256_set1_epi32(v1);
+    c[2] = dot4(c[2], x, b0, ones);
+    c[3] = dot4(c[3], x, b1, ones);
+    x = _mm256_set1_epi32(v2);
+    c[4] = dot4(c[4], x, b0, ones);
+    c[5] = dot4(c[5], x, b1, ones);
+    x = _mm256_set1_epi32(v3);
+    c[6] = dot4(c[6], x, b0, ones);
+    c[7] = dot4(c[7], x, b1, ones);
+}
+
+/* Four rows x two panels (16 columns); cols1 == 0 when only the first panel exists. The eight
+ * accumulators are named locals so that they live in registers. */
+__attribute__((target("avx2,fma"))) static void
+tile4_avx2(const uint8_t *a, int64_t lda, int64_t k, const int8_t *p0, const int8_t *p1,
+           int64_t j0, int cols0, int cols1, const epilogue *epi, void *out, int64_t ldo,
+           int64_t row0)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i c[8];
+    for (int i = 0; i < 8; i++)
+        c[i] = _mm256_setzero_si256();
+    const uint8_t *a0 = a + row0 * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+    int64_t kfull = k / KGROUP;
+    for (int64_t g = 0; g < kfull; g++) {
+        int64_t o = g * KGROUP;
+        quad_step(c, load_a32(a0 + o), load_a32(a1 + o), load_a32(a2 + o), load_a32(a3 + o),
+                  _mm256_loadu_si256((const __m256i *)(p0 + g * PANEL * KGROUP)),
+                  _mm256_loadu_si256((const __m256i *)(p1 + g * PANEL * KGROUP)), ones);
+    }
+    if (k % KGROUP) /* the last, partial group */
+        quad_step(c, a_group(a0, kfull, k), a_group(a1, kfull, k), a_group(a2, kfull, k),
+                  a_group(a3, kfull, k),
+                  _mm256_loadu_si256((const __m256i *)(p0 + kfull * PANEL * KGROUP)),
+                  _mm256_loadu_si256((const __m256i *)(p1 + kfull * PANEL * KGROUP)), ones);
+    for (int r = 0; r < 4; r++) {
+        store_avx2(c[2 * r], j0, cols0, epi, out, ldo, row0 + r);
+        if (cols1)
+            store_avx2(c[2 * r + 1], j0 + PANEL, cols1, epi, out, ldo, row0 + r);
     }
 }
 
-/* Up to MR rows x two panels (16 columns); cols1 == 0 when only the first panel exists. */
-__attribute__((target("avx2,fma"), always_inline)) static inline void
-tile_avx2_body(int mr, const uint8_t *a, int64_t lda, int64_t k, const int8_t *p0,
-               const int8_t *p1, int64_t j0, int cols0, int cols1, const epilogue *epi,
-               void *out, int64_t ldo, int64_t row0)
+/* One row x two panels. */
+__attribute__((target("avx2,fma"))) static void
+tile1_avx2(const uint8_t *a, int64_t lda, int64_t k, const int8_t *p0, const int8_t *p1,
+           int64_t j0, int cols0, int cols1, const epilogue *epi, void *out, int64_t ldo,
+           int64_t row)
 {
     const __m256i ones = _mm256_set1_epi16(1);
-    acc_tile t;
-    for (int r = 0; r < mr; r++)
-        t.c[r][0] = t.c[r][1] = _mm256_setzero_si256();
-    const uint8_t *rows = a + row0 * lda;
+    __m256i c0 = _mm256_setzero_si256(), c1 = c0;
+    const uint8_t *a0 = a + row * lda;
     int64_t kfull = k / KGROUP, kg = (k + KGROUP - 1) / KGROUP;
-    int32_t v[MR];
-    for (int64_t g = 0; g < kfull; g++) {
-        for (int r = 0; r < mr; r++)
-            memcpy(&v[r], rows + r * lda + g * KGROUP, sizeof v[r]);
-        tile_step(mr, &t, v, _mm256_loadu_si256((const __m256i *)(p0 + g * PANEL * KGROUP)),
-                  _mm256_loadu_si256((const __m256i *)(p1 + g * PANEL * KGROUP)), ones);
+    for (int64_t g = 0; g < kg; g++) {
+        __m256i x = _mm256_set1_epi32(g < kfull ? load_a32(a0 + g * KGROUP)
+                                                : a_group(a0, g, k));
+        c0 = dot4(c0, x, _mm256_loadu_si256((const __m256i *)(p0 + g * PANEL * KGROUP)), ones);
+        c1 = dot4(c1, x, _mm256_loadu_si256((const __m256i *)(p1 + g * PANEL * KGROUP)), ones);
     }
-    if (kg > kfull) { /* the last, partial group */
-        for (int r = 0; r < mr; r++)
-            v[r] = a_group(rows + r * lda, kfull, k);
-        tile_step(mr, &t, v, _mm256_loadu_si256((const __m256i *)(p0 + kfull * PANEL * KGROUP)),
-                  _mm256_loadu_si256((const __m256i *)(p1 + kfull * PANEL * KGROUP)), ones);
-    }
-    for (int r = 0; r < mr; r++) {
-        store_avx2(t.c[r][0], j0, cols0, epi, out, ldo, row0 + r);
-        if (cols1)
-            store_avx2(t.c[r][1], j0 + PANEL, cols1, epi, out, ldo, row0 + r);
-    }
+    store_avx2(c0, j0, cols0, epi, out, ldo, row);
+    if (cols1)
+        store_avx2(c1, j0 + PANEL, cols1, epi, out, ldo, row);
 }
 
 __attribute__((target("avx2,fma"))) static void
@@ -188,21 +218,12 @@ tile_avx2(int mr, const uint8_t *a, int64_t lda, int64_t k, const int8_t *p0, co
           int64_t j0, int cols0, int cols1, const epilogue *epi, void *out, int64_t ldo,
           int64_t row0)
 {
-    /* one copy per row count, so the accumulators of absent rows vanish */
-    switch (mr) {
-    case 4:
-        tile_avx2_body(4, a, lda, k, p0, p1, j0, cols0, cols1, epi, out, ldo, row0);
-        break;
-    case 3:
-        tile_avx2_body(3, a, lda, k, p0, p1, j0, cols0, cols1, epi, out, ldo, row0);
-        break;
-    case 2:
-        tile_avx2_body(2, a, lda, k, p0, p1, j0, cols0, cols1, epi, out, ldo, row0);
-        break;
-    default:
-        tile_avx2_body(1, a, lda, k, p0, p1, j0, cols0, cols1, epi, out, ldo, row0);
-        break;
+    if (mr == 4) {
+        tile4_avx2(a, lda, k, p0, p1, j0, cols0, cols1, epi, out, ldo, row0);
+        return;
     }
+    for (int r = 0; r < mr; r++)
+        tile1_avx2(a, lda, k, p0, p1, j0, cols0, cols1, epi, out, ldo, row0 + r);
 }
 
 bool em_cpu_has_avx2(void)

@@ -29,6 +29,9 @@ typedef struct {
     em_module *module;
     const char *name; /* "weight" */
 } em_prune_target;
+/* Every module of the tree with a parameter "weight" of 2 or more dims (Linear, Conv2d), in
+ * depth-first order, as targets named "weight"; returns the count, writes up to max. */
+int em_prune_collect_targets(em_module *model, em_prune_target *out, int max);
 /* One ranking across all targets' remaining entries (PyTorch's global_unstructured). */
 em_status em_prune_global_unstructured(const em_prune_target *targets, int n,
                                        em_prune_importance importance, double amount,

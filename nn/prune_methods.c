@@ -235,6 +235,27 @@ em_status em_prune_random_structured(em_module *m, const char *name, double amou
     return structured(m, name, amount, 0, dim, gen, true, "em_prune_random_structured");
 }
 
+static void collect(em_module *m, em_prune_target *out, int max, int *n)
+{
+    em_tensor *w = em_prune_param(m, "weight");
+    if (w && w->ndim >= 2) {
+        if (*n < max)
+            out[*n] = (em_prune_target){m, "weight"};
+        (*n)++;
+    }
+    em_release(w);
+    for (int i = 0; i < m->n_children; i++)
+        collect(m->children[i].module, out, max, n);
+}
+
+int em_prune_collect_targets(em_module *model, em_prune_target *out, int max)
+{
+    int n = 0;
+    if (model)
+        collect(model, out, max, &n);
+    return n;
+}
+
 em_status em_prune_global_unstructured(const em_prune_target *targets, int n,
                                        em_prune_importance importance, double amount,
                                        em_generator *gen)

@@ -90,9 +90,15 @@ em_status em_load_model_any(em_module *model, const char *path)
         return st;
     const char *kind = em_safetensors_meta(f, "ember.kind");
     bool checkpoint = kind && !strcmp(kind, "train_checkpoint");
+    /* a pruned, shrunk or quantized model file says so: rebuild that structure first */
+    if (!checkpoint)
+        st = em_prune_prepare_load(model, f);
+    if (!checkpoint && st == EM_OK)
+        st = em_quantize_prepare_load(model, f);
     em_safetensors_free(f);
     if (!checkpoint)
-        return em_module_load(model, path);
+        return st == EM_OK && (st = em_module_load(model, path)) == EM_OK
+                   ? em_quantize_repack(model) : st;
     em_generator saved = *em_default_generator();
     em_train_state s = {.model = model};
     st = em_train_checkpoint_load(path, &s);

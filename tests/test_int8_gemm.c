@@ -1,5 +1,5 @@
 /* The int8 GEMM (AVX2 and portable paths) against an int32 reference loop on random and ragged
- * sizes, and the fused dynamic-quantized linear against a reference built from the same formulas. */
+ * sizes, and the fused dynamic-quantized linear against a reference from the same formulas. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>

@@ -18,6 +18,9 @@ static const command commands[] = {
     {"eval", NULL, em_cmd_eval, "test accuracy of a saved recipe model"},
     {"bench", "ops", em_bench_ops, "kernel throughput next to BLAS and memcpy references"},
     {"bench", "train", em_bench_train, "training samples/s of the recipes, ember vs PyTorch"},
+    {"quantize", NULL, em_cmd_quantize, "dynamic INT8 quantization of a saved recipe model"},
+    {"prune", NULL, em_cmd_prune, "prune (and fine-tune, shrink) a saved recipe model"},
+    {"bench", "infer", em_bench_infer, "inference latency of f32, int8, pruned vs PyTorch"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,258 @@
+/* `ember bench infer RECIPE --load FILE`: inference latency (mean, p50, p95, p99) and
+ * throughput at batch 1 and 64 of the f32, int8 and structured-pruned variants of a saved
+ * model, side by side in one run, with PyTorch's f32 and quantize_dynamic on the same weights. */
+#include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "recipes/recipes.h"
+#include "tools/tools_internal.h"
+
+void openblas_set_num_threads(int n);
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+em_latency em_measure_latency(em_module *model, const em_tensor *x, int warmup, int iters)
+{
+    em_latency r = {0};
+    double *t = calloc((size_t)iters, sizeof *t);
+    bool grad = em_set_grad_enabled(false), was = model->training;
+    em_module_eval(model);
+    for (int i = 0; t && i < warmup + iters; i++) {
+        em_scope_begin();
+        double t0 = now_s();
+        em_tensor *y = em_forward(model, x);
+        double dt = now_s() - t0;
+        em_scope_end();
+        if (!y) {
+            free(t);
+            t = NULL;
+            break;
+        }
+        if (i >= warmup)
+            t[i - warmup] = dt;
+    }
+    em_module_train(model, was);
+    em_set_grad_enabled(grad);
+    if (!t)
+        return r;
+    double sum = 0;
+    for (int i = 0; i < iters; i++)
+        sum += t[i];
+    qsort(t, (size_t)iters, sizeof *t, cmp_double);
+    r.mean_us = 1e6 * sum / iters;
+    r.p50_us = 1e6 * t[iters / 2];
+    r.p95_us = 1e6 * t[(int)(0.95 * (iters - 1))];
+    r.p99_us = 1e6 * t[(int)(0.99 * (iters - 1))];
+    r.samples_per_s = (double)em_size(x, 0) / (sum / iters);
+    free(t);
+    return r;
+}
+
+em_tensor *em_test_batch(const em_recipe *rc, const char *data_dir, int64_t n)
+{
+    em_dataset *ds = em_fashion_mnist(data_dir, false, rc->flat_input);
+    em_loader *dl = ds ? em_loader_new(ds, (em_loader_opts){.batch_size = n}) : NULL;
+    em_batch b = {0};
+    em_status st = dl ? em_loader_next(dl, &b) : em_error_status();
+    em_loader_free(dl);
+    em_dataset_free(ds);
+    if (st != EM_OK)
+        return NULL;
+    em_release(b.y);
+    return b.x;
+}
+
+enum { VAR_F32, VAR_INT8, VAR_PRUNED, VAR_TORCH_F32, VAR_TORCH_INT8, N_VARS };
+static const char *var_names[N_VARS] = {"ember_f32", "ember_int8", "ember_pruned", "torch_f32",
+                                        "torch_int8"};
+
+typedef struct {
+    em_latency b1, b64;
+    bool have;
+} variant;
+
+/* Runs tools/bench_torch_infer.py on an f32 model file; fills the torch rows. */
+static bool torch_half(const char *model_path, int threads, int iters, variant *v)
+{
+    if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+        printf("PyTorch half skipped: /usr/bin/python3 cannot import torch "
+               "(apt-get install python3-torch)\n");
+        return false;
+    }
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/bench_torch_infer.py --model %s "
+             "--threads %d --iters %d", EMBER_SOURCE_DIR, model_path, threads, iters);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return false;
+    char line[512];
+    while (fgets(line, sizeof line, p)) {
+        char name[64];
+        int batch;
+        em_latency l;
+        if (sscanf(line, "%63s b%d mean_us %lf p50_us %lf p95_us %lf p99_us %lf samples_per_s %lf",
+                   name, &batch, &l.mean_us, &l.p50_us, &l.p95_us, &l.p99_us,
+                   &l.samples_per_s) != 7) {
+            printf("%s", line);
+            continue;
+        }
+        bool known = false;
+        for (int i = VAR_TORCH_F32; i < N_VARS; i++)
+            if (!strcmp(name, var_names[i])) {
+                *(batch == 1 ? &v[i].b1 : &v[i].b64) = l;
+                v[i].have = known = true;
+            }
+        if (!known) /* one line per quantized engine */
+            printf("%s", line);
+    }
+    return pclose(p) == 0;
+}
+
+/* Ln-structured (L2) pruning of half of every hidden layer's neurons, then shrinking. */
+static em_status prune_half(em_module *m)
+{
+    if (!m)
+        return em_error_status();
+    em_prune_target t[64];
+    int n = em_prune_collect_targets(m, t, 64);
+    for (int i = 0; i + 1 < n; i++) {
+        em_status st = em_prune_ln_structured(t[i].module, "weight", 0.5, 2, 0);
+        if (st != EM_OK)
+            return st;
+    }
+    return em_prune_shrink(m) < 0 ? em_error_status() : EM_OK;
+}
+
+static void print_row(const char *name, int batch, const em_latency *l, const em_latency *base)
+{
+    printf("%-13s %5d %10.1f %10.1f %10.1f %10.1f %12.0f %7.2fx\n", name, batch, l->mean_us,
+           l->p50_us, l->p95_us, l->p99_us, l->samples_per_s,
+           l->p50_us > 0 ? base->p50_us / l->p50_us : 0);
+}
+
+int em_bench_infer(int argc, char **argv)
+{
+    if (argc < 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: ember bench infer RECIPE --load FILE [--pruned FILE] "
+                        "[--threads N] [--iters N] [--data DIR] [--no-torch]\n");
+        return 2;
+    }
+    const em_recipe *rc = em_recipe_find(argv[1]);
+    const char *load = NULL, *pruned = NULL, *data_dir = NULL;
+    int threads = 2, iters = 1000;
+    bool torch = true;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--no-torch")) {
+            torch = false;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "ember bench infer: option %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--load"))
+            load = v;
+        else if (!strcmp(a, "--pruned"))
+            pruned = v;
+        else if (!strcmp(a, "--threads"))
+            threads = atoi(v);
+        else if (!strcmp(a, "--iters"))
+            iters = atoi(v);
+        else if (!strcmp(a, "--data"))
+            data_dir = v;
+        else {
+            fprintf(stderr, "ember bench infer: unknown option %s\n", a);
+            return 2;
+        }
+    }
+    if (!rc || !load || threads < 1 || iters < 20) {
+        fprintf(stderr, "ember bench infer: a known recipe, --load FILE, --threads >= 1 and "
+                        "--iters >= 20 are required\n");
+        return 2;
+    }
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+    em_module *m[3] = {rc->build(), rc->build(), rc->build()};
+    em_status st = EM_OK;
+    for (int i = 0; i < 3 && st == EM_OK; i++)
+        st = m[i] ? em_load_model_any(m[i], i == VAR_PRUNED && pruned ? pruned : load)
+                  : em_error_status();
+    if (st == EM_OK)
+        st = em_quantize_dynamic_(m[VAR_INT8], (em_quantize_opts){0});
+    if (st == EM_OK && !pruned)
+        st = prune_half(m[VAR_PRUNED]);
+    char f32_path[] = "/tmp/ember_bench_inferXXXXXX";
+    int fd = st == EM_OK ? mkstemp(f32_path) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (st == EM_OK && fd >= 0)
+        st = em_module_save(m[VAR_F32], f32_path, NULL, 0);
+    em_tensor *x64 = st == EM_OK ? em_test_batch(rc, data_dir, 64) : NULL;
+    em_tensor *x1 = x64 ? em_narrow(x64, 0, 0, 1) : NULL;
+    if (st != EM_OK || !x1) {
+        fprintf(stderr, "ember bench infer: %s\n", em_error());
+        return 1;
+    }
+    variant v[N_VARS] = {0};
+    /* interleaved, so a busy neighbour slows every variant alike */
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < 3; i++) {
+            em_latency b1 = em_measure_latency(m[i], x1, 100, iters / 2);
+            em_latency b64 = em_measure_latency(m[i], x64, 10, iters / 20 + 10);
+            if (round == 0 || b1.mean_us < v[i].b1.mean_us)
+                v[i].b1 = b1;
+            if (round == 0 || b64.mean_us < v[i].b64.mean_us)
+                v[i].b64 = b64;
+            v[i].have = true;
+        }
+    if (torch && !torch_half(f32_path, threads, iters, v))
+        printf("PyTorch half did not complete\n");
+    unlink(f32_path);
+    printf("\nember bench infer %s: %d threads; per variant the better of two interleaved runs "
+           "of %d (batch 1) / %d (batch 64) timed calls after warm-up\n", rc->name, threads,
+           iters / 2, iters / 20 + 10);
+    printf("sizes: f32 %lld B, int8 %lld B, pruned %lld B (%lld params)\n",
+           (long long)em_module_nbytes(m[VAR_F32]), (long long)em_module_nbytes(m[VAR_INT8]),
+           (long long)em_module_nbytes(m[VAR_PRUNED]),
+           (long long)em_module_num_params(m[VAR_PRUNED]));
+    printf("%-13s %5s %10s %10s %10s %10s %12s %8s\n", "variant", "batch", "mean_us", "p50_us",
+           "p95_us", "p99_us", "samples/s", "vs f32");
+    printf("(samples/s = batch / mean; 'vs f32' = the same library's f32 p50 / this p50, "
+           "the median being robust to a busy machine)\n");
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < N_VARS; i++) {
+            if (!v[i].have)
+                continue;
+            const variant *base = &v[i >= VAR_TORCH_F32 && v[VAR_TORCH_F32].have ? VAR_TORCH_F32
+                                                                                  : VAR_F32];
+            print_row(var_names[i], b ? 64 : 1, b ? &v[i].b64 : &v[i].b1,
+                      b ? &base->b64 : &base->b1);
+        }
+    if (v[VAR_TORCH_INT8].have)
+        printf("ember int8 vs torch int8 (p50): batch 1 %.2fx faster, batch 64 %.2fx faster\n",
+               v[VAR_TORCH_INT8].b1.p50_us / v[VAR_INT8].b1.p50_us,
+               v[VAR_TORCH_INT8].b64.p50_us / v[VAR_INT8].b64.p50_us);
+    em_release(x1);
+    em_release(x64);
+    for (int i = 0; i < 3; i++)
+        em_module_free(m[i]);
+    return 0;
+}

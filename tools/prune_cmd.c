@@ -1,0 +1,236 @@
+/* `ember prune RECIPE --load FILE ...`: prune a saved model's weights (L1, random or L-n
+ * structured, per layer or global), in N rounds with fine-tuning between them, optionally shrink
+ * it, report sparsity, accuracy, size and latency, save it, and end with a JSON summary line. */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tools/tools_internal.h"
+
+void openblas_set_num_threads(int n);
+
+typedef struct {
+    const char *load, *save, *data_dir, *method;
+    double amount, n, lr;
+    int dim, iterations, finetune_epochs, threads;
+    bool global, shrink, structured;
+    uint64_t seed;
+} prune_opts;
+
+static const char *usage =
+    "usage: ember prune RECIPE --load FILE --method l1|random|ln --amount A [--global]\n"
+    "                          [--dim D] [--n N] [--iterations N --finetune-epochs E] [--lr X]\n"
+    "                          [--shrink] [--seed S] [--threads N] [--data DIR] --save FILE\n"
+    "  l1: L1 unstructured; random: random unstructured, or structured along --dim when given;\n"
+    "  ln: L-n structured along --dim (default 0) with --n (default 2). Structured pruning\n"
+    "  leaves the output layer's rows alone. --amount is the final sparsity after all rounds.\n";
+
+static bool parse(int argc, char **argv, prune_opts *o)
+{
+    bool dim_given = false;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--global") || !strcmp(a, "--shrink")) {
+            *(a[2] == 'g' ? &o->global : &o->shrink) = true;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "ember prune: option %s needs a value\n", a);
+            return false;
+        }
+        i++;
+        if (!strcmp(a, "--load"))
+            o->load = v;
+        else if (!strcmp(a, "--save"))
+            o->save = v;
+        else if (!strcmp(a, "--data"))
+            o->data_dir = v;
+        else if (!strcmp(a, "--method"))
+            o->method = v;
+        else if (!strcmp(a, "--amount"))
+            o->amount = atof(v);
+        else if (!strcmp(a, "--n"))
+            o->n = !strcmp(v, "inf") ? INFINITY : atof(v);
+        else if (!strcmp(a, "--lr"))
+            o->lr = atof(v);
+        else if (!strcmp(a, "--dim"))
+            dim_given = true, o->dim = atoi(v);
+        else if (!strcmp(a, "--iterations"))
+            o->iterations = atoi(v);
+        else if (!strcmp(a, "--finetune-epochs"))
+            o->finetune_epochs = atoi(v);
+        else if (!strcmp(a, "--threads"))
+            o->threads = atoi(v);
+        else if (!strcmp(a, "--seed"))
+            o->seed = strtoull(v, NULL, 10);
+        else {
+            fprintf(stderr, "ember prune: unknown option %s\n", a);
+            return false;
+        }
+    }
+    bool known = o->method && (!strcmp(o->method, "l1") || !strcmp(o->method, "random") ||
+                                !strcmp(o->method, "ln"));
+    o->structured = known && (!strcmp(o->method, "ln") || dim_given);
+    if (!o->load || !o->save || !known || !(o->amount >= 0 && o->amount < 1) ||
+        o->iterations < 1 || o->finetune_epochs < 0 || o->threads < 1 ||
+        (o->global && o->structured)) {
+        fprintf(stderr, "ember prune: needs --load, --save, --method l1|random|ln, --amount in "
+                        "[0, 1), iterations >= 1; --global only with unstructured methods\n");
+        return false;
+    }
+    return true;
+}
+
+/* One round of pruning by `amount` of what remains. */
+static em_status prune_round(em_module *m, const prune_opts *o, double amount, em_generator *g)
+{
+    em_prune_target t[64];
+    int n = em_prune_collect_targets(m, t, 64);
+    if (n > 64 || n == 0)
+        return em_set_error(EM_ERR_ARG, "ember prune: %d prunable layers (1..64 supported)", n);
+    bool random = !strcmp(o->method, "random");
+    if (o->global)
+        return em_prune_global_unstructured(t, n, random ? EM_PRUNE_RANDOM : EM_PRUNE_L1,
+                                            amount, g);
+    /* structured along the output dim leaves the last layer (the classes) whole */
+    int last = o->structured && (o->dim == 0 || o->dim == -t[n - 1].module->params[0].value->ndim)
+                   ? n - 1 : n;
+    for (int i = 0; i < last; i++) {
+        em_module *l = t[i].module;
+        em_status st = !o->structured ? random ? em_prune_random_unstructured(l, "weight",
+                                                                              amount, g)
+                                               : em_prune_l1_unstructured(l, "weight", amount)
+                       : random ? em_prune_random_structured(l, "weight", amount, o->dim, g)
+                                : em_prune_ln_structured(l, "weight", amount, o->n, o->dim);
+        if (st != EM_OK)
+            return st;
+    }
+    return EM_OK;
+}
+
+/* epochs of SGD (the recipe's momentum and batch) over the training split. */
+static em_status finetune(const em_recipe *rc, em_module *m, const prune_opts *o, int round)
+{
+    em_dataset *train = em_fashion_mnist(o->data_dir, true, rc->flat_input);
+    em_loader *dl = train ? em_loader_new(train, (em_loader_opts){.batch_size = rc->batch,
+                                                                  .shuffle = true,
+                                                                  .seed = o->seed + round,
+                                                                  .num_workers = 2,
+                                                                  .persistent_workers = true})
+                          : NULL;
+    em_optim *opt = dl ? em_sgd(m, (em_sgd_opts){.lr = o->lr, .momentum = rc->momentum}) : NULL;
+    em_status st = opt ? EM_OK : em_error_status();
+    em_module_train(m, true);
+    for (int e = 0; e < o->finetune_epochs && st == EM_OK; e++) {
+        em_batch b;
+        for (;;) {
+            em_scope_begin();
+            st = em_loader_next(dl, &b);
+            if (st == EM_OK) {
+                em_tensor *loss = em_cross_entropy(em_forward(m, b.x), b.y,
+                                                   (em_cross_entropy_opts){0});
+                if (!loss || em_backward(loss) != EM_OK || em_optim_step(opt) != EM_OK)
+                    st = em_error_status();
+                em_optim_zero_grad(opt);
+            }
+            em_scope_end();
+            if (st != EM_OK)
+                break;
+        }
+        if (st == EM_END)
+            st = EM_OK;
+    }
+    em_optim_free(opt);
+    em_loader_free(dl);
+    em_dataset_free(train);
+    return st;
+}
+
+static long long file_bytes(const char *path)
+{
+    struct stat s;
+    return stat(path, &s) == 0 ? (long long)s.st_size : -1;
+}
+
+int em_cmd_prune(int argc, char **argv)
+{
+    if (argc < 2 || argv[1][0] == '-') {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const em_recipe *rc = em_recipe_find(argv[1]);
+    prune_opts o = {.n = 2, .iterations = 1, .threads = 2};
+    if (!rc || !parse(argc, argv, &o)) {
+        fprintf(stderr, "%s", usage);
+        return 2;
+    }
+    if (o.lr <= 0)
+        o.lr = rc->lr / 5;
+    omp_set_num_threads(o.threads);
+    openblas_set_num_threads(o.threads);
+    em_generator gen = em_generator_new(o.seed);
+    em_module *m = rc->build();
+    em_dataset *test = em_fashion_mnist(o.data_dir, false, rc->flat_input);
+    em_tensor *x64 = test ? em_test_batch(rc, o.data_dir, 64) : NULL;
+    em_tensor *x1 = x64 ? em_narrow(x64, 0, 0, 1) : NULL;
+    em_status st = m && x1 ? em_load_model_any(m, o.load) : em_error_status();
+    double base_acc = 0, acc = 0, loss;
+    em_latency base1 = {0}, base64 = {0}, l1 = {0}, l64 = {0};
+    int64_t base_params = em_module_num_params(m), removed = 0;
+    if (st == EM_OK) {
+        st = em_evaluate(m, test, &base_acc, &loss);
+        base1 = em_measure_latency(m, x1, 50, 300);
+        base64 = em_measure_latency(m, x64, 5, 40);
+    }
+    /* each round prunes a of what remains: (1 - a)^N = 1 - amount */
+    double a = 1 - pow(1 - o.amount, 1.0 / o.iterations);
+    for (int r = 0; r < o.iterations && st == EM_OK; r++) {
+        st = prune_round(m, &o, a, &gen);
+        if (st == EM_OK && o.finetune_epochs)
+            st = finetune(rc, m, &o, r);
+        if (st == EM_OK)
+            st = em_evaluate(m, test, &acc, &loss);
+        if (st == EM_OK)
+            printf("round %d/%d: pruned %.4f of the remaining weights, test_acc %.4f\n", r + 1,
+                   o.iterations, a, acc);
+    }
+    if (st == EM_OK && o.shrink)
+        st = (removed = em_prune_shrink(m)) < 0 ? em_error_status() : EM_OK;
+    else if (st == EM_OK)
+        st = em_prune_remove_all(m);
+    double sparsity = st == EM_OK ? em_prune_report(m, stdout) : 0;
+    if (st == EM_OK && o.shrink)
+        st = em_evaluate(m, test, &acc, &loss);
+    if (st == EM_OK) {
+        l1 = em_measure_latency(m, x1, 50, 300);
+        l64 = em_measure_latency(m, x64, 5, 40);
+        em_st_meta meta[2] = {{"recipe", rc->name}};
+        st = em_module_save(m, o.save, meta, 1 + em_prune_meta(meta + 1));
+    }
+    if (st != EM_OK) {
+        fprintf(stderr, "ember prune: %s\n", em_error());
+    } else {
+        printf("{\"recipe\":\"%s\",\"method\":\"%s\",\"structured\":%s,\"global\":%s,"
+               "\"amount\":%.4f,\"iterations\":%d,\"finetune_epochs\":%d,\"base_test_acc\":%.4f,"
+               "\"test_acc\":%.4f,\"sparsity\":%.4f,\"base_params\":%lld,\"params\":%lld,"
+               "\"neurons_removed\":%lld,\"size_bytes\":%lld,\"file_bytes\":%lld,"
+               "\"base_latency_b1_p50_us\":%.1f,\"latency_b1_p50_us\":%.1f,"
+               "\"base_b64_samples_per_s_p50\":%.0f,\"b64_samples_per_s_p50\":%.0f,"
+               "\"b64_speedup\":%.2f}\n",
+               rc->name, o.method, o.structured ? "true" : "false", o.global ? "true" : "false",
+               o.amount, o.iterations, o.finetune_epochs, base_acc, acc, sparsity,
+               (long long)base_params, (long long)em_module_num_params(m), (long long)removed,
+               (long long)em_module_nbytes(m), file_bytes(o.save), base1.p50_us, l1.p50_us,
+               64e6 / base64.p50_us, 64e6 / l64.p50_us,
+               l64.p50_us > 0 ? base64.p50_us / l64.p50_us : 0);
+    }
+    em_release(x1);
+    em_release(x64);
+    em_dataset_free(test);
+    em_module_free(m);
+    return st == EM_OK ? 0 : 1;
+}

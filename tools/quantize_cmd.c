@@ -1,0 +1,139 @@
+/* `ember quantize RECIPE --load FILE --save FILE`: dynamic INT8 quantization of a saved model's
+ * Linear layers; test accuracy, size and latency before and after, then a JSON summary line. */
+#include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tools/tools_internal.h"
+
+void openblas_set_num_threads(int n);
+
+typedef struct {
+    double acc, loss;
+    int64_t bytes;
+    em_latency b1, b64;
+} model_figures;
+
+static em_status measure(em_module *m, const em_dataset *test, const em_tensor *x64,
+                         model_figures *f)
+{
+    em_status st = em_evaluate(m, test, &f->acc, &f->loss);
+    em_tensor *x1 = em_narrow(x64, 0, 0, 1);
+    if (st == EM_OK && !x1)
+        st = em_error_status();
+    if (st == EM_OK) {
+        f->bytes = em_module_nbytes(m);
+        f->b1 = em_measure_latency(m, x1, 50, 300);
+        f->b64 = em_measure_latency(m, x64, 5, 40);
+    }
+    em_release(x1);
+    return st;
+}
+
+static long long file_bytes(const char *path)
+{
+    struct stat s;
+    return stat(path, &s) == 0 ? (long long)s.st_size : -1;
+}
+
+/* The source file's "ember.pruned" marker, carried over so a shrunk model loads again. */
+static bool source_pruned(const char *path)
+{
+    em_safetensors *f = NULL;
+    if (em_safetensors_load(path, &f) != EM_OK)
+        return false;
+    bool pruned = em_safetensors_meta(f, "ember.pruned") != NULL;
+    em_safetensors_free(f);
+    return pruned;
+}
+
+int em_cmd_quantize(int argc, char **argv)
+{
+    const char *usage = "usage: ember quantize RECIPE --load FILE --save FILE [--per-tensor] "
+                        "[--threads N] [--data DIR]\n";
+    if (argc < 2 || argv[1][0] == '-') {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const em_recipe *rc = em_recipe_find(argv[1]);
+    const char *load = NULL, *save = NULL, *data_dir = NULL;
+    int threads = 2;
+    em_quantize_opts qo = {0};
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--per-tensor")) {
+            qo.granularity = EM_QUANT_PER_TENSOR;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "ember quantize: option %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--load"))
+            load = v;
+        else if (!strcmp(a, "--save"))
+            save = v;
+        else if (!strcmp(a, "--threads"))
+            threads = atoi(v);
+        else if (!strcmp(a, "--data"))
+            data_dir = v;
+        else {
+            fprintf(stderr, "ember quantize: unknown option %s\n%s", a, usage);
+            return 2;
+        }
+    }
+    if (!rc || !load || !save || threads < 1) {
+        fprintf(stderr, "ember quantize: a known recipe, --load and --save are required\n%s",
+                usage);
+        return 2;
+    }
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+    em_module *m = rc->build();
+    em_dataset *test = em_fashion_mnist(data_dir, false, rc->flat_input);
+    em_tensor *x64 = test ? em_test_batch(rc, data_dir, 64) : NULL;
+    model_figures f32 = {0}, q = {0};
+    char f32_path[] = "/tmp/ember_quantize_f32XXXXXX";
+    int fd = mkstemp(f32_path);
+    if (fd >= 0)
+        close(fd);
+    em_status st = m && x64 ? em_load_model_any(m, load) : em_error_status();
+    if (st == EM_OK)
+        st = measure(m, test, x64, &f32);
+    if (st == EM_OK && fd >= 0)
+        st = em_module_save(m, f32_path, NULL, 0); /* the f32 file, for the size ratio */
+    if (st == EM_OK)
+        st = em_quantize_dynamic_(m, qo);
+    if (st == EM_OK)
+        st = measure(m, test, x64, &q);
+    em_st_meta meta[4] = {{"recipe", rc->name}};
+    int n_meta = 1 + em_quantize_meta(m, meta + 1);
+    if (source_pruned(load))
+        n_meta += em_prune_meta(meta + n_meta);
+    if (st == EM_OK)
+        st = em_module_save(m, save, meta, n_meta);
+    long long f32_file = file_bytes(f32_path), q_file = file_bytes(save);
+    unlink(f32_path);
+    em_release(x64);
+    em_dataset_free(test);
+    em_module_free(m);
+    if (st != EM_OK) {
+        fprintf(stderr, "ember quantize: %s\n", em_error());
+        return 1;
+    }
+    printf("{\"recipe\":\"%s\",\"qscheme\":\"%s\",\"f32_test_acc\":%.4f,\"test_acc\":%.4f,"
+           "\"f32_size_bytes\":%lld,\"size_bytes\":%lld,\"f32_file_bytes\":%lld,"
+           "\"file_bytes\":%lld,\"file_ratio\":%.2f,\"f32_latency_b1_p50_us\":%.1f,"
+           "\"latency_b1_p50_us\":%.1f,\"latency_b1_p99_us\":%.1f,"
+           "\"f32_b64_samples_per_s_p50\":%.0f,\"b64_samples_per_s_p50\":%.0f}\n",
+           rc->name, qo.granularity == EM_QUANT_PER_TENSOR ? "per_tensor" : "per_channel",
+           f32.acc, q.acc, (long long)f32.bytes, (long long)q.bytes, f32_file, q_file,
+           q_file > 0 ? (double)f32_file / (double)q_file : 0, f32.b1.p50_us, q.b1.p50_us,
+           q.b1.p99_us, 64e6 / f32.b64.p50_us, 64e6 / q.b64.p50_us);
+    return 0;
+}
