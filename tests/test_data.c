@@ -304,7 +304,8 @@ static void png_chunk(FILE *f, const char *type, const uint8_t *data, uint32_t l
     put_be32(be, len);
     fwrite(be, 1, 4, f);
     fwrite(type, 1, 4, f);
-    fwrite(data, 1, len, f);
+    if (len)
+        fwrite(data, 1, len, f);
     uLong crc = crc32(crc32(0, (const Bytef *)type, 4), data, len);
     put_be32(be, (uint32_t)crc);
     fwrite(be, 1, 4, f);
