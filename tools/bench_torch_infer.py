@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """PyTorch side of `ember bench infer`: loads the f32 MLP that ember saved (a safetensors file,
 read here without the safetensors package), runs it as is and after
-torch.ao.quantization.quantize_dynamic (qint8 Linear; each quantized engine this torch has, torch_int8 being the
-fastest), and prints per variant and batch size
+torch.ao.quantization.quantize_dynamic (qint8 Linear) under each quantized engine this torch has
+(torch_int8 is the fastest of them), prints both models' test accuracy (to compare with
+`ember eval`) and per variant and batch size
 `NAME bB mean_us X p50_us X p95_us X p99_us X samples_per_s X`, timed as ember times its own
 (the better of two interleaved runs after warm-up). Needs Debian's python3-torch."""
 import argparse, gzip, json, struct, sys, time
@@ -106,14 +107,21 @@ def main():
         run("torch_f32", f32)
         for e in engines:  # each engine packs its own weights
             torch.backends.quantized.engine = e
-            run(f"torch_int8_{e}", torch.ao.quantization.quantize_dynamic(f32, {nn.Linear},
-                                                                         dtype=torch.qint8))
+            int8 = torch.ao.quantization.quantize_dynamic(f32, {nn.Linear}, dtype=torch.qint8)
+            run(f"torch_int8_{e}", int8)
     for e in engines:  # torch_int8: the fastest engine at each batch size
         for batch in (1, 64):
             r = best[(f"torch_int8_{e}", batch)]
             key = ("torch_int8", batch)
             if key not in best or r["mean_us"] < best[key]["mean_us"]:
                 best[key] = r
+    xt = read_images(f"{a.data}/t10k-images-idx3-ubyte.gz", 10000)
+    with gzip.open(f"{a.data}/t10k-labels-idx1-ubyte.gz", "rb") as f:
+        yt = torch.tensor(np.frombuffer(f.read(), np.uint8, offset=8), dtype=torch.long)
+    with torch.inference_mode():  # the same model as ember's: compare with `ember eval`
+        acc = {"f32": f32, f"int8_{torch.backends.quantized.engine}": int8}
+        print(" ".join(f"torch_{k} test_acc {(m(xt).argmax(1) == yt).float().mean():.4f}"
+                       for k, m in acc.items()), flush=True)
     for (name, batch), r in best.items():
         print(f"{name} b{batch} mean_us {r['mean_us']:.2f} p50_us {r['p50_us']:.2f} "
               f"p95_us {r['p95_us']:.2f} p99_us {r['p99_us']:.2f} "
