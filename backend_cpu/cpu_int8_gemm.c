@@ -63,7 +63,7 @@ typedef struct {
     const float *bias;   /* (np) */
 } epilogue;
 
-/* The j-th 4-byte group of a row of a, reading only the k valid bytes of the last group. */
+/* Group g (4 bytes) of a row of a, reading only the valid bytes of a last, partial group. */
 static inline int32_t a_group(const uint8_t *row, int64_t g, int64_t k)
 {
     int32_t v = 0;
