@@ -28,6 +28,39 @@ em_module *em_recipe_deepmlp_build(void);
 
 #define EM_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
 
+/* The training techniques a run can switch on; zero is plain f32 training. */
+typedef struct {
+    em_dtype amp;                /* EM_F32: off; EM_F16 (with a grad scaler) or EM_BF16 */
+    int grad_accum;              /* micro-batches per optimizer step; 0 or 1: every batch */
+    double clip;                 /* clip the total grad 2-norm to this; 0: no clipping */
+    bool guard;                  /* skip updates with a non-finite loss/grad or an outlier loss */
+    bool checkpoint_activations; /* recompute activations in backward (sqrt(layers) segments) */
+} em_techniques;
+
+/* One optimizer step of a recipe with its techniques: forward (under autocast), scaled
+ * backward per micro-batch, then unscale, guard, clip, step, scale update, schedule. */
+typedef struct {
+    em_module *model;          /* borrowed */
+    em_optim *optim;           /* borrowed */
+    em_scheduler *sched;       /* borrowed, or NULL */
+    em_techniques tech;
+    em_grad_scaler *scaler;    /* owned; with amp f16 */
+    em_guard *guard;           /* owned; with tech.guard */
+    int pending;               /* micro-batches accumulated since the last update */
+    int64_t updates, skipped;  /* optimizer steps taken and skipped */
+    size_t activation_bytes;   /* the most bytes one forward held for its backward */
+} em_trainer;
+
+em_status em_trainer_init(em_trainer *t, em_module *model, em_optim *optim, em_scheduler *sched,
+                          em_techniques tech);
+/* forward and backward of one micro-batch (x, y); updates once grad_accum of them are in.
+ * *loss is the micro-batch's mean loss. */
+em_status em_trainer_micro_batch(em_trainer *t, const em_tensor *x, const em_tensor *y,
+                                 double *loss);
+em_status em_trainer_flush(em_trainer *t); /* update with a partial accumulation, if any */
+double em_trainer_scale(const em_trainer *t); /* the grad scaler's scale, 1 without one */
+void em_trainer_free(em_trainer *t);
+
 typedef struct {
     const em_recipe *recipe;
     const char *data_dir;   /* NULL: EM_FASHION_MNIST_DIR */
@@ -40,22 +73,39 @@ typedef struct {
     uint64_t seed;
     const char *save_path;  /* training checkpoint written after every epoch and at the end */
     const char *resume_path;
-    int64_t max_steps;      /* stop after this many optimizer steps; 0: run every epoch */
+    int64_t max_steps;      /* stop after this many micro-batch steps; 0: run every epoch */
+    em_techniques tech;
+    size_t mem_budget;      /* hold CPU memory to this many bytes; 0: no budget */
+    bool find_batch;        /* first find the batch with the best samples/s that fits */
+    bool skip_eval;         /* leave test_acc/test_loss at 0 */
 } em_train_opts;
 
 typedef struct {
     double test_acc, test_loss;
-    double train_loss;            /* mean loss over the last epoch's batches */
+    double train_loss;            /* mean loss over the last 20 micro-batches */
     double train_samples_per_s;   /* training steps only, evaluation excluded */
     double wall_s;
-    size_t peak_bytes;
-    int64_t steps;
+    size_t peak_bytes;      /* the most CPU memory held at once while training */
+    size_t peak_step_bytes; /* the peak above what was held before the first step: activations,
+                               gradients, optimizer state and temporaries */
+    size_t activation_bytes; /* the most bytes one forward held for its backward */
+    int64_t steps;          /* micro-batches trained */
+    int64_t skipped_steps;  /* optimizer updates skipped (grad scaler or guard) */
+    double scale;           /* the grad scaler's final scale; 1 without one */
+    int64_t largest_batch;  /* with find_batch: the largest batch that fit */
     int epochs, batch;
 } em_train_result;
 
-/* Progress callback: called after every step; done/total count samples of this epoch. */
-typedef void (*em_progress_fn)(void *ctx, int epoch, int epochs, int64_t done, int64_t total,
-                               double loss, double samples_per_s);
+typedef struct {
+    int epoch, epochs;
+    int64_t done, total;    /* samples of this epoch */
+    double loss, samples_per_s;
+    double scale;           /* 1 without a grad scaler */
+    int64_t skipped;        /* updates skipped so far */
+} em_progress;
+
+/* Progress callback: called after every micro-batch. */
+typedef void (*em_progress_fn)(void *ctx, const em_progress *p);
 
 em_status em_recipe_train(const em_train_opts *o, em_progress_fn progress, void *ctx,
                           em_train_result *r);

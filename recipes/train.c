@@ -111,6 +111,7 @@ typedef struct {
     em_module *model;
     em_optim *optim;
     em_scheduler *sched; /* NULL for a constant learning rate */
+    em_trainer trainer;
     em_dataset *train, *test;
     em_loader *loader;
 } run;
@@ -120,6 +121,7 @@ static void run_free(run *r)
     em_loader_free(r->loader);
     em_dataset_free(r->train);
     em_dataset_free(r->test);
+    em_trainer_free(&r->trainer);
     em_scheduler_free(r->sched);
     em_optim_free(r->optim);
     em_module_free(r->model);
@@ -132,7 +134,7 @@ static em_status make_schedule(const char *name, run *r, int64_t total_steps)
     if (strcmp(name, "cosine"))
         return em_set_error(EM_ERR_ARG, "ember train: unknown schedule '%s' (cosine, constant)",
                             name);
-    r->sched = em_cosine_annealing_lr(r->optim, total_steps, 0.0);
+    r->sched = em_cosine_annealing_lr(r->optim, total_steps > 0 ? total_steps : 1, 0.0);
     return r->sched ? EM_OK : em_error_status();
 }
 
@@ -142,69 +144,128 @@ static em_status save_checkpoint(const em_train_opts *o, run *r)
         return EM_OK;
     em_loader_pos pos = em_loader_position(r->loader);
     em_train_state s = {.model = r->model, .optim = r->optim, .scheduler = r->sched,
-                        .epoch = pos.epoch, .batch = pos.batch};
+                        .scaler = r->trainer.scaler, .epoch = pos.epoch, .batch = pos.batch};
     em_st_meta meta[] = {{"recipe", o->recipe->name}};
     return em_train_checkpoint_save(o->save_path, &s, meta, 1);
 }
 
-/* One optimizer step on a batch; returns the batch's loss, NAN on error. */
-static double train_step(run *r, const em_batch *b)
-{
-    em_tensor *logits = em_forward(r->model, b->x);                          // (B, 10)
-    em_tensor *loss = em_cross_entropy(logits, b->y, (em_cross_entropy_opts){0}); // ()
-    if (!loss || em_backward(loss) != EM_OK || em_optim_step(r->optim) != EM_OK)
-        return NAN;
-    em_optim_zero_grad(r->optim);
-    if (r->sched)
-        em_scheduler_step(r->sched);
-    return em_item(loss);
-}
+#define N_RECENT 20 /* optimizer steps the reported train loss averages over */
 
-static em_status train_epochs(const em_train_opts *o, run *r, int epochs, em_progress_fn progress,
-                              void *ctx, em_train_result *res, double *train_s, int64_t *samples)
+/* recent: a ring of the last `window` micro-batch losses */
+static em_status train_loop(const em_train_opts *o, run *r, int epochs, em_progress_fn progress,
+                            void *ctx, em_train_result *res, double *train_s, int64_t *samples,
+                            double *recent, int64_t window)
 {
-    int64_t total = em_dataset_len(r->train);
+    em_progress p = {.epochs = epochs, .total = em_dataset_len(r->train)};
     em_status st = EM_OK;
     while (st == EM_OK && em_loader_position(r->loader).epoch < epochs) {
-        int epoch = (int)em_loader_position(r->loader).epoch;
-        double loss_sum = 0, t0 = now_s();
-        int64_t done = 0, n_batches = 0;
-        em_batch b;
+        p.epoch = (int)em_loader_position(r->loader).epoch;
+        p.done = 0;
+        double t0 = now_s();
         bool stop = false;
         for (;;) {
             stop = o->max_steps && res->steps >= o->max_steps;
             if (stop)
                 break;
             em_scope_begin();
+            em_batch b;
             st = em_loader_next(r->loader, &b);
-            double loss = st == EM_OK ? train_step(r, &b) : 0;
-            if (st == EM_OK)
-                done += em_size(b.x, 0);
+            if (st == EM_OK) {
+                st = em_trainer_micro_batch(&r->trainer, b.x, b.y, &p.loss);
+                p.done += em_size(b.x, 0);
+            }
             em_scope_end();
             if (st != EM_OK)
                 break;
-            if (isnan(loss))
-                return em_has_error() ? em_error_status()
-                                      : em_set_error(EM_ERR_NUMERIC, "ember train: loss is NaN "
-                                                     "at epoch %d step %lld", epoch + 1,
-                                                     (long long)res->steps);
-            loss_sum += loss;
-            n_batches++;
+            if (isnan(p.loss) && !r->trainer.scaler && !r->trainer.guard)
+                return em_set_error(EM_ERR_NUMERIC, "ember train: loss is NaN at epoch %d step "
+                                    "%lld (try --clip, --guard or a lower --lr)", p.epoch + 1,
+                                    (long long)res->steps);
+            recent[res->steps % window] = p.loss;
             res->steps++;
             double elapsed = now_s() - t0;
+            p.samples_per_s = elapsed > 0 ? (double)p.done / elapsed : 0;
+            p.scale = em_trainer_scale(&r->trainer);
+            p.skipped = r->trainer.skipped;
             if (progress)
-                progress(ctx, epoch, epochs, done, total, loss, elapsed > 0 ? done / elapsed : 0);
+                progress(ctx, &p);
         }
+        if (st == EM_END)
+            st = em_trainer_flush(&r->trainer);
         *train_s += now_s() - t0;
-        *samples += done;
-        res->train_loss = n_batches ? loss_sum / (double)n_batches : 0;
+        *samples += p.done;
+        res->train_loss = 0;
+        int64_t n_recent = res->steps < window ? res->steps : window;
+        for (int64_t i = 0; i < n_recent; i++)
+            res->train_loss += recent[i] / (double)n_recent;
         res->train_samples_per_s = *train_s > 0 ? (double)*samples / *train_s : 0;
         if (stop)
             return save_checkpoint(o, r);
-        if (st == EM_END)
+        if (st == EM_OK)
             st = save_checkpoint(o, r);
     }
     return st;
+}
+
+static em_status train_epochs(const em_train_opts *o, run *r, int epochs, em_progress_fn progress,
+                              void *ctx, em_train_result *res, double *train_s, int64_t *samples)
+{
+    int accum = r->trainer.tech.grad_accum > 1 ? r->trainer.tech.grad_accum : 1;
+    int64_t window = N_RECENT * accum;
+    double *recent = calloc((size_t)window, sizeof *recent);
+    if (!recent)
+        return em_set_error(EM_ERR_MEMORY, "ember train: out of memory");
+    em_status st = train_loop(o, r, epochs, progress, ctx, res, train_s, samples, recent, window);
+    free(recent);
+    return st;
+}
+
+/* The batch-size finder's trial: a few training steps of a fresh copy of the recipe's model on
+ * random data of the recipe's shape, with the run's techniques. */
+typedef struct {
+    const em_train_opts *o;
+} find_ctx;
+
+static em_status try_batch(void *ctx, int64_t batch, double *samples_per_s)
+{
+    const em_train_opts *o = ((find_ctx *)ctx)->o;
+    const em_recipe *rc = o->recipe;
+    em_module *model = rc->build();
+    em_optim *optim = model ? em_sgd(model, (em_sgd_opts){.lr = 1e-3, .momentum = 0.9}) : NULL;
+    em_trainer t = {0};
+    em_status st = optim ? em_trainer_init(&t, model, optim, NULL, o->tech) : em_error_status();
+    em_shape xs = rc->flat_input ? EM_SHAPE(batch, 784) : EM_SHAPE(batch, 1, 28, 28);
+    double t0 = 0;
+    const int warmup = 1, timed = 3;
+    for (int i = 0; st == EM_OK && i < warmup + timed; i++) {
+        if (i == warmup)
+            t0 = now_s();
+        em_scope_begin();
+        em_tensor *x = em_rand(xs, EM_F32, NULL);
+        em_tensor *y = em_randint(EM_SHAPE(batch), EM_I64, 0, 10, NULL);
+        double loss;
+        st = x && y ? em_trainer_micro_batch(&t, x, y, &loss) : em_error_status();
+        em_scope_end();
+    }
+    if (st == EM_OK)
+        st = em_trainer_flush(&t);
+    *samples_per_s = st == EM_OK ? (double)(timed * batch) / (now_s() - t0) : 0;
+    em_trainer_free(&t);
+    em_optim_free(optim);
+    em_module_free(model);
+    return st;
+}
+
+static em_status find_batch(const em_train_opts *o, em_train_result *res)
+{
+    find_ctx ctx = {o};
+    em_batch_search found;
+    em_status st = em_find_batch_size(try_batch, &ctx, EM_CPU, 8, 8192, o->mem_budget, &found);
+    if (st != EM_OK)
+        return st;
+    res->largest_batch = found.largest;
+    res->batch = (int)found.fastest;
+    return EM_OK;
 }
 
 em_status em_recipe_train(const em_train_opts *o, em_progress_fn progress, void *ctx,
@@ -214,9 +275,13 @@ em_status em_recipe_train(const em_train_opts *o, em_progress_fn progress, void 
     double t_start = now_s(), train_s = 0;
     int64_t samples = 0;
     *res = (em_train_result){.epochs = o->epochs ? o->epochs : rc->epochs,
-                             .batch = (int)(o->batch ? o->batch : rc->batch)};
+                             .batch = (int)(o->batch ? o->batch : rc->batch), .scale = 1};
+    em_status st = o->mem_budget ? em_memory_set_budget(EM_CPU, o->mem_budget) : EM_OK;
+    if (st == EM_OK && o->find_batch)
+        st = find_batch(o, res);
+    if (st != EM_OK)
+        return st;
     em_manual_seed(o->seed);
-    em_memory_reset_peak(EM_CPU);
     run r = {0};
     r.model = rc->build();
     r.optim = r.model ? make_optimizer(o->optim ? o->optim : rc->optim, r.model,
@@ -230,23 +295,35 @@ em_status em_recipe_train(const em_train_opts *o, em_progress_fn progress, void 
                                                                 .num_workers = o->workers,
                                                                 .persistent_workers = true})
                       : NULL;
-    em_status st = r.loader && r.optim ? EM_OK : em_error_status();
+    st = r.loader && r.optim ? EM_OK : em_error_status();
+    int accum = o->tech.grad_accum > 1 ? o->tech.grad_accum : 1;
+    int64_t updates = res->epochs * ((em_loader_num_batches(r.loader) + accum - 1) / accum);
     if (st == EM_OK)
-        st = make_schedule(o->schedule ? o->schedule : rc->schedule, &r,
-                           res->epochs * em_loader_num_batches(r.loader));
+        st = make_schedule(o->schedule ? o->schedule : rc->schedule, &r, updates);
+    if (st == EM_OK)
+        st = em_trainer_init(&r.trainer, r.model, r.optim, r.sched, o->tech);
     if (st == EM_OK && o->resume_path) {
-        em_train_state s = {.model = r.model, .optim = r.optim, .scheduler = r.sched};
+        em_train_state s = {.model = r.model, .optim = r.optim, .scheduler = r.sched,
+                            .scaler = r.trainer.scaler};
         st = em_train_checkpoint_load(o->resume_path, &s);
         if (st == EM_OK)
             st = em_loader_set_position(r.loader, (em_loader_pos){s.epoch, s.batch});
     }
+    size_t held_before = em_memory_get_stats(EM_CPU).live_bytes;
+    em_memory_reset_peak(EM_CPU);
     if (st == EM_OK)
         st = train_epochs(o, &r, res->epochs, progress, ctx, res, &train_s, &samples);
-    if (st == EM_OK)
-        st = em_evaluate(r.model, r.test, &res->test_acc, &res->test_loss);
     res->peak_bytes = em_memory_get_stats(EM_CPU).peak_bytes;
+    res->peak_step_bytes = res->peak_bytes > held_before ? res->peak_bytes - held_before : 0;
+    if (st == EM_OK && !o->skip_eval)
+        st = em_evaluate(r.model, r.test, &res->test_acc, &res->test_loss);
+    res->skipped_steps = r.trainer.skipped;
+    res->activation_bytes = r.trainer.activation_bytes;
+    res->scale = em_trainer_scale(&r.trainer);
     res->wall_s = now_s() - t_start;
     run_free(&r);
+    if (o->mem_budget)
+        em_memory_set_budget(EM_CPU, 0);
     return st;
 }
 
@@ -254,7 +331,7 @@ em_status em_recipe_eval(const em_recipe *rc, const char *data_dir, const char *
                          em_train_result *res)
 {
     double t0 = now_s();
-    *res = (em_train_result){0};
+    *res = (em_train_result){.scale = 1};
     em_module *model = rc->build();
     em_dataset *test = em_fashion_mnist(data_dir, false, rc->flat_input);
     em_status st = model && test ? em_load_model_any(model, load_path) : em_error_status();

@@ -16,6 +16,7 @@ static const command commands[] = {
     {"demo", NULL, em_cmd_demo, "fit a small linear regression with autograd"},
     {"train", NULL, em_cmd_train, "train a reference recipe (mlp, cnn) on Fashion-MNIST"},
     {"eval", NULL, em_cmd_eval, "test accuracy of a saved recipe model"},
+    {"compare", NULL, em_cmd_compare, "each training technique off and on, side by side"},
     {"bench", "ops", em_bench_ops, "kernel throughput next to BLAS and memcpy references"},
     {"bench", "train", em_bench_train, "training samples/s of the recipes, ember vs PyTorch"},
     {"quantize", NULL, em_cmd_quantize, "dynamic INT8 quantization of a saved recipe model"},

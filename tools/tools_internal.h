@@ -9,7 +9,8 @@ int em_cmd_demo(int argc, char **argv);  /* tools/demo.c: fit a small regression
 int em_bench_ops(int argc, char **argv); /* tools/bench_ops.c: kernel figures vs references */
 int em_bench_train(int argc, char **argv); /* tools/bench_train.c: ember vs PyTorch training */
 int em_cmd_train(int argc, char **argv); /* tools/train_cmd.c: train a recipe */
-int em_cmd_eval(int argc, char **argv);  /* tools/train_cmd.c: evaluate a saved recipe model */
+int em_cmd_eval(int argc, char **argv);
+int em_cmd_compare(int argc, char **argv); /* tools/compare_cmd.c: techniques side by side */  /* tools/train_cmd.c: evaluate a saved recipe model */
 int em_cmd_quantize(int argc, char **argv); /* tools/quantize_cmd.c: int8 dynamic quantization */
 int em_cmd_prune(int argc, char **argv);    /* tools/prune_cmd.c: prune, fine-tune, shrink */
 int em_bench_infer(int argc, char **argv);  /* tools/bench_infer.c: inference latency vs PyTorch */
