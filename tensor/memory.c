@@ -172,6 +172,7 @@ static void *pool_alloc(const char *fn, em_device device, size_t nbytes)
     cached_block *b = p->bins[c];
     if (!b)
         return device_alloc(fn, device, be, size, nbytes); /* unlocks */
+    void *ptr = b->ptr; /* read under the lock: the node goes back to the spares */
     p->bins[c] = b->next;
     b->next = p->spare;
     p->spare = b;
@@ -179,7 +180,7 @@ static void *pool_alloc(const char *fn, em_device device, size_t nbytes)
     p->stats.cache_hits++;
     count_live(&p->stats, nbytes);
     pthread_mutex_unlock(&p->lock);
-    return b->ptr;
+    return ptr;
 }
 
 void *em_memory_alloc(em_device device, size_t nbytes)

@@ -209,7 +209,9 @@ static double f16_step(em_tensor *w, em_optim *o, em_grad_scaler *s, em_tensor *
 
 Test(grad_scaler, f16_gradients_that_underflow_train_with_scaling)
 {
-    em_tensor *x16 = em_to_dtype(em_from_data(EM_SHAPE(N), EM_F32, X), EM_F16);
+    em_tensor *x32 = em_from_data(EM_SHAPE(N), EM_F32, X);
+    em_tensor *x16 = em_to_dtype(x32, EM_F16);
+    em_release(x32);
     em_tensor *t = em_from_data(EM_SHAPE(N), EM_F32, T);
     for (int scaled = 0; scaled < 2; scaled++) {
         em_tensor *w = em_requires_grad_(em_ones(EM_SHAPE(N), EM_F32), true);

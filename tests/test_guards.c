@@ -276,8 +276,8 @@ Test(guards, guard_skips_a_loss_spike_or_only_flags_it)
                                                       .outlier = {.window = 30, .warmup = 10},
                                                       .flag_only = flag_only});
         cr_assert_not_null(g, "%s", em_error());
-        em_scope_begin();
         em_module_find(m, "weight")->grad = em_ones(EM_SHAPE(2, 3), EM_F32); /* norm sqrt 6 */
+        em_scope_begin();
         int skips = 0;
         for (int t = 0; t < 60; t++) {
             bool skip;

@@ -128,6 +128,14 @@ static void *alloc_worker(void *arg)
         em_tensor *u = em_empty(EM_SHAPE(1 + (i * 53 + seed) % 500), EM_U8);
         if (!t || !u)
             return (void *)1;
+        /* a block handed to two tensors at once would show another thread's values */
+        float *tv = em_data_ptr(t);
+        int64_t n = em_numel(t);
+        for (int64_t k = 0; k < n; k++)
+            tv[k] = (float)seed;
+        for (int64_t k = 0; k < n; k++)
+            if (tv[k] != (float)seed)
+                return (void *)1;
         em_release(t);
         em_release(u);
     }
