@@ -87,6 +87,28 @@ static inline double adam_elem(const adam_consts *c, double p, double g, double 
     return p - c->step_size * (*m / denom);
 }
 
+/* f32 Adam/AdamW without amsgrad in f32 arithmetic with PyTorch's f32 operation order (the
+ * first moment as a lerp), the step's choices hoisted so it vectorizes. */
+static void adam_f32(const adam_consts *c, int64_t n, float *restrict p, const float *restrict g,
+                     float *restrict m, float *restrict v)
+{
+    const em_adam_hparams *h = c->h;
+    const float w1 = (float)(1 - h->beta1), b2 = (float)h->beta2, w2 = (float)(1 - h->beta2);
+    const float eps = (float)h->eps;
+    const float step_size = (float)c->step_size, bc2 = (float)c->bias_corr2_sqrt;
+    const float decay = h->decoupled ? (float)(1 - h->lr * h->weight_decay) : 1.0f;
+    const float l2 = h->decoupled ? 0.0f : (float)h->weight_decay;
+#pragma omp parallel for simd if (n >= EM_CPU_PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float gi = g[i] + l2 * p[i];
+        float mi = m[i] + w1 * (gi - m[i]);
+        float vi = v[i] * b2 + w2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] * decay - step_size * (mi / (sqrtf(vi) / bc2 + eps));
+    }
+}
+
 int em_cpu_adam_update(em_dtype dt, int64_t n, const em_adam_hparams *h, void *param,
                        const void *grad, void *exp_avg, void *exp_avg_sq, void *max_exp_avg_sq)
 {
@@ -106,12 +128,16 @@ int em_cpu_adam_update(em_dtype dt, int64_t n, const em_adam_hparams *h, void *p
             p[i] = adam_elem(&c, p[i], g[i], &m[i], &v[i], vmax ? &vmax[i] : NULL);
         return EM_KERNEL_OK;
     }
+    if (dt == EM_F32 && !max_exp_avg_sq) {
+        adam_f32(&c, n, param, grad, exp_avg, exp_avg_sq);
+        return EM_KERNEL_OK;
+    }
     if (dt == EM_F32) {
         float *p = param;                 // (n)
         const float *g = grad;            // (n)
         float *m = exp_avg;               // (n)
         float *v = exp_avg_sq;            // (n)
-        float *vmax = max_exp_avg_sq;     // (n) or NULL
+        float *vmax = max_exp_avg_sq;     // (n)
 #pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN)
         for (int64_t i = 0; i < n; i++) {
             double mi = m[i], vi = v[i], vmaxi = vmax ? vmax[i] : 0;
