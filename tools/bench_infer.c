@@ -14,19 +14,6 @@
 
 void openblas_set_num_threads(int n);
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 em_latency em_measure_latency(em_module *model, const em_tensor *x, int warmup, int iters)
 {
     em_latency r = {0};
@@ -35,9 +22,9 @@ em_latency em_measure_latency(em_module *model, const em_tensor *x, int warmup, 
     em_module_eval(model);
     for (int i = 0; t && i < warmup + iters; i++) {
         em_scope_begin();
-        double t0 = now_s();
+        double t0 = em_now_s();
         em_tensor *y = em_forward(model, x);
-        double dt = now_s() - t0;
+        double dt = em_now_s() - t0;
         em_scope_end();
         if (!y) {
             free(t);
@@ -54,7 +41,7 @@ em_latency em_measure_latency(em_module *model, const em_tensor *x, int warmup, 
     double sum = 0;
     for (int i = 0; i < iters; i++)
         sum += t[i];
-    qsort(t, (size_t)iters, sizeof *t, cmp_double);
+    em_sort_doubles(t, iters);
     r.mean_us = 1e6 * sum / iters;
     r.p50_us = 1e6 * t[iters / 2];
     r.p95_us = 1e6 * t[(int)(0.95 * (iters - 1))];
@@ -87,41 +74,36 @@ typedef struct {
     bool have;
 } variant;
 
+/* One line of tools/bench_torch_infer.py: "NAME bBATCH mean_us .. p50_us .. ..."; lines that
+ * are not a torch row (one per quantized engine) are shown as they are. */
+static void torch_line(void *ctx, const char *line)
+{
+    variant *v = ctx;
+    char name[64];
+    int batch;
+    em_latency l;
+    if (sscanf(line, "%63s b%d mean_us %lf p50_us %lf p95_us %lf p99_us %lf samples_per_s %lf",
+               name, &batch, &l.mean_us, &l.p50_us, &l.p95_us, &l.p99_us,
+               &l.samples_per_s) != 7) {
+        printf("%s", line);
+        return;
+    }
+    bool known = false;
+    for (int i = VAR_TORCH_F32; i < N_VARS; i++)
+        if (!strcmp(name, var_names[i])) {
+            *(batch == 1 ? &v[i].b1 : &v[i].b64) = l;
+            v[i].have = known = true;
+        }
+    if (!known)
+        printf("%s", line);
+}
+
 /* Runs tools/bench_torch_infer.py on an f32 model file; fills the torch rows. */
 static bool torch_half(const char *model_path, int threads, int iters, variant *v)
 {
-    if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
-        printf("PyTorch half skipped: /usr/bin/python3 cannot import torch "
-               "(apt-get install python3-torch)\n");
-        return false;
-    }
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/bench_torch_infer.py --model %s "
-             "--threads %d --iters %d", EMBER_SOURCE_DIR, model_path, threads, iters);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return false;
-    char line[512];
-    while (fgets(line, sizeof line, p)) {
-        char name[64];
-        int batch;
-        em_latency l;
-        if (sscanf(line, "%63s b%d mean_us %lf p50_us %lf p95_us %lf p99_us %lf samples_per_s %lf",
-                   name, &batch, &l.mean_us, &l.p50_us, &l.p95_us, &l.p99_us,
-                   &l.samples_per_s) != 7) {
-            printf("%s", line);
-            continue;
-        }
-        bool known = false;
-        for (int i = VAR_TORCH_F32; i < N_VARS; i++)
-            if (!strcmp(name, var_names[i])) {
-                *(batch == 1 ? &v[i].b1 : &v[i].b64) = l;
-                v[i].have = known = true;
-            }
-        if (!known) /* one line per quantized engine */
-            printf("%s", line);
-    }
-    return pclose(p) == 0;
+    char args[2048];
+    snprintf(args, sizeof args, "--model %s --threads %d --iters %d", model_path, threads, iters);
+    return em_run_torch_script("bench_torch_infer.py", args, torch_line, v);
 }
 
 /* Ln-structured (L2) pruning of half of every hidden layer's neurons, then shrinking. */

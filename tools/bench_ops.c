@@ -12,19 +12,6 @@
 
 #define MAX_REPS 15
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* What a timed body needs: the operation and its buffers. */
 typedef struct bench bench;
 struct bench {
@@ -45,11 +32,11 @@ static double time_median(const bench *b, int reps)
         if (b->run(b) != EM_KERNEL_OK)
             return -1;
     for (int i = 0; i < reps; i++) {
-        double t0 = now_s();
+        double t0 = em_now_s();
         b->run(b);
-        t[i] = now_s() - t0;
+        t[i] = em_now_s() - t0;
     }
-    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
+    em_sort_doubles(t, reps);
     return t[reps / 2];
 }
 

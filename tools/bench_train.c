@@ -24,19 +24,6 @@ static const bench_case cases[] = {
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The whole training split as one batch: x (60000, 784), y (60000). */
 static em_status load_all(const char *data_dir, em_batch *all)
 {
@@ -65,12 +52,12 @@ static double ember_samples_per_s(const bench_case *c, const em_batch *all, int 
         if (!rc->flat_input)
             x = em_reshape(x, EM_SHAPE(c->batch, 1, 28, 28));
         em_tensor *y = em_index_select(all->y, 0, idx); // (B)
-        double t = now_s();
+        double t = em_now_s();
         em_tensor *loss = em_cross_entropy(em_forward(model, x), y, (em_cross_entropy_opts){0});
         bool ok = loss && em_backward(loss) == EM_OK && em_optim_step(opt) == EM_OK;
         em_optim_zero_grad(opt);
         if (i >= 10)
-            times[i - 10] = now_s() - t;
+            times[i - 10] = em_now_s() - t;
         em_scope_end();
         if (!ok) {
             fprintf(stderr, "ember bench train: %s: %s\n", c->name, em_error());
@@ -78,7 +65,7 @@ static double ember_samples_per_s(const bench_case *c, const em_batch *all, int 
         }
     }
     if (model && opt && times) {
-        qsort(times, (size_t)steps, sizeof *times, cmp_double);
+        em_sort_doubles(times, steps);
         result = (double)c->batch / times[steps / 2];
     }
 done:
@@ -88,33 +75,18 @@ done:
     return result;
 }
 
-/* Runs the PyTorch half; fills torch_sps[] (0 where missing). Returns false when skipped. */
-static bool torch_samples_per_s(const char *data_dir, int threads, int steps, double *torch_sps)
+/* One line of tools/bench_torch.py: "CASE samples_per_s N". */
+static void torch_line(void *ctx, const char *line)
 {
-    if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
-        printf("PyTorch half skipped: /usr/bin/python3 cannot import torch "
-               "(apt-get install python3-torch)\n");
-        return false;
+    double *torch_sps = ctx, sps;
+    char name[64];
+    if (sscanf(line, "%63s samples_per_s %lf", name, &sps) != 2) {
+        printf("%s", line);
+        return;
     }
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/bench_torch.py --threads %d --steps %d"
-             " --data %s", EMBER_SOURCE_DIR, threads, steps, data_dir);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return false;
-    char line[256];
-    while (fgets(line, sizeof line, p)) {
-        char name[64];
-        double sps;
-        if (sscanf(line, "%63s samples_per_s %lf", name, &sps) != 2) {
-            printf("%s", line);
-            continue;
-        }
-        for (int i = 0; i < N_CASES; i++)
-            if (!strcmp(name, cases[i].name))
-                torch_sps[i] = sps;
-    }
-    return pclose(p) == 0;
+    for (int i = 0; i < N_CASES; i++)
+        if (!strcmp(name, cases[i].name))
+            torch_sps[i] = sps;
 }
 
 int em_bench_train(int argc, char **argv)
@@ -146,7 +118,9 @@ int em_bench_train(int argc, char **argv)
     }
     em_release(all.x);
     em_release(all.y);
-    bool torch = torch_samples_per_s(data_dir, threads, steps, torch_sps);
+    char args[1200];
+    snprintf(args, sizeof args, "--threads %d --steps %d --data %s", threads, steps, data_dir);
+    bool torch = em_run_torch_script("bench_torch.py", args, torch_line, torch_sps);
     printf("\nember bench train: %d threads, median of timed steps after 10 warm-up steps\n",
            threads);
     printf("%-10s %16s %16s %8s %6s\n", "case", "ember samples/s", "torch samples/s", "ratio",

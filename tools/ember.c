@@ -14,7 +14,7 @@ typedef struct {
 static const command commands[] = {
     {"info", NULL, em_cmd_info, "build options, devices and threads"},
     {"demo", NULL, em_cmd_demo, "fit a small linear regression with autograd"},
-    {"train", NULL, em_cmd_train, "train a reference recipe (mlp, cnn) on Fashion-MNIST"},
+    {"train", NULL, em_cmd_train, "train a reference recipe (mlp, cnn, deepmlp) on Fashion-MNIST"},
     {"eval", NULL, em_cmd_eval, "test accuracy of a saved recipe model"},
     {"compare", NULL, em_cmd_compare, "each training technique off and on, side by side"},
     {"bench", "ops", em_bench_ops, "kernel throughput next to BLAS and memcpy references"},

@@ -2,17 +2,19 @@
 #ifndef EMBER_TOOLS_INTERNAL_H
 #define EMBER_TOOLS_INTERNAL_H
 
+#include <stdbool.h>
+
 #include "recipes/recipes.h"
 
-int em_cmd_info(int argc, char **argv);  /* tools/info.c: build, devices, threads */
-int em_cmd_demo(int argc, char **argv);  /* tools/demo.c: fit a small regression with autograd */
-int em_bench_ops(int argc, char **argv); /* tools/bench_ops.c: kernel figures vs references */
-int em_bench_train(int argc, char **argv); /* tools/bench_train.c: ember vs PyTorch training */
-int em_cmd_train(int argc, char **argv); /* tools/train_cmd.c: train a recipe */
-int em_cmd_eval(int argc, char **argv);
-int em_cmd_compare(int argc, char **argv); /* tools/compare_cmd.c: techniques side by side */  /* tools/train_cmd.c: evaluate a saved recipe model */
+int em_cmd_info(int argc, char **argv);     /* tools/info.c: build, devices, threads */
+int em_cmd_demo(int argc, char **argv);     /* tools/demo.c: a small regression with autograd */
+int em_cmd_train(int argc, char **argv);    /* tools/train_cmd.c: train a recipe */
+int em_cmd_eval(int argc, char **argv);     /* tools/train_cmd.c: evaluate a saved model */
+int em_cmd_compare(int argc, char **argv);  /* tools/compare_cmd.c: techniques side by side */
 int em_cmd_quantize(int argc, char **argv); /* tools/quantize_cmd.c: int8 dynamic quantization */
 int em_cmd_prune(int argc, char **argv);    /* tools/prune_cmd.c: prune, fine-tune, shrink */
+int em_bench_ops(int argc, char **argv);    /* tools/bench_ops.c: kernels vs references */
+int em_bench_train(int argc, char **argv);  /* tools/bench_train.c: training vs PyTorch */
 int em_bench_infer(int argc, char **argv);  /* tools/bench_infer.c: inference latency vs PyTorch */
 
 /* Inference latency of em_forward(model, x) in eval mode without grad: warmup untimed calls,
@@ -24,5 +26,14 @@ typedef struct {
 em_latency em_measure_latency(em_module *model, const em_tensor *x, int warmup, int iters);
 /* The first n test samples of a recipe's dataset (x only), or NULL with an error. */
 em_tensor *em_test_batch(const em_recipe *rc, const char *data_dir, int64_t n);
+
+/* tools/bench_common.c: what the benchmarks share */
+double em_now_s(void); /* monotonic seconds */
+void em_sort_doubles(double *v, int n);
+/* Runs /usr/bin/python3 tools/<script> <args> and hands each line of its output to on_line;
+ * false (after printing why) when torch is absent or the script failed. */
+typedef void (*em_torch_line_fn)(void *ctx, const char *line);
+bool em_run_torch_script(const char *script, const char *args, em_torch_line_fn on_line,
+                         void *ctx);
 
 #endif

@@ -1,0 +1,44 @@
+/* What the benchmarks share: a monotonic clock, sorting timings, and running a PyTorch script
+ * beside ember (skipped with a clear line where torch is absent). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "tools/tools_internal.h"
+
+double em_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void em_sort_doubles(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+}
+
+bool em_run_torch_script(const char *script, const char *args, em_torch_line_fn on_line,
+                         void *ctx)
+{
+    if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+        printf("PyTorch half skipped: /usr/bin/python3 cannot import torch "
+               "(apt-get install python3-torch)\n");
+        return false;
+    }
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/%s %s", EMBER_SOURCE_DIR, script, args);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return false;
+    char line[512];
+    while (fgets(line, sizeof line, p))
+        on_line(ctx, line);
+    return pclose(p) == 0;
+}
