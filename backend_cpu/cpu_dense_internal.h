@@ -13,6 +13,12 @@ static inline bool em_cpu_is_half(em_dtype dt)
     return dt == EM_F16 || dt == EM_BF16;
 }
 
+/* cpu_pool_2x2.c: f32 max pooling over 2x2 windows at stride 2 without padding, when it applies
+ * (x (N, C, H, W), y and argmax (N, C, H/2, W/2)). */
+bool em_cpu_max_pool2d_2x2_applies(const em_pool2d_shape *s);
+void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *y,
+                               int64_t *argmax);
+
 /* dst[i] = src[i] widened, for a (rows, cols) matrix with row stride ld; dst is packed. */
 static inline void em_cpu_half_to_f32_2d(em_dtype dt, float *dst, const void *src,
                                          int64_t rows, int64_t cols, int64_t ld)

@@ -77,7 +77,9 @@ int em_cpu_max_pool2d(const em_pool2d_shape *s, em_dtype dt, const void *x, void
 {
     if (!pool_shape_ok(s) || !pool_dtype_ok(dt))
         return EM_KERNEL_UNSUPPORTED;
-    if (dt == EM_F32)
+    if (dt == EM_F32 && em_cpu_max_pool2d_2x2_applies(s))
+        em_cpu_max_pool2d_2x2_f32(s, x, y, argmax);
+    else if (dt == EM_F32)
         pool_max_pool_f32(s, x, y, argmax);
     else if (dt == EM_F64)
         pool_max_pool_f64(s, x, y, argmax);

@@ -500,3 +500,32 @@ Test(cpu_pool, half_types_through_f32)
         cr_assert_eq(em_f16_to_f32(y[i]), want[i]);
     cr_assert_eq(em_cpu_avg_pool2d(&s, EM_I64, x, y), EM_KERNEL_UNSUPPORTED);
 }
+
+Test(cpu_pool, window_2x2_stride_2_lane_path_odd_sizes)
+{
+    /* widths whose outputs fill SIMD blocks of 4 exactly, with a tail, or not at all; odd H and
+     * W drop their last row and column like PyTorch's floor mode */
+    check_pool(pool_shape(2, 3, 9, 8, 4, 4, 2, 2, 0, false));
+    check_pool(pool_shape(1, 2, 6, 11, 3, 5, 2, 2, 0, false));
+    check_pool(pool_shape(3, 1, 4, 19, 2, 9, 2, 2, 0, false));
+}
+
+Test(cpu_pool, window_2x2_stride_2_nan_and_ties_in_every_lane)
+{
+    /* one 2x10 plane, five windows: NaN in the last tap, NaN first, all tied, a later NaN after
+     * an earlier one, and a plain maximum in the third tap */
+    float x[20] = {1, 2, 0, 0, 7, 7, 0, 0, 3, 1,
+                   4, NAN, NAN, 9, 7, 7, NAN, NAN, 9, 2};
+    x[6] = NAN;
+    float y[5];
+    int64_t am[5];
+    em_pool2d_shape s = pool_shape(1, 1, 2, 10, 1, 5, 2, 2, 0, false);
+    cr_assert_eq(em_cpu_max_pool2d(&s, EM_F32, x, y, am), EM_KERNEL_OK);
+    int64_t want_am[5] = {11, 12, 4, 6, 18};
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(am[i], want_am[i], "window %d: argmax %ld, want %ld", i, (long)am[i],
+                     (long)want_am[i]);
+    cr_assert(isnan(y[0]) && isnan(y[1]) && isnan(y[3]));
+    cr_assert_eq(y[2], 7.0f);
+    cr_assert_eq(y[4], 9.0f);
+}
