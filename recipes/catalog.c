@@ -5,7 +5,8 @@
 
 static const em_recipe recipes[] = {
     {.name = "mlp", .about = "MLP 784-512-256-10 on Fashion-MNIST", .build = em_recipe_mlp_build,
-     .flat_input = true, .epochs = 5, .batch = 64, .lr = 0.05, .momentum = 0.9, .optim = "sgd", .schedule = "cosine"},
+     .flat_input = true, .epochs = 5, .batch = 64, .lr = 1e-3, .optim = "adamw",
+     .schedule = "cosine"},
     {.name = "cnn", .about = "CNN conv32-conv64-fc128 on Fashion-MNIST",
      .build = em_recipe_cnn_build, .flat_input = false, .epochs = 5, .batch = 64, .lr = 0.05,
      .momentum = 0.9, .optim = "sgd", .schedule = "cosine"},

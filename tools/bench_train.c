@@ -23,6 +23,7 @@ static const bench_case cases[] = {
     {"cnn_b64", "cnn", 64, 2.0},
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
+#define MAX_ROUNDS 9
 
 /* The whole training split as one batch: x (60000, 784), y (60000). */
 static em_status load_all(const char *data_dir, em_batch *all)
@@ -75,7 +76,7 @@ done:
     return result;
 }
 
-/* One line of tools/bench_torch.py: "CASE samples_per_s N". */
+/* One line of tools/bench_torch.py: "CASE samples_per_s N" into ctx (N_CASES doubles). */
 static void torch_line(void *ctx, const char *line)
 {
     double *torch_sps = ctx, sps;
@@ -91,18 +92,21 @@ static void torch_line(void *ctx, const char *line)
 
 int em_bench_train(int argc, char **argv)
 {
-    int threads = 2, steps = 200;
+    int threads = 2, steps = 200, rounds = 3;
     const char *data_dir = EM_FASHION_MNIST_DIR;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads"))
             threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps"))
             steps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--rounds"))
+            rounds = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--data"))
             data_dir = argv[i + 1];
     }
-    if (threads < 1 || steps < 10) {
-        fprintf(stderr, "ember bench train: --threads must be >= 1 and --steps >= 10\n");
+    if (threads < 1 || steps < 10 || rounds < 1 || rounds > MAX_ROUNDS) {
+        fprintf(stderr, "ember bench train: needs --threads >= 1, --steps >= 10 and --rounds in "
+                        "1..%d\n", MAX_ROUNDS);
         return 2;
     }
     omp_set_num_threads(threads);
@@ -111,27 +115,36 @@ int em_bench_train(int argc, char **argv)
         fprintf(stderr, "ember bench train: %s\n", em_error());
         return 1;
     }
-    double ember_sps[N_CASES], torch_sps[N_CASES] = {0};
-    for (int i = 0; i < N_CASES; i++) {
-        int n = cases[i].recipe[0] == 'c' ? steps / 4 : steps;
-        ember_sps[i] = ember_samples_per_s(&cases[i], &all, n < 10 ? 10 : n);
+    /* rounds alternate ember and PyTorch, so both see the same machine; medians are reported */
+    double ember_sps[N_CASES][MAX_ROUNDS], torch_sps[N_CASES][MAX_ROUNDS] = {{0}};
+    bool torch = true;
+    char args[1200];
+    snprintf(args, sizeof args, "--threads %d --steps %d --data %s", threads, steps, data_dir);
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < N_CASES; i++) {
+            int n = cases[i].recipe[0] == 'c' ? steps / 4 : steps;
+            ember_sps[i][r] = ember_samples_per_s(&cases[i], &all, n < 10 ? 10 : n);
+        }
+        double round_torch[N_CASES] = {0};
+        torch = torch && em_run_torch_script("bench_torch.py", args, torch_line, round_torch);
+        for (int i = 0; i < N_CASES; i++)
+            torch_sps[i][r] = round_torch[i];
     }
     em_release(all.x);
     em_release(all.y);
-    char args[1200];
-    snprintf(args, sizeof args, "--threads %d --steps %d --data %s", threads, steps, data_dir);
-    bool torch = em_run_torch_script("bench_torch.py", args, torch_line, torch_sps);
-    printf("\nember bench train: %d threads, median of timed steps after 10 warm-up steps\n",
-           threads);
+    printf("\nember bench train: %d threads; per round the median step after 10 warm-up steps, "
+           "then the median of %d rounds\n", threads, rounds);
     printf("%-10s %16s %16s %8s %6s\n", "case", "ember samples/s", "torch samples/s", "ratio",
            "goal");
     for (int i = 0; i < N_CASES; i++) {
-        if (torch && torch_sps[i] > 0)
-            printf("%-10s %16.0f %16.0f %7.2fx %5.1fx\n", cases[i].name, ember_sps[i],
-                   torch_sps[i], ember_sps[i] / torch_sps[i], cases[i].goal);
-        else
-            printf("%-10s %16.0f %16s %8s %5.1fx\n", cases[i].name, ember_sps[i], "-", "-",
+        em_sort_doubles(ember_sps[i], rounds);
+        em_sort_doubles(torch_sps[i], rounds);
+        double e = ember_sps[i][rounds / 2], t = torch_sps[i][rounds / 2];
+        if (torch && t > 0)
+            printf("%-10s %16.0f %16.0f %7.2fx %5.1fx\n", cases[i].name, e, t, e / t,
                    cases[i].goal);
+        else
+            printf("%-10s %16.0f %16s %8s %5.1fx\n", cases[i].name, e, "-", "-", cases[i].goal);
     }
     return 0;
 }
