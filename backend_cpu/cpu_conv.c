@@ -1,8 +1,10 @@
 /* CPU 2-D convolution (NCHW, stride, padding, dilation, groups): im2col + GEMM per image for f32
- * and f64; f16/bf16 run through the f32 path. The typed body is cpu_conv_impl_internal.h. */
+ * and f64, or for f32 stride-1 layers on AVX2+FMA the direct kernels of cpu_conv_direct.c;
+ * f16/bf16 run through the f32 path. The typed body is cpu_conv_impl_internal.h. */
 #include <omp.h>
 #include <string.h>
 
+#include "backend_cpu/cpu_conv_direct_internal.h"
 #include "backend_cpu/cpu_dense_internal.h"
 
 /* grad_weight sums the batch in this many fixed blocks (fewer for a smaller batch). */
@@ -103,6 +105,35 @@ static bool conv_shape_ok(const em_conv2d_shape *s)
 #undef REAL_DT
 #undef CONV_FN
 
+/* The f32 kernels: direct where it fits, else im2col + GEMM. */
+static int conv_f32(const em_conv2d_shape *s, const float *x, const float *w, const float *bias,
+                    float *y)
+{
+    if (em_cpu_conv_direct_fits(s))
+        return em_cpu_conv_direct_forward(s, x, w, bias, y);
+    return conv_conv2d_f32(s, x, w, bias, y);
+}
+
+static int conv_grad_input_f32_any(const em_conv2d_shape *s, const float *gy, const float *w,
+                                   float *gx)
+{
+    if (em_cpu_conv_direct_grad_input_fits(s))
+        return em_cpu_conv_direct_grad_input(s, gy, w, gx);
+    return conv_grad_input_f32(s, gy, w, gx);
+}
+
+static int conv_grad_weight_f32_any(const em_conv2d_shape *s, const float *gy, const float *x,
+                                    float *gw, float *gbias)
+{
+    if (!em_cpu_conv_direct_fits(s))
+        return conv_grad_weight_f32(s, gy, x, gw, gbias);
+    const int64_t blocks = s->n < CONV_GW_BLOCKS ? s->n : CONV_GW_BLOCKS;
+    int rc = em_cpu_conv_direct_grad_weight(s, blocks, gy, x, gw);
+    if (rc == EM_KERNEL_OK && gbias)
+        conv_grad_bias_f32(s, gy, gbias);
+    return rc;
+}
+
 static int64_t x_numel(const em_conv2d_shape *s)
 {
     return s->n * s->c_in * s->h * s->w;
@@ -127,7 +158,7 @@ static int half_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, con
     float *fy = em_cpu_f32_buffer(y_numel(s));
     int rc = EM_KERNEL_FAILED;
     if (fx && fw && fy && (fb || !bias))
-        rc = conv_conv2d_f32(s, fx, fw, fb, fy);
+        rc = conv_f32(s, fx, fw, fb, fy);
     if (rc == EM_KERNEL_OK)
         em_cpu_f32_to_half_2d(dt, y, fy, 1, y_numel(s), y_numel(s));
     free(fx);
@@ -144,7 +175,7 @@ int em_cpu_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, const vo
         return EM_KERNEL_UNSUPPORTED;
     switch (dt) {
     case EM_F32:
-        return conv_conv2d_f32(s, x, w, bias, y);
+        return conv_f32(s, x, w, bias, y);
     case EM_F64:
         return conv_conv2d_f64(s, x, w, bias, y);
     case EM_F16:
@@ -163,7 +194,7 @@ static int half_grad_input(const em_conv2d_shape *s, em_dtype dt, const void *gy
     float *fgx = em_cpu_f32_buffer(x_numel(s));
     int rc = EM_KERNEL_FAILED;
     if (fgy && fw && fgx)
-        rc = conv_grad_input_f32(s, fgy, fw, fgx);
+        rc = conv_grad_input_f32_any(s, fgy, fw, fgx);
     if (rc == EM_KERNEL_OK)
         em_cpu_f32_to_half_2d(dt, gx, fgx, 1, x_numel(s), x_numel(s));
     free(fgy);
@@ -179,7 +210,7 @@ int em_cpu_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, const void *
         return EM_KERNEL_UNSUPPORTED;
     switch (dt) {
     case EM_F32:
-        return conv_grad_input_f32(s, gy, w, gx);
+        return conv_grad_input_f32_any(s, gy, w, gx);
     case EM_F64:
         return conv_grad_input_f64(s, gy, w, gx);
     case EM_F16:
@@ -199,7 +230,7 @@ static int half_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void *g
     float *fgb = gbias ? em_cpu_f32_buffer(s->c_out) : NULL;
     int rc = EM_KERNEL_FAILED;
     if (fgy && fx && fgw && (fgb || !gbias))
-        rc = conv_grad_weight_f32(s, fgy, fx, fgw, fgb);
+        rc = conv_grad_weight_f32_any(s, fgy, fx, fgw, fgb);
     if (rc == EM_KERNEL_OK) {
         em_cpu_f32_to_half_2d(dt, gw, fgw, 1, w_numel(s), w_numel(s));
         if (gbias)
@@ -226,7 +257,7 @@ int em_cpu_conv2d_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void 
         return EM_KERNEL_OK;
     }
     if (dt == EM_F32)
-        return conv_grad_weight_f32(s, gy, x, gw, gbias);
+        return conv_grad_weight_f32_any(s, gy, x, gw, gbias);
     if (dt == EM_F64)
         return conv_grad_weight_f64(s, gy, x, gw, gbias);
     return half_grad_weight(s, dt, gy, x, gw, gbias);

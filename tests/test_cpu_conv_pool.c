@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_cpu/cpu_conv_direct_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 
 static uint64_t rng_state = 777;
@@ -197,10 +198,76 @@ Test(cpu_conv, padded_grid_dilation_groups_no_padding)
     check_conv(conv_shape(1, 8, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1)); /* one image */
 }
 
-/* grad_weight sums the batch in fixed blocks: the same bits on one thread and on two. */
-Test(cpu_conv, grad_weight_same_bits_on_any_thread_count)
+/* Stride-1 f32 layers on AVX2+FMA run the direct kernels; on other CPUs the same checks cover
+ * the GEMM path. */
+static bool direct_cpu(void)
 {
-    em_conv2d_shape s = conv_shape(37, 16, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+/* check_conv on one thread and on two, after asserting which kernels s runs on. */
+static void check_direct(em_conv2d_shape s, bool grad_input_direct)
+{
+    cr_assert_eq(em_cpu_conv_direct_fits(&s), direct_cpu());
+    cr_assert_eq(em_cpu_conv_direct_grad_input_fits(&s), direct_cpu() && grad_input_direct);
+    const int threads = omp_get_max_threads();
+    for (int t = 1; t <= 2; t++) {
+        omp_set_num_threads(t);
+        check_conv(s);
+    }
+    omp_set_num_threads(threads);
+}
+
+Test(cpu_conv, direct_cnn_layer_shapes)
+{
+    check_direct(conv_shape(3, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
+    check_direct(conv_shape(3, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
+}
+
+/* One image: forward split by rows, grad_weight by channel tiles across threads. */
+Test(cpu_conv, direct_batch_one)
+{
+    check_direct(conv_shape(1, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
+    check_direct(conv_shape(1, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
+}
+
+/* Output rows of 8, 9, 13, 15, 16, 19 and 28 columns (whole, masked and single 8-lane tails);
+ * 1 to 13 output channels (every tile height); tap counts that leave 1 or 2 taps over; a 3x1
+ * kernel; dilation; no padding (grad_input padded by K-1) and padding K-1 (by 0). */
+Test(cpu_conv, direct_odd_sizes)
+{
+    check_direct(conv_shape(2, 3, 11, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
+    check_direct(conv_shape(3, 2, 9, 21, 7, 3, 3, 1, 1, 0, 0, 1, 1, 1), true);
+    check_direct(conv_shape(2, 5, 12, 17, 13, 2, 3, 1, 1, 1, 1, 2, 2, 1), true);
+    check_direct(conv_shape(2, 4, 10, 16, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
+    check_direct(conv_shape(2, 4, 10, 16, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
+    check_direct(conv_shape(2, 4, 10, 16, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
+    check_direct(conv_shape(3, 3, 9, 10, 4, 3, 1, 1, 1, 1, 0, 1, 1, 1), true);
+    check_direct(conv_shape(2, 2, 7, 10, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), true);
+    check_direct(conv_shape(5, 2, 7, 26, 6, 3, 3, 1, 1, 2, 2, 1, 1, 1), true);
+}
+
+/* Padding beyond (K-1)*dilation: the forward pass and grad_weight run direct, grad_input on
+ * the GEMM path. */
+Test(cpu_conv, direct_forward_with_wide_padding)
+{
+    check_direct(conv_shape(2, 3, 8, 10, 6, 3, 3, 1, 1, 3, 3, 1, 1, 1), false);
+}
+
+/* Shapes the direct kernels leave to the GEMM path. */
+Test(cpu_conv, direct_declines_strides_groups_1x1_narrow_rows)
+{
+    em_conv2d_shape no[4] = {conv_shape(2, 4, 16, 16, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1),
+                             conv_shape(2, 4, 16, 16, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2),
+                             conv_shape(2, 4, 16, 16, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1),
+                             conv_shape(2, 4, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1)};
+    for (int i = 0; i < 4; i++)
+        cr_assert_not(em_cpu_conv_direct_fits(&no[i]), "shape %d", i);
+}
+
+/* The same bits on one thread and on two for grad_weight (and its bias) of s in f32. */
+static void check_grad_weight_bits(em_conv2d_shape s)
+{
     double *x = random_f64(x_count(&s)), *gy = random_f64(y_count(&s));
     float *fx = to_f32(x, x_count(&s)), *fgy = to_f32(gy, y_count(&s));
     float *gw[2], *gb[2];
@@ -222,6 +289,22 @@ Test(cpu_conv, grad_weight_same_bits_on_any_thread_count)
     free(gy);
     free(fx);
     free(fgy);
+}
+
+/* The CNN's layers at its batch of 64, and one image (split by channel tiles on two threads). */
+Test(cpu_conv, direct_grad_weight_same_bits_on_any_thread_count)
+{
+    check_grad_weight_bits(conv_shape(64, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1));
+    check_grad_weight_bits(conv_shape(64, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1));
+    check_grad_weight_bits(conv_shape(1, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1));
+}
+
+/* grad_weight sums the batch in fixed blocks: the same bits on one thread and on two (direct
+ * kernels for 9x9 rows, the GEMM path for 6x6). */
+Test(cpu_conv, grad_weight_same_bits_on_any_thread_count)
+{
+    check_grad_weight_bits(conv_shape(37, 16, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1));
+    check_grad_weight_bits(conv_shape(37, 16, 6, 6, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1));
 }
 
 /* d(sum(y * r))/dx, /dw, /db by central differences in f64, against the gradient kernels. */

@@ -1,0 +1,486 @@
+/* Direct f32 convolution for stride-1 layers on AVX2+FMA: each image is copied into
+ * zero-bordered planes and every tap of the kernel reads a shifted run of them in place of an
+ * im2col matrix. Forward tiles hold 6 output channels x 16 columns of one output row in
+ * registers; grad_input is the forward pass over gy with the flipped, transposed weights;
+ * grad_weight tiles hold 4 output channels x 3 taps summed over a block of images. */
+#include <immintrin.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cpu/cpu_conv_direct_internal.h"
+#include "backend_cpu/cpu_kernels_internal.h"
+
+#define DCONV_TARGET __attribute__((target("avx2,fma")))
+/* The packed weight panel of one tile, MR x C*KH*KW floats, stays in L1 below this. */
+#define DCONV_MAX_TAPS 1152
+
+/* A direct convolution seen as its forward pass: input (C, H, W) read through taps (KH, KW)
+ * with dilation and padding into output (M, H_out, W_out), stride 1. The input is copied into
+ * zero-bordered planes (C, Hp, Wp), Hp = H_out + (KH-1)*dh and Wp = W_out + (KW-1)*dw, followed
+ * by `slack` zeros: output (oh, ow) reads tap (c, i, j) at c*plane + (oh + i*dh)*Wp + ow + j*dw,
+ * and a whole 8-lane load past the last output column of a row reads the next row or the slack
+ * (lanes that are never kept). Planes start an odd number of cache lines apart, so the same
+ * row of many planes does not crowd one cache set. */
+typedef struct {
+    int64_t c, h, w;
+    int64_t m, ho, wo;
+    int64_t kh, kw, dh, dw, ph, pw;
+    int64_t hp, wp, plane; /* padded plane rows, row width, stride of planes */
+    int64_t slack;         /* zeros after the last plane */
+    int64_t k;             /* taps C*KH*KW */
+} dconv_geom;
+
+static dconv_geom dconv_geom_of(int64_t c, int64_t h, int64_t w, int64_t m, int64_t ho,
+                                int64_t wo, const em_conv2d_shape *s, int64_t ph, int64_t pw)
+{
+    dconv_geom g = {.c = c, .h = h, .w = w, .m = m, .ho = ho, .wo = wo, .kh = s->kh,
+                    .kw = s->kw, .dh = s->dilation[0], .dw = s->dilation[1], .ph = ph, .pw = pw};
+    g.hp = ho + (g.kh - 1) * g.dh;
+    g.wp = wo + (g.kw - 1) * g.dw;
+    g.plane = (g.hp * g.wp + 15) / 16 * 16;
+    if (g.plane / 16 % 2 == 0)
+        g.plane += 16;
+    g.slack = (g.kw - 1) * g.dw + 16;
+    g.k = c * g.kh * g.kw;
+    return g;
+}
+
+/* Floats of one image's padded planes and slack. */
+static int64_t dconv_padded(const dconv_geom *g)
+{
+    return g->c * g->plane + g->slack;
+}
+
+/* The forward pass of s itself. */
+static dconv_geom dconv_forward_geom(const em_conv2d_shape *s)
+{
+    return dconv_geom_of(s->c_in, s->h, s->w, s->c_out, s->h_out, s->w_out, s, s->pad[0],
+                         s->pad[1]);
+}
+
+/* grad_input as a forward pass: gy (C_out, H_out, W_out) padded by (K-1)*dilation - pad into
+ * gx (C_in, H, W). */
+static dconv_geom dconv_grad_input_geom(const em_conv2d_shape *s)
+{
+    return dconv_geom_of(s->c_out, s->h_out, s->w_out, s->c_in, s->h, s->w, s,
+                         (s->kh - 1) * s->dilation[0] - s->pad[0],
+                         (s->kw - 1) * s->dilation[1] - s->pad[1]);
+}
+
+static bool dconv_cpu_ok(void)
+{
+    static int ok = -1;
+    if (ok < 0)
+        ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return ok;
+}
+
+static bool dconv_geom_ok(const dconv_geom *g)
+{
+    return g->wo >= 8 && g->ho >= 1 && g->k <= DCONV_MAX_TAPS && g->ph >= 0 && g->pw >= 0
+           && g->ph + g->h <= g->hp && g->pw + g->w <= g->wp;
+}
+
+bool em_cpu_conv_direct_fits(const em_conv2d_shape *s)
+{
+    const dconv_geom g = dconv_forward_geom(s);
+    return dconv_cpu_ok() && s->groups == 1 && s->stride[0] == 1 && s->stride[1] == 1
+           && s->kh * s->kw > 1 && dconv_geom_ok(&g);
+}
+
+bool em_cpu_conv_direct_grad_input_fits(const em_conv2d_shape *s)
+{
+    const dconv_geom g = dconv_grad_input_geom(s);
+    return em_cpu_conv_direct_fits(s) && dconv_geom_ok(&g);
+}
+
+/* xp (C, Hp, Wp) + slack = x (C, H, W) inside a zero border. */
+static void dconv_pad(const dconv_geom *g, const float *x, float *xp)
+{
+    memset(xp, 0, (size_t)dconv_padded(g) * sizeof(float));
+    for (int64_t c = 0; c < g->c; c++)
+        for (int64_t r = 0; r < g->h; r++)
+            memcpy(xp + c * g->plane + (r + g->ph) * g->wp + g->pw, x + (c * g->h + r) * g->w,
+                   (size_t)g->w * sizeof(float));
+}
+
+/* off (K): where tap (c, i, j) starts, relative to its output position, in the padded planes. */
+static void dconv_offsets(const dconv_geom *g, int64_t *off)
+{
+    for (int64_t c = 0; c < g->c; c++)
+        for (int64_t i = 0; i < g->kh; i++)
+            for (int64_t j = 0; j < g->kw; j++)
+                off[(c * g->kh + i) * g->kw + j] = c * g->plane + i * g->dh * g->wp + j * g->dw;
+}
+
+/* Output channels per forward tile from m0 on: 6, with the last 7 to 11 split in two. */
+static int dconv_rows(int64_t m, int64_t m0)
+{
+    const int64_t rem = m - m0;
+    if (rem <= 6)
+        return (int)rem;
+    return rem >= 12 ? 6 : (int)(rem + 1) / 2;
+}
+
+/* a (M*K): tile by tile, the tile's weights tap-major, MR per tap. With `flip`, w is the
+ * (C, M, KH, KW) weight of the convolution whose grad_input this forward pass computes, read
+ * transposed and rotated by 180 degrees. */
+static void dconv_pack(const dconv_geom *g, const float *w, bool flip, float *a)
+{
+    const int64_t taps = g->kh * g->kw;
+    for (int64_t m0 = 0; m0 < g->m;) {
+        const int mr = dconv_rows(g->m, m0);
+        float *panel = a + m0 * g->k;
+        for (int64_t k = 0; k < g->k; k++)
+            for (int r = 0; r < mr; r++) {
+                const int64_t m = m0 + r, c = k / taps, t = k % taps;
+                panel[k * mr + r] = flip ? w[(c * g->m + m) * taps + taps - 1 - t]
+                                         : w[m * g->k + k];
+            }
+        m0 += mr;
+    }
+}
+
+DCONV_TARGET static inline __m256i dconv_mask(int lanes)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* y (MR rows ystride apart, NV*8 columns, `tail` of the last 8 kept) = bias + the sum over taps
+ * of a (K, MR) times the run of NV*8 inputs at xb + off[k]. */
+DCONV_TARGET __attribute__((always_inline)) static inline void
+dconv_tile(int mr, int nv, int64_t k, const float *a, const float *xb, const int64_t *off,
+           const float *bias, float *y, int64_t ystride, int tail)
+{
+    __m256 acc[6][2];
+    #pragma GCC unroll 6
+    for (int r = 0; r < mr; r++) {
+        acc[r][0] = _mm256_set1_ps(bias ? bias[r] : 0.0f);
+        acc[r][1] = acc[r][0];
+    }
+    for (int64_t t = 0; t < k; t++, a += mr) {
+        const float *b = xb + off[t];
+        const __m256 b0 = _mm256_loadu_ps(b);
+        const __m256 b1 = nv > 1 ? _mm256_loadu_ps(b + 8) : b0;
+        #pragma GCC unroll 6
+        for (int r = 0; r < mr; r++) {
+            const __m256 ar = _mm256_broadcast_ss(a + r);
+            acc[r][0] = _mm256_fmadd_ps(ar, b0, acc[r][0]);
+            if (nv > 1)
+                acc[r][1] = _mm256_fmadd_ps(ar, b1, acc[r][1]);
+        }
+    }
+    const __m256i mask = dconv_mask(tail);
+    #pragma GCC unroll 6
+    for (int r = 0; r < mr; r++) {
+        float *row = y + r * ystride;
+        if (nv > 1)
+            _mm256_storeu_ps(row, acc[r][0]);
+        if (tail == 8)
+            _mm256_storeu_ps(row + 8 * (nv - 1), acc[r][nv - 1]);
+        else
+            _mm256_maskstore_ps(row + 8 * (nv - 1), mask, acc[r][nv - 1]);
+    }
+}
+
+typedef void (*dconv_tile_fn)(int64_t k, const float *a, const float *xb, const int64_t *off,
+                              const float *bias, float *y, int64_t ystride, int tail);
+
+#define DCONV_TILE(mr, nv)                                                                    \
+    DCONV_TARGET static void dconv_tile_##mr##_##nv(int64_t k, const float *a, const float *xb, \
+                                                    const int64_t *off, const float *bias,    \
+                                                    float *y, int64_t ystride, int tail)      \
+    {                                                                                         \
+        dconv_tile(mr, nv, k, a, xb, off, bias, y, ystride, tail);                            \
+    }
+DCONV_TILE(1, 1)
+DCONV_TILE(1, 2)
+DCONV_TILE(2, 1)
+DCONV_TILE(2, 2)
+DCONV_TILE(3, 1)
+DCONV_TILE(3, 2)
+DCONV_TILE(4, 1)
+DCONV_TILE(4, 2)
+DCONV_TILE(5, 1)
+DCONV_TILE(5, 2)
+DCONV_TILE(6, 1)
+DCONV_TILE(6, 2)
+#undef DCONV_TILE
+
+static const dconv_tile_fn dconv_tiles[7][3] = {
+    [1] = {NULL, dconv_tile_1_1, dconv_tile_1_2}, [2] = {NULL, dconv_tile_2_1, dconv_tile_2_2},
+    [3] = {NULL, dconv_tile_3_1, dconv_tile_3_2}, [4] = {NULL, dconv_tile_4_1, dconv_tile_4_2},
+    [5] = {NULL, dconv_tile_5_1, dconv_tile_5_2}, [6] = {NULL, dconv_tile_6_1, dconv_tile_6_2},
+};
+
+/* Output rows [oh0, oh1) of one image: y (M, H_out, W_out) from its padded planes xp. */
+static void dconv_image_rows(const dconv_geom *g, const float *a, const int64_t *off,
+                             const float *bias, const float *xp, float *y, int64_t oh0,
+                             int64_t oh1)
+{
+    const int64_t hwo = g->ho * g->wo;
+    for (int64_t m0 = 0; m0 < g->m;) {
+        const int mr = dconv_rows(g->m, m0);
+        for (int64_t oh = oh0; oh < oh1; oh++)
+            for (int64_t ow0 = 0; ow0 < g->wo; ow0 += 16) {
+                const int64_t rem = g->wo - ow0;
+                const int nv = rem > 8 ? 2 : 1;
+                const int tail = rem >= 16 ? 8 : (int)(rem - 8 * (nv - 1));
+                dconv_tiles[mr][nv](g->k, a + m0 * g->k, xp + oh * g->wp + ow0, off,
+                                    bias ? bias + m0 : NULL, y + (m0 * g->ho + oh) * g->wo + ow0,
+                                    hwo, tail);
+            }
+        m0 += mr;
+    }
+}
+
+static int dconv_threads(int64_t items)
+{
+    const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    return items < nt ? (int)(items > 1 ? items : 1) : nt;
+}
+
+/* y (n, M, H_out, W_out) = the forward pass g over x (n, C, H, W), weights packed in a. Images
+ * go to threads; a batch smaller than the thread count is padded first and split by rows. */
+static int dconv_run(const dconv_geom *g, int64_t n, const float *a, const int64_t *off,
+                     const float *bias, const float *x, float *y)
+{
+    const int64_t xs = g->c * g->h * g->w, ys = g->m * g->ho * g->wo, ps = dconv_padded(g);
+    const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    const bool by_image = n >= nt;
+    const int64_t bufs = by_image ? nt : n;
+    float *xp = malloc((size_t)(bufs > 0 ? bufs * ps : 1) * sizeof(float));
+    if (!xp)
+        return EM_KERNEL_FAILED;
+    if (by_image) {
+        #pragma omp parallel num_threads(nt) if (nt > 1)
+        {
+            float *mine = xp + omp_get_thread_num() * ps;
+            #pragma omp for schedule(static)
+            for (int64_t i = 0; i < n; i++) {
+                dconv_pad(g, x + i * xs, mine);
+                dconv_image_rows(g, a, off, bias, mine, y + i * ys, 0, g->ho);
+            }
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            dconv_pad(g, x + i * xs, xp + i * ps);
+        #pragma omp parallel for num_threads(dconv_threads(n * g->ho)) schedule(static)
+        for (int64_t r = 0; r < n * g->ho; r++)
+            dconv_image_rows(g, a, off, bias, xp + r / g->ho * ps, y + r / g->ho * ys,
+                             r % g->ho, r % g->ho + 1);
+    }
+    free(xp);
+    return EM_KERNEL_OK;
+}
+
+/* Packs the weights and offsets of g, then runs it. */
+static int dconv_forward_pass(const dconv_geom *g, int64_t n, const float *w, bool flip,
+                              const float *bias, const float *x, float *y)
+{
+    float *a = malloc((size_t)(g->m * g->k) * sizeof(float));
+    int64_t *off = malloc((size_t)g->k * sizeof(int64_t));
+    int rc = EM_KERNEL_FAILED;
+    if (a && off) {
+        dconv_pack(g, w, flip, a);
+        dconv_offsets(g, off);
+        rc = dconv_run(g, n, a, off, bias, x, y);
+    }
+    free(a);
+    free(off);
+    return rc;
+}
+
+int em_cpu_conv_direct_forward(const em_conv2d_shape *s, const float *x, const float *w,
+                               const float *bias, float *y)
+{
+    const dconv_geom g = dconv_forward_geom(s);
+    return dconv_forward_pass(&g, s->n, w, false, bias, x, y);
+}
+
+int em_cpu_conv_direct_grad_input(const em_conv2d_shape *s, const float *gy, const float *w,
+                                  float *gx)
+{
+    const dconv_geom g = dconv_grad_input_geom(s);
+    return dconv_forward_pass(&g, s->n, w, true, NULL, gy, gx);
+}
+
+DCONV_TARGET static inline float dconv_hsum(__m256 v)
+{
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
+    return _mm_cvtss_f32(q);
+}
+
+/* gw (MR rows ldw apart, NT taps from off) = the sum over `images` images and their output
+ * grids of gyp (images, MR, G) times each tap's run of the padded planes xp (images, padded). */
+DCONV_TARGET __attribute__((always_inline)) static inline void
+dconv_gw_tile(int mr, int nt, int64_t images, const float *gyp, int64_t gstride,
+              const float *xp, int64_t ps, const int64_t *off, float *gw, int64_t ldw)
+{
+    __m256 acc[4][3];
+    #pragma GCC unroll 4
+    for (int r = 0; r < mr; r++)
+        #pragma GCC unroll 3
+        for (int t = 0; t < nt; t++)
+            acc[r][t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < images; i++) {
+        const float *gi = gyp + i * mr * gstride, *xi = xp + i * ps;
+        const float *x0 = xi + off[0], *x1 = xi + off[nt > 1], *x2 = xi + off[nt > 2 ? 2 : 0];
+        for (int64_t p = 0; p < gstride; p += 8) {
+            const __m256 xt[3] = {_mm256_loadu_ps(x0 + p), _mm256_loadu_ps(x1 + p),
+                                  _mm256_loadu_ps(x2 + p)};
+            #pragma GCC unroll 4
+            for (int r = 0; r < mr; r++) {
+                const __m256 gv = _mm256_loadu_ps(gi + r * gstride + p);
+                #pragma GCC unroll 3
+                for (int t = 0; t < nt; t++)
+                    acc[r][t] = _mm256_fmadd_ps(gv, xt[t], acc[r][t]);
+            }
+        }
+    }
+    #pragma GCC unroll 4
+    for (int r = 0; r < mr; r++)
+        #pragma GCC unroll 3
+        for (int t = 0; t < nt; t++)
+            gw[r * ldw + t] = dconv_hsum(acc[r][t]);
+}
+
+typedef void (*dconv_gw_fn)(int64_t images, const float *gyp, int64_t gstride, const float *xp,
+                            int64_t ps, const int64_t *off, float *gw, int64_t ldw);
+
+#define DCONV_GW_TILE(mr, nt)                                                                 \
+    DCONV_TARGET static void dconv_gw_tile_##mr##_##nt(int64_t images, const float *gyp,       \
+                                                       int64_t gstride, const float *xp,      \
+                                                       int64_t ps, const int64_t *off,        \
+                                                       float *gw, int64_t ldw)                \
+    {                                                                                         \
+        dconv_gw_tile(mr, nt, images, gyp, gstride, xp, ps, off, gw, ldw);                    \
+    }
+DCONV_GW_TILE(1, 1)
+DCONV_GW_TILE(1, 2)
+DCONV_GW_TILE(1, 3)
+DCONV_GW_TILE(2, 1)
+DCONV_GW_TILE(2, 2)
+DCONV_GW_TILE(2, 3)
+DCONV_GW_TILE(3, 1)
+DCONV_GW_TILE(3, 2)
+DCONV_GW_TILE(3, 3)
+DCONV_GW_TILE(4, 1)
+DCONV_GW_TILE(4, 2)
+DCONV_GW_TILE(4, 3)
+#undef DCONV_GW_TILE
+
+static const dconv_gw_fn dconv_gw_tiles[5][4] = {
+    [1] = {NULL, dconv_gw_tile_1_1, dconv_gw_tile_1_2, dconv_gw_tile_1_3},
+    [2] = {NULL, dconv_gw_tile_2_1, dconv_gw_tile_2_2, dconv_gw_tile_2_3},
+    [3] = {NULL, dconv_gw_tile_3_1, dconv_gw_tile_3_2, dconv_gw_tile_3_3},
+    [4] = {NULL, dconv_gw_tile_4_1, dconv_gw_tile_4_2, dconv_gw_tile_4_3},
+};
+
+/* Floats of one channel's output grid: H_out rows of Wp, rounded up to whole 8-lane steps. */
+static int64_t dconv_grid(const dconv_geom *g)
+{
+    return (g->ho * g->wp + 7) / 8 * 8;
+}
+
+/* gyp (images, MR, G) = channels [m0, m0+MR) of gy (images, M, H_out, W_out) on the output grid,
+ * 0 in the spare columns and past the last row. */
+static void dconv_spread(const dconv_geom *g, int64_t images, const float *gy, int64_t m0,
+                         int mr, float *gyp)
+{
+    const int64_t hwo = g->ho * g->wo, gstride = dconv_grid(g);
+    for (int64_t i = 0; i < images; i++)
+        for (int r = 0; r < mr; r++) {
+            const float *src = gy + (i * g->m + m0 + r) * hwo;
+            float *dst = gyp + (i * mr + r) * gstride;
+            for (int64_t oh = 0; oh < g->ho; oh++) {
+                memcpy(dst + oh * g->wp, src + oh * g->wo, (size_t)g->wo * sizeof(float));
+                memset(dst + oh * g->wp + g->wo, 0, (size_t)(g->wp - g->wo) * sizeof(float));
+            }
+            memset(dst + g->ho * g->wp, 0, (size_t)(gstride - g->ho * g->wp) * sizeof(float));
+        }
+}
+
+/* gw (M, K) = the sum over `images` images of gy (images, M, H_out, W_out) against their
+ * padded inputs xp, for the channel tiles [t0, t1) of 4 channels each; gyp holds one tile's
+ * spread gy. */
+static void dconv_gw_block(const dconv_geom *g, int64_t images, const float *gy,
+                           const float *xp, const int64_t *off, float *gw, int64_t t0,
+                           int64_t t1, float *gyp)
+{
+    const int64_t gstride = dconv_grid(g), ps = dconv_padded(g);
+    for (int64_t m0 = t0 * 4; m0 < t1 * 4 && m0 < g->m; m0 += 4) {
+        const int mr = g->m - m0 < 4 ? (int)(g->m - m0) : 4;
+        dconv_spread(g, images, gy, m0, mr, gyp);
+        for (int64_t k0 = 0; k0 < g->k; k0 += 3) {
+            const int nt = g->k - k0 < 3 ? (int)(g->k - k0) : 3;
+            dconv_gw_tiles[mr][nt](images, gyp, gstride, xp, ps, off + k0,
+                                   gw + m0 * g->k + k0, g->k);
+        }
+    }
+}
+
+int em_cpu_conv_direct_grad_weight(const em_conv2d_shape *s, int64_t blocks, const float *gy,
+                                   const float *x, float *gw)
+{
+    const dconv_geom g = dconv_forward_geom(s);
+    const int64_t xs = g.c * g.h * g.w, ys = g.m * g.ho * g.wo, ps = dconv_padded(&g);
+    const int64_t gw_n = g.m * g.k, per_block = (s->n + blocks - 1) / blocks;
+    const int64_t tiles = (g.m + 3) / 4, gys = per_block * 4 * dconv_grid(&g);
+    const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    const bool by_block = blocks >= nt;
+    float *xp = malloc((size_t)((by_block ? nt : 1) * per_block * ps) * sizeof(float));
+    float *gyp = malloc((size_t)(nt * gys) * sizeof(float));
+    float *part = blocks > 1 ? malloc((size_t)(blocks * gw_n) * sizeof(float)) : gw;
+    int64_t *off = malloc((size_t)g.k * sizeof(int64_t));
+    int rc = EM_KERNEL_FAILED;
+    if (!xp || !gyp || !part || !off)
+        goto done;
+    dconv_offsets(&g, off);
+    if (by_block) {
+        #pragma omp parallel num_threads(nt) if (nt > 1)
+        {
+            float *mine = xp + omp_get_thread_num() * per_block * ps;
+            float *spread = gyp + omp_get_thread_num() * gys;
+            #pragma omp for schedule(static)
+            for (int64_t b = 0; b < blocks; b++) {
+                const int64_t n0 = b * s->n / blocks, n1 = (b + 1) * s->n / blocks;
+                for (int64_t i = n0; i < n1; i++)
+                    dconv_pad(&g, x + i * xs, mine + (i - n0) * ps);
+                dconv_gw_block(&g, n1 - n0, gy + n0 * ys, mine, off, part + b * gw_n, 0, tiles,
+                               spread);
+            }
+        }
+    } else {
+        for (int64_t b = 0; b < blocks; b++) {
+            const int64_t n0 = b * s->n / blocks, n1 = (b + 1) * s->n / blocks;
+            for (int64_t i = n0; i < n1; i++)
+                dconv_pad(&g, x + i * xs, xp + (i - n0) * ps);
+            #pragma omp parallel for num_threads(dconv_threads(tiles)) schedule(static)
+            for (int64_t t = 0; t < tiles; t++)
+                dconv_gw_block(&g, n1 - n0, gy + n0 * ys, xp, off, part + b * gw_n, t, t + 1,
+                               gyp + omp_get_thread_num() * gys);
+        }
+    }
+    if (part != gw) {
+        #pragma omp parallel for if (blocks * gw_n >= EM_CPU_PARALLEL_MIN)
+        for (int64_t i = 0; i < gw_n; i++) {
+            float sum = part[i];
+            for (int64_t b = 1; b < blocks; b++)
+                sum += part[b * gw_n + i];
+            gw[i] = sum;
+        }
+    }
+    rc = EM_KERNEL_OK;
+done:
+    free(xp);
+    free(gyp);
+    if (part != gw)
+        free(part);
+    free(off);
+    return rc;
+}
