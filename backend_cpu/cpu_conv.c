@@ -128,10 +128,7 @@ static int conv_grad_weight_f32_any(const em_conv2d_shape *s, const float *gy, c
     if (!em_cpu_conv_direct_fits(s))
         return conv_grad_weight_f32(s, gy, x, gw, gbias);
     const int64_t blocks = s->n < CONV_GW_BLOCKS ? s->n : CONV_GW_BLOCKS;
-    int rc = em_cpu_conv_direct_grad_weight(s, blocks, gy, x, gw);
-    if (rc == EM_KERNEL_OK && gbias)
-        conv_grad_bias_f32(s, gy, gbias);
-    return rc;
+    return em_cpu_conv_direct_grad_weight(s, blocks, gy, x, gw, gbias);
 }
 
 static int64_t x_numel(const em_conv2d_shape *s)

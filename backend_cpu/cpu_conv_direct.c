@@ -100,9 +100,13 @@ static void dconv_pad(const dconv_geom *g, const float *x, float *xp)
 {
     memset(xp, 0, (size_t)dconv_padded(g) * sizeof(float));
     for (int64_t c = 0; c < g->c; c++)
-        for (int64_t r = 0; r < g->h; r++)
-            memcpy(xp + c * g->plane + (r + g->ph) * g->wp + g->pw, x + (c * g->h + r) * g->w,
-                   (size_t)g->w * sizeof(float));
+        for (int64_t r = 0; r < g->h; r++) {
+            const float *src = x + (c * g->h + r) * g->w;
+            float *dst = xp + c * g->plane + (r + g->ph) * g->wp + g->pw;
+            #pragma omp simd
+            for (int64_t col = 0; col < g->w; col++)
+                dst[col] = src[col];
+        }
 }
 
 /* off (K): where tap (c, i, j) starts, relative to its output position, in the padded planes. */
@@ -388,34 +392,47 @@ static int64_t dconv_grid(const dconv_geom *g)
 }
 
 /* gyp (images, MR, G) = channels [m0, m0+MR) of gy (images, M, H_out, W_out) on the output grid,
- * 0 in the spare columns and past the last row. */
+ * 0 in the spare columns and past the last row; gb (MR) = their sums over the images, each
+ * plane summed in SIMD lanes and the planes in double, in image order. */
 static void dconv_spread(const dconv_geom *g, int64_t images, const float *gy, int64_t m0,
-                         int mr, float *gyp)
+                         int mr, float *gyp, double *gb)
 {
     const int64_t hwo = g->ho * g->wo, gstride = dconv_grid(g);
+    for (int r = 0; r < mr; r++)
+        gb[r] = 0;
     for (int64_t i = 0; i < images; i++)
         for (int r = 0; r < mr; r++) {
             const float *src = gy + (i * g->m + m0 + r) * hwo;
             float *dst = gyp + (i * mr + r) * gstride;
+            float plane = 0;
             for (int64_t oh = 0; oh < g->ho; oh++) {
-                memcpy(dst + oh * g->wp, src + oh * g->wo, (size_t)g->wo * sizeof(float));
-                memset(dst + oh * g->wp + g->wo, 0, (size_t)(g->wp - g->wo) * sizeof(float));
+                const float *a = src + oh * g->wo;
+                float *d = dst + oh * g->wp;
+                #pragma omp simd reduction(+ : plane)
+                for (int64_t ow = 0; ow < g->wo; ow++) {
+                    d[ow] = a[ow];
+                    plane += a[ow];
+                }
+                for (int64_t ow = g->wo; ow < g->wp; ow++)
+                    d[ow] = 0;
             }
-            memset(dst + g->ho * g->wp, 0, (size_t)(gstride - g->ho * g->wp) * sizeof(float));
+            for (int64_t p = g->ho * g->wp; p < gstride; p++)
+                dst[p] = 0;
+            gb[r] += plane;
         }
 }
 
-/* gw (M, K) = the sum over `images` images of gy (images, M, H_out, W_out) against their
- * padded inputs xp, for the channel tiles [t0, t1) of 4 channels each; gyp holds one tile's
- * spread gy. */
+/* gw (M, K) and gb (M) = the sums over `images` images of gy (images, M, H_out, W_out) against
+ * their padded inputs xp, and of gy, for the channel tiles [t0, t1) of 4 channels each; gyp
+ * holds one tile's spread gy. */
 static void dconv_gw_block(const dconv_geom *g, int64_t images, const float *gy,
-                           const float *xp, const int64_t *off, float *gw, int64_t t0,
-                           int64_t t1, float *gyp)
+                           const float *xp, const int64_t *off, float *gw, double *gb,
+                           int64_t t0, int64_t t1, float *gyp)
 {
     const int64_t gstride = dconv_grid(g), ps = dconv_padded(g);
     for (int64_t m0 = t0 * 4; m0 < t1 * 4 && m0 < g->m; m0 += 4) {
         const int mr = g->m - m0 < 4 ? (int)(g->m - m0) : 4;
-        dconv_spread(g, images, gy, m0, mr, gyp);
+        dconv_spread(g, images, gy, m0, mr, gyp, gb + m0);
         for (int64_t k0 = 0; k0 < g->k; k0 += 3) {
             const int nt = g->k - k0 < 3 ? (int)(g->k - k0) : 3;
             dconv_gw_tiles[mr][nt](images, gyp, gstride, xp, ps, off + k0,
@@ -425,7 +442,7 @@ static void dconv_gw_block(const dconv_geom *g, int64_t images, const float *gy,
 }
 
 int em_cpu_conv_direct_grad_weight(const em_conv2d_shape *s, int64_t blocks, const float *gy,
-                                   const float *x, float *gw)
+                                   const float *x, float *gw, float *gbias)
 {
     const dconv_geom g = dconv_forward_geom(s);
     const int64_t xs = g.c * g.h * g.w, ys = g.m * g.ho * g.wo, ps = dconv_padded(&g);
@@ -436,9 +453,10 @@ int em_cpu_conv_direct_grad_weight(const em_conv2d_shape *s, int64_t blocks, con
     float *xp = malloc((size_t)((by_block ? nt : 1) * per_block * ps) * sizeof(float));
     float *gyp = malloc((size_t)(nt * gys) * sizeof(float));
     float *part = blocks > 1 ? malloc((size_t)(blocks * gw_n) * sizeof(float)) : gw;
+    double *gb = malloc((size_t)(blocks * g.m) * sizeof(double));
     int64_t *off = malloc((size_t)g.k * sizeof(int64_t));
     int rc = EM_KERNEL_FAILED;
-    if (!xp || !gyp || !part || !off)
+    if (!xp || !gyp || !part || !gb || !off)
         goto done;
     dconv_offsets(&g, off);
     if (by_block) {
@@ -451,8 +469,8 @@ int em_cpu_conv_direct_grad_weight(const em_conv2d_shape *s, int64_t blocks, con
                 const int64_t n0 = b * s->n / blocks, n1 = (b + 1) * s->n / blocks;
                 for (int64_t i = n0; i < n1; i++)
                     dconv_pad(&g, x + i * xs, mine + (i - n0) * ps);
-                dconv_gw_block(&g, n1 - n0, gy + n0 * ys, mine, off, part + b * gw_n, 0, tiles,
-                               spread);
+                dconv_gw_block(&g, n1 - n0, gy + n0 * ys, mine, off, part + b * gw_n,
+                               gb + b * g.m, 0, tiles, spread);
             }
         }
     } else {
@@ -462,8 +480,8 @@ int em_cpu_conv_direct_grad_weight(const em_conv2d_shape *s, int64_t blocks, con
                 dconv_pad(&g, x + i * xs, xp + (i - n0) * ps);
             #pragma omp parallel for num_threads(dconv_threads(tiles)) schedule(static)
             for (int64_t t = 0; t < tiles; t++)
-                dconv_gw_block(&g, n1 - n0, gy + n0 * ys, xp, off, part + b * gw_n, t, t + 1,
-                               gyp + omp_get_thread_num() * gys);
+                dconv_gw_block(&g, n1 - n0, gy + n0 * ys, xp, off, part + b * gw_n,
+                               gb + b * g.m, t, t + 1, gyp + omp_get_thread_num() * gys);
         }
     }
     if (part != gw) {
@@ -475,12 +493,19 @@ int em_cpu_conv_direct_grad_weight(const em_conv2d_shape *s, int64_t blocks, con
             gw[i] = sum;
         }
     }
+    for (int64_t m = 0; gbias && m < g.m; m++) {
+        double sum = 0;
+        for (int64_t b = 0; b < blocks; b++)
+            sum += gb[b * g.m + m];
+        gbias[m] = (float)sum;
+    }
     rc = EM_KERNEL_OK;
 done:
     free(xp);
     free(gyp);
     if (part != gw)
         free(part);
+    free(gb);
     free(off);
     return rc;
 }

@@ -24,11 +24,12 @@ int em_cpu_conv_direct_grad_input(const em_conv2d_shape *s,
                                   const float *gy, // (N, C_out, H_out, W_out)
                                   const float *w,  // (C_out, C_in, KH, KW)
                                   float *gx);      // (N, C_in, H, W)
-/* gw = the sum over the batch, cut into `blocks` fixed blocks of images whose partial sums are
- * added in block order: the same bits on any number of threads. */
+/* gw and gbias = sums over the batch, cut into `blocks` fixed blocks of images whose partial
+ * sums are added in block order: the same bits on any number of threads. */
 int em_cpu_conv_direct_grad_weight(const em_conv2d_shape *s, int64_t blocks,
                                    const float *gy, // (N, C_out, H_out, W_out)
                                    const float *x,  // (N, C_in, H, W)
-                                   float *gw);      // (C_out, C_in, KH, KW)
+                                   float *gw,       // (C_out, C_in, KH, KW)
+                                   float *gbias);   // (C_out) or NULL
 
 #endif
