@@ -113,6 +113,8 @@ em_status em_recipe_train(const em_train_opts *o, em_progress_fn progress, void 
 em_status em_recipe_eval(const em_recipe *rc, const char *data_dir, const char *load_path,
                          em_train_result *r);
 
+/* An optimizer by name ("sgd", "adam", "adamw", "rmsprop") over all of model's parameters. */
+em_optim *em_recipe_optimizer(const char *name, em_module *model, double lr, double momentum);
 /* The recipe's datasets (train or test split) from a Fashion-MNIST directory. */
 em_dataset *em_fashion_mnist(const char *data_dir, bool train, bool flat);
 /* Accuracy and mean cross-entropy of model over ds, in eval mode and without grad. */

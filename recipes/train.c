@@ -25,7 +25,7 @@ em_dataset *em_fashion_mnist(const char *data_dir, bool train, bool flat)
     return em_dataset_idx(images, labels, (em_idx_opts){.flat = flat});
 }
 
-static em_optim *make_optimizer(const char *name, em_module *model, double lr, double momentum)
+em_optim *em_recipe_optimizer(const char *name, em_module *model, double lr, double momentum)
 {
     if (!strcmp(name, "sgd"))
         return em_sgd(model, (em_sgd_opts){.lr = lr, .momentum = momentum});
@@ -284,7 +284,7 @@ em_status em_recipe_train(const em_train_opts *o, em_progress_fn progress, void 
     em_manual_seed(o->seed);
     run r = {0};
     r.model = rc->build();
-    r.optim = r.model ? make_optimizer(o->optim ? o->optim : rc->optim, r.model,
+    r.optim = r.model ? em_recipe_optimizer(o->optim ? o->optim : rc->optim, r.model,
                                        o->lr > 0 ? o->lr : rc->lr, rc->momentum)
                       : NULL;
     r.train = em_fashion_mnist(o->data_dir, true, rc->flat_input);

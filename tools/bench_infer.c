@@ -1,7 +1,6 @@
 /* `ember bench infer RECIPE --load FILE`: inference latency (mean, p50, p95, p99) and
  * throughput at batch 1 and 64 of the f32, int8 and structured-pruned variants of a saved
  * model, side by side in one run, with PyTorch's f32 and quantize_dynamic on the same weights. */
-#include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +11,6 @@
 #include "recipes/recipes.h"
 #include "tools/tools_internal.h"
 
-void openblas_set_num_threads(int n);
 
 em_latency em_measure_latency(em_module *model, const em_tensor *x, int warmup, int iters)
 {
@@ -171,7 +169,6 @@ int em_bench_infer(int argc, char **argv)
         return 2;
     }
     omp_set_num_threads(threads);
-    openblas_set_num_threads(threads);
     em_module *m[3] = {rc->build(), rc->build(), rc->build()};
     em_status st = EM_OK;
     for (int i = 0; i < 3 && st == EM_OK; i++)

@@ -1,7 +1,6 @@
 /* `ember prune RECIPE --load FILE ...`: prune a saved model's weights (L1, random or L-n
  * structured, per layer or global), in N rounds with fine-tuning between them, optionally shrink
  * it, report sparsity, accuracy, size and latency, save it, and end with a JSON summary line. */
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -11,7 +10,6 @@
 
 #include "tools/tools_internal.h"
 
-void openblas_set_num_threads(int n);
 
 typedef struct {
     const char *load, *save, *data_dir, *method;
@@ -112,7 +110,7 @@ static em_status prune_round(em_module *m, const prune_opts *o, double amount, e
     return EM_OK;
 }
 
-/* epochs of SGD (the recipe's momentum and batch) over the training split. */
+/* epochs of the recipe's optimizer, at o->lr, over the training split. */
 static em_status finetune(const em_recipe *rc, em_module *m, const prune_opts *o, int round)
 {
     em_dataset *train = em_fashion_mnist(o->data_dir, true, rc->flat_input);
@@ -122,21 +120,18 @@ static em_status finetune(const em_recipe *rc, em_module *m, const prune_opts *o
                                                                   .num_workers = 2,
                                                                   .persistent_workers = true})
                           : NULL;
-    em_optim *opt = dl ? em_sgd(m, (em_sgd_opts){.lr = o->lr, .momentum = rc->momentum}) : NULL;
-    em_status st = opt ? EM_OK : em_error_status();
+    em_optim *opt = dl ? em_recipe_optimizer(rc->optim, m, o->lr, rc->momentum) : NULL;
+    em_trainer t = {0};
+    em_status st = opt ? em_trainer_init(&t, m, opt, NULL, (em_techniques){0}) : em_error_status();
     em_module_train(m, true);
     for (int e = 0; e < o->finetune_epochs && st == EM_OK; e++) {
-        em_batch b;
         for (;;) {
+            em_batch b;
+            double loss;
             em_scope_begin();
             st = em_loader_next(dl, &b);
-            if (st == EM_OK) {
-                em_tensor *loss = em_cross_entropy(em_forward(m, b.x), b.y,
-                                                   (em_cross_entropy_opts){0});
-                if (!loss || em_backward(loss) != EM_OK || em_optim_step(opt) != EM_OK)
-                    st = em_error_status();
-                em_optim_zero_grad(opt);
-            }
+            if (st == EM_OK)
+                st = em_trainer_micro_batch(&t, b.x, b.y, &loss);
             em_scope_end();
             if (st != EM_OK)
                 break;
@@ -144,6 +139,7 @@ static em_status finetune(const em_recipe *rc, em_module *m, const prune_opts *o
         if (st == EM_END)
             st = EM_OK;
     }
+    em_trainer_free(&t);
     em_optim_free(opt);
     em_loader_free(dl);
     em_dataset_free(train);
@@ -171,7 +167,6 @@ int em_cmd_prune(int argc, char **argv)
     if (o.lr <= 0)
         o.lr = rc->lr / 5;
     omp_set_num_threads(o.threads);
-    openblas_set_num_threads(o.threads);
     em_generator gen = em_generator_new(o.seed);
     em_module *m = rc->build();
     em_dataset *test = em_fashion_mnist(o.data_dir, false, rc->flat_input);

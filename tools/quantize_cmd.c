@@ -1,6 +1,5 @@
 /* `ember quantize RECIPE --load FILE --save FILE`: dynamic INT8 quantization of a saved model's
  * Linear layers; test accuracy, size and latency before and after, then a JSON summary line. */
-#include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +9,6 @@
 
 #include "tools/tools_internal.h"
 
-void openblas_set_num_threads(int n);
 
 typedef struct {
     double acc, loss;
@@ -93,7 +91,6 @@ int em_cmd_quantize(int argc, char **argv)
         return 2;
     }
     omp_set_num_threads(threads);
-    openblas_set_num_threads(threads);
     em_module *m = rc->build();
     em_dataset *test = em_fashion_mnist(data_dir, false, rc->flat_input);
     em_tensor *x64 = test ? em_test_batch(rc, data_dir, 64) : NULL;
