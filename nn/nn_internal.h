@@ -14,4 +14,8 @@ em_forward_hook em_set_forward_hook(em_forward_hook hook, void *ctx, void **prev
  * NULL with an error when memory runs out. */
 em_module *em_module_alloc(size_t size, const em_module_type *type);
 
+/* A host f32 copy of t's elements in row-major order (nn/host_copy.c), or NULL with an error
+ * naming fn; the caller frees it. */
+float *em_host_f32(const em_tensor *t, const char *fn);
+
 #endif

@@ -107,21 +107,6 @@ static em_tensor *pruned_forward(em_module *m, const em_tensor *x)
     return y;
 }
 
-float *em_prune_host_f32(const em_tensor *t, const char *fn)
-{
-    int64_t n = em_numel(t);
-    float *v = malloc(sizeof *v * (size_t)(n ? n : 1));
-    if (!v) {
-        em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
-        return NULL;
-    }
-    if (em_copy_to_host(t, EM_F32, v) != EM_OK) {
-        free(v);
-        return NULL;
-    }
-    return v;
-}
-
 em_status em_prune_write(em_tensor *dst, const float *values, const char *fn)
 {
     em_tensor *src = em_from_data(em_shape_of(dst), EM_F32, values);
@@ -209,8 +194,8 @@ em_status em_prune_custom_from_mask(em_module *m, const char *name, const em_ten
     }
     em_release(w);
     em_tensor *cur = em_prune_reparametrize(m, name, fn);
-    float *old = cur ? em_prune_host_f32(cur, fn) : NULL;
-    float *add = old ? em_prune_host_f32(mask, fn) : NULL;
+    float *old = cur ? em_host_f32(cur, fn) : NULL;
+    float *add = old ? em_host_f32(mask, fn) : NULL;
     em_status st = add ? EM_OK : em_error_status();
     if (add) {
         for (int64_t i = 0; i < em_numel(cur); i++)

@@ -2,13 +2,12 @@
 #ifndef EMBER_NN_PRUNE_INTERNAL_H
 #define EMBER_NN_PRUNE_INTERNAL_H
 
+#include "nn/nn_internal.h"
 #include "nn/prune.h"
 
 /* The mask buffer of m's parameter name, reparametrizing it first (mask of ones) when it is not
  * pruned yet; NULL with an error naming fn when m has no such parameter. */
 em_tensor *em_prune_reparametrize(em_module *m, const char *name, const char *fn);
-/* A malloc'd host f32 copy of t's elements (row-major), or NULL with an error naming fn. */
-float *em_prune_host_f32(const em_tensor *t, const char *fn);
 /* Writes numel(dst) host f32 values into dst (any float dtype). */
 em_status em_prune_write(em_tensor *dst, const float *values, const char *fn);
 /* Index of m's parameter or buffer called name, or -1. */

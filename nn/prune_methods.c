@@ -83,10 +83,10 @@ static bool view_open(prune_view *v, em_module *m, const char *name, const char 
         return false;
     }
     v->numel = em_numel(w);
-    v->w = em_prune_host_f32(w, fn);
+    v->w = em_host_f32(w, fn);
     em_release(w);
     v->mask = v->w ? em_prune_reparametrize(m, name, fn) : NULL;
-    v->m = v->mask ? em_prune_host_f32(v->mask, fn) : NULL;
+    v->m = v->mask ? em_host_f32(v->mask, fn) : NULL;
     return v->m != NULL;
 }
 

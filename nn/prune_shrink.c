@@ -23,7 +23,7 @@ static void sparsity_visit(sparsity_walk *s, const em_module *m, const char *pre
 {
     em_tensor *w = em_prune_param(m, "weight");
     if (w && w->ndim >= 2) {
-        float *v = em_prune_host_f32(w, "em_prune_sparsity");
+        float *v = em_host_f32(w, "em_prune_sparsity");
         int64_t z = 0, n = em_numel(w);
         for (int64_t i = 0; v && i < n; i++)
             z += v[i] == 0;
@@ -136,8 +136,8 @@ static bool dense_open(dense *d, const em_module *m, const char *fn)
     em_tensor *w = em_prune_param(m, "weight"), *b = em_prune_param(m, "bias");
     d->out = w ? w->shape[0] : 0;
     d->in = w ? w->shape[1] : 0;
-    d->w = w ? em_prune_host_f32(w, fn) : NULL;
-    d->b = b && d->w ? em_prune_host_f32(b, fn) : NULL;
+    d->w = w ? em_host_f32(w, fn) : NULL;
+    d->b = b && d->w ? em_host_f32(b, fn) : NULL;
     em_release(w);
     em_release(b);
     return d->w && (!b || d->b);

@@ -22,22 +22,6 @@ em_qparams em_qparams_u7(float min, float max)
     return (em_qparams){.scale = s, .zero_point = (int32_t)(z < 0 ? 0 : z > U7_MAX ? U7_MAX : z)};
 }
 
-/* A host f32 copy of t's elements (row-major), or NULL with an error. */
-static float *host_f32(const em_tensor *t, const char *fn)
-{
-    int64_t n = em_numel(t);
-    float *v = malloc(sizeof *v * (size_t)(n ? n : 1));
-    if (!v) {
-        em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
-        return NULL;
-    }
-    if (em_copy_to_host(t, EM_F32, v) != EM_OK) {
-        free(v);
-        return NULL;
-    }
-    return v;
-}
-
 em_tensor *em_quantize_u7(const em_tensor *x, em_qparams qp)
 {
     if (!x)
@@ -47,7 +31,7 @@ em_tensor *em_quantize_u7(const em_tensor *x, em_qparams qp)
                      "0..127", qp.scale, qp.zero_point);
         return NULL;
     }
-    float *v = host_f32(x, "em_quantize_u7");
+    float *v = em_host_f32(x, "em_quantize_u7");
     int64_t n = em_numel(x);
     uint8_t *q = malloc((size_t)(n ? n : 1));
     em_tensor *out = NULL;
@@ -74,7 +58,7 @@ em_tensor *em_dequantize_u7(const em_tensor *q, em_qparams qp)
         em_set_error(EM_ERR_ARG, "em_dequantize_u7: q must be u8, not %s", em_dtype_name(q->dtype));
         return NULL;
     }
-    float *v = host_f32(q, "em_dequantize_u7");
+    float *v = em_host_f32(q, "em_dequantize_u7");
     if (!v)
         return NULL;
     for (int64_t i = 0; i < em_numel(q); i++)
@@ -95,7 +79,7 @@ em_tensor *em_quantize_weight_s8(const em_tensor *w, em_quant_granularity g, em_
         return NULL;
     }
     int64_t rows = w->shape[0], cols = w->shape[1], ns = g == EM_QUANT_PER_CHANNEL ? rows : 1;
-    float *v = host_f32(w, "em_quantize_weight_s8");
+    float *v = em_host_f32(w, "em_quantize_weight_s8");
     float *s = malloc(sizeof *s * (size_t)(ns ? ns : 1));
     int8_t *q = malloc((size_t)(rows * cols > 0 ? rows * cols : 1));
     em_tensor *out = NULL;
@@ -140,8 +124,8 @@ em_tensor *em_dequantize_weight_s8(const em_tensor *q, const em_tensor *scale)
                      em_shape_str(scale, ss, sizeof ss));
         return NULL;
     }
-    float *v = host_f32(q, "em_dequantize_weight_s8");
-    float *s = v ? host_f32(scale, "em_dequantize_weight_s8") : NULL;
+    float *v = em_host_f32(q, "em_dequantize_weight_s8");
+    float *s = v ? em_host_f32(scale, "em_dequantize_weight_s8") : NULL;
     em_tensor *out = NULL;
     if (s) {
         int64_t cols = q->shape[1];
