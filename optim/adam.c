@@ -53,7 +53,9 @@ static em_optim *adam_new(em_module *m, em_adam_opts o, bool decoupled, const ch
         o.beta2 = 0.999;
     if (o.eps == 0)
         o.eps = 1e-8;
-    if (decoupled && o.weight_decay == 0)
+    if (o.no_weight_decay)
+        o.weight_decay = 0;
+    else if (decoupled && o.weight_decay == 0)
         o.weight_decay = 0.01;
     if (!(o.lr >= 0) || !(o.eps >= 0) || !(o.weight_decay >= 0)) {
         em_set_error(EM_ERR_ARG, "%s: lr (%g), eps (%g) and weight_decay (%g) must be >= 0", fn,

@@ -20,6 +20,7 @@ typedef struct {
     double beta1, beta2; /* default 0.9, 0.999 */
     double eps;          /* default 1e-8 */
     double weight_decay; /* Adam: L2 added to the gradient; AdamW: decoupled (default 0.01) */
+    bool no_weight_decay; /* AdamW with no decay at all (weight_decay 0 takes the default) */
     bool amsgrad;
 } em_adam_opts;
 

@@ -245,6 +245,22 @@ Test(adamw, default_weight_decay)
     check_both(adamw_default, want);
 }
 
+static em_optim *adamw_no_decay(em_tensor *p)
+{
+    return with_group(em_adamw(NULL, (em_adam_opts){.lr = 0.1, .no_weight_decay = true}), p);
+}
+
+Test(adamw, no_weight_decay_is_plain_adam)
+{
+    /* AdamW(lr=0.1, weight_decay=0) is Adam(lr=0.1): the same numbers as adam::plain */
+    static const double want[3][3] = {
+        {0.9000000009090909, -1.900000000232558, 2.900000000588235},
+        {0.8003611627734645, -1.8001524222844993, 2.8000889376942744},
+        {0.70138244621909, -1.700569748619489, 2.700329785128124},
+    };
+    check_both(adamw_no_decay, want);
+}
+
 static em_optim *rmsprop_plain(em_tensor *p)
 {
     return with_group(em_rmsprop(NULL, (em_rmsprop_opts){.lr = 0.01}), p);
