@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-packages=(cmake make gcc pkg-config libopenblas-dev libopenblas-openmp-dev libcriterion-dev zlib1g-dev libstb-dev
+packages=(cmake make gcc pkg-config libopenblas-dev libcriterion-dev zlib1g-dev libstb-dev
           dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do
