@@ -10,9 +10,10 @@
 #include "nn/quantize.h"
 #include "nn/prune.h"
 #include "optim/optim.h"
-#include "optim/checkpoint.h"
 #include "optim/grad_scaler.h"
 #include "optim/guards.h"
 #include "data/data.h"
+#include "train/train_checkpoint.h"
+#include "train/batch_finder.h"
 
 #endif

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "nn/serialize.h"
-#include "optim/checkpoint.h"
+#include "train/train_checkpoint.h"
 
 #define MODEL_PREFIX "model."
 #define OPTIM_PREFIX "optim."

@@ -2,7 +2,7 @@
  * and the batch with the most samples/s among those tried. */
 #include <inttypes.h>
 
-#include "tensor/memory.h"
+#include "train/batch_finder.h"
 
 /* One try of batch; *fits says whether it ran within memory. Errors other than memory end the
  * search. */

@@ -1,7 +1,7 @@
 /* Training checkpoints: model, optimizer, scheduler, random generator and loader position in one
  * safetensors file, written atomically, from which a resumed run continues bit for bit. */
-#ifndef EMBER_CHECKPOINT_H
-#define EMBER_CHECKPOINT_H
+#ifndef EMBER_TRAIN_CHECKPOINT_H
+#define EMBER_TRAIN_CHECKPOINT_H
 
 #include "optim/grad_scaler.h"
 #include "optim/optim.h"
