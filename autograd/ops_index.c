@@ -161,29 +161,34 @@ int em_split(const em_tensor *t, int64_t split_size, int dim, em_tensor **out, i
 
 /* ---- index_select / embedding ---- */
 
-/* True when every entry of idx (i64) lies in [0, bound); else an error naming fn. */
-static bool check_index(const char *fn, const em_tensor *idx, int64_t bound)
+/* False with "fn: index must be i64, not f32" unless idx holds indices. */
+static bool check_index_dtype(const char *fn, const em_tensor *idx)
 {
-    if (idx->dtype != EM_I64) {
-        em_set_error(EM_ERR_ARG, "%s: index must be i64, not %s", fn, em_dtype_name(idx->dtype));
-        return false;
-    }
+    if (idx->dtype == EM_I64)
+        return true;
+    em_set_error(EM_ERR_ARG, "%s: index must be i64, not %s", fn, em_dtype_name(idx->dtype));
+    return false;
+}
+
+/* An index kernel's status; on EM_KERNEL_BAD_INDEX the message names the first index outside
+ * [0, bound) (the indices are read on the host only on this error path). */
+static em_status index_kernel_status(int rc, const char *fn, const em_tensor *x,
+                                     const em_tensor *idx, int64_t bound)
+{
+    if (rc != EM_KERNEL_BAD_INDEX)
+        return em_kernel_status(rc, fn, x);
     int64_t n = em_numel(idx);
     int64_t *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
-    if (!v) {
-        em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
-        return false;
-    }
-    bool ok = em_copy_to_host(idx, EM_I64, v) == EM_OK;
-    for (int64_t i = 0; ok && i < n; i++) {
+    bool read = v && em_copy_to_host(idx, EM_I64, v) == EM_OK;
+    for (int64_t i = 0; read && i < n; i++)
         if (v[i] < 0 || v[i] >= bound) {
             em_set_error(EM_ERR_ARG, "%s: index %lld out of range [0, %lld)", fn,
                          (long long)v[i], (long long)bound);
-            ok = false;
+            free(v);
+            return EM_ERR_ARG;
         }
-    }
     free(v);
-    return ok;
+    return em_kernel_status(rc, fn, x);
 }
 
 /* ints[0] = dim; saved[0] = the index (contiguous) */
@@ -198,8 +203,8 @@ static em_status index_select_backward(em_node *node, const em_tensor *g, em_ten
     em_tensor *gx = em_raw_full("em_index_select", &s, g->dtype, g->device, 0.0);
     if (!gx)
         return em_error_status();
-    em_arr o = em_tensor_arr(gx), src = em_tensor_arr(g);
-    int rc = be->index_add(&o, d, em_data_ptr(idx), em_numel(idx), &src);
+    em_arr o = em_tensor_arr(gx), src = em_tensor_arr(g), ai = em_tensor_arr(idx);
+    int rc = be->index_add(&o, d, &ai, &src);
     if (em_kernel_status(rc, "em_index_select", x) != EM_OK)
         return em_error_status();
     grad_in[0] = gx;
@@ -218,20 +223,20 @@ static em_tensor *index_select_impl(const char *fn, const em_tensor *t, int dim,
                      dim, em_shape_str(index, bi, sizeof bi), em_shape_str(t, bt, sizeof bt));
         return NULL;
     }
-    if (!check_index(fn, index, t->shape[d]))
+    if (!check_index_dtype(fn, index))
         return NULL;
     const em_backend *be = em_tensor_backend(t, fn);
     if (!be || !em_kernel_present((const void *)be->index_select, fn, t))
         return NULL;
     em_scope_begin();
-    const em_tensor *ic = em_is_contiguous(index) ? index : em_tensor_contiguous_raw(index);
+    const em_tensor *ic = index->ndim == 1 ? index : em_reshape(index, EM_SHAPE(em_numel(index)));
     em_shape s = em_shape_of(t);
     s.d[d] = em_numel(index);
-    em_tensor *y = em_empty_on(s, t->dtype, t->device);
-    if (!ic || !y)
+    em_tensor *y = ic ? em_empty_on(s, t->dtype, t->device) : NULL;
+    if (!y)
         return em_scope_return(NULL);
-    em_arr o = em_tensor_arr(y), in = em_tensor_arr(t);
-    if (em_kernel_status(be->index_select(&o, &in, d, em_data_ptr(ic), s.d[d]), fn, t) != EM_OK)
+    em_arr o = em_tensor_arr(y), in = em_tensor_arr(t), ai = em_tensor_arr(ic);
+    if (index_kernel_status(be->index_select(&o, &in, d, &ai), fn, t, ic, t->shape[d]) != EM_OK)
         return em_scope_return(NULL);
     em_tensor *x = (em_tensor *)t;
     em_node *node;
@@ -304,7 +309,7 @@ em_tensor *em_gather(const em_tensor *t, int dim, const em_tensor *index)
                      em_shape_str(index, bi, sizeof bi), em_shape_str(t, bt, sizeof bt), dim);
         return NULL;
     }
-    if (!check_index(fn, index, t->shape[d]))
+    if (!check_index_dtype(fn, index))
         return NULL;
     const em_backend *be = em_tensor_backend(t, fn);
     if (!be || !em_kernel_present((const void *)be->gather, fn, t))
@@ -314,7 +319,7 @@ em_tensor *em_gather(const em_tensor *t, int dim, const em_tensor *index)
     if (!y)
         return em_scope_return(NULL);
     em_arr o = em_tensor_arr(y), in = em_tensor_arr(t), ai = em_tensor_arr(index);
-    if (em_kernel_status(be->gather(&o, &in, d, &ai), fn, t) != EM_OK)
+    if (index_kernel_status(be->gather(&o, &in, d, &ai), fn, t, index, t->shape[d]) != EM_OK)
         return em_scope_return(NULL);
     em_tensor *x = (em_tensor *)t;
     em_node *node;
@@ -340,12 +345,15 @@ em_tensor *em_one_hot(const em_tensor *index, int64_t num_classes)
                      em_shape_str(index, b, sizeof b));
         return NULL;
     }
-    if (!check_index(fn, index, num_classes))
+    if (!check_index_dtype(fn, index))
         return NULL;
     em_scope_begin();
     em_tensor *classes = em_arange(0, (double)num_classes, 1, EM_I64);
     if (classes && index->device != EM_CPU)
         classes = em_to_device(classes, index->device);
-    em_tensor *hit = classes ? em_eq(em_unsqueeze(index, -1), classes) : NULL;
+    /* selecting the classes by the index validates it on its device */
+    em_tensor *flat = em_reshape(index, EM_SHAPE(em_numel(index)));
+    em_tensor *valid = classes && flat ? index_select_impl(fn, classes, 0, flat) : NULL;
+    em_tensor *hit = valid ? em_eq(em_unsqueeze(index, -1), classes) : NULL;
     return em_scope_return(em_to_dtype(hit, EM_I64));
 }

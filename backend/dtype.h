@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define EM_MAX_DIMS 8 /* the most dimensions a tensor has */
+
 typedef enum {
     EM_F32 = 0, /* zero is the default everywhere an options struct names a dtype */
     EM_F64,

@@ -1,5 +1,9 @@
 /* The CPU backend's table: OpenBLAS for matrix products, OpenMP across large loops. */
+#include <stdint.h>
+
 #include "backend_cpu/cpu_kernels_internal.h"
+
+void em_cpu_backend_discover(void); /* listed in backend_list.c */
 
 static const em_backend cpu_backend = {
     .device = EM_CPU,
@@ -41,7 +45,29 @@ static const em_backend cpu_backend = {
     .norm_pow_sum = em_cpu_norm_pow_sum,
 };
 
-const em_backend *em_backend_cpu(void)
+/* A block starts with its size, one alignment unit ahead of the pointer handed out. */
+#define SCRATCH_HEADER 64
+
+void *em_cpu_scratch(size_t nbytes)
 {
-    return &cpu_backend;
+    if (nbytes > SIZE_MAX - SCRATCH_HEADER)
+        return NULL;
+    char *block = em_workspace_alloc(&cpu_backend, nbytes + SCRATCH_HEADER);
+    if (!block)
+        return NULL;
+    *(size_t *)block = nbytes + SCRATCH_HEADER;
+    return block + SCRATCH_HEADER;
+}
+
+void em_cpu_scratch_free(void *ptr)
+{
+    if (!ptr)
+        return;
+    char *block = (char *)ptr - SCRATCH_HEADER;
+    em_workspace_free(&cpu_backend, block, *(size_t *)block);
+}
+
+void em_cpu_backend_discover(void)
+{
+    em_backend_register(&cpu_backend);
 }

@@ -158,10 +158,10 @@ static int half_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, con
         rc = conv_f32(s, fx, fw, fb, fy);
     if (rc == EM_KERNEL_OK)
         em_cpu_f32_to_half_2d(dt, y, fy, 1, y_numel(s), y_numel(s));
-    free(fx);
-    free(fw);
-    free(fb);
-    free(fy);
+    em_cpu_scratch_free(fx);
+    em_cpu_scratch_free(fw);
+    em_cpu_scratch_free(fb);
+    em_cpu_scratch_free(fy);
     return rc;
 }
 
@@ -194,9 +194,9 @@ static int half_grad_input(const em_conv2d_shape *s, em_dtype dt, const void *gy
         rc = conv_grad_input_f32_any(s, fgy, fw, fgx);
     if (rc == EM_KERNEL_OK)
         em_cpu_f32_to_half_2d(dt, gx, fgx, 1, x_numel(s), x_numel(s));
-    free(fgy);
-    free(fw);
-    free(fgx);
+    em_cpu_scratch_free(fgy);
+    em_cpu_scratch_free(fw);
+    em_cpu_scratch_free(fgx);
     return rc;
 }
 
@@ -233,10 +233,10 @@ static int half_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void *g
         if (gbias)
             em_cpu_f32_to_half_2d(dt, gbias, fgb, 1, s->c_out, s->c_out);
     }
-    free(fgy);
-    free(fx);
-    free(fgw);
-    free(fgb);
+    em_cpu_scratch_free(fgy);
+    em_cpu_scratch_free(fx);
+    em_cpu_scratch_free(fgw);
+    em_cpu_scratch_free(fgb);
     return rc;
 }
 

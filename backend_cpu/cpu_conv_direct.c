@@ -255,7 +255,7 @@ static int dconv_run(const dconv_geom *g, int64_t n, const float *a, const int64
     const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
     const bool by_image = n >= nt;
     const int64_t bufs = by_image ? nt : n;
-    float *xp = malloc((size_t)(bufs > 0 ? bufs * ps : 1) * sizeof(float));
+    float *xp = em_cpu_scratch((size_t)(bufs > 0 ? bufs * ps : 1) * sizeof(float));
     if (!xp)
         return EM_KERNEL_FAILED;
     if (by_image) {
@@ -276,7 +276,7 @@ static int dconv_run(const dconv_geom *g, int64_t n, const float *a, const int64
             dconv_image_rows(g, a, off, bias, xp + r / g->ho * ps, y + r / g->ho * ys,
                              r % g->ho, r % g->ho + 1);
     }
-    free(xp);
+    em_cpu_scratch_free(xp);
     return EM_KERNEL_OK;
 }
 
@@ -284,16 +284,16 @@ static int dconv_run(const dconv_geom *g, int64_t n, const float *a, const int64
 static int dconv_forward_pass(const dconv_geom *g, int64_t n, const float *w, bool flip,
                               const float *bias, const float *x, float *y)
 {
-    float *a = malloc((size_t)(g->m * g->k) * sizeof(float));
-    int64_t *off = malloc((size_t)g->k * sizeof(int64_t));
+    float *a = em_cpu_scratch((size_t)(g->m * g->k) * sizeof(float));
+    int64_t *off = em_cpu_scratch((size_t)g->k * sizeof(int64_t));
     int rc = EM_KERNEL_FAILED;
     if (a && off) {
         dconv_pack(g, w, flip, a);
         dconv_offsets(g, off);
         rc = dconv_run(g, n, a, off, bias, x, y);
     }
-    free(a);
-    free(off);
+    em_cpu_scratch_free(a);
+    em_cpu_scratch_free(off);
     return rc;
 }
 
@@ -450,11 +450,11 @@ int em_cpu_conv_direct_grad_weight(const em_conv2d_shape *s, int64_t blocks, con
     const int64_t tiles = (g.m + 3) / 4, gys = per_block * 4 * dconv_grid(&g);
     const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
     const bool by_block = blocks >= nt;
-    float *xp = malloc((size_t)((by_block ? nt : 1) * per_block * ps) * sizeof(float));
-    float *gyp = malloc((size_t)(nt * gys) * sizeof(float));
-    float *part = blocks > 1 ? malloc((size_t)(blocks * gw_n) * sizeof(float)) : gw;
-    double *gb = malloc((size_t)(blocks * g.m) * sizeof(double));
-    int64_t *off = malloc((size_t)g.k * sizeof(int64_t));
+    float *xp = em_cpu_scratch((size_t)((by_block ? nt : 1) * per_block * ps) * sizeof(float));
+    float *gyp = em_cpu_scratch((size_t)(nt * gys) * sizeof(float));
+    float *part = blocks > 1 ? em_cpu_scratch((size_t)(blocks * gw_n) * sizeof(float)) : gw;
+    double *gb = em_cpu_scratch((size_t)(blocks * g.m) * sizeof(double));
+    int64_t *off = em_cpu_scratch((size_t)g.k * sizeof(int64_t));
     int rc = EM_KERNEL_FAILED;
     if (!xp || !gyp || !part || !gb || !off)
         goto done;
@@ -501,11 +501,11 @@ int em_cpu_conv_direct_grad_weight(const em_conv2d_shape *s, int64_t blocks, con
     }
     rc = EM_KERNEL_OK;
 done:
-    free(xp);
-    free(gyp);
+    em_cpu_scratch_free(xp);
+    em_cpu_scratch_free(gyp);
     if (part != gw)
-        free(part);
-    free(gb);
-    free(off);
+        em_cpu_scratch_free(part);
+    em_cpu_scratch_free(gb);
+    em_cpu_scratch_free(off);
     return rc;
 }

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backend/backend.h"
+#include "backend/backend_internal.h"
 
 /* Whether forward and grad_weight of s run direct on this CPU (groups 1, stride 1, a kernel
  * larger than 1x1, output rows of 8 or more, C_in*KH*KW small enough for the cache). */

@@ -257,7 +257,7 @@ static int CONV_FN(conv2d)(const em_conv2d_shape *s, const REAL *x, const REAL *
 {
     const int64_t per_thread = conv_scratch(s);
     const int nt = conv_threads(s->n);
-    REAL *scratch = malloc((size_t)(nt * per_thread) * sizeof(REAL));
+    REAL *scratch = em_cpu_scratch((size_t)(nt * per_thread) * sizeof(REAL));
     if (!scratch)
         return EM_KERNEL_FAILED;
     #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -268,7 +268,7 @@ static int CONV_FN(conv2d)(const em_conv2d_shape *s, const REAL *x, const REAL *
             CONV_FN(forward1)(s, x + n * s->c_in * s->h * s->w, w, bias,
                               y + n * s->c_out * s->h_out * s->w_out, mine);
     }
-    free(scratch);
+    em_cpu_scratch_free(scratch);
     return EM_KERNEL_OK;
 }
 
@@ -276,7 +276,7 @@ static int CONV_FN(grad_input)(const em_conv2d_shape *s, const REAL *gy, const R
 {
     const int64_t per_thread = conv_scratch(s);
     const int nt = conv_threads(s->n);
-    REAL *scratch = malloc((size_t)(nt * per_thread) * sizeof(REAL));
+    REAL *scratch = em_cpu_scratch((size_t)(nt * per_thread) * sizeof(REAL));
     if (!scratch)
         return EM_KERNEL_FAILED;
     #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -287,7 +287,7 @@ static int CONV_FN(grad_input)(const em_conv2d_shape *s, const REAL *gy, const R
             CONV_FN(grad_input1)(s, gy + n * s->c_out * s->h_out * s->w_out, w,
                                  gx + n * s->c_in * s->h * s->w, mine);
     }
-    free(scratch);
+    em_cpu_scratch_free(scratch);
     return EM_KERNEL_OK;
 }
 
@@ -321,12 +321,12 @@ static int CONV_FN(grad_weight)(const em_conv2d_shape *s, const REAL *gy, const 
     const int64_t gw_n = s->c_out * (s->c_in / s->groups) * s->kh * s->kw;
     const int64_t blocks = s->n < CONV_GW_BLOCKS ? s->n : CONV_GW_BLOCKS;
     const int nt = conv_threads(blocks);
-    REAL *scratch = malloc((size_t)(nt * per_thread) * sizeof(REAL));
-    REAL *part = blocks > 1 ? malloc((size_t)(blocks * gw_n) * sizeof(REAL)) : gw;
+    REAL *scratch = em_cpu_scratch((size_t)(nt * per_thread) * sizeof(REAL));
+    REAL *part = blocks > 1 ? em_cpu_scratch((size_t)(blocks * gw_n) * sizeof(REAL)) : gw;
     if (!scratch || !part) {
-        free(scratch);
+        em_cpu_scratch_free(scratch);
         if (part != gw)
-            free(part);
+            em_cpu_scratch_free(part);
         return EM_KERNEL_FAILED;
     }
     #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -347,9 +347,9 @@ static int CONV_FN(grad_weight)(const em_conv2d_shape *s, const REAL *gy, const 
                 sum += part[b * gw_n + i];
             gw[i] = sum;
         }
-        free(part);
+        em_cpu_scratch_free(part);
     }
-    free(scratch);
+    em_cpu_scratch_free(scratch);
     if (gbias)
         CONV_FN(grad_bias)(s, gy, gbias);
     return EM_KERNEL_OK;

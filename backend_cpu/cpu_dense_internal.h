@@ -46,7 +46,7 @@ static inline void em_cpu_f32_to_half_2d(em_dtype dt, void *dst, const float *sr
 /* A packed f32 copy of n half values, or NULL when out of memory. */
 static inline float *em_cpu_widen(em_dtype dt, const void *src, int64_t n)
 {
-    float *dst = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    float *dst = em_cpu_scratch((size_t)(n > 0 ? n : 1) * sizeof(float));
     if (dst)
         em_cpu_half_to_f32_2d(dt, dst, src, 1, n, n);
     return dst;
@@ -55,7 +55,7 @@ static inline float *em_cpu_widen(em_dtype dt, const void *src, int64_t n)
 /* A packed f32 buffer of n values, or NULL when out of memory. */
 static inline float *em_cpu_f32_buffer(int64_t n)
 {
-    return malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    return em_cpu_scratch((size_t)(n > 0 ? n : 1) * sizeof(float));
 }
 
 #endif

@@ -143,9 +143,9 @@ static int half_gemm(em_dtype dt, const gemm_dims *g, const void *a, int64_t str
     for (int64_t i = 0; rc == EM_KERNEL_OK && i < batch; i++)
         half_gemm1(dt, g, (const uint16_t *)a + i * stride_a, (const uint16_t *)b + i * stride_b,
                    (uint16_t *)c + i * stride_c, fa, fb, fc);
-    free(fa);
-    free(fb);
-    free(fc);
+    em_cpu_scratch_free(fa);
+    em_cpu_scratch_free(fb);
+    em_cpu_scratch_free(fc);
     return rc;
 }
 

@@ -30,7 +30,7 @@ static int64_t flat_offset(const int64_t *shape, const int64_t *strides, int d0,
 static int64_t *post_offsets(const int64_t *shape, const int64_t *strides, int dim, int ndim)
 {
     const int64_t post = span(shape, dim + 1, ndim);
-    int64_t *off = malloc((size_t)(post > 0 ? post : 1) * sizeof(int64_t));
+    int64_t *off = em_cpu_scratch((size_t)(post > 0 ? post : 1) * sizeof(int64_t));
     if (off)
         for (int64_t q = 0; q < post; q++)
             off[q] = flat_offset(shape, strides, dim + 1, ndim, q);
@@ -44,9 +44,9 @@ typedef struct {
 
 static void tables_free(post_tables *t)
 {
-    free(t->out);
-    free(t->in);
-    free(t->idx);
+    em_cpu_scratch_free(t->out);
+    em_cpu_scratch_free(t->in);
+    em_cpu_scratch_free(t->idx);
 }
 
 /* idx may be NULL (index_select, index_add take a plain index list); false when out of memory. */
@@ -124,6 +124,23 @@ static bool views_match(const em_arr *a, const em_arr *b, int dim)
     return true;
 }
 
+/* The n entries of a 1-D i64 index array as a packed list (idx's own data when contiguous);
+ * NULL when the array is not a 1-D i64 array of n entries or out of memory (*owned says whether
+ * the caller frees the list). */
+static const int64_t *index_list(const em_arr *idx, int64_t n, bool *owned)
+{
+    *owned = false;
+    if (idx->dtype != EM_I64 || idx->ndim != 1 || idx->shape[0] != n)
+        return NULL;
+    if (idx->strides[0] == 1 || n <= 1)
+        return idx->data;
+    int64_t *list = em_cpu_scratch((size_t)n * sizeof *list);
+    for (int64_t j = 0; list && j < n; j++)
+        list[j] = ((const int64_t *)idx->data)[j * idx->strides[0]];
+    *owned = list != NULL;
+    return list;
+}
+
 static bool indices_ok(const int64_t *idx, int64_t n, int64_t size)
 {
     for (int64_t j = 0; j < n; j++)
@@ -132,18 +149,37 @@ static bool indices_ok(const int64_t *idx, int64_t n, int64_t size)
     return true;
 }
 
-/* Out-of-range indices return EM_KERNEL_FAILED before anything is written. */
-int em_cpu_index_select(const em_arr *out, const em_arr *in, int dim, const int64_t *idx, int64_t n)
+/* An index kernel's verdict on its list, freeing an owned copy when it stops here. */
+static int index_list_status(const int64_t *idx, bool owned, int64_t n, int64_t size)
 {
-    if (!views_match(out, in, dim) || out->shape[dim] != n)
+    if (!idx)
         return EM_KERNEL_UNSUPPORTED;
-    if (!indices_ok(idx, n, in->shape[dim]))
-        return EM_KERNEL_FAILED;
+    if (indices_ok(idx, n, size))
+        return EM_KERNEL_OK;
+    if (owned)
+        em_cpu_scratch_free((void *)idx);
+    return EM_KERNEL_BAD_INDEX;
+}
+
+/* Out-of-range indices return EM_KERNEL_BAD_INDEX before anything is written. */
+int em_cpu_index_select(const em_arr *out, const em_arr *in, int dim, const em_arr *index)
+{
+    if (!views_match(out, in, dim))
+        return EM_KERNEL_UNSUPPORTED;
+    const int64_t n = out->shape[dim];
+    bool owned;
+    const int64_t *idx = index_list(index, n, &owned);
+    int rc = index_list_status(idx, owned, n, in->shape[dim]);
+    if (rc != EM_KERNEL_OK)
+        return rc;
     const size_t es = em_dtype_size(out->dtype);
     const int64_t pre = span(out->shape, 0, dim), post = span(out->shape, dim + 1, out->ndim);
     post_tables t;
-    if (!tables_new(&t, out->shape, dim, out->ndim, out, in, NULL))
+    if (!tables_new(&t, out->shape, dim, out->ndim, out, in, NULL)) {
+        if (owned)
+            em_cpu_scratch_free((void *)idx);
         return EM_KERNEL_FAILED;
+    }
     #pragma omp parallel for collapse(2) if (pre * n * post >= EM_CPU_PARALLEL_MIN)
     for (int64_t p = 0; p < pre; p++)
         for (int64_t j = 0; j < n; j++) {
@@ -155,6 +191,8 @@ int em_cpu_index_select(const em_arr *out, const em_arr *in, int dim, const int6
                      (const char *)in->data + i * (int64_t)es, t.in, 0, post);
         }
     tables_free(&t);
+    if (owned)
+        em_cpu_scratch_free((void *)idx);
     return EM_KERNEL_OK;
 }
 
@@ -162,18 +200,25 @@ int em_cpu_index_select(const em_arr *out, const em_arr *in, int dim, const int6
  * into its own block in order, so no two threads touch one element. */
 #define ADD_BLOCK 256
 
-int em_cpu_index_add(const em_arr *out, int dim, const int64_t *idx, int64_t n, const em_arr *src)
+int em_cpu_index_add(const em_arr *out, int dim, const em_arr *index, const em_arr *src)
 {
-    if (!views_match(out, src, dim) || src->shape[dim] != n || !float_dtype(out->dtype))
+    if (!views_match(out, src, dim) || !float_dtype(out->dtype))
         return EM_KERNEL_UNSUPPORTED;
-    if (!indices_ok(idx, n, out->shape[dim]))
-        return EM_KERNEL_FAILED;
+    const int64_t n = src->shape[dim];
+    bool owned;
+    const int64_t *idx = index_list(index, n, &owned);
+    int rc = index_list_status(idx, owned, n, out->shape[dim]);
+    if (rc != EM_KERNEL_OK)
+        return rc;
     const int64_t es = (int64_t)em_dtype_size(out->dtype);
     const int64_t pre = span(src->shape, 0, dim), post = span(src->shape, dim + 1, src->ndim);
     const int64_t blocks = (post + ADD_BLOCK - 1) / ADD_BLOCK;
     post_tables t;
-    if (!tables_new(&t, src->shape, dim, src->ndim, out, src, NULL))
+    if (!tables_new(&t, src->shape, dim, src->ndim, out, src, NULL)) {
+        if (owned)
+            em_cpu_scratch_free((void *)idx);
         return EM_KERNEL_FAILED;
+    }
     #pragma omp parallel for collapse(2) if (pre * n * post >= EM_CPU_PARALLEL_MIN)
     for (int64_t p = 0; p < pre; p++)
         for (int64_t b = 0; b < blocks; b++) {
@@ -186,6 +231,8 @@ int em_cpu_index_add(const em_arr *out, int dim, const int64_t *idx, int64_t n, 
                         b * ADD_BLOCK, q1);
         }
     tables_free(&t);
+    if (owned)
+        em_cpu_scratch_free((void *)idx);
     return EM_KERNEL_OK;
 }
 
@@ -238,7 +285,7 @@ int em_cpu_gather(const em_arr *out, const em_arr *in, int dim, const em_arr *id
     if (!gather_views_ok(out, in, idx, dim))
         return EM_KERNEL_UNSUPPORTED;
     if (!arr_indices_ok(idx, out->shape, in->shape[dim]))
-        return EM_KERNEL_FAILED;
+        return EM_KERNEL_BAD_INDEX;
     const int64_t es = (int64_t)em_dtype_size(out->dtype), n = out->shape[dim];
     const int64_t pre = span(out->shape, 0, dim), post = span(out->shape, dim + 1, out->ndim);
     post_tables t;
@@ -267,7 +314,7 @@ int em_cpu_scatter_add(const em_arr *out, int dim, const em_arr *idx, const em_a
     if (!gather_views_ok(src, out, idx, dim) || !float_dtype(out->dtype))
         return EM_KERNEL_UNSUPPORTED;
     if (!arr_indices_ok(idx, src->shape, out->shape[dim]))
-        return EM_KERNEL_FAILED;
+        return EM_KERNEL_BAD_INDEX;
     const int64_t es = (int64_t)em_dtype_size(out->dtype), n = src->shape[dim];
     const int64_t pre = span(src->shape, 0, dim), post = span(src->shape, dim + 1, src->ndim);
     const int64_t blocks = (post + ADD_BLOCK - 1) / ADD_BLOCK;

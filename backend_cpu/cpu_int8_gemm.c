@@ -381,7 +381,7 @@ int em_cpu_qlinear_dynamic_path(bool avx2, int64_t m, int64_t n, int64_t k, cons
         return EM_KERNEL_UNSUPPORTED;
     int64_t np = round_up(n, PANEL), lda = round_up(k > 0 ? k : 1, KGROUP);
     size_t bytes = (size_t)(np * (2 * sizeof(float) + sizeof(int32_t)) + m * lda);
-    void *buf = malloc(bytes ? bytes : 1);
+    void *buf = em_cpu_scratch(bytes ? bytes : 1);
     if (!buf)
         return EM_KERNEL_FAILED;
     float *scale = buf, *b = scale + np;       // (np), (np)
@@ -399,7 +399,7 @@ int em_cpu_qlinear_dynamic_path(bool avx2, int64_t m, int64_t n, int64_t k, cons
     }
     epilogue epi = {.corr = corr, .scale = scale, .bias = b};
     int rc = gemm_driver(avx2, m, n, k, q, lda, packed, &epi, y, n);
-    free(buf);
+    em_cpu_scratch_free(buf);
     return rc;
 }
 

@@ -2,7 +2,7 @@
 #ifndef EMBER_CPU_KERNELS_INTERNAL_H
 #define EMBER_CPU_KERNELS_INTERNAL_H
 
-#include "backend/backend.h"
+#include "backend/backend_internal.h"
 
 /* Below this many elements a kernel runs on one thread (no OpenMP fork overhead). */
 #define EM_CPU_PARALLEL_MIN 32768
@@ -13,6 +13,10 @@ void em_cpu_free(void *ptr);
 int em_cpu_copy_from_host(void *dst, const void *src_host, size_t nbytes);
 int em_cpu_copy_to_host(void *dst_host, const void *src, size_t nbytes);
 int em_cpu_synchronize(void);
+/* cpu_backend.c: scratch memory for kernels, from the accounting allocator (em_workspace_alloc),
+ * 64-byte aligned; NULL when out of memory or over the budget. Free with em_cpu_scratch_free. */
+void *em_cpu_scratch(size_t nbytes);
+void em_cpu_scratch_free(void *ptr); /* NULL is fine */
 
 /* cpu_copy.c: fill, strided copy with dtype conversion */
 int em_cpu_fill(const em_arr *out, double value);
@@ -58,8 +62,8 @@ int em_cpu_softmax_grad(em_dtype dt, bool log, int64_t rows, int64_t cols, const
                         const void *y, void *gx);
 
 /* cpu_index.c */
-int em_cpu_index_select(const em_arr *out, const em_arr *in, int dim, const int64_t *idx, int64_t n);
-int em_cpu_index_add(const em_arr *out, int dim, const int64_t *idx, int64_t n, const em_arr *src);
+int em_cpu_index_select(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
+int em_cpu_index_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
 int em_cpu_gather(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
 int em_cpu_scatter_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
 

@@ -67,8 +67,8 @@ static int pool_half(pool_kind kind, const em_pool2d_shape *s, em_dtype dt, cons
         }
         em_cpu_f32_to_half_2d(dt, out, fout, 1, n_out, n_out);
     }
-    free(fin);
-    free(fout);
+    em_cpu_scratch_free(fin);
+    em_cpu_scratch_free(fout);
     return rc;
 }
 

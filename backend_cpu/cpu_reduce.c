@@ -240,7 +240,7 @@ static int run_rows(const pass *ps)
         em_iter_run(&ps->kept, R > 0 ? R : 1, rows_out_run, (void *)ps);
         return EM_KERNEL_OK;
     }
-    acc *part = malloc((size_t)(nout * nchunk) * sizeof(acc));
+    acc *part = em_cpu_scratch((size_t)(nout * nchunk) * sizeof(acc));
     if (!part)
         return EM_KERNEL_FAILED;
 #pragma omp parallel for schedule(static)
@@ -258,7 +258,7 @@ static int run_rows(const pass *ps)
         em_iter_offsets(&ps->kept, ps->kept.data, o, ptr);
         store_result(ps, &a, ptr[0]);
     }
-    free(part);
+    em_cpu_scratch_free(part);
     return EM_KERNEL_OK;
 }
 
@@ -357,7 +357,7 @@ static int run_cols(const pass *ps)
     const int64_t ncb = (C + COLS - 1) / COLS;
     const int64_t rpc = CHUNK / (C < COLS ? C : COLS), nrc = (R + rpc - 1) / rpc;
     const int64_t ntask = nko * ncb * nrc;
-    acc *part = malloc((size_t)(kt->numel * nrc) * sizeof(acc));
+    acc *part = em_cpu_scratch((size_t)(kt->numel * nrc) * sizeof(acc));
     if (!part)
         return EM_KERNEL_FAILED;
 #pragma omp parallel for schedule(static) if (kt->numel * R >= EM_CPU_PARALLEL_MIN)
@@ -380,7 +380,7 @@ static int run_cols(const pass *ps)
         em_iter_offsets(kt, kt->data, first, ptr);
         store_cols(ps, ptr[0], w, a);
     }
-    free(part);
+    em_cpu_scratch_free(part);
     return EM_KERNEL_OK;
 }
 
@@ -428,7 +428,7 @@ static bool dtypes_supported(em_reduce_op op, em_dtype in, em_dtype out)
 static int reduce_var(double correction, const em_arr *out, const em_arr *in, int64_t R)
 {
     const int64_t nout = em_arr_numel(out);
-    em_arr mean = {.data = malloc((size_t)(nout > 0 ? nout : 1) * sizeof(double)),
+    em_arr mean = {.data = em_cpu_scratch((size_t)(nout > 0 ? nout : 1) * sizeof(double)),
                    .dtype = EM_F64, .ndim = out->ndim};
     if (!mean.data)
         return EM_KERNEL_FAILED;
@@ -442,7 +442,7 @@ static int reduce_var(double correction, const em_arr *out, const em_arr *in, in
     int rc = run_pass(K_SUM, (double)R, &mean, in, &mean);
     if (rc == EM_KERNEL_OK)
         rc = run_pass(K_SQDEV, dof > 0 ? dof : 0, out, in, &mean);
-    free(mean.data);
+    em_cpu_scratch_free(mean.data);
     return rc;
 }
 

@@ -46,8 +46,8 @@ int em_cpu_softmax(em_dtype dt, bool log, int64_t rows, int64_t cols, const void
         softmax_softmax_f32(log, rows, cols, fx, fy);
         em_cpu_f32_to_half_2d(dt, y, fy, 1, rows * cols, rows * cols);
     }
-    free(fx);
-    free(fy);
+    em_cpu_scratch_free(fx);
+    em_cpu_scratch_free(fy);
     return rc;
 }
 
@@ -74,8 +74,8 @@ int em_cpu_softmax_grad(em_dtype dt, bool log, int64_t rows, int64_t cols, const
         softmax_grad_f32(log, rows, cols, fgy, fy, fgx);
         em_cpu_f32_to_half_2d(dt, gx, fgx, 1, rows * cols, rows * cols);
     }
-    free(fgy);
-    free(fy);
-    free(fgx);
+    em_cpu_scratch_free(fgy);
+    em_cpu_scratch_free(fy);
+    em_cpu_scratch_free(fgx);
     return rc;
 }

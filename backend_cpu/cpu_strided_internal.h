@@ -3,7 +3,7 @@
 #ifndef EMBER_CPU_STRIDED_INTERNAL_H
 #define EMBER_CPU_STRIDED_INTERNAL_H
 
-#include "backend/backend.h"
+#include "backend/backend_internal.h"
 
 #define EM_ITER_MAX_OPS 4
 

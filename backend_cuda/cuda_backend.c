@@ -2,9 +2,8 @@
  * Entries left NULL are reported by the ops as "not supported on cuda". */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-#include <pthread.h>
 
-#include "backend/backend.h"
+#include "backend/backend_internal.h"
 
 static cublasHandle_t cublas_handle;
 
@@ -78,19 +77,13 @@ static const em_backend cuda_backend = {
     .gemm = cuda_gemm,
 };
 
-static pthread_once_t discovery_once = PTHREAD_ONCE_INIT;
-static bool cuda_usable;
+void em_cuda_backend_discover(void); /* listed in backend_list.c */
 
-static void discover(void)
+void em_cuda_backend_discover(void)
 {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
         return;
-    cuda_usable = cublasCreate(&cublas_handle) == CUBLAS_STATUS_SUCCESS;
-}
-
-const em_backend *em_backend_cuda(void)
-{
-    pthread_once(&discovery_once, discover);
-    return cuda_usable ? &cuda_backend : NULL;
+    if (cublasCreate(&cublas_handle) == CUBLAS_STATUS_SUCCESS)
+        em_backend_register(&cuda_backend);
 }

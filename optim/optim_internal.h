@@ -4,6 +4,7 @@
 #define EMBER_OPTIM_INTERNAL_H
 
 #include "optim/optim.h"
+#include "tensor/tensor_internal.h"
 
 #define EM_OPTIM_MAX_STATE 3
 

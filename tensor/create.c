@@ -11,7 +11,7 @@ static em_tensor *full_on(const char *fn, em_shape shape, em_dtype dtype, em_dev
     em_tensor *t = em_tensor_new(fn, &shape, dtype, device);
     if (!t)
         return NULL;
-    const em_backend *be = em_backend_get(device);
+    const em_backend *be = t->storage->be;
     em_arr a = em_tensor_arr(t);
     int rc = be->fill ? be->fill(&a, value) : EM_KERNEL_UNSUPPORTED;
     if (em_kernel_status(rc, fn, t) != EM_OK) {
@@ -78,7 +78,7 @@ em_tensor *em_arange(double start, double end, double step, em_dtype dtype)
         values[i] = start + (double)i * step;
     em_arr src = {.data = values, .dtype = EM_F64, .ndim = 1, .shape = {n}, .strides = {1}};
     em_arr dst = em_tensor_arr(t);
-    em_backend_cpu()->copy(&dst, &src);
+    t->storage->be->copy(&dst, &src);
     free(values);
     return t;
 }
@@ -92,7 +92,7 @@ em_tensor *em_from_data(em_shape shape, em_dtype dtype, const void *data)
     }
     em_tensor *t = em_tensor_new(fn, &shape, dtype, EM_CPU);
     if (t)
-        em_backend_cpu()->copy_from_host(t->storage->data, data, t->storage->nbytes);
+        t->storage->be->copy_from_host(t->storage->data, data, t->storage->nbytes);
     return t;
 }
 

@@ -13,7 +13,7 @@ static em_tensor *random_tensor(const char *fn, em_shape shape, em_dtype dtype, 
     em_generator *g = gen ? gen : em_default_generator();
     uint64_t seed = __atomic_load_n(&g->seed, __ATOMIC_RELAXED);
     uint64_t offset = em_generator_advance(g, ((uint64_t)em_numel(t) + 3) / 4);
-    const em_backend *be = em_backend_get(t->device);
+    const em_backend *be = t->storage->be;
     em_arr a = em_tensor_arr(t);
     int rc = be->rng_fill ? be->rng_fill(dist, p0, p1, seed, offset, &a) : EM_KERNEL_UNSUPPORTED;
     if (em_kernel_status(rc, fn, t) != EM_OK) {

@@ -16,10 +16,10 @@ static em_tensor *contiguous_on(const char *fn, const em_tensor *t, em_device de
         size_t nbytes = (size_t)em_numel(t) * em_dtype_size(t->dtype);
         /* one side is the CPU: the other device's backend moves the bytes */
         int rc = t->device == EM_CPU
-                     ? em_backend_get(device)->copy_from_host(out->storage->data, em_data_ptr(src),
-                                                              nbytes)
-                     : em_backend_get(t->device)->copy_to_host(out->storage->data,
-                                                               em_data_ptr(src), nbytes);
+                     ? out->storage->be->copy_from_host(out->storage->data, em_data_ptr(src),
+                                                        nbytes)
+                     : t->storage->be->copy_to_host(out->storage->data, em_data_ptr(src),
+                                                    nbytes);
         if (em_kernel_status(rc, fn, t) != EM_OK) {
             em_release(out);
             out = NULL;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
+#include "backend/backend_internal.h"
 #include "tensor/memory_internal.h"
 
 #define SMALL_STEP 512
@@ -224,6 +224,14 @@ void em_memory_free(em_device device, void *ptr, size_t nbytes)
     pthread_mutex_unlock(&p->lock);
     if (!b)
         em_backend_get(device)->free(ptr);
+}
+
+/* Kernels' scratch memory comes through this allocator from before main on, so it is counted. */
+__attribute__((constructor)) static void install_workspace_allocator(void)
+{
+    static const em_workspace_allocator allocator = {.alloc = em_memory_alloc,
+                                                     .free = em_memory_free};
+    em_workspace_set_allocator(&allocator);
 }
 
 em_memory_stats em_memory_get_stats(em_device device)

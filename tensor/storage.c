@@ -6,7 +6,8 @@
 
 em_storage *em_storage_new(const char *fn, em_device device, size_t nbytes)
 {
-    if (!em_backend_get(device)) {
+    const em_backend *be = em_backend_get(device);
+    if (!be) {
         em_set_error(EM_ERR_UNSUPPORTED, "%s: %s backend not available", fn,
                      em_device_name(device));
         return NULL;
@@ -22,7 +23,8 @@ em_storage *em_storage_new(const char *fn, em_device device, size_t nbytes)
         free(s);
         return NULL;
     }
-    *s = (em_storage){.data = data, .nbytes = nbytes, .device = device, .refcount = 1};
+    *s = (em_storage){.data = data, .nbytes = nbytes, .device = device, .be = be,
+                      .refcount = 1};
     return s;
 }
 

@@ -7,7 +7,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "backend/backend.h"
 #include "backend/dtype.h"
 #include "tensor/error.h"
 #include "tensor/memory.h"
@@ -25,13 +24,8 @@ typedef struct {
                 .d = {__VA_ARGS__}})
 #define EM_SCALAR_SHAPE ((em_shape){.ndim = 0})
 
-/* Refcounted bytes on one device, owned by that device's allocator. */
-typedef struct em_storage {
-    void *data;
-    size_t nbytes;
-    em_device device;
-    int refcount;
-} em_storage;
+/* Refcounted bytes on one device, owned by that device's allocator (tensor/tensor_internal.h). */
+typedef struct em_storage em_storage;
 
 struct em_node;
 

@@ -3,7 +3,17 @@
 #ifndef EMBER_TENSOR_INTERNAL_H
 #define EMBER_TENSOR_INTERNAL_H
 
+#include "backend/backend_internal.h"
 #include "tensor/tensor.h"
+
+/* Refcounted bytes on one device; be is the backend that owns them (alloc, free, kernels). */
+struct em_storage {
+    void *data;
+    size_t nbytes;
+    em_device device;
+    const em_backend *be;
+    int refcount;
+};
 
 /* A new tensor over t's storage with the given geometry; no autograd state. */
 em_tensor *em_tensor_alias(const em_tensor *t, int ndim, const int64_t *shape,

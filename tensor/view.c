@@ -107,11 +107,7 @@ const em_backend *em_tensor_backend(const em_tensor *t, const char *fn)
         em_set_error(EM_ERR_ARG, "%s: NULL tensor", fn);
         return NULL;
     }
-    const em_backend *be = em_backend_get(t->device);
-    if (!be)
-        em_set_error(EM_ERR_UNSUPPORTED, "%s: %s backend not available", fn,
-                     em_device_name(t->device));
-    return be;
+    return t->storage->be; /* a storage exists only on a device whose backend is present */
 }
 
 em_status em_kernel_status(int rc, const char *fn, const em_tensor *t)
@@ -123,6 +119,8 @@ em_status em_kernel_status(int rc, const char *fn, const em_tensor *t)
         return EM_OK;
     case EM_KERNEL_UNSUPPORTED:
         return em_set_error(EM_ERR_UNSUPPORTED, "%s: not supported for %s on %s", fn, dt, dev);
+    case EM_KERNEL_BAD_INDEX:
+        return em_set_error(EM_ERR_ARG, "%s: an index is out of range for its dimension", fn);
     default:
         return em_set_error(EM_ERR_MEMORY, "%s: the %s device failed (out of memory or launch)",
                             fn, dev);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
+#include "backend/backend_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 
 /* A contiguous view of data with the given shape. */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
+#include "backend/backend_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 
 static void set_val(em_dtype dt, void *p, int64_t i, double v)

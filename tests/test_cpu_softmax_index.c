@@ -202,6 +202,14 @@ static em_arr permuted_input(em_dtype dt)
     return a;
 }
 
+/* A packed 1-D i64 index array over ix (n entries); a pointer to a static copy of the view. */
+static const em_arr *index_list(const int64_t *ix, int64_t n)
+{
+    static em_arr a;
+    a = (em_arr){.data = (void *)ix, .dtype = EM_I64, .ndim = 1, .shape = {n}, .strides = {1}};
+    return &a;
+}
+
 Test(cpu_index, index_select_strided_all_widths)
 {
     const em_dtype dts[5] = {EM_F32, EM_F64, EM_F16, EM_U8, EM_I64};
@@ -217,7 +225,7 @@ Test(cpu_index, index_select_strided_all_widths)
             strides[1] = shape[2];
             strides[0] = shape[1] * shape[2];
             em_arr out = view(calloc(200, 8), dts[t], 3, shape, strides);
-            cr_assert_eq(em_cpu_index_select(&out, &in, dim, ix, n), EM_KERNEL_OK);
+            cr_assert_eq(em_cpu_index_select(&out, &in, dim, index_list(ix, n)), EM_KERNEL_OK);
             int64_t c[3] = {0}, ci[3];
             do {
                 memcpy(ci, c, sizeof c);
@@ -248,7 +256,7 @@ Test(cpu_index, index_add_in_index_order)
             want[idx[i] * POST + q] += src[i * POST + q];
     em_arr o = view(out, EM_F32, 2, (int64_t[]){ROWS, POST}, (int64_t[]){POST, 1});
     em_arr s = view(src, EM_F32, 2, (int64_t[]){N, POST}, (int64_t[]){POST, 1});
-    cr_assert_eq(em_cpu_index_add(&o, 0, idx, N, &s), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_index_add(&o, 0, index_list(idx, N), &s), EM_KERNEL_OK);
     for (int i = 0; i < ROWS * POST; i++)
         cr_assert_eq(out[i], want[i], "[%d]", i);
     free(src);
@@ -268,7 +276,7 @@ Test(cpu_index, index_add_strided_middle_dim)
         do
             set(&src, c, (double)(c[0] + c[1] * 2 + c[2]));
         while (next_coord(3, src.shape, c));
-        cr_assert_eq(em_cpu_index_add(&out, 1, idx, 3, &src), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_index_add(&out, 1, index_list(idx, 3), &src), EM_KERNEL_OK);
         memset(c, 0, sizeof c);
         do {
             double want = get(&keep, c);
@@ -349,14 +357,21 @@ Test(cpu_index, rejects_bad_indices_and_shapes)
     float in[6] = {1, 2, 3, 4, 5, 6}, out[6];
     em_arr a = view(in, EM_F32, 2, (int64_t[]){2, 3}, (int64_t[]){3, 1});
     em_arr o = view(out, EM_F32, 2, (int64_t[]){2, 3}, (int64_t[]){3, 1});
-    cr_assert_eq(em_cpu_index_select(&o, &a, 0, (int64_t[]){0, 2}, 2), EM_KERNEL_FAILED);
-    cr_assert_eq(em_cpu_index_select(&o, &a, 0, (int64_t[]){-1, 0}, 2), EM_KERNEL_FAILED);
-    cr_assert_eq(em_cpu_index_select(&o, &a, 2, (int64_t[]){0, 0}, 2), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_index_select(&o, &a, 0, index_list((int64_t[]){0, 2}, 2)),
+                 EM_KERNEL_BAD_INDEX);
+    cr_assert_eq(em_cpu_index_select(&o, &a, 0, index_list((int64_t[]){-1, 0}, 2)),
+                 EM_KERNEL_BAD_INDEX);
+    cr_assert_eq(em_cpu_index_select(&o, &a, 2, index_list((int64_t[]){0, 0}, 2)),
+                 EM_KERNEL_UNSUPPORTED);
+    /* a strided index list: entries 0 and 2 of {1, 9, 0} are read, 9 is skipped */
+    em_arr strided = view((int64_t[]){1, 9, 0}, EM_I64, 1, (int64_t[]){2}, (int64_t[]){2});
+    cr_assert_eq(em_cpu_index_select(&o, &a, 0, &strided), EM_KERNEL_OK);
+    cr_assert(out[0] == 4 && out[2] == 6 && out[3] == 1 && out[5] == 3);
     int64_t iv[6] = {0, 1, 2, 0, 1, 3};
     em_arr ix = view(iv, EM_I64, 2, (int64_t[]){2, 3}, (int64_t[]){3, 1});
-    cr_assert_eq(em_cpu_gather(&o, &a, 1, &ix), EM_KERNEL_FAILED);
-    cr_assert_eq(em_cpu_scatter_add(&o, 1, &ix, &a), EM_KERNEL_FAILED);
+    cr_assert_eq(em_cpu_gather(&o, &a, 1, &ix), EM_KERNEL_BAD_INDEX);
+    cr_assert_eq(em_cpu_scatter_add(&o, 1, &ix, &a), EM_KERNEL_BAD_INDEX);
     int32_t ii[6] = {0};
     em_arr i32 = view(ii, EM_I32, 2, (int64_t[]){2, 3}, (int64_t[]){3, 1});
-    cr_assert_eq(em_cpu_index_add(&i32, 0, (int64_t[]){0, 1}, 2, &i32), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_index_add(&i32, 0, index_list((int64_t[]){0, 1}, 2), &i32), EM_KERNEL_UNSUPPORTED);
 }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "backend/backend_internal.h"
 #include "ember.h"
 
 static const em_backend *cuda_or_skip(void)

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend/backend.h"
+#include "backend/backend_internal.h"
 #include "tools/tools_internal.h"
 
 #define MAX_REPS 15
@@ -276,7 +276,7 @@ int em_bench_ops(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    const em_backend *be = em_backend_cpu();
+    const em_backend *be = em_backend_get(EM_CPU);
     const int nt = omp_get_max_threads();
     printf("ember bench ops: cpu, %d OpenMP thread%s; OpenBLAS %s\n", nt, nt == 1 ? "" : "s",
            openblas_get_config());

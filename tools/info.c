@@ -2,6 +2,7 @@
 #include <omp.h>
 #include <stdio.h>
 
+#include "backend/backend_internal.h"
 #include "ember.h"
 #include "tools/tools_internal.h"
 

@@ -1,18 +1,27 @@
-/* The backend interface: one table of kernels per device. Kernels see pointers, shapes, strides
- * and dtypes only; argument checking, broadcasting and autograd live above, in tensor/ and autograd/.
- * A NULL entry means "not supported on this device"; callers turn that into a clear error. */
-#ifndef EMBER_BACKEND_H
-#define EMBER_BACKEND_H
+/* The backend interface (private to the library): one table of kernels per device, filled in by
+ * each backend when the registry discovers it. Kernels see pointers, shapes, strides and dtypes
+ * only; argument checking, broadcasting and autograd live above, in tensor/ and autograd/.
+ * A NULL entry means "not supported on this device"; callers turn that into a clear error.
+ *
+ * Where pointers live: every data pointer a kernel takes (em_arr.data, x, w, y, gy, argmax, param,
+ * grad, found_inf, out, packed, ...) is in the memory of the table's own device, allocated by its
+ * alloc entry or by em_workspace_alloc. Host pointers are only those named *_host
+ * (copy_from_host, copy_to_host) and the hyperparameter and shape structs, which are read on the
+ * host before the kernel starts. A kernel may return before the device has finished; reading the
+ * results on the host goes through copy_to_host, which waits. */
+#ifndef EMBER_BACKEND_INTERNAL_H
+#define EMBER_BACKEND_INTERNAL_H
 
 #include "backend/dtype.h"
-
-#define EM_MAX_DIMS 8
 
 /* What a kernel returns: 0 on success, or one of these. */
 enum {
     EM_KERNEL_OK = 0,
     EM_KERNEL_UNSUPPORTED = -1, /* this dtype (combination) is not implemented by the kernel */
-    EM_KERNEL_FAILED = -2       /* the device reported a failure (out of memory, launch error) */
+    EM_KERNEL_FAILED = -2,      /* the device reported a failure (out of memory, launch error) */
+    EM_KERNEL_BAD_INDEX = -3    /* an index kernel met an index outside its dimension: at once on
+                                 * the CPU; on an asynchronous device from the next synchronize
+                                 * or copy_to_host after the kernel (a flag the kernel raised) */
 };
 
 /* A strided view of device memory. data points at the view's first element (offset applied);
@@ -167,10 +176,12 @@ typedef struct em_backend {
     int (*softmax_grad)(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *gy,
                         const void *y, void *gx);
 
-    /* out = in with dim replaced by idx (n entries, each in [0, in.shape[dim])) */
-    int (*index_select)(const em_arr *out, const em_arr *in, int dim, const int64_t *idx, int64_t n);
-    /* out[.., idx[i], ..] += src[.., i, ..] along dim; deterministic order */
-    int (*index_add)(const em_arr *out, int dim, const int64_t *idx, int64_t n, const em_arr *src);
+    /* Index arguments are i64 arrays on the device, validated there (EM_KERNEL_BAD_INDEX). */
+    /* out = in with dim replaced by idx (1-D, n = out.shape[dim] entries in [0, in.shape[dim])) */
+    int (*index_select)(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
+    /* out[.., idx[i], ..] += src[.., i, ..] along dim (idx 1-D, src.shape[dim] entries);
+     * deterministic order */
+    int (*index_add)(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
     /* out[i][j] = in[i][idx[i][j]] along dim (idx is i64 with out's shape) */
     int (*gather)(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
     /* out[i][idx[i][j]] += src[i][j] along dim; deterministic order */
@@ -207,10 +218,26 @@ typedef struct em_backend {
     int (*norm_pow_sum)(em_dtype dt, int64_t n, double p, const void *x, double *out);
 } em_backend;
 
-/* The backend of a device, or NULL when ember was built without it or no such device is present. */
-const em_backend *em_backend_get(em_device dev);
+/* ---- the registry (backend/backend.c) ---- */
 
-const em_backend *em_backend_cpu(void);
-const em_backend *em_backend_cuda(void); /* NULL when built without CUDA or no GPU is present */
+/* The backend of a device, or NULL when ember was built without it or no such device is present.
+ * The first call discovers every backend this build holds (backend_list.c, made by CMake). */
+const em_backend *em_backend_get(em_device dev);
+/* Called by a backend's discovery function when its device is usable. */
+void em_backend_register(const em_backend *be);
+
+/* ---- scratch memory for kernels ----
+ * Kernels that need scratch memory take it here, so that it goes through the device's accounting
+ * allocator (tensor/memory.c installs it) and scratch bytes show in the memory statistics. NULL
+ * when out of memory or over the memory budget. Free with the size that was asked for. */
+void *em_workspace_alloc(const em_backend *be, size_t nbytes);
+void em_workspace_free(const em_backend *be, void *ptr, size_t nbytes);
+
+typedef struct {
+    void *(*alloc)(em_device device, size_t nbytes);
+    void (*free)(em_device device, void *ptr, size_t nbytes);
+} em_workspace_allocator;
+/* Installed once by the allocator; until then workspace comes from the backend's alloc. */
+void em_workspace_set_allocator(const em_workspace_allocator *a);
 
 #endif
