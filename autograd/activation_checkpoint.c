@@ -4,7 +4,7 @@
 
 #include "autograd/autograd_internal.h"
 
-/* What the node keeps to recompute the segment. */
+/* The node's parameters: what it keeps to recompute the segment. */
 typedef struct {
     em_checkpoint_fn fn;
     void *ctx;
@@ -12,23 +12,22 @@ typedef struct {
     em_tensor **inputs; /* retained, every one (the values the recomputation starts from) */
     em_generator rng;   /* the global generator as the forward found it */
     em_dtype autocast;  /* the autocast dtype of the forward */
-} checkpoint_state;
+} checkpoint_params;
 
-static void checkpoint_state_free(void *p)
+static void checkpoint_params_release(void *p)
 {
-    checkpoint_state *c = p;
-    if (!c)
-        return;
+    checkpoint_params *c = p;
     for (int i = 0; i < c->n; i++)
         em_release(c->inputs[i]);
     free(c->inputs);
-    free(c);
+    c->inputs = NULL;
+    c->n = 0;
 }
 
 /* Re-run fn with grad on over detached inputs, backpropagate g through it, hand out the grads. */
 static em_status checkpoint_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
 {
-    checkpoint_state *c = node->ext;
+    const checkpoint_params *c = node->params;
     em_tensor **det = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *det);
     if (!det)
         return em_set_error(EM_ERR_MEMORY, "em_checkpoint: out of memory");
@@ -71,23 +70,20 @@ em_tensor *em_checkpoint(em_checkpoint_fn fn, void *ctx, em_tensor *const *input
         }
     if (!em_grad_enabled())
         return fn(ctx, inputs, n);
-    checkpoint_state *c = calloc(1, sizeof *c);
     em_tensor **kept = calloc(n > 0 ? (size_t)n : 1, sizeof *kept);
-    if (!c || !kept) {
-        free(c);
-        free(kept);
+    if (!kept) {
         em_set_error(EM_ERR_MEMORY, "em_checkpoint: out of memory");
         return NULL;
     }
-    *c = (checkpoint_state){.fn = fn, .ctx = ctx, .n = n, .inputs = kept,
-                            .rng = *em_default_generator(), .autocast = em_autocast_dtype()};
+    checkpoint_params c = {.fn = fn, .ctx = ctx, .n = n, .inputs = kept,
+                           .rng = *em_default_generator(), .autocast = em_autocast_dtype()};
     for (int i = 0; i < n; i++)
         kept[i] = em_retain(inputs[i]);
     em_set_grad_enabled(false);
     em_tensor *y = fn(ctx, inputs, n);
     em_set_grad_enabled(true);
     if (!y || !em_dtype_is_float(y->dtype)) {
-        checkpoint_state_free(c);
+        checkpoint_params_release(&c);
         return y;
     }
     em_tensor *out = y;
@@ -95,14 +91,15 @@ em_tensor *em_checkpoint(em_checkpoint_fn fn, void *ctx, em_tensor *const *input
         out = em_alias_of(y);
         em_release(y);
     }
-    em_node *node = out ? em_node_attach(out, "checkpoint", checkpoint_backward, inputs, n) : NULL;
+    em_node *node = out ? em_node_attach(out, "checkpoint", checkpoint_backward, inputs, n, &c,
+                                         sizeof c)
+                        : NULL;
     if (!node) {
-        checkpoint_state_free(c);
+        checkpoint_params_release(&c);
         em_release(out);
         return NULL;
     }
-    node->ext = c;
-    node->ext_free = checkpoint_state_free;
+    node->params_release = checkpoint_params_release;
     if (em_anomaly_mode())
         node->input_shapes = em_anomaly_shapes(inputs, n);
     return out;

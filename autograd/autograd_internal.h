@@ -21,13 +21,12 @@ struct em_node {
     em_tensor **inputs;      /* retained; NULL for an input that needs no grad */
     em_tensor *saved[EM_NODE_MAX_SAVED]; /* retained tensors the rule reads; never the output
                                             itself (save a detached alias of it instead) */
-    int64_t ints[16];        /* the op's integer parameters (dims, strides, ...) */
-    double reals[4];         /* the op's real parameters (slopes, scalars) */
+    void *params;            /* a copy of the op's own parameter struct (declared in its file,
+                                stored with the node), or NULL for an op without parameters */
+    void (*params_release)(void *params); /* releases what params holds (checkpointing) */
     em_shape out_shape;
     em_dtype out_dtype;
     bool released;           /* backward ran and freed what it held */
-    void *ext;               /* an op's own state beyond saved/ints/reals (checkpointing) */
-    void (*ext_free)(void *ext); /* frees ext when the node lets go of what it holds */
     char *input_shapes;      /* "[4,3] x [4,3]", recorded in anomaly mode for its reports */
     /* used by em_backward while it runs */
     em_tensor *grad_accum;
@@ -38,10 +37,12 @@ struct em_node {
 /* True when grad mode is on and any of the n inputs requires grad. */
 bool em_needs_grad(em_tensor *const *inputs, int n);
 /* Attach a new node to out (which then requires grad) with the given inputs (retained when they
- * require grad); returns the node for the op to fill saved/ints/reals, or NULL on allocation
- * failure (then out is released and an error set by the caller's check of NULL). */
+ * require grad) and a copy of the op's parameter struct (params_size bytes at params; NULL and 0
+ * for none); returns the node for the op to fill saved, or NULL with an error set when out of
+ * memory. */
 em_node *em_node_attach(em_tensor *out, const char *op, em_backward_fn backward,
-                        em_tensor *const *inputs, int n_inputs);
+                        em_tensor *const *inputs, int n_inputs, const void *params,
+                        size_t params_size);
 void em_node_release(em_node *node);
 /* Release the node's inputs, saved tensors and pending gradient (after its backward ran). */
 void em_node_free_held(em_node *node);
@@ -70,10 +71,12 @@ em_tensor *em_raw_reduce(const char *fn, em_reduce_op op, double param, const em
 em_tensor *em_alias_of(const em_tensor *t);
 /* The end of an op's own scope: keeps y (NULL passes), ends the scope, returns y. */
 em_tensor *em_scope_return(em_tensor *y);
-/* Record a node when grad is needed; false (error set) only when recording failed or, in
- * anomaly mode, when out holds a NaN or Inf. */
+/* Record a node when grad is needed, with a copy of the op's parameter struct (as for
+ * em_node_attach); *node is the node, or NULL when none was needed. false (error set) only when
+ * recording failed or, in anomaly mode, when out holds a NaN or Inf. */
 bool em_record(em_tensor *out, const char *op, em_backward_fn backward,
-               em_tensor *const *inputs, int n_inputs, em_node **node);
+               em_tensor *const *inputs, int n_inputs, const void *params, size_t params_size,
+               em_node **node);
 
 /* ---- autocast (autocast.c) ---- */
 typedef enum {

@@ -1,6 +1,8 @@
 /* The tape's node: recording one on an op's output, reference counting and release, and the
  * gradient helpers backward rules share (sum over broadcast dims, accumulation). */
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "autograd/autograd_internal.h"
 
@@ -14,11 +16,19 @@ bool em_needs_grad(em_tensor *const *inputs, int n)
     return false;
 }
 
+/* Where the parameter struct starts after the node in one allocation: aligned for any type. */
+static size_t params_offset(void)
+{
+    size_t a = _Alignof(max_align_t);
+    return (sizeof(em_node) + a - 1) / a * a;
+}
+
 em_node *em_node_attach(em_tensor *out, const char *op, em_backward_fn backward,
-                        em_tensor *const *inputs, int n_inputs)
+                        em_tensor *const *inputs, int n_inputs, const void *params,
+                        size_t params_size)
 {
     em_tensor_node_release_hook = em_node_release;
-    em_node *node = calloc(1, sizeof *node);
+    em_node *node = calloc(1, params_offset() + params_size);
     em_tensor **in = calloc(n_inputs > 0 ? (size_t)n_inputs : 1, sizeof *in);
     if (!node || !in) {
         free(node);
@@ -33,6 +43,10 @@ em_node *em_node_attach(em_tensor *out, const char *op, em_backward_fn backward,
     for (int i = 0; i < n_inputs; i++)
         if (inputs[i] && inputs[i]->requires_grad)
             in[i] = em_retain(inputs[i]);
+    if (params_size > 0) {
+        node->params = (char *)node + params_offset();
+        memcpy(node->params, params, params_size);
+    }
     node->out_shape = em_shape_of(out);
     node->out_dtype = out->dtype;
     node->refcount = 1;
@@ -55,10 +69,9 @@ void em_node_free_held(em_node *node)
     }
     em_release(node->grad_accum);
     node->grad_accum = NULL;
-    if (node->ext_free)
-        node->ext_free(node->ext);
-    node->ext = NULL;
-    node->ext_free = NULL;
+    if (node->params_release)
+        node->params_release(node->params);
+    node->params_release = NULL;
     free(node->input_shapes);
     node->input_shapes = NULL;
 }

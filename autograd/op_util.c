@@ -122,14 +122,15 @@ em_tensor *em_scope_return(em_tensor *y)
 }
 
 bool em_record(em_tensor *out, const char *op, em_backward_fn backward,
-               em_tensor *const *inputs, int n_inputs, em_node **node)
+               em_tensor *const *inputs, int n_inputs, const void *params, size_t params_size,
+               em_node **node)
 {
     em_node *n = NULL;
     bool anomaly = em_anomaly_mode();
     if (anomaly && !em_anomaly_check_forward(op, out, inputs, n_inputs))
         return false;
     if (em_needs_grad(inputs, n_inputs)) {
-        n = em_node_attach(out, op, backward, inputs, n_inputs);
+        n = em_node_attach(out, op, backward, inputs, n_inputs, params, params_size);
         if (!n)
             return false;
         if (anomaly)

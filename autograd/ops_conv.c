@@ -2,28 +2,42 @@
  * the input and weight gradients from conv2d_grad_input / conv2d_grad_weight. */
 #include "autograd/autograd_internal.h"
 
-/* ints: stride[2], pad[2], dilation[2], groups; saved: x, w (contiguous, as given) */
-static em_conv2d_shape conv_shape(const em_tensor *x, const em_tensor *w, const int64_t *p)
+/* The node's parameters are the options with PyTorch's defaults filled in (conv_params). */
+static em_conv2d_opts conv_params(em_conv2d_opts o)
+{
+    for (int i = 0; i < 2; i++) {
+        o.stride[i] = o.stride[i] ? o.stride[i] : 1;
+        o.dilation[i] = o.dilation[i] ? o.dilation[i] : 1;
+    }
+    o.groups = o.groups ? o.groups : 1;
+    return o;
+}
+
+static em_conv2d_shape conv_shape(const em_tensor *x /* (N, C_in, H, W) */,
+                                  const em_tensor *w /* (C_out, C_in/groups, KH, KW) */,
+                                  const em_conv2d_opts *p)
 {
     em_conv2d_shape s = {
         .n = x->shape[0], .c_in = x->shape[1], .h = x->shape[2], .w = x->shape[3],
         .c_out = w->shape[0], .kh = w->shape[2], .kw = w->shape[3],
-        .stride = {p[0], p[1]}, .pad = {p[2], p[3]}, .dilation = {p[4], p[5]}, .groups = p[6],
+        .stride = {p->stride[0], p->stride[1]}, .pad = {p->padding[0], p->padding[1]},
+        .dilation = {p->dilation[0], p->dilation[1]}, .groups = p->groups,
     };
     s.h_out = (s.h + 2 * s.pad[0] - s.dilation[0] * (s.kh - 1) - 1) / s.stride[0] + 1;
     s.w_out = (s.w + 2 * s.pad[1] - s.dilation[1] * (s.kw - 1) - 1) / s.stride[1] + 1;
     return s;
 }
 
-/* The kernels run in g's dtype. Under autocast an f32 leaf (x, w or b) stays f32 while the
- * convolution runs low: it is cast again here, and its grad is computed low, then cast to its
- * own dtype. */
-static em_status conv2d_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+/* saved: x, w (contiguous, as given). The kernels run in g's dtype. Under autocast an f32 leaf
+ * (x, w or b) stays f32 while the convolution runs low: it is cast again here, and its grad is
+ * computed low, then cast to its own dtype. */
+static em_status conv2d_backward(em_node *node, const em_tensor *g /* (N, C_out, H_out, W_out) */,
+                                 em_tensor **grad_in)
 {
     const char *fn = "em_conv2d";
     const em_tensor *x = node->saved[0], *w = node->saved[1];
     em_dtype dt = g->dtype;
-    em_conv2d_shape s = conv_shape(x, w, node->ints);
+    em_conv2d_shape s = conv_shape(x, w, node->params);
     const em_backend *be = em_tensor_backend(x, fn);
     const em_tensor *gc = em_is_contiguous(g) ? g : em_tensor_contiguous_raw(g);
     if (!be || !gc)
@@ -61,26 +75,26 @@ static em_status conv2d_backward(em_node *node, const em_tensor *g, em_tensor **
 }
 
 /* The convolution in dtype dt; under autocast x, w and b may be f32 leaves, cast here. */
-static em_tensor *conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *b,
-                         em_conv2d_opts o, em_dtype dt, bool autocast)
+static em_tensor *conv2d(const em_tensor *x /* (N, C_in, H, W) */,
+                         const em_tensor *w /* (C_out, C_in/groups, KH, KW) */,
+                         const em_tensor *b /* (C_out) or NULL */, em_conv2d_opts o, em_dtype dt,
+                         bool autocast)
 {
     const char *fn = "em_conv2d";
-    int64_t p[7] = {o.stride[0] ? o.stride[0] : 1, o.stride[1] ? o.stride[1] : 1,
-                    o.padding[0], o.padding[1],
-                    o.dilation[0] ? o.dilation[0] : 1, o.dilation[1] ? o.dilation[1] : 1,
-                    o.groups ? o.groups : 1};
+    em_conv2d_opts p = conv_params(o);
     char sx[128], sw[128], sb[128];
-    bool ok = x->ndim == 4 && w->ndim == 4 && p[0] > 0 && p[1] > 0 && p[2] >= 0 && p[3] >= 0 &&
-              p[4] > 0 && p[5] > 0 && p[6] > 0 && x->shape[1] % p[6] == 0 &&
-              w->shape[0] % p[6] == 0 && w->shape[1] * p[6] == x->shape[1] &&
+    bool ok = x->ndim == 4 && w->ndim == 4 && p.stride[0] > 0 && p.stride[1] > 0 &&
+              p.padding[0] >= 0 && p.padding[1] >= 0 && p.dilation[0] > 0 && p.dilation[1] > 0 &&
+              p.groups > 0 && x->shape[1] % p.groups == 0 && w->shape[0] % p.groups == 0 &&
+              w->shape[1] * p.groups == x->shape[1] &&
               (!b || (b->ndim == 1 && b->shape[0] == w->shape[0]));
-    ok = ok && x->shape[2] + 2 * p[2] >= p[4] * (w->shape[2] - 1) + 1 &&
-         x->shape[3] + 2 * p[3] >= p[5] * (w->shape[3] - 1) + 1;
-    em_conv2d_shape s = ok ? conv_shape(x, w, p) : (em_conv2d_shape){0};
+    ok = ok && x->shape[2] + 2 * p.padding[0] >= p.dilation[0] * (w->shape[2] - 1) + 1 &&
+         x->shape[3] + 2 * p.padding[1] >= p.dilation[1] * (w->shape[3] - 1) + 1;
+    em_conv2d_shape s = ok ? conv_shape(x, w, &p) : (em_conv2d_shape){0};
     if (!ok) {
         em_set_error(EM_ERR_ARG, "%s: bad shapes x %s, w %s, b %s (groups %lld)", fn,
                      em_shape_str(x, sx, sizeof sx), em_shape_str(w, sw, sizeof sw),
-                     b ? em_shape_str(b, sb, sizeof sb) : "none", (long long)p[6]);
+                     b ? em_shape_str(b, sb, sizeof sb) : "none", (long long)p.groups);
         return NULL;
     }
     const em_tensor *t[3] = {x, w, b};
@@ -113,18 +127,18 @@ static em_tensor *conv2d(const em_tensor *x, const em_tensor *w, const em_tensor
         return em_scope_return(NULL);
     em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)w, (em_tensor *)b};
     em_node *node;
-    if (!em_record(y, "conv2d", conv2d_backward, in, 3, &node))
+    if (!em_record(y, "conv2d", conv2d_backward, in, 3, &p, sizeof p, &node))
         return em_scope_return(NULL);
     if (node) {
-        for (int i = 0; i < 7; i++)
-            node->ints[i] = p[i];
         node->saved[0] = em_retain((em_tensor *)xc);
         node->saved[1] = em_retain((em_tensor *)wc);
     }
     return em_scope_return(y);
 }
 
-em_tensor *em_conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *b, em_conv2d_opts o)
+em_tensor *em_conv2d(const em_tensor *x /* (N, C_in, H, W) */,
+                     const em_tensor *w /* (C_out, C_in/groups, KH, KW) */,
+                     const em_tensor *b /* (C_out) or NULL */, em_conv2d_opts o)
 {
     if (!x || !w)
         return NULL;

@@ -2,11 +2,18 @@
  * arithmetic (rules summed back to each operand's shape), where, and the comparisons. */
 #include "autograd/autograd_internal.h"
 
-/* ---- unary: ints[0] = op, reals = p0, p1; saved x, then a detached alias of y ---- */
+/* ---- unary: t (*) -> y of t's shape; saved x, then a detached alias of y ---- */
 
-static em_status unary_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+typedef struct {
+    em_unary_op op;
+    double p0, p1; /* the op's scalars (em_unary_op says which it reads) */
+} unary_params;
+
+static em_status unary_backward(em_node *node, const em_tensor *g /* x's shape */,
+                                em_tensor **grad_in)
 {
-    em_unary_op op = (em_unary_op)node->ints[0];
+    const unary_params *p = node->params;
+    em_unary_op op = p->op;
     const em_tensor *x = node->saved[0], *y = node->saved[1];
     em_shape s = em_shape_of(x);
     if (op == EM_UNARY_SIGN || op == EM_UNARY_FLOOR || op == EM_UNARY_CEIL ||
@@ -23,7 +30,7 @@ static em_status unary_backward(em_node *node, const em_tensor *g, em_tensor **g
     em_arr agx = em_tensor_arr(gx), agy = em_tensor_arr(g), ax = em_tensor_arr(x),
            ay = em_tensor_arr(y);
     em_status st = em_kernel_status(
-        be->unary_grad(op, node->reals[0], node->reals[1], &agx, &agy, &ax, &ay), node->op, x);
+        be->unary_grad(op, p->p0, p->p1, &agx, &agy, &ax, &ay), node->op, x);
     grad_in[0] = st == EM_OK ? gx : NULL;
     return st;
 }
@@ -37,7 +44,7 @@ static bool f32_under_autocast(em_unary_op op)
 }
 
 static em_tensor *unary(const char *fn, const char *op_name, em_unary_op op, double p0,
-                        double p1, const em_tensor *t)
+                        double p1, const em_tensor *t /* (*) */)
 {
     if (!t)
         return NULL;
@@ -50,13 +57,11 @@ static em_tensor *unary(const char *fn, const char *op_name, em_unary_op op, dou
     em_scope_begin();
     em_tensor *in = (em_tensor *)t;
     em_tensor *y = em_raw_unary(fn, op, p0, p1, t);
+    unary_params params = {.op = op, .p0 = p0, .p1 = p1};
     em_node *node;
-    if (!y || !em_record(y, op_name, unary_backward, &in, 1, &node))
+    if (!y || !em_record(y, op_name, unary_backward, &in, 1, &params, sizeof params, &node))
         return em_scope_return(NULL);
     if (node) {
-        node->ints[0] = op;
-        node->reals[0] = p0;
-        node->reals[1] = p1;
         node->saved[0] = em_retain(in);
         node->saved[1] = em_retain(em_alias_of(y));
         if (!node->saved[1])
@@ -149,12 +154,12 @@ em_tensor *em_clamp(const em_tensor *t, double min, double max)
     return unary("em_clamp", "clamp", EM_UNARY_CLAMP, min, max, t);
 }
 
-/* ---- binary ---- */
+/* ---- binary: a and b broadcast to y's shape (comparisons give bool) ---- */
 
 /* Bring a and b to one dtype: a 0-d operand adapts to the other's; otherwise they must match,
  * except under autocast, where two float dtypes promote to the wider (em_autocast_promote).
  * Called inside the op's scope (the cast is a temporary of it). */
-static bool unify(const char *fn, const em_tensor **a, const em_tensor **b)
+static bool unify(const char *fn, const em_tensor **a /* (*) */, const em_tensor **b /* (*) */)
 {
     if ((*a)->device != (*b)->device) {
         em_set_error(EM_ERR_ARG, "%s: tensors on different devices: %s and %s", fn,
@@ -184,10 +189,15 @@ static bool unify(const char *fn, const em_tensor **a, const em_tensor **b)
     return *a && *b;
 }
 
-/* saved: a, b, a detached alias of y; ints[0] = op */
-static em_status binary_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+typedef struct {
+    em_binary_op op;
+} binary_params;
+
+/* saved: a, b, a detached alias of y */
+static em_status binary_backward(em_node *node, const em_tensor *g /* y's shape */,
+                                 em_tensor **grad_in)
 {
-    em_binary_op op = (em_binary_op)node->ints[0];
+    em_binary_op op = ((const binary_params *)node->params)->op;
     const em_tensor *a = node->saved[0], *b = node->saved[1], *y = node->saved[2];
     em_shape sa = em_shape_of(a), sb = em_shape_of(b);
     em_tensor *ga = NULL, *gb = NULL;
@@ -231,7 +241,7 @@ static em_status binary_backward(em_node *node, const em_tensor *g, em_tensor **
 }
 
 static em_tensor *binary(const char *fn, const char *op_name, em_binary_op op,
-                         const em_tensor *a, const em_tensor *b)
+                         const em_tensor *a /* (*) */, const em_tensor *b /* broadcasts with a */)
 {
     if (!a || !b)
         return NULL;
@@ -242,11 +252,11 @@ static em_tensor *binary(const char *fn, const char *op_name, em_binary_op op,
     if (!y || op >= EM_BINARY_EQ)
         return em_scope_return(y);
     em_tensor *in[2] = {(em_tensor *)a, (em_tensor *)b};
+    binary_params params = {.op = op};
     em_node *node;
-    if (!em_record(y, op_name, binary_backward, in, 2, &node))
+    if (!em_record(y, op_name, binary_backward, in, 2, &params, sizeof params, &node))
         return em_scope_return(NULL);
     if (node) {
-        node->ints[0] = op;
         node->saved[0] = em_retain(in[0]);
         node->saved[1] = em_retain(in[1]);
         node->saved[2] = em_retain(em_alias_of(y));
@@ -329,7 +339,8 @@ em_tensor *em_ge(const em_tensor *a, const em_tensor *b)
 
 /* ---- where: saved cond; g goes to a where cond holds, to b elsewhere ---- */
 
-static em_status where_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+static em_status where_backward(em_node *node, const em_tensor *g /* y's shape */,
+                                em_tensor **grad_in)
 {
     const em_tensor *cond = node->saved[0];
     em_tensor *zero = em_raw_full("em_backward", &(em_shape){.ndim = 0}, g->dtype, g->device, 0);
@@ -344,7 +355,8 @@ static em_status where_backward(em_node *node, const em_tensor *g, em_tensor **g
     return EM_OK;
 }
 
-em_tensor *em_where(const em_tensor *cond, const em_tensor *a, const em_tensor *b)
+em_tensor *em_where(const em_tensor *cond /* bool, broadcasts with a and b */,
+                    const em_tensor *a /* (*) */, const em_tensor *b /* broadcasts with a */)
 {
     if (!cond || !a || !b)
         return NULL;
@@ -376,7 +388,7 @@ em_tensor *em_where(const em_tensor *cond, const em_tensor *a, const em_tensor *
         return em_scope_return(NULL);
     em_tensor *in[3] = {NULL, (em_tensor *)a, (em_tensor *)b};
     em_node *node;
-    if (!em_record(y, "where", where_backward, in, 3, &node))
+    if (!em_record(y, "where", where_backward, in, 3, NULL, 0, &node))
         return em_scope_return(NULL);
     if (node)
         node->saved[0] = em_retain((em_tensor *)cond);

@@ -7,7 +7,7 @@
 /* ---- cat / stack / split ---- */
 
 /* False when a tensor is NULL: the pending error stays, or one naming it is recorded. */
-static bool all_present(const char *fn, em_tensor *const *ts, int n)
+static bool all_present(const char *fn, em_tensor *const *ts /* n tensors */, int n)
 {
     for (int i = 0; i < n; i++) {
         if (!ts[i]) {
@@ -19,20 +19,25 @@ static bool all_present(const char *fn, em_tensor *const *ts, int n)
     return true;
 }
 
-/* saved[0]: i64 (n) on the CPU, each input's size along ints[0] */
-static em_status cat_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+typedef struct {
+    int dim;
+    int64_t sizes[]; /* each input's size along dim */
+} cat_params;
+
+static em_status cat_backward(em_node *node, const em_tensor *g /* y's shape */,
+                              em_tensor **grad_in)
 {
-    const int64_t *sizes = em_data_ptr(node->saved[0]);
+    const cat_params *p = node->params;
     int64_t at = 0;
     for (int i = 0; i < node->n_inputs; i++) {
-        if (node->inputs[i] && !(grad_in[i] = em_narrow(g, (int)node->ints[0], at, sizes[i])))
+        if (node->inputs[i] && !(grad_in[i] = em_narrow(g, p->dim, at, p->sizes[i])))
             return em_error_status();
-        at += sizes[i];
+        at += p->sizes[i];
     }
     return EM_OK;
 }
 
-em_tensor *em_cat(em_tensor *const *ts, int n, int dim)
+em_tensor *em_cat(em_tensor *const *ts /* n tensors, equal outside dim */, int n, int dim)
 {
     const char *fn = "em_cat";
     if (!ts || n < 1) {
@@ -67,35 +72,31 @@ em_tensor *em_cat(em_tensor *const *ts, int n, int dim)
     }
     em_scope_begin();
     em_tensor *y = em_empty_on(s, t0->dtype, t0->device);
-    int64_t *sizes = malloc((size_t)n * sizeof *sizes);
-    if (!y || !sizes) {
-        free(sizes);
+    size_t params_size = sizeof(cat_params) + (size_t)n * sizeof(int64_t);
+    cat_params *params = malloc(params_size);
+    if (!y || !params) {
+        free(params);
         if (y)
             em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
         return em_scope_return(NULL);
     }
+    params->dim = d;
     int64_t strides[EM_MAX_DIMS], at = 0;
     em_contiguous_strides(&s, strides);
     bool ok = true;
     for (int i = 0; i < n && ok; i++) {
-        sizes[i] = ts[i]->shape[d];
+        params->sizes[i] = ts[i]->shape[d];
         em_tensor *win = em_tensor_alias(y, ts[i]->ndim, ts[i]->shape, strides,
                                          y->offset + at * strides[d]);
         ok = win && em_raw_copy_into(fn, win, ts[i]) == EM_OK;
-        at += sizes[i];
+        at += params->sizes[i];
     }
-    em_node *node = NULL;
-    ok = ok && em_record(y, "cat", cat_backward, ts, n, &node);
-    if (ok && node) {
-        node->ints[0] = d;
-        node->saved[0] = em_retain(em_from_data(EM_SHAPE(n), EM_I64, sizes));
-        ok = node->saved[0] != NULL;
-    }
-    free(sizes);
+    ok = ok && em_record(y, "cat", cat_backward, ts, n, params, params_size, NULL);
+    free(params);
     return em_scope_return(ok ? y : NULL);
 }
 
-em_tensor *em_stack(em_tensor *const *ts, int n, int dim)
+em_tensor *em_stack(em_tensor *const *ts /* n tensors of one shape */, int n, int dim)
 {
     const char *fn = "em_stack";
     if (!ts || n < 1) {
@@ -131,7 +132,8 @@ em_tensor *em_stack(em_tensor *const *ts, int n, int dim)
     return em_scope_return(y);
 }
 
-int em_split(const em_tensor *t, int64_t split_size, int dim, em_tensor **out, int max_out)
+int em_split(const em_tensor *t /* (*) */, int64_t split_size, int dim,
+             em_tensor **out /* max_out pieces */, int max_out)
 {
     if (!t)
         return -1;
@@ -162,7 +164,7 @@ int em_split(const em_tensor *t, int64_t split_size, int dim, em_tensor **out, i
 /* ---- index_select / embedding ---- */
 
 /* False with "fn: index must be i64, not f32" unless idx holds indices. */
-static bool check_index_dtype(const char *fn, const em_tensor *idx)
+static bool check_index_dtype(const char *fn, const em_tensor *idx /* (*) */)
 {
     if (idx->dtype == EM_I64)
         return true;
@@ -172,8 +174,8 @@ static bool check_index_dtype(const char *fn, const em_tensor *idx)
 
 /* An index kernel's status; on EM_KERNEL_BAD_INDEX the message names the first index outside
  * [0, bound) (the indices are read on the host only on this error path). */
-static em_status index_kernel_status(int rc, const char *fn, const em_tensor *x,
-                                     const em_tensor *idx, int64_t bound)
+static em_status index_kernel_status(int rc, const char *fn, const em_tensor *x /* (*) */,
+                                     const em_tensor *idx /* i64 (*) */, int64_t bound)
 {
     if (rc != EM_KERNEL_BAD_INDEX)
         return em_kernel_status(rc, fn, x);
@@ -191,11 +193,17 @@ static em_status index_kernel_status(int rc, const char *fn, const em_tensor *x,
     return em_kernel_status(rc, fn, x);
 }
 
-/* ints[0] = dim; saved[0] = the index (contiguous) */
-static em_status index_select_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+/* index_select and gather: the dim they index along */
+typedef struct {
+    int dim;
+} index_params;
+
+/* saved[0] = the index, i64 (n) */
+static em_status index_select_backward(em_node *node, const em_tensor *g /* y's shape */,
+                                       em_tensor **grad_in)
 {
     const em_tensor *x = node->inputs[0], *idx = node->saved[0];
-    int d = (int)node->ints[0];
+    int d = ((const index_params *)node->params)->dim;
     em_shape s = em_shape_of(x);
     const em_backend *be = em_tensor_backend(x, "em_index_select");
     if (!be || !em_kernel_present((const void *)be->index_add, "em_index_select", x))
@@ -211,8 +219,8 @@ static em_status index_select_backward(em_node *node, const em_tensor *g, em_ten
     return EM_OK;
 }
 
-static em_tensor *index_select_impl(const char *fn, const em_tensor *t, int dim,
-                                    const em_tensor *index)
+static em_tensor *index_select_impl(const char *fn, const em_tensor *t /* (*) */, int dim,
+                                    const em_tensor *index /* i64 (n) */)
 {
     if (!t || !index)
         return NULL;
@@ -239,22 +247,24 @@ static em_tensor *index_select_impl(const char *fn, const em_tensor *t, int dim,
     if (index_kernel_status(be->index_select(&o, &in, d, &ai), fn, t, ic, t->shape[d]) != EM_OK)
         return em_scope_return(NULL);
     em_tensor *x = (em_tensor *)t;
+    index_params params = {.dim = d};
     em_node *node;
-    if (!em_record(y, "index_select", index_select_backward, &x, 1, &node))
+    if (!em_record(y, "index_select", index_select_backward, &x, 1, &params, sizeof params,
+                   &node))
         return em_scope_return(NULL);
-    if (node) {
-        node->ints[0] = d;
+    if (node)
         node->saved[0] = em_retain((em_tensor *)ic);
-    }
     return em_scope_return(y);
 }
 
-em_tensor *em_index_select(const em_tensor *t, int dim, const em_tensor *index)
+em_tensor *em_index_select(const em_tensor *t /* (*) */, int dim,
+                           const em_tensor *index /* i64 (n) */)
 {
     return index_select_impl("em_index_select", t, dim, index);
 }
 
-em_tensor *em_embedding(const em_tensor *weight, const em_tensor *index)
+em_tensor *em_embedding(const em_tensor *weight /* (num, dim) */,
+                        const em_tensor *index /* i64 (*) */)
 {
     const char *fn = "em_embedding";
     if (!weight || !index)
@@ -275,9 +285,11 @@ em_tensor *em_embedding(const em_tensor *weight, const em_tensor *index)
 
 /* ---- gather ---- */
 
-/* ints[0] = dim; saved[0] = the index */
-static em_status gather_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+/* saved[0] = the index, i64, y's shape */
+static em_status gather_backward(em_node *node, const em_tensor *g /* y's shape */,
+                                 em_tensor **grad_in)
 {
+    int d = ((const index_params *)node->params)->dim;
     const em_tensor *x = node->inputs[0], *idx = node->saved[0];
     em_shape s = em_shape_of(x);
     const em_backend *be = em_tensor_backend(x, "em_gather");
@@ -287,14 +299,14 @@ static em_status gather_backward(em_node *node, const em_tensor *g, em_tensor **
     if (!gx)
         return em_error_status();
     em_arr o = em_tensor_arr(gx), ai = em_tensor_arr(idx), src = em_tensor_arr(g);
-    if (em_kernel_status(be->scatter_add(&o, (int)node->ints[0], &ai, &src), "em_gather", x) !=
-        EM_OK)
+    if (em_kernel_status(be->scatter_add(&o, d, &ai, &src), "em_gather", x) != EM_OK)
         return em_error_status();
     grad_in[0] = gx;
     return EM_OK;
 }
 
-em_tensor *em_gather(const em_tensor *t, int dim, const em_tensor *index)
+em_tensor *em_gather(const em_tensor *t /* (*) */, int dim,
+                     const em_tensor *index /* i64, t's ndim, fits t outside dim */)
 {
     const char *fn = "em_gather";
     if (!t || !index)
@@ -322,19 +334,18 @@ em_tensor *em_gather(const em_tensor *t, int dim, const em_tensor *index)
     if (index_kernel_status(be->gather(&o, &in, d, &ai), fn, t, index, t->shape[d]) != EM_OK)
         return em_scope_return(NULL);
     em_tensor *x = (em_tensor *)t;
+    index_params params = {.dim = d};
     em_node *node;
-    if (!em_record(y, "gather", gather_backward, &x, 1, &node))
+    if (!em_record(y, "gather", gather_backward, &x, 1, &params, sizeof params, &node))
         return em_scope_return(NULL);
-    if (node) {
-        node->ints[0] = d;
+    if (node)
         node->saved[0] = em_retain((em_tensor *)index);
-    }
     return em_scope_return(y);
 }
 
 /* ---- one_hot: (*) -> (*, num_classes), i64 ---- */
 
-em_tensor *em_one_hot(const em_tensor *index, int64_t num_classes)
+em_tensor *em_one_hot(const em_tensor *index /* i64 (*) */, int64_t num_classes)
 {
     const char *fn = "em_one_hot";
     if (!index)

@@ -5,7 +5,7 @@
 
 /* How the last two dims of t map onto gemm: row-major with row stride ld (trans false), or the
  * transpose of a row-major matrix (trans true). False when neither fits. */
-static bool mat_layout(const em_tensor *t, bool *trans, int64_t *ld)
+static bool mat_layout(const em_tensor *t /* (*, r, c) */, bool *trans, int64_t *ld)
 {
     int nd = t->ndim;
     int64_t r = t->shape[nd - 2], c = t->shape[nd - 1];
@@ -27,7 +27,7 @@ static bool mat_layout(const em_tensor *t, bool *trans, int64_t *ld)
 }
 
 /* The one stride that steps through t's first nb (batch) dims in row-major order, if any. */
-static bool batch_stride(const em_tensor *t, int nb, int64_t *sb)
+static bool batch_stride(const em_tensor *t /* (nb batch dims.., r, c) */, int nb, int64_t *sb)
 {
     int64_t s = 0, span = 0;
     for (int d = nb - 1; d >= 0; d--) {
@@ -47,7 +47,8 @@ static bool batch_stride(const em_tensor *t, int nb, int64_t *sb)
 }
 
 /* gemm's view of operand x; copies x (a temporary of the caller's scope) when it must. */
-static const em_tensor *operand(const em_tensor *x, int nb, bool *trans, int64_t *ld, int64_t *sb)
+static const em_tensor *operand(const em_tensor *x /* (nb batch dims.., r, c) */, int nb,
+                                bool *trans, int64_t *ld, int64_t *sb)
 {
     if (mat_layout(x, trans, ld) && batch_stride(x, nb, sb))
         return x;
@@ -59,8 +60,11 @@ static const em_tensor *operand(const em_tensor *x, int nb, bool *trans, int64_t
 
 /* c = alpha * op(a) @ op(b) + beta * c, batched over the leading dims; op transposes the last
  * two dims when ta / tb. c is contiguous; a and b have c's ndim (batch dims may be 0-strided). */
-static em_status gemm_call(const char *fn, em_tensor *c, const em_tensor *a, bool ta,
-                           const em_tensor *b, bool tb, double alpha, double beta)
+static em_status gemm_call(const char *fn, em_tensor *c /* (batch.., m, n) */,
+                           const em_tensor *a /* (batch.., m, k), or (batch.., k, m) when ta */,
+                           bool ta,
+                           const em_tensor *b /* (batch.., k, n), or (batch.., n, k) when tb */,
+                           bool tb, double alpha, double beta)
 {
     int nd = c->ndim, nb = nd - 2;
     int64_t m = c->shape[nd - 2], n = c->shape[nd - 1];
@@ -89,7 +93,7 @@ static em_status gemm_call(const char *fn, em_tensor *c, const em_tensor *a, boo
 }
 
 /* An alias of t broadcast (stride 0) to batch dims bs followed by its own last two dims. */
-static em_tensor *batch_expand(const em_tensor *t, const em_shape *bs)
+static em_tensor *batch_expand(const em_tensor *t /* (*, r, c) */, const em_shape *bs)
 {
     int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
     int nd = bs->ndim + 2, lead = nd - t->ndim;
@@ -101,10 +105,12 @@ static em_tensor *batch_expand(const em_tensor *t, const em_shape *bs)
     return em_tensor_alias(t, nd, shape, strides, t->offset);
 }
 
-static em_tensor *mm(const char *fn, const em_tensor *a, const em_tensor *b);
+static em_tensor *mm(const char *fn, const em_tensor *a /* (batch.., m, k) */,
+                     const em_tensor *b /* (batch.., k, n) */);
 
 /* saved: a, b (as given to the product) */
-static em_status mm_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+static em_status mm_backward(em_node *node, const em_tensor *g /* (batch.., m, n) */,
+                             em_tensor **grad_in)
 {
     const em_tensor *a = node->saved[0], *b = node->saved[1];
     for (int i = 0; i < 2; i++) {
@@ -119,8 +125,9 @@ static em_status mm_backward(em_node *node, const em_tensor *g, em_tensor **grad
     return EM_OK;
 }
 
-/* (batch.., m, k) @ (batch.., k, n), both at least 2-D, shapes already checked. */
-static em_tensor *mm(const char *fn, const em_tensor *a, const em_tensor *b)
+/* a @ b, both at least 2-D, shapes already checked; batch dims broadcast. */
+static em_tensor *mm(const char *fn, const em_tensor *a /* (batch.., m, k) */,
+                     const em_tensor *b /* (batch.., k, n) */)
 {
     if (!a || !b)
         return NULL;
@@ -145,7 +152,7 @@ static em_tensor *mm(const char *fn, const em_tensor *a, const em_tensor *b)
         return em_scope_return(NULL);
     em_tensor *in[2] = {(em_tensor *)a, (em_tensor *)b};
     em_node *node;
-    if (!em_record(y, "matmul", mm_backward, in, 2, &node))
+    if (!em_record(y, "matmul", mm_backward, in, 2, NULL, 0, &node))
         return em_scope_return(NULL);
     if (node) {
         node->saved[0] = em_retain(in[0]);
@@ -154,7 +161,7 @@ static em_tensor *mm(const char *fn, const em_tensor *a, const em_tensor *b)
     return em_scope_return(y);
 }
 
-static bool check_pair(const char *fn, const em_tensor *a, const em_tensor *b)
+static bool check_pair(const char *fn, const em_tensor *a /* (*) */, const em_tensor *b /* (*) */)
 {
     char sa[128], sb[128];
     if (a->dtype != b->dtype) {
@@ -173,14 +180,15 @@ static bool check_pair(const char *fn, const em_tensor *a, const em_tensor *b)
 
 /* op under autocast's low-precision policy: a and b cast to the region's dtype first */
 static em_tensor *autocast_pair(em_tensor *(*op)(const em_tensor *, const em_tensor *),
-                                const em_tensor *a, const em_tensor *b)
+                                const em_tensor *a /* (*) */, const em_tensor *b /* (*) */)
 {
     em_scope_begin();
     const em_tensor *t[2] = {a, b};
     return em_scope_return(em_autocast_inputs(EM_AUTOCAST_LOW, t, 2) ? op(t[0], t[1]) : NULL);
 }
 
-em_tensor *em_matmul(const em_tensor *a, const em_tensor *b)
+em_tensor *em_matmul(const em_tensor *a /* (m, k), (k) or (batch.., m, k) */,
+                     const em_tensor *b /* (k, n), (k) or (batch.., k, n) */)
 {
     const char *fn = "em_matmul";
     if (!a || !b)
@@ -212,7 +220,7 @@ em_tensor *em_matmul(const em_tensor *a, const em_tensor *b)
     return em_scope_return(y);
 }
 
-em_tensor *em_bmm(const em_tensor *a, const em_tensor *b)
+em_tensor *em_bmm(const em_tensor *a /* (B, M, K) */, const em_tensor *b /* (B, K, N) */)
 {
     const char *fn = "em_bmm";
     if (!a || !b)
@@ -233,7 +241,7 @@ em_tensor *em_bmm(const em_tensor *a, const em_tensor *b)
 /* ---- linear: y (*, out) = x (*, in) @ w^T (in, out) + b (out) ---- */
 
 /* x as a 2-D (rows, in) tensor: an alias when its rows can be flattened, else a copy. */
-static em_tensor *rows_of(const em_tensor *x)
+static em_tensor *rows_of(const em_tensor *x /* (*, in) */)
 {
     int64_t in = x->shape[x->ndim - 1], rows = in ? em_numel(x) / in : 0;
     if (x->ndim == 2)
@@ -248,7 +256,8 @@ static em_tensor *rows_of(const em_tensor *x)
 /* saved: x as (rows, in), w, both as given. Under autocast an f32 leaf (x, w or b) stays f32
  * while the product runs in g's dtype: it is cast again here, and its grad is computed in g's
  * dtype, then cast to its own. */
-static em_status linear_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+static em_status linear_backward(em_node *node, const em_tensor *g /* (*, out) */,
+                                 em_tensor **grad_in)
 {
     const char *fn = "em_backward";
     const em_tensor *x2 = node->saved[0], *w = node->saved[1];
@@ -283,8 +292,9 @@ static em_status linear_backward(em_node *node, const em_tensor *g, em_tensor **
 }
 
 /* Under autocast (dt its low dtype): each of x, w, b is in dt, or an f32 the op casts itself. */
-static bool autocast_operands(const char *fn, const em_tensor *x, const em_tensor *w,
-                              const em_tensor *b, em_dtype dt)
+static bool autocast_operands(const char *fn, const em_tensor *x /* (*, in) */,
+                              const em_tensor *w /* (out, in) */,
+                              const em_tensor *b /* (out) or NULL */, em_dtype dt)
 {
     const em_tensor *t[3] = {x, w, b};
     bool ok = true;
@@ -300,8 +310,8 @@ static bool autocast_operands(const char *fn, const em_tensor *x, const em_tenso
 }
 
 /* The product in dtype dt; under autocast x, w and b may be f32 leaves, cast here. */
-static em_tensor *linear(const em_tensor *x, const em_tensor *w, const em_tensor *b, em_dtype dt,
-                         bool autocast)
+static em_tensor *linear(const em_tensor *x /* (*, in) */, const em_tensor *w /* (out, in) */,
+                         const em_tensor *b /* (out) or NULL */, em_dtype dt, bool autocast)
 {
     const char *fn = "em_linear";
     if (autocast ? !autocast_operands(fn, x, w, b, dt)
@@ -330,7 +340,7 @@ static em_tensor *linear(const em_tensor *x, const em_tensor *w, const em_tensor
         return em_scope_return(NULL);
     em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)w, (em_tensor *)b};
     em_node *node;
-    if (!em_record(y, "linear", linear_backward, in, 3, &node))
+    if (!em_record(y, "linear", linear_backward, in, 3, NULL, 0, &node))
         return em_scope_return(NULL);
     if (node) {
         node->saved[0] = em_retain(x2);
@@ -339,7 +349,8 @@ static em_tensor *linear(const em_tensor *x, const em_tensor *w, const em_tensor
     return em_scope_return(y);
 }
 
-em_tensor *em_linear(const em_tensor *x, const em_tensor *w, const em_tensor *b)
+em_tensor *em_linear(const em_tensor *x /* (*, in) */, const em_tensor *w /* (out, in) */,
+                     const em_tensor *b /* (out) or NULL */)
 {
     if (!x || !w)
         return NULL;

@@ -2,49 +2,46 @@
  * backward rule; average pooling optionally divides by in-bounds elements only. */
 #include "autograd/autograd_internal.h"
 
-/* ints: kernel[2], stride[2], pad[2], count_include_pad */
-static em_pool2d_shape pool_shape(const em_tensor *x, const int64_t *p)
+/* The node's parameters are the options with the stride's default filled in (pool_args). */
+static em_pool2d_shape pool_shape(const em_tensor *x /* (N, C, H, W) */, const em_pool2d_opts *p)
 {
     em_pool2d_shape s = {
         .n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
-        .kernel = {p[0], p[1]}, .stride = {p[2], p[3]}, .pad = {p[4], p[5]},
-        .count_include_pad = p[6] != 0,
+        .kernel = {p->kernel[0], p->kernel[1]}, .stride = {p->stride[0], p->stride[1]},
+        .pad = {p->padding[0], p->padding[1]}, .count_include_pad = !p->exclude_pad,
     };
     s.h_out = (s.h + 2 * s.pad[0] - s.kernel[0]) / s.stride[0] + 1;
     s.w_out = (s.w + 2 * s.pad[1] - s.kernel[1]) / s.stride[1] + 1;
     return s;
 }
 
-/* Check the arguments and fill the parameters p[7]; false with an error naming fn. */
-static bool pool_args(const char *fn, const em_tensor *x, em_pool2d_opts o, int64_t *p)
+/* Check the arguments and fill in the stride's default; false with an error naming fn. */
+static bool pool_args(const char *fn, const em_tensor *x /* (N, C, H, W) */, em_pool2d_opts *p)
 {
-    p[0] = o.kernel[0];
-    p[1] = o.kernel[1];
-    p[2] = o.stride[0] ? o.stride[0] : o.kernel[0];
-    p[3] = o.stride[1] ? o.stride[1] : o.kernel[1];
-    p[4] = o.padding[0];
-    p[5] = o.padding[1];
-    p[6] = !o.exclude_pad;
-    bool ok = x->ndim == 4 && p[0] > 0 && p[1] > 0 && p[2] > 0 && p[3] > 0 && p[4] >= 0 &&
-              p[5] >= 0 && 2 * p[4] <= p[0] && 2 * p[5] <= p[1];
-    ok = ok && x->shape[2] + 2 * p[4] >= p[0] && x->shape[3] + 2 * p[5] >= p[1];
+    for (int i = 0; i < 2; i++)
+        p->stride[i] = p->stride[i] ? p->stride[i] : p->kernel[i];
+    const int64_t *k = p->kernel, *st = p->stride, *pad = p->padding;
+    bool ok = x->ndim == 4 && k[0] > 0 && k[1] > 0 && st[0] > 0 && st[1] > 0 && pad[0] >= 0 &&
+              pad[1] >= 0 && 2 * pad[0] <= k[0] && 2 * pad[1] <= k[1];
+    ok = ok && x->shape[2] + 2 * pad[0] >= k[0] && x->shape[3] + 2 * pad[1] >= k[1];
     if (!ok) {
         char b[128];
         em_set_error(EM_ERR_ARG, "%s: kernel %lldx%lld stride %lldx%lld padding %lldx%lld does not "
-                     "fit x %s", fn, (long long)p[0], (long long)p[1], (long long)p[2],
-                     (long long)p[3], (long long)p[4], (long long)p[5],
+                     "fit x %s", fn, (long long)k[0], (long long)k[1], (long long)st[0],
+                     (long long)st[1], (long long)pad[0], (long long)pad[1],
                      em_shape_str(x, b, sizeof b));
         return false;
     }
     return true;
 }
 
-/* saved: argmax (max pooling only) */
-static em_status pool_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+/* saved: argmax, i64 (N, C, H_out, W_out) (max pooling only) */
+static em_status pool_backward(em_node *node, const em_tensor *g /* (N, C, H_out, W_out) */,
+                               em_tensor **grad_in)
 {
     const char *fn = node->op;
     const em_tensor *x = node->inputs[0];
-    em_pool2d_shape s = pool_shape(x, node->ints);
+    em_pool2d_shape s = pool_shape(x, node->params);
     const em_backend *be = em_tensor_backend(x, fn);
     const void *entry = !be ? NULL : node->saved[0] ? (const void *)be->max_pool2d_grad
                                                     : (const void *)be->avg_pool2d_grad;
@@ -64,13 +61,12 @@ static em_status pool_backward(em_node *node, const em_tensor *g, em_tensor **gr
     return EM_OK;
 }
 
-static em_tensor *pool(const char *fn, const char *op, bool max, const em_tensor *x,
-                       em_pool2d_opts o)
+static em_tensor *pool(const char *fn, const char *op, bool max,
+                       const em_tensor *x /* (N, C, H, W) */, em_pool2d_opts o)
 {
-    int64_t p[7];
-    if (!x || !pool_args(fn, x, o, p))
+    if (!x || !pool_args(fn, x, &o))
         return NULL;
-    em_pool2d_shape s = pool_shape(x, p);
+    em_pool2d_shape s = pool_shape(x, &o);
     const em_backend *be = em_tensor_backend(x, fn);
     if (!be || !em_kernel_present(max ? (const void *)be->max_pool2d : (const void *)be->avg_pool2d,
                                   fn, x))
@@ -88,22 +84,19 @@ static em_tensor *pool(const char *fn, const char *op, bool max, const em_tensor
         return em_scope_return(NULL);
     em_tensor *in = (em_tensor *)x;
     em_node *node;
-    if (!em_record(y, op, pool_backward, &in, 1, &node))
+    if (!em_record(y, op, pool_backward, &in, 1, &o, sizeof o, &node))
         return em_scope_return(NULL);
-    if (node) {
-        for (int i = 0; i < 7; i++)
-            node->ints[i] = p[i];
+    if (node)
         node->saved[0] = em_retain(arg);
-    }
     return em_scope_return(y);
 }
 
-em_tensor *em_max_pool2d(const em_tensor *x, em_pool2d_opts o)
+em_tensor *em_max_pool2d(const em_tensor *x /* (N, C, H, W) */, em_pool2d_opts o)
 {
     return pool("em_max_pool2d", "max_pool2d", true, x, o);
 }
 
-em_tensor *em_avg_pool2d(const em_tensor *x, em_pool2d_opts o)
+em_tensor *em_avg_pool2d(const em_tensor *x /* (N, C, H, W) */, em_pool2d_opts o)
 {
     return pool("em_avg_pool2d", "avg_pool2d", false, x, o);
 }

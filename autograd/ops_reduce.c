@@ -3,7 +3,8 @@
 #include "autograd/autograd_internal.h"
 
 /* The dims as a bit mask (bit d = dim d); n 0 means every dim. */
-static bool dims_mask(const char *fn, const em_tensor *t, const int *dims, int n, unsigned *mask)
+static bool dims_mask(const char *fn, const em_tensor *t /* (*) */, const int *dims, int n,
+                      unsigned *mask)
 {
     *mask = n == 0 ? (1u << t->ndim) - 1 : 0;
     for (int i = 0; i < n; i++) {
@@ -29,7 +30,7 @@ static em_shape keep_shape(const em_shape *s, unsigned mask)
 }
 
 /* The keepdim result yk without its reduced dims (it is contiguous). */
-static em_tensor *drop_dims(const em_tensor *yk, unsigned mask)
+static em_tensor *drop_dims(const em_tensor *yk /* (*), 1 on the dims in mask */, unsigned mask)
 {
     em_shape s = {.ndim = 0};
     for (int d = 0; d < yk->ndim; d++)
@@ -40,12 +41,20 @@ static em_tensor *drop_dims(const em_tensor *yk, unsigned mask)
     return em_tensor_alias(yk, s.ndim, s.d, strides, yk->offset);
 }
 
-/* ints: mask, correction, op; saved: x, a detached alias of the keepdim output */
-static em_status reduce_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+typedef struct {
+    em_reduce_op op;
+    unsigned mask;  /* the reduced dims: bit d = dim d */
+    int correction; /* var only */
+} reduce_params;
+
+/* saved: x, a detached alias of the keepdim output */
+static em_status reduce_backward(em_node *node, const em_tensor *g /* y's shape */,
+                                 em_tensor **grad_in)
 {
+    const reduce_params *p = node->params;
     const em_tensor *x = node->inputs[0];
-    unsigned mask = (unsigned)node->ints[0];
-    em_reduce_op op = (em_reduce_op)node->ints[2];
+    unsigned mask = p->mask;
+    em_reduce_op op = p->op;
     em_shape sx = em_shape_of(x), sk = keep_shape(&sx, mask);
     int64_t count = 1;
     for (int d = 0; d < sx.ndim; d++)
@@ -65,7 +74,7 @@ static em_status reduce_backward(em_node *node, const em_tensor *g, em_tensor **
         break;
     case EM_REDUCE_VAR: { /* 2 (x - mean) / (N - correction) */
         em_tensor *mean = em_raw_reduce(node->op, EM_REDUCE_MEAN, 0, x, mask);
-        double scale = 2.0 / (double)(count - node->ints[1]);
+        double scale = 2.0 / (double)(count - p->correction);
         gx = em_mul(em_mul_scalar(em_sub(x, mean), scale), gk);
         break;
     }
@@ -79,8 +88,9 @@ static em_status reduce_backward(em_node *node, const em_tensor *g, em_tensor **
     return gx ? EM_OK : em_error_status();
 }
 
-static em_tensor *reduce(const char *fn, const char *op_name, em_reduce_op op, const em_tensor *t,
-                         const int *dims, int n_dims, bool keepdim, int correction)
+static em_tensor *reduce(const char *fn, const char *op_name, em_reduce_op op,
+                         const em_tensor *t /* (*) */, const int *dims, int n_dims, bool keepdim,
+                         int correction)
 {
     unsigned mask;
     if (!t || !dims_mask(fn, t, dims, n_dims, &mask))
@@ -97,13 +107,11 @@ static em_tensor *reduce(const char *fn, const char *op_name, em_reduce_op op, c
     em_tensor *in = (em_tensor *)t;
     em_tensor *yk = em_raw_reduce(fn, op, correction, t, mask);
     em_tensor *y = yk && !keepdim ? drop_dims(yk, mask) : yk;
+    reduce_params params = {.op = op, .mask = mask, .correction = correction};
     em_node *node;
-    if (!y || !em_record(y, op_name, reduce_backward, &in, 1, &node))
+    if (!y || !em_record(y, op_name, reduce_backward, &in, 1, &params, sizeof params, &node))
         return em_scope_return(NULL);
     if (node) {
-        node->ints[0] = mask;
-        node->ints[1] = correction;
-        node->ints[2] = op;
         if (op == EM_REDUCE_MAX || op == EM_REDUCE_MIN) {
             node->saved[1] = em_retain(em_alias_of(yk));
             if (!node->saved[1])
@@ -112,6 +120,8 @@ static em_tensor *reduce(const char *fn, const char *op_name, em_reduce_op op, c
     }
     return em_scope_return(y);
 }
+
+/* ---- t (*) -> y without the reduced dims, or with them as 1 when keepdim ---- */
 
 em_tensor *em_sum(const em_tensor *t, const int *dims, int n_dims, bool keepdim)
 {
@@ -148,7 +158,7 @@ em_tensor *em_mean_all(const em_tensor *t)
     return reduce("em_mean_all", "mean", EM_REDUCE_MEAN, t, NULL, 0, false, 0);
 }
 
-static em_tensor *arg_reduce(const char *fn, em_reduce_op op, const em_tensor *t, int dim,
+static em_tensor *arg_reduce(const char *fn, em_reduce_op op, const em_tensor *t /* (*) */, int dim,
                              bool keepdim)
 {
     if (!t)

@@ -3,7 +3,7 @@
 #include "autograd/autograd_internal.h"
 
 /* An alias of t with dim d moved last (back = false) or the last dim moved to d (back = true). */
-static em_tensor *move_dim(const em_tensor *t, int d, bool back)
+static em_tensor *move_dim(const em_tensor *t /* (*) */, int d, bool back)
 {
     int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
     int n = t->ndim;
@@ -16,7 +16,7 @@ static em_tensor *move_dim(const em_tensor *t, int d, bool back)
 }
 
 /* t in the row layout the kernels want: dim d last, contiguous. */
-static const em_tensor *rows_layout(const em_tensor *t, int d)
+static const em_tensor *rows_layout(const em_tensor *t /* (*) */, int d)
 {
     const em_tensor *m = d == t->ndim - 1 || t->ndim == 0 ? t : move_dim(t, d, false);
     if (!m)
@@ -24,11 +24,18 @@ static const em_tensor *rows_layout(const em_tensor *t, int d)
     return em_is_contiguous(m) ? m : em_tensor_contiguous_raw(m);
 }
 
-/* ints[0] = dim, ints[1] = log; saved: y in the row layout */
-static em_status softmax_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+typedef struct {
+    int dim;  /* the softmax dim, normalised */
+    bool log; /* log_softmax */
+} softmax_params;
+
+/* saved: y in the row layout */
+static em_status softmax_backward(em_node *node, const em_tensor *g /* x's shape */,
+                                  em_tensor **grad_in)
 {
+    const softmax_params *p = node->params;
     const em_tensor *y = node->saved[0];
-    int d = (int)node->ints[0];
+    int d = p->dim;
     const em_backend *be = em_tensor_backend(y, node->op);
     if (!be || !em_kernel_present((const void *)be->softmax_grad, node->op, y))
         return em_error_status();
@@ -37,7 +44,7 @@ static em_status softmax_backward(em_node *node, const em_tensor *g, em_tensor *
     if (!gc || !gx)
         return em_error_status();
     int64_t cols = y->ndim ? y->shape[y->ndim - 1] : 1, rows = cols ? em_numel(y) / cols : 0;
-    int rc = be->softmax_grad(y->dtype, node->ints[1] != 0, rows, cols, em_data_ptr(gc),
+    int rc = be->softmax_grad(y->dtype, p->log, rows, cols, em_data_ptr(gc),
                               em_data_ptr(y), em_data_ptr(gx));
     if (em_kernel_status(rc, node->op, y) != EM_OK)
         return em_error_status();
@@ -45,7 +52,8 @@ static em_status softmax_backward(em_node *node, const em_tensor *g, em_tensor *
     return grad_in[0] ? EM_OK : em_error_status();
 }
 
-static em_tensor *softmax(const char *fn, const char *op, bool log, const em_tensor *t, int dim)
+static em_tensor *softmax(const char *fn, const char *op, bool log, const em_tensor *t /* (*) */,
+                          int dim)
 {
     if (!t)
         return NULL;
@@ -88,12 +96,11 @@ static em_tensor *softmax(const char *fn, const char *op, bool log, const em_ten
             return em_scope_return(NULL);
     }
     em_tensor *in = (em_tensor *)t;
+    softmax_params params = {.dim = d, .log = log};
     em_node *node;
-    if (!em_record(y, op, softmax_backward, &in, 1, &node))
+    if (!em_record(y, op, softmax_backward, &in, 1, &params, sizeof params, &node))
         return em_scope_return(NULL);
     if (node) {
-        node->ints[0] = d;
-        node->ints[1] = log;
         node->saved[0] = em_retain(last ? em_alias_of(yr) : yr);
         if (!node->saved[0])
             return em_scope_return(NULL);
@@ -101,12 +108,12 @@ static em_tensor *softmax(const char *fn, const char *op, bool log, const em_ten
     return em_scope_return(y);
 }
 
-em_tensor *em_softmax(const em_tensor *t, int dim)
+em_tensor *em_softmax(const em_tensor *t /* (*) */, int dim)
 {
     return softmax("em_softmax", "softmax", false, t, dim);
 }
 
-em_tensor *em_log_softmax(const em_tensor *t, int dim)
+em_tensor *em_log_softmax(const em_tensor *t /* (*) */, int dim)
 {
     return softmax("em_log_softmax", "log_softmax", true, t, dim);
 }

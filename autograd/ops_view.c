@@ -4,21 +4,23 @@
 
 #include "autograd/autograd_internal.h"
 
-/* An alias of t with the given geometry, recorded as op with rule bw when grad is needed. */
-static em_tensor *view_of(const char *op, em_backward_fn bw, const em_tensor *t, int ndim,
+/* An alias of t with the given geometry, recorded as op with rule bw and the op's parameter
+ * struct (params_size bytes; NULL and 0 for none) when grad is needed. */
+static em_tensor *view_of(const char *op, em_backward_fn bw, const em_tensor *t /* (*) */, int ndim,
                           const int64_t *shape, const int64_t *strides, int64_t offset,
-                          em_node **node)
+                          const void *params, size_t params_size)
 {
     em_tensor *in = (em_tensor *)t;
     em_tensor *y = em_tensor_alias(t, ndim, shape, strides, offset);
-    if (!y || !em_record(y, op, bw, &in, 1, node))
+    if (!y || !em_record(y, op, bw, &in, 1, params, params_size, NULL))
         return NULL;
     return y;
 }
 
 /* ---- reshape / view / flatten / squeeze / unsqueeze: grad reshaped back ---- */
 
-static em_status reshape_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+static em_status reshape_backward(em_node *node, const em_tensor *g /* y's shape */,
+                                  em_tensor **grad_in)
 {
     grad_in[0] = em_reshape(g, em_shape_of(node->inputs[0]));
     return grad_in[0] ? EM_OK : em_error_status();
@@ -47,7 +49,7 @@ static bool infer_shape(em_shape *s, int64_t numel)
 }
 
 /* Strides that let shape s view t's elements in row-major order without a copy. */
-static bool view_strides(const em_tensor *t, const em_shape *s, int64_t *out)
+static bool view_strides(const em_tensor *t /* (*) */, const em_shape *s, int64_t *out)
 {
     if (t->ndim == 0 || em_numel(t) == 0) {
         em_contiguous_strides(s, out);
@@ -75,7 +77,8 @@ static bool view_strides(const em_tensor *t, const em_shape *s, int64_t *out)
     return view_d == -1;
 }
 
-static em_tensor *reshape_impl(const char *fn, const em_tensor *t, em_shape shape, bool copy_ok)
+static em_tensor *reshape_impl(const char *fn, const em_tensor *t /* (*) */, em_shape shape,
+                               bool copy_ok)
 {
     if (!t)
         return NULL;
@@ -90,7 +93,7 @@ static em_tensor *reshape_impl(const char *fn, const em_tensor *t, em_shape shap
     if (view_strides(t, &s, strides)) {
         em_scope_begin();
         return em_scope_return(view_of("reshape", reshape_backward, t, s.ndim, s.d, strides,
-                                       t->offset, NULL));
+                                       t->offset, NULL, 0));
     }
     if (!copy_ok) {
         char bt[128], bs[128];
@@ -102,17 +105,17 @@ static em_tensor *reshape_impl(const char *fn, const em_tensor *t, em_shape shap
     return em_scope_return(reshape_impl(fn, em_contiguous(t), s, false));
 }
 
-em_tensor *em_reshape(const em_tensor *t, em_shape shape)
+em_tensor *em_reshape(const em_tensor *t /* (*) */, em_shape shape)
 {
     return reshape_impl("em_reshape", t, shape, true);
 }
 
-em_tensor *em_view(const em_tensor *t, em_shape shape)
+em_tensor *em_view(const em_tensor *t /* (*) */, em_shape shape)
 {
     return reshape_impl("em_view", t, shape, false);
 }
 
-em_tensor *em_flatten(const em_tensor *t, int start_dim, int end_dim)
+em_tensor *em_flatten(const em_tensor *t /* (*) */, int start_dim, int end_dim)
 {
     if (!t)
         return NULL;
@@ -135,7 +138,7 @@ em_tensor *em_flatten(const em_tensor *t, int start_dim, int end_dim)
     return reshape_impl("em_flatten", t, s, true);
 }
 
-em_tensor *em_squeeze(const em_tensor *t, int dim)
+em_tensor *em_squeeze(const em_tensor *t /* (*) */, int dim)
 {
     if (!t)
         return NULL;
@@ -153,7 +156,7 @@ em_tensor *em_squeeze(const em_tensor *t, int dim)
     return reshape_impl("em_squeeze", t, s, false);
 }
 
-em_tensor *em_unsqueeze(const em_tensor *t, int dim)
+em_tensor *em_unsqueeze(const em_tensor *t /* (*) */, int dim)
 {
     if (!t)
         return NULL;
@@ -172,23 +175,30 @@ em_tensor *em_unsqueeze(const em_tensor *t, int dim)
 
 /* ---- permute / transpose: grad permuted back ---- */
 
-static em_tensor *permute_impl(const char *fn, const em_tensor *t, const int *dims);
+static em_tensor *permute_impl(const char *fn, const em_tensor *t /* (*) */, const int *dims);
 
-static em_status permute_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+typedef struct {
+    int dims[EM_MAX_DIMS]; /* y's dim i is the input's dim dims[i], normalised */
+} permute_params;
+
+static em_status permute_backward(em_node *node, const em_tensor *g /* y's shape */,
+                                  em_tensor **grad_in)
 {
+    const permute_params *p = node->params;
     int inv[EM_MAX_DIMS];
     for (int i = 0; i < g->ndim; i++)
-        inv[node->ints[i]] = i;
+        inv[p->dims[i]] = i;
     grad_in[0] = permute_impl("em_permute", g, inv);
     return grad_in[0] ? EM_OK : em_error_status();
 }
 
-static em_tensor *permute_impl(const char *fn, const em_tensor *t, const int *dims)
+static em_tensor *permute_impl(const char *fn, const em_tensor *t /* (*) */, const int *dims)
 {
     if (!t)
         return NULL;
     bool seen[EM_MAX_DIMS] = {false};
     int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
+    permute_params params = {{0}};
     for (int i = 0; i < t->ndim; i++) {
         int d = em_norm_dim(dims[i], t->ndim);
         if (d < 0 || seen[d]) {
@@ -198,25 +208,21 @@ static em_tensor *permute_impl(const char *fn, const em_tensor *t, const int *di
             return NULL;
         }
         seen[d] = true;
+        params.dims[i] = d;
         shape[i] = t->shape[d];
         strides[i] = t->strides[d];
     }
     em_scope_begin();
-    em_node *node;
-    em_tensor *y = view_of("permute", permute_backward, t, t->ndim, shape, strides, t->offset,
-                           &node);
-    if (node)
-        for (int i = 0; i < t->ndim; i++)
-            node->ints[i] = em_norm_dim(dims[i], t->ndim);
-    return em_scope_return(y);
+    return em_scope_return(view_of("permute", permute_backward, t, t->ndim, shape, strides,
+                                   t->offset, &params, sizeof params));
 }
 
-em_tensor *em_permute(const em_tensor *t, const int *dims)
+em_tensor *em_permute(const em_tensor *t /* (*) */, const int *dims)
 {
     return permute_impl("em_permute", t, dims);
 }
 
-em_tensor *em_transpose(const em_tensor *t, int dim0, int dim1)
+em_tensor *em_transpose(const em_tensor *t /* (*) */, int dim0, int dim1)
 {
     if (!t)
         return NULL;
@@ -236,24 +242,31 @@ em_tensor *em_transpose(const em_tensor *t, int dim0, int dim1)
 
 /* ---- narrow / slice / select: grad scattered into zeros ---- */
 
-/* ints: dim, start, step, 1 when the dim was dropped (select) */
-static em_status slice_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+typedef struct {
+    int dim;
+    int64_t start, step; /* along dim */
+    bool drop;           /* the dim was dropped (select) */
+} slice_params;
+
+static em_status slice_backward(em_node *node, const em_tensor *g /* y's shape */,
+                                em_tensor **grad_in)
 {
+    const slice_params *p = node->params;
     const em_tensor *x = node->inputs[0];
-    int dim = (int)node->ints[0];
+    int dim = p->dim;
     em_shape s = em_shape_of(x);
     em_tensor *gx = em_raw_full("em_backward", &s, g->dtype, g->device, 0.0);
     if (!gx)
         return em_error_status();
     int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
     em_contiguous_strides(&s, strides);
-    int64_t offset = gx->offset + node->ints[1] * strides[dim];
+    int64_t offset = gx->offset + p->start * strides[dim];
     int nd = 0;
     for (int d = 0; d < s.ndim; d++) {
-        if (d == dim && node->ints[3])
+        if (d == dim && p->drop)
             continue;
         shape[nd] = d == dim ? g->shape[d] : s.d[d];
-        strides[nd] = d == dim ? strides[d] * node->ints[2] : strides[d];
+        strides[nd] = d == dim ? strides[d] * p->step : strides[d];
         nd++;
     }
     em_tensor *win = em_tensor_alias(gx, nd, shape, strides, offset);
@@ -263,7 +276,7 @@ static em_status slice_backward(em_node *node, const em_tensor *g, em_tensor **g
     return EM_OK;
 }
 
-static em_tensor *slice_impl(const em_tensor *t, int dim, int64_t start, int64_t len,
+static em_tensor *slice_impl(const em_tensor *t /* (*) */, int dim, int64_t start, int64_t len,
                              int64_t step, bool drop)
 {
     int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
@@ -275,20 +288,14 @@ static em_tensor *slice_impl(const em_tensor *t, int dim, int64_t start, int64_t
         strides[nd] = d == dim ? t->strides[d] * step : t->strides[d];
         nd++;
     }
+    slice_params params = {.dim = dim, .start = start, .step = step, .drop = drop};
     em_scope_begin();
-    em_node *node;
-    em_tensor *y = view_of(drop ? "select" : "slice", slice_backward, t, nd, shape, strides,
-                           t->offset + start * t->strides[dim], &node);
-    if (node) {
-        node->ints[0] = dim;
-        node->ints[1] = start;
-        node->ints[2] = step;
-        node->ints[3] = drop;
-    }
-    return em_scope_return(y);
+    return em_scope_return(view_of(drop ? "select" : "slice", slice_backward, t, nd, shape,
+                                   strides, t->offset + start * t->strides[dim], &params,
+                                   sizeof params));
 }
 
-em_tensor *em_narrow(const em_tensor *t, int dim, int64_t start, int64_t length)
+em_tensor *em_narrow(const em_tensor *t /* (*) */, int dim, int64_t start, int64_t length)
 {
     if (!t)
         return NULL;
@@ -302,7 +309,8 @@ em_tensor *em_narrow(const em_tensor *t, int dim, int64_t start, int64_t length)
     return slice_impl(t, d, start, length, 1, false);
 }
 
-em_tensor *em_slice(const em_tensor *t, int dim, int64_t start, int64_t end, int64_t step)
+em_tensor *em_slice(const em_tensor *t /* (*) */, int dim, int64_t start, int64_t end,
+                    int64_t step)
 {
     if (!t)
         return NULL;
@@ -321,7 +329,7 @@ em_tensor *em_slice(const em_tensor *t, int dim, int64_t start, int64_t end, int
     return slice_impl(t, d, start, (end - start + step - 1) / step, step, false);
 }
 
-em_tensor *em_select(const em_tensor *t, int dim, int64_t index)
+em_tensor *em_select(const em_tensor *t /* (*) */, int dim, int64_t index)
 {
     if (!t)
         return NULL;
@@ -338,14 +346,15 @@ em_tensor *em_select(const em_tensor *t, int dim, int64_t index)
 
 /* ---- expand: grad summed over the expanded dims ---- */
 
-static em_status expand_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+static em_status expand_backward(em_node *node, const em_tensor *g /* y's shape */,
+                                 em_tensor **grad_in)
 {
     em_shape s = em_shape_of(node->inputs[0]);
     grad_in[0] = em_grad_sum_to(g, &s);
     return grad_in[0] ? EM_OK : em_error_status();
 }
 
-em_tensor *em_expand(const em_tensor *t, em_shape shape)
+em_tensor *em_expand(const em_tensor *t /* (*) */, em_shape shape)
 {
     if (!t)
         return NULL;
@@ -379,19 +388,21 @@ em_tensor *em_expand(const em_tensor *t, em_shape shape)
     }
     em_scope_begin();
     return em_scope_return(view_of("expand", expand_backward, t, shape.ndim, sh, st, t->offset,
-                                   NULL));
+                                   NULL, 0));
 }
 
 /* ---- contiguous / clone: the gradient passes through ---- */
 
-static em_status identity_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+static em_status identity_backward(em_node *node, const em_tensor *g /* x's shape */,
+                                   em_tensor **grad_in)
 {
     (void)node;
     grad_in[0] = em_alias_of(g);
     return grad_in[0] ? EM_OK : em_error_status();
 }
 
-static em_tensor *copy_impl(const char *fn, const char *op, const em_tensor *t, bool always)
+static em_tensor *copy_impl(const char *fn, const char *op, const em_tensor *t /* (*) */,
+                            bool always)
 {
     if (!t)
         return NULL;
@@ -404,17 +415,17 @@ static em_tensor *copy_impl(const char *fn, const char *op, const em_tensor *t, 
         if (y && em_raw_copy_into(fn, y, t) != EM_OK)
             y = NULL;
     }
-    if (y && !em_record(y, op, identity_backward, &in, 1, NULL))
+    if (y && !em_record(y, op, identity_backward, &in, 1, NULL, 0, NULL))
         y = NULL;
     return em_scope_return(y);
 }
 
-em_tensor *em_contiguous(const em_tensor *t)
+em_tensor *em_contiguous(const em_tensor *t /* (*) */)
 {
     return copy_impl("em_contiguous", "contiguous", t, false);
 }
 
-em_tensor *em_clone(const em_tensor *t)
+em_tensor *em_clone(const em_tensor *t /* (*) */)
 {
     return copy_impl("em_clone", "clone", t, true);
 }
