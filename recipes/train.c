@@ -35,8 +35,8 @@ em_optim *em_recipe_optimizer(const char *name, em_module *model, double lr, dou
         return em_adamw(model, (em_adam_opts){.lr = lr});
     if (!strcmp(name, "rmsprop"))
         return em_rmsprop(model, (em_rmsprop_opts){.lr = lr});
-    em_set_error(EM_ERR_ARG, "ember train: unknown optimizer '%s' (sgd, adam, adamw, rmsprop)",
-                 name);
+    em_set_error(EM_ERR_ARG, "em_recipe_optimizer: unknown optimizer '%s' (sgd, adam, adamw, "
+                 "rmsprop)", name);
     return NULL;
 }
 
@@ -132,8 +132,8 @@ static em_status make_schedule(const char *name, run *r, int64_t total_steps)
     if (!strcmp(name, "constant"))
         return EM_OK;
     if (strcmp(name, "cosine"))
-        return em_set_error(EM_ERR_ARG, "ember train: unknown schedule '%s' (cosine, constant)",
-                            name);
+        return em_set_error(EM_ERR_ARG, "em_recipe_train: unknown schedule '%s' (cosine, "
+                            "constant)", name);
     r->sched = em_cosine_annealing_lr(r->optim, total_steps > 0 ? total_steps : 1, 0.0);
     return r->sched ? EM_OK : em_error_status();
 }

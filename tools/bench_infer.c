@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "recipes/recipes.h"
+#include "tools/args.h"
 #include "tools/tools_internal.h"
 
 
@@ -128,46 +129,33 @@ static void print_row(const char *name, int batch, const em_latency *l, const em
 
 int em_bench_infer(int argc, char **argv)
 {
-    if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: ember bench infer RECIPE --load FILE [--pruned FILE] "
-                        "[--threads N] [--iters N] [--data DIR] [--no-torch]\n");
-        return 2;
-    }
-    const em_recipe *rc = em_recipe_find(argv[1]);
-    const char *load = NULL, *pruned = NULL, *data_dir = NULL;
+    const char *recipe = NULL, *load = NULL, *pruned = NULL, *data_dir = NULL;
     int threads = 2, iters = 1000;
-    bool torch = true;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--no-torch")) {
-            torch = false;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "ember bench infer: option %s needs a value\n", a);
-            return 2;
-        }
-        i++;
-        if (!strcmp(a, "--load"))
-            load = v;
-        else if (!strcmp(a, "--pruned"))
-            pruned = v;
-        else if (!strcmp(a, "--threads"))
-            threads = atoi(v);
-        else if (!strcmp(a, "--iters"))
-            iters = atoi(v);
-        else if (!strcmp(a, "--data"))
-            data_dir = v;
-        else {
-            fprintf(stderr, "ember bench infer: unknown option %s\n", a);
-            return 2;
-        }
-    }
-    if (!rc || !load || threads < 1 || iters < 20) {
-        fprintf(stderr, "ember bench infer: a known recipe, --load FILE, --threads >= 1 and "
-                        "--iters >= 20 are required\n");
+    bool no_torch = false;
+    const em_opt opts[] = {
+        {"load", EM_OPT_STRING, &load, "FILE", "the f32 model file or checkpoint",
+         .required = true},
+        {"pruned", EM_OPT_STRING, &pruned, "FILE",
+         .help = "a pruned model (default: 50% L2 of --load)"},
+        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads (default 2)",
+         .range = EM_RANGE(1, 4096)},
+        {"iters", EM_OPT_INT, &iters, "N", "timed batch-1 calls (default 1000)",
+         .range = EM_RANGE(20, 100000000)},
+        {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"no-torch", EM_OPT_FLAG, &no_torch, NULL, .help = "leave out the PyTorch half"},
+        {0}};
+    const em_cmd_spec spec = {
+        .command = "ember bench infer", .operands = "RECIPE", .n_operands = 1,
+        .operand = &recipe, .about = "Inference latency and throughput at batch 1 and 64 of the "
+                                     "f32, int8 and pruned models, next to PyTorch's.",
+        .more_help = em_list_recipes, .opts = opts};
+    int parsed = em_args_parse(&spec, argc, argv);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    const em_recipe *rc = em_find_recipe(spec.command, recipe);
+    if (!rc)
         return 2;
-    }
+    bool torch = !no_torch;
     omp_set_num_threads(threads);
     em_module *m[3] = {rc->build(), rc->build(), rc->build()};
     em_status st = EM_OK;

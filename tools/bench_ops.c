@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "backend/backend_internal.h"
+#include "tools/args.h"
 #include "tools/tools_internal.h"
 
 #define MAX_REPS 15
@@ -274,8 +275,12 @@ static int bench_elementwise(const em_backend *be, row *rows)
 
 int em_bench_ops(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    const em_cmd_spec spec = {.command = "ember bench ops",
+                              .about = "Matmul, conv2d and elementwise throughput next to "
+                                       "cblas_sgemm and memcpy."};
+    int parsed = em_args_parse(&spec, argc, argv);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
     const em_backend *be = em_backend_get(EM_CPU);
     const int nt = omp_get_max_threads();
     printf("ember bench ops: cpu, %d OpenMP thread%s; OpenBLAS %s\n", nt, nt == 1 ? "" : "s",

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "recipes/recipes.h"
+#include "tools/args.h"
 #include "tools/tools_internal.h"
 
 
@@ -94,21 +95,21 @@ int em_bench_train(int argc, char **argv)
 {
     int threads = 2, steps = 200, rounds = 3;
     const char *data_dir = EM_FASHION_MNIST_DIR;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--threads"))
-            threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--steps"))
-            steps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--rounds"))
-            rounds = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--data"))
-            data_dir = argv[i + 1];
-    }
-    if (threads < 1 || steps < 10 || rounds < 1 || rounds > MAX_ROUNDS) {
-        fprintf(stderr, "ember bench train: needs --threads >= 1, --steps >= 10 and --rounds in "
-                        "1..%d\n", MAX_ROUNDS);
-        return 2;
-    }
+    const em_opt opts[] = {
+        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads (default 2)",
+         .range = EM_RANGE(1, 4096)},
+        {"steps", EM_OPT_INT, &steps, "N", "timed steps per case (default 200)",
+         .range = EM_RANGE(10, 1000000)},
+        {"rounds", EM_OPT_INT, &rounds, "N", "rounds alternating ember and PyTorch (default 3)",
+         .range = EM_RANGE(1, MAX_ROUNDS)},
+        {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {0}};
+    const em_cmd_spec spec = {
+        .command = "ember bench train", .opts = opts,
+        .about = "Training samples/s of the recipes, ember and PyTorch side by side."};
+    int parsed = em_args_parse(&spec, argc, argv);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
     omp_set_num_threads(threads);
     em_batch all;
     if (load_all(data_dir, &all) != EM_OK) {

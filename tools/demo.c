@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "ember.h"
+#include "tools/args.h"
 #include "tools/tools_internal.h"
 
 static void sgd_update(em_tensor *param, double lr)
@@ -17,8 +18,11 @@ static void sgd_update(em_tensor *param, double lr)
 
 int em_cmd_demo(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    const em_cmd_spec spec = {.command = "ember demo",
+                              .about = "Fits a small linear regression with autograd."};
+    int parsed = em_args_parse(&spec, argc, argv);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
     em_manual_seed(0);
     const double true_w[3] = {2.0, -3.0, 0.5};
     em_scope_begin();

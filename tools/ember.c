@@ -1,4 +1,5 @@
 /* The `ember` command line: one entry point that dispatches to a subcommand. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,34 +25,53 @@ static const command commands[] = {
     {"bench", "infer", em_bench_infer, "inference latency of f32, int8, pruned vs PyTorch"},
 };
 
-static void usage(FILE *f)
+static void usage(FILE *f, const char *group)
 {
-    fprintf(f, "usage: ember COMMAND [options]\n\ncommands:\n");
+    fprintf(f, "usage: ember %s [options]\n\ncommands:\n", group ? "bench WHAT" : "COMMAND");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        const command *c = &commands[i];
+        if (group && strcmp(c->name, group))
+            continue;
         char name[64];
-        snprintf(name, sizeof name, "%s%s%s", commands[i].name, commands[i].sub ? " " : "",
-                 commands[i].sub ? commands[i].sub : "");
-        fprintf(f, "  %-14s %s\n", name, commands[i].help);
+        snprintf(name, sizeof name, "%s%s%s", c->name, c->sub ? " " : "", c->sub ? c->sub : "");
+        fprintf(f, "  %-14s %s\n", name, c->help);
     }
+    fprintf(f, "\n'ember COMMAND --help' describes a command's options; 'ember --version' "
+               "prints the version.\n");
+}
+
+static bool is_help(const char *a)
+{
+    return !strcmp(a, "-h") || !strcmp(a, "--help");
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        usage(argc < 2 ? stderr : stdout);
+    if (argc < 2 || is_help(argv[1])) {
+        usage(argc < 2 ? stderr : stdout, NULL);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "--version")) {
+        printf("ember %s\n", EMBER_VERSION);
+        return 0;
+    }
+    bool group = false;
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         const command *c = &commands[i];
         if (strcmp(argv[1], c->name))
             continue;
         if (!c->sub)
             return c->run(argc - 1, argv + 1);
+        group = true;
         if (argc >= 3 && !strcmp(argv[2], c->sub))
             return c->run(argc - 2, argv + 2);
     }
-    fprintf(stderr, "ember: unknown command '%s%s%s'\n\n", argv[1], argc >= 3 ? " " : "",
-            argc >= 3 ? argv[2] : "");
-    usage(stderr);
+    if (group && (argc < 3 || is_help(argv[2]))) {
+        usage(argc < 3 ? stderr : stdout, argv[1]);
+        return argc < 3 ? 2 : 0;
+    }
+    fprintf(stderr, "ember: unknown command '%s%s%s'\n\n", argv[1], group ? " " : "",
+            group ? argv[2] : "");
+    usage(stderr, group ? argv[1] : NULL);
     return 2;
 }

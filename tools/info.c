@@ -4,12 +4,16 @@
 
 #include "backend/backend_internal.h"
 #include "ember.h"
+#include "tools/args.h"
 #include "tools/tools_internal.h"
 
 int em_cmd_info(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    const em_cmd_spec spec = {.command = "ember info",
+                              .about = "Devices, dtypes and threads of this build."};
+    int parsed = em_args_parse(&spec, argc, argv);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
     printf("ember threads: %d (OMP_NUM_THREADS)\n", omp_get_max_threads());
     for (int d = 0; d < EM_NDEVICES; d++) {
         const em_backend *b = em_backend_get((em_device)d);

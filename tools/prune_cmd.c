@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "tools/args.h"
 #include "tools/tools_internal.h"
 
 
@@ -18,70 +19,6 @@ typedef struct {
     bool global, shrink, structured;
     uint64_t seed;
 } prune_opts;
-
-static const char *usage =
-    "usage: ember prune RECIPE --load FILE --method l1|random|ln --amount A [--global]\n"
-    "                          [--dim D] [--n N] [--iterations N --finetune-epochs E] [--lr X]\n"
-    "                          [--shrink] [--seed S] [--threads N] [--data DIR] --save FILE\n"
-    "  l1: L1 unstructured; random: random unstructured, or structured along --dim when given;\n"
-    "  ln: L-n structured along --dim (default 0) with --n (default 2). Structured pruning\n"
-    "  leaves the output layer's rows alone. --amount is the final sparsity after all rounds.\n";
-
-static bool parse(int argc, char **argv, prune_opts *o)
-{
-    bool dim_given = false;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--global") || !strcmp(a, "--shrink")) {
-            *(a[2] == 'g' ? &o->global : &o->shrink) = true;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "ember prune: option %s needs a value\n", a);
-            return false;
-        }
-        i++;
-        if (!strcmp(a, "--load"))
-            o->load = v;
-        else if (!strcmp(a, "--save"))
-            o->save = v;
-        else if (!strcmp(a, "--data"))
-            o->data_dir = v;
-        else if (!strcmp(a, "--method"))
-            o->method = v;
-        else if (!strcmp(a, "--amount"))
-            o->amount = atof(v);
-        else if (!strcmp(a, "--n"))
-            o->n = !strcmp(v, "inf") ? INFINITY : atof(v);
-        else if (!strcmp(a, "--lr"))
-            o->lr = atof(v);
-        else if (!strcmp(a, "--dim"))
-            dim_given = true, o->dim = atoi(v);
-        else if (!strcmp(a, "--iterations"))
-            o->iterations = atoi(v);
-        else if (!strcmp(a, "--finetune-epochs"))
-            o->finetune_epochs = atoi(v);
-        else if (!strcmp(a, "--threads"))
-            o->threads = atoi(v);
-        else if (!strcmp(a, "--seed"))
-            o->seed = strtoull(v, NULL, 10);
-        else {
-            fprintf(stderr, "ember prune: unknown option %s\n", a);
-            return false;
-        }
-    }
-    bool known = o->method && (!strcmp(o->method, "l1") || !strcmp(o->method, "random") ||
-                                !strcmp(o->method, "ln"));
-    o->structured = known && (!strcmp(o->method, "ln") || dim_given);
-    if (!o->load || !o->save || !known || !(o->amount >= 0 && o->amount < 1) ||
-        o->iterations < 1 || o->finetune_epochs < 0 || o->threads < 1 ||
-        (o->global && o->structured)) {
-        fprintf(stderr, "ember prune: needs --load, --save, --method l1|random|ln, --amount in "
-                        "[0, 1), iterations >= 1; --global only with unstructured methods\n");
-        return false;
-    }
-    return true;
-}
 
 /* One round of pruning by `amount` of what remains. */
 static em_status prune_round(em_module *m, const prune_opts *o, double amount, em_generator *g)
@@ -154,14 +91,51 @@ static long long file_bytes(const char *path)
 
 int em_cmd_prune(int argc, char **argv)
 {
-    if (argc < 2 || argv[1][0] == '-') {
-        fputs(usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    const em_recipe *rc = em_recipe_find(argv[1]);
+    const char *recipe = NULL;
     prune_opts o = {.n = 2, .iterations = 1, .threads = 2};
-    if (!rc || !parse(argc, argv, &o)) {
-        fprintf(stderr, "%s", usage);
+    bool dim_given = false;
+    const em_opt opts[] = {
+        {"load", EM_OPT_STRING, &o.load, "FILE", "the model file or checkpoint", .required = true},
+        {"save", EM_OPT_STRING, &o.save, "FILE", "where the pruned model goes", .required = true},
+        {"method", EM_OPT_CHOICE, &o.method, NULL, "how weights are chosen", .required = true,
+         .choices = "l1|random|ln"},
+        {"amount", EM_OPT_REAL, &o.amount, "A", "final sparsity after all rounds",
+         .range = {.min = 0, .max = 1, .open_max = true}, .required = true},
+        {"global", EM_OPT_FLAG, &o.global, NULL,
+         .help = "rank weights across layers (unstructured)"},
+        {"dim", EM_OPT_INT, &o.dim, "D", "prune whole slices along D (structured)",
+         .range = EM_RANGE(-8, 7), .given = &dim_given},
+        {"n", EM_OPT_REAL, &o.n, "N", "the norm of ln (default 2; inf allowed)",
+         .range = {.min = 0, .max = INFINITY, .open_min = true}},
+        {"iterations", EM_OPT_INT, &o.iterations, "N", "rounds of pruning (default 1)",
+         .range = EM_RANGE(1, 1000)},
+        {"finetune-epochs", EM_OPT_INT, &o.finetune_epochs, "E", "epochs of fine-tuning per round",
+         .range = EM_RANGE(0, 1000)},
+        {"lr", EM_OPT_REAL, &o.lr, "X", "fine-tuning learning rate (default: the recipe's / 5)",
+         .range = EM_ABOVE(0)},
+        {"shrink", EM_OPT_FLAG, &o.shrink, NULL, .help = "remove pruned rows and channels"},
+        {"seed", EM_OPT_UINT64, &o.seed, "S", .help = "random seed (default 0)"},
+        {"threads", EM_OPT_INT, &o.threads, "N", "OpenMP threads (default 2)",
+         .range = EM_RANGE(1, 4096)},
+        {"data", EM_OPT_STRING, &o.data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {0}};
+    const em_cmd_spec spec = {
+        .command = "ember prune", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
+        .about = "l1: L1 unstructured; random: random unstructured, or structured along --dim "
+                 "when given;\nln: L-n structured along --dim (default 0) with --n (default 2). "
+                 "Structured pruning\nleaves the output layer's rows alone. --amount is the final "
+                 "sparsity after all rounds.",
+        .more_help = em_list_recipes, .opts = opts};
+    int parsed = em_args_parse(&spec, argc, argv);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    const em_recipe *rc = em_find_recipe(spec.command, recipe);
+    if (!rc)
+        return 2;
+    o.structured = !strcmp(o.method, "ln") || dim_given;
+    if (o.global && o.structured) {
+        fprintf(stderr, "ember prune: --global works only with unstructured pruning (l1, or "
+                        "random without --dim)\n");
         return 2;
     }
     if (o.lr <= 0)

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tools/args.h"
 #include "tools/tools_internal.h"
 
 
@@ -51,45 +52,32 @@ static bool source_pruned(const char *path)
 
 int em_cmd_quantize(int argc, char **argv)
 {
-    const char *usage = "usage: ember quantize RECIPE --load FILE --save FILE [--per-tensor] "
-                        "[--threads N] [--data DIR]\n";
-    if (argc < 2 || argv[1][0] == '-') {
-        fputs(usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    const em_recipe *rc = em_recipe_find(argv[1]);
-    const char *load = NULL, *save = NULL, *data_dir = NULL;
+    const char *recipe = NULL, *load = NULL, *save = NULL, *data_dir = NULL;
     int threads = 2;
-    em_quantize_opts qo = {0};
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--per-tensor")) {
-            qo.granularity = EM_QUANT_PER_TENSOR;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "ember quantize: option %s needs a value\n", a);
-            return 2;
-        }
-        i++;
-        if (!strcmp(a, "--load"))
-            load = v;
-        else if (!strcmp(a, "--save"))
-            save = v;
-        else if (!strcmp(a, "--threads"))
-            threads = atoi(v);
-        else if (!strcmp(a, "--data"))
-            data_dir = v;
-        else {
-            fprintf(stderr, "ember quantize: unknown option %s\n%s", a, usage);
-            return 2;
-        }
-    }
-    if (!rc || !load || !save || threads < 1) {
-        fprintf(stderr, "ember quantize: a known recipe, --load and --save are required\n%s",
-                usage);
+    bool per_tensor = false;
+    const em_opt opts[] = {
+        {"load", EM_OPT_STRING, &load, "FILE", "the f32 model file or checkpoint",
+         .required = true},
+        {"save", EM_OPT_STRING, &save, "FILE", "where the quantized model goes", .required = true},
+        {"per-tensor", EM_OPT_FLAG, &per_tensor, NULL,
+         .help = "one scale per tensor (default: per row)"},
+        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads (default 2)",
+         .range = EM_RANGE(1, 4096)},
+        {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {0}};
+    const em_cmd_spec spec = {
+        .command = "ember quantize", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
+        .about = "Dynamic INT8 quantization of a saved model's Linear layers: accuracy, size and "
+                 "latency\nbefore and after, then a JSON summary line.",
+        .more_help = em_list_recipes, .opts = opts};
+    int parsed = em_args_parse(&spec, argc, argv);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    const em_recipe *rc = em_find_recipe(spec.command, recipe);
+    if (!rc)
         return 2;
-    }
+    em_quantize_opts qo = {.granularity = per_tensor ? EM_QUANT_PER_TENSOR
+                                                     : EM_QUANT_PER_CHANNEL};
     omp_set_num_threads(threads);
     em_module *m = rc->build();
     em_dataset *test = em_fashion_mnist(data_dir, false, rc->flat_input);

@@ -3,6 +3,7 @@
 #define EMBER_TOOLS_INTERNAL_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "recipes/recipes.h"
 
@@ -16,6 +17,10 @@ int em_cmd_prune(int argc, char **argv);    /* tools/prune_cmd.c: prune, fine-tu
 int em_bench_ops(int argc, char **argv);    /* tools/bench_ops.c: kernels vs references */
 int em_bench_train(int argc, char **argv);  /* tools/bench_train.c: training vs PyTorch */
 int em_bench_infer(int argc, char **argv);  /* tools/bench_infer.c: inference latency vs PyTorch */
+
+/* The recipe named `name`, or NULL after printing "COMMAND: unknown recipe" and the list. */
+const em_recipe *em_find_recipe(const char *command, const char *name);
+void em_list_recipes(FILE *f); /* the recipes, for a command's --help */
 
 /* Inference latency of em_forward(model, x) in eval mode without grad: warmup untimed calls,
  * then iters timed ones (tools/bench_infer.c). All zero when a forward fails. */

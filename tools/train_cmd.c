@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "recipes/recipes.h"
+#include "tools/args.h"
 #include "tools/tools_internal.h"
 
 
@@ -60,139 +61,115 @@ static void print_summary(const em_train_opts *o, const em_train_result *r)
     printf("}\n");
 }
 
-static void usage(FILE *f)
+void em_list_recipes(FILE *f)
 {
-    fprintf(f, "usage: ember train RECIPE [--epochs N] [--batch N] [--lr X] [--optim NAME]\n"
-               "                          [--schedule cosine|constant]\n"
-               "                          [--threads N] [--workers N] [--seed N] [--data DIR]\n"
-               "                          [--save FILE] [--resume FILE] [--max-steps N]\n"
-               "                          [--amp f16|bf16] [--grad-accum N] [--clip X] [--guard]\n"
-               "                          [--checkpoint-activations] [--mem-budget BYTES]\n"
-               "                          [--find-batch]\n"
-               "       ember eval RECIPE --load FILE [--data DIR] [--threads N]\n\nrecipes:\n");
+    fprintf(f, "\nrecipes:\n");
     for (int i = 0; em_recipe_at(i); i++)
-        fprintf(f, "  %-5s %s\n", em_recipe_at(i)->name, em_recipe_at(i)->about);
+        fprintf(f, "  %-8s %s\n", em_recipe_at(i)->name, em_recipe_at(i)->about);
 }
 
-/* Parses the options after the recipe name into o (and *threads, *load); false on a bad one. */
-static bool parse_amp(const char *v, em_dtype *amp)
+const em_recipe *em_find_recipe(const char *command, const char *name)
 {
-    if (!strcmp(v, "f16") || !strcmp(v, "bf16") || !strcmp(v, "off")) {
-        *amp = !strcmp(v, "f16") ? EM_F16 : !strcmp(v, "bf16") ? EM_BF16 : EM_F32;
-        return true;
+    const em_recipe *rc = em_recipe_find(name);
+    if (!rc) {
+        fprintf(stderr, "%s: unknown recipe '%s'\n", command, name);
+        em_list_recipes(stderr);
     }
-    fprintf(stderr, "ember: --amp takes f16, bf16 or off, not '%s'\n", v);
-    return false;
-}
-
-/* Parses the options after the recipe name into o (and *threads, *load); false on a bad one. */
-static bool parse(int argc, char **argv, em_train_opts *o, int *threads, const char **load)
-{
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--guard") || !strcmp(a, "--checkpoint-activations")
-            || !strcmp(a, "--find-batch")) {
-            o->tech.guard |= !strcmp(a, "--guard");
-            o->tech.checkpoint_activations |= !strcmp(a, "--checkpoint-activations");
-            o->find_batch |= !strcmp(a, "--find-batch");
-            continue;
-        }
-        const char *v = i + 1 < argc ? argv[++i] : NULL;
-        if (!v) {
-            fprintf(stderr, "ember: option %s needs a value\n", a);
-            return false;
-        }
-        if (!strcmp(a, "--epochs"))
-            o->epochs = atoi(v);
-        else if (!strcmp(a, "--batch"))
-            o->batch = atoll(v);
-        else if (!strcmp(a, "--lr"))
-            o->lr = atof(v);
-        else if (!strcmp(a, "--optim"))
-            o->optim = v;
-        else if (!strcmp(a, "--schedule"))
-            o->schedule = v;
-        else if (!strcmp(a, "--threads"))
-            *threads = atoi(v);
-        else if (!strcmp(a, "--workers"))
-            o->workers = atoi(v);
-        else if (!strcmp(a, "--seed"))
-            o->seed = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--data"))
-            o->data_dir = v;
-        else if (!strcmp(a, "--save"))
-            o->save_path = v;
-        else if (!strcmp(a, "--resume"))
-            o->resume_path = v;
-        else if (!strcmp(a, "--max-steps"))
-            o->max_steps = atoll(v);
-        else if (!strcmp(a, "--load"))
-            *load = v;
-        else if (!strcmp(a, "--amp")) {
-            if (!parse_amp(v, &o->tech.amp))
-                return false;
-        } else if (!strcmp(a, "--grad-accum"))
-            o->tech.grad_accum = atoi(v);
-        else if (!strcmp(a, "--clip"))
-            o->tech.clip = atof(v);
-        else if (!strcmp(a, "--mem-budget"))
-            o->mem_budget = (size_t)strtoull(v, NULL, 10);
-        else {
-            fprintf(stderr, "ember: unknown option %s\n", a);
-            return false;
-        }
-    }
-    if (o->epochs < 0 || o->batch < 0 || o->lr < 0 || *threads < 0 || o->workers < 0
-        || o->tech.grad_accum < 0 || o->tech.clip < 0) {
-        fprintf(stderr, "ember: negative --epochs, --batch, --lr, --threads, --workers, "
-                        "--grad-accum or --clip\n");
-        return false;
-    }
-    return true;
-}
-
-static int run_command(int argc, char **argv, bool train)
-{
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    em_train_opts o = {.recipe = em_recipe_find(argv[1]), .workers = 2};
-    int threads = 0;
-    const char *load = NULL;
-    if (!o.recipe) {
-        fprintf(stderr, "ember: unknown recipe '%s'\n", argv[1]);
-        usage(stderr);
-        return 2;
-    }
-    if (!parse(argc, argv, &o, &threads, &load))
-        return 2;
-    if (!train && !load) {
-        fprintf(stderr, "ember eval: --load FILE is required\n");
-        return 2;
-    }
-    if (threads)
-        omp_set_num_threads(threads);
-    em_train_result r;
-    progress_state p = {.tty = isatty(STDOUT_FILENO)};
-    em_status st = train ? em_recipe_train(&o, show_progress, &p, &r)
-                         : em_recipe_eval(o.recipe, o.data_dir, load, &r);
-    if (st != EM_OK) {
-        fprintf(stderr, "ember %s: %s\n", train ? "train" : "eval", em_error());
-        return 1;
-    }
-    if (!train)
-        r.epochs = 0;
-    print_summary(&o, &r);
-    return 0;
+    return rc;
 }
 
 int em_cmd_train(int argc, char **argv)
 {
-    return run_command(argc, argv, true);
+    em_train_opts o = {.workers = 2};
+    const char *recipe = NULL, *amp = "off";
+    int threads = 0;
+    const em_opt opts[] = {
+        {"epochs", EM_OPT_INT, &o.epochs, "N", "epochs to train (default: the recipe's)",
+         .range = EM_AT_LEAST(1)},
+        {"batch", EM_OPT_INT64, &o.batch, "N", "samples per batch (default: the recipe's)",
+         .range = EM_AT_LEAST(1)},
+        {"lr", EM_OPT_REAL, &o.lr, "X", "learning rate (default: the recipe's)",
+         .range = EM_ABOVE(0)},
+        {"optim", EM_OPT_CHOICE, &o.optim, NULL, "optimizer (default: the recipe's)",
+         .choices = "sgd|adam|adamw|rmsprop"},
+        {"schedule", EM_OPT_CHOICE, &o.schedule, NULL, "learning-rate schedule",
+         .choices = "cosine|constant"},
+        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
+        {"workers", EM_OPT_INT, &o.workers, "N", "data loader threads (default 2)",
+         .range = EM_RANGE(0, 256)},
+        {"seed", EM_OPT_UINT64, &o.seed, "N", .help = "random seed (default 0)"},
+        {"data", EM_OPT_STRING, &o.data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"save", EM_OPT_STRING, &o.save_path, "FILE",
+         .help = "write a training checkpoint every epoch"},
+        {"resume", EM_OPT_STRING, &o.resume_path, "FILE",
+         .help = "continue from a training checkpoint"},
+        {"max-steps", EM_OPT_INT64, &o.max_steps, "N", "stop after N steps",
+         .range = EM_AT_LEAST(1)},
+        {"amp", EM_OPT_CHOICE, &amp, NULL, "mixed precision (f16 adds a grad scaler)",
+         .choices = "f16|bf16|off"},
+        {"grad-accum", EM_OPT_INT, &o.tech.grad_accum, "N", "micro-batches per optimizer step",
+         .range = EM_AT_LEAST(1)},
+        {"clip", EM_OPT_REAL, &o.tech.clip, "X", "clip the total gradient 2-norm to X",
+         .range = EM_ABOVE(0)},
+        {"guard", EM_OPT_FLAG, &o.tech.guard, NULL, .help = "skip non-finite or outlier updates"},
+        {"checkpoint-activations", EM_OPT_FLAG, &o.tech.checkpoint_activations, NULL,
+         .help = "recompute activations in backward"},
+        {"mem-budget", EM_OPT_SIZE, &o.mem_budget, "BYTES", "hold CPU memory to BYTES",
+         .range = EM_AT_LEAST(1)},
+        {"find-batch", EM_OPT_FLAG, &o.find_batch, NULL,
+         .help = "first find the batch with the best samples/s that fits"},
+        {0}};
+    const em_cmd_spec spec = {
+        .command = "ember train", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
+        .about = "Trains a reference recipe on Fashion-MNIST, showing progress, and ends with "
+                 "a one-line\nJSON summary.",
+        .more_help = em_list_recipes, .opts = opts};
+    int parsed = em_args_parse(&spec, argc, argv);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    if (!(o.recipe = em_find_recipe(spec.command, recipe)))
+        return 2;
+    o.tech.amp = !strcmp(amp, "f16") ? EM_F16 : !strcmp(amp, "bf16") ? EM_BF16 : EM_F32;
+    if (threads)
+        omp_set_num_threads(threads);
+    em_train_result r;
+    progress_state p = {.tty = isatty(STDOUT_FILENO)};
+    if (em_recipe_train(&o, show_progress, &p, &r) != EM_OK) {
+        fprintf(stderr, "ember train: %s\n", em_error());
+        return 1;
+    }
+    print_summary(&o, &r);
+    return 0;
 }
 
 int em_cmd_eval(int argc, char **argv)
 {
-    return run_command(argc, argv, false);
+    em_train_opts o = {0};
+    const char *recipe = NULL, *load = NULL;
+    int threads = 0;
+    const em_opt opts[] = {
+        {"load", EM_OPT_STRING, &load, "FILE", "a model file or training checkpoint",
+         .required = true},
+        {"data", EM_OPT_STRING, &o.data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
+        {0}};
+    const em_cmd_spec spec = {
+        .command = "ember eval", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
+        .about = "Test accuracy and loss of a saved model, checkpoint, quantized or pruned model.",
+        .more_help = em_list_recipes, .opts = opts};
+    int parsed = em_args_parse(&spec, argc, argv);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    if (!(o.recipe = em_find_recipe(spec.command, recipe)))
+        return 2;
+    if (threads)
+        omp_set_num_threads(threads);
+    em_train_result r;
+    if (em_recipe_eval(o.recipe, o.data_dir, load, &r) != EM_OK) {
+        fprintf(stderr, "ember eval: %s\n", em_error());
+        return 1;
+    }
+    r.epochs = 0;
+    print_summary(&o, &r);
+    return 0;
 }

@@ -1,0 +1,98 @@
+/* The `ember` command itself: every command and subcommand answers --help, and a bad option
+ * value, an unknown option or a missing operand ends it with status 2 and one clear line before
+ * it loads any data (the data directory given here does not exist). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+typedef struct {
+    int status;
+    char out[8192]; /* stdout and stderr together */
+} outcome;
+
+/* Runs `ember ARGS` (EMBER_BIN, set by the build) through the shell. */
+static outcome run(const char *args)
+{
+    const char *bin = getenv("EMBER_BIN");
+    cr_assert(bin, "EMBER_BIN is not set");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", bin, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    outcome o = {0};
+    size_t n = fread(o.out, 1, sizeof o.out - 1, p);
+    o.out[n] = 0;
+    int st = pclose(p);
+    o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return o;
+}
+
+static void expect(const char *args, int status, const char *text)
+{
+    outcome o = run(args);
+    cr_expect_eq(o.status, status, "ember %s: exit %d, expected %d; output:\n%s", args, o.status,
+                 status, o.out);
+    cr_expect(strstr(o.out, text), "ember %s: '%s' not in:\n%s", args, text, o.out);
+}
+
+Test(cli, every_command_has_help)
+{
+    const char *cmds[] = {"info", "demo", "train", "eval", "compare", "quantize", "prune",
+                          "bench ops", "bench train", "bench infer"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char args[64];
+        snprintf(args, sizeof args, "%s --help", cmds[i]);
+        char usage[64];
+        snprintf(usage, sizeof usage, "usage: ember %s", cmds[i]);
+        expect(args, 0, usage);
+    }
+    expect("--help", 0, "usage: ember COMMAND");
+    expect("bench --help", 0, "bench infer");
+    expect("bench", 2, "usage: ember bench WHAT");
+}
+
+Test(cli, version)
+{
+    expect("--version", 0, "ember 0.");
+    expect("train --version", 0, "ember 0.");
+}
+
+#define NO_DATA "--data /nonexistent/ember-test"
+
+Test(cli, bad_values_exit_2_before_loading_data)
+{
+    expect("train cnn " NO_DATA " --lr abc", 2, "ember train: --lr: 'abc' is not a number\n");
+    expect("train cnn " NO_DATA " --epochs 0", 2, "ember train: --epochs: 0 is out of range");
+    expect("train cnn " NO_DATA " --epochs 1.5", 2, "ember train: --epochs: '1.5' is not an "
+                                                    "integer");
+    expect("train cnn " NO_DATA " --batch 0", 2, "ember train: --batch: 0 is out of range");
+    expect("train cnn " NO_DATA " --grad-accum 0", 2, "--grad-accum: 0 is out of range");
+    expect("train cnn " NO_DATA " --threads abc", 2, "--threads: 'abc' is not an integer");
+    expect("train cnn " NO_DATA " --max-steps -5", 2, "--max-steps: -5 is out of range");
+    expect("train cnn " NO_DATA " --optim bogus", 2,
+           "ember train: --optim: 'bogus' is not one of sgd, adam, adamw, rmsprop\n");
+    expect("train cnn " NO_DATA " --optim=bogus", 2, "'bogus' is not one of");
+    expect("train cnn " NO_DATA " --amp f8", 2, "--amp: 'f8' is not one of f16, bf16, off");
+    expect("train cnn " NO_DATA " --mem-budget -1", 2, "--mem-budget: '-1' is not a "
+                                                       "non-negative integer");
+    expect("train cnn " NO_DATA " --bogus 1", 2, "ember train: unknown option '--bogus'");
+    expect("train nosuch " NO_DATA, 2, "ember train: unknown recipe 'nosuch'");
+    expect("train " NO_DATA, 2, "ember train: missing RECIPE");
+    expect("eval cnn " NO_DATA, 2, "ember eval: --load FILE is required");
+    expect("compare cnn " NO_DATA " --steps 0", 2, "ember compare: --steps: 0 is out of range");
+    expect("quantize cnn --load a --save b --threads 0", 2, "--threads: 0 is out of range");
+    expect("prune cnn --load a --save b --method l1 --amount 1.5", 2,
+           "ember prune: --amount: 1.5 is out of range (must be in [0, 1))");
+    expect("bench infer cnn --load a --iters 5", 2, "--iters: 5 is out of range");
+    expect("bench train --rounds 0", 2, "--rounds: 0 is out of range");
+}
+
+Test(cli, equals_spelling_reaches_the_run)
+{
+    /* well-formed options get as far as loading the (missing) data, and fail there */
+    outcome o = run("train cnn --epochs=1 --lr=0.01 --optim=adam --data=/nonexistent/ember-test");
+    cr_expect_eq(o.status, 1, "%s", o.out);
+    cr_expect(strstr(o.out, "/nonexistent/ember-test"), "%s", o.out);
+}
