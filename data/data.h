@@ -1,5 +1,6 @@
-/* Data: datasets behind one small interface (IDX, CSV, image folders, tensors), per-sample
- * transforms keyed by (seed, epoch, index), and a threaded DataLoader with PyTorch's semantics. */
+/* Data: datasets behind one small interface (IDX, CSV, image folders, tensors, subsets),
+ * per-sample transforms keyed by (seed, epoch, index), samplers, and a threaded DataLoader with
+ * PyTorch's semantics. */
 #ifndef EMBER_DATA_H
 #define EMBER_DATA_H
 
@@ -9,31 +10,46 @@
 #include "tensor/tensor.h"
 
 /* ---- the dataset interface ----
- * A dataset writes sample i into caller-provided rows: x gets numel(x_shape) f32 values, y gets
- * numel(y_shape) values of y_dtype (EM_I64 class indices or EM_F32 targets). get() is called from
- * several loader threads at once and must be safe for that. A custom dataset embeds em_dataset as
- * its first member and points vt at a static table. */
+ * A dataset writes sample i into caller-provided rows: x gets numel(x_shape) values of x_dtype
+ * (EM_F32 features, or integers such as EM_I64 token ids), y gets numel(y_shape) values of
+ * y_dtype (EM_I64 class indices or EM_F32 targets). get() is called from several loader threads
+ * at once and must be safe for that. A custom dataset embeds em_dataset as its first member and
+ * points vt at a static table. */
 typedef struct em_dataset em_dataset;
 
 typedef struct {
     int64_t (*len)(const em_dataset *ds);
-    /* sample i (0 <= i < len) into x and y; on failure set an error naming the file and return
-     * its status */
-    em_status (*get)(const em_dataset *ds, int64_t i, float *x, void *y);
+    /* sample i (0 <= i < len) of the loader's epoch (0 outside a loader; augmentation may vary
+     * with it) into x and y; on failure set an error naming the file and return its status */
+    em_status (*get)(const em_dataset *ds, int64_t i, int64_t epoch, void *x, void *y);
     void (*close)(em_dataset *ds); /* frees ds itself */
 } em_dataset_vtable;
 
 struct em_dataset {
     const em_dataset_vtable *vt;
-    em_shape x_shape;  /* one sample's features: (784), (1, 28, 28), (3, H, W), ... */
+    em_shape x_shape;  /* one sample's features: (784), (1, 28, 28), (3, H, W), (T), ... */
+    em_dtype x_dtype;  /* EM_F32 (0, the default) or an integer dtype (EM_I64 token ids) */
     em_shape y_shape;  /* one sample's target: () for a class index or a scalar target */
     em_dtype y_dtype;  /* EM_I64 (class index) or EM_F32 (regression target) */
     int64_t n_classes; /* 1 + the largest class index; 0 for regression */
 };
 
 int64_t em_dataset_len(const em_dataset *ds);
-em_status em_dataset_get(const em_dataset *ds, int64_t i, float *x, void *y); /* bounds-checked */
+/* sample i as the loader's epoch 0 reads it; bounds-checked */
+em_status em_dataset_get(const em_dataset *ds, int64_t i, void *x, void *y);
 void em_dataset_free(em_dataset *ds); /* NULL is fine */
+
+/* ---- subsets ----
+ * A subset reads its samples from ds (which must outlive it): sample k is ds's sample
+ * indices[k]. The indices are copied and checked against ds's length. */
+em_dataset *em_subset(const em_dataset *ds, const int64_t *indices, int64_t n);
+/* PyTorch's random_split: ds's samples in a random order fixed by seed, cut into n subsets of
+ * lengths[k] samples (the lengths must add up to ds's length); out gets n new subsets. */
+em_status em_random_split(const em_dataset *ds, const int64_t *lengths, int n, uint64_t seed,
+                          em_dataset **out);
+/* Lengths for em_random_split from fractions that add up to 1, as PyTorch computes them:
+ * floor(fraction * total) each, then one more to each subset in turn until they add up. */
+em_status em_split_lengths(int64_t total, const double *fractions, int n, int64_t *lengths);
 
 /* ---- built-in datasets; each returns NULL with an error naming the file on failure ---- */
 
@@ -70,8 +86,9 @@ em_dataset *em_dataset_image_folder(const char *root, em_image_folder_opts opts)
 /* class names of an image-folder dataset (n_classes entries, owned by ds); NULL for others */
 const char *const *em_image_folder_classes(const em_dataset *ds);
 
-/* Samples are rows of x (N, ...) converted to f32; targets rows of y (N, ...): integer y gives
- * i64 class indices, floating y f32 targets. The data is copied: the tensors stay the caller's. */
+/* Samples are rows of x (N, ...): floating x gives f32 features, integer or bool x i64 ones (token
+ * ids); targets rows of y (N, ...): integer y gives i64 class indices, floating y f32 targets.
+ * The data is copied: the tensors stay the caller's. */
 em_dataset *em_dataset_tensors(const em_tensor *x, const em_tensor *y);
 
 /* Bilinear resize of a (c, h, w) image to (c, oh, ow), half-pixel centres with edge clamping
@@ -80,13 +97,32 @@ void em_resize_bilinear(const float *src, int c, int h, int w, float *dst, int o
 
 /* ---- per-sample transforms ----
  * Applied in the loader's workers after get(), in order. Random choices come from Philox keyed by
- * (seed, epoch, sample index, position in the list), so they never depend on which worker ran. */
+ * (seed, epoch, sample index, position in the list), so they never depend on which worker ran.
+ * The built-in transforms work on f32 samples; a custom one sees the dataset's x dtype. */
 #define EM_TRANSFORM_MAX_CHANNELS 16
+
+/* Which call of a transform this is: the loader's seed and epoch, the sample's dataset index,
+ * the transform's position in its list, and the sample's dtype. */
+typedef struct {
+    uint64_t seed;
+    int64_t epoch, index;
+    int stage;
+    em_dtype dtype;
+} em_transform_call;
+
+/* A user transform: out (its output shape) = f(x (shape in)), both of call->dtype. x and out are
+ * distinct buffers. Returns EM_OK or an error status (with em_set_error). */
+typedef em_status (*em_transform_fn)(void *ctx, const em_transform_call *call, em_shape in,
+                                     const void *x, void *out);
+/* A user transform's output shape for input shape in; EM_ERR_ARG (with an error) when it does
+ * not apply. NULL in em_transform means the shape does not change. */
+typedef em_status (*em_transform_shape_fn)(void *ctx, em_shape in, em_shape *out);
 
 typedef enum {
     EM_TRANSFORM_NORMALIZE,   /* (x - mean[c]) / std[c] per channel */
     EM_TRANSFORM_RANDOM_CROP, /* zero-pad every side, then crop (height, width) at random */
-    EM_TRANSFORM_RANDOM_HFLIP /* mirror the last dim with probability p */
+    EM_TRANSFORM_RANDOM_HFLIP, /* mirror the last dim with probability p */
+    EM_TRANSFORM_CUSTOM       /* fn(ctx, ...) */
 } em_transform_kind;
 
 typedef struct {
@@ -97,27 +133,99 @@ typedef struct {
     int height, width; /* random crop: output size */
     int padding;       /* random crop: zeros added on each side first */
     float p;           /* random flip: probability; 0 means 0.5 */
+    em_transform_fn fn;             /* custom */
+    em_transform_shape_fn shape_fn; /* custom; NULL: same shape */
+    void *ctx;                      /* custom: passed to fn and shape_fn; the caller's */
 } em_transform;
 
 em_transform em_transform_normalize(int n_channels, const float *mean, const float *std);
 em_transform em_transform_random_crop(int height, int width, int padding);
 em_transform em_transform_random_hflip(float p);
+em_transform em_transform_custom(em_transform_fn fn, em_transform_shape_fn shape_fn, void *ctx);
 
 /* The sample shape after tf, or EM_ERR_ARG when tf does not apply to shape in. Normalize takes
  * channels from dim 0 of a (C, H, W) sample; crop and flip need (H, W) or (C, H, W). */
 em_status em_transform_out_shape(const em_transform *tf, em_shape in, em_shape *out);
-/* out = tf(x) for the sample with this index in this epoch; stage is tf's position in its list.
- * x and out may be the same buffer except for random crop. */
-em_status em_transform_apply(const em_transform *tf, em_shape in, const float *x, float *out,
-                             uint64_t seed, uint64_t epoch, int64_t index, int stage);
+/* out = tf(x) for the sample and epoch of call. x and out may be the same buffer for normalize
+ * and flip only. */
+em_status em_transform_apply(const em_transform *tf, const em_transform_call *call, em_shape in,
+                             const void *x, void *out);
+/* Random number k in [0, 1) of a transform call: a pure function of (call, k), so a custom
+ * transform draws the same numbers for any worker count. */
+double em_transform_uniform(const em_transform_call *call, uint64_t k);
+
+/* ---- samplers: which dataset indices an epoch visits, in which order ----
+ * A sampler's indices are a pure function of (sampler, seed, epoch), so the loader's batches are
+ * the same for any worker count and a resumed run continues them. A custom sampler embeds
+ * em_sampler as its first member and points vt at a static table. */
+typedef struct em_sampler em_sampler;
+
+typedef struct {
+    int64_t (*len)(const em_sampler *s); /* indices per epoch */
+    /* the epoch's indices into out (len entries) */
+    em_status (*indices)(const em_sampler *s, uint64_t seed, int64_t epoch, int64_t *out);
+    void (*close)(em_sampler *s); /* frees s itself */
+} em_sampler_vtable;
+
+struct em_sampler {
+    const em_sampler_vtable *vt;
+};
+
+em_sampler *em_sampler_sequential(int64_t n); /* 0, 1, ..., n - 1 every epoch */
+
+typedef struct {
+    bool replacement;    /* draw each index uniformly, independently */
+    int64_t num_samples; /* indices per epoch; 0: n (more than n without replacement: whole
+                            permutations one after another, then part of one) */
+} em_random_sampler_opts;
+/* a random order of 0..n-1 each epoch (the loader's shuffle) or draws with replacement */
+em_sampler *em_sampler_random(int64_t n, em_random_sampler_opts opts);
+
+/* PyTorch's WeightedRandomSampler: num_samples indices drawn with probability proportional to
+ * weights (n entries, finite, >= 0, not all 0; copied); without replacement each index comes at
+ * most once (num_samples must not exceed the count of positive weights). */
+em_sampler *em_sampler_weighted(const double *weights, int64_t n, int64_t num_samples,
+                                bool replacement);
+
+int64_t em_sampler_len(const em_sampler *s);
+em_status em_sampler_indices(const em_sampler *s, uint64_t seed, int64_t epoch, int64_t *out);
+void em_sampler_free(em_sampler *s); /* NULL is fine */
 
 /* ---- the DataLoader ---- */
 typedef struct em_loader em_loader;
 
 typedef struct {
+    em_tensor *x; /* (B, sample shape) of the dataset's x dtype, the caller's */
+    em_tensor *y; /* (B, target shape) i64 or f32, the caller's */
+    int64_t epoch, index; /* which batch this is */
+} em_batch;
+
+/* One batch's samples as the workers assembled them, for a collate function. */
+typedef struct {
+    int64_t rows;
+    const void *x;          /* (rows, x_shape) of x_dtype */
+    em_shape x_shape;       /* one sample's, after the transforms */
+    em_dtype x_dtype;
+    const void *y;          /* (rows, y_shape) of y_dtype */
+    em_shape y_shape;
+    em_dtype y_dtype;
+    const int64_t *indices; /* (rows): the dataset index of each row */
+    int64_t epoch, batch;
+} em_collate_input;
+
+/* Makes the batch's tensors (out->x, out->y; new references) from in; runs in the thread that
+ * calls em_loader_next, so the tensors are temporaries of its scope. The loader fills in
+ * out->epoch and out->index. Returns EM_OK or an error status (with em_set_error). */
+typedef em_status (*em_collate_fn)(void *ctx, const em_collate_input *in, em_batch *out);
+/* The default: x (rows, x_shape) and y (rows, y_shape) as they are. */
+em_status em_collate_default(const em_collate_input *in, em_batch *out);
+
+typedef struct {
     int64_t batch_size;       /* 0: 1 */
     bool shuffle;             /* a new permutation each epoch, from (seed, epoch) */
-    uint64_t seed;            /* shuffling and random transforms */
+    const em_sampler *sampler; /* the indices of each epoch (must outlive the loader); NULL:
+                                  in order, or shuffled when shuffle is set (not both) */
+    uint64_t seed;            /* shuffling, the sampler and random transforms */
     bool drop_last;           /* drop the last, smaller batch */
     int num_workers;          /* 0: load in the calling thread */
     int prefetch_factor;      /* batches in flight per worker; 0: 2 */
@@ -125,13 +233,9 @@ typedef struct {
     int timeout_ms;           /* wait at most this long for a batch; 0: no limit */
     const em_transform *transforms; /* applied in order to every sample; copied */
     int n_transforms;
+    em_collate_fn collate;    /* NULL: em_collate_default */
+    void *collate_ctx;        /* passed to collate; the caller's */
 } em_loader_opts;
-
-typedef struct {
-    em_tensor *x; /* (B, sample shape) f32, the caller's */
-    em_tensor *y; /* (B, target shape) i64 or f32, the caller's */
-    int64_t epoch, index; /* which batch this is */
-} em_batch;
 
 /* Where the loader stands: the next call to em_loader_next returns batch `batch` of `epoch`
  * (batch == n_batches means the next call ends the epoch). */

@@ -1,16 +1,18 @@
 /* What the data/ files share: the Philox key for a (seed, epoch, stream) triple, so shuffles and
- * random transforms draw from independent streams. Not installed. */
+ * random transforms draw from independent streams, and the keyed permutation. Not installed. */
 #ifndef EMBER_DATA_INTERNAL_H
 #define EMBER_DATA_INTERNAL_H
 
 #include <stdint.h>
-#include <stdio.h>
 
 #include "backend/philox.h"
 #include "tensor/tensor.h"
 
-/* The shuffle draws from stream 0; transform k of a list draws from stream k + 1. */
+/* The shuffle draws from stream 0; transform k of a list draws from stream k + 1; samplers'
+ * other draws and random_split from streams past 2^32. */
 #define EM_DATA_STREAM_SHUFFLE 0
+#define EM_DATA_STREAM_DRAWS (1ull << 32)
+#define EM_DATA_STREAM_SPLIT (1ull << 33)
 
 static inline uint64_t em_data_mix64(uint64_t z)
 {
@@ -31,23 +33,8 @@ static inline uint32_t em_data_below(uint32_t bits, uint32_t n)
     return (uint32_t)(((uint64_t)bits * n) >> 32);
 }
 
-static inline int64_t em_data_numel(const em_shape *s)
-{
-    int64_t n = 1;
-    for (int k = 0; k < s->ndim; k++)
-        n *= s->d[k];
-    return n;
-}
-
-/* "[1,28,28]" into buf; returns buf. */
-static inline const char *em_data_shape_str(const em_shape *s, char *buf, size_t n)
-{
-    size_t used = (size_t)snprintf(buf, n, "[");
-    for (int k = 0; k < s->ndim && used < n; k++)
-        used += (size_t)snprintf(buf + used, n - used, k ? ",%lld" : "%lld", (long long)s->d[k]);
-    if (used < n)
-        snprintf(buf + used, n - used, "]");
-    return buf;
-}
+/* perm = a permutation of 0..n-1: Fisher-Yates driven by Philox with this key (the loader's
+ * shuffle, random_split). */
+void em_data_permutation(uint64_t key, int64_t n, int64_t *perm);
 
 #endif

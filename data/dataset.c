@@ -10,7 +10,7 @@ int64_t em_dataset_len(const em_dataset *ds)
     return ds->vt->len(ds);
 }
 
-em_status em_dataset_get(const em_dataset *ds, int64_t i, float *x, void *y)
+em_status em_dataset_get(const em_dataset *ds, int64_t i, void *x, void *y)
 {
     if (!ds || !x || !y)
         return em_set_error(EM_ERR_ARG, "em_dataset_get: NULL dataset or buffer");
@@ -18,7 +18,7 @@ em_status em_dataset_get(const em_dataset *ds, int64_t i, float *x, void *y)
     if (i < 0 || i >= n)
         return em_set_error(EM_ERR_ARG, "em_dataset_get: index %lld out of range [0, %lld)",
                             (long long)i, (long long)n);
-    return ds->vt->get(ds, i, x, y);
+    return ds->vt->get(ds, i, 0, x, y);
 }
 
 void em_dataset_free(em_dataset *ds)

@@ -20,8 +20,9 @@ static int64_t csv_len(const em_dataset *ds)
     return ((const csv_dataset *)ds)->n;
 }
 
-static em_status csv_get(const em_dataset *ds, int64_t i, float *x, void *y)
+static em_status csv_get(const em_dataset *ds, int64_t i, int64_t epoch, void *x, void *y)
 {
+    (void)epoch;
     const csv_dataset *d = (const csv_dataset *)ds;
     memcpy(x, d->x + i * d->n_features, (size_t)d->n_features * sizeof(float));
     if (d->base.y_dtype == EM_I64)

@@ -92,9 +92,11 @@ static int64_t idx_len(const em_dataset *ds)
     return ((const idx_dataset *)ds)->n;
 }
 
-static em_status idx_get(const em_dataset *ds, int64_t i, float *x, void *y)
+static em_status idx_get(const em_dataset *ds, int64_t i, int64_t epoch, void *xv, void *y)
 {
+    (void)epoch;
     const idx_dataset *d = (const idx_dataset *)ds;
+    float *x = xv;
     const uint8_t *px = d->pixels + i * d->sample_numel;
     for (int64_t k = 0; k < d->sample_numel; k++)
         x[k] = (float)px[k] / 255.0f;

@@ -39,8 +39,10 @@ static int64_t folder_len(const em_dataset *ds)
     return ((const folder_dataset *)ds)->n;
 }
 
-static em_status folder_get(const em_dataset *ds, int64_t i, float *x, void *y)
+static em_status folder_get(const em_dataset *ds, int64_t i, int64_t epoch, void *xv, void *y)
 {
+    (void)epoch;
+    float *x = xv;
     const folder_dataset *d = (const folder_dataset *)ds;
     const char *path = d->paths[i];
     FILE *f = fopen(path, "rb");

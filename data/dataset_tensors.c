@@ -8,8 +8,8 @@
 typedef struct {
     em_dataset base;
     int64_t n, x_numel, y_numel; /* per-sample element counts */
-    float *x; /* (n, x_numel) */
-    void *y;  /* (n, y_numel) i64 or f32 */
+    void *x; /* (n, x_numel) f32 or i64 */
+    void *y; /* (n, y_numel) i64 or f32 */
 } tensor_dataset;
 
 static int64_t tensors_len(const em_dataset *ds)
@@ -17,12 +17,18 @@ static int64_t tensors_len(const em_dataset *ds)
     return ((const tensor_dataset *)ds)->n;
 }
 
-static em_status tensors_get(const em_dataset *ds, int64_t i, float *x, void *y)
+/* Row i of rows (each numel elements of size bytes) into dst. */
+static void copy_row(void *dst, const void *rows, int64_t i, int64_t numel, size_t size)
 {
+    memcpy(dst, (const char *)rows + (size_t)(i * numel) * size, (size_t)numel * size);
+}
+
+static em_status tensors_get(const em_dataset *ds, int64_t i, int64_t epoch, void *x, void *y)
+{
+    (void)epoch;
     const tensor_dataset *d = (const tensor_dataset *)ds;
-    memcpy(x, d->x + i * d->x_numel, (size_t)d->x_numel * sizeof(float));
-    size_t ysz = em_dtype_size(d->base.y_dtype);
-    memcpy(y, (const char *)d->y + i * d->y_numel * ysz, (size_t)d->y_numel * ysz);
+    copy_row(x, d->x, i, d->x_numel, em_dtype_size(d->base.x_dtype));
+    copy_row(y, d->y, i, d->y_numel, em_dtype_size(d->base.y_dtype));
     return EM_OK;
 }
 
@@ -65,19 +71,20 @@ em_dataset *em_dataset_tensors(const em_tensor *x, const em_tensor *y)
     }
     d->base.vt = &tensors_vtable;
     d->base.x_shape = row_shape(x);
+    d->base.x_dtype = em_dtype_is_float(x->dtype) ? EM_F32 : EM_I64;
     d->base.y_shape = row_shape(y);
     d->base.y_dtype = em_dtype_is_float(y->dtype) ? EM_F32 : EM_I64;
     d->n = x->shape[0];
     d->x_numel = d->n ? em_numel(x) / d->n : 0;
     d->y_numel = d->n ? em_numel(y) / d->n : 0;
-    d->x = malloc((size_t)em_numel(x) * sizeof(float) + 1);
+    d->x = malloc((size_t)em_numel(x) * 8 + 1);
     d->y = malloc((size_t)em_numel(y) * 8 + 1);
     if (!d->x || !d->y) {
         tensors_close(&d->base);
         em_set_error(EM_ERR_MEMORY, "em_dataset_tensors: out of memory");
         return NULL;
     }
-    if (em_copy_to_host(x, EM_F32, d->x) != EM_OK ||
+    if (em_copy_to_host(x, d->base.x_dtype, d->x) != EM_OK ||
         em_copy_to_host(y, d->base.y_dtype, d->y) != EM_OK) {
         tensors_close(&d->base);
         return NULL;

@@ -1,7 +1,7 @@
 /* The DataLoader: worker threads assemble batches into a bounded ring of slots (condition
- * variables, no polling); the caller takes them in batch order, so the batches are the same for
- * any number of workers. A batch's rows come from the epoch's permutation, a pure function of
- * (seed, epoch). */
+ * variables, no polling); the caller takes them in batch order and collates them, so the batches
+ * are the same for any number of workers. A batch's rows come from the sampler's indices for the
+ * epoch, a pure function of (sampler, seed, epoch). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@ typedef enum { SLOT_EMPTY, SLOT_FILLING, SLOT_READY } slot_state;
 typedef struct {
     slot_state state;
     int64_t batch, rows;
-    float *x;         /* (batch_size, x_numel) */
+    void *x;          /* (batch_size, x_numel) of the dataset's x_dtype */
     void *y;          /* (batch_size, y_numel) of y_dtype */
     em_status status; /* of the fill */
     char msg[512];    /* the worker's error message when status is not EM_OK */
@@ -24,7 +24,7 @@ typedef struct {
 
 typedef struct {
     em_loader *dl;
-    float *scratch; /* (2, max_numel): ping-pong buffers for the transform chain */
+    char *scratch; /* (2, max_numel) of x_dtype: ping-pong buffers for the transform chain */
 } worker;
 
 struct em_loader {
@@ -33,13 +33,15 @@ struct em_loader {
     em_transform *tfs;  /* (o.n_transforms) */
     em_shape x_shape;   /* one sample after the transforms */
     int64_t x_numel, y_numel, max_numel;
-    size_t y_size;
-    int64_t n, n_batches;
+    size_t x_size, y_size; /* bytes per element */
+    const em_sampler *sampler; /* o.sampler, or own_sampler */
+    em_sampler *own_sampler;   /* sequential or random, when the options name no sampler */
+    int64_t n, n_batches;      /* samples per epoch (the sampler's length) and batches */
 
     /* epoch state; written by the calling thread under mu */
     int64_t epoch;
-    bool started;      /* the epoch's permutation is set and workers may claim batches */
-    int64_t *perm;     /* (n) when shuffling, else NULL */
+    bool started;      /* the epoch's indices are set and workers may claim batches */
+    int64_t *indices;  /* (n): the dataset index of each of the epoch's samples */
     int64_t next_claim, next_consume;
 
     pthread_mutex_t mu;
@@ -55,17 +57,17 @@ struct em_loader {
 };
 
 /* Load sample idx into row x (x_numel) and y through the transform chain. */
-static em_status load_sample(em_loader *dl, worker *w, int64_t idx, float *x, void *y)
+static em_status load_sample(em_loader *dl, worker *w, int64_t idx, void *x, void *y)
 {
     int nt = dl->o.n_transforms;
-    float *cur = nt ? w->scratch : x;
-    em_status st = dl->ds->vt->get(dl->ds, idx, cur, y);
+    char *cur = nt ? w->scratch : x, *second = w->scratch + (size_t)dl->max_numel * dl->x_size;
+    em_status st = dl->ds->vt->get(dl->ds, idx, dl->epoch, cur, y);
     em_shape shape = dl->ds->x_shape;
     for (int k = 0; st == EM_OK && k < nt; k++) {
-        float *dst = k == nt - 1 ? x : (cur == w->scratch ? w->scratch + dl->max_numel
-                                                          : w->scratch);
-        st = em_transform_apply(&dl->tfs[k], shape, cur, dst, dl->o.seed, (uint64_t)dl->epoch,
-                                idx, k);
+        char *dst = k == nt - 1 ? x : cur == w->scratch ? second : w->scratch;
+        em_transform_call call = {.seed = dl->o.seed, .epoch = dl->epoch, .index = idx,
+                                  .stage = k, .dtype = dl->ds->x_dtype};
+        st = em_transform_apply(&dl->tfs[k], &call, shape, cur, dst);
         em_transform_out_shape(&dl->tfs[k], shape, &shape);
         cur = dst;
     }
@@ -78,9 +80,10 @@ static em_status fill_batch(em_loader *dl, worker *w, int64_t b, slot *s)
     int64_t bs = dl->o.batch_size, first = b * bs;
     s->rows = dl->n - first < bs ? dl->n - first : bs;
     for (int64_t r = 0; r < s->rows; r++) {
-        int64_t idx = dl->perm ? dl->perm[first + r] : first + r;
-        em_status st = load_sample(dl, w, idx, s->x + r * dl->x_numel,
-                                   (char *)s->y + (size_t)(r * dl->y_numel) * dl->y_size);
+        int64_t idx = dl->indices[first + r];
+        char *x = (char *)s->x + (size_t)(r * dl->x_numel) * dl->x_size;
+        char *y = (char *)s->y + (size_t)(r * dl->y_numel) * dl->y_size;
+        em_status st = load_sample(dl, w, idx, x, y);
         if (st != EM_OK) {
             if (!em_has_error())
                 em_set_error(st, "em_loader_next: the dataset failed on sample %lld",
@@ -166,26 +169,27 @@ static void quiesce(em_loader *dl)
     dl->next_claim = dl->next_consume;
 }
 
-/* The epoch's permutation: Fisher-Yates driven by Philox keyed by (seed, epoch). */
-static void shuffle(em_loader *dl)
+/* The epoch's indices from the sampler, checked against the dataset's length. */
+static em_status epoch_indices(em_loader *dl)
 {
-    uint64_t key = em_data_key(dl->o.seed, (uint64_t)dl->epoch, EM_DATA_STREAM_SHUFFLE);
+    em_status st = dl->sampler->vt->indices(dl->sampler, dl->o.seed, dl->epoch, dl->indices);
+    if (st != EM_OK)
+        return st;
+    int64_t len = dl->ds->vt->len(dl->ds);
     for (int64_t i = 0; i < dl->n; i++)
-        dl->perm[i] = i;
-    for (int64_t i = dl->n - 1; i > 0; i--) {
-        em_philox_block r = em_philox4x32_10((uint64_t)i, key);
-        uint64_t bits = ((uint64_t)r.v[1] << 32) | r.v[0];
-        int64_t j = (int64_t)(((unsigned __int128)bits * (uint64_t)(i + 1)) >> 64);
-        int64_t t = dl->perm[i];
-        dl->perm[i] = dl->perm[j];
-        dl->perm[j] = t;
-    }
+        if (dl->indices[i] < 0 || dl->indices[i] >= len)
+            return em_set_error(EM_ERR_ARG, "em_loader_next: the sampler gave index %lld (entry "
+                                "%lld of epoch %lld) for a dataset of %lld samples",
+                                (long long)dl->indices[i], (long long)i, (long long)dl->epoch,
+                                (long long)len);
+    return EM_OK;
 }
 
 static em_status start_epoch(em_loader *dl)
 {
-    if (dl->perm)
-        shuffle(dl);
+    em_status st = epoch_indices(dl);
+    if (st != EM_OK)
+        return st;
     pthread_mutex_lock(&dl->mu);
     dl->started = true;
     dl->next_claim = dl->next_consume;
@@ -223,23 +227,55 @@ static em_status wait_ready(em_loader *dl, int64_t b, slot *s)
     return EM_OK;
 }
 
-/* New tensors (in the caller's thread and scope) holding slot s's batch. */
-static em_status make_batch(em_loader *dl, const slot *s, em_batch *batch)
+/* (rows, shape...) */
+static em_shape batch_shape(int64_t rows, const em_shape *sample)
 {
-    em_shape xs = {.ndim = dl->x_shape.ndim + 1}, ys = {.ndim = dl->ds->y_shape.ndim + 1};
-    xs.d[0] = ys.d[0] = s->rows;
-    memcpy(xs.d + 1, dl->x_shape.d, (size_t)dl->x_shape.ndim * sizeof(int64_t));
-    memcpy(ys.d + 1, dl->ds->y_shape.d, (size_t)dl->ds->y_shape.ndim * sizeof(int64_t));
-    em_tensor *x = em_from_data(xs, EM_F32, s->x);
-    em_tensor *y = x ? em_from_data(ys, dl->ds->y_dtype, s->y) : NULL;
+    em_shape s = {.ndim = sample->ndim + 1, .d = {rows}};
+    memcpy(s.d + 1, sample->d, (size_t)sample->ndim * sizeof(int64_t));
+    return s;
+}
+
+em_status em_collate_default(const em_collate_input *in, em_batch *out)
+{
+    if (!in || !out)
+        return em_set_error(EM_ERR_ARG, "em_collate_default: NULL input or batch");
+    em_tensor *x = em_from_data(batch_shape(in->rows, &in->x_shape), in->x_dtype, in->x);
+    em_tensor *y = x ? em_from_data(batch_shape(in->rows, &in->y_shape), in->y_dtype, in->y)
+                     : NULL;
     if (!y) {
         em_release(x);
         if (!em_has_error())
-            em_set_error(EM_ERR_MEMORY, "em_loader_next: cannot make the batch tensors");
+            em_set_error(EM_ERR_MEMORY, "em_collate_default: cannot make the batch tensors");
         return em_error_status();
     }
-    batch->x = x;
-    batch->y = y;
+    out->x = x;
+    out->y = y;
+    return EM_OK;
+}
+
+/* The batch's tensors (in the caller's thread and scope) from slot s, through the collate. */
+static em_status make_batch(em_loader *dl, const slot *s, em_batch *batch)
+{
+    em_collate_input in = {
+        .rows = s->rows, .x = s->x, .x_shape = dl->x_shape, .x_dtype = dl->ds->x_dtype,
+        .y = s->y, .y_shape = dl->ds->y_shape, .y_dtype = dl->ds->y_dtype,
+        .indices = dl->indices + s->batch * dl->o.batch_size, .epoch = dl->epoch,
+        .batch = s->batch,
+    };
+    em_status st = dl->o.collate ? dl->o.collate(dl->o.collate_ctx, &in, batch)
+                                 : em_collate_default(&in, batch);
+    if (st == EM_OK && (!batch->x || !batch->y))
+        st = em_set_error(EM_ERR_ARG, "em_loader_next: the collate function returned EM_OK "
+                          "without both batch tensors");
+    if (st != EM_OK) {
+        if (!em_has_error())
+            em_set_error(st, "em_loader_next: the collate function failed on batch %lld",
+                         (long long)s->batch);
+        em_release(batch->x);
+        em_release(batch->y);
+        *batch = (em_batch){0};
+        return st;
+    }
     batch->epoch = dl->epoch;
     batch->index = s->batch;
     return EM_OK;
@@ -333,7 +369,8 @@ void em_loader_free(em_loader *dl)
     free(dl->slots);
     free(dl->workers);
     free(dl->threads);
-    free(dl->perm);
+    free(dl->indices);
+    em_sampler_free(dl->own_sampler);
     free(dl->tfs);
     free(dl);
 }
@@ -342,16 +379,19 @@ void em_loader_free(em_loader *dl)
 static em_status chain_shapes(em_loader *dl)
 {
     em_shape s = dl->ds->x_shape;
-    dl->max_numel = em_data_numel(&s);
+    dl->max_numel = em_shape_numel(&s);
     for (int k = 0; k < dl->o.n_transforms; k++) {
+        if (dl->tfs[k].kind != EM_TRANSFORM_CUSTOM && dl->ds->x_dtype != EM_F32)
+            return em_set_error(EM_ERR_ARG, "em_loader_new: transform %d needs f32 samples; the "
+                                "dataset's are %s", k, em_dtype_name(dl->ds->x_dtype));
         em_status st = em_transform_out_shape(&dl->tfs[k], s, &s);
         if (st != EM_OK)
             return st;
-        if (em_data_numel(&s) > dl->max_numel)
-            dl->max_numel = em_data_numel(&s);
+        if (em_shape_numel(&s) > dl->max_numel)
+            dl->max_numel = em_shape_numel(&s);
     }
     dl->x_shape = s;
-    dl->x_numel = em_data_numel(&s);
+    dl->x_numel = em_shape_numel(&s);
     return EM_OK;
 }
 
@@ -365,7 +405,7 @@ static bool alloc_buffers(em_loader *dl)
     if (!dl->slots || !dl->workers || !dl->threads)
         return false;
     for (int k = 0; k < dl->window; k++) {
-        dl->slots[k].x = malloc(bs * (size_t)dl->x_numel * sizeof(float) + 1);
+        dl->slots[k].x = malloc(bs * (size_t)dl->x_numel * dl->x_size + 1);
         dl->slots[k].y = malloc(bs * (size_t)dl->y_numel * dl->y_size + 1);
         if (!dl->slots[k].x || !dl->slots[k].y)
             return false;
@@ -373,12 +413,10 @@ static bool alloc_buffers(em_loader *dl)
     for (int k = 0; k < nw; k++) {
         dl->workers[k].dl = dl;
         if (dl->o.n_transforms &&
-            !(dl->workers[k].scratch = malloc(2 * (size_t)dl->max_numel * sizeof(float))))
+            !(dl->workers[k].scratch = malloc(2 * (size_t)dl->max_numel * dl->x_size)))
             return false;
     }
-    if (dl->o.shuffle && !(dl->perm = malloc((size_t)dl->n * sizeof *dl->perm + 1)))
-        return false;
-    return true;
+    return (dl->indices = malloc((size_t)dl->n * sizeof *dl->indices + 1)) != NULL;
 }
 
 em_loader *em_loader_new(const em_dataset *ds, em_loader_opts opts)
@@ -400,6 +438,16 @@ em_loader *em_loader_new(const em_dataset *ds, em_loader_opts opts)
                      em_dtype_name(ds->y_dtype));
         return NULL;
     }
+    if (!em_dtype_valid(ds->x_dtype)) {
+        em_set_error(EM_ERR_ARG, "em_loader_new: dataset features have invalid dtype %d",
+                     (int)ds->x_dtype);
+        return NULL;
+    }
+    if (opts.sampler && opts.shuffle) {
+        em_set_error(EM_ERR_ARG, "em_loader_new: a sampler and shuffle exclude each other (use "
+                     "em_sampler_random for a shuffled order)");
+        return NULL;
+    }
     em_loader *dl = calloc(1, sizeof *dl);
     if (!dl) {
         em_set_error(EM_ERR_MEMORY, "em_loader_new: out of memory");
@@ -411,9 +459,21 @@ em_loader *em_loader_new(const em_dataset *ds, em_loader_opts opts)
     dl->o.prefetch_factor = opts.prefetch_factor ? opts.prefetch_factor : 2;
     dl->o.transforms = NULL;
     dl->window = opts.num_workers ? opts.num_workers * dl->o.prefetch_factor : 1;
-    dl->y_numel = em_data_numel(&ds->y_shape);
+    dl->y_numel = em_shape_numel(&ds->y_shape);
+    dl->x_size = em_dtype_size(ds->x_dtype);
     dl->y_size = em_dtype_size(ds->y_dtype);
-    dl->n = ds->vt->len(ds);
+    dl->sampler = opts.sampler;
+    if (!dl->sampler) {
+        int64_t len = ds->vt->len(ds);
+        dl->sampler = dl->own_sampler = opts.shuffle
+                                            ? em_sampler_random(len, (em_random_sampler_opts){0})
+                                            : em_sampler_sequential(len);
+        if (!dl->own_sampler) {
+            free(dl);
+            return NULL;
+        }
+    }
+    dl->n = dl->sampler->vt->len(dl->sampler);
     dl->n_batches = opts.drop_last ? dl->n / dl->o.batch_size
                                    : (dl->n + dl->o.batch_size - 1) / dl->o.batch_size;
     pthread_condattr_t attr;

@@ -23,6 +23,9 @@ typedef struct {
     ((em_shape){.ndim = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), \
                 .d = {__VA_ARGS__}})
 #define EM_SCALAR_SHAPE ((em_shape){.ndim = 0})
+int64_t em_shape_numel(const em_shape *s); /* the product of the dims; 1 for () */
+/* "[64,784]" of a bare shape into buf (for messages); returns buf */
+const char *em_shape_fmt(const em_shape *s, char *buf, size_t n);
 
 /* Refcounted bytes on one device, owned by that device's allocator (tensor/tensor_internal.h). */
 typedef struct em_storage em_storage;

@@ -29,10 +29,7 @@ em_arr em_tensor_arr_broadcast(const em_tensor *t, const em_shape *shape);
 
 /* out = the broadcast of a and b (PyTorch's rules); false when they do not broadcast. */
 bool em_broadcast_shapes(const em_shape *a, const em_shape *b, em_shape *out);
-int64_t em_shape_numel(const em_shape *s);
 void em_contiguous_strides(const em_shape *s, int64_t *strides);
-/* "[64,784]" of a bare shape into buf; returns buf */
-const char *em_shape_fmt(const em_shape *s, char *buf, size_t n);
 
 /* The backend of t's device, or NULL with an error naming fn. */
 const em_backend *em_tensor_backend(const em_tensor *t, const char *fn);

@@ -497,15 +497,20 @@ Test(data, tensor_dataset_rows)
 
 /* ---- transforms ---- */
 
+/* A transform call on an f32 sample: loader seed, epoch, sample index, position in the list. */
+#define CALL(seed_, epoch_, index_, stage_)                                                \
+    (em_transform_call){.seed = (seed_), .epoch = (epoch_), .index = (index_), .stage = (stage_), \
+                        .dtype = EM_F32}
+
 Test(data, transform_flip_exact)
 {
     float x[2 * 2 * 3] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}; /* (2, 2, 3) */
     float out[12];
     em_transform tf = em_transform_random_hflip(1.0f);
-    cr_assert_eq(em_transform_apply(&tf, EM_SHAPE(2, 2, 3), x, out, 1, 0, 5, 0), EM_OK);
+    cr_assert_eq(em_transform_apply(&tf, &CALL(1, 0, 5, 0), EM_SHAPE(2, 2, 3), x, out), EM_OK);
     static const float want[12] = {3, 2, 1, 6, 5, 4, 9, 8, 7, 12, 11, 10};
     cr_assert_arr_eq(out, want, sizeof want);
-    cr_assert_eq(em_transform_apply(&tf, EM_SHAPE(2, 2, 3), x, x, 1, 0, 5, 0), EM_OK);
+    cr_assert_eq(em_transform_apply(&tf, &CALL(1, 0, 5, 0), EM_SHAPE(2, 2, 3), x, x), EM_OK);
     cr_assert_arr_eq(x, want, sizeof want); /* in place */
 
     /* p = 0.5: a mix of flipped and not, the same each time for the same key */
@@ -513,8 +518,8 @@ Test(data, transform_flip_exact)
     int flipped = 0;
     for (int i = 0; i < 64; i++) {
         float a[3] = {1, 2, 3}, b[3], c[3];
-        em_transform_apply(&half, EM_SHAPE(1, 3), a, b, 9, 2, i, 1);
-        em_transform_apply(&half, EM_SHAPE(1, 3), a, c, 9, 2, i, 1);
+        em_transform_apply(&half, &CALL(9, 2, i, 1), EM_SHAPE(1, 3), a, b);
+        em_transform_apply(&half, &CALL(9, 2, i, 1), EM_SHAPE(1, 3), a, c);
         cr_assert_arr_eq(b, c, sizeof b);
         cr_assert(b[0] == 3 || b[0] == 1);
         flipped += b[0] == 3;
@@ -528,7 +533,7 @@ Test(data, transform_crop_pad_exact)
     /* output = padded size: the only window is the whole padded image */
     em_transform full = em_transform_random_crop(4, 4, 1);
     float out[2 * 4 * 4];
-    cr_assert_eq(em_transform_apply(&full, EM_SHAPE(2, 2, 2), x, out, 3, 0, 0, 0), EM_OK);
+    cr_assert_eq(em_transform_apply(&full, &CALL(3, 0, 0, 0), EM_SHAPE(2, 2, 2), x, out), EM_OK);
     static const float want[32] = {0, 0, 0, 0, 0, 1, 2, 0, 0, 3, 4, 0, 0, 0, 0, 0,
                                    0, 0, 0, 0, 0, 5, 6, 0, 0, 7, 8, 0, 0, 0, 0, 0};
     cr_assert_arr_eq(out, want, sizeof want);
@@ -541,8 +546,8 @@ Test(data, transform_crop_pad_exact)
     bool seen[9] = {0};
     for (int idx = 0; idx < 60; idx++) {
         float o[8], again[8];
-        cr_assert_eq(em_transform_apply(&tf, EM_SHAPE(2, 2, 2), x, o, 3, 1, idx, 0), EM_OK);
-        em_transform_apply(&tf, EM_SHAPE(2, 2, 2), x, again, 3, 1, idx, 0);
+        cr_assert_eq(em_transform_apply(&tf, &CALL(3, 1, idx, 0), EM_SHAPE(2, 2, 2), x, o), EM_OK);
+        em_transform_apply(&tf, &CALL(3, 1, idx, 0), EM_SHAPE(2, 2, 2), x, again);
         cr_assert_arr_eq(o, again, sizeof o);
         int match = -1;
         for (int t = 0; t < 3 && match < 0; t++)
@@ -569,9 +574,9 @@ Test(data, transform_normalize_and_errors)
     float x[2 * 1 * 2] = {1, 3, 5, 7};
     float mean[2] = {1, 5}, std[2] = {2, 0.5f};
     em_transform tf = em_transform_normalize(2, mean, std);
-    cr_assert_eq(em_transform_apply(&tf, EM_SHAPE(2, 1, 2), x, x, 0, 0, 0, 0), EM_OK);
+    cr_assert_eq(em_transform_apply(&tf, &CALL(0, 0, 0, 0), EM_SHAPE(2, 1, 2), x, x), EM_OK);
     cr_assert(x[0] == 0 && x[1] == 1 && x[2] == 0 && x[3] == 4);
-    cr_assert_eq(em_transform_apply(&tf, EM_SHAPE(3, 1, 1), x, x, 0, 0, 0, 0), EM_ERR_ARG);
+    cr_assert_eq(em_transform_apply(&tf, &CALL(0, 0, 0, 0), EM_SHAPE(3, 1, 1), x, x), EM_ERR_ARG);
     cr_assert_not_null(strstr(em_error(), "[3,1,1]"), "%s", em_error());
     em_error_clear();
     em_transform crop = em_transform_random_crop(2, 2, 0);

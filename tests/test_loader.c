@@ -20,9 +20,11 @@ static int64_t count_len(const em_dataset *ds)
     return ((const count_ds *)ds)->n;
 }
 
-static em_status count_get(const em_dataset *ds, int64_t i, float *x, void *y)
+static em_status count_get(const em_dataset *ds, int64_t i, int64_t epoch, void *xv, void *y)
 {
+    (void)epoch;
     const count_ds *d = (const count_ds *)ds;
+    float *x = xv;
     if (d->sleep_us)
         usleep((useconds_t)d->sleep_us);
     if (i == d->fail_at)
