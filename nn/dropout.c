@@ -19,7 +19,9 @@ em_tensor *em_dropout(const em_tensor *x, double p, bool training, em_generator 
     if (p == 1)
         return em_mul_scalar(x, 0.0);
     em_scope_begin();
-    em_tensor *mask = em_bernoulli(em_shape_of(x), x->dtype, 1.0 - p, gen);
+    em_tensor *mask = em_empty_on(em_shape_of(x), x->dtype, x->device); /* drawn on x's device */
+    if (mask && em_bernoulli_(mask, 1.0 - p, gen) != EM_OK)
+        mask = NULL;
     em_tensor *y = em_keep(em_mul(x, em_mul_scalar(mask, 1.0 / (1.0 - p))));
     em_scope_end();
     return y;

@@ -76,6 +76,11 @@ em_tensor *em_uniform(em_shape shape, em_dtype dtype, double low, double high, e
 em_tensor *em_normal(em_shape shape, em_dtype dtype, double mean, double std, em_generator *gen);
 em_tensor *em_randint(em_shape shape, em_dtype dtype, int64_t low, int64_t high, em_generator *gen);
 em_tensor *em_bernoulli(em_shape shape, em_dtype dtype, double p, em_generator *gen);
+/* the same draws in place, into t on its own device (the numbers do not depend on the device) */
+em_status em_uniform_(em_tensor *t, double low, double high, em_generator *gen);
+em_status em_normal_(em_tensor *t, double mean, double std, em_generator *gen);
+em_status em_randint_(em_tensor *t, int64_t low, int64_t high, em_generator *gen);
+em_status em_bernoulli_(em_tensor *t, double p, em_generator *gen);
 
 /* ---- inspection ---- */
 int64_t em_numel(const em_tensor *t);

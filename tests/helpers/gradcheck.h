@@ -12,8 +12,8 @@
 typedef em_tensor *(*em_gradcheck_fn)(em_tensor *const *inputs, void *ctx);
 
 /* Checks the gradient of L = sum(fn(inputs) * W), W a fixed random weight of the output's shape,
- * with respect to every element of every input. Inputs are contiguous f64 CPU leaves; those that
- * require grad are checked (the others are held fixed). Each element is compared with the central
+ * with respect to every element of every input that requires grad: contiguous f64 CPU leaves
+ * (the other inputs, of any dtype, are held fixed). Each element is compared with the central
  * difference (L(x + eps) - L(x - eps)) / 2 eps; they agree when
  * |analytic - numeric| <= tol * max(1, |analytic|, |numeric|). The first disagreement is printed
  * to stderr. Returns true when all agree. */

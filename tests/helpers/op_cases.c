@@ -1,0 +1,553 @@
+/* The op cases: every differentiable op, every backend kernel it reaches (fill, copy and casts,
+ * unary and its gradient, binary with broadcast, where, reductions, RNG, GEMM, conv2d, pooling,
+ * softmax, index kernels) and the losses and norms built on them, on small shapes, contiguous
+ * and not. */
+#include <math.h>
+
+#include "helpers/op_cases.h"
+
+/* ---- elementwise ---- */
+
+static em_tensor *c_neg(em_tensor *const *x, em_device d) { (void)d; return em_neg(x[0]); }
+static em_tensor *c_abs(em_tensor *const *x, em_device d) { (void)d; return em_abs(x[0]); }
+static em_tensor *c_sign(em_tensor *const *x, em_device d) { (void)d; return em_sign(x[0]); }
+static em_tensor *c_exp(em_tensor *const *x, em_device d) { (void)d; return em_exp(x[0]); }
+static em_tensor *c_log(em_tensor *const *x, em_device d) { (void)d; return em_log(x[0]); }
+static em_tensor *c_log1p(em_tensor *const *x, em_device d) { (void)d; return em_log1p(x[0]); }
+static em_tensor *c_sqrt(em_tensor *const *x, em_device d) { (void)d; return em_sqrt(x[0]); }
+static em_tensor *c_rsqrt(em_tensor *const *x, em_device d) { (void)d; return em_rsqrt(x[0]); }
+static em_tensor *c_square(em_tensor *const *x, em_device d) { (void)d; return em_square(x[0]); }
+static em_tensor *c_recip(em_tensor *const *x, em_device d) { (void)d; return em_reciprocal(x[0]); }
+static em_tensor *c_sin(em_tensor *const *x, em_device d) { (void)d; return em_sin(x[0]); }
+static em_tensor *c_cos(em_tensor *const *x, em_device d) { (void)d; return em_cos(x[0]); }
+static em_tensor *c_tanh(em_tensor *const *x, em_device d) { (void)d; return em_tanh(x[0]); }
+static em_tensor *c_sigmoid(em_tensor *const *x, em_device d) { (void)d; return em_sigmoid(x[0]); }
+static em_tensor *c_relu(em_tensor *const *x, em_device d) { (void)d; return em_relu(x[0]); }
+static em_tensor *c_silu(em_tensor *const *x, em_device d) { (void)d; return em_silu(x[0]); }
+static em_tensor *c_floor(em_tensor *const *x, em_device d) { (void)d; return em_floor(x[0]); }
+static em_tensor *c_ceil(em_tensor *const *x, em_device d) { (void)d; return em_ceil(x[0]); }
+static em_tensor *c_round(em_tensor *const *x, em_device d) { (void)d; return em_round(x[0]); }
+static em_tensor *c_leaky(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_leaky_relu(x[0], 0.1);
+}
+static em_tensor *c_gelu(em_tensor *const *x, em_device d) { (void)d; return em_gelu(x[0], false); }
+static em_tensor *c_gelu_tanh(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_gelu(x[0], true);
+}
+static em_tensor *c_clamp(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_clamp(x[0], -0.5, 0.5);
+}
+static em_tensor *c_add_s(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_add_scalar(x[0], 1.5);
+}
+static em_tensor *c_mul_s(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_mul_scalar(x[0], -2.5);
+}
+static em_tensor *c_pow_s(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_pow_scalar(x[0], 2.5);
+}
+/* (2, 3, 4) seen as (4, 2, 3) */
+static em_tensor *c_exp_permuted(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_exp(em_permute(x[0], (int[]){2, 0, 1}));
+}
+/* every second row of (6, 5) */
+static em_tensor *c_tanh_sliced(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_tanh(em_slice(x[0], 0, 0, 6, 2));
+}
+
+static em_tensor *c_add(em_tensor *const *x, em_device d) { (void)d; return em_add(x[0], x[1]); }
+static em_tensor *c_sub(em_tensor *const *x, em_device d) { (void)d; return em_sub(x[0], x[1]); }
+static em_tensor *c_mul(em_tensor *const *x, em_device d) { (void)d; return em_mul(x[0], x[1]); }
+static em_tensor *c_div(em_tensor *const *x, em_device d) { (void)d; return em_div(x[0], x[1]); }
+static em_tensor *c_pow(em_tensor *const *x, em_device d) { (void)d; return em_pow(x[0], x[1]); }
+static em_tensor *c_maximum(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_maximum(x[0], x[1]);
+}
+static em_tensor *c_minimum(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_minimum(x[0], x[1]);
+}
+/* a transposed operand: (4, 3)^T + (3, 4) */
+static em_tensor *c_add_transposed(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_add(em_transpose(x[0], 0, 1), x[1]);
+}
+/* comparisons of values rounded to integers, so that ties happen */
+static em_tensor *compare(em_tensor *(*op)(const em_tensor *, const em_tensor *),
+                          em_tensor *const *x)
+{
+    return op(em_round(x[0]), em_round(x[1]));
+}
+static em_tensor *c_eq(em_tensor *const *x, em_device d) { (void)d; return compare(em_eq, x); }
+static em_tensor *c_ne(em_tensor *const *x, em_device d) { (void)d; return compare(em_ne, x); }
+static em_tensor *c_lt(em_tensor *const *x, em_device d) { (void)d; return compare(em_lt, x); }
+static em_tensor *c_le(em_tensor *const *x, em_device d) { (void)d; return compare(em_le, x); }
+static em_tensor *c_gt(em_tensor *const *x, em_device d) { (void)d; return compare(em_gt, x); }
+static em_tensor *c_ge(em_tensor *const *x, em_device d) { (void)d; return compare(em_ge, x); }
+static em_tensor *c_where(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_where(em_gt(x[2], em_zeros_like(x[2])), x[0], x[1]);
+}
+
+/* casts through every dtype the copy kernel converts */
+static em_tensor *c_cast_f64(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_mul(em_to_dtype(em_to_dtype(x[0], EM_F64), x[0]->dtype), x[0]);
+}
+static em_tensor *c_cast_ints(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    em_tensor *a = em_mul_scalar(x[0], 40.0);
+    em_tensor *sum = em_add(em_to_dtype(em_to_dtype(a, EM_I32), EM_I64),
+                            em_to_dtype(em_to_dtype(a, EM_I8), EM_I64));
+    return em_add(sum, em_to_dtype(em_to_dtype(em_abs(a), EM_U8), EM_I64));
+}
+static em_tensor *c_cast_bool(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_to_dtype(em_to_dtype(em_round(x[0]), EM_BOOL), EM_I32);
+}
+static em_tensor *c_contiguous(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_contiguous(em_permute(x[0], (int[]){1, 2, 0}));
+}
+static em_tensor *c_cat(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cat((em_tensor *[]){x[0], em_transpose(x[1], 0, 1)}, 2, 1);
+}
+static em_tensor *c_stack(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_stack((em_tensor *[]){x[0], x[1]}, 2, 1);
+}
+static em_tensor *c_expand(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_mul(em_expand(x[0], EM_SHAPE(3, 4, -1)), x[1]);
+}
+
+/* ---- reductions ---- */
+
+static em_tensor *c_sum_0(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_sum(x[0], (int[]){0}, 1, false);
+}
+static em_tensor *c_sum_12_keep(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_sum(x[0], (int[]){1, -1}, 2, true);
+}
+static em_tensor *c_sum_all(em_tensor *const *x, em_device d) { (void)d; return em_sum_all(x[0]); }
+static em_tensor *c_mean_1(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_mean(x[0], (int[]){1}, 1, false);
+}
+static em_tensor *c_mean_all(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_mean_all(x[0]);
+}
+static em_tensor *c_amax_2(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_amax(x[0], (int[]){2}, 1, true);
+}
+static em_tensor *c_amin_02(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_amin(x[0], (int[]){0, 2}, 2, false);
+}
+static em_tensor *c_var_1(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_var(x[0], (int[]){1}, 1, 1, false);
+}
+static em_tensor *c_var_all0(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_var(x[0], NULL, 0, 0, true);
+}
+static em_tensor *c_argmax(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_argmax(x[0], 1, false);
+}
+static em_tensor *c_argmin(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_argmin(x[0], -1, true);
+}
+/* sums over a permuted view */
+static em_tensor *c_sum_permuted(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_sum(em_permute(x[0], (int[]){2, 0, 1}), (int[]){1}, 1, false);
+}
+
+/* ---- linear algebra ---- */
+
+static em_tensor *c_matmul(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_matmul(x[0], x[1]);
+}
+static em_tensor *c_matmul_tt(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_matmul(em_transpose(x[0], 0, 1), em_transpose(x[1], 0, 1));
+}
+static em_tensor *c_bmm(em_tensor *const *x, em_device d) { (void)d; return em_bmm(x[0], x[1]); }
+static em_tensor *c_linear(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_linear(x[0], x[1], x[2]);
+}
+
+/* ---- convolution and pooling ---- */
+
+static em_tensor *c_conv(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_conv2d(x[0], x[1], x[2], (em_conv2d_opts){.padding = {1, 1}});
+}
+static em_tensor *c_conv_strided(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_conv2d(x[0], x[1], NULL,
+                     (em_conv2d_opts){.stride = {2, 1}, .padding = {2, 0}, .dilation = {2, 1}});
+}
+static em_tensor *c_conv_groups(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_conv2d(x[0], x[1], x[2], (em_conv2d_opts){.padding = {1, 1}, .groups = 2});
+}
+static em_tensor *c_max_pool(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_max_pool2d(x[0], (em_pool2d_opts){.kernel = {2, 2}});
+}
+static em_tensor *c_max_pool_pad(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_max_pool2d(x[0], (em_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2},
+                                                .padding = {1, 1}});
+}
+static em_tensor *c_avg_pool(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_avg_pool2d(x[0], (em_pool2d_opts){.kernel = {2, 2}});
+}
+static em_tensor *c_avg_pool_exclude(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_avg_pool2d(x[0], (em_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2},
+                                                .padding = {1, 1}, .exclude_pad = true});
+}
+static em_tensor *c_adaptive_pool(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_adaptive_avg_pool2d(x[0], 2, 3);
+}
+
+/* ---- softmax ---- */
+
+static em_tensor *c_softmax(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_softmax(x[0], -1);
+}
+static em_tensor *c_softmax_mid(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_softmax(x[0], 1);
+}
+static em_tensor *c_log_softmax(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_log_softmax(x[0], -1);
+}
+
+/* ---- indexing ---- */
+
+static em_tensor *c_index_select0(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_index_select(x[0], 0, x[1]);
+}
+static em_tensor *c_index_select1(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_index_select(x[0], 1, x[1]);
+}
+static em_tensor *c_gather(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_gather(x[0], 1, x[1]);
+}
+static em_tensor *c_embedding(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_embedding(x[0], x[1]);
+}
+static em_tensor *c_one_hot(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_one_hot(x[0], 5);
+}
+
+/* ---- losses and norms ---- */
+
+static em_tensor *c_cross_entropy(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cross_entropy(x[0], x[1], (em_cross_entropy_opts){0});
+}
+static em_tensor *c_cross_entropy_smooth(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cross_entropy(x[0], x[1], (em_cross_entropy_opts){.label_smoothing = 0.1,
+                                                                .reduction = EM_REDUCTION_SUM});
+}
+static em_tensor *c_mse(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_mse_loss(x[0], x[1], EM_REDUCTION_MEAN);
+}
+static em_tensor *c_l1(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_l1_loss(x[0], x[1], EM_REDUCTION_NONE);
+}
+static em_tensor *c_bce(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_bce_with_logits(x[0], x[1], EM_REDUCTION_MEAN);
+}
+static em_tensor *c_layer_norm(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_layer_norm(x[0], 6, x[1], x[2], 1e-5);
+}
+/* training-mode batch norm over (N, C, H, W), running statistics on the case's device */
+static em_tensor *batch_norm(em_tensor *const *x, em_device d, bool stats)
+{
+    em_tensor *mean = em_to_device(em_zeros(EM_SHAPE(3), x[0]->dtype), d);
+    em_tensor *var = em_to_device(em_ones(EM_SHAPE(3), x[0]->dtype), d);
+    em_tensor *y = em_batch_norm(x[0], mean, var, x[1], x[2], true, 0.1, 1e-5);
+    return stats ? (y ? em_cat((em_tensor *[]){mean, var}, 2, 0) : NULL) : y;
+}
+static em_tensor *c_batch_norm(em_tensor *const *x, em_device d)
+{
+    return batch_norm(x, d, false);
+}
+/* the running mean and variance after one training step */
+static em_tensor *c_batch_norm_stats(em_tensor *const *x, em_device d)
+{
+    return batch_norm(x, d, true);
+}
+
+/* ---- random numbers (global generator, seeded before each run) ---- */
+
+static em_tensor *on(em_tensor *t, em_device d)
+{
+    return d == EM_CPU ? t : em_to_device(t, d);
+}
+static em_tensor *c_dropout(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_dropout(x[0], 0.3, true, NULL);
+}
+/* drawn on the device itself: its Philox stream must give the CPU's numbers */
+static em_tensor *c_rand(em_tensor *const *x, em_device d)
+{
+    (void)x;
+    em_tensor *t = em_empty_on(EM_SHAPE(5, 7), EM_F32, d);
+    return t && em_uniform_(t, -2, 3, NULL) == EM_OK ? t : NULL;
+}
+static em_tensor *c_randn(em_tensor *const *x, em_device d)
+{
+    (void)x;
+    em_tensor *t = em_empty_on(EM_SHAPE(33), EM_F32, d);
+    return t && em_normal_(t, 0.5, 2.0, NULL) == EM_OK ? t : NULL;
+}
+static em_tensor *c_randint(em_tensor *const *x, em_device d)
+{
+    (void)x;
+    em_tensor *t = em_empty_on(EM_SHAPE(2, 9), EM_I64, d);
+    return t && em_randint_(t, -3, 1000, NULL) == EM_OK ? t : NULL;
+}
+static em_tensor *c_bernoulli(em_tensor *const *x, em_device d)
+{
+    (void)x;
+    em_tensor *t = em_empty_on(EM_SHAPE(3, 11), EM_F32, d);
+    return t && em_bernoulli_(t, 0.3, NULL) == EM_OK ? t : NULL;
+}
+static em_tensor *c_full(em_tensor *const *x, em_device d)
+{
+    (void)x;
+    return on(em_add(em_full(EM_SHAPE(2, 3), EM_F32, 1.25), em_arange(0, 6, 2, EM_F32)), d);
+}
+
+#define IN(...) {.shape = EM_SHAPE(__VA_ARGS__), .lo = -1, .hi = 1}
+#define POS(...) {.shape = EM_SHAPE(__VA_ARGS__), .lo = 0.5, .hi = 2}
+#define WIDE(...) {.shape = EM_SHAPE(__VA_ARGS__), .lo = -2, .hi = 2}
+#define FIXED(...) {.shape = EM_SHAPE(__VA_ARGS__), .lo = -1, .hi = 1, .fixed = true}
+#define UNIT(...) {.shape = EM_SHAPE(__VA_ARGS__), .lo = 0, .hi = 1, .fixed = true}
+#define NO_INPUT {.lo = 0}
+#define INDEX(bound, ...) {.shape = EM_SHAPE(__VA_ARGS__), .index_bound = (bound)}
+
+const em_op_case em_op_cases[] = {
+    {"neg", c_neg, 1, {IN(3, 4)}, 0},
+    {"abs", c_abs, 1, {IN(3, 4)}, 0},
+    {"sign", c_sign, 1, {IN(3, 4)}, 0},
+    {"exp", c_exp, 1, {IN(3, 4)}, 0},
+    {"log", c_log, 1, {POS(3, 4)}, 0},
+    {"log1p", c_log1p, 1, {POS(3, 4)}, 0},
+    {"sqrt", c_sqrt, 1, {POS(3, 4)}, 0},
+    {"rsqrt", c_rsqrt, 1, {POS(3, 4)}, 0},
+    {"square", c_square, 1, {IN(3, 4)}, 0},
+    {"reciprocal", c_recip, 1, {POS(3, 4)}, 0},
+    {"sin", c_sin, 1, {WIDE(3, 4)}, 0},
+    {"cos", c_cos, 1, {WIDE(3, 4)}, 0},
+    {"tanh", c_tanh, 1, {WIDE(3, 4)}, 0},
+    {"sigmoid", c_sigmoid, 1, {WIDE(3, 4)}, 0},
+    {"relu", c_relu, 1, {IN(3, 4)}, 0},
+    {"leaky_relu", c_leaky, 1, {IN(3, 4)}, 0},
+    {"gelu", c_gelu, 1, {WIDE(3, 4)}, 0},
+    {"gelu_tanh", c_gelu_tanh, 1, {WIDE(3, 4)}, 0},
+    {"silu", c_silu, 1, {WIDE(3, 4)}, 0},
+    {"floor", c_floor, 1, {WIDE(3, 4)}, 0},
+    {"ceil", c_ceil, 1, {WIDE(3, 4)}, 0},
+    {"round", c_round, 1, {WIDE(3, 4)}, 0},
+    {"clamp", c_clamp, 1, {IN(3, 4)}, 0},
+    {"add_scalar", c_add_s, 1, {IN(3, 4)}, 0},
+    {"mul_scalar", c_mul_s, 1, {IN(3, 4)}, 0},
+    {"pow_scalar", c_pow_s, 1, {POS(3, 4)}, 0},
+    {"exp_permuted", c_exp_permuted, 1, {IN(2, 3, 4)}, 0},
+    {"tanh_sliced", c_tanh_sliced, 1, {IN(6, 5)}, 0},
+    {"add_broadcast", c_add, 2, {IN(3, 1, 4), IN(2, 4)}, 0},
+    {"sub_broadcast", c_sub, 2, {IN(2, 4), IN(3, 1, 4)}, 0},
+    {"mul_broadcast", c_mul, 2, {IN(3, 2, 4), IN(4)}, 0},
+    {"div_broadcast", c_div, 2, {IN(3, 4), POS(3, 1)}, 0},
+    {"pow", c_pow, 2, {POS(3, 4), IN(3, 4)}, 0},
+    {"maximum", c_maximum, 2, {IN(3, 4), IN(4)}, 0},
+    {"minimum", c_minimum, 2, {IN(3, 4), IN(3, 4)}, 0},
+    {"add_transposed", c_add_transposed, 2, {IN(4, 3), IN(3, 4)}, 0},
+    {"eq", c_eq, 2, {WIDE(3, 4), WIDE(3, 4)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"ne", c_ne, 2, {WIDE(3, 4), WIDE(4)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"lt", c_lt, 2, {WIDE(3, 4), WIDE(3, 1)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"le", c_le, 2, {WIDE(3, 4), WIDE(3, 4)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"gt", c_gt, 2, {WIDE(3, 4), WIDE(3, 4)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"ge", c_ge, 2, {WIDE(3, 4), WIDE(3, 4)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"where", c_where, 3, {IN(3, 4), IN(4), FIXED(3, 1)}, 0},
+    {"cast_f64", c_cast_f64, 1, {IN(3, 4)}, 0},
+    {"cast_ints", c_cast_ints, 1, {IN(3, 4)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"cast_bool", c_cast_bool, 1, {IN(3, 4)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"contiguous", c_contiguous, 1, {IN(2, 3, 4)}, 0},
+    {"cat", c_cat, 2, {IN(3, 2), IN(4, 3)}, 0},
+    {"stack", c_stack, 2, {IN(3, 2), IN(3, 2)}, 0},
+    {"expand", c_expand, 2, {IN(4, 1), IN(3, 4, 5)}, 0},
+    {"sum_dim0", c_sum_0, 1, {IN(3, 4, 5)}, 0},
+    {"sum_dims12_keepdim", c_sum_12_keep, 1, {IN(3, 4, 5)}, 0},
+    {"sum_all", c_sum_all, 1, {IN(3, 4, 5)}, 0},
+    {"sum_permuted", c_sum_permuted, 1, {IN(3, 4, 5)}, 0},
+    {"mean_dim1", c_mean_1, 1, {IN(3, 4, 5)}, 0},
+    {"mean_all", c_mean_all, 1, {IN(3, 4, 5)}, 0},
+    {"amax_keepdim", c_amax_2, 1, {IN(3, 4, 5)}, 0},
+    {"amin_dims02", c_amin_02, 1, {IN(3, 4, 5)}, 0},
+    {"var_dim1", c_var_1, 1, {IN(3, 4, 5)}, 0},
+    {"var_all_biased", c_var_all0, 1, {IN(3, 4, 5)}, 0},
+    {"argmax", c_argmax, 1, {IN(3, 4, 5)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"argmin", c_argmin, 1, {IN(3, 4, 5)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"matmul", c_matmul, 2, {IN(5, 7), IN(7, 3)}, 0},
+    {"matmul_transposed", c_matmul_tt, 2, {IN(7, 5), IN(3, 7)}, 0},
+    {"matmul_batched_broadcast", c_matmul, 2, {IN(2, 1, 4, 6), IN(3, 6, 5)}, 0},
+    {"matmul_vector", c_matmul, 2, {IN(6), IN(2, 6, 3)}, 0},
+    {"bmm", c_bmm, 2, {IN(3, 4, 5), IN(3, 5, 2)}, 0},
+    {"linear", c_linear, 3, {IN(2, 3, 6), IN(4, 6), IN(4)}, 0},
+    {"conv2d", c_conv, 3, {IN(2, 3, 5, 5), IN(4, 3, 3, 3), IN(4)}, 0},
+    {"conv2d_stride_dilation", c_conv_strided, 2, {IN(1, 2, 7, 6), IN(3, 2, 3, 2)}, 0},
+    {"conv2d_groups", c_conv_groups, 3, {IN(2, 4, 4, 5), IN(6, 2, 3, 3), IN(6)}, 0},
+    {"max_pool2d", c_max_pool, 1, {IN(2, 3, 4, 6)}, 0},
+    {"max_pool2d_padded", c_max_pool_pad, 1, {IN(1, 2, 5, 7)}, 0},
+    {"avg_pool2d", c_avg_pool, 1, {IN(2, 3, 4, 6)}, 0},
+    {"avg_pool2d_exclude_pad", c_avg_pool_exclude, 1, {IN(1, 2, 5, 7)}, 0},
+    {"adaptive_avg_pool2d", c_adaptive_pool, 1, {IN(1, 2, 5, 7)}, 0},
+    {"softmax", c_softmax, 1, {WIDE(3, 7)}, 0},
+    {"softmax_mid_dim", c_softmax_mid, 1, {WIDE(2, 5, 3)}, 0},
+    {"log_softmax", c_log_softmax, 1, {WIDE(4, 6)}, 0},
+    {"index_select_dim0", c_index_select0, 2, {IN(5, 3), INDEX(5, 7)}, 0},
+    {"index_select_dim1", c_index_select1, 2, {IN(3, 5, 2), INDEX(5, 4)}, 0},
+    {"gather", c_gather, 2, {IN(3, 6), INDEX(6, 3, 4)}, 0},
+    {"embedding", c_embedding, 2, {IN(7, 4), INDEX(7, 2, 5)}, 0},
+    {"one_hot", c_one_hot, 1, {INDEX(5, 2, 3)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"cross_entropy", c_cross_entropy, 2, {WIDE(6, 5), INDEX(5, 6)}, 0},
+    {"cross_entropy_smoothing_sum", c_cross_entropy_smooth, 2, {WIDE(6, 5), INDEX(5, 6)}, 0},
+    {"mse_loss", c_mse, 2, {IN(4, 3), IN(4, 3)}, 0},
+    {"l1_loss", c_l1, 2, {IN(4, 3), FIXED(4, 3)}, 0},
+    {"bce_with_logits", c_bce, 2, {WIDE(4, 3), UNIT(4, 3)}, 0},
+    {"layer_norm", c_layer_norm, 3, {IN(3, 6), IN(6), IN(6)}, 0},
+    {"batch_norm_training", c_batch_norm, 3, {IN(4, 3, 2, 2), IN(3), IN(3)}, 0},
+    {"batch_norm_running_stats", c_batch_norm_stats, 3, {IN(4, 3, 2, 2), IN(3), IN(3)},
+     EM_CASE_NO_GRAD},
+    {"dropout", c_dropout, 1, {IN(5, 8)}, EM_CASE_RNG},
+    {"rand_uniform", c_rand, 0, {NO_INPUT}, EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
+    {"randn_normal", c_randn, 0, {NO_INPUT}, EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
+    {"randint", c_randint, 0, {NO_INPUT}, EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
+    {"bernoulli", c_bernoulli, 0, {NO_INPUT}, EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
+    {"full_arange", c_full, 0, {NO_INPUT}, EM_CASE_NO_GRAD},
+};
+
+const int em_n_op_cases = (int)(sizeof em_op_cases / sizeof em_op_cases[0]);
+
+void em_op_case_seed(int k)
+{
+    em_manual_seed(0x5eed0000u + (uint64_t)k);
+}
+
+bool em_op_case_inputs(int k, em_dtype dtype, em_device dev, bool requires_grad, em_tensor **out)
+{
+    const em_op_case *c = &em_op_cases[k];
+    for (int i = 0; i < c->n_inputs; i++) {
+        const em_case_input *in = &c->in[i];
+        em_generator gen = em_generator_new(1000003u * (uint64_t)k + 7919u * (uint64_t)i + 1);
+        em_tensor *t = in->index_bound > 0
+                           ? em_randint(in->shape, EM_I64, 0, in->index_bound, &gen)
+                           : em_to_dtype(em_uniform(in->shape, EM_F64, in->lo, in->hi, &gen),
+                                         dtype);
+        if (t && dev != EM_CPU)
+            t = em_to_device(t, dev);
+        if (!t)
+            return false;
+        if (requires_grad && in->index_bound == 0 && !in->fixed)
+            em_requires_grad_(t, true);
+        out[i] = t;
+    }
+    return true;
+}

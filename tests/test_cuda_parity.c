@@ -1,0 +1,118 @@
+/* Cross-backend parity: every op case (helpers/op_cases.c) on every available device other than
+ * the CPU against the CPU, forward in f32, f16 and bf16 and gradients in f32. f32 agrees within
+ * 1e-5 relative (TF32 off), f16/bf16 within two units of their rounding, integer, bool, index
+ * and RNG outputs exactly. Prints one line per case; where no GPU is present the test reports
+ * itself skipped. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "helpers/op_cases.h"
+
+TestSuite(cuda_parity, .init = em_scope_begin, .fini = em_scope_end);
+
+static void skip_without_cuda(void)
+{
+    em_tensor *probe = em_empty_on(EM_SHAPE(1), EM_F32, EM_CUDA);
+    if (!probe)
+        cr_skip_test("no CUDA device (or ember built without CUDA): CUDA test skipped");
+    em_release(probe);
+}
+
+static double tolerance(em_dtype dt, unsigned flags)
+{
+    if (flags & EM_CASE_EXACT)
+        return 0;
+    return dt == EM_F32 ? 1e-5 : dt == EM_F16 ? 2.0 / 1024 : 2.0 / 128;
+}
+
+/* t's elements as f64 on the host (t on any device); NULL for NULL. */
+static double *host_values(const em_tensor *t, int64_t *n)
+{
+    if (!t)
+        return NULL;
+    *n = em_numel(t);
+    double *v = malloc((size_t)(*n > 0 ? *n : 1) * sizeof *v);
+    cr_assert_eq(em_copy_to_host(t, EM_F64, v), EM_OK, "%s", em_error());
+    return v;
+}
+
+/* The largest error of got against want in units of tol * (|want| + mean |want|); 0 when equal.
+ * An element count mismatch or NaN where want is finite counts as infinite. */
+static double worst(const em_tensor *got_t, const em_tensor *want_t, double tol)
+{
+    int64_t n = 0, m = 0;
+    double *got = host_values(got_t, &n), *want = host_values(want_t, &m);
+    double scale = 0, err = n == m ? 0 : INFINITY;
+    for (int64_t i = 0; i < m; i++)
+        scale += fabs(want[i]) / (double)m;
+    for (int64_t i = 0; n == m && i < n; i++) {
+        double d = fabs(got[i] - want[i]);
+        if (got[i] == want[i] || (isnan(got[i]) && isnan(want[i])))
+            continue;
+        double e = tol > 0 ? d / (tol * (fabs(want[i]) + scale)) : INFINITY;
+        err = isnan(e) ? INFINITY : fmax(err, e);
+    }
+    free(got);
+    free(want);
+    return err;
+}
+
+/* One case in one dtype on dev against the CPU; gradients too when asked. Returns the worst
+ * error in tolerance units (> 1 fails) and prints it. */
+static double run_case(int k, em_dtype dt, em_device dev, bool grads)
+{
+    const em_op_case *c = &em_op_cases[k];
+    em_scope_begin();
+    em_tensor *in_cpu[EM_CASE_MAX_INPUTS], *in_dev[EM_CASE_MAX_INPUTS];
+    cr_assert(em_op_case_inputs(k, dt, EM_CPU, grads, in_cpu), "%s", em_error());
+    cr_assert(em_op_case_inputs(k, dt, dev, grads, in_dev), "%s", em_error());
+    em_op_case_seed(k);
+    em_tensor *want = c->apply(in_cpu, EM_CPU);
+    cr_assert(want, "%s on cpu: %s", c->name, em_error());
+    em_op_case_seed(k);
+    em_tensor *got = c->apply(in_dev, dev);
+    double tol = tolerance(dt, c->flags);
+    double err = got ? worst(got, want, tol) : INFINITY;
+    if (!got)
+        printf("  %-28s %-4s error: %s\n", c->name, em_dtype_name(dt), em_error());
+    double gerr = 0;
+    if (got && grads) {
+        em_generator gen = em_generator_new(99);
+        em_tensor *w = em_uniform(em_shape_of(want), want->dtype, -1, 1, &gen);
+        em_tensor *w_dev = em_to_device(w, dev);
+        cr_assert_eq(em_backward_grad(want, w), EM_OK, "%s", em_error());
+        if (em_backward_grad(got, w_dev) != EM_OK) {
+            printf("  %-28s backward error: %s\n", c->name, em_error());
+            gerr = INFINITY;
+        }
+        for (int i = 0; i < c->n_inputs && gerr < INFINITY; i++)
+            if (in_cpu[i]->grad)
+                gerr = fmax(gerr, worst(in_dev[i]->grad, in_cpu[i]->grad, tol));
+    }
+    em_scope_end();
+    printf("  %-28s %-4s forward %8.3f%s", c->name, em_dtype_name(dt), err, err > 1 ? " FAIL" : "");
+    if (grads)
+        printf("   grad %8.3f%s", gerr, gerr > 1 ? " FAIL" : "");
+    printf("\n");
+    return fmax(err, gerr);
+}
+
+Test(cuda_parity, every_op_case_matches_the_cpu)
+{
+    skip_without_cuda();
+    const em_dtype dts[3] = {EM_F32, EM_F16, EM_BF16};
+    int failed = 0;
+    printf("parity against the cpu (errors in units of the tolerance; > 1 fails):\n");
+    for (int k = 0; k < em_n_op_cases; k++) {
+        const em_op_case *c = &em_op_cases[k];
+        for (int t = 0; t < 3; t++) {
+            if (dts[t] != EM_F32 && (c->flags & EM_CASE_NO_HALF))
+                continue;
+            bool grads = dts[t] == EM_F32 && !(c->flags & EM_CASE_NO_GRAD);
+            failed += run_case(k, dts[t], EM_CUDA, grads) > 1;
+        }
+    }
+    cr_assert_eq(failed, 0, "%d op case/dtype pairs differ between cuda and cpu", failed);
+}
