@@ -112,6 +112,18 @@ typedef struct {
     bool centered;
 } em_rmsprop_hparams;
 
+/* The arrays one fused launch goes over: n arrays of one dtype, array i holding numel[i]
+ * contiguous elements in the device's memory; these lists of pointers and counts are host memory.
+ * The optimizer updates read grad and update data (the parameters) and state[k], the rule's k-th
+ * state buffer of each array (a NULL list where the rule keeps no such state). */
+typedef struct {
+    int n;
+    const int64_t *numel;    /* (n) */
+    void *const *data;       /* (n) */
+    const void *const *grad; /* (n) */
+    void *const *state[3];   /* (n) each, or NULL */
+} em_array_list;
+
 typedef struct em_backend {
     em_device device;
     const char *name;
@@ -187,17 +199,15 @@ typedef struct em_backend {
     /* out[i][idx[i][j]] += src[i][j] along dim; deterministic order */
     int (*scatter_add)(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
 
-    /* optimizer updates, in place over n contiguous elements of dt (f32 or f64); every state
-     * buffer has the parameter's n and dtype */
-    int (*sgd_update)(em_dtype dt, int64_t n, const em_sgd_hparams *h, void *param,
-                      const void *grad, void *momentum_buf /* NULL when momentum is 0 */);
-    int (*adam_update)(em_dtype dt, int64_t n, const em_adam_hparams *h, void *param,
-                       const void *grad, void *exp_avg, void *exp_avg_sq,
-                       void *max_exp_avg_sq /* NULL unless amsgrad */);
-    int (*rmsprop_update)(em_dtype dt, int64_t n, const em_rmsprop_hparams *h, void *param,
-                          const void *grad, void *square_avg,
-                          void *momentum_buf /* NULL when momentum is 0 */,
-                          void *grad_avg /* NULL unless centered */);
+    /* Optimizer updates in place, one launch over every array of the list (f32 or f64, each
+     * state buffer the size of its parameter); all arrays share h (and its step). */
+    /* state[0] the momentum buffers (NULL list when momentum is 0) */
+    int (*sgd_update)(em_dtype dt, const em_sgd_hparams *h, const em_array_list *l);
+    /* state[0] exp_avg, state[1] exp_avg_sq, state[2] max_exp_avg_sq (NULL unless amsgrad) */
+    int (*adam_update)(em_dtype dt, const em_adam_hparams *h, const em_array_list *l);
+    /* state[0] square_avg, state[1] momentum buffers (NULL when momentum is 0), state[2]
+     * grad_avg (NULL unless centered) */
+    int (*rmsprop_update)(em_dtype dt, const em_rmsprop_hparams *h, const em_array_list *l);
 
     /* dynamic int8 linear (PyTorch's quantize_dynamic): w (n, k) s8 is packed once into
      * int8_packed_size(n, k) bytes of the backend's layout; each call quantizes x per tensor
@@ -209,13 +219,13 @@ typedef struct em_backend {
                            const void *packed, const float *w_scale, int64_t n_scales,
                            const float *bias /* (n) or NULL */, float *y /* (m, n) */);
 
-    /* mixed precision and stability guards, over n contiguous elements of dt (f32 or f64) */
-    /* grad (n) *= inv_scale in place; *found_inf (one f32 in this device's memory) is set to 1
-     * when an element was inf or NaN and left as it is otherwise */
-    int (*unscale_check)(em_dtype dt, int64_t n, double inv_scale, void *grad, float *found_inf);
-    /* *out (one f64 in this device's memory) = sum of |x|^p over x (n) for p > 0, or max |x|
+    /* mixed precision and stability guards, one launch over the arrays of l.data (f32 or f64) */
+    /* every array *= inv_scale in place; *found_inf (one f32 in this device's memory) is set to
+     * 1 when an element was inf or NaN and left as it is otherwise */
+    int (*unscale_check)(em_dtype dt, double inv_scale, const em_array_list *l, float *found_inf);
+    /* out[i] (l.n f64 in this device's memory) = sum of |x|^p over array i for p > 0, or max |x|
      * for p = inf; an inf or NaN element makes it inf or NaN */
-    int (*norm_pow_sum)(em_dtype dt, int64_t n, double p, const void *x, double *out);
+    int (*norm_pow_sum)(em_dtype dt, double p, const em_array_list *l, double *out);
 } em_backend;
 
 /* ---- the registry (backend/backend.c) ---- */

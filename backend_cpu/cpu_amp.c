@@ -32,15 +32,14 @@ static bool unscale_f64(int64_t n, double inv_scale, double *restrict g)
     return bad;
 }
 
-int em_cpu_unscale_check(em_dtype dt, int64_t n, double inv_scale, void *grad, float *found_inf)
+int em_cpu_unscale_check(em_dtype dt, double inv_scale, const em_array_list *l, float *found_inf)
 {
-    bool bad;
-    if (dt == EM_F32)
-        bad = unscale_f32(n, (float)inv_scale, grad);
-    else if (dt == EM_F64)
-        bad = unscale_f64(n, inv_scale, grad);
-    else
+    if (dt != EM_F32 && dt != EM_F64)
         return EM_KERNEL_UNSUPPORTED;
+    bool bad = false;
+    for (int i = 0; i < l->n; i++)
+        bad |= dt == EM_F32 ? unscale_f32(l->numel[i], (float)inv_scale, l->data[i])
+                            : unscale_f64(l->numel[i], inv_scale, l->data[i]);
     if (bad)
         *found_inf = 1.0f;
     return EM_KERNEL_OK;

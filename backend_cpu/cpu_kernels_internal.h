@@ -68,13 +68,9 @@ int em_cpu_gather(const em_arr *out, const em_arr *in, int dim, const em_arr *id
 int em_cpu_scatter_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
 
 /* cpu_optim.c */
-int em_cpu_sgd_update(em_dtype dt, int64_t n, const em_sgd_hparams *h, void *param,
-                      const void *grad, void *momentum_buf);
-int em_cpu_adam_update(em_dtype dt, int64_t n, const em_adam_hparams *h, void *param,
-                       const void *grad, void *exp_avg, void *exp_avg_sq, void *max_exp_avg_sq);
-int em_cpu_rmsprop_update(em_dtype dt, int64_t n, const em_rmsprop_hparams *h, void *param,
-                          const void *grad, void *square_avg, void *momentum_buf,
-                          void *grad_avg);
+int em_cpu_sgd_update(em_dtype dt, const em_sgd_hparams *h, const em_array_list *l);
+int em_cpu_adam_update(em_dtype dt, const em_adam_hparams *h, const em_array_list *l);
+int em_cpu_rmsprop_update(em_dtype dt, const em_rmsprop_hparams *h, const em_array_list *l);
 
 /* cpu_int8_gemm.c: dynamic int8 products. Activations are quantized to 0..EM_CPU_U7_MAX
  * (7 bits, exact under AVX2's 16-bit pair sums), weights are s8 packed by em_cpu_int8_pack. */
@@ -99,7 +95,7 @@ int em_cpu_qlinear_dynamic_path(bool avx2, int64_t m, int64_t n, int64_t k, cons
                                 const float *bias, float *y);
 
 /* cpu_amp.c: unscale gradients in place, flagging inf/NaN; cpu_norm.c: sum |x|^p or max |x| */
-int em_cpu_unscale_check(em_dtype dt, int64_t n, double inv_scale, void *grad, float *found_inf);
-int em_cpu_norm_pow_sum(em_dtype dt, int64_t n, double p, const void *x, double *out);
+int em_cpu_unscale_check(em_dtype dt, double inv_scale, const em_array_list *l, float *found_inf);
+int em_cpu_norm_pow_sum(em_dtype dt, double p, const em_array_list *l, double *out);
 
 #endif

@@ -59,10 +59,8 @@ static double block_sum_f32(const float *x, int64_t n, bool square)
 CHUNK_SUM(float)
 CHUNK_SUM(double)
 
-int em_cpu_norm_pow_sum(em_dtype dt, int64_t n, double p, const void *x, double *out)
+static double array_pow_sum(em_dtype dt, int64_t n, double p, const void *x)
 {
-    if ((dt != EM_F32 && dt != EM_F64) || !(p > 0))
-        return EM_KERNEL_UNSUPPORTED;
     int64_t chunk = n / MAX_CHUNKS + 1 > CHUNK ? n / MAX_CHUNKS + 1 : CHUNK;
     int64_t nchunk = n > 0 ? (n + chunk - 1) / chunk : 0;
     double part[MAX_CHUNKS + 1];
@@ -83,6 +81,14 @@ int em_cpu_norm_pow_sum(em_dtype dt, int64_t n, double p, const void *x, double 
         else
             acc += part[c];
     }
-    *out = acc;
+    return acc;
+}
+
+int em_cpu_norm_pow_sum(em_dtype dt, double p, const em_array_list *l, double *out)
+{
+    if ((dt != EM_F32 && dt != EM_F64) || !(p > 0))
+        return EM_KERNEL_UNSUPPORTED;
+    for (int i = 0; i < l->n; i++)
+        out[i] = array_pow_sum(dt, l->numel[i], p, l->data[i]);
     return EM_KERNEL_OK;
 }

@@ -41,7 +41,7 @@ static void sgd_f32(const em_sgd_hparams *h, int64_t n, float *restrict p,
     }
 }
 
-int em_cpu_sgd_update(em_dtype dt, int64_t n, const em_sgd_hparams *h, void *param,
+static int sgd_array(em_dtype dt, int64_t n, const em_sgd_hparams *h, void *param,
                       const void *grad, void *momentum_buf)
 {
     if (dt == EM_F64) {
@@ -109,7 +109,7 @@ static void adam_f32(const adam_consts *c, int64_t n, float *restrict p, const f
     }
 }
 
-int em_cpu_adam_update(em_dtype dt, int64_t n, const em_adam_hparams *h, void *param,
+static int adam_array(em_dtype dt, int64_t n, const em_adam_hparams *h, void *param,
                        const void *grad, void *exp_avg, void *exp_avg_sq, void *max_exp_avg_sq)
 {
     adam_consts c = {
@@ -174,7 +174,7 @@ static inline double rmsprop_elem(const em_rmsprop_hparams *h, double p, double 
     return p - h->lr * (g / avg);
 }
 
-int em_cpu_rmsprop_update(em_dtype dt, int64_t n, const em_rmsprop_hparams *h, void *param,
+static int rmsprop_array(em_dtype dt, int64_t n, const em_rmsprop_hparams *h, void *param,
                           const void *grad, void *square_avg, void *momentum_buf,
                           void *grad_avg)
 {
@@ -209,4 +209,36 @@ int em_cpu_rmsprop_update(em_dtype dt, int64_t n, const em_rmsprop_hparams *h, v
         return EM_KERNEL_OK;
     }
     return EM_KERNEL_UNSUPPORTED;
+}
+
+/* The state buffer k of array i in l, or NULL where the rule keeps none. */
+static void *state(const em_array_list *l, int k, int i)
+{
+    return l->state[k] ? l->state[k][i] : NULL;
+}
+
+int em_cpu_sgd_update(em_dtype dt, const em_sgd_hparams *h, const em_array_list *l)
+{
+    int rc = EM_KERNEL_OK;
+    for (int i = 0; i < l->n && rc == EM_KERNEL_OK; i++)
+        rc = sgd_array(dt, l->numel[i], h, l->data[i], l->grad[i], state(l, 0, i));
+    return rc;
+}
+
+int em_cpu_adam_update(em_dtype dt, const em_adam_hparams *h, const em_array_list *l)
+{
+    int rc = EM_KERNEL_OK;
+    for (int i = 0; i < l->n && rc == EM_KERNEL_OK; i++)
+        rc = adam_array(dt, l->numel[i], h, l->data[i], l->grad[i], state(l, 0, i),
+                        state(l, 1, i), state(l, 2, i));
+    return rc;
+}
+
+int em_cpu_rmsprop_update(em_dtype dt, const em_rmsprop_hparams *h, const em_array_list *l)
+{
+    int rc = EM_KERNEL_OK;
+    for (int i = 0; i < l->n && rc == EM_KERNEL_OK; i++)
+        rc = rmsprop_array(dt, l->numel[i], h, l->data[i], l->grad[i], state(l, 0, i),
+                           state(l, 1, i), state(l, 2, i));
+    return rc;
 }

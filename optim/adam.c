@@ -17,8 +17,8 @@ static bool adam_supported(const em_backend *be)
     return be->adam_update != NULL;
 }
 
-static int adam_update(const em_optim *o, const em_backend *be, const em_optim_param *p,
-                       const em_tensor *grad, double lr, double weight_decay, int64_t step)
+static int adam_update(const em_optim *o, const em_backend *be, em_dtype dt, double lr,
+                       double weight_decay, int64_t step, const em_array_list *l)
 {
     const em_adam_opts *a = &o->opts.adam;
     em_adam_hparams h = {
@@ -31,10 +31,7 @@ static int adam_update(const em_optim *o, const em_backend *be, const em_optim_p
         .amsgrad = a->amsgrad,
         .step = step,
     };
-    return be->adam_update(p->param->dtype, em_numel(p->param), &h, em_data_ptr(p->param),
-                           em_data_ptr(grad), em_data_ptr(p->state[0]),
-                           em_data_ptr(p->state[1]),
-                           a->amsgrad ? em_data_ptr(p->state[2]) : NULL);
+    return be->adam_update(dt, &h, l);
 }
 
 static const em_optim_rule adam_rule = {

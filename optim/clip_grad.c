@@ -7,52 +7,72 @@
 #include "optim/optim_internal.h"
 #include "tensor/tensor_internal.h"
 
-/* The kernel writes each parameter's sum into a scratch f64 tensor on the grad's device; the
- * sums come to the host in one copy per device. */
+/* The sums of the grads on device dev in dtype dt, in one launch that writes them to a scratch
+ * f64 tensor there and one copy to the host; out[i] for each such grad i of params. */
+static em_status pow_sums_launch(const char *fn, em_tensor *const *params, int n, double p,
+                                 em_device dev, em_dtype dt, double *out)
+{
+    size_t m = (size_t)(n > 0 ? n : 1);
+    int64_t *numel = malloc(m * sizeof *numel);
+    void **data = malloc(m * sizeof *data);
+    int *which = malloc(m * sizeof *which);
+    double *host = malloc(m * sizeof *host);
+    em_status st = numel && data && which && host
+                       ? EM_OK : em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+    em_scope_begin();
+    int k = 0;
+    for (int i = 0; i < n && st == EM_OK; i++) {
+        em_tensor *g = params[i] ? params[i]->grad : NULL;
+        if (!g || g->device != dev || g->dtype != dt)
+            continue;
+        em_tensor *c = em_is_contiguous(g) ? g : em_tensor_contiguous_raw(g);
+        if (!c) {
+            st = em_error_status();
+            break;
+        }
+        numel[k] = em_numel(c);
+        data[k] = em_data_ptr(c);
+        which[k++] = i;
+    }
+    em_tensor *sums = st == EM_OK ? em_empty_on(EM_SHAPE(k), EM_F64, dev) : NULL;
+    if (st == EM_OK && !sums)
+        st = em_error_status();
+    if (st == EM_OK) {
+        const em_backend *be = em_tensor_backend(sums, fn);
+        em_array_list l = {.n = k, .numel = numel, .data = data};
+        st = be->norm_pow_sum ? em_kernel_status(be->norm_pow_sum(dt, p, &l, em_data_ptr(sums)),
+                                                 fn, sums)
+                              : em_set_error(EM_ERR_UNSUPPORTED, "%s: not supported on %s", fn,
+                                            em_device_name(dev));
+    }
+    if (st == EM_OK)
+        st = em_copy_to_host(sums, EM_F64, host);
+    for (int j = 0; st == EM_OK && j < k; j++)
+        out[which[j]] = host[j];
+    em_scope_end();
+    free(numel);
+    free(data);
+    free(which);
+    free(host);
+    return st;
+}
+
+/* out[i] = the sum of |g|^p (or max |g|) of params[i]'s grad, 0 without one: one kernel launch
+ * and one copy to the host per device and dtype. */
 em_status em_grad_pow_sums(const char *fn, em_tensor *const *params, int n, double p,
                            double *out)
 {
-    em_tensor *scratch[EM_NDEVICES] = {0};
+    bool launched[EM_NDEVICES][EM_NDTYPES] = {{false}};
     em_status st = EM_OK;
-    for (int i = 0; i < n && st == EM_OK; i++) {
+    for (int i = 0; i < n; i++)
         out[i] = 0;
+    for (int i = 0; i < n && st == EM_OK; i++) {
         em_tensor *g = params[i] ? params[i]->grad : NULL;
-        if (!g)
+        if (!g || launched[g->device][g->dtype])
             continue;
-        const em_backend *be = em_tensor_backend(g, fn);
-        if (!be) {
-            st = em_error_status();
-            break;
-        }
-        if (!be->norm_pow_sum) {
-            st = em_set_error(EM_ERR_UNSUPPORTED, "%s: not supported on %s", fn,
-                              em_device_name(g->device));
-            break;
-        }
-        if (!scratch[g->device] &&
-            !(scratch[g->device] = em_empty_on(EM_SHAPE(n), EM_F64, g->device))) {
-            st = em_error_status();
-            break;
-        }
-        em_tensor *c = em_tensor_contiguous_raw(g);
-        double *slot = (double *)em_data_ptr(scratch[g->device]) + i;
-        st = c ? em_kernel_status(be->norm_pow_sum(c->dtype, em_numel(c), p, em_data_ptr(c),
-                                                   slot), fn, g)
-               : em_error_status();
-        em_release(c);
+        launched[g->device][g->dtype] = true;
+        st = pow_sums_launch(fn, params, n, p, g->device, g->dtype, out);
     }
-    double *host = malloc((size_t)(n > 0 ? n : 1) * sizeof *host);
-    if (!host && st == EM_OK)
-        st = em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
-    for (int d = 0; d < EM_NDEVICES; d++) {
-        if (scratch[d] && st == EM_OK)
-            st = em_copy_to_host(scratch[d], EM_F64, host);
-        for (int i = 0; scratch[d] && st == EM_OK && i < n; i++)
-            if (params[i] && params[i]->grad && params[i]->grad->device == (em_device)d)
-                out[i] = host[i];
-        em_release(scratch[d]);
-    }
-    free(host);
     return st;
 }
 

@@ -105,46 +105,74 @@ em_tensor *em_scaler_scale(em_grad_scaler *s, const em_tensor *loss)
     return em_mul_scalar(loss, s->opts.disabled ? 1.0 : (double)*scale_ptr(s));
 }
 
-/* grad *= inv_scale in place through the backend's kernel; *flag (a 0-d f32 on grad's device)
- * becomes 1 when an element was inf or NaN. */
-static em_status unscale_grad(em_tensor *grad, double inv_scale, em_tensor *flag)
+/* Every grad of o on device dev in dtype dt *= inv_scale in place, in one launch of the
+ * backend's kernel; *flag (a 0-d f32 on dev) becomes 1 when an element was inf or NaN. Grads
+ * that are not contiguous go through contiguous copies. */
+static em_status unscale_launch(em_optim *o, em_device dev, em_dtype dt, double inv_scale,
+                                em_tensor *flag)
 {
     static const char *fn = "em_scaler_unscale";
-    const em_backend *be = em_tensor_backend(grad, fn);
-    if (!be)
-        return em_error_status();
+    const em_backend *be = em_tensor_backend(flag, fn);
     if (!be->unscale_check)
         return em_set_error(EM_ERR_UNSUPPORTED, "%s: not supported on %s", fn,
-                            em_device_name(grad->device));
-    em_tensor *c = em_tensor_contiguous_raw(grad);
-    if (!c)
-        return em_error_status();
-    int rc = be->unscale_check(c->dtype, em_numel(c), inv_scale, em_data_ptr(c),
-                               em_data_ptr(flag));
-    em_status st = em_kernel_status(rc, fn, grad);
-    if (st == EM_OK && c != grad)
-        st = em_copy_(grad, c);
-    em_release(c);
+                            em_device_name(dev));
+    size_t m = (size_t)(o->n_params > 0 ? o->n_params : 1);
+    int64_t *numel = malloc(m * sizeof *numel);
+    void **data = malloc(m * sizeof *data);
+    em_tensor **grads = malloc(m * sizeof *grads), **copies = calloc(m, sizeof *copies);
+    em_status st = numel && data && grads && copies
+                       ? EM_OK : em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+    int n = 0;
+    for (int i = 0; i < o->n_params && st == EM_OK; i++) {
+        em_tensor *g = o->params[i].param->grad;
+        if (!g || g->device != dev || g->dtype != dt)
+            continue;
+        em_tensor *c = em_is_contiguous(g) ? g : em_tensor_contiguous_raw(g);
+        if (!c) {
+            st = em_error_status();
+            break;
+        }
+        grads[n] = g;
+        copies[n] = c != g ? c : NULL;
+        numel[n] = em_numel(c);
+        data[n++] = em_data_ptr(c);
+    }
+    if (st == EM_OK && n > 0) {
+        em_array_list l = {.n = n, .numel = numel, .data = data};
+        st = em_kernel_status(be->unscale_check(dt, inv_scale, &l, em_data_ptr(flag)), fn, flag);
+    }
+    for (int i = 0; copies && i < n; i++) {
+        if (copies[i] && st == EM_OK)
+            st = em_copy_(grads[i], copies[i]);
+        em_release(copies[i]);
+    }
+    free(numel);
+    free(data);
+    free(grads);
+    free(copies);
     return st;
 }
 
-/* Unscales every grad of o; *found says whether one held an inf or NaN. */
+/* Unscales every grad of o, one launch per device and dtype; *found says whether one held an
+ * inf or NaN (one read of each device's flag). */
 static em_status unscale_all(em_grad_scaler *s, em_optim *o, bool *found)
 {
     /* PyTorch's inverse: the f32 reciprocal of the scale taken in double */
     double inv_scale = (float)(1.0 / (double)*scale_ptr(s));
     em_tensor *flags[EM_NDEVICES] = {0};
+    bool launched[EM_NDEVICES][EM_NDTYPES] = {{false}};
     em_status st = EM_OK;
     for (int i = 0; i < o->n_params && st == EM_OK; i++) {
         em_tensor *g = o->params[i].param->grad;
-        if (!g)
+        if (!g || launched[g->device][g->dtype])
             continue;
         if (!flags[g->device]) {
             flags[g->device] = em_empty_on(EM_SCALAR_SHAPE, EM_F32, g->device);
             st = flags[g->device] ? em_zero_(flags[g->device]) : em_error_status();
         }
         if (st == EM_OK)
-            st = unscale_grad(g, inv_scale, flags[g->device]);
+            st = unscale_launch(o, g->device, g->dtype, inv_scale, flags[g->device]);
+        launched[g->device][g->dtype] = true;
     }
     *found = false;
     for (int d = 0; d < EM_NDEVICES; d++) {

@@ -30,9 +30,10 @@ typedef struct {
     int (*state_names)(const em_optim *o, const char **names);
     /* o's backend entry for this rule is present */
     bool (*supported)(const em_backend *be);
-    /* one update of p with grad (contiguous, p's shape and dtype); step counts it, from 1 */
-    int (*update)(const em_optim *o, const em_backend *be, const em_optim_param *p,
-                  const em_tensor *grad, double lr, double weight_decay, int64_t step);
+    /* one fused update of the parameters in l (one group, dtype and device; l->state[k] lists
+     * their state tensor k in state_names' order); step counts it, from 1 */
+    int (*update)(const em_optim *o, const em_backend *be, em_dtype dt, double lr,
+                  double weight_decay, int64_t step, const em_array_list *l);
 } em_optim_rule;
 
 struct em_optim {

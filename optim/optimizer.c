@@ -264,29 +264,102 @@ static em_status check_update(const em_optim *o, const em_optim_param *p, int in
     return EM_OK;
 }
 
-/* One update of p with grad, a contiguous tensor of p's shape and dtype. */
-static em_status apply_update(em_optim *o, em_optim_param *p, const em_tensor *grad)
+static int64_t step_of(const em_optim_param *p)
 {
-    em_tensor *t = p->param;
-    const em_backend *be = em_tensor_backend(t, "em_optim_step");
-    const em_optim_group *g = &o->groups[p->group];
-    int64_t *step = em_data_ptr(p->step);
-    int rc = o->rule->update(o, be, p, grad, *(double *)em_data_ptr(g->lr), g->weight_decay,
-                             *step + 1);
-    em_status st = em_kernel_status(rc, "em_optim_step", t);
-    if (st == EM_OK)
-        (*step)++;
+    return *(const int64_t *)em_data_ptr(p->step);
+}
+
+/* Parameters one fused launch updates together: one group, dtype, device and step count. */
+static bool same_launch(const em_optim_param *a, const em_optim_param *b)
+{
+    return a->group == b->group && a->param->dtype == b->param->dtype &&
+           a->param->device == b->param->device && step_of(a) == step_of(b);
+}
+
+/* The host lists of one fused launch over n parameters. */
+typedef struct {
+    int64_t *numel;
+    void **data;
+    const void **grad;
+    void **state[EM_OPTIM_MAX_STATE];
+} launch_lists;
+
+static bool lists_new(launch_lists *ls, int n)
+{
+    size_t m = (size_t)(n > 0 ? n : 1);
+    *ls = (launch_lists){.numel = malloc(m * sizeof *ls->numel), .data = malloc(m * sizeof(void *)),
+                         .grad = malloc(m * sizeof(void *))};
+    bool ok = ls->numel && ls->data && ls->grad;
+    for (int k = 0; k < EM_OPTIM_MAX_STATE; k++)
+        ok &= (ls->state[k] = malloc(m * sizeof(void *))) != NULL;
+    return ok;
+}
+
+static void lists_free(launch_lists *ls)
+{
+    free(ls->numel);
+    free(ls->data);
+    free(ls->grad);
+    for (int k = 0; k < EM_OPTIM_MAX_STATE; k++)
+        free(ls->state[k]);
+}
+
+/* One fused update of the n parameters at idx (one launch's worth), their grads made contiguous
+ * inside the caller's scope; each parameter's step count advances on success. */
+static em_status update_launch(em_optim *o, const int *idx, int n, launch_lists *ls)
+{
+    static const char *fn = "em_optim_step";
+    const em_optim_param *first = &o->params[idx[0]];
+    for (int c = 0; c < n; c++) {
+        const em_optim_param *p = &o->params[idx[c]];
+        em_tensor *g = p->param->grad;
+        if (!em_is_contiguous(g) && !(g = em_tensor_contiguous_raw(g)))
+            return em_error_status();
+        ls->numel[c] = em_numel(p->param);
+        ls->data[c] = em_data_ptr(p->param);
+        ls->grad[c] = em_data_ptr(g);
+        for (int k = 0; k < p->n_state; k++)
+            ls->state[k][c] = em_data_ptr(p->state[k]);
+    }
+    em_array_list l = {.n = n, .numel = ls->numel, .data = ls->data, .grad = ls->grad};
+    for (int k = 0; k < first->n_state; k++)
+        l.state[k] = ls->state[k];
+    const em_optim_group *g = &o->groups[first->group];
+    int64_t step = step_of(first) + 1;
+    int rc = o->rule->update(o, em_tensor_backend(first->param, fn), first->param->dtype,
+                             *(double *)em_data_ptr(g->lr), g->weight_decay, step, &l);
+    em_status st = em_kernel_status(rc, fn, first->param);
+    for (int c = 0; st == EM_OK && c < n; c++)
+        (*(int64_t *)em_data_ptr(o->params[idx[c]].step))++;
     return st;
 }
 
-static em_status update_param(em_optim *o, em_optim_param *p)
+/* Every parameter with a grad, in as few fused launches as their groups, dtypes, devices and
+ * step counts allow. */
+static em_status update_all(em_optim *o)
 {
-    if (em_is_contiguous(p->param->grad))
-        return apply_update(o, p, p->param->grad);
+    int *idx = malloc((size_t)(o->n_params > 0 ? o->n_params : 1) * sizeof *idx);
+    bool *done = calloc((size_t)(o->n_params > 0 ? o->n_params : 1), sizeof *done);
+    launch_lists ls = {0};
+    em_status st = idx && done && lists_new(&ls, o->n_params)
+                       ? EM_OK : em_set_error(EM_ERR_MEMORY, "em_optim_step: out of memory");
     em_scope_begin();
-    em_tensor *grad = em_tensor_contiguous_raw(p->param->grad);
-    em_status st = grad ? apply_update(o, p, grad) : em_error_status();
+    for (int i = 0; i < o->n_params && st == EM_OK; i++) {
+        if (done[i] || !o->params[i].param->grad)
+            continue;
+        int n = 0;
+        for (int j = i; j < o->n_params; j++)
+            if (!done[j] && o->params[j].param->grad &&
+                same_launch(&o->params[i], &o->params[j])) {
+                idx[n++] = j;
+                done[j] = true;
+            }
+        st = update_launch(o, idx, n, &ls);
+    }
     em_scope_end();
+    lists_free(&ls);
+    free(idx);
+    free(done);
     return st;
 }
 
@@ -301,15 +374,10 @@ em_status em_optim_step(em_optim *o)
                 return st;
         }
     }
-    for (int i = 0; i < o->n_params; i++) {
-        if (o->params[i].param->grad) {
-            em_status st = update_param(o, &o->params[i]);
-            if (st != EM_OK)
-                return st;
-        }
-    }
-    (*(int64_t *)em_data_ptr(o->step))++;
-    return EM_OK;
+    em_status st = update_all(o);
+    if (st == EM_OK)
+        (*(int64_t *)em_data_ptr(o->step))++;
+    return st;
 }
 
 void em_optim_zero_grad(em_optim *o)

@@ -18,8 +18,8 @@ static bool rmsprop_supported(const em_backend *be)
     return be->rmsprop_update != NULL;
 }
 
-static int rmsprop_update(const em_optim *o, const em_backend *be, const em_optim_param *p,
-                          const em_tensor *grad, double lr, double weight_decay, int64_t step)
+static int rmsprop_update(const em_optim *o, const em_backend *be, em_dtype dt, double lr,
+                          double weight_decay, int64_t step, const em_array_list *l)
 {
     (void)step;
     const em_rmsprop_opts *r = &o->opts.rmsprop;
@@ -31,11 +31,12 @@ static int rmsprop_update(const em_optim *o, const em_backend *be, const em_opti
         .momentum = r->momentum,
         .centered = r->centered,
     };
+    /* the backend's slots: square_avg, momentum buffers, grad_avg (absent ones NULL) */
+    em_array_list slots = *l;
     int k = 1;
-    void *buf = r->momentum != 0 ? em_data_ptr(p->state[k++]) : NULL;
-    void *grad_avg = r->centered ? em_data_ptr(p->state[k]) : NULL;
-    return be->rmsprop_update(p->param->dtype, em_numel(p->param), &h, em_data_ptr(p->param),
-                              em_data_ptr(grad), em_data_ptr(p->state[0]), buf, grad_avg);
+    slots.state[1] = r->momentum != 0 ? l->state[k++] : NULL;
+    slots.state[2] = r->centered ? l->state[k] : NULL;
+    return be->rmsprop_update(dt, &h, &slots);
 }
 
 static const em_optim_rule rmsprop_rule = {

@@ -15,8 +15,8 @@ static bool sgd_supported(const em_backend *be)
     return be->sgd_update != NULL;
 }
 
-static int sgd_update(const em_optim *o, const em_backend *be, const em_optim_param *p,
-                      const em_tensor *grad, double lr, double weight_decay, int64_t step)
+static int sgd_update(const em_optim *o, const em_backend *be, em_dtype dt, double lr,
+                      double weight_decay, int64_t step, const em_array_list *l)
 {
     const em_sgd_opts *s = &o->opts.sgd;
     em_sgd_hparams h = {
@@ -27,8 +27,7 @@ static int sgd_update(const em_optim *o, const em_backend *be, const em_optim_pa
         .nesterov = s->nesterov,
         .first_step = step == 1,
     };
-    return be->sgd_update(p->param->dtype, em_numel(p->param), &h, em_data_ptr(p->param),
-                          em_data_ptr(grad), p->n_state ? em_data_ptr(p->state[0]) : NULL);
+    return be->sgd_update(dt, &h, l);
 }
 
 static const em_optim_rule sgd_rule = {
