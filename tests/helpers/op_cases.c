@@ -518,7 +518,8 @@ const em_op_case em_op_cases[] = {
      EM_CASE_NO_GRAD},
     {"dropout", c_dropout, 1, {IN(5, 8)}, EM_CASE_RNG},
     {"rand_uniform", c_rand, 0, {NO_INPUT}, EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
-    {"randn_normal", c_randn, 0, {NO_INPUT}, EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
+    /* normal draws go through log/sin/cos, whose last bit may differ between libraries */
+    {"randn_normal", c_randn, 0, {NO_INPUT}, EM_CASE_NO_GRAD | EM_CASE_RNG},
     {"randint", c_randint, 0, {NO_INPUT}, EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
     {"bernoulli", c_bernoulli, 0, {NO_INPUT}, EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
     {"full_arange", c_full, 0, {NO_INPUT}, EM_CASE_NO_GRAD},

@@ -1,0 +1,88 @@
+/* The CUDA backend's device, stream and memory: one non-blocking compute stream that every
+ * kernel, copy and cuBLAS call is ordered on, device allocations, copies that wait for the
+ * stream, and kernel scratch through the accounting allocator. */
+#include "backend_cuda/cuda_internal.h"
+
+static cudaStream_t stream;
+static cublasHandle_t cublas;
+
+bool em_cuda_init(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
+        return false;
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+        return false;
+    if (cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS) {
+        cudaStreamDestroy(stream);
+        return false;
+    }
+    /* default math: f16/bf16 products on tensor cores, f32 products in f32 (no TF32) */
+    return cublasSetStream(cublas, stream) == CUBLAS_STATUS_SUCCESS &&
+           cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH) == CUBLAS_STATUS_SUCCESS;
+}
+
+cudaStream_t em_cuda_stream(void)
+{
+    return stream;
+}
+
+cublasHandle_t em_cuda_cublas(void)
+{
+    return cublas;
+}
+
+int em_cuda_status(cudaError_t err)
+{
+    return err == cudaSuccess ? EM_KERNEL_OK : EM_KERNEL_FAILED;
+}
+
+int em_cuda_launch_status(void)
+{
+    return em_cuda_status(cudaGetLastError());
+}
+
+void *em_cuda_alloc(size_t nbytes)
+{
+    void *ptr = NULL;
+    if (cudaMalloc(&ptr, nbytes ? nbytes : 1) != cudaSuccess) {
+        cudaGetLastError(); /* an allocation failure is not sticky: clear it */
+        return NULL;
+    }
+    return ptr;
+}
+
+void em_cuda_free(void *ptr)
+{
+    cudaFree(ptr);
+}
+
+int em_cuda_copy_from_host(void *dst, const void *src_host, size_t nbytes)
+{
+    /* from pageable memory the call returns once src_host has been staged: it may be reused */
+    return em_cuda_status(cudaMemcpyAsync(dst, src_host, nbytes, cudaMemcpyHostToDevice, stream));
+}
+
+/* Waits for the stream; a raised index flag is reported here, after the kernel that raised it. */
+int em_cuda_synchronize(void)
+{
+    int rc = em_cuda_status(cudaStreamSynchronize(stream));
+    return rc == EM_KERNEL_OK ? em_cuda_take_index_error() : rc;
+}
+
+int em_cuda_copy_to_host(void *dst_host, const void *src, size_t nbytes)
+{
+    int rc = em_cuda_status(cudaMemcpyAsync(dst_host, src, nbytes, cudaMemcpyDeviceToHost,
+                                            stream));
+    return rc == EM_KERNEL_OK ? em_cuda_synchronize() : rc;
+}
+
+void *em_cuda_scratch(size_t nbytes)
+{
+    return em_workspace_alloc(em_cuda_table(), nbytes);
+}
+
+void em_cuda_scratch_free(void *ptr, size_t nbytes)
+{
+    em_workspace_free(em_cuda_table(), ptr, nbytes);
+}
