@@ -107,6 +107,7 @@ typedef struct {
     int64_t stride[2];  /* default: kernel */
     int64_t padding[2]; /* default 0 */
     bool exclude_pad;   /* avg_pool2d: divide by in-bounds elements only (count_include_pad=False) */
+    bool ceil_mode;     /* PyTorch's ceil_mode: a last, partial window where one starts inside */
 } em_pool2d_opts;
 em_tensor *em_max_pool2d(const em_tensor *x, em_pool2d_opts o);
 em_tensor *em_avg_pool2d(const em_tensor *x, em_pool2d_opts o);

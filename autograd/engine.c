@@ -21,7 +21,7 @@ bool em_set_grad_enabled(bool enabled)
 
 em_tensor *em_requires_grad_(em_tensor *t, bool requires_grad)
 {
-    if (!t)
+    if (!em_present(t, "em_requires_grad_", "t"))
         return NULL;
     if (t->node) {
         em_set_error(EM_ERR_ARG, "em_requires_grad_: only a leaf's requires_grad can be set "
@@ -51,7 +51,7 @@ em_tensor *em_detach(const em_tensor *t)
 
 void em_zero_grad(em_tensor *t)
 {
-    if (!t)
+    if (!em_present(t, "em_zero_grad", "t"))
         return;
     em_release(t->grad);
     t->grad = NULL;

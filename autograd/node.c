@@ -86,7 +86,7 @@ void em_node_release(em_node *node)
 
 em_tensor *em_grad_sum_to(const em_tensor *grad, const em_shape *shape)
 {
-    if (!grad)
+    if (!em_present(grad, "em_grad_sum_to", "grad"))
         return NULL;
     int lead = grad->ndim - shape->ndim;
     int dims[EM_MAX_DIMS], n = 0;

@@ -10,7 +10,7 @@ static em_status to_dtype_backward(em_node *node, const em_tensor *g /* t's shap
 
 em_tensor *em_to_dtype(const em_tensor *t /* (*) */, em_dtype dtype)
 {
-    if (!t)
+    if (!em_present(t, "em_to_dtype", "t"))
         return NULL;
     if (!em_dtype_valid(dtype)) {
         em_set_error(EM_ERR_ARG, "em_to_dtype: invalid dtype %d", (int)dtype);

@@ -140,7 +140,7 @@ em_tensor *em_conv2d(const em_tensor *x /* (N, C_in, H, W) */,
                      const em_tensor *w /* (C_out, C_in/groups, KH, KW) */,
                      const em_tensor *b /* (C_out) or NULL */, em_conv2d_opts o)
 {
-    if (!x || !w)
+    if (!em_present(x, "em_conv2d", "x") || !em_present(w, "em_conv2d", "w"))
         return NULL;
     if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){x, w, b}, 3)) {
         em_scope_begin();

@@ -46,7 +46,7 @@ static bool f32_under_autocast(em_unary_op op)
 static em_tensor *unary(const char *fn, const char *op_name, em_unary_op op, double p0,
                         double p1, const em_tensor *t /* (*) */)
 {
-    if (!t)
+    if (!em_present(t, fn, "t"))
         return NULL;
     if (f32_under_autocast(op) && em_autocast_needed(EM_AUTOCAST_F32, &t, 1)) {
         em_scope_begin();
@@ -219,10 +219,15 @@ static em_status binary_backward(em_node *node, const em_tensor *g /* y's shape 
         ga = need_a ? em_div(g, b) : NULL;
         gb = need_b ? em_neg(em_div(em_mul(g, y), b)) : NULL;
         break;
-    case EM_BINARY_POW: /* b * a^(b-1), y * log(a) */
-        ga = need_a ? em_mul(em_mul(g, b), em_pow(a, em_add_scalar(b, -1.0))) : NULL;
-        gb = need_b ? em_mul(em_mul(g, y), em_log(a)) : NULL;
+    case EM_BINARY_POW: { /* PyTorch's: b a^(b-1), 0 where b = 0; y log(a), 0 where a = 0 <= b */
+        em_tensor *zero = em_raw_full("em_backward", &(em_shape){.ndim = 0}, g->dtype, g->device, 0);
+        em_tensor *da = need_a ? em_mul(b, em_pow(a, em_add_scalar(b, -1.0))) : NULL;
+        em_tensor *db = need_b ? em_mul(y, em_log(a)) : NULL;
+        ga = need_a ? em_mul(g, em_where(em_eq(b, zero), zero, da)) : NULL;
+        gb = need_b ? em_mul(g, em_where(em_eq(a, zero), em_where(em_ge(b, zero), zero, db), db))
+                    : NULL;
         break;
+    }
     default: { /* maximum/minimum: the winner takes g, ties split it evenly */
         em_tensor *win = em_to_dtype(op == EM_BINARY_MAXIMUM ? em_gt(a, b) : em_lt(a, b),
                                      a->dtype);
@@ -243,7 +248,7 @@ static em_status binary_backward(em_node *node, const em_tensor *g /* y's shape 
 static em_tensor *binary(const char *fn, const char *op_name, em_binary_op op,
                          const em_tensor *a /* (*) */, const em_tensor *b /* broadcasts with a */)
 {
-    if (!a || !b)
+    if (!em_present(a, fn, "a") || !em_present(b, fn, "b"))
         return NULL;
     em_scope_begin();
     if (!unify(fn, &a, &b))
@@ -358,7 +363,8 @@ static em_status where_backward(em_node *node, const em_tensor *g /* y's shape *
 em_tensor *em_where(const em_tensor *cond /* bool, broadcasts with a and b */,
                     const em_tensor *a /* (*) */, const em_tensor *b /* broadcasts with a */)
 {
-    if (!cond || !a || !b)
+    if (!em_present(cond, "em_where", "cond") || !em_present(a, "em_where", "a")
+        || !em_present(b, "em_where", "b"))
         return NULL;
     const char *fn = "em_where";
     if (cond->dtype != EM_BOOL) {

@@ -135,7 +135,7 @@ em_tensor *em_stack(em_tensor *const *ts /* n tensors of one shape */, int n, in
 int em_split(const em_tensor *t /* (*) */, int64_t split_size, int dim,
              em_tensor **out /* max_out pieces */, int max_out)
 {
-    if (!t)
+    if (!em_present(t, "em_split", "t"))
         return -1;
     int d = em_norm_dim(dim, t->ndim);
     if (d < 0 || split_size <= 0 || max_out < 0 || (max_out > 0 && !out)) {
@@ -222,7 +222,7 @@ static em_status index_select_backward(em_node *node, const em_tensor *g /* y's 
 static em_tensor *index_select_impl(const char *fn, const em_tensor *t /* (*) */, int dim,
                                     const em_tensor *index /* i64 (n) */)
 {
-    if (!t || !index)
+    if (!em_present(t, fn, "t") || !em_present(index, fn, "index"))
         return NULL;
     int d = em_norm_dim(dim, t->ndim);
     if (d < 0 || index->ndim > 1 || index->device != t->device) {
@@ -267,7 +267,7 @@ em_tensor *em_embedding(const em_tensor *weight /* (num, dim) */,
                         const em_tensor *index /* i64 (*) */)
 {
     const char *fn = "em_embedding";
-    if (!weight || !index)
+    if (!em_present(weight, fn, "weight") || !em_present(index, fn, "index"))
         return NULL;
     if (weight->ndim != 2 || index->ndim >= EM_MAX_DIMS) {
         char bw[128], bi[128];
@@ -309,7 +309,7 @@ em_tensor *em_gather(const em_tensor *t /* (*) */, int dim,
                      const em_tensor *index /* i64, t's ndim, fits t outside dim */)
 {
     const char *fn = "em_gather";
-    if (!t || !index)
+    if (!em_present(t, fn, "t") || !em_present(index, fn, "index"))
         return NULL;
     int d = em_norm_dim(dim, t->ndim);
     bool ok = d >= 0 && index->ndim == t->ndim && index->device == t->device;
@@ -348,7 +348,7 @@ em_tensor *em_gather(const em_tensor *t /* (*) */, int dim,
 em_tensor *em_one_hot(const em_tensor *index /* i64 (*) */, int64_t num_classes)
 {
     const char *fn = "em_one_hot";
-    if (!index)
+    if (!em_present(index, fn, "index"))
         return NULL;
     if (num_classes <= 0 || index->ndim >= EM_MAX_DIMS) {
         char b[128];

@@ -129,7 +129,7 @@ static em_status mm_backward(em_node *node, const em_tensor *g /* (batch.., m, n
 static em_tensor *mm(const char *fn, const em_tensor *a /* (batch.., m, k) */,
                      const em_tensor *b /* (batch.., k, n) */)
 {
-    if (!a || !b)
+    if (!em_present(a, fn, "a") || !em_present(b, fn, "b"))
         return NULL;
     em_shape ba = {.ndim = a->ndim - 2}, bb = {.ndim = b->ndim - 2}, bs, s;
     for (int d = 0; d < ba.ndim; d++)
@@ -191,7 +191,7 @@ em_tensor *em_matmul(const em_tensor *a /* (m, k), (k) or (batch.., m, k) */,
                      const em_tensor *b /* (k, n), (k) or (batch.., k, n) */)
 {
     const char *fn = "em_matmul";
-    if (!a || !b)
+    if (!em_present(a, "em_matmul", "a") || !em_present(b, "em_matmul", "b"))
         return NULL;
     if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){a, b}, 2))
         return autocast_pair(em_matmul, a, b);
@@ -223,7 +223,7 @@ em_tensor *em_matmul(const em_tensor *a /* (m, k), (k) or (batch.., m, k) */,
 em_tensor *em_bmm(const em_tensor *a /* (B, M, K) */, const em_tensor *b /* (B, K, N) */)
 {
     const char *fn = "em_bmm";
-    if (!a || !b)
+    if (!em_present(a, "em_bmm", "a") || !em_present(b, "em_bmm", "b"))
         return NULL;
     if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){a, b}, 2))
         return autocast_pair(em_bmm, a, b);
@@ -352,7 +352,7 @@ static em_tensor *linear(const em_tensor *x /* (*, in) */, const em_tensor *w /*
 em_tensor *em_linear(const em_tensor *x /* (*, in) */, const em_tensor *w /* (out, in) */,
                      const em_tensor *b /* (out) or NULL */)
 {
-    if (!x || !w)
+    if (!em_present(x, "em_linear", "x") || !em_present(w, "em_linear", "w"))
         return NULL;
     if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){x, w, b}, 3)) {
         em_scope_begin();

@@ -2,6 +2,17 @@
  * backward rule; average pooling optionally divides by in-bounds elements only. */
 #include "autograd/autograd_internal.h"
 
+/* Outputs along one dim, PyTorch's rule: with ceil_mode a partial last window counts when it
+ * starts inside the input or its left padding. */
+static int64_t pooled_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, bool ceil_mode)
+{
+    int64_t span = in + 2 * pad - kernel;
+    int64_t out = (span + (ceil_mode ? stride - 1 : 0)) / stride + 1;
+    if (ceil_mode && (out - 1) * stride >= in + pad)
+        out--;
+    return out;
+}
+
 /* The node's parameters are the options with the stride's default filled in (pool_args). */
 static em_pool2d_shape pool_shape(const em_tensor *x /* (N, C, H, W) */, const em_pool2d_opts *p)
 {
@@ -10,8 +21,8 @@ static em_pool2d_shape pool_shape(const em_tensor *x /* (N, C, H, W) */, const e
         .kernel = {p->kernel[0], p->kernel[1]}, .stride = {p->stride[0], p->stride[1]},
         .pad = {p->padding[0], p->padding[1]}, .count_include_pad = !p->exclude_pad,
     };
-    s.h_out = (s.h + 2 * s.pad[0] - s.kernel[0]) / s.stride[0] + 1;
-    s.w_out = (s.w + 2 * s.pad[1] - s.kernel[1]) / s.stride[1] + 1;
+    s.h_out = pooled_size(s.h, s.kernel[0], s.stride[0], s.pad[0], p->ceil_mode);
+    s.w_out = pooled_size(s.w, s.kernel[1], s.stride[1], s.pad[1], p->ceil_mode);
     return s;
 }
 
@@ -64,7 +75,7 @@ static em_status pool_backward(em_node *node, const em_tensor *g /* (N, C, H_out
 static em_tensor *pool(const char *fn, const char *op, bool max,
                        const em_tensor *x /* (N, C, H, W) */, em_pool2d_opts o)
 {
-    if (!x || !pool_args(fn, x, &o))
+    if (!em_present(x, fn, "x") || !pool_args(fn, x, &o))
         return NULL;
     em_pool2d_shape s = pool_shape(x, &o);
     const em_backend *be = em_tensor_backend(x, fn);

@@ -93,7 +93,7 @@ static em_tensor *reduce(const char *fn, const char *op_name, em_reduce_op op,
                          int correction)
 {
     unsigned mask;
-    if (!t || !dims_mask(fn, t, dims, n_dims, &mask))
+    if (!em_present(t, fn, "t") || !dims_mask(fn, t, dims, n_dims, &mask))
         return NULL;
     bool f32_policy = op == EM_REDUCE_SUM || op == EM_REDUCE_MEAN || op == EM_REDUCE_VAR;
     if (f32_policy && em_autocast_needed(EM_AUTOCAST_F32, &t, 1)) { /* sums run in f32 */
@@ -161,7 +161,7 @@ em_tensor *em_mean_all(const em_tensor *t)
 static em_tensor *arg_reduce(const char *fn, em_reduce_op op, const em_tensor *t /* (*) */, int dim,
                              bool keepdim)
 {
-    if (!t)
+    if (!em_present(t, fn, "t"))
         return NULL;
     int d = em_norm_dim(dim, t->ndim);
     if (d < 0 || t->shape[d] == 0) {

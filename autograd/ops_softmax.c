@@ -55,7 +55,7 @@ static em_status softmax_backward(em_node *node, const em_tensor *g /* x's shape
 static em_tensor *softmax(const char *fn, const char *op, bool log, const em_tensor *t /* (*) */,
                           int dim)
 {
-    if (!t)
+    if (!em_present(t, fn, "t"))
         return NULL;
     if (em_autocast_needed(EM_AUTOCAST_F32, &t, 1)) { /* runs in f32 under autocast */
         em_scope_begin();

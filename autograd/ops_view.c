@@ -80,7 +80,7 @@ static bool view_strides(const em_tensor *t /* (*) */, const em_shape *s, int64_
 static em_tensor *reshape_impl(const char *fn, const em_tensor *t /* (*) */, em_shape shape,
                                bool copy_ok)
 {
-    if (!t)
+    if (!em_present(t, fn, "t"))
         return NULL;
     em_shape s = shape;
     if (s.ndim < 0 || s.ndim > EM_MAX_DIMS || !infer_shape(&s, em_numel(t))) {
@@ -117,7 +117,7 @@ em_tensor *em_view(const em_tensor *t /* (*) */, em_shape shape)
 
 em_tensor *em_flatten(const em_tensor *t /* (*) */, int start_dim, int end_dim)
 {
-    if (!t)
+    if (!em_present(t, "em_flatten", "t"))
         return NULL;
     int nd = t->ndim > 0 ? t->ndim : 1;
     int s0 = em_norm_dim(start_dim, nd), s1 = em_norm_dim(end_dim, nd);
@@ -140,7 +140,7 @@ em_tensor *em_flatten(const em_tensor *t /* (*) */, int start_dim, int end_dim)
 
 em_tensor *em_squeeze(const em_tensor *t /* (*) */, int dim)
 {
-    if (!t)
+    if (!em_present(t, "em_squeeze", "t"))
         return NULL;
     int d = em_norm_dim(dim, t->ndim);
     if (d < 0) {
@@ -158,7 +158,7 @@ em_tensor *em_squeeze(const em_tensor *t /* (*) */, int dim)
 
 em_tensor *em_unsqueeze(const em_tensor *t /* (*) */, int dim)
 {
-    if (!t)
+    if (!em_present(t, "em_unsqueeze", "t"))
         return NULL;
     int d = em_norm_dim(dim, t->ndim + 1);
     if (d < 0 || t->ndim == EM_MAX_DIMS) {
@@ -194,7 +194,7 @@ static em_status permute_backward(em_node *node, const em_tensor *g /* y's shape
 
 static em_tensor *permute_impl(const char *fn, const em_tensor *t /* (*) */, const int *dims)
 {
-    if (!t)
+    if (!em_present(t, fn, "t"))
         return NULL;
     bool seen[EM_MAX_DIMS] = {false};
     int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
@@ -224,7 +224,7 @@ em_tensor *em_permute(const em_tensor *t /* (*) */, const int *dims)
 
 em_tensor *em_transpose(const em_tensor *t /* (*) */, int dim0, int dim1)
 {
-    if (!t)
+    if (!em_present(t, "em_transpose", "t"))
         return NULL;
     int d0 = em_norm_dim(dim0, t->ndim), d1 = em_norm_dim(dim1, t->ndim);
     if (d0 < 0 || d1 < 0) {
@@ -297,7 +297,7 @@ static em_tensor *slice_impl(const em_tensor *t /* (*) */, int dim, int64_t star
 
 em_tensor *em_narrow(const em_tensor *t /* (*) */, int dim, int64_t start, int64_t length)
 {
-    if (!t)
+    if (!em_present(t, "em_narrow", "t"))
         return NULL;
     int d = em_norm_dim(dim, t->ndim);
     if (d < 0 || start < 0 || length < 0 || start + length > t->shape[d]) {
@@ -312,7 +312,7 @@ em_tensor *em_narrow(const em_tensor *t /* (*) */, int dim, int64_t start, int64
 em_tensor *em_slice(const em_tensor *t /* (*) */, int dim, int64_t start, int64_t end,
                     int64_t step)
 {
-    if (!t)
+    if (!em_present(t, "em_slice", "t"))
         return NULL;
     int d = em_norm_dim(dim, t->ndim);
     if (d < 0 || step <= 0) {
@@ -331,7 +331,7 @@ em_tensor *em_slice(const em_tensor *t /* (*) */, int dim, int64_t start, int64_
 
 em_tensor *em_select(const em_tensor *t /* (*) */, int dim, int64_t index)
 {
-    if (!t)
+    if (!em_present(t, "em_select", "t"))
         return NULL;
     int d = em_norm_dim(dim, t->ndim);
     int64_t i = d >= 0 && index < 0 ? index + t->shape[d] : index;
@@ -356,7 +356,7 @@ static em_status expand_backward(em_node *node, const em_tensor *g /* y's shape 
 
 em_tensor *em_expand(const em_tensor *t /* (*) */, em_shape shape)
 {
-    if (!t)
+    if (!em_present(t, "em_expand", "t"))
         return NULL;
     int lead = shape.ndim - t->ndim;
     int64_t sh[EM_MAX_DIMS], st[EM_MAX_DIMS];
@@ -404,7 +404,7 @@ static em_status identity_backward(em_node *node, const em_tensor *g /* x's shap
 static em_tensor *copy_impl(const char *fn, const char *op, const em_tensor *t /* (*) */,
                             bool always)
 {
-    if (!t)
+    if (!em_present(t, fn, "t"))
         return NULL;
     em_scope_begin();
     em_tensor *in = (em_tensor *)t, *y;

@@ -37,7 +37,7 @@ em_tensor *em_batch_norm(const em_tensor *x, em_tensor *running_mean, em_tensor 
                          const em_tensor *weight, const em_tensor *bias, bool training,
                          double momentum, double eps)
 {
-    if (!x)
+    if (!em_present(x, "em_batch_norm", "x"))
         return NULL;
     char bx[64];
     if (x->ndim < 2 || !em_dtype_is_float(x->dtype)) {

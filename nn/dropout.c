@@ -6,7 +6,7 @@
 
 em_tensor *em_dropout(const em_tensor *x, double p, bool training, em_generator *gen)
 {
-    if (!x)
+    if (!em_present(x, "em_dropout", "x"))
         return NULL;
     if (!(p >= 0 && p <= 1) || !em_dtype_is_float(x->dtype)) {
         char buf[64];

@@ -8,7 +8,7 @@
 em_tensor *em_layer_norm(const em_tensor *x, int64_t normalized_size, const em_tensor *weight,
                          const em_tensor *bias, double eps)
 {
-    if (!x)
+    if (!em_present(x, "em_layer_norm", "x"))
         return NULL;
     char bx[64], bv[64];
     int64_t inner = 1;

@@ -1,5 +1,6 @@
-/* Losses: cross entropy (log_softmax + nll, with ignore_index and label smoothing), nll, mean
- * squared and absolute error, and a numerically stable binary cross entropy on logits. */
+/* Losses: cross entropy (log_softmax + nll, with ignore_index, label smoothing and class
+ * weights), nll, mean squared and absolute error, and a numerically stable binary cross entropy
+ * on logits. */
 #include <stdlib.h>
 
 #include "nn/nn_internal.h"
@@ -24,74 +25,110 @@ static bool check_reduction(em_reduction r, const char *fn)
     return false;
 }
 
-/* Checks log_probs (N, C) and target i64 (N); fills idx (N, 1) with the class of each kept
- * sample (0 for ignored ones) and keep (N, 1) with 1 or 0. Returns the kept count, -1 on error. */
-static int64_t nll_targets(const em_tensor *lp, const em_tensor *target, em_cross_entropy_opts o,
-                           const char *fn, em_tensor **idx, em_tensor **keep)
+/* What nll needs of the targets, read once on the host. */
+typedef struct {
+    em_tensor *idx;    // (N, 1) i64: each sample's class, 0 for ignored ones
+    em_tensor *keep;   // (N, 1): 1 for kept samples, 0 for ignored ones
+    em_tensor *weight; // (N, 1): the class weight of each kept sample, 0 for ignored ones
+    double total;      // the sum of weight: the denominator of the mean (PyTorch's)
+} nll_targets;
+
+/* Class weights (C) on the host as f64, all 1 without o.weight; false with an error. */
+static bool class_weights(const em_tensor *lp, em_cross_entropy_opts o, const char *fn,
+                          double *w)
+{
+    int64_t c = lp->shape[1];
+    if (!o.weight) {
+        for (int64_t k = 0; k < c; k++)
+            w[k] = 1;
+        return true;
+    }
+    char bl[64], bw[64];
+    if (o.weight->ndim != 1 || o.weight->shape[0] != c || !em_dtype_is_float(o.weight->dtype)
+        || o.weight->device != lp->device) {
+        em_set_error(EM_ERR_ARG, "%s: weight must be floating point (C) on the input's device "
+                     "for input %s, not %s %s", fn, em_shape_str(lp, bl, sizeof bl),
+                     em_dtype_name(o.weight->dtype), em_shape_str(o.weight, bw, sizeof bw));
+        return false;
+    }
+    return em_copy_to_host(o.weight, EM_F64, w) == EM_OK;
+}
+
+/* Checks log_probs (N, C), target i64 (N) and the options, and fills t; false on error. */
+static bool check_targets(const em_tensor *lp, const em_tensor *target, em_cross_entropy_opts o,
+                          const char *fn, nll_targets *t)
 {
     char bl[64], bt[64];
     if (lp->ndim != 2 || !em_dtype_is_float(lp->dtype)) {
         em_set_error(EM_ERR_ARG, "%s: input must be floating point (N, C), not %s %s", fn,
                      em_dtype_name(lp->dtype), em_shape_str(lp, bl, sizeof bl));
-        return -1;
+        return false;
     }
     if (target->dtype != EM_I64 || target->ndim != 1 || target->shape[0] != lp->shape[0]) {
         em_set_error(EM_ERR_ARG, "%s: target must be i64 (N) of class indices for input %s, "
                      "not %s %s", fn, em_shape_str(lp, bl, sizeof bl),
                      em_dtype_name(target->dtype), em_shape_str(target, bt, sizeof bt));
-        return -1;
+        return false;
     }
     if (!check_reduction(o.reduction, fn))
-        return -1;
+        return false;
     if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1)) {
         em_set_error(EM_ERR_ARG, "%s: label_smoothing %g is outside [0, 1]", fn,
                      o.label_smoothing);
-        return -1;
+        return false;
     }
-    int64_t n = lp->shape[0], c = lp->shape[1], kept = 0;
-    int64_t *cls = malloc((size_t)(n ? n : 1) * sizeof *cls);
-    double *on = malloc((size_t)(n ? n : 1) * sizeof *on);
-    if (!cls || !on || em_copy_to_host(target, EM_I64, cls) != EM_OK) {
-        free(cls);
-        free(on);
+    int64_t n = lp->shape[0], c = lp->shape[1];
+    size_t rows = (size_t)(n ? n : 1);
+    int64_t *cls = malloc(rows * sizeof *cls);
+    double *on = malloc(rows * sizeof *on), *sw = malloc(rows * sizeof *sw);
+    double *w = malloc((size_t)(c ? c : 1) * sizeof *w);
+    bool ok = cls && on && sw && w;
+    if (!ok)
         em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
-        return -1;
-    }
-    for (int64_t i = 0; i < n && kept >= 0; i++) {
+    ok = ok && em_copy_to_host(target, EM_I64, cls) == EM_OK && class_weights(lp, o, fn, w);
+    t->total = 0;
+    for (int64_t i = 0; i < n && ok; i++) {
         bool ignored = o.has_ignore_index && cls[i] == o.ignore_index;
         if (!ignored && (cls[i] < 0 || cls[i] >= c)) {
             em_set_error(EM_ERR_ARG, "%s: target %lld at index %lld is out of range for %lld "
                          "classes", fn, (long long)cls[i], (long long)i, (long long)c);
-            kept = -1;
+            ok = false;
             break;
         }
         on[i] = ignored ? 0.0 : 1.0;
         cls[i] = ignored ? 0 : cls[i];
-        kept += !ignored;
+        sw[i] = ignored ? 0.0 : w[cls[i]];
+        t->total += sw[i];
     }
-    if (kept >= 0) {
-        *idx = em_from_data(EM_SHAPE(n, 1), EM_I64, cls);
-        *keep = em_to_dtype(em_from_data(EM_SHAPE(n, 1), EM_F64, on), lp->dtype);
+    if (ok) {
+        t->idx = em_from_data(EM_SHAPE(n, 1), EM_I64, cls);
+        t->keep = em_to_dtype(em_from_data(EM_SHAPE(n, 1), EM_F64, on), lp->dtype);
+        t->weight = em_to_dtype(em_from_data(EM_SHAPE(n, 1), EM_F64, sw), lp->dtype);
+        ok = t->idx && t->keep && t->weight;
     }
     free(cls);
     free(on);
-    return kept;
+    free(sw);
+    free(w);
+    return ok;
 }
 
+/* PyTorch's nll with class weights: -w[y] lp[y] per sample, the mean divided by the sum of the
+ * kept samples' weights; label smoothing adds -sum_c w[c] lp[c] / C per kept sample. */
 static em_tensor *nll(const em_tensor *lp, const em_tensor *target, em_cross_entropy_opts o,
                       const char *fn)
 {
-    em_tensor *idx = NULL, *keep = NULL; // (N, 1)
-    int64_t kept = nll_targets(lp, target, o, fn, &idx, &keep);
-    if (kept < 0)
+    nll_targets t;
+    if (!check_targets(lp, target, o, fn, &t))
         return NULL;
     int64_t n = lp->shape[0], c = lp->shape[1];
     int one = 1;
-    em_tensor *picked = em_reshape(em_mul(em_gather(lp, 1, idx), keep), EM_SHAPE(n));
-    em_tensor *loss = reduce(em_neg(picked), o.reduction, (double)kept);
+    em_tensor *picked = em_reshape(em_mul(em_gather(lp, 1, t.idx), t.weight), EM_SHAPE(n));
+    em_tensor *loss = reduce(em_neg(picked), o.reduction, t.total);
     if (o.label_smoothing > 0) {
-        em_tensor *all = em_reshape(em_mul(em_sum(lp, &one, 1, true), keep), EM_SHAPE(n));
-        em_tensor *smooth = reduce(em_neg(all), o.reduction, (double)kept);
+        const em_tensor *wlp = o.weight ? em_mul(lp, em_to_dtype(o.weight, lp->dtype)) : lp;
+        em_tensor *all = em_reshape(em_mul(em_sum(wlp, &one, 1, true), t.keep), EM_SHAPE(n));
+        em_tensor *smooth = reduce(em_neg(all), o.reduction, t.total);
         loss = em_add(em_mul_scalar(loss, 1.0 - o.label_smoothing),
                       em_mul_scalar(smooth, o.label_smoothing / (double)c));
     }
@@ -101,7 +138,8 @@ static em_tensor *nll(const em_tensor *lp, const em_tensor *target, em_cross_ent
 em_tensor *em_nll_loss(const em_tensor *log_probs, const em_tensor *target,
                        em_cross_entropy_opts o)
 {
-    if (!log_probs || !target)
+    if (!em_present(log_probs, "em_nll_loss", "log_probs")
+        || !em_present(target, "em_nll_loss", "target"))
         return NULL;
     em_scope_begin();
     em_tensor *loss = em_keep(nll(log_probs, target, o, "em_nll_loss"));
@@ -112,7 +150,8 @@ em_tensor *em_nll_loss(const em_tensor *log_probs, const em_tensor *target,
 em_tensor *em_cross_entropy(const em_tensor *logits, const em_tensor *target,
                             em_cross_entropy_opts o)
 {
-    if (!logits || !target)
+    if (!em_present(logits, "em_cross_entropy", "logits")
+        || !em_present(target, "em_cross_entropy", "target"))
         return NULL;
     if (logits->ndim != 2) {
         char buf[64];
@@ -149,7 +188,9 @@ static em_tensor *reduce_elementwise(em_tensor *ew, em_reduction r, const em_ten
 
 em_tensor *em_mse_loss(const em_tensor *input, const em_tensor *target, em_reduction r)
 {
-    if (!input || !target || !check_pair(input, target, r, "em_mse_loss"))
+    const char *fn = "em_mse_loss";
+    if (!em_present(input, fn, "input") || !em_present(target, fn, "target")
+        || !check_pair(input, target, r, fn))
         return NULL;
     em_scope_begin();
     em_tensor *loss = reduce_elementwise(em_square(em_sub(input, target)), r, input);
@@ -159,7 +200,9 @@ em_tensor *em_mse_loss(const em_tensor *input, const em_tensor *target, em_reduc
 
 em_tensor *em_l1_loss(const em_tensor *input, const em_tensor *target, em_reduction r)
 {
-    if (!input || !target || !check_pair(input, target, r, "em_l1_loss"))
+    const char *fn = "em_l1_loss";
+    if (!em_present(input, fn, "input") || !em_present(target, fn, "target")
+        || !check_pair(input, target, r, fn))
         return NULL;
     em_scope_begin();
     em_tensor *loss = reduce_elementwise(em_abs(em_sub(input, target)), r, input);
@@ -171,7 +214,9 @@ em_tensor *em_l1_loss(const em_tensor *input, const em_tensor *target, em_reduct
  * keeps exp from overflowing, and its gradient is exactly sigmoid(x) - y, also at x = 0 */
 em_tensor *em_bce_with_logits(const em_tensor *logits, const em_tensor *target, em_reduction r)
 {
-    if (!logits || !target || !check_pair(logits, target, r, "em_bce_with_logits"))
+    const char *fn = "em_bce_with_logits";
+    if (!em_present(logits, fn, "logits") || !em_present(target, fn, "target")
+        || !check_pair(logits, target, r, fn))
         return NULL;
     em_scope_begin();
     em_tensor *m = em_relu(logits);

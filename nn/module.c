@@ -75,7 +75,7 @@ static bool check_add(const em_module *m, const char *name, const char *fn)
 static em_tensor *add_tensor(em_module *m, em_named_tensor **list, int *n, const char *name,
                              em_tensor *value, const char *fn)
 {
-    if (!value)
+    if (!em_present(value, fn, "value"))
         return NULL;
     if (!check_add(m, name, fn)) {
         em_release(value);
@@ -118,7 +118,7 @@ em_tensor *em_module_add_buffer(em_module *m, const char *name, em_tensor *value
 
 em_module *em_module_add_child(em_module *m, const char *name, em_module *child)
 {
-    if (!child)
+    if (!em_present(child, "em_module_add_child", "child"))
         return NULL;
     if (!check_add(m, name, "em_module_add_child")) {
         em_module_free(child);
@@ -168,7 +168,7 @@ void em_module_free(em_module *m)
 
 em_tensor *em_forward(em_module *m, const em_tensor *x)
 {
-    if (!x)
+    if (!em_present(x, "em_forward", "x"))
         return NULL;
     if (!m || !m->type || !m->type->forward) {
         em_set_error(EM_ERR_ARG, "em_forward: module is NULL or has no forward");
@@ -280,7 +280,8 @@ int em_module_buffers(const em_module *m, em_param_ref *out, int max)
 
 em_tensor *em_module_find(const em_module *m, const char *dotted_name)
 {
-    if (!m || !dotted_name)
+    if (!em_present(m, "em_module_find", "m")
+        || !em_present(dotted_name, "em_module_find", "dotted_name"))
         return NULL;
     const char *dot = strchr(dotted_name, '.');
     if (!dot) {

@@ -123,6 +123,8 @@ typedef struct {
     int64_t ignore_index;   /* used when has_ignore_index */
     bool has_ignore_index;
     double label_smoothing;
+    const em_tensor *weight; /* (C) class weights, or NULL; the mean divides by the kept
+                                samples' total weight, as PyTorch's does */
 } em_cross_entropy_opts;
 /* logits (N, C), target i64 (N) */
 em_tensor *em_cross_entropy(const em_tensor *logits, const em_tensor *target, em_cross_entropy_opts o);

@@ -78,7 +78,7 @@ static em_tensor *adaptive_dim(const em_tensor *x, int dim, int64_t out)
 
 em_tensor *em_adaptive_avg_pool2d(const em_tensor *x, int64_t out_h, int64_t out_w)
 {
-    if (!x)
+    if (!em_present(x, "em_adaptive_avg_pool2d", "x"))
         return NULL;
     if (x->ndim != 4 || out_h <= 0 || out_w <= 0 || x->shape[2] <= 0 || x->shape[3] <= 0) {
         char buf[64];

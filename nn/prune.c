@@ -152,7 +152,7 @@ em_tensor *em_prune_reparametrize(em_module *m, const char *name, const char *fn
 
 em_tensor *em_prune_mask(const em_module *m, const char *name)
 {
-    if (!m || !name)
+    if (!em_present(m, "em_prune_mask", "m") || !em_present(name, "em_prune_mask", "name"))
         return NULL;
     char orig_name[160], mask_name[160];
     snprintf(orig_name, sizeof orig_name, "%s_orig", name);
@@ -163,7 +163,7 @@ em_tensor *em_prune_mask(const em_module *m, const char *name)
 
 em_tensor *em_prune_param(const em_module *m, const char *name)
 {
-    if (!m || !name)
+    if (!em_present(m, "em_prune_param", "m") || !em_present(name, "em_prune_param", "name"))
         return NULL;
     em_tensor *mask = em_prune_mask(m, name);
     if (!mask) {

@@ -24,7 +24,7 @@ em_qparams em_qparams_u7(float min, float max)
 
 em_tensor *em_quantize_u7(const em_tensor *x, em_qparams qp)
 {
-    if (!x)
+    if (!em_present(x, "em_quantize_u7", "x"))
         return NULL;
     if (!(qp.scale > 0) || qp.zero_point < 0 || qp.zero_point > U7_MAX) {
         em_set_error(EM_ERR_ARG, "em_quantize_u7: scale %g must be > 0 and zero point %d in "
@@ -52,7 +52,7 @@ em_tensor *em_quantize_u7(const em_tensor *x, em_qparams qp)
 
 em_tensor *em_dequantize_u7(const em_tensor *q, em_qparams qp)
 {
-    if (!q)
+    if (!em_present(q, "em_dequantize_u7", "q"))
         return NULL;
     if (q->dtype != EM_U8) {
         em_set_error(EM_ERR_ARG, "em_dequantize_u7: q must be u8, not %s", em_dtype_name(q->dtype));
@@ -70,7 +70,8 @@ em_tensor *em_dequantize_u7(const em_tensor *q, em_qparams qp)
 
 em_tensor *em_quantize_weight_s8(const em_tensor *w, em_quant_granularity g, em_tensor **scale)
 {
-    if (!w || !scale)
+    if (!em_present(w, "em_quantize_weight_s8", "w")
+        || !em_present(scale, "em_quantize_weight_s8", "scale"))
         return NULL;
     char sw[64];
     if (w->ndim != 2 || (g != EM_QUANT_PER_CHANNEL && g != EM_QUANT_PER_TENSOR)) {
@@ -114,7 +115,8 @@ em_tensor *em_quantize_weight_s8(const em_tensor *w, em_quant_granularity g, em_
 
 em_tensor *em_dequantize_weight_s8(const em_tensor *q, const em_tensor *scale)
 {
-    if (!q || !scale)
+    if (!em_present(q, "em_dequantize_weight_s8", "q")
+        || !em_present(scale, "em_dequantize_weight_s8", "scale"))
         return NULL;
     char sq[64], ss[64];
     int64_t ns = em_numel(scale);
@@ -232,7 +234,7 @@ static em_status qlinear_pack(qlinear_layer *l)
 
 em_module *em_quantized_linear(const em_tensor *w, const em_tensor *b, em_quant_granularity g)
 {
-    if (!w)
+    if (!em_present(w, "em_quantized_linear", "w"))
         return NULL;
     char sw[64], sb[64];
     if (w->ndim != 2 || (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))) {

@@ -41,3 +41,10 @@ em_status em_set_error(em_status status, const char *fmt, ...)
     va_end(ap);
     return status;
 }
+
+bool em_present(const void *p, const char *fn, const char *name)
+{
+    if (!p)
+        em_set_error(EM_ERR_ARG, "%s: %s is NULL", fn, name);
+    return p != NULL;
+}

@@ -27,4 +27,8 @@ void em_error_clear(void);
 /* Record an error (kept only if none is pending) and return status; for library code. */
 em_status em_set_error(em_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* True when p is not NULL. Otherwise records "fn: NAME is NULL" (EM_ERR_ARG) unless an error
+ * is pending (a NULL passed on from a failed op keeps that op's message) and returns false. */
+bool em_present(const void *p, const char *fn, const char *name);
+
 #endif

@@ -1,6 +1,7 @@
 /* Gradient checks for conv2d (stride, padding, dilation, groups, bias) and max/avg pooling, on
  * contiguous and permuted inputs. */
 #include <criterion/criterion.h>
+#include <math.h>
 
 #include "helpers/gradcheck.h"
 
@@ -63,10 +64,62 @@ Test(grad_conv_pool, max_and_avg_pool)
         {{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}, false, false},
         {{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .exclude_pad = true}, false,
          true},
+        {{.kernel = {2, 2}, .ceil_mode = true}, true, false},
+        {{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true}, true, true},
+        {{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true}, false,
+         false},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         em_tensor *x = em_gradcheck_leaf(EM_SHAPE(2, 3, 5, 6), -1, 1, 40 + k);
         cr_expect(em_gradcheck_default(apply_pool, (void *)&cases[k], &x, 1), "case %zu", k);
         em_release(x);
     }
+}
+
+/* ceil_mode against PyTorch 1.13: x (1, 2, 5, 7) = sin(1.7 i), f64; max_pool2d(x, 2, 2, 0,
+ * ceil_mode=True) and avg_pool2d(x, 3, 2, 1, ceil_mode=True) both give (1, 2, 3, 4), and the
+ * max's gradient of y.sum() puts a 1 at each window's maximum. */
+Test(grad_conv_pool, ceil_mode_matches_pytorch)
+{
+    const double max_torch[24] = {
+        0.99166481045246857, 0.39674057313061367, 0.99979290014266919, -0.10863659542407622,
+        0.35905835402216829, 0.98560029879063304, 0.77332788956622067, 0.94042896294700595,
+        -0.45832545449176587, 0.67022917584337471, -0.43376554097568404, 0.94940386068670113,
+        0.75564022573942113, 0.98058949177553401, 0.33331393995491093, 0.55216738490788031,
+        0.99885805169523667, 0.42177828338598095, 0.99482679135840635, -0.68001244473605282,
+        0.91509476822108005, -0.51778269427897172, 0.71920989696453985, -0.87287896266219345};
+    const double grad_torch[70] = {
+        0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1,
+        1, 0, 1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1,
+        0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 1, 0, 1};
+    const double avg_torch[24] = {
+        0.1369655014524368, 0.011645991356161943, 0.028464684875919948, 0.10997430330539343,
+        -0.17511707360400169, 0.18653565849404308, -0.15451997948580792, 0.37222034550445116,
+        -0.27610969643989336, 0.13657116133736943, -0.15124287955755805, 0.18578383876069335,
+        -0.088918813362196342, -0.040833813941310422, 0.0010336788808589976,
+        -0.15610915685442769, 0.23514578792357044, -0.20227960649324669, 0.17922179031280402,
+        -0.3771003287245055, 0.2757605112728484, -0.11989313534251345, 0.14137203418900596,
+        -0.14352651310047085};
+    double xv[70];
+    for (int i = 0; i < 70; i++)
+        xv[i] = sin(1.7 * i);
+    em_tensor *x = em_requires_grad_(em_from_data(EM_SHAPE(1, 2, 5, 7), EM_F64, xv), true);
+    em_tensor *y = em_max_pool2d(x, (em_pool2d_opts){.kernel = {2, 2}, .ceil_mode = true});
+    em_tensor *z = em_avg_pool2d(x, (em_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2},
+                                                     .padding = {1, 1}, .ceil_mode = true});
+    cr_assert(y && z, "%s", em_error());
+    cr_assert(em_same_shape(y, em_zeros(EM_SHAPE(1, 2, 3, 4), EM_F64)));
+    cr_assert(em_same_shape(z, y));
+    cr_assert_eq(em_backward(em_sum_all(y)), EM_OK, "%s", em_error());
+    double yv[24], zv[24], gv[70];
+    em_copy_to_host(y, EM_F64, yv);
+    em_copy_to_host(z, EM_F64, zv);
+    em_copy_to_host(x->grad, EM_F64, gv);
+    for (int i = 0; i < 24; i++) {
+        cr_expect_eq(yv[i], max_torch[i], "max[%d]", i);
+        cr_expect_float_eq(zv[i], avg_torch[i], 1e-15, "avg[%d]", i);
+    }
+    for (int i = 0; i < 70; i++)
+        cr_expect_eq(gv[i], grad_torch[i], "grad[%d]", i);
+    em_release(x);
 }

@@ -228,3 +228,34 @@ Test(grad_elementwise, to_dtype_grad_comes_back_in_input_dtype)
     em_release(y);
     em_release(x);
 }
+
+/* got equals want, where inf and NaN count as values */
+static void expect_same(double got, double want, const char *what, int i)
+{
+    if (isnan(want) || isinf(want))
+        cr_expect(isnan(want) ? isnan(got) : got == want, "%s[%d] %g, want %g", what, i, got, want);
+    else
+        cr_expect_float_eq(got, want, 1e-12, "%s[%d] %g, want %g", what, i, got, want);
+}
+
+/* pow at a = 0 and b = 0: PyTorch 1.13's values (torch.pow on these f64 tensors, backward of
+ * ones): d/da is 0 where b = 0, d/db is 0 where a = 0 and b >= 0; inf and NaN elsewhere as
+ * PyTorch gives them. */
+Test(grad_elementwise, pow_at_zero_matches_pytorch)
+{
+    const double av[6] = {0, 0, 0, 2, -2, 0}, bv[6] = {2, 0, -1, 0.5, 3, 0.5};
+    const double ga_torch[6] = {0, 0, -INFINITY, 0.3535533905932738, 12, INFINITY};
+    const double gb_torch[6] = {0, 0, -INFINITY, 0.9802581434685472, NAN, 0};
+    em_tensor *a = em_requires_grad_(em_from_data(EM_SHAPE(6), EM_F64, av), true);
+    em_tensor *b = em_requires_grad_(em_from_data(EM_SHAPE(6), EM_F64, bv), true);
+    cr_assert_eq(em_backward(em_sum_all(em_pow(a, b))), EM_OK, "%s", em_error());
+    double ga[6], gb[6];
+    em_copy_to_host(a->grad, EM_F64, ga);
+    em_copy_to_host(b->grad, EM_F64, gb);
+    for (int i = 0; i < 6; i++) {
+        expect_same(ga[i], ga_torch[i], "d/da", i);
+        expect_same(gb[i], gb_torch[i], "d/db", i);
+    }
+    em_release(a);
+    em_release(b);
+}

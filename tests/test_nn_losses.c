@@ -100,6 +100,48 @@ Test(nn_losses, cross_entropy_label_smoothing)
     expect(em_cross_entropy(x, t, o), 4, (double[]){1.4310354508, 0, 2.8949229564, 0}, 1e-9);
 }
 
+/* class weights (0.5, 2, 1.5): values from torch.nn.functional.cross_entropy(weight=w), f64 */
+Test(nn_losses, cross_entropy_class_weight_matches_pytorch)
+{
+    em_tensor *x = logits(), *t = target();
+    em_tensor *w = em_from_data(EM_SHAPE(3), EM_F64, (double[]){0.5, 2.0, 1.5});
+    em_cross_entropy_opts o = {.weight = w};
+    expect(em_cross_entropy(x, t, o), 1, (double[]){1.4192938145}, 1e-9);
+    expect(em_nll_loss(em_log_softmax(x, 1), t, o), 1, (double[]){1.4192938145}, 1e-9);
+    o.reduction = EM_REDUCTION_SUM;
+    expect(em_cross_entropy(x, t, o), 1, (double[]){7.8061159799}, 1e-9);
+    o.reduction = EM_REDUCTION_NONE;
+    expect(em_cross_entropy(x, t, o), 4,
+           (double[]){0.7321843921, 0.2726767284, 6.1898459128, 0.6114089467}, 1e-9);
+    o = (em_cross_entropy_opts){.weight = w, .has_ignore_index = true, .ignore_index = 2};
+    expect(em_cross_entropy(x, t, o), 1, (double[]){2.7688121220}, 1e-9);
+    o.label_smoothing = 0.2;
+    expect(em_cross_entropy(x, t, o), 1, (double[]){2.6280408166}, 1e-9);
+    o = (em_cross_entropy_opts){.weight = w, .label_smoothing = 0.1,
+                                .reduction = EM_REDUCTION_NONE};
+    expect(em_cross_entropy(x, t, o), 4,
+           (double[]){0.8125484574, 0.5013136536, 5.9335177157, 0.7046155139}, 1e-9);
+    o.reduction = EM_REDUCTION_SUM;
+    expect(em_cross_entropy(x, t, o), 1, (double[]){7.9519953407}, 1e-9);
+    em_requires_grad_(x, true);
+    em_tensor *loss = em_cross_entropy(x, t, (em_cross_entropy_opts){.weight = w,
+                                                                      .label_smoothing = 0.1});
+    expect(loss, 1, (double[]){1.4458173347}, 1e-9);
+    cr_assert_eq(em_backward(loss), EM_OK, "%s", em_error());
+    expect(x->grad, 12,
+           (double[]){-0.0603247381, 0.0545412429, 0.0057834952, 0.0306029250, -0.0009256830,
+                      -0.0296772420, 0.3166526904, -0.3234778603, 0.0068251700, 0.0212506697,
+                      0.0538813149, -0.0751319847}, 1e-9);
+}
+
+Test(nn_losses, cross_entropy_class_weight_must_match_the_classes)
+{
+    em_tensor *w = em_ones(EM_SHAPE(4), EM_F64);
+    cr_assert_null(em_cross_entropy(logits(), target(), (em_cross_entropy_opts){.weight = w}));
+    cr_assert_str_eq(em_error(), "em_cross_entropy: weight must be floating point (C) on the "
+                                 "input's device for input [4,3], not f64 [4]");
+}
+
 static em_tensor *smoothed_ce(em_tensor *const *inputs, void *ctx)
 {
     em_cross_entropy_opts o = {.label_smoothing = 0.3, .has_ignore_index = true,

@@ -137,3 +137,36 @@ Test(op_errors, conv_window_larger_than_padded_input)
     em_error_clear();
     cr_expect_not_null(em_conv2d(x, w, NULL, (em_conv2d_opts){.padding = {1, 1}}));
 }
+
+/* A NULL handed in by the caller (no error pending) is itself the error, named by function and
+ * argument; a NULL passed on from a failed op keeps that op's message (above). */
+#define EXPECT_NULL_NAMED(call, message)                                                  \
+    do {                                                                                  \
+        em_error_clear();                                                                 \
+        cr_expect_null(call, #call);                                                      \
+        cr_expect_eq(em_error_status(), EM_ERR_ARG, #call);                               \
+        cr_expect_str_eq(em_error(), message);                                            \
+    } while (0)
+
+Test(op_errors, null_argument_with_no_error_pending_is_named)
+{
+    em_tensor *a = em_zeros(EM_SHAPE(2, 2), EM_F32);
+    em_module *m = em_linear_layer(2, 2, true);
+    EXPECT_NULL_NAMED(em_add(NULL, a), "em_add: a is NULL");
+    EXPECT_NULL_NAMED(em_mul(a, NULL), "em_mul: b is NULL");
+    EXPECT_NULL_NAMED(em_exp(NULL), "em_exp: t is NULL");
+    EXPECT_NULL_NAMED(em_matmul(a, NULL), "em_matmul: b is NULL");
+    EXPECT_NULL_NAMED(em_sum_all(NULL), "em_sum_all: t is NULL");
+    EXPECT_NULL_NAMED(em_reshape(NULL, EM_SHAPE(4)), "em_reshape: t is NULL");
+    EXPECT_NULL_NAMED(em_softmax(NULL, 0), "em_softmax: t is NULL");
+    EXPECT_NULL_NAMED(em_where(NULL, a, a), "em_where: cond is NULL");
+    EXPECT_NULL_NAMED(em_linear(a, NULL, NULL), "em_linear: w is NULL");
+    EXPECT_NULL_NAMED(em_conv2d(NULL, a, NULL, (em_conv2d_opts){0}), "em_conv2d: x is NULL");
+    EXPECT_NULL_NAMED(em_max_pool2d(NULL, (em_pool2d_opts){.kernel = {2, 2}}),
+                      "em_max_pool2d: x is NULL");
+    EXPECT_NULL_NAMED(em_cross_entropy(a, NULL, (em_cross_entropy_opts){0}),
+                      "em_cross_entropy: target is NULL");
+    EXPECT_NULL_NAMED(em_mse_loss(NULL, a, EM_REDUCTION_MEAN), "em_mse_loss: input is NULL");
+    EXPECT_NULL_NAMED(em_forward(m, NULL), "em_forward: x is NULL");
+    em_module_free(m);
+}
