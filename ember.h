@@ -13,6 +13,7 @@
 #include "optim/grad_scaler.h"
 #include "optim/guards.h"
 #include "data/data.h"
+#include "train/train.h"
 #include "train/train_checkpoint.h"
 #include "train/batch_finder.h"
 

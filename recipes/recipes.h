@@ -28,39 +28,6 @@ em_module *em_recipe_deepmlp_build(void);
 
 #define EM_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
 
-/* The training techniques a run can switch on; zero is plain f32 training. */
-typedef struct {
-    em_dtype amp;                /* EM_F32: off; EM_F16 (with a grad scaler) or EM_BF16 */
-    int grad_accum;              /* micro-batches per optimizer step; 0 or 1: every batch */
-    double clip;                 /* clip the total grad 2-norm to this; 0: no clipping */
-    bool guard;                  /* skip updates with a non-finite loss/grad or an outlier loss */
-    bool checkpoint_activations; /* recompute activations in backward (sqrt(layers) segments) */
-} em_techniques;
-
-/* One optimizer step of a recipe with its techniques: forward (under autocast), scaled
- * backward per micro-batch, then unscale, guard, clip, step, scale update, schedule. */
-typedef struct {
-    em_module *model;          /* borrowed */
-    em_optim *optim;           /* borrowed */
-    em_scheduler *sched;       /* borrowed, or NULL */
-    em_techniques tech;
-    em_grad_scaler *scaler;    /* owned; with amp f16 */
-    em_guard *guard;           /* owned; with tech.guard */
-    int pending;               /* micro-batches accumulated since the last update */
-    int64_t updates, skipped;  /* optimizer steps taken and skipped */
-    size_t activation_bytes;   /* the most bytes one forward held for its backward */
-} em_trainer;
-
-em_status em_trainer_init(em_trainer *t, em_module *model, em_optim *optim, em_scheduler *sched,
-                          em_techniques tech);
-/* forward and backward of one micro-batch (x, y); updates once grad_accum of them are in.
- * *loss is the micro-batch's mean loss. */
-em_status em_trainer_micro_batch(em_trainer *t, const em_tensor *x, const em_tensor *y,
-                                 double *loss);
-em_status em_trainer_flush(em_trainer *t); /* update with a partial accumulation, if any */
-double em_trainer_scale(const em_trainer *t); /* the grad scaler's scale, 1 without one */
-void em_trainer_free(em_trainer *t);
-
 typedef struct {
     const em_recipe *recipe;
     const char *data_dir;   /* NULL: EM_FASHION_MNIST_DIR */
@@ -78,6 +45,8 @@ typedef struct {
     size_t mem_budget;      /* hold CPU memory to this many bytes; 0: no budget */
     bool find_batch;        /* first find the batch with the best samples/s that fits */
     bool skip_eval;         /* leave test_acc/test_loss at 0 */
+    bool validate;          /* evaluate the test split after every epoch */
+    bool progress;          /* the trainer's progress display on stderr */
 } em_train_opts;
 
 typedef struct {
@@ -90,25 +59,14 @@ typedef struct {
                                gradients, optimizer state and temporaries */
     size_t activation_bytes; /* the most bytes one forward held for its backward */
     int64_t steps;          /* micro-batches trained */
+    int64_t updates;        /* optimizer updates taken */
     int64_t skipped_steps;  /* optimizer updates skipped (grad scaler or guard) */
     double scale;           /* the grad scaler's final scale; 1 without one */
     int64_t largest_batch;  /* with find_batch: the largest batch that fit */
     int epochs, batch;
 } em_train_result;
 
-typedef struct {
-    int epoch, epochs;
-    int64_t done, total;    /* samples of this epoch */
-    double loss, samples_per_s;
-    double scale;           /* 1 without a grad scaler */
-    int64_t skipped;        /* updates skipped so far */
-} em_progress;
-
-/* Progress callback: called after every micro-batch. */
-typedef void (*em_progress_fn)(void *ctx, const em_progress *p);
-
-em_status em_recipe_train(const em_train_opts *o, em_progress_fn progress, void *ctx,
-                          em_train_result *r);
+em_status em_recipe_train(const em_train_opts *o, em_train_result *r);
 /* Test accuracy and mean loss of a recipe's model loaded from a model file or a checkpoint. */
 em_status em_recipe_eval(const em_recipe *rc, const char *data_dir, const char *load_path,
                          em_train_result *r);
@@ -117,8 +75,6 @@ em_status em_recipe_eval(const em_recipe *rc, const char *data_dir, const char *
 em_optim *em_recipe_optimizer(const char *name, em_module *model, double lr, double momentum);
 /* The recipe's datasets (train or test split) from a Fashion-MNIST directory. */
 em_dataset *em_fashion_mnist(const char *data_dir, bool train, bool flat);
-/* Accuracy and mean cross-entropy of model over ds, in eval mode and without grad. */
-em_status em_evaluate(em_module *model, const em_dataset *ds, double *acc, double *loss);
 /* Loads a model file (em_module_save) or the model part of a training checkpoint. */
 em_status em_load_model_any(em_module *model, const char *path);
 

@@ -107,17 +107,17 @@ Test(resume, continues_bit_for_bit)
     cr_assert_eq(train(&b, STOP_AT), STOP_AT);
     em_loader_pos pos = em_loader_position(b.loader);
     em_train_state s = {.model = b.model, .optim = b.optim, .scheduler = b.sched,
-                        .epoch = pos.epoch, .batch = pos.batch};
+                        .loader = b.loader};
     cr_assert_eq(em_train_checkpoint_save(path, &s, NULL, 0), EM_OK, "%s", em_error());
     finish(&b);
     em_manual_seed(999); /* the resumed run must not depend on the generator's state before */
 
     run c = start(2); /* different initial weights: all must come from the checkpoint */
-    em_train_state t = {.model = c.model, .optim = c.optim, .scheduler = c.sched};
+    em_train_state t = {.model = c.model, .optim = c.optim, .scheduler = c.sched,
+                        .loader = c.loader};
     cr_assert_eq(em_train_checkpoint_load(path, &t), EM_OK, "%s", em_error());
-    cr_assert_eq(t.epoch, pos.epoch);
-    cr_assert_eq(t.batch, pos.batch);
-    cr_assert_eq(em_loader_set_position(c.loader, (em_loader_pos){t.epoch, t.batch}), EM_OK);
+    cr_assert_eq(em_loader_position(c.loader).epoch, pos.epoch); /* the file moved the loader */
+    cr_assert_eq(em_loader_position(c.loader).batch, pos.batch);
     train(&c, 1 << 30);
     cr_assert_eq(param_bytes(c.model, resumed), n);
     cr_assert_eq(memcmp(whole, resumed, n), 0, "resumed run differs from the uninterrupted one");
@@ -153,6 +153,42 @@ Test(resume, damaged_checkpoint_changes_nothing)
     param_bytes(b.model, after);
     cr_assert_eq(memcmp(before, after, n), 0);
     em_error_clear();
+    finish(&b);
+    unlink(path);
+}
+
+Test(resume, loader_position_must_fit_the_loader)
+{
+    char path[] = "/tmp/ember_resume_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    static unsigned char before[1 << 16], after[1 << 16];
+    run a = start(1);
+    train(&a, 3);
+    em_train_state s = {.model = a.model, .optim = a.optim, .loader = a.loader};
+    cr_assert_eq(em_train_checkpoint_save(path, &s, NULL, 0), EM_OK, "%s", em_error());
+
+    run b = start(5);
+    em_loader *wide = em_loader_new(b.ds, (em_loader_opts){.batch_size = 64}); /* 4 batches */
+    size_t n = param_bytes(b.model, before);
+    em_train_state t = {.model = b.model, .optim = b.optim, .loader = wide};
+    cr_assert_eq(em_train_checkpoint_load(path, &t), EM_ERR_ARG);
+    cr_assert(strstr(em_error(), "had 8 batches per epoch"), "%s", em_error());
+    cr_assert_eq(em_loader_position(wide).batch, 0);
+    param_bytes(b.model, after);
+    cr_assert_eq(memcmp(before, after, n), 0, "a refused checkpoint changed the model");
+    em_error_clear();
+
+    /* a file saved without a loader cannot put one anywhere: an error, not a silent 0/0 */
+    em_train_state no_loader = {.model = a.model, .optim = a.optim};
+    cr_assert_eq(em_train_checkpoint_save(path, &no_loader, NULL, 0), EM_OK, "%s", em_error());
+    t.loader = b.loader;
+    cr_assert_eq(em_train_checkpoint_load(path, &t), EM_ERR_ARG);
+    cr_assert(strstr(em_error(), "holds no loader position"), "%s", em_error());
+    em_error_clear();
+    em_loader_free(wide);
+    finish(&a);
     finish(&b);
     unlink(path);
 }

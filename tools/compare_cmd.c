@@ -65,7 +65,7 @@ int em_cmd_compare(int argc, char **argv)
                            .batch = batch / va->micro_split, .max_steps = steps * va->micro_split,
                            .workers = 2, .tech = va->tech};
         fprintf(stderr, "ember compare: %s ...\n", va->name);
-        if (em_recipe_train(&o, NULL, NULL, &res[v]) != EM_OK) {
+        if (em_recipe_train(&o, &res[v]) != EM_OK) {
             fprintf(stderr, "ember compare: %s: %s\n", va->name, em_error());
             return 1;
         }

@@ -58,17 +58,16 @@ static em_status finetune(const em_recipe *rc, em_module *m, const prune_opts *o
                                                                   .persistent_workers = true})
                           : NULL;
     em_optim *opt = dl ? em_recipe_optimizer(rc->optim, m, o->lr, rc->momentum) : NULL;
-    em_trainer t = {0};
-    em_status st = opt ? em_trainer_init(&t, m, opt, NULL, (em_techniques){0}) : em_error_status();
+    em_trainer *t = opt ? em_trainer_new(m, opt, NULL, (em_trainer_opts){0}) : NULL;
+    em_status st = t ? EM_OK : em_error_status();
     em_module_train(m, true);
     for (int e = 0; e < o->finetune_epochs && st == EM_OK; e++) {
         for (;;) {
             em_batch b;
-            double loss;
             em_scope_begin();
             st = em_loader_next(dl, &b);
             if (st == EM_OK)
-                st = em_trainer_micro_batch(&t, b.x, b.y, &loss);
+                st = em_trainer_step(t, b.x, b.y, NULL);
             em_scope_end();
             if (st != EM_OK)
                 break;
@@ -76,10 +75,18 @@ static em_status finetune(const em_recipe *rc, em_module *m, const prune_opts *o
         if (st == EM_END)
             st = EM_OK;
     }
-    em_trainer_free(&t);
+    em_trainer_free(t);
     em_optim_free(opt);
     em_loader_free(dl);
     em_dataset_free(train);
+    return st;
+}
+
+static em_status test_accuracy(em_module *m, const em_dataset *test, double *acc)
+{
+    em_eval_result r = {0};
+    em_status st = em_evaluate(m, test, (em_eval_opts){0}, &r);
+    *acc = r.accuracy;
     return st;
 }
 
@@ -147,11 +154,11 @@ int em_cmd_prune(int argc, char **argv)
     em_tensor *x64 = test ? em_test_batch(rc, o.data_dir, 64) : NULL;
     em_tensor *x1 = x64 ? em_narrow(x64, 0, 0, 1) : NULL;
     em_status st = m && x1 ? em_load_model_any(m, o.load) : em_error_status();
-    double base_acc = 0, acc = 0, loss;
+    double base_acc = 0, acc = 0;
     em_latency base1 = {0}, base64 = {0}, l1 = {0}, l64 = {0};
     int64_t base_params = em_module_num_params(m), removed = 0;
     if (st == EM_OK) {
-        st = em_evaluate(m, test, &base_acc, &loss);
+        st = test_accuracy(m, test, &base_acc);
         base1 = em_measure_latency(m, x1, 50, 300);
         base64 = em_measure_latency(m, x64, 5, 40);
     }
@@ -162,7 +169,7 @@ int em_cmd_prune(int argc, char **argv)
         if (st == EM_OK && o.finetune_epochs)
             st = finetune(rc, m, &o, r);
         if (st == EM_OK)
-            st = em_evaluate(m, test, &acc, &loss);
+            st = test_accuracy(m, test, &acc);
         if (st == EM_OK)
             printf("round %d/%d: pruned %.4f of the remaining weights, test_acc %.4f\n", r + 1,
                    o.iterations, a, acc);
@@ -173,7 +180,7 @@ int em_cmd_prune(int argc, char **argv)
         st = em_prune_remove_all(m);
     double sparsity = st == EM_OK ? em_prune_report(m, stdout) : 0;
     if (st == EM_OK && o.shrink)
-        st = em_evaluate(m, test, &acc, &loss);
+        st = test_accuracy(m, test, &acc);
     if (st == EM_OK) {
         l1 = em_measure_latency(m, x1, 50, 300);
         l64 = em_measure_latency(m, x64, 5, 40);

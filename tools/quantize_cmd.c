@@ -20,7 +20,10 @@ typedef struct {
 static em_status measure(em_module *m, const em_dataset *test, const em_tensor *x64,
                          model_figures *f)
 {
-    em_status st = em_evaluate(m, test, &f->acc, &f->loss);
+    em_eval_result r = {0};
+    em_status st = em_evaluate(m, test, (em_eval_opts){0}, &r);
+    f->acc = r.accuracy;
+    f->loss = r.loss;
     em_tensor *x1 = em_narrow(x64, 0, 0, 1);
     if (st == EM_OK && !x1)
         st = em_error_status();

@@ -11,7 +11,7 @@
 #define MODEL_PREFIX "model."
 #define OPTIM_PREFIX "optim."
 #define SCALER_PREFIX "scaler."
-#define N_OWN_META 6
+#define N_OWN_META 7 /* 4 without a loader */
 
 static char *prefixed(const char *prefix, const char *name)
 {
@@ -71,13 +71,17 @@ em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
     em_generator *rng = s->rng ? s->rng : em_default_generator();
     char values[N_OWN_META][32];
     const char *keys[N_OWN_META] = {"ember.kind", "ember.scheduler_step", "ember.rng_seed",
-                                    "ember.rng_offset", "ember.loader_epoch", "ember.loader_batch"};
+                                    "ember.rng_offset", "ember.loader_epoch", "ember.loader_batch",
+                                    "ember.loader_batches"};
+    int n_own = s->loader ? N_OWN_META : N_OWN_META - 3;
+    em_loader_pos pos = s->loader ? em_loader_position(s->loader) : (em_loader_pos){0};
     snprintf(values[0], 32, "train_checkpoint");
     snprintf(values[1], 32, "%" PRId64, s->scheduler ? em_scheduler_last_step(s->scheduler) : -1);
     snprintf(values[2], 32, "%" PRIu64, rng->seed);
     snprintf(values[3], 32, "%" PRIu64, rng->offset);
-    snprintf(values[4], 32, "%" PRId64, s->epoch);
-    snprintf(values[5], 32, "%" PRId64, s->batch);
+    snprintf(values[4], 32, "%" PRId64, pos.epoch);
+    snprintf(values[5], 32, "%" PRId64, pos.batch);
+    snprintf(values[6], 32, "%" PRId64, s->loader ? em_loader_num_batches(s->loader) : 0);
     em_st_meta *all = calloc((size_t)n_meta + N_OWN_META, sizeof *all);
     int n_model, n_optim, n_total;
     em_st_entry *e = collect(s, &n_model, &n_optim, &n_total);
@@ -92,10 +96,10 @@ em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
                                   "reserved", meta[i].key ? meta[i].key : "(null)");
             all[i] = meta[i];
         }
-        for (int i = 0; i < N_OWN_META; i++)
+        for (int i = 0; i < n_own; i++)
             all[n_meta + i] = (em_st_meta){.key = keys[i], .value = values[i]};
         if (st == EM_OK)
-            st = em_safetensors_save(path, e, n_total, all, n_meta + N_OWN_META);
+            st = em_safetensors_save(path, e, n_total, all, n_meta + n_own);
     }
     free_entries(e, e ? n_total : 0);
     free(all);
@@ -157,10 +161,37 @@ static em_status check_scaler(const em_safetensors *f, const char *path, const e
     return st;
 }
 
+/* Where the file's loader stood; it must have had as many batches per epoch as this one. */
+static em_status check_loader(const em_safetensors *f, const char *path, const em_loader *dl,
+                              em_loader_pos *pos)
+{
+    uint64_t epoch, batch, batches;
+    int64_t n = em_loader_num_batches(dl);
+    if (!em_safetensors_meta(f, "ember.loader_epoch"))
+        return em_set_error(EM_ERR_ARG, "em_train_checkpoint_load: %s holds no loader position "
+                            "(it was saved without a loader)", path);
+    em_status st = meta_int(f, path, "ember.loader_epoch", &epoch);
+    if (st == EM_OK)
+        st = meta_int(f, path, "ember.loader_batch", &batch);
+    if (st == EM_OK && em_safetensors_meta(f, "ember.loader_batches"))
+        st = meta_int(f, path, "ember.loader_batches", &batches);
+    else
+        batches = (uint64_t)n;
+    if (st != EM_OK)
+        return st;
+    if ((int64_t)batches != n || (int64_t)batch > n || (int64_t)epoch < 0)
+        return em_set_error(EM_ERR_ARG, "em_train_checkpoint_load: %s: the run's loader had %lld "
+                            "batches per epoch and stood at batch %lld; this one has %lld (another "
+                            "batch size or dataset?)", path, (long long)batches,
+                            (long long)batch, (long long)n);
+    *pos = (em_loader_pos){(int64_t)epoch, (int64_t)batch};
+    return EM_OK;
+}
+
 static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
                          const em_st_entry *e, int n_model, int n_optim, int n_total)
 {
-    uint64_t sched_step, seed, offset, epoch, batch;
+    uint64_t sched_step, seed, offset;
     const char *kind = em_safetensors_meta(f, "ember.kind");
     if (!kind || strcmp(kind, "train_checkpoint"))
         return em_set_error(EM_ERR_IO, "em_train_checkpoint_load: %s: not a training checkpoint",
@@ -170,10 +201,9 @@ static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
         st = meta_int(f, path, "ember.rng_seed", &seed);
     if (st == EM_OK)
         st = meta_int(f, path, "ember.rng_offset", &offset);
-    if (st == EM_OK)
-        st = meta_int(f, path, "ember.loader_epoch", &epoch);
-    if (st == EM_OK)
-        st = meta_int(f, path, "ember.loader_batch", &batch);
+    em_loader_pos pos = {0};
+    if (st == EM_OK && s->loader)
+        st = check_loader(f, path, s->loader, &pos);
     if (st == EM_OK)
         st = check_model(f, path, e, n_model);
     int n_scaler = n_total - n_model - n_optim; /* 2 with a scaler, else 0 */
@@ -205,9 +235,7 @@ static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
     em_generator *rng = s->rng ? s->rng : em_default_generator();
     rng->seed = seed;
     rng->offset = offset;
-    s->epoch = (int64_t)epoch;
-    s->batch = (int64_t)batch;
-    return EM_OK;
+    return s->loader ? em_loader_set_position(s->loader, pos) : EM_OK; /* checked above */
 }
 
 em_status em_train_checkpoint_load(const char *path, em_train_state *s)

@@ -3,6 +3,7 @@
 #ifndef EMBER_TRAIN_CHECKPOINT_H
 #define EMBER_TRAIN_CHECKPOINT_H
 
+#include "data/data.h"
 #include "optim/grad_scaler.h"
 #include "optim/optim.h"
 #include "tensor/safetensors.h"
@@ -12,17 +13,18 @@ typedef struct {
     em_optim *optim;         /* or NULL */
     em_scheduler *scheduler; /* or NULL */
     em_generator *rng;       /* or NULL for the global generator */
-    int64_t epoch, batch;    /* where the data loader stands (em_loader_position) */
+    em_loader *loader;       /* or NULL; its position is saved, and restored on load */
     em_grad_scaler *scaler;  /* or NULL; a file without scaler state leaves it as it is */
 } em_train_state;
 
 /* Tensors are stored as "model.<name>", "optim.<name>" and "scaler.<name>"; scheduler step,
- * generator and loader position as metadata, next to the caller's own (keys must not start
- * with "ember."). */
+ * generator, the loader's position and its batches per epoch as metadata, next to the caller's
+ * own (keys must not start with "ember."). */
 em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
                                    const em_st_meta *meta, int n_meta);
-/* Restores everything s points at, plus epoch and batch. The whole file is checked against the
- * model, optimizer and scaler first: on any mismatch or a damaged file nothing is changed. */
+/* Restores everything s points at. The whole file is checked against the model, optimizer,
+ * scaler and loader (the same batches per epoch) first: on any mismatch or a damaged file
+ * nothing is changed. */
 em_status em_train_checkpoint_load(const char *path, em_train_state *s);
 
 #endif
