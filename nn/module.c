@@ -2,6 +2,7 @@
  * summary's hook; depth-first traversal with dotted names; freeing a whole tree. */
 
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,12 +167,80 @@ void em_module_free(em_module *m)
     free(m);
 }
 
+em_module *em_module_append_numbered(em_module *m, const em_module_type *type, em_module *child,
+                                     const char *fn)
+{
+    if (!m || !child) {
+        em_set_error(EM_ERR_ARG, "%s: %s is NULL", fn, m ? "module" : type->type_name);
+        em_module_free(m);
+        em_module_free(child);
+        return NULL;
+    }
+    if (m->type != type) {
+        em_set_error(EM_ERR_ARG, "%s: module is a %s, not a %s", fn, m->type->type_name,
+                     type->type_name);
+        em_module_free(m);
+        em_module_free(child);
+        return NULL;
+    }
+    char name[24];
+    snprintf(name, sizeof name, "%d", m->n_children);
+    if (!em_module_add_child(m, name, child)) {
+        em_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+em_module *em_module_numbered(const em_module_type *type, int n, va_list ap, const char *fn)
+{
+    em_module *m = n >= 0 ? em_module_alloc(sizeof(em_module), type) : NULL;
+    if (n < 0)
+        em_set_error(EM_ERR_ARG, "%s: count %d is negative", fn, n);
+    for (int i = 0; i < n; i++) {
+        em_module *child = va_arg(ap, em_module *);
+        if (m)
+            m = em_module_append_numbered(m, type, child, fn);
+        else
+            em_module_free(child);
+    }
+    return m;
+}
+
+em_module *em_module_child(const em_module *m, const char *dotted_name)
+{
+    if (!m || !dotted_name) {
+        em_set_error(EM_ERR_ARG, "em_module_child: module and name must be given");
+        return NULL;
+    }
+    const char *part = dotted_name;
+    for (;;) {
+        const char *dot = strchr(part, '.');
+        size_t len = dot ? (size_t)(dot - part) : strlen(part);
+        const em_module *next = NULL;
+        for (int i = 0; i < m->n_children && !next; i++)
+            if (strlen(m->children[i].name) == len && !strncmp(m->children[i].name, part, len))
+                next = m->children[i].module;
+        if (!next) {
+            em_set_error(EM_ERR_ARG, "em_module_child: no child \"%.*s\" in this %s (looking "
+                         "up \"%s\")", (int)len, part, m->type->type_name, dotted_name);
+            return NULL;
+        }
+        m = next;
+        if (!dot)
+            return (em_module *)m;
+        part = dot + 1;
+    }
+}
+
 em_tensor *em_forward(em_module *m, const em_tensor *x)
 {
     if (!em_present(x, "em_forward", "x"))
         return NULL;
     if (!m || !m->type || !m->type->forward) {
-        em_set_error(EM_ERR_ARG, "em_forward: module is NULL or has no forward");
+        em_set_error(EM_ERR_ARG, "em_forward: %s%s", m && m->type ? m->type->type_name
+                                                                  : "module is NULL",
+                     m && m->type ? " has no forward (run its children)" : "");
         return NULL;
     }
     em_tensor *y = m->type->forward(m, x);

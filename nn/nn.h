@@ -70,10 +70,25 @@ void em_module_zero_grad(em_module *m);
 /* torchinfo-like table for an input shape: layer, output shape, parameter count; totals */
 em_status em_module_summary(em_module *m, em_shape input, FILE *f);
 
-/* ---- layers ---- */
+/* The child at a dotted path of child names ("blocks.3", "features.0"), or NULL with an error
+ * naming the missing part; the child stays m's. */
+em_module *em_module_child(const em_module *m, const char *dotted_name);
+
+/* ---- containers ---- */
 em_module *em_sequential(int n, ...);                 /* takes ownership of n modules */
 /* returns seq; when either is NULL (or seq is no Sequential) frees both, returns NULL */
 em_module *em_sequential_append(em_module *seq, em_module *m);
+/* ModuleList: children "0".."n-1" (ownership taken) held, traversed, saved and loaded like any
+ * others, but with no forward: the module owning it runs them (em_module_child, m->children). */
+em_module *em_module_list(int n, ...);
+/* returns list; when either is NULL (or list is no ModuleList) frees both, returns NULL */
+em_module *em_module_list_append(em_module *list, em_module *m);
+/* y = body(x) + shortcut(x) (same shapes); shortcut NULL is the identity. Children "body" and
+ * "shortcut"; takes ownership of both (freed when NULL is returned). A ResNet basic block:
+ * em_sequential(2, em_residual(conv-bn-relu-conv-bn, downsample or NULL), em_relu_layer()). */
+em_module *em_residual(em_module *body, em_module *shortcut);
+
+/* ---- layers ---- */
 em_module *em_linear_layer(int64_t in_features, int64_t out_features, bool bias);
 typedef struct {
     int64_t stride, padding, dilation, groups; /* zero takes the default (1, 0, 1, 1) */

@@ -3,6 +3,8 @@
 #ifndef EMBER_NN_INTERNAL_H
 #define EMBER_NN_INTERNAL_H
 
+#include <stdarg.h>
+
 #include "nn/nn.h"
 
 /* Called by em_forward after every module's forward (out may be NULL on error). */
@@ -13,6 +15,15 @@ em_forward_hook em_set_forward_hook(em_forward_hook hook, void *ctx, void **prev
 /* Allocates a module of size bytes (a struct that embeds em_module first) and inits it;
  * NULL with an error when memory runs out. */
 em_module *em_module_alloc(size_t size, const em_module_type *type);
+
+/* Adds child under the next number ("0", "1", ...: its count of children), as Sequential and
+ * ModuleList do; when m is NULL or not of type, or child is NULL, frees both with an error naming
+ * fn and returns NULL; else returns m. */
+em_module *em_module_append_numbered(em_module *m, const em_module_type *type, em_module *child,
+                                     const char *fn);
+/* A new module of type (a bare em_module) holding the n modules of ap as children "0".."n-1";
+ * NULL with an error naming fn (every module freed) on failure. */
+em_module *em_module_numbered(const em_module_type *type, int n, va_list ap, const char *fn);
 
 /* A host f32 copy of t's elements in row-major order (nn/host_copy.c), or NULL with an error
  * naming fn; the caller frees it. */

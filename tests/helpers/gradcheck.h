@@ -27,4 +27,10 @@ bool em_gradcheck_default(em_gradcheck_fn fn, void *ctx, em_tensor *const *input
  * the enclosing scope) owns it. */
 em_tensor *em_gradcheck_leaf(em_shape shape, double lo, double hi, uint64_t seed);
 
+/* Replaces every parameter of m's tree (depth-first, a module's own before its children's, the
+ * order of em_module_parameters) by an f64 leaf uniform in [-1, 1) and writes the leaves to
+ * leaves (max entries; the caller releases them). Returns how many there are, or -1 when more
+ * than max. Then em_gradcheck over (x, leaves...) checks the module's gradients in f64. */
+int em_gradcheck_module_params(em_module *m, em_tensor **leaves, int max, uint64_t seed);
+
 #endif

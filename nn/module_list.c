@@ -1,0 +1,21 @@
+/* ModuleList: children "0", "1", ... held and saved like any others, with no forward of its own;
+ * the module that owns it runs them (em_module_child(m, "blocks.3")). */
+#include <stdarg.h>
+
+#include "nn/nn_internal.h"
+
+static const em_module_type module_list_type = {"ModuleList", NULL, NULL, NULL};
+
+em_module *em_module_list_append(em_module *list, em_module *m)
+{
+    return em_module_append_numbered(list, &module_list_type, m, "em_module_list_append");
+}
+
+em_module *em_module_list(int n, ...)
+{
+    va_list ap;
+    va_start(ap, n);
+    em_module *list = em_module_numbered(&module_list_type, n, ap, "em_module_list");
+    va_end(ap);
+    return list;
+}

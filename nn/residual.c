@@ -1,0 +1,55 @@
+/* Residual: y = body(x) + shortcut(x), with the identity when there is no shortcut; children
+ * "body" and "shortcut". With Sequential inside it, a ResNet block or a pre-norm transformer
+ * block needs no module type of its own. */
+#include <stdio.h>
+
+#include "nn/nn_internal.h"
+
+/* children: body, then shortcut when there is one */
+static em_tensor *residual_forward(em_module *m, const em_tensor *x /* (*) */)
+{
+    em_scope_begin();
+    em_tensor *body = em_forward(m->children[0].module, x), *y = NULL;
+    const em_tensor *skip = m->n_children > 1 ? em_forward(m->children[1].module, x) : x;
+    if (body && skip && !em_same_shape(body, skip)) {
+        char bb[128], bs[128];
+        em_set_error(EM_ERR_ARG, "Residual: body gives %s, %s gives %s",
+                     em_shape_str(body, bb, sizeof bb),
+                     m->n_children > 1 ? "shortcut" : "the identity",
+                     em_shape_str(skip, bs, sizeof bs));
+    } else if (body && skip) {
+        y = em_keep(em_add(body, skip));
+    }
+    em_scope_end();
+    return y;
+}
+
+static void residual_describe(const em_module *m, char *buf, size_t n)
+{
+    snprintf(buf, n, "shortcut=%s", m->n_children > 1 ? "module" : "identity");
+}
+
+static const em_module_type residual_type = {"Residual", residual_forward, NULL,
+                                             residual_describe};
+
+em_module *em_residual(em_module *body, em_module *shortcut)
+{
+    em_module *m = body ? em_module_alloc(sizeof(em_module), &residual_type) : NULL;
+    if (!body && !em_has_error())
+        em_set_error(EM_ERR_ARG, "em_residual: body is NULL");
+    if (!m) {
+        em_module_free(body);
+        em_module_free(shortcut);
+        return NULL;
+    }
+    if (!em_module_add_child(m, "body", body)) {
+        em_module_free(m);
+        em_module_free(shortcut);
+        return NULL;
+    }
+    if (shortcut && !em_module_add_child(m, "shortcut", shortcut)) {
+        em_module_free(m);
+        return NULL;
+    }
+    return m;
+}
