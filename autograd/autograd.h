@@ -103,6 +103,12 @@ typedef struct {
 em_tensor *em_conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *b, em_conv2d_opts o);
 
 typedef struct {
+    int64_t stride, padding, dilation, groups; /* zero takes the default (1, 0, 1, 1) */
+} em_conv1d_opts;
+/* x (N, C_in, L), w (C_out, C_in/groups, K), b (C_out) or NULL -> (N, C_out, L_out) */
+em_tensor *em_conv1d(const em_tensor *x, const em_tensor *w, const em_tensor *b, em_conv1d_opts o);
+
+typedef struct {
     int64_t kernel[2];  /* required */
     int64_t stride[2];  /* default: kernel */
     int64_t padding[2]; /* default 0 */
@@ -127,6 +133,32 @@ em_tensor *em_gather(const em_tensor *t, int dim, const em_tensor *index /* i64 
 /* weight (num, dim), index i64 (*) -> (*, dim) */
 em_tensor *em_embedding(const em_tensor *weight, const em_tensor *index);
 em_tensor *em_one_hot(const em_tensor *index /* i64 */, int64_t num_classes); /* i64 */
+
+/* ---- choosing by value, and sampling ---- */
+/* The k largest (or smallest) entries along dim, sorted, as PyTorch's topk (NaN counts as the
+ * largest, ties go to the lower index): *values (differentiable) and *indices (i64; NULL: not
+ * wanted) get t's shape with k along dim. */
+em_status em_topk(const em_tensor *t, int64_t k, int dim, bool largest, em_tensor **values,
+                  em_tensor **indices);
+/* num_samples class indices (i64) drawn from each row of probs (C) or (N, C) (weights, finite,
+ * >= 0, need not sum to 1) -> (num_samples) or (N, num_samples); without replacement a class is
+ * drawn at most once per row. Uniforms come from gen (NULL: the global generator). */
+em_tensor *em_multinomial(const em_tensor *probs, int64_t num_samples, bool replacement,
+                          em_generator *gen);
+typedef struct {
+    double temperature; /* logits are divided by it; 0: 1 */
+    int64_t top_k;      /* draw among the k largest logits; 0: all (1: greedy) */
+} em_sample_opts;
+/* One token per row of logits (V) or (N, V) -> i64 () or (N): softmax(logits / temperature)
+ * over the top_k largest, sampled with em_multinomial. */
+em_tensor *em_sample_logits(const em_tensor *logits, em_sample_opts o, em_generator *gen);
+
+/* ---- masking (gradients flow to the kept elements) ---- */
+em_tensor *em_masked_fill(const em_tensor *t, const em_tensor *mask /* bool, broadcasts to t */,
+                          double value);
+/* t (*, M, N) with (i, j) kept when j - i <= diagonal (tril) or >= diagonal (triu), else 0 */
+em_tensor *em_tril(const em_tensor *t, int64_t diagonal);
+em_tensor *em_triu(const em_tensor *t, int64_t diagonal);
 
 /* ---- mixed precision: autocast regions (per thread, nestable) ----
  * Inside a region begun with a low dtype (EM_F16 or EM_BF16), PyTorch's autocast policy:

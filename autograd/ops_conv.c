@@ -151,3 +151,24 @@ em_tensor *em_conv2d(const em_tensor *x /* (N, C_in, H, W) */,
     }
     return conv2d(x, w, b, o, x->dtype, false);
 }
+
+/* ---- conv1d: conv2d over a height of 1 (views in and out, so its gradients are conv2d's) ---- */
+
+em_tensor *em_conv1d(const em_tensor *x /* (N, C_in, L) */,
+                     const em_tensor *w /* (C_out, C_in/groups, K) */,
+                     const em_tensor *b /* (C_out) or NULL */, em_conv1d_opts o)
+{
+    if (!x || !w)
+        return NULL;
+    if (x->ndim != 3 || w->ndim != 3) {
+        char sx[128], sw[128];
+        em_set_error(EM_ERR_ARG, "em_conv1d: expected x (N, C_in, L) and w (C_out, C_in/groups, "
+                     "K): %s, %s", em_shape_str(x, sx, sizeof sx), em_shape_str(w, sw, sizeof sw));
+        return NULL;
+    }
+    em_conv2d_opts o2 = {.stride = {1, o.stride}, .padding = {0, o.padding},
+                         .dilation = {1, o.dilation}, .groups = o.groups};
+    em_scope_begin();
+    em_tensor *y = em_conv2d(em_unsqueeze(x, 2), em_unsqueeze(w, 2), b, o2);
+    return em_scope_return(y ? em_squeeze(y, 2) : NULL); // (N, C_out, L_out)
+}

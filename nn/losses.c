@@ -1,6 +1,6 @@
 /* Losses: cross entropy (log_softmax + nll, with ignore_index, label smoothing and class
- * weights), nll, mean squared and absolute error, and a numerically stable binary cross entropy
- * on logits. */
+ * weights) over (N, C) or (N, C, d1, ...) as PyTorch, nll, mean squared and absolute error, and a
+ * numerically stable binary cross entropy on logits. */
 #include <stdlib.h>
 
 #include "nn/nn_internal.h"
@@ -135,6 +135,52 @@ static em_tensor *nll(const em_tensor *lp, const em_tensor *target, em_cross_ent
     return loss;
 }
 
+/* Input (N, C, d1, ...) and target (N, d1, ...) as the rows (M, C) and (M) the loss works on
+ * (classes last); (N, C) and (N) as they are; (C) with a 0-d target as one row. *none_shape gets
+ * the shape of the unreduced loss: target's. False with an error naming fn on a shape mismatch. */
+static bool class_rows(const em_tensor *in, const em_tensor *target, const char *fn,
+                       em_tensor **rows, em_tensor **target_rows, em_shape *none_shape)
+{
+    bool ok = in->ndim >= 1 && target->ndim == (in->ndim == 1 ? 0 : in->ndim - 1);
+    for (int d = 0; ok && d < target->ndim; d++)
+        ok = target->shape[d] == in->shape[d == 0 ? 0 : d + 1];
+    if (!ok) {
+        char bi[128], bt[128];
+        em_set_error(EM_ERR_ARG, "%s: target must be (N, d1, ...) for input (N, C, d1, ...) or "
+                     "() for input (C): input %s, target %s", fn, em_shape_str(in, bi, sizeof bi),
+                     em_shape_str(target, bt, sizeof bt));
+        return false;
+    }
+    *none_shape = em_shape_of(target);
+    int64_t c = in->shape[in->ndim == 1 ? 0 : 1];
+    int64_t m = em_shape_numel(none_shape);
+    if (in->ndim == 2) {
+        *rows = (em_tensor *)in;
+    } else if (in->ndim == 1) {
+        *rows = em_reshape(in, EM_SHAPE(1, c));
+    } else {
+        int perm[EM_MAX_DIMS] = {0};
+        for (int d = 1; d < in->ndim; d++)
+            perm[d] = d + 1 < in->ndim ? d + 1 : 1;
+        *rows = em_reshape(em_permute(in, perm), EM_SHAPE(m, c));
+    }
+    *target_rows = em_reshape(target, EM_SHAPE(m));
+    return *rows && *target_rows;
+}
+
+/* The loss of rows of log-probabilities (log_softmax first when from_logits), in input's layout. */
+static em_tensor *class_loss(const em_tensor *input, const em_tensor *target,
+                             em_cross_entropy_opts o, bool from_logits, const char *fn)
+{
+    em_tensor *rows, *target_rows; // (M, C), (M)
+    em_shape none_shape;
+    if (!class_rows(input, target, fn, &rows, &target_rows, &none_shape))
+        return NULL;
+    em_tensor *lp = from_logits ? em_log_softmax(rows, 1) : rows;
+    em_tensor *loss = lp ? nll(lp, target_rows, o, fn) : NULL;
+    return loss && o.reduction == EM_REDUCTION_NONE ? em_reshape(loss, none_shape) : loss;
+}
+
 em_tensor *em_nll_loss(const em_tensor *log_probs, const em_tensor *target,
                        em_cross_entropy_opts o)
 {
@@ -142,7 +188,7 @@ em_tensor *em_nll_loss(const em_tensor *log_probs, const em_tensor *target,
         || !em_present(target, "em_nll_loss", "target"))
         return NULL;
     em_scope_begin();
-    em_tensor *loss = em_keep(nll(log_probs, target, o, "em_nll_loss"));
+    em_tensor *loss = em_keep(class_loss(log_probs, target, o, false, "em_nll_loss"));
     em_scope_end();
     return loss;
 }
@@ -153,15 +199,8 @@ em_tensor *em_cross_entropy(const em_tensor *logits, const em_tensor *target,
     if (!em_present(logits, "em_cross_entropy", "logits")
         || !em_present(target, "em_cross_entropy", "target"))
         return NULL;
-    if (logits->ndim != 2) {
-        char buf[64];
-        em_set_error(EM_ERR_ARG, "em_cross_entropy: logits must be (N, C), not %s",
-                     em_shape_str(logits, buf, sizeof buf));
-        return NULL;
-    }
     em_scope_begin();
-    em_tensor *lp = em_log_softmax(logits, 1);
-    em_tensor *loss = em_keep(lp ? nll(lp, target, o, "em_cross_entropy") : NULL);
+    em_tensor *loss = em_keep(class_loss(logits, target, o, true, "em_cross_entropy"));
     em_scope_end();
     return loss;
 }

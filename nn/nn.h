@@ -141,7 +141,9 @@ typedef struct {
     const em_tensor *weight; /* (C) class weights, or NULL; the mean divides by the kept
                                 samples' total weight, as PyTorch's does */
 } em_cross_entropy_opts;
-/* logits (N, C), target i64 (N) */
+/* logits (N, C) with target i64 (N), (N, C, d1, ...) with target (N, d1, ...) (per pixel, per
+ * token), or (C) with a 0-d target, as PyTorch's; reduction none gives target's shape, mean
+ * averages over the targets not ignored */
 em_tensor *em_cross_entropy(const em_tensor *logits, const em_tensor *target, em_cross_entropy_opts o);
 em_tensor *em_nll_loss(const em_tensor *log_probs, const em_tensor *target, em_cross_entropy_opts o);
 em_tensor *em_mse_loss(const em_tensor *input, const em_tensor *target, em_reduction r);
