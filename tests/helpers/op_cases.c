@@ -293,6 +293,12 @@ static em_tensor *c_log_softmax(em_tensor *const *x, em_device d)
     return em_log_softmax(x[0], -1);
 }
 
+static em_tensor *c_conv1d(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_conv1d(x[0], x[1], x[2], (em_conv1d_opts){.stride = 2, .padding = 1, .groups = 2});
+}
+
 /* ---- indexing ---- */
 
 static em_tensor *c_index_select0(em_tensor *const *x, em_device d)
@@ -321,6 +327,40 @@ static em_tensor *c_one_hot(em_tensor *const *x, em_device d)
     return em_one_hot(x[0], 5);
 }
 
+/* ---- masking, choosing by value, sampling ---- */
+
+static em_tensor *c_masked_fill(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_masked_fill(x[0], em_gt(x[1], em_zeros(EM_SCALAR_SHAPE, x[1]->dtype)), -2.5);
+}
+static em_tensor *c_tril(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_tril(x[0], -1);
+}
+static em_tensor *c_triu(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_triu(x[0], 1);
+}
+static em_tensor *c_topk(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    em_tensor *v = NULL;
+    return em_topk(x[0], 3, 1, true, &v, NULL) == EM_OK ? v : NULL;
+}
+static em_tensor *c_multinomial(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_multinomial(x[0], 6, false, NULL);
+}
+static em_tensor *c_sample_logits(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_sample_logits(x[0], (em_sample_opts){.top_k = 3, .temperature = 0.7}, NULL);
+}
+
 /* ---- losses and norms ---- */
 
 static em_tensor *c_cross_entropy(em_tensor *const *x, em_device d)
@@ -333,6 +373,12 @@ static em_tensor *c_cross_entropy_smooth(em_tensor *const *x, em_device d)
     (void)d;
     return em_cross_entropy(x[0], x[1], (em_cross_entropy_opts){.label_smoothing = 0.1,
                                                                 .reduction = EM_REDUCTION_SUM});
+}
+/* (N, C, d1, d2) logits with (N, d1, d2) targets, unreduced */
+static em_tensor *c_cross_entropy_nd(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cross_entropy(x[0], x[1], (em_cross_entropy_opts){.reduction = EM_REDUCTION_NONE});
 }
 static em_tensor *c_mse(em_tensor *const *x, em_device d)
 {
@@ -494,6 +540,7 @@ const em_op_case em_op_cases[] = {
     {"conv2d", c_conv, 3, {IN(2, 3, 5, 5), IN(4, 3, 3, 3), IN(4)}, 0},
     {"conv2d_stride_dilation", c_conv_strided, 2, {IN(1, 2, 7, 6), IN(3, 2, 3, 2)}, 0},
     {"conv2d_groups", c_conv_groups, 3, {IN(2, 4, 4, 5), IN(6, 2, 3, 3), IN(6)}, 0},
+    {"conv1d", c_conv1d, 3, {IN(2, 4, 9), IN(6, 2, 3), IN(6)}, 0},
     {"max_pool2d", c_max_pool, 1, {IN(2, 3, 4, 6)}, 0},
     {"max_pool2d_padded", c_max_pool_pad, 1, {IN(1, 2, 5, 7)}, 0},
     {"avg_pool2d", c_avg_pool, 1, {IN(2, 3, 4, 6)}, 0},
@@ -507,8 +554,13 @@ const em_op_case em_op_cases[] = {
     {"gather", c_gather, 2, {IN(3, 6), INDEX(6, 3, 4)}, 0},
     {"embedding", c_embedding, 2, {IN(7, 4), INDEX(7, 2, 5)}, 0},
     {"one_hot", c_one_hot, 1, {INDEX(5, 2, 3)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"masked_fill", c_masked_fill, 2, {IN(3, 4), FIXED(4)}, 0},
+    {"tril", c_tril, 1, {IN(2, 3, 4)}, 0},
+    {"triu", c_triu, 1, {IN(4, 3)}, 0},
+    {"topk", c_topk, 1, {IN(3, 7)}, 0},
     {"cross_entropy", c_cross_entropy, 2, {WIDE(6, 5), INDEX(5, 6)}, 0},
     {"cross_entropy_smoothing_sum", c_cross_entropy_smooth, 2, {WIDE(6, 5), INDEX(5, 6)}, 0},
+    {"cross_entropy_nd", c_cross_entropy_nd, 2, {WIDE(2, 4, 3, 2), INDEX(4, 2, 3, 2)}, 0},
     {"mse_loss", c_mse, 2, {IN(4, 3), IN(4, 3)}, 0},
     {"l1_loss", c_l1, 2, {IN(4, 3), FIXED(4, 3)}, 0},
     {"bce_with_logits", c_bce, 2, {WIDE(4, 3), UNIT(4, 3)}, 0},
@@ -522,6 +574,9 @@ const em_op_case em_op_cases[] = {
     {"randn_normal", c_randn, 0, {NO_INPUT}, EM_CASE_NO_GRAD | EM_CASE_RNG},
     {"randint", c_randint, 0, {NO_INPUT}, EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
     {"bernoulli", c_bernoulli, 0, {NO_INPUT}, EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
+    {"multinomial", c_multinomial, 1, {POS(3, 8)}, EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
+    {"sample_logits", c_sample_logits, 1, {WIDE(4, 9)},
+     EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
     {"full_arange", c_full, 0, {NO_INPUT}, EM_CASE_NO_GRAD},
 };
 
