@@ -158,7 +158,7 @@ em_tensor *em_conv1d(const em_tensor *x /* (N, C_in, L) */,
                      const em_tensor *w /* (C_out, C_in/groups, K) */,
                      const em_tensor *b /* (C_out) or NULL */, em_conv1d_opts o)
 {
-    if (!x || !w)
+    if (!em_present(x, "em_conv1d", "x") || !em_present(w, "em_conv1d", "w"))
         return NULL;
     if (x->ndim != 3 || w->ndim != 3) {
         char sx[128], sw[128];

@@ -9,7 +9,7 @@ em_tensor *em_masked_fill(const em_tensor *t /* (*) */,
                           const em_tensor *mask /* bool, broadcasts to t's shape */, double value)
 {
     const char *fn = "em_masked_fill";
-    if (!t || !mask)
+    if (!em_present(t, fn, "t") || !em_present(mask, fn, "mask"))
         return NULL;
     em_shape st = em_shape_of(t), sm = em_shape_of(mask), s;
     bool ok = mask->dtype == EM_BOOL && mask->device == t->device &&
@@ -33,7 +33,7 @@ em_tensor *em_masked_fill(const em_tensor *t /* (*) */,
 static em_tensor *triangle(const char *fn, const em_tensor *t /* (*, M, N) */, int64_t diagonal,
                            bool lower)
 {
-    if (!t)
+    if (!em_present(t, fn, "t"))
         return NULL;
     if (t->ndim < 2) {
         char b[128];

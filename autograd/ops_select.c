@@ -80,8 +80,8 @@ em_status em_topk(const em_tensor *t /* (*) */, int64_t k, int dim, bool largest
     *values = NULL;
     if (indices)
         *indices = NULL;
-    if (!t)
-        return em_error_status() != EM_OK ? em_error_status() : EM_ERR_ARG;
+    if (!em_present(t, fn, "t"))
+        return em_error_status();
     int d = em_norm_dim(dim, t->ndim);
     if (d < 0 || k < 0 || k > t->shape[d] || t->dtype == EM_BOOL) {
         char b[128];
@@ -157,7 +157,7 @@ em_tensor *em_multinomial(const em_tensor *probs /* (C) or (N, C) */, int64_t nu
                           bool replacement, em_generator *gen)
 {
     const char *fn = "em_multinomial";
-    if (!probs)
+    if (!em_present(probs, fn, "probs"))
         return NULL;
     if ((probs->ndim != 1 && probs->ndim != 2) || !em_dtype_is_float(probs->dtype) ||
         num_samples < 0 || probs->shape[probs->ndim - 1] == 0) {
@@ -196,7 +196,7 @@ em_tensor *em_sample_logits(const em_tensor *logits /* (V) or (N, V) */, em_samp
                             em_generator *gen)
 {
     const char *fn = "em_sample_logits";
-    if (!logits)
+    if (!em_present(logits, fn, "logits"))
         return NULL;
     double temperature = o.temperature ? o.temperature : 1.0;
     int64_t vocab = logits->ndim >= 1 ? logits->shape[logits->ndim - 1] : 0;
