@@ -8,6 +8,7 @@
 #include "nn/nn.h"
 #include "nn/serialize.h"
 #include "nn/quantize.h"
+#include "nn/onnx.h"
 #include "nn/prune.h"
 #include "optim/optim.h"
 #include "optim/grad_scaler.h"

@@ -57,6 +57,16 @@ static const em_module_type act_types[ACT_COUNT] = {
     [ACT_FLATTEN] = {"Flatten", act_forward, NULL, act_describe},
 };
 
+bool em_activation_layer_arg(const em_module *m, double *arg)
+{
+    for (int k = 0; m && k < ACT_COUNT; k++)
+        if (m->type == &act_types[k]) {
+            *arg = ((const act_layer *)m)->arg;
+            return true;
+        }
+    return false;
+}
+
 static em_module *act_layer_new(act_kind kind, double arg)
 {
     act_layer *a = (act_layer *)em_module_alloc(sizeof *a, &act_types[kind]);

@@ -132,6 +132,14 @@ static const em_module_type batch_norm1d_type = {"BatchNorm1d", batch_norm_forwa
 static const em_module_type batch_norm2d_type = {"BatchNorm2d", batch_norm_forward, NULL,
                                                  batch_norm_describe};
 
+bool em_batch_norm_layer_eps(const em_module *m, double *eps)
+{
+    if (!m || (m->type != &batch_norm1d_type && m->type != &batch_norm2d_type))
+        return false;
+    *eps = ((const batch_norm_layer *)m)->eps;
+    return true;
+}
+
 static em_module *batch_norm_layer_new(const em_module_type *type, int64_t features, double eps,
                                        double momentum, const char *fn)
 {

@@ -30,6 +30,14 @@ static void conv2d_describe(const em_module *m, char *buf, size_t n)
 
 static const em_module_type conv2d_type = {"Conv2d", conv2d_forward, NULL, conv2d_describe};
 
+bool em_conv2d_layer_config(const em_module *m, em_conv2d_opts *o)
+{
+    if (!m || m->type != &conv2d_type)
+        return false;
+    *o = ((const conv2d_layer *)m)->opts;
+    return true;
+}
+
 em_module *em_conv2d_layer(int64_t in_ch, int64_t out_ch, int64_t kernel, em_conv2d_layer_opts o)
 {
     int64_t stride = o.stride ? o.stride : 1, dilation = o.dilation ? o.dilation : 1;

@@ -65,6 +65,14 @@ static void layer_norm_describe(const em_module *m, char *buf, size_t n)
 static const em_module_type layer_norm_type = {"LayerNorm", layer_norm_forward, NULL,
                                                layer_norm_describe};
 
+bool em_layer_norm_layer_eps(const em_module *m, double *eps)
+{
+    if (!m || m->type != &layer_norm_type)
+        return false;
+    *eps = ((const layer_norm_layer *)m)->eps;
+    return true;
+}
+
 em_module *em_layer_norm_layer(int64_t normalized_size, double eps)
 {
     if (normalized_size <= 0 || eps < 0) {

@@ -29,4 +29,13 @@ em_module *em_module_numbered(const em_module_type *type, int n, va_list ap, con
  * naming fn; the caller frees it. */
 float *em_host_f32(const em_tensor *t, const char *fn);
 
+/* What exporters and quantizers read of a layer beyond its tensors; each returns false (no
+ * error set) when m is not of that type. */
+bool em_conv2d_layer_config(const em_module *m, em_conv2d_opts *o);         /* Conv2d */
+bool em_pool2d_layer_config(const em_module *m, em_pool2d_opts *o);         /* Max/AvgPool2d */
+bool em_adaptive_pool_layer_size(const em_module *m, int64_t *h, int64_t *w);
+bool em_activation_layer_arg(const em_module *m, double *arg); /* slope, tanh (0/1), dim */
+bool em_batch_norm_layer_eps(const em_module *m, double *eps);
+bool em_layer_norm_layer_eps(const em_module *m, double *eps);
+
 #endif

@@ -28,6 +28,14 @@ static const em_module_type max_pool2d_type = {"MaxPool2d", pool2d_forward, NULL
 static const em_module_type avg_pool2d_type = {"AvgPool2d", pool2d_forward, NULL,
                                                pool2d_describe};
 
+bool em_pool2d_layer_config(const em_module *m, em_pool2d_opts *o)
+{
+    if (!m || (m->type != &max_pool2d_type && m->type != &avg_pool2d_type))
+        return false;
+    *o = ((const pool2d_layer *)m)->opts;
+    return true;
+}
+
 static em_module *pool2d_layer_new(bool max, int64_t kernel, int64_t stride, int64_t padding,
                                    const char *fn)
 {
@@ -114,6 +122,15 @@ static void adaptive_describe(const em_module *m, char *buf, size_t n)
 
 static const em_module_type adaptive_type = {"AdaptiveAvgPool2d", adaptive_forward, NULL,
                                              adaptive_describe};
+
+bool em_adaptive_pool_layer_size(const em_module *m, int64_t *h, int64_t *w)
+{
+    if (!m || m->type != &adaptive_type)
+        return false;
+    *h = ((const adaptive_pool_layer *)m)->out_h;
+    *w = ((const adaptive_pool_layer *)m)->out_w;
+    return true;
+}
 
 em_module *em_adaptive_avg_pool2d_layer(int64_t out_h, int64_t out_w)
 {

@@ -22,6 +22,7 @@ static const command commands[] = {
     {"bench", "train", em_bench_train, "training samples/s of the recipes, ember vs PyTorch"},
     {"quantize", NULL, em_cmd_quantize, "dynamic INT8 quantization of a saved recipe model"},
     {"prune", NULL, em_cmd_prune, "prune (and fine-tune, shrink) a saved recipe model"},
+    {"export", NULL, em_cmd_export, "write a saved recipe model as an ONNX file"},
     {"bench", "infer", em_bench_infer, "inference latency of f32, int8, pruned vs PyTorch"},
 };
 

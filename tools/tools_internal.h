@@ -14,6 +14,7 @@ int em_cmd_eval(int argc, char **argv);     /* tools/train_cmd.c: evaluate a sav
 int em_cmd_compare(int argc, char **argv);  /* tools/compare_cmd.c: techniques side by side */
 int em_cmd_quantize(int argc, char **argv); /* tools/quantize_cmd.c: int8 dynamic quantization */
 int em_cmd_prune(int argc, char **argv);    /* tools/prune_cmd.c: prune, fine-tune, shrink */
+int em_cmd_export(int argc, char **argv);   /* tools/export_cmd.c: ONNX export */
 int em_bench_ops(int argc, char **argv);    /* tools/bench_ops.c: kernels vs references */
 int em_bench_train(int argc, char **argv);  /* tools/bench_train.c: training vs PyTorch */
 int em_bench_infer(int argc, char **argv);  /* tools/bench_infer.c: inference latency vs PyTorch */
