@@ -12,6 +12,21 @@ static const em_backend cuda_backend = {
     .copy_to_host = em_cuda_copy_to_host,
     .synchronize = em_cuda_synchronize,
     .gemm = em_cuda_gemm,
+    .conv2d = em_cuda_conv2d,
+    .conv2d_grad_input = em_cuda_conv2d_grad_input,
+    .conv2d_grad_weight = em_cuda_conv2d_grad_weight,
+    .max_pool2d = em_cuda_max_pool2d,
+    .max_pool2d_grad = em_cuda_max_pool2d_grad,
+    .avg_pool2d = em_cuda_avg_pool2d,
+    .avg_pool2d_grad = em_cuda_avg_pool2d_grad,
+    .sgd_update = em_cuda_sgd_update,
+    .adam_update = em_cuda_adam_update,
+    .rmsprop_update = em_cuda_rmsprop_update,
+    .int8_packed_size = em_cuda_int8_packed_size,
+    .int8_pack = em_cuda_int8_pack,
+    .qlinear_dynamic = em_cuda_qlinear_dynamic,
+    .unscale_check = em_cuda_unscale_check,
+    .norm_pow_sum = em_cuda_norm_pow_sum,
 };
 
 const em_backend *em_cuda_table(void)

@@ -1,29 +1,53 @@
-/* cuBLAS matrix products: row-major strided-batched GEMM in f32, f64, f16 and bf16 (f32 accumulation
- * for the half types, on tensor cores). */
+/* cuBLAS matrix products: row-major strided-batched GEMM in f32, f64, f16 and bf16 (f32
+ * accumulation for the half types, on tensor cores; f32 stays f32 unless TF32 is switched on). */
 #include "backend_cuda/cuda_internal.h"
 
-/* Row-major C = A @ B is column-major C^T = B^T @ A^T: swap the operands and m/n. */
+static cudaDataType cuda_type(em_dtype dt)
+{
+    return dt == EM_F32 ? CUDA_R_32F : dt == EM_F16 ? CUDA_R_16F : CUDA_R_16BF;
+}
+
+/* Row-major C = A @ B is column-major C^T = B^T @ A^T: swap the operands and m/n. a and b are
+ * ab_type, c is c_type, accumulation in f32. */
+static int gemm_ex(cudaDataType ab_type, cudaDataType c_type, bool trans_a, bool trans_b,
+                   int64_t m, int64_t n, int64_t k, double alpha, const void *a, int64_t lda,
+                   int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, double beta,
+                   void *c, int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    float alpha_f = (float)alpha, beta_f = (float)beta;
+    cublasStatus_t st = cublasGemmStridedBatchedEx(
+        em_cuda_cublas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+        (int)n, (int)m, (int)k, &alpha_f, b, ab_type, (int)ldb, stride_b, a, ab_type, (int)lda,
+        stride_a, &beta_f, c, c_type, (int)ldc, stride_c, (int)batch, CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT);
+    return st == CUBLAS_STATUS_SUCCESS ? EM_KERNEL_OK : EM_KERNEL_FAILED;
+}
+
 int em_cuda_gemm(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                  double alpha, const void *a, int64_t lda, int64_t stride_a,
                  const void *b, int64_t ldb, int64_t stride_b,
                  double beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch)
 {
-    cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasStatus_t st;
     if (dt == EM_F64) {
-        st = cublasDgemmStridedBatched(em_cuda_cublas(), op_b, op_a, (int)n, (int)m, (int)k, &alpha,
-                                       b, (int)ldb, stride_b, a, (int)lda, stride_a, &beta, c,
-                                       (int)ldc, stride_c, (int)batch);
-    } else if (dt == EM_F32 || dt == EM_F16 || dt == EM_BF16) {
-        cudaDataType type = dt == EM_F32 ? CUDA_R_32F : dt == EM_F16 ? CUDA_R_16F : CUDA_R_16BF;
-        float alpha_f = (float)alpha, beta_f = (float)beta;
-        st = cublasGemmStridedBatchedEx(em_cuda_cublas(), op_b, op_a, (int)n, (int)m, (int)k,
-                                        &alpha_f, b, type, (int)ldb, stride_b, a, type, (int)lda,
-                                        stride_a, &beta_f, c, type, (int)ldc, stride_c, (int)batch,
-                                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    } else {
-        return EM_KERNEL_UNSUPPORTED;
+        cublasStatus_t st = cublasDgemmStridedBatched(
+            em_cuda_cublas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+            trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha, b, (int)ldb,
+            stride_b, a, (int)lda, stride_a, &beta, c, (int)ldc, stride_c, (int)batch);
+        return st == CUBLAS_STATUS_SUCCESS ? EM_KERNEL_OK : EM_KERNEL_FAILED;
     }
-    return st == CUBLAS_STATUS_SUCCESS ? EM_KERNEL_OK : EM_KERNEL_FAILED;
+    if (dt != EM_F32 && dt != EM_F16 && dt != EM_BF16)
+        return EM_KERNEL_UNSUPPORTED;
+    return gemm_ex(cuda_type(dt), cuda_type(dt), trans_a, trans_b, m, n, k, alpha, a, lda,
+                   stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch);
+}
+
+int em_cuda_gemm_f32_out(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                         double alpha, const void *a, int64_t lda, int64_t stride_a,
+                         const void *b, int64_t ldb, int64_t stride_b,
+                         double beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    if (dt != EM_F16 && dt != EM_BF16)
+        return EM_KERNEL_UNSUPPORTED;
+    return gemm_ex(cuda_type(dt), CUDA_R_32F, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a,
+                   b, ldb, stride_b, beta, c, ldc, stride_c, batch);
 }

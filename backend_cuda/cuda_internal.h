@@ -48,6 +48,38 @@ int em_cuda_gemm(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, 
                  double alpha, const void *a, int64_t lda, int64_t stride_a,
                  const void *b, int64_t ldb, int64_t stride_b,
                  double beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch);
+/* the same for f16/bf16 a and b with an f32 c (accumulating a half product in f32) */
+int em_cuda_gemm_f32_out(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                         double alpha, const void *a, int64_t lda, int64_t stride_a,
+                         const void *b, int64_t ldb, int64_t stride_b,
+                         double beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch);
+
+/* cuda_conv.cu, cuda_pool.cu */
+int em_cuda_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, const void *w,
+                   const void *bias, void *y);
+int em_cuda_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                              const void *w, void *gx);
+int em_cuda_conv2d_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                               const void *x, void *gw, void *gbias);
+int em_cuda_max_pool2d(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
+                       int64_t *argmax);
+int em_cuda_max_pool2d_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy,
+                            const int64_t *argmax, void *gx);
+int em_cuda_avg_pool2d(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y);
+int em_cuda_avg_pool2d_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy, void *gx);
+
+/* cuda_optim.cu, cuda_amp.cu */
+int em_cuda_sgd_update(em_dtype dt, const em_sgd_hparams *h, const em_array_list *l);
+int em_cuda_adam_update(em_dtype dt, const em_adam_hparams *h, const em_array_list *l);
+int em_cuda_rmsprop_update(em_dtype dt, const em_rmsprop_hparams *h, const em_array_list *l);
+int em_cuda_unscale_check(em_dtype dt, double inv_scale, const em_array_list *l, float *found_inf);
+int em_cuda_norm_pow_sum(em_dtype dt, double p, const em_array_list *l, double *out);
+
+/* cuda_int8.cu */
+int64_t em_cuda_int8_packed_size(int64_t n, int64_t k);
+int em_cuda_int8_pack(int64_t n, int64_t k, const int8_t *w, void *packed);
+int em_cuda_qlinear_dynamic(int64_t m, int64_t n, int64_t k, const float *x, const void *packed,
+                            const float *w_scale, int64_t n_scales, const float *bias, float *y);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,185 @@
+/* Fused optimizer updates on CUDA: SGD, Adam/AdamW and RMSprop over every array of a list in one
+ * launch (LIST_MAX arrays a launch), PyTorch's order of operations; f32 in f32 arithmetic as the
+ * CPU's f32 kernels, f64 in f64. */
+#include "backend_cuda/cuda_list.cuh"
+
+/* The arithmetic type of an update: f32 arrays update in f32, f64 arrays in f64. */
+template <typename T> struct sgd_consts {
+    T lr, wd, keep, fresh, bm, dm;
+    bool momentum;
+};
+
+template <typename T> __global__ void sgd_kernel(list_chunk c, sgd_consts<T> k)
+{
+    const int a = blockIdx.y;
+    T *p = (T *)c.data[a];              // (numel)
+    const T *g = (const T *)c.grad[a];  // (numel)
+    T *buf = (T *)c.state[0][a];        // (numel) or NULL
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < c.numel[a];
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const T d = g[i] + k.wd * p[i];
+        if (!k.momentum) {
+            p[i] -= k.lr * d;
+            continue;
+        }
+        const T b = k.keep * buf[i] + k.fresh * d;
+        buf[i] = b;
+        p[i] -= k.lr * (k.bm * b + k.dm * d);
+    }
+}
+
+/* Launches kernel(chunk, consts) over every LIST_MAX arrays of l. */
+template <typename K, typename C> static int launch_list(const em_array_list *l, K kernel, C k)
+{
+    for (int first = 0; first < l->n; first += LIST_MAX) {
+        int64_t longest;
+        list_chunk c = chunk_of_list(l, first, &longest);
+        kernel<<<list_grid(c, longest), LIST_THREADS, 0, em_cuda_stream()>>>(c, k);
+        int rc = em_cuda_launch_status();
+        if (rc != EM_KERNEL_OK)
+            return rc;
+    }
+    return EM_KERNEL_OK;
+}
+
+/* The step's choices as factors, as the CPU's f32 kernel: b = keep * b + fresh * d,
+ * p -= lr * (bm * b + dm * d) gives b = d on the first step and nesterov's d + momentum * b. */
+template <typename T> static sgd_consts<T> sgd_of(const em_sgd_hparams *h, bool momentum)
+{
+    sgd_consts<T> k;
+    k.lr = (T)h->lr;
+    k.wd = (T)h->weight_decay;
+    k.keep = h->first_step ? (T)0 : (T)h->momentum;
+    k.fresh = h->first_step ? (T)1 : (T)(1 - h->dampening);
+    k.bm = h->nesterov ? (T)h->momentum : (T)1;
+    k.dm = h->nesterov ? (T)1 : (T)0;
+    k.momentum = momentum;
+    return k;
+}
+
+extern "C" int em_cuda_sgd_update(em_dtype dt, const em_sgd_hparams *h, const em_array_list *l)
+{
+    const bool momentum = l->state[0] != NULL;
+    if (dt == EM_F32)
+        return launch_list(l, sgd_kernel<float>, sgd_of<float>(h, momentum));
+    if (dt == EM_F64)
+        return launch_list(l, sgd_kernel<double>, sgd_of<double>(h, momentum));
+    return EM_KERNEL_UNSUPPORTED;
+}
+
+template <typename T> struct adam_consts {
+    T w1, b1, b2, w2, eps, step_size, bc2, decay, l2;
+    bool amsgrad;
+};
+
+/* f32: PyTorch's f32 order (the first moment as a lerp); f64: the CPU's double form, which is
+ * the same arithmetic written out. */
+template <typename T> __global__ void adam_kernel(list_chunk c, adam_consts<T> k)
+{
+    const int a = blockIdx.y;
+    T *p = (T *)c.data[a];               // (numel)
+    const T *g = (const T *)c.grad[a];   // (numel)
+    T *m = (T *)c.state[0][a];           // (numel)
+    T *v = (T *)c.state[1][a];           // (numel)
+    T *vmax = (T *)c.state[2][a];        // (numel) or NULL
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < c.numel[a];
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const T pi = p[i] * k.decay;
+        const T gi = g[i] + k.l2 * p[i];
+        const T mi = m[i] + k.w1 * (gi - m[i]);
+        const T vi = v[i] * k.b2 + k.w2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        T s = vi;
+        if (k.amsgrad) {
+            s = vmax[i] > vi ? vmax[i] : vi;
+            vmax[i] = s;
+        }
+        p[i] = pi - k.step_size * (mi / (sqrt(s) / k.bc2 + k.eps));
+    }
+}
+
+template <typename T> static adam_consts<T> adam_of(const em_adam_hparams *h)
+{
+    adam_consts<T> k;
+    k.w1 = (T)(1 - h->beta1);
+    k.b1 = (T)h->beta1;
+    k.b2 = (T)h->beta2;
+    k.w2 = (T)(1 - h->beta2);
+    k.eps = (T)h->eps;
+    k.step_size = (T)(h->lr / (1 - pow(h->beta1, (double)h->step)));
+    k.bc2 = (T)sqrt(1 - pow(h->beta2, (double)h->step));
+    k.decay = h->decoupled ? (T)(1 - h->lr * h->weight_decay) : (T)1;
+    k.l2 = h->decoupled ? (T)0 : (T)h->weight_decay;
+    k.amsgrad = h->amsgrad;
+    return k;
+}
+
+extern "C" int em_cuda_adam_update(em_dtype dt, const em_adam_hparams *h, const em_array_list *l)
+{
+    if (h->amsgrad && !l->state[2])
+        return EM_KERNEL_UNSUPPORTED;
+    if (dt == EM_F32)
+        return launch_list(l, adam_kernel<float>, adam_of<float>(h));
+    if (dt == EM_F64)
+        return launch_list(l, adam_kernel<double>, adam_of<double>(h));
+    return EM_KERNEL_UNSUPPORTED;
+}
+
+template <typename T> struct rmsprop_consts {
+    T lr, alpha, w, eps, wd, momentum;
+};
+
+template <typename T> __global__ void rmsprop_kernel(list_chunk c, rmsprop_consts<T> k)
+{
+    const int a = blockIdx.y;
+    T *p = (T *)c.data[a];               // (numel)
+    const T *g = (const T *)c.grad[a];   // (numel)
+    T *sq = (T *)c.state[0][a];          // (numel)
+    T *buf = (T *)c.state[1][a];         // (numel) or NULL
+    T *gavg = (T *)c.state[2][a];        // (numel) or NULL
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < c.numel[a];
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const T gi = g[i] + k.wd * p[i];
+        const T s = sq[i] * k.alpha + k.w * gi * gi;
+        sq[i] = s;
+        T avg;
+        if (gavg) {
+            const T ga = gavg[i] * k.alpha + k.w * gi;
+            gavg[i] = ga;
+            avg = sqrt(s - ga * ga);
+        } else {
+            avg = sqrt(s);
+        }
+        avg += k.eps;
+        if (buf) {
+            const T b = buf[i] * k.momentum + gi / avg;
+            buf[i] = b;
+            p[i] -= k.lr * b;
+        } else {
+            p[i] -= k.lr * (gi / avg);
+        }
+    }
+}
+
+template <typename T> static rmsprop_consts<T> rmsprop_of(const em_rmsprop_hparams *h)
+{
+    rmsprop_consts<T> k;
+    k.lr = (T)h->lr;
+    k.alpha = (T)h->alpha;
+    k.w = (T)(1 - h->alpha);
+    k.eps = (T)h->eps;
+    k.wd = (T)h->weight_decay;
+    k.momentum = (T)h->momentum;
+    return k;
+}
+
+extern "C" int em_cuda_rmsprop_update(em_dtype dt, const em_rmsprop_hparams *h,
+                                      const em_array_list *l)
+{
+    if (dt == EM_F32)
+        return launch_list(l, rmsprop_kernel<float>, rmsprop_of<float>(h));
+    if (dt == EM_F64)
+        return launch_list(l, rmsprop_kernel<double>, rmsprop_of<double>(h));
+    return EM_KERNEL_UNSUPPORTED;
+}
