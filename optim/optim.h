@@ -106,9 +106,38 @@ typedef struct {
     double final_div_factor; /* default 1e4 */
 } em_one_cycle_opts;
 em_scheduler *em_one_cycle_lr(em_optim *o, em_one_cycle_opts c);
+/* ReduceLROnPlateau, with PyTorch's semantics: stepped with a metric (em_scheduler_step_metric),
+ * usually once per epoch with the validation loss. After more than `patience` steps in a row
+ * without improvement every group's lr is multiplied by factor (not below min_lr; changes
+ * smaller than eps are skipped), then `cooldown` steps pass before bad steps count again. An
+ * improvement is metric < best * (1 - threshold) (> best * (1 + threshold) when maximizing), or
+ * by threshold itself with threshold_abs. */
+typedef struct {
+    bool maximize;      /* the metric should rise (an accuracy); default: fall (a loss) */
+    double factor;      /* default 0.1; in (0, 1) */
+    int64_t patience;   /* default 10; negative: cut after every step without improvement */
+    double threshold;   /* default 1e-4 */
+    bool threshold_abs;
+    int64_t cooldown;
+    double min_lr;
+    double eps;         /* default 1e-8 */
+} em_plateau_opts;
+em_scheduler *em_reduce_lr_on_plateau(em_optim *o, em_plateau_opts p);
+
+/* Steps a closed-form schedule; on a plateau scheduler it records an EM_ERR_STATE error and
+ * changes nothing (it needs a metric). */
 void em_scheduler_step(em_scheduler *s);
+/* Steps a plateau scheduler with this step's metric; EM_ERR_STATE for the other kinds. */
+em_status em_scheduler_step_metric(em_scheduler *s, double metric);
+bool em_scheduler_wants_metric(const em_scheduler *s); /* true for a plateau scheduler */
 int64_t em_scheduler_last_step(const em_scheduler *s);
 em_status em_scheduler_set_last_step(em_scheduler *s, int64_t step); /* for resume */
+/* State beyond the step, as named live tensors for a checkpoint: a plateau scheduler's "best"
+ * (f64 0-d), "num_bad_epochs" and "cooldown_counter" (i64 0-d); none for the closed-form kinds.
+ * Returns the count and writes up to max entries. Loading copies them in by name, needing each
+ * once with a 0-d shape, and changes nothing on a mismatch. */
+int em_scheduler_state(const em_scheduler *s, em_param_ref *out, int max);
+em_status em_scheduler_load_state(em_scheduler *s, const em_param_ref *in, int n);
 void em_scheduler_free(em_scheduler *s);
 
 #endif

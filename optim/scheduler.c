@@ -4,33 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim/optim_internal.h"
-
-typedef enum {
-    SCHED_STEP,
-    SCHED_MULTISTEP,
-    SCHED_EXPONENTIAL,
-    SCHED_COSINE,
-    SCHED_WARMUP_COSINE,
-    SCHED_ONE_CYCLE
-} sched_kind;
-
-struct em_scheduler {
-    em_optim *o;          /* borrowed */
-    sched_kind kind;
-    int64_t last_step;
-    int n_groups;         /* the groups that existed when the scheduler was made */
-    double *base_lrs;     /* (n_groups) */
-    double gamma;         /* step, multistep, exponential */
-    int64_t step_size;    /* step */
-    int64_t *milestones;  /* (n_milestones): multistep */
-    int n_milestones;
-    int64_t t_max;        /* cosine: the half period; warmup cosine and one-cycle: total steps */
-    int64_t warmup;       /* warmup cosine */
-    double eta_min;       /* cosine, warmup cosine */
-    double initial_lr, max_lr, min_lr; /* one-cycle */
-    double warmup_end;    /* one-cycle: the step where the lr peaks */
-};
+#include "optim/scheduler_internal.h"
 
 /* cos annealing from start (pct 0) to end (pct 1) */
 static double anneal_cos(double start, double end, double pct)
@@ -60,6 +34,8 @@ static double lr_at(const em_scheduler *s, double base, int64_t t)
             return s->eta_min;
         return s->eta_min + (base - s->eta_min) *
                                 (1 + cos(M_PI * (t - s->warmup) / (s->t_max - s->warmup))) / 2;
+    case SCHED_PLATEAU:
+        return base; /* never asked: plateau.c sets its lrs itself */
     case SCHED_ONE_CYCLE:
         if (t <= s->warmup_end)
             return anneal_cos(s->initial_lr, s->max_lr, t / s->warmup_end);
@@ -75,8 +51,7 @@ static void apply(em_scheduler *s)
         em_optim_set_lr(s->o, g, lr_at(s, s->base_lrs[g], s->last_step));
 }
 
-/* A scheduler of kind over o's groups, not yet applied; NULL with an error naming fn. */
-static em_scheduler *sched_new(em_optim *o, sched_kind kind, const char *fn)
+em_scheduler *em_scheduler_new_kind(em_optim *o, sched_kind kind, const char *fn)
 {
     if (!o) {
         em_set_error(EM_ERR_ARG, "%s: NULL optimizer", fn);
@@ -112,7 +87,7 @@ em_scheduler *em_step_lr(em_optim *o, int64_t step_size, double gamma)
                      (long long)step_size, gamma);
         return NULL;
     }
-    em_scheduler *s = sched_new(o, SCHED_STEP, "em_step_lr");
+    em_scheduler *s = em_scheduler_new_kind(o, SCHED_STEP, "em_step_lr");
     if (s) {
         s->step_size = step_size;
         s->gamma = gamma;
@@ -127,7 +102,7 @@ em_scheduler *em_multistep_lr(em_optim *o, const int64_t *milestones, int n, dou
                      "(%g)", n, gamma);
         return NULL;
     }
-    em_scheduler *s = sched_new(o, SCHED_MULTISTEP, "em_multistep_lr");
+    em_scheduler *s = em_scheduler_new_kind(o, SCHED_MULTISTEP, "em_multistep_lr");
     if (!s)
         return NULL;
     s->milestones = malloc((n > 0 ? n : 1) * sizeof *s->milestones);
@@ -149,7 +124,7 @@ em_scheduler *em_exponential_lr(em_optim *o, double gamma)
         em_set_error(EM_ERR_ARG, "em_exponential_lr: gamma (%g) must be >= 0", gamma);
         return NULL;
     }
-    em_scheduler *s = sched_new(o, SCHED_EXPONENTIAL, "em_exponential_lr");
+    em_scheduler *s = em_scheduler_new_kind(o, SCHED_EXPONENTIAL, "em_exponential_lr");
     if (s)
         s->gamma = gamma;
     return start(s);
@@ -162,7 +137,7 @@ em_scheduler *em_cosine_annealing_lr(em_optim *o, int64_t t_max, double eta_min)
                      "(%g) >= 0", (long long)t_max, eta_min);
         return NULL;
     }
-    em_scheduler *s = sched_new(o, SCHED_COSINE, "em_cosine_annealing_lr");
+    em_scheduler *s = em_scheduler_new_kind(o, SCHED_COSINE, "em_cosine_annealing_lr");
     if (s) {
         s->t_max = t_max;
         s->eta_min = eta_min;
@@ -179,7 +154,7 @@ em_scheduler *em_warmup_cosine_lr(em_optim *o, int64_t warmup_steps, int64_t tot
                      (long long)total_steps, eta_min);
         return NULL;
     }
-    em_scheduler *s = sched_new(o, SCHED_WARMUP_COSINE, "em_warmup_cosine_lr");
+    em_scheduler *s = em_scheduler_new_kind(o, SCHED_WARMUP_COSINE, "em_warmup_cosine_lr");
     if (s) {
         s->warmup = warmup_steps;
         s->t_max = total_steps;
@@ -209,7 +184,7 @@ em_scheduler *em_one_cycle_lr(em_optim *o, em_one_cycle_opts c)
                      "without steps", fn, c.pct_start, (long long)c.total_steps);
         return NULL;
     }
-    em_scheduler *s = sched_new(o, SCHED_ONE_CYCLE, fn);
+    em_scheduler *s = em_scheduler_new_kind(o, SCHED_ONE_CYCLE, fn);
     if (s) {
         s->t_max = c.total_steps;
         s->max_lr = c.max_lr;
@@ -230,13 +205,17 @@ em_status em_scheduler_set_last_step(em_scheduler *s, int64_t step)
                             "one-cycle schedule's total_steps (%lld)", (long long)step,
                             (long long)s->t_max);
     s->last_step = step;
-    apply(s);
+    if (s->kind != SCHED_PLATEAU)
+        apply(s);
     return EM_OK;
 }
 
 void em_scheduler_step(em_scheduler *s)
 {
-    if (s)
+    if (s && s->kind == SCHED_PLATEAU)
+        em_set_error(EM_ERR_STATE, "em_scheduler_step: a plateau scheduler steps with a metric "
+                     "(em_scheduler_step_metric)");
+    else if (s)
         em_scheduler_set_last_step(s, s->last_step + 1);
 }
 
@@ -251,5 +230,8 @@ void em_scheduler_free(em_scheduler *s)
         return;
     free(s->base_lrs);
     free(s->milestones);
+    em_release(s->best);
+    em_release(s->num_bad);
+    em_release(s->cooldown);
     free(s);
 }

@@ -242,3 +242,117 @@ Test(scheduler, bad_arguments)
     cr_assert_eq(em_optim_get_lr(s.o, 0), 0.1);
     free_setup(&s);
 }
+
+/* ReduceLROnPlateau: rows of (group 0 lr, group 1 lr, best, num_bad_epochs, cooldown_counter)
+ * after each s.step(metric), from torch 1.13 over the two-group setup above. */
+typedef struct {
+    double lr0, lr1, best;
+    int64_t bad, cooldown;
+} plateau_row;
+
+static void check_plateau(em_plateau_opts p, const double *metrics, const plateau_row *want,
+                          int n)
+{
+    setup s = make_setup();
+    em_scheduler *sch = em_reduce_lr_on_plateau(s.o, p);
+    cr_assert(sch, "%s", em_error());
+    cr_assert(em_scheduler_wants_metric(sch));
+    em_param_ref state[3];
+    cr_assert_eq(em_scheduler_state(sch, state, 3), 3);
+    for (int t = 0; t < n; t++) {
+        cr_assert_eq(em_scheduler_step_metric(sch, metrics[t]), EM_OK, "%s", em_error());
+        assert_lrs(s.o, (double[2]){want[t].lr0, want[t].lr1}, t);
+        cr_assert_eq(em_item(state[0].value), want[t].best, "step %d best", t);
+        cr_assert_eq(em_item(state[1].value), (double)want[t].bad, "step %d num_bad_epochs", t);
+        cr_assert_eq(em_item(state[2].value), (double)want[t].cooldown, "step %d cooldown", t);
+    }
+    cr_assert_eq(em_scheduler_last_step(sch), n);
+    em_scheduler_free(sch);
+    free_setup(&s);
+}
+
+Test(scheduler, reduce_lr_on_plateau_min_rel_with_cooldown_and_min_lr)
+{
+    /* ReduceLROnPlateau(opt, mode='min', factor=0.5, patience=2, threshold=0.1,
+     *                   threshold_mode='rel', cooldown=1, min_lr=0.004) */
+    static const double metrics[] = {1.0, 0.95, 0.94, 0.93, 0.5, 0.49, 0.6, 0.7, 0.8, 0.9,
+                                     0.45, 0.44, 0.43, 0.42, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5};
+    static const plateau_row want[] = {
+        {0.1, 0.02, 1, 0, 0}, {0.1, 0.02, 1, 1, 0}, {0.1, 0.02, 1, 2, 0},
+        {0.05, 0.01, 1, 0, 1}, {0.05, 0.01, 0.5, 0, 0}, {0.05, 0.01, 0.5, 1, 0},
+        {0.05, 0.01, 0.5, 2, 0}, {0.025, 0.005, 0.5, 0, 1}, {0.025, 0.005, 0.5, 0, 0},
+        {0.025, 0.005, 0.5, 1, 0}, {0.025, 0.005, 0.5, 2, 0}, {0.025, 0.005, 0.44, 0, 0},
+        {0.025, 0.005, 0.44, 1, 0}, {0.025, 0.005, 0.44, 2, 0}, {0.0125, 0.004, 0.44, 0, 1},
+        {0.0125, 0.004, 0.44, 0, 0}, {0.0125, 0.004, 0.44, 1, 0}, {0.0125, 0.004, 0.44, 2, 0},
+        {0.00625, 0.004, 0.44, 0, 1}, {0.00625, 0.004, 0.44, 0, 0},
+    };
+    check_plateau((em_plateau_opts){.factor = 0.5, .patience = 2, .threshold = 0.1,
+                                    .cooldown = 1, .min_lr = 0.004},
+                  metrics, want, 20);
+}
+
+Test(scheduler, reduce_lr_on_plateau_max_abs_without_patience)
+{
+    /* ReduceLROnPlateau(opt, mode='max', factor=0.1, patience=0, threshold=0.05,
+     *                   threshold_mode='abs') */
+    static const double metrics[] = {0.5, 0.6, 0.6, 0.61, 0.8, 0.79, 0.78, 0.9, 0.9, 0.9};
+    static const plateau_row want[] = {
+        {0.1, 0.02, 0.5, 0, 0}, {0.1, 0.02, 0.6, 0, 0},
+        {0.010000000000000002, 0.002, 0.6, 0, 0},
+        {0.0010000000000000002, 0.00020000000000000001, 0.6, 0, 0},
+        {0.0010000000000000002, 0.00020000000000000001, 0.8, 0, 0},
+        {0.00010000000000000003, 2.0000000000000002e-05, 0.8, 0, 0},
+        {1.0000000000000004e-05, 2.0000000000000003e-06, 0.8, 0, 0},
+        {1.0000000000000004e-05, 2.0000000000000003e-06, 0.9, 0, 0},
+        {1.0000000000000004e-06, 2.0000000000000004e-07, 0.9, 0, 0},
+        {1.0000000000000005e-07, 2.0000000000000007e-08, 0.9, 0, 0},
+    };
+    check_plateau((em_plateau_opts){.maximize = true, .factor = 0.1, .patience = -1,
+                                    .threshold = 0.05, .threshold_abs = true},
+                  metrics, want, 10);
+}
+
+Test(scheduler, reduce_lr_on_plateau_state_round_trip_and_misuse)
+{
+    setup s = make_setup();
+    em_scheduler *a = em_reduce_lr_on_plateau(s.o, (em_plateau_opts){.patience = 1,
+                                                                      .cooldown = 2});
+    em_scheduler *b = em_reduce_lr_on_plateau(s.o, (em_plateau_opts){.patience = 1,
+                                                                      .cooldown = 2});
+    cr_assert(a && b, "%s", em_error());
+    static const double metrics[] = {1, 2, 3}; /* best 1, then two bad: a cut, cooldown 2 */
+    for (int t = 0; t < 3; t++)
+        em_scheduler_step_metric(a, metrics[t]);
+    em_param_ref state[3];
+    cr_assert_eq(em_scheduler_state(a, state, 3), 3);
+    cr_assert_eq(em_scheduler_load_state(b, state, 3), EM_OK, "%s", em_error());
+    em_param_ref got[3];
+    em_scheduler_state(b, got, 3);
+    cr_assert_eq(em_item(got[0].value), 1.0);
+    cr_assert_eq(em_item(got[2].value), 2.0);
+    /* a misnamed entry changes nothing */
+    em_param_ref bad[3] = {state[0], state[1], {"cooldown", state[2].value}};
+    em_scheduler *c = em_reduce_lr_on_plateau(s.o, (em_plateau_opts){0});
+    cr_assert_eq(em_scheduler_load_state(c, bad, 3), EM_ERR_ARG);
+    cr_assert(strstr(em_error(), "'cooldown' is unknown"), "%s", em_error());
+    em_scheduler_state(c, got, 3);
+    cr_assert_eq(em_item(got[0].value), INFINITY);
+    em_error_clear();
+    /* a plateau scheduler needs its metric; the closed-form ones take none */
+    em_scheduler_step(c);
+    cr_assert(strstr(em_error(), "steps with a metric"), "%s", em_error());
+    cr_assert_eq(em_scheduler_last_step(c), 0);
+    em_error_clear();
+    em_scheduler *step = em_step_lr(s.o, 2, 0.5);
+    cr_assert_eq(em_scheduler_step_metric(step, 1.0), EM_ERR_STATE);
+    cr_assert_eq(em_scheduler_state(step, got, 3), 0);
+    em_error_clear();
+    cr_assert_null(em_reduce_lr_on_plateau(s.o, (em_plateau_opts){.factor = 1.5}));
+    cr_assert(strstr(em_error(), "0 < factor < 1 (1.5)"), "%s", em_error());
+    em_error_clear();
+    em_scheduler_free(step);
+    em_scheduler_free(c);
+    em_scheduler_free(b);
+    em_scheduler_free(a);
+    free_setup(&s);
+}

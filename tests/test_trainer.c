@@ -300,3 +300,59 @@ Test(trainer, max_steps_finishes_the_accumulation)
     em_trainer_free(t);
     finish(&r);
 }
+
+static void record_val_loss(void *ctx, const em_epoch_stats *e)
+{
+    ((double *)ctx)[e->epoch] = e->val_loss;
+}
+
+Test(trainer, plateau_steps_per_epoch_with_the_validation_loss_and_resumes)
+{
+    char path[] = "/tmp/ember_plateau_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    run r = start(1, 16);
+    em_scheduler *plateau = em_reduce_lr_on_plateau(r.optim, (em_plateau_opts){.factor = 0.5,
+                                                                              .patience = -1,
+                                                                              .threshold = 0.5});
+    em_trainer *t = em_trainer_new(r.model, r.optim, r.loader,
+                                   (em_trainer_opts){.scheduler = plateau, .val = r.ds,
+                                                     .checkpoint = path});
+    double val[4];
+    em_trainer_add_callbacks(t, (em_trainer_callbacks){.ctx = val, .on_epoch = record_val_loss});
+    cr_assert_eq(em_trainer_fit(t, 4), EM_OK, "%s", em_error());
+    cr_assert_eq(em_scheduler_last_step(plateau), 4);
+    /* no epoch halves the loss: epochs 2, 3 and 4 each cut the lr */
+    cr_assert_float_eq(em_optim_get_lr(r.optim, 0), 0.1 / 8, 1e-15);
+    /* the same losses through a fresh scheduler give the same lr */
+    run q = start(1, 16);
+    em_scheduler *replay = em_reduce_lr_on_plateau(q.optim, (em_plateau_opts){.factor = 0.5,
+                                                                             .patience = -1,
+                                                                             .threshold = 0.5});
+    for (int e = 0; e < 4; e++)
+        em_scheduler_step_metric(replay, val[e]);
+    cr_assert_eq(em_optim_get_lr(q.optim, 0), em_optim_get_lr(r.optim, 0));
+    /* the checkpoint carries the scheduler's state */
+    em_scheduler *fresh = em_reduce_lr_on_plateau(q.optim, (em_plateau_opts){.factor = 0.5,
+                                                                            .patience = -1,
+                                                                            .threshold = 0.5});
+    em_trainer *tq = em_trainer_new(q.model, q.optim, q.loader,
+                                    (em_trainer_opts){.scheduler = fresh});
+    cr_assert_eq(em_trainer_resume(tq, path), EM_OK, "%s", em_error());
+    em_param_ref want[3], got[3];
+    em_scheduler_state(plateau, want, 3);
+    em_scheduler_state(fresh, got, 3);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(em_item(got[i].value), em_item(want[i].value), "%s", want[i].name);
+    cr_assert_eq(em_scheduler_last_step(fresh), 4);
+    cr_assert_eq(em_optim_get_lr(q.optim, 0), em_optim_get_lr(r.optim, 0));
+    em_trainer_free(tq);
+    em_trainer_free(t);
+    em_scheduler_free(fresh);
+    em_scheduler_free(replay);
+    em_scheduler_free(plateau);
+    finish(&q);
+    finish(&r);
+    unlink(path);
+}

@@ -115,6 +115,9 @@ static em_status run_epoch(em_trainer *t, int epochs, bool *stopped)
     if (st != EM_OK || *stopped)
         return st == EM_OK && t->o.checkpoint ? em_trainer_save(t, t->o.checkpoint) : st;
     st = validate(t, &e);
+    if (st == EM_OK && em_scheduler_wants_metric(t->o.scheduler))
+        st = em_scheduler_step_metric(t->o.scheduler, isnan(e.val_loss) ? e.train_loss
+                                                                         : e.val_loss);
     e.lr = em_trainer_lr(t);
     if (st == EM_OK && t->o.checkpoint)
         st = em_trainer_save(t, t->o.checkpoint);

@@ -76,7 +76,9 @@ typedef struct {
 
 typedef struct {
     em_techniques tech;
-    em_scheduler *scheduler; /* borrowed or NULL; stepped after every optimizer update */
+    em_scheduler *scheduler; /* borrowed or NULL; stepped after every optimizer update, or a
+                                plateau scheduler after every epoch with the validation loss
+                                (the training loss without validation data) */
     em_loss_fn loss;         /* NULL: cross-entropy against class indices */
     void *loss_ctx;
     const em_dataset *val;   /* borrowed or NULL: evaluated after every epoch */

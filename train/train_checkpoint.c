@@ -1,5 +1,5 @@
-/* Training checkpoints over safetensors: prefixed tensor names (model, optimizer, grad scaler),
- * integers as metadata strings. */
+/* Training checkpoints over safetensors: prefixed tensor names (model, optimizer, grad scaler,
+ * scheduler), integers as metadata strings. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,10 +8,17 @@
 #include "nn/serialize.h"
 #include "train/train_checkpoint.h"
 
-#define MODEL_PREFIX "model."
-#define OPTIM_PREFIX "optim."
-#define SCALER_PREFIX "scaler."
 #define N_OWN_META 7 /* 4 without a loader */
+
+/* The parts of a checkpoint, in file order, and their tensor name prefixes. */
+enum { PART_MODEL, PART_OPTIM, PART_SCALER, PART_SCHED, N_PARTS };
+static const char *const part_prefix[N_PARTS] = {"model.", "optim.", "scaler.", "sched."};
+
+/* Where each part's entries are in the list collect makes. */
+typedef struct {
+    int first[N_PARTS], n[N_PARTS];
+    int total;
+} layout;
 
 static char *prefixed(const char *prefix, const char *name)
 {
@@ -22,38 +29,53 @@ static char *prefixed(const char *prefix, const char *name)
     return s;
 }
 
-/* Model, optimizer then scaler entries, names prefixed (freed by free_entries). */
-static em_st_entry *collect(const em_train_state *s, int *n_model, int *n_optim, int *n_total)
+/* The entries of every part, names prefixed (freed by free_entries). */
+static em_st_entry *collect(const em_train_state *s, layout *l)
 {
-    *n_model = em_module_state(s->model, NULL, 0);
-    *n_optim = s->optim ? em_optim_state(s->optim, NULL, 0) : 0;
-    int n_scaler = s->scaler ? em_scaler_state(s->scaler, NULL, 0) : 0;
-    if (*n_model < 0)
+    *l = (layout){.n = {em_module_state(s->model, NULL, 0),
+                        s->optim ? em_optim_state(s->optim, NULL, 0) : 0,
+                        s->scaler ? em_scaler_state(s->scaler, NULL, 0) : 0,
+                        s->scheduler ? em_scheduler_state(s->scheduler, NULL, 0) : 0}};
+    if (l->n[PART_MODEL] < 0)
         return NULL;
-    *n_total = *n_model + *n_optim + n_scaler;
-    em_st_entry *e = calloc((size_t)*n_total + 1, sizeof *e);
-    em_param_ref *refs = calloc((size_t)(*n_optim + n_scaler) + 1, sizeof *refs);
+    for (int p = 0; p < N_PARTS; p++) {
+        l->first[p] = l->total;
+        l->total += l->n[p];
+    }
+    em_st_entry *e = calloc((size_t)l->total + 1, sizeof *e);
+    em_param_ref *refs = calloc((size_t)l->total + 1, sizeof *refs);
     if (!e || !refs) {
         free(e);
         free(refs);
         em_set_error(EM_ERR_MEMORY, "em_train_checkpoint: out of memory");
         return NULL;
     }
-    em_module_state(s->model, e, *n_model);
+    em_module_state(s->model, e, l->n[PART_MODEL]);
+    for (int i = 0; i < l->n[PART_MODEL]; i++)
+        refs[i] = (em_param_ref){e[i].name, e[i].tensor};
     if (s->optim)
-        em_optim_state(s->optim, refs, *n_optim);
+        em_optim_state(s->optim, refs + l->first[PART_OPTIM], l->n[PART_OPTIM]);
     if (s->scaler)
-        em_scaler_state(s->scaler, refs + *n_optim, n_scaler);
-    for (int i = 0; i < *n_total; i++) {
-        bool model = i < *n_model;
-        const char *prefix = model ? MODEL_PREFIX
-                                   : i < *n_model + *n_optim ? OPTIM_PREFIX : SCALER_PREFIX;
-        e[i].name = prefixed(prefix, model ? e[i].name : refs[i - *n_model].name);
-        if (!model)
-            e[i].tensor = refs[i - *n_model].value;
-    }
+        em_scaler_state(s->scaler, refs + l->first[PART_SCALER], l->n[PART_SCALER]);
+    if (s->scheduler)
+        em_scheduler_state(s->scheduler, refs + l->first[PART_SCHED], l->n[PART_SCHED]);
+    for (int p = 0; p < N_PARTS; p++)
+        for (int i = l->first[p]; i < l->first[p] + l->n[p]; i++)
+            e[i] = (em_st_entry){.name = prefixed(part_prefix[p], refs[i].name),
+                                 .tensor = refs[i].value};
     free(refs);
     return e;
+}
+
+/* A part's entries as the file holds them, names without the prefix, into refs (n of them). */
+static void file_refs(const em_safetensors *f, const em_st_entry *e, const layout *l, int part,
+                      em_param_ref *refs)
+{
+    for (int i = 0; i < l->n[part]; i++) {
+        const em_st_entry *entry = &e[l->first[part] + i];
+        refs[i].name = entry->name + strlen(part_prefix[part]);
+        refs[i].value = em_safetensors_get(f, entry->name);
+    }
 }
 
 static void free_entries(em_st_entry *e, int n)
@@ -83,8 +105,8 @@ em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
     snprintf(values[5], 32, "%" PRId64, pos.batch);
     snprintf(values[6], 32, "%" PRId64, s->loader ? em_loader_num_batches(s->loader) : 0);
     em_st_meta *all = calloc((size_t)n_meta + N_OWN_META, sizeof *all);
-    int n_model, n_optim, n_total;
-    em_st_entry *e = collect(s, &n_model, &n_optim, &n_total);
+    layout l;
+    em_st_entry *e = collect(s, &l);
     em_status st = EM_OK;
     if (!all || !e) {
         st = all ? em_error_status() : em_set_error(EM_ERR_MEMORY, "em_train_checkpoint_save: "
@@ -99,9 +121,9 @@ em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
         for (int i = 0; i < n_own; i++)
             all[n_meta + i] = (em_st_meta){.key = keys[i], .value = values[i]};
         if (st == EM_OK)
-            st = em_safetensors_save(path, e, n_total, all, n_meta + n_own);
+            st = em_safetensors_save(path, e, l.total, all, n_meta + n_own);
     }
-    free_entries(e, e ? n_total : 0);
+    free_entries(e, e ? l.total : 0);
     free(all);
     return st;
 }
@@ -119,11 +141,11 @@ static em_status meta_int(const em_safetensors *f, const char *path, const char 
     return EM_OK;
 }
 
-/* Every model tensor must be in the file with the same shape. */
-static em_status check_model(const em_safetensors *f, const char *path, const em_st_entry *e,
-                             int n_model)
+/* Every tensor of a part (the model's, the scheduler's) must be in the file with its shape. */
+static em_status check_part(const em_safetensors *f, const char *path, const em_st_entry *e,
+                            const layout *l, int part)
 {
-    for (int i = 0; i < n_model; i++) {
+    for (int i = l->first[part]; i < l->first[part] + l->n[part]; i++) {
         em_tensor *src = em_safetensors_get(f, e[i].name);
         if (!src)
             return em_set_error(EM_ERR_ARG, "em_train_checkpoint_load: %s: '%s' is missing", path,
@@ -131,24 +153,20 @@ static em_status check_model(const em_safetensors *f, const char *path, const em
         if (!em_same_shape(src, e[i].tensor)) {
             char a[64], b[64];
             return em_set_error(EM_ERR_ARG, "em_train_checkpoint_load: %s: '%s' is %s in the file, "
-                                "%s in the model", path, e[i].name, em_shape_str(src, a, 64),
+                                "%s here", path, e[i].name, em_shape_str(src, a, 64),
                                 em_shape_str(e[i].tensor, b, 64));
         }
     }
     return EM_OK;
 }
 
-/* The scaler's entries in the file (refs, n of them), checked by loading them into a scratch
- * scaler; *present is false when the file has none: the scaler is then left as it is. */
-static em_status check_scaler(const em_safetensors *f, const char *path, const em_st_entry *e,
-                              int n, em_param_ref *refs, bool *present)
+/* The scaler's entries in the file (refs, n of them), checked by loading them into a scratch scaler; *present is
+ * false when the file has none: the scaler is then left as it is. */
+static em_status check_scaler(const char *path, const em_param_ref *refs, int n, bool *present)
 {
     int found = 0;
-    for (int i = 0; i < n; i++) {
-        refs[i].name = e[i].name + strlen(SCALER_PREFIX);
-        refs[i].value = em_safetensors_get(f, e[i].name);
+    for (int i = 0; i < n; i++)
         found += refs[i].value != NULL;
-    }
     *present = found > 0;
     if (!found)
         return EM_OK;
@@ -188,8 +206,9 @@ static em_status check_loader(const em_safetensors *f, const char *path, const e
     return EM_OK;
 }
 
+/* Everything is checked before anything changes; the optimizer's load checks itself first. */
 static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
-                         const em_st_entry *e, int n_model, int n_optim, int n_total)
+                         const em_st_entry *e, const layout *l, em_param_ref *refs)
 {
     uint64_t sched_step, seed, offset;
     const char *kind = em_safetensors_meta(f, "ember.kind");
@@ -205,37 +224,32 @@ static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
     if (st == EM_OK && s->loader)
         st = check_loader(f, path, s->loader, &pos);
     if (st == EM_OK)
-        st = check_model(f, path, e, n_model);
-    int n_scaler = n_total - n_model - n_optim; /* 2 with a scaler, else 0 */
-    em_param_ref scaler_refs[2];
+        st = check_part(f, path, e, l, PART_MODEL);
+    if (st == EM_OK)
+        st = check_part(f, path, e, l, PART_SCHED);
+    for (int p = PART_OPTIM; p < N_PARTS; p++)
+        file_refs(f, e, l, p, refs + l->first[p]);
     bool scaler_present = false;
     if (st == EM_OK && s->scaler)
-        st = check_scaler(f, path, e + n_model + n_optim, n_scaler, scaler_refs, &scaler_present);
+        st = check_scaler(path, refs + l->first[PART_SCALER], l->n[PART_SCALER],
+                          &scaler_present);
+    if (st == EM_OK && s->optim)
+        st = em_optim_load_state(s->optim, refs + l->first[PART_OPTIM], l->n[PART_OPTIM]);
     if (st != EM_OK)
         return st;
-    if (s->optim) {
-        em_param_ref *refs = calloc((size_t)n_optim + 1, sizeof *refs);
-        if (!refs)
-            return em_set_error(EM_ERR_MEMORY, "em_train_checkpoint_load: out of memory");
-        for (int i = n_model; i < n_model + n_optim; i++) {
-            refs[i - n_model].name = e[i].name + strlen(OPTIM_PREFIX);
-            refs[i - n_model].value = em_safetensors_get(f, e[i].name);
-        }
-        st = em_optim_load_state(s->optim, refs, n_optim);
-        free(refs);
-        if (st != EM_OK)
-            return st;
-    }
+    /* nothing below can fail: each was checked above */
     if (scaler_present)
-        em_scaler_load_state(s->scaler, scaler_refs, n_scaler); /* checked above */
-    for (int i = 0; i < n_model; i++)
+        em_scaler_load_state(s->scaler, refs + l->first[PART_SCALER], l->n[PART_SCALER]);
+    if (s->scheduler)
+        em_scheduler_load_state(s->scheduler, refs + l->first[PART_SCHED], l->n[PART_SCHED]);
+    for (int i = 0; i < l->n[PART_MODEL]; i++)
         em_copy_(e[i].tensor, em_safetensors_get(f, e[i].name));
     if (s->scheduler && (int64_t)sched_step >= 0)
         em_scheduler_set_last_step(s->scheduler, (int64_t)sched_step);
     em_generator *rng = s->rng ? s->rng : em_default_generator();
     rng->seed = seed;
     rng->offset = offset;
-    return s->loader ? em_loader_set_position(s->loader, pos) : EM_OK; /* checked above */
+    return s->loader ? em_loader_set_position(s->loader, pos) : EM_OK;
 }
 
 em_status em_train_checkpoint_load(const char *path, em_train_state *s)
@@ -246,10 +260,14 @@ em_status em_train_checkpoint_load(const char *path, em_train_state *s)
     em_status st = em_safetensors_load(path, &f);
     if (st != EM_OK)
         return st;
-    int n_model, n_optim, n_total;
-    em_st_entry *e = collect(s, &n_model, &n_optim, &n_total);
-    st = e ? restore(f, path, s, e, n_model, n_optim, n_total) : em_error_status();
-    free_entries(e, e ? n_total : 0);
+    layout l;
+    em_st_entry *e = collect(s, &l);
+    em_param_ref *refs = e ? calloc((size_t)l.total + 1, sizeof *refs) : NULL;
+    if (e && !refs)
+        em_set_error(EM_ERR_MEMORY, "em_train_checkpoint_load: out of memory");
+    st = refs ? restore(f, path, s, e, &l, refs) : em_error_status();
+    free(refs);
+    free_entries(e, e ? l.total : 0);
     em_safetensors_free(f);
     return st;
 }

@@ -17,9 +17,10 @@ typedef struct {
     em_grad_scaler *scaler;  /* or NULL; a file without scaler state leaves it as it is */
 } em_train_state;
 
-/* Tensors are stored as "model.<name>", "optim.<name>" and "scaler.<name>"; scheduler step,
- * generator, the loader's position and its batches per epoch as metadata, next to the caller's
- * own (keys must not start with "ember."). */
+/* Tensors are stored as "model.<name>", "optim.<name>", "scaler.<name>" and "sched.<name>" (a
+ * plateau scheduler's state); the scheduler's step, the generator, the loader's position and
+ * its batches per epoch as metadata, next to the caller's own (keys must not start with
+ * "ember."). */
 em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
                                    const em_st_meta *meta, int n_meta);
 /* Restores everything s points at. The whole file is checked against the model, optimizer,

@@ -152,7 +152,7 @@ static em_status update(em_trainer *t, const em_tensor *loss)
         t->stats.skipped++;
     else
         t->stats.updates++;
-    if (t->o.scheduler)
+    if (t->o.scheduler && !em_scheduler_wants_metric(t->o.scheduler))
         em_scheduler_step(t->o.scheduler);
     return EM_OK;
 }
