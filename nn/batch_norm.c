@@ -114,9 +114,15 @@ static em_tensor *batch_norm_forward(em_module *m, const em_tensor *x)
     }
     em_tensor *y = em_batch_norm(x, m->buffers[0].value, m->buffers[1].value, m->params[0].value,
                                  m->params[1].value, m->training, b->momentum, b->eps);
-    if (y && m->training) {
+    if (y && m->training) { /* counted on the buffer's device: no read back to the host */
         em_tensor *tracked = m->buffers[2].value;
-        em_fill_(tracked, em_item(tracked) + 1);
+        em_scope_begin();
+        em_status st = em_copy_(tracked, em_add_scalar(tracked, 1));
+        em_scope_end();
+        if (st != EM_OK) {
+            em_release(y);
+            return NULL;
+        }
     }
     return y;
 }

@@ -252,6 +252,11 @@ static em_status check_update(const em_optim *o, const em_optim_param *p, int in
     if (!o->rule->supported(be))
         return em_set_error(EM_ERR_UNSUPPORTED, "%s: not supported on %s", fn,
                             em_device_name(t->device));
+    for (int k = 0; k < p->n_state; k++)
+        if (p->state[k]->device != t->device)
+            return em_set_error(EM_ERR_ARG, "%s: parameter %d is on %s but its optimizer state "
+                                "on %s: build the optimizer after em_module_to", fn, index,
+                                em_device_name(t->device), em_device_name(p->state[k]->device));
     if (!em_same_shape(t, g) || g->dtype != t->dtype || g->device != t->device) {
         char s1[64], s2[64];
         return em_set_error(EM_ERR_ARG,

@@ -50,6 +50,42 @@ em_tensor *em_to_device(const em_tensor *t, em_device device)
     return contiguous_on(fn, t, device);
 }
 
+em_status em_to_device_(em_tensor *t, em_device device)
+{
+    static const char fn[] = "em_to_device_";
+    if (!t)
+        return em_set_error(EM_ERR_ARG, "%s: NULL tensor", fn);
+    if (t->device == device)
+        return EM_OK;
+    if (t->node || t->offset != 0 || !em_is_contiguous(t) ||
+        em_numel(t) * (int64_t)em_dtype_size(t->dtype) != (int64_t)t->storage->nbytes) {
+        char b[64];
+        return em_set_error(EM_ERR_ARG, "%s: only a leaf that owns its whole storage moves in "
+                            "place (a parameter or buffer), not %s", fn,
+                            em_shape_str(t, b, sizeof b));
+    }
+    em_tensor *moved = em_to_device(t, device);
+    if (!moved)
+        return em_error_status();
+    em_tensor *grad = t->grad ? em_to_device(t->grad, device) : NULL;
+    if (t->grad && !grad) {
+        em_release(moved);
+        return em_error_status();
+    }
+    /* t takes the new storage; the copy dies with the old one */
+    em_storage *old = t->storage;
+    t->storage = moved->storage;
+    t->device = device;
+    moved->storage = old;
+    moved->device = old->device;
+    em_release(moved);
+    if (grad)
+        em_scope_forget(grad); /* owned by t, not by a scope */
+    em_release(t->grad);
+    t->grad = grad;
+    return EM_OK;
+}
+
 em_status em_copy_(em_tensor *dst, const em_tensor *src)
 {
     static const char fn[] = "em_copy_";

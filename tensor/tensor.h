@@ -103,5 +103,8 @@ em_status em_copy_(em_tensor *dst, const em_tensor *src); /* broadcasts src, con
 em_status em_fill_(em_tensor *t, double value);
 em_status em_zero_(em_tensor *t);
 em_tensor *em_to_device(const em_tensor *t, em_device device); /* a copy; no grad */
+/* moves a leaf that owns its whole storage (a parameter, a buffer) to device in place, with its
+ * grad: every holder of t sees it there */
+em_status em_to_device_(em_tensor *t, em_device device);
 
 #endif

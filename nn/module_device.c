@@ -1,0 +1,32 @@
+/* Moving a module to a device: every parameter and buffer moves in place, so the tensors a caller
+ * already holds (em_module_find, em_module_parameters) stay valid. Build optimizers after the
+ * move: their state lives on the parameters' device from the start. */
+#include "nn/nn_internal.h"
+
+static em_status move_tree(em_module *m, em_device device)
+{
+    for (int i = 0; i < m->n_params; i++)
+        if (em_to_device_(m->params[i].value, device) != EM_OK)
+            return em_error_status();
+    for (int i = 0; i < m->n_buffers; i++)
+        if (em_to_device_(m->buffers[i].value, device) != EM_OK)
+            return em_error_status();
+    for (int i = 0; i < m->n_children; i++)
+        if (move_tree(m->children[i].module, device) != EM_OK)
+            return em_error_status();
+    return EM_OK;
+}
+
+em_status em_module_to(em_module *m, em_device device)
+{
+    if (!m)
+        return em_set_error(EM_ERR_ARG, "em_module_to: NULL module");
+    if ((unsigned)device >= EM_NDEVICES)
+        return em_set_error(EM_ERR_ARG, "em_module_to: device invalid");
+    /* a probe allocation names a missing backend before anything moves */
+    em_tensor *probe = em_empty_on(EM_SHAPE(1), EM_F32, device);
+    if (!probe)
+        return em_error_status();
+    em_release(probe);
+    return move_tree(m, device);
+}
