@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "data/data.h"
@@ -14,19 +15,92 @@ typedef struct {
     uint8_t *labels; /* (n) */
 } idx_dataset;
 
-/* Read exactly n bytes; false on a short read or a zlib error. */
-static bool read_exact(gzFile f, void *dst, size_t n)
+/* Reads up to n bytes; the count read, or -1 on a zlib error. */
+static int64_t read_some(gzFile f, void *dst, size_t n)
 {
     uint8_t *p = dst;
-    while (n > 0) {
-        unsigned chunk = n > (1u << 30) ? (1u << 30) : (unsigned)n;
-        int got = gzread(f, p, chunk);
-        if (got <= 0)
-            return false;
-        p += got;
-        n -= (size_t)got;
+    size_t done = 0;
+    while (done < n) {
+        unsigned chunk = n - done > (1u << 30) ? (1u << 30) : (unsigned)(n - done);
+        int got = gzread(f, p + done, chunk);
+        if (got < 0)
+            return -1;
+        if (got == 0)
+            break;
+        done += (size_t)got;
     }
-    return true;
+    return (int64_t)done;
+}
+
+static bool read_exact(gzFile f, void *dst, size_t n)
+{
+    return read_some(f, dst, n) == (int64_t)n;
+}
+
+/* deflate never packs more than 1032 bytes into one: a gzip file of n bytes holds fewer than
+ * 1032 * n, so a header claiming more is a lie found before anything is allocated */
+#define DEFLATE_MAX_RATIO 1032
+#define GROW_STEP ((size_t)64 << 20)
+
+/* The size the header's dims claim, checked against what the file can hold. */
+static em_status claimed_bytes(const char *path, gzFile f, const int64_t *dims, int ndim,
+                               int64_t *total)
+{
+    *total = 1;
+    for (int d = 0; d < ndim; d++)
+        if (!em_size_mul(*total, dims[d], total))
+            return em_set_error(EM_ERR_IO, "em_dataset_idx: '%s': the header's dims overflow "
+                                "a size", path);
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return em_set_error(EM_ERR_IO, "em_dataset_idx: cannot stat '%s': %s", path,
+                            strerror(errno));
+    int64_t body = (int64_t)sb.st_size - 4 - 4 * ndim, most;
+    if (gzdirect(f) && *total > body)
+        return em_set_error(EM_ERR_IO, "em_dataset_idx: '%s' is truncated: its header claims "
+                            "%lld data bytes, the file holds %lld", path, (long long)*total,
+                            (long long)body);
+    if (!gzdirect(f) && (!em_size_mul(sb.st_size, DEFLATE_MAX_RATIO, &most) || *total > most))
+        return em_set_error(EM_ERR_IO, "em_dataset_idx: '%s' is corrupt: its header claims %lld "
+                            "data bytes, more than %lld gzipped bytes can hold", path,
+                            (long long)*total, (long long)sb.st_size);
+    return EM_OK;
+}
+
+/* The payload of `total` bytes, into a buffer grown as the data really arrives (a truncated
+ * file never makes ember allocate what its header claims). */
+static em_status read_payload(const char *path, gzFile f, int64_t total, uint8_t **data)
+{
+    size_t cap = 0, have = 0, want = (size_t)total;
+    uint8_t *buf = NULL;
+    do {
+        size_t next = cap == 0 ? GROW_STEP : 2 * cap;
+        next = next < want ? next : want;
+        uint8_t *grown = realloc(buf, next ? next : 1);
+        if (!grown) {
+            free(buf);
+            return em_set_error(EM_ERR_MEMORY, "em_dataset_idx: out of memory for '%s' "
+                                "(%zu bytes)", path, next);
+        }
+        buf = grown;
+        cap = next;
+        int64_t got = read_some(f, buf + have, cap - have);
+        if (got >= 0)
+            have += (size_t)got;
+        if (have < cap) {
+            free(buf);
+            return em_set_error(EM_ERR_IO, "em_dataset_idx: '%s' is truncated or corrupt "
+                                "(expected %lld data bytes)", path, (long long)total);
+        }
+    } while (cap < want);
+    uint8_t extra;
+    if (gzread(f, &extra, 1) != 0) {
+        free(buf);
+        return em_set_error(EM_ERR_IO, "em_dataset_idx: '%s' has bytes past its %lld data "
+                            "bytes", path, (long long)total);
+    }
+    *data = buf;
+    return EM_OK;
 }
 
 /* The u8 payload of an IDX file with ndim dims into *data; dims (up to 4) into dims. */
@@ -39,7 +113,7 @@ static em_status read_idx(const char *path, int want_ndim, int64_t *dims, uint8_
                             strerror(errno ? errno : ENOENT));
     uint8_t magic[4], be[4];
     em_status st = EM_OK;
-    uint8_t *buf = NULL;
+    int64_t total = 0;
     if (!read_exact(f, magic, 4)) {
         st = em_set_error(EM_ERR_IO, "em_dataset_idx: '%s' is truncated (no IDX header)", path);
         goto done;
@@ -55,35 +129,18 @@ static em_status read_idx(const char *path, int want_ndim, int64_t *dims, uint8_
                           " only unsigned bytes (0x08) are supported", path, magic[2]);
         goto done;
     }
-    size_t total = 1;
     for (int d = 0; d < want_ndim; d++) {
         if (!read_exact(f, be, 4)) {
             st = em_set_error(EM_ERR_IO, "em_dataset_idx: '%s' is truncated in its header", path);
             goto done;
         }
-        dims[d] = ((int64_t)be[0] << 24) | (be[1] << 16) | (be[2] << 8) | be[3];
-        total *= (size_t)dims[d];
+        dims[d] = ((int64_t)be[0] << 24) | ((int64_t)be[1] << 16) | ((int64_t)be[2] << 8) | be[3];
     }
-    buf = malloc(total ? total : 1);
-    if (!buf) {
-        st = em_set_error(EM_ERR_MEMORY, "em_dataset_idx: out of memory for '%s' (%zu bytes)",
-                          path, total);
-        goto done;
-    }
-    uint8_t extra;
-    if (!read_exact(f, buf, total)) {
-        st = em_set_error(EM_ERR_IO, "em_dataset_idx: '%s' is truncated or corrupt "
-                          "(expected %zu data bytes)", path, total);
-    } else if (gzread(f, &extra, 1) != 0) {
-        st = em_set_error(EM_ERR_IO, "em_dataset_idx: '%s' has bytes past its %zu data bytes",
-                          path, total);
-    }
+    st = claimed_bytes(path, f, dims, want_ndim, &total);
+    if (st == EM_OK)
+        st = read_payload(path, f, total, data);
 done:
     gzclose(f);
-    if (st != EM_OK)
-        free(buf);
-    else
-        *data = buf;
     return st;
 }
 
@@ -143,15 +200,20 @@ em_dataset *em_dataset_idx(const char *images_path, const char *labels_path, em_
         return NULL;
     }
     d->base.vt = &idx_vtable;
+    d->pixels = pixels;
+    d->labels = labels;
     d->n = idims[0];
-    d->sample_numel = idims[1] * idims[2];
+    if (!em_size_mul(idims[1], idims[2], &d->sample_numel)) {
+        em_set_error(EM_ERR_IO, "em_dataset_idx: '%s': %lld x %lld pixels overflow a size",
+                     images_path, (long long)idims[1], (long long)idims[2]);
+        idx_close(&d->base);
+        return NULL;
+    }
     d->base.x_shape = opts.flat ? EM_SHAPE(d->sample_numel) : EM_SHAPE(1, idims[1], idims[2]);
     d->base.y_shape = EM_SCALAR_SHAPE;
     d->base.y_dtype = EM_I64;
     for (int64_t i = 0; i < d->n; i++)
         if (labels[i] + 1 > d->base.n_classes)
             d->base.n_classes = labels[i] + 1;
-    d->pixels = pixels;
-    d->labels = labels;
     return &d->base;
 }

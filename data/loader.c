@@ -34,6 +34,7 @@ struct em_loader {
     em_shape x_shape;   /* one sample after the transforms */
     int64_t x_numel, y_numel, max_numel;
     size_t x_size, y_size; /* bytes per element */
+    int64_t slot_x_bytes, slot_y_bytes, scratch_bytes; /* checked once (loader_sizes) */
     const em_sampler *sampler; /* o.sampler, or own_sampler */
     em_sampler *own_sampler;   /* sequential or random, when the options name no sampler */
     int64_t n, n_batches;      /* samples per epoch (the sampler's length) and batches */
@@ -379,7 +380,10 @@ void em_loader_free(em_loader *dl)
 static em_status chain_shapes(em_loader *dl)
 {
     em_shape s = dl->ds->x_shape;
-    dl->max_numel = em_shape_numel(&s);
+    char b[128];
+    if ((dl->max_numel = em_shape_numel(&s)) < 0)
+        return em_set_error(EM_ERR_ARG, "em_loader_new: the dataset's sample shape %s overflows "
+                            "a size", em_shape_fmt(&s, b, sizeof b));
     for (int k = 0; k < dl->o.n_transforms; k++) {
         if (dl->tfs[k].kind != EM_TRANSFORM_CUSTOM && dl->ds->x_dtype != EM_F32)
             return em_set_error(EM_ERR_ARG, "em_loader_new: transform %d needs f32 samples; the "
@@ -387,6 +391,9 @@ static em_status chain_shapes(em_loader *dl)
         em_status st = em_transform_out_shape(&dl->tfs[k], s, &s);
         if (st != EM_OK)
             return st;
+        if (em_shape_numel(&s) < 0)
+            return em_set_error(EM_ERR_ARG, "em_loader_new: transform %d gives sample shape %s, "
+                                "which overflows a size", k, em_shape_fmt(&s, b, sizeof b));
         if (em_shape_numel(&s) > dl->max_numel)
             dl->max_numel = em_shape_numel(&s);
     }
@@ -395,25 +402,43 @@ static em_status chain_shapes(em_loader *dl)
     return EM_OK;
 }
 
+/* The byte counts of a slot's x and y and of a worker's scratch; every row offset into them is
+ * smaller, so the loader's other size arithmetic cannot overflow. */
+static em_status loader_sizes(em_loader *dl)
+{
+    int64_t bs = dl->o.batch_size, x_row, y_row, window;
+    if (dl->y_numel < 0 || !em_size_mul(dl->x_numel, (int64_t)dl->x_size, &x_row)
+        || !em_size_mul(dl->y_numel, (int64_t)dl->y_size, &y_row)
+        || !em_size_mul(bs, x_row, &dl->slot_x_bytes) || !em_size_mul(bs, y_row, &dl->slot_y_bytes)
+        || !em_size_mul(2 * dl->max_numel, (int64_t)dl->x_size, &dl->scratch_bytes)
+        || !em_size_mul(dl->o.num_workers, dl->o.prefetch_factor, &window)
+        || window > INT32_MAX || dl->n > INT64_MAX / 8)
+        return em_set_error(EM_ERR_ARG, "em_loader_new: batch_size %lld of %lld + %lld elements "
+                            "(num_workers %d, prefetch_factor %d, %lld samples) overflows a size",
+                            (long long)bs, (long long)dl->x_numel, (long long)dl->y_numel,
+                            dl->o.num_workers, dl->o.prefetch_factor, (long long)dl->n);
+    dl->window = window ? (int)window : 1;
+    return EM_OK;
+}
+
 static bool alloc_buffers(em_loader *dl)
 {
     int nw = dl->o.num_workers > 0 ? dl->o.num_workers : 1;
-    size_t bs = (size_t)dl->o.batch_size;
     dl->slots = calloc((size_t)dl->window, sizeof *dl->slots);
     dl->workers = calloc((size_t)nw, sizeof *dl->workers);
     dl->threads = calloc((size_t)nw, sizeof *dl->threads);
     if (!dl->slots || !dl->workers || !dl->threads)
         return false;
     for (int k = 0; k < dl->window; k++) {
-        dl->slots[k].x = malloc(bs * (size_t)dl->x_numel * dl->x_size + 1);
-        dl->slots[k].y = malloc(bs * (size_t)dl->y_numel * dl->y_size + 1);
+        dl->slots[k].x = malloc((size_t)dl->slot_x_bytes + 1);
+        dl->slots[k].y = malloc((size_t)dl->slot_y_bytes + 1);
         if (!dl->slots[k].x || !dl->slots[k].y)
             return false;
     }
     for (int k = 0; k < nw; k++) {
         dl->workers[k].dl = dl;
         if (dl->o.n_transforms &&
-            !(dl->workers[k].scratch = malloc(2 * (size_t)dl->max_numel * dl->x_size)))
+            !(dl->workers[k].scratch = malloc((size_t)dl->scratch_bytes)))
             return false;
     }
     return (dl->indices = malloc((size_t)dl->n * sizeof *dl->indices + 1)) != NULL;
@@ -458,7 +483,6 @@ em_loader *em_loader_new(const em_dataset *ds, em_loader_opts opts)
     dl->o.batch_size = opts.batch_size ? opts.batch_size : 1;
     dl->o.prefetch_factor = opts.prefetch_factor ? opts.prefetch_factor : 2;
     dl->o.transforms = NULL;
-    dl->window = opts.num_workers ? opts.num_workers * dl->o.prefetch_factor : 1;
     dl->y_numel = em_shape_numel(&ds->y_shape);
     dl->x_size = em_dtype_size(ds->x_dtype);
     dl->y_size = em_dtype_size(ds->y_dtype);
@@ -474,8 +498,7 @@ em_loader *em_loader_new(const em_dataset *ds, em_loader_opts opts)
         }
     }
     dl->n = dl->sampler->vt->len(dl->sampler);
-    dl->n_batches = opts.drop_last ? dl->n / dl->o.batch_size
-                                   : (dl->n + dl->o.batch_size - 1) / dl->o.batch_size;
+    dl->n_batches = dl->n / dl->o.batch_size + (!opts.drop_last && dl->n % dl->o.batch_size);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -489,6 +512,8 @@ em_loader *em_loader_new(const em_dataset *ds, em_loader_opts opts)
             memcpy(dl->tfs, opts.transforms, (size_t)opts.n_transforms * sizeof *dl->tfs);
     }
     em_status st = (opts.n_transforms && !dl->tfs) ? EM_ERR_MEMORY : chain_shapes(dl);
+    if (st == EM_OK)
+        st = loader_sizes(dl);
     if (st == EM_OK && !alloc_buffers(dl))
         st = EM_ERR_MEMORY;
     if (st != EM_OK) {

@@ -1,13 +1,24 @@
 /* Shape arithmetic: element counts, contiguous strides, broadcasting and "[64,784]" text. */
+#include <stdint.h>
 #include <stdio.h>
 
 #include "tensor/tensor_internal.h"
+
+bool em_size_mul(int64_t a, int64_t b, int64_t *out)
+{
+    int64_t r;
+    if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) || (uint64_t)r > SIZE_MAX)
+        return false;
+    *out = r;
+    return true;
+}
 
 int64_t em_shape_numel(const em_shape *s)
 {
     int64_t n = 1;
     for (int i = 0; i < s->ndim; i++)
-        n *= s->d[i];
+        if (!em_size_mul(n, s->d[i], &n))
+            return -1;
     return n;
 }
 

@@ -28,19 +28,15 @@ bool em_tensor_check_shape(const char *fn, const em_shape *shape, em_dtype dtype
                      EM_MAX_DIMS);
         return false;
     }
-    int64_t numel = 1;
-    bool overflow = false;
     for (int i = 0; i < shape->ndim; i++) {
         if (shape->d[i] < 0) {
             em_set_error(EM_ERR_ARG, "%s: negative dimension: %s", fn,
                          em_shape_fmt(shape, buf, sizeof buf));
             return false;
         }
-        if (__builtin_mul_overflow(numel, shape->d[i], &numel))
-            overflow = true;
     }
-    int64_t nbytes;
-    if (overflow || __builtin_mul_overflow(numel, (int64_t)em_dtype_size(dtype), &nbytes)) {
+    int64_t numel = em_shape_numel(shape), nbytes;
+    if (numel < 0 || !em_size_mul(numel, (int64_t)em_dtype_size(dtype), &nbytes)) {
         em_set_error(EM_ERR_ARG, "%s: shape too large: %s", fn,
                      em_shape_fmt(shape, buf, sizeof buf));
         return false;

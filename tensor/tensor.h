@@ -23,7 +23,11 @@ typedef struct {
     ((em_shape){.ndim = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), \
                 .d = {__VA_ARGS__}})
 #define EM_SCALAR_SHAPE ((em_shape){.ndim = 0})
-int64_t em_shape_numel(const em_shape *s); /* the product of the dims; 1 for () */
+/* the product of the dims (1 for ()); -1 when a dim is negative or the product overflows */
+int64_t em_shape_numel(const em_shape *s);
+/* a * b for sizes (element or byte counts): false when either is negative or the product does
+ * not fit both int64_t and size_t. Every size product in ember goes through it. */
+bool em_size_mul(int64_t a, int64_t b, int64_t *out);
 /* "[64,784]" of a bare shape into buf (for messages); returns buf */
 const char *em_shape_fmt(const em_shape *s, char *buf, size_t n);
 
