@@ -1,18 +1,19 @@
-/* The safetensors file format: header building in the reference implementation's order, a small
- * strict JSON parser for reading headers back, full validation, and atomic writes. */
+/* The safetensors file format: the header built in the reference implementation's order and
+ * parsed back strictly (both through ember's JSON, tensor/json_internal.h), full validation, and
+ * atomic writes. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "tensor/atomic_file.h"
+#include "tensor/json_internal.h"
 #include "tensor/safetensors.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "safetensors data is little-endian; this host would need byte swapping");
 
 #define MAX_HEADER_BYTES 100000000u
-#define MAX_JSON_DEPTH 32
 
 /* ---- dtypes: the file's names and the reference implementation's order ---- */
 
@@ -51,96 +52,6 @@ static const st_dtype *dtype_named(const char *name)
     return NULL;
 }
 
-/* ---- UTF-8 ---- */
-
-static bool utf8_valid(const unsigned char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        unsigned c = s[i];
-        int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (!len || i + (size_t)len > n)
-            return false;
-        uint32_t cp = len == 1 ? c : c & (0x3Fu >> (len - 1));
-        for (int k = 1; k < len; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                return false;
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return false;
-        i += (size_t)len;
-    }
-    return true;
-}
-
-/* ---- a growable byte buffer for the header ---- */
-
-typedef struct {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} strbuf;
-
-static void sb_put(strbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_str(strbuf *b, const char *s)
-{
-    sb_put(b, s, strlen(s));
-}
-
-/* s as a JSON string, escaped the way serde_json escapes. */
-static void sb_json_str(strbuf *b, const char *s)
-{
-    sb_put(b, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char esc[8];
-        switch (*p) {
-        case '"': sb_str(b, "\\\""); break;
-        case '\\': sb_str(b, "\\\\"); break;
-        case '\b': sb_str(b, "\\b"); break;
-        case '\f': sb_str(b, "\\f"); break;
-        case '\n': sb_str(b, "\\n"); break;
-        case '\r': sb_str(b, "\\r"); break;
-        case '\t': sb_str(b, "\\t"); break;
-        default:
-            if (*p < 0x20) {
-                snprintf(esc, sizeof esc, "\\u%04x", *p);
-                sb_str(b, esc);
-            } else {
-                sb_put(b, (const char *)p, 1);
-            }
-        }
-    }
-    sb_put(b, "\"", 1);
-}
-
-static void sb_u64(strbuf *b, uint64_t v)
-{
-    char num[24];
-    snprintf(num, sizeof num, "%llu", (unsigned long long)v);
-    sb_str(b, num);
-}
-
 /* ---- writing ---- */
 
 typedef struct {
@@ -162,7 +73,8 @@ static int cmp_meta(const void *a, const void *b)
     return strcmp(((const em_st_meta *)a)->key, ((const em_st_meta *)b)->key);
 }
 
-/* Check the arguments before anything touches the disk. */
+/* Check the arguments before anything touches the disk (UTF-8 is checked as the header is
+ * built). */
 static em_status check_save_args(const char *path, const em_st_entry *tensors, int n,
                                  const em_st_meta *meta, int n_meta)
 {
@@ -174,7 +86,7 @@ static em_status check_save_args(const char *path, const em_st_entry *tensors, i
         if (!name || !*name || !tensors[i].tensor)
             return em_set_error(EM_ERR_ARG, "em_safetensors_save: entry %d has no name or tensor",
                                 i);
-        if (strcmp(name, "__metadata__") == 0 || !utf8_valid((const void *)name, strlen(name)))
+        if (strcmp(name, "__metadata__") == 0)
             return em_set_error(EM_ERR_ARG, "em_safetensors_save: entry %d: invalid name '%s'",
                                 i, name);
         if (!dtype_of(tensors[i].tensor->dtype))
@@ -186,59 +98,68 @@ static em_status check_save_args(const char *path, const em_st_entry *tensors, i
                                     name);
     }
     for (int i = 0; i < n_meta; i++) {
-        const char *k = meta[i].key, *v = meta[i].value;
-        if (!k || !v || !utf8_valid((const void *)k, strlen(k)) ||
-            !utf8_valid((const void *)v, strlen(v)))
-            return em_set_error(EM_ERR_ARG, "em_safetensors_save: metadata entry %d: NULL or not "
-                                "UTF-8", i);
+        if (!meta[i].key || !meta[i].value)
+            return em_set_error(EM_ERR_ARG, "em_safetensors_save: metadata entry %d is NULL", i);
         for (int j = 0; j < i; j++)
-            if (strcmp(meta[j].key, k) == 0)
+            if (strcmp(meta[j].key, meta[i].key) == 0)
                 return em_set_error(EM_ERR_ARG, "em_safetensors_save: metadata key '%s' appears "
-                                    "twice", k);
+                                    "twice", meta[i].key);
     }
     return EM_OK;
 }
 
-/* The padded JSON header for items (already in file order) and sorted metadata. */
-static void build_header(strbuf *b, const save_item *items, int n, const em_st_meta *meta,
-                         int n_meta)
+/* The header object for items (already in file order) and sorted metadata: jansson keeps the
+ * insertion order, so the bytes are the reference implementation's. */
+static em_status build_header(const save_item *items, int n, const em_st_meta *meta, int n_meta,
+                              json_t **out)
 {
-    sb_str(b, "{");
-    if (n_meta) {
-        sb_str(b, "\"__metadata__\":{");
-        for (int i = 0; i < n_meta; i++) {
-            if (i)
-                sb_str(b, ",");
-            sb_json_str(b, meta[i].key);
-            sb_str(b, ":");
-            sb_json_str(b, meta[i].value);
+    json_t *root = json_object(), *m = n_meta ? json_object() : NULL;
+    bool ok = root && (!n_meta || (m && json_object_set_new(root, "__metadata__", m) == 0));
+    for (int i = 0; ok && i < n_meta; i++)
+        if (json_object_set_new(m, meta[i].key, json_string(meta[i].value)) != 0) {
+            json_decref(root);
+            return em_set_error(EM_ERR_ARG, "em_safetensors_save: metadata entry '%s' is not "
+                                "UTF-8", meta[i].key);
         }
-        sb_str(b, "}");
-    }
     uint64_t offset = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; ok && i < n; i++) {
         const em_tensor *t = items[i].e->tensor;
-        if (i || n_meta)
-            sb_str(b, ",");
-        sb_json_str(b, items[i].e->name);
-        sb_str(b, ":{\"dtype\":\"");
-        sb_str(b, items[i].dt->name);
-        sb_str(b, "\",\"shape\":[");
-        for (int d = 0; d < t->ndim; d++) {
-            if (d)
-                sb_str(b, ",");
-            sb_u64(b, (uint64_t)t->shape[d]);
-        }
-        sb_str(b, "],\"data_offsets\":[");
-        sb_u64(b, offset);
-        sb_str(b, ",");
+        json_t *shape = json_array();
+        for (int d = 0; shape && d < t->ndim; d++)
+            json_array_append_new(shape, json_integer(t->shape[d]));
+        json_t *entry = json_pack("{s:s, s:o, s:[I,I]}", "dtype", items[i].dt->name, "shape",
+                                  shape, "data_offsets", (json_int_t)offset,
+                                  (json_int_t)(offset + items[i].nbytes));
         offset += items[i].nbytes;
-        sb_u64(b, offset);
-        sb_str(b, "]}");
+        if (entry && json_object_set_new(root, items[i].e->name, entry) != 0) {
+            json_decref(root);
+            return em_set_error(EM_ERR_ARG, "em_safetensors_save: name '%s' is not UTF-8",
+                                items[i].e->name);
+        }
+        ok = entry != NULL;
     }
-    sb_str(b, "}");
-    while (b->len % 8)
-        sb_str(b, " ");
+    if (!ok) {
+        json_decref(root);
+        return em_set_error(EM_ERR_MEMORY, "em_safetensors_save: out of memory");
+    }
+    *out = root;
+    return EM_OK;
+}
+
+/* The header's JSON padded with spaces to a multiple of 8 bytes; a new string or NULL. */
+static char *header_text(const json_t *root, size_t *len)
+{
+    char *text = em_json_dump(root);
+    size_t n = text ? strlen(text) : 0, padded = (n + 7) / 8 * 8;
+    char *p = text ? realloc(text, padded + 1) : NULL;
+    if (!p) {
+        free(text);
+        return NULL;
+    }
+    memset(p + n, ' ', padded - n);
+    p[padded] = '\0';
+    *len = padded;
+    return p;
 }
 
 static em_status write_tensor_data(em_atomic_file *af, const save_item *it)
@@ -259,6 +180,28 @@ static em_status write_tensor_data(em_atomic_file *af, const save_item *it)
     return st;
 }
 
+/* The header length (8 bytes, little-endian), the header, then each tensor's bytes. */
+static em_status write_file(const char *path, const char *hdr, size_t hdr_len,
+                            const save_item *items, int n)
+{
+    em_atomic_file af;
+    em_status st = em_atomic_open(&af, path);
+    if (st != EM_OK)
+        return st;
+    unsigned char len_le[8];
+    for (int k = 0; k < 8; k++)
+        len_le[k] = (unsigned char)((uint64_t)hdr_len >> (8 * k));
+    if (fwrite(len_le, 1, 8, af.f) != 8 || fwrite(hdr, 1, hdr_len, af.f) != hdr_len)
+        st = em_set_error(EM_ERR_IO, "em_safetensors_save: cannot write '%s': %s", path,
+                          strerror(errno));
+    for (int i = 0; st == EM_OK && i < n; i++)
+        st = write_tensor_data(&af, &items[i]);
+    if (st == EM_OK)
+        return em_atomic_commit(&af);
+    em_atomic_abort(&af);
+    return st;
+}
+
 em_status em_safetensors_save(const char *path, const em_st_entry *tensors, int n,
                               const em_st_meta *meta, int n_meta)
 {
@@ -267,340 +210,35 @@ em_status em_safetensors_save(const char *path, const em_st_entry *tensors, int 
         return st;
     save_item *items = malloc(((size_t)n + 1) * sizeof *items);
     em_st_meta *sorted_meta = malloc(((size_t)n_meta + 1) * sizeof *sorted_meta);
-    strbuf hdr = {0};
     if (!items || !sorted_meta)
-        goto oom;
-    for (int i = 0; i < n; i++) {
+        st = em_set_error(EM_ERR_MEMORY, "em_safetensors_save: out of memory");
+    for (int i = 0; st == EM_OK && i < n; i++) {
         const em_tensor *t = tensors[i].tensor;
-        items[i] = (save_item){&tensors[i], dtype_of(t->dtype),
-                               (uint64_t)em_numel(t) * em_dtype_size(t->dtype)};
+        int64_t nbytes;
+        if (!em_size_mul(em_numel(t), (int64_t)em_dtype_size(t->dtype), &nbytes))
+            st = em_set_error(EM_ERR_ARG, "em_safetensors_save: tensor '%s' is too large",
+                              tensors[i].name);
+        items[i] = (save_item){&tensors[i], dtype_of(t->dtype), (uint64_t)nbytes};
     }
-    qsort(items, (size_t)n, sizeof *items, cmp_save);
-    if (n_meta)
-        memcpy(sorted_meta, meta, (size_t)n_meta * sizeof *meta);
-    qsort(sorted_meta, (size_t)n_meta, sizeof *sorted_meta, cmp_meta);
-    build_header(&hdr, items, n, sorted_meta, n_meta);
-    if (hdr.oom)
-        goto oom;
-
-    em_atomic_file af;
-    st = em_atomic_open(&af, path);
+    json_t *root = NULL;
+    char *hdr = NULL;
+    size_t hdr_len = 0;
     if (st == EM_OK) {
-        unsigned char len_le[8];
-        for (int k = 0; k < 8; k++)
-            len_le[k] = (unsigned char)((uint64_t)hdr.len >> (8 * k));
-        if (fwrite(len_le, 1, 8, af.f) != 8 || fwrite(hdr.p, 1, hdr.len, af.f) != hdr.len)
-            st = em_set_error(EM_ERR_IO, "em_safetensors_save: cannot write '%s': %s", path,
-                              strerror(errno));
-        for (int i = 0; st == EM_OK && i < n; i++)
-            st = write_tensor_data(&af, &items[i]);
-        if (st == EM_OK)
-            st = em_atomic_commit(&af);
-        else
-            em_atomic_abort(&af);
+        qsort(items, (size_t)n, sizeof *items, cmp_save);
+        if (n_meta)
+            memcpy(sorted_meta, meta, (size_t)n_meta * sizeof *meta);
+        qsort(sorted_meta, (size_t)n_meta, sizeof *sorted_meta, cmp_meta);
+        st = build_header(items, n, sorted_meta, n_meta, &root);
     }
+    if (st == EM_OK && !(hdr = header_text(root, &hdr_len)))
+        st = em_set_error(EM_ERR_MEMORY, "em_safetensors_save: out of memory");
+    if (st == EM_OK)
+        st = write_file(path, hdr, hdr_len, items, n);
+    json_decref(root);
+    free(hdr);
     free(items);
     free(sorted_meta);
-    free(hdr.p);
     return st;
-oom:
-    free(items);
-    free(sorted_meta);
-    free(hdr.p);
-    return em_set_error(EM_ERR_MEMORY, "em_safetensors_save: out of memory");
-}
-
-/* ---- a strict JSON parser ---- */
-
-typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } jtype;
-
-typedef struct jval {
-    jtype type;
-    char *str;         /* J_STR: decoded, NUL-terminated */
-    bool is_uint;      /* J_NUM: a non-negative integer that fits in u64 */
-    uint64_t u;
-    int n;             /* J_ARR, J_OBJ */
-    struct jval *items;
-    char **keys;       /* J_OBJ */
-} jval;
-
-typedef struct {
-    const char *s, *end;
-    const char *err; /* first problem found */
-    size_t err_at;
-    const char *start;
-} jparser;
-
-static bool jfail(jparser *p, const char *msg)
-{
-    if (!p->err) {
-        p->err = msg;
-        p->err_at = (size_t)(p->s - p->start);
-    }
-    return false;
-}
-
-static void jskip_ws(jparser *p)
-{
-    while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r'))
-        p->s++;
-}
-
-static void jfree(jval *v)
-{
-    free(v->str);
-    for (int i = 0; i < v->n; i++) {
-        jfree(&v->items[i]);
-        if (v->keys)
-            free(v->keys[i]);
-    }
-    free(v->items);
-    free(v->keys);
-    *v = (jval){0};
-}
-
-static int hex4(const char *s)
-{
-    int v = 0;
-    for (int k = 0; k < 4; k++) {
-        char c = s[k];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0)
-            return -1;
-        v = v * 16 + d;
-    }
-    return v;
-}
-
-static void put_utf8(strbuf *b, uint32_t cp)
-{
-    char u[4];
-    size_t n;
-    if (cp < 0x80) {
-        u[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        u[0] = (char)(0xC0 | (cp >> 6));
-        u[1] = (char)(0x80 | (cp & 0x3F));
-        n = 2;
-    } else if (cp < 0x10000) {
-        u[0] = (char)(0xE0 | (cp >> 12));
-        u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        u[2] = (char)(0x80 | (cp & 0x3F));
-        n = 3;
-    } else {
-        u[0] = (char)(0xF0 | (cp >> 18));
-        u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        u[3] = (char)(0x80 | (cp & 0x3F));
-        n = 4;
-    }
-    sb_put(b, u, n);
-}
-
-/* A string at p->s (on the opening quote) into a new NUL-terminated buffer. */
-static bool jparse_str(jparser *p, char **out)
-{
-    strbuf b = {0};
-    sb_put(&b, "", 0);
-    p->s++;
-    for (;;) {
-        if (p->s >= p->end) {
-            free(b.p);
-            return jfail(p, "unterminated string");
-        }
-        unsigned char c = (unsigned char)*p->s;
-        if (c == '"') {
-            p->s++;
-            break;
-        }
-        if (c < 0x20) {
-            free(b.p);
-            return jfail(p, "control character in a string");
-        }
-        if (c != '\\') {
-            sb_put(&b, p->s++, 1);
-            continue;
-        }
-        if (p->s + 1 >= p->end) {
-            free(b.p);
-            return jfail(p, "unterminated escape");
-        }
-        char e = p->s[1];
-        p->s += 2;
-        const char *simple = strchr("\"\\/bfnrt", e);
-        if (e && simple) {
-            static const char repl[] = "\"\\/\b\f\n\r\t";
-            sb_put(&b, &repl[simple - "\"\\/bfnrt"], 1);
-            continue;
-        }
-        int hi = (e == 'u' && p->end - p->s >= 4) ? hex4(p->s) : -1;
-        if (hi < 0) {
-            free(b.p);
-            return jfail(p, "bad escape in a string");
-        }
-        p->s += 4;
-        uint32_t cp = (uint32_t)hi;
-        if (hi >= 0xD800 && hi <= 0xDBFF) {
-            int lo = (p->end - p->s >= 6 && p->s[0] == '\\' && p->s[1] == 'u') ? hex4(p->s + 2)
-                                                                               : -1;
-            if (lo < 0xDC00 || lo > 0xDFFF) {
-                free(b.p);
-                return jfail(p, "unpaired surrogate in a string");
-            }
-            p->s += 6;
-            cp = 0x10000 + (((uint32_t)hi - 0xD800) << 10) + ((uint32_t)lo - 0xDC00);
-        } else if (hi >= 0xDC00 && hi <= 0xDFFF) {
-            free(b.p);
-            return jfail(p, "unpaired surrogate in a string");
-        }
-        if (cp == 0) {
-            free(b.p);
-            return jfail(p, "NUL character in a string");
-        }
-        put_utf8(&b, cp);
-    }
-    if (b.oom) {
-        free(b.p);
-        return jfail(p, "out of memory");
-    }
-    *out = b.p;
-    return true;
-}
-
-static bool jparse_num(jparser *p, jval *v)
-{
-    const char *s = p->s;
-    bool neg = s < p->end && *s == '-', frac = false;
-    if (neg)
-        s++;
-    if (s >= p->end || *s < '0' || *s > '9')
-        return jfail(p, "bad number");
-    bool overflow = false;
-    uint64_t u = 0;
-    if (*s == '0') {
-        s++;
-    } else {
-        for (; s < p->end && *s >= '0' && *s <= '9'; s++) {
-            overflow |= u > (UINT64_MAX - (uint64_t)(*s - '0')) / 10;
-            u = u * 10 + (uint64_t)(*s - '0');
-        }
-    }
-    if (s < p->end && *s == '.') {
-        frac = true;
-        if (++s >= p->end || *s < '0' || *s > '9')
-            return jfail(p, "bad number");
-        while (s < p->end && *s >= '0' && *s <= '9')
-            s++;
-    }
-    if (s < p->end && (*s == 'e' || *s == 'E')) {
-        frac = true;
-        s++;
-        if (s < p->end && (*s == '+' || *s == '-'))
-            s++;
-        if (s >= p->end || *s < '0' || *s > '9')
-            return jfail(p, "bad number");
-        while (s < p->end && *s >= '0' && *s <= '9')
-            s++;
-    }
-    v->type = J_NUM;
-    v->is_uint = !neg && !frac && !overflow;
-    v->u = u;
-    p->s = s;
-    return true;
-}
-
-static bool jparse_value(jparser *p, jval *v, int depth);
-
-/* An array or object at p->s (on the bracket). */
-static bool jparse_container(jparser *p, jval *v, int depth, bool object)
-{
-    char close = object ? '}' : ']';
-    v->type = object ? J_OBJ : J_ARR;
-    p->s++;
-    jskip_ws(p);
-    if (p->s < p->end && *p->s == close) {
-        p->s++;
-        return true;
-    }
-    int cap = 0;
-    for (;;) {
-        if (v->n == cap) {
-            cap = cap ? cap * 2 : 4;
-            jval *items = realloc(v->items, (size_t)cap * sizeof *items);
-            if (items)
-                v->items = items;
-            char **keys = object ? realloc(v->keys, (size_t)cap * sizeof *keys) : NULL;
-            if (keys)
-                v->keys = keys;
-            if (!items || (object && !keys))
-                return jfail(p, "out of memory");
-        }
-        jval *item = &v->items[v->n];
-        *item = (jval){0};
-        if (object) {
-            jskip_ws(p);
-            if (p->s >= p->end || *p->s != '"')
-                return jfail(p, "expected a string key");
-            if (!jparse_str(p, &v->keys[v->n]))
-                return false;
-            for (int i = 0; i < v->n; i++)
-                if (strcmp(v->keys[i], v->keys[v->n]) == 0) {
-                    free(v->keys[v->n]);
-                    return jfail(p, "duplicate key");
-                }
-            jskip_ws(p);
-            if (p->s >= p->end || *p->s != ':') {
-                free(v->keys[v->n]);
-                return jfail(p, "expected ':'");
-            }
-            p->s++;
-        }
-        bool ok = jparse_value(p, item, depth + 1);
-        v->n++;
-        if (!ok)
-            return false;
-        jskip_ws(p);
-        if (p->s < p->end && *p->s == ',') {
-            p->s++;
-            continue;
-        }
-        if (p->s < p->end && *p->s == close) {
-            p->s++;
-            return true;
-        }
-        return jfail(p, object ? "expected ',' or '}'" : "expected ',' or ']'");
-    }
-}
-
-static bool jparse_literal(jparser *p, const char *word)
-{
-    size_t n = strlen(word);
-    if ((size_t)(p->end - p->s) < n || memcmp(p->s, word, n) != 0)
-        return jfail(p, "unexpected character");
-    p->s += n;
-    return true;
-}
-
-static bool jparse_value(jparser *p, jval *v, int depth)
-{
-    if (depth > MAX_JSON_DEPTH)
-        return jfail(p, "nested too deeply");
-    jskip_ws(p);
-    if (p->s >= p->end)
-        return jfail(p, "unexpected end");
-    switch (*p->s) {
-    case '{': return jparse_container(p, v, depth, true);
-    case '[': return jparse_container(p, v, depth, false);
-    case '"':
-        v->type = J_STR;
-        return jparse_str(p, &v->str);
-    case 't': v->type = J_BOOL; return jparse_literal(p, "true");
-    case 'f': v->type = J_BOOL; return jparse_literal(p, "false");
-    case 'n': v->type = J_NULL; return jparse_literal(p, "null");
-    default: return jparse_num(p, v);
-    }
 }
 
 /* ---- reading ---- */
@@ -618,59 +256,68 @@ static int cmp_load(const void *a, const void *b)
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : 0;
 }
 
+/* A JSON integer >= 0 as u64; false for anything else (reals, negatives, other types). */
+static bool json_u64(const json_t *v, uint64_t *out)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return false;
+    *out = (uint64_t)json_integer_value(v);
+    return true;
+}
+
 /* Fill item from the header entry for one tensor; an error naming the problem otherwise. */
-static em_status parse_tensor_info(const char *path, const char *name, const jval *v,
+static em_status parse_tensor_info(const char *path, const char *name, const json_t *v,
                                    load_item *item)
 {
-    const jval *dtype = NULL, *shape = NULL, *offs = NULL;
-    if (v->type != J_OBJ)
+    const json_t *dtype = NULL, *shape = NULL, *offs = NULL;
+    if (!json_is_object(v))
         return em_set_error(EM_ERR_IO, "em_safetensors_load: '%s': entry '%s' is not an object",
                             path, name);
-    for (int i = 0; i < v->n; i++) {
-        const char *k = v->keys[i];
-        const jval **slot = strcmp(k, "dtype") == 0 ? &dtype : strcmp(k, "shape") == 0 ? &shape
-                          : strcmp(k, "data_offsets") == 0 ? &offs : NULL;
+    const char *k;
+    const json_t *field;
+    json_object_foreach((json_t *)v, k, field) {
+        const json_t **slot = strcmp(k, "dtype") == 0 ? &dtype : strcmp(k, "shape") == 0 ? &shape
+                            : strcmp(k, "data_offsets") == 0 ? &offs : NULL;
         if (!slot)
             return em_set_error(EM_ERR_IO, "em_safetensors_load: '%s': tensor '%s' has unknown "
                                 "field '%s'", path, name, k);
-        *slot = &v->items[i];
+        *slot = field;
     }
-    if (!dtype || dtype->type != J_STR || !shape || shape->type != J_ARR || !offs ||
-        offs->type != J_ARR || offs->n != 2 || !offs->items[0].is_uint || !offs->items[1].is_uint)
+    if (!json_is_string(dtype) || !json_is_array(shape) || json_array_size(offs) != 2 ||
+        !json_u64(json_array_get(offs, 0), &item->begin) ||
+        !json_u64(json_array_get(offs, 1), &item->end))
         return em_set_error(EM_ERR_IO, "em_safetensors_load: '%s': tensor '%s' needs a dtype "
                             "string, a shape array and two data_offsets", path, name);
     item->name = name;
-    item->dt = dtype_named(dtype->str);
+    item->dt = dtype_named(json_string_value(dtype));
     if (!item->dt)
         return em_set_error(EM_ERR_IO, "em_safetensors_load: '%s': tensor '%s' has unknown "
-                            "dtype '%s'", path, name, dtype->str);
+                            "dtype '%s'", path, name, json_string_value(dtype));
     if (item->dt->dtype == EM_NDTYPES)
         return em_set_error(EM_ERR_UNSUPPORTED, "em_safetensors_load: '%s': tensor '%s' has "
-                            "dtype %s, which ember does not support", path, name, dtype->str);
-    if (shape->n > EM_MAX_DIMS)
-        return em_set_error(EM_ERR_UNSUPPORTED, "em_safetensors_load: '%s': tensor '%s' has %d "
-                            "dims (at most %d)", path, name, shape->n, EM_MAX_DIMS);
-    item->shape.ndim = shape->n;
-    uint64_t numel = 1;
-    bool overflow = false;
-    for (int d = 0; d < shape->n; d++) {
-        const jval *e = &shape->items[d];
-        if (!e->is_uint || e->u > (uint64_t)INT64_MAX)
+                            "dtype %s, which ember does not support", path, name,
+                            item->dt->name);
+    if (json_array_size(shape) > EM_MAX_DIMS)
+        return em_set_error(EM_ERR_UNSUPPORTED, "em_safetensors_load: '%s': tensor '%s' has %zu "
+                            "dims (at most %d)", path, name, json_array_size(shape), EM_MAX_DIMS);
+    item->shape.ndim = (int)json_array_size(shape);
+    for (int d = 0; d < item->shape.ndim; d++) {
+        uint64_t dim;
+        if (!json_u64(json_array_get(shape, (size_t)d), &dim))
             return em_set_error(EM_ERR_IO, "em_safetensors_load: '%s': tensor '%s' has a shape "
                                 "entry that is not a non-negative integer", path, name);
-        item->shape.d[d] = (int64_t)e->u;
-        if (e->u && numel > UINT64_MAX / e->u)
-            overflow = true;
-        numel *= e->u;
+        item->shape.d[d] = (int64_t)dim;
     }
-    item->begin = offs->items[0].u;
-    item->end = offs->items[1].u;
-    uint64_t need = numel * item->dt->size;
-    if (overflow || numel > UINT64_MAX / item->dt->size || item->end < item->begin ||
-        item->end - item->begin != need)
+    char sh[160];
+    int64_t numel = em_shape_numel(&item->shape), need;
+    if (numel < 0 || !em_size_mul(numel, (int64_t)item->dt->size, &need))
+        return em_set_error(EM_ERR_IO, "em_safetensors_load: '%s': tensor '%s': shape %s of %s "
+                            "overflows a size", path, name,
+                            em_shape_fmt(&item->shape, sh, sizeof sh), item->dt->name);
+    if (item->end < item->begin || item->end - item->begin != (uint64_t)need)
         return em_set_error(EM_ERR_IO, "em_safetensors_load: '%s': tensor '%s': dtype %s and its "
-                            "shape need %llu bytes but data_offsets [%llu, %llu] disagree", path,
-                            name, item->dt->name, (unsigned long long)need,
+                            "shape need %lld bytes but data_offsets [%llu, %llu] disagree", path,
+                            name, item->dt->name, (long long)need,
                             (unsigned long long)item->begin, (unsigned long long)item->end);
     return EM_OK;
 }
@@ -721,34 +368,39 @@ static int cmp_str_pairs(const void *a, const void *b)
 }
 
 /* Copy the header's metadata object into st (keys sorted). */
-static em_status take_metadata(const char *path, const jval *m, em_safetensors *st)
+static em_status take_metadata(const char *path, const json_t *m, em_safetensors *st)
 {
-    if (m->type == J_NULL)
+    if (json_is_null(m))
         return EM_OK;
-    if (m->type != J_OBJ)
+    if (!json_is_object(m))
         return em_set_error(EM_ERR_IO, "em_safetensors_load: '%s': __metadata__ is not an "
                             "object", path);
-    char **pairs = malloc(((size_t)m->n + 1) * 2 * sizeof *pairs);
-    st->meta_keys = malloc(((size_t)m->n + 1) * sizeof(char *));
-    st->meta_values = malloc(((size_t)m->n + 1) * sizeof(char *));
+    size_t n = json_object_size(m);
+    const char **pairs = malloc((n + 1) * 2 * sizeof *pairs);
+    st->meta_keys = malloc((n + 1) * sizeof(char *));
+    st->meta_values = malloc((n + 1) * sizeof(char *));
     if (!pairs || !st->meta_keys || !st->meta_values) {
         free(pairs);
         return em_set_error(EM_ERR_MEMORY, "em_safetensors_load: out of memory");
     }
-    for (int i = 0; i < m->n; i++) {
-        if (m->items[i].type != J_STR) {
+    size_t i = 0;
+    const char *key;
+    const json_t *value;
+    json_object_foreach((json_t *)m, key, value) {
+        if (!json_is_string(value)) {
             free(pairs);
             return em_set_error(EM_ERR_IO, "em_safetensors_load: '%s': metadata '%s' is not a "
-                                "string", path, m->keys[i]);
+                                "string", path, key);
         }
-        pairs[2 * i] = m->keys[i];
-        pairs[2 * i + 1] = m->items[i].str;
+        pairs[2 * i] = key;
+        pairs[2 * i + 1] = json_string_value(value);
+        i++;
     }
-    qsort(pairs, (size_t)m->n, 2 * sizeof *pairs, cmp_str_pairs);
-    for (int i = 0; i < m->n; i++) {
+    qsort(pairs, n, 2 * sizeof *pairs, cmp_str_pairs);
+    for (i = 0; i < n; i++) {
         st->meta_keys[i] = strdup(pairs[2 * i]);
         st->meta_values[i] = strdup(pairs[2 * i + 1]);
-        st->n_meta = i + 1;
+        st->n_meta = (int)i + 1;
         if (!st->meta_keys[i] || !st->meta_values[i]) {
             free(pairs);
             return em_set_error(EM_ERR_MEMORY, "em_safetensors_load: out of memory");
@@ -758,7 +410,7 @@ static em_status take_metadata(const char *path, const jval *m, em_safetensors *
     return EM_OK;
 }
 
-/* Read the header of f (size file_size) into *hdr (NUL-terminated) and *hdr_len. */
+/* Read the header of f (size file_size) into *hdr and *hdr_len. */
 static em_status read_header(const char *path, FILE *f, uint64_t file_size, char **hdr,
                              uint64_t *hdr_len)
 {
@@ -781,11 +433,6 @@ static em_status read_header(const char *path, FILE *f, uint64_t file_size, char
         return em_set_error(EM_ERR_IO, "em_safetensors_load: '%s': cannot read the header: %s",
                             path, strerror(errno));
     }
-    h[n] = '\0';
-    if (!utf8_valid((const unsigned char *)h, n)) {
-        free(h);
-        return em_set_error(EM_ERR_IO, "em_safetensors_load: '%s': header is not UTF-8", path);
-    }
     *hdr = h;
     *hdr_len = n;
     return EM_OK;
@@ -793,31 +440,27 @@ static em_status read_header(const char *path, FILE *f, uint64_t file_size, char
 
 /* Parse and validate the header; items point into root's strings. */
 static em_status parse_header(const char *path, const char *h, uint64_t n, uint64_t data_len,
-                              jval *root, load_item **items_out, int *n_items,
-                              const jval **meta)
+                              json_t **root, load_item **items_out, int *n_items,
+                              const json_t **meta)
 {
-    jparser p = {.s = h, .end = h + n, .start = h};
-    jskip_ws(&p);
-    if (p.s >= p.end || *p.s != '{')
-        return em_set_error(EM_ERR_IO, "em_safetensors_load: '%s': header does not start with "
-                            "'{'", path);
-    bool ok = jparse_value(&p, root, 0);
-    jskip_ws(&p);
-    if (ok && p.s != p.end)
-        jfail(&p, "trailing characters after the header object");
-    if (!ok || p.err)
-        return em_set_error(EM_ERR_IO, "em_safetensors_load: '%s': corrupt header JSON at byte "
-                            "%zu: %s", path, p.err_at, p.err);
-    load_item *items = calloc((size_t)root->n + 1, sizeof *items);
+    *root = em_json_parse("em_safetensors_load", path, h, n);
+    if (!*root)
+        return em_error_status();
+    if (!json_is_object(*root))
+        return em_set_error(EM_ERR_IO, "em_safetensors_load: '%s': the header is not a JSON "
+                            "object", path);
+    load_item *items = calloc(json_object_size(*root) + 1, sizeof *items);
     if (!items)
         return em_set_error(EM_ERR_MEMORY, "em_safetensors_load: out of memory");
     int k = 0;
     em_status st = EM_OK;
-    for (int i = 0; st == EM_OK && i < root->n; i++) {
-        if (strcmp(root->keys[i], "__metadata__") == 0)
-            *meta = &root->items[i];
-        else
-            st = parse_tensor_info(path, root->keys[i], &root->items[i], &items[k++]);
+    const char *key;
+    const json_t *value;
+    json_object_foreach(*root, key, value) {
+        if (strcmp(key, "__metadata__") == 0)
+            *meta = value;
+        else if ((st = parse_tensor_info(path, key, value, &items[k++])) != EM_OK)
+            break;
     }
     if (st == EM_OK)
         st = check_layout(path, items, k, data_len);
@@ -867,10 +510,10 @@ em_status em_safetensors_load(const char *path, em_safetensors **out)
     struct stat sb;
     char *hdr = NULL;
     uint64_t hdr_len = 0;
-    jval root = {0};
+    json_t *root = NULL;
     load_item *items = NULL;
     int n_items = 0;
-    const jval *meta = NULL;
+    const json_t *meta = NULL;
     em_safetensors *st = NULL;
     em_status rc = fstat(fileno(f), &sb) != 0
                        ? em_set_error(EM_ERR_IO, "em_safetensors_load: cannot stat '%s': %s",
@@ -887,7 +530,7 @@ em_status em_safetensors_load(const char *path, em_safetensors **out)
         rc = read_tensors(path, f, items, n_items, st);
     fclose(f);
     free(items);
-    jfree(&root);
+    json_decref(root);
     free(hdr);
     if (rc != EM_OK) {
         em_safetensors_free(st);

@@ -286,10 +286,10 @@ Test(safetensors, corrupt_json)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         write_raw(p, bad[i], &v, 4);
-        expect_load_error(p, EM_ERR_IO, "corrupt header JSON");
+        expect_load_error(p, EM_ERR_IO, "corrupt JSON");
     }
     write_raw(p, "[1,2,3]", &v, 4);
-    expect_load_error(p, EM_ERR_IO, "does not start with");
+    expect_load_error(p, EM_ERR_IO, "the header is not a JSON object");
     write_raw(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", &v, 4);
     expect_load_error(p, EM_ERR_IO, "needs a dtype");
     write_raw(p, "{\"a\":{\"dtype\":\"Q7\",\"shape\":[1],\"data_offsets\":[0,4]}}", &v, 4);
@@ -319,7 +319,7 @@ Test(safetensors, offsets_out_of_range)
     expect_load_error(p, EM_ERR_IO, "gap");
     write_raw(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],"
                  "\"data_offsets\":[18446744073709551612,0]}}", v, 4);
-    expect_load_error(p, EM_ERR_IO, "disagree");
+    expect_load_error(p, EM_ERR_IO, "too big integer"); /* offsets past int64: no real file */
     write_raw(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", v, 8);
     expect_load_error(p, EM_ERR_IO, "data section holds 8");
 }
@@ -423,4 +423,15 @@ Test(safetensors, atomic_write_keeps_old_file)
     free(old);
     free(now);
     em_release(big);
+}
+
+/* A shape whose element count overflows is named as such, not as a byte-count disagreement. */
+Test(safetensors, shape_overflow_is_named)
+{
+    const char *p = tmp_path("overflow.safetensors");
+    float v = 1.0f;
+    write_raw(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,2],"
+                 "\"data_offsets\":[0,4]}}", &v, 4);
+    expect_load_error(p, EM_ERR_IO, "tensor 'a': shape [4294967296,4294967296,2] of F32 "
+                                    "overflows a size");
 }

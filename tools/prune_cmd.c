@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "tensor/json_internal.h"
 #include "tools/args.h"
 #include "tools/tools_internal.h"
 
@@ -190,19 +191,26 @@ int em_cmd_prune(int argc, char **argv)
     if (st != EM_OK) {
         fprintf(stderr, "ember prune: %s\n", em_error());
     } else {
-        printf("{\"recipe\":\"%s\",\"method\":\"%s\",\"structured\":%s,\"global\":%s,"
-               "\"amount\":%.4f,\"iterations\":%d,\"finetune_epochs\":%d,\"base_test_acc\":%.4f,"
-               "\"test_acc\":%.4f,\"sparsity\":%.4f,\"base_params\":%lld,\"params\":%lld,"
-               "\"neurons_removed\":%lld,\"size_bytes\":%lld,\"file_bytes\":%lld,"
-               "\"base_latency_b1_p50_us\":%.1f,\"latency_b1_p50_us\":%.1f,"
-               "\"base_b64_samples_per_s_p50\":%.0f,\"b64_samples_per_s_p50\":%.0f,"
-               "\"b64_speedup\":%.2f}\n",
-               rc->name, o.method, o.structured ? "true" : "false", o.global ? "true" : "false",
-               o.amount, o.iterations, o.finetune_epochs, base_acc, acc, sparsity,
-               (long long)base_params, (long long)em_module_num_params(m), (long long)removed,
-               (long long)em_module_nbytes(m), file_bytes(o.save), base1.p50_us, l1.p50_us,
-               64e6 / base64.p50_us, 64e6 / l64.p50_us,
-               l64.p50_us > 0 ? base64.p50_us / l64.p50_us : 0);
+        json_t *j = json_pack("{s:s, s:s, s:b, s:b}", "recipe", rc->name, "method", o.method,
+                              "structured", o.structured, "global", o.global);
+        em_json_set_real(j, "amount", o.amount, 4);
+        json_object_set_new(j, "iterations", json_integer(o.iterations));
+        json_object_set_new(j, "finetune_epochs", json_integer(o.finetune_epochs));
+        em_json_set_real(j, "base_test_acc", base_acc, 4);
+        em_json_set_real(j, "test_acc", acc, 4);
+        em_json_set_real(j, "sparsity", sparsity, 4);
+        json_object_set_new(j, "base_params", json_integer(base_params));
+        json_object_set_new(j, "params", json_integer(em_module_num_params(m)));
+        json_object_set_new(j, "neurons_removed", json_integer(removed));
+        json_object_set_new(j, "size_bytes", json_integer(em_module_nbytes(m)));
+        json_object_set_new(j, "file_bytes", json_integer(file_bytes(o.save)));
+        em_json_set_real(j, "base_latency_b1_p50_us", base1.p50_us, 1);
+        em_json_set_real(j, "latency_b1_p50_us", l1.p50_us, 1);
+        em_json_set_real(j, "base_b64_samples_per_s_p50", 64e6 / base64.p50_us, 0);
+        em_json_set_real(j, "b64_samples_per_s_p50", 64e6 / l64.p50_us, 0);
+        em_json_set_real(j, "b64_speedup", l64.p50_us > 0 ? base64.p50_us / l64.p50_us : 0, 2);
+        st = j ? em_json_print_line(stdout, j) : EM_ERR_MEMORY;
+        json_decref(j);
     }
     em_release(x1);
     em_release(x64);

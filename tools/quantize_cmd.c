@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tensor/json_internal.h"
 #include "tools/args.h"
 #include "tools/tools_internal.h"
 
@@ -114,14 +115,21 @@ int em_cmd_quantize(int argc, char **argv)
         fprintf(stderr, "ember quantize: %s\n", em_error());
         return 1;
     }
-    printf("{\"recipe\":\"%s\",\"qscheme\":\"%s\",\"f32_test_acc\":%.4f,\"test_acc\":%.4f,"
-           "\"f32_size_bytes\":%lld,\"size_bytes\":%lld,\"f32_file_bytes\":%lld,"
-           "\"file_bytes\":%lld,\"file_ratio\":%.2f,\"f32_latency_b1_p50_us\":%.1f,"
-           "\"latency_b1_p50_us\":%.1f,\"latency_b1_p99_us\":%.1f,"
-           "\"f32_b64_samples_per_s_p50\":%.0f,\"b64_samples_per_s_p50\":%.0f}\n",
-           rc->name, qo.granularity == EM_QUANT_PER_TENSOR ? "per_tensor" : "per_channel",
-           f32.acc, q.acc, (long long)f32.bytes, (long long)q.bytes, f32_file, q_file,
-           q_file > 0 ? (double)f32_file / (double)q_file : 0, f32.b1.p50_us, q.b1.p50_us,
-           q.b1.p99_us, 64e6 / f32.b64.p50_us, 64e6 / q.b64.p50_us);
-    return 0;
+    json_t *j = json_pack("{s:s, s:s}", "recipe", rc->name, "qscheme",
+                          qo.granularity == EM_QUANT_PER_TENSOR ? "per_tensor" : "per_channel");
+    em_json_set_real(j, "f32_test_acc", f32.acc, 4);
+    em_json_set_real(j, "test_acc", q.acc, 4);
+    json_object_set_new(j, "f32_size_bytes", json_integer(f32.bytes));
+    json_object_set_new(j, "size_bytes", json_integer(q.bytes));
+    json_object_set_new(j, "f32_file_bytes", json_integer(f32_file));
+    json_object_set_new(j, "file_bytes", json_integer(q_file));
+    em_json_set_real(j, "file_ratio", q_file > 0 ? (double)f32_file / (double)q_file : 0, 2);
+    em_json_set_real(j, "f32_latency_b1_p50_us", f32.b1.p50_us, 1);
+    em_json_set_real(j, "latency_b1_p50_us", q.b1.p50_us, 1);
+    em_json_set_real(j, "latency_b1_p99_us", q.b1.p99_us, 1);
+    em_json_set_real(j, "f32_b64_samples_per_s_p50", 64e6 / f32.b64.p50_us, 0);
+    em_json_set_real(j, "b64_samples_per_s_p50", 64e6 / q.b64.p50_us, 0);
+    st = j ? em_json_print_line(stdout, j) : EM_ERR_MEMORY;
+    json_decref(j);
+    return st == EM_OK ? 0 : 1;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "recipes/recipes.h"
+#include "tensor/json_internal.h"
 #include "tools/args.h"
 #include "tools/tools_internal.h"
 
@@ -15,17 +16,28 @@ static const char *amp_name(em_dtype amp)
     return amp == EM_F32 ? "off" : em_dtype_name(amp);
 }
 
+/* The run's one-line JSON summary on stdout (non-finite values as null, named in
+ * "non_finite"). */
 static void print_summary(const em_train_opts *o, const em_train_result *r)
 {
-    printf("{\"recipe\":\"%s\",\"epochs\":%d,\"batch\":%d,\"test_acc\":%.4f,\"test_loss\":%.4f,"
-           "\"train_samples_per_s\":%.0f,\"peak_bytes\":%zu,\"wall_s\":%.1f,\"amp\":\"%s\","
-           "\"scale\":%g,\"steps\":%lld,\"updates\":%lld,\"skipped_steps\":%lld",
-           o->recipe->name, r->epochs, r->batch, r->test_acc, r->test_loss,
-           r->train_samples_per_s, r->peak_bytes, r->wall_s, amp_name(o->tech.amp), r->scale,
-           (long long)r->steps, (long long)r->updates, (long long)r->skipped_steps);
+    json_t *j = json_pack("{s:s, s:i, s:i}", "recipe", o->recipe->name, "epochs", r->epochs,
+                          "batch", r->batch);
+    if (!j)
+        return;
+    em_json_set_real(j, "test_acc", r->test_acc, 4);
+    em_json_set_real(j, "test_loss", r->test_loss, 4);
+    em_json_set_real(j, "train_samples_per_s", r->train_samples_per_s, 0);
+    json_object_set_new(j, "peak_bytes", json_integer((json_int_t)r->peak_bytes));
+    em_json_set_real(j, "wall_s", r->wall_s, 1);
+    json_object_set_new(j, "amp", json_string(amp_name(o->tech.amp)));
+    em_json_set_real(j, "scale", r->scale, -1);
+    json_object_set_new(j, "steps", json_integer(r->steps));
+    json_object_set_new(j, "updates", json_integer(r->updates));
+    json_object_set_new(j, "skipped_steps", json_integer(r->skipped_steps));
     if (o->find_batch)
-        printf(",\"largest_batch\":%lld", (long long)r->largest_batch);
-    printf("}\n");
+        json_object_set_new(j, "largest_batch", json_integer(r->largest_batch));
+    em_json_print_line(stdout, j);
+    json_decref(j);
 }
 
 void em_list_recipes(FILE *f)
