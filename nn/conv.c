@@ -1,5 +1,6 @@
-/* Conv2d: weight (out, in/groups, k, k) and bias (out), PyTorch's default initialisation;
- * stride, padding, dilation and groups as in torch.nn.Conv2d. */
+/* Conv2d and Conv1d: weight (out, in/groups, k, k) or (out, in/groups, k) and bias (out),
+ * PyTorch's default initialisation (kaiming_uniform_(a = sqrt 5), bias U(+-1/sqrt(fan_in)));
+ * stride, padding, dilation and groups as in torch.nn.Conv2d and Conv1d. */
 #include <math.h>
 #include <stdio.h>
 
@@ -8,27 +9,36 @@
 typedef struct {
     em_module base;
     int64_t in_ch, out_ch, kernel;
-    em_conv2d_opts opts;
-} conv2d_layer; /* params: weight (out_ch, in_ch / groups, kernel, kernel), bias (out_ch) */
+    em_conv2d_opts opts; /* defaults filled in; a Conv1d's are its width's, height 1 */
+} conv2d_layer; /* params: weight (out_ch, in_ch / groups, kernel[, kernel]), bias (out_ch) */
 
-static em_tensor *conv2d_forward(em_module *m, const em_tensor *x)
+static em_tensor *conv2d_forward(em_module *m, const em_tensor *x /* (N, C_in, H, W) */)
 {
     conv2d_layer *c = (conv2d_layer *)m;
     return em_conv2d(x, m->params[0].value, m->n_params > 1 ? m->params[1].value : NULL,
                      c->opts);
 }
 
-static void conv2d_describe(const em_module *m, char *buf, size_t n)
+static em_tensor *conv1d_forward(em_module *m, const em_tensor *x /* (N, C_in, L) */)
+{
+    const em_conv2d_opts *o = &((conv2d_layer *)m)->opts;
+    em_conv1d_opts o1 = {.stride = o->stride[1], .padding = o->padding[1],
+                         .dilation = o->dilation[1], .groups = o->groups};
+    return em_conv1d(x, m->params[0].value, m->n_params > 1 ? m->params[1].value : NULL, o1);
+}
+
+static void conv_describe(const em_module *m, char *buf, size_t n)
 {
     const conv2d_layer *c = (const conv2d_layer *)m;
     snprintf(buf, n, "%lld, %lld, kernel_size=%lld, stride=%lld, padding=%lld, dilation=%lld, "
              "groups=%lld, bias=%s", (long long)c->in_ch, (long long)c->out_ch,
-             (long long)c->kernel, (long long)c->opts.stride[0], (long long)c->opts.padding[0],
-             (long long)c->opts.dilation[0], (long long)c->opts.groups,
+             (long long)c->kernel, (long long)c->opts.stride[1], (long long)c->opts.padding[1],
+             (long long)c->opts.dilation[1], (long long)c->opts.groups,
              m->n_params > 1 ? "true" : "false");
 }
 
-static const em_module_type conv2d_type = {"Conv2d", conv2d_forward, NULL, conv2d_describe};
+static const em_module_type conv2d_type = {"Conv2d", conv2d_forward, NULL, conv_describe};
+static const em_module_type conv1d_type = {"Conv1d", conv1d_forward, NULL, conv_describe};
 
 bool em_conv2d_layer_config(const em_module *m, em_conv2d_opts *o)
 {
@@ -38,32 +48,39 @@ bool em_conv2d_layer_config(const em_module *m, em_conv2d_opts *o)
     return true;
 }
 
-em_module *em_conv2d_layer(int64_t in_ch, int64_t out_ch, int64_t kernel, em_conv2d_layer_opts o)
+/* A Conv2d (spatial 2) or Conv1d (spatial 1) with the given settings (0: the default). */
+static em_module *conv_new(const char *fn, const em_module_type *type, int spatial,
+                           int64_t in_ch, int64_t out_ch, int64_t kernel, int64_t stride,
+                           int64_t padding, int64_t dilation, int64_t groups, bool bias)
 {
-    int64_t stride = o.stride ? o.stride : 1, dilation = o.dilation ? o.dilation : 1;
-    int64_t groups = o.groups ? o.groups : 1;
+    stride = stride ? stride : 1;
+    dilation = dilation ? dilation : 1;
+    groups = groups ? groups : 1;
     if (in_ch <= 0 || out_ch <= 0 || kernel <= 0 || stride < 0 || dilation < 0 || groups < 0 ||
-        o.padding < 0 || in_ch % groups || out_ch % groups) {
-        em_set_error(EM_ERR_ARG, "em_conv2d_layer: bad sizes: in %lld, out %lld, kernel %lld, "
-                     "stride %lld, padding %lld, dilation %lld, groups %lld",
-                     (long long)in_ch, (long long)out_ch, (long long)kernel, (long long)stride,
-                     (long long)o.padding, (long long)dilation, (long long)groups);
+        padding < 0 || in_ch % groups || out_ch % groups) {
+        em_set_error(EM_ERR_ARG, "%s: bad sizes: in %lld, out %lld, kernel %lld, stride %lld, "
+                     "padding %lld, dilation %lld, groups %lld", fn, (long long)in_ch,
+                     (long long)out_ch, (long long)kernel, (long long)stride, (long long)padding,
+                     (long long)dilation, (long long)groups);
         return NULL;
     }
-    conv2d_layer *c = (conv2d_layer *)em_module_alloc(sizeof *c, &conv2d_type);
+    conv2d_layer *c = (conv2d_layer *)em_module_alloc(sizeof *c, type);
     if (!c)
         return NULL;
     c->in_ch = in_ch;
     c->out_ch = out_ch;
     c->kernel = kernel;
-    c->opts = (em_conv2d_opts){.stride = {stride, stride}, .padding = {o.padding, o.padding},
-                               .dilation = {dilation, dilation}, .groups = groups};
-    em_tensor *w = em_module_add_param(&c->base, "weight",
-                                       em_empty(EM_SHAPE(out_ch, in_ch / groups, kernel, kernel),
-                                                EM_F32));
+    bool two = spatial == 2; /* a Conv1d has height 1: stride 1, no padding, dilation 1 */
+    int64_t height = two ? kernel : 1;
+    c->opts = (em_conv2d_opts){.stride = {two ? stride : 1, stride},
+                               .padding = {two ? padding : 0, padding},
+                               .dilation = {two ? dilation : 1, dilation}, .groups = groups};
+    em_shape ws = two ? EM_SHAPE(out_ch, in_ch / groups, kernel, kernel)
+                               : EM_SHAPE(out_ch, in_ch / groups, kernel);
+    em_tensor *w = em_module_add_param(&c->base, "weight", em_empty(ws, EM_F32));
     bool ok = w && em_init_kaiming_uniform_(w, sqrt(5.0), EM_FAN_IN, NULL) == EM_OK;
-    if (ok && !o.no_bias) {
-        double bound = 1.0 / sqrt((double)(in_ch / groups * kernel * kernel));
+    if (ok && bias) {
+        double bound = 1.0 / sqrt((double)(in_ch / groups * kernel * height));
         ok = em_module_add_param(&c->base, "bias",
                                  em_uniform(EM_SHAPE(out_ch), EM_F32, -bound, bound, NULL)) != NULL;
     }
@@ -72,4 +89,16 @@ em_module *em_conv2d_layer(int64_t in_ch, int64_t out_ch, int64_t kernel, em_con
         return NULL;
     }
     return &c->base;
+}
+
+em_module *em_conv2d_layer(int64_t in_ch, int64_t out_ch, int64_t kernel, em_conv2d_layer_opts o)
+{
+    return conv_new("em_conv2d_layer", &conv2d_type, 2, in_ch, out_ch, kernel, o.stride,
+                    o.padding, o.dilation, o.groups, !o.no_bias);
+}
+
+em_module *em_conv1d_layer(int64_t in_ch, int64_t out_ch, int64_t kernel, em_conv1d_layer_opts o)
+{
+    return conv_new("em_conv1d_layer", &conv1d_type, 1, in_ch, out_ch, kernel, o.stride,
+                    o.padding, o.dilation, o.groups, !o.no_bias);
 }

@@ -97,6 +97,12 @@ typedef struct {
     bool no_bias;
 } em_conv2d_layer_opts;
 em_module *em_conv2d_layer(int64_t in_ch, int64_t out_ch, int64_t kernel, em_conv2d_layer_opts o);
+typedef struct {
+    int64_t stride, padding, dilation, groups; /* zero takes the default (1, 0, 1, 1) */
+    bool no_bias;
+} em_conv1d_layer_opts;
+/* x (N, in_ch, L) -> (N, out_ch, L_out); weight (out_ch, in_ch / groups, kernel) */
+em_module *em_conv1d_layer(int64_t in_ch, int64_t out_ch, int64_t kernel, em_conv1d_layer_opts o);
 em_module *em_max_pool2d_layer(int64_t kernel, int64_t stride /* 0: kernel */, int64_t padding);
 em_module *em_avg_pool2d_layer(int64_t kernel, int64_t stride /* 0: kernel */, int64_t padding);
 em_module *em_adaptive_avg_pool2d_layer(int64_t out_h, int64_t out_w);
@@ -113,6 +119,25 @@ em_module *em_silu_layer(void);
 em_module *em_tanh_layer(void);
 em_module *em_sigmoid_layer(void);
 em_module *em_softmax_layer(int dim);
+
+/* ---- recurrent layers: PyTorch's LSTM and GRU (gate order i, f, g, o and r, z, n; parameters
+ * weight_ih_l{k} (G H, in), weight_hh_l{k} (G H, H), bias_ih_l{k}, bias_hh_l{k} (G H), so a
+ * PyTorch state dict loads by name) ---- */
+typedef struct {
+    int64_t num_layers; /* stacked layers; 0: 1 */
+    bool batch_first;   /* x (B, T, in) and output (B, T, H) instead of (T, B, ...) */
+    bool no_bias;
+    double dropout;     /* on each layer's output but the last, in training */
+} em_rnn_opts;
+em_module *em_lstm_layer(int64_t input_size, int64_t hidden_size, em_rnn_opts o);
+em_module *em_gru_layer(int64_t input_size, int64_t hidden_size, em_rnn_opts o);
+/* x (T, B, in), (B, T, in) when batch_first, or unbatched (T, in); h0, c0 (L, B, H) or (L, H)
+ * unbatched, NULL for zeros -> output (T, B, H) / (B, T, H) / (T, H), the last layer's h at
+ * every step; *h_n, *c_n (when not NULL) get the last h and c of every layer, shaped as h0.
+ * em_forward(m, x) gives the output from zero states. Also for the quantized forms. */
+em_tensor *em_lstm(em_module *m, const em_tensor *x, const em_tensor *h0, const em_tensor *c0,
+                   em_tensor **h_n, em_tensor **c_n);
+em_tensor *em_gru(em_module *m, const em_tensor *x, const em_tensor *h0, em_tensor **h_n);
 
 /* ---- gradient checkpointing (em_checkpoint in autograd.h), in place: the module keeps its
  * name, parameters and children, and only its forward changes; returns the module, or NULL

@@ -25,6 +25,24 @@ em_module *em_module_append_numbered(em_module *m, const em_module_type *type, e
  * NULL with an error naming fn (every module freed) on failure. */
 em_module *em_module_numbered(const em_module_type *type, int n, va_list ap, const char *fn);
 
+/* ---- recurrent modules (nn/recurrent.c): LSTM, GRU and their quantized forms share one
+ * recurrence and differ in how a layer projects its input and its hidden state ---- */
+typedef struct em_rnn_module em_rnn_module;
+struct em_rnn_module {
+    em_module base;
+    bool lstm; /* LSTM: gates i, f, g, o and a cell state; else GRU: gates r, z, n */
+    int64_t input_size, hidden_size, num_layers;
+    bool batch_first;
+    double dropout; /* on each layer's output but the last, in training */
+    /* layer's input (hidden false) or hidden state (true) projected with its bias:
+     * x (*, in) -> (*, gates * hidden_size) */
+    em_tensor *(*project)(const em_rnn_module *r, int layer, bool hidden, const em_tensor *x);
+};
+/* The forward of every recurrent module type (em_forward: the output, states from zeros). */
+em_tensor *em_rnn_forward(em_module *m, const em_tensor *x);
+/* "LSTM(input_size=..., ...)" settings of a recurrent module, for describe */
+void em_rnn_describe(const em_module *m, char *buf, size_t n);
+
 /* A host f32 copy of t's elements in row-major order (nn/host_copy.c), or NULL with an error
  * naming fn; the caller frees it. */
 float *em_host_f32(const em_tensor *t, const char *fn);

@@ -279,15 +279,18 @@ em_status em_quantize_dynamic_(em_module *model, em_quantize_opts o)
     bool grad = em_set_grad_enabled(false);
     em_status st = EM_OK;
     for (int i = 0; i < model->n_children && st == EM_OK; i++) {
-        em_module *c = model->children[i].module;
-        if (!is_linear(c)) {
+        em_module *c = model->children[i].module, *q = NULL;
+        if (em_is_float_rnn(c)) {
+            q = em_quantized_rnn(c, o.granularity);
+        } else if (is_linear(c)) {
+            em_tensor *w = em_prune_param(c, "weight"), *b = em_prune_param(c, "bias");
+            q = w ? em_quantized_linear(w, b, o.granularity) : NULL;
+            em_release(w);
+            em_release(b);
+        } else {
             st = em_quantize_dynamic_(c, o);
             continue;
         }
-        em_tensor *w = em_prune_param(c, "weight"), *b = em_prune_param(c, "bias");
-        em_module *q = w ? em_quantized_linear(w, b, o.granularity) : NULL;
-        em_release(w);
-        em_release(b);
         if (!q) {
             st = em_error_status();
             break;

@@ -1,6 +1,7 @@
 /* Dynamic INT8 quantization (PyTorch's quantize_dynamic): Linear layers become QuantizedLinear
- * with symmetric s8 weights and f32 scales; activations are quantized per call from their range.
- * Inference only: a quantized layer's output carries no grad. */
+ * with symmetric s8 weights and f32 scales, LSTM and GRU layers their quantized forms built on
+ * it; activations are quantized per call from their range. Inference only: a quantized layer's
+ * output carries no grad. */
 #ifndef EMBER_NN_QUANTIZE_H
 #define EMBER_NN_QUANTIZE_H
 
@@ -37,8 +38,14 @@ em_tensor *em_dequantize_weight_s8(const em_tensor *q, const em_tensor *scale);
 /* A QuantizedLinear from f32 w (out, in) and b (out) or NULL. Buffers: weight s8 (out, in),
  * weight_scale f32 (out) or (1), bias f32 (out) when given. x (*, in) -> y (*, out). */
 em_module *em_quantized_linear(const em_tensor *w, const em_tensor *b, em_quant_granularity g);
-/* Replaces every Linear below model (not model itself) by a QuantizedLinear, in place; a pruned
- * Linear is quantized with its masked weight. */
+/* A QuantizedLSTM or QuantizedGRU from an LSTM or GRU: each layer's input and hidden projections
+ * become QuantizedLinear children ih_l{k} and hh_l{k} (with the biases); the recurrence runs in
+ * f32. em_lstm / em_gru and em_forward run it as the f32 module. */
+em_module *em_quantized_rnn(const em_module *rnn, em_quant_granularity g);
+bool em_is_float_rnn(const em_module *m); /* an LSTM or GRU (not quantized) */
+/* Replaces every Linear, LSTM and GRU below model (not model itself) by its quantized form, in
+ * place (PyTorch's quantize_dynamic defaults); a pruned layer is quantized with its masked
+ * weights. */
 em_status em_quantize_dynamic_(em_module *model, em_quantize_opts o);
 /* A QuantizedLinear packs its weight for the kernel when made; after its buffers are written
  * (em_module_load) call this to pack them again. */
