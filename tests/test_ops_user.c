@@ -7,29 +7,19 @@
 #include <string.h>
 
 #include "helpers/gradcheck.h"
+#include "helpers/reference.h"
 
 TestSuite(ops_user, .init = em_scope_begin, .fini = em_scope_end);
 
 /* sin(i a + b) for i = 0.., in f64: the inputs the PyTorch references were computed on */
 static em_tensor *wave(em_shape s, double a, double b)
 {
-    int64_t n = em_shape_numel(&s);
-    double v[256];
-    cr_assert_leq(n, 256);
-    for (int64_t i = 0; i < n; i++)
-        v[i] = sin((double)i * a + b);
-    return em_from_data(s, EM_F64, v);
+    return em_ref_wave(s, a, b, 1);
 }
 
 static void expect_values(const em_tensor *t, const double *want, int64_t n, double tol)
 {
-    cr_assert_not_null(t, "%s", em_error());
-    cr_assert_eq(em_numel(t), n);
-    double got[256];
-    em_copy_to_host(t, EM_F64, got);
-    for (int64_t i = 0; i < n; i++)
-        cr_assert(fabs(got[i] - want[i]) <= tol, "element %lld: %.10f, want %.10f",
-                  (long long)i, got[i], want[i]);
+    cr_assert(em_ref_close(t, want, n, tol), "%s", em_error());
 }
 
 /* ---- masked_fill ---- */
