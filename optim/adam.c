@@ -35,6 +35,7 @@ static int adam_update(const em_optim *o, const em_backend *be, em_dtype dt, dou
 }
 
 static const em_optim_rule adam_rule = {
+    .name = "adam",
     .state_names = adam_state_names,
     .supported = adam_supported,
     .update = adam_update,

@@ -62,6 +62,12 @@ int em_optim_num_groups(const em_optim *o);
 double em_optim_get_lr(const em_optim *o, int group);
 void em_optim_set_lr(em_optim *o, int group, double lr);
 
+/* The optimizer's kind ("sgd", "adam", "adamw" or "rmsprop") and its settings, defaults filled
+ * in, as one line of JSON: {"kind":"sgd","lr":0.05,"momentum":0.9,...,"group_weight_decay":[0]}
+ * (reals to 15 significant digits). A new string (free it), or NULL out of memory. A training
+ * checkpoint records it, and resuming with other settings is an error that shows both. */
+char *em_optim_settings(const em_optim *o);
+
 /* State as named tensors ("param.3.exp_avg", "group.0.lr", "step"), live references for a
  * checkpoint writer; em_optim_load_state copies values in by name and checks every shape,
  * changing nothing on a mismatch. The names: "step" (i64 0-d, em_optim_step calls),

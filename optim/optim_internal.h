@@ -26,6 +26,7 @@ typedef struct {
 
 /* What an update rule provides. */
 typedef struct {
+    const char *name; /* "sgd", "adam" (AdamW is adam with decoupled decay), "rmsprop" */
     /* the names of the per-parameter state tensors o keeps (at most EM_OPTIM_MAX_STATE) */
     int (*state_names)(const em_optim *o, const char **names);
     /* o's backend entry for this rule is present */

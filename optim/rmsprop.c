@@ -40,6 +40,7 @@ static int rmsprop_update(const em_optim *o, const em_backend *be, em_dtype dt, 
 }
 
 static const em_optim_rule rmsprop_rule = {
+    .name = "rmsprop",
     .state_names = rmsprop_state_names,
     .supported = rmsprop_supported,
     .update = rmsprop_update,

@@ -31,6 +31,7 @@ static int sgd_update(const em_optim *o, const em_backend *be, em_dtype dt, doub
 }
 
 static const em_optim_rule sgd_rule = {
+    .name = "sgd",
     .state_names = sgd_state_names,
     .supported = sgd_supported,
     .update = sgd_update,

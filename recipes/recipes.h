@@ -75,7 +75,8 @@ em_status em_recipe_eval(const em_recipe *rc, const char *data_dir, const char *
 em_optim *em_recipe_optimizer(const char *name, em_module *model, double lr, double momentum);
 /* The recipe's datasets (train or test split) from a Fashion-MNIST directory. */
 em_dataset *em_fashion_mnist(const char *data_dir, bool train, bool flat);
-/* Loads a model file (em_module_save) or the model part of a training checkpoint. */
-em_status em_load_model_any(em_module *model, const char *path);
+/* Loads a model file (em_module_save) or the model part of a training checkpoint; a file that
+ * names another recipe than rc (when rc is given) is an error saying which it holds. */
+em_status em_load_model_any(em_module *model, const em_recipe *rc, const char *path);
 
 #endif

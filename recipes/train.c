@@ -40,12 +40,19 @@ em_optim *em_recipe_optimizer(const char *name, em_module *model, double lr, dou
     return NULL;
 }
 
-em_status em_load_model_any(em_module *model, const char *path)
+em_status em_load_model_any(em_module *model, const em_recipe *rc, const char *path)
 {
     em_safetensors *f = NULL;
     em_status st = em_safetensors_load(path, &f);
     if (st != EM_OK)
         return st;
+    const char *recipe = em_safetensors_meta(f, "recipe");
+    if (rc && recipe && strcmp(recipe, rc->name)) {
+        st = em_set_error(EM_ERR_ARG, "'%s' holds a model of the %s recipe, not of %s", path,
+                          recipe, rc->name);
+        em_safetensors_free(f);
+        return st;
+    }
     const char *kind = em_safetensors_meta(f, "ember.kind");
     bool checkpoint = kind && !strcmp(kind, "train_checkpoint");
     /* a pruned, shrunk or quantized model file says so: rebuild that structure first */
@@ -242,7 +249,7 @@ em_status em_recipe_eval(const em_recipe *rc, const char *data_dir, const char *
     *res = (em_train_result){.scale = 1};
     em_module *model = rc->build();
     em_dataset *test = em_fashion_mnist(data_dir, false, rc->flat_input);
-    em_status st = model && test ? em_load_model_any(model, load_path) : em_error_status();
+    em_status st = model && test ? em_load_model_any(model, rc, load_path) : em_error_status();
     em_eval_result e = {0};
     if (st == EM_OK)
         st = em_evaluate(model, test, (em_eval_opts){0}, &e);

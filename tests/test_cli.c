@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 typedef struct {
     int status;
@@ -87,6 +88,8 @@ Test(cli, bad_values_exit_2_before_loading_data)
            "ember prune: --amount: 1.5 is out of range (must be in [0, 1))");
     expect("bench infer cnn --load a --iters 5", 2, "--iters: 5 is out of range");
     expect("bench train --rounds 0", 2, "--rounds: 0 is out of range");
+    expect("train cnn " NO_DATA " --save /nonexistent/ember-test/run.ckpt", 2,
+           "ember train: --save: cannot write '/nonexistent/ember-test/run.ckpt'");
 }
 
 Test(cli, equals_spelling_reaches_the_run)
@@ -95,4 +98,27 @@ Test(cli, equals_spelling_reaches_the_run)
     outcome o = run("train cnn --epochs=1 --lr=0.01 --optim=adam --data=/nonexistent/ember-test");
     cr_expect_eq(o.status, 1, "%s", o.out);
     cr_expect(strstr(o.out, "/nonexistent/ember-test"), "%s", o.out);
+}
+
+/* A saved run names what it holds: resuming it with another optimizer, or evaluating it as
+ * another recipe, is an error saying so (needs the Fashion-MNIST package). */
+Test(cli, a_checkpoint_is_resumed_and_evaluated_only_as_what_it_is)
+{
+    if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK) != 0) {
+        cr_skip_test("Fashion-MNIST is not installed");
+        return;
+    }
+    char ckpt[] = "/tmp/ember_cli_ckpt_XXXXXX", args[256];
+    int fd = mkstemp(ckpt);
+    cr_assert(fd >= 0);
+    close(fd);
+    snprintf(args, sizeof args, "train mlp --epochs 1 --max-steps 2 --save %s", ckpt);
+    expect(args, 0, "\"steps\":2");
+    snprintf(args, sizeof args, "train mlp --epochs 1 --max-steps 3 --resume %s --optim sgd",
+             ckpt);
+    expect(args, 1, "was saved by the optimizer {\"kind\":\"adamw\",\"lr\":0.001,");
+    expect(args, 1, "this run's is {\"kind\":\"sgd\",\"lr\":0.001,");
+    snprintf(args, sizeof args, "eval cnn --load %s", ckpt);
+    expect(args, 1, "holds a model of the mlp recipe, not of cnn");
+    unlink(ckpt);
 }

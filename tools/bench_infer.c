@@ -160,7 +160,7 @@ int em_bench_infer(int argc, char **argv)
     em_module *m[3] = {rc->build(), rc->build(), rc->build()};
     em_status st = EM_OK;
     for (int i = 0; i < 3 && st == EM_OK; i++)
-        st = m[i] ? em_load_model_any(m[i], i == VAR_PRUNED && pruned ? pruned : load)
+        st = m[i] ? em_load_model_any(m[i], rc, i == VAR_PRUNED && pruned ? pruned : load)
                   : em_error_status();
     if (st == EM_OK)
         st = em_quantize_dynamic_(m[VAR_INT8], (em_quantize_opts){0});

@@ -29,7 +29,7 @@ int em_cmd_export(int argc, char **argv)
     em_module *m = rc->build();
     em_tensor *example = rc->flat_input ? em_zeros(EM_SHAPE(1, 784), EM_F32)
                                         : em_zeros(EM_SHAPE(1, 1, 28, 28), EM_F32);
-    em_status st = m && example ? em_load_model_any(m, load) : em_error_status();
+    em_status st = m && example ? em_load_model_any(m, rc, load) : em_error_status();
     if (st == EM_OK)
         st = em_onnx_export(m, example, out, (em_onnx_opts){.opset = opset});
     em_release(example);

@@ -154,7 +154,7 @@ int em_cmd_prune(int argc, char **argv)
     em_dataset *test = em_fashion_mnist(o.data_dir, false, rc->flat_input);
     em_tensor *x64 = test ? em_test_batch(rc, o.data_dir, 64) : NULL;
     em_tensor *x1 = x64 ? em_narrow(x64, 0, 0, 1) : NULL;
-    em_status st = m && x1 ? em_load_model_any(m, o.load) : em_error_status();
+    em_status st = m && x1 ? em_load_model_any(m, rc, o.load) : em_error_status();
     double base_acc = 0, acc = 0;
     em_latency base1 = {0}, base64 = {0}, l1 = {0}, l64 = {0};
     int64_t base_params = em_module_num_params(m), removed = 0;

@@ -91,7 +91,7 @@ int em_cmd_quantize(int argc, char **argv)
     int fd = mkstemp(f32_path);
     if (fd >= 0)
         close(fd);
-    em_status st = m && x64 ? em_load_model_any(m, load) : em_error_status();
+    em_status st = m && x64 ? em_load_model_any(m, rc, load) : em_error_status();
     if (st == EM_OK)
         st = measure(m, test, x64, &f32);
     if (st == EM_OK && fd >= 0)

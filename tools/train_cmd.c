@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "recipes/recipes.h"
+#include "tensor/atomic_file.h"
 #include "tensor/json_internal.h"
 #include "tools/args.h"
 #include "tools/tools_internal.h"
@@ -111,6 +112,10 @@ int em_cmd_train(int argc, char **argv)
         return parsed;
     if (!(o.recipe = em_find_recipe(spec.command, recipe)))
         return 2;
+    if (o.save_path && em_atomic_check(o.save_path) != EM_OK) { /* before any data loads */
+        fprintf(stderr, "ember train: --save: %s\n", em_error());
+        return 2;
+    }
     o.tech.amp = !strcmp(amp, "f16") ? EM_F16 : !strcmp(amp, "bf16") ? EM_BF16 : EM_F32;
     o.validate = !no_val;
     if (threads)

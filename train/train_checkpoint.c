@@ -8,7 +8,7 @@
 #include "nn/serialize.h"
 #include "train/train_checkpoint.h"
 
-#define N_OWN_META 7 /* 4 without a loader */
+#define N_OWN_META 8 /* kind, scheduler step, generator (2), loader (3), optimizer */
 
 /* The parts of a checkpoint, in file order, and their tensor name prefixes. */
 enum { PART_MODEL, PART_OPTIM, PART_SCALER, PART_SCHED, N_PARTS };
@@ -94,8 +94,8 @@ em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
     char values[N_OWN_META][32];
     const char *keys[N_OWN_META] = {"ember.kind", "ember.scheduler_step", "ember.rng_seed",
                                     "ember.rng_offset", "ember.loader_epoch", "ember.loader_batch",
-                                    "ember.loader_batches"};
-    int n_own = s->loader ? N_OWN_META : N_OWN_META - 3;
+                                    "ember.loader_batches", "ember.optim"};
+    const char *own_keys[N_OWN_META], *own_values[N_OWN_META];
     em_loader_pos pos = s->loader ? em_loader_position(s->loader) : (em_loader_pos){0};
     snprintf(values[0], 32, "train_checkpoint");
     snprintf(values[1], 32, "%" PRId64, s->scheduler ? em_scheduler_last_step(s->scheduler) : -1);
@@ -104,11 +104,22 @@ em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
     snprintf(values[4], 32, "%" PRId64, pos.epoch);
     snprintf(values[5], 32, "%" PRId64, pos.batch);
     snprintf(values[6], 32, "%" PRId64, s->loader ? em_loader_num_batches(s->loader) : 0);
+    char *optim = s->optim ? em_optim_settings(s->optim) : NULL;
+    int n_own = 0;
+    for (int k = 0; k < N_OWN_META; k++) {
+        const char *v = k == 7 ? optim : values[k];
+        if (!v || (!s->loader && k >= 4 && k <= 6))
+            continue;
+        own_keys[n_own] = keys[k];
+        own_values[n_own++] = v;
+    }
     em_st_meta *all = calloc((size_t)n_meta + N_OWN_META, sizeof *all);
     layout l;
     em_st_entry *e = collect(s, &l);
     em_status st = EM_OK;
-    if (!all || !e) {
+    if (s->optim && !optim) {
+        st = em_error_status();
+    } else if (!all || !e) {
         st = all ? em_error_status() : em_set_error(EM_ERR_MEMORY, "em_train_checkpoint_save: "
                                                                    "out of memory");
     } else {
@@ -119,12 +130,13 @@ em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
             all[i] = meta[i];
         }
         for (int i = 0; i < n_own; i++)
-            all[n_meta + i] = (em_st_meta){.key = keys[i], .value = values[i]};
+            all[n_meta + i] = (em_st_meta){.key = own_keys[i], .value = own_values[i]};
         if (st == EM_OK)
             st = em_safetensors_save(path, e, l.total, all, n_meta + n_own);
     }
     free_entries(e, e ? l.total : 0);
     free(all);
+    free(optim);
     return st;
 }
 
@@ -206,6 +218,33 @@ static em_status check_loader(const em_safetensors *f, const char *path, const e
     return EM_OK;
 }
 
+/* The file's optimizer must be this run's: the same kind and settings, and its state entries
+ * exactly the ones this optimizer keeps. */
+static em_status check_optim(const em_safetensors *f, const char *path, const em_optim *o,
+                             const em_st_entry *e, const layout *l)
+{
+    const char *saved = em_safetensors_meta(f, "ember.optim");
+    char *mine = em_optim_settings(o);
+    if (!mine)
+        return em_error_status();
+    em_status st = EM_OK;
+    if (saved && strcmp(saved, mine))
+        st = em_set_error(EM_ERR_ARG, "em_train_checkpoint_load: %s was saved by the optimizer "
+                          "%s; this run's is %s", path, saved, mine);
+    free(mine);
+    int in_file = 0;
+    size_t prefix_len = strlen(part_prefix[PART_OPTIM]);
+    for (int i = 0; i < f->n_tensors; i++)
+        in_file += !strncmp(f->names[i], part_prefix[PART_OPTIM], prefix_len);
+    if (st == EM_OK)
+        st = check_part(f, path, e, l, PART_OPTIM);
+    if (st == EM_OK && in_file != l->n[PART_OPTIM])
+        st = em_set_error(EM_ERR_ARG, "em_train_checkpoint_load: %s holds %d optimizer state "
+                          "tensors; this run's optimizer keeps %d (another optimizer?)", path,
+                          in_file, l->n[PART_OPTIM]);
+    return st;
+}
+
 /* Everything is checked before anything changes; the optimizer's load checks itself first. */
 static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
                          const em_st_entry *e, const layout *l, em_param_ref *refs)
@@ -227,6 +266,8 @@ static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
         st = check_part(f, path, e, l, PART_MODEL);
     if (st == EM_OK)
         st = check_part(f, path, e, l, PART_SCHED);
+    if (st == EM_OK && s->optim)
+        st = check_optim(f, path, s->optim, e, l);
     for (int p = PART_OPTIM; p < N_PARTS; p++)
         file_refs(f, e, l, p, refs + l->first[p]);
     bool scaler_present = false;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "tensor/atomic_file.h"
 #include "train/train_internal.h"
 
 double em_train_clock_s(void)
@@ -26,6 +27,8 @@ static em_status check_opts(const em_module *model, const em_optim *optim, em_tr
         return em_set_error(EM_ERR_ARG, "em_trainer_new: negative grad_accum (%d), clip (%g), "
                             "max_steps (%lld) or val_batch (%lld)", tech.grad_accum, tech.clip,
                             (long long)o.max_steps, (long long)o.val_batch);
+    if (o.checkpoint && em_atomic_check(o.checkpoint) != EM_OK) /* before the run, not after */
+        return em_error_status();
     return EM_OK;
 }
 
