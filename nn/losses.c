@@ -5,13 +5,17 @@
 
 #include "nn/nn_internal.h"
 
-/* per-sample losses (N) reduced as asked; count is the denominator of the mean */
-static em_tensor *reduce(em_tensor *per_sample, em_reduction r, double count)
+/* per-sample losses (N) reduced as asked; the mean divides by total (a 0-d tensor on the losses'
+ * device) or, when total is NULL, by count */
+static em_tensor *reduce(em_tensor *per_sample, em_reduction r, const em_tensor *total,
+                         double count)
 {
     switch (r) {
     case EM_REDUCTION_NONE: return per_sample;
     case EM_REDUCTION_SUM: return em_sum_all(per_sample);
-    case EM_REDUCTION_MEAN: return em_mul_scalar(em_sum_all(per_sample), 1.0 / count);
+    case EM_REDUCTION_MEAN:
+        return total ? em_div(em_sum_all(per_sample), total)
+                     : em_mul_scalar(em_sum_all(per_sample), 1.0 / count);
     }
     em_set_error(EM_ERR_ARG, "em_loss: unknown reduction %d", (int)r);
     return NULL;
@@ -25,33 +29,25 @@ static bool check_reduction(em_reduction r, const char *fn)
     return false;
 }
 
-/* What nll needs of the targets, read once on the host. */
+/* What nll needs of the targets, computed on their device (nothing is read back to the host). */
 typedef struct {
     em_tensor *idx;    // (N, 1) i64: each sample's class, 0 for ignored ones
-    em_tensor *keep;   // (N, 1): 1 for kept samples, 0 for ignored ones
-    em_tensor *weight; // (N, 1): the class weight of each kept sample, 0 for ignored ones
-    double total;      // the sum of weight: the denominator of the mean (PyTorch's)
+    em_tensor *weight; // (N, 1) or NULL (all 1): the class weight of each kept sample, 0 for
+                       // ignored ones
+    em_tensor *keep;   // (N, 1) or NULL (all kept): 1 for kept samples, 0 for ignored ones
+    em_tensor *total;  // 0-d or NULL (N): the sum of weight, the mean's denominator (PyTorch's)
 } nll_targets;
 
-/* Class weights (C) on the host as f64, all 1 without o.weight; false with an error. */
-static bool class_weights(const em_tensor *lp, em_cross_entropy_opts o, const char *fn,
-                          double *w)
+static bool check_weight(const em_tensor *lp, em_cross_entropy_opts o, const char *fn)
 {
-    int64_t c = lp->shape[1];
-    if (!o.weight) {
-        for (int64_t k = 0; k < c; k++)
-            w[k] = 1;
-        return true;
-    }
     char bl[64], bw[64];
-    if (o.weight->ndim != 1 || o.weight->shape[0] != c || !em_dtype_is_float(o.weight->dtype)
-        || o.weight->device != lp->device) {
-        em_set_error(EM_ERR_ARG, "%s: weight must be floating point (C) on the input's device "
-                     "for input %s, not %s %s", fn, em_shape_str(lp, bl, sizeof bl),
-                     em_dtype_name(o.weight->dtype), em_shape_str(o.weight, bw, sizeof bw));
-        return false;
-    }
-    return em_copy_to_host(o.weight, EM_F64, w) == EM_OK;
+    if (!o.weight || (o.weight->ndim == 1 && o.weight->shape[0] == lp->shape[1] &&
+                      em_dtype_is_float(o.weight->dtype) && o.weight->device == lp->device))
+        return true;
+    em_set_error(EM_ERR_ARG, "%s: weight must be floating point (C) on the input's device for "
+                 "input %s, not %s %s", fn, em_shape_str(lp, bl, sizeof bl),
+                 em_dtype_name(o.weight->dtype), em_shape_str(o.weight, bw, sizeof bw));
+    return false;
 }
 
 /* Checks log_probs (N, C), target i64 (N) and the options, and fills t; false on error. */
@@ -64,57 +60,67 @@ static bool check_targets(const em_tensor *lp, const em_tensor *target, em_cross
                      em_dtype_name(lp->dtype), em_shape_str(lp, bl, sizeof bl));
         return false;
     }
-    if (target->dtype != EM_I64 || target->ndim != 1 || target->shape[0] != lp->shape[0]) {
-        em_set_error(EM_ERR_ARG, "%s: target must be i64 (N) of class indices for input %s, "
-                     "not %s %s", fn, em_shape_str(lp, bl, sizeof bl),
-                     em_dtype_name(target->dtype), em_shape_str(target, bt, sizeof bt));
+    if (target->dtype != EM_I64 || target->ndim != 1 || target->shape[0] != lp->shape[0] ||
+        target->device != lp->device) {
+        em_set_error(EM_ERR_ARG, "%s: target must be i64 (N) of class indices on the input's "
+                     "device for input %s, not %s %s on %s", fn, em_shape_str(lp, bl, sizeof bl),
+                     em_dtype_name(target->dtype), em_shape_str(target, bt, sizeof bt),
+                     em_device_name(target->device));
         return false;
     }
-    if (!check_reduction(o.reduction, fn))
+    if (!check_reduction(o.reduction, fn) || !check_weight(lp, o, fn))
         return false;
     if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1)) {
         em_set_error(EM_ERR_ARG, "%s: label_smoothing %g is outside [0, 1]", fn,
                      o.label_smoothing);
         return false;
     }
-    int64_t n = lp->shape[0], c = lp->shape[1];
-    size_t rows = (size_t)(n ? n : 1);
-    int64_t *cls = malloc(rows * sizeof *cls);
-    double *on = malloc(rows * sizeof *on), *sw = malloc(rows * sizeof *sw);
-    double *w = malloc((size_t)(c ? c : 1) * sizeof *w);
-    bool ok = cls && on && sw && w;
-    if (!ok)
-        em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
-    ok = ok && em_copy_to_host(target, EM_I64, cls) == EM_OK && class_weights(lp, o, fn, w);
-    t->total = 0;
-    for (int64_t i = 0; i < n && ok; i++) {
+    int64_t n = lp->shape[0];
+    em_tensor *column = em_reshape(target, EM_SHAPE(n, 1));
+    *t = (nll_targets){.idx = column};
+    if (o.has_ignore_index) {
+        em_tensor *ignore = em_to_device(em_scalar((double)o.ignore_index, EM_I64), lp->device);
+        em_tensor *kept = em_ne(column, ignore);
+        t->idx = em_where(kept, column, em_zeros_like(ignore));
+        t->keep = em_to_dtype(kept, lp->dtype);
+    }
+    if (o.weight) {
+        em_tensor *w = em_index_select(em_to_dtype(o.weight, lp->dtype), 0,
+                                       em_reshape(t->idx, EM_SHAPE(n)));
+        t->weight = em_reshape(w, EM_SHAPE(n, 1));
+        if (t->keep)
+            t->weight = em_mul(t->weight, t->keep);
+    } else {
+        t->weight = t->keep;
+    }
+    if (t->weight)
+        t->total = em_sum_all(t->weight);
+    return t->idx && (!o.has_ignore_index || t->keep) && (!o.weight || t->weight) &&
+           (!t->weight || t->total);
+}
+
+/* On the error path of an out-of-range target: the CPU names it (read back only here). */
+static void name_bad_target(const em_tensor *lp, const em_tensor *target, const char *fn,
+                            em_cross_entropy_opts o)
+{
+    int64_t n = em_numel(target), c = lp->shape[1];
+    int64_t *cls = malloc((size_t)(n > 0 ? n : 1) * sizeof *cls);
+    bool read = cls && em_copy_to_host(target, EM_I64, cls) == EM_OK;
+    for (int64_t i = 0; read && i < n; i++) {
         bool ignored = o.has_ignore_index && cls[i] == o.ignore_index;
         if (!ignored && (cls[i] < 0 || cls[i] >= c)) {
+            em_error_clear(); /* in place of the gather's message about the same index */
             em_set_error(EM_ERR_ARG, "%s: target %lld at index %lld is out of range for %lld "
                          "classes", fn, (long long)cls[i], (long long)i, (long long)c);
-            ok = false;
             break;
         }
-        on[i] = ignored ? 0.0 : 1.0;
-        cls[i] = ignored ? 0 : cls[i];
-        sw[i] = ignored ? 0.0 : w[cls[i]];
-        t->total += sw[i];
-    }
-    if (ok) {
-        t->idx = em_from_data(EM_SHAPE(n, 1), EM_I64, cls);
-        t->keep = em_to_dtype(em_from_data(EM_SHAPE(n, 1), EM_F64, on), lp->dtype);
-        t->weight = em_to_dtype(em_from_data(EM_SHAPE(n, 1), EM_F64, sw), lp->dtype);
-        ok = t->idx && t->keep && t->weight;
     }
     free(cls);
-    free(on);
-    free(sw);
-    free(w);
-    return ok;
 }
 
 /* PyTorch's nll with class weights: -w[y] lp[y] per sample, the mean divided by the sum of the
- * kept samples' weights; label smoothing adds -sum_c w[c] lp[c] / C per kept sample. */
+ * kept samples' weights; label smoothing adds -sum_c w[c] lp[c] / C per kept sample. The gather
+ * validates the targets on their device. */
 static em_tensor *nll(const em_tensor *lp, const em_tensor *target, em_cross_entropy_opts o,
                       const char *fn)
 {
@@ -123,12 +129,20 @@ static em_tensor *nll(const em_tensor *lp, const em_tensor *target, em_cross_ent
         return NULL;
     int64_t n = lp->shape[0], c = lp->shape[1];
     int one = 1;
-    em_tensor *picked = em_reshape(em_mul(em_gather(lp, 1, t.idx), t.weight), EM_SHAPE(n));
-    em_tensor *loss = reduce(em_neg(picked), o.reduction, t.total);
+    em_tensor *gathered = em_gather(lp, 1, t.idx);
+    if (!gathered) {
+        name_bad_target(lp, target, fn, o);
+        return NULL;
+    }
+    em_tensor *picked = em_reshape(t.weight ? em_mul(gathered, t.weight) : gathered, EM_SHAPE(n));
+    em_tensor *loss = reduce(em_neg(picked), o.reduction, t.total, (double)n);
     if (o.label_smoothing > 0) {
         const em_tensor *wlp = o.weight ? em_mul(lp, em_to_dtype(o.weight, lp->dtype)) : lp;
-        em_tensor *all = em_reshape(em_mul(em_sum(wlp, &one, 1, true), t.keep), EM_SHAPE(n));
-        em_tensor *smooth = reduce(em_neg(all), o.reduction, t.total);
+        em_tensor *all = em_sum(wlp, &one, 1, true);
+        if (t.keep)
+            all = em_mul(all, t.keep);
+        em_tensor *smooth = reduce(em_neg(em_reshape(all, EM_SHAPE(n))), o.reduction, t.total,
+                                   (double)n);
         loss = em_add(em_mul_scalar(loss, 1.0 - o.label_smoothing),
                       em_mul_scalar(smooth, o.label_smoothing / (double)c));
     }
@@ -222,7 +236,7 @@ static bool check_pair(const em_tensor *a, const em_tensor *b, em_reduction r, c
 /* elementwise loss ew, reduced: none keeps the input's shape, mean divides by numel */
 static em_tensor *reduce_elementwise(em_tensor *ew, em_reduction r, const em_tensor *input)
 {
-    return em_keep(reduce(ew, r, (double)em_numel(input)));
+    return em_keep(reduce(ew, r, NULL, (double)em_numel(input)));
 }
 
 em_tensor *em_mse_loss(const em_tensor *input, const em_tensor *target, em_reduction r)
