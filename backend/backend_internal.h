@@ -134,6 +134,11 @@ typedef struct em_backend {
     int (*copy_from_host)(void *dst, const void *src_host, size_t nbytes);
     int (*copy_to_host)(void *dst_host, const void *src, size_t nbytes);
     int (*synchronize)(void);
+    /* a line about the device into buf: "NVIDIA H100 80GB HBM3, 79.1 GiB, compute capability 9.0" */
+    void (*describe)(char *buf, size_t n);
+    /* f32 matrix products on TF32 tensor cores (on) or in full f32 (off, the default); NULL where
+     * f32 products are always full f32 */
+    int (*set_tf32)(bool on);
 
     /* elementwise: out and inputs share out's shape (inputs already broadcast by strides) */
     int (*fill)(const em_arr *out, double value);

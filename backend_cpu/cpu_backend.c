@@ -13,6 +13,7 @@ static const em_backend cpu_backend = {
     .copy_from_host = em_cpu_copy_from_host,
     .copy_to_host = em_cpu_copy_to_host,
     .synchronize = em_cpu_synchronize,
+    .describe = em_cpu_describe,
     .fill = em_cpu_fill,
     .copy = em_cpu_copy,
     .unary = em_cpu_unary,

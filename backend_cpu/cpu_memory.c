@@ -1,4 +1,6 @@
 /* The CPU backend's memory entries: 64-byte aligned host allocations and plain copies. */
+#include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,4 +39,10 @@ int em_cpu_copy_to_host(void *dst_host, const void *src, size_t nbytes)
 int em_cpu_synchronize(void)
 {
     return EM_KERNEL_OK;
+}
+
+void em_cpu_describe(char *buf, size_t n)
+{
+    snprintf(buf, n, "%d OpenMP threads, %s", omp_get_max_threads(),
+             em_cpu_has_avx2() ? "AVX2+FMA kernels" : "portable kernels (no AVX2)");
 }

@@ -36,6 +36,8 @@ void em_cuda_free(void *ptr);
 int em_cuda_copy_from_host(void *dst, const void *src_host, size_t nbytes);
 int em_cuda_copy_to_host(void *dst_host, const void *src, size_t nbytes);
 int em_cuda_synchronize(void);
+void em_cuda_describe(char *buf, size_t n);
+int em_cuda_set_tf32(bool on);
 void *em_cuda_scratch(size_t nbytes);               /* NULL when out of memory */
 void em_cuda_scratch_free(void *ptr, size_t nbytes); /* NULL is fine */
 const em_backend *em_cuda_table(void);              /* cuda_backend.c */

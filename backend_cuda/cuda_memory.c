@@ -1,6 +1,8 @@
 /* The CUDA backend's device, stream and memory: one non-blocking compute stream that every
  * kernel, copy and cuBLAS call is ordered on, device allocations, copies that wait for the
  * stream, and kernel scratch through the accounting allocator. */
+#include <stdio.h>
+
 #include "backend_cuda/cuda_internal.h"
 
 static cudaStream_t stream;
@@ -30,6 +32,25 @@ cudaStream_t em_cuda_stream(void)
 cublasHandle_t em_cuda_cublas(void)
 {
     return cublas;
+}
+
+void em_cuda_describe(char *buf, size_t n)
+{
+    struct cudaDeviceProp p;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess) {
+        snprintf(buf, n, "cuda: device properties unavailable");
+        return;
+    }
+    snprintf(buf, n, "%s, %.1f GiB, compute capability %d.%d, %d multiprocessors", p.name,
+             (double)p.totalGlobalMem / (1 << 30), p.major, p.minor, p.multiProcessorCount);
+}
+
+int em_cuda_set_tf32(bool on)
+{
+    cublasMath_t mode = on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+    return cublasSetMathMode(cublas, mode) == CUBLAS_STATUS_SUCCESS ? EM_KERNEL_OK
+                                                                    : EM_KERNEL_FAILED;
 }
 
 int em_cuda_status(cudaError_t err)

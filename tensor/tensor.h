@@ -101,6 +101,17 @@ int em_copy_to_host(const em_tensor *t, em_dtype dtype, void *dst);
 const char *em_shape_str(const em_tensor *t, char *buf, size_t n);
 void em_print(const em_tensor *t, FILE *f); /* readable, PyTorch-like, summarised when large */
 
+/* ---- devices ---- */
+bool em_device_available(em_device device);
+/* a line about the device ("cpu: 2 threads", "NVIDIA H100 ..., compute capability 9.0") into
+ * buf; "not available" when it is not */
+const char *em_device_describe(em_device device, char *buf, size_t n);
+/* waits for the device's queued work; reports an error a kernel raised there (a bad index) */
+em_status em_device_synchronize(em_device device);
+/* TF32 tensor cores for f32 matrix products on devices that have them (off by default, as in
+ * PyTorch): faster, with 10-bit mantissa products */
+em_status em_set_tf32(bool on);
+
 /* ---- in place, outside autograd (initialisation, optimizer updates) ----
  * Views, dtype conversion and other differentiable ops are in autograd/autograd.h. */
 em_status em_copy_(em_tensor *dst, const em_tensor *src); /* broadcasts src, converts dtype */

@@ -24,16 +24,24 @@ void em_sort_doubles(double *v, int n)
     qsort(v, (size_t)n, sizeof *v, cmp_double);
 }
 
+/* The Python that runs the PyTorch half: $EMBER_PYTHON, else Debian's (python3-torch). */
+static const char *torch_python(void)
+{
+    const char *py = getenv("EMBER_PYTHON");
+    return py && *py ? py : "/usr/bin/python3";
+}
+
 bool em_run_torch_script(const char *script, const char *args, em_torch_line_fn on_line,
                          void *ctx)
 {
-    if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
-        printf("PyTorch half skipped: /usr/bin/python3 cannot import torch "
-               "(apt-get install python3-torch)\n");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s -c 'import torch' >/dev/null 2>&1", torch_python());
+    if (system(cmd) != 0) {
+        printf("PyTorch half skipped: %s cannot import torch (apt-get install python3-torch, or "
+               "set EMBER_PYTHON)\n", torch_python());
         return false;
     }
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/%s %s", EMBER_SOURCE_DIR, script, args);
+    snprintf(cmd, sizeof cmd, "%s %s/tools/%s %s", torch_python(), EMBER_SOURCE_DIR, script, args);
     FILE *p = popen(cmd, "r");
     if (!p)
         return false;

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """PyTorch side of `ember bench train`: the same recipes (MLP 784-512-256-10, the CNN), SGD with
-momentum 0.9, random batches from Fashion-MNIST; prints `CASE samples_per_s N` per case, the
-median of per-step times after 10 warm-up steps. Needs Debian's python3-torch."""
+momentum 0.9, random batches from Fashion-MNIST, on the CPU or a GPU, in f32 or under autocast
+(f16 with a GradScaler); prints `CASE samples_per_s N` per case, the median of per-step times
+after 10 warm-up steps (a GPU's queue waited for inside each step). Needs PyTorch (Debian's
+python3-torch on the CPU)."""
 import argparse, gzip, statistics, struct, sys, time
 
 import numpy as np
@@ -42,17 +44,29 @@ class CNN(nn.Module):
         return self.f2(F.relu(self.f1(x.flatten(1))))
 
 
-def samples_per_s(model, x, y, batch, steps):
+def samples_per_s(model, x, y, batch, steps, amp):
+    device = x.device
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
+    scaler = torch.amp.GradScaler(device.type) if amp == torch.float16 else None
+    perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(0)).to(device)
     times = []
     for i in range(steps + 10):
         j = perm[(i * batch) % (len(x) - batch):][:batch]
         xb, yb = x[j], y[j]
+        sync()
         t = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        F.cross_entropy(model(xb), yb).backward()
-        opt.step()
+        with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+            loss = F.cross_entropy(model(xb), yb)
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        sync()
         if i >= 10:
             times.append(time.perf_counter() - t)
     return batch / statistics.median(times)
@@ -64,16 +78,23 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--cases", default="mlp_b64,mlp_b256,cnn_b64")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--amp", default="off", choices=["off", "f16", "bf16"])
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    amp = {"off": None, "f16": torch.float16, "bf16": torch.bfloat16}[a.amp]
+    device = torch.device(a.device)
     x = torch.tensor(read_idx(f"{a.data}/train-images-idx3-ubyte.gz"), dtype=torch.float32) / 255
     y = torch.tensor(read_idx(f"{a.data}/train-labels-idx1-ubyte.gz"), dtype=torch.long)
-    print(f"torch {torch.__version__} threads {torch.get_num_threads()}", flush=True)
+    x, y = x.to(device), y.to(device)
+    print(f"torch {torch.__version__} threads {torch.get_num_threads()} device {device}",
+          flush=True)
     for case in a.cases.split(","):
         name, batch = case.split("_b")
         torch.manual_seed(0)
-        steps = a.steps if name == "mlp" else max(a.steps // 4, 10)
-        sps = samples_per_s(mlp() if name == "mlp" else CNN(), x, y, int(batch), steps)
+        steps = a.steps if name == "mlp" or device.type == "cuda" else max(a.steps // 4, 10)
+        model = (mlp() if name == "mlp" else CNN()).to(device)
+        sps = samples_per_s(model, x, y, int(batch), steps, amp)
         print(f"{case} samples_per_s {sps:.0f}", flush=True)
 
 

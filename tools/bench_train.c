@@ -1,5 +1,6 @@
 /* `ember bench train`: training samples/s of the reference recipes, ember and PyTorch side by
- * side in one run (same models, SGD momentum 0.9, random batches, median step time after warm-up). */
+ * side in one run (same models, SGD momentum 0.9, random batches, median step time after warm-up),
+ * on the CPU or a GPU, in f32 or under f16/bf16 autocast. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,12 +19,25 @@ typedef struct {
     double goal; /* the ratio to PyTorch we aim for */
 } bench_case;
 
-static const bench_case cases[] = {
+static const bench_case cpu_cases[] = {
     {"mlp_b64", "mlp", 64, 1.7},
     {"mlp_b256", "mlp", 256, 1.5},
     {"cnn_b64", "cnn", 64, 2.0},
 };
-#define N_CASES (int)(sizeof cases / sizeof cases[0])
+/* a GPU also at batches that fill it */
+static const bench_case gpu_cases[] = {
+    {"mlp_b64", "mlp", 64, 1.0},   {"mlp_b1024", "mlp", 1024, 1.0},
+    {"cnn_b64", "cnn", 64, 1.0},   {"cnn_b512", "cnn", 512, 1.0},
+};
+#define N_MAX_CASES 4
+
+/* What one run measures: the cases, where, and in which precision. */
+typedef struct {
+    const bench_case *cases;
+    int n_cases;
+    em_device device;
+    em_dtype amp; /* EM_F32: autocast off */
+} bench_setup;
 #define MAX_ROUNDS 9
 
 /* The whole training split as one batch: x (60000, 784), y (60000). */
@@ -38,26 +52,46 @@ static em_status load_all(const char *data_dir, em_batch *all)
     return st;
 }
 
-/* Median samples/s of `steps` timed training steps after 10 warm-up steps. */
-static double ember_samples_per_s(const bench_case *c, const em_batch *all, int steps)
+/* Median samples/s of `steps` timed training steps after 10 warm-up steps; a device's queued
+ * work is waited for inside each timed step. */
+static double ember_samples_per_s(const bench_setup *b, const bench_case *c, const em_batch *all,
+                                  int steps)
 {
     const em_recipe *rc = em_recipe_find(c->recipe);
     em_manual_seed(0);
     em_module *model = rc->build();
-    em_optim *opt = em_sgd(model, (em_sgd_opts){.lr = 0.05, .momentum = 0.9});
+    if (model && em_module_to(model, b->device) != EM_OK) {
+        em_module_free(model);
+        model = NULL;
+    }
+    em_optim *opt = model ? em_sgd(model, (em_sgd_opts){.lr = 0.05, .momentum = 0.9}) : NULL;
+    em_grad_scaler *scaler = b->amp == EM_F16 ? em_scaler_new((em_scaler_opts){0}) : NULL;
     double *times = calloc((size_t)steps, sizeof *times);
     double result = -1;
     for (int i = 0; model && opt && times && i < steps + 10; i++) {
         em_scope_begin();
         em_tensor *idx = em_randint(EM_SHAPE(c->batch), EM_I64, 0, em_size(all->x, 0), NULL);
+        if (b->device != EM_CPU)
+            idx = em_to_device(idx, b->device);
         em_tensor *x = em_index_select(all->x, 0, idx); // (B, 784)
         if (!rc->flat_input)
             x = em_reshape(x, EM_SHAPE(c->batch, 1, 28, 28));
         em_tensor *y = em_index_select(all->y, 0, idx); // (B)
+        bool ok = em_device_synchronize(b->device) == EM_OK;
         double t = em_now_s();
-        em_tensor *loss = em_cross_entropy(em_forward(model, x), y, (em_cross_entropy_opts){0});
-        bool ok = loss && em_backward(loss) == EM_OK && em_optim_step(opt) == EM_OK;
+        if (b->amp != EM_F32)
+            em_autocast_begin(b->amp);
+        em_tensor *logits = em_forward(model, x);
+        if (b->amp != EM_F32)
+            em_autocast_end();
+        em_tensor *loss = em_cross_entropy(logits, y, (em_cross_entropy_opts){0});
+        if (scaler)
+            ok = ok && loss && em_backward(em_scaler_scale(scaler, loss)) == EM_OK &&
+                 em_scaler_step(scaler, opt, NULL) == EM_OK && em_scaler_update(scaler) == EM_OK;
+        else
+            ok = ok && loss && em_backward(loss) == EM_OK && em_optim_step(opt) == EM_OK;
         em_optim_zero_grad(opt);
+        ok = ok && em_device_synchronize(b->device) == EM_OK;
         if (i >= 10)
             times[i - 10] = em_now_s() - t;
         em_scope_end();
@@ -72,29 +106,37 @@ static double ember_samples_per_s(const bench_case *c, const em_batch *all, int 
     }
 done:
     free(times);
+    em_scaler_free(scaler);
     em_optim_free(opt);
     em_module_free(model);
     return result;
 }
 
-/* One line of tools/bench_torch.py: "CASE samples_per_s N" into ctx (N_CASES doubles). */
+/* What a line of tools/bench_torch.py is read into. */
+typedef struct {
+    const bench_setup *b;
+    double sps[N_MAX_CASES];
+} torch_round;
+
+/* One line of tools/bench_torch.py: "CASE samples_per_s N". */
 static void torch_line(void *ctx, const char *line)
 {
-    double *torch_sps = ctx, sps;
+    torch_round *r = ctx;
+    double sps;
     char name[64];
     if (sscanf(line, "%63s samples_per_s %lf", name, &sps) != 2) {
         printf("%s", line);
         return;
     }
-    for (int i = 0; i < N_CASES; i++)
-        if (!strcmp(name, cases[i].name))
-            torch_sps[i] = sps;
+    for (int i = 0; i < r->b->n_cases; i++)
+        if (!strcmp(name, r->b->cases[i].name))
+            r->sps[i] = sps;
 }
 
 int em_bench_train(int argc, char **argv)
 {
     int threads = 2, steps = 200, rounds = 3;
-    const char *data_dir = EM_FASHION_MNIST_DIR;
+    const char *data_dir = EM_FASHION_MNIST_DIR, *device = "cpu", *amp = "off";
     const em_opt opts[] = {
         {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads (default 2)",
          .range = EM_RANGE(1, 4096)},
@@ -103,6 +145,10 @@ int em_bench_train(int argc, char **argv)
         {"rounds", EM_OPT_INT, &rounds, "N", "rounds alternating ember and PyTorch (default 3)",
          .range = EM_RANGE(1, MAX_ROUNDS)},
         {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"device", EM_OPT_CHOICE, &device, .choices = "cpu|cuda",
+         .help = "where both frameworks train (default cpu)"},
+        {"amp", EM_OPT_CHOICE, &amp, .choices = "off|f16|bf16",
+         .help = "autocast dtype (f16 with a grad scaler; default off)"},
         {0}};
     const em_cmd_spec spec = {
         .command = "ember bench train", .opts = opts,
@@ -111,33 +157,47 @@ int em_bench_train(int argc, char **argv)
     if (parsed != EM_ARGS_RUN)
         return parsed;
     omp_set_num_threads(threads);
+    bool gpu = !strcmp(device, "cuda");
+    bench_setup b = {.cases = gpu ? gpu_cases : cpu_cases,
+                     .n_cases = gpu ? (int)(sizeof gpu_cases / sizeof gpu_cases[0])
+                                    : (int)(sizeof cpu_cases / sizeof cpu_cases[0]),
+                     .device = gpu ? EM_CUDA : EM_CPU,
+                     .amp = !strcmp(amp, "f16") ? EM_F16 : !strcmp(amp, "bf16") ? EM_BF16 : EM_F32};
+    const bench_case *cases = b.cases;
     em_batch all;
-    if (load_all(data_dir, &all) != EM_OK) {
+    if (load_all(data_dir, &all) != EM_OK ||
+        (gpu && (em_to_device_(all.x, EM_CUDA) != EM_OK || em_to_device_(all.y, EM_CUDA) != EM_OK))) {
         fprintf(stderr, "ember bench train: %s\n", em_error());
         return 1;
     }
     /* rounds alternate ember and PyTorch, so both see the same machine; medians are reported */
-    double ember_sps[N_CASES][MAX_ROUNDS], torch_sps[N_CASES][MAX_ROUNDS] = {{0}};
+    double ember_sps[N_MAX_CASES][MAX_ROUNDS], torch_sps[N_MAX_CASES][MAX_ROUNDS] = {{0}};
     bool torch = true;
-    char args[1200];
-    snprintf(args, sizeof args, "--threads %d --steps %d --data %s", threads, steps, data_dir);
+    char args[1400], names[256] = "";
+    for (int i = 0; i < b.n_cases; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? "," : "",
+                 cases[i].name);
+    snprintf(args, sizeof args, "--threads %d --steps %d --data %s --device %s --amp %s --cases %s",
+             threads, steps, data_dir, device, amp, names);
     for (int r = 0; r < rounds; r++) {
-        for (int i = 0; i < N_CASES; i++) {
-            int n = cases[i].recipe[0] == 'c' ? steps / 4 : steps;
-            ember_sps[i][r] = ember_samples_per_s(&cases[i], &all, n < 10 ? 10 : n);
+        for (int i = 0; i < b.n_cases; i++) {
+            int n = cases[i].recipe[0] == 'c' && !gpu ? steps / 4 : steps;
+            ember_sps[i][r] = ember_samples_per_s(&b, &cases[i], &all, n < 10 ? 10 : n);
         }
-        double round_torch[N_CASES] = {0};
-        torch = torch && em_run_torch_script("bench_torch.py", args, torch_line, round_torch);
-        for (int i = 0; i < N_CASES; i++)
-            torch_sps[i][r] = round_torch[i];
+        torch_round round_torch = {.b = &b};
+        torch = torch && em_run_torch_script("bench_torch.py", args, torch_line, &round_torch);
+        for (int i = 0; i < b.n_cases; i++)
+            torch_sps[i][r] = round_torch.sps[i];
     }
     em_release(all.x);
     em_release(all.y);
-    printf("\nember bench train: %d threads; per round the median step after 10 warm-up steps, "
-           "then the median of %d rounds\n", threads, rounds);
+    char about[256];
+    printf("\nember bench train on %s (%s), autocast %s: %d threads; per round the median step "
+           "after 10 warm-up steps, then the median of %d rounds\n", device,
+           em_device_describe(b.device, about, sizeof about), amp, threads, rounds);
     printf("%-10s %16s %16s %8s %6s\n", "case", "ember samples/s", "torch samples/s", "ratio",
            "goal");
-    for (int i = 0; i < N_CASES; i++) {
+    for (int i = 0; i < b.n_cases; i++) {
         em_sort_doubles(ember_sps[i], rounds);
         em_sort_doubles(torch_sps[i], rounds);
         double e = ember_sps[i][rounds / 2], t = torch_sps[i][rounds / 2];

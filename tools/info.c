@@ -2,7 +2,6 @@
 #include <omp.h>
 #include <stdio.h>
 
-#include "backend/backend_internal.h"
 #include "ember.h"
 #include "tools/args.h"
 #include "tools/tools_internal.h"
@@ -16,8 +15,9 @@ int em_cmd_info(int argc, char **argv)
         return parsed;
     printf("ember threads: %d (OMP_NUM_THREADS)\n", omp_get_max_threads());
     for (int d = 0; d < EM_NDEVICES; d++) {
-        const em_backend *b = em_backend_get((em_device)d);
-        printf("device %-5s %s\n", em_device_name((em_device)d), b ? "available" : "not available");
+        char about[256];
+        printf("device %-5s %s\n", em_device_name((em_device)d),
+               em_device_describe((em_device)d, about, sizeof about));
     }
     printf("dtypes:");
     for (int t = 0; t < EM_NDTYPES; t++)
