@@ -134,6 +134,19 @@ typedef struct em_backend {
     int (*copy_from_host)(void *dst, const void *src_host, size_t nbytes);
     int (*copy_to_host)(void *dst_host, const void *src, size_t nbytes);
     int (*synchronize)(void);
+    /* page-locked host memory for fast, asynchronous copies (NULL entries: plain host memory) */
+    void *(*host_alloc)(size_t nbytes);
+    void (*host_free)(void *ptr_host);
+    /* Asynchronous copies beside the kernels (NULL entries: the device has none). mark records
+     * the point the device's queued kernels have reached into *ev. copy_from_host_async copies
+     * from page-locked src_host on a separate queue, after the device has passed `after` (NULL:
+     * at once): later kernels see the bytes, and *done is a handle for event_wait, which returns
+     * once src_host may be reused. event_wait and event_free release a handle. */
+    int (*mark)(void **ev);
+    int (*copy_from_host_async)(void *dst, const void *src_host, size_t nbytes, void *after,
+                                void **done);
+    int (*event_wait)(void *ev);
+    void (*event_free)(void *ev);
     /* a line about the device into buf: "NVIDIA H100 80GB HBM3, 79.1 GiB, compute capability 9.0" */
     void (*describe)(char *buf, size_t n);
     /* f32 matrix products on TF32 tensor cores (on) or in full f32 (off, the default); NULL where

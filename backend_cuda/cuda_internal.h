@@ -36,6 +36,13 @@ void em_cuda_free(void *ptr);
 int em_cuda_copy_from_host(void *dst, const void *src_host, size_t nbytes);
 int em_cuda_copy_to_host(void *dst_host, const void *src, size_t nbytes);
 int em_cuda_synchronize(void);
+void *em_cuda_host_alloc(size_t nbytes); /* page-locked */
+void em_cuda_host_free(void *ptr_host);
+int em_cuda_mark(void **ev);
+int em_cuda_copy_from_host_async(void *dst, const void *src_host, size_t nbytes, void *after,
+                                 void **done);
+int em_cuda_event_wait(void *ev);
+void em_cuda_event_free(void *ev);
 void em_cuda_describe(char *buf, size_t n);
 int em_cuda_set_tf32(bool on);
 void *em_cuda_scratch(size_t nbytes);               /* NULL when out of memory */

@@ -5,7 +5,7 @@
 
 #include "backend_cuda/cuda_internal.h"
 
-static cudaStream_t stream;
+static cudaStream_t stream, copy_stream;
 static cublasHandle_t cublas;
 
 bool em_cuda_init(void)
@@ -15,6 +15,10 @@ bool em_cuda_init(void)
         return false;
     if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
         return false;
+    if (cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking) != cudaSuccess) {
+        cudaStreamDestroy(stream);
+        return false;
+    }
     if (cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS) {
         cudaStreamDestroy(stream);
         return false;
@@ -96,6 +100,72 @@ int em_cuda_copy_to_host(void *dst_host, const void *src, size_t nbytes)
     int rc = em_cuda_status(cudaMemcpyAsync(dst_host, src, nbytes, cudaMemcpyDeviceToHost,
                                             stream));
     return rc == EM_KERNEL_OK ? em_cuda_synchronize() : rc;
+}
+
+void *em_cuda_host_alloc(size_t nbytes)
+{
+    void *ptr = NULL;
+    if (cudaHostAlloc(&ptr, nbytes ? nbytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return ptr;
+}
+
+void em_cuda_host_free(void *ptr_host)
+{
+    cudaFreeHost(ptr_host);
+}
+
+int em_cuda_mark(void **ev)
+{
+    cudaEvent_t e;
+    if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess)
+        return EM_KERNEL_FAILED;
+    if (cudaEventRecord(e, stream) != cudaSuccess) {
+        cudaEventDestroy(e);
+        return EM_KERNEL_FAILED;
+    }
+    *ev = e;
+    return EM_KERNEL_OK;
+}
+
+/* On the copy stream, so that it overlaps the compute stream's kernels: it starts once the
+ * compute stream has passed `after`, the compute stream waits for it on the device (the host
+ * does not), and *done is an event the host can wait on. */
+int em_cuda_copy_from_host_async(void *dst, const void *src_host, size_t nbytes, void *after,
+                                 void **done)
+{
+    cudaEvent_t ev;
+    if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
+        return EM_KERNEL_FAILED;
+    int rc = after ? em_cuda_status(cudaStreamWaitEvent(copy_stream, (cudaEvent_t)after, 0))
+                   : EM_KERNEL_OK;
+    if (rc == EM_KERNEL_OK)
+        rc = em_cuda_status(cudaMemcpyAsync(dst, src_host, nbytes, cudaMemcpyHostToDevice,
+                                            copy_stream));
+    if (rc == EM_KERNEL_OK)
+        rc = em_cuda_status(cudaEventRecord(ev, copy_stream));
+    if (rc == EM_KERNEL_OK)
+        rc = em_cuda_status(cudaStreamWaitEvent(stream, ev, 0));
+    if (rc == EM_KERNEL_OK) {
+        *done = ev;
+        return EM_KERNEL_OK;
+    }
+    cudaEventDestroy(ev);
+    return rc;
+}
+
+int em_cuda_event_wait(void *ev)
+{
+    int rc = em_cuda_status(cudaEventSynchronize((cudaEvent_t)ev));
+    cudaEventDestroy((cudaEvent_t)ev);
+    return rc;
+}
+
+void em_cuda_event_free(void *ev)
+{
+    cudaEventDestroy((cudaEvent_t)ev);
 }
 
 void *em_cuda_scratch(size_t nbytes)

@@ -235,6 +235,11 @@ typedef struct {
     int n_transforms;
     em_collate_fn collate;    /* NULL: em_collate_default */
     void *collate_ctx;        /* passed to collate; the caller's */
+    em_device device;         /* where the batches are handed out (default the CPU) */
+    bool pin_memory;          /* assemble batches in page-locked host memory and copy them to
+                                 the device without waiting, beside the previous step's kernels
+                                 (PyTorch's pin_memory + non_blocking); the batches are views of
+                                 two buffers the loader reuses once nothing holds them */
 } em_loader_opts;
 
 /* Where the loader stands: the next call to em_loader_next returns batch `batch` of `epoch`

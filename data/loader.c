@@ -10,6 +10,7 @@
 
 #include "data/data.h"
 #include "data/data_internal.h"
+#include "data/loader_feed_internal.h"
 
 typedef enum { SLOT_EMPTY, SLOT_FILLING, SLOT_READY } slot_state;
 
@@ -55,6 +56,8 @@ struct em_loader {
     pthread_t *threads;
     worker *workers; /* (max(num_workers, 1)); workers[0] also serves the inline path */
     int n_threads;
+    bool fed;      /* batches go to o.device through the feed (pin_memory on a device) */
+    em_feed feed;
 };
 
 /* Load sample idx into row x (x_numel) and y through the transform chain. */
@@ -282,11 +285,48 @@ static em_status make_batch(em_loader *dl, const slot *s, em_batch *batch)
     return EM_OK;
 }
 
+/* The host slot the feed's last copies read is free again once they are done. */
+static void release_fed_slot(em_loader *dl)
+{
+    int k = dl->fed ? em_feed_release(&dl->feed) : -1;
+    if (k < 0)
+        return;
+    pthread_mutex_lock(&dl->mu);
+    dl->slots[k].state = SLOT_EMPTY;
+    pthread_cond_broadcast(&dl->work_cv);
+    pthread_mutex_unlock(&dl->mu);
+}
+
+/* Batch s on the loader's device: through the feed, or collated on the host and copied. */
+static em_status device_batch(em_loader *dl, slot *s, em_batch *batch)
+{
+    if (dl->fed && !dl->o.collate) {
+        em_feed_rows rows = {.x = s->x, .y = s->y, .rows = s->rows,
+                             .batch_size = dl->o.batch_size, .x_shape = dl->x_shape,
+                             .y_shape = dl->ds->y_shape, .x_dtype = dl->ds->x_dtype,
+                             .y_dtype = dl->ds->y_dtype};
+        em_status st = em_feed_batch(&dl->feed, &rows, (int)(s - dl->slots), batch);
+        batch->epoch = dl->epoch;
+        batch->index = s->batch;
+        return st;
+    }
+    em_status st = make_batch(dl, s, batch);
+    if (st != EM_OK)
+        return st;
+    em_tensor *x = em_to_device(batch->x, dl->o.device), *y = em_to_device(batch->y, dl->o.device);
+    em_release(batch->x);
+    em_release(batch->y);
+    batch->x = x;
+    batch->y = y;
+    return x && y ? EM_OK : em_error_status();
+}
+
 em_status em_loader_next(em_loader *dl, em_batch *batch)
 {
     if (!dl || !batch)
         return em_set_error(EM_ERR_ARG, "em_loader_next: NULL loader or batch");
     *batch = (em_batch){0};
+    release_fed_slot(dl);
     if (!dl->started) {
         em_status st = start_epoch(dl);
         if (st != EM_OK)
@@ -316,10 +356,16 @@ em_status em_loader_next(em_loader *dl, em_batch *batch)
         if (st != EM_OK)
             em_set_error(st, "%s", s->msg);
     }
-    if (st == EM_OK)
+    bool held = false;
+    if (st == EM_OK && (dl->o.device != EM_CPU || dl->fed)) {
+        st = device_batch(dl, s, batch);
+        held = dl->fed && dl->feed.held_slot >= 0; /* freed by the next call */
+    } else if (st == EM_OK) {
         st = make_batch(dl, s, batch);
+    }
     pthread_mutex_lock(&dl->mu);
-    s->state = SLOT_EMPTY;
+    if (!held)
+        s->state = SLOT_EMPTY;
     dl->next_consume++;
     pthread_cond_broadcast(&dl->work_cv);
     pthread_mutex_unlock(&dl->mu);
@@ -344,6 +390,7 @@ em_status em_loader_set_position(em_loader *dl, em_loader_pos pos)
         return em_set_error(EM_ERR_ARG, "em_loader_set_position: epoch %lld, batch %lld: batch "
                             "must be in [0, %lld]", (long long)pos.epoch, (long long)pos.batch,
                             (long long)dl->n_batches);
+    release_fed_slot(dl);
     pthread_mutex_lock(&dl->mu);
     quiesce(dl);
     dl->epoch = pos.epoch;
@@ -357,9 +404,12 @@ void em_loader_free(em_loader *dl)
     if (!dl)
         return;
     join_workers(dl);
+    if (dl->fed)
+        em_feed_free(&dl->feed);
+    em_device host = dl->fed ? dl->o.device : EM_CPU; /* whose page-locked memory the slots use */
     for (int k = 0; dl->slots && k < dl->window; k++) {
-        free(dl->slots[k].x);
-        free(dl->slots[k].y);
+        em_host_free(host, dl->slots[k].x);
+        em_host_free(host, dl->slots[k].y);
     }
     int nw = dl->o.num_workers > 0 ? dl->o.num_workers : 1;
     for (int k = 0; dl->workers && k < nw; k++)
@@ -429,9 +479,10 @@ static bool alloc_buffers(em_loader *dl)
     dl->threads = calloc((size_t)nw, sizeof *dl->threads);
     if (!dl->slots || !dl->workers || !dl->threads)
         return false;
+    em_device host = dl->fed ? dl->o.device : EM_CPU; /* page-locked for the feed */
     for (int k = 0; k < dl->window; k++) {
-        dl->slots[k].x = malloc((size_t)dl->slot_x_bytes + 1);
-        dl->slots[k].y = malloc((size_t)dl->slot_y_bytes + 1);
+        dl->slots[k].x = em_host_alloc(host, (size_t)dl->slot_x_bytes + 1);
+        dl->slots[k].y = em_host_alloc(host, (size_t)dl->slot_y_bytes + 1);
         if (!dl->slots[k].x || !dl->slots[k].y)
             return false;
     }
@@ -473,6 +524,11 @@ em_loader *em_loader_new(const em_dataset *ds, em_loader_opts opts)
                      "em_sampler_random for a shuffled order)");
         return NULL;
     }
+    if (!em_device_available(opts.device)) {
+        em_set_error(EM_ERR_UNSUPPORTED, "em_loader_new: device %s is not available",
+                     em_device_name(opts.device));
+        return NULL;
+    }
     em_loader *dl = calloc(1, sizeof *dl);
     if (!dl) {
         em_set_error(EM_ERR_MEMORY, "em_loader_new: out of memory");
@@ -480,6 +536,8 @@ em_loader *em_loader_new(const em_dataset *ds, em_loader_opts opts)
     }
     dl->ds = ds;
     dl->o = opts;
+    dl->fed = opts.pin_memory; /* on the CPU too: plain memory, copies that complete at once */
+    em_feed_init(&dl->feed, opts.device);
     dl->o.batch_size = opts.batch_size ? opts.batch_size : 1;
     dl->o.prefetch_factor = opts.prefetch_factor ? opts.prefetch_factor : 2;
     dl->o.transforms = NULL;

@@ -36,6 +36,21 @@ const em_backend *em_tensor_backend(const em_tensor *t, const char *fn);
 /* Turn a kernel's return code into a status, recording "fn: not supported for dtype on device". */
 em_status em_kernel_status(int rc, const char *fn, const em_tensor *t);
 
+/* ---- feeding a device without waiting (tensor/host_transfer.c; data/loader.c uses them) ---- */
+/* Host memory for fast copies to device: page-locked where the device has such memory. */
+void *em_host_alloc(em_device device, size_t nbytes);
+void em_host_free(em_device device, void *ptr);
+/* nbytes of page-locked host memory into the start of t (contiguous), on a separate queue once
+ * t's device has passed `after` (NULL: at once), without waiting; later kernels see the bytes.
+ * *done is for em_event_wait (the host memory may be reused after it); NULL where the device
+ * copies synchronously. */
+em_status em_copy_from_host_async(em_tensor *t, const void *host, size_t nbytes, void *after,
+                                  void **done);
+/* *ev marks how far the device's queued kernels have got (NULL on a device without marks). */
+em_status em_device_mark(em_device device, void **ev);
+em_status em_event_wait(em_device device, void *ev); /* waits, then frees ev; NULL is fine */
+void em_event_free(em_device device, void *ev);       /* NULL is fine */
+
 /* Called with a dying tensor's node (t->node != NULL when its last reference goes). The tensor
  * layer cannot include autograd headers, so autograd sets this to em_node_release before it
  * attaches the first node; NULL until then. */
