@@ -129,65 +129,54 @@ static bool shape_ok(const em_pool2d_shape *s)
            s->kernel[0] > 0 && s->kernel[1] > 0 && s->stride[0] > 0 && s->stride[1] > 0;
 }
 
-extern "C" int em_cuda_max_pool2d(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
-                                  int64_t *argmax)
+/* Checks s, then runs launch(T{}, grid) for dt's storage type T over n threads' work. */
+template <typename F> static int pool_launch(const em_pool2d_shape *s, int64_t n, em_dtype dt,
+                                             F launch)
 {
     if (!shape_ok(s))
         return EM_KERNEL_UNSUPPORTED;
-    const int64_t n = s->n * s->c * s->h_out * s->w_out;
     if (n == 0)
         return EM_KERNEL_OK;
     return dispatch_float(dt, [&](auto t) {
-        using T = decltype(t);
-        max_pool_kernel<T><<<grid_for(n, THREADS), THREADS, 0, em_cuda_stream()>>>(
-            *s, (const T *)x, (T *)y, argmax);
+        launch(t, grid_for(n, THREADS));
         return em_cuda_launch_status();
+    });
+}
+
+extern "C" int em_cuda_max_pool2d(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
+                                  int64_t *argmax)
+{
+    return pool_launch(s, s->n * s->c * s->h_out * s->w_out, dt, [&](auto t, unsigned grid) {
+        using T = decltype(t);
+        max_pool_kernel<T><<<grid, THREADS, 0, em_cuda_stream()>>>(*s, (const T *)x, (T *)y,
+                                                                    argmax);
     });
 }
 
 extern "C" int em_cuda_max_pool2d_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy,
                                        const int64_t *argmax, void *gx)
 {
-    if (!shape_ok(s))
-        return EM_KERNEL_UNSUPPORTED;
-    const int64_t n = s->n * s->c * s->h * s->w;
-    if (n == 0)
-        return EM_KERNEL_OK;
-    return dispatch_float(dt, [&](auto t) {
+    return pool_launch(s, s->n * s->c * s->h * s->w, dt, [&](auto t, unsigned grid) {
         using T = decltype(t);
-        max_pool_grad_kernel<T><<<grid_for(n, THREADS), THREADS, 0, em_cuda_stream()>>>(
-            *s, (const T *)gy, argmax, (T *)gx);
-        return em_cuda_launch_status();
+        max_pool_grad_kernel<T><<<grid, THREADS, 0, em_cuda_stream()>>>(*s, (const T *)gy,
+                                                                         argmax, (T *)gx);
     });
 }
 
 extern "C" int em_cuda_avg_pool2d(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y)
 {
-    if (!shape_ok(s))
-        return EM_KERNEL_UNSUPPORTED;
-    const int64_t n = s->n * s->c * s->h_out * s->w_out;
-    if (n == 0)
-        return EM_KERNEL_OK;
-    return dispatch_float(dt, [&](auto t) {
+    return pool_launch(s, s->n * s->c * s->h_out * s->w_out, dt, [&](auto t, unsigned grid) {
         using T = decltype(t);
-        avg_pool_kernel<T><<<grid_for(n, THREADS), THREADS, 0, em_cuda_stream()>>>(
-            *s, (const T *)x, (T *)y);
-        return em_cuda_launch_status();
+        avg_pool_kernel<T><<<grid, THREADS, 0, em_cuda_stream()>>>(*s, (const T *)x, (T *)y);
     });
 }
 
 extern "C" int em_cuda_avg_pool2d_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy,
                                        void *gx)
 {
-    if (!shape_ok(s))
-        return EM_KERNEL_UNSUPPORTED;
-    const int64_t n = s->n * s->c * s->h * s->w;
-    if (n == 0)
-        return EM_KERNEL_OK;
-    return dispatch_float(dt, [&](auto t) {
+    return pool_launch(s, s->n * s->c * s->h * s->w, dt, [&](auto t, unsigned grid) {
         using T = decltype(t);
-        avg_pool_grad_kernel<T><<<grid_for(n, THREADS), THREADS, 0, em_cuda_stream()>>>(
-            *s, (const T *)gy, (T *)gx);
-        return em_cuda_launch_status();
+        avg_pool_grad_kernel<T><<<grid, THREADS, 0, em_cuda_stream()>>>(*s, (const T *)gy,
+                                                                        (T *)gx);
     });
 }

@@ -12,47 +12,28 @@
 static em_status pow_sums_launch(const char *fn, em_tensor *const *params, int n, double p,
                                  em_device dev, em_dtype dt, double *out)
 {
-    size_t m = (size_t)(n > 0 ? n : 1);
-    int64_t *numel = malloc(m * sizeof *numel);
-    void **data = malloc(m * sizeof *data);
-    int *which = malloc(m * sizeof *which);
-    double *host = malloc(m * sizeof *host);
-    em_status st = numel && data && which && host
-                       ? EM_OK : em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
-    em_scope_begin();
-    int k = 0;
-    for (int i = 0; i < n && st == EM_OK; i++) {
-        em_tensor *g = params[i] ? params[i]->grad : NULL;
-        if (!g || g->device != dev || g->dtype != dt)
-            continue;
-        em_tensor *c = em_is_contiguous(g) ? g : em_tensor_contiguous_raw(g);
-        if (!c) {
-            st = em_error_status();
-            break;
-        }
-        numel[k] = em_numel(c);
-        data[k] = em_data_ptr(c);
-        which[k++] = i;
-    }
-    em_tensor *sums = st == EM_OK ? em_empty_on(EM_SHAPE(k), EM_F64, dev) : NULL;
+    em_grad_list l;
+    em_status st = em_grad_list_make(fn, params, n, dev, dt, &l);
+    double *host = st == EM_OK ? malloc((size_t)(l.n > 0 ? l.n : 1) * sizeof *host) : NULL;
+    if (st == EM_OK && !host)
+        st = em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+    em_tensor *sums = st == EM_OK ? em_empty_on(EM_SHAPE(l.n), EM_F64, dev) : NULL;
     if (st == EM_OK && !sums)
         st = em_error_status();
     if (st == EM_OK) {
         const em_backend *be = em_tensor_backend(sums, fn);
-        em_array_list l = {.n = k, .numel = numel, .data = data};
-        st = be->norm_pow_sum ? em_kernel_status(be->norm_pow_sum(dt, p, &l, em_data_ptr(sums)),
-                                                 fn, sums)
-                              : em_set_error(EM_ERR_UNSUPPORTED, "%s: not supported on %s", fn,
-                                            em_device_name(dev));
+        em_array_list arrays = em_grad_list_arrays(&l);
+        st = be->norm_pow_sum
+                 ? em_kernel_status(be->norm_pow_sum(dt, p, &arrays, em_data_ptr(sums)), fn, sums)
+                 : em_set_error(EM_ERR_UNSUPPORTED, "%s: not supported on %s", fn,
+                                em_device_name(dev));
     }
     if (st == EM_OK)
         st = em_copy_to_host(sums, EM_F64, host);
-    for (int j = 0; st == EM_OK && j < k; j++)
-        out[which[j]] = host[j];
-    em_scope_end();
-    free(numel);
-    free(data);
-    free(which);
+    for (int k = 0; st == EM_OK && k < l.n; k++)
+        out[l.which[k]] = host[k];
+    em_release(sums);
+    em_grad_list_free(&l);
     free(host);
     return st;
 }

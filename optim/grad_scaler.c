@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "optim/grad_scaler.h"
+#include "optim/guards_internal.h"
 #include "optim/optim_internal.h"
 #include "tensor/tensor_internal.h"
 
@@ -105,51 +106,26 @@ em_tensor *em_scaler_scale(em_grad_scaler *s, const em_tensor *loss)
     return em_mul_scalar(loss, s->opts.disabled ? 1.0 : (double)*scale_ptr(s));
 }
 
-/* Every grad of o on device dev in dtype dt *= inv_scale in place, in one launch of the
- * backend's kernel; *flag (a 0-d f32 on dev) becomes 1 when an element was inf or NaN. Grads
- * that are not contiguous go through contiguous copies. */
-static em_status unscale_launch(em_optim *o, em_device dev, em_dtype dt, double inv_scale,
-                                em_tensor *flag)
+/* Every grad of params (n) on device dev in dtype dt *= inv_scale in place, in one launch of the
+ * backend's kernel; *flag (a 0-d f32 on dev) becomes 1 when an element was inf or NaN. */
+static em_status unscale_launch(em_tensor *const *params, int n, em_device dev, em_dtype dt,
+                                double inv_scale, em_tensor *flag)
 {
     static const char *fn = "em_scaler_unscale";
     const em_backend *be = em_tensor_backend(flag, fn);
     if (!be->unscale_check)
         return em_set_error(EM_ERR_UNSUPPORTED, "%s: not supported on %s", fn,
                             em_device_name(dev));
-    size_t m = (size_t)(o->n_params > 0 ? o->n_params : 1);
-    int64_t *numel = malloc(m * sizeof *numel);
-    void **data = malloc(m * sizeof *data);
-    em_tensor **grads = malloc(m * sizeof *grads), **copies = calloc(m, sizeof *copies);
-    em_status st = numel && data && grads && copies
-                       ? EM_OK : em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
-    int n = 0;
-    for (int i = 0; i < o->n_params && st == EM_OK; i++) {
-        em_tensor *g = o->params[i].param->grad;
-        if (!g || g->device != dev || g->dtype != dt)
-            continue;
-        em_tensor *c = em_is_contiguous(g) ? g : em_tensor_contiguous_raw(g);
-        if (!c) {
-            st = em_error_status();
-            break;
-        }
-        grads[n] = g;
-        copies[n] = c != g ? c : NULL;
-        numel[n] = em_numel(c);
-        data[n++] = em_data_ptr(c);
+    em_grad_list l;
+    em_status st = em_grad_list_make(fn, params, n, dev, dt, &l);
+    if (st == EM_OK && l.n > 0) {
+        em_array_list arrays = em_grad_list_arrays(&l);
+        st = em_kernel_status(be->unscale_check(dt, inv_scale, &arrays, em_data_ptr(flag)), fn,
+                              flag);
     }
-    if (st == EM_OK && n > 0) {
-        em_array_list l = {.n = n, .numel = numel, .data = data};
-        st = em_kernel_status(be->unscale_check(dt, inv_scale, &l, em_data_ptr(flag)), fn, flag);
-    }
-    for (int i = 0; copies && i < n; i++) {
-        if (copies[i] && st == EM_OK)
-            st = em_copy_(grads[i], copies[i]);
-        em_release(copies[i]);
-    }
-    free(numel);
-    free(data);
-    free(grads);
-    free(copies);
+    if (st == EM_OK)
+        st = em_grad_list_write_back(&l, params);
+    em_grad_list_free(&l);
     return st;
 }
 
@@ -161,7 +137,10 @@ static em_status unscale_all(em_grad_scaler *s, em_optim *o, bool *found)
     double inv_scale = (float)(1.0 / (double)*scale_ptr(s));
     em_tensor *flags[EM_NDEVICES] = {0};
     bool launched[EM_NDEVICES][EM_NDTYPES] = {{false}};
-    em_status st = EM_OK;
+    em_tensor **params = malloc((size_t)(o->n_params > 0 ? o->n_params : 1) * sizeof *params);
+    em_status st = params ? EM_OK : em_set_error(EM_ERR_MEMORY, "em_scaler_unscale: out of memory");
+    for (int i = 0; params && i < o->n_params; i++)
+        params[i] = o->params[i].param;
     for (int i = 0; i < o->n_params && st == EM_OK; i++) {
         em_tensor *g = o->params[i].param->grad;
         if (!g || launched[g->device][g->dtype])
@@ -171,7 +150,8 @@ static em_status unscale_all(em_grad_scaler *s, em_optim *o, bool *found)
             st = flags[g->device] ? em_zero_(flags[g->device]) : em_error_status();
         }
         if (st == EM_OK)
-            st = unscale_launch(o, g->device, g->dtype, inv_scale, flags[g->device]);
+            st = unscale_launch(params, o->n_params, g->device, g->dtype, inv_scale,
+                                flags[g->device]);
         launched[g->device][g->dtype] = true;
     }
     *found = false;
@@ -180,6 +160,7 @@ static em_status unscale_all(em_grad_scaler *s, em_optim *o, bool *found)
             *found |= em_item(flags[d]) != 0;
         em_release(flags[d]);
     }
+    free(params);
     return st;
 }
 
