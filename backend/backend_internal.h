@@ -236,6 +236,19 @@ typedef struct em_backend {
     int (*qlinear_dynamic)(int64_t m, int64_t n, int64_t k, const float *x /* (m, k) */,
                            const void *packed, const float *w_scale, int64_t n_scales,
                            const float *bias /* (n) or NULL */, float *y /* (m, n) */);
+    /* static int8 (calibrated): as qlinear_dynamic, but x is quantized with the fixed x_scale
+     * and x_zero_point, and relu clamps y at 0 (a fused ReLU) */
+    int (*qlinear_static)(int64_t m, int64_t n, int64_t k, const float *x /* (m, k) */,
+                          float x_scale, int32_t x_zero_point, const void *packed,
+                          const float *w_scale, int64_t n_scales,
+                          const float *bias /* (n) or NULL */, bool relu, float *y /* (m, n) */);
+    /* static int8 conv2d (groups 1): w (C_out, C_in * KH * KW) s8 packed as above; x quantized
+     * with x_scale and x_zero_point, padding taking the zero point's value; relu as above */
+    int (*qconv2d_static)(const em_conv2d_shape *s, const float *x /* (N, C_in, H, W) */,
+                          float x_scale, int32_t x_zero_point, const void *packed,
+                          const float *w_scale, int64_t n_scales,
+                          const float *bias /* (C_out) or NULL */, bool relu,
+                          float *y /* (N, C_out, H_out, W_out) */);
 
     /* mixed precision and stability guards, one launch over the arrays of l.data (f32 or f64) */
     /* every array *= inv_scale in place; *found_inf (one f32 in this device's memory) is set to

@@ -42,6 +42,8 @@ static const em_backend cpu_backend = {
     .int8_packed_size = em_cpu_int8_packed_size,
     .int8_pack = em_cpu_int8_pack,
     .qlinear_dynamic = em_cpu_qlinear_dynamic,
+    .qlinear_static = em_cpu_qlinear_static,
+    .qconv2d_static = em_cpu_qconv2d_static,
     .unscale_check = em_cpu_unscale_check,
     .norm_pow_sum = em_cpu_norm_pow_sum,
 };

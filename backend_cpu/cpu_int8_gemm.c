@@ -61,6 +61,7 @@ typedef struct {
     const int32_t *corr; /* (np) zero point x weight row sum */
     const float *scale;  /* (np) activation scale x weight scale */
     const float *bias;   /* (np) */
+    bool relu;           /* clamp at 0 */
 } epilogue;
 
 /* Group g (4 bytes) of a row of a, reading only the valid bytes of a last, partial group. */
@@ -81,8 +82,10 @@ static inline void store_row(const int32_t *sum, int64_t j0, int cols, const epi
         return;
     }
     float *y = (float *)out + row * ldo + j0;
-    for (int c = 0; c < cols; c++)
+    for (int c = 0; c < cols; c++) {
         y[c] = (float)(sum[c] - epi->corr[j0 + c]) * epi->scale[j0 + c] + epi->bias[j0 + c];
+        y[c] = epi->relu && !(y[c] > 0) ? 0.0f : y[c];
+    }
 }
 
 /* ---- portable path ---- */
@@ -127,6 +130,8 @@ store_avx2(__m256i sum, int64_t j0, int cols, const epilogue *epi, void *out, in
         __m256i v = _mm256_sub_epi32(sum, _mm256_loadu_si256((const __m256i *)(epi->corr + j0)));
         __m256 y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_loadu_ps(epi->scale + j0),
                                    _mm256_loadu_ps(epi->bias + j0));
+        if (epi->relu)
+            y = _mm256_max_ps(y, _mm256_setzero_ps());
         _mm256_storeu_ps((float *)out + row * ldo + j0, y);
         return;
     }
@@ -279,6 +284,42 @@ int em_cpu_int8_gemm(int64_t m, int64_t n, int64_t k, const uint8_t *a, int64_t 
     return gemm_driver(em_cpu_has_avx2(), m, n, k, a, lda, packed, NULL, c, ldc);
 }
 
+/* y (m, n) = the dequantized product of a and packed w (see em_cpu_int8_gemm_dequant). */
+static int gemm_dequant(bool avx2, int64_t m, int64_t n, int64_t k, const uint8_t *a,
+                        int64_t lda, const void *packed, float x_scale, int32_t x_zero_point,
+                        const float *w_scale, int64_t n_scales, const float *bias, bool relu,
+                        float *y, int64_t ldy)
+{
+    int64_t np = round_up(n, PANEL);
+    float *scale = em_cpu_scratch((size_t)np * (2 * sizeof(float) + sizeof(int32_t)));
+    if (!scale)
+        return EM_KERNEL_FAILED;
+    float *b = scale + np;               // (np)
+    int32_t *corr = (int32_t *)(b + np); // (np)
+    const int32_t *sums = packed;        // (np)
+    for (int64_t j = 0; j < np; j++) {
+        bool real = j < n;
+        scale[j] = real ? x_scale * w_scale[n_scales == 1 ? 0 : j] : 0;
+        b[j] = real && bias ? bias[j] : 0;
+        corr[j] = x_zero_point * sums[j];
+    }
+    epilogue epi = {.corr = corr, .scale = scale, .bias = b, .relu = relu};
+    int rc = gemm_driver(avx2, m, n, k, a, lda, packed, &epi, y, ldy);
+    em_cpu_scratch_free(scale);
+    return rc;
+}
+
+int em_cpu_int8_gemm_dequant(int64_t m, int64_t n, int64_t k, const uint8_t *a, int64_t lda,
+                             const void *packed, float x_scale, int32_t x_zero_point,
+                             const float *w_scale, int64_t n_scales, const float *bias,
+                             bool relu, float *y, int64_t ldy)
+{
+    if (n_scales != 1 && n_scales != n)
+        return EM_KERNEL_UNSUPPORTED;
+    return gemm_dequant(em_cpu_has_avx2(), m, n, k, a, lda, packed, x_scale, x_zero_point,
+                        w_scale, n_scales, bias, relu, y, ldy);
+}
+
 /* ---- activation quantization ---- */
 
 void em_cpu_qparams_u7(float min, float max, float *scale, int32_t *zero_point)
@@ -341,6 +382,26 @@ __attribute__((target("avx2,fma"))) static void quantize_row_avx2(const float *x
         q[i] = quantize_one(x[i], inv, zp);
 }
 
+static void quantize_rows_fixed(bool avx2, int64_t m, int64_t k, const float *x, float scale,
+                                int32_t zero_point, uint8_t *q, int64_t ldq)
+{
+    float inv = 1.0f / scale, zp = (float)zero_point;
+    for (int64_t r = 0; r < m; r++) {
+        if (avx2)
+            quantize_row_avx2(x + r * k, k, inv, zp, q + r * ldq);
+        else
+            for (int64_t i = 0; i < k; i++)
+                q[r * ldq + i] = quantize_one(x[r * k + i], inv, zp);
+        memset(q + r * ldq + k, 0, (size_t)(ldq - k));
+    }
+}
+
+void em_cpu_quantize_rows_u7(int64_t m, int64_t k, const float *x, float scale,
+                             int32_t zero_point, uint8_t *q, int64_t ldq)
+{
+    quantize_rows_fixed(em_cpu_has_avx2(), m, k, x, scale, zero_point, q, ldq);
+}
+
 /* q (m, ldq) = x (m, k) quantized with the tensor's range; pad bytes k..ldq-1 are zero. */
 static void quantize_rows(bool avx2, int64_t m, int64_t k, const float *x, uint8_t *q,
                           int64_t ldq, float *scale, int32_t *zero_point)
@@ -355,15 +416,7 @@ static void quantize_rows(bool avx2, int64_t m, int64_t k, const float *x, uint8
         }
     bool any = m > 0 && k > 0;
     em_cpu_qparams_u7(any ? mn : 0, any ? mx : 0, scale, zero_point);
-    float inv = 1.0f / *scale, zp = (float)*zero_point;
-    for (int64_t r = 0; r < m; r++) {
-        if (avx2)
-            quantize_row_avx2(x + r * k, k, inv, zp, q + r * ldq);
-        else
-            for (int64_t i = 0; i < k; i++)
-                q[r * ldq + i] = quantize_one(x[r * k + i], inv, zp);
-        memset(q + r * ldq + k, 0, (size_t)(ldq - k));
-    }
+    quantize_rows_fixed(avx2, m, k, x, *scale, *zero_point, q, ldq);
 }
 
 int em_cpu_quantize_u7(int64_t n, const float *x, uint8_t *q, float *scale, int32_t *zero_point)
@@ -379,27 +432,16 @@ int em_cpu_qlinear_dynamic_path(bool avx2, int64_t m, int64_t n, int64_t k, cons
     if (m < 0 || n < 0 || k < 0 || (n_scales != 1 && n_scales != n) ||
         (avx2 && !em_cpu_has_avx2()))
         return EM_KERNEL_UNSUPPORTED;
-    int64_t np = round_up(n, PANEL), lda = round_up(k > 0 ? k : 1, KGROUP);
-    size_t bytes = (size_t)(np * (2 * sizeof(float) + sizeof(int32_t)) + m * lda);
-    void *buf = em_cpu_scratch(bytes ? bytes : 1);
-    if (!buf)
+    int64_t lda = round_up(k > 0 ? k : 1, KGROUP);
+    uint8_t *q = em_cpu_scratch((size_t)(m * lda > 0 ? m * lda : 1)); // (m, lda)
+    if (!q)
         return EM_KERNEL_FAILED;
-    float *scale = buf, *b = scale + np;       // (np), (np)
-    int32_t *corr = (int32_t *)(b + np);       // (np)
-    uint8_t *q = (uint8_t *)(corr + np);       // (m, lda)
     float sx;
     int32_t zp;
     quantize_rows(avx2, m, k, x, q, lda, &sx, &zp);
-    const int32_t *sums = packed; // (np)
-    for (int64_t j = 0; j < np; j++) {
-        bool real = j < n;
-        scale[j] = real ? sx * w_scale[n_scales == 1 ? 0 : j] : 0;
-        b[j] = real && bias ? bias[j] : 0;
-        corr[j] = zp * sums[j];
-    }
-    epilogue epi = {.corr = corr, .scale = scale, .bias = b};
-    int rc = gemm_driver(avx2, m, n, k, q, lda, packed, &epi, y, n);
-    em_cpu_scratch_free(buf);
+    int rc = gemm_dequant(avx2, m, n, k, q, lda, packed, sx, zp, w_scale, n_scales, bias, false,
+                          y, n);
+    em_cpu_scratch_free(q);
     return rc;
 }
 

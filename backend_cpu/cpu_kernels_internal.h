@@ -94,6 +94,23 @@ int em_cpu_qlinear_dynamic(int64_t m, int64_t n, int64_t k, const float *x, cons
 int em_cpu_qlinear_dynamic_path(bool avx2, int64_t m, int64_t n, int64_t k, const float *x,
                                 const void *packed, const float *w_scale, int64_t n_scales,
                                 const float *bias, float *y);
+/* The product of em_cpu_int8_gemm with the dequantizing epilogue: y (m, n) f32, row stride ldy,
+ * = (sum - x_zero_point * rowsum(w)) * x_scale * w_scale + bias, clamped at 0 when relu. */
+int em_cpu_int8_gemm_dequant(int64_t m, int64_t n, int64_t k, const uint8_t *a, int64_t lda,
+                             const void *packed, float x_scale, int32_t x_zero_point,
+                             const float *w_scale, int64_t n_scales, const float *bias,
+                             bool relu, float *y, int64_t ldy);
+/* q (m, ldq) = x (m, k) quantized with the given scale and zero point; pad bytes are zero */
+void em_cpu_quantize_rows_u7(int64_t m, int64_t k, const float *x, float scale,
+                             int32_t zero_point, uint8_t *q, int64_t ldq);
+
+/* cpu_int8_static.c: static (calibrated) int8 linear and conv2d */
+int em_cpu_qlinear_static(int64_t m, int64_t n, int64_t k, const float *x, float x_scale,
+                          int32_t x_zero_point, const void *packed, const float *w_scale,
+                          int64_t n_scales, const float *bias, bool relu, float *y);
+int em_cpu_qconv2d_static(const em_conv2d_shape *s, const float *x, float x_scale,
+                          int32_t x_zero_point, const void *packed, const float *w_scale,
+                          int64_t n_scales, const float *bias, bool relu, float *y);
 
 /* cpu_amp.c: unscale gradients in place, flagging inf/NaN; cpu_norm.c: sum |x|^p or max |x| */
 int em_cpu_unscale_check(em_dtype dt, double inv_scale, const em_array_list *l, float *found_inf);

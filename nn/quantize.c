@@ -7,6 +7,7 @@
 #include "nn/nn_internal.h"
 #include "nn/prune.h"
 #include "nn/quantize.h"
+#include "nn/quantize_static.h"
 #include "tensor/core_internal.h"
 
 #define U7_MAX 127
@@ -203,30 +204,37 @@ static void qlinear_describe(const em_module *m, char *buf, size_t n)
 static const em_module_type qlinear_type = {"QuantizedLinear", qlinear_forward, qlinear_destroy,
                                             qlinear_describe};
 
-/* Packs the weight buffer into l->packed (replacing the old one). */
-static em_status qlinear_pack(qlinear_layer *l)
+em_tensor *em_int8_packed(const em_tensor *w, const char *fn)
 {
-    const char *fn = "em_quantize_repack";
-    const em_tensor *w = l->base.buffers[0].value;
     const em_backend *be = em_tensor_backend(w, fn);
     if (!be)
-        return em_error_status();
-    if (!be->int8_pack || !be->int8_packed_size)
-        return em_set_error(EM_ERR_UNSUPPORTED, "%s: int8 kernels not supported on %s", fn,
-                            em_device_name(w->device));
-    int64_t bytes = be->int8_packed_size(l->out_features, l->in_features);
-    em_tensor *packed = em_empty_on(EM_SHAPE(bytes), EM_U8, w->device);
+        return NULL;
+    if (!be->int8_pack || !be->int8_packed_size) {
+        em_set_error(EM_ERR_UNSUPPORTED, "%s: int8 kernels not supported on %s", fn,
+                     em_device_name(w->device));
+        return NULL;
+    }
+    int64_t n = w->shape[0], k = w->shape[1];
+    em_tensor *packed = em_empty_on(EM_SHAPE(be->int8_packed_size(n, k)), EM_U8, w->device);
     em_tensor *wc = packed ? em_tensor_contiguous_raw(w) : NULL;
     em_status st = wc ? EM_OK : em_error_status();
     if (st == EM_OK)
-        st = em_kernel_status(be->int8_pack(l->out_features, l->in_features, em_data_ptr(wc),
-                                            em_data_ptr(packed)), fn, w);
+        st = em_kernel_status(be->int8_pack(n, k, em_data_ptr(wc), em_data_ptr(packed)), fn, w);
     em_release(wc);
     if (st != EM_OK) {
         em_release(packed);
-        return st;
+        return NULL;
     }
     em_scope_forget(packed);
+    return packed;
+}
+
+/* Packs the weight buffer into l->packed (replacing the old one). */
+static em_status qlinear_pack(qlinear_layer *l)
+{
+    em_tensor *packed = em_int8_packed(l->base.buffers[0].value, "em_quantize_repack");
+    if (!packed)
+        return em_error_status();
     em_release(l->packed);
     l->packed = packed;
     return EM_OK;
@@ -306,11 +314,10 @@ em_status em_quantize_repack(em_module *model)
 {
     if (!model)
         return em_set_error(EM_ERR_ARG, "em_quantize_repack: NULL model");
-    if (model->type == &qlinear_type) {
-        em_status st = qlinear_pack((qlinear_layer *)model);
-        if (st != EM_OK)
-            return st;
-    }
+    em_status st = model->type == &qlinear_type ? qlinear_pack((qlinear_layer *)model)
+                                                : em_quantize_static_repack(model);
+    if (st != EM_OK)
+        return st;
     for (int i = 0; i < model->n_children; i++) {
         em_status st = em_quantize_repack(model->children[i].module);
         if (st != EM_OK)
@@ -334,11 +341,15 @@ static const em_module *first_quantized(const em_module *m)
 
 bool em_is_quantized(const em_module *model)
 {
-    return model && first_quantized(model);
+    return model && (first_quantized(model) || em_is_static_quantized(model));
 }
 
 int em_quantize_meta(const em_module *model, em_st_meta *out)
 {
+    if (model && em_is_static_quantized(model)) {
+        out[0] = (em_st_meta){"ember.quantized", "static_int8"};
+        return 1;
+    }
     const em_module *q = model ? first_quantized(model) : NULL;
     if (!q)
         return 0;
@@ -354,6 +365,8 @@ em_status em_quantize_prepare_load(em_module *model, const em_safetensors *st)
     const char *kind = em_safetensors_meta(st, "ember.quantized");
     if (!kind)
         return EM_OK;
+    if (!strcmp(kind, "static_int8"))
+        return em_quantize_static_structure_(model, (em_static_quant_opts){0});
     if (strcmp(kind, "dynamic_int8"))
         return em_set_error(EM_ERR_UNSUPPORTED, "em_quantize_prepare_load: unknown quantization"
                             " '%s'", kind);

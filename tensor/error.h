@@ -14,7 +14,9 @@ typedef enum {
     EM_ERR_IO,          /* file missing, unreadable, truncated or corrupt */
     EM_ERR_STATE,       /* called at the wrong time (backward twice, ...) */
     EM_ERR_NUMERIC,     /* a NaN or Inf where none is allowed */
-    EM_ERR_TIMEOUT
+    EM_ERR_TIMEOUT,
+    EM_ERR_BUSY,        /* a bounded queue is full: try again later */
+    EM_ERR_CANCELLED    /* the request was cancelled before it ran */
 } em_status;
 
 /* The first error message since the last em_error_clear(), or "" when none. */

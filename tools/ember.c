@@ -23,6 +23,8 @@ static const command commands[] = {
     {"quantize", NULL, em_cmd_quantize, "dynamic INT8 quantization of a saved recipe model"},
     {"prune", NULL, em_cmd_prune, "prune (and fine-tune, shrink) a saved recipe model"},
     {"export", NULL, em_cmd_export, "write a saved recipe model as an ONNX file"},
+    {"serve", NULL, em_cmd_serve, "serve a saved recipe model over HTTP/JSON (batching, cache)"},
+    {"bench", "serve", em_bench_serve, "the inference server under load: batching, cache, priorities"},
     {"bench", "infer", em_bench_infer, "inference latency of f32, int8, pruned vs PyTorch"},
 };
 

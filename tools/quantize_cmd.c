@@ -1,5 +1,7 @@
-/* `ember quantize RECIPE --load FILE --save FILE`: dynamic INT8 quantization of a saved model's
- * Linear layers; test accuracy, size and latency before and after, then a JSON summary line. */
+/* `ember quantize RECIPE --load FILE --save FILE [--static --calib-batches N]`: dynamic INT8
+ * quantization of a saved model's Linear layers, or static INT8 of its Linear and Conv2d layers
+ * calibrated on training batches; test accuracy, size and latency before and after (static: next
+ * to f32 and dynamic), then a JSON summary line. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,11 +56,83 @@ static bool source_pruned(const char *path)
     return pruned;
 }
 
+/* The first n shuffled training batches of 64 (n tensors, the caller's), or false. */
+static bool calibration_batches(const em_recipe *rc, const char *data_dir, int n, em_tensor **out)
+{
+    em_dataset *ds = em_fashion_mnist(data_dir, true, rc->flat_input);
+    em_loader *dl = ds ? em_loader_new(ds, (em_loader_opts){.batch_size = 64, .shuffle = true})
+                       : NULL;
+    int got = 0;
+    for (em_batch b; dl && got < n && em_loader_next(dl, &b) == EM_OK; got++) {
+        em_release(b.y);
+        out[got] = b.x;
+    }
+    em_loader_free(dl);
+    em_dataset_free(ds);
+    return got == n;
+}
+
+/* f32, dynamic and static INT8 side by side: the static model is saved. */
+static int quantize_static(const em_recipe *rc, const char *load, const char *save,
+                           const char *data_dir, int n_calib, em_observer_kind observer)
+{
+    em_module *m[3] = {rc->build(), rc->build(), rc->build()};
+    em_dataset *test = em_fashion_mnist(data_dir, false, rc->flat_input);
+    em_tensor *x64 = test ? em_test_batch(rc, data_dir, 64) : NULL;
+    em_tensor **calib = calloc((size_t)n_calib, sizeof *calib);
+    model_figures f[3] = {0};
+    em_status st = x64 && calib && m[0] && m[1] && m[2] ? EM_OK : em_error_status();
+    for (int i = 0; i < 3 && st == EM_OK; i++)
+        st = em_load_model_any(m[i], load);
+    if (st == EM_OK)
+        st = em_quantize_dynamic_(m[1], (em_quantize_opts){0});
+    if (st == EM_OK && !calibration_batches(rc, data_dir, n_calib, calib))
+        st = em_has_error() ? em_error_status()
+                            : em_set_error(EM_ERR_ARG, "fewer than %d training batches", n_calib);
+    if (st == EM_OK)
+        st = em_quantize_static_(m[2], calib, n_calib,
+                                 (em_static_quant_opts){.observer = {.kind = observer}});
+    for (int i = 0; i < 3 && st == EM_OK; i++)
+        st = measure(m[i], test, x64, &f[i]);
+    for (int round = 0; round < 2 && st == EM_OK; round++) /* interleaved: noise hits all alike */
+        for (int i = 0; i < 3; i++) {
+            em_latency b64 = em_measure_latency(m[i], x64, 5, 40);
+            f[i].b64.p50_us = b64.p50_us < f[i].b64.p50_us ? b64.p50_us : f[i].b64.p50_us;
+        }
+    em_st_meta meta[3] = {{"recipe", rc->name}};
+    int n_meta = 1 + em_quantize_meta(m[2], meta + 1);
+    if (st == EM_OK)
+        st = em_module_save(m[2], save, meta, n_meta);
+    for (int i = 0; i < n_calib && calib; i++)
+        em_release(calib[i]);
+    free(calib);
+    em_release(x64);
+    em_dataset_free(test);
+    for (int i = 0; i < 3; i++)
+        em_module_free(m[i]);
+    if (st != EM_OK) {
+        fprintf(stderr, "ember quantize: %s\n", em_error());
+        return 1;
+    }
+    printf("{\"recipe\":\"%s\",\"static\":true,\"observer\":\"%s\",\"calib_batches\":%d,"
+           "\"f32_test_acc\":%.4f,\"dynamic_test_acc\":%.4f,\"static_test_acc\":%.4f,"
+           "\"f32_size_bytes\":%lld,\"dynamic_size_bytes\":%lld,\"static_size_bytes\":%lld,"
+           "\"f32_latency_b1_p50_us\":%.1f,\"dynamic_latency_b1_p50_us\":%.1f,"
+           "\"static_latency_b1_p50_us\":%.1f,\"f32_b64_samples_per_s_p50\":%.0f,"
+           "\"dynamic_b64_samples_per_s_p50\":%.0f,\"static_b64_samples_per_s_p50\":%.0f}\n",
+           rc->name, observer == EM_OBSERVER_PERCENTILE ? "percentile" : "minmax", n_calib,
+           f[0].acc, f[1].acc, f[2].acc, (long long)f[0].bytes, (long long)f[1].bytes,
+           (long long)f[2].bytes, f[0].b1.p50_us, f[1].b1.p50_us, f[2].b1.p50_us,
+           64e6 / f[0].b64.p50_us, 64e6 / f[1].b64.p50_us, 64e6 / f[2].b64.p50_us);
+    return 0;
+}
+
 int em_cmd_quantize(int argc, char **argv)
 {
     const char *recipe = NULL, *load = NULL, *save = NULL, *data_dir = NULL;
-    int threads = 2;
-    bool per_tensor = false;
+    const char *observer = "minmax";
+    int threads = 2, calib_batches = 32;
+    bool per_tensor = false, static_int8 = false;
     const em_opt opts[] = {
         {"load", EM_OPT_STRING, &load, "FILE", "the f32 model file or checkpoint",
          .required = true},
@@ -67,12 +141,19 @@ int em_cmd_quantize(int argc, char **argv)
          .help = "one scale per tensor (default: per row)"},
         {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads (default 2)",
          .range = EM_RANGE(1, 4096)},
+        {"static", EM_OPT_FLAG, &static_int8, NULL, .help = "static INT8 of Linear and Conv2d, "
+         "calibrated; reported next to f32 and dynamic"},
+        {"calib-batches", EM_OPT_INT, &calib_batches, "N", "training batches of 64 to calibrate "
+         "on (default 32)", .range = EM_RANGE(1, 937)},
+        {"observer", EM_OPT_CHOICE, &observer, NULL, "activation ranges: min/max or the "
+         "99.99th percentile (default minmax)", .choices = "minmax|percentile"},
         {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
         {0}};
     const em_cmd_spec spec = {
         .command = "ember quantize", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
-        .about = "Dynamic INT8 quantization of a saved model's Linear layers: accuracy, size and "
-                 "latency\nbefore and after, then a JSON summary line.",
+        .about = "Dynamic INT8 quantization of a saved model's Linear layers, or (--static) static "
+                 "INT8 of\nits Linear and Conv2d layers calibrated on training batches: accuracy, "
+                 "size and\nlatency before and after, then a JSON summary line.",
         .more_help = em_list_recipes, .opts = opts};
     int parsed = em_args_parse(&spec, argc, argv);
     if (parsed != EM_ARGS_RUN)
@@ -80,9 +161,18 @@ int em_cmd_quantize(int argc, char **argv)
     const em_recipe *rc = em_find_recipe(spec.command, recipe);
     if (!rc)
         return 2;
+    omp_set_num_threads(threads);
+    if (static_int8 && per_tensor) {
+        fprintf(stderr, "ember quantize: --static quantizes weights per channel; drop "
+                "--per-tensor\n");
+        return 2;
+    }
+    if (static_int8)
+        return quantize_static(rc, load, save, data_dir, calib_batches,
+                               !strcmp(observer, "percentile") ? EM_OBSERVER_PERCENTILE
+                                                               : EM_OBSERVER_MINMAX);
     em_quantize_opts qo = {.granularity = per_tensor ? EM_QUANT_PER_TENSOR
                                                      : EM_QUANT_PER_CHANNEL};
-    omp_set_num_threads(threads);
     em_module *m = rc->build();
     em_dataset *test = em_fashion_mnist(data_dir, false, rc->flat_input);
     em_tensor *x64 = test ? em_test_batch(rc, data_dir, 64) : NULL;

@@ -15,6 +15,10 @@ int em_cmd_compare(int argc, char **argv);  /* tools/compare_cmd.c: techniques s
 int em_cmd_quantize(int argc, char **argv); /* tools/quantize_cmd.c: int8 dynamic quantization */
 int em_cmd_prune(int argc, char **argv);    /* tools/prune_cmd.c: prune, fine-tune, shrink */
 int em_cmd_export(int argc, char **argv);   /* tools/export_cmd.c: ONNX export */
+int em_cmd_serve(int argc, char **argv);    /* tools/serve_cmd.c: the HTTP inference server */
+int em_bench_serve(int argc, char **argv);  /* tools/bench_serve.c: the server under load */
+/* A recipe's sample shape without the batch dim: (784) or (1, 28, 28) (tools/serve_cmd.c). */
+em_shape em_recipe_sample_shape(const em_recipe *rc);
 int em_bench_ops(int argc, char **argv);    /* tools/bench_ops.c: kernels vs references */
 int em_bench_train(int argc, char **argv);  /* tools/bench_train.c: training vs PyTorch */
 int em_bench_infer(int argc, char **argv);  /* tools/bench_infer.c: inference latency vs PyTorch */

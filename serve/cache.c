@@ -1,0 +1,309 @@
+/* The result cache: a chained hash table of entries threaded on a doubly linked LRU list (most
+ * recent at the head), all under one mutex. Entries hold host copies of the input and output, so
+ * no tensor is shared between threads. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/cache.h"
+#include "tensor/safetensors.h"
+
+#define DEFAULT_MAX_BYTES (64LL << 20)
+#define CACHE_FILE "cache.safetensors"
+
+typedef struct entry {
+    uint64_t hash;
+    em_shape in_shape, out_shape;
+    em_dtype in_dtype, out_dtype;
+    void *in, *out;             /* row-major bytes */
+    size_t in_bytes, out_bytes;
+    struct entry *next_in_bucket;
+    struct entry *newer, *older; /* the LRU list */
+} entry;
+
+struct em_cache {
+    pthread_mutex_t lock;
+    em_cache_opts o;
+    entry **buckets; /* (n_buckets), a power of two */
+    size_t n_buckets;
+    entry *newest, *oldest;
+    em_cache_stats stats;
+};
+
+uint64_t em_tensor_hash(const em_tensor *x)
+{
+    uint64_t h = 1469598103934665603ULL;
+    const uint64_t prime = 1099511628211ULL;
+    int64_t head[1 + EM_MAX_DIMS] = {x->dtype};
+    for (int i = 0; i < x->ndim; i++)
+        head[1 + i] = x->shape[i];
+    const uint8_t *p = (const uint8_t *)head;
+    for (size_t i = 0; i < sizeof(int64_t) * (size_t)(1 + x->ndim); i++)
+        h = (h ^ p[i]) * prime;
+    size_t n = (size_t)em_numel(x) * em_dtype_size(x->dtype);
+    const uint8_t *d = em_data_ptr(x);
+    if (!em_is_contiguous(x) || x->device != EM_CPU) {
+        uint8_t *copy = malloc(n ? n : 1);
+        if (copy && em_copy_to_host(x, x->dtype, copy) == EM_OK)
+            for (size_t i = 0; i < n; i++)
+                h = (h ^ copy[i]) * prime;
+        free(copy);
+        return h;
+    }
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ d[i]) * prime;
+    return h;
+}
+
+em_cache *em_cache_new(em_cache_opts o)
+{
+    em_cache *c = calloc(1, sizeof *c);
+    if (c) {
+        c->o = o;
+        if (c->o.max_bytes <= 0)
+            c->o.max_bytes = DEFAULT_MAX_BYTES;
+        c->n_buckets = 64;
+        while ((int64_t)c->n_buckets < o.max_entries)
+            c->n_buckets *= 2;
+        c->buckets = calloc(c->n_buckets, sizeof *c->buckets);
+    }
+    if (!c || !c->buckets) {
+        free(c);
+        em_set_error(EM_ERR_MEMORY, "em_cache_new: out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    return c;
+}
+
+static void entry_free(entry *e)
+{
+    free(e->in);
+    free(e->out);
+    free(e);
+}
+
+static void list_remove(em_cache *c, entry *e)
+{
+    if (e->newer)
+        e->newer->older = e->older;
+    else
+        c->newest = e->older;
+    if (e->older)
+        e->older->newer = e->newer;
+    else
+        c->oldest = e->newer;
+}
+
+/* Takes e off the LRU list and out of its bucket (lock held). */
+static void unlink_entry(em_cache *c, entry *e)
+{
+    entry **p = &c->buckets[e->hash & (c->n_buckets - 1)];
+    while (*p != e)
+        p = &(*p)->next_in_bucket;
+    *p = e->next_in_bucket;
+    list_remove(c, e);
+    c->stats.entries--;
+    c->stats.bytes -= (int64_t)(e->in_bytes + e->out_bytes);
+}
+
+static void push_newest(em_cache *c, entry *e)
+{
+    e->older = c->newest;
+    e->newer = NULL;
+    if (c->newest)
+        c->newest->newer = e;
+    c->newest = e;
+    if (!c->oldest)
+        c->oldest = e;
+}
+
+void em_cache_free(em_cache *c)
+{
+    if (!c)
+        return;
+    for (entry *e = c->newest, *next; e; e = next) {
+        next = e->older;
+        entry_free(e);
+    }
+    pthread_mutex_destroy(&c->lock);
+    free(c->buckets);
+    free(c);
+}
+
+/* Host bytes of t (row-major, its own dtype) into a new buffer; NULL when out of memory. */
+static void *host_bytes(const em_tensor *t, size_t *n)
+{
+    *n = (size_t)em_numel(t) * em_dtype_size(t->dtype);
+    void *p = malloc(*n ? *n : 1);
+    if (p && em_copy_to_host(t, t->dtype, p) != EM_OK) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static bool same_key(const entry *e, uint64_t h, const em_tensor *x, const void *bytes, size_t n)
+{
+    if (e->hash != h || e->in_dtype != x->dtype || e->in_shape.ndim != x->ndim || e->in_bytes != n)
+        return false;
+    for (int i = 0; i < x->ndim; i++)
+        if (e->in_shape.d[i] != x->shape[i])
+            return false;
+    return memcmp(e->in, bytes, n) == 0;
+}
+
+static entry *find(em_cache *c, uint64_t h, const em_tensor *x, const void *bytes, size_t n)
+{
+    for (entry *e = c->buckets[h & (c->n_buckets - 1)]; e; e = e->next_in_bucket)
+        if (same_key(e, h, x, bytes, n))
+            return e;
+    return NULL;
+}
+
+em_tensor *em_cache_get(em_cache *c, const em_tensor *x)
+{
+    if (!c || !x)
+        return NULL;
+    size_t n;
+    void *bytes = c->o.max_entries > 0 ? host_bytes(x, &n) : NULL;
+    uint64_t h = bytes ? em_tensor_hash(x) : 0;
+    em_tensor *y = NULL;
+    pthread_mutex_lock(&c->lock);
+    entry *e = bytes ? find(c, h, x, bytes, n) : NULL;
+    if (e) {
+        list_remove(c, e); /* back at the head, as the most recent */
+        push_newest(c, e);
+        c->stats.hits++;
+        y = em_from_data(e->out_shape, e->out_dtype, e->out);
+    } else {
+        c->stats.misses++;
+    }
+    pthread_mutex_unlock(&c->lock);
+    free(bytes);
+    return y;
+}
+
+em_status em_cache_put(em_cache *c, const em_tensor *x, const em_tensor *y)
+{
+    if (!c || !x || !y)
+        return em_set_error(EM_ERR_ARG, "em_cache_put: cache, x and y must be given");
+    if (c->o.max_entries <= 0)
+        return EM_OK;
+    entry *e = calloc(1, sizeof *e);
+    if (e) {
+        e->in = host_bytes(x, &e->in_bytes);
+        e->out = e->in ? host_bytes(y, &e->out_bytes) : NULL;
+    }
+    if (!e || !e->out) {
+        if (e)
+            entry_free(e);
+        return em_has_error() ? em_error_status()
+                              : em_set_error(EM_ERR_MEMORY, "em_cache_put: out of memory");
+    }
+    if ((int64_t)(e->in_bytes + e->out_bytes) > c->o.max_bytes) {
+        entry_free(e);
+        return EM_OK;
+    }
+    e->hash = em_tensor_hash(x);
+    e->in_shape = em_shape_of(x);
+    e->out_shape = em_shape_of(y);
+    e->in_dtype = x->dtype;
+    e->out_dtype = y->dtype;
+    pthread_mutex_lock(&c->lock);
+    entry *old = find(c, e->hash, x, e->in, e->in_bytes);
+    if (old) { /* the newer result replaces the old one */
+        unlink_entry(c, old);
+        entry_free(old);
+    }
+    while (c->oldest && (c->stats.entries + 1 > c->o.max_entries ||
+                         c->stats.bytes + (int64_t)(e->in_bytes + e->out_bytes) >
+                             c->o.max_bytes)) {
+        entry *victim = c->oldest;
+        unlink_entry(c, victim);
+        entry_free(victim);
+        c->stats.evictions++;
+    }
+    size_t b = e->hash & (c->n_buckets - 1);
+    e->next_in_bucket = c->buckets[b];
+    c->buckets[b] = e;
+    push_newest(c, e);
+    c->stats.entries++;
+    c->stats.bytes += (int64_t)(e->in_bytes + e->out_bytes);
+    pthread_mutex_unlock(&c->lock);
+    return EM_OK;
+}
+
+em_cache_stats em_cache_stats_get(em_cache *c)
+{
+    em_cache_stats s = {0};
+    if (!c)
+        return s;
+    pthread_mutex_lock(&c->lock);
+    s = c->stats;
+    pthread_mutex_unlock(&c->lock);
+    return s;
+}
+
+static void cache_path(char *out, size_t n, const char *dir)
+{
+    snprintf(out, n, "%s/%s", dir, CACHE_FILE);
+}
+
+em_status em_cache_save(em_cache *c, const char *dir)
+{
+    if (!c || !dir)
+        return em_set_error(EM_ERR_ARG, "em_cache_save: cache and dir must be given");
+    pthread_mutex_lock(&c->lock);
+    int n = (int)c->stats.entries;
+    em_st_entry *list = calloc((size_t)(2 * n + 1), sizeof *list);
+    char (*names)[24] = calloc((size_t)(2 * n + 1), sizeof *names);
+    em_status st = list && names ? EM_OK
+                                 : em_set_error(EM_ERR_MEMORY, "em_cache_save: out of memory");
+    int i = 0;
+    for (entry *e = c->oldest; e && st == EM_OK; e = e->newer, i++) {
+        snprintf(names[2 * i], sizeof names[0], "%08d.input", i);
+        snprintf(names[2 * i + 1], sizeof names[0], "%08d.output", i);
+        list[2 * i] = (em_st_entry){names[2 * i], em_from_data(e->in_shape, e->in_dtype, e->in)};
+        list[2 * i + 1] = (em_st_entry){names[2 * i + 1],
+                                        em_from_data(e->out_shape, e->out_dtype, e->out)};
+        if (!list[2 * i].tensor || !list[2 * i + 1].tensor)
+            st = em_error_status();
+    }
+    pthread_mutex_unlock(&c->lock);
+    char path[4096];
+    cache_path(path, sizeof path, dir);
+    em_st_meta meta = {"ember.cache", "1"};
+    if (st == EM_OK)
+        st = em_safetensors_save(path, list, 2 * n, &meta, 1);
+    for (int k = 0; list && k < 2 * i; k++)
+        em_release(list[k].tensor);
+    free(list);
+    free(names);
+    return st;
+}
+
+em_status em_cache_load(em_cache *c, const char *dir)
+{
+    if (!c || !dir)
+        return em_set_error(EM_ERR_ARG, "em_cache_load: cache and dir must be given");
+    char path[4096], name[24];
+    cache_path(path, sizeof path, dir);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return EM_OK;
+    fclose(f);
+    em_safetensors *st = NULL;
+    em_status s = em_safetensors_load(path, &st);
+    for (int i = 0; s == EM_OK && i < st->n_tensors / 2; i++) {
+        snprintf(name, sizeof name, "%08d.input", i);
+        em_tensor *x = em_safetensors_get(st, name);
+        snprintf(name, sizeof name, "%08d.output", i);
+        em_tensor *y = em_safetensors_get(st, name);
+        s = x && y ? em_cache_put(c, x, y)
+                   : em_set_error(EM_ERR_IO, "em_cache_load: %s: entry %d is incomplete", path, i);
+    }
+    em_safetensors_free(st);
+    return s;
+}

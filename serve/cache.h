@@ -1,0 +1,39 @@
+/* A thread-safe LRU cache of inference results keyed by a hash of the input's dtype, shape and
+ * bytes (the bytes themselves are compared on a hit), bounded by entries and by bytes, with
+ * hit/miss/eviction counts and optional persistence to a directory. */
+#ifndef EMBER_SERVE_CACHE_H
+#define EMBER_SERVE_CACHE_H
+
+#include "tensor/tensor.h"
+
+typedef struct {
+    int64_t max_entries; /* 0: no cache (every lookup misses) */
+    int64_t max_bytes;   /* input plus output bytes held; 0: 64 MiB */
+} em_cache_opts;
+
+typedef struct {
+    int64_t entries, bytes;
+    int64_t hits, misses, evictions;
+} em_cache_stats;
+
+typedef struct em_cache em_cache;
+
+em_cache *em_cache_new(em_cache_opts o); /* NULL with an error when out of memory */
+void em_cache_free(em_cache *c);         /* NULL is fine */
+/* A new tensor equal to the output stored for x (counted a hit, made most recent), or NULL on
+ * a miss (counted; no error is set). */
+em_tensor *em_cache_get(em_cache *c, const em_tensor *x);
+/* Stores y for x (copies of both), evicting least recent entries to stay within the bounds;
+ * an entry larger than max_bytes is not stored. */
+em_status em_cache_put(em_cache *c, const em_tensor *x, const em_tensor *y);
+em_cache_stats em_cache_stats_get(em_cache *c);
+/* 64-bit FNV-1a over x's dtype, shape and row-major bytes. */
+uint64_t em_tensor_hash(const em_tensor *x);
+
+/* Persistence: the entries, least recent first, in <dir>/cache.safetensors (written atomically;
+ * dir must exist). Loading adds a file's entries as the most recent ones, within the bounds; a
+ * missing file loads nothing, a corrupt one is an EM_ERR_IO naming it. */
+em_status em_cache_save(em_cache *c, const char *dir);
+em_status em_cache_load(em_cache *c, const char *dir);
+
+#endif

@@ -1,0 +1,31 @@
+/* The JSON bodies of the inference server: a predict request parsed strictly (network input:
+ * every malformed byte is an error with a message, never a crash), and responses written. */
+#ifndef EMBER_SERVE_REQUEST_H
+#define EMBER_SERVE_REQUEST_H
+
+#include <stddef.h>
+
+#include "serve/engine.h"
+
+#define EM_REQUEST_MAX_VALUES (1 << 20)
+
+/* {"input": [...numbers, nested to the sample's rank...], "priority": "low"|"normal"|"high"|
+ *  "critical", "timeout_ms": N}; only "input" is required, other keys are errors. */
+typedef struct {
+    em_tensor *input;     /* f32 with the sample's shape; the caller releases it */
+    em_priority priority; /* default normal */
+    double timeout_ms;    /* default 0: the server's */
+} em_predict_request;
+
+/* Parses body (n bytes, not NUL-terminated) against sample_shape. EM_OK, or EM_ERR_ARG with a
+ * message such as "input: expected 784 numbers at depth 1, got 3" in err (n_err bytes). */
+em_status em_predict_request_parse(const char *body, size_t n, em_shape sample_shape,
+                                   em_predict_request *out, char *err, size_t n_err);
+
+/* {"output":[...],"argmax":k} for y (any shape, flattened) into a new string (malloc'd), or
+ * NULL when out of memory. */
+char *em_predict_response(const em_tensor *y);
+/* The engine's statistics as one JSON object (malloc'd), or NULL when out of memory. */
+char *em_engine_stats_json(const em_engine_stats *s);
+
+#endif

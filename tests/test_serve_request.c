@@ -1,0 +1,96 @@
+/* The server's JSON: predict requests parsed against the sample shape (flat or nested numbers,
+ * priority, timeout), every kind of malformed body rejected with a message that says what was
+ * wrong, and the response and statistics writers' exact text. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "ember.h"
+#include "serve/request.h"
+
+static em_status parse(const char *body, em_shape s, em_predict_request *r, char *err)
+{
+    return em_predict_request_parse(body, strlen(body), s, r, err, 256);
+}
+
+Test(serve_request, flat_and_nested_inputs_with_options)
+{
+    em_predict_request r;
+    char err[256] = "";
+    cr_assert_eq(parse(" {\"input\": [1, -2.5e0, 3.25, 0],\n\"priority\":\"critical\","
+                       "\"timeout_ms\":250} ", EM_SHAPE(2, 2), &r, err), EM_OK, "%s", err);
+    cr_assert_eq(r.priority, EM_PRIORITY_CRITICAL);
+    cr_assert_float_eq(r.timeout_ms, 250, 0);
+    cr_assert_eq(r.input->ndim, 2);
+    float want[4] = {1, -2.5f, 3.25f, 0}, got[4];
+    em_copy_to_host(r.input, EM_F32, got);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(got[i], want[i]);
+    em_release(r.input);
+    cr_assert_eq(parse("{\"input\":[[1,2],[3,4]]}", EM_SHAPE(2, 2), &r, err), EM_OK, "%s", err);
+    cr_assert_eq(r.priority, EM_PRIORITY_NORMAL);
+    cr_assert_float_eq(em_get(r.input, (int64_t[]){1, 0}), 3, 0);
+    em_release(r.input);
+}
+
+Test(serve_request, malformed_bodies_say_what_is_wrong)
+{
+    const char *cases[][2] = {
+        {"", "expected '{' at byte 0"},
+        {"{\"input\":[1,2,3]}", "shape [3] does not match the model's sample [2,2]"},
+        {"{\"input\":[[1,2],[3]]}", "ragged array at depth 2"},
+        {"{\"input\":[[1,2],3,4]}", "a number where an array was expected"},
+        {"{\"input\":[1,2,3,4,5]}", "more than 4 numbers"},
+        {"{\"input\":[1,2,3,NaN]}", "'' is not a JSON number"},
+        {"{\"input\":[1,2,3,01]}", "'01' is not a JSON number"},
+        {"{\"input\":[1,2,3,1e999]}", "out of the f32 range"},
+        {"{\"input\":[1,2,3,4],\"priority\":\"urgent\"}", "'urgent' is not low, normal"},
+        {"{\"input\":[1,2,3,4],\"timeout_ms\":-1}", "timeout_ms: -1 is not in"},
+        {"{\"input\":[1,2,3,4],\"extra\":1}", "unknown or repeated key 'extra'"},
+        {"{\"input\":[1,2,3,4],\"input\":[1,2,3,4]}", "unknown or repeated key 'input'"},
+        {"{\"input\":[1,2,3,4]} x", "trailing bytes"},
+        {"{\"input\":[1,2,3,4]", "expected '}'"},
+        {"{\"priority\":\"low\"}", "input: missing"},
+        {"{\"input\":[]}", "empty array at depth 1"},
+        {"{\"in\\u0070ut\":[1]}", "unsupported escape"},
+        {"{\"input\":[[[[[[[[[1]]]]]]]]]}", "nested deeper than 8"},
+        {"{\"input\":[1,2,3,4],}", "expected '\"'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        em_predict_request r;
+        char err[256] = "";
+        cr_assert_eq(parse(cases[i][0], EM_SHAPE(2, 2), &r, err), EM_ERR_ARG, "case %zu: %s", i,
+                     cases[i][0]);
+        cr_assert(strstr(err, cases[i][1]), "case %zu (%s): message '%s' lacks '%s'", i,
+                  cases[i][0], err, cases[i][1]);
+        cr_assert_null(r.input);
+    }
+}
+
+Test(serve_request, a_body_without_a_terminating_nul_is_read_within_its_length)
+{
+    char body[] = "{\"input\":[1,2,3,4]}123"; /* only the first 19 bytes are the body */
+    em_predict_request r;
+    char err[256] = "";
+    cr_assert_eq(em_predict_request_parse(body, 19, EM_SHAPE(4), &r, err, sizeof err), EM_OK,
+                 "%s", err);
+    em_release(r.input);
+    cr_assert_eq(em_predict_request_parse(body, 12, EM_SHAPE(4), &r, err, sizeof err),
+                 EM_ERR_ARG);
+}
+
+Test(serve_request, response_and_stats_text)
+{
+    em_tensor *y = em_from_data(EM_SHAPE(3), EM_F32, (float[]){0.5f, 2.0f, -1.0f});
+    char *json = em_predict_response(y);
+    cr_assert_str_eq(json, "{\"output\":[0.5,2,-1],\"argmax\":1}");
+    free(json);
+    em_release(y);
+    em_engine_stats s = {.submitted = 3, .completed = 2, .batches = 1, .batch_limit = 8};
+    s.batch_hist[2] = 1;
+    s.cache.hits = 1;
+    json = em_engine_stats_json(&s);
+    cr_assert(strstr(json, "\"submitted\":3,\"completed\":2,"), "%s", json);
+    cr_assert(strstr(json, "\"batch_hist\":{\"2\":1}"), "%s", json);
+    cr_assert(strstr(json, "\"cache\":{\"entries\":0,\"bytes\":0,\"hits\":1,"), "%s", json);
+    free(json);
+}
