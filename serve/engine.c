@@ -396,6 +396,9 @@ static void run_batch(em_engine *e, em_future **batch, int n)
                 em_release(xi);
             }
         }
+        pthread_mutex_lock(&e->lock); /* counted before the caller can see the result */
+        record_done(e, batch[i], yi != NULL);
+        pthread_mutex_unlock(&e->lock);
         if (yi)
             future_finish(batch[i], F_DONE, yi, EM_OK, NULL);
         else
@@ -438,13 +441,9 @@ static void *worker_main(void *p)
         e->stats.batch_hist[n]++;
         pthread_mutex_unlock(&e->lock);
         run_batch(e, batch, n);
-        pthread_mutex_lock(&e->lock);
-        for (int i = 0; i < n; i++) {
-            record_done(e, batch[i], batch[i]->state == F_DONE);
-            pthread_mutex_unlock(&e->lock);
+        for (int i = 0; i < n; i++)
             future_release(batch[i]);
-            pthread_mutex_lock(&e->lock);
-        }
+        pthread_mutex_lock(&e->lock);
     }
     pthread_mutex_unlock(&e->lock);
     return NULL;

@@ -122,7 +122,7 @@ Test(serve_engine, a_partial_batch_waits_max_wait)
 {
     em_module *m = doubler();
     em_engine *e = em_engine_new(m, EM_SHAPE(2), (em_engine_opts){.max_batch = 8,
-                                                                  .max_wait_ms = 30});
+                                                                  .max_wait_ms = 400});
     double t0 = now_s();
     em_future *f[3];
     for (int i = 0; i < 3; i++)
@@ -130,17 +130,17 @@ Test(serve_engine, a_partial_batch_waits_max_wait)
     for (int i = 0; i < 3; i++)
         expect_result(f[i], (float)i);
     double waited = now_s() - t0;
-    cr_assert(waited >= 0.029, "the batch left after %.3f s, before max_wait", waited);
+    cr_assert(waited >= 0.399, "the batch left after %.3f s, before max_wait", waited);
     em_engine_stats s = em_engine_stats_get(e);
     cr_assert_eq(s.batch_hist[3], 1);
     cr_assert_eq(s.batches, 1);
     for (int i = 0; i < 3; i++)
         em_future_free(f[i]);
-    /* critical requests never wait for company */
+    /* critical requests never wait for company (the bound leaves room for a busy machine) */
     t0 = now_s();
     em_future *c = submit(e, 9, EM_PRIORITY_CRITICAL);
     expect_result(c, 9);
-    cr_assert(now_s() - t0 < 0.025, "a critical request waited %.3f s", now_s() - t0);
+    cr_assert(now_s() - t0 < 0.2, "a critical request waited %.3f s", now_s() - t0);
     em_future_free(c);
     em_engine_free(e);
     em_module_free(m);
