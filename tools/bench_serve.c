@@ -275,7 +275,7 @@ int em_bench_serve(int argc, char **argv)
         return 2;
     em_module *m = rc->build();
     em_tensor *x = m ? em_test_batch(rc, data_dir, HOT_IMAGES) : NULL;
-    if (!x || (load && em_load_model_any(m, load) != EM_OK)) {
+    if (!x || (load && em_load_model_any(m, rc, load) != EM_OK)) {
         fprintf(stderr, "ember bench serve: %s\n", em_error());
         em_module_free(m);
         return 1;

@@ -83,7 +83,7 @@ static int quantize_static(const em_recipe *rc, const char *load, const char *sa
     model_figures f[3] = {0};
     em_status st = x64 && calib && m[0] && m[1] && m[2] ? EM_OK : em_error_status();
     for (int i = 0; i < 3 && st == EM_OK; i++)
-        st = em_load_model_any(m[i], load);
+        st = em_load_model_any(m[i], rc, load);
     if (st == EM_OK)
         st = em_quantize_dynamic_(m[1], (em_quantize_opts){0});
     if (st == EM_OK && !calibration_batches(rc, data_dir, n_calib, calib))

@@ -85,7 +85,7 @@ int em_cmd_serve(int argc, char **argv)
     sigaddset(&stop, SIGINT);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     em_module *m = rc->build();
-    em_status st = m ? em_load_model_any(m, load) : em_error_status();
+    em_status st = m ? em_load_model_any(m, rc, load) : em_error_status();
     em_engine *e = st == EM_OK ? em_engine_new(m, em_recipe_sample_shape(rc), eo) : NULL;
     if (!e) {
         fprintf(stderr, "ember serve: %s\n", em_error());
