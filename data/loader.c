@@ -101,7 +101,8 @@ static em_status fill_batch(em_loader *dl, worker *w, int64_t b, slot *s)
 static bool claimable(const em_loader *dl)
 {
     return dl->started && dl->next_claim < dl->n_batches &&
-           dl->next_claim < dl->next_consume + dl->window;
+           dl->next_claim < dl->next_consume + dl->window &&
+           dl->slots[dl->next_claim % dl->window].state == SLOT_EMPTY; /* not held by the feed */
 }
 
 static void *worker_main(void *arg)
