@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-packages=(cmake make gcc pkg-config libopenblas-dev libcriterion-dev zlib1g-dev libstb-dev
-          libmicrohttpd-dev python3-venv libjansson-dev dataset-fashion-mnist)
+packages=(cmake make gcc pkg-config libopenblas-dev libcriterion-dev zlib1g-dev libpng-dev
+          libjpeg62-turbo-dev libmicrohttpd-dev python3-venv libjansson-dev
+          dataset-fashion-mnist)
 # The tests' Python consumers of ember's files (PyPI), in the virtualenv build/venv; add a
 # package here and the next setup installs it.
 venv_packages=(onnx onnxruntime)

@@ -20,7 +20,9 @@ typedef struct em_dataset em_dataset;
 typedef struct {
     int64_t (*len)(const em_dataset *ds);
     /* sample i (0 <= i < len) of the loader's epoch (0 outside a loader; augmentation may vary
-     * with it) into x and y; on failure set an error naming the file and return its status */
+     * with it) into x and y; on failure set an error naming the file and return its status, or
+     * return EM_SKIP (no error) for a sample the dataset leaves out (the loader's batch then
+     * has one row fewer) */
     em_status (*get)(const em_dataset *ds, int64_t i, int64_t epoch, void *x, void *y);
     void (*close)(em_dataset *ds); /* frees ds itself */
 } em_dataset_vtable;
@@ -75,16 +77,31 @@ typedef struct {
 em_dataset *em_dataset_csv(const char *path, em_csv_opts opts);
 
 /* One subfolder of root per class (classes sorted by name, index = position), holding PNG, JPEG
- * or BMP files (sorted by name). Images are decoded when a sample is read, converted to grayscale
- * or RGB, resized bilinearly to (height, width) and scaled to [0, 1]:
- * x (channels, height, width). */
+ * or BMP files (sorted by name; told apart by their first bytes). Images are decoded when a
+ * sample is read (PNG by libpng, JPEG by libjpeg-turbo, BMP by ember's own strict reader),
+ * converted to grayscale or RGB, resized bilinearly to (height, width) and scaled to [0, 1]:
+ * x (channels, height, width). An image holding more than max_pixels pixels is refused from its
+ * header, before it is decoded. */
+typedef enum {
+    EM_BAD_IMAGE_ERROR = 0, /* reading that sample fails, naming the file (the loader's batch
+                               with it) */
+    EM_BAD_IMAGE_SKIP       /* the sample is left out of its batch (EM_SKIP) and reported */
+} em_bad_image_policy;
 typedef struct {
-    int height, width; /* required */
-    int channels;      /* 1 (grayscale) or 3 (RGB); 0: 3 */
+    int height, width;  /* required */
+    int channels;       /* 1 (grayscale) or 3 (RGB); 0: 3 */
+    int64_t max_pixels; /* 0: 8192 x 8192 */
+    em_bad_image_policy on_bad_image;
 } em_image_folder_opts;
 em_dataset *em_dataset_image_folder(const char *root, em_image_folder_opts opts);
 /* class names of an image-folder dataset (n_classes entries, owned by ds); NULL for others */
 const char *const *em_image_folder_classes(const em_dataset *ds);
+/* What an image-folder dataset left out, each as "PATH: WHY": entries of root and the class
+ * folders that are not class folders or image files (hidden ones aside), and with
+ * EM_BAD_IMAGE_SKIP every image found unreadable so far. Copies up to max of them (owned by ds,
+ * valid until it is freed) to out, which may be NULL, and returns how many there are; -1 for a
+ * dataset of another kind. Safe while a loader reads ds. */
+int64_t em_image_folder_skipped(const em_dataset *ds, const char **out, int64_t max);
 
 /* Samples are rows of x (N, ...): floating x gives f32 features, integer or bool x i64 ones (token
  * ids); targets rows of y (N, ...): integer y gives i64 class indices, floating y f32 targets.
@@ -92,8 +109,9 @@ const char *const *em_image_folder_classes(const em_dataset *ds);
 em_dataset *em_dataset_tensors(const em_tensor *x, const em_tensor *y);
 
 /* Bilinear resize of a (c, h, w) image to (c, oh, ow), half-pixel centres with edge clamping
- * (PyTorch's interpolate with align_corners=False, no antialiasing). */
-void em_resize_bilinear(const float *src, int c, int h, int w, float *dst, int oh, int ow);
+ * (PyTorch's interpolate with align_corners=False, no antialiasing). EM_ERR_ARG unless every
+ * size is at least 1. */
+em_status em_resize_bilinear(const float *src, int c, int h, int w, float *dst, int oh, int ow);
 
 /* ---- per-sample transforms ----
  * Applied in the loader's workers after get(), in order. Random choices come from Philox keyed by
@@ -252,7 +270,9 @@ typedef struct {
 em_loader *em_loader_new(const em_dataset *ds, em_loader_opts opts);
 /* EM_OK with a new batch; EM_END once at the end of each epoch (the next call starts the next
  * epoch); an error status when a sample could not be read (em_error() names it; that batch is
- * skipped) or EM_ERR_TIMEOUT. Batches and their order are the same for any num_workers. */
+ * skipped) or EM_ERR_TIMEOUT. Samples the dataset skips (EM_SKIP) are left out of their batch,
+ * and a batch left with none is passed over. Batches and their order are the same for any
+ * num_workers. */
 em_status em_loader_next(em_loader *dl, em_batch *batch);
 int64_t em_loader_num_batches(const em_loader *dl);
 em_loader_pos em_loader_position(const em_loader *dl);

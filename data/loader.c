@@ -17,6 +17,7 @@ typedef enum { SLOT_EMPTY, SLOT_FILLING, SLOT_READY } slot_state;
 typedef struct {
     slot_state state;
     int64_t batch, rows;
+    int64_t *indices; /* (batch_size): the dataset index of each row */
     void *x;          /* (batch_size, x_numel) of the dataset's x_dtype */
     void *y;          /* (batch_size, y_numel) of y_dtype */
     em_status status; /* of the fill */
@@ -78,22 +79,26 @@ static em_status load_sample(em_loader *dl, worker *w, int64_t idx, void *x, voi
     return st;
 }
 
-/* Assemble batch b of the current epoch into s. */
+/* Assemble batch b of the current epoch into s; samples the dataset skips are left out. */
 static em_status fill_batch(em_loader *dl, worker *w, int64_t b, slot *s)
 {
     int64_t bs = dl->o.batch_size, first = b * bs;
-    s->rows = dl->n - first < bs ? dl->n - first : bs;
-    for (int64_t r = 0; r < s->rows; r++) {
-        int64_t idx = dl->indices[first + r];
+    int64_t n = dl->n - first < bs ? dl->n - first : bs;
+    s->rows = 0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t idx = dl->indices[first + k], r = s->rows;
         char *x = (char *)s->x + (size_t)(r * dl->x_numel) * dl->x_size;
         char *y = (char *)s->y + (size_t)(r * dl->y_numel) * dl->y_size;
         em_status st = load_sample(dl, w, idx, x, y);
+        if (st == EM_SKIP)
+            continue;
         if (st != EM_OK) {
             if (!em_has_error())
                 em_set_error(st, "em_loader_next: the dataset failed on sample %lld",
                              (long long)idx);
             return st;
         }
+        s->indices[s->rows++] = idx;
     }
     return EM_OK;
 }
@@ -264,7 +269,7 @@ static em_status make_batch(em_loader *dl, const slot *s, em_batch *batch)
     em_collate_input in = {
         .rows = s->rows, .x = s->x, .x_shape = dl->x_shape, .x_dtype = dl->ds->x_dtype,
         .y = s->y, .y_shape = dl->ds->y_shape, .y_dtype = dl->ds->y_dtype,
-        .indices = dl->indices + s->batch * dl->o.batch_size, .epoch = dl->epoch,
+        .indices = s->indices, .epoch = dl->epoch,
         .batch = s->batch,
     };
     em_status st = dl->o.collate ? dl->o.collate(dl->o.collate_ctx, &in, batch)
@@ -322,11 +327,12 @@ static em_status device_batch(em_loader *dl, slot *s, em_batch *batch)
     return x && y ? EM_OK : em_error_status();
 }
 
-em_status em_loader_next(em_loader *dl, em_batch *batch)
+/* The next batch of the epoch; *rows is 0 when the dataset skipped all its samples (then batch
+ * is left empty). */
+static em_status next_batch(em_loader *dl, em_batch *batch, int64_t *rows)
 {
-    if (!dl || !batch)
-        return em_set_error(EM_ERR_ARG, "em_loader_next: NULL loader or batch");
     *batch = (em_batch){0};
+    *rows = 0;
     release_fed_slot(dl);
     if (!dl->started) {
         em_status st = start_epoch(dl);
@@ -357,11 +363,12 @@ em_status em_loader_next(em_loader *dl, em_batch *batch)
         if (st != EM_OK)
             em_set_error(st, "%s", s->msg);
     }
+    *rows = s->rows;
     bool held = false;
-    if (st == EM_OK && (dl->o.device != EM_CPU || dl->fed)) {
+    if (st == EM_OK && s->rows && (dl->o.device != EM_CPU || dl->fed)) {
         st = device_batch(dl, s, batch);
         held = dl->fed && dl->feed.held_slot >= 0; /* freed by the next call */
-    } else if (st == EM_OK) {
+    } else if (st == EM_OK && s->rows) {
         st = make_batch(dl, s, batch);
     }
     pthread_mutex_lock(&dl->mu);
@@ -370,6 +377,18 @@ em_status em_loader_next(em_loader *dl, em_batch *batch)
     dl->next_consume++;
     pthread_cond_broadcast(&dl->work_cv);
     pthread_mutex_unlock(&dl->mu);
+    return st;
+}
+
+em_status em_loader_next(em_loader *dl, em_batch *batch)
+{
+    if (!dl || !batch)
+        return em_set_error(EM_ERR_ARG, "em_loader_next: NULL loader or batch");
+    em_status st;
+    int64_t rows;
+    do /* a batch whose every sample was skipped is passed over */
+        st = next_batch(dl, batch, &rows);
+    while (st == EM_OK && rows == 0);
     return st;
 }
 
@@ -411,6 +430,7 @@ void em_loader_free(em_loader *dl)
     for (int k = 0; dl->slots && k < dl->window; k++) {
         em_host_free(host, dl->slots[k].x);
         em_host_free(host, dl->slots[k].y);
+        free(dl->slots[k].indices);
     }
     int nw = dl->o.num_workers > 0 ? dl->o.num_workers : 1;
     for (int k = 0; dl->workers && k < nw; k++)
@@ -457,12 +477,13 @@ static em_status chain_shapes(em_loader *dl)
  * smaller, so the loader's other size arithmetic cannot overflow. */
 static em_status loader_sizes(em_loader *dl)
 {
-    int64_t bs = dl->o.batch_size, x_row, y_row, window;
+    int64_t bs = dl->o.batch_size, x_row, y_row, window, index_bytes;
     if (dl->y_numel < 0 || !em_size_mul(dl->x_numel, (int64_t)dl->x_size, &x_row)
         || !em_size_mul(dl->y_numel, (int64_t)dl->y_size, &y_row)
         || !em_size_mul(bs, x_row, &dl->slot_x_bytes) || !em_size_mul(bs, y_row, &dl->slot_y_bytes)
         || !em_size_mul(2 * dl->max_numel, (int64_t)dl->x_size, &dl->scratch_bytes)
         || !em_size_mul(dl->o.num_workers, dl->o.prefetch_factor, &window)
+        || !em_size_mul(bs, (int64_t)sizeof(int64_t), &index_bytes)
         || window > INT32_MAX || dl->n > INT64_MAX / 8)
         return em_set_error(EM_ERR_ARG, "em_loader_new: batch_size %lld of %lld + %lld elements "
                             "(num_workers %d, prefetch_factor %d, %lld samples) overflows a size",
@@ -484,7 +505,8 @@ static bool alloc_buffers(em_loader *dl)
     for (int k = 0; k < dl->window; k++) {
         dl->slots[k].x = em_host_alloc(host, (size_t)dl->slot_x_bytes + 1);
         dl->slots[k].y = em_host_alloc(host, (size_t)dl->slot_y_bytes + 1);
-        if (!dl->slots[k].x || !dl->slots[k].y)
+        dl->slots[k].indices = malloc((size_t)dl->o.batch_size * sizeof(int64_t));
+        if (!dl->slots[k].x || !dl->slots[k].y || !dl->slots[k].indices)
             return false;
     }
     for (int k = 0; k < nw; k++) {

@@ -16,9 +16,12 @@ static void source_coord(int o, int in, int out, int *i0, int *i1, float *lambda
     *lambda = s - (float)*i0;
 }
 
-void em_resize_bilinear(const float *src, int c, int h, int w, float *dst, int oh, int ow)
+em_status em_resize_bilinear(const float *src, int c, int h, int w, float *dst, int oh, int ow)
 {
     // src (c, h, w), dst (c, oh, ow)
+    if (!src || !dst || c < 1 || h < 1 || w < 1 || oh < 1 || ow < 1)
+        return em_set_error(EM_ERR_ARG, "em_resize_bilinear: sizes (%d, %d, %d) -> (%d, %d) must "
+                            "be at least 1, buffers not NULL", c, h, w, oh, ow);
     for (int y = 0; y < oh; y++) {
         int y0, y1;
         float ly;
@@ -29,10 +32,12 @@ void em_resize_bilinear(const float *src, int c, int h, int w, float *dst, int o
             source_coord(x, w, ow, &x0, &x1, &lx);
             for (int ch = 0; ch < c; ch++) {
                 const float *p = src + (size_t)ch * h * w;
-                float top = (1.0f - lx) * p[y0 * w + x0] + lx * p[y0 * w + x1];
-                float bot = (1.0f - lx) * p[y1 * w + x0] + lx * p[y1 * w + x1];
+                const float *r0 = p + (size_t)y0 * w, *r1 = p + (size_t)y1 * w;
+                float top = (1.0f - lx) * r0[x0] + lx * r0[x1];
+                float bot = (1.0f - lx) * r1[x0] + lx * r1[x1];
                 dst[((size_t)ch * oh + y) * ow + x] = (1.0f - ly) * top + ly * bot;
             }
         }
     }
+    return EM_OK;
 }

@@ -16,7 +16,8 @@ typedef enum {
     EM_ERR_NUMERIC,     /* a NaN or Inf where none is allowed */
     EM_ERR_TIMEOUT,
     EM_ERR_BUSY,        /* a bounded queue is full: try again later */
-    EM_ERR_CANCELLED    /* the request was cancelled before it ran */
+    EM_ERR_CANCELLED,   /* the request was cancelled before it ran */
+    EM_SKIP             /* not an error: a sample that cannot be read, left out of its batch */
 } em_status;
 
 /* The first error message since the last em_error_clear(), or "" when none. */

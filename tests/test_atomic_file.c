@@ -14,25 +14,20 @@
 #include <unistd.h>
 
 #include "ember.h"
+#include "helpers/files.h"
 #include "tensor/atomic_file.h"
 
 static char dir[64];
 
 static void make_dir(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/ember_atomic_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    cr_assert(em_test_make_dir(dir, sizeof dir, "ember_atomic_"));
     em_error_clear();
 }
 
 static void remove_dir(void)
 {
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));)
-        unlinkat(dirfd(d), e->d_name, 0);
-    if (d)
-        closedir(d);
-    rmdir(dir);
+    em_test_remove_tree(dir);
 }
 
 TestSuite(atomic_file, .init = make_dir, .fini = remove_dir);

@@ -10,13 +10,13 @@
 #include <zlib.h>
 
 #include "ember.h"
+#include "helpers/files.h"
 
 static char dir[64];
 
 static void make_dir(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/ember_hostile_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    cr_assert(em_test_make_dir(dir, sizeof dir, "ember_hostile_"));
     em_error_clear();
 }
 
@@ -31,10 +31,7 @@ static char *path_in_dir(const char *name)
 
 static void remove_dir(void)
 {
-    static const char *names[] = {"im", "lb", "im.gz", "lb.gz", "big.gz"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        unlink(path_in_dir(names[i]));
-    rmdir(dir);
+    em_test_remove_tree(dir);
 }
 
 TestSuite(hostile, .init = make_dir, .fini = remove_dir);
