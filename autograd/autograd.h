@@ -4,7 +4,11 @@
 #ifndef EMBER_AUTOGRAD_H
 #define EMBER_AUTOGRAD_H
 
-#include "tensor/tensor.h"
+#include "ember/tensor/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* ---- the tape ---- */
 em_status em_backward(em_tensor *loss);                 /* loss must hold one element */
@@ -194,5 +198,9 @@ em_tensor *em_checkpoint(em_checkpoint_fn fn, void *ctx, em_tensor *const *input
  * Slow (each output is scanned): a debugging aid. */
 bool em_set_anomaly_mode(bool on); /* returns the previous mode */
 bool em_anomaly_mode(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,6 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define EM_MAX_DIMS 8 /* the most dimensions a tensor has */
 
 typedef enum {
@@ -39,5 +43,9 @@ uint16_t em_f32_to_f16(float x);
 float em_f16_to_f32(uint16_t h);
 uint16_t em_f32_to_bf16(float x);
 float em_bf16_to_f32(uint16_t b);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

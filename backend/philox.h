@@ -5,6 +5,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #ifdef __CUDACC__
 #define EM_HOST_DEVICE __host__ __device__
 #else
@@ -40,5 +44,9 @@ static inline EM_HOST_DEVICE float em_philox_uniform(uint32_t x)
 {
     return (float)(x >> 8) * (1.0f / 16777216.0f);
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

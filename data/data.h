@@ -7,7 +7,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "tensor/tensor.h"
+#include "ember/tensor/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* ---- the dataset interface ----
  * A dataset writes sample i into caller-provided rows: x gets numel(x_shape) values of x_dtype
@@ -278,5 +282,9 @@ int64_t em_loader_num_batches(const em_loader *dl);
 em_loader_pos em_loader_position(const em_loader *dl);
 em_status em_loader_set_position(em_loader *dl, em_loader_pos pos);
 void em_loader_free(em_loader *dl); /* joins the workers at any point; NULL is fine */
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -5,7 +5,11 @@
 
 #include <stdio.h>
 
-#include "autograd/autograd.h"
+#include "ember/autograd/autograd.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct em_module em_module;
 
@@ -185,5 +189,9 @@ em_status em_init_kaiming_normal_(em_tensor *t, double a, em_fan_mode mode, em_g
 em_status em_init_xavier_uniform_(em_tensor *t, double gain, em_generator *gen);
 em_status em_init_xavier_normal_(em_tensor *t, double gain, em_generator *gen);
 em_status em_init_uniform_(em_tensor *t, double low, double high, em_generator *gen);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

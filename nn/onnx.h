@@ -3,7 +3,11 @@
 #ifndef EMBER_NN_ONNX_H
 #define EMBER_NN_ONNX_H
 
-#include "nn/nn.h"
+#include "ember/nn/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct {
     int opset;               /* 0: 17, the lowest accepted */
@@ -19,5 +23,9 @@ typedef struct {
  * names it, and no file is written. */
 em_status em_onnx_export(em_module *model, const em_tensor *example_input, const char *path,
                          em_onnx_opts o);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

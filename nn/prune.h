@@ -7,8 +7,12 @@
 
 #include <stdio.h>
 
-#include "nn/nn.h"
-#include "tensor/safetensors.h"
+#include "ember/nn/nn.h"
+#include "ember/tensor/safetensors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* amount is a fraction in [0, 1] of the remaining entries (or channels); the count pruned is
  * round(amount * remaining), halves to even. The lowest importance goes first; ties go to the
@@ -71,5 +75,9 @@ int em_prune_meta(em_st_meta *out);
 /* Before em_module_load of a file so marked: Linear layers take the file's sizes and the
  * parameters the file holds masks for are reparametrized. No-op for other files. */
 em_status em_prune_prepare_load(em_module *model, const em_safetensors *st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

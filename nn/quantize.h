@@ -5,8 +5,12 @@
 #ifndef EMBER_NN_QUANTIZE_H
 #define EMBER_NN_QUANTIZE_H
 
-#include "nn/nn.h"
-#include "tensor/safetensors.h"
+#include "ember/nn/nn.h"
+#include "ember/tensor/safetensors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum {
     EM_QUANT_PER_CHANNEL = 0, /* one weight scale per output row */
@@ -61,5 +65,9 @@ em_status em_quantize_prepare_load(em_module *model, const em_safetensors *st);
 
 /* Bytes of every parameter and buffer of the tree (what a saved file holds, headers aside). */
 int64_t em_module_nbytes(const em_module *model);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

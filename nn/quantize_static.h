@@ -5,7 +5,11 @@
 #ifndef EMBER_NN_QUANTIZE_STATIC_H
 #define EMBER_NN_QUANTIZE_STATIC_H
 
-#include "nn/quantize.h"
+#include "ember/nn/quantize.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum {
     EM_OBSERVER_MINMAX = 0,  /* the smallest and largest value seen */
@@ -40,5 +44,9 @@ em_status em_quantize_static_(em_module *model, em_tensor *const *calib, int n_b
 /* The structure of a statically quantized model without calibration (parameters to be loaded):
  * what em_quantize_prepare_load uses for a file marked static_int8. */
 em_status em_quantize_static_structure_(em_module *model, em_static_quant_opts o);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -3,8 +3,12 @@
 #ifndef EMBER_NN_SERIALIZE_H
 #define EMBER_NN_SERIALIZE_H
 
-#include "nn/nn.h"
-#include "tensor/safetensors.h"
+#include "ember/nn/nn.h"
+#include "ember/tensor/safetensors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Parameters and buffers of m, in traversal order; returns the count or -1. The names are the
  * module tree's. out may be NULL to count. */
@@ -14,5 +18,9 @@ em_status em_module_save(const em_module *m, const char *path, const em_st_meta 
 /* Copies the file's tensors into m by name. Every name and shape is checked first: a missing,
  * extra or mismatched tensor, or a truncated or corrupt file, is an error and m is unchanged. */
 em_status em_module_load(em_module *m, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -5,7 +5,11 @@
 #ifndef EMBER_GRAD_SCALER_H
 #define EMBER_GRAD_SCALER_H
 
-#include "optim/optim.h"
+#include "ember/optim/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct em_grad_scaler em_grad_scaler;
 
@@ -53,5 +57,9 @@ int64_t em_scaler_skipped_steps(const em_grad_scaler *s); /* updates skipped sin
  * both names and 0-d shapes, changing nothing on a mismatch. */
 int em_scaler_state(const em_grad_scaler *s, em_param_ref *out, int max);
 em_status em_scaler_load_state(em_grad_scaler *s, const em_param_ref *in, int n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -5,7 +5,11 @@
 #ifndef EMBER_GUARDS_H
 #define EMBER_GUARDS_H
 
-#include "optim/optim.h"
+#include "ember/optim/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* ---- clipping; parameters without grad are skipped ---- */
 
@@ -75,5 +79,9 @@ void em_guard_free(em_guard *g);
  * while the scale settles. */
 em_status em_guard_check(em_guard *g, const em_tensor *loss, double grad_norm, bool *skip);
 em_guard_report em_guard_get_report(const em_guard *g); /* strings live until the next check */
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

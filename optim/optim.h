@@ -3,7 +3,11 @@
 #ifndef EMBER_OPTIM_H
 #define EMBER_OPTIM_H
 
-#include "nn/nn.h"
+#include "ember/nn/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct em_optim em_optim;
 
@@ -145,5 +149,9 @@ em_status em_scheduler_set_last_step(em_scheduler *s, int64_t step); /* for resu
 int em_scheduler_state(const em_scheduler *s, em_param_ref *out, int max);
 em_status em_scheduler_load_state(em_scheduler *s, const em_param_ref *in, int n);
 void em_scheduler_free(em_scheduler *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -4,7 +4,11 @@
 #ifndef EMBER_SERVE_CACHE_H
 #define EMBER_SERVE_CACHE_H
 
-#include "tensor/tensor.h"
+#include "ember/tensor/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct {
     int64_t max_entries; /* 0: no cache (every lookup misses) */
@@ -35,5 +39,9 @@ uint64_t em_tensor_hash(const em_tensor *x);
  * missing file loads nothing, a corrupt one is an EM_ERR_IO naming it. */
 em_status em_cache_save(em_cache *c, const char *dir);
 em_status em_cache_load(em_cache *c, const char *dir);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -6,8 +6,12 @@
 #ifndef EMBER_SERVE_ENGINE_H
 #define EMBER_SERVE_ENGINE_H
 
-#include "nn/nn.h"
-#include "serve/cache.h"
+#include "ember/nn/nn.h"
+#include "ember/serve/cache.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum {
     EM_PRIORITY_LOW = 0,
@@ -78,5 +82,9 @@ em_shape em_engine_sample_shape(const em_engine *e);
 /* "low", "normal", "high", "critical"; and back (-1 when unknown) */
 const char *em_priority_name(em_priority p);
 int em_priority_parse(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

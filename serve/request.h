@@ -5,7 +5,11 @@
 
 #include <stddef.h>
 
-#include "serve/engine.h"
+#include "ember/serve/engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define EM_REQUEST_MAX_VALUES (1 << 20)
 
@@ -27,5 +31,9 @@ em_status em_predict_request_parse(const char *body, size_t n, em_shape sample_s
 char *em_predict_response(const em_tensor *y);
 /* The engine's statistics as one JSON object (malloc'd), or NULL when out of memory. */
 char *em_engine_stats_json(const em_engine_stats *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

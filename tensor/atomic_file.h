@@ -11,7 +11,11 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "tensor/error.h"
+#include "ember/tensor/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct {
     FILE *f;      /* write here between open and commit */
@@ -31,5 +35,9 @@ void em_atomic_abort(em_atomic_file *af);
 /* Whether path could be written now: its directory takes new files and path is not a directory.
  * EM_OK, or EM_ERR_IO "cannot write 'PATH': WHY"; nothing is left behind. */
 em_status em_atomic_check(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -5,6 +5,10 @@
 
 #include <stdbool.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     EM_OK = 0,
     EM_END,             /* not an error: iteration finished (data loaders) */
@@ -33,5 +37,9 @@ em_status em_set_error(em_status status, const char *fmt, ...) __attribute__((fo
 /* True when p is not NULL. Otherwise records "fn: NAME is NULL" (EM_ERR_ARG) unless an error
  * is pending (a NULL passed on from a failed op keeps that op's message) and returns false. */
 bool em_present(const void *p, const char *fn, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

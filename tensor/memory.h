@@ -6,8 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/dtype.h"
-#include "tensor/error.h"
+#include "ember/backend/dtype.h"
+#include "ember/tensor/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* A request is served from a block of its size class: multiples of 512 bytes up to 1 MiB, then
  * eight classes per power of two (at most 12.5% over). A freed block waits in the cache of its
@@ -41,5 +45,9 @@ bool em_memory_set_caching(em_device device, bool on);
  * that does not fit even after emptying the cache fails with EM_ERR_MEMORY and
  * "em_empty: memory budget exceeded: <needed> of <budget> bytes on cpu ...". */
 em_status em_memory_set_budget(em_device device, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -5,6 +5,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct em_generator {
     uint64_t seed;
     uint64_t offset; /* next unused Philox counter */
@@ -15,5 +19,9 @@ void em_manual_seed(uint64_t seed);      /* reseeds the global generator (offset
 em_generator *em_default_generator(void); /* the global generator; state can be saved and set */
 /* Reserve n counters of gen (or the global one when NULL); returns the first. */
 uint64_t em_generator_advance(em_generator *gen, uint64_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -4,7 +4,11 @@
 #ifndef EMBER_SAFETENSORS_H
 #define EMBER_SAFETENSORS_H
 
-#include "tensor/tensor.h"
+#include "ember/tensor/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct {
     const char *name;
@@ -42,5 +46,9 @@ em_status em_safetensors_load_into(const char *path, const em_st_entry *dst, int
 em_tensor *em_safetensors_get(const em_safetensors *st, const char *name); /* borrowed; or NULL */
 const char *em_safetensors_meta(const em_safetensors *st, const char *key); /* or NULL */
 void em_safetensors_free(em_safetensors *st); /* NULL is fine */
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -4,11 +4,19 @@
 #ifndef EMBER_SCOPE_H
 #define EMBER_SCOPE_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct em_tensor;
 
 void em_scope_begin(void);
 void em_scope_end(void);
 struct em_tensor *em_keep(struct em_tensor *t); /* returns t; NULL passes through */
 int em_scope_depth(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,11 +7,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "backend/dtype.h"
-#include "tensor/error.h"
-#include "tensor/memory.h"
-#include "tensor/rng.h"
-#include "tensor/scope.h"
+#include "ember/backend/dtype.h"
+#include "ember/tensor/error.h"
+#include "ember/tensor/memory.h"
+#include "ember/tensor/rng.h"
+#include "ember/tensor/scope.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* A shape by value: EM_SHAPE(64, 784) */
 typedef struct {
@@ -19,10 +23,15 @@ typedef struct {
     int64_t d[EM_MAX_DIMS];
 } em_shape;
 
+#ifdef __cplusplus /* C++ has no compound literals: a function template below builds it */
+#define EM_SHAPE(...) em_shape_of_dims(__VA_ARGS__)
+#define EM_SCALAR_SHAPE (em_shape{})
+#else
 #define EM_SHAPE(...)                                                                   \
     ((em_shape){.ndim = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), \
                 .d = {__VA_ARGS__}})
 #define EM_SCALAR_SHAPE ((em_shape){.ndim = 0})
+#endif
 /* the product of the dims (1 for ()); -1 when a dim is negative or the product overflows */
 int64_t em_shape_numel(const em_shape *s);
 /* a * b for sizes (element or byte counts): false when either is negative or the product does
@@ -121,5 +130,20 @@ em_tensor *em_to_device(const em_tensor *t, em_device device); /* a copy; no gra
 /* moves a leaf that owns its whole storage (a parameter, a buffer) to device in place, with its
  * grad: every holder of t sees it there */
 em_status em_to_device_(em_tensor *t, em_device device);
+
+#ifdef __cplusplus
+}
+
+/* EM_SHAPE(64, 784) in C++: any integer dims, at most EM_MAX_DIMS of them */
+template <typename... Dims> static inline em_shape em_shape_of_dims(Dims... dims)
+{
+    static_assert(sizeof...(dims) <= EM_MAX_DIMS, "EM_SHAPE: too many dims");
+    em_shape s = {};
+    const int64_t d[sizeof...(dims) + 1] = {static_cast<int64_t>(dims)...};
+    for (s.ndim = 0; s.ndim < (int)sizeof...(dims); s.ndim++)
+        s.d[s.ndim] = d[s.ndim];
+    return s;
+}
+#endif
 
 #endif

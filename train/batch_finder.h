@@ -3,7 +3,11 @@
 #ifndef EMBER_TRAIN_BATCH_FINDER_H
 #define EMBER_TRAIN_BATCH_FINDER_H
 
-#include "tensor/memory.h"
+#include "ember/tensor/memory.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* try_fn runs one training step at batch size batch and sets *samples_per_s; it returns EM_OK,
  * EM_ERR_MEMORY when the step did not fit (an allocation failed), or another error, which ends
@@ -23,5 +27,9 @@ typedef struct {
  * end. EM_ERR_MEMORY when even lo does not fit. */
 em_status em_find_batch_size(em_batch_try_fn try_fn, void *ctx, em_device device, int64_t lo,
                              int64_t hi, size_t budget, em_batch_search *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

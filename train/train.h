@@ -12,11 +12,11 @@
 #ifndef EMBER_TRAIN_H
 #define EMBER_TRAIN_H
 
-#include "data/data.h"
-#include "optim/grad_scaler.h"
-#include "optim/guards.h"
-#include "optim/optim.h"
-#include "tensor/safetensors.h"
+#include "ember/data/data.h"
+#include "ember/optim/grad_scaler.h"
+#include "ember/optim/guards.h"
+#include "ember/optim/optim.h"
+#include "ember/tensor/safetensors.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -3,10 +3,14 @@
 #ifndef EMBER_TRAIN_CHECKPOINT_H
 #define EMBER_TRAIN_CHECKPOINT_H
 
-#include "data/data.h"
-#include "optim/grad_scaler.h"
-#include "optim/optim.h"
-#include "tensor/safetensors.h"
+#include "ember/data/data.h"
+#include "ember/optim/grad_scaler.h"
+#include "ember/optim/optim.h"
+#include "ember/tensor/safetensors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct {
     em_module *model;
@@ -27,5 +31,9 @@ em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
  * scaler and loader (the same batches per epoch) first: on any mismatch or a damaged file
  * nothing is changed. */
 em_status em_train_checkpoint_load(const char *path, em_train_state *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
