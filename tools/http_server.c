@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "serve/request.h"
+#include "tensor/json_internal.h"
 #include "tools/http_server.h"
 
 struct em_http_server {
@@ -44,24 +45,14 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, char *json
     return ret;
 }
 
-/* {"error":"<message>"} with the message's quotes, backslashes and control bytes escaped. */
+/* {"error":"<message>"}, written by ember's JSON module (a message that is not UTF-8, as a cut
+ * one can be, is replaced by a fixed one). */
 static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned code, const char *msg)
 {
-    size_t n = strlen(msg);
-    char *json = malloc(n * 6 + 16);
-    if (!json)
-        return MHD_NO;
-    size_t k = (size_t)sprintf(json, "{\"error\":\"");
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)msg[i];
-        if (ch == '"' || ch == '\\')
-            k += (size_t)sprintf(json + k, "\\%c", ch);
-        else if (ch < 0x20)
-            k += (size_t)sprintf(json + k, "\\u%04x", ch);
-        else
-            json[k++] = (char)ch;
-    }
-    strcpy(json + k, "\"}");
+    json_t *text = json_string(msg);
+    json_t *body = json_pack("{s:o}", "error", text ? text : json_string("request rejected"));
+    char *json = body ? em_json_dump(body) : NULL;
+    json_decref(body);
     return reply(c, code, json);
 }
 
