@@ -88,9 +88,10 @@ em_status em_observer_update(em_observer *ob, const em_tensor *x)
     float lo = INFINITY, hi = -INFINITY;
     for (int64_t i = 0; i < n; i++) {
         if (!isfinite(v[i])) {
+            float bad = v[i];
             free(v);
             return em_set_error(EM_ERR_NUMERIC, "em_observer_update: non-finite value %g at "
-                                "element %lld", v[i], (long long)i);
+                                "element %lld", bad, (long long)i);
         }
         lo = fminf(lo, v[i]);
         hi = fmaxf(hi, v[i]);
