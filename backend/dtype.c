@@ -40,6 +40,11 @@ bool em_dtype_is_float(em_dtype dt)
     return dt == EM_F32 || dt == EM_F64 || dt == EM_F16 || dt == EM_BF16;
 }
 
+bool em_dtype_is_int(em_dtype dt)
+{
+    return dt == EM_I8 || dt == EM_U8 || dt == EM_I32 || dt == EM_I64;
+}
+
 static uint32_t f32_bits(float x)
 {
     uint32_t u;

@@ -36,6 +36,7 @@ size_t em_dtype_size(em_dtype dt);        /* bytes per element; 0 for an invalid
 const char *em_dtype_name(em_dtype dt);   /* "f32", "bf16", ...; "invalid" otherwise */
 const char *em_device_name(em_device dev); /* "cpu", "cuda" */
 bool em_dtype_is_float(em_dtype dt);      /* f32, f64, f16, bf16 */
+bool em_dtype_is_int(em_dtype dt);        /* i8, u8, i32, i64 (not bool) */
 bool em_dtype_valid(em_dtype dt);
 
 /* IEEE binary16 and bfloat16 as raw bits; to_* rounds to nearest even, keeps inf and NaN. */

@@ -4,34 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend/convert_internal.h"
 #include "backend_cpu/cpu_convert_internal.h"
-
-/* f64 -> f32 rounding to odd: the result then rounds to f16/bf16 exactly as f64 would directly
- * (f32 keeps more than two extra bits over either). */
-static inline float f64_to_f32_odd(double d)
-{
-    float f = (float)d;
-    if ((double)f == d || isnan(d))
-        return f;
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if (!(u & 1))
-        u += (fabs((double)f) > fabs(d)) ? -1u : 1u;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* Truncate toward zero, NaN to 0, saturating at the i64 range. */
-static inline int64_t f64_to_i64(double d)
-{
-    if (isnan(d))
-        return 0;
-    if (d >= 0x1p63)
-        return INT64_MAX;
-    if (d < -0x1p63)
-        return INT64_MIN;
-    return (int64_t)d;
-}
 
 /* load rules: the natural C value of one stored element (bool8 is the 1-byte bool dtype) */
 #define LOAD_f32(p) (*(const float *)(p))
@@ -46,8 +20,8 @@ static inline int64_t f64_to_i64(double d)
 
 /* store rules, by the C type of the value */
 #define TO_INT(T, v) \
-    _Generic((v), float: (T)f64_to_i64(v), double: (T)f64_to_i64(v), default: (T)(v))
-#define TO_HALF(fn, v) _Generic((v), float: fn(v), default: fn(f64_to_f32_odd((double)(v))))
+    _Generic((v), float: (T)em_f64_to_i64(v), double: (T)em_f64_to_i64(v), default: (T)(v))
+#define TO_HALF(fn, v) _Generic((v), float: fn(v), default: fn(em_f64_to_f32_odd((double)(v))))
 #define STORE_f32(p, v) (*(float *)(p) = (float)(v))
 #define STORE_f64(p, v) (*(double *)(p) = (double)(v))
 #define STORE_f16(p, v) (*(uint16_t *)(p) = TO_HALF(em_f32_to_f16, v))

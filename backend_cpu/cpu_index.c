@@ -3,6 +3,7 @@
  * A view is walked as (pre, along, post): the dims before `dim`, dim itself, the dims after. */
 #include <string.h>
 
+#include "backend/kernel_args_internal.h"
 #include "backend_cpu/cpu_dense_internal.h"
 
 /* Elements in dims [d0, d1) of shape. */
@@ -113,17 +114,6 @@ static void add_run(em_dtype dt, char *dst, const int64_t *dq, const char *src, 
     }
 }
 
-/* Same rank, dim in range, same shape except along dim. */
-static bool views_match(const em_arr *a, const em_arr *b, int dim)
-{
-    if (a->ndim != b->ndim || dim < 0 || dim >= a->ndim || a->dtype != b->dtype)
-        return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (d != dim && a->shape[d] != b->shape[d])
-            return false;
-    return true;
-}
-
 /* The n entries of a 1-D i64 index array as a packed list (idx's own data when contiguous);
  * NULL when the array is not a 1-D i64 array of n entries or out of memory (*owned says whether
  * the caller frees the list). */
@@ -164,7 +154,7 @@ static int index_list_status(const int64_t *idx, bool owned, int64_t n, int64_t 
 /* Out-of-range indices return EM_KERNEL_BAD_INDEX before anything is written. */
 int em_cpu_index_select(const em_arr *out, const em_arr *in, int dim, const em_arr *index)
 {
-    if (!views_match(out, in, dim))
+    if (!em_index_views_match(out, in, dim))
         return EM_KERNEL_UNSUPPORTED;
     const int64_t n = out->shape[dim];
     bool owned;
@@ -202,7 +192,7 @@ int em_cpu_index_select(const em_arr *out, const em_arr *in, int dim, const em_a
 
 int em_cpu_index_add(const em_arr *out, int dim, const em_arr *index, const em_arr *src)
 {
-    if (!views_match(out, src, dim) || !float_dtype(out->dtype))
+    if (!em_index_views_match(out, src, dim) || !float_dtype(out->dtype))
         return EM_KERNEL_UNSUPPORTED;
     const int64_t n = src->shape[dim];
     bool owned;
@@ -234,19 +224,6 @@ int em_cpu_index_add(const em_arr *out, int dim, const em_arr *index, const em_a
     if (owned)
         em_cpu_scratch_free((void *)idx);
     return EM_KERNEL_OK;
-}
-
-/* idx (i64) has `ref`'s shape; `big` matches ref's rank and dtype and is at least as large on
- * every dim but dim. */
-static bool gather_views_ok(const em_arr *ref, const em_arr *big, const em_arr *idx, int dim)
-{
-    if (ref->ndim != big->ndim || ref->ndim != idx->ndim || dim < 0 || dim >= ref->ndim
-        || ref->dtype != big->dtype || idx->dtype != EM_I64)
-        return false;
-    for (int d = 0; d < ref->ndim; d++)
-        if (idx->shape[d] != ref->shape[d] || (d != dim && ref->shape[d] > big->shape[d]))
-            return false;
-    return true;
 }
 
 /* Every idx entry (idx with shape) in [0, size). */
@@ -282,7 +259,7 @@ static void copy_elem(size_t es, char *dst, const char *src)
 
 int em_cpu_gather(const em_arr *out, const em_arr *in, int dim, const em_arr *idx)
 {
-    if (!gather_views_ok(out, in, idx, dim))
+    if (!em_gather_views_ok(out, in, idx, dim))
         return EM_KERNEL_UNSUPPORTED;
     if (!arr_indices_ok(idx, out->shape, in->shape[dim]))
         return EM_KERNEL_BAD_INDEX;
@@ -311,7 +288,7 @@ int em_cpu_gather(const em_arr *out, const em_arr *in, int dim, const em_arr *id
 
 int em_cpu_scatter_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src)
 {
-    if (!gather_views_ok(src, out, idx, dim) || !float_dtype(out->dtype))
+    if (!em_gather_views_ok(src, out, idx, dim) || !float_dtype(out->dtype))
         return EM_KERNEL_UNSUPPORTED;
     if (!arr_indices_ok(idx, src->shape, out->shape[dim]))
         return EM_KERNEL_BAD_INDEX;

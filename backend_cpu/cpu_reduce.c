@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "backend/kernel_args_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "backend_cpu/cpu_strided_internal.h"
 
@@ -408,23 +409,6 @@ static int run_pass(kind k, double div, const em_arr *out, const em_arr *in, con
     return cols ? run_cols(&ps) : run_rows(&ps);
 }
 
-static bool dtypes_supported(em_reduce_op op, em_dtype in, em_dtype out)
-{
-    const bool fl = em_dtype_is_float(in), it = em_dtype_is_int(in) || in == EM_BOOL;
-    switch (op) {
-    case EM_REDUCE_SUM: case EM_REDUCE_PROD:
-        return fl ? em_dtype_is_float(out) : it && em_dtype_is_int(out);
-    case EM_REDUCE_MEAN: case EM_REDUCE_VAR:
-        return fl && em_dtype_is_float(out);
-    case EM_REDUCE_MAX: case EM_REDUCE_MIN:
-        return (fl || it) && out == in;
-    case EM_REDUCE_ARGMAX: case EM_REDUCE_ARGMIN:
-        return (fl || it) && out == EM_I64;
-    default:
-        return false;
-    }
-}
-
 static int reduce_var(double correction, const em_arr *out, const em_arr *in, int64_t R)
 {
     const int64_t nout = em_arr_numel(out);
@@ -448,19 +432,8 @@ static int reduce_var(double correction, const em_arr *out, const em_arr *in, in
 
 int em_cpu_reduce(em_reduce_op op, double param, const em_arr *out, const em_arr *in)
 {
-    if ((unsigned)op >= EM_REDUCE_COUNT || in->ndim != out->ndim ||
-        !dtypes_supported(op, in->dtype, out->dtype))
-        return EM_KERNEL_UNSUPPORTED;
-    int64_t R = 1;
-    for (int d = 0; d < in->ndim; d++) {
-        if (out->shape[d] != in->shape[d] && out->shape[d] != 1)
-            return EM_KERNEL_UNSUPPORTED;
-        if (out->shape[d] != in->shape[d])
-            R *= in->shape[d];
-    }
-    const bool needs_element = op == EM_REDUCE_MAX || op == EM_REDUCE_MIN ||
-                               op == EM_REDUCE_ARGMAX || op == EM_REDUCE_ARGMIN;
-    if (R == 0 && needs_element && em_arr_numel(out) > 0)
+    int64_t R;
+    if (!em_reduce_args_ok(op, out, in, &R))
         return EM_KERNEL_UNSUPPORTED;
     switch (op) {
     case EM_REDUCE_SUM: return run_pass(K_SUM, 1, out, in, out);

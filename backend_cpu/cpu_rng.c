@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "backend/philox.h"
+#include "backend/strided_internal.h"
 #include "backend_cpu/cpu_convert_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 
@@ -45,21 +46,10 @@ static void block_values(em_rng_dist dist, double p0, double p1, em_philox_block
     }
 }
 
-static bool is_contiguous(const em_arr *a)
-{
-    int64_t expect = 1;
-    for (int d = a->ndim - 1; d >= 0; d--) {
-        if (a->shape[d] != 1 && a->strides[d] != expect)
-            return false;
-        expect *= a->shape[d];
-    }
-    return true;
-}
-
 int em_cpu_rng_fill(em_rng_dist dist, double p0, double p1, uint64_t seed, uint64_t offset,
                     const em_arr *out)
 {
-    if (!em_dtype_valid(out->dtype) || !is_contiguous(out) || dist > EM_RNG_BERNOULLI)
+    if (!em_dtype_valid(out->dtype) || !em_arr_contiguous(out) || dist > EM_RNG_BERNOULLI)
         return EM_KERNEL_UNSUPPORTED;
     int64_t numel = 1;
     for (int d = 0; d < out->ndim; d++)

@@ -2,6 +2,8 @@
  * computed in f32, integer dtypes (computed in i64, wrapping) for the sign/abs/scale family. */
 #include <tgmath.h>
 
+#include "backend/convert_internal.h"
+#include "backend/kernel_args_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "backend_cpu/cpu_strided_internal.h"
 
@@ -19,17 +21,6 @@ static family family_of(em_dtype dt)
     if (dt == EM_F64)
         return FAM_F64;
     return em_dtype_is_int(dt) ? FAM_I64 : FAM_NONE;
-}
-
-static bool int_supported(em_unary_op op)
-{
-    switch (op) {
-    case EM_UNARY_NEG: case EM_UNARY_ABS: case EM_UNARY_SIGN: case EM_UNARY_SQUARE:
-    case EM_UNARY_RELU: case EM_UNARY_CLAMP: case EM_UNARY_ADD_SCALAR: case EM_UNARY_MUL_SCALAR:
-        return true;
-    default:
-        return false;
-    }
 }
 
 /* y[i] = expr over a contiguous run, with v = x[i]. */
@@ -84,23 +75,11 @@ static bool int_supported(em_unary_op op)
 DEFINE_UNARY_FLOAT(unary_f32, float)
 DEFINE_UNARY_FLOAT(unary_f64, double)
 
-/* A double parameter as an integer operand: truncated toward zero, saturated, NaN as 0. */
-static int64_t param_i64(double p)
-{
-    if (p != p)
-        return 0;
-    if (p >= 9223372036854775807.0)
-        return INT64_MAX;
-    if (p <= -9223372036854775808.0)
-        return INT64_MIN;
-    return (int64_t)p;
-}
-
 /* Integer ops wrap (two's complement through uint64_t), like PyTorch's integer tensors. */
 static void unary_i64(em_unary_op op, double dp0, double dp1, int64_t n, int64_t *restrict y,
                       const int64_t *restrict x)
 {
-    const int64_t p0 = param_i64(dp0), p1 = param_i64(dp1);
+    const int64_t p0 = em_f64_to_i64(dp0), p1 = em_f64_to_i64(dp1);
     const int64_t lo = dp0 > (double)p0 ? p0 + 1 : p0; /* smallest integer >= min */
     const int64_t hi = dp1 < (double)p1 ? p1 - 1 : p1; /* largest integer <= max */
     switch (op) {
@@ -160,7 +139,7 @@ int em_cpu_unary(em_unary_op op, double p0, double p1, const em_arr *out, const 
 {
     const family fam = family_of(out->dtype);
     if ((unsigned)op >= EM_UNARY_COUNT || in->dtype != out->dtype || fam == FAM_NONE ||
-        !em_arr_same_shape(out, in) || (fam == FAM_I64 && !int_supported(op)))
+        !em_arr_same_shape(out, in) || (fam == FAM_I64 && !em_unary_int_supported(op)))
         return EM_KERNEL_UNSUPPORTED;
     unary_ctx c = {op, p0, p1, out->dtype, fam};
     em_iter it;
@@ -196,29 +175,6 @@ int em_cpu_unary(em_unary_op op, double p0, double p1, const em_arr *out, const 
         for (int64_t i = 0; i < n; i++)                                                           \
             gx[i] = 0;                                                                            \
     } while (0)
-
-/* Which operand an op's derivative reads: none, the output y (when given), or the input x. */
-static bool grad_needs_src(em_unary_op op)
-{
-    switch (op) {
-    case EM_UNARY_NEG: case EM_UNARY_SIGN: case EM_UNARY_FLOOR: case EM_UNARY_CEIL:
-    case EM_UNARY_ROUND: case EM_UNARY_ADD_SCALAR: case EM_UNARY_MUL_SCALAR:
-        return false;
-    default:
-        return true;
-    }
-}
-
-static bool grad_prefers_y(em_unary_op op)
-{
-    switch (op) {
-    case EM_UNARY_EXP: case EM_UNARY_SQRT: case EM_UNARY_RSQRT: case EM_UNARY_RECIPROCAL:
-    case EM_UNARY_TANH: case EM_UNARY_SIGMOID:
-        return true;
-    default:
-        return false;
-    }
-}
 
 #define DEFINE_UNARY_GRAD_FLOAT(NAME, T)                                                          \
     static void NAME(em_unary_op op, bool from_y, double dp0, double dp1, int64_t n,              \
@@ -353,8 +309,8 @@ int em_cpu_unary_grad(em_unary_op op, double p0, double p1, const em_arr *gx, co
     if ((unsigned)op >= EM_UNARY_COUNT || (fam != FAM_F32 && fam != FAM_F64) ||
         gy->dtype != gx->dtype || !em_arr_same_shape(gx, gy))
         return EM_KERNEL_UNSUPPORTED;
-    const bool from_y = grad_prefers_y(op) && y != NULL;
-    const em_arr *src = !grad_needs_src(op) ? gy : from_y ? y : x;
+    bool from_y;
+    const em_arr *src = em_unary_grad_source(op, gy, x, y, &from_y);
     if (src == NULL || src->dtype != gx->dtype || !em_arr_same_shape(gx, src))
         return EM_KERNEL_UNSUPPORTED;
     grad_ctx c = {op, p0, p1, gx->dtype, from_y};

@@ -1,0 +1,101 @@
+/* The argument rules of the kernel table that every backend applies alike (see
+ * kernel_args_internal.h). */
+#include "backend/kernel_args_internal.h"
+
+#include "backend/strided_internal.h"
+
+bool em_unary_int_supported(em_unary_op op)
+{
+    switch (op) {
+    case EM_UNARY_NEG: case EM_UNARY_ABS: case EM_UNARY_SIGN: case EM_UNARY_SQUARE:
+    case EM_UNARY_RELU: case EM_UNARY_CLAMP: case EM_UNARY_ADD_SCALAR: case EM_UNARY_MUL_SCALAR:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Ops whose derivative reads no operand: NEG, ADD/MUL_SCALAR and the zero gradients. */
+static bool grad_reads_nothing(em_unary_op op)
+{
+    switch (op) {
+    case EM_UNARY_NEG: case EM_UNARY_SIGN: case EM_UNARY_FLOOR: case EM_UNARY_CEIL:
+    case EM_UNARY_ROUND: case EM_UNARY_ADD_SCALAR: case EM_UNARY_MUL_SCALAR:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static bool grad_prefers_y(em_unary_op op)
+{
+    switch (op) {
+    case EM_UNARY_EXP: case EM_UNARY_SQRT: case EM_UNARY_RSQRT: case EM_UNARY_RECIPROCAL:
+    case EM_UNARY_TANH: case EM_UNARY_SIGMOID:
+        return true;
+    default:
+        return false;
+    }
+}
+
+const em_arr *em_unary_grad_source(em_unary_op op, const em_arr *gy, const em_arr *x,
+                                   const em_arr *y, bool *from_y)
+{
+    *from_y = grad_prefers_y(op) && y != NULL;
+    return grad_reads_nothing(op) ? gy : *from_y ? y : x;
+}
+
+static bool reduce_dtypes_ok(em_reduce_op op, em_dtype in, em_dtype out)
+{
+    const bool fl = em_dtype_is_float(in), it = em_dtype_is_int(in) || in == EM_BOOL;
+    switch (op) {
+    case EM_REDUCE_SUM: case EM_REDUCE_PROD:
+        return fl ? em_dtype_is_float(out) : it && em_dtype_is_int(out);
+    case EM_REDUCE_MEAN: case EM_REDUCE_VAR:
+        return fl && em_dtype_is_float(out);
+    case EM_REDUCE_MAX: case EM_REDUCE_MIN:
+        return (fl || it) && out == in;
+    case EM_REDUCE_ARGMAX: case EM_REDUCE_ARGMIN:
+        return (fl || it) && out == EM_I64;
+    default:
+        return false;
+    }
+}
+
+bool em_reduce_args_ok(em_reduce_op op, const em_arr *out, const em_arr *in, int64_t *R)
+{
+    if ((unsigned)op >= EM_REDUCE_COUNT || in->ndim != out->ndim ||
+        !reduce_dtypes_ok(op, in->dtype, out->dtype))
+        return false;
+    *R = 1;
+    for (int d = 0; d < in->ndim; d++) {
+        if (out->shape[d] != in->shape[d] && out->shape[d] != 1)
+            return false;
+        if (out->shape[d] != in->shape[d])
+            *R *= in->shape[d];
+    }
+    const bool needs_element = op == EM_REDUCE_MAX || op == EM_REDUCE_MIN ||
+                               op == EM_REDUCE_ARGMAX || op == EM_REDUCE_ARGMIN;
+    return !(*R == 0 && needs_element && em_arr_numel(out) > 0);
+}
+
+bool em_index_views_match(const em_arr *a, const em_arr *b, int dim)
+{
+    if (a->ndim != b->ndim || dim < 0 || dim >= a->ndim || a->dtype != b->dtype)
+        return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (d != dim && a->shape[d] != b->shape[d])
+            return false;
+    return true;
+}
+
+bool em_gather_views_ok(const em_arr *ref, const em_arr *big, const em_arr *idx, int dim)
+{
+    if (ref->ndim != big->ndim || ref->ndim != idx->ndim || dim < 0 || dim >= ref->ndim ||
+        ref->dtype != big->dtype || idx->dtype != EM_I64)
+        return false;
+    for (int d = 0; d < ref->ndim; d++)
+        if (idx->shape[d] != ref->shape[d] || (d != dim && ref->shape[d] > big->shape[d]))
+            return false;
+    return true;
+}
