@@ -216,6 +216,9 @@ typedef struct em_backend {
     int (*gather)(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
     /* out[i][idx[i][j]] += src[i][j] along dim; deterministic order */
     int (*scatter_add)(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
+    /* after synchronize or copy_to_host gave EM_KERNEL_BAD_INDEX: the kernel whose index was out
+     * of range ("gather"); NULL on a device whose index kernels report it themselves */
+    const char *(*bad_index_kernel)(void);
 
     /* Optimizer updates in place, one launch over every array of the list (f32 or f64, each
      * state buffer the size of its parameter); all arrays share h (and its step). */

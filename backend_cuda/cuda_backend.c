@@ -19,6 +19,14 @@ static const em_backend cuda_backend = {
     .event_free = em_cuda_event_free,
     .describe = em_cuda_describe,
     .set_tf32 = em_cuda_set_tf32,
+    .fill = em_cuda_fill,
+    .copy = em_cuda_copy,
+    .unary = em_cuda_unary,
+    .unary_grad = em_cuda_unary_grad,
+    .binary = em_cuda_binary,
+    .where = em_cuda_where,
+    .reduce = em_cuda_reduce,
+    .rng_fill = em_cuda_rng_fill,
     .gemm = em_cuda_gemm,
     .conv2d = em_cuda_conv2d,
     .conv2d_grad_input = em_cuda_conv2d_grad_input,
@@ -35,6 +43,13 @@ static const em_backend cuda_backend = {
     .qlinear_dynamic = em_cuda_qlinear_dynamic,
     .unscale_check = em_cuda_unscale_check,
     .norm_pow_sum = em_cuda_norm_pow_sum,
+    .softmax = em_cuda_softmax,
+    .softmax_grad = em_cuda_softmax_grad,
+    .index_select = em_cuda_index_select,
+    .index_add = em_cuda_index_add,
+    .gather = em_cuda_gather,
+    .scatter_add = em_cuda_scatter_add,
+    .bad_index_kernel = em_cuda_bad_index_kernel,
 };
 
 const em_backend *em_cuda_table(void)

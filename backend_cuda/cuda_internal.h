@@ -11,19 +11,19 @@
  *   (integer and index results, RNG, copies); f16/bf16 compute in f32, f32 in f32 (no TF32 unless
  *   the TF32 switch is on), f64 in f64. Reductions are deterministic: a fixed launch shape and a
  *   fixed order of combination, no atomics on floating point.
- * - Index kernels raise the device index flag (em_cuda_raise_bad_index in device code) instead
- *   of failing; synchronize and copy_to_host report it as EM_KERNEL_BAD_INDEX. */
+ * - Index kernels raise the device index flag (em_cuda_index_flag, below) instead of failing;
+ *   synchronize and copy_to_host report it as EM_KERNEL_BAD_INDEX. */
 #ifndef EMBER_CUDA_INTERNAL_H
 #define EMBER_CUDA_INTERNAL_H
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "backend/backend_internal.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "backend/backend_internal.h" /* C declarations, also in the C++ of the .cu files */
 
 /* cuda_memory.c */
 cudaStream_t em_cuda_stream(void);
@@ -49,8 +49,19 @@ void *em_cuda_scratch(size_t nbytes);               /* NULL when out of memory *
 void em_cuda_scratch_free(void *ptr, size_t nbytes); /* NULL is fine */
 const em_backend *em_cuda_table(void);              /* cuda_backend.c */
 
-/* cuda_index.cu: the device index flag; EM_KERNEL_BAD_INDEX once when raised (and clears it) */
+/* cuda_index_flag.cu: the device index flag. A kernel raises it with atomicCAS(flag, 0, code),
+ * code its em_cuda_index_kernel (the first raised is kept); em_cuda_take_index_error gives
+ * EM_KERNEL_BAD_INDEX once when raised (and clears it), em_cuda_bad_index_kernel then names the
+ * kernel ("gather"). em_cuda_index_flag is the flag's device address (NULL if unavailable). */
+typedef enum {
+    EM_CUDA_INDEX_SELECT = 1,
+    EM_CUDA_INDEX_ADD,
+    EM_CUDA_GATHER,
+    EM_CUDA_SCATTER_ADD
+} em_cuda_index_kernel;
+int *em_cuda_index_flag(void);
 int em_cuda_take_index_error(void);
+const char *em_cuda_bad_index_kernel(void);
 
 /* cuda_gemm.c */
 int em_cuda_gemm(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
@@ -89,6 +100,37 @@ int64_t em_cuda_int8_packed_size(int64_t n, int64_t k);
 int em_cuda_int8_pack(int64_t n, int64_t k, const int8_t *w, void *packed);
 int em_cuda_qlinear_dynamic(int64_t m, int64_t n, int64_t k, const float *x, const void *packed,
                             const float *w_scale, int64_t n_scales, const float *bias, float *y);
+
+/* cuda_copy.cu */
+int em_cuda_fill(const em_arr *out, double value);
+int em_cuda_copy(const em_arr *out, const em_arr *in);
+
+/* cuda_unary.cu */
+int em_cuda_unary(em_unary_op op, double p0, double p1, const em_arr *out, const em_arr *in);
+int em_cuda_unary_grad(em_unary_op op, double p0, double p1, const em_arr *gx, const em_arr *gy,
+                       const em_arr *x, const em_arr *y);
+
+/* cuda_binary.cu */
+int em_cuda_binary(em_binary_op op, const em_arr *out, const em_arr *a, const em_arr *b);
+int em_cuda_where(const em_arr *out, const em_arr *cond, const em_arr *a, const em_arr *b);
+
+/* cuda_reduce.cu */
+int em_cuda_reduce(em_reduce_op op, double param, const em_arr *out, const em_arr *in);
+
+/* cuda_rng.cu */
+int em_cuda_rng_fill(em_rng_dist dist, double p0, double p1, uint64_t seed, uint64_t offset,
+                     const em_arr *out);
+
+/* cuda_softmax.cu */
+int em_cuda_softmax(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *x, void *y);
+int em_cuda_softmax_grad(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *gy,
+                         const void *y, void *gx);
+
+/* cuda_index.cu */
+int em_cuda_index_select(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
+int em_cuda_index_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
+int em_cuda_gather(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
+int em_cuda_scatter_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
 
 #ifdef __cplusplus
 }

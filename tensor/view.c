@@ -119,8 +119,13 @@ em_status em_kernel_status(int rc, const char *fn, const em_tensor *t)
         return EM_OK;
     case EM_KERNEL_UNSUPPORTED:
         return em_set_error(EM_ERR_UNSUPPORTED, "%s: not supported for %s on %s", fn, dt, dev);
-    case EM_KERNEL_BAD_INDEX:
+    case EM_KERNEL_BAD_INDEX: {
+        const em_backend *be = t ? t->storage->be : NULL;
+        if (be && be->bad_index_kernel) /* raised by an earlier call, found when waiting */
+            return em_set_error(EM_ERR_ARG, "%s: an earlier %s on %s met an index out of range "
+                                "for its dimension", fn, be->bad_index_kernel(), dev);
         return em_set_error(EM_ERR_ARG, "%s: an index is out of range for its dimension", fn);
+    }
     default:
         return em_set_error(EM_ERR_MEMORY, "%s: the %s device failed (out of memory or launch)",
                             fn, dev);

@@ -460,6 +460,223 @@ static em_tensor *c_full(em_tensor *const *x, em_device d)
     return on(em_add(em_full(EM_SHAPE(2, 3), EM_F32, 1.25), em_arange(0, 6, 2, EM_F32)), d);
 }
 
+/* ---- backend kernel paths: integer dtypes, misaligned and broadcast runs, strided views,
+ * long and chunked reductions, long softmax rows, repeated indices, draws in every dtype ---- */
+
+/* x * 64 (exact in every float dtype) truncated to dt */
+static em_tensor *ints(const em_tensor *x, em_dtype dt)
+{
+    return em_to_dtype(em_mul_scalar(x, 64.0), dt);
+}
+/* every integer unary op on a transposed i32 view, summed in i32 */
+static em_tensor *c_unary_ints(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    em_tensor *t = em_transpose(ints(x[0], EM_I32), 0, 1);
+    em_tensor *r = em_add(em_abs(t), em_clamp(t, -20.5, 30.2));
+    r = em_add(r, em_mul_scalar(em_neg(t), -3.0));
+    r = em_add(r, em_add(em_square(em_sign(t)), em_relu(t)));
+    return em_to_dtype(em_add_scalar(r, 7.0), EM_I64);
+}
+/* i8, u8 and i64 arithmetic with broadcast, wrapping where it overflows */
+static em_tensor *c_binary_ints(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    em_tensor *a = ints(x[0], EM_I8), *b = ints(x[1], EM_I8);
+    em_tensor *w = em_to_dtype(em_mul(em_add(a, b), em_sub(a, b)), EM_I64);
+    em_tensor *u = em_maximum(ints(em_abs(x[0]), EM_U8), ints(em_abs(x[1]), EM_U8));
+    em_tensor *m = em_minimum(ints(x[0], EM_I64), ints(x[1], EM_I64));
+    return em_add(em_add(w, em_to_dtype(u, EM_I64)), m);
+}
+/* comparisons of i32 and of bool operands */
+static em_tensor *c_compare_ints(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    em_tensor *a = ints(x[0], EM_I32), *b = ints(x[1], EM_I32);
+    em_tensor *pa = em_gt(x[0], em_zeros_like(x[0])), *pb = em_gt(x[1], em_zeros_like(x[1]));
+    return em_add(em_to_dtype(em_le(a, b), EM_I64),
+                  em_to_dtype(em_ne(pa, em_transpose(pb, 0, 1)), EM_I64));
+}
+/* f64 unary ops and gradients inside an f32/f16/bf16 case */
+static em_tensor *c_unary_f64(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    em_tensor *y = em_to_dtype(x[0], EM_F64);
+    em_tensor *z = em_add(em_gelu(y, false), em_mul(em_tanh(y), em_sigmoid(y)));
+    z = em_add(z, em_add(em_exp(y), em_silu(em_transpose(em_transpose(y, 0, 1), 0, 1))));
+    return em_to_dtype(z, x[0]->dtype);
+}
+/* light and heavy ops on a contiguous run that starts one element past an aligned address */
+static em_tensor *c_unary_offset(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    em_tensor *v = em_narrow(x[0], 0, 1, 37);
+    return em_add(em_relu(v), em_mul(em_leaky_relu(v, 0.2), em_exp(v)));
+}
+/* a heavy op on an expanded (stride 0) view */
+static em_tensor *c_sigmoid_expanded(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_sigmoid(em_expand(x[0], EM_SHAPE(4, -1, -1)));
+}
+/* a 0-d operand broadcast over a run */
+static em_tensor *c_mul_scalar_tensor(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_mul(x[0], em_sum_all(x[1]));
+}
+static em_tensor *c_pow_transposed(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_pow(em_transpose(x[0], 0, 1), x[1]);
+}
+static em_tensor *c_where_strided(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_where(em_gt(x[2], em_zeros_like(x[2])), em_transpose(x[0], 0, 1), x[1]);
+}
+/* f32 -> f16 -> bf16 -> f64 -> x's dtype */
+static em_tensor *c_cast_chain(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    em_tensor *h = em_to_dtype(em_to_dtype(x[0], EM_F16), EM_BF16);
+    return em_to_dtype(em_to_dtype(h, EM_F64), x[0]->dtype);
+}
+static em_tensor *c_contiguous_expanded(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_contiguous(em_expand(em_transpose(x[0], 0, 1), EM_SHAPE(2, -1, -1)));
+}
+/* x plus a constant written by fill into every second column of a (4, 6) view */
+static em_tensor *c_fill_strided(em_tensor *const *x, em_device d)
+{
+    em_tensor *z = em_empty_on(EM_SHAPE(4, 6), x[0]->dtype, d);
+    if (!z || em_fill_(z, -0.5) != EM_OK || em_fill_(em_slice(z, 1, 0, 6, 2), 1.25) != EM_OK)
+        return NULL;
+    return em_add(x[0], z);
+}
+static em_tensor *c_sum_dims02_transposed(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_sum(em_transpose(x[0], 0, 2), (int[]){0, 2}, 2, true);
+}
+static em_tensor *c_mean_sliced(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_mean(em_slice(x[0], 1, 0, 6, 2), (int[]){1}, 1, false);
+}
+static em_tensor *c_var_dims01(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_var(x[0], (int[]){0, 1}, 2, 1, true);
+}
+static em_tensor *c_amax_ints(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_to_dtype(em_amax(ints(x[0], EM_I32), (int[]){1}, 1, false), EM_I64);
+}
+static em_tensor *c_sum_ints(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    em_tensor *s8 = em_sum(ints(x[0], EM_I8), (int[]){0}, 1, false);
+    em_tensor *sb = em_sum(em_gt(x[0], em_zeros_like(x[0])), (int[]){0}, 1, false);
+    return em_add(s8, sb);
+}
+/* values rounded to halves, so that ties happen: the first index wins */
+static em_tensor *c_argmax_ties(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_argmax(em_round(em_mul_scalar(x[0], 2.0)), 0, false);
+}
+static em_tensor *c_argmin_ties_transposed(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_argmin(em_transpose(em_round(em_mul_scalar(x[0], 2.0)), 0, 1), 1, true);
+}
+/* sums over an empty dim: zeros of shape (1, 3) */
+static em_tensor *c_empty_sum(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_add(em_sum(x[0], (int[]){0}, 1, true), em_sum(em_exp(x[0]), (int[]){0}, 1, true));
+}
+/* long reductions whose positions are cut into chunks combined by a second pass */
+static em_tensor *c_sum_all_long(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_sum_all(x[0]);
+}
+static em_tensor *c_sum_cols_long(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_sum(x[0], (int[]){0}, 1, false);
+}
+static em_tensor *c_amax_long(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_amax(x[0], (int[]){0}, 1, false);
+}
+static em_tensor *c_argmax_ties_long(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_argmax(em_round(em_mul_scalar(x[0], 4.0)), 1, false);
+}
+static em_tensor *c_var_long(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_var(x[0], (int[]){1}, 1, 1, false);
+}
+static em_tensor *c_index_select_strided(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_index_select(em_transpose(x[0], 0, 1), 1, x[1]);
+}
+static em_tensor *c_gather_dim0(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_gather(x[0], 0, x[1]);
+}
+static em_tensor *c_gather_transposed_index(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_gather(x[0], 1, em_transpose(x[1], 0, 1));
+}
+typedef enum { DRAW_UNIFORM, DRAW_RANDINT, DRAW_BERNOULLI } draw_kind;
+
+/* two draws in a row (the second at a later Philox offset) into t and a tensor like it */
+static em_tensor *draw(em_tensor *t, draw_kind kind)
+{
+    em_tensor *u = t ? em_empty_like(t) : NULL;
+    for (int k = 0; u && k < 2; k++) {
+        em_tensor *dst = k == 0 ? t : u;
+        em_status st = kind == DRAW_UNIFORM   ? em_uniform_(dst, -3, 5, NULL)
+                       : kind == DRAW_RANDINT ? em_randint_(dst, -7, 100, NULL)
+                                              : em_bernoulli_(dst, 0.4, NULL);
+        if (st != EM_OK)
+            return NULL;
+    }
+    return u ? em_add(em_to_dtype(t, EM_F64), em_to_dtype(u, EM_F64)) : NULL;
+}
+static em_tensor *c_rand_f16(em_tensor *const *x, em_device d)
+{
+    (void)x;
+    return draw(em_empty_on(EM_SHAPE(7), EM_F16, d), DRAW_UNIFORM);
+}
+static em_tensor *c_rand_f64(em_tensor *const *x, em_device d)
+{
+    (void)x;
+    return draw(em_empty_on(EM_SHAPE(3, 3), EM_F64, d), DRAW_UNIFORM);
+}
+static em_tensor *c_randint_i8(em_tensor *const *x, em_device d)
+{
+    (void)x;
+    return draw(em_empty_on(EM_SHAPE(13), EM_I8, d), DRAW_RANDINT);
+}
+static em_tensor *c_bernoulli_bool(em_tensor *const *x, em_device d)
+{
+    (void)x;
+    return draw(em_empty_on(EM_SHAPE(2, 5), EM_BOOL, d), DRAW_BERNOULLI);
+}
+
 #define IN(...) {.shape = EM_SHAPE(__VA_ARGS__), .lo = -1, .hi = 1}
 #define POS(...) {.shape = EM_SHAPE(__VA_ARGS__), .lo = 0.5, .hi = 2}
 #define WIDE(...) {.shape = EM_SHAPE(__VA_ARGS__), .lo = -2, .hi = 2}
@@ -578,6 +795,51 @@ const em_op_case em_op_cases[] = {
     {"sample_logits", c_sample_logits, 1, {WIDE(4, 9)},
      EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
     {"full_arange", c_full, 0, {NO_INPUT}, EM_CASE_NO_GRAD},
+    {"unary_ints_transposed", c_unary_ints, 1, {WIDE(3, 4)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"binary_ints_broadcast", c_binary_ints, 2, {WIDE(3, 4), WIDE(4)},
+     EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"compare_ints_and_bools", c_compare_ints, 2, {WIDE(3, 3), WIDE(3, 3)},
+     EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"unary_in_f64", c_unary_f64, 1, {WIDE(3, 4)}, 0},
+    {"unary_offset_run", c_unary_offset, 1, {WIDE(38)}, 0},
+    {"sigmoid_expanded", c_sigmoid_expanded, 1, {WIDE(3, 5)}, 0},
+    {"mul_by_0d_tensor", c_mul_scalar_tensor, 2, {IN(3, 4), IN(5)}, 0},
+    {"pow_transposed", c_pow_transposed, 2, {POS(4, 3), IN(3, 4)}, 0},
+    {"where_strided", c_where_strided, 3, {IN(4, 3), IN(3, 4), FIXED(4)}, 0},
+    {"cast_chain_halves", c_cast_chain, 1, {WIDE(5, 7)}, EM_CASE_NO_GRAD},
+    {"contiguous_expanded", c_contiguous_expanded, 1, {IN(3, 4)}, 0},
+    {"fill_strided", c_fill_strided, 1, {IN(4, 6)}, 0},
+    {"empty_sum_exp", c_empty_sum, 1, {IN(0, 3)}, 0},
+    {"sum_dims02_transposed", c_sum_dims02_transposed, 1, {IN(3, 4, 5)}, 0},
+    {"mean_sliced", c_mean_sliced, 1, {IN(3, 6, 2)}, 0},
+    {"var_dims01_keepdim", c_var_dims01, 1, {IN(3, 4, 5)}, 0},
+    {"amax_ints", c_amax_ints, 1, {WIDE(3, 4, 5)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"sum_ints_and_bools", c_sum_ints, 1, {WIDE(5, 3)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"argmax_ties", c_argmax_ties, 1, {WIDE(6, 5)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"argmin_ties_transposed", c_argmin_ties_transposed, 1, {WIDE(6, 5)},
+     EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    /* long enough to be cut into chunks (too long for the finite-difference check) */
+    {"sum_all_long", c_sum_all_long, 1, {IN(70001)}, EM_CASE_NO_GRAD},
+    {"sum_columns_long", c_sum_cols_long, 1, {IN(20000, 3)}, EM_CASE_NO_GRAD},
+    {"amax_long", c_amax_long, 1, {IN(50000, 2)}, EM_CASE_NO_GRAD},
+    {"argmax_ties_long", c_argmax_ties_long, 1, {WIDE(3, 40000)},
+     EM_CASE_NO_GRAD | EM_CASE_EXACT},
+    {"var_long", c_var_long, 1, {IN(2, 30000)}, EM_CASE_NO_GRAD},
+    {"softmax_long_rows", c_softmax, 1, {WIDE(2, 1500)}, 0},
+    {"log_softmax_many_rows", c_log_softmax, 1, {WIDE(70, 9)}, 0},
+    {"index_select_repeats", c_index_select0, 2, {IN(3, 4), INDEX(3, 10)}, 0},
+    {"index_select_strided", c_index_select_strided, 2, {IN(4, 3), INDEX(4, 6)}, 0},
+    {"gather_dim0_repeats", c_gather_dim0, 2, {IN(5, 3), INDEX(5, 7, 3)}, 0},
+    {"gather_transposed_index", c_gather_transposed_index, 2, {IN(4, 6), INDEX(6, 5, 4)}, 0},
+    {"embedding_repeats", c_embedding, 2, {IN(4, 3), INDEX(4, 6, 5)}, 0},
+    {"rand_uniform_f16_twice", c_rand_f16, 0, {NO_INPUT},
+     EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
+    {"rand_uniform_f64_twice", c_rand_f64, 0, {NO_INPUT},
+     EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
+    {"randint_i8_twice", c_randint_i8, 0, {NO_INPUT},
+     EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
+    {"bernoulli_bool_twice", c_bernoulli_bool, 0, {NO_INPUT},
+     EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
 };
 
 const int em_n_op_cases = (int)(sizeof em_op_cases / sizeof em_op_cases[0]);
