@@ -126,6 +126,23 @@ em_tensor *em_avg_pool2d(const em_tensor *x, em_pool2d_opts o);
 em_tensor *em_softmax(const em_tensor *t, int dim);
 em_tensor *em_log_softmax(const em_tensor *t, int dim);
 
+/* ---- attention ----
+ * PyTorch's scaled_dot_product_attention: q (B, H, Lq, D), k (B, H, Lk, D), v (B, H, Lk, Dv)
+ * -> (B, H, Lq, Dv) = dropout(softmax(q k^T * scale + mask)) v, fused: neither forward nor
+ * backward holds the (Lq, Lk) weights (the backend recomputes them from each row's saved
+ * log-sum-exp). A row that sees no key gives zeros (the composition would give NaN). Under
+ * autocast it runs in the region's low dtype. */
+typedef struct {
+    const em_tensor *attn_mask; /* NULL, or broadcastable to (B, H, Lq, Lk): bool (true: the key
+                                   takes part) or floating (added to the scores); no gradient */
+    double dropout_p;           /* on the weights, in [0, 1); give 0 in eval */
+    bool is_causal;             /* query i sees keys j <= i (top-left); excludes attn_mask */
+    double scale;               /* 0: 1 / sqrt(D) */
+    em_generator *gen;          /* dropout's generator; NULL: the global one (em_manual_seed) */
+} em_sdpa_opts;
+em_tensor *em_scaled_dot_product_attention(const em_tensor *q, const em_tensor *k,
+                                           const em_tensor *v, em_sdpa_opts o);
+
 /* ---- joining and indexing ---- */
 em_tensor *em_cat(em_tensor *const *ts, int n, int dim);
 em_tensor *em_stack(em_tensor *const *ts, int n, int dim);

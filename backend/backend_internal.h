@@ -124,6 +124,17 @@ typedef struct {
     void *const *state[3];   /* (n) each, or NULL */
 } em_array_list;
 
+/* Scaled dot-product attention of one call (the kernels' view of em_scaled_dot_product_attention):
+ * per batch b and head h, scores s = scale * q k^T (+ mask), out = dropout(softmax(s)) v. */
+typedef struct {
+    double scale;
+    bool causal;           /* query i sees keys j <= i only (the top-left diagonal) */
+    double dropout_p;      /* 0: none. Else weight (b, h, i, j) is kept, times 1 / (1 - p), when
+                              the Philox uniform of element ((b * H + h) * Lq + i) * Lk + j of
+                              (seed, offset) is below 1 - p: em_bernoulli's mask of that shape */
+    uint64_t seed, offset;
+} em_attention_params;
+
 typedef struct em_backend {
     em_device device;
     const char *name;
@@ -229,6 +240,20 @@ typedef struct em_backend {
     /* state[0] square_avg, state[1] momentum buffers (NULL when momentum is 0), state[2]
      * grad_avg (NULL unless centered) */
     int (*rmsprop_update)(em_dtype dt, const em_rmsprop_hparams *h, const em_array_list *l);
+
+    /* attention without the (Lq, Lk) matrix (FlashAttention's tiles and online softmax):
+     * q (B, H, Lq, D), k (B, H, Lk, D), v (B, H, Lk, Dv), out (B, H, Lq, Dv), one float dtype,
+     * any strides with the last dim contiguous; mask NULL or (B, H, Lq, Lk) with 0-strided
+     * broadcast dims, bool (false drops the key) or float (added to the score); lse (B, H, Lq)
+     * contiguous, f64 for f64 and f32 otherwise: each row's log-sum-exp of scores, -inf (and an
+     * out row of zeros) where a row sees no key. grad reads lse and out, overwrites gq, gk, gv
+     * (q's, k's, v's shapes and strides) from gout (out's). */
+    int (*attention)(const em_attention_params *p, const em_arr *q, const em_arr *k,
+                     const em_arr *v, const em_arr *mask, const em_arr *out, const em_arr *lse);
+    int (*attention_grad)(const em_attention_params *p, const em_arr *q, const em_arr *k,
+                          const em_arr *v, const em_arr *mask, const em_arr *out,
+                          const em_arr *lse, const em_arr *gout, const em_arr *gq,
+                          const em_arr *gk, const em_arr *gv);
 
     /* dynamic int8 linear (PyTorch's quantize_dynamic): w (n, k) s8 is packed once into
      * int8_packed_size(n, k) bytes of the backend's layout; each call quantizes x per tensor

@@ -62,6 +62,22 @@ int em_cpu_softmax(em_dtype dt, bool log, int64_t rows, int64_t cols, const void
 int em_cpu_softmax_grad(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *gy,
                         const void *y, void *gx);
 
+/* cpu_attention.c: fused scaled dot-product attention; _path picks the AVX2 (true, where the
+ * CPU has it) or the portable f32 tiles */
+int em_cpu_attention(const em_attention_params *p, const em_arr *q, const em_arr *k,
+                     const em_arr *v, const em_arr *mask, const em_arr *out, const em_arr *lse);
+int em_cpu_attention_grad(const em_attention_params *p, const em_arr *q, const em_arr *k,
+                          const em_arr *v, const em_arr *mask, const em_arr *out,
+                          const em_arr *lse, const em_arr *gout, const em_arr *gq,
+                          const em_arr *gk, const em_arr *gv);
+int em_cpu_attention_path(bool avx2, const em_attention_params *p, const em_arr *q,
+                          const em_arr *k, const em_arr *v, const em_arr *mask,
+                          const em_arr *out, const em_arr *lse);
+int em_cpu_attention_grad_path(bool avx2, const em_attention_params *p, const em_arr *q,
+                               const em_arr *k, const em_arr *v, const em_arr *mask,
+                               const em_arr *out, const em_arr *lse, const em_arr *gout,
+                               const em_arr *gq, const em_arr *gk, const em_arr *gv);
+
 /* cpu_index.c */
 int em_cpu_index_select(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
 int em_cpu_index_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);

@@ -26,6 +26,7 @@ static const command commands[] = {
     {"serve", NULL, em_cmd_serve, "serve a saved recipe model over HTTP/JSON (batching, cache)"},
     {"bench", "serve", em_bench_serve, "the inference server under load: batching, cache, priorities"},
     {"bench", "infer", em_bench_infer, "inference latency of f32, int8, pruned vs PyTorch"},
+    {"bench", "attention", em_bench_attention, "fused attention vs the composition: bytes, time"},
 };
 
 static void usage(FILE *f, const char *group)

@@ -22,6 +22,7 @@ em_shape em_recipe_sample_shape(const em_recipe *rc);
 int em_bench_ops(int argc, char **argv);    /* tools/bench_ops.c: kernels vs references */
 int em_bench_train(int argc, char **argv);  /* tools/bench_train.c: training vs PyTorch */
 int em_bench_infer(int argc, char **argv);  /* tools/bench_infer.c: inference latency vs PyTorch */
+int em_bench_attention(int argc, char **argv); /* tools/bench_attention.c: fused vs composed */
 
 /* The recipe named `name`, or NULL after printing "COMMAND: unknown recipe" and the list. */
 const em_recipe *em_find_recipe(const char *command, const char *name);

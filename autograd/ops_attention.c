@@ -1,0 +1,221 @@
+/* Scaled dot-product attention as one op (PyTorch's scaled_dot_product_attention): the backend's
+ * fused kernel computes softmax(q k^T * scale + mask) v tile by tile and keeps each row's
+ * log-sum-exp; backward recomputes the weights from it, so neither pass holds the (Lq, Lk)
+ * matrix. Outputs and gradients are stored heads-inner, (B, L, H, D) seen as (B, H, L, D), so
+ * that merging heads back is a view. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "autograd/autograd_internal.h"
+
+static const char fn_name[] = "em_scaled_dot_product_attention";
+
+/* What the node keeps beyond q, k, v and the output (saved[0..3]). */
+typedef struct {
+    em_attention_params params;
+    em_tensor *lse;  /* (B, H, Lq) retained */
+    em_tensor *mask; /* retained, or NULL */
+} sdpa_state;
+
+static void sdpa_state_free(void *p)
+{
+    sdpa_state *s = p;
+    if (!s)
+        return;
+    em_release(s->lse);
+    em_release(s->mask);
+    free(s);
+}
+
+/* A new (B, H, L, X) tensor stored as (B, L, H, X). */
+static em_tensor *heads_inner(const em_tensor *like, int64_t l, int64_t x, em_dtype dt)
+{
+    int64_t b = like->shape[0], h = like->shape[1];
+    em_tensor *s = em_empty_on(EM_SHAPE(b, l, h, x), dt, like->device);
+    if (!s)
+        return NULL;
+    int64_t shape[4] = {b, h, l, x}, strides[4] = {l * h * x, x, h * x, 1};
+    em_tensor *t = em_tensor_alias(s, 4, shape, strides, 0);
+    em_release(s);
+    return t;
+}
+
+/* t itself when its last dim is contiguous, else a contiguous copy (a temporary of the scope). */
+static const em_tensor *rows_contiguous(const em_tensor *t)
+{
+    return t->shape[3] <= 1 || t->strides[3] == 1 ? t : em_tensor_contiguous_raw(t);
+}
+
+/* mask broadcast to (B, H, Lq, Lk) for the kernel */
+static em_arr mask_arr(const em_tensor *mask, const em_tensor *q, const em_tensor *k)
+{
+    em_shape full = EM_SHAPE(q->shape[0], q->shape[1], q->shape[2], k->shape[2]);
+    return em_tensor_arr_broadcast(mask, &full);
+}
+
+/* saved: q, k, v, out; ext: sdpa_state */
+static em_status sdpa_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
+{
+    const em_tensor *q = node->saved[0], *k = node->saved[1], *v = node->saved[2];
+    const em_tensor *out = node->saved[3];
+    sdpa_state *s = node->ext;
+    const em_backend *be = em_tensor_backend(q, node->op);
+    if (!be || !em_kernel_present((const void *)be->attention_grad, node->op, q))
+        return em_error_status();
+    const em_tensor *gc = rows_contiguous(g);
+    em_tensor *gq = heads_inner(q, q->shape[2], q->shape[3], q->dtype);
+    em_tensor *gk = heads_inner(k, k->shape[2], k->shape[3], k->dtype);
+    em_tensor *gv = heads_inner(v, v->shape[2], v->shape[3], v->dtype);
+    if (!gc || !gq || !gk || !gv) {
+        em_release(gq);
+        em_release(gk);
+        em_release(gv);
+        return em_error_status();
+    }
+    em_arr aq = em_tensor_arr(q), ak = em_tensor_arr(k), av = em_tensor_arr(v);
+    em_arr ao = em_tensor_arr(out), al = em_tensor_arr(s->lse), ag = em_tensor_arr(gc);
+    em_arr agq = em_tensor_arr(gq), agk = em_tensor_arr(gk), agv = em_tensor_arr(gv);
+    em_arr am = s->mask ? mask_arr(s->mask, q, k) : (em_arr){0};
+    int rc = be->attention_grad(&s->params, &aq, &ak, &av, s->mask ? &am : NULL, &ao, &al, &ag,
+                                &agq, &agk, &agv);
+    em_tensor *grads[3] = {gq, gk, gv};
+    em_status st = em_kernel_status(rc, node->op, q);
+    for (int i = 0; i < 3; i++) {
+        if (st == EM_OK && node->inputs[i])
+            grad_in[i] = grads[i];
+        else
+            em_release(grads[i]);
+    }
+    return st;
+}
+
+/* false with an error naming what does not fit */
+static bool check_qkv(const em_tensor *q, const em_tensor *k, const em_tensor *v)
+{
+    char bq[96], bk[96], bv[96];
+    em_shape_str(q, bq, sizeof bq);
+    em_shape_str(k, bk, sizeof bk);
+    em_shape_str(v, bv, sizeof bv);
+    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4 || q->shape[0] != k->shape[0] ||
+        q->shape[0] != v->shape[0] || q->shape[1] != k->shape[1] || q->shape[1] != v->shape[1] ||
+        q->shape[3] != k->shape[3] || k->shape[2] != v->shape[2]) {
+        em_set_error(EM_ERR_ARG, "%s: q, k, v must be (B, H, Lq, D), (B, H, Lk, D) and "
+                     "(B, H, Lk, Dv): %s, %s, %s", fn_name, bq, bk, bv);
+        return false;
+    }
+    if (!em_dtype_is_float(q->dtype) || q->dtype != k->dtype || q->dtype != v->dtype) {
+        em_set_error(EM_ERR_ARG, "%s: q, k, v need one floating dtype: %s, %s, %s", fn_name,
+                     em_dtype_name(q->dtype), em_dtype_name(k->dtype), em_dtype_name(v->dtype));
+        return false;
+    }
+    if (q->device != k->device || q->device != v->device) {
+        em_set_error(EM_ERR_ARG, "%s: q, k, v on different devices: %s, %s, %s", fn_name,
+                     em_device_name(q->device), em_device_name(k->device),
+                     em_device_name(v->device));
+        return false;
+    }
+    return true;
+}
+
+static bool check_opts(const em_tensor *q, const em_tensor *k, const em_sdpa_opts *o)
+{
+    if (!(o->dropout_p >= 0 && o->dropout_p < 1) || !isfinite(o->scale)) {
+        em_set_error(EM_ERR_ARG, "%s: need dropout_p in [0, 1) and a finite scale: %g, %g",
+                     fn_name, o->dropout_p, o->scale);
+        return false;
+    }
+    const em_tensor *m = o->attn_mask;
+    if (!m)
+        return true;
+    char bm[96], bq[96], bk[96];
+    em_shape sm = em_shape_of(m), want = EM_SHAPE(q->shape[0], q->shape[1], q->shape[2],
+                                                  k->shape[2]), got;
+    if (o->is_causal) {
+        em_set_error(EM_ERR_ARG, "%s: give attn_mask or is_causal, not both", fn_name);
+        return false;
+    }
+    if (m->dtype != EM_BOOL && !em_dtype_is_float(m->dtype)) {
+        em_set_error(EM_ERR_ARG, "%s: attn_mask must be bool or floating, not %s", fn_name,
+                     em_dtype_name(m->dtype));
+        return false;
+    }
+    if (m->device != q->device) {
+        em_set_error(EM_ERR_ARG, "%s: attn_mask is on %s, q on %s", fn_name,
+                     em_device_name(m->device), em_device_name(q->device));
+        return false;
+    }
+    if (m->ndim > 4 || !em_broadcast_shapes(&sm, &want, &got) || em_shape_numel(&got) !=
+        em_shape_numel(&want) || got.ndim != 4) {
+        em_set_error(EM_ERR_ARG, "%s: attn_mask %s does not broadcast to (B, H, Lq, Lk) of "
+                     "q %s and k %s", fn_name, em_shape_str(m, bm, sizeof bm),
+                     em_shape_str(q, bq, sizeof bq), em_shape_str(k, bk, sizeof bk));
+        return false;
+    }
+    if (m->requires_grad && em_grad_enabled()) {
+        em_set_error(EM_ERR_ARG, "%s: attn_mask requires grad; the mask is a constant here",
+                     fn_name);
+        return false;
+    }
+    return true;
+}
+
+em_tensor *em_scaled_dot_product_attention(const em_tensor *q, const em_tensor *k,
+                                           const em_tensor *v, em_sdpa_opts o)
+{
+    if (!q || !k || !v)
+        return NULL;
+    if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){q, k, v}, 3)) {
+        em_scope_begin();
+        const em_tensor *t[3] = {q, k, v};
+        bool ok = em_autocast_inputs(EM_AUTOCAST_LOW, t, 3);
+        return em_scope_return(ok ? em_scaled_dot_product_attention(t[0], t[1], t[2], o) : NULL);
+    }
+    if (!check_qkv(q, k, v) || !check_opts(q, k, &o))
+        return NULL;
+    const em_backend *be = em_tensor_backend(q, fn_name);
+    if (!be || !em_kernel_present((const void *)be->attention, fn_name, q))
+        return NULL;
+    int64_t b = q->shape[0], h = q->shape[1], lq = q->shape[2], lk = k->shape[2];
+    em_attention_params params = {
+        .scale = o.scale != 0 ? o.scale : 1.0 / sqrt((double)(q->shape[3] > 0 ? q->shape[3] : 1)),
+        .causal = o.is_causal, .dropout_p = o.dropout_p};
+    if (o.dropout_p > 0) {
+        em_generator *gen = o.gen ? o.gen : em_default_generator();
+        params.seed = __atomic_load_n(&gen->seed, __ATOMIC_RELAXED);
+        params.offset = em_generator_advance(gen, ((uint64_t)(b * h * lq * lk) + 3) / 4);
+    }
+    em_scope_begin();
+    const em_tensor *qc = rows_contiguous(q), *kc = rows_contiguous(k), *vc = rows_contiguous(v);
+    em_dtype lse_dt = q->dtype == EM_F64 ? EM_F64 : EM_F32;
+    em_tensor *y = heads_inner(q, lq, v->shape[3], q->dtype);
+    em_tensor *lse = em_empty_on(EM_SHAPE(b, h, lq), lse_dt, q->device);
+    if (!qc || !kc || !vc || !y || !lse)
+        return em_scope_return(NULL);
+    em_arr aq = em_tensor_arr(qc), ak = em_tensor_arr(kc), av = em_tensor_arr(vc);
+    em_arr ay = em_tensor_arr(y), al = em_tensor_arr(lse);
+    em_arr am = o.attn_mask ? mask_arr(o.attn_mask, q, k) : (em_arr){0};
+    int rc = be->attention(&params, &aq, &ak, &av, o.attn_mask ? &am : NULL, &ay, &al);
+    if (em_kernel_status(rc, fn_name, q) != EM_OK)
+        return em_scope_return(NULL);
+    em_tensor *in[3] = {(em_tensor *)q, (em_tensor *)k, (em_tensor *)v};
+    em_node *node;
+    if (!em_record(y, "scaled_dot_product_attention", sdpa_backward, in, 3, &node))
+        return em_scope_return(NULL);
+    if (node) {
+        sdpa_state *s = calloc(1, sizeof *s);
+        node->saved[0] = em_retain((em_tensor *)qc);
+        node->saved[1] = em_retain((em_tensor *)kc);
+        node->saved[2] = em_retain((em_tensor *)vc);
+        node->saved[3] = em_retain(em_alias_of(y));
+        if (!s || !node->saved[3]) {
+            free(s);
+            em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn_name);
+            return em_scope_return(NULL);
+        }
+        *s = (sdpa_state){.params = params, .lse = em_retain(lse),
+                          .mask = o.attn_mask ? em_retain((em_tensor *)o.attn_mask) : NULL};
+        node->ext = s;
+        node->ext_free = sdpa_state_free;
+    }
+    return em_scope_return(y);
+}

@@ -1,0 +1,263 @@
+/* The typed body of the CPU attention kernels, included by cpu_attention.c once per real type.
+ * Expects REAL (float or double) and ATT_FN(name), which names a function for that type, and
+ * cpu_attention.c's att_call, att_keep_row and att_mask_row. One task is one block of query rows
+ * of one (batch, head) in forward, and one whole (batch, head) in backward (its query gradient
+ * is summed over every key block); tasks spread over OpenMP threads. */
+
+/* Element (b, h, i, 0) of a (B, H, L, X) array with a contiguous last dim. */
+static inline REAL *ATT_FN(row)(const em_arr *a, int64_t b, int64_t h, int64_t i)
+{
+    return (REAL *)a->data + b * a->strides[0] + h * a->strides[1] + i * a->strides[2];
+}
+
+/* dst (rows, ldd) = scale * rows i0.. of a's (b, h) matrix, columns past n zeroed up to ldd */
+static void ATT_FN(pack_rows)(REAL *dst, int64_t ldd, const em_arr *a, int64_t b, int64_t h,
+                              int64_t i0, int64_t rows, int64_t n, REAL scale)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const REAL *src = ATT_FN(row)(a, b, h, i0 + r);
+        REAL *d = dst + r * ldd;
+        for (int64_t x = 0; x < n; x++)
+            d[x] = scale * src[x];
+        for (int64_t x = n; x < ldd; x++)
+            d[x] = 0;
+    }
+}
+
+/* dst (n, ldd) = rows j0..j0+cols of a's (b, h) matrix transposed, columns past cols zeroed */
+static void ATT_FN(pack_cols)(REAL *dst, int64_t ldd, const em_arr *a, int64_t b, int64_t h,
+                              int64_t j0, int64_t cols, int64_t n)
+{
+    for (int64_t x = 0; x < n; x++)
+        for (int64_t c = cols; c < ldd; c++)
+            dst[x * ldd + c] = 0;
+    for (int64_t c = 0; c < cols; c++) {
+        const REAL *src = ATT_FN(row)(a, b, h, j0 + c);
+        for (int64_t x = 0; x < n; x++)
+            dst[x * ldd + c] = src[x];
+    }
+}
+
+/* Masks the score tile s (rows, EM_ATT_BC) of query rows i0.. and key columns j0..: the causal
+ * diagonal and the caller's mask. */
+static void ATT_FN(mask_tile)(const att_call *c, REAL *s, int64_t b, int64_t h, int64_t i0,
+                              int64_t rows, int64_t j0, int64_t cols, double *add)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        REAL *sr = s + r * EM_ATT_BC;
+        if (c->mask) {
+            att_mask_row(c->mask, b, h, i0 + r, j0, cols, add);
+            for (int64_t x = 0; x < cols; x++)
+                sr[x] += (REAL)add[x];
+        }
+        int64_t seen = c->p->causal ? i0 + r + 1 - j0 : cols; /* keys j <= i */
+        for (int64_t x = seen > 0 ? seen : 0; x < cols; x++)
+            sr[x] = -INFINITY;
+    }
+}
+
+/* Out rows i0..i0+EM_ATT_BR of (b, h): the running max and sum of each row's scores over the
+ * key blocks seen so far, the output accumulated in their scale, rescaled as the max grows. */
+static void ATT_FN(forward_block)(const att_call *c, const em_att_tiles *t, REAL *scratch,
+                                  int64_t bh, int64_t i0)
+{
+    const int64_t b = bh / c->heads, h = bh % c->heads, d = c->d, dv = c->dv;
+    const int64_t dp = em_att_pad(d), dvp = em_att_pad(dv);
+    const int64_t rows = c->lq - i0 < EM_ATT_BR ? c->lq - i0 : EM_ATT_BR;
+    REAL *qs = scratch;                // (EM_ATT_BR, dp) scaled queries
+    REAL *kt = qs + EM_ATT_BR * dp;    // (d, EM_ATT_BC) keys, transposed
+    REAL *vp = kt + d * EM_ATT_BC;     // (EM_ATT_BC, dvp) values
+    REAL *s = vp + EM_ATT_BC * dvp;    // (EM_ATT_BR, EM_ATT_BC) scores, then weights
+    REAL *acc = s + EM_ATT_BR * EM_ATT_BC; // (EM_ATT_BR, dvp) output, unnormalised
+    REAL *m = acc + EM_ATT_BR * dvp, *l = m + EM_ATT_BR; // (EM_ATT_BR) running max and sum
+    double *add = (double *)(l + EM_ATT_BR);            // (EM_ATT_BC) one mask row
+    uint8_t *keep = (uint8_t *)(add + EM_ATT_BC);       // (EM_ATT_BC) one dropout row
+    ATT_FN(pack_rows)(qs, dp, c->q, b, h, i0, rows, d, (REAL)c->p->scale);
+    for (int64_t r = 0; r < rows; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0;
+        for (int64_t x = 0; x < dvp; x++)
+            acc[r * dvp + x] = 0;
+    }
+    const REAL drop_scale = (REAL)(1.0 / (1.0 - c->p->dropout_p));
+    int64_t jend = c->p->causal && i0 + rows < c->lk ? i0 + rows : c->lk;
+    for (int64_t j0 = 0; j0 < jend; j0 += EM_ATT_BC) {
+        int64_t cols = jend - j0 < EM_ATT_BC ? jend - j0 : EM_ATT_BC;
+        ATT_FN(pack_cols)(kt, EM_ATT_BC, c->k, b, h, j0, cols, d);
+        ATT_FN(pack_rows)(vp, dvp, c->v, b, h, j0, cols, dv, 1);
+        t->matmul(rows, em_att_pad(cols), d, qs, dp, 1, kt, EM_ATT_BC, s, EM_ATT_BC, false);
+        ATT_FN(mask_tile)(c, s, b, h, i0, rows, j0, cols, add);
+        for (int64_t r = 0; r < rows; r++) {
+            REAL *sr = s + r * EM_ATT_BC;
+            REAL mx = (REAL)t->row_max(cols, sr), mnew = mx > m[r] || isnan(mx) ? mx : m[r];
+            if (mnew == -INFINITY) { /* every key so far is masked: weights 0 */
+                for (int64_t x = 0; x < cols; x++)
+                    sr[x] = 0;
+                continue;
+            }
+            REAL alpha = m[r] == -INFINITY ? 0 : (REAL)exp((double)(m[r] - mnew));
+            l[r] = l[r] * alpha + (REAL)t->exp_sum(cols, sr, mnew, sr);
+            m[r] = mnew;
+            if (alpha != 1)
+                for (int64_t x = 0; x < dvp; x++)
+                    acc[r * dvp + x] *= alpha;
+            if (c->p->dropout_p > 0) {
+                att_keep_row(c->p, ((uint64_t)bh * c->lq + i0 + r) * c->lk + j0, cols, keep);
+                for (int64_t x = 0; x < cols; x++)
+                    sr[x] = keep[x] ? sr[x] * drop_scale : 0;
+            }
+        }
+        t->matmul(rows, dvp, cols, s, EM_ATT_BC, 1, vp, dvp, acc, dvp, true);
+    }
+    REAL *lse = (REAL *)c->lse->data + bh * c->lq + i0;
+    for (int64_t r = 0; r < rows; r++) {
+        REAL *o = ATT_FN(row)(c->out, b, h, i0 + r);
+        REAL inv = l[r] > 0 || isnan(l[r]) ? 1 / l[r] : 0;
+        for (int64_t x = 0; x < dv; x++)
+            o[x] = acc[r * dvp + x] * inv;
+        lse[r] = l[r] > 0 || isnan(l[r]) ? m[r] + (REAL)log((double)l[r]) : -INFINITY;
+    }
+}
+
+/* REALs of one thread's forward scratch (mask and dropout rows included) */
+static int64_t ATT_FN(forward_scratch)(const att_call *c)
+{
+    int64_t dp = em_att_pad(c->d), dvp = em_att_pad(c->dv);
+    return EM_ATT_BR * dp + c->d * EM_ATT_BC + EM_ATT_BC * dvp + EM_ATT_BR * EM_ATT_BC +
+           EM_ATT_BR * dvp + 2 * EM_ATT_BR +
+           (int64_t)((EM_ATT_BC * (sizeof(double) + 1) + sizeof(REAL) - 1) / sizeof(REAL));
+}
+
+/* The gradients of (b, h): per key block, its key and value gradients summed over the query
+ * blocks that see it, the weights recomputed from the saved log-sum-exp; the query gradient
+ * summed over key blocks in dq. Every operand is packed once up front. */
+static void ATT_FN(backward_head)(const att_call *c, const em_att_tiles *t, REAL *scratch,
+                                  int64_t bh)
+{
+    const int64_t b = bh / c->heads, h = bh % c->heads, d = c->d, dv = c->dv;
+    const int64_t dp = em_att_pad(d), dvp = em_att_pad(dv), lq = c->lq, lk = c->lk;
+    const int64_t kblocks = (lk + EM_ATT_BC - 1) / EM_ATT_BC;
+    REAL *qs = scratch;                 // (lq, dp) scaled queries
+    REAL *go = qs + lq * dp;            // (lq, dvp) output gradient
+    REAL *kt = go + lq * dvp;           // (kblocks, d, EM_ATT_BC) keys, transposed per block
+    REAL *kp = kt + kblocks * d * EM_ATT_BC; // (lk, dp) keys
+    REAL *vt = kp + lk * dp;            // (kblocks, dv, EM_ATT_BC) values, transposed per block
+    REAL *p = vt + kblocks * dv * EM_ATT_BC; // (EM_ATT_BR, EM_ATT_BC) weights, then dropped
+    REAL *ds = p + EM_ATT_BR * EM_ATT_BC; // (EM_ATT_BR, EM_ATT_BC) weight, then score grads
+    REAL *dk = ds + EM_ATT_BR * EM_ATT_BC; // (EM_ATT_BC, dp)
+    REAL *dvb = dk + EM_ATT_BC * dp;    // (EM_ATT_BC, dvp)
+    REAL *delta = dvb + EM_ATT_BC * dvp; // (lq) rowsum(gout * out)
+    REAL *dq = delta + lq;              // (lq, dp) query gradient / scale
+    double *add = (double *)(dq + lq * dp); // (EM_ATT_BC) one mask row
+    uint8_t *keep = (uint8_t *)(add + EM_ATT_BC); // (EM_ATT_BC) one dropout row
+    ATT_FN(pack_rows)(qs, dp, c->q, b, h, 0, lq, d, (REAL)c->p->scale);
+    ATT_FN(pack_rows)(go, dvp, c->gout, b, h, 0, lq, dv, 1);
+    ATT_FN(pack_rows)(kp, dp, c->k, b, h, 0, lk, d, 1);
+    for (int64_t j0 = 0; j0 < lk; j0 += EM_ATT_BC) {
+        int64_t cols = lk - j0 < EM_ATT_BC ? lk - j0 : EM_ATT_BC;
+        ATT_FN(pack_cols)(kt + j0 * d, EM_ATT_BC, c->k, b, h, j0, cols, d);
+        ATT_FN(pack_cols)(vt + j0 * dv, EM_ATT_BC, c->v, b, h, j0, cols, dv);
+    }
+    for (int64_t i = 0; i < lq; i++) {
+        const REAL *g = ATT_FN(row)(c->gout, b, h, i), *o = ATT_FN(row)(c->out, b, h, i);
+        double sum = 0;
+        for (int64_t x = 0; x < dv; x++)
+            sum += (double)g[x] * (double)o[x];
+        delta[i] = (REAL)sum;
+        for (int64_t x = 0; x < dp; x++)
+            dq[i * dp + x] = 0;
+    }
+    const REAL *lse = (const REAL *)c->lse->data + bh * lq;
+    const REAL drop_scale = (REAL)(1.0 / (1.0 - c->p->dropout_p));
+    for (int64_t j0 = 0; j0 < lk; j0 += EM_ATT_BC) {
+        int64_t cols = lk - j0 < EM_ATT_BC ? lk - j0 : EM_ATT_BC, ncols = em_att_pad(cols);
+        for (int64_t x = 0; x < EM_ATT_BC * dp; x++)
+            dk[x] = 0;
+        for (int64_t x = 0; x < EM_ATT_BC * dvp; x++)
+            dvb[x] = 0;
+        for (int64_t i0 = c->p->causal ? j0 / EM_ATT_BR * EM_ATT_BR : 0; i0 < lq;
+             i0 += EM_ATT_BR) {
+            int64_t rows = lq - i0 < EM_ATT_BR ? lq - i0 : EM_ATT_BR;
+            const REAL *qi = qs + i0 * dp, *gi = go + i0 * dvp;
+            t->matmul(rows, ncols, d, qi, dp, 1, kt + j0 * d, EM_ATT_BC, p, EM_ATT_BC, false);
+            ATT_FN(mask_tile)(c, p, b, h, i0, rows, j0, cols, add);
+            t->matmul(rows, ncols, dv, gi, dvp, 1, vt + j0 * dv, EM_ATT_BC, ds, EM_ATT_BC,
+                      false);
+            for (int64_t r = 0; r < rows; r++) {
+                REAL *pr = p + r * EM_ATT_BC, *dr = ds + r * EM_ATT_BC, di = delta[i0 + r];
+                if (lse[i0 + r] == -INFINITY) { /* a row that sees no key: no gradient */
+                    for (int64_t x = 0; x < cols; x++)
+                        pr[x] = dr[x] = 0;
+                    continue;
+                }
+                t->exp_sum(cols, pr, lse[i0 + r], pr);
+                if (c->p->dropout_p > 0) {
+                    att_keep_row(c->p, ((uint64_t)bh * lq + i0 + r) * lk + j0, cols, keep);
+                    for (int64_t x = 0; x < cols; x++) {
+                        REAL z = keep[x] ? drop_scale : 0;
+                        dr[x] = pr[x] * (dr[x] * z - di);
+                        pr[x] *= z;
+                    }
+                } else {
+                    for (int64_t x = 0; x < cols; x++)
+                        dr[x] = pr[x] * (dr[x] - di);
+                }
+            }
+            t->matmul(cols, dvp, rows, p, 1, EM_ATT_BC, gi, dvp, dvb, dvp, true);
+            t->matmul(rows, dp, cols, ds, EM_ATT_BC, 1, kp + j0 * dp, dp, dq + i0 * dp, dp, true);
+            t->matmul(cols, dp, rows, ds, 1, EM_ATT_BC, qi, dp, dk, dp, true);
+        }
+        for (int64_t x = 0; x < cols; x++) {
+            REAL *gk = ATT_FN(row)(c->gk, b, h, j0 + x), *gv = ATT_FN(row)(c->gv, b, h, j0 + x);
+            for (int64_t y = 0; y < d; y++)
+                gk[y] = dk[x * dp + y];
+            for (int64_t y = 0; y < dv; y++)
+                gv[y] = dvb[x * dvp + y];
+        }
+    }
+    const REAL scale = (REAL)c->p->scale;
+    for (int64_t i = 0; i < lq; i++) {
+        REAL *gq = ATT_FN(row)(c->gq, b, h, i);
+        for (int64_t y = 0; y < d; y++)
+            gq[y] = dq[i * dp + y] * scale;
+    }
+}
+
+/* REALs of one thread's backward scratch */
+static int64_t ATT_FN(backward_scratch)(const att_call *c)
+{
+    int64_t dp = em_att_pad(c->d), dvp = em_att_pad(c->dv);
+    int64_t lkp = (c->lk + EM_ATT_BC - 1) / EM_ATT_BC * EM_ATT_BC;
+    return c->lq * dp + c->lq * dvp + c->d * lkp + c->lk * dp + c->dv * lkp +
+           2 * EM_ATT_BR * EM_ATT_BC + EM_ATT_BC * dp + EM_ATT_BC * dvp + c->lq + c->lq * dp +
+           (int64_t)((EM_ATT_BC * (sizeof(double) + 1) + sizeof(REAL) - 1) / sizeof(REAL));
+}
+
+/* Runs forward (grad false) or backward over every task; false when scratch memory ran out. */
+static bool ATT_FN(run)(const att_call *c, const em_att_tiles *t, bool grad)
+{
+    const int64_t bh = c->batch * c->heads, qblocks = (c->lq + EM_ATT_BR - 1) / EM_ATT_BR;
+    const int64_t tasks = grad ? bh : bh * qblocks;
+    const int64_t scratch_n = grad ? ATT_FN(backward_scratch)(c) : ATT_FN(forward_scratch)(c);
+    const double work = (double)bh * (double)c->lq * (double)c->lk * (double)(c->d + c->dv);
+    bool ok = true;
+    #pragma omp parallel if (tasks > 1 && work >= ATT_PARALLEL_MIN_WORK)
+    {
+        REAL *scratch = malloc((size_t)scratch_n * sizeof(REAL));
+        if (!scratch) {
+            #pragma omp atomic write
+            ok = false;
+        }
+        #pragma omp for schedule(dynamic)
+        for (int64_t task = 0; task < tasks; task++) {
+            if (!scratch)
+                continue;
+            if (grad)
+                ATT_FN(backward_head)(c, t, scratch, task);
+            else
+                ATT_FN(forward_block)(c, t, scratch, task / qblocks, task % qblocks * EM_ATT_BR);
+        }
+        free(scratch);
+    }
+    return ok;
+}

@@ -1,0 +1,38 @@
+/* The small dense pieces the CPU attention kernels (cpu_attention.c) are built from: products of
+ * tiles that stay in cache and exp/max over score rows, in f32 with AVX2+FMA or in portable C
+ * (cpu_attention_tiles.c), and in f64 in portable C. */
+#ifndef EMBER_CPU_ATTENTION_INTERNAL_H
+#define EMBER_CPU_ATTENTION_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Tiles hold rows of query (EM_ATT_BR) and key (EM_ATT_BC) positions; packed right-hand operands
+ * and products have widths rounded up to EM_ATT_NPAD columns. */
+#define EM_ATT_BR 64
+#define EM_ATT_BC 64
+#define EM_ATT_NPAD 16
+
+static inline int64_t em_att_pad(int64_t n)
+{
+    return (n + EM_ATT_NPAD - 1) / EM_ATT_NPAD * EM_ATT_NPAD;
+}
+
+/* Tile operations on one real type. */
+typedef struct {
+    /* c (m, n) = (accumulate ? c : 0) + a @ b, with a(i, l) at a[i * a_row + l * a_col] for
+     * l < k, b (k, n) row-major with row stride ldb and c with row stride ldc; n, ldb and ldc
+     * are multiples of EM_ATT_NPAD */
+    void (*matmul)(int64_t m, int64_t n, int64_t k, const void *a, int64_t a_row, int64_t a_col,
+                   const void *b, int64_t ldb, void *c, int64_t ldc, bool accumulate);
+    /* y (n) = exp(x - sub), returned summed in double; an x of -inf gives 0 */
+    double (*exp_sum)(int64_t n, const void *x, double sub, void *y);
+    /* the largest of x (n), -inf when n is 0 */
+    double (*row_max)(int64_t n, const void *x);
+} em_att_tiles;
+
+/* f32 tiles on AVX2+FMA (avx2, where the CPU has them) or in portable C */
+const em_att_tiles *em_cpu_att_tiles_f32(bool avx2);
+const em_att_tiles *em_cpu_att_tiles_f64(void);
+
+#endif
