@@ -10,21 +10,19 @@
 
 static const char fn_name[] = "em_scaled_dot_product_attention";
 
-/* What the node keeps beyond q, k, v and the output (saved[0..3]). */
+/* The node's parameters; it saves q, k, v and the output in saved[0..3]. */
 typedef struct {
-    em_attention_params params;
+    em_attention_params kernel;
     em_tensor *lse;  /* (B, H, Lq) retained */
     em_tensor *mask; /* retained, or NULL */
-} sdpa_state;
+} sdpa_params;
 
-static void sdpa_state_free(void *p)
+static void sdpa_params_release(void *p)
 {
-    sdpa_state *s = p;
-    if (!s)
-        return;
+    sdpa_params *s = p;
     em_release(s->lse);
     em_release(s->mask);
-    free(s);
+    s->lse = s->mask = NULL;
 }
 
 /* A new (B, H, L, X) tensor stored as (B, L, H, X). */
@@ -53,12 +51,12 @@ static em_arr mask_arr(const em_tensor *mask, const em_tensor *q, const em_tenso
     return em_tensor_arr_broadcast(mask, &full);
 }
 
-/* saved: q, k, v, out; ext: sdpa_state */
+/* saved: q, k, v, out */
 static em_status sdpa_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
 {
     const em_tensor *q = node->saved[0], *k = node->saved[1], *v = node->saved[2];
     const em_tensor *out = node->saved[3];
-    sdpa_state *s = node->ext;
+    const sdpa_params *s = node->params;
     const em_backend *be = em_tensor_backend(q, node->op);
     if (!be || !em_kernel_present((const void *)be->attention_grad, node->op, q))
         return em_error_status();
@@ -76,7 +74,7 @@ static em_status sdpa_backward(em_node *node, const em_tensor *g, em_tensor **gr
     em_arr ao = em_tensor_arr(out), al = em_tensor_arr(s->lse), ag = em_tensor_arr(gc);
     em_arr agq = em_tensor_arr(gq), agk = em_tensor_arr(gk), agv = em_tensor_arr(gv);
     em_arr am = s->mask ? mask_arr(s->mask, q, k) : (em_arr){0};
-    int rc = be->attention_grad(&s->params, &aq, &ak, &av, s->mask ? &am : NULL, &ao, &al, &ag,
+    int rc = be->attention_grad(&s->kernel, &aq, &ak, &av, s->mask ? &am : NULL, &ao, &al, &ag,
                                 &agq, &agk, &agv);
     em_tensor *grads[3] = {gq, gk, gv};
     em_status st = em_kernel_status(rc, node->op, q);
@@ -198,24 +196,22 @@ em_tensor *em_scaled_dot_product_attention(const em_tensor *q, const em_tensor *
     if (em_kernel_status(rc, fn_name, q) != EM_OK)
         return em_scope_return(NULL);
     em_tensor *in[3] = {(em_tensor *)q, (em_tensor *)k, (em_tensor *)v};
+    sdpa_params np = {.kernel = params, .lse = lse, .mask = (em_tensor *)o.attn_mask};
     em_node *node;
-    if (!em_record(y, "scaled_dot_product_attention", sdpa_backward, in, 3, &node))
+    if (!em_record(y, "scaled_dot_product_attention", sdpa_backward, in, 3, &np, sizeof np,
+                   &node))
         return em_scope_return(NULL);
     if (node) {
-        sdpa_state *s = calloc(1, sizeof *s);
+        sdpa_params *kept = node->params;
+        em_retain(kept->lse);
+        if (kept->mask)
+            em_retain(kept->mask);
+        node->params_release = sdpa_params_release;
         node->saved[0] = em_retain((em_tensor *)qc);
         node->saved[1] = em_retain((em_tensor *)kc);
         node->saved[2] = em_retain((em_tensor *)vc);
-        node->saved[3] = em_retain(em_alias_of(y));
-        if (!s || !node->saved[3]) {
-            free(s);
-            em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn_name);
+        if (!(node->saved[3] = em_retain(em_alias_of(y))))
             return em_scope_return(NULL);
-        }
-        *s = (sdpa_state){.params = params, .lse = em_retain(lse),
-                          .mask = o.attn_mask ? em_retain((em_tensor *)o.attn_mask) : NULL};
-        node->ext = s;
-        node->ext_free = sdpa_state_free;
     }
     return em_scope_return(y);
 }

@@ -4,7 +4,7 @@
  * C), f64 in portable C, f16/bf16 through f32 copies. The typed body is
  * cpu_attention_impl_internal.h, the tiles cpu_attention_tiles.c. */
 #include <math.h>
-#include <stdlib.h>
+#include <omp.h>
 
 #include "backend/philox.h"
 #include "backend_cpu/cpu_attention_internal.h"
@@ -161,7 +161,7 @@ static int att_run_half(const att_call *c, bool avx2, bool grad)
         if (!input[i])
             em_cpu_copy(src[i], &f[i]);
     for (int i = 0; i < n; i++)
-        free(f[i].data);
+        em_cpu_scratch_free(f[i].data);
     return ok ? EM_KERNEL_OK : EM_KERNEL_FAILED;
 }
 

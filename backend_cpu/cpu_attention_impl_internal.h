@@ -233,31 +233,30 @@ static int64_t ATT_FN(backward_scratch)(const att_call *c)
            (int64_t)((EM_ATT_BC * (sizeof(double) + 1) + sizeof(REAL) - 1) / sizeof(REAL));
 }
 
-/* Runs forward (grad false) or backward over every task; false when scratch memory ran out. */
+/* Runs forward (grad false) or backward over every task, each thread in its own part of one
+ * scratch block from the accounting allocator; false when that block could not be had. */
 static bool ATT_FN(run)(const att_call *c, const em_att_tiles *t, bool grad)
 {
     const int64_t bh = c->batch * c->heads, qblocks = (c->lq + EM_ATT_BR - 1) / EM_ATT_BR;
     const int64_t tasks = grad ? bh : bh * qblocks;
-    const int64_t scratch_n = grad ? ATT_FN(backward_scratch)(c) : ATT_FN(forward_scratch)(c);
+    const int64_t per_thread = grad ? ATT_FN(backward_scratch)(c) : ATT_FN(forward_scratch)(c);
     const double work = (double)bh * (double)c->lq * (double)c->lk * (double)(c->d + c->dv);
-    bool ok = true;
-    #pragma omp parallel if (tasks > 1 && work >= ATT_PARALLEL_MIN_WORK)
+    int nt = tasks > 1 && work >= ATT_PARALLEL_MIN_WORK ? omp_get_max_threads() : 1;
+    nt = nt < tasks ? nt : (int)(tasks > 0 ? tasks : 1);
+    REAL *scratch = em_cpu_scratch((size_t)(nt * per_thread) * sizeof(REAL));
+    if (!scratch)
+        return false;
+    #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        REAL *scratch = malloc((size_t)scratch_n * sizeof(REAL));
-        if (!scratch) {
-            #pragma omp atomic write
-            ok = false;
-        }
+        REAL *mine = scratch + omp_get_thread_num() * per_thread;
         #pragma omp for schedule(dynamic)
         for (int64_t task = 0; task < tasks; task++) {
-            if (!scratch)
-                continue;
             if (grad)
-                ATT_FN(backward_head)(c, t, scratch, task);
+                ATT_FN(backward_head)(c, t, mine, task);
             else
-                ATT_FN(forward_block)(c, t, scratch, task / qblocks, task % qblocks * EM_ATT_BR);
+                ATT_FN(forward_block)(c, t, mine, task / qblocks, task % qblocks * EM_ATT_BR);
         }
-        free(scratch);
     }
-    return ok;
+    em_cpu_scratch_free(scratch);
+    return true;
 }
