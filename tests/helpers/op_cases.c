@@ -1,7 +1,7 @@
 /* The op cases: every differentiable op, every backend kernel it reaches (fill, copy and casts,
  * unary and its gradient, binary with broadcast, where, reductions, RNG, GEMM, conv2d, pooling,
- * softmax, index kernels) and the losses and norms built on them, on small shapes, contiguous
- * and not. */
+ * softmax, attention, index kernels) and the losses and norms built on them, on small shapes,
+ * contiguous and not. */
 #include <math.h>
 
 #include "helpers/op_cases.h"
@@ -273,6 +273,26 @@ static em_tensor *c_adaptive_pool(em_tensor *const *x, em_device d)
 {
     (void)d;
     return em_adaptive_avg_pool2d(x[0], 2, 3);
+}
+
+/* ---- attention ---- */
+
+static em_tensor *c_sdpa_causal(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_scaled_dot_product_attention(x[0], x[1], x[2], (em_sdpa_opts){.is_causal = true});
+}
+static em_tensor *c_sdpa_mask(em_tensor *const *x, em_device d)
+{
+    em_tensor *mask = em_gt(x[3], em_scalar(-0.5, x[3]->dtype)); /* (1, 1, Lq, Lk) */
+    (void)d;
+    return em_scaled_dot_product_attention(x[0], x[1], x[2], (em_sdpa_opts){.attn_mask = mask});
+}
+static em_tensor *c_sdpa_dropout(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_scaled_dot_product_attention(x[0], x[1], x[2], (em_sdpa_opts){.dropout_p = 0.3,
+                                                                            .scale = 0.7});
 }
 
 /* ---- softmax ---- */
@@ -766,6 +786,11 @@ const em_op_case em_op_cases[] = {
     {"softmax", c_softmax, 1, {WIDE(3, 7)}, 0},
     {"softmax_mid_dim", c_softmax_mid, 1, {WIDE(2, 5, 3)}, 0},
     {"log_softmax", c_log_softmax, 1, {WIDE(4, 6)}, 0},
+    {"sdpa_causal", c_sdpa_causal, 3, {IN(2, 2, 5, 4), IN(2, 2, 5, 4), IN(2, 2, 5, 3)}, 0},
+    {"sdpa_bool_mask", c_sdpa_mask, 4,
+     {IN(1, 2, 4, 3), IN(1, 2, 6, 3), IN(1, 2, 6, 5), FIXED(1, 1, 4, 6)}, 0},
+    {"sdpa_dropout", c_sdpa_dropout, 3, {IN(2, 1, 6, 4), IN(2, 1, 7, 4), IN(2, 1, 7, 2)},
+     EM_CASE_RNG},
     {"index_select_dim0", c_index_select0, 2, {IN(5, 3), INDEX(5, 7)}, 0},
     {"index_select_dim1", c_index_select1, 2, {IN(3, 5, 2), INDEX(5, 4)}, 0},
     {"gather", c_gather, 2, {IN(3, 6), INDEX(6, 3, 4)}, 0},
