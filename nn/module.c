@@ -140,6 +140,20 @@ em_module *em_module_add_child(em_module *m, const char *name, em_module *child)
     return child;
 }
 
+bool em_module_add_children(em_module *m, int n, const char *const *names, em_module **kids)
+{
+    bool ok = true;
+    for (int i = 0; i < n; i++) {
+        if (!ok || !kids[i]) { /* add_child frees what it is given; free the rest here */
+            em_module_free(kids[i]);
+            ok = false;
+            continue;
+        }
+        ok = em_module_add_child(m, names[i], kids[i]) != NULL;
+    }
+    return ok;
+}
+
 void em_module_free(em_module *m)
 {
     if (!m)

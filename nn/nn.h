@@ -143,6 +143,87 @@ em_tensor *em_lstm(em_module *m, const em_tensor *x, const em_tensor *h0, const 
                    em_tensor **h_n, em_tensor **c_n);
 em_tensor *em_gru(em_module *m, const em_tensor *x, const em_tensor *h0, em_tensor **h_n);
 
+/* ---- attention and transformer layers, batch first: sequences are (B, T, E) ---- */
+/* Keys and values of earlier positions, per layer (B, H, max_len, D), so that a decoder
+ * attends to them without recomputing them: each cached forward appends its positions at
+ * em_kv_cache_len, and the caller advances the length once every layer has them. */
+typedef struct em_kv_cache em_kv_cache;
+em_kv_cache *em_kv_cache_new(int n_layers, int64_t batch, int64_t heads, int64_t max_len,
+                             int64_t head_dim, em_dtype dtype);
+void em_kv_cache_free(em_kv_cache *c); /* NULL is fine */
+int64_t em_kv_cache_len(const em_kv_cache *c);
+int64_t em_kv_cache_capacity(const em_kv_cache *c);
+em_status em_kv_cache_advance(em_kv_cache *c, int64_t n);
+void em_kv_cache_reset(em_kv_cache *c); /* length 0 */
+
+typedef struct {
+    double dropout; /* on the attention weights, in training */
+    bool no_bias;   /* leave out in_proj_bias and out_proj.bias */
+    bool causal;    /* em_forward's self-attention is causal (position t sees keys <= t) */
+} em_mha_opts;
+/* PyTorch's nn.MultiheadAttention(embed_dim, num_heads, batch_first=True): in_proj_weight
+ * (3E, E) (xavier uniform), in_proj_bias (3E) (zeros), out_proj (Linear E -> E, zero bias).
+ * em_forward(m, x) is the self-attention of x (B, T, E) -> (B, T, E). */
+em_module *em_multihead_attention_layer(int64_t embed_dim, int64_t num_heads, em_mha_opts o);
+bool em_multihead_attention_causal(const em_module *m); /* the layer's causal option */
+
+typedef struct {
+    const em_tensor *attn_mask;        /* NULL, or (Lq, Lk) or (B * num_heads, Lq, Lk): bool
+                                          (true: may NOT attend, as PyTorch's MHA) or float
+                                          (added to the scores) */
+    const em_tensor *key_padding_mask; /* NULL, or bool (B, Lk): true for keys to ignore */
+    bool is_causal;                    /* query i sees keys j <= i (with a cache: j <= len + i) */
+    em_kv_cache *cache;                /* self-attention only, without masks: the keys and
+                                          values of this call join the cache's layer `layer`
+                                          and the queries attend to everything held */
+    int layer;
+} em_mha_call;
+/* PyTorch's forward(query, key, value, ..., need_weights=False): query (B, Lq, E), key and
+ * value (B, Lk, E) -> (B, Lq, E); one product for q, k and v when all three are one tensor. */
+em_tensor *em_multihead_attention(em_module *mha, const em_tensor *query, const em_tensor *key,
+                                  const em_tensor *value, em_mha_call c);
+
+typedef enum { EM_ACTIVATION_RELU = 0, EM_ACTIVATION_GELU } em_activation;
+typedef struct {
+    int64_t dim_feedforward;  /* 0: 2048, PyTorch's default */
+    double dropout;           /* attention weights, feed-forward and residual dropout; 0: none
+                                 (PyTorch's default is 0.1) */
+    em_activation activation; /* relu (default) or gelu (exact) */
+    double layer_norm_eps;    /* 0: 1e-5 */
+    bool norm_first;          /* LayerNorm before attention and feed-forward (pre-LN, as GPT) */
+    bool causal;              /* the self-attention is causal */
+} em_transformer_opts;
+/* PyTorch's nn.TransformerEncoderLayer(d_model, nhead, batch_first=True): children self_attn,
+ * linear1, dropout, linear2, norm1, norm2, dropout1, dropout2. norm_first:
+ *   x = x + dropout1(self_attn(norm1(x)))
+ *   x = x + dropout2(linear2(dropout(act(linear1(norm2(x))))))
+ * else the norms follow the residual sums. x (B, T, d_model) -> (B, T, d_model). */
+em_module *em_transformer_encoder_layer(int64_t d_model, int64_t nhead, em_transformer_opts o);
+/* The layer's forward with its self-attention reading and extending cache's layer `layer`
+ * (cache NULL: em_forward). */
+em_tensor *em_transformer_layer_forward(em_module *m, const em_tensor *x, em_kv_cache *cache,
+                                        int layer);
+
+/* GPT: a decoder-only transformer language model in GPT-2's shape over token ids. Children
+ * wte (Embedding vocab -> E), wpe (Embedding block_size -> E), drop, h (a ModuleList of n_layer
+ * TransformerEncoderLayers: pre-LN, causal, GELU, feed-forward 4E) and ln_f; the LM head is
+ * wte's weight (tied, held once). GPT-2's init: matrices and embeddings N(0, 0.02), out_proj and
+ * linear2 weights N(0, 0.02 / sqrt(2 n_layer)), biases 0. em_forward(gpt, idx) = em_gpt_forward
+ * without a cache. */
+typedef struct {
+    int64_t vocab_size, block_size; /* tokens; the most positions a forward sees */
+    int n_layer;
+    int64_t n_head, n_embd;
+    double dropout;                 /* embeddings, attention weights, residuals, feed-forward */
+} em_gpt_config;
+em_module *em_gpt(em_gpt_config c);
+bool em_gpt_config_of(const em_module *gpt, em_gpt_config *c); /* false: not a GPT */
+/* idx i64 (B, T) -> logits (B, T, vocab). With a cache (from em_gpt_cache_new) the T positions
+ * follow the cache's length, their keys and values join it and its length grows by T. */
+em_tensor *em_gpt_forward(em_module *gpt, const em_tensor *idx, em_kv_cache *cache);
+em_kv_cache *em_gpt_cache_new(const em_module *gpt, int64_t batch); /* block_size positions */
+em_status em_gpt_checkpoint_blocks(em_module *gpt); /* each block under em_checkpoint_module */
+
 /* ---- gradient checkpointing (em_checkpoint in autograd.h), in place: the module keeps its
  * name, parameters and children, and only its forward changes; returns the module, or NULL
  * with an error (the module unchanged) ---- */

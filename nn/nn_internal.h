@@ -43,6 +43,18 @@ em_tensor *em_rnn_forward(em_module *m, const em_tensor *x);
 /* "LSTM(input_size=..., ...)" settings of a recurrent module, for describe */
 void em_rnn_describe(const em_module *m, char *buf, size_t n);
 
+/* Adds kids[i] as child names[i] of m, in order; false with an error when one is NULL or
+ * cannot be added, every kid then freed (those added with m later). */
+bool em_module_add_children(em_module *m, int n, const char *const *names, em_module **kids);
+
+/* The end of a function's own scope (em_scope_begin): keeps y (NULL passes) for the caller. */
+static inline em_tensor *em_nn_scope_return(em_tensor *y)
+{
+    y = em_keep(y);
+    em_scope_end();
+    return y;
+}
+
 /* A host f32 copy of t's elements in row-major order (nn/host_copy.c), or NULL with an error
  * naming fn; the caller frees it. */
 float *em_host_f32(const em_tensor *t, const char *fn);
