@@ -67,12 +67,14 @@ static void att_mask_row(const em_arr *m, int64_t b, int64_t h, int64_t i, int64
 #include "backend_cpu/cpu_attention_impl_internal.h"
 #undef REAL
 #undef ATT_FN
+#undef ATT_ROWS_REALS
 
 #define REAL double
 #define ATT_FN(name) att_##name##_f64
 #include "backend_cpu/cpu_attention_impl_internal.h"
 #undef REAL
 #undef ATT_FN
+#undef ATT_ROWS_REALS
 
 /* a (n0, n1, n2, n3) 4-D array of dtype dt with a contiguous last dim */
 static bool arr4(const em_arr *a, em_dtype dt, int64_t n0, int64_t n1, int64_t n2, int64_t n3)

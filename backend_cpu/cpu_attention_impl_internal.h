@@ -4,6 +4,10 @@
  * of one (batch, head) in forward, and one whole (batch, head) in backward (its query gradient
  * is summed over every key block); tasks spread over OpenMP threads. */
 
+/* The REALs at the start of a thread's scratch that hold one mask row (doubles) and one dropout
+ * row (bytes), keeping what follows aligned. */
+#define ATT_ROWS_REALS ((int64_t)(EM_ATT_BC * (sizeof(double) + 1) / sizeof(REAL)))
+
 /* Element (b, h, i, 0) of a (B, H, L, X) array with a contiguous last dim. */
 static inline REAL *ATT_FN(row)(const em_arr *a, int64_t b, int64_t h, int64_t i)
 {
@@ -64,14 +68,14 @@ static void ATT_FN(forward_block)(const att_call *c, const em_att_tiles *t, REAL
     const int64_t b = bh / c->heads, h = bh % c->heads, d = c->d, dv = c->dv;
     const int64_t dp = em_att_pad(d), dvp = em_att_pad(dv);
     const int64_t rows = c->lq - i0 < EM_ATT_BR ? c->lq - i0 : EM_ATT_BR;
-    REAL *qs = scratch;                // (EM_ATT_BR, dp) scaled queries
+    double *add = (double *)scratch;                 // (EM_ATT_BC) one mask row
+    uint8_t *keep = (uint8_t *)(add + EM_ATT_BC);    // (EM_ATT_BC) one dropout row
+    REAL *qs = scratch + ATT_ROWS_REALS;   // (EM_ATT_BR, dp) scaled queries
     REAL *kt = qs + EM_ATT_BR * dp;    // (d, EM_ATT_BC) keys, transposed
     REAL *vp = kt + d * EM_ATT_BC;     // (EM_ATT_BC, dvp) values
     REAL *s = vp + EM_ATT_BC * dvp;    // (EM_ATT_BR, EM_ATT_BC) scores, then weights
     REAL *acc = s + EM_ATT_BR * EM_ATT_BC; // (EM_ATT_BR, dvp) output, unnormalised
     REAL *m = acc + EM_ATT_BR * dvp, *l = m + EM_ATT_BR; // (EM_ATT_BR) running max and sum
-    double *add = (double *)(l + EM_ATT_BR);            // (EM_ATT_BC) one mask row
-    uint8_t *keep = (uint8_t *)(add + EM_ATT_BC);       // (EM_ATT_BC) one dropout row
     ATT_FN(pack_rows)(qs, dp, c->q, b, h, i0, rows, d, (REAL)c->p->scale);
     for (int64_t r = 0; r < rows; r++) {
         m[r] = -INFINITY;
@@ -124,8 +128,7 @@ static int64_t ATT_FN(forward_scratch)(const att_call *c)
 {
     int64_t dp = em_att_pad(c->d), dvp = em_att_pad(c->dv);
     return EM_ATT_BR * dp + c->d * EM_ATT_BC + EM_ATT_BC * dvp + EM_ATT_BR * EM_ATT_BC +
-           EM_ATT_BR * dvp + 2 * EM_ATT_BR +
-           (int64_t)((EM_ATT_BC * (sizeof(double) + 1) + sizeof(REAL) - 1) / sizeof(REAL));
+           EM_ATT_BR * dvp + 2 * EM_ATT_BR + ATT_ROWS_REALS;
 }
 
 /* The gradients of (b, h): per key block, its key and value gradients summed over the query
@@ -137,7 +140,9 @@ static void ATT_FN(backward_head)(const att_call *c, const em_att_tiles *t, REAL
     const int64_t b = bh / c->heads, h = bh % c->heads, d = c->d, dv = c->dv;
     const int64_t dp = em_att_pad(d), dvp = em_att_pad(dv), lq = c->lq, lk = c->lk;
     const int64_t kblocks = (lk + EM_ATT_BC - 1) / EM_ATT_BC;
-    REAL *qs = scratch;                 // (lq, dp) scaled queries
+    double *add = (double *)scratch;                 // (EM_ATT_BC) one mask row
+    uint8_t *keep = (uint8_t *)(add + EM_ATT_BC);    // (EM_ATT_BC) one dropout row
+    REAL *qs = scratch + ATT_ROWS_REALS;    // (lq, dp) scaled queries
     REAL *go = qs + lq * dp;            // (lq, dvp) output gradient
     REAL *kt = go + lq * dvp;           // (kblocks, d, EM_ATT_BC) keys, transposed per block
     REAL *kp = kt + kblocks * d * EM_ATT_BC; // (lk, dp) keys
@@ -148,8 +153,6 @@ static void ATT_FN(backward_head)(const att_call *c, const em_att_tiles *t, REAL
     REAL *dvb = dk + EM_ATT_BC * dp;    // (EM_ATT_BC, dvp)
     REAL *delta = dvb + EM_ATT_BC * dvp; // (lq) rowsum(gout * out)
     REAL *dq = delta + lq;              // (lq, dp) query gradient / scale
-    double *add = (double *)(dq + lq * dp); // (EM_ATT_BC) one mask row
-    uint8_t *keep = (uint8_t *)(add + EM_ATT_BC); // (EM_ATT_BC) one dropout row
     ATT_FN(pack_rows)(qs, dp, c->q, b, h, 0, lq, d, (REAL)c->p->scale);
     ATT_FN(pack_rows)(go, dvp, c->gout, b, h, 0, lq, dv, 1);
     ATT_FN(pack_rows)(kp, dp, c->k, b, h, 0, lk, d, 1);
@@ -230,7 +233,7 @@ static int64_t ATT_FN(backward_scratch)(const att_call *c)
     int64_t lkp = (c->lk + EM_ATT_BC - 1) / EM_ATT_BC * EM_ATT_BC;
     return c->lq * dp + c->lq * dvp + c->d * lkp + c->lk * dp + c->dv * lkp +
            2 * EM_ATT_BR * EM_ATT_BC + EM_ATT_BC * dp + EM_ATT_BC * dvp + c->lq + c->lq * dp +
-           (int64_t)((EM_ATT_BC * (sizeof(double) + 1) + sizeof(REAL) - 1) / sizeof(REAL));
+           ATT_ROWS_REALS;
 }
 
 /* Runs forward (grad false) or backward over every task, each thread in its own part of one
@@ -239,7 +242,8 @@ static bool ATT_FN(run)(const att_call *c, const em_att_tiles *t, bool grad)
 {
     const int64_t bh = c->batch * c->heads, qblocks = (c->lq + EM_ATT_BR - 1) / EM_ATT_BR;
     const int64_t tasks = grad ? bh : bh * qblocks;
-    const int64_t per_thread = grad ? ATT_FN(backward_scratch)(c) : ATT_FN(forward_scratch)(c);
+    int64_t per_thread = grad ? ATT_FN(backward_scratch)(c) : ATT_FN(forward_scratch)(c);
+    per_thread = (per_thread + 15) / 16 * 16; /* each thread's part starts 64-byte aligned */
     const double work = (double)bh * (double)c->lq * (double)c->lk * (double)(c->d + c->dv);
     int nt = tasks > 1 && work >= ATT_PARALLEL_MIN_WORK ? omp_get_max_threads() : 1;
     nt = nt < tasks ? nt : (int)(tasks > 0 ? tasks : 1);
