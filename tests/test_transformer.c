@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ember.h"
+#include "helpers/reference.h"
 
 TestSuite(transformer, .init = em_scope_begin, .fini = em_scope_end);
 
@@ -56,11 +57,10 @@ static const double gpt_grad_sums[28] = { /* named_parameters order */
     0.0123188807175, -0.045620230099, 0.0192220465523, 0.0917138988723, 0.0706453489085,
     -0.0661515288737, 0.0128501439457, -1.49589376807};
 
-/* A tensor of shape s with element i = cos(a i). */
+/* A tensor of shape s with element i = cos(a i), as the reference's inputs. */
 static em_tensor *wave(em_shape s, double a, em_dtype dt)
 {
-    em_tensor *i = em_arange(0, (double)em_shape_numel(&s), 1, EM_F64);
-    return em_to_dtype(em_reshape(em_cos(em_mul_scalar(i, a)), s), dt);
+    return em_to_dtype(em_ref_wave(s, a, M_PI / 2, 1.0), dt);
 }
 
 /* Parameter k (traversal order), element i: 0.3 sin(0.7 i + 1.3 k + 0.1), as the reference. */
@@ -70,11 +70,8 @@ static void fill(em_module *m)
     int n = em_module_parameters(m, refs, 64);
     cr_assert(n > 0 && n <= 64);
     for (int k = 0; k < n; k++) {
-        em_shape s = em_shape_of(refs[k].value);
-        em_tensor *i = em_arange(0, (double)em_shape_numel(&s), 1, EM_F64);
-        em_tensor *v = em_mul_scalar(em_sin(em_add_scalar(em_mul_scalar(i, 0.7), 1.3 * k + 0.1)),
-                                     0.3);
-        cr_assert_eq(em_copy_(refs[k].value, em_reshape(v, s)), EM_OK, "%s", em_error());
+        em_tensor *v = em_ref_wave(em_shape_of(refs[k].value), 0.7, 1.3 * k + 0.1, 0.3);
+        cr_assert_eq(em_copy_(refs[k].value, v), EM_OK, "%s", em_error());
     }
 }
 
