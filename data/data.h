@@ -117,6 +117,27 @@ em_dataset *em_dataset_tensors(const em_tensor *x, const em_tensor *y);
  * size is at least 1. */
 em_status em_resize_bilinear(const float *src, int c, int h, int w, float *dst, int oh, int ow);
 
+/* ---- character-level text ----
+ * A vocabulary of the bytes a text holds, ids in ascending byte order, as a char-level language
+ * model sees it (at most 256 ids, so an encoded text is one byte per character). */
+typedef struct {
+    int size;                 /* distinct characters */
+    unsigned char chars[256]; /* id -> character */
+    int16_t ids[256];         /* character -> id, -1 when not in the vocabulary */
+} em_char_vocab;
+em_char_vocab em_char_vocab_of(const char *text, size_t n);
+/* From the characters themselves (chars[0..size), distinct and ascending), as saved with a
+ * model; EM_ERR_ARG otherwise. */
+em_status em_char_vocab_from(const char *chars, size_t n, em_char_vocab *v);
+/* ids (n) of text; EM_ERR_ARG naming the first character that is not in the vocabulary */
+em_status em_char_vocab_encode(const em_char_vocab *v, const char *text, size_t n, uint8_t *ids);
+/* text (n bytes, no terminator) of ids; EM_ERR_ARG on an id outside the vocabulary */
+em_status em_char_vocab_decode(const em_char_vocab *v, const int64_t *ids, size_t n, char *text);
+/* Windows of an encoded text (ids (n), copied) as next-character samples: sample i is
+ * x = ids[i * stride + t] and y = ids[i * stride + t + 1] for t < len, both i64 (len); every
+ * window that fits ((n - len - 1) / stride + 1 of them). */
+em_dataset *em_dataset_char_windows(const uint8_t *ids, int64_t n, int64_t len, int64_t stride);
+
 /* ---- per-sample transforms ----
  * Applied in the loader's workers after get(), in order. Random choices come from Philox keyed by
  * (seed, epoch, sample index, position in the list), so they never depend on which worker ran.

@@ -13,6 +13,9 @@ static const em_recipe recipes[] = {
     {.name = "deepmlp", .about = "MLP with 16 hidden layers of 1024 on Fashion-MNIST",
      .build = em_recipe_deepmlp_build, .flat_input = true, .epochs = 5, .batch = 256,
      .lr = 0.02, .momentum = 0.9, .optim = "sgd", .schedule = "cosine"},
+    {.name = "gpt", .about = "character-level GPT on the English text of the fortunes package",
+     .train = em_recipe_gpt_train, .eval = em_recipe_gpt_eval, .epochs = 1, .batch = 32,
+     .lr = 1e-3, .optim = "adamw", .schedule = "warmup-cosine"},
 };
 
 const em_recipe *em_recipe_at(int i)

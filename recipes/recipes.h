@@ -1,9 +1,13 @@
 /* The reference recipes: Fashion-MNIST models whose definitions match ../bench/torch_ref.py's,
- * each with the defaults that reach its accuracy target, and the loop that trains them. */
+ * each with the defaults that reach its accuracy target, and the loop that trains them; and a
+ * character-level GPT on the fortunes' text, which brings its own data and loop. */
 #ifndef EMBER_RECIPES_H
 #define EMBER_RECIPES_H
 
 #include "ember.h"
+
+struct em_train_opts;
+struct em_train_result;
 
 typedef struct {
     const char *name;   /* "mlp" */
@@ -17,6 +21,10 @@ typedef struct {
     double momentum;
     const char *optim;  /* "sgd", "adam", "adamw" or "rmsprop" */
     const char *schedule; /* "cosine" (per-step cosine decay to 0) or "constant" */
+    /* a recipe with data and a task of its own (gpt) trains and evaluates itself, taking the
+     * same options and filling the same result; build is then NULL */
+    em_status (*train)(const struct em_train_opts *o, struct em_train_result *r);
+    em_status (*eval)(const char *data_dir, const char *load_path, struct em_train_result *r);
 } em_recipe;
 
 const em_recipe *em_recipe_find(const char *name); /* NULL when unknown */
@@ -28,9 +36,9 @@ em_module *em_recipe_deepmlp_build(void);
 
 #define EM_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
 
-typedef struct {
+typedef struct em_train_opts {
     const em_recipe *recipe;
-    const char *data_dir;   /* NULL: EM_FASHION_MNIST_DIR */
+    const char *data_dir;   /* NULL: the recipe's (EM_FASHION_MNIST_DIR, EM_FORTUNES_DIR) */
     int epochs;             /* 0: the recipe's */
     int64_t batch;          /* 0: the recipe's */
     double lr;              /* 0: the recipe's */
@@ -49,8 +57,8 @@ typedef struct {
     bool progress;          /* the trainer's progress display on stderr */
 } em_train_opts;
 
-typedef struct {
-    double test_acc, test_loss;
+typedef struct em_train_result {
+    double test_acc, test_loss;   /* gpt: NaN and the val loss in nats per character */
     double train_loss;            /* mean loss over the last 20 micro-batches */
     double train_samples_per_s;   /* training steps only, evaluation excluded */
     double wall_s;
@@ -64,12 +72,15 @@ typedef struct {
     double scale;           /* the grad scaler's final scale; 1 without one */
     int64_t largest_batch;  /* with find_batch: the largest batch that fit */
     int epochs, batch;
+    int64_t tokens_per_sample; /* positions trained per sample: gpt's block size; 0 otherwise */
 } em_train_result;
 
 em_status em_recipe_train(const em_train_opts *o, em_train_result *r);
+em_status em_recipe_gpt_train(const em_train_opts *o, em_train_result *r);
 /* Test accuracy and mean loss of a recipe's model loaded from a model file or a checkpoint. */
 em_status em_recipe_eval(const em_recipe *rc, const char *data_dir, const char *load_path,
                          em_train_result *r);
+em_status em_recipe_gpt_eval(const char *data_dir, const char *load_path, em_train_result *r);
 
 /* An optimizer by name ("sgd", "adam", "adamw", "rmsprop") over all of model's parameters. */
 em_optim *em_recipe_optimizer(const char *name, em_module *model, double lr, double momentum);
@@ -78,5 +89,33 @@ em_dataset *em_fashion_mnist(const char *data_dir, bool train, bool flat);
 /* Loads a model file (em_module_save) or the model part of a training checkpoint; a file that
  * names another recipe than rc (when rc is given) is an error saying which it holds. */
 em_status em_load_model_any(em_module *model, const em_recipe *rc, const char *path);
+
+/* ---- the gpt recipe ---- */
+#define EM_FORTUNES_DIR "/usr/share/games/fortunes"
+
+/* The recipe's text (recipes/gpt_data.c): every fortune file of dir but the ASCII art, in name
+ * order, backspace overstrikes undone, only printable ASCII, tabs and newlines kept, each file
+ * ending in a '%' line; encoded with the vocabulary of its characters; the last tenth is val. */
+typedef struct {
+    em_char_vocab vocab;
+    uint8_t *ids;             /* (n) the encoded text */
+    int64_t n, n_train, n_val; /* train: ids[0, n_train); val: ids[n_train, n) */
+} em_gpt_text;
+em_status em_gpt_text_load(const char *dir /* NULL: EM_FORTUNES_DIR */, em_gpt_text *t);
+void em_gpt_text_free(em_gpt_text *t);
+
+/* The default model for a vocabulary of vocab_size, and its training defaults. */
+em_gpt_config em_gpt_recipe_config(int64_t vocab_size);
+#define EM_GPT_STEPS 2000     /* optimizer steps of a default run */
+#define EM_GPT_WARMUP 100     /* of them, warm-up steps */
+#define EM_GPT_WEIGHT_DECAY 0.1
+#define EM_GPT_BETA2 0.99
+#define EM_GPT_CLIP 1.0
+#define EM_GPT_VAL_STRIDE 4   /* the val loss reads every 4th block-long window of val */
+/* The recipe's AdamW: weight decay on matrices (2-D parameters) only. */
+em_optim *em_gpt_recipe_optimizer(em_module *model, double lr);
+/* A gpt model saved by `ember train gpt --save` (a model file or training checkpoint) with its
+ * vocabulary; a file of another recipe, or without the gpt metadata, is an error naming it. */
+em_status em_gpt_recipe_load(const char *path, em_module **model, em_char_vocab *vocab);
 
 #endif

@@ -216,6 +216,8 @@ static void fill_result(const run *r, em_train_result *res)
 em_status em_recipe_train(const em_train_opts *o, em_train_result *res)
 {
     const em_recipe *rc = o->recipe;
+    if (rc->train)
+        return rc->train(o, res);
     double t_start = now_s();
     *res = (em_train_result){.epochs = o->epochs ? o->epochs : rc->epochs,
                              .batch = (int)(o->batch ? o->batch : rc->batch), .scale = 1};
@@ -245,6 +247,8 @@ em_status em_recipe_train(const em_train_opts *o, em_train_result *res)
 em_status em_recipe_eval(const em_recipe *rc, const char *data_dir, const char *load_path,
                          em_train_result *res)
 {
+    if (rc->eval)
+        return rc->eval(data_dir, load_path, res);
     double t0 = now_s();
     *res = (em_train_result){.scale = 1};
     em_module *model = rc->build();

@@ -41,7 +41,8 @@ static void expect(const char *args, int status, const char *text)
 Test(cli, every_command_has_help)
 {
     const char *cmds[] = {"info", "demo", "train", "eval", "compare", "quantize", "prune",
-                          "bench ops", "bench train", "bench infer"};
+                          "bench ops", "bench train", "bench infer", "bench attention",
+                          "sample", "bench sample"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char args[64];
         snprintf(args, sizeof args, "%s --help", cmds[i]);

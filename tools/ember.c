@@ -27,6 +27,8 @@ static const command commands[] = {
     {"bench", "serve", em_bench_serve, "the inference server under load: batching, cache, priorities"},
     {"bench", "infer", em_bench_infer, "inference latency of f32, int8, pruned vs PyTorch"},
     {"bench", "attention", em_bench_attention, "fused attention vs the composition: bytes, time"},
+    {"sample", NULL, em_cmd_sample, "text from a trained gpt model"},
+    {"bench", "sample", em_bench_sample, "gpt sampling speed with and without the KV cache"},
 };
 
 static void usage(FILE *f, const char *group)

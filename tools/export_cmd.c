@@ -23,7 +23,7 @@ int em_cmd_export(int argc, char **argv)
     int parsed = em_args_parse(&spec, argc, argv);
     if (parsed != EM_ARGS_RUN)
         return parsed;
-    const em_recipe *rc = em_find_recipe(spec.command, recipe);
+    const em_recipe *rc = em_find_built_recipe(spec.command, recipe);
     if (!rc)
         return 2;
     em_module *m = rc->build();

@@ -23,9 +23,13 @@ int em_bench_ops(int argc, char **argv);    /* tools/bench_ops.c: kernels vs ref
 int em_bench_train(int argc, char **argv);  /* tools/bench_train.c: training vs PyTorch */
 int em_bench_infer(int argc, char **argv);  /* tools/bench_infer.c: inference latency vs PyTorch */
 int em_bench_attention(int argc, char **argv); /* tools/bench_attention.c: fused vs composed */
+int em_cmd_sample(int argc, char **argv);   /* tools/sample_cmd.c: text from a gpt model */
+int em_bench_sample(int argc, char **argv); /* tools/sample_cmd.c: with and without the cache */
 
 /* The recipe named `name`, or NULL after printing "COMMAND: unknown recipe" and the list. */
 const em_recipe *em_find_recipe(const char *command, const char *name);
+/* em_find_recipe for a recipe with a model builder (not one that brings its own loop: gpt) */
+const em_recipe *em_find_built_recipe(const char *command, const char *name);
 void em_list_recipes(FILE *f); /* the recipes, for a command's --help */
 
 /* Inference latency of em_forward(model, x) in eval mode without grad: warmup untimed calls,

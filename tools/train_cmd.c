@@ -25,9 +25,17 @@ static void print_summary(const em_train_opts *o, const em_train_result *r)
                           "batch", r->batch);
     if (!j)
         return;
-    em_json_set_real(j, "test_acc", r->test_acc, 4);
-    em_json_set_real(j, "test_loss", r->test_loss, 4);
-    em_json_set_real(j, "train_samples_per_s", r->train_samples_per_s, 0);
+    if (r->tokens_per_sample) { /* a language model: losses in nats per token */
+        json_object_set_new(j, "block", json_integer(r->tokens_per_sample));
+        em_json_set_real(j, "train_loss", r->train_loss, 4);
+        em_json_set_real(j, "val_loss", r->test_loss, 4);
+        em_json_set_real(j, "train_tokens_per_s",
+                         r->train_samples_per_s * (double)r->tokens_per_sample, 0);
+    } else {
+        em_json_set_real(j, "test_acc", r->test_acc, 4);
+        em_json_set_real(j, "test_loss", r->test_loss, 4);
+        em_json_set_real(j, "train_samples_per_s", r->train_samples_per_s, 0);
+    }
     json_object_set_new(j, "peak_bytes", json_integer((json_int_t)r->peak_bytes));
     em_json_set_real(j, "wall_s", r->wall_s, 1);
     json_object_set_new(j, "amp", json_string(amp_name(o->tech.amp)));
@@ -54,6 +62,17 @@ const em_recipe *em_find_recipe(const char *command, const char *name)
     if (!rc) {
         fprintf(stderr, "%s: unknown recipe '%s'\n", command, name);
         em_list_recipes(stderr);
+    }
+    return rc;
+}
+
+const em_recipe *em_find_built_recipe(const char *command, const char *name)
+{
+    const em_recipe *rc = em_find_recipe(command, name);
+    if (rc && !rc->build) {
+        fprintf(stderr, "%s: recipe '%s' is not supported here (it trains with ember train, "
+                "ember compare and ember eval)\n", command, name);
+        return NULL;
     }
     return rc;
 }
