@@ -6,6 +6,7 @@
 
 #include "backend_cpu/cpu_attention_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
+#include "backend_cpu/cpu_simd_internal.h"
 
 /* ---- portable C, one body per real type ---- */
 
@@ -56,10 +57,8 @@ DEFINE_PORTABLE_TILES(double, exp, f64)
 
 /* ---- f32 on AVX2+FMA ---- */
 
-#define AVX2 __attribute__((target("avx2,fma")))
-
 /* c (4, 16) (+)= a (4, k) @ b (k, 16), the 8 accumulators in registers */
-AVX2 static void tile_4x16(int64_t k, const float *a, int64_t a_row, int64_t a_col,
+EM_AVX2 static void tile_4x16(int64_t k, const float *a, int64_t a_row, int64_t a_col,
                            const float *b, int64_t ldb, float *c, int64_t ldc, bool accumulate)
 {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00;
@@ -101,7 +100,7 @@ AVX2 static void tile_4x16(int64_t k, const float *a, int64_t a_row, int64_t a_c
 }
 
 /* c (1, 16) (+)= a (1, k) @ b (k, 16) */
-AVX2 static void tile_1x16(int64_t k, const float *a, int64_t a_col, const float *b,
+EM_AVX2 static void tile_1x16(int64_t k, const float *a, int64_t a_col, const float *b,
                            int64_t ldb, float *c, bool accumulate)
 {
     __m256 c0 = accumulate ? _mm256_loadu_ps(c) : _mm256_setzero_ps();
@@ -115,7 +114,7 @@ AVX2 static void tile_1x16(int64_t k, const float *a, int64_t a_col, const float
     _mm256_storeu_ps(c + 8, c1);
 }
 
-AVX2 static void matmul_avx2(int64_t m, int64_t n, int64_t k, const void *a_, int64_t a_row,
+EM_AVX2 static void matmul_avx2(int64_t m, int64_t n, int64_t k, const void *a_, int64_t a_row,
                              int64_t a_col, const void *b_, int64_t ldb, void *c_, int64_t ldc,
                              bool accumulate)
 {
@@ -131,58 +130,23 @@ AVX2 static void matmul_avx2(int64_t m, int64_t n, int64_t k, const void *a_, in
     }
 }
 
-/* exp of 8 lanes (Cephes' expf: 2^n times a degree-5 polynomial on [-ln2/2, ln2/2]), about
- * 2 ulp; below -87.3 (and -inf) it gives 0, NaN stays NaN. */
-AVX2 static inline __m256 exp8(__m256 x)
-{
-    const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3f);
-    __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-    __m256 tiny = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    __m256 t = _mm256_max_ps(_mm256_min_ps(x, hi), lo);
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    t = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), t);
-    t = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), t);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(t, t), _mm256_add_ps(t, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
-                                  23);
-    __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-    y = _mm256_andnot_ps(tiny, y);
-    return _mm256_blendv_ps(y, x, nan);
-}
-
-/* the sum of 8 lanes */
-AVX2 static inline float hsum8(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-AVX2 static double exp_sum_avx2(int64_t n, const void *x_, double sub, void *y_)
+EM_AVX2 static double exp_sum_avx2(int64_t n, const void *x_, double sub, void *y_)
 {
     const float *x = x_;
     float *y = y_;
     __m256 s = _mm256_set1_ps((float)sub), acc = _mm256_setzero_ps();
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), s));
+        __m256 e = em_exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + j), s));
         _mm256_storeu_ps(y + j, e);
         acc = _mm256_add_ps(acc, e);
     }
-    double sum = hsum8(acc);
+    double sum = em_hsum8_avx2(acc);
     if (j < n) {
         float in[8] = {0}, out[8];
         for (int64_t t = j; t < n; t++)
             in[t - j] = x[t];
-        _mm256_storeu_ps(out, exp8(_mm256_sub_ps(_mm256_loadu_ps(in), s)));
+        _mm256_storeu_ps(out, em_exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(in), s)));
         for (int64_t t = j; t < n; t++) {
             y[t] = out[t - j];
             sum += out[t - j];
@@ -191,7 +155,7 @@ AVX2 static double exp_sum_avx2(int64_t n, const void *x_, double sub, void *y_)
     return sum;
 }
 
-AVX2 static double row_max_avx2(int64_t n, const void *x_)
+EM_AVX2 static double row_max_avx2(int64_t n, const void *x_)
 {
     const float *x = x_;
     __m256 mx = _mm256_set1_ps(-INFINITY);

@@ -27,6 +27,11 @@ int em_cpu_copy(const em_arr *out, const em_arr *in);
 int em_cpu_rng_fill(em_rng_dist dist, double p0, double p1, uint64_t seed, uint64_t offset,
                     const em_arr *out);
 
+/* cpu_gelu.c: GELU (erf) and its gradient over n contiguous f32 on AVX2+FMA; false (nothing
+ * done) without AVX2, where cpu_unary.c's portable loop runs */
+bool em_cpu_gelu_f32(int64_t n, float *y, const float *x);
+bool em_cpu_gelu_grad_f32(int64_t n, float *gx, const float *gy, const float *x);
+
 /* cpu_unary.c, cpu_binary.c, cpu_reduce.c */
 int em_cpu_unary(em_unary_op op, double p0, double p1, const em_arr *out, const em_arr *in);
 int em_cpu_unary_grad(em_unary_op op, double p0, double p1, const em_arr *gx, const em_arr *gy,

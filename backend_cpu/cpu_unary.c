@@ -107,7 +107,8 @@ static void unary_run(void *vctx, int64_t n, char *const *p, const int64_t *s)
 {
     const unary_ctx *c = vctx;
     if (s[0] == 1 && s[1] == 1 && c->dt == EM_F32) {
-        unary_f32(c->op, c->p0, c->p1, n, (float *)p[0], (const float *)p[1]);
+        if (c->op != EM_UNARY_GELU || !em_cpu_gelu_f32(n, (float *)p[0], (const float *)p[1]))
+            unary_f32(c->op, c->p0, c->p1, n, (float *)p[0], (const float *)p[1]);
         return;
     }
     if (s[0] == 1 && s[1] == 1 && c->dt == EM_F64) {
@@ -272,8 +273,11 @@ static void unary_grad_run(void *vctx, int64_t n, char *const *p, const int64_t 
 {
     const grad_ctx *c = vctx;
     if (s[0] == 1 && s[1] == 1 && s[2] == 1 && c->dt == EM_F32) {
-        unary_grad_f32(c->op, c->from_y, c->p0, c->p1, n, (float *)p[0], (const float *)p[1],
-                       (const float *)p[2]);
+        if (c->op != EM_UNARY_GELU || !em_cpu_gelu_grad_f32(n, (float *)p[0],
+                                                            (const float *)p[1],
+                                                            (const float *)p[2]))
+            unary_grad_f32(c->op, c->from_y, c->p0, c->p1, n, (float *)p[0],
+                           (const float *)p[1], (const float *)p[2]);
         return;
     }
     if (s[0] == 1 && s[1] == 1 && s[2] == 1 && c->dt == EM_F64) {

@@ -1,6 +1,7 @@
 /* `ember bench train`: training samples/s of the reference recipes, ember and PyTorch side by
  * side in one run (same models, SGD momentum 0.9, random batches, median step time after warm-up),
- * on the CPU or a GPU, in f32 or under f16/bf16 autocast. */
+ * on the CPU or a GPU, in f32 or under f16/bf16 autocast; and the gpt recipe's tokens/s on the CPU
+ * in f32 (its own step: AdamW, clipping, its windows). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +113,69 @@ done:
     return result;
 }
 
+#define GPT_BATCH 32
+#define GPT_WARMUP 3
+
+/* Median tokens/s of `steps` gpt recipe training steps (forward, loss, backward, clipping at 1,
+ * AdamW) on the windows tools/gpt_torch.py's bench takes, after GPT_WARMUP steps. */
+static double ember_gpt_tokens_per_s(const em_gpt_text *text, int steps)
+{
+    em_gpt_config c = em_gpt_recipe_config(text->vocab.size);
+    int64_t t = c.block_size, n = (int64_t)(steps + GPT_WARMUP) * GPT_BATCH;
+    em_manual_seed(0);
+    em_module *model = em_gpt(c);
+    em_optim *opt = model ? em_gpt_recipe_optimizer(model, 1e-3) : NULL;
+    em_sampler *s = em_sampler_random(text->n_train - t, (em_random_sampler_opts){
+                                                             .replacement = true,
+                                                             .num_samples = n});
+    int64_t *starts = malloc((size_t)n * sizeof *starts), *xy = malloc(sizeof(int64_t) * 2 *
+                                                                        GPT_BATCH * t);
+    double *times = calloc((size_t)steps, sizeof *times), result = -1;
+    bool ok = opt && s && starts && xy && times && em_sampler_indices(s, 0, 0, starts) == EM_OK;
+    for (int i = 0; ok && i < steps + GPT_WARMUP; i++) {
+        for (int64_t b = 0; b < GPT_BATCH; b++)
+            for (int64_t k = 0; k < t; k++) {
+                xy[b * t + k] = text->ids[starts[i * GPT_BATCH + b] + k];
+                xy[(GPT_BATCH + b) * t + k] = text->ids[starts[i * GPT_BATCH + b] + k + 1];
+            }
+        em_scope_begin();
+        em_tensor *x = em_from_data(EM_SHAPE(GPT_BATCH, t), EM_I64, xy);            // (B, T)
+        em_tensor *y = em_from_data(EM_SHAPE(GPT_BATCH * t), EM_I64, xy + GPT_BATCH * t);
+        double t0 = em_now_s();
+        em_tensor *logits = em_forward(model, x);                                   // (B, T, V)
+        em_tensor *loss = em_cross_entropy(em_reshape(logits, EM_SHAPE(-1, c.vocab_size)), y,
+                                           (em_cross_entropy_opts){0});
+        ok = loss && em_backward(loss) == EM_OK;
+        if (ok)
+            em_clip_grad_norm_optim(opt, EM_GPT_CLIP, 2.0, false);
+        ok = ok && !em_has_error() && em_optim_step(opt) == EM_OK;
+        em_optim_zero_grad(opt);
+        if (i >= GPT_WARMUP)
+            times[i - GPT_WARMUP] = em_now_s() - t0;
+        em_scope_end();
+    }
+    if (ok) {
+        em_sort_doubles(times, steps);
+        result = (double)(GPT_BATCH * t) / times[steps / 2];
+    } else {
+        fprintf(stderr, "ember bench train: gpt: %s\n", em_error());
+    }
+    free(times);
+    free(xy);
+    free(starts);
+    em_sampler_free(s);
+    em_optim_free(opt);
+    em_module_free(model);
+    return result;
+}
+
+/* "gpt_b32 tokens_per_s N" of tools/gpt_torch.py into ctx (one double). */
+static void torch_gpt_line(void *ctx, const char *line)
+{
+    if (sscanf(line, "gpt_b%*d tokens_per_s %lf", (double *)ctx) != 1)
+        printf("%s", line);
+}
+
 /* What a line of tools/bench_torch.py is read into. */
 typedef struct {
     const bench_setup *b;
@@ -133,15 +197,31 @@ static void torch_line(void *ctx, const char *line)
             r->sps[i] = sps;
 }
 
+static void print_row(const char *name, double e, double t, bool torch, double goal)
+{
+    if (torch && t > 0)
+        printf("%-10s %16.0f %16.0f %7.2fx %5.1fx\n", name, e, t, e / t, goal);
+    else
+        printf("%-10s %16.0f %16s %8s %5.1fx\n", name, e, "-", "-", goal);
+}
+
+static double median(double *v, int n)
+{
+    em_sort_doubles(v, n);
+    return v[n / 2];
+}
+
 int em_bench_train(int argc, char **argv)
 {
-    int threads = 2, steps = 200, rounds = 3;
-    const char *data_dir = EM_FASHION_MNIST_DIR, *device = "cpu", *amp = "off";
+    int threads = 2, steps = 200, rounds = 3, gpt_steps = 10;
+    const char *data_dir = EM_FASHION_MNIST_DIR, *device = "cpu", *amp = "off", *only = NULL;
     const em_opt opts[] = {
         {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads (default 2)",
          .range = EM_RANGE(1, 4096)},
         {"steps", EM_OPT_INT, &steps, "N", "timed steps per case (default 200)",
          .range = EM_RANGE(10, 1000000)},
+        {"gpt-steps", EM_OPT_INT, &gpt_steps, "N", "timed steps of the gpt case (default 10)",
+         .range = EM_RANGE(1, 1000000)},
         {"rounds", EM_OPT_INT, &rounds, "N", "rounds alternating ember and PyTorch (default 3)",
          .range = EM_RANGE(1, MAX_ROUNDS)},
         {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
@@ -149,10 +229,13 @@ int em_bench_train(int argc, char **argv)
          .help = "where both frameworks train (default cpu)"},
         {"amp", EM_OPT_CHOICE, &amp, .choices = "off|f16|bf16",
          .help = "autocast dtype (f16 with a grad scaler; default off)"},
+        {"only", EM_OPT_CHOICE, &only, NULL, "run only the Fashion-MNIST cases or only gpt",
+         .choices = "fashion|gpt"},
         {0}};
     const em_cmd_spec spec = {
         .command = "ember bench train", .opts = opts,
-        .about = "Training samples/s of the recipes, ember and PyTorch side by side."};
+        .about = "Training samples/s of the recipes (tokens/s of gpt), ember and PyTorch side "
+                 "by side."};
     int parsed = em_args_parse(&spec, argc, argv);
     if (parsed != EM_ARGS_RUN)
         return parsed;
@@ -164,48 +247,65 @@ int em_bench_train(int argc, char **argv)
                      .device = gpu ? EM_CUDA : EM_CPU,
                      .amp = !strcmp(amp, "f16") ? EM_F16 : !strcmp(amp, "bf16") ? EM_BF16 : EM_F32};
     const bench_case *cases = b.cases;
-    em_batch all;
-    if (load_all(data_dir, &all) != EM_OK ||
-        (gpu && (em_to_device_(all.x, EM_CUDA) != EM_OK || em_to_device_(all.y, EM_CUDA) != EM_OK))) {
+    /* the gpt case runs on the CPU in f32 only */
+    bool fashion = !only || !strcmp(only, "fashion");
+    bool gpt = (!only || !strcmp(only, "gpt")) && !gpu && b.amp == EM_F32;
+    if (only && !strcmp(only, "gpt") && !gpt) {
+        fprintf(stderr, "ember bench train: the gpt case runs on the CPU without autocast\n");
+        return 1;
+    }
+    em_batch all = {0};
+    em_gpt_text text = {0};
+    if ((fashion && load_all(data_dir, &all) != EM_OK) ||
+        (fashion && gpu &&
+         (em_to_device_(all.x, EM_CUDA) != EM_OK || em_to_device_(all.y, EM_CUDA) != EM_OK)) ||
+        (gpt && em_gpt_text_load(NULL, &text) != EM_OK)) {
         fprintf(stderr, "ember bench train: %s\n", em_error());
         return 1;
     }
     /* rounds alternate ember and PyTorch, so both see the same machine; medians are reported */
     double ember_sps[N_MAX_CASES][MAX_ROUNDS], torch_sps[N_MAX_CASES][MAX_ROUNDS] = {{0}};
+    double ember_gpt[MAX_ROUNDS], torch_gpt[MAX_ROUNDS] = {0};
     bool torch = true;
-    char args[1400], names[256] = "";
+    char args[1400], names[256] = "", gpt_args[200];
     for (int i = 0; i < b.n_cases; i++)
         snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? "," : "",
                  cases[i].name);
     snprintf(args, sizeof args, "--threads %d --steps %d --data %s --device %s --amp %s --cases %s",
              threads, steps, data_dir, device, amp, names);
+    snprintf(gpt_args, sizeof gpt_args, "bench --threads %d --steps %d --batch %d", threads,
+             gpt_steps, GPT_BATCH);
     for (int r = 0; r < rounds; r++) {
-        for (int i = 0; i < b.n_cases; i++) {
+        for (int i = 0; fashion && i < b.n_cases; i++) {
             int n = cases[i].recipe[0] == 'c' && !gpu ? steps / 4 : steps;
             ember_sps[i][r] = ember_samples_per_s(&b, &cases[i], &all, n < 10 ? 10 : n);
         }
         torch_round round_torch = {.b = &b};
-        torch = torch && em_run_torch_script("bench_torch.py", args, torch_line, &round_torch);
+        if (fashion)
+            torch = torch && em_run_torch_script("bench_torch.py", args, torch_line, &round_torch);
         for (int i = 0; i < b.n_cases; i++)
             torch_sps[i][r] = round_torch.sps[i];
+        if (gpt) {
+            ember_gpt[r] = ember_gpt_tokens_per_s(&text, gpt_steps);
+            torch = torch && em_run_torch_script("gpt_torch.py", gpt_args, torch_gpt_line,
+                                                 &torch_gpt[r]);
+        }
     }
     em_release(all.x);
     em_release(all.y);
+    em_gpt_text_free(&text);
     char about[256];
     printf("\nember bench train on %s (%s), autocast %s: %d threads; per round the median step "
-           "after 10 warm-up steps, then the median of %d rounds\n", device,
+           "after warm-up, then the median of %d rounds\n", device,
            em_device_describe(b.device, about, sizeof about), amp, threads, rounds);
     printf("%-10s %16s %16s %8s %6s\n", "case", "ember samples/s", "torch samples/s", "ratio",
            "goal");
-    for (int i = 0; i < b.n_cases; i++) {
-        em_sort_doubles(ember_sps[i], rounds);
-        em_sort_doubles(torch_sps[i], rounds);
-        double e = ember_sps[i][rounds / 2], t = torch_sps[i][rounds / 2];
-        if (torch && t > 0)
-            printf("%-10s %16.0f %16.0f %7.2fx %5.1fx\n", cases[i].name, e, t, e / t,
-                   cases[i].goal);
-        else
-            printf("%-10s %16.0f %16s %8s %5.1fx\n", cases[i].name, e, "-", "-", cases[i].goal);
+    for (int i = 0; fashion && i < b.n_cases; i++)
+        print_row(cases[i].name, median(ember_sps[i], rounds), median(torch_sps[i], rounds),
+                  torch, cases[i].goal);
+    if (gpt) {
+        printf("%-10s %16s %16s\n", "", "ember tokens/s", "torch tokens/s");
+        print_row("gpt_b32", median(ember_gpt, rounds), median(torch_gpt, rounds), torch, 1.5);
     }
     return 0;
 }
