@@ -4,6 +4,9 @@
 
 #include "ember/tensor/tensor.h"
 #include "ember/tensor/safetensors.h"
+#include "ember/tensor/profiler.h"
+#include "ember/tensor/tensorboard.h"
+#include "ember/tensor/memory_trend.h"
 #include "ember/autograd/autograd.h"
 #include "ember/nn/nn.h"
 #include "ember/nn/serialize.h"
@@ -19,6 +22,7 @@
 #include "ember/serve/engine.h"
 #include "ember/serve/request.h"
 #include "ember/train/train.h"
+#include "ember/train/observer.h"
 #include "ember/train/train_checkpoint.h"
 #include "ember/train/batch_finder.h"
 

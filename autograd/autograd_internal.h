@@ -3,6 +3,7 @@
 #define EMBER_AUTOGRAD_INTERNAL_H
 
 #include "autograd/autograd.h"
+#include "tensor/profiler_internal.h"
 #include "tensor/tensor_internal.h"
 
 #define EM_NODE_MAX_SAVED 4
@@ -28,6 +29,8 @@ struct em_node {
     em_dtype out_dtype;
     bool released;           /* backward ran and freed what it held */
     char *input_shapes;      /* "[4,3] x [4,3]", recorded in anomaly mode for its reports */
+    const char *prof_module; /* the module whose forward made it, while the profiler runs */
+    uint32_t prof_session;   /* the profiler run prof_module belongs to */
     /* used by em_backward while it runs */
     em_tensor *grad_accum;
     int pending;
@@ -71,9 +74,17 @@ em_tensor *em_raw_reduce(const char *fn, em_reduce_op op, double param, const em
 em_tensor *em_alias_of(const em_tensor *t);
 /* The end of an op's own scope: keeps y (NULL passes), ends the scope, returns y. */
 em_tensor *em_scope_return(em_tensor *y);
+/* The start of op's work for the profiler, called inside the op's own scope (or, for a view,
+ * where it records), before the work; em_record ends it. One branch when the profiler is off. */
+static inline void em_op_begin(const char *op, const em_tensor *x)
+{
+    if (EM_PROFILING())
+        em_prof_op_begin(op, x);
+}
 /* Record a node when grad is needed, with a copy of the op's parameter struct (as for
- * em_node_attach); *node is the node, or NULL when none was needed. false (error set) only when
- * recording failed or, in anomaly mode, when out holds a NaN or Inf. */
+ * em_node_attach), and end the op's profiler event; *node is the node, or NULL when none was
+ * needed. false (error set) only when recording failed or, in anomaly mode, when out holds a
+ * NaN or Inf. */
 bool em_record(em_tensor *out, const char *op, em_backward_fn backward,
                em_tensor *const *inputs, int n_inputs, const void *params, size_t params_size,
                em_node **node);

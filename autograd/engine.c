@@ -122,6 +122,13 @@ static em_status collect(em_node *root, node_list *all)
     return EM_OK;
 }
 
+/* The module whose forward made node, when that was in the profiler's current run. */
+static const char *node_module(const em_node *node)
+{
+    return node->prof_module && node->prof_session == em_prof_session() ? node->prof_module
+                                                                        : NULL;
+}
+
 /* Run one node's rule and hand the input gradients on; the node then frees what it held. */
 static em_status run_node(em_node *node, node_list *ready)
 {
@@ -131,8 +138,14 @@ static em_status run_node(em_node *node, node_list *ready)
     if (!grad_in)
         return em_set_error(EM_ERR_MEMORY, "em_backward: out of memory");
     em_scope_begin();
+    bool profiled = EM_PROFILING() && em_prof_begin(EM_PROF_NODE, node->op,
+                                                    node_module(node), false,
+                                                    EM_PHASE_BACKWARD,
+                                                    (const em_tensor *[]){node->grad_accum}, 1);
     if (node->grad_accum)
         st = node->backward(node, node->grad_accum, grad_in);
+    if (profiled)
+        em_prof_end();
     if (st == EM_OK && em_anomaly_mode())
         st = em_anomaly_check_backward(node, grad_in);
     for (int k = 0; k < node->n_inputs && st == EM_OK; k++) {
@@ -170,6 +183,9 @@ em_status em_backward_grad(em_tensor *t, em_tensor *grad)
     if (grad->device != t->device)
         return em_set_error(EM_ERR_ARG, "em_backward: grad on %s, tensor on %s",
                             em_device_name(grad->device), em_device_name(t->device));
+    bool profiled = EM_PROFILING() && em_prof_begin(EM_PROF_REGION, "autograd.backward", NULL,
+                                                    false, EM_PHASE_BACKWARD,
+                                                    (const em_tensor *[]){t}, 1);
     bool prev = em_set_grad_enabled(false);
     em_dtype prev_autocast = em_autocast_swap(EM_F32); /* each rule runs in its forward's dtype */
     em_anomaly_backward_enter();
@@ -204,6 +220,8 @@ em_status em_backward_grad(em_tensor *t, em_tensor *grad)
     em_anomaly_backward_leave();
     em_autocast_swap(prev_autocast);
     em_set_grad_enabled(prev);
+    if (profiled)
+        em_prof_end();
     return st;
 }
 

@@ -125,6 +125,8 @@ bool em_record(em_tensor *out, const char *op, em_backward_fn backward,
                em_tensor *const *inputs, int n_inputs, const void *params, size_t params_size,
                em_node **node)
 {
+    if (EM_PROFILING())
+        em_prof_op_end(op, inputs, n_inputs);
     em_node *n = NULL;
     bool anomaly = em_anomaly_mode();
     if (anomaly && !em_anomaly_check_forward(op, out, inputs, n_inputs))
@@ -135,6 +137,8 @@ bool em_record(em_tensor *out, const char *op, em_backward_fn backward,
             return false;
         if (anomaly)
             n->input_shapes = em_anomaly_shapes(inputs, n_inputs);
+        if (EM_PROFILING())
+            n->prof_module = em_prof_current_module(&n->prof_session);
     }
     if (node)
         *node = n;

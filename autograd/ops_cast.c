@@ -18,8 +18,10 @@ em_tensor *em_to_dtype(const em_tensor *t /* (*) */, em_dtype dtype)
     }
     em_scope_begin();
     em_tensor *in = (em_tensor *)t;
-    em_tensor *y = dtype == t->dtype ? em_alias_of(t) : em_tensor_cast_raw(t, dtype);
     bool differentiable = em_dtype_is_float(dtype);
+    if (differentiable)
+        em_op_begin("to_dtype", t);
+    em_tensor *y = dtype == t->dtype ? em_alias_of(t) : em_tensor_cast_raw(t, dtype);
     if (y && differentiable && !em_record(y, "to_dtype", to_dtype_backward, &in, 1, NULL, 0, NULL))
         y = NULL;
     return em_scope_return(y);

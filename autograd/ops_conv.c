@@ -112,6 +112,7 @@ static em_tensor *conv2d(const em_tensor *x /* (N, C_in, H, W) */,
     if (!be || !em_kernel_present((const void *)be->conv2d, fn, x))
         return NULL;
     em_scope_begin();
+    em_op_begin("conv2d", x);
     const em_tensor *xc = em_is_contiguous(x) ? x : em_tensor_contiguous_raw(x);
     const em_tensor *wc = em_is_contiguous(w) ? w : em_tensor_contiguous_raw(w);
     const em_tensor *bc = !b || em_is_contiguous(b) ? b : em_tensor_contiguous_raw(b);

@@ -55,6 +55,7 @@ static em_tensor *unary(const char *fn, const char *op_name, em_unary_op op, dou
         return em_scope_return(ok ? unary(fn, op_name, op, p0, p1, c) : NULL);
     }
     em_scope_begin();
+    em_op_begin(op_name, t);
     em_tensor *in = (em_tensor *)t;
     em_tensor *y = em_raw_unary(fn, op, p0, p1, t);
     unary_params params = {.op = op, .p0 = p0, .p1 = p1};
@@ -253,6 +254,8 @@ static em_tensor *binary(const char *fn, const char *op_name, em_binary_op op,
     em_scope_begin();
     if (!unify(fn, &a, &b))
         return em_scope_return(NULL);
+    if (op < EM_BINARY_EQ) /* comparisons record no node */
+        em_op_begin(op_name, a);
     em_tensor *y = em_raw_binary(fn, op, a, b);
     if (!y || op >= EM_BINARY_EQ)
         return em_scope_return(y);
@@ -374,6 +377,7 @@ em_tensor *em_where(const em_tensor *cond /* bool, broadcasts with a and b */,
     em_scope_begin();
     if (!unify(fn, &a, &b))
         return em_scope_return(NULL);
+    em_op_begin("where", a);
     em_shape sc = em_shape_of(cond), sa = em_shape_of(a), sb = em_shape_of(b), s1, s;
     if (!em_broadcast_shapes(&sa, &sb, &s1) || !em_broadcast_shapes(&s1, &sc, &s)) {
         char bc[128], ba[128], bb[128];

@@ -71,6 +71,7 @@ em_tensor *em_cat(em_tensor *const *ts /* n tensors, equal outside dim */, int n
         return NULL;
     }
     em_scope_begin();
+    em_op_begin("cat", t0);
     em_tensor *y = em_empty_on(s, t0->dtype, t0->device);
     size_t params_size = sizeof(cat_params) + (size_t)n * sizeof(int64_t);
     cat_params *params = malloc(params_size);
@@ -237,6 +238,7 @@ static em_tensor *index_select_impl(const char *fn, const em_tensor *t /* (*) */
     if (!be || !em_kernel_present((const void *)be->index_select, fn, t))
         return NULL;
     em_scope_begin();
+    em_op_begin("index_select", t);
     const em_tensor *ic = index->ndim == 1 ? index : em_reshape(index, EM_SHAPE(em_numel(index)));
     em_shape s = em_shape_of(t);
     s.d[d] = em_numel(index);
@@ -327,6 +329,7 @@ em_tensor *em_gather(const em_tensor *t /* (*) */, int dim,
     if (!be || !em_kernel_present((const void *)be->gather, fn, t))
         return NULL;
     em_scope_begin();
+    em_op_begin("gather", t);
     em_tensor *y = em_empty_on(em_shape_of(index), t->dtype, t->device);
     if (!y)
         return em_scope_return(NULL);

@@ -146,6 +146,7 @@ static em_tensor *mm(const char *fn, const em_tensor *a /* (batch.., m, k) */,
     s.d[s.ndim++] = a->shape[a->ndim - 2];
     s.d[s.ndim++] = b->shape[b->ndim - 1];
     em_scope_begin();
+    em_op_begin("matmul", a);
     em_tensor *y = em_empty_on(s, a->dtype, a->device);
     em_tensor *ae = batch_expand(a, &bs), *be = batch_expand(b, &bs);
     if (!y || !ae || !be || gemm_call(fn, y, ae, false, be, false, 1.0, 0.0) != EM_OK)
@@ -326,6 +327,7 @@ static em_tensor *linear(const em_tensor *x /* (*, in) */, const em_tensor *w /*
         return NULL;
     }
     em_scope_begin();
+    em_op_begin("linear", x);
     em_tensor *x2 = rows_of(x);
     const em_tensor *xc = x2 ? em_as_dtype_raw(x2, dt) : NULL, *wc = em_as_dtype_raw(w, dt);
     em_shape s = em_shape_of(x);

@@ -83,6 +83,7 @@ static em_tensor *pool(const char *fn, const char *op, bool max,
                                   fn, x))
         return NULL;
     em_scope_begin();
+    em_op_begin(op, x);
     const em_tensor *xc = em_is_contiguous(x) ? x : em_tensor_contiguous_raw(x);
     em_shape ys = EM_SHAPE(s.n, s.c, s.h_out, s.w_out);
     em_tensor *y = em_empty_on(ys, x->dtype, x->device);

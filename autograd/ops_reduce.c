@@ -104,6 +104,7 @@ static em_tensor *reduce(const char *fn, const char *op_name, em_reduce_op op,
                                   : NULL);
     }
     em_scope_begin();
+    em_op_begin(op_name, t);
     em_tensor *in = (em_tensor *)t;
     em_tensor *yk = em_raw_reduce(fn, op, correction, t, mask);
     em_tensor *y = yk && !keepdim ? drop_dims(yk, mask) : yk;

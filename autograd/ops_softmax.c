@@ -79,6 +79,7 @@ static em_tensor *softmax(const char *fn, const char *op, bool log, const em_ten
     if (!be || !em_kernel_present((const void *)be->softmax, fn, t))
         return NULL;
     em_scope_begin();
+    em_op_begin(op, t);
     bool last = t->ndim == 0 || d == t->ndim - 1;
     const em_tensor *xc = rows_layout(t, d);
     em_tensor *yr = xc ? em_empty_on(em_shape_of(xc), t->dtype, t->device) : NULL;

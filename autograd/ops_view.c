@@ -11,6 +11,7 @@ static em_tensor *view_of(const char *op, em_backward_fn bw, const em_tensor *t 
                           const void *params, size_t params_size)
 {
     em_tensor *in = (em_tensor *)t;
+    em_op_begin(op, t);
     em_tensor *y = em_tensor_alias(t, ndim, shape, strides, offset);
     if (!y || !em_record(y, op, bw, &in, 1, params, params_size, NULL))
         return NULL;
@@ -407,6 +408,7 @@ static em_tensor *copy_impl(const char *fn, const char *op, const em_tensor *t /
     if (!em_present(t, fn, "t"))
         return NULL;
     em_scope_begin();
+    em_op_begin(op, t);
     em_tensor *in = (em_tensor *)t, *y;
     if (!always && em_is_contiguous(t)) {
         y = em_alias_of(t);

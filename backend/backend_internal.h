@@ -164,6 +164,14 @@ typedef struct em_backend {
      * f32 products are always full f32 */
     int (*set_tf32)(bool on);
 
+    /* device time for the profiler; NULL where host clocks see all of it (the CPU). timer_start
+     * records a start mark in the device's stream and returns a handle (NULL when it cannot),
+     * timer_stop records the end mark, timer_read waits for it, gives the milliseconds between
+     * the marks and frees the handle (ms may be NULL to only free it). */
+    void *(*timer_start)(void);
+    void (*timer_stop)(void *timer);
+    int (*timer_read)(void *timer, double *ms);
+
     /* elementwise: out and inputs share out's shape (inputs already broadcast by strides) */
     int (*fill)(const em_arr *out, double value);
     int (*copy)(const em_arr *out, const em_arr *in); /* strided copy with dtype conversion */

@@ -1,6 +1,6 @@
 /* The CUDA backend's table and its discovery: each entry comes from the file of its family
- * (cuda_memory.c, cuda_gemm.c, the cuda_*.cu kernels). Entries left NULL are reported by the ops
- * as "not supported on cuda". */
+ * (cuda_memory.c, cuda_timer.c, cuda_gemm.c, the cuda_*.cu kernels). Entries left NULL are
+ * reported by the ops as "not supported on cuda". */
 #include "backend_cuda/cuda_internal.h"
 
 static const em_backend cuda_backend = {
@@ -27,6 +27,9 @@ static const em_backend cuda_backend = {
     .where = em_cuda_where,
     .reduce = em_cuda_reduce,
     .rng_fill = em_cuda_rng_fill,
+    .timer_start = em_cuda_timer_start,
+    .timer_stop = em_cuda_timer_stop,
+    .timer_read = em_cuda_timer_read,
     .gemm = em_cuda_gemm,
     .conv2d = em_cuda_conv2d,
     .conv2d_grad_input = em_cuda_conv2d_grad_input,

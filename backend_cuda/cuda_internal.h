@@ -63,6 +63,11 @@ int *em_cuda_index_flag(void);
 int em_cuda_take_index_error(void);
 const char *em_cuda_bad_index_kernel(void);
 
+/* cuda_timer.c: the profiler's event pairs (see the table's timer_* entries) */
+void *em_cuda_timer_start(void);
+void em_cuda_timer_stop(void *timer);
+int em_cuda_timer_read(void *timer, double *ms);
+
 /* cuda_gemm.c */
 int em_cuda_gemm(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                  double alpha, const void *a, int64_t lda, int64_t stride_a,

@@ -11,6 +11,7 @@
 #include "data/data.h"
 #include "data/data_internal.h"
 #include "data/loader_feed_internal.h"
+#include "tensor/profiler_internal.h"
 
 typedef enum { SLOT_EMPTY, SLOT_FILLING, SLOT_READY } slot_state;
 
@@ -110,10 +111,24 @@ static bool claimable(const em_loader *dl)
            dl->slots[dl->next_claim % dl->window].state == SLOT_EMPTY; /* not held by the feed */
 }
 
+/* Fills batch b into s; a "load batch" region of the loader phase while the profiler runs. */
+static em_status fill_batch_profiled(em_loader *dl, worker *w, int64_t b, slot *s)
+{
+    bool profiled = EM_PROFILING() && em_prof_begin(EM_PROF_REGION, "load batch", NULL, false,
+                                                    EM_PHASE_LOADER, NULL, 0);
+    em_status st = fill_batch(dl, w, b, s);
+    if (profiled)
+        em_prof_end();
+    return st;
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
     em_loader *dl = w->dl;
+    char name[32];
+    snprintf(name, sizeof name, "loader worker %d", (int)(w - dl->workers));
+    em_prof_name_thread(name);
     pthread_mutex_lock(&dl->mu);
     for (;;) {
         while (!dl->stop && !claimable(dl))
@@ -128,7 +143,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&dl->mu);
 
         em_error_clear();
-        s->status = fill_batch(dl, w, b, s);
+        s->status = fill_batch_profiled(dl, w, b, s);
         if (s->status != EM_OK)
             snprintf(s->msg, sizeof s->msg, "%s", em_error());
         em_error_clear();
@@ -354,7 +369,7 @@ static em_status next_batch(em_loader *dl, em_batch *batch, int64_t *rows)
     em_status st;
     if (dl->o.num_workers == 0) {
         s->batch = b;
-        st = fill_batch(dl, &dl->workers[0], b, s);
+        st = fill_batch_profiled(dl, &dl->workers[0], b, s);
     } else {
         st = wait_ready(dl, b, s);
         if (st != EM_OK)
@@ -384,11 +399,15 @@ em_status em_loader_next(em_loader *dl, em_batch *batch)
 {
     if (!dl || !batch)
         return em_set_error(EM_ERR_ARG, "em_loader_next: NULL loader or batch");
+    bool profiled = EM_PROFILING() && em_prof_begin(EM_PROF_REGION, "loader.next", NULL, false,
+                                                    EM_PHASE_LOADER, NULL, 0);
     em_status st;
     int64_t rows;
     do /* a batch whose every sample was skipped is passed over */
         st = next_batch(dl, batch, &rows);
     while (st == EM_OK && rows == 0);
+    if (profiled)
+        em_prof_end();
     return st;
 }
 

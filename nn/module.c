@@ -8,6 +8,7 @@
 
 #include "nn/nn_internal.h"
 #include "tensor/core_internal.h"
+#include "tensor/profiler_internal.h"
 
 static _Thread_local em_forward_hook forward_hook;
 static _Thread_local void *forward_hook_ctx;
@@ -247,6 +248,43 @@ em_module *em_module_child(const em_module *m, const char *dotted_name)
     }
 }
 
+/* While the profiler runs, each forward is a region named by the module's dotted path from the
+ * outermost module running on this thread ("" for that one), with its type as detail. */
+static _Thread_local const em_module *running_module;
+static _Thread_local char running_path[256];
+static _Thread_local size_t running_path_len;
+
+/* The name m has among parent's children, or its type's name when parent does not hold it. */
+static const char *child_name(const em_module *parent, const em_module *m)
+{
+    for (int i = 0; i < parent->n_children; i++)
+        if (parent->children[i].module == m)
+            return parent->children[i].name;
+    return m->type->type_name;
+}
+
+static em_tensor *profiled_forward(em_module *m, const em_tensor *x)
+{
+    const em_module *parent = running_module;
+    size_t len = running_path_len;
+    if (parent) {
+        int n = snprintf(running_path + len, sizeof running_path - len, "%s%s", len ? "." : "",
+                         child_name(parent, m));
+        running_path_len = n > 0 && len + (size_t)n < sizeof running_path
+                               ? len + (size_t)n : sizeof running_path - 1;
+    }
+    bool open = em_prof_begin(EM_PROF_MODULE, running_path, m->type->type_name, true,
+                              EM_PHASE_INHERIT, &x, 1);
+    running_module = m;
+    em_tensor *y = m->type->forward(m, x);
+    running_module = parent;
+    if (open)
+        em_prof_end();
+    running_path_len = len;
+    running_path[len] = '\0';
+    return y;
+}
+
 em_tensor *em_forward(em_module *m, const em_tensor *x)
 {
     if (!em_present(x, "em_forward", "x"))
@@ -257,7 +295,7 @@ em_tensor *em_forward(em_module *m, const em_tensor *x)
                      m && m->type ? " has no forward (run its children)" : "");
         return NULL;
     }
-    em_tensor *y = m->type->forward(m, x);
+    em_tensor *y = EM_PROFILING() ? profiled_forward(m, x) : m->type->forward(m, x);
     if (forward_hook)
         forward_hook(m, y, forward_hook_ctx);
     return y;

@@ -1,14 +1,14 @@
 /* ONNX export: walks a module tree in order, runs an example through each layer to learn its
  * shapes, and writes one ONNX node (or a few) per layer with its tensors as initializers, in
- * protobuf through nn/protobuf.c. Field numbers are onnx.proto's (IR version 8). */
+ * protobuf through tensor/protobuf.c. Field numbers are onnx.proto's (IR version 8). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn/nn_internal.h"
 #include "nn/onnx.h"
-#include "nn/protobuf_internal.h"
 #include "tensor/atomic_file.h"
+#include "tensor/protobuf_internal.h"
 
 /* onnx.proto field numbers */
 enum { MODEL_IR_VERSION = 1, MODEL_PRODUCER = 2, MODEL_PRODUCER_VERSION = 3, MODEL_GRAPH = 7,

@@ -5,6 +5,7 @@
 
 #include "optim/guards_internal.h"
 #include "optim/optim_internal.h"
+#include "tensor/profiler_internal.h"
 #include "tensor/tensor_internal.h"
 
 /* The sums of the grads on device dev in dtype dt, in one launch that writes them to a scratch
@@ -129,16 +130,9 @@ static em_status map_grads(const char *fn, em_tensor *const *params, int n, em_u
     return EM_OK;
 }
 
-double em_clip_grad_norm(em_tensor *const *params, int n, double max_norm, double norm_type,
-                         bool error_if_nonfinite)
+static double clip(const char *fn, em_tensor *const *params, int n, double max_norm,
+                   double norm_type, bool error_if_nonfinite)
 {
-    static const char *fn = "em_clip_grad_norm";
-    if (!check_params(fn, params, n) || !check_order(fn, norm_type))
-        return NAN;
-    if (!(max_norm >= 0)) {
-        em_set_error(EM_ERR_ARG, "%s: max_norm must be >= 0, got %g", fn, max_norm);
-        return NAN;
-    }
     double total;
     if (total_norm(fn, params, n, norm_type, &total) != EM_OK)
         return NAN;
@@ -151,6 +145,24 @@ double em_clip_grad_norm(em_tensor *const *params, int n, double max_norm, doubl
     if ((coef < 1 || isnan(coef)) &&
         map_grads(fn, params, n, EM_UNARY_MUL_SCALAR, coef, 0) != EM_OK)
         return NAN;
+    return total;
+}
+
+double em_clip_grad_norm(em_tensor *const *params, int n, double max_norm, double norm_type,
+                         bool error_if_nonfinite)
+{
+    static const char *fn = "em_clip_grad_norm";
+    if (!check_params(fn, params, n) || !check_order(fn, norm_type))
+        return NAN;
+    if (!(max_norm >= 0)) {
+        em_set_error(EM_ERR_ARG, "%s: max_norm must be >= 0, got %g", fn, max_norm);
+        return NAN;
+    }
+    bool profiled = EM_PROFILING() && em_prof_begin(EM_PROF_REGION, "clip_grad_norm", NULL, false,
+                                                    EM_PHASE_OPTIMIZER, NULL, 0);
+    double total = clip(fn, params, n, max_norm, norm_type, error_if_nonfinite);
+    if (profiled)
+        em_prof_end();
     return total;
 }
 

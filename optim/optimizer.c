@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "optim/optim_internal.h"
+#include "tensor/profiler_internal.h"
 #include "tensor/tensor_internal.h"
 
 em_tensor *em_optim_own(em_tensor *t)
@@ -368,10 +369,8 @@ static em_status update_all(em_optim *o)
     return st;
 }
 
-em_status em_optim_step(em_optim *o)
+static em_status step_all(em_optim *o)
 {
-    if (!o)
-        return em_set_error(EM_ERR_ARG, "em_optim_step: NULL optimizer");
     for (int i = 0; i < o->n_params; i++) {
         if (o->params[i].param->grad) {
             em_status st = check_update(o, &o->params[i], i);
@@ -382,6 +381,18 @@ em_status em_optim_step(em_optim *o)
     em_status st = update_all(o);
     if (st == EM_OK)
         (*(int64_t *)em_data_ptr(o->step))++;
+    return st;
+}
+
+em_status em_optim_step(em_optim *o)
+{
+    if (!o)
+        return em_set_error(EM_ERR_ARG, "em_optim_step: NULL optimizer");
+    bool profiled = EM_PROFILING() && em_prof_begin(EM_PROF_REGION, "optimizer.step", NULL, false,
+                                                    EM_PHASE_OPTIMIZER, NULL, 0);
+    em_status st = step_all(o);
+    if (profiled)
+        em_prof_end();
     return st;
 }
 

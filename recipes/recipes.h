@@ -55,6 +55,8 @@ typedef struct em_train_opts {
     bool skip_eval;         /* leave test_acc/test_loss at 0 */
     bool validate;          /* evaluate the test split after every epoch */
     bool progress;          /* the trainer's progress display on stderr */
+    em_observe_opts observe; /* TensorBoard, the profiler, memory warnings (train/observer.h) */
+    em_trainer_callbacks callbacks; /* more hooks into the loop (ember compare's loss curves) */
 } em_train_opts;
 
 typedef struct em_train_result {

@@ -77,6 +77,7 @@ typedef struct {
     em_optim *optim;
     em_scheduler *sched; /* NULL for a constant learning rate */
     em_trainer *trainer;
+    em_observer *observer;
     em_dataset *train, *test;
     em_loader *loader;
     em_st_meta meta[1]; /* written into every checkpoint */
@@ -182,7 +183,14 @@ static em_status start_run(const em_train_opts *o, const em_train_result *res, r
                                                   .progress = o->progress});
     if (!r->trainer)
         return em_error_status();
-    return o->resume_path ? em_trainer_resume(r->trainer, o->resume_path) : EM_OK;
+    const em_trainer_callbacks *cb = &o->callbacks;
+    st = cb->on_step || cb->on_epoch || cb->before_update
+             ? em_trainer_add_callbacks(r->trainer, *cb) : EM_OK;
+    if (st == EM_OK && o->resume_path)
+        st = em_trainer_resume(r->trainer, o->resume_path);
+    if (st == EM_OK && !(r->observer = em_observer_attach(r->trainer, r->model, o->observe)))
+        st = em_error_status();
+    return st;
 }
 
 /* Test accuracy and loss: the last epoch's validation when it ran on the finished model. */
@@ -237,6 +245,9 @@ em_status em_recipe_train(const em_train_opts *o, em_train_result *res)
         st = test(o, &r, res);
     if (r.trainer)
         fill_result(&r, res);
+    em_status logged = em_observer_finish(r.observer);
+    if (st == EM_OK)
+        st = logged;
     res->wall_s = now_s() - t_start;
     run_free(&r);
     if (o->mem_budget)

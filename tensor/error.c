@@ -1,6 +1,7 @@
 /* Sticky, thread-local errors: the first message and status since the last em_error_clear(). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "tensor/error.h"
 
@@ -28,6 +29,20 @@ void em_error_clear(void)
 {
     first_status = EM_OK;
     first_message[0] = '\0';
+}
+
+em_status em_error_prefix(const char *prefix)
+{
+    size_t head = strlen(prefix) + 2, len = strlen(first_message);
+    if (first_status == EM_OK || head >= ERROR_MAX)
+        return first_status;
+    if (len > ERROR_MAX - 1 - head) /* the message's end gives way */
+        len = ERROR_MAX - 1 - head;
+    memmove(first_message + head, first_message, len);
+    first_message[head + len] = '\0';
+    memcpy(first_message, prefix, head - 2);
+    memcpy(first_message + head - 2, ": ", 2);
+    return first_status;
 }
 
 em_status em_set_error(em_status status, const char *fmt, ...)

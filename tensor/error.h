@@ -31,6 +31,10 @@ em_status em_error_status(void);
 bool em_has_error(void);
 void em_error_clear(void);
 
+/* Puts "prefix: " before the pending error's message (nothing when none is pending) and returns
+ * its status: a caller naming itself in an error that a lower call recorded. */
+em_status em_error_prefix(const char *prefix);
+
 /* Record an error (kept only if none is pending) and return status; for library code. */
 em_status em_set_error(em_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -25,6 +25,7 @@ typedef struct {
     em_memory_stats stats;
     cached_block *bins[N_CLASSES];
     cached_block *spare; /* nodes to reuse */
+    size_t window_peak;  /* the most live bytes since the last em_memory_take_window_peak */
     bool configured;     /* caching set from the environment or by a call */
     bool no_cache;
 } pool;
@@ -92,11 +93,15 @@ static void give_back(const em_backend *be, cached_block *list)
 }
 
 /* Counts a served request (lock held). */
-static void count_live(em_memory_stats *s, size_t nbytes)
+static void count_live(pool *p, size_t nbytes)
 {
+    em_memory_stats *s = &p->stats;
     s->live_bytes += nbytes;
     if (s->live_bytes > s->peak_bytes)
         s->peak_bytes = s->live_bytes;
+    if (s->live_bytes > p->window_peak)
+        p->window_peak = s->live_bytes;
+    s->allocated_bytes += nbytes;
     s->n_allocs++;
     s->live_storages++;
 }
@@ -136,7 +141,7 @@ static void *device_alloc(const char *fn, em_device device, const em_backend *be
     }
     pthread_mutex_lock(&p->lock);
     if (ptr) {
-        count_live(&p->stats, nbytes);
+        count_live(p, nbytes);
         if (p->stats.reserved_bytes > p->stats.peak_reserved_bytes)
             p->stats.peak_reserved_bytes = p->stats.reserved_bytes;
     } else {
@@ -178,7 +183,7 @@ static void *pool_alloc(const char *fn, em_device device, size_t nbytes)
     p->spare = b;
     p->stats.cached_bytes -= size;
     p->stats.cache_hits++;
-    count_live(&p->stats, nbytes);
+    count_live(p, nbytes);
     pthread_mutex_unlock(&p->lock);
     return ptr;
 }
@@ -254,6 +259,18 @@ void em_memory_reset_peak(em_device device)
     s->peak_bytes = s->live_bytes;
     s->peak_reserved_bytes = s->reserved_bytes;
     pthread_mutex_unlock(&pools[device].lock);
+}
+
+size_t em_memory_take_window_peak(em_device device)
+{
+    if (!device_valid(device))
+        return 0;
+    pool *p = &pools[device];
+    pthread_mutex_lock(&p->lock);
+    size_t peak = p->window_peak > p->stats.live_bytes ? p->window_peak : p->stats.live_bytes;
+    p->window_peak = p->stats.live_bytes;
+    pthread_mutex_unlock(&p->lock);
+    return peak;
 }
 
 void em_memory_empty_cache(em_device device)

@@ -22,6 +22,7 @@ typedef struct {
     size_t live_bytes;     /* bytes held by live storages, as asked for ("allocated") */
     size_t peak_bytes;     /* the most live_bytes has been since start or the last reset */
     uint64_t n_allocs;     /* allocations served since start (from the cache or the device) */
+    uint64_t allocated_bytes; /* the bytes of all those allocations, summed */
     uint64_t n_frees;
     uint64_t live_storages; /* storages alive now */
     size_t reserved_bytes; /* bytes held from the device: blocks in use (whole size classes)
@@ -35,6 +36,9 @@ typedef struct {
 
 em_memory_stats em_memory_get_stats(em_device device);
 void em_memory_reset_peak(em_device device); /* peak := live, peak reserved := reserved */
+/* The most live bytes since the last call (or since start), then a new window from the live bytes
+ * now: one training step's peak, with peak_bytes left alone. */
+size_t em_memory_take_window_peak(em_device device);
 
 /* Gives every cached block back to the device: reserved_bytes drops to the blocks in use. */
 void em_memory_empty_cache(em_device device);

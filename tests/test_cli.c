@@ -3,30 +3,20 @@
  * it loads any data (the data directory given here does not exist). */
 #include <criterion/criterion.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
+
+#include "helpers/ember_cli.h"
 
 typedef struct {
     int status;
     char out[8192]; /* stdout and stderr together */
 } outcome;
 
-/* Runs `ember ARGS` (EMBER_BIN, set by the build) through the shell. */
 static outcome run(const char *args)
 {
-    const char *bin = getenv("EMBER_BIN");
-    cr_assert(bin, "EMBER_BIN is not set");
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", bin, args);
-    FILE *p = popen(cmd, "r");
-    cr_assert(p);
     outcome o = {0};
-    size_t n = fread(o.out, 1, sizeof o.out - 1, p);
-    o.out[n] = 0;
-    int st = pclose(p);
-    o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    o.status = em_test_ember(args, o.out, sizeof o.out);
     return o;
 }
 
@@ -40,8 +30,8 @@ static void expect(const char *args, int status, const char *text)
 
 Test(cli, every_command_has_help)
 {
-    const char *cmds[] = {"info", "demo", "train", "eval", "compare", "quantize", "prune",
-                          "bench ops", "bench train", "bench infer", "bench attention",
+    const char *cmds[] = {"info", "demo", "train", "eval", "compare", "profile", "quantize",
+                          "prune", "bench ops", "bench train", "bench infer", "bench attention",
                           "sample", "bench sample"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char args[64];
@@ -91,6 +81,27 @@ Test(cli, bad_values_exit_2_before_loading_data)
     expect("bench train --rounds 0", 2, "--rounds: 0 is out of range");
     expect("train cnn " NO_DATA " --save /nonexistent/ember-test/run.ckpt", 2,
            "ember train: --save: cannot write '/nonexistent/ember-test/run.ckpt'");
+    expect("train cnn " NO_DATA " --profile t.json --profile-steps 3-9", 2,
+           "ember train: --profile-steps: '3-9' is not FIRST:LAST (micro-batches counting from "
+           "1, FIRST <= LAST)\n");
+    expect("train cnn " NO_DATA " --profile t.json --profile-steps 5:3", 2, "'5:3' is not");
+    expect("train cnn " NO_DATA " --profile t.json --profile-steps 0:3", 2, "'0:3' is not");
+    expect("train cnn " NO_DATA " --profile-steps 1:3", 2,
+           "ember train: --profile-steps needs --profile FILE.json\n");
+    expect("train cnn " NO_DATA " --histogram-every 0", 2, "--histogram-every: 0 is out of range");
+    expect("profile cnn " NO_DATA " --steps 0", 2, "ember profile: --steps: 0 is out of range");
+}
+
+Test(cli, an_unwritable_report_or_trace_fails_before_any_work)
+{
+    expect("compare cnn " NO_DATA " --report /nonexistent/dir/r.html", 2,
+           "ember compare: --report: cannot write '/nonexistent/dir/r.html'");
+    expect("bench train " NO_DATA " --report /nonexistent/dir/r.html", 2,
+           "ember bench train: --report: cannot write '/nonexistent/dir/r.html'");
+    expect("train cnn " NO_DATA " --profile /nonexistent/dir/t.json", 2,
+           "ember train: --profile: cannot write '/nonexistent/dir/t.json'");
+    expect("profile cnn " NO_DATA " --trace /nonexistent/dir/t.json", 2,
+           "ember profile: --trace: cannot write '/nonexistent/dir/t.json'");
 }
 
 Test(cli, equals_spelling_reaches_the_run)

@@ -1,8 +1,10 @@
-/* The CUDA backend against the CPU: memory round trips and cuBLAS GEMM in f32/f64. Runs where a
- * GPU is present; elsewhere every test reports itself skipped (and ctest counts it as skipped). */
+/* The CUDA backend against the CPU: memory round trips, cuBLAS GEMM in f32/f64 and the
+ * profiler's CUDA-event timing. Runs where a GPU is present; elsewhere every test reports itself
+ * skipped (and ctest counts it as skipped). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/backend_internal.h"
 #include "ember.h"
@@ -93,4 +95,27 @@ Test(cuda, missing_kernel_is_a_clear_error)
     cr_assert_null(e);
     cr_assert_str_eq(em_error(), "em_exp: not supported on cuda");
     em_error_clear();
+}
+
+Test(cuda, profiler_times_device_ops_with_cuda_events)
+{
+    cuda_or_skip();
+    em_tensor *a = em_to_device(em_ones(EM_SHAPE(256, 256), EM_F32), EM_CUDA);
+    cr_assert(a, "%s", em_error());
+    cr_assert_eq(em_profiler_start((em_profiler_opts){0}), EM_OK, "%s", em_error());
+    em_tensor *c = em_matmul(a, a);
+    cr_assert(c, "%s", em_error());
+    cr_assert_eq(em_profiler_stop(), EM_OK, "%s", em_error());
+    const em_profile_summary *s = em_profiler_summary();
+    bool found = false;
+    for (int i = 0; i < s->n_rows; i++) {
+        if (strcmp(s->rows[i].name, "matmul"))
+            continue;
+        found = true;
+        cr_expect_str_eq(s->rows[i].device, "cuda");
+        cr_expect_gt(s->rows[i].gpu_ms, 0, "a 256^3 product takes device time");
+    }
+    cr_expect(found, "a matmul row");
+    em_release(c);
+    em_release(a);
 }

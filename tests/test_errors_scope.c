@@ -194,3 +194,14 @@ Test(scope, end_without_begin_is_an_error)
     cr_assert_str_eq(em_error(), "em_scope_end: no scope is open");
     em_error_clear();
 }
+
+Test(errors, prefix_names_the_caller_of_a_pending_error)
+{
+    em_error_clear();
+    cr_expect_eq(em_error_prefix("em_caller"), EM_OK, "nothing pending");
+    cr_expect_str_eq(em_error(), "");
+    em_set_error(EM_ERR_IO, "cannot write 'x'");
+    cr_expect_eq(em_error_prefix("em_caller: trace file"), EM_ERR_IO);
+    cr_expect_str_eq(em_error(), "em_caller: trace file: cannot write 'x'");
+    em_error_clear();
+}

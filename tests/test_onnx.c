@@ -9,7 +9,7 @@
 
 #include "ember.h"
 #include "helpers/venv.h"
-#include "nn/protobuf_internal.h"
+#include "tensor/protobuf_internal.h"
 
 static void expect_bytes(const em_pb *b, const uint8_t *want, size_t n)
 {

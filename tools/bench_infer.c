@@ -1,6 +1,7 @@
 /* `ember bench infer RECIPE --load FILE`: inference latency (mean, p50, p95, p99) and
  * throughput at batch 1 and 64 of the f32, int8 and structured-pruned variants of a saved
- * model, side by side in one run, with PyTorch's f32 and quantize_dynamic on the same weights. */
+ * model, side by side in one run, with PyTorch's f32 and quantize_dynamic on the same weights;
+ * with --report, as a page of charts too. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "recipes/recipes.h"
 #include "tools/args.h"
+#include "tools/report.h"
 #include "tools/tools_internal.h"
 
 
@@ -120,6 +122,50 @@ static em_status prune_half(em_module *m)
     return em_prune_shrink(m) < 0 ? em_error_status() : EM_OK;
 }
 
+/* What variant i is compared with: PyTorch's f32 for PyTorch's rows (when it ran), else ember's. */
+static const variant *base_of(const variant *v, int i)
+{
+    return &v[i >= VAR_TORCH_F32 && v[VAR_TORCH_F32].have ? VAR_TORCH_F32 : VAR_F32];
+}
+
+/* The latency percentiles at both batch sizes and the throughput at 64 of every variant that
+ * ran, into r (closed). */
+static em_status write_report(em_report *r, const char *note, const variant *v)
+{
+    const char *names[N_VARS], *pcts[] = {"p50", "p95", "p99"};
+    double lat[2][N_VARS * 3], sps[N_VARS], sps_x[N_VARS];
+    int n = 0;
+    for (int i = 0; i < N_VARS; i++) {
+        if (!v[i].have)
+            continue;
+        const variant *base = base_of(v, i);
+        for (int b = 0; b < 2; b++) {
+            const em_latency *l = b ? &v[i].b64 : &v[i].b1;
+            lat[b][3 * n] = l->p50_us;
+            lat[b][3 * n + 1] = l->p95_us;
+            lat[b][3 * n + 2] = l->p99_us;
+        }
+        names[n] = var_names[i];
+        sps[n] = v[i].b64.samples_per_s;
+        sps_x[n] = base->b64.samples_per_s > 0 ? sps[n] / base->b64.samples_per_s : 0;
+        n++;
+    }
+    em_report_note(r, note);
+    em_report_heading(r, "Latency");
+    for (int b = 0; b < 2; b++)
+        em_report_bar_chart(r, &(em_report_bars){
+            .title = b ? "latency of a batch of 64 (percentiles of the timed calls)"
+                       : "latency of one sample (percentiles of the timed calls)",
+            .unit = "us", .groups = names, .n_groups = n, .series = pcts, .n_series = 3,
+            .values = lat[b]});
+    em_report_heading(r, "Throughput");
+    em_report_bar_chart(r, &(em_report_bars){
+        .title = "samples/s at batch 64 (ratio to the same library's f32)", .unit = "samples/s",
+        .ratio_of = "f32", .groups = names, .n_groups = n, .n_series = 1, .values = sps,
+        .ratio = sps_x});
+    return em_report_close(r);
+}
+
 static void print_row(const char *name, int batch, const em_latency *l, const em_latency *base)
 {
     printf("%-13s %5d %10.1f %10.1f %10.1f %10.1f %12.0f %7.2fx\n", name, batch, l->mean_us,
@@ -129,7 +175,7 @@ static void print_row(const char *name, int batch, const em_latency *l, const em
 
 int em_bench_infer(int argc, char **argv)
 {
-    const char *recipe = NULL, *load = NULL, *pruned = NULL, *data_dir = NULL;
+    const char *recipe = NULL, *load = NULL, *pruned = NULL, *data_dir = NULL, *report = NULL;
     int threads = 2, iters = 1000;
     bool no_torch = false;
     const em_opt opts[] = {
@@ -143,6 +189,8 @@ int em_bench_infer(int argc, char **argv)
          .range = EM_RANGE(20, 100000000)},
         {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
         {"no-torch", EM_OPT_FLAG, &no_torch, NULL, .help = "leave out the PyTorch half"},
+        {"report", EM_OPT_STRING, &report, "FILE.html",
+         .help = "also write the results as a page of charts"},
         {0}};
     const em_cmd_spec spec = {
         .command = "ember bench infer", .operands = "RECIPE", .n_operands = 1,
@@ -155,6 +203,13 @@ int em_bench_infer(int argc, char **argv)
     const em_recipe *rc = em_find_built_recipe(spec.command, recipe);
     if (!rc)
         return 2;
+    char title[128];
+    snprintf(title, sizeof title, "ember bench infer %s", rc->name);
+    em_report *page = report ? em_report_open(report, title) : NULL;
+    if (report && !page) { /* before any work */
+        fprintf(stderr, "ember bench infer: --report: %s\n", em_error());
+        return 2;
+    }
     bool torch = !no_torch;
     omp_set_num_threads(threads);
     em_module *m[3] = {rc->build(), rc->build(), rc->build()};
@@ -176,6 +231,8 @@ int em_bench_infer(int argc, char **argv)
     em_tensor *x1 = x64 ? em_narrow(x64, 0, 0, 1) : NULL;
     if (st != EM_OK || !x1) {
         fprintf(stderr, "ember bench infer: %s\n", em_error());
+        if (page)
+            em_report_abort(page);
         return 1;
     }
     variant v[N_VARS] = {0};
@@ -208,8 +265,7 @@ int em_bench_infer(int argc, char **argv)
         for (int i = 0; i < N_VARS; i++) {
             if (!v[i].have)
                 continue;
-            const variant *base = &v[i >= VAR_TORCH_F32 && v[VAR_TORCH_F32].have ? VAR_TORCH_F32
-                                                                                  : VAR_F32];
+            const variant *base = base_of(v, i);
             print_row(var_names[i], b ? 64 : 1, b ? &v[i].b64 : &v[i].b1,
                       b ? &base->b64 : &base->b1);
         }
@@ -217,9 +273,20 @@ int em_bench_infer(int argc, char **argv)
         printf("ember int8 vs torch int8 (p50): batch 1 %.2fx faster, batch 64 %.2fx faster\n",
                v[VAR_TORCH_INT8].b1.p50_us / v[VAR_INT8].b1.p50_us,
                v[VAR_TORCH_INT8].b64.p50_us / v[VAR_INT8].b64.p50_us);
+    int status = 0;
+    if (page) {
+        char note[256];
+        snprintf(note, sizeof note, "%d threads; per variant the better of two interleaved runs "
+                 "of %d (batch 1) / %d (batch 64) timed calls after warm-up.", threads,
+                 iters / 2, iters / 20 + 10);
+        if (write_report(page, note, v) != EM_OK) {
+            fprintf(stderr, "ember bench infer: --report: %s\n", em_error());
+            status = 1;
+        }
+    }
     em_release(x1);
     em_release(x64);
     for (int i = 0; i < 3; i++)
         em_module_free(m[i]);
-    return 0;
+    return status;
 }

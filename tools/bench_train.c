@@ -1,7 +1,7 @@
 /* `ember bench train`: training samples/s of the reference recipes, ember and PyTorch side by
  * side in one run (same models, SGD momentum 0.9, random batches, median step time after warm-up),
  * on the CPU or a GPU, in f32 or under f16/bf16 autocast; and the gpt recipe's tokens/s on the CPU
- * in f32 (its own step: AdamW, clipping, its windows). */
+ * in f32 (its own step: AdamW, clipping, its windows); with --report, as charts too. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 
 #include "recipes/recipes.h"
 #include "tools/args.h"
+#include "tools/report.h"
 #include "tools/tools_internal.h"
 
 
@@ -211,10 +212,28 @@ static double median(double *v, int n)
     return v[n / 2];
 }
 
+/* The medians of n cases as bars, ember's beside PyTorch's (0 where it did not run), onto r. */
+static void chart(em_report *r, const char *title, const char *unit, const char **names, int n,
+                  const double *ember, const double *torch)
+{
+    const char *libs[] = {"ember", "PyTorch"};
+    double values[2 * N_MAX_CASES], ratio[2 * N_MAX_CASES];
+    for (int i = 0; i < n; i++) {
+        values[2 * i] = ember[i];
+        values[2 * i + 1] = torch[i];
+        ratio[2 * i] = torch[i] > 0 ? ember[i] / torch[i] : 0;
+        ratio[2 * i + 1] = 0;
+    }
+    em_report_bar_chart(r, &(em_report_bars){
+        .title = title, .unit = unit, .ratio_of = "PyTorch", .groups = names, .n_groups = n,
+        .series = libs, .n_series = 2, .values = values, .ratio = ratio});
+}
+
 int em_bench_train(int argc, char **argv)
 {
     int threads = 2, steps = 200, rounds = 3, gpt_steps = 10;
     const char *data_dir = EM_FASHION_MNIST_DIR, *device = "cpu", *amp = "off", *only = NULL;
+    const char *report = NULL;
     const em_opt opts[] = {
         {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads (default 2)",
          .range = EM_RANGE(1, 4096)},
@@ -231,6 +250,8 @@ int em_bench_train(int argc, char **argv)
          .help = "autocast dtype (f16 with a grad scaler; default off)"},
         {"only", EM_OPT_CHOICE, &only, NULL, "run only the Fashion-MNIST cases or only gpt",
          .choices = "fashion|gpt"},
+        {"report", EM_OPT_STRING, &report, "FILE.html",
+         .help = "also write the results as a chart"},
         {0}};
     const em_cmd_spec spec = {
         .command = "ember bench train", .opts = opts,
@@ -254,6 +275,11 @@ int em_bench_train(int argc, char **argv)
         fprintf(stderr, "ember bench train: the gpt case runs on the CPU without autocast\n");
         return 1;
     }
+    em_report *page = report ? em_report_open(report, "ember bench train") : NULL;
+    if (report && !page) { /* before any work */
+        fprintf(stderr, "ember bench train: --report: %s\n", em_error());
+        return 2;
+    }
     em_batch all = {0};
     em_gpt_text text = {0};
     if ((fashion && load_all(data_dir, &all) != EM_OK) ||
@@ -261,6 +287,8 @@ int em_bench_train(int argc, char **argv)
          (em_to_device_(all.x, EM_CUDA) != EM_OK || em_to_device_(all.y, EM_CUDA) != EM_OK)) ||
         (gpt && em_gpt_text_load(NULL, &text) != EM_OK)) {
         fprintf(stderr, "ember bench train: %s\n", em_error());
+        if (page)
+            em_report_abort(page);
         return 1;
     }
     /* rounds alternate ember and PyTorch, so both see the same machine; medians are reported */
@@ -300,12 +328,38 @@ int em_bench_train(int argc, char **argv)
            em_device_describe(b.device, about, sizeof about), amp, threads, rounds);
     printf("%-10s %16s %16s %8s %6s\n", "case", "ember samples/s", "torch samples/s", "ratio",
            "goal");
-    for (int i = 0; fashion && i < b.n_cases; i++)
-        print_row(cases[i].name, median(ember_sps[i], rounds), median(torch_sps[i], rounds),
-                  torch, cases[i].goal);
+    double ember_median[N_MAX_CASES] = {0}, torch_median[N_MAX_CASES] = {0};
+    const char *case_names[N_MAX_CASES];
+    for (int i = 0; fashion && i < b.n_cases; i++) {
+        case_names[i] = cases[i].name;
+        ember_median[i] = median(ember_sps[i], rounds);
+        torch_median[i] = torch ? median(torch_sps[i], rounds) : 0;
+        print_row(cases[i].name, ember_median[i], torch_median[i], torch, cases[i].goal);
+    }
+    double ember_tokens = 0, torch_tokens = 0;
     if (gpt) {
+        ember_tokens = median(ember_gpt, rounds);
+        torch_tokens = torch ? median(torch_gpt, rounds) : 0;
         printf("%-10s %16s %16s\n", "", "ember tokens/s", "torch tokens/s");
-        print_row("gpt_b32", median(ember_gpt, rounds), median(torch_gpt, rounds), torch, 1.5);
+        print_row("gpt_b32", ember_tokens, torch_tokens, torch, 1.5);
+    }
+    if (!page)
+        return 0;
+    char note[512];
+    snprintf(note, sizeof note, "%s (%s), autocast %s, %d threads; per round the median step "
+             "after warm-up, then the median of %d rounds alternating ember and PyTorch.",
+             device, about, amp, threads, rounds);
+    em_report_note(page, note);
+    if (fashion)
+        chart(page, "training samples/s (median of the rounds)", "samples/s", case_names,
+              b.n_cases, ember_median, torch_median);
+    const char *gpt_name[] = {"gpt_b32"};
+    if (gpt)
+        chart(page, "gpt training tokens/s (median of the rounds)", "tokens/s", gpt_name, 1,
+              &ember_tokens, &torch_tokens);
+    if (em_report_close(page) != EM_OK) {
+        fprintf(stderr, "ember bench train: --report: %s\n", em_error());
+        return 1;
     }
     return 0;
 }

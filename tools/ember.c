@@ -18,6 +18,7 @@ static const command commands[] = {
     {"train", NULL, em_cmd_train, "train a reference recipe (mlp, cnn, deepmlp) on Fashion-MNIST"},
     {"eval", NULL, em_cmd_eval, "test accuracy of a saved recipe model"},
     {"compare", NULL, em_cmd_compare, "each training technique off and on, side by side"},
+    {"profile", NULL, em_cmd_profile, "where a training step's time goes: a table and a trace"},
     {"bench", "ops", em_bench_ops, "kernel throughput next to BLAS and memcpy references"},
     {"bench", "train", em_bench_train, "training samples/s of the recipes, ember vs PyTorch"},
     {"quantize", NULL, em_cmd_quantize, "dynamic INT8 quantization of a saved recipe model"},

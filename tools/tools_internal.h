@@ -12,6 +12,7 @@ int em_cmd_demo(int argc, char **argv);     /* tools/demo.c: a small regression 
 int em_cmd_train(int argc, char **argv);    /* tools/train_cmd.c: train a recipe */
 int em_cmd_eval(int argc, char **argv);     /* tools/train_cmd.c: evaluate a saved model */
 int em_cmd_compare(int argc, char **argv);  /* tools/compare_cmd.c: techniques side by side */
+int em_cmd_profile(int argc, char **argv);  /* tools/profile_cmd.c: where a step's time goes */
 int em_cmd_quantize(int argc, char **argv); /* tools/quantize_cmd.c: int8 dynamic quantization */
 int em_cmd_prune(int argc, char **argv);    /* tools/prune_cmd.c: prune, fine-tune, shrink */
 int em_cmd_export(int argc, char **argv);   /* tools/export_cmd.c: ONNX export */
@@ -25,6 +26,11 @@ int em_bench_infer(int argc, char **argv);  /* tools/bench_infer.c: inference la
 int em_bench_attention(int argc, char **argv); /* tools/bench_attention.c: fused vs composed */
 int em_cmd_sample(int argc, char **argv);   /* tools/sample_cmd.c: text from a gpt model */
 int em_bench_sample(int argc, char **argv); /* tools/sample_cmd.c: with and without the cache */
+
+/* "A:B", two micro-batch numbers counting from 1 with A <= B, into *first and *last (the
+ * --profile-steps of ember train); false after printing what is wrong on stderr. */
+bool em_parse_step_range(const char *command, const char *option, const char *text,
+                         int64_t *first, int64_t *last);
 
 /* The recipe named `name`, or NULL after printing "COMMAND: unknown recipe" and the list. */
 const em_recipe *em_find_recipe(const char *command, const char *name);

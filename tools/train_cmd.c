@@ -80,7 +80,7 @@ const em_recipe *em_find_built_recipe(const char *command, const char *name)
 int em_cmd_train(int argc, char **argv)
 {
     em_train_opts o = {.workers = 2, .progress = true};
-    const char *recipe = NULL, *amp = "off";
+    const char *recipe = NULL, *amp = "off", *profile_steps = NULL;
     int threads = 0;
     bool no_val = false;
     const em_opt opts[] = {
@@ -120,6 +120,15 @@ int em_cmd_train(int argc, char **argv)
          .help = "first find the batch with the best samples/s that fits"},
         {"no-val", EM_OPT_FLAG, &no_val, NULL,
          .help = "evaluate the test split only at the end, not after every epoch"},
+        {"profile", EM_OPT_STRING, &o.observe.profile, "FILE.json",
+         .help = "profile micro-batches into a Chrome trace; the table goes to stderr"},
+        {"profile-steps", EM_OPT_STRING, &profile_steps, "A:B",
+         .help = "the micro-batches --profile records, counting from 1 (default 6:25)"},
+        {"tensorboard", EM_OPT_STRING, &o.observe.tensorboard, "DIR",
+         .help = "write TensorBoard event files (scalars, histograms) into DIR"},
+        {"histogram-every", EM_OPT_INT, &o.observe.histogram_every, "N",
+         "micro-batches between weight and gradient histograms (default 200)",
+         .range = EM_AT_LEAST(1)},
         {0}};
     const em_cmd_spec spec = {
         .command = "ember train", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
@@ -135,8 +144,19 @@ int em_cmd_train(int argc, char **argv)
         fprintf(stderr, "ember train: --save: %s\n", em_error());
         return 2;
     }
+    if (o.observe.profile && em_atomic_check(o.observe.profile) != EM_OK) {
+        fprintf(stderr, "ember train: --profile: %s\n", em_error());
+        return 2;
+    }
     o.tech.amp = !strcmp(amp, "f16") ? EM_F16 : !strcmp(amp, "bf16") ? EM_BF16 : EM_F32;
     o.validate = !no_val;
+    if (profile_steps && !o.observe.profile) {
+        fprintf(stderr, "ember train: --profile-steps needs --profile FILE.json\n");
+        return 2;
+    }
+    if (profile_steps && !em_parse_step_range(spec.command, "--profile-steps", profile_steps,
+                                              &o.observe.profile_first, &o.observe.profile_last))
+        return 2;
     if (threads)
         omp_set_num_threads(threads);
     em_train_result r;

@@ -13,5 +13,8 @@ bool em_test_venv_skip(void);
 /* Runs "python tests/python/<script> <args>" and returns its exit status (-1 when it could not
  * run); its output goes to this process's stdout/stderr. */
 int em_test_venv_run(const char *script, const char *args);
+/* stdout and stderr of "python tests/python/<script> '<file>'" (malloc'd, NUL-terminated) when
+ * it exits 0; NULL after printing why on stderr (no venv, or the script's status and output). */
+char *em_test_venv_output(const char *script, const char *file);
 
 #endif

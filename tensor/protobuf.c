@@ -1,11 +1,11 @@
-/* The protocol-buffers encoder behind ONNX export: fields appended to a growing buffer in the
- * wire format (tag = field << 3 | wire type, base-128 varints, little-endian fixed32). */
+/* The protocol-buffers encoder: fields appended to a growing buffer in the wire format
+ * (tag = field << 3 | wire type, base-128 varints, little-endian fixed32 and fixed64). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/protobuf_internal.h"
+#include "tensor/protobuf_internal.h"
 
-enum { WIRE_VARINT = 0, WIRE_LEN = 2, WIRE_FIXED32 = 5 };
+enum { WIRE_VARINT = 0, WIRE_FIXED64 = 1, WIRE_LEN = 2, WIRE_FIXED32 = 5 };
 
 void em_pb_free(em_pb *b)
 {
@@ -49,6 +49,16 @@ static void tag(em_pb *b, int field, int wire)
     varint(b, (uint64_t)field << 3 | (uint64_t)wire);
 }
 
+static void fixed64(em_pb *b, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    uint8_t le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (uint8_t)(u >> (8 * i));
+    put(b, le, sizeof le);
+}
+
 void em_pb_int(em_pb *b, int field, int64_t v)
 {
     tag(b, field, WIRE_VARINT);
@@ -64,6 +74,12 @@ void em_pb_float(em_pb *b, int field, float v)
     put(b, le, sizeof le);
 }
 
+void em_pb_double(em_pb *b, int field, double v)
+{
+    tag(b, field, WIRE_FIXED64);
+    fixed64(b, v);
+}
+
 void em_pb_bytes(em_pb *b, int field, const void *p, size_t n)
 {
     tag(b, field, WIRE_LEN);
@@ -74,6 +90,23 @@ void em_pb_bytes(em_pb *b, int field, const void *p, size_t n)
 void em_pb_string(em_pb *b, int field, const char *s)
 {
     em_pb_bytes(b, field, s, strlen(s));
+}
+
+void em_pb_packed_doubles(em_pb *b, int field, const double *v, size_t n)
+{
+    tag(b, field, WIRE_LEN);
+    varint(b, 8 * n);
+    for (size_t i = 0; i < n; i++)
+        fixed64(b, v[i]);
+}
+
+void em_pb_append(em_pb *b, em_pb *more)
+{
+    if (more->failed)
+        b->failed = true;
+    else
+        put(b, more->data, more->len);
+    em_pb_free(more);
 }
 
 void em_pb_message(em_pb *b, int field, em_pb *sub)

@@ -1,0 +1,63 @@
+/* The observability commands on the real data (Fashion-MNIST, installed by setup.sh): `ember
+ * profile` prints its tables and writes a trace a viewer takes; `ember train --tensorboard`
+ * writes event files TensorBoard's loader reads, one loss per micro-batch. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers/ember_cli.h"
+#include "helpers/venv.h"
+
+Test(observe_cli, profile_prints_the_tables_and_writes_a_trace)
+{
+    if (em_test_venv_skip())
+        return;
+    char dir[] = "/tmp/ember_profile_cli_XXXXXX", args[512], out[16384], trace[128];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(trace, sizeof trace, "%s/mlp.json", dir);
+    snprintf(args, sizeof args, "profile mlp --warmup 1 --steps 3 --threads 2 --trace %s", trace);
+    cr_assert_eq(em_test_ember(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "ember profile mlp: micro-batches 2 to 4 of batch 64"), "%s", out);
+    cr_expect(strstr(out, "ember profiler: 3 steps"), "%s", out);
+    cr_expect(strstr(out, "linear_backward") && strstr(out, "optimizer.step") &&
+              strstr(out, "loader.next"), "%s", out);
+    cr_expect(strstr(out, "  0 (Linear)"), "the layer-wise table:\n%s", out);
+    char *checked = em_test_venv_output("trace_check.py", trace);
+    cr_assert_not_null(checked);
+    cr_expect(strstr(checked, "event linear|main: forward: 9\n"), "three Linear layers, three "
+              "steps:\n%s", checked);
+    free(checked);
+    unlink(trace);
+    rmdir(dir);
+}
+
+Test(observe_cli, train_writes_tensorboard_event_files)
+{
+    if (em_test_venv_skip())
+        return;
+    char dir[] = "/tmp/ember_tb_cli_XXXXXX", args[512], out[16384];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(args, sizeof args, "train mlp --max-steps 12 --epochs 1 --no-val --threads 2 "
+             "--tensorboard %s/run --histogram-every 5", dir);
+    cr_assert_eq(em_test_ember(args, out, sizeof out), 0, "%s", out);
+    snprintf(args, sizeof args, "ls %s/run/events.out.tfevents.*", dir);
+    FILE *p = popen(args, "r");
+    char path[512] = {0};
+    cr_assert_not_null(fgets(path, sizeof path, p));
+    pclose(p);
+    path[strcspn(path, "\n")] = 0;
+    char *read = em_test_venv_output("tb_read.py", path);
+    cr_assert_not_null(read);
+    int losses = 0, weights = 0;
+    for (char *line = strtok(read, "\n"); line; line = strtok(NULL, "\n")) {
+        losses += !strncmp(line, "scalar", 6) && strstr(line, " train/loss ");
+        weights += !strncmp(line, "histo", 5) && strstr(line, " weights/0.weight ");
+    }
+    cr_expect_eq(losses, 12, "one loss per micro-batch");
+    cr_expect_eq(weights, 2, "weights at micro-batches 5 and 10");
+    free(read);
+    snprintf(args, sizeof args, "rm -rf '%s'", dir);
+    cr_assert_eq(system(args), 0);
+}
