@@ -1,5 +1,6 @@
 /* Element conversion between all dtypes on the CPU: a 9x9 table of strided row converters,
  * generated from one load and one store rule per dtype, plus F16C bulk f32 <-> f16. */
+#include <cpuid.h>
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -67,8 +68,9 @@ em_cpu_convert_fn em_cpu_converter(em_dtype src, em_dtype dst)
 bool em_cpu_has_f16c(void)
 {
     static int has = -1;
+    unsigned a, b, c, d; /* F16C from cpuid: clang's __builtin_cpu_supports does not know it */
     if (has < 0)
-        has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+        has = __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
     return has;
 }
 

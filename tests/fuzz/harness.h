@@ -1,0 +1,22 @@
+/* For the fuzz targets of ember's file readers: an input as a file those readers open by path,
+ * held in memory (memfd) so a campaign writes nothing to disk, and a reader of every sample of a
+ * dataset. */
+#ifndef EMBER_FUZZ_HARNESS_H
+#define EMBER_FUZZ_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/data.h"
+
+/* Replaces the contents of in-memory file `slot` (0..3) with size bytes of data and returns a
+ * path that opens it ("/proc/self/fd/N"); aborts when the file cannot be made (a broken
+ * harness, not a finding). */
+const char *fuzz_input_file(int slot, const uint8_t *data, size_t size);
+
+/* Reads the first `most` samples of ds through em_dataset_get into buffers of exactly the
+ * sample's size (so ASan sees a write past them) and frees ds; asserts each read succeeds or
+ * leaves a message. */
+void fuzz_read_samples(em_dataset *ds, int64_t most);
+
+#endif
