@@ -254,13 +254,27 @@ static _Thread_local const em_module *running_module;
 static _Thread_local char running_path[256];
 static _Thread_local size_t running_path_len;
 
-/* The name m has among parent's children, or its type's name when parent does not hold it. */
-static const char *child_name(const em_module *parent, const em_module *m)
+/* m's dotted path below parent ("blocks.0" when parent runs a grandchild itself) into buf, up to
+ * 4 levels down; false when parent does not hold it. */
+static bool path_below(const em_module *parent, const em_module *m, char *buf, size_t n,
+                       int levels)
 {
     for (int i = 0; i < parent->n_children; i++)
         if (parent->children[i].module == m)
-            return parent->children[i].name;
-    return m->type->type_name;
+            return snprintf(buf, n, "%s", parent->children[i].name) >= 0;
+    for (int i = 0; levels > 1 && i < parent->n_children; i++) {
+        char below[192];
+        if (path_below(parent->children[i].module, m, below, sizeof below, levels - 1))
+            return snprintf(buf, n, "%s.%s", parent->children[i].name, below) >= 0;
+    }
+    return false;
+}
+
+/* The name m has below parent, or its type's name when parent does not hold it. */
+static void child_name(const em_module *parent, const em_module *m, char *buf, size_t n)
+{
+    if (!path_below(parent, m, buf, n, 4))
+        snprintf(buf, n, "%s", m->type->type_name);
 }
 
 static em_tensor *profiled_forward(em_module *m, const em_tensor *x)
@@ -268,8 +282,10 @@ static em_tensor *profiled_forward(em_module *m, const em_tensor *x)
     const em_module *parent = running_module;
     size_t len = running_path_len;
     if (parent) {
+        char name[192];
+        child_name(parent, m, name, sizeof name);
         int n = snprintf(running_path + len, sizeof running_path - len, "%s%s", len ? "." : "",
-                         child_name(parent, m));
+                         name);
         running_path_len = n > 0 && len + (size_t)n < sizeof running_path
                                ? len + (size_t)n : sizeof running_path - 1;
     }

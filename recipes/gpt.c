@@ -89,6 +89,7 @@ typedef struct {
     em_sampler *sampler;
     em_loader *loader;
     em_trainer *trainer;
+    em_observer *observer; /* TensorBoard, the profiler, memory warnings */
     gpt_meta meta;
 } run;
 
@@ -183,6 +184,8 @@ em_status em_recipe_gpt_train(const em_train_opts *o, em_train_result *res)
     run r = {0};
     if (st == EM_OK)
         st = start_run(o, res, &r, steps);
+    if (st == EM_OK && !(r.observer = em_observer_attach(r.trainer, r.model, o->observe)))
+        st = em_error_status();
     size_t held_before = em_memory_get_stats(EM_CPU).live_bytes;
     em_memory_reset_peak(EM_CPU);
     if (st == EM_OK)
@@ -200,6 +203,9 @@ em_status em_recipe_gpt_train(const em_train_opts *o, em_train_result *res)
         res->scale = s.scale;
         res->test_loss = s.last_epoch.val_loss;
     }
+    em_status logged = em_observer_finish(r.observer);
+    if (st == EM_OK)
+        st = logged;
     res->wall_s = now_s() - t_start;
     run_free(&r);
     if (o->mem_budget)

@@ -198,6 +198,8 @@ typedef struct {
 } module_acc;
 
 /* path is prefix itself or lies under it ("features" covers "features.0"); "" covers all. */
+#define MAX_MODULE_DEPTH 64
+
 static bool covers(const char *prefix, const char *path)
 {
     size_t n = strlen(prefix);
@@ -212,8 +214,8 @@ static int by_first_call(const void *pa, const void *pb)
     return a->m.depth - b->m.depth;
 }
 
-/* Counts module event e (a forward) into t. */
-static em_status add_module(keyed_rows *t, const em_prof_event *e)
+/* Counts module event e (a forward), depth modules deep, into t. */
+static em_status add_module(keyed_rows *t, const em_prof_event *e, int depth)
 {
     char key[KEY_LEN];
     const char *type = e->detail ? e->detail : "?";
@@ -226,9 +228,7 @@ static em_status add_module(keyed_rows *t, const em_prof_event *e)
         r->first_t0 = e->t0_ns;
         if (e->name[0]) {
             snprintf(r->m.name, sizeof r->m.name, "%s (%s)", e->name, type);
-            r->m.depth = 1;
-            for (const char *c = e->name; *c; c++)
-                r->m.depth += *c == '.';
+            r->m.depth = depth;
         } else {
             snprintf(r->m.name, sizeof r->m.name, "(%s)", type);
         }
@@ -242,10 +242,22 @@ static em_status module_rows(const em_prof_run *run, double step_ns, em_profile_
 {
     keyed_rows t = {.size = sizeof(module_acc)};
     em_status st = EM_OK;
+    int64_t open_ends[MAX_MODULE_DEPTH]; /* the enclosing forwards on this thread */
+    int n_open = 0;
+    int32_t open_thread = -1;
     for (int64_t i = 0; i < run->n && st == EM_OK; i++) {
         const em_prof_event *e = &run->events[i];
-        if (e->kind == EM_PROF_MODULE && e->phase == EM_PHASE_FORWARD && e->name)
-            st = add_module(&t, e);
+        if (e->kind != EM_PROF_MODULE || e->phase != EM_PHASE_FORWARD || !e->name)
+            continue;
+        if (e->thread != open_thread) {
+            open_thread = e->thread;
+            n_open = 0;
+        }
+        while (n_open > 0 && open_ends[n_open - 1] <= e->t0_ns)
+            n_open--;
+        st = add_module(&t, e, n_open);
+        if (n_open < MAX_MODULE_DEPTH)
+            open_ends[n_open++] = e->t0_ns + e->dur_ns;
     }
     free(t.slots);
     module_acc *rows = (module_acc *)t.rows;

@@ -1,6 +1,7 @@
 /* The observability commands on the real data (Fashion-MNIST, installed by setup.sh): `ember
  * profile` prints its tables and writes a trace a viewer takes; `ember train --tensorboard`
- * writes event files TensorBoard's loader reads, one loss per micro-batch. */
+ * writes event files TensorBoard's loader reads, one loss per micro-batch; the gpt recipe, which
+ * trains itself, is watched the same way. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,45 @@ Test(observe_cli, train_writes_tensorboard_event_files)
     }
     cr_expect_eq(losses, 12, "one loss per micro-batch");
     cr_expect_eq(weights, 2, "weights at micro-batches 5 and 10");
+    free(read);
+    snprintf(args, sizeof args, "rm -rf '%s'", dir);
+    cr_assert_eq(system(args), 0);
+}
+
+Test(observe_cli, gpt_is_profiled_and_logged)
+{
+    if (em_test_venv_skip())
+        return;
+    char dir[] = "/tmp/ember_gpt_observe_XXXXXX", args[768], out[16384], path[512];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/text", dir); /* a "fortune file" */
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    for (int i = 0; i < 600; i++)
+        fputs(i % 7 == 6 ? "%\n" : "the cat sat on a mat.\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "train gpt --data %s --max-steps 3 --batch 2 --threads 2 "
+             "--tensorboard %s/run --profile %s/gpt.json --profile-steps 2:3", dir, dir, dir);
+    cr_assert_eq(em_test_ember(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "ember profiler: 2 steps"), "%s", out);
+    cr_expect(strstr(out, "  h.0 (TransformerEncoderLayer)"), "the layer-wise table:\n%s", out);
+    snprintf(path, sizeof path, "%s/gpt.json", dir);
+    char *checked = em_test_venv_output("trace_check.py", path);
+    cr_assert_not_null(checked);
+    cr_expect(strstr(checked, "event h.3.linear2 (Linear)|main: forward: 2\n"), "%s", checked);
+    cr_expect(strstr(checked, "\nok\n"), "%s", checked);
+    free(checked);
+    snprintf(args, sizeof args, "ls %s/run/events.out.tfevents.*", dir);
+    FILE *p = popen(args, "r");
+    cr_assert_not_null(fgets(path, sizeof path, p));
+    pclose(p);
+    path[strcspn(path, "\n")] = 0;
+    char *read = em_test_venv_output("tb_read.py", path);
+    cr_assert_not_null(read);
+    int losses = 0;
+    for (char *line = strtok(read, "\n"); line; line = strtok(NULL, "\n"))
+        losses += !strncmp(line, "scalar", 6) && strstr(line, " train/loss ");
+    cr_expect_eq(losses, 3, "one loss per micro-batch:\n%s", read);
     free(read);
     snprintf(args, sizeof args, "rm -rf '%s'", dir);
     cr_assert_eq(system(args), 0);

@@ -242,6 +242,40 @@ Test(profiler, chrome_trace_nests_with_loader_workers_on_their_own_tracks)
     em_release(ys);
 }
 
+/* The layer-wise table names each module by its path and indents it by how deep its forward ran:
+ * a nested Sequential's children one level in, and the attention's out_proj, which the encoder
+ * layer runs through its self_attn child without that child's forward, as self_attn.out_proj. */
+Test(profiler, modules_by_path_and_nesting)
+{
+    em_module *net = em_sequential(2, em_transformer_encoder_layer(8, 2, (em_transformer_opts){
+                                          .dim_feedforward = 16}),
+                                   em_sequential(2, em_linear_layer(8, 4, true), em_relu_layer()));
+    em_tensor *x = em_ones(EM_SHAPE(2, 3, 8), EM_F32);
+    cr_assert_eq(em_profiler_start((em_profiler_opts){0}), EM_OK, "%s", em_error());
+    em_scope_begin();
+    cr_assert_not_null(em_forward(net, x), "%s", em_error());
+    em_scope_end();
+    cr_assert_eq(em_profiler_stop(), EM_OK, "%s", em_error());
+    const em_profile_summary *s = em_profiler_summary();
+    const struct {
+        const char *name;
+        int depth;
+    } want[] = {{"(Sequential)", 0}, {"0 (TransformerEncoderLayer)", 1},
+                {"0.self_attn.out_proj (Linear)", 2}, {"0.linear1 (Linear)", 2},
+                {"1 (Sequential)", 1}, {"1.0 (Linear)", 2}, {"1.1 (ReLU)", 2}};
+    for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+        int found = -1;
+        for (int k = 0; k < s->n_modules; k++)
+            if (!strcmp(s->modules[k].name, want[w].name))
+                found = k;
+        cr_assert_geq(found, 0, "no module %s", want[w].name);
+        cr_expect_eq(s->modules[found].depth, want[w].depth, "%s", want[w].name);
+        cr_expect_eq(s->modules[found].calls, 1, "%s", want[w].name);
+    }
+    em_release(x);
+    em_module_free(net);
+}
+
 Test(profiler, misuse_is_a_clear_error)
 {
     cr_expect_eq(em_profiler_stop(), EM_ERR_STATE);

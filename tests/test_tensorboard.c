@@ -4,7 +4,9 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ember.h"
@@ -189,6 +191,43 @@ Test(tensorboard, a_file_cut_short_reads_up_to_its_last_complete_record)
         free(out);
     }
     em_tb_close(w);
+    rm_dir(dir);
+}
+
+/* A process killed mid-run (SIGKILL: no exit handlers, no close) leaves every record it wrote. */
+Test(tensorboard, a_killed_writer_leaves_every_record_it_wrote)
+{
+    if (em_test_venv_skip())
+        return;
+    char dir[64];
+    make_dir(dir);
+    fflush(NULL);
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        em_tb_writer *w = em_tb_open(dir);
+        for (int s = 0; w && s < 25; s++)
+            em_tb_add_scalar(w, "loss", loss_at(s), s);
+        raise(SIGKILL);
+    }
+    int status;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    char cmd[256], path[512] = {0};
+    snprintf(cmd, sizeof cmd, "ls %s/events.out.tfevents.*", dir);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(fgets(path, sizeof path, p));
+    pclose(p);
+    path[strcspn(path, "\n")] = 0;
+    char *out = read_back(path);
+    cr_expect_eq(count_lines(out), 26, "the file_version record and 25 losses:\n%s", out);
+    char *last = strstr(out, "scalar 24 ");
+    int step = -1;
+    double v = 0;
+    cr_assert_not_null(last, "%s", out);
+    cr_assert_eq(sscanf(last, "scalar %d loss %lf", &step, &v), 2, "%s", last);
+    cr_expect_eq(v, (double)(float)loss_at(24));
+    free(out);
     rm_dir(dir);
 }
 
