@@ -201,6 +201,7 @@ em_status em_recipe_gpt_train(const em_train_opts *o, em_train_result *res)
         res->skipped_steps = s.skipped;
         res->activation_bytes = s.activation_bytes;
         res->scale = s.scale;
+        res->lr = em_optim_get_lr(r.optim, 0);
         res->test_loss = s.last_epoch.val_loss;
     }
     em_status logged = em_observer_finish(r.observer);

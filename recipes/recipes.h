@@ -20,7 +20,7 @@ typedef struct {
     double lr;
     double momentum;
     const char *optim;  /* "sgd", "adam", "adamw" or "rmsprop" */
-    const char *schedule; /* "cosine" (per-step cosine decay to 0) or "constant" */
+    const char *schedule; /* one of EM_RECIPE_SCHEDULES */
     /* a recipe with data and a task of its own (gpt) trains and evaluates itself, taking the
      * same options and filling the same result; build is then NULL */
     em_status (*train)(const struct em_train_opts *o, struct em_train_result *r);
@@ -50,6 +50,7 @@ typedef struct em_train_opts {
     const char *resume_path;
     int64_t max_steps;      /* stop after this many micro-batch steps; 0: run every epoch */
     em_techniques tech;
+    const char *preset;     /* the preset the options came from (em_recipe_preset), or NULL */
     size_t mem_budget;      /* hold CPU memory to this many bytes; 0: no budget */
     bool find_batch;        /* first find the batch with the best samples/s that fits */
     bool skip_eval;         /* leave test_acc/test_loss at 0 */
@@ -72,10 +73,35 @@ typedef struct em_train_result {
     int64_t updates;        /* optimizer updates taken */
     int64_t skipped_steps;  /* optimizer updates skipped (grad scaler or guard) */
     double scale;           /* the grad scaler's final scale; 1 without one */
+    double lr;              /* group 0's learning rate at the end */
     int64_t largest_batch;  /* with find_batch: the largest batch that fit */
     int epochs, batch;
     int64_t tokens_per_sample; /* positions trained per sample: gpt's block size; 0 otherwise */
 } em_train_result;
+
+/* The learning-rate schedules of a run of total_updates optimizer updates from the lr o has;
+ * *out gets the scheduler (NULL for constant), which the trainer steps:
+ *   constant       the lr stays
+ *   cosine         cosine decay to 0 over the run, every update (CosineAnnealingLR)
+ *   warmup-cosine  linear warmup over the first 5% of the updates (at least one), then cosine
+ *                  decay to 0
+ *   onecycle       OneCycleLR with max_lr the lr: up from lr / 25 over 30% of the run, then
+ *                  down to lr / 25e4
+ *   step           the lr times 0.1 after every third of the run (StepLR)
+ *   plateau        the lr times 0.1 once two epochs in a row did not improve the validation
+ *                  loss (ReduceLROnPlateau with patience 1; the training loss with --no-val) */
+#define EM_RECIPE_SCHEDULES "constant|cosine|warmup-cosine|onecycle|step|plateau"
+em_status em_recipe_schedule(const char *name, em_optim *o, int64_t total_updates,
+                             em_scheduler **out);
+
+/* Bundles of techniques (`ember train --preset`), each adding to the one before:
+ *   basic     the guard (updates with a non-finite or outlier loss or gradient are skipped) and
+ *             clipping of the total gradient norm at 1
+ *   advanced  basic + bf16 autocast + the warmup-cosine schedule
+ *   ultra     advanced + gradient accumulation over 2 micro-batches + activation checkpointing
+ * Sets those fields of o, and o->preset. */
+#define EM_RECIPE_PRESETS "basic|advanced|ultra"
+em_status em_recipe_preset(const char *name, em_train_opts *o);
 
 em_status em_recipe_train(const em_train_opts *o, em_train_result *r);
 em_status em_recipe_gpt_train(const em_train_opts *o, em_train_result *r);

@@ -94,15 +94,28 @@ static void run_free(run *r)
     em_module_free(r->model);
 }
 
-static em_status make_schedule(const char *name, run *r, int64_t total_steps)
+em_status em_recipe_schedule(const char *name, em_optim *o, int64_t total_updates,
+                             em_scheduler **out)
 {
+    int64_t total = total_updates > 0 ? total_updates : 1;
+    *out = NULL;
     if (!strcmp(name, "constant"))
         return EM_OK;
-    if (strcmp(name, "cosine"))
-        return em_set_error(EM_ERR_ARG, "em_recipe_train: unknown schedule '%s' (cosine, "
-                            "constant)", name);
-    r->sched = em_cosine_annealing_lr(r->optim, total_steps > 0 ? total_steps : 1, 0.0);
-    return r->sched ? EM_OK : em_error_status();
+    if (!strcmp(name, "cosine"))
+        *out = em_cosine_annealing_lr(o, total, 0.0);
+    else if (!strcmp(name, "warmup-cosine"))
+        *out = em_warmup_cosine_lr(o, total / 20 > 1 ? total / 20 : 1, total, 0.0);
+    else if (!strcmp(name, "onecycle"))
+        *out = em_one_cycle_lr(o, (em_one_cycle_opts){.max_lr = em_optim_get_lr(o, 0),
+                                                      .total_steps = total});
+    else if (!strcmp(name, "step"))
+        *out = em_step_lr(o, total / 3 > 1 ? total / 3 : 1, 0.1);
+    else if (!strcmp(name, "plateau"))
+        *out = em_reduce_lr_on_plateau(o, (em_plateau_opts){.patience = 1});
+    else
+        return em_set_error(EM_ERR_ARG, "em_recipe_schedule: unknown schedule '%s' (%s)", name,
+                            EM_RECIPE_SCHEDULES);
+    return *out ? EM_OK : em_error_status();
 }
 
 /* The batch-size finder's trial: a few training steps of a fresh copy of the recipe's model on
@@ -170,7 +183,8 @@ static em_status start_run(const em_train_opts *o, const em_train_result *res, r
         return em_error_status();
     int accum = o->tech.grad_accum > 1 ? o->tech.grad_accum : 1;
     int64_t updates = res->epochs * ((em_loader_num_batches(r->loader) + accum - 1) / accum);
-    em_status st = make_schedule(o->schedule ? o->schedule : rc->schedule, r, updates);
+    em_status st = em_recipe_schedule(o->schedule ? o->schedule : rc->schedule, r->optim,
+                                      updates, &r->sched);
     if (st != EM_OK)
         return st;
     r->meta[0] = (em_st_meta){"recipe", rc->name};
@@ -219,6 +233,7 @@ static void fill_result(const run *r, em_train_result *res)
     res->skipped_steps = s.skipped;
     res->activation_bytes = s.activation_bytes;
     res->scale = s.scale;
+    res->lr = em_optim_get_lr(r->optim, 0);
 }
 
 em_status em_recipe_train(const em_train_opts *o, em_train_result *res)

@@ -1,9 +1,17 @@
 /* The `ember` command itself: every command and subcommand answers --help, and a bad option
  * value, an unknown option or a missing operand ends it with status 2 and one clear line before
- * it loads any data (the data directory given here does not exist). */
+ * it loads any data (the data directory given here does not exist). Whole runs on a tiny
+ * Fashion-MNIST of noise check what `ember train` prints: one JSON line alone on stdout, whose
+ * learning rates under every schedule are PyTorch's, presets and what they turned on, and what
+ * `ember eval` and `ember summary` print. */
 #include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "helpers/ember_cli.h"
@@ -20,6 +28,92 @@ static outcome run(const char *args)
     return o;
 }
 
+/* The stdout of `ember ARGS` alone (stderr to err_path when given, else dropped); it must exit 0
+ * and print exactly one line. */
+static json_t *run_json(const char *args, const char *err_path)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s 2>%s", getenv("EMBER_BIN"), args,
+             err_path ? err_path : "/dev/null");
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    char out[4096];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "ember %s failed: %s", args, out);
+    cr_assert(n > 0 && out[n - 1] == '\n' && strchr(out, '\n') == out + n - 1,
+              "ember %s: stdout is not one line: '%s'", args, out);
+    json_error_t e;
+    json_t *j = json_loads(out, 0, &e);
+    cr_assert(json_is_object(j), "ember %s: stdout is no JSON object: %s (%s)", args, out, e.text);
+    return j;
+}
+
+static double num(const json_t *j, const char *key)
+{
+    const json_t *v = json_object_get(j, key);
+    cr_assert(json_is_number(v), "\"%s\" is no number", key);
+    return json_number_value(v);
+}
+
+static const char *str(const json_t *j, const char *key)
+{
+    const json_t *v = json_object_get(j, key);
+    cr_assert(json_is_string(v), "\"%s\" is no string", key);
+    return json_string_value(v);
+}
+
+/* ---- a Fashion-MNIST of 96 training and 32 test images of noise, labels i % 10 (raw IDX under
+ * the .gz names: zlib reads both) ---- */
+static char data_dir[] = "/tmp/ember_cli_data_XXXXXX";
+
+static void put_be32(FILE *f, uint32_t v)
+{
+    uint8_t b[4] = {v >> 24, v >> 16, v >> 8, v};
+    fwrite(b, 1, 4, f);
+}
+
+static void write_split(const char *split, int n)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte.gz", data_dir, split);
+    FILE *f = fopen(path, "wb");
+    cr_assert(f);
+    put_be32(f, 0x803);
+    put_be32(f, (uint32_t)n);
+    put_be32(f, 28);
+    put_be32(f, 28);
+    for (int i = 0; i < n * 784; i++)
+        fputc((i * 37 + i / 784 * 11) & 255, f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte.gz", data_dir, split);
+    cr_assert(f = fopen(path, "wb"));
+    put_be32(f, 0x801);
+    put_be32(f, (uint32_t)n);
+    for (int i = 0; i < n; i++)
+        fputc(i % 10, f);
+    fclose(f);
+}
+
+static void make_data(void)
+{
+    cr_assert(mkdtemp(data_dir));
+    write_split("train", 96);
+    write_split("t10k", 32);
+}
+
+static void remove_data(void)
+{
+    const char *names[] = {"train-images", "train-labels", "t10k-images", "t10k-labels"};
+    for (int i = 0; i < 4; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/%s-idx%d-ubyte.gz", data_dir, names[i], i % 2 ? 1 : 3);
+        unlink(path);
+    }
+    rmdir(data_dir);
+}
+
 static void expect(const char *args, int status, const char *text)
 {
     outcome o = run(args);
@@ -30,9 +124,10 @@ static void expect(const char *args, int status, const char *text)
 
 Test(cli, every_command_has_help)
 {
-    const char *cmds[] = {"info", "demo", "train", "eval", "compare", "profile", "quantize",
-                          "prune", "bench ops", "bench train", "bench infer", "bench attention",
-                          "sample", "bench sample"};
+    const char *cmds[] = {"info", "demo", "train", "eval", "summary", "compare", "profile",
+                          "quantize", "prune", "export", "serve", "bench ops", "bench train",
+                          "bench infer", "bench serve", "bench attention", "sample",
+                          "bench sample"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char args[64];
         snprintf(args, sizeof args, "%s --help", cmds[i]);
@@ -67,6 +162,11 @@ Test(cli, bad_values_exit_2_before_loading_data)
            "ember train: --optim: 'bogus' is not one of sgd, adam, adamw, rmsprop\n");
     expect("train cnn " NO_DATA " --optim=bogus", 2, "'bogus' is not one of");
     expect("train cnn " NO_DATA " --amp f8", 2, "--amp: 'f8' is not one of f16, bf16, off");
+    expect("train cnn " NO_DATA " --schedule linear", 2, "--schedule: 'linear' is not one of "
+           "constant, cosine, warmup-cosine, onecycle, step, plateau");
+    expect("train cnn " NO_DATA " --preset max", 2, "--preset: 'max' is not one of basic, "
+           "advanced, ultra");
+    expect("summary nosuch", 2, "ember summary: unknown recipe 'nosuch'");
     expect("train cnn " NO_DATA " --mem-budget -1", 2, "--mem-budget: '-1' is not a "
                                                        "non-negative integer");
     expect("train cnn " NO_DATA " --bogus 1", 2, "ember train: unknown option '--bogus'");
@@ -113,24 +213,174 @@ Test(cli, equals_spelling_reaches_the_run)
 }
 
 /* A saved run names what it holds: resuming it with another optimizer, or evaluating it as
- * another recipe, is an error saying so (needs the Fashion-MNIST package). */
-Test(cli, a_checkpoint_is_resumed_and_evaluated_only_as_what_it_is)
+ * another recipe, is an error saying so. */
+Test(cli, a_checkpoint_is_resumed_and_evaluated_only_as_what_it_is, .init = make_data,
+     .fini = remove_data)
 {
-    if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK) != 0) {
-        cr_skip_test("Fashion-MNIST is not installed");
-        return;
-    }
     char ckpt[] = "/tmp/ember_cli_ckpt_XXXXXX", args[256];
     int fd = mkstemp(ckpt);
     cr_assert(fd >= 0);
     close(fd);
-    snprintf(args, sizeof args, "train mlp --epochs 1 --max-steps 2 --save %s", ckpt);
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 1 --max-steps 2 --save %s",
+             data_dir, ckpt);
     expect(args, 0, "\"steps\":2");
-    snprintf(args, sizeof args, "train mlp --epochs 1 --max-steps 3 --resume %s --optim sgd",
-             ckpt);
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 1 --max-steps 3 --resume %s "
+             "--optim sgd", data_dir, ckpt);
     expect(args, 1, "was saved by the optimizer {\"kind\":\"adamw\",\"lr\":0.001,");
     expect(args, 1, "this run's is {\"kind\":\"sgd\",\"lr\":0.001,");
-    snprintf(args, sizeof args, "eval cnn --load %s", ckpt);
+    snprintf(args, sizeof args, "eval cnn --data %s --load %s", data_dir, ckpt);
     expect(args, 1, "holds a model of the mlp recipe, not of cnn");
     unlink(ckpt);
+}
+
+/* The learning rate after 5 of a run's 9 updates (3 epochs of 3 batches) under each schedule:
+ * PyTorch 1.13's CosineAnnealingLR(T_max=9), OneCycleLR(max_lr=0.01, total_steps=9) and
+ * StepLR(step_size=3, gamma=0.1) on SGD(lr=0.01), stepped 5 times; warmup-cosine by hand:
+ * warmup 1 update, then 0.01 * (1 + cos(pi * (5 - 1) / (9 - 1))) / 2 = 0.005. */
+Test(cli, every_schedule_reaches_pytorchs_learning_rate, .init = make_data, .fini = remove_data)
+{
+    const struct {
+        const char *name;
+        double lr;
+    } cases[] = {{"constant", 0.01}, {"cosine", 0.004131759111665349},
+                 {"warmup-cosine", 0.005}, {"onecycle", 0.00462637102666975},
+                 {"step", 0.001}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "train mlp --data %s --epochs 3 --batch 32 --lr 0.01 "
+                 "--max-steps 5 --workers 0 --no-val --schedule %s", data_dir, cases[i].name);
+        json_t *j = run_json(args, NULL);
+        cr_expect_str_eq(str(j, "schedule"), cases[i].name);
+        cr_expect_eq(num(j, "steps"), 5);
+        cr_expect(fabs(num(j, "lr") - cases[i].lr) <= 1e-12 * cases[i].lr,
+                  "%s: lr %.17g, expected %.17g", cases[i].name, num(j, "lr"), cases[i].lr);
+        json_decref(j);
+    }
+}
+
+/* plateau: with SGD at lr 1e-6 the validation loss of noise moves far less than the threshold
+ * (1e-4 relative), so epoch 1 sets the best, epochs 2 and 3 do not improve, and after epoch 3
+ * (more than patience 1 bad epochs) the lr is cut to 1e-7, as PyTorch's ReduceLROnPlateau does;
+ * each epoch's line on stderr carries its validation results. */
+Test(cli, plateau_cuts_after_epochs_without_improvement, .init = make_data, .fini = remove_data)
+{
+    char args[256], err_path[] = "/tmp/ember_cli_err_XXXXXX";
+    int fd = mkstemp(err_path);
+    cr_assert(fd >= 0);
+    close(fd);
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 4 --batch 32 --optim sgd --lr 1e-6 "
+             "--workers 0 --schedule plateau", data_dir);
+    json_t *j = run_json(args, err_path);
+    cr_expect(fabs(num(j, "lr") - 1e-7) <= 1e-19, "lr %.17g", num(j, "lr"));
+    cr_expect_eq(num(j, "steps"), 12);
+    json_decref(j);
+    FILE *f = fopen(err_path, "r");
+    cr_assert(f);
+    char err[8192];
+    size_t n = fread(err, 1, sizeof err - 1, f);
+    err[n] = 0;
+    fclose(f);
+    unlink(err_path);
+    for (int e = 1; e <= 4; e++) {
+        char line[64];
+        snprintf(line, sizeof line, "epoch %d/4 loss ", e);
+        const char *at = strstr(err, line);
+        cr_expect(at && strstr(at, "val_loss ") && strstr(at, "val_acc "), "%s", err);
+    }
+    cr_expect(strstr(err, "lr 1e-06 "), "%s", err);
+    cr_expect(strstr(err, "epoch 4/4 loss ") && strstr(strstr(err, "epoch 4/4 loss "), "lr 1e-07"),
+              "%s", err);
+}
+
+static bool flag(const json_t *j, const char *key)
+{
+    const json_t *v = json_object_get(j, key);
+    cr_assert(json_is_boolean(v), "\"%s\" is no boolean", key);
+    return json_is_true(v);
+}
+
+/* A preset turns on its bundle and the summary says so; options given beside it win. With 3
+ * micro-batches and accumulation over 2 the epoch takes 2 updates (the last one partial). */
+Test(cli, presets_turn_on_their_techniques_and_say_so, .init = make_data, .fini = remove_data)
+{
+    char args[256];
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 1 --batch 32 --workers 0 --no-val",
+             data_dir);
+    json_t *j = run_json(args, NULL);
+    cr_expect(json_is_null(json_object_get(j, "preset")));
+    cr_expect_str_eq(str(j, "amp"), "off");
+    cr_expect_str_eq(str(j, "schedule"), "cosine");
+    cr_expect(!flag(j, "guard") && !flag(j, "checkpoint_activations"));
+    cr_expect_eq(num(j, "clip"), 0);
+    json_decref(j);
+
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 1 --batch 32 --workers 0 --no-val "
+             "--preset basic", data_dir);
+    j = run_json(args, NULL);
+    cr_expect_str_eq(str(j, "preset"), "basic");
+    cr_expect(flag(j, "guard") && !flag(j, "checkpoint_activations"));
+    cr_expect_eq(num(j, "clip"), 1);
+    cr_expect_str_eq(str(j, "amp"), "off");
+    json_decref(j);
+
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 1 --batch 32 --workers 0 --no-val "
+             "--preset ultra", data_dir);
+    j = run_json(args, NULL);
+    cr_expect_str_eq(str(j, "preset"), "ultra");
+    cr_expect_str_eq(str(j, "amp"), "bf16");
+    cr_expect_str_eq(str(j, "schedule"), "warmup-cosine");
+    cr_expect(flag(j, "guard") && flag(j, "checkpoint_activations"));
+    cr_expect_eq(num(j, "clip"), 1);
+    cr_expect_eq(num(j, "grad_accum"), 2);
+    cr_expect_eq(num(j, "steps"), 3);
+    cr_expect_eq(num(j, "updates"), 2);
+    json_decref(j);
+
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 1 --batch 32 --workers 0 --no-val "
+             "--preset advanced --amp off --clip 0.5 --schedule step", data_dir);
+    j = run_json(args, NULL);
+    cr_expect_str_eq(str(j, "preset"), "advanced");
+    cr_expect_str_eq(str(j, "amp"), "off");
+    cr_expect_str_eq(str(j, "schedule"), "step");
+    cr_expect_eq(num(j, "clip"), 0.5);
+    cr_expect(flag(j, "guard"));
+    cr_expect_eq(num(j, "grad_accum"), 1);
+    json_decref(j);
+}
+
+/* `ember eval` prints what the evaluation measured and nothing of training: the saved model's
+ * test accuracy and loss, the same the training run's last validation measured. */
+Test(cli, eval_prints_eval_fields_only, .init = make_data, .fini = remove_data)
+{
+    char ckpt[] = "/tmp/ember_cli_ckpt_XXXXXX", args[256];
+    int fd = mkstemp(ckpt);
+    cr_assert(fd >= 0);
+    close(fd);
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 2 --batch 32 --workers 0 --save %s",
+             data_dir, ckpt);
+    json_t *train = run_json(args, NULL);
+    snprintf(args, sizeof args, "eval mlp --data %s --load %s", data_dir, ckpt);
+    json_t *eval = run_json(args, NULL);
+    unlink(ckpt);
+    const char *keys[] = {"recipe", "load", "test_acc", "test_loss", "peak_bytes", "wall_s"};
+    cr_expect_eq(json_object_size(eval), sizeof keys / sizeof keys[0], "%s",
+                 json_dumps(eval, 0));
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        cr_expect(json_object_get(eval, keys[i]), "no \"%s\"", keys[i]);
+    cr_expect_str_eq(str(eval, "load"), ckpt);
+    cr_expect_eq(num(eval, "test_acc"), num(train, "test_acc"));
+    cr_expect_eq(num(eval, "test_loss"), num(train, "test_loss"));
+    json_decref(eval);
+    json_decref(train);
+}
+
+/* `ember summary` prints the module table with the parameter counts computed by hand:
+ * mlp 784*512+512 + 512*256+256 + 256*10+10; cnn 1*32*9+32 + 32*64*9+64 + 3136*128+128 +
+ * 128*10+10. */
+Test(cli, summary_prints_the_module_table)
+{
+    expect("summary mlp", 0, "Total params: 535,818\n");
+    expect("summary cnn", 0, "Total params: 421,642\n");
+    expect("summary cnn", 0, "Input shape: [1,1,28,28]\n");
+    expect("summary --help", 0, "usage: ember summary");
 }

@@ -17,6 +17,7 @@ static const command commands[] = {
     {"demo", NULL, em_cmd_demo, "fit a small linear regression with autograd"},
     {"train", NULL, em_cmd_train, "train a reference recipe (mlp, cnn, deepmlp) on Fashion-MNIST"},
     {"eval", NULL, em_cmd_eval, "test accuracy of a saved recipe model"},
+    {"summary", NULL, em_cmd_summary, "a recipe's modules, output shapes and parameter counts"},
     {"compare", NULL, em_cmd_compare, "each training technique off and on, side by side"},
     {"profile", NULL, em_cmd_profile, "where a training step's time goes: a table and a trace"},
     {"bench", "ops", em_bench_ops, "kernel throughput next to BLAS and memcpy references"},

@@ -11,6 +11,7 @@ int em_cmd_info(int argc, char **argv);     /* tools/info.c: build, devices, thr
 int em_cmd_demo(int argc, char **argv);     /* tools/demo.c: a small regression with autograd */
 int em_cmd_train(int argc, char **argv);    /* tools/train_cmd.c: train a recipe */
 int em_cmd_eval(int argc, char **argv);     /* tools/train_cmd.c: evaluate a saved model */
+int em_cmd_summary(int argc, char **argv);  /* tools/summary_cmd.c: a recipe's module table */
 int em_cmd_compare(int argc, char **argv);  /* tools/compare_cmd.c: techniques side by side */
 int em_cmd_profile(int argc, char **argv);  /* tools/profile_cmd.c: where a step's time goes */
 int em_cmd_quantize(int argc, char **argv); /* tools/quantize_cmd.c: int8 dynamic quantization */

@@ -18,7 +18,7 @@ static const char *amp_name(em_dtype amp)
 }
 
 /* The run's one-line JSON summary on stdout (non-finite values as null, named in
- * "non_finite"). */
+ * "non_finite"): the results, then the settings that made them. */
 static void print_summary(const em_train_opts *o, const em_train_result *r)
 {
     json_t *j = json_pack("{s:s, s:i, s:i}", "recipe", o->recipe->name, "epochs", r->epochs,
@@ -38,15 +38,61 @@ static void print_summary(const em_train_opts *o, const em_train_result *r)
     }
     json_object_set_new(j, "peak_bytes", json_integer((json_int_t)r->peak_bytes));
     em_json_set_real(j, "wall_s", r->wall_s, 1);
-    json_object_set_new(j, "amp", json_string(amp_name(o->tech.amp)));
-    em_json_set_real(j, "scale", r->scale, -1);
     json_object_set_new(j, "steps", json_integer(r->steps));
     json_object_set_new(j, "updates", json_integer(r->updates));
     json_object_set_new(j, "skipped_steps", json_integer(r->skipped_steps));
+    em_json_set_real(j, "lr", r->lr, -1);
+    em_json_set_real(j, "scale", r->scale, -1);
     if (o->find_batch)
         json_object_set_new(j, "largest_batch", json_integer(r->largest_batch));
+    json_object_set_new(j, "preset", o->preset ? json_string(o->preset) : json_null());
+    json_object_set_new(j, "schedule", json_string(o->schedule ? o->schedule
+                                                                : o->recipe->schedule));
+    json_object_set_new(j, "amp", json_string(amp_name(o->tech.amp)));
+    json_object_set_new(j, "grad_accum", json_integer(o->tech.grad_accum > 1 ? o->tech.grad_accum
+                                                                             : 1));
+    em_json_set_real(j, "clip", o->tech.clip, -1);
+    json_object_set_new(j, "guard", json_boolean(o->tech.guard));
+    json_object_set_new(j, "checkpoint_activations", json_boolean(o->tech.checkpoint_activations));
     em_json_print_line(stdout, j);
     json_decref(j);
+}
+
+/* `ember eval`'s line: what the evaluation measured, nothing of training. */
+static void print_eval(const em_recipe *rc, const char *load, const em_train_result *r)
+{
+    json_t *j = json_pack("{s:s, s:s}", "recipe", rc->name, "load", load);
+    if (!j)
+        return;
+    if (r->tokens_per_sample) { /* a language model: the loss in nats per token */
+        em_json_set_real(j, "val_loss", r->test_loss, 4);
+    } else {
+        em_json_set_real(j, "test_acc", r->test_acc, 4);
+        em_json_set_real(j, "test_loss", r->test_loss, 4);
+    }
+    json_object_set_new(j, "peak_bytes", json_integer((json_int_t)r->peak_bytes));
+    em_json_set_real(j, "wall_s", r->wall_s, 1);
+    em_json_print_line(stdout, j);
+    json_decref(j);
+}
+
+/* The preset's techniques, under those the command line set itself. */
+static void apply_preset(const char *preset, em_train_opts *o, bool given_amp,
+                         bool given_schedule)
+{
+    em_train_opts mine = *o;
+    if (em_recipe_preset(preset, o) != EM_OK)
+        return; /* the option's choices admit only known presets */
+    if (given_amp)
+        o->tech.amp = mine.tech.amp;
+    if (given_schedule)
+        o->schedule = mine.schedule;
+    if (mine.tech.clip > 0)
+        o->tech.clip = mine.tech.clip;
+    if (mine.tech.grad_accum > 0)
+        o->tech.grad_accum = mine.tech.grad_accum;
+    o->tech.guard |= mine.tech.guard;
+    o->tech.checkpoint_activations |= mine.tech.checkpoint_activations;
 }
 
 void em_list_recipes(FILE *f)
@@ -80,9 +126,9 @@ const em_recipe *em_find_built_recipe(const char *command, const char *name)
 int em_cmd_train(int argc, char **argv)
 {
     em_train_opts o = {.workers = 2, .progress = true};
-    const char *recipe = NULL, *amp = "off", *profile_steps = NULL;
+    const char *recipe = NULL, *amp = "off", *profile_steps = NULL, *preset = NULL;
     int threads = 0;
-    bool no_val = false;
+    bool no_val = false, given_amp = false, given_schedule = false;
     const em_opt opts[] = {
         {"epochs", EM_OPT_INT, &o.epochs, "N", "epochs to train (default: the recipe's)",
          .range = EM_AT_LEAST(1)},
@@ -92,8 +138,10 @@ int em_cmd_train(int argc, char **argv)
          .range = EM_ABOVE(0)},
         {"optim", EM_OPT_CHOICE, &o.optim, NULL, "optimizer (default: the recipe's)",
          .choices = "sgd|adam|adamw|rmsprop"},
-        {"schedule", EM_OPT_CHOICE, &o.schedule, NULL, "learning-rate schedule",
-         .choices = "cosine|constant"},
+        {"schedule", EM_OPT_CHOICE, &o.schedule, NULL, "learning-rate schedule (default: the "
+         "recipe's)", .choices = EM_RECIPE_SCHEDULES, .given = &given_schedule},
+        {"preset", EM_OPT_CHOICE, &preset, NULL, "a bundle of techniques; options given here "
+         "win", .choices = EM_RECIPE_PRESETS},
         {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
         {"workers", EM_OPT_INT, &o.workers, "N", "data loader threads (default 2)",
          .range = EM_RANGE(0, 256)},
@@ -106,7 +154,7 @@ int em_cmd_train(int argc, char **argv)
         {"max-steps", EM_OPT_INT64, &o.max_steps, "N", "stop after N steps",
          .range = EM_AT_LEAST(1)},
         {"amp", EM_OPT_CHOICE, &amp, NULL, "mixed precision (f16 adds a grad scaler)",
-         .choices = "f16|bf16|off"},
+         .choices = "f16|bf16|off", .given = &given_amp},
         {"grad-accum", EM_OPT_INT, &o.tech.grad_accum, "N", "micro-batches per optimizer step",
          .range = EM_AT_LEAST(1)},
         {"clip", EM_OPT_REAL, &o.tech.clip, "X", "clip the total gradient 2-norm to X",
@@ -133,7 +181,12 @@ int em_cmd_train(int argc, char **argv)
     const em_cmd_spec spec = {
         .command = "ember train", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
         .about = "Trains a reference recipe on Fashion-MNIST. Progress and a line per epoch go "
-                 "to stderr;\nstdout gets only a one-line JSON summary.",
+                 "to stderr;\nstdout gets only a one-line JSON summary.\n\nSchedules: cosine "
+                 "and constant; warmup-cosine (5% linear warmup, then cosine);\nonecycle (up "
+                 "from lr/25 over 30% of the run, then down); step (x0.1 every third of\nthe "
+                 "run); plateau (x0.1 after two epochs without a better validation loss).\n"
+                 "Presets: basic (--guard --clip 1); advanced (basic, --amp bf16, --schedule "
+                 "warmup-cosine);\nultra (advanced, --grad-accum 2, --checkpoint-activations).",
         .more_help = em_list_recipes, .opts = opts};
     int parsed = em_args_parse(&spec, argc, argv);
     if (parsed != EM_ARGS_RUN)
@@ -149,6 +202,8 @@ int em_cmd_train(int argc, char **argv)
         return 2;
     }
     o.tech.amp = !strcmp(amp, "f16") ? EM_F16 : !strcmp(amp, "bf16") ? EM_BF16 : EM_F32;
+    if (preset)
+        apply_preset(preset, &o, given_amp, given_schedule);
     o.validate = !no_val;
     if (profile_steps && !o.observe.profile) {
         fprintf(stderr, "ember train: --profile-steps needs --profile FILE.json\n");
@@ -195,7 +250,6 @@ int em_cmd_eval(int argc, char **argv)
         fprintf(stderr, "ember eval: %s\n", em_error());
         return 1;
     }
-    r.epochs = 0;
-    print_summary(&o, &r);
+    print_eval(o.recipe, load, &r);
     return 0;
 }
