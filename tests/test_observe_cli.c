@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "helpers/ember_cli.h"
+#include "helpers/files.h"
 #include "helpers/venv.h"
 
 Test(observe_cli, profile_prints_the_tables_and_writes_a_trace)
@@ -43,12 +44,9 @@ Test(observe_cli, train_writes_tensorboard_event_files)
     snprintf(args, sizeof args, "train mlp --max-steps 12 --epochs 1 --no-val --threads 2 "
              "--tensorboard %s/run --histogram-every 5", dir);
     cr_assert_eq(em_test_ember(args, out, sizeof out), 0, "%s", out);
-    snprintf(args, sizeof args, "ls %s/run/events.out.tfevents.*", dir);
-    FILE *p = popen(args, "r");
-    char path[512] = {0};
-    cr_assert_not_null(fgets(path, sizeof path, p));
-    pclose(p);
-    path[strcspn(path, "\n")] = 0;
+    char path[512];
+    snprintf(args, sizeof args, "%s/run", dir);
+    cr_assert(em_test_only_file(args, "events.out.tfevents.", path, sizeof path), "%s", args);
     char *read = em_test_venv_output("tb_read.py", path);
     cr_assert_not_null(read);
     int losses = 0, weights = 0;
@@ -86,11 +84,8 @@ Test(observe_cli, gpt_is_profiled_and_logged)
     cr_expect(strstr(checked, "event h.3.linear2 (Linear)|main: forward: 2\n"), "%s", checked);
     cr_expect(strstr(checked, "\nok\n"), "%s", checked);
     free(checked);
-    snprintf(args, sizeof args, "ls %s/run/events.out.tfevents.*", dir);
-    FILE *p = popen(args, "r");
-    cr_assert_not_null(fgets(path, sizeof path, p));
-    pclose(p);
-    path[strcspn(path, "\n")] = 0;
+    snprintf(args, sizeof args, "%s/run", dir);
+    cr_assert(em_test_only_file(args, "events.out.tfevents.", path, sizeof path), "%s", args);
     char *read = em_test_venv_output("tb_read.py", path);
     cr_assert_not_null(read);
     int losses = 0;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "ember.h"
+#include "helpers/files.h"
 #include "helpers/venv.h"
 
 #define BATCHES 8
@@ -88,18 +89,6 @@ static void free_run(run *r)
         em_release(r->kept[i]);
 }
 
-/* The only event file in dir. */
-static void event_file(const char *dir, char *path, size_t n)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "ls %s/events.out.tfevents.*", dir);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    cr_assert_not_null(fgets(path, (int)n, p));
-    path[strcspn(path, "\n")] = '\0';
-    pclose(p);
-}
-
 static int count_tag(const char *out, const char *kind, const char *tag)
 {
     int n = 0;
@@ -156,10 +145,11 @@ Test(observer, a_run_in_tensorboard_and_the_profiler)
     cr_expect(!strstr(text, "warning"), "%s", text);
     char *checked = em_test_venv_output("trace_check.py", trace);
     cr_assert_not_null(checked);
+    cr_expect(strstr(checked, "\nok\n"), "the trace as a viewer reads it:\n%s", checked);
     free(checked);
 
     char path[512];
-    event_file(logdir, path, sizeof path);
+    cr_assert(em_test_only_file(logdir, "events.out.tfevents.", path, sizeof path), "%s", logdir);
     char *out = em_test_venv_output("tb_read.py", path);
     cr_assert_not_null(out);
     const char *per_step[] = {"train/loss", "train/lr", "train/loss_scale", "train/samples_per_s",

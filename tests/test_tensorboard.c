@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ember.h"
+#include "helpers/files.h"
 #include "helpers/venv.h"
 #include "tensor/tfrecord_internal.h"
 
@@ -213,12 +214,8 @@ Test(tensorboard, a_killed_writer_leaves_every_record_it_wrote)
     int status;
     cr_assert_eq(waitpid(child, &status, 0), child);
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    char cmd[256], path[512] = {0};
-    snprintf(cmd, sizeof cmd, "ls %s/events.out.tfevents.*", dir);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(fgets(path, sizeof path, p));
-    pclose(p);
-    path[strcspn(path, "\n")] = 0;
+    char path[512];
+    cr_assert(em_test_only_file(dir, "events.out.tfevents.", path, sizeof path), "%s", dir);
     char *out = read_back(path);
     cr_expect_eq(count_lines(out), 26, "the file_version record and 25 losses:\n%s", out);
     char *last = strstr(out, "scalar 24 ");

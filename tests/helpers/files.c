@@ -15,6 +15,19 @@ bool em_test_make_dir(char *buf, size_t n, const char *prefix)
     return mkdtemp(buf) != NULL;
 }
 
+bool em_test_only_file(const char *dir, const char *prefix, char *path, size_t n)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    int found = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (!strncmp(e->d_name, prefix, strlen(prefix)) && found++ == 0)
+            snprintf(path, n, "%s/%s", dir, e->d_name);
+    closedir(d);
+    return found == 1;
+}
+
 void em_test_remove_tree(const char *dir)
 {
     DIR *d = opendir(dir);
