@@ -23,7 +23,9 @@ static outcome run(const char *args, bool with_stderr)
     const char *bin = getenv("EMBER_BIN");
     cr_assert(bin, "EMBER_BIN is not set");
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s %s", bin, args, with_stderr ? "2>&1" : "2>/dev/null");
+    /* one thread: two would wait on each other for seconds per step on a busy machine */
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s %s %s", bin, args,
+             with_stderr ? "2>&1" : "2>/dev/null");
     FILE *p = popen(cmd, "r");
     cr_assert(p);
     outcome o = {0};

@@ -146,7 +146,8 @@ int em_cmd_train(int argc, char **argv)
         {"workers", EM_OPT_INT, &o.workers, "N", "data loader threads (default 2)",
          .range = EM_RANGE(0, 256)},
         {"seed", EM_OPT_UINT64, &o.seed, "N", .help = "random seed (default 0)"},
-        {"data", EM_OPT_STRING, &o.data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"data", EM_OPT_STRING, &o.data_dir, "DIR",
+         .help = "Fashion-MNIST directory (gpt: the fortunes' directory)"},
         {"save", EM_OPT_STRING, &o.save_path, "FILE",
          .help = "write a training checkpoint every epoch"},
         {"resume", EM_OPT_STRING, &o.resume_path, "FILE",
@@ -180,8 +181,9 @@ int em_cmd_train(int argc, char **argv)
         {0}};
     const em_cmd_spec spec = {
         .command = "ember train", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
-        .about = "Trains a reference recipe on Fashion-MNIST. Progress and a line per epoch go "
-                 "to stderr;\nstdout gets only a one-line JSON summary.\n\nSchedules: cosine "
+        .about = "Trains a reference recipe (on Fashion-MNIST; gpt on the fortunes' text). "
+                 "Progress and a line\nper epoch go to stderr; stdout gets only a one-line JSON "
+                 "summary.\n\nSchedules: cosine "
                  "and constant; warmup-cosine (5% linear warmup, then cosine);\nonecycle (up "
                  "from lr/25 over 30% of the run, then down); step (x0.1 every third of\nthe "
                  "run); plateau (x0.1 after two epochs without a better validation loss).\n"
@@ -231,7 +233,8 @@ int em_cmd_eval(int argc, char **argv)
     const em_opt opts[] = {
         {"load", EM_OPT_STRING, &load, "FILE", "a model file or training checkpoint",
          .required = true},
-        {"data", EM_OPT_STRING, &o.data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"data", EM_OPT_STRING, &o.data_dir, "DIR",
+         .help = "Fashion-MNIST directory (gpt: the fortunes' directory)"},
         {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
         {0}};
     const em_cmd_spec spec = {
