@@ -37,7 +37,8 @@ check() {
     checked=$((checked + 1))
     if [ -e "$ckpt" ]; then
         present=$((present + 1))
-        if ! "$ember" eval mlp --data "$work/data" --load "$ckpt" >/dev/null 2>"$work/eval.err"; then
+        if ! "$ember" eval mlp --data "$work/data" --load "$ckpt" >/dev/null \
+             2>"$work/eval.err"; then
             echo "FAIL ($what): $(cat "$work/eval.err")"
             fails=$((fails + 1))
         fi
