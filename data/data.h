@@ -66,19 +66,43 @@ typedef struct {
 } em_idx_opts;
 em_dataset *em_dataset_idx(const char *images_path, const char *labels_path, em_idx_opts opts);
 
-/* Numeric CSV: every column but the label column is a feature, x (n_columns - 1). */
+/* CSV: a row per sample; target columns (a class or regression targets) and feature columns,
+ * by default every column but the targets: x (n_features) f32, y () i64 class indices, or f32
+ * regression targets, () for one and (n_targets) for more. Errors name the file, line, column
+ * (and its header name). A missing feature value (an empty field, NA, N/A, NaN, null or ?) is an
+ * error unless filled; a missing target is always one. */
 typedef enum {
-    EM_CSV_HEADER_AUTO = 0, /* the first row is a header when one of its fields is not a number */
+    EM_CSV_HEADER_AUTO = 0, /* the first row is a header when a field outside the label column
+                               is neither a number nor a missing value, or when columns are
+                               chosen by name */
     EM_CSV_HEADER_YES,
     EM_CSV_HEADER_NO
 } em_csv_header;
+typedef enum {
+    EM_CSV_MISSING_ERROR = 0, /* a missing feature value is an error naming it */
+    EM_CSV_MISSING_FILL       /* it becomes missing_fill */
+} em_csv_missing;
 typedef struct {
     em_csv_header header;
-    int label_col;   /* column of the label; negative counts from the end (-1: last) */
-    bool regression; /* y is the f32 value of the label column, else an i64 class index >= 0 */
+    int label_col;   /* column of the (first) target; negative counts from the end (-1: last) */
+    const char *label; /* or the target column by header name or number ("-1"); overrides
+                          label_col */
+    int n_targets;   /* regression: targets in this many columns from the label column on;
+                        0: 1 */
+    const char *const *features; /* the feature columns in this order, each a header name or a
+                                    column number ("0", "-2"); NULL: all but the targets */
+    int n_features;
+    bool regression; /* y is f32 targets, else a class per row */
+    bool class_names; /* the class column holds names (any text): the classes are the distinct
+                         names in sorted order (em_csv_classes); else class indices >= 0 */
+    em_csv_missing missing;
+    double missing_fill;
     char delimiter;  /* 0: ',' */
 } em_csv_opts;
 em_dataset *em_dataset_csv(const char *path, em_csv_opts opts);
+/* class names of a CSV dataset read with class_names (n_classes entries, owned by ds); NULL for
+ * others */
+const char *const *em_csv_classes(const em_dataset *ds);
 
 /* One subfolder of root per class (classes sorted by name, index = position), holding PNG, JPEG
  * or BMP files (sorted by name; told apart by their first bytes). Images are decoded when a

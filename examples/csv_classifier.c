@@ -2,10 +2,11 @@
  *
  *   csv_classifier DATA.csv MODEL.safetensors
  *
- * Reads DATA.csv (a header, numeric features, the class in the last column), holds out a fifth
- * of the rows for validation, trains a small MLP with em_trainer (AdamW, warmup-cosine schedule,
- * validation after every epoch), saves the model, loads it into a fresh one and checks that
- * both give the same logits bit for bit. Prints one line: "accuracy 0.9750 classes 3 rows 400".
+ * Reads DATA.csv (a header naming the columns: an id, which is no feature, the features f1 to
+ * f4, and the species by name; a missing feature reads as 0), holds out a fifth of the rows for
+ * validation, trains a small MLP with em_trainer (AdamW, warmup-cosine schedule, validation
+ * after every epoch), saves the model, loads it into a fresh one and checks that both give the
+ * same logits bit for bit. Prints one line: "accuracy 0.9750 classes 3 (a b c) rows 400".
  * Exits 1 with ember's message on any error. */
 #include <ember/ember.h>
 #include <stdio.h>
@@ -42,7 +43,10 @@ static em_tensor *logits_of(em_module *model, const em_dataset *ds)
 static em_status run(const char *csv_path, const char *model_path)
 {
     em_manual_seed(7);
-    em_dataset *all = em_dataset_csv(csv_path, (em_csv_opts){.label_col = -1});
+    static const char *const columns[] = {"f1", "f2", "f3", "f4"};
+    em_dataset *all = em_dataset_csv(csv_path, (em_csv_opts){
+        .label = "species", .class_names = true, .features = columns, .n_features = 4,
+        .missing = EM_CSV_MISSING_FILL, .missing_fill = 0.0});
     if (!all)
         return em_error_status();
     int64_t n = em_dataset_len(all), classes = all->n_classes, features = all->x_shape.d[0];
@@ -82,9 +86,12 @@ static em_status run(const char *csv_path, const char *model_path)
         st = em_error_status();
     if (st == EM_OK && memcmp(em_data_ptr(a), em_data_ptr(b), em_numel(a) * sizeof(float)))
         st = em_set_error(EM_ERR_STATE, "the reloaded model's logits differ");
-    if (st == EM_OK)
-        printf("accuracy %.4f classes %lld rows %lld\n", r.accuracy, (long long)classes,
-               (long long)n);
+    if (st == EM_OK) {
+        printf("accuracy %.4f classes %lld (", r.accuracy, (long long)classes);
+        for (int64_t c = 0; c < classes; c++)
+            printf("%s%s", c ? " " : "", em_csv_classes(all)[c]);
+        printf(") rows %lld\n", (long long)n);
+    }
 
     em_release(b);
     em_release(a);

@@ -216,7 +216,8 @@ Test(data, csv_bad_rows_name_file_and_line)
     cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label_col = 2}));
     cr_assert_eq(em_error_status(), EM_ERR_IO);
     cr_assert_not_null(strstr(em_error(), p), "%s", em_error());
-    cr_assert_not_null(strstr(em_error(), "line 3, column 2: 'oops'"), "%s", em_error());
+    cr_assert_not_null(strstr(em_error(), "line 3, column 2 ('y'): 'oops' is not a number"), "%s",
+                       em_error());
     em_error_clear();
 
     write_text(p, "1,2,0\n3,4\n");
@@ -226,12 +227,137 @@ Test(data, csv_bad_rows_name_file_and_line)
 
     write_text(p, "1,2,0.5\n");
     cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label_col = 2}));
-    cr_assert_not_null(strstr(em_error(), "line 1, column 3: class label '0.5'"), "%s",
+    cr_assert_not_null(strstr(em_error(), "line 1, column 3: '0.5' is not a class index"), "%s",
                        em_error());
     em_error_clear();
 
     cr_assert_null(em_dataset_csv(tmp_path("absent.csv"), (em_csv_opts){0}));
     cr_assert_not_null(strstr(em_error(), "absent.csv"), "%s", em_error());
+    em_error_clear();
+}
+
+/* Features chosen by name and by number, in the order given; class names mapped to indices in
+ * sorted order. */
+Test(data, csv_chosen_columns_and_class_names)
+{
+    const char *p = tmp_path("species.csv");
+    write_text(p, "id,petal,sepal,species\n1,1.5,2,setosa\n2,3,4.5,virginica\n"
+                  "3,0.5,1,\"setosa\"\n4,2,2,versicolor\n");
+    em_dataset *ds = em_dataset_csv(p, (em_csv_opts){
+        .label = "species", .class_names = true,
+        .features = (const char *const[]){"sepal", "1"}, .n_features = 2});
+    cr_assert_not_null(ds, "%s", em_error());
+    cr_assert_eq(em_dataset_len(ds), 4);
+    cr_assert(ds->x_shape.ndim == 1 && ds->x_shape.d[0] == 2);
+    cr_assert_eq(ds->n_classes, 3);
+    const char *const *names = em_csv_classes(ds);
+    cr_assert_not_null(names);
+    cr_assert_str_eq(names[0], "setosa");
+    cr_assert_str_eq(names[1], "versicolor");
+    cr_assert_str_eq(names[2], "virginica");
+    int64_t want[4] = {0, 2, 0, 1}, y;
+    float x[2], want_x[4][2] = {{2, 1.5f}, {4.5f, 3}, {1, 0.5f}, {2, 2}};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(em_dataset_get(ds, i, x, &y), EM_OK);
+        cr_assert(y == want[i] && x[0] == want_x[i][0] && x[1] == want_x[i][1],
+                  "row %d: %g %g class %lld", i, x[0], x[1], (long long)y);
+    }
+    cr_assert_null(em_csv_classes(NULL));
+    em_dataset_free(ds);
+
+    /* without class_names a name is no class index, and says how to read names */
+    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label_col = -1}));
+    cr_assert_not_null(strstr(em_error(), "line 2, column 4 ('species'): 'setosa' is not a "
+                              "class index"), "%s", em_error());
+    cr_assert_not_null(strstr(em_error(), "class_names"), "%s", em_error());
+    em_error_clear();
+    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label = "kind", .class_names = true}));
+    cr_assert_not_null(strstr(em_error(), "has no label column 'kind'"), "%s", em_error());
+    em_error_clear();
+    cr_assert_null(em_dataset_csv(p, (em_csv_opts){
+        .label = "species", .class_names = true,
+        .features = (const char *const[]){"sepal", "2"}, .n_features = 2}));
+    cr_assert_not_null(strstr(em_error(), "column 3 ('sepal') is chosen twice"), "%s",
+                       em_error());
+    em_error_clear();
+    cr_assert_null(em_dataset_csv(p, (em_csv_opts){
+        .label = "species", .class_names = true,
+        .features = (const char *const[]){"width"}, .n_features = 1}));
+    cr_assert_not_null(strstr(em_error(), "has no feature column 'width'"), "%s", em_error());
+    em_error_clear();
+}
+
+/* Two regression targets: y (2) from the label column on; the features are the other columns,
+ * through the loader as a batch (B, 2). */
+Test(data, csv_multi_target_regression)
+{
+    const char *p = tmp_path("targets.csv");
+    write_text(p, "a,t1,t2,b\n1,10,20,2\n3,30,40,4\n5,50,60,6\n");
+    em_dataset *ds = em_dataset_csv(p, (em_csv_opts){.label = "t1", .n_targets = 2,
+                                                     .regression = true});
+    cr_assert_not_null(ds, "%s", em_error());
+    cr_assert(ds->y_shape.ndim == 1 && ds->y_shape.d[0] == 2 && ds->y_dtype == EM_F32);
+    cr_assert(ds->x_shape.ndim == 1 && ds->x_shape.d[0] == 2);
+    float x[2], y[2];
+    cr_assert_eq(em_dataset_get(ds, 1, x, y), EM_OK);
+    cr_assert(x[0] == 3 && x[1] == 4 && y[0] == 30 && y[1] == 40);
+    em_loader *dl = em_loader_new(ds, (em_loader_opts){.batch_size = 3});
+    em_batch b;
+    cr_assert_eq(em_loader_next(dl, &b), EM_OK, "%s", em_error());
+    cr_assert(b.y->ndim == 2 && b.y->shape[0] == 3 && b.y->shape[1] == 2);
+    const float *yb = em_data_ptr(b.y); // (3, 2)
+    cr_assert(yb[4] == 50 && yb[5] == 60);
+    em_release(b.x);
+    em_release(b.y);
+    em_loader_free(dl);
+    em_dataset_free(ds);
+
+    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label = "t1", .n_targets = 2}));
+    cr_assert_not_null(strstr(em_error(), "2 target columns need regression"), "%s", em_error());
+    em_error_clear();
+    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label = "b", .n_targets = 2,
+                                                   .regression = true}));
+    cr_assert_not_null(strstr(em_error(), "no room for 2 target column(s)"), "%s", em_error());
+    em_error_clear();
+}
+
+/* A missing feature (empty, NA, NaN, ?) is an error naming it, or the chosen fill; a missing
+ * target is always an error; an infinite or f32-overflowing value is no number to train on. */
+Test(data, csv_missing_values_error_or_fill)
+{
+    const char *p = tmp_path("missing.csv");
+    write_text(p, "a,b,c\n1,,0\n2,NA,1\n nan ,3,1\n?,4,0\n");
+    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label_col = -1}));
+    cr_assert_eq(em_error_status(), EM_ERR_IO);
+    cr_assert_not_null(strstr(em_error(), "line 2, column 2 ('b'): '' is a missing value "
+                              "(em_csv_opts.missing = EM_CSV_MISSING_FILL fills it)"), "%s",
+                       em_error());
+    em_error_clear();
+    em_dataset *ds = em_dataset_csv(p, (em_csv_opts){.label_col = -1,
+                                                     .missing = EM_CSV_MISSING_FILL,
+                                                     .missing_fill = -1.5});
+    cr_assert_not_null(ds, "%s", em_error());
+    float want[4][2] = {{1, -1.5f}, {2, -1.5f}, {-1.5f, 3}, {-1.5f, 4}}, x[2];
+    int64_t y;
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(em_dataset_get(ds, i, x, &y), EM_OK);
+        cr_assert(x[0] == want[i][0] && x[1] == want[i][1], "row %d: %g %g", i, x[0], x[1]);
+    }
+    em_dataset_free(ds);
+
+    write_text(p, "a,b,c\n1,2,\n");
+    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label_col = -1,
+                                                   .missing = EM_CSV_MISSING_FILL}));
+    cr_assert_not_null(strstr(em_error(), "line 2, column 3 ('c'): '' is a missing target"),
+                       "%s", em_error());
+    em_error_clear();
+    write_text(p, "a,b,c\n1,inf,0\n");
+    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label_col = -1}));
+    cr_assert_not_null(strstr(em_error(), "'inf' is not a finite f32 number"), "%s", em_error());
+    em_error_clear();
+    write_text(p, "a,b,c\n1,1e39,0\n");
+    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label_col = -1}));
+    cr_assert_not_null(strstr(em_error(), "'1e39' is not a finite f32 number"), "%s", em_error());
     em_error_clear();
 }
 

@@ -2,14 +2,17 @@
  * ends bit for bit where an uninterrupted one does; callbacks, accumulation and the scheduler
  * see the counts the loop promises; validation equals em_evaluate; the accuracy helper and
  * em_evaluate against hand-computed values; a NaN loss is refused without touching the model;
- * the progress display writes its lines to stderr. */
+ * the progress display writes its lines to stderr, on a terminal one line that fits its width,
+ * redrawn at most 10 times a second. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ember.h"
+#include "train/train_internal.h"
 
 #define N_SAMPLES 112 /* 7 batches of 16 */
 
@@ -287,6 +290,68 @@ Test(trainer, progress_lines_go_to_stderr)
     em_trainer_free(t);
     finish(&r);
     unlink(path);
+}
+
+/* On a terminal the line is redrawn in place ("\r" line "\033[K"), each drawing within the
+ * terminal's width less one column (COLUMNS: the width query fails on a file), and at most once
+ * per 0.1 s however often the loop reports (500 reports over half a second here), the epoch's
+ * last batch always; the epoch's own line follows. */
+Test(trainer, terminal_line_fits_the_width_and_redraws_at_most_ten_times_a_second)
+{
+    char path[] = "/tmp/ember_progress_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    setenv("COLUMNS", "80", 1);
+    em_progress_printer pp;
+    em_progress_printer_init(&pp);
+    pp.tty = true;
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    const int64_t batches = 500;
+    double t0 = em_train_clock_s();
+    for (int64_t b = 1; b <= batches; b++) {
+        while (em_train_clock_s() < t0 + 0.001 * (double)b)
+            ;
+        em_progress p = {.epoch = 0, .epochs = 3, .batch = b, .batches = batches,
+                         .samples = 16 * b, .step = b, .loss = 1, .mean_loss = (double)b / 100,
+                         .samples_per_s = 16000, .lr = 0.1, .scale = 1};
+        em_progress_printer_step(&pp, &p);
+    }
+    double elapsed = em_train_clock_s() - t0;
+    em_progress_printer_epoch(&pp, &(em_epoch_stats){.epoch = 0, .epochs = 3, .train_loss = 2.5,
+                                                    .val_loss = NAN, .val_acc = NAN, .lr = 0.1,
+                                                    .seconds = elapsed, .samples = 8000});
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    unsetenv("COLUMNS");
+    char text[65536] = "";
+    FILE *f = fdopen(fd, "r");
+    rewind(f);
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    text[len] = 0;
+    fclose(f);
+    unlink(path);
+    cr_assert(strstr(text, "\r\033[Kepoch 1/3 loss 2.5000 lr 0.1 "), "%s", text);
+
+    int draws = 0;
+    const char *last = NULL;
+    for (char *seg = strtok(text, "\r"); seg; seg = strtok(NULL, "\r")) {
+        char *end = strstr(seg, "\033[K");
+        cr_assert_not_null(end, "a drawing not ended by erase-to-end-of-line: '%s'", seg);
+        if (end == seg) /* the epoch line's own "\r\033[K" */
+            break;
+        *end = 0;
+        cr_assert_leq(strlen(seg), 79, "wider than the terminal: '%s'", seg);
+        draws++;
+        last = seg;
+    }
+    int most = 2 + (int)(elapsed / 0.1);
+    cr_assert(draws >= 3 && draws <= most, "%d drawings in %.2f s", draws, elapsed);
+    /* the bar takes up what the text leaves: the last drawing fills the line */
+    cr_assert(strstr(last, "epoch 1/3 [") && strstr(last, "] 100% loss 5.0000 "), "'%s'", last);
+    cr_assert_eq(strlen(last), 79, "'%s'", last);
 }
 
 Test(trainer, max_steps_finishes_the_accumulation)

@@ -59,13 +59,14 @@ cmake --build "$work/shared_only" >/dev/null
 "$work/shared_only/consumer_cxx"
 echo "install check: pkg-config and find_package consumers, C and C++, all ran"
 
-# 400 rows of 4 features around one centre per class (class k at k, -k, 2k, 0; uniform noise in
-# [-0.9, 0.9) from a Park-Miller generator), the class in the last column
-awk 'BEGIN { s = 1; print "f1,f2,f3,f4,class"
-  for (i = 0; i < 400; i++) { k = i % 3; c[0] = k; c[1] = -k; c[2] = 2 * k; c[3] = 0; row = ""
+# 400 rows: an id, 4 features around one centre per species (k at k, -k, 2k, 0; uniform noise
+# in [-0.9, 0.9) from a Park-Miller generator; every 40th row misses f3) and the species' name
+awk 'BEGIN { s = 1; split("red green blue", name, " "); print "id,f1,f2,f3,f4,species"
+  for (i = 0; i < 400; i++) { k = i % 3; c[0] = k; c[1] = -k; c[2] = 2 * k; c[3] = 0; row = i ","
     for (j = 0; j < 4; j++) { s = (16807 * s) % 2147483647
-      row = row sprintf("%.4f,", c[j] + 1.8 * (s / 2147483647 - 0.5)) }
-    print row k } }' >"$work/blobs.csv"
+      v = sprintf("%.4f", c[j] + 1.8 * (s / 2147483647 - 0.5))
+      row = row (j == 2 && i % 40 == 7 ? "" : v) "," }
+    print row name[k + 1] } }' >"$work/species.csv"
 warn="-Wall -Wextra -pedantic -Werror"
 cc -std=c11 $warn "$src/examples/csv_classifier.c" -o "$work/csv_pc" \
   $(pkg-config --cflags --libs ember)
@@ -73,8 +74,8 @@ c++ -std=c++17 $warn "$src/examples/residual_cnn.cpp" -o "$work/cnn_pc" \
   $(pkg-config --cflags --libs ember)
 cmake -S "$src/examples" -B "$work/examples" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/examples" >/dev/null
-csv_pc=$(LD_LIBRARY_PATH="$libdir" "$work/csv_pc" "$work/blobs.csv" "$work/csv_pc.safetensors")
-csv_cm=$("$work/examples/csv_classifier" "$work/blobs.csv" "$work/csv_cm.safetensors")
+csv_pc=$(LD_LIBRARY_PATH="$libdir" "$work/csv_pc" "$work/species.csv" "$work/csv_pc.safetensors")
+csv_cm=$("$work/examples/csv_classifier" "$work/species.csv" "$work/csv_cm.safetensors")
 cnn_pc=$(LD_LIBRARY_PATH="$libdir" "$work/cnn_pc" "$work/cnn_pc.safetensors")
 cnn_cm=$("$work/examples/residual_cnn" "$work/cnn_cm.safetensors")
 echo "examples: $csv_pc | $cnn_pc"
@@ -85,7 +86,7 @@ check_line() { # LINE PATTERN MIN_ACCURACY
     exit 1
   fi
 }
-check_line "$csv_pc" '^accuracy ([0-9.]+) classes 3 rows 400$' 0.95
+check_line "$csv_pc" '^accuracy ([0-9.]+) classes 3 \(blue green red\) rows 400$' 0.95
 check_line "$cnn_pc" '^accuracy ([0-9.]+) params 2483 body_params 1184$' 0.9
 if [ "$csv_pc" != "$csv_cm" ] || [ "$cnn_pc" != "$cnn_cm" ]; then
   echo "install check: the pkg-config and find_package builds disagree:" >&2
