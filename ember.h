@@ -25,5 +25,6 @@
 #include "ember/train/observer.h"
 #include "ember/train/train_checkpoint.h"
 #include "ember/train/batch_finder.h"
+#include "ember/dist/dist.h"
 
 #endif

@@ -207,6 +207,24 @@ em_dtype em_autocast_dtype(void);  /* the innermost region's dtype; EM_F32 when 
 typedef em_tensor *(*em_checkpoint_fn)(void *ctx, em_tensor *const *inputs, int n);
 em_tensor *em_checkpoint(em_checkpoint_fn fn, void *ctx, em_tensor *const *inputs, int n);
 
+/* ---- gradient-ready hooks (data-parallel training) ----
+ * grad_ready(ctx, leaf) runs during backward as soon as the last node of the graph that consumes
+ * one of the registered leaves has added its gradient in: leaf->grad then holds its value for
+ * this pass (added to what earlier passes left there; NULL when no gradient reached it). It runs
+ * once per backward pass in which the leaf is part of the graph (a checkpointed segment's
+ * recomputation is a pass of its own). backward_done(ctx, status), when set, runs when the
+ * outermost em_backward that reached one of the leaves ends, with its status so far; what it
+ * returns becomes em_backward's status when that was EM_OK (its error message set). Hooks run on
+ * the thread running backward, which must not be the same leaf's backward on another thread.
+ * Register and remove hooks only while no backward runs; leaves must outlive their hooks. */
+typedef struct {
+    void (*grad_ready)(void *ctx, em_tensor *leaf);
+    em_status (*backward_done)(void *ctx, em_status status); /* or NULL */
+    void *ctx;                                          /* names the set for removal */
+} em_grad_hooks;
+em_status em_grad_hooks_add(em_tensor *const *leaves, int n, em_grad_hooks hooks);
+void em_grad_hooks_remove(void *ctx); /* every set registered with this ctx */
+
 /* ---- anomaly mode (per thread) ----
  * When on, every op's floating output is checked for NaN/Inf in forward and every gradient a
  * backward rule produces; the first offender fails with EM_ERR_NUMERIC, e.g.

@@ -113,6 +113,17 @@ em_dtype em_autocast_promote(em_dtype a, em_dtype b);
  * one. Backward turns autocast off while it runs; a checkpoint replays its forward's dtype. */
 em_dtype em_autocast_swap(em_dtype dtype);
 
+/* ---- gradient-ready hooks (grad_hooks.c), driven by the engine ----
+ * A pass covers one em_backward_grad call: begin (NULL when no hooks are registered or on
+ * allocation failure, which sets *st), count every input slot of every collected node, report
+ * each slot once its gradient is added in, end with the pass's status (the outermost end runs
+ * the backward_done hooks and returns the first error among the status and theirs). */
+typedef struct em_hook_pass em_hook_pass;
+em_hook_pass *em_hook_pass_begin(em_status *st);
+void em_hook_pass_count(em_hook_pass *p, em_tensor *input);
+void em_hook_pass_consumed(em_hook_pass *p, em_tensor *input);
+em_status em_hook_pass_end(em_hook_pass *p, em_status st);
+
 /* ---- anomaly mode (anomaly.c) ---- */
 /* In anomaly mode, outside backward: EM_ERR_NUMERIC (false) when out holds a NaN or Inf. */
 bool em_anomaly_check_forward(const char *op, const em_tensor *out, em_tensor *const *inputs,

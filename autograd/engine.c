@@ -1,6 +1,7 @@
 /* The backward pass: collects the graph behind a tensor without recursion, runs each node's rule in
  * reverse topological order with grad mode and autocast off (checking its gradients in anomaly
- * mode), accumulates into leaves; plus grad mode, detach and retain_grad. */
+ * mode), accumulates into leaves and tells gradient-ready hooks (grad_hooks.c) as each registered
+ * leaf's gradient completes; plus grad mode, detach and retain_grad. */
 #include <stdlib.h>
 
 #include "autograd/autograd_internal.h"
@@ -99,8 +100,8 @@ static em_status grad_into_tensor(em_tensor *t, em_tensor *g)
 }
 
 /* Collect every node reachable from root (each taking a reference) and count, in ->pending,
- * how many collected nodes consume its output. */
-static em_status collect(em_node *root, node_list *all)
+ * how many collected nodes consume its output; the hook pass counts the consumers of leaves. */
+static em_status collect(em_node *root, node_list *all, em_hook_pass *hooks)
 {
     root->refcount++;
     if (!list_push(all, root))
@@ -112,6 +113,8 @@ static em_status collect(em_node *root, node_list *all)
                                 node->op);
         for (int k = 0; k < node->n_inputs; k++) {
             em_tensor *in = node->inputs[k];
+            if (in)
+                em_hook_pass_count(hooks, in);
             if (!in || !in->node || in->node->pending++ > 0)
                 continue;
             in->node->refcount++;
@@ -130,7 +133,7 @@ static const char *node_module(const em_node *node)
 }
 
 /* Run one node's rule and hand the input gradients on; the node then frees what it held. */
-static em_status run_node(em_node *node, node_list *ready)
+static em_status run_node(em_node *node, node_list *ready, em_hook_pass *hooks)
 {
     em_status st = EM_OK;
     em_tensor **grad_in = calloc(node->n_inputs > 0 ? (size_t)node->n_inputs : 1,
@@ -156,6 +159,8 @@ static em_status run_node(em_node *node, node_list *ready)
             st = em_grad_accumulate(&in->node->grad_accum, g);
         if (st == EM_OK && g && (!in->node || in->retains_grad))
             st = grad_into_tensor(in, g);
+        if (st == EM_OK)
+            em_hook_pass_consumed(hooks, in);
         if (in->node && --in->node->pending == 0 && !list_push(ready, in->node))
             st = em_set_error(EM_ERR_MEMORY, "em_backward: out of memory");
     }
@@ -189,7 +194,8 @@ em_status em_backward_grad(em_tensor *t, em_tensor *grad)
     bool prev = em_set_grad_enabled(false);
     em_dtype prev_autocast = em_autocast_swap(EM_F32); /* each rule runs in its forward's dtype */
     em_anomaly_backward_enter();
-    em_status st = EM_OK;
+    em_status st;
+    em_hook_pass *hooks = em_hook_pass_begin(&st);
     em_scope_begin();
     em_tensor *seed = grad->dtype == t->dtype ? (em_tensor *)grad
                                               : em_tensor_cast_raw(grad, t->dtype);
@@ -199,14 +205,14 @@ em_status em_backward_grad(em_tensor *t, em_tensor *grad)
         st = grad_into_tensor(t, seed);
     if (st == EM_OK && t->node) {
         node_list all = {0}, ready = {0};
-        st = collect(t->node, &all);
+        st = collect(t->node, &all, hooks);
         if (st == EM_OK) {
             t->node->grad_accum = em_retain(seed);
             if (!list_push(&ready, t->node))
                 st = em_set_error(EM_ERR_MEMORY, "em_backward: out of memory");
         }
         while (st == EM_OK && ready.n > 0)
-            st = run_node(ready.v[--ready.n], &ready);
+            st = run_node(ready.v[--ready.n], &ready, hooks);
         for (size_t i = 0; i < all.n; i++) {
             all.v[i]->pending = 0;
             em_release(all.v[i]->grad_accum);
@@ -217,6 +223,7 @@ em_status em_backward_grad(em_tensor *t, em_tensor *grad)
         free(ready.v);
     }
     em_scope_end();
+    st = em_hook_pass_end(hooks, st);
     em_anomaly_backward_leave();
     em_autocast_swap(prev_autocast);
     em_set_grad_enabled(prev);

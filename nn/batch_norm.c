@@ -185,3 +185,14 @@ em_module *em_batch_norm2d_layer(int64_t channels, double eps, double momentum)
     return batch_norm_layer_new(&batch_norm2d_type, channels, eps, momentum,
                                 "em_batch_norm2d_layer");
 }
+
+em_status em_batch_norm_layer_config(const em_module *m, double *eps, double *momentum)
+{
+    if (!m || (m->type != &batch_norm1d_type && m->type != &batch_norm2d_type))
+        return em_set_error(EM_ERR_ARG, "em_batch_norm_layer_config: not a BatchNorm1d or "
+                                        "BatchNorm2d module");
+    const batch_norm_layer *b = (const batch_norm_layer *)m;
+    *eps = b->eps;
+    *momentum = b->momentum;
+    return EM_OK;
+}

@@ -112,6 +112,8 @@ em_module *em_avg_pool2d_layer(int64_t kernel, int64_t stride /* 0: kernel */, i
 em_module *em_adaptive_avg_pool2d_layer(int64_t out_h, int64_t out_w);
 em_module *em_batch_norm1d_layer(int64_t features, double eps /* 0: 1e-5 */, double momentum /* 0: 0.1 */);
 em_module *em_batch_norm2d_layer(int64_t channels, double eps, double momentum);
+/* eps and momentum of a BatchNorm1d/2d module; EM_ERR_ARG for any other module */
+em_status em_batch_norm_layer_config(const em_module *m, double *eps, double *momentum);
 em_module *em_layer_norm_layer(int64_t normalized_size, double eps /* 0: 1e-5 */);
 em_module *em_dropout_layer(double p);
 em_module *em_embedding_layer(int64_t num, int64_t dim);

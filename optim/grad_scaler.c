@@ -164,23 +164,36 @@ static em_status unscale_all(em_grad_scaler *s, em_optim *o, bool *found)
     return st;
 }
 
+/* What unscale and mark_inf start with: o's record of this step, or NULL with *st an error, or
+ * EM_OK when the scaler is disabled (nothing to do). */
+static optim_record *record_to_check(em_grad_scaler *s, em_optim *o, const char *fn,
+                                     em_status *st)
+{
+    *st = EM_OK;
+    if (!s || !o)
+        *st = em_set_error(EM_ERR_ARG, "%s: NULL scaler or optimizer", fn);
+    if (!s || !o || s->opts.disabled)
+        return NULL;
+    optim_record *r = record_of(s, o, fn);
+    if (!r)
+        *st = em_error_status();
+    return r;
+}
+
 em_status em_scaler_unscale(em_grad_scaler *s, em_optim *o)
 {
     static const char *fn = "em_scaler_unscale";
-    if (!s || !o)
-        return em_set_error(EM_ERR_ARG, "%s: NULL scaler or optimizer", fn);
-    if (s->opts.disabled)
-        return EM_OK;
-    optim_record *r = record_of(s, o, fn);
+    em_status st;
+    optim_record *r = record_to_check(s, o, fn, &st);
     if (!r)
-        return em_error_status();
+        return st;
     if (r->stage == STAGE_UNSCALED)
         return em_set_error(EM_ERR_STATE, "%s: already called for this optimizer since the last "
                             "em_scaler_update", fn);
     if (r->stage == STAGE_STEPPED)
         return em_set_error(EM_ERR_STATE, "%s: called after em_scaler_step", fn);
     bool found;
-    em_status st = unscale_all(s, o, &found);
+    st = unscale_all(s, o, &found);
     if (st != EM_OK)
         return st;
     r->found_inf = found;
@@ -222,6 +235,20 @@ em_status em_scaler_step(em_grad_scaler *s, em_optim *o, bool *stepped)
     if (stepped)
         *stepped = st == EM_OK;
     return st;
+}
+
+em_status em_scaler_mark_inf(em_grad_scaler *s, em_optim *o)
+{
+    static const char *fn = "em_scaler_mark_inf";
+    em_status st;
+    optim_record *r = record_to_check(s, o, fn, &st);
+    if (!r)
+        return st;
+    if (r->stage != STAGE_UNSCALED)
+        return em_set_error(EM_ERR_STATE, "%s: em_scaler_unscale has not run for this optimizer "
+                            "since the last em_scaler_update (or the step was taken)", fn);
+    r->found_inf = true;
+    return EM_OK;
 }
 
 em_status em_scaler_update(em_grad_scaler *s)

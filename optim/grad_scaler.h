@@ -47,6 +47,11 @@ em_status em_scaler_step(em_grad_scaler *s, em_optim *o, bool *stepped);
  * that would overflow f32). EM_ERR_STATE when no unscale or step ran since the last update. */
 em_status em_scaler_update(em_grad_scaler *s);
 
+/* Records that this step's gradients of o hold an inf or NaN although its own check found none
+ * (another data-parallel rank's did): em_scaler_step then skips the update and em_scaler_update
+ * backs off. EM_ERR_STATE unless em_scaler_unscale ran for o since the last update. */
+em_status em_scaler_mark_inf(em_grad_scaler *s, em_optim *o);
+
 double em_scaler_get_scale(const em_grad_scaler *s); /* 1 when disabled */
 int64_t em_scaler_growth_tracker(const em_grad_scaler *s); /* clean steps in a row so far */
 bool em_scaler_found_inf(const em_grad_scaler *s); /* this step's checks so far found inf/NaN */

@@ -58,12 +58,15 @@ typedef struct em_train_opts {
     bool progress;          /* the trainer's progress display on stderr */
     em_observe_opts observe; /* TensorBoard, the profiler, memory warnings (train/observer.h) */
     em_trainer_callbacks callbacks; /* more hooks into the loop (ember compare's loss curves) */
+    bool ddp;               /* data-parallel over the process group (em_dist_init first): batch
+                               is per process; rank 0 validates, evaluates and shows progress */
 } em_train_opts;
 
 typedef struct em_train_result {
     double test_acc, test_loss;   /* gpt: NaN and the val loss in nats per character */
     double train_loss;            /* mean loss over the last 20 micro-batches */
-    double train_samples_per_s;   /* training steps only, evaluation excluded */
+    double train_samples_per_s;   /* training steps only, evaluation excluded; with ddp, of all
+                                     processes together */
     double wall_s;
     size_t peak_bytes;      /* the most CPU memory held at once while training */
     size_t peak_step_bytes; /* the peak above what was held before the first step: activations,

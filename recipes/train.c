@@ -79,14 +79,18 @@ typedef struct {
     em_trainer *trainer;
     em_observer *observer;
     em_dataset *train, *test;
+    em_sampler *sampler; /* with ddp: this rank's shard of the shuffled epoch */
     em_loader *loader;
+    em_ddp *ddp;
     em_st_meta meta[1]; /* written into every checkpoint */
 } run;
 
 static void run_free(run *r)
 {
     em_trainer_free(r->trainer);
+    em_ddp_free(r->ddp);
     em_loader_free(r->loader);
+    em_sampler_free(r->sampler);
     em_dataset_free(r->train);
     em_dataset_free(r->test);
     em_scheduler_free(r->sched);
@@ -173,8 +177,19 @@ static em_status start_run(const em_train_opts *o, const em_train_result *res, r
                         : NULL;
     r->train = em_fashion_mnist(o->data_dir, true, rc->flat_input);
     r->test = r->train ? em_fashion_mnist(o->data_dir, false, rc->flat_input) : NULL;
+    if (r->test && o->ddp) {
+        r->ddp = r->optim ? em_ddp_new(r->model, (em_ddp_opts){0}) : NULL;
+        em_sampler *shuffled = em_sampler_random(em_dataset_len(r->train),
+                                                 (em_random_sampler_opts){0});
+        r->sampler = r->ddp ? em_dist_sampler(shuffled, (em_dist_sampler_opts){0}) : NULL;
+        if (!r->sampler) {
+            em_sampler_free(shuffled);
+            return em_error_status();
+        }
+    }
     r->loader = r->test ? em_loader_new(r->train, (em_loader_opts){.batch_size = res->batch,
-                                                                   .shuffle = true,
+                                                                   .shuffle = !o->ddp,
+                                                                   .sampler = r->sampler,
                                                                    .seed = o->seed,
                                                                    .num_workers = o->workers,
                                                                    .persistent_workers = true})
@@ -188,14 +203,17 @@ static em_status start_run(const em_train_opts *o, const em_train_result *res, r
     if (st != EM_OK)
         return st;
     r->meta[0] = (em_st_meta){"recipe", rc->name};
-    r->trainer = em_trainer_new(r->model, r->optim, r->loader,
-                                (em_trainer_opts){.tech = o->tech, .scheduler = r->sched,
-                                                  .val = o->validate ? r->test : NULL,
-                                                  .checkpoint = o->save_path,
-                                                  .max_steps = o->max_steps,
-                                                  .meta = r->meta, .n_meta = 1,
-                                                  .progress = o->progress});
-    if (!r->trainer)
+    bool lead = em_dist_rank() == 0; /* with ddp, rank 0 validates and shows progress */
+    em_trainer_opts to = {.tech = o->tech, .scheduler = r->sched,
+                          .val = o->validate && lead ? r->test : NULL,
+                          .checkpoint = o->save_path, .max_steps = o->max_steps,
+                          .meta = r->meta, .n_meta = 1, .progress = o->progress && lead};
+    if (o->ddp) {
+        to.save_checkpoint = em_dist_checkpoint_save;
+        to.load_checkpoint = em_dist_checkpoint_load;
+    }
+    r->trainer = em_trainer_new(r->model, r->optim, r->loader, to);
+    if (!r->trainer || (r->ddp && em_ddp_attach(r->ddp, r->trainer) != EM_OK))
         return em_error_status();
     const em_trainer_callbacks *cb = &o->callbacks;
     st = cb->on_step || cb->on_epoch || cb->before_update
@@ -223,11 +241,27 @@ static em_status test(const em_train_opts *o, run *r, em_train_result *res)
     return st;
 }
 
-static void fill_result(const run *r, em_train_result *res)
+/* With ddp: every rank's samples over the slowest rank's training time. */
+static double samples_per_s(const em_train_opts *o, const em_trainer_stats *s)
+{
+    if (!o->ddp)
+        return s->samples_per_s;
+    em_tensor *samples = em_scalar((double)s->samples, EM_F64);
+    em_tensor *seconds = em_scalar(s->train_seconds, EM_F64);
+    double v = samples && seconds && em_dist_allreduce(samples, EM_DIST_SUM) == EM_OK &&
+                       em_dist_allreduce(seconds, EM_DIST_MAX) == EM_OK && em_item(seconds) > 0
+                   ? em_item(samples) / em_item(seconds)
+                   : 0;
+    em_release(samples);
+    em_release(seconds);
+    return v;
+}
+
+static void fill_result(const em_train_opts *o, const run *r, em_train_result *res)
 {
     em_trainer_stats s = em_trainer_get_stats(r->trainer);
     res->train_loss = s.recent_loss;
-    res->train_samples_per_s = s.samples_per_s;
+    res->train_samples_per_s = samples_per_s(o, &s);
     res->steps = s.steps;
     res->updates = s.updates;
     res->skipped_steps = s.skipped;
@@ -245,6 +279,9 @@ em_status em_recipe_train(const em_train_opts *o, em_train_result *res)
     *res = (em_train_result){.epochs = o->epochs ? o->epochs : rc->epochs,
                              .batch = (int)(o->batch ? o->batch : rc->batch), .scale = 1};
     em_status st = o->mem_budget ? em_memory_set_budget(EM_CPU, o->mem_budget) : EM_OK;
+    if (o->ddp && o->find_batch)
+        st = em_set_error(EM_ERR_ARG, "em_recipe_train: the batch finder does not run "
+                          "data-parallel (pick --batch per process)");
     if (st == EM_OK && o->find_batch)
         st = find_batch(o, res);
     run r = {0};
@@ -256,13 +293,17 @@ em_status em_recipe_train(const em_train_opts *o, em_train_result *res)
         st = em_trainer_fit(r.trainer, res->epochs);
     res->peak_bytes = em_memory_get_stats(EM_CPU).peak_bytes;
     res->peak_step_bytes = res->peak_bytes > held_before ? res->peak_bytes - held_before : 0;
-    if (st == EM_OK && !o->skip_eval)
+    if (st == EM_OK && r.ddp)
+        st = em_dist_barrier(); /* every rank's training ends before the samples/s are summed */
+    if (r.trainer && (st == EM_OK || !r.ddp))
+        fill_result(o, &r, res);
+    if (st == EM_OK && !o->skip_eval && em_dist_rank() == 0)
         st = test(o, &r, res);
-    if (r.trainer)
-        fill_result(&r, res);
     em_status logged = em_observer_finish(r.observer);
     if (st == EM_OK)
         st = logged;
+    if (st != EM_OK && o->ddp)
+        em_dist_fail(em_error());
     res->wall_s = now_s() - t_start;
     run_free(&r);
     if (o->mem_budget)

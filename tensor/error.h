@@ -18,9 +18,10 @@ typedef enum {
     EM_ERR_IO,          /* file missing, unreadable, truncated or corrupt */
     EM_ERR_STATE,       /* called at the wrong time (backward twice, ...) */
     EM_ERR_NUMERIC,     /* a NaN or Inf where none is allowed */
-    EM_ERR_TIMEOUT,
+    EM_ERR_TIMEOUT,     /* waited longer than allowed (a loader batch, a collective) */
     EM_ERR_BUSY,        /* a bounded queue is full: try again later */
     EM_ERR_CANCELLED,   /* the request was cancelled before it ran */
+    EM_ERR_PEER,        /* another process of a distributed run failed */
     EM_SKIP             /* not an error: a sample that cannot be read, left out of its batch */
 } em_status;
 

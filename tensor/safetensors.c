@@ -556,6 +556,15 @@ const char *em_safetensors_meta(const em_safetensors *st, const char *key)
     return NULL;
 }
 
+bool em_safetensors_meta_u64(const em_safetensors *st, const char *key, uint64_t *v)
+{
+    const char *s = em_safetensors_meta(st, key);
+    char *end = NULL;
+    if (s)
+        *v = strtoull(s, &end, 10);
+    return s && end != s && !*end;
+}
+
 em_status em_safetensors_load_into(const char *path, const em_st_entry *dst, int n)
 {
     if (n < 0 || (n && !dst))

@@ -45,6 +45,9 @@ em_status em_safetensors_load_into(const char *path, const em_st_entry *dst, int
 
 em_tensor *em_safetensors_get(const em_safetensors *st, const char *name); /* borrowed; or NULL */
 const char *em_safetensors_meta(const em_safetensors *st, const char *key); /* or NULL */
+/* The metadata value of key read as a whole unsigned number (a negative one, as written from an
+ * int64_t, wraps); false when the key is missing or its value is not a number. */
+bool em_safetensors_meta_u64(const em_safetensors *st, const char *key, uint64_t *v);
 void em_safetensors_free(em_safetensors *st); /* NULL is fine */
 
 #ifdef __cplusplus

@@ -1,9 +1,10 @@
 /* The library's trainer (train/): a run stopped by max_steps and resumed from its checkpoint
  * ends bit for bit where an uninterrupted one does; callbacks, accumulation and the scheduler
- * see the counts the loop promises; validation equals em_evaluate; the accuracy helper and
- * em_evaluate against hand-computed values; a NaN loss is refused without touching the model;
- * the progress display writes its lines to stderr, on a terminal one line that fits its width,
- * redrawn at most 10 times a second. */
+ * see the counts the loop promises, and so do the hooks a data-parallel run uses (which
+ * backward an update follows, agreed skip decisions, the checkpoint writer); validation equals
+ * em_evaluate; the accuracy helper and em_evaluate against hand-computed values; a NaN loss is
+ * refused without touching the model; the progress display writes its lines to stderr, on a
+ * terminal one line that fits its width, redrawn at most 10 times a second. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -177,6 +178,67 @@ Test(trainer, callbacks_accumulation_schedule_and_validation)
     cr_assert(r.model->training, "evaluation must give the model back in training mode");
     em_trainer_free(t);
     finish(&r);
+}
+
+/* What a data-parallel run hooks: which backward passes an update follows, the skip decisions
+ * it agrees on (here: it makes every other update skip), and the checkpoint writer. */
+typedef struct {
+    int follows, alone; /* backward passes an update follows, and the others */
+    int decisions, saves;
+} dp_counts;
+
+static dp_counts *dp_seen; /* for the checkpoint writer, which gets no context */
+
+static void dp_before_backward(void *ctx, bool update_follows)
+{
+    dp_counts *c = ctx;
+    c->follows += update_follows;
+    c->alone += !update_follows;
+}
+
+static em_status dp_agree(void *ctx, bool *skip)
+{
+    dp_counts *c = ctx;
+    *skip = c->decisions++ % 2 == 1;
+    return EM_OK;
+}
+
+static em_status dp_save(const char *path, const em_train_state *s, const em_st_meta *meta,
+                         int n_meta)
+{
+    dp_seen->saves++;
+    return em_train_checkpoint_save(path, s, meta, n_meta);
+}
+
+Test(trainer, data_parallel_callbacks_and_checkpoint_writer)
+{
+    run r = start(1, 16);
+    char path[] = "/tmp/ember_dp_ckpt_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    dp_counts c = {0};
+    dp_seen = &c;
+    em_trainer *t = trainer(&r, (em_trainer_opts){.tech = {.grad_accum = 3, .guard = true},
+                                                  .checkpoint = path,
+                                                  .save_checkpoint = dp_save});
+    cr_assert_eq(em_trainer_add_callbacks(t, (em_trainer_callbacks){
+                                                 .ctx = &c,
+                                                 .before_backward = dp_before_backward,
+                                                 .agree = dp_agree}),
+                 EM_OK);
+    cr_assert_eq(em_trainer_fit(t, 2), EM_OK, "%s", em_error());
+    /* 7 batches an epoch: updates follow the 3rd and 6th; the 7th is flushed at the end */
+    cr_assert_eq(c.follows, 4);
+    cr_assert_eq(c.alone, 10);
+    cr_assert_eq(c.decisions, 6, "one guard decision per update");
+    em_trainer_stats s = em_trainer_get_stats(t);
+    cr_assert_eq(s.updates, 3);
+    cr_assert_eq(s.skipped, 3);
+    cr_assert_eq(c.saves, 2, "one checkpoint per epoch through the given writer");
+    em_trainer_free(t);
+    finish(&r);
+    unlink(path);
 }
 
 Test(trainer, accuracy_is_the_fraction_of_argmax_hits)

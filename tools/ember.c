@@ -22,6 +22,7 @@ static const command commands[] = {
     {"profile", NULL, em_cmd_profile, "where a training step's time goes: a table and a trace"},
     {"bench", "ops", em_bench_ops, "kernel throughput next to BLAS and memcpy references"},
     {"bench", "train", em_bench_train, "training samples/s of the recipes, ember vs PyTorch"},
+    {"bench", "dist", em_bench_dist, "allreduce vs MPI, 1 x N threads vs N x 1 DDP (mpirun)"},
     {"quantize", NULL, em_cmd_quantize, "dynamic INT8 quantization of a saved recipe model"},
     {"prune", NULL, em_cmd_prune, "prune (and fine-tune, shrink) a saved recipe model"},
     {"export", NULL, em_cmd_export, "write a saved recipe model as an ONNX file"},

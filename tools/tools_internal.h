@@ -27,6 +27,7 @@ int em_bench_infer(int argc, char **argv);  /* tools/bench_infer.c: inference la
 int em_bench_attention(int argc, char **argv); /* tools/bench_attention.c: fused vs composed */
 int em_cmd_sample(int argc, char **argv);   /* tools/sample_cmd.c: text from a gpt model */
 int em_bench_sample(int argc, char **argv); /* tools/sample_cmd.c: with and without the cache */
+int em_bench_dist(int argc, char **argv);   /* tools/bench_dist.c: allreduce, DDP scaling */
 
 /* "A:B", two micro-batch numbers counting from 1 with A <= B, into *first and *last (the
  * --profile-steps of ember train); false after printing what is wrong on stderr. */

@@ -41,6 +41,8 @@ static void print_summary(const em_train_opts *o, const em_train_result *r)
     json_object_set_new(j, "steps", json_integer(r->steps));
     json_object_set_new(j, "updates", json_integer(r->updates));
     json_object_set_new(j, "skipped_steps", json_integer(r->skipped_steps));
+    if (o->ddp)
+        json_object_set_new(j, "world_size", json_integer(em_dist_world_size()));
     em_json_set_real(j, "lr", r->lr, -1);
     em_json_set_real(j, "scale", r->scale, -1);
     if (o->find_batch)
@@ -129,6 +131,7 @@ int em_cmd_train(int argc, char **argv)
     const char *recipe = NULL, *amp = "off", *profile_steps = NULL, *preset = NULL;
     int threads = 0;
     bool no_val = false, given_amp = false, given_schedule = false;
+    double dist_timeout = 0;
     const em_opt opts[] = {
         {"epochs", EM_OPT_INT, &o.epochs, "N", "epochs to train (default: the recipe's)",
          .range = EM_AT_LEAST(1)},
@@ -178,6 +181,11 @@ int em_cmd_train(int argc, char **argv)
         {"histogram-every", EM_OPT_INT, &o.observe.histogram_every, "N",
          "micro-batches between weight and gradient histograms (default 200)",
          .range = EM_AT_LEAST(1)},
+        {"ddp", EM_OPT_FLAG, &o.ddp, NULL,
+         .help = "data-parallel on every process of `mpirun -np N` (--batch per process)"},
+        {"dist-timeout", EM_OPT_REAL, &dist_timeout, "S",
+         "with --ddp: a collective waits at most S seconds for a rank (default 300)",
+         .range = EM_ABOVE(0)},
         {0}};
     const em_cmd_spec spec = {
         .command = "ember train", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
@@ -216,13 +224,22 @@ int em_cmd_train(int argc, char **argv)
         return 2;
     if (threads)
         omp_set_num_threads(threads);
-    em_train_result r;
-    if (em_recipe_train(&o, &r) != EM_OK) {
+    if (o.ddp && em_dist_init((em_dist_opts){.timeout_s = dist_timeout}) != EM_OK) {
         fprintf(stderr, "ember train: %s\n", em_error());
         return 1;
     }
-    print_summary(&o, &r);
-    return 0;
+    em_train_result r;
+    em_status st = em_recipe_train(&o, &r);
+    if (st != EM_OK && o.ddp)
+        fprintf(stderr, "ember train (rank %d of %d): %s\n", em_dist_rank(),
+                em_dist_world_size(), em_error());
+    else if (st != EM_OK)
+        fprintf(stderr, "ember train: %s\n", em_error());
+    else if (em_dist_rank() == 0)
+        print_summary(&o, &r);
+    if (o.ddp)
+        em_dist_finalize();
+    return st == EM_OK ? 0 : 1;
 }
 
 int em_cmd_eval(int argc, char **argv)

@@ -19,7 +19,8 @@ em_status em_trainer_save(const em_trainer *t, const char *path)
         return em_set_error(EM_ERR_STATE, "em_trainer_save: the gradients of %d micro-batches "
                             "are not applied yet (save between optimizer updates)", t->pending);
     em_train_state s = train_state(t);
-    return em_train_checkpoint_save(path, &s, t->o.meta, t->o.n_meta);
+    return (t->o.save_checkpoint ? t->o.save_checkpoint : em_train_checkpoint_save)(
+        path, &s, t->o.meta, t->o.n_meta);
 }
 
 em_status em_trainer_resume(em_trainer *t, const char *path)
@@ -27,7 +28,7 @@ em_status em_trainer_resume(em_trainer *t, const char *path)
     if (!t)
         return em_set_error(EM_ERR_ARG, "em_trainer_resume: trainer is NULL");
     em_train_state s = train_state(t);
-    return em_train_checkpoint_load(path, &s);
+    return (t->o.load_checkpoint ? t->o.load_checkpoint : em_train_checkpoint_load)(path, &s);
 }
 
 static void notify_step(const em_trainer *t, const em_progress *p)

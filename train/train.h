@@ -17,6 +17,7 @@
 #include "ember/optim/guards.h"
 #include "ember/optim/optim.h"
 #include "ember/tensor/safetensors.h"
+#include "ember/train/train_checkpoint.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -71,6 +72,13 @@ typedef struct {
      * across processes goes here. Runs before unscaling, the guard, clipping and the update;
      * an error status ends the step with that error. */
     em_status (*before_update)(void *ctx, em_optim *optim);
+    /* Before each micro-batch's backward: whether the optimizer update follows it (the last
+     * micro-batch of an accumulation). Data-parallel training communicates only then. */
+    void (*before_backward)(void *ctx, bool update_follows);
+    /* Each decision to skip an update (inf/NaN gradients under the grad scaler, then the
+     * guard's verdict) passes through *skip here: a data-parallel run makes every process take
+     * the same one. An error status ends the step with that error. */
+    em_status (*agree)(void *ctx, bool *skip);
 } em_trainer_callbacks;
 #define EM_TRAINER_MAX_CALLBACKS 8
 
@@ -89,6 +97,11 @@ typedef struct {
                                 finish an accumulation); 0: no limit */
     const em_st_meta *meta;  /* the caller's metadata, written into every checkpoint */
     int n_meta;
+    /* how checkpoints are written and read; NULL: em_train_checkpoint_save and _load (a
+     * data-parallel run passes em_dist_checkpoint_save and _load) */
+    em_status (*save_checkpoint)(const char *path, const em_train_state *s,
+                                 const em_st_meta *meta, int n_meta);
+    em_status (*load_checkpoint)(const char *path, em_train_state *s);
     bool progress;           /* a progress line on stderr and one line per epoch */
 } em_trainer_opts;
 

@@ -117,6 +117,16 @@ em_trainer_stats em_trainer_get_stats(const em_trainer *t)
     return s;
 }
 
+/* A skip decision through the callbacks' agree (every process of a data-parallel run alike). */
+static em_status agree(em_trainer *t, bool *skip)
+{
+    em_status st = EM_OK;
+    for (int i = 0; i < t->n_callbacks && st == EM_OK; i++)
+        if (t->callbacks[i].agree)
+            st = t->callbacks[i].agree(t->callbacks[i].ctx, skip);
+    return st;
+}
+
 /* Whether this update must be skipped: inf/NaN grads under the scaler, or the guard's verdict. */
 static em_status check_update(em_trainer *t, const em_tensor *loss, bool *skip)
 {
@@ -129,10 +139,16 @@ static em_status check_update(em_trainer *t, const em_tensor *loss, bool *skip)
     }
     if (t->scaler) {
         em_status st = em_scaler_unscale(t->scaler, t->optim);
-        if (st != EM_OK || em_scaler_found_inf(t->scaler))
+        bool found = st == EM_OK && em_scaler_found_inf(t->scaler), any = found;
+        if (st == EM_OK)
+            st = agree(t, &any);
+        if (st == EM_OK && any && !found)
+            st = em_scaler_mark_inf(t->scaler, t->optim);
+        if (st != EM_OK || any)
             return st; /* the scaler skips it and backs off: early f16 steps expect this */
     }
-    return t->guard ? em_guard_check(t->guard, loss, -1, skip) : EM_OK;
+    em_status st = t->guard ? em_guard_check(t->guard, loss, -1, skip) : EM_OK;
+    return st == EM_OK && t->guard ? agree(t, skip) : st;
 }
 
 static em_status update(em_trainer *t, const em_tensor *loss)
@@ -186,6 +202,9 @@ em_status em_trainer_step(em_trainer *t, const em_tensor *x, const em_tensor *y,
     em_tensor *scaled = t->accum > 1 ? em_mul_scalar(loss, 1.0 / t->accum) : loss;
     if (t->scaler)
         scaled = em_scaler_scale(t->scaler, scaled);
+    for (int i = 0; i < t->n_callbacks; i++)
+        if (t->callbacks[i].before_backward)
+            t->callbacks[i].before_backward(t->callbacks[i].ctx, t->pending + 1 >= t->accum);
     if (!scaled || em_backward(scaled) != EM_OK)
         return em_error_status();
     double value = em_item(loss);
