@@ -1,7 +1,9 @@
-/* Dynamic int8 linear on CUDA (PyTorch's quantize_dynamic semantics, the CPU's numbers): the
- * activations are quantized per tensor to 0..127 from their range on the device (no host round
- * trip), products accumulate in int32 with dp4a (four int8 pairs an instruction), and the
- * epilogue dequantizes with the weight scales and adds the bias.
+/* Int8 linear and conv2d on CUDA (PyTorch's quantized semantics, the CPU's numbers). Dynamic:
+ * the activations are quantized per tensor to 0..127 from their range on the device (no host
+ * round trip). Static: with the calibrated scale and zero point, conv2d gathering quantized
+ * patches (padding at the zero point) straight from x. Products accumulate in int32 with dp4a
+ * (four int8 pairs an instruction); the epilogue dequantizes with the weight scales, adds the
+ * bias and, for static layers, may clamp at 0 (a fused ReLU).
  * Packed weights: (n) int32 row sums, then (n, kp) int8 rows zero-padded to kp = k rounded up
  * to 4 bytes. */
 #include <math.h>
@@ -96,7 +98,22 @@ __global__ void qparams_kernel(int64_t n, const float *x, qparams *out)
     out->zero_point = (int32_t)(z < 0 ? 0 : z > U7_MAX ? U7_MAX : z);
 }
 
-/* q (m, kp) = clamp(round(x * inv) + zero_point, 0, 127), zero past k */
+/* The fixed parameters of a static layer, with the inverse the quantizer multiplies by. */
+__global__ void static_qparams_kernel(float scale, int32_t zero_point, qparams *out)
+{
+    out->scale = scale;
+    out->inv = __fdiv_rn(1.0f, scale);
+    out->zero_point = zero_point;
+}
+
+/* clamp(round(v * inv) + zero_point, 0, 127), NaN becoming 0: the CPU's quantize_one */
+__device__ __forceinline__ int8_t quantize_u7(float v, float inv, float zp)
+{
+    const float q = fmaxf(rintf(__fmul_rn(v, inv)) + zp, 0.0f);
+    return (int8_t)fminf(q, (float)U7_MAX);
+}
+
+/* q (m, kp) = x (m, k) quantized, zero past k */
 __global__ void quantize_kernel(int64_t m, int64_t k, int64_t kp, const float *x,
                                 const qparams *qp, int8_t *q)
 {
@@ -104,28 +121,58 @@ __global__ void quantize_kernel(int64_t m, int64_t k, int64_t kp, const float *x
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < m * kp;
          e += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = e / kp, i = e % kp;
-        float v = 0;
-        if (i < k) {
-            v = fmaxf(rintf(__fmul_rn(x[r * k + i], inv)) + zp, 0.0f); /* NaN becomes 0 */
-            v = fminf(v, (float)U7_MAX);
-        }
-        q[e] = (int8_t)v;
+        q[e] = i < k ? quantize_u7(x[r * k + i], inv, zp) : 0;
     }
 }
 
-/* y (m, n) = (q @ w^T - zero_point * rowsum(w)) * scale * w_scale + bias: a TILE x TILE block of
- * outputs per thread block, int32 words of four int8 staged in shared memory. */
+/* q (N * H_out * W_out, kp): row (img, oy, ox) holds the quantized patch (c, ky, kx) of
+ * x (N, C_in, H, W); taps outside the image take the zero point, bytes past K are zero. */
+__global__ void im2col_quantize_kernel(em_conv2d_shape s, int64_t kp, const float *x,
+                                       const qparams *qp, int8_t *q)
+{
+    const float inv = qp->inv, zp = (float)qp->zero_point;
+    const int64_t hw = s.h_out * s.w_out, kk = s.kh * s.kw, k = s.c_in * kk;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < s.n * hw * kp;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = e / kp, i = e % kp;
+        if (i >= k) {
+            q[e] = 0;
+            continue;
+        }
+        const int64_t img = r / hw, oy = r % hw / s.w_out, ox = r % s.w_out;
+        const int64_t c = i / kk, ky = i % kk / s.kw, kx = i % s.kw;
+        const int64_t iy = oy * s.stride[0] - s.pad[0] + ky * s.dilation[0];
+        const int64_t ix = ox * s.stride[1] - s.pad[1] + kx * s.dilation[1];
+        const bool in = iy >= 0 && iy < s.h && ix >= 0 && ix < s.w;
+        q[e] = in ? quantize_u7(x[((img * s.c_in + c) * s.h + iy) * s.w + ix], inv, zp)
+                  : (int8_t)qp->zero_point;
+    }
+}
+
+/* Where the epilogue writes and what it adds: y (m, n) row-major, or with hw > 0 the rows
+ * (img, p) of a conv's patches written to y (N, n, hw); relu clamps at 0. */
+struct qepilogue {
+    const float *w_scale; /* (1) or (n) */
+    int64_t n_scales;
+    const float *bias;    /* (n) or NULL */
+    bool relu;
+    int64_t hw;
+};
+
+/* y = (q @ w^T - zero_point * rowsum(w)) * scale * w_scale + bias: a TILE x TILE block of
+ * outputs per thread block (rows along grid x, which has room for any m; columns along grid
+ * y), int32 words of four int8 staged in shared memory. */
 __global__ void qgemm_kernel(int64_t m, int64_t n, int64_t kw, const int32_t *q,
                              const int32_t *w, const int32_t *sums, const qparams *qp,
-                             const float *w_scale, int64_t n_scales, const float *bias, float *y)
+                             qepilogue ep, float *y)
 {
     __shared__ int32_t qs[TILE][TILE + 1], ws[TILE][TILE + 1];
-    const int64_t row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
+    const int64_t row0 = (int64_t)blockIdx.x * TILE, col0 = (int64_t)blockIdx.y * TILE;
+    const int64_t row = row0 + threadIdx.y, col = col0 + threadIdx.x;
     int32_t acc = 0;
     for (int64_t k0 = 0; k0 < kw; k0 += TILE) {
-        const int64_t qr = blockIdx.y * TILE + threadIdx.y, wr = blockIdx.x * TILE + threadIdx.y;
-        const int64_t kk = k0 + threadIdx.x;
-        qs[threadIdx.y][threadIdx.x] = qr < m && kk < kw ? q[qr * kw + kk] : 0;
+        const int64_t wr = col0 + threadIdx.y, kk = k0 + threadIdx.x;
+        qs[threadIdx.y][threadIdx.x] = row < m && kk < kw ? q[row * kw + kk] : 0;
         ws[threadIdx.y][threadIdx.x] = wr < n && kk < kw ? w[wr * kw + kk] : 0;
         __syncthreads();
         for (int t = 0; t < TILE; t++)
@@ -134,36 +181,117 @@ __global__ void qgemm_kernel(int64_t m, int64_t n, int64_t kw, const int32_t *q,
     }
     if (row >= m || col >= n)
         return;
-    const float scale = __fmul_rn(qp->scale, w_scale[n_scales == 1 ? 0 : col]);
-    const float v = __fmul_rn((float)(acc - qp->zero_point * sums[col]), scale);
-    y[row * n + col] = bias ? __fadd_rn(v, bias[col]) : v;
+    const float scale = __fmul_rn(qp->scale, ep.w_scale[ep.n_scales == 1 ? 0 : col]);
+    float v = __fmul_rn((float)(acc - qp->zero_point * sums[col]), scale);
+    v = ep.bias ? __fadd_rn(v, ep.bias[col]) : v;
+    if (ep.relu && !(v > 0))
+        v = 0;
+    const int64_t at = ep.hw ? (row / ep.hw * n + col) * ep.hw + row % ep.hw : row * n + col;
+    y[at] = v;
+}
+
+/* The scratch of one call: the activation parameters, then the quantized rows (m, kp). */
+struct qscratch {
+    char *block;
+    size_t bytes;
+    qparams *qp;
+    int8_t *q;
+};
+
+static bool qscratch_new(qscratch *sc, int64_t m, int64_t kp)
+{
+    const size_t head = 256; /* the rows start at an aligned offset */
+    sc->bytes = head + (size_t)(m * kp);
+    sc->block = (char *)em_cuda_scratch(sc->bytes);
+    sc->qp = (qparams *)sc->block;
+    sc->q = (int8_t *)(sc->block + head);
+    return sc->block != NULL;
+}
+
+/* The product of the quantized rows with the packed weights and its epilogue; frees sc. */
+static int qgemm_launch(int64_t m, int64_t n, int64_t kp, qscratch *sc, const void *packed,
+                        const qepilogue &ep, float *y)
+{
+    const int32_t *sums = (const int32_t *)packed; // (n)
+    const int32_t *w = sums + n;                   // (n, kp / 4) words
+    const dim3 grid((unsigned)((m + TILE - 1) / TILE), (unsigned)((n + TILE - 1) / TILE));
+    int rc = em_cuda_launch_status(); /* the quantizing launches before */
+    if (rc == EM_KERNEL_OK && grid.y > 65535)
+        rc = EM_KERNEL_UNSUPPORTED; /* over a million output features */
+    if (rc == EM_KERNEL_OK) {
+        qgemm_kernel<<<grid, dim3(TILE, TILE), 0, em_cuda_stream()>>>(
+            m, n, kp / 4, (const int32_t *)sc->q, w, sums, sc->qp, ep, y);
+        rc = em_cuda_launch_status();
+    }
+    em_cuda_scratch_free(sc->block, sc->bytes);
+    return rc;
+}
+
+static bool static_params_ok(float x_scale, int32_t x_zero_point)
+{
+    return x_scale > 0 && x_zero_point >= 0 && x_zero_point <= U7_MAX;
+}
+
+/* y (m, n) of a linear layer: x's parameters from its range (dynamic) or the fixed ones given */
+static int qlinear(int64_t m, int64_t n, int64_t k, const float *x, bool dynamic, float x_scale,
+                   int32_t x_zero_point, const void *packed, const qepilogue &ep, float *y)
+{
+    if (m < 0 || n < 0 || k < 0 || (ep.n_scales != 1 && ep.n_scales != n))
+        return EM_KERNEL_UNSUPPORTED;
+    if (m == 0 || n == 0)
+        return EM_KERNEL_OK;
+    const int64_t kp = padded_k(k);
+    qscratch sc;
+    if (!qscratch_new(&sc, m, kp))
+        return EM_KERNEL_FAILED;
+    if (dynamic)
+        qparams_kernel<<<1, THREADS, 0, em_cuda_stream()>>>(m * k, x, sc.qp);
+    else
+        static_qparams_kernel<<<1, 1, 0, em_cuda_stream()>>>(x_scale, x_zero_point, sc.qp);
+    quantize_kernel<<<grid_for(m * kp, THREADS), THREADS, 0, em_cuda_stream()>>>(m, k, kp, x,
+                                                                               sc.qp, sc.q);
+    return qgemm_launch(m, n, kp, &sc, packed, ep, y);
 }
 
 extern "C" int em_cuda_qlinear_dynamic(int64_t m, int64_t n, int64_t k, const float *x,
                                        const void *packed, const float *w_scale,
                                        int64_t n_scales, const float *bias, float *y)
 {
-    if (m < 0 || n < 0 || k < 0 || (n_scales != 1 && n_scales != n))
+    return qlinear(m, n, k, x, true, 0, 0, packed, qepilogue{w_scale, n_scales, bias, false, 0},
+                   y);
+}
+
+extern "C" int em_cuda_qlinear_static(int64_t m, int64_t n, int64_t k, const float *x,
+                                      float x_scale, int32_t x_zero_point, const void *packed,
+                                      const float *w_scale, int64_t n_scales, const float *bias,
+                                      bool relu, float *y)
+{
+    if (!static_params_ok(x_scale, x_zero_point))
         return EM_KERNEL_UNSUPPORTED;
-    if (m == 0 || n == 0)
+    return qlinear(m, n, k, x, false, x_scale, x_zero_point, packed,
+                   qepilogue{w_scale, n_scales, bias, relu, 0}, y);
+}
+
+extern "C" int em_cuda_qconv2d_static(const em_conv2d_shape *s, const float *x, float x_scale,
+                                      int32_t x_zero_point, const void *packed,
+                                      const float *w_scale, int64_t n_scales,
+                                      const float *bias, bool relu, float *y)
+{
+    if (s->groups != 1 || s->n < 0 || s->c_in < 1 || s->c_out < 1 || s->kh < 1 || s->kw < 1 ||
+        s->h_out < 0 || s->w_out < 0 || s->stride[0] < 1 || s->stride[1] < 1 ||
+        s->dilation[0] < 1 || s->dilation[1] < 1 || (n_scales != 1 && n_scales != s->c_out) ||
+        !static_params_ok(x_scale, x_zero_point))
+        return EM_KERNEL_UNSUPPORTED;
+    const int64_t hw = s->h_out * s->w_out, rows = s->n * hw;
+    const int64_t kp = padded_k(s->c_in * s->kh * s->kw);
+    if (rows == 0)
         return EM_KERNEL_OK;
-    const int64_t kp = padded_k(k);
-    const size_t head = 256; /* the parameters, then the rows at an aligned offset */
-    const size_t bytes = head + (size_t)(m * kp);
-    char *scratch = (char *)em_cuda_scratch(bytes);
-    if (!scratch)
+    qscratch sc;
+    if (!qscratch_new(&sc, rows, kp))
         return EM_KERNEL_FAILED;
-    qparams *qp = (qparams *)scratch;
-    int8_t *q = (int8_t *)(scratch + head); // (m, kp)
-    const int32_t *sums = (const int32_t *)packed;     // (n)
-    const int32_t *w = sums + n;                       // (n, kp / 4) words
-    qparams_kernel<<<1, THREADS, 0, em_cuda_stream()>>>(m * k, x, qp);
-    quantize_kernel<<<grid_for(m * kp, THREADS), THREADS, 0, em_cuda_stream()>>>(m, k, kp, x, qp,
-                                                                               q);
-    const dim3 grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE));
-    qgemm_kernel<<<grid, dim3(TILE, TILE), 0, em_cuda_stream()>>>(
-        m, n, kp / 4, (const int32_t *)q, w, sums, qp, w_scale, n_scales, bias, y);
-    const int rc = em_cuda_launch_status();
-    em_cuda_scratch_free(scratch, bytes);
-    return rc;
+    static_qparams_kernel<<<1, 1, 0, em_cuda_stream()>>>(x_scale, x_zero_point, sc.qp);
+    im2col_quantize_kernel<<<grid_for(rows * kp, THREADS), THREADS, 0, em_cuda_stream()>>>(
+        *s, kp, x, sc.qp, sc.q);
+    return qgemm_launch(rows, s->c_out, kp, &sc, packed,
+                        qepilogue{w_scale, n_scales, bias, relu, hw}, y);
 }

@@ -105,6 +105,20 @@ int64_t em_cuda_int8_packed_size(int64_t n, int64_t k);
 int em_cuda_int8_pack(int64_t n, int64_t k, const int8_t *w, void *packed);
 int em_cuda_qlinear_dynamic(int64_t m, int64_t n, int64_t k, const float *x, const void *packed,
                             const float *w_scale, int64_t n_scales, const float *bias, float *y);
+int em_cuda_qlinear_static(int64_t m, int64_t n, int64_t k, const float *x, float x_scale,
+                           int32_t x_zero_point, const void *packed, const float *w_scale,
+                           int64_t n_scales, const float *bias, bool relu, float *y);
+int em_cuda_qconv2d_static(const em_conv2d_shape *s, const float *x, float x_scale,
+                           int32_t x_zero_point, const void *packed, const float *w_scale,
+                           int64_t n_scales, const float *bias, bool relu, float *y);
+
+/* cuda_attention.cu */
+int em_cuda_attention(const em_attention_params *p, const em_arr *q, const em_arr *k,
+                      const em_arr *v, const em_arr *mask, const em_arr *out, const em_arr *lse);
+int em_cuda_attention_grad(const em_attention_params *p, const em_arr *q, const em_arr *k,
+                           const em_arr *v, const em_arr *mask, const em_arr *out,
+                           const em_arr *lse, const em_arr *gout, const em_arr *gq,
+                           const em_arr *gk, const em_arr *gv);
 
 /* cuda_copy.cu */
 int em_cuda_fill(const em_arr *out, double value);

@@ -119,3 +119,70 @@ Test(cuda, profiler_times_device_ops_with_cuda_events)
     em_release(c);
     em_release(a);
 }
+
+/* got (on any device) against want (on the CPU): |got - want| <= tol * (1 + |want|) */
+static void expect_close_to_cpu(const em_tensor *got, const em_tensor *want, double tol,
+                                const char *what)
+{
+    cr_assert(got && want, "%s: %s", what, em_error());
+    int64_t n = em_numel(want);
+    cr_assert_eq(em_numel(got), n, "%s: element count", what);
+    double *g = malloc((size_t)n * sizeof *g), *w = malloc((size_t)n * sizeof *w);
+    cr_assert_eq(em_copy_to_host(got, EM_F64, g), EM_OK, "%s", em_error());
+    cr_assert_eq(em_copy_to_host(want, EM_F64, w), EM_OK, "%s", em_error());
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(fabs(g[i] - w[i]) <= tol * (1 + fabs(w[i])), "%s [%lld]: cuda %.9g, cpu %.9g",
+                  what, (long long)i, g[i], w[i]);
+    free(g);
+    free(w);
+}
+
+/* Each int8 layer (static conv with fused ReLU, strided and padded; static conv; static linear
+ * with fused ReLU; dynamic linear) on CUDA against the same layer on the CPU, fed the same
+ * input: the integer products are the same, the epilogues differ by an fma's rounding. */
+Test(cuda, int8_layers_match_the_cpu)
+{
+    cuda_or_skip();
+    em_manual_seed(11);
+    em_scope_begin();
+    em_module *m = em_sequential(
+        6, em_conv2d_layer(3, 8, 3, (em_conv2d_layer_opts){.stride = 2, .padding = 1}),
+        em_relu_layer(), em_conv2d_layer(8, 4, 3, (em_conv2d_layer_opts){0}), em_flatten_layer(),
+        em_linear_layer(4 * 3 * 3, 5, true), em_relu_layer());
+    em_module *dyn = em_sequential(1, em_linear_layer(36, 7, true));
+    em_tensor *calib[2];
+    for (int i = 0; i < 2; i++)
+        calib[i] = em_randn(EM_SHAPE(4, 3, 9, 9), EM_F32, NULL);
+    cr_assert_eq(em_quantize_static_(m, calib, 2, (em_static_quant_opts){0}), EM_OK, "%s",
+                 em_error());
+    cr_assert_eq(em_quantize_dynamic_(dyn, (em_quantize_opts){0}), EM_OK, "%s", em_error());
+    em_module_eval(m);
+    em_module_eval(dyn);
+    bool grad = em_set_grad_enabled(false);
+    /* the CPU's input of every layer, and its outputs */
+    em_tensor *in[4], *want[4];
+    in[0] = em_randn(EM_SHAPE(3, 3, 9, 9), EM_F32, NULL);
+    want[0] = em_forward(m->children[0].module, in[0]);
+    in[1] = want[0];
+    want[1] = em_forward(m->children[2].module, in[1]);
+    in[2] = em_flatten(want[1], 1, -1);
+    want[2] = em_forward(m->children[4].module, in[2]);
+    in[3] = in[2];
+    want[3] = em_forward(dyn, in[3]);
+    cr_assert(want[3], "%s", em_error());
+    cr_assert_eq(em_module_to(m, EM_CUDA), EM_OK, "%s", em_error());
+    cr_assert_eq(em_module_to(dyn, EM_CUDA), EM_OK, "%s", em_error());
+    cr_assert_eq(em_quantize_repack(m), EM_OK, "%s", em_error());
+    cr_assert_eq(em_quantize_repack(dyn), EM_OK, "%s", em_error());
+    em_module *layer[4] = {m->children[0].module, m->children[2].module, m->children[4].module,
+                           dyn};
+    const char *what[4] = {"static conv + relu", "static conv", "static linear + relu",
+                           "dynamic linear"};
+    for (int i = 0; i < 4; i++)
+        expect_close_to_cpu(em_forward(layer[i], em_to_device(in[i], EM_CUDA)), want[i], 1e-5,
+                            what[i]);
+    em_set_grad_enabled(grad);
+    em_scope_end();
+    em_module_free(m);
+    em_module_free(dyn);
+}
