@@ -30,3 +30,13 @@ em_status em_module_to(em_module *m, em_device device)
     em_release(probe);
     return move_tree(m, device);
 }
+
+em_device em_module_device(const em_module *m)
+{
+    em_param_ref first;
+    if (m && em_module_parameters(m, &first, 1) > 0)
+        return first.value->device;
+    if (m && em_module_buffers(m, &first, 1) > 0)
+        return first.value->device;
+    return EM_CPU;
+}

@@ -60,6 +60,8 @@ em_tensor *em_forward(em_module *m, const em_tensor *x);
 void em_module_train(em_module *m, bool training); /* recursive */
 /* every parameter and buffer moved to device in place (build the optimizer afterwards) */
 em_status em_module_to(em_module *m, em_device device);
+/* the device of the module's first parameter (else first buffer); the CPU when it has neither */
+em_device em_module_device(const em_module *m);
 void em_module_eval(em_module *m);
 
 /* Depth-first named traversal: "features.0.weight". Returns the count; writes up to max

@@ -134,6 +134,8 @@ static em_status start_run(const em_train_opts *o, em_train_result *res, run *r,
     r->model = em_gpt(c);
     if (r->model && o->tech.checkpoint_activations && em_gpt_checkpoint_blocks(r->model) != EM_OK)
         return em_error_status();
+    if (r->model && em_module_to(r->model, o->device) != EM_OK)
+        return em_error_status();
     const char *optim = o->optim ? o->optim : rc->optim;
     r->optim = !r->model ? NULL : !strcmp(optim, "adamw")
                                       ? em_gpt_recipe_optimizer(r->model, lr)
@@ -149,7 +151,8 @@ static em_status start_run(const em_train_opts *o, em_train_result *res, run *r,
     r->loader = r->sampler ? em_loader_new(r->train, (em_loader_opts){
                                  .batch_size = res->batch, .sampler = r->sampler,
                                  .seed = o->seed, .num_workers = o->workers,
-                                 .persistent_workers = true})
+                                 .persistent_workers = true, .device = o->device,
+                                 .pin_memory = o->device != EM_CPU})
                            : NULL;
     if (!r->optim || !r->val || !r->loader)
         return em_error_status();
@@ -180,17 +183,17 @@ em_status em_recipe_gpt_train(const em_train_opts *o, em_train_result *res)
     if (o->resume_path || o->find_batch || o->epochs > 1)
         return em_set_error(EM_ERR_ARG, "gpt: --resume, --find-batch and --epochs are not "
                             "supported; a run is one pass of --max-steps random windows");
-    em_status st = o->mem_budget ? em_memory_set_budget(EM_CPU, o->mem_budget) : EM_OK;
+    em_status st = o->mem_budget ? em_memory_set_budget(o->device, o->mem_budget) : EM_OK;
     run r = {0};
     if (st == EM_OK)
         st = start_run(o, res, &r, steps);
     if (st == EM_OK && !(r.observer = em_observer_attach(r.trainer, r.model, o->observe)))
         st = em_error_status();
-    size_t held_before = em_memory_get_stats(EM_CPU).live_bytes;
-    em_memory_reset_peak(EM_CPU);
+    size_t held_before = em_memory_get_stats(o->device).live_bytes;
+    em_memory_reset_peak(o->device);
     if (st == EM_OK)
         st = em_trainer_fit(r.trainer, 1);
-    res->peak_bytes = em_memory_get_stats(EM_CPU).peak_bytes;
+    res->peak_bytes = em_memory_get_stats(o->device).peak_bytes;
     res->peak_step_bytes = res->peak_bytes > held_before ? res->peak_bytes - held_before : 0;
     if (r.trainer) {
         em_trainer_stats s = em_trainer_get_stats(r.trainer);
@@ -210,7 +213,7 @@ em_status em_recipe_gpt_train(const em_train_opts *o, em_train_result *res)
     res->wall_s = now_s() - t_start;
     run_free(&r);
     if (o->mem_budget)
-        em_memory_set_budget(EM_CPU, 0);
+        em_memory_set_budget(o->device, 0);
     return st;
 }
 

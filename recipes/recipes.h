@@ -51,7 +51,9 @@ typedef struct em_train_opts {
     int64_t max_steps;      /* stop after this many micro-batch steps; 0: run every epoch */
     em_techniques tech;
     const char *preset;     /* the preset the options came from (em_recipe_preset), or NULL */
-    size_t mem_budget;      /* hold CPU memory to this many bytes; 0: no budget */
+    em_device device;       /* where the model trains (the CPU by default): the model moves
+                               there before its optimizer is built, batches arrive there */
+    size_t mem_budget;      /* hold the device's memory to this many bytes; 0: no budget */
     bool find_batch;        /* first find the batch with the best samples/s that fits */
     bool skip_eval;         /* leave test_acc/test_loss at 0 */
     bool validate;          /* evaluate the test split after every epoch */
@@ -68,7 +70,7 @@ typedef struct em_train_result {
     double train_samples_per_s;   /* training steps only, evaluation excluded; with ddp, of all
                                      processes together */
     double wall_s;
-    size_t peak_bytes;      /* the most CPU memory held at once while training */
+    size_t peak_bytes;      /* the most device memory held at once while training */
     size_t peak_step_bytes; /* the peak above what was held before the first step: activations,
                                gradients, optimizer state and temporaries */
     size_t activation_bytes; /* the most bytes one forward held for its backward */

@@ -129,6 +129,10 @@ static em_status try_batch(void *ctx, int64_t batch, double *samples_per_s)
     const em_train_opts *o = ctx;
     const em_recipe *rc = o->recipe;
     em_module *model = rc->build();
+    if (model && em_module_to(model, o->device) != EM_OK) {
+        em_module_free(model);
+        return em_error_status();
+    }
     em_optim *optim = model ? em_sgd(model, (em_sgd_opts){.lr = 1e-3, .momentum = 0.9}) : NULL;
     em_trainer *t = optim ? em_trainer_new(model, optim, NULL, (em_trainer_opts){.tech = o->tech})
                           : NULL;
@@ -157,7 +161,7 @@ static em_status try_batch(void *ctx, int64_t batch, double *samples_per_s)
 static em_status find_batch(const em_train_opts *o, em_train_result *res)
 {
     em_batch_search found;
-    em_status st = em_find_batch_size(try_batch, (void *)o, EM_CPU, 8, 8192, o->mem_budget,
+    em_status st = em_find_batch_size(try_batch, (void *)o, o->device, 8, 8192, o->mem_budget,
                                       &found);
     if (st != EM_OK)
         return st;
@@ -172,6 +176,8 @@ static em_status start_run(const em_train_opts *o, const em_train_result *res, r
     const em_recipe *rc = o->recipe;
     em_manual_seed(o->seed);
     r->model = rc->build();
+    if (r->model && em_module_to(r->model, o->device) != EM_OK)
+        return em_error_status();
     r->optim = r->model ? em_recipe_optimizer(o->optim ? o->optim : rc->optim, r->model,
                                               o->lr > 0 ? o->lr : rc->lr, rc->momentum)
                         : NULL;
@@ -187,13 +193,10 @@ static em_status start_run(const em_train_opts *o, const em_train_result *res, r
             return em_error_status();
         }
     }
-    r->loader = r->test ? em_loader_new(r->train, (em_loader_opts){.batch_size = res->batch,
-                                                                   .shuffle = !o->ddp,
-                                                                   .sampler = r->sampler,
-                                                                   .seed = o->seed,
-                                                                   .num_workers = o->workers,
-                                                                   .persistent_workers = true})
-                        : NULL;
+    em_loader_opts lo = {.batch_size = res->batch, .shuffle = !o->ddp, .sampler = r->sampler,
+                         .seed = o->seed, .num_workers = o->workers, .persistent_workers = true,
+                         .device = o->device, .pin_memory = o->device != EM_CPU};
+    r->loader = r->test ? em_loader_new(r->train, lo) : NULL;
     if (!r->loader || !r->optim)
         return em_error_status();
     int accum = o->tech.grad_accum > 1 ? o->tech.grad_accum : 1;
@@ -278,7 +281,7 @@ em_status em_recipe_train(const em_train_opts *o, em_train_result *res)
     double t_start = now_s();
     *res = (em_train_result){.epochs = o->epochs ? o->epochs : rc->epochs,
                              .batch = (int)(o->batch ? o->batch : rc->batch), .scale = 1};
-    em_status st = o->mem_budget ? em_memory_set_budget(EM_CPU, o->mem_budget) : EM_OK;
+    em_status st = o->mem_budget ? em_memory_set_budget(o->device, o->mem_budget) : EM_OK;
     if (o->ddp && o->find_batch)
         st = em_set_error(EM_ERR_ARG, "em_recipe_train: the batch finder does not run "
                           "data-parallel (pick --batch per process)");
@@ -287,11 +290,11 @@ em_status em_recipe_train(const em_train_opts *o, em_train_result *res)
     run r = {0};
     if (st == EM_OK)
         st = start_run(o, res, &r);
-    size_t held_before = em_memory_get_stats(EM_CPU).live_bytes;
-    em_memory_reset_peak(EM_CPU);
+    size_t held_before = em_memory_get_stats(o->device).live_bytes;
+    em_memory_reset_peak(o->device);
     if (st == EM_OK)
         st = em_trainer_fit(r.trainer, res->epochs);
-    res->peak_bytes = em_memory_get_stats(EM_CPU).peak_bytes;
+    res->peak_bytes = em_memory_get_stats(o->device).peak_bytes;
     res->peak_step_bytes = res->peak_bytes > held_before ? res->peak_bytes - held_before : 0;
     if (st == EM_OK && r.ddp)
         st = em_dist_barrier(); /* every rank's training ends before the samples/s are summed */
@@ -307,7 +310,7 @@ em_status em_recipe_train(const em_train_opts *o, em_train_result *res)
     res->wall_s = now_s() - t_start;
     run_free(&r);
     if (o->mem_budget)
-        em_memory_set_budget(EM_CPU, 0);
+        em_memory_set_budget(o->device, 0);
     return st;
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "helpers/ember_cli.h"
+#include "ember.h"
 
 typedef struct {
     int status;
@@ -202,6 +203,23 @@ Test(cli, an_unwritable_report_or_trace_fails_before_any_work)
            "ember train: --profile: cannot write '/nonexistent/dir/t.json'");
     expect("profile cnn " NO_DATA " --trace /nonexistent/dir/t.json", 2,
            "ember profile: --trace: cannot write '/nonexistent/dir/t.json'");
+}
+
+/* --device names a missing device at once (exit 2, before any data loads); where the device is
+ * present the run gets past the check and fails at the (missing) data instead. */
+Test(cli, a_device_that_is_not_there_is_named_at_once)
+{
+    expect("train mlp " NO_DATA " --device tpu", 2, "--device: 'tpu' is not one of cpu, cuda");
+    if (em_device_available(EM_CUDA)) {
+        expect("train mlp " NO_DATA " --device cuda --tf32", 1, "/nonexistent/ember-test");
+        expect("compare mlp " NO_DATA " --device cuda", 1, "/nonexistent/ember-test");
+        return;
+    }
+    expect("train mlp " NO_DATA " --device cuda", 2,
+           "ember train: --device cuda: no cuda device is available");
+    expect("train mlp " NO_DATA " --device cuda --tf32", 2, "--device cuda: no cuda device");
+    expect("compare mlp " NO_DATA " --device cuda", 2,
+           "ember compare: --device cuda: no cuda device is available");
 }
 
 Test(cli, equals_spelling_reaches_the_run)

@@ -130,9 +130,10 @@ static em_status write_report(em_report *r, const em_recipe *rc, int64_t steps, 
 
 int em_cmd_compare(int argc, char **argv)
 {
-    const char *recipe = NULL, *data_dir = NULL, *report = NULL;
+    const char *recipe = NULL, *data_dir = NULL, *report = NULL, *device_name = "cpu";
     int64_t steps = 200, batch = 0;
     int threads = 0;
+    bool tf32 = false;
     const em_opt opts[] = {
         {"steps", EM_OPT_INT64, &steps, "N", "optimizer steps per technique (default 200)",
          .range = EM_AT_LEAST(1)},
@@ -142,6 +143,10 @@ int em_cmd_compare(int argc, char **argv)
         {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
         {"report", EM_OPT_STRING, &report, "FILE.html",
          .help = "also write the results as a page of charts"},
+        {"device", EM_OPT_CHOICE, &device_name, NULL, "where to train (default cpu)",
+         .choices = "cpu|cuda"},
+        {"tf32", EM_OPT_FLAG, &tf32, NULL,
+         .help = "f32 matrix products on TF32 tensor cores (cuda; off by default)"},
         {0}};
     const em_cmd_spec spec = {
         .command = "ember compare", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
@@ -154,6 +159,10 @@ int em_cmd_compare(int argc, char **argv)
     const em_recipe *rc = em_find_recipe(spec.command, recipe);
     if (!rc)
         return 2;
+    em_device device;
+    int bad_device = em_cli_device(spec.command, device_name, tf32, &device);
+    if (bad_device)
+        return bad_device;
     if (!batch)
         batch = rc->batch;
     if (threads)
@@ -177,7 +186,7 @@ int em_cmd_compare(int argc, char **argv)
         }
         em_train_opts o = {.recipe = rc, .data_dir = data_dir, .epochs = 1,
                            .batch = batch / va->micro_split, .max_steps = steps * va->micro_split,
-                           .workers = 2, .tech = va->tech,
+                           .workers = 2, .tech = va->tech, .device = device,
                            .callbacks = {.ctx = &logs[v], .on_step = record_loss}};
         fprintf(stderr, "ember compare: %s ...\n", va->name);
         if ((st = em_recipe_train(&o, &res[v])) != EM_OK)
@@ -193,8 +202,10 @@ int em_cmd_compare(int argc, char **argv)
         fprintf(stderr, "ember compare: %s\n", em_error());
         return 1;
     }
-    printf("ember compare %s: %lld optimizer steps of batch %lld, %d threads, from the same seed\n",
-           rc->name, (long long)steps, (long long)batch, omp_get_max_threads());
+    char about[256];
+    printf("ember compare %s: %lld optimizer steps of batch %lld on %s, %d threads, from the "
+           "same seed\n", rc->name, (long long)steps, (long long)batch,
+           em_device_describe(device, about, sizeof about), omp_get_max_threads());
     printf("%-20s %10s %6s %11s %6s %10s %6s %10s %8s\n", "technique", "step MB", "x f32",
            "activ. MB", "x f32", "samples/s", "x f32", "final loss", "test acc");
     const em_train_result *b = &res[0];

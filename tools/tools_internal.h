@@ -39,6 +39,10 @@ const em_recipe *em_find_recipe(const char *command, const char *name);
 /* em_find_recipe for a recipe with a model builder (not one that brings its own loop: gpt) */
 const em_recipe *em_find_built_recipe(const char *command, const char *name);
 void em_list_recipes(FILE *f); /* the recipes, for a command's --help */
+/* A training command's --device ("cpu" or "cuda") and --tf32 (tools/train_cmd.c): 0 with the
+ * device in *out (TF32 switched on when asked), or the command's exit status (2) after printing
+ * "COMMAND: --device cuda: ..." when the device is not available. */
+int em_cli_device(const char *command, const char *name, bool tf32, em_device *out);
 
 /* Inference latency of em_forward(model, x) in eval mode without grad: warmup untimed calls,
  * then iters timed ones (tools/bench_infer.c). All zero when a forward fails. */

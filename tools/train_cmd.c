@@ -51,6 +51,7 @@ static void print_summary(const em_train_opts *o, const em_train_result *r)
     json_object_set_new(j, "schedule", json_string(o->schedule ? o->schedule
                                                                 : o->recipe->schedule));
     json_object_set_new(j, "amp", json_string(amp_name(o->tech.amp)));
+    json_object_set_new(j, "device", json_string(em_device_name(o->device)));
     json_object_set_new(j, "grad_accum", json_integer(o->tech.grad_accum > 1 ? o->tech.grad_accum
                                                                              : 1));
     em_json_set_real(j, "clip", o->tech.clip, -1);
@@ -125,12 +126,28 @@ const em_recipe *em_find_built_recipe(const char *command, const char *name)
     return rc;
 }
 
+int em_cli_device(const char *command, const char *name, bool tf32, em_device *out)
+{
+    *out = !strcmp(name, "cuda") ? EM_CUDA : EM_CPU;
+    if (!em_device_available(*out)) {
+        fprintf(stderr, "%s: --device %s: no %s device is available (ember was built without "
+                "its backend, or no device and driver were found)\n", command, name, name);
+        return 2;
+    }
+    if (tf32 && em_set_tf32(true) != EM_OK) {
+        fprintf(stderr, "%s: --tf32: %s\n", command, em_error());
+        return 2;
+    }
+    return 0;
+}
+
 int em_cmd_train(int argc, char **argv)
 {
     em_train_opts o = {.workers = 2, .progress = true};
     const char *recipe = NULL, *amp = "off", *profile_steps = NULL, *preset = NULL;
+    const char *device = "cpu";
     int threads = 0;
-    bool no_val = false, given_amp = false, given_schedule = false;
+    bool no_val = false, given_amp = false, given_schedule = false, tf32 = false;
     double dist_timeout = 0;
     const em_opt opts[] = {
         {"epochs", EM_OPT_INT, &o.epochs, "N", "epochs to train (default: the recipe's)",
@@ -166,7 +183,11 @@ int em_cmd_train(int argc, char **argv)
         {"guard", EM_OPT_FLAG, &o.tech.guard, NULL, .help = "skip non-finite or outlier updates"},
         {"checkpoint-activations", EM_OPT_FLAG, &o.tech.checkpoint_activations, NULL,
          .help = "recompute activations in backward"},
-        {"mem-budget", EM_OPT_SIZE, &o.mem_budget, "BYTES", "hold CPU memory to BYTES",
+        {"device", EM_OPT_CHOICE, &device, NULL, "where to train (default cpu)",
+         .choices = "cpu|cuda"},
+        {"tf32", EM_OPT_FLAG, &tf32, NULL,
+         .help = "f32 matrix products on TF32 tensor cores (cuda; off by default)"},
+        {"mem-budget", EM_OPT_SIZE, &o.mem_budget, "BYTES", "hold the device's memory to BYTES",
          .range = EM_AT_LEAST(1)},
         {"find-batch", EM_OPT_FLAG, &o.find_batch, NULL,
          .help = "first find the batch with the best samples/s that fits"},
@@ -203,6 +224,9 @@ int em_cmd_train(int argc, char **argv)
         return parsed;
     if (!(o.recipe = em_find_recipe(spec.command, recipe)))
         return 2;
+    int bad_device = em_cli_device(spec.command, device, tf32, &o.device);
+    if (bad_device)
+        return bad_device;
     if (o.save_path && em_atomic_check(o.save_path) != EM_OK) { /* before any data loads */
         fprintf(stderr, "ember train: --save: %s\n", em_error());
         return 2;

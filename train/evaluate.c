@@ -52,8 +52,11 @@ em_status em_evaluate(em_module *model, const em_dataset *ds, em_eval_opts opts,
     if (!model || !ds || !out || opts.batch < 0)
         return em_set_error(EM_ERR_ARG, "em_evaluate: need a model, a dataset, an output and a "
                             "batch >= 0");
+    em_device device = em_module_device(model); /* batches are assembled there */
     em_loader *dl = em_loader_new(ds, (em_loader_opts){.batch_size = opts.batch ? opts.batch
-                                                                                : 1000});
+                                                                                : 1000,
+                                                       .device = device,
+                                                       .pin_memory = device != EM_CPU});
     if (!dl)
         return em_error_status();
     bool was_training = model->training;

@@ -191,10 +191,15 @@ em_status em_trainer_step(em_trainer *t, const em_tensor *x, const em_tensor *y,
     em_dtype amp = t->o.tech.amp;
     if (amp != EM_F32 && em_autocast_begin(amp) != EM_OK)
         return em_error_status();
-    size_t live_before = em_memory_get_stats(EM_CPU).live_bytes;
+    em_device device = em_module_device(t->model);
+    if (x->device != device) /* a batch from elsewhere: copied to the model (a temporary) */
+        x = em_to_device(x, device);
+    if (y->device != device)
+        y = em_to_device(y, device);
+    size_t live_before = em_memory_get_stats(device).live_bytes;
     em_tensor *output = em_forward(t->model, x);       // (B, ...)
     em_tensor *loss = micro_batch_loss(t, output, y);  // ()
-    size_t held = em_memory_get_stats(EM_CPU).live_bytes - live_before;
+    size_t held = em_memory_get_stats(device).live_bytes - live_before;
     if (held > t->stats.activation_bytes)
         t->stats.activation_bytes = held;
     if (amp != EM_F32)

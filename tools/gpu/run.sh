@@ -3,8 +3,9 @@
 # ember's Debian packages: unpacks the .deb files tools/gpu/fetch_debs.sh brought (.gpu/debs)
 # into .gpu/root, builds ember with its CUDA backend, runs the whole test suite (the CUDA parity,
 # training and kernel suites among it) and compute-sanitizer over the CUDA suites, then the
-# CUDA benchmarks next to PyTorch on the same GPU, and prints one table. Logs go to $OUT (or
-# .gpu/out). Usage: bash tools/gpu/run.sh [quick]   (quick: one benchmark round)
+# CUDA benchmarks next to PyTorch on the same GPU and one epoch of `ember train mlp --device
+# cuda`, and prints one table. Logs go to $OUT (or .gpu/out).
+# Usage: bash tools/gpu/run.sh [quick]   (quick: one benchmark round)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-$PWD/.gpu/out}
@@ -32,7 +33,7 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON \
     -DCBLAS_INCLUDE_DIR="$root/usr/include/x86_64-linux-gnu/openblas-pthread" \
     -DCRITERION_LIB="$lib/libcriterion.so" \
     -DZLIB_INCLUDE_DIR="$root/usr/include" -DZLIB_LIBRARY="$zlib" \
-    -DCMAKE_C_FLAGS="-I$root/usr/include -I$root/usr/include/stb" >"$out/build.log" 2>&1 &&
+    -DCMAKE_C_FLAGS="-I$root/usr/include" >"$out/build.log" 2>&1 &&
     cmake --build build-gpu -j"$(nproc)" >>"$out/build.log" 2>&1
 built=$?
 echo "build: $([ $built = 0 ] && echo ok || echo FAILED) in $(( $(date +%s) - start )) s"
@@ -67,6 +68,11 @@ for amp in off bf16 f16; do
         --threads 8 --data "$data" >>"$out/bench.log" 2>&1
 done
 
+# ---- a recipe trained on the GPU through the CLI: one epoch of mlp ----
+build-gpu/ember train mlp --device cuda --epochs 1 --data "$data" >"$out/train_mlp.json" \
+    2>"$out/train_mlp.log"
+trained=$?
+
 # ---- one table ----
 echo
 echo "== ember on $(cat "$out/gpu.txt")"
@@ -78,3 +84,6 @@ grep -E " exit " "$out/sanitizer.log"
 grep -E "ERROR SUMMARY" "$out/sanitizer.log" | sort | uniq -c
 echo "bench train (samples/s, ember vs PyTorch, same GPU):"
 grep -E "^ember bench train on|^case|^(mlp|cnn)_" "$out/bench.log"
+echo "ember train mlp --device cuda --epochs 1: exit $trained"
+cat "$out/train_mlp.json"
+[ $trained = 0 ] || tail -5 "$out/train_mlp.log"
