@@ -25,8 +25,6 @@ enum {
     EM_CASE_EXACT = 1 << 2,   /* integer, bool or index output: equal on every backend */
     EM_CASE_RNG = 1 << 3,     /* draws from the global generator: bit-identical across devices,
                                * not compared across dtypes */
-    EM_CASE_CPU_ONLY = 1 << 4, /* no CUDA kernel yet: on cuda the op must fail with "not
-                                * supported on cuda" */
 };
 
 typedef struct {
