@@ -136,17 +136,6 @@ static void free_text(text_block *t)
     }
 }
 
-static void free_buf(thread_buf *b)
-{
-    for (chunk *c = b->chunks; c;) {
-        chunk *next = c->next;
-        free(c);
-        c = next;
-    }
-    free_text(b->text);
-    free(b);
-}
-
 /* This thread's buffer, made and registered on first use; NULL when out of memory. */
 static thread_buf *my_buf(void)
 {
@@ -470,6 +459,18 @@ void em_profiler_step(void)
     publish();
 }
 
+#ifndef EMBER_NO_PROFILER
+static void free_buf(thread_buf *b)
+{
+    for (chunk *c = b->chunks; c;) {
+        chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    free_text(b->text);
+    free(b);
+}
+
 /* Frees what threads that have exited left behind (their runs are over). */
 static void free_dead_buffers(void)
 {
@@ -486,6 +487,7 @@ static void free_dead_buffers(void)
     n_threads = 0;
     pthread_mutex_unlock(&registry_lock);
 }
+#endif
 
 em_status em_profiler_start(em_profiler_opts opts)
 {
