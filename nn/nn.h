@@ -78,6 +78,26 @@ void em_module_zero_grad(em_module *m);
 /* torchinfo-like table for an input shape: layer, output shape, parameter count; totals */
 em_status em_module_summary(em_module *m, em_shape input, FILE *f);
 
+/* A layer whose forward is a matrix product (Linear, Conv1d, Conv2d): for one sample it makes
+ * rows x positions outputs, each a sum of k products. */
+typedef struct {
+    const em_module *layer;
+    int64_t rows;      /* output features or channels: the weight's first dim */
+    int64_t k;         /* products per output: in_features, or in_ch / groups x kernel size */
+    int64_t positions; /* outputs per row and sample: 1 (Linear), or the conv's output L or H*W */
+    bool input_grad;   /* backward computes its input's gradient: false for a layer that no
+                          layer with parameters runs before (its input is the data) */
+} em_matmul_layer;
+/* The matrix-product layers of one forward of a sample of shape `sample` (no batch dim), in the
+ * order they run: the count (up to max written to out), or -1 with an error. */
+int em_module_matmul_layers(em_module *m, em_shape sample, em_matmul_layer *out, int max);
+double em_matmul_macs(const em_matmul_layer *l); /* multiply-accumulates per sample */
+/* FLOPs per sample of a training step over n such layers, counted exactly as the products run:
+ * 2 per multiply-accumulate for the forward, as many for the weight gradient and, where
+ * input_grad, for the input gradient. Bias, activations, pooling, loss and optimizer are not
+ * counted. */
+double em_matmul_train_flops(const em_matmul_layer *l, int n);
+
 /* The child at a dotted path of child names ("blocks.3", "features.0"), or NULL with an error
  * naming the missing part; the child stays m's. */
 em_module *em_module_child(const em_module *m, const char *dotted_name);

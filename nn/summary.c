@@ -1,7 +1,6 @@
 /* A torchinfo-like summary: one row per module of the tree (indented name, type, output shape of
  * a no-grad eval forward on zeros, own parameter count, settings), then the parameter totals. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "nn/nn_internal.h"
 #include "tensor/tensor_internal.h"
@@ -10,7 +9,6 @@ typedef struct {
     const em_module *m;
     char name[96];  /* local name, "" for the root */
     int depth;
-    bool was_training;
     bool has_out;
     em_shape out;
 } summary_row;
@@ -20,19 +18,11 @@ typedef struct {
     int n, cap;
 } summary_rows;
 
-static int count_modules(const em_module *m)
-{
-    int n = 1;
-    for (int i = 0; i < m->n_children; i++)
-        n += count_modules(m->children[i].module);
-    return n;
-}
-
 /* depth-first, a module before its children */
 static void collect(summary_rows *r, const em_module *m, const char *name, int depth)
 {
     summary_row *row = &r->rows[r->n++];
-    *row = (summary_row){.m = m, .depth = depth, .was_training = m->training};
+    *row = (summary_row){.m = m, .depth = depth};
     snprintf(row->name, sizeof row->name, "%s", name);
     for (int i = 0; i < m->n_children; i++)
         collect(r, m->children[i].module, m->children[i].name, depth + 1);
@@ -62,44 +52,6 @@ static const char *group_digits(int64_t v, char *buf, size_t n)
     }
     buf[j] = '\0';
     return buf;
-}
-
-/* The dtype and device a forward expects: i64 indices for an Embedding first, else those of
- * the first parameter (f32 on the cpu when there is none). */
-static void input_kind(const em_module *m, em_dtype *dtype, em_device *device)
-{
-    const em_module *leaf = m;
-    while (leaf->n_children > 0 && leaf->n_params == 0)
-        leaf = leaf->children[0].module;
-    em_param_ref first;
-    bool any = em_module_parameters(m, &first, 1) > 0;
-    *dtype = !strcmp(leaf->type->type_name, "Embedding") ? EM_I64 : any ? first.value->dtype
-                                                                          : EM_F32;
-    *device = any ? first.value->device : EM_CPU;
-}
-
-/* runs m on zeros of the input shape in eval mode without grad, recording the rows' outputs */
-static em_status run_forward(em_module *m, em_shape input, summary_rows *r)
-{
-    em_dtype dtype;
-    em_device device;
-    input_kind(m, &dtype, &device);
-    for (int i = 0; i < r->n; i++)
-        ((em_module *)r->rows[i].m)->training = false;
-    bool grad = em_set_grad_enabled(false);
-    void *prev_ctx;
-    em_forward_hook prev = em_set_forward_hook(record_output, r, &prev_ctx);
-    em_scope_begin();
-    em_tensor *x = em_zeros(input, dtype);
-    if (x && device != EM_CPU)
-        x = em_to_device(x, device);
-    em_tensor *y = em_forward(m, x);
-    em_scope_end();
-    em_set_forward_hook(prev, prev_ctx, NULL);
-    em_set_grad_enabled(grad);
-    for (int i = 0; i < r->n; i++)
-        ((em_module *)r->rows[i].m)->training = r->rows[i].was_training;
-    return y ? EM_OK : em_error_status();
 }
 
 static void print_rows(const summary_rows *r, FILE *f)
@@ -155,12 +107,12 @@ em_status em_module_summary(em_module *m, em_shape input, FILE *f)
 {
     if (!m || !f)
         return em_set_error(EM_ERR_ARG, "em_module_summary: module and file must be given");
-    summary_rows r = {.cap = count_modules(m)};
+    summary_rows r = {.cap = em_module_count(m)};
     r.rows = malloc((size_t)r.cap * sizeof *r.rows);
     if (!r.rows)
         return em_set_error(EM_ERR_MEMORY, "em_module_summary: out of memory");
     collect(&r, m, "", 0);
-    em_status st = run_forward(m, input, &r);
+    em_status st = em_module_trace(m, input, record_output, &r);
     if (st == EM_OK) {
         print_rows(&r, f);
         print_totals(m, input, f);

@@ -42,6 +42,7 @@ typedef struct em_train_opts {
     int epochs;             /* 0: the recipe's */
     int64_t batch;          /* 0: the recipe's */
     double lr;              /* 0: the recipe's */
+    double momentum;        /* 0: the recipe's (sgd's) */
     const char *optim;      /* NULL: the recipe's */
     const char *schedule;   /* NULL: the recipe's */
     int workers;            /* loader threads */

@@ -179,7 +179,8 @@ static em_status start_run(const em_train_opts *o, const em_train_result *res, r
     if (r->model && em_module_to(r->model, o->device) != EM_OK)
         return em_error_status();
     r->optim = r->model ? em_recipe_optimizer(o->optim ? o->optim : rc->optim, r->model,
-                                              o->lr > 0 ? o->lr : rc->lr, rc->momentum)
+                                              o->lr > 0 ? o->lr : rc->lr,
+                                              o->momentum > 0 ? o->momentum : rc->momentum)
                         : NULL;
     r->train = em_fashion_mnist(o->data_dir, true, rc->flat_input);
     r->test = r->train ? em_fashion_mnist(o->data_dir, false, rc->flat_input) : NULL;

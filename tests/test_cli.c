@@ -199,6 +199,8 @@ Test(cli, an_unwritable_report_or_trace_fails_before_any_work)
            "ember compare: --report: cannot write '/nonexistent/dir/r.html'");
     expect("bench train " NO_DATA " --report /nonexistent/dir/r.html", 2,
            "ember bench train: --report: cannot write '/nonexistent/dir/r.html'");
+    expect("bench train " NO_DATA " --json /nonexistent/dir/r.json", 2,
+           "ember bench train: --json: cannot write '/nonexistent/dir/r.json'");
     expect("train cnn " NO_DATA " --profile /nonexistent/dir/t.json", 2,
            "ember train: --profile: cannot write '/nonexistent/dir/t.json'");
     expect("profile cnn " NO_DATA " --trace /nonexistent/dir/t.json", 2,
@@ -401,4 +403,64 @@ Test(cli, summary_prints_the_module_table)
     expect("summary cnn", 0, "Total params: 421,642\n");
     expect("summary cnn", 0, "Input shape: [1,1,28,28]\n");
     expect("summary --help", 0, "usage: ember summary");
+}
+
+/* `ember bench train --json` on the noise data without PyTorch: every case with the FLOPs per
+ * sample computed by hand (tests/test_flops.c), a GEMM bound, ember train's rate beside the
+ * step rate, and null where PyTorch did not run. */
+Test(cli, bench_train_writes_its_figures_as_json, .init = make_data, .fini = remove_data)
+{
+    char path[160], args[400];
+    snprintf(path, sizeof path, "%s/bench.json", data_dir);
+    snprintf(args, sizeof args, "bench train --data %s --only fashion --rounds 1 --steps 10 "
+             "--json %s", data_dir, path);
+    setenv("EMBER_PYTHON", "/bin/false", 1);
+    outcome o = run(args);
+    unsetenv("EMBER_PYTHON");
+    cr_assert_eq(o.status, 0, "%s", o.out);
+    cr_expect(strstr(o.out, "% of bound"), "%s", o.out);
+    json_error_t e;
+    json_t *j = json_load_file(path, 0, &e);
+    unlink(path);
+    cr_assert(json_is_object(j), "%s", e.text);
+    cr_expect_str_eq(str(j, "device"), "cpu");
+    const json_t *cases = json_object_get(j, "cases");
+    cr_assert_eq(json_array_size(cases), 3);
+    const char *names[] = {"mlp_b64", "mlp_b256", "cnn_b64"};
+    const double flops[] = {2407424, 2407424, 24995328};
+    for (size_t i = 0; i < 3; i++) {
+        const json_t *c = json_array_get(cases, i);
+        cr_expect_str_eq(str(c, "case"), names[i]);
+        cr_expect_eq(num(c, "flops_per_sample"), flops[i], "%s", names[i]);
+        cr_expect_gt(num(c, "samples_per_s"), 0);
+        cr_expect_gt(num(c, "gemm_bound_gflops"), 0);
+        cr_expect_gt(num(c, "gemm_bound_pct"), 0);
+        cr_expect_gt(num(c, "train_samples_per_s"), 0);
+        /* samples/s is written rounded to a whole number, GFLOP/s to 2 places */
+        cr_expect(fabs(num(c, "gflops") - flops[i] * num(c, "samples_per_s") * 1e-9) <=
+                  flops[i] * 0.5e-9 + 0.005, "%s: %g GFLOP/s", names[i], num(c, "gflops"));
+        cr_expect(json_is_null(json_object_get(c, "torch_samples_per_s")));
+    }
+    json_decref(j);
+}
+
+/* `ember info` without a wait policy in the environment: ember's GOMP_SPINCOUNT, set before
+ * libgomp loaded (the command ran itself again); one the user sets is kept. */
+Test(cli, the_wait_policy_is_embers_unless_the_environment_sets_one)
+{
+    char cmd[512], out[2048];
+    const char *envs[] = {"env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT",
+                          "env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active"};
+    const char *want[] = {"OpenMP wait policy: GOMP_SPINCOUNT=10000 (ember's default)\n",
+                          "OpenMP wait policy: OMP_WAIT_POLICY=active GOMP_SPINCOUNT=unset "
+                          "(the environment's)\n"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s info", envs[i], getenv("EMBER_BIN"));
+        FILE *p = popen(cmd, "r");
+        cr_assert(p);
+        size_t n = fread(out, 1, sizeof out - 1, p);
+        out[n] = 0;
+        cr_expect_eq(pclose(p), 0);
+        cr_expect(strstr(out, want[i]), "'%s' not in:\n%s", want[i], out);
+    }
 }

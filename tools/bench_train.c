@@ -1,17 +1,18 @@
 /* `ember bench train`: training samples/s of the reference recipes, ember and PyTorch side by
  * side in one run (same models, SGD momentum 0.9, random batches, median step time after warm-up),
- * on the CPU or a GPU, in f32 or under f16/bf16 autocast; and the gpt recipe's tokens/s on the CPU
- * in f32 (its own step: AdamW, clipping, its windows); with --report, as charts too. */
+ * on the CPU or a GPU, in f32 or under f16/bf16 autocast; per recipe also its FLOPs per sample,
+ * the share of the GEMM bound the steps reach and the samples/s of `ember train`'s whole loop;
+ * and the gpt recipe's tokens/s on the CPU in f32 (its own step: AdamW, clipping, its windows);
+ * with --report, as charts too, with --json, as one JSON object. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "recipes/recipes.h"
+#include "tensor/atomic_file.h"
 #include "tools/args.h"
-#include "tools/report.h"
-#include "tools/tools_internal.h"
+#include "tools/bench_train.h"
 
 
 typedef struct {
@@ -170,6 +171,24 @@ static double ember_gpt_tokens_per_s(const em_gpt_text *text, int steps)
     return result;
 }
 
+/* Samples/s of `ember train`'s loop (tools/train_cmd.c) over the first `steps` batches of case
+ * c: the recipe's data through the loader with 2 workers into em_trainer, with the steps' SGD
+ * (lr 0.05, momentum 0.9) and the recipe's schedule, no evaluation; the rate of every step. */
+static double train_samples_per_s(const bench_setup *b, const bench_case *c,
+                                  const char *data_dir, int steps)
+{
+    em_train_opts o = {.recipe = em_recipe_find(c->recipe), .data_dir = data_dir, .epochs = 1,
+                       .batch = c->batch, .lr = 0.05, .momentum = 0.9, .optim = "sgd",
+                       .workers = 2, .max_steps = steps, .tech = {.amp = b->amp},
+                       .device = b->device, .skip_eval = true};
+    em_train_result r;
+    if (em_recipe_train(&o, &r) != EM_OK) {
+        fprintf(stderr, "ember bench train: %s: ember train: %s\n", c->name, em_error());
+        return -1;
+    }
+    return r.train_samples_per_s;
+}
+
 /* "gpt_b32 tokens_per_s N" of tools/gpt_torch.py into ctx (one double). */
 static void torch_gpt_line(void *ctx, const char *line)
 {
@@ -198,42 +217,65 @@ static void torch_line(void *ctx, const char *line)
             r->sps[i] = sps;
 }
 
-static void print_row(const char *name, double e, double t, bool torch, double goal)
-{
-    if (torch && t > 0)
-        printf("%-10s %16.0f %16.0f %7.2fx %5.1fx\n", name, e, t, e / t, goal);
-    else
-        printf("%-10s %16.0f %16s %8s %5.1fx\n", name, e, "-", "-", goal);
-}
-
 static double median(double *v, int n)
 {
     em_sort_doubles(v, n);
     return v[n / 2];
 }
 
-/* The medians of n cases as bars, ember's beside PyTorch's (0 where it did not run), onto r. */
-static void chart(em_report *r, const char *title, const char *unit, const char **names, int n,
-                  const double *ember, const double *torch)
+#define MAX_LAYERS 16
+#define TRAIN_WORKERS 2 /* ember train's default */
+
+/* What the rounds measure of one Fashion-MNIST case. */
+typedef struct {
+    double step[MAX_ROUNDS], torch[MAX_ROUNDS]; /* samples/s */
+    double bound[MAX_ROUNDS];                   /* GEMM bound in GFLOP/s (not on a GPU) */
+    double train[MAX_ROUNDS];                   /* samples/s of ember train's loop */
+    em_matmul_layer layers[MAX_LAYERS];         /* the model's products */
+    int n_layers;
+} case_rounds;
+
+/* The products of case c's model, or false after saying why. */
+static bool model_products(const bench_case *c, case_rounds *r)
 {
-    const char *libs[] = {"ember", "PyTorch"};
-    double values[2 * N_MAX_CASES], ratio[2 * N_MAX_CASES];
-    for (int i = 0; i < n; i++) {
-        values[2 * i] = ember[i];
-        values[2 * i + 1] = torch[i];
-        ratio[2 * i] = torch[i] > 0 ? ember[i] / torch[i] : 0;
-        ratio[2 * i + 1] = 0;
+    const em_recipe *rc = em_recipe_find(c->recipe);
+    em_module *model = rc->build();
+    r->n_layers = model ? em_module_matmul_layers(model, em_recipe_sample_shape(rc), r->layers,
+                                                  MAX_LAYERS)
+                        : -1;
+    em_module_free(model);
+    if (r->n_layers < 0 || r->n_layers > MAX_LAYERS) {
+        fprintf(stderr, "ember bench train: %s: %s\n", c->name,
+                r->n_layers < 0 ? em_error() : "more products than the bench holds");
+        return false;
     }
-    em_report_bar_chart(r, &(em_report_bars){
-        .title = title, .unit = unit, .ratio_of = "PyTorch", .groups = names, .n_groups = n,
-        .series = libs, .n_series = 2, .values = values, .ratio = ratio});
+    return true;
+}
+
+/* Timed steps of case c: a quarter of them for the CNN on the CPU, at least 10. */
+static int case_steps(const bench_case *c, bool gpu, int steps)
+{
+    int n = !strcmp(c->recipe, "cnn") && !gpu ? steps / 4 : steps;
+    return n < 10 ? 10 : n;
+}
+
+/* Each case's medians over the rounds into out. */
+static void case_medians(const bench_setup *b, case_rounds *r, int rounds, bench_case_result *out)
+{
+    for (int i = 0; i < b->n_cases; i++) {
+        out[i] = (bench_case_result){
+            .name = b->cases[i].name, .goal = b->cases[i].goal,
+            .step = median(r[i].step, rounds), .torch = median(r[i].torch, rounds),
+            .flops = em_matmul_train_flops(r[i].layers, r[i].n_layers),
+            .bound_gflops = median(r[i].bound, rounds), .train = median(r[i].train, rounds)};
+    }
 }
 
 int em_bench_train(int argc, char **argv)
 {
     int threads = 2, steps = 200, rounds = 3, gpt_steps = 10;
     const char *data_dir = EM_FASHION_MNIST_DIR, *device = "cpu", *amp = "off", *only = NULL;
-    const char *report = NULL;
+    const char *report = NULL, *json = NULL;
     const em_opt opts[] = {
         {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads (default 2)",
          .range = EM_RANGE(1, 4096)},
@@ -252,11 +294,13 @@ int em_bench_train(int argc, char **argv)
          .choices = "fashion|gpt"},
         {"report", EM_OPT_STRING, &report, "FILE.html",
          .help = "also write the results as a chart"},
+        {"json", EM_OPT_STRING, &json, "FILE", .help = "also write the results as JSON"},
         {0}};
     const em_cmd_spec spec = {
         .command = "ember bench train", .opts = opts,
         .about = "Training samples/s of the recipes (tokens/s of gpt), ember and PyTorch side "
-                 "by side."};
+                 "by side; FLOPs per\nsample, the share of the GEMM bound and ember train's "
+                 "samples/s beside them."};
     int parsed = em_args_parse(&spec, argc, argv);
     if (parsed != EM_ARGS_RUN)
         return parsed;
@@ -275,24 +319,32 @@ int em_bench_train(int argc, char **argv)
         fprintf(stderr, "ember bench train: the gpt case runs on the CPU without autocast\n");
         return 1;
     }
+    if (json && em_atomic_check(json) != EM_OK) { /* before any work */
+        fprintf(stderr, "ember bench train: --json: %s\n", em_error());
+        return 2;
+    }
     em_report *page = report ? em_report_open(report, "ember bench train") : NULL;
-    if (report && !page) { /* before any work */
+    if (report && !page) {
         fprintf(stderr, "ember bench train: --report: %s\n", em_error());
         return 2;
     }
+    case_rounds per_case[N_MAX_CASES] = {0};
     em_batch all = {0};
     em_gpt_text text = {0};
-    if ((fashion && load_all(data_dir, &all) != EM_OK) ||
+    bool ok = true;
+    for (int i = 0; fashion && ok && i < b.n_cases; i++)
+        ok = model_products(&cases[i], &per_case[i]);
+    if (!ok || (fashion && load_all(data_dir, &all) != EM_OK) ||
         (fashion && gpu &&
          (em_to_device_(all.x, EM_CUDA) != EM_OK || em_to_device_(all.y, EM_CUDA) != EM_OK)) ||
         (gpt && em_gpt_text_load(NULL, &text) != EM_OK)) {
-        fprintf(stderr, "ember bench train: %s\n", em_error());
+        if (ok)
+            fprintf(stderr, "ember bench train: %s\n", em_error());
         if (page)
             em_report_abort(page);
         return 1;
     }
     /* rounds alternate ember and PyTorch, so both see the same machine; medians are reported */
-    double ember_sps[N_MAX_CASES][MAX_ROUNDS], torch_sps[N_MAX_CASES][MAX_ROUNDS] = {{0}};
     double ember_gpt[MAX_ROUNDS], torch_gpt[MAX_ROUNDS] = {0};
     bool torch = true;
     char args[1400], names[256] = "", gpt_args[200];
@@ -304,15 +356,20 @@ int em_bench_train(int argc, char **argv)
     snprintf(gpt_args, sizeof gpt_args, "bench --threads %d --steps %d --batch %d", threads,
              gpt_steps, GPT_BATCH);
     for (int r = 0; r < rounds; r++) {
-        for (int i = 0; fashion && i < b.n_cases; i++) {
-            int n = cases[i].recipe[0] == 'c' && !gpu ? steps / 4 : steps;
-            ember_sps[i][r] = ember_samples_per_s(&b, &cases[i], &all, n < 10 ? 10 : n);
-        }
+        for (int i = 0; fashion && i < b.n_cases; i++)
+            per_case[i].step[r] = ember_samples_per_s(&b, &cases[i], &all,
+                                                      case_steps(&cases[i], gpu, steps));
         torch_round round_torch = {.b = &b};
         if (fashion)
             torch = torch && em_run_torch_script("bench_torch.py", args, torch_line, &round_torch);
-        for (int i = 0; i < b.n_cases; i++)
-            torch_sps[i][r] = round_torch.sps[i];
+        for (int i = 0; fashion && i < b.n_cases; i++) {
+            case_rounds *c = &per_case[i];
+            c->torch[r] = round_torch.sps[i];
+            c->bound[r] = gpu ? 0 : em_gemm_bound_gflops(c->layers, c->n_layers, cases[i].batch,
+                                                         threads, 20);
+            c->train[r] = train_samples_per_s(&b, &cases[i], data_dir,
+                                              case_steps(&cases[i], gpu, steps) + 10);
+        }
         if (gpt) {
             ember_gpt[r] = ember_gpt_tokens_per_s(&text, gpt_steps);
             torch = torch && em_run_torch_script("gpt_torch.py", gpt_args, torch_gpt_line,
@@ -323,43 +380,48 @@ int em_bench_train(int argc, char **argv)
     em_release(all.y);
     em_gpt_text_free(&text);
     char about[256];
-    printf("\nember bench train on %s (%s), autocast %s: %d threads; per round the median step "
-           "after warm-up, then the median of %d rounds\n", device,
-           em_device_describe(b.device, about, sizeof about), amp, threads, rounds);
-    printf("%-10s %16s %16s %8s %6s\n", "case", "ember samples/s", "torch samples/s", "ratio",
-           "goal");
-    double ember_median[N_MAX_CASES] = {0}, torch_median[N_MAX_CASES] = {0};
-    const char *case_names[N_MAX_CASES];
-    for (int i = 0; fashion && i < b.n_cases; i++) {
-        case_names[i] = cases[i].name;
-        ember_median[i] = median(ember_sps[i], rounds);
-        torch_median[i] = torch ? median(torch_sps[i], rounds) : 0;
-        print_row(cases[i].name, ember_median[i], torch_median[i], torch, cases[i].goal);
-    }
-    double ember_tokens = 0, torch_tokens = 0;
+    bench_run_info info = {.device = device, .amp = amp, .threads = threads, .rounds = rounds,
+                           .train_workers = TRAIN_WORKERS,
+                           .about = em_device_describe(b.device, about, sizeof about)};
+    bench_case_result results[N_MAX_CASES] = {0};
+    case_medians(&b, per_case, rounds, results);
+    em_bench_train_print(&info, results, fashion ? b.n_cases : 0);
+    double ember_tokens = gpt ? median(ember_gpt, rounds) : 0;
+    double torch_tokens = gpt && torch ? median(torch_gpt, rounds) : 0;
     if (gpt) {
-        ember_tokens = median(ember_gpt, rounds);
-        torch_tokens = torch ? median(torch_gpt, rounds) : 0;
         printf("%-10s %16s %16s\n", "", "ember tokens/s", "torch tokens/s");
-        print_row("gpt_b32", ember_tokens, torch_tokens, torch, 1.5);
+        em_bench_train_row("gpt_b32", ember_tokens, torch_tokens, 1.5);
+    }
+    int status = 0;
+    if (json && em_bench_train_json(json, &info, results, fashion ? b.n_cases : 0, ember_tokens,
+                                    torch_tokens) != EM_OK) {
+        fprintf(stderr, "ember bench train: --json: %s\n", em_error());
+        status = 1;
     }
     if (!page)
-        return 0;
+        return status;
     char note[512];
     snprintf(note, sizeof note, "%s (%s), autocast %s, %d threads; per round the median step "
              "after warm-up, then the median of %d rounds alternating ember and PyTorch.",
              device, about, amp, threads, rounds);
     em_report_note(page, note);
+    const char *case_names[N_MAX_CASES];
+    double ember_median[N_MAX_CASES], torch_median[N_MAX_CASES];
+    for (int i = 0; i < b.n_cases; i++) {
+        case_names[i] = results[i].name;
+        ember_median[i] = results[i].step;
+        torch_median[i] = results[i].torch;
+    }
     if (fashion)
-        chart(page, "training samples/s (median of the rounds)", "samples/s", case_names,
-              b.n_cases, ember_median, torch_median);
+        em_bench_train_chart(page, "training samples/s (median of the rounds)", "samples/s",
+                             case_names, b.n_cases, ember_median, torch_median);
     const char *gpt_name[] = {"gpt_b32"};
     if (gpt)
-        chart(page, "gpt training tokens/s (median of the rounds)", "tokens/s", gpt_name, 1,
-              &ember_tokens, &torch_tokens);
+        em_bench_train_chart(page, "gpt training tokens/s (median of the rounds)", "tokens/s",
+                             gpt_name, 1, &ember_tokens, &torch_tokens);
     if (em_report_close(page) != EM_OK) {
         fprintf(stderr, "ember bench train: --report: %s\n", em_error());
         return 1;
     }
-    return 0;
+    return status;
 }

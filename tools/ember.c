@@ -56,6 +56,7 @@ static bool is_help(const char *a)
 
 int main(int argc, char **argv)
 {
+    em_cli_wait_policy_init(argv);
     if (argc < 2 || is_help(argv[1])) {
         usage(argc < 2 ? stderr : stdout, NULL);
         return argc < 2 ? 2 : 0;

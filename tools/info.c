@@ -14,6 +14,7 @@ int em_cmd_info(int argc, char **argv)
     if (parsed != EM_ARGS_RUN)
         return parsed;
     printf("ember threads: %d (OMP_NUM_THREADS)\n", omp_get_max_threads());
+    printf("OpenMP wait policy: %s\n", em_cli_wait_policy());
     for (int d = 0; d < EM_NDEVICES; d++) {
         char about[256];
         printf("device %-5s %s\n", em_device_name((em_device)d),

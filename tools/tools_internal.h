@@ -29,6 +29,12 @@ int em_cmd_sample(int argc, char **argv);   /* tools/sample_cmd.c: text from a g
 int em_bench_sample(int argc, char **argv); /* tools/sample_cmd.c: with and without the cache */
 int em_bench_dist(int argc, char **argv);   /* tools/bench_dist.c: allreduce, DDP scaling */
 
+/* The command's OpenMP wait policy (tools/wait_policy.c): called first in main, it runs the
+ * command again with ember's default GOMP_SPINCOUNT unless the environment sets a policy;
+ * em_cli_wait_policy then says which is in effect. */
+void em_cli_wait_policy_init(char **argv);
+const char *em_cli_wait_policy(void);
+
 /* "A:B", two micro-batch numbers counting from 1 with A <= B, into *first and *last (the
  * --profile-steps of ember train); false after printing what is wrong on stderr. */
 bool em_parse_step_range(const char *command, const char *option, const char *text,
@@ -53,6 +59,14 @@ typedef struct {
 em_latency em_measure_latency(em_module *model, const em_tensor *x, int warmup, int iters);
 /* The first n test samples of a recipe's dataset (x only), or NULL with an error. */
 em_tensor *em_test_batch(const em_recipe *rc, const char *data_dir, int64_t n);
+
+/* GFLOP/s of OpenBLAS's sgemm on `threads` threads running the matrix products of a training
+ * step of n layers at batch alone (tools/gemm_bound.c): per layer over the whole batch (rows =
+ * batch x positions), the forward (rows, k) x (k, out), the weight gradient (out, rows) x
+ * (rows, k) and, where computed, the input gradient (rows, out) x (out, k); the step's FLOPs over
+ * the median time of reps runs of them all. -1 when out of memory. */
+double em_gemm_bound_gflops(const em_matmul_layer *l, int n, int64_t batch, int threads,
+                            int reps);
 
 /* tools/bench_common.c: what the benchmarks share */
 double em_now_s(void); /* monotonic seconds */
