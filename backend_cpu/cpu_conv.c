@@ -1,10 +1,12 @@
 /* CPU 2-D convolution (NCHW, stride, padding, dilation, groups): im2col + GEMM per image for f32
- * and f64, or for f32 stride-1 layers on AVX2+FMA the direct kernels of cpu_conv_direct.c;
- * f16/bf16 run through the f32 path. The typed body is cpu_conv_impl_internal.h. */
+ * and f64, or for f32 stride-1 layers on AVX2+FMA the direct kernels of cpu_conv_direct.c, and
+ * for 3x3 ones with enough channels Winograd (cpu_conv_winograd.c); f16/bf16 run through the f32
+ * path. The typed body is cpu_conv_impl_internal.h. */
 #include <omp.h>
 #include <string.h>
 
 #include "backend_cpu/cpu_conv_direct_internal.h"
+#include "backend_cpu/cpu_conv_winograd_internal.h"
 #include "backend_cpu/cpu_dense_internal.h"
 
 /* grad_weight sums the batch in this many fixed blocks (fewer for a smaller batch). */
@@ -105,10 +107,12 @@ static bool conv_shape_ok(const em_conv2d_shape *s)
 #undef REAL_DT
 #undef CONV_FN
 
-/* The f32 kernels: direct where it fits, else im2col + GEMM. */
+/* The f32 kernels: Winograd where it is chosen, direct where it fits, else im2col + GEMM. */
 static int conv_f32(const em_conv2d_shape *s, const float *x, const float *w, const float *bias,
                     float *y)
 {
+    if (em_cpu_conv_winograd_chosen(s, false))
+        return em_cpu_conv_winograd_forward(s, x, w, bias, y);
     if (em_cpu_conv_direct_fits(s))
         return em_cpu_conv_direct_forward(s, x, w, bias, y);
     return conv_conv2d_f32(s, x, w, bias, y);
@@ -117,6 +121,8 @@ static int conv_f32(const em_conv2d_shape *s, const float *x, const float *w, co
 static int conv_grad_input_f32_any(const em_conv2d_shape *s, const float *gy, const float *w,
                                    float *gx)
 {
+    if (em_cpu_conv_winograd_chosen(s, true))
+        return em_cpu_conv_winograd_grad_input(s, gy, w, gx);
     if (em_cpu_conv_direct_grad_input_fits(s))
         return em_cpu_conv_direct_grad_input(s, gy, w, gx);
     return conv_grad_input_f32(s, gy, w, gx);
@@ -125,6 +131,8 @@ static int conv_grad_input_f32_any(const em_conv2d_shape *s, const float *gy, co
 static int conv_grad_weight_f32_any(const em_conv2d_shape *s, const float *gy, const float *x,
                                     float *gw, float *gbias)
 {
+    if (em_cpu_conv_winograd_chosen(s, false))
+        return em_cpu_conv_winograd_grad_weight(s, gy, x, gw, gbias);
     if (!em_cpu_conv_direct_fits(s))
         return conv_grad_weight_f32(s, gy, x, gw, gbias);
     const int64_t blocks = s->n < CONV_GW_BLOCKS ? s->n : CONV_GW_BLOCKS;

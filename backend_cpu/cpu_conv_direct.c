@@ -441,6 +441,17 @@ static void dconv_gw_block(const dconv_geom *g, int64_t images, const float *gy,
     }
 }
 
+void em_cpu_sum_blocks_f32(const float *part, int64_t blocks, int64_t n, float *out)
+{
+    #pragma omp parallel for if (blocks * n >= EM_CPU_PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float sum = part[i];
+        for (int64_t b = 1; b < blocks; b++)
+            sum += part[b * n + i];
+        out[i] = sum;
+    }
+}
+
 int em_cpu_conv_direct_grad_weight(const em_conv2d_shape *s, int64_t blocks, const float *gy,
                                    const float *x, float *gw, float *gbias)
 {
@@ -484,15 +495,8 @@ int em_cpu_conv_direct_grad_weight(const em_conv2d_shape *s, int64_t blocks, con
                                gb + b * g.m, t, t + 1, gyp + omp_get_thread_num() * gys);
         }
     }
-    if (part != gw) {
-        #pragma omp parallel for if (blocks * gw_n >= EM_CPU_PARALLEL_MIN)
-        for (int64_t i = 0; i < gw_n; i++) {
-            float sum = part[i];
-            for (int64_t b = 1; b < blocks; b++)
-                sum += part[b * gw_n + i];
-            gw[i] = sum;
-        }
-    }
+    if (part != gw)
+        em_cpu_sum_blocks_f32(part, blocks, gw_n, gw);
     for (int64_t m = 0; gbias && m < g.m; m++) {
         double sum = 0;
         for (int64_t b = 0; b < blocks; b++)

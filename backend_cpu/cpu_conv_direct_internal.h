@@ -31,5 +31,7 @@ int em_cpu_conv_direct_grad_weight(const em_conv2d_shape *s, int64_t blocks,
                                    const float *x,  // (N, C_in, H, W)
                                    float *gw,       // (C_out, C_in, KH, KW)
                                    float *gbias);   // (C_out) or NULL
+/* out (n) = the sum of part (blocks, n) over its blocks, added in block order. */
+void em_cpu_sum_blocks_f32(const float *part, int64_t blocks, int64_t n, float *out);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "backend_cpu/cpu_conv_direct_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
+#include "helpers/conv_naive.h"
 
 static uint64_t rng_state = 777;
 
@@ -37,68 +38,6 @@ static float *to_f32(const double *v, int64_t n)
 
 /* ---- convolution ---- */
 
-static em_conv2d_shape conv_shape(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t c_out,
-                                  int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
-                                  int64_t pw, int64_t dh, int64_t dw, int64_t groups)
-{
-    em_conv2d_shape s = {.n = n, .c_in = c_in, .h = h, .w = w, .c_out = c_out, .kh = kh,
-                         .kw = kw, .stride = {sh, sw}, .pad = {ph, pw}, .dilation = {dh, dw},
-                         .groups = groups};
-    s.h_out = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;
-    s.w_out = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
-    return s;
-}
-
-static int64_t x_count(const em_conv2d_shape *s) { return s->n * s->c_in * s->h * s->w; }
-static int64_t y_count(const em_conv2d_shape *s) { return s->n * s->c_out * s->h_out * s->w_out; }
-static int64_t w_count(const em_conv2d_shape *s)
-{
-    return s->c_out * (s->c_in / s->groups) * s->kh * s->kw;
-}
-
-/* The seven loops: every (n, co, oh, ow) against every (ci, i, j) of its group. Computes y from
- * x, w, bias; or, given gy, accumulates gx and gw (gb) instead. */
-static void conv_naive(const em_conv2d_shape *s, const double *x, const double *w,
-                       const double *bias, double *y, const double *gy, double *gx, double *gw,
-                       double *gb)
-{
-    const int64_t cig = s->c_in / s->groups, cog = s->c_out / s->groups;
-    if (gy) {
-        memset(gx, 0, (size_t)x_count(s) * sizeof(double));
-        memset(gw, 0, (size_t)w_count(s) * sizeof(double));
-        memset(gb, 0, (size_t)s->c_out * sizeof(double));
-    }
-    for (int64_t n = 0; n < s->n; n++)
-        for (int64_t co = 0; co < s->c_out; co++)
-            for (int64_t oh = 0; oh < s->h_out; oh++)
-                for (int64_t ow = 0; ow < s->w_out; ow++) {
-                    const int64_t yi = ((n * s->c_out + co) * s->h_out + oh) * s->w_out + ow;
-                    const int64_t g = co / cog;
-                    double acc = bias ? bias[co] : 0;
-                    if (gy)
-                        gb[co] += gy[yi];
-                    for (int64_t ci = 0; ci < cig; ci++)
-                        for (int64_t i = 0; i < s->kh; i++)
-                            for (int64_t j = 0; j < s->kw; j++) {
-                                int64_t ih = oh * s->stride[0] - s->pad[0] + i * s->dilation[0];
-                                int64_t iw = ow * s->stride[1] - s->pad[1] + j * s->dilation[1];
-                                if (ih < 0 || ih >= s->h || iw < 0 || iw >= s->w)
-                                    continue;
-                                int64_t c = g * cig + ci;
-                                int64_t xi = ((n * s->c_in + c) * s->h + ih) * s->w + iw;
-                                int64_t wi = ((co * cig + ci) * s->kh + i) * s->kw + j;
-                                if (gy) {
-                                    gx[xi] += gy[yi] * w[wi];
-                                    gw[wi] += gy[yi] * x[xi];
-                                } else {
-                                    acc += x[xi] * w[wi];
-                                }
-                            }
-                    if (!gy)
-                        y[yi] = acc;
-                }
-}
-
 static void assert_close(const char *what, const double *want, const void *got, bool f32,
                          int64_t n, double tol)
 {
@@ -112,30 +51,33 @@ static void assert_close(const char *what, const double *want, const void *got, 
 /* Forward, grad_input and grad_weight (+ bias) of s in f32 and f64 against the naive loops. */
 static void check_conv(em_conv2d_shape s)
 {
-    double *x = random_f64(x_count(&s)), *w = random_f64(w_count(&s)), *b = random_f64(s.c_out);
-    double *gy = random_f64(y_count(&s));
-    double *y = malloc((size_t)y_count(&s) * sizeof(double)), *gx = malloc((size_t)x_count(&s) * 8);
-    double *gw = malloc((size_t)w_count(&s) * 8), *gb = malloc((size_t)s.c_out * 8);
+    double *x = random_f64(conv_x_count(&s)), *w = random_f64(conv_w_count(&s));
+    double *b = random_f64(s.c_out);
+    double *gy = random_f64(conv_y_count(&s));
+    double *y = malloc((size_t)conv_y_count(&s) * sizeof(double));
+    double *gx = malloc((size_t)conv_x_count(&s) * 8);
+    double *gw = malloc((size_t)conv_w_count(&s) * 8), *gb = malloc((size_t)s.c_out * 8);
     conv_naive(&s, x, w, b, y, NULL, NULL, NULL, NULL);
     conv_naive(&s, x, w, NULL, NULL, gy, gx, gw, gb);
     for (int f32 = 0; f32 < 2; f32++) {
         em_dtype dt = f32 ? EM_F32 : EM_F64;
         size_t es = f32 ? 4 : 8;
-        void *kx = f32 ? (void *)to_f32(x, x_count(&s)) : x;
-        void *kw = f32 ? (void *)to_f32(w, w_count(&s)) : w;
+        void *kx = f32 ? (void *)to_f32(x, conv_x_count(&s)) : x;
+        void *kw = f32 ? (void *)to_f32(w, conv_w_count(&s)) : w;
         void *kb = f32 ? (void *)to_f32(b, s.c_out) : b;
-        void *kgy = f32 ? (void *)to_f32(gy, y_count(&s)) : gy;
-        void *ky = malloc((size_t)y_count(&s) * es), *kgx = malloc((size_t)x_count(&s) * es);
-        void *kgw = malloc((size_t)w_count(&s) * es), *kgb = malloc((size_t)s.c_out * es);
-        memset(kgx, 0xff, (size_t)x_count(&s) * es); /* NaN: the kernels must overwrite */
-        memset(kgw, 0xff, (size_t)w_count(&s) * es);
+        void *kgy = f32 ? (void *)to_f32(gy, conv_y_count(&s)) : gy;
+        void *ky = malloc((size_t)conv_y_count(&s) * es);
+        void *kgx = malloc((size_t)conv_x_count(&s) * es);
+        void *kgw = malloc((size_t)conv_w_count(&s) * es), *kgb = malloc((size_t)s.c_out * es);
+        memset(kgx, 0xff, (size_t)conv_x_count(&s) * es); /* NaN: the kernels must overwrite */
+        memset(kgw, 0xff, (size_t)conv_w_count(&s) * es);
         double tol = f32 ? 1e-4 : 1e-12;
         cr_assert_eq(em_cpu_conv2d(&s, dt, kx, kw, kb, ky), EM_KERNEL_OK);
-        assert_close("y", y, ky, f32, y_count(&s), tol);
+        assert_close("y", y, ky, f32, conv_y_count(&s), tol);
         cr_assert_eq(em_cpu_conv2d_grad_input(&s, dt, kgy, kw, kgx), EM_KERNEL_OK);
-        assert_close("gx", gx, kgx, f32, x_count(&s), tol);
+        assert_close("gx", gx, kgx, f32, conv_x_count(&s), tol);
         cr_assert_eq(em_cpu_conv2d_grad_weight(&s, dt, kgy, kx, kgw, kgb), EM_KERNEL_OK);
-        assert_close("gw", gw, kgw, f32, w_count(&s), tol);
+        assert_close("gw", gw, kgw, f32, conv_w_count(&s), tol);
         assert_close("gb", gb, kgb, f32, s.c_out, tol);
         if (f32) {
             free(kx);
@@ -160,42 +102,42 @@ static void check_conv(em_conv2d_shape s)
 
 Test(cpu_conv, stride2_padding)
 {
-    check_conv(conv_shape(3, 4, 9, 11, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1));
+    check_conv(conv_test_shape(3, 4, 9, 11, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1));
 }
 
 Test(cpu_conv, dilation2_groups2)
 {
-    check_conv(conv_shape(3, 4, 10, 9, 6, 3, 2, 1, 1, 2, 1, 2, 2, 2));
+    check_conv(conv_test_shape(3, 4, 10, 9, 6, 3, 2, 1, 1, 2, 1, 2, 2, 2));
 }
 
 Test(cpu_conv, mixed_stride_padding_rectangular_kernel)
 {
-    check_conv(conv_shape(2, 3, 8, 7, 5, 2, 3, 2, 1, 0, 1, 1, 2, 1));
-    check_conv(conv_shape(1, 2, 5, 5, 3, 5, 5, 3, 3, 2, 2, 1, 1, 1)); /* one image */
+    check_conv(conv_test_shape(2, 3, 8, 7, 5, 2, 3, 2, 1, 0, 1, 1, 2, 1));
+    check_conv(conv_test_shape(1, 2, 5, 5, 3, 5, 5, 3, 3, 2, 2, 1, 1, 1)); /* one image */
 }
 
 Test(cpu_conv, pointwise_1x1)
 {
-    check_conv(conv_shape(5, 4, 6, 7, 6, 1, 1, 1, 1, 0, 0, 1, 1, 2));
-    check_conv(conv_shape(5, 4, 6, 7, 6, 1, 1, 2, 2, 0, 0, 1, 1, 1)); /* strided 1x1 */
+    check_conv(conv_test_shape(5, 4, 6, 7, 6, 1, 1, 1, 1, 0, 0, 1, 1, 2));
+    check_conv(conv_test_shape(5, 4, 6, 7, 6, 1, 1, 2, 2, 0, 0, 1, 1, 1)); /* strided 1x1 */
 }
 
 Test(cpu_conv, batch_larger_than_gradient_blocks)
 {
-    check_conv(conv_shape(21, 3, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1));
+    check_conv(conv_test_shape(21, 3, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1));
 }
 
 Test(cpu_conv, cnn_second_layer_shape)
 {
-    check_conv(conv_shape(4, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1));
+    check_conv(conv_test_shape(4, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1));
 }
 
 /* Stride 1 with 8+ input channels per group runs on the padded grid. */
 Test(cpu_conv, padded_grid_dilation_groups_no_padding)
 {
-    check_conv(conv_shape(3, 16, 7, 9, 6, 3, 2, 1, 1, 2, 1, 2, 3, 2));
-    check_conv(conv_shape(2, 8, 6, 7, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1));
-    check_conv(conv_shape(1, 8, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1)); /* one image */
+    check_conv(conv_test_shape(3, 16, 7, 9, 6, 3, 2, 1, 1, 2, 1, 2, 3, 2));
+    check_conv(conv_test_shape(2, 8, 6, 7, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1));
+    check_conv(conv_test_shape(1, 8, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1)); /* one image */
 }
 
 /* Stride-1 f32 layers on AVX2+FMA run the direct kernels; on other CPUs the same checks cover
@@ -220,15 +162,15 @@ static void check_direct(em_conv2d_shape s, bool grad_input_direct)
 
 Test(cpu_conv, direct_cnn_layer_shapes)
 {
-    check_direct(conv_shape(3, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
-    check_direct(conv_shape(3, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
+    check_direct(conv_test_shape(3, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
+    check_direct(conv_test_shape(3, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
 }
 
 /* One image: forward split by rows, grad_weight by channel tiles across threads. */
 Test(cpu_conv, direct_batch_one)
 {
-    check_direct(conv_shape(1, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
-    check_direct(conv_shape(1, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
+    check_direct(conv_test_shape(1, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
+    check_direct(conv_test_shape(1, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
 }
 
 /* Output rows of 8, 9, 13, 15, 16, 19 and 28 columns (whole, masked and single 8-lane tails);
@@ -236,31 +178,31 @@ Test(cpu_conv, direct_batch_one)
  * kernel; dilation; no padding (grad_input padded by K-1) and padding K-1 (by 0). */
 Test(cpu_conv, direct_odd_sizes)
 {
-    check_direct(conv_shape(2, 3, 11, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
-    check_direct(conv_shape(3, 2, 9, 21, 7, 3, 3, 1, 1, 0, 0, 1, 1, 1), true);
-    check_direct(conv_shape(2, 5, 12, 17, 13, 2, 3, 1, 1, 1, 1, 2, 2, 1), true);
-    check_direct(conv_shape(2, 4, 10, 16, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
-    check_direct(conv_shape(2, 4, 10, 16, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
-    check_direct(conv_shape(2, 4, 10, 16, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
-    check_direct(conv_shape(3, 3, 9, 10, 4, 3, 1, 1, 1, 1, 0, 1, 1, 1), true);
-    check_direct(conv_shape(2, 2, 7, 10, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), true);
-    check_direct(conv_shape(5, 2, 7, 26, 6, 3, 3, 1, 1, 2, 2, 1, 1, 1), true);
+    check_direct(conv_test_shape(2, 3, 11, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
+    check_direct(conv_test_shape(3, 2, 9, 21, 7, 3, 3, 1, 1, 0, 0, 1, 1, 1), true);
+    check_direct(conv_test_shape(2, 5, 12, 17, 13, 2, 3, 1, 1, 1, 1, 2, 2, 1), true);
+    check_direct(conv_test_shape(2, 4, 10, 16, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
+    check_direct(conv_test_shape(2, 4, 10, 16, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
+    check_direct(conv_test_shape(2, 4, 10, 16, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1), true);
+    check_direct(conv_test_shape(3, 3, 9, 10, 4, 3, 1, 1, 1, 1, 0, 1, 1, 1), true);
+    check_direct(conv_test_shape(2, 2, 7, 10, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1), true);
+    check_direct(conv_test_shape(5, 2, 7, 26, 6, 3, 3, 1, 1, 2, 2, 1, 1, 1), true);
 }
 
 /* Padding beyond (K-1)*dilation: the forward pass and grad_weight run direct, grad_input on
  * the GEMM path. */
 Test(cpu_conv, direct_forward_with_wide_padding)
 {
-    check_direct(conv_shape(2, 3, 8, 10, 6, 3, 3, 1, 1, 3, 3, 1, 1, 1), false);
+    check_direct(conv_test_shape(2, 3, 8, 10, 6, 3, 3, 1, 1, 3, 3, 1, 1, 1), false);
 }
 
 /* Shapes the direct kernels leave to the GEMM path. */
 Test(cpu_conv, direct_declines_strides_groups_1x1_narrow_rows)
 {
-    em_conv2d_shape no[4] = {conv_shape(2, 4, 16, 16, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1),
-                             conv_shape(2, 4, 16, 16, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2),
-                             conv_shape(2, 4, 16, 16, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1),
-                             conv_shape(2, 4, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1)};
+    em_conv2d_shape no[4] = {conv_test_shape(2, 4, 16, 16, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1),
+                             conv_test_shape(2, 4, 16, 16, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2),
+                             conv_test_shape(2, 4, 16, 16, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1),
+                             conv_test_shape(2, 4, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1)};
     for (int i = 0; i < 4; i++)
         cr_assert_not(em_cpu_conv_direct_fits(&no[i]), "shape %d", i);
 }
@@ -268,18 +210,18 @@ Test(cpu_conv, direct_declines_strides_groups_1x1_narrow_rows)
 /* The same bits on one thread and on two for grad_weight (and its bias) of s in f32. */
 static void check_grad_weight_bits(em_conv2d_shape s)
 {
-    double *x = random_f64(x_count(&s)), *gy = random_f64(y_count(&s));
-    float *fx = to_f32(x, x_count(&s)), *fgy = to_f32(gy, y_count(&s));
+    double *x = random_f64(conv_x_count(&s)), *gy = random_f64(conv_y_count(&s));
+    float *fx = to_f32(x, conv_x_count(&s)), *fgy = to_f32(gy, conv_y_count(&s));
     float *gw[2], *gb[2];
     const int threads = omp_get_max_threads();
     for (int t = 0; t < 2; t++) {
-        gw[t] = malloc((size_t)w_count(&s) * sizeof(float));
+        gw[t] = malloc((size_t)conv_w_count(&s) * sizeof(float));
         gb[t] = malloc((size_t)s.c_out * sizeof(float));
         omp_set_num_threads(t ? 2 : 1);
         cr_assert_eq(em_cpu_conv2d_grad_weight(&s, EM_F32, fgy, fx, gw[t], gb[t]), EM_KERNEL_OK);
     }
     omp_set_num_threads(threads);
-    cr_assert_eq(memcmp(gw[0], gw[1], (size_t)w_count(&s) * sizeof(float)), 0);
+    cr_assert_eq(memcmp(gw[0], gw[1], (size_t)conv_w_count(&s) * sizeof(float)), 0);
     cr_assert_eq(memcmp(gb[0], gb[1], (size_t)s.c_out * sizeof(float)), 0);
     for (int t = 0; t < 2; t++) {
         free(gw[t]);
@@ -294,31 +236,32 @@ static void check_grad_weight_bits(em_conv2d_shape s)
 /* The CNN's layers at its batch of 64, and one image (split by channel tiles on two threads). */
 Test(cpu_conv, direct_grad_weight_same_bits_on_any_thread_count)
 {
-    check_grad_weight_bits(conv_shape(64, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1));
-    check_grad_weight_bits(conv_shape(64, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1));
-    check_grad_weight_bits(conv_shape(1, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1));
+    check_grad_weight_bits(conv_test_shape(64, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1));
+    check_grad_weight_bits(conv_test_shape(64, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1));
+    check_grad_weight_bits(conv_test_shape(1, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1));
 }
 
 /* grad_weight sums the batch in fixed blocks: the same bits on one thread and on two (direct
  * kernels for 9x9 rows, the GEMM path for 6x6). */
 Test(cpu_conv, grad_weight_same_bits_on_any_thread_count)
 {
-    check_grad_weight_bits(conv_shape(37, 16, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1));
-    check_grad_weight_bits(conv_shape(37, 16, 6, 6, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1));
+    check_grad_weight_bits(conv_test_shape(37, 16, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1));
+    check_grad_weight_bits(conv_test_shape(37, 16, 6, 6, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1));
 }
 
 /* d(sum(y * r))/dx, /dw, /db by central differences in f64, against the gradient kernels. */
 Test(cpu_conv, gradients_match_finite_differences)
 {
-    em_conv2d_shape s = conv_shape(2, 4, 5, 6, 4, 3, 2, 2, 1, 1, 1, 2, 1, 2);
-    double *x = random_f64(x_count(&s)), *w = random_f64(w_count(&s)), *b = random_f64(s.c_out);
-    double *r = random_f64(y_count(&s)), *y = malloc((size_t)y_count(&s) * 8);
-    double *gx = malloc((size_t)x_count(&s) * 8), *gw = malloc((size_t)w_count(&s) * 8);
+    em_conv2d_shape s = conv_test_shape(2, 4, 5, 6, 4, 3, 2, 2, 1, 1, 1, 2, 1, 2);
+    double *x = random_f64(conv_x_count(&s)), *w = random_f64(conv_w_count(&s));
+    double *b = random_f64(s.c_out);
+    double *r = random_f64(conv_y_count(&s)), *y = malloc((size_t)conv_y_count(&s) * 8);
+    double *gx = malloc((size_t)conv_x_count(&s) * 8), *gw = malloc((size_t)conv_w_count(&s) * 8);
     double *gb = malloc((size_t)s.c_out * 8);
     cr_assert_eq(em_cpu_conv2d_grad_input(&s, EM_F64, r, w, gx), EM_KERNEL_OK);
     cr_assert_eq(em_cpu_conv2d_grad_weight(&s, EM_F64, r, x, gw, gb), EM_KERNEL_OK);
     double *params[3] = {x, w, b}, *grads[3] = {gx, gw, gb};
-    int64_t counts[3] = {x_count(&s), w_count(&s), s.c_out};
+    int64_t counts[3] = {conv_x_count(&s), conv_w_count(&s), s.c_out};
     const double eps = 1e-6;
     for (int t = 0; t < 3; t++)
         for (int64_t i = 0; i < counts[t]; i++) {
@@ -327,7 +270,7 @@ Test(cpu_conv, gradients_match_finite_differences)
                 params[t][i] = keep + (side ? -eps : eps);
                 cr_assert_eq(em_cpu_conv2d(&s, EM_F64, x, w, b, y), EM_KERNEL_OK);
                 loss[side] = 0;
-                for (int64_t k = 0; k < y_count(&s); k++)
+                for (int64_t k = 0; k < conv_y_count(&s); k++)
                     loss[side] += y[k] * r[k];
             }
             params[t][i] = keep;
@@ -348,10 +291,10 @@ Test(cpu_conv, gradients_match_finite_differences)
 Test(cpu_conv, half_types_through_f32)
 {
     enum { NX = 100, NW = 36, NY = 100 }; /* x (2, 2, 5, 5), w (2, 2, 3, 3), y (2, 2, 5, 5) */
-    em_conv2d_shape s = conv_shape(2, 2, 5, 5, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1);
-    cr_assert_eq(x_count(&s), NX);
-    cr_assert_eq(w_count(&s), NW);
-    cr_assert_eq(y_count(&s), NY);
+    em_conv2d_shape s = conv_test_shape(2, 2, 5, 5, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+    cr_assert_eq(conv_x_count(&s), NX);
+    cr_assert_eq(conv_w_count(&s), NW);
+    cr_assert_eq(conv_y_count(&s), NY);
     double *x = random_f64(NX), *w = random_f64(NW), y[NY];
     uint16_t hx[NX], hw[NW], hy[NY];
     for (int i = 0; i < NX; i++) {
@@ -372,10 +315,10 @@ Test(cpu_conv, half_types_through_f32)
 
 Test(cpu_conv, rejects_bad_groups_and_dtypes)
 {
-    em_conv2d_shape s = conv_shape(1, 3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2);
+    em_conv2d_shape s = conv_test_shape(1, 3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2);
     float buf[256] = {0};
     cr_assert_eq(em_cpu_conv2d(&s, EM_F32, buf, buf, NULL, buf), EM_KERNEL_UNSUPPORTED);
-    s = conv_shape(1, 2, 4, 4, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+    s = conv_test_shape(1, 2, 4, 4, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1);
     cr_assert_eq(em_cpu_conv2d(&s, EM_I32, buf, buf, NULL, buf), EM_KERNEL_UNSUPPORTED);
 }
 

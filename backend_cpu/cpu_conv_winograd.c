@@ -1,0 +1,214 @@
+/* Winograd F(4x4, 3x3) f32 convolution for 3x3 stride-1 layers: every 6x6 input tile d and
+ * kernel g give 4x4 outputs A^T [(G g G^T) . (B^T d B)] A, 36 products in place of 144. Summed
+ * over channels, the products at each of the 36 transform points are one GEMM (OpenBLAS sgemm)
+ * per chunk of 16 images, on the calling thread; cpu_winograd_tiles.c holds the transforms. grad_input is the same pass
+ * over gy with the flipped, transposed kernel; grad_weight multiplies the gradient of the
+ * products by the transformed inputs and maps the sums back through G. */
+#include <omp.h>
+#include <stdlib.h>
+
+#include "backend_cpu/cpu_conv_direct_internal.h"
+#include "backend_cpu/cpu_conv_winograd_internal.h"
+#include "backend_cpu/cpu_kernels_internal.h"
+#include "backend_cpu/cpu_winograd_tiles_internal.h"
+
+#define L EM_WG_LANES
+#define P EM_WG_P
+/* Both sides of a layer need this many channels for the GEMMs to pay. Measured on one thread
+ * against the direct kernels, batch 64 (forward, grad_input, grad_weight): 32->64 on 14x14
+ * 1.6x 1.6x 1.2x faster, 64->64 on 7x7 2.0x 2.1x 1.5x, 32->32 on 14x14 1.3x 1.3x 1.2x; but
+ * 16->32 on 28x28 0.94x 0.92x 0.71x, 16->16 on 14x14 1.2x 1.1x 0.82x, 1->32 0.27x. */
+#define WG_MIN_CHANNELS 32
+/* grad_weight sums the chunks of the batch in this many fixed blocks (fewer for fewer chunks):
+ * the same bits on any number of threads. */
+#define WG_GW_BLOCKS 16
+
+bool em_cpu_conv_winograd_can(const em_conv2d_shape *s, bool grad_input)
+{
+    return em_cpu_has_avx2() && s->groups == 1 && s->kh == 3 && s->kw == 3
+           && s->stride[0] == 1 && s->stride[1] == 1 && s->dilation[0] == 1
+           && s->dilation[1] == 1 && s->h_out >= 1 && s->w_out >= 1
+           && (!grad_input || (s->pad[0] <= 2 && s->pad[1] <= 2));
+}
+
+/* EMBER_WINOGRAD: -1 unset (the measured choice), 0 never, 1 wherever the kernels can run. */
+static int wg_forced(void)
+{
+    static int forced = -2;
+    if (forced == -2) {
+        const char *env = getenv("EMBER_WINOGRAD");
+        forced = env && env[0] == '0' ? 0 : env && env[0] == '1' ? 1 : -1;
+    }
+    return forced;
+}
+
+bool em_cpu_conv_winograd_chosen(const em_conv2d_shape *s, bool grad_input)
+{
+    if (!em_cpu_conv_winograd_can(s, grad_input) || wg_forced() == 0)
+        return false;
+    return wg_forced() == 1 || (s->c_in >= WG_MIN_CHANNELS && s->c_out >= WG_MIN_CHANNELS);
+}
+
+/* Threads for `items` chunks or blocks: one each, at most all of them. */
+static int wg_threads(int64_t items)
+{
+    const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    return items < nt ? (int)(items > 1 ? items : 1) : nt;
+}
+
+static int64_t wg_chunks(int64_t n)
+{
+    return (n + L - 1) / L;
+}
+
+/* One thread's buffers for a chunk of 16 images. */
+typedef struct {
+    float *xt; /* (C, Hp, Wp, 16) the interleaved, padded inputs */
+    float *v;  /* (36, C, tiles, 16) their transforms */
+    float *p;  /* (36, M, tiles, 16) the products, or their gradient */
+    float *gyt; /* (M, 4*TH, 4*TW, 16) the interleaved output gradient (grad_weight only) */
+} wg_bufs;
+
+/* Floats of one thread's buffers. */
+static int64_t wg_scratch(const em_wg_geom *g, bool grad_weight)
+{
+    const int64_t gyt = grad_weight ? g->m * g->th * g->tw * EM_WG_M * EM_WG_M : 0;
+    return (g->c * g->hp * g->wp + P * (g->c + g->m) * g->tiles + gyt) * L;
+}
+
+static wg_bufs wg_bufs_of(const em_wg_geom *g, float *scratch)
+{
+    wg_bufs b = {.xt = scratch};
+    b.v = b.xt + g->c * g->hp * g->wp * L;
+    b.p = b.v + P * g->c * g->tiles * L;
+    b.gyt = b.p + P * g->m * g->tiles * L;
+    return b;
+}
+
+/* The chunk of images [n0, n0 + lanes) of x (n, C, H, W) into b.v. */
+static void wg_load_inputs(const em_wg_geom *g, const float *x, int64_t n0, int lanes,
+                           const wg_bufs *b)
+{
+    em_wg_interleave(x, g->c, g->h, g->w, n0, lanes, g->ph, g->pw, g->hp, g->wp, b->xt);
+    em_wg_input_transform(g, b->xt, b->v);
+}
+
+/* y (n, M, H_out, W_out) = the pass g over x (n, C, H, W) with kernels w; chunks of 16 images
+ * go to threads, each with its own buffers. */
+static int wg_run(const em_wg_geom *g, int64_t n, const float *w, bool flip, const float *bias,
+                  const float *x, float *y)
+{
+    const int64_t chunks = wg_chunks(n), per_thread = wg_scratch(g, false);
+    const int64_t cols = g->tiles * L;
+    const int nt = wg_threads(chunks);
+    float *u = em_cpu_scratch((size_t)(P * g->m * g->c) * sizeof(float)); /* (36, M, C) */
+    float *scratch = em_cpu_scratch((size_t)(nt * per_thread) * sizeof(float));
+    int rc = EM_KERNEL_FAILED;
+    if (u && scratch) {
+        em_wg_weights(g, w, flip, u);
+        #pragma omp parallel num_threads(nt) if (nt > 1)
+        {
+            const wg_bufs b = wg_bufs_of(g, scratch + omp_get_thread_num() * per_thread);
+            #pragma omp for schedule(static)
+            for (int64_t chunk = 0; chunk < chunks; chunk++) {
+                const int64_t n0 = chunk * L;
+                const int lanes = n - n0 < L ? (int)(n - n0) : L;
+                wg_load_inputs(g, x, n0, lanes, &b);
+                /* p (36, M, cols) = u (36, M, C) v (36, C, cols) */
+                em_cpu_gemm(EM_F32, false, false, g->m, cols, g->c, 1.0, u, g->c, g->m * g->c,
+                            b.v, cols, g->c * cols, 0.0, b.p, cols, g->m * cols, P);
+                em_wg_output_transform(g, b.p, bias, n0, lanes, y);
+            }
+        }
+        rc = EM_KERNEL_OK;
+    }
+    em_cpu_scratch_free(u);
+    em_cpu_scratch_free(scratch);
+    return rc;
+}
+
+static em_wg_geom wg_forward_geom(const em_conv2d_shape *s)
+{
+    return em_wg_geom_of(s->c_in, s->h, s->w, s->c_out, s->h_out, s->w_out, s->pad[0],
+                         s->pad[1]);
+}
+
+int em_cpu_conv_winograd_forward(const em_conv2d_shape *s, const float *x, const float *w,
+                                 const float *bias, float *y)
+{
+    const em_wg_geom g = wg_forward_geom(s);
+    return wg_run(&g, s->n, w, false, bias, x, y);
+}
+
+/* grad_input as a forward pass: gy (C_out, H_out, W_out) padded by 2 - pad into gx (C_in, H,
+ * W). */
+int em_cpu_conv_winograd_grad_input(const em_conv2d_shape *s, const float *gy, const float *w,
+                                    float *gx)
+{
+    const em_wg_geom g = em_wg_geom_of(s->c_out, s->h_out, s->w_out, s->c_in, s->h, s->w,
+                                       2 - s->pad[0], 2 - s->pad[1]);
+    return wg_run(&g, s->n, w, true, NULL, gy, gx);
+}
+
+/* gu (36, M, C) += the sums over the chunks [c0, c1) of the gradient of their products
+ * (36, M, tiles*16) times their transformed inputs (36, C, tiles*16) transposed. */
+static void wg_gw_chunks(const em_wg_geom *g, int64_t n, const float *gy, const float *x,
+                         int64_t c0, int64_t c1, const wg_bufs *b, float *gu)
+{
+    const int64_t cols = g->tiles * L;
+    for (int64_t chunk = c0; chunk < c1; chunk++) {
+        const int64_t n0 = chunk * L;
+        const int lanes = n - n0 < L ? (int)(n - n0) : L;
+        wg_load_inputs(g, x, n0, lanes, b);
+        em_wg_interleave(gy, g->m, g->ho, g->wo, n0, lanes, 0, 0, g->th * EM_WG_M,
+                         g->tw * EM_WG_M, b->gyt);
+        em_wg_grad_output_transform(g, b->gyt, b->p);
+        em_cpu_gemm(EM_F32, false, true, g->m, g->c, cols, 1.0, b->p, cols, g->m * cols, b->v,
+                    cols, g->c * cols, chunk > c0 ? 1.0 : 0.0, gu, g->c, g->m * g->c, P);
+    }
+}
+
+/* gbias (M) = the sums of gy (n, M, H_out, W_out) over images and positions, in double. */
+static void wg_grad_bias(const em_wg_geom *g, int64_t n, const float *gy, float *gbias)
+{
+    const int64_t hwo = g->ho * g->wo;
+    #pragma omp parallel for if (n * g->m * hwo >= EM_CPU_PARALLEL_MIN)
+    for (int64_t m = 0; m < g->m; m++) {
+        double sum = 0;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t q = 0; q < hwo; q++)
+                sum += gy[(i * g->m + m) * hwo + q];
+        gbias[m] = (float)sum;
+    }
+}
+
+int em_cpu_conv_winograd_grad_weight(const em_conv2d_shape *s, const float *gy, const float *x,
+                                     float *gw, float *gbias)
+{
+    const em_wg_geom g = wg_forward_geom(s);
+    const int64_t chunks = wg_chunks(s->n), gu_n = P * g.m * g.c;
+    const int64_t blocks = chunks < WG_GW_BLOCKS ? chunks : WG_GW_BLOCKS;
+    const int64_t per_thread = wg_scratch(&g, true);
+    const int nt = wg_threads(blocks);
+    float *scratch = em_cpu_scratch((size_t)(nt * per_thread) * sizeof(float));
+    float *gu = em_cpu_scratch((size_t)(blocks * gu_n) * sizeof(float)); /* (blocks, 36, M, C) */
+    int rc = EM_KERNEL_FAILED;
+    if (scratch && gu && blocks > 0) {
+        #pragma omp parallel num_threads(nt) if (nt > 1)
+        {
+            const wg_bufs b = wg_bufs_of(&g, scratch + omp_get_thread_num() * per_thread);
+            #pragma omp for schedule(static)
+            for (int64_t k = 0; k < blocks; k++)
+                wg_gw_chunks(&g, s->n, gy, x, k * chunks / blocks, (k + 1) * chunks / blocks, &b,
+                             gu + k * gu_n);
+        }
+        em_cpu_sum_blocks_f32(gu, blocks, gu_n, gu);
+        em_wg_weights_back(&g, gu, gw);
+        if (gbias)
+            wg_grad_bias(&g, s->n, gy, gbias);
+        rc = EM_KERNEL_OK;
+    }
+    em_cpu_scratch_free(scratch);
+    em_cpu_scratch_free(gu);
+    return rc;
+}

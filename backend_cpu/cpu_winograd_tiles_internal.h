@@ -1,0 +1,51 @@
+/* The tile transforms of the Winograd F(4x4, 3x3) convolution (cpu_winograd_tiles.c) that
+ * cpu_conv_winograd.c strings together around its GEMMs. Images are handled 16 at a time, one per
+ * SIMD lane: every buffer below ends in an axis of 16 lanes. */
+#ifndef EMBER_CPU_WINOGRAD_TILES_INTERNAL_H
+#define EMBER_CPU_WINOGRAD_TILES_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define EM_WG_LANES 16 /* images transformed together, one per lane */
+#define EM_WG_M 4      /* outputs per tile side */
+#define EM_WG_A 6      /* input tile side EM_WG_M + 2: transform points per side */
+#define EM_WG_P 36     /* transform points EM_WG_A * EM_WG_A */
+
+/* One pass of the convolution: input (C, H, W) padded by (ph, pw) into output (M, H_out, W_out)
+ * with 3x3 taps. Outputs are cut into TH x TW tiles of 4x4 (the last ones reach past the edge);
+ * a chunk of images is copied lane-interleaved into zero-bordered planes (C, Hp, Wp, 16),
+ * Hp = 4*TH + 2 and Wp = 4*TW + 2, which every tile reads without a bounds check. */
+typedef struct {
+    int64_t c, h, w, m, ho, wo, ph, pw;
+    int64_t th, tw, tiles; /* tile rows, columns, TH*TW */
+    int64_t hp, wp;        /* padded plane rows and row width */
+} em_wg_geom;
+
+em_wg_geom em_wg_geom_of(int64_t c, int64_t h, int64_t w, int64_t m, int64_t ho, int64_t wo,
+                         int64_t ph, int64_t pw);
+
+/* u (36, M, C) = G g G^T for every kernel g (3, 3) of w (M, C, 3, 3), in double; with `flip`, w
+ * is the (C, M, 3, 3) weight whose grad_input this pass computes, read transposed and rotated by
+ * 180 degrees. */
+void em_wg_weights(const em_wg_geom *g, const float *w, bool flip, float *u);
+/* gw (M, C, 3, 3) = G^T gu G for every (m, c) of gu (36, M, C), in double. */
+void em_wg_weights_back(const em_wg_geom *g, const float *gu, float *gw);
+
+/* xt (planes, hp, wp, 16) = images [n0, n0 + lanes) of x (n, planes, h, w) at offset (ph, pw)
+ * inside zeros, the lanes past `lanes` zero; what falls outside hp x wp is left out. */
+void em_wg_interleave(const float *x, int64_t planes, int64_t h, int64_t w, int64_t n0,
+                      int lanes, int64_t ph, int64_t pw, int64_t hp, int64_t wp, float *xt);
+
+/* v (36, C, tiles, 16) = B^T d B for every 6x6 tile d of the interleaved planes xt
+ * (C, Hp, Wp, 16). */
+void em_wg_input_transform(const em_wg_geom *g, const float *xt, float *v);
+/* Images [n0, n0 + lanes) of y (n, M, H_out, W_out) = bias + A^T p A for every tile of p
+ * (36, M, tiles, 16), the outputs past the edge dropped. */
+void em_wg_output_transform(const em_wg_geom *g, const float *p, const float *bias, int64_t n0,
+                            int lanes, float *y);
+/* gp (36, M, tiles, 16) = A gy A^T for every 4x4 tile of gyt (M, 4*TH, 4*TW, 16): the gradient
+ * of the products p from that of the outputs. */
+void em_wg_grad_output_transform(const em_wg_geom *g, const float *gyt, float *gp);
+
+#endif
