@@ -128,7 +128,14 @@ Test(gpt_cli, a_model_of_another_recipe_is_refused)
     o = run(args, true);
     cr_expect_eq(o.status, 1);
     cr_expect(strstr(o.out, "none.safetensors"), "%s", o.out);
-    o = run("quantize gpt --load x --save y", true);
-    cr_expect_eq(o.status, 2);
-    cr_expect(strstr(o.out, "recipe 'gpt' is not supported here"), "%s", o.out);
+    const char *model_commands[] = {"quantize gpt --load x --save y", "serve gpt --load x",
+                                    "bench serve --recipe gpt", "export gpt --load x --onnx y",
+                                    "prune gpt --load x --save y --method l1 --amount 0.5",
+                                    "summary gpt"};
+    for (size_t i = 0; i < sizeof model_commands / sizeof *model_commands; i++) {
+        o = run(model_commands[i], true);
+        cr_expect_eq(o.status, 2, "%s", model_commands[i]);
+        cr_expect(strstr(o.out, "recipe 'gpt' is not supported here"), "%s: %s",
+                  model_commands[i], o.out);
+    }
 }

@@ -197,12 +197,10 @@ int em_bench_infer(int argc, char **argv)
         .operand = &recipe, .about = "Inference latency and throughput at batch 1 and 64 of the "
                                      "f32, int8 and pruned models, next to PyTorch's.",
         .more_help = em_list_recipes, .opts = opts};
-    int parsed = em_args_parse(&spec, argc, argv);
+    const em_recipe *rc;
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
     if (parsed != EM_ARGS_RUN)
         return parsed;
-    const em_recipe *rc = em_find_built_recipe(spec.command, recipe);
-    if (!rc)
-        return 2;
     char title[128];
     snprintf(title, sizeof title, "ember bench infer %s", rc->name);
     em_report *page = report ? em_report_open(report, title) : NULL;

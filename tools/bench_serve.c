@@ -267,12 +267,10 @@ int em_bench_serve(int argc, char **argv)
                  "off vs on,\nthe cache off vs on at a 50% repeat rate, critical latency alone "
                  "and under a\nlow-priority flood; or --soak S.",
         .opts = opts};
-    int parsed = em_args_parse(&spec, argc, argv);
+    const em_recipe *rc;
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
     if (parsed != EM_ARGS_RUN)
         return parsed;
-    const em_recipe *rc = em_find_recipe(spec.command, recipe);
-    if (!rc)
-        return 2;
     em_module *m = rc->build();
     em_tensor *x = m ? em_test_batch(rc, data_dir, HOT_IMAGES) : NULL;
     if (!x || (load && em_load_model_any(m, rc, load) != EM_OK)) {

@@ -153,12 +153,10 @@ int em_cmd_compare(int argc, char **argv)
         .about = "Trains the recipe with each technique off and on from the same seed and prints "
                  "step memory,\nactivation memory, samples/s, final loss and test accuracy.",
         .more_help = em_list_recipes, .opts = opts};
-    int parsed = em_args_parse(&spec, argc, argv);
+    const em_recipe *rc;
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, false, &rc);
     if (parsed != EM_ARGS_RUN)
         return parsed;
-    const em_recipe *rc = em_find_recipe(spec.command, recipe);
-    if (!rc)
-        return 2;
     em_device device;
     int bad_device = em_cli_device(spec.command, device_name, tf32, &device);
     if (bad_device)

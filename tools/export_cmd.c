@@ -20,12 +20,10 @@ int em_cmd_export(int argc, char **argv)
         .about = "A saved recipe model as an ONNX file: dynamic batch axis, Conv+BatchNorm "
                  "folded,\nthen a JSON summary line.",
         .more_help = em_list_recipes, .opts = opts};
-    int parsed = em_args_parse(&spec, argc, argv);
+    const em_recipe *rc;
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
     if (parsed != EM_ARGS_RUN)
         return parsed;
-    const em_recipe *rc = em_find_built_recipe(spec.command, recipe);
-    if (!rc)
-        return 2;
     em_module *m = rc->build();
     em_tensor *example = rc->flat_input ? em_zeros(EM_SHAPE(1, 784), EM_F32)
                                         : em_zeros(EM_SHAPE(1, 1, 28, 28), EM_F32);

@@ -62,12 +62,10 @@ int em_cmd_profile(int argc, char **argv)
                  "optimizer, the loader, each layer)\nand writes a Chrome trace for Perfetto or "
                  "chrome://tracing.",
         .more_help = em_list_recipes, .opts = opts};
-    int parsed = em_args_parse(&spec, argc, argv);
+    const em_recipe *rc;
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, false, &rc);
     if (parsed != EM_ARGS_RUN)
         return parsed;
-    const em_recipe *rc = em_find_recipe(spec.command, recipe);
-    if (!rc)
-        return 2;
     char default_trace[128];
     snprintf(default_trace, sizeof default_trace, "ember-profile-%s.json", rc->name);
     if (em_atomic_check(trace ? trace : default_trace) != EM_OK) { /* before any data loads */

@@ -134,12 +134,10 @@ int em_cmd_prune(int argc, char **argv)
                  "Structured pruning\nleaves the output layer's rows alone. --amount is the final "
                  "sparsity after all rounds.",
         .more_help = em_list_recipes, .opts = opts};
-    int parsed = em_args_parse(&spec, argc, argv);
+    const em_recipe *rc;
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
     if (parsed != EM_ARGS_RUN)
         return parsed;
-    const em_recipe *rc = em_find_built_recipe(spec.command, recipe);
-    if (!rc)
-        return 2;
     o.structured = !strcmp(o.method, "ln") || dim_given;
     if (o.global && o.structured) {
         fprintf(stderr, "ember prune: --global works only with unstructured pruning (l1, or "

@@ -155,12 +155,10 @@ int em_cmd_quantize(int argc, char **argv)
                  "INT8 of\nits Linear and Conv2d layers calibrated on training batches: accuracy, "
                  "size and\nlatency before and after, then a JSON summary line.",
         .more_help = em_list_recipes, .opts = opts};
-    int parsed = em_args_parse(&spec, argc, argv);
+    const em_recipe *rc;
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
     if (parsed != EM_ARGS_RUN)
         return parsed;
-    const em_recipe *rc = em_find_built_recipe(spec.command, recipe);
-    if (!rc)
-        return 2;
     omp_set_num_threads(threads);
     if (static_int8 && per_tensor) {
         fprintf(stderr, "ember quantize: --static quantizes weights per channel; drop "

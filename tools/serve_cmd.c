@@ -64,12 +64,10 @@ int em_cmd_serve(int argc, char **argv)
                  "{\"input\":[...],\n\"priority\":\"low|normal|high|critical\",\"timeout_ms\":N}, "
                  "GET /health, GET /stats.\nSIGTERM drains the requests in flight, then exits.",
         .more_help = em_list_recipes, .opts = opts};
-    int parsed = em_args_parse(&spec, argc, argv);
+    const em_recipe *rc;
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
     if (parsed != EM_ARGS_RUN)
         return parsed;
-    const em_recipe *rc = em_find_recipe(spec.command, recipe);
-    if (!rc)
-        return 2;
     if (eo.reserved_workers >= eo.workers) {
         fprintf(stderr, "ember serve: --reserved-workers must be below --workers\n");
         return 2;

@@ -12,12 +12,10 @@ int em_cmd_summary(int argc, char **argv)
         .about = "A recipe's modules: each layer's output shape for one sample and its parameter "
                  "count,\nthen the totals.",
         .more_help = em_list_recipes};
-    int parsed = em_args_parse(&spec, argc, argv);
+    const em_recipe *rc;
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
     if (parsed != EM_ARGS_RUN)
         return parsed;
-    const em_recipe *rc = em_find_built_recipe(spec.command, recipe);
-    if (!rc)
-        return 2;
     em_shape sample = em_recipe_sample_shape(rc), input = {.ndim = sample.ndim + 1, .d = {1}};
     for (int i = 0; i < sample.ndim; i++)
         input.d[i + 1] = sample.d[i];

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "recipes/recipes.h"
+#include "tools/args.h"
 
 int em_cmd_info(int argc, char **argv);     /* tools/info.c: build, devices, threads */
 int em_cmd_demo(int argc, char **argv);     /* tools/demo.c: a small regression with autograd */
@@ -40,11 +41,13 @@ const char *em_cli_wait_policy(void);
 bool em_parse_step_range(const char *command, const char *option, const char *text,
                          int64_t *first, int64_t *last);
 
-/* The recipe named `name`, or NULL after printing "COMMAND: unknown recipe" and the list. */
-const em_recipe *em_find_recipe(const char *command, const char *name);
-/* em_find_recipe for a recipe with a model builder (not one that brings its own loop: gpt) */
-const em_recipe *em_find_built_recipe(const char *command, const char *name);
 void em_list_recipes(FILE *f); /* the recipes, for a command's --help */
+/* Parses the arguments of a command about one recipe (*name, once parsed) and finds it:
+ * EM_ARGS_RUN with *rc set, or the command's exit status after printing --help, what was wrong
+ * with an argument or that the recipe is unknown (or, built_only, has no model builder: gpt
+ * brings its own training loop). */
+int em_parse_recipe_command(const em_cmd_spec *spec, int argc, char **argv, const char **name,
+                            bool built_only, const em_recipe **rc);
 /* A training command's --device ("cpu" or "cuda") and --tf32 (tools/train_cmd.c): 0 with the
  * device in *out (TF32 switched on when asked), or the command's exit status (2) after printing
  * "COMMAND: --device cuda: ..." when the device is not available. */

@@ -105,7 +105,8 @@ void em_list_recipes(FILE *f)
         fprintf(f, "  %-8s %s\n", em_recipe_at(i)->name, em_recipe_at(i)->about);
 }
 
-const em_recipe *em_find_recipe(const char *command, const char *name)
+/* The recipe named `name`, or NULL after printing "COMMAND: unknown recipe" and the list. */
+static const em_recipe *find_recipe(const char *command, const char *name)
 {
     const em_recipe *rc = em_recipe_find(name);
     if (!rc) {
@@ -115,15 +116,27 @@ const em_recipe *em_find_recipe(const char *command, const char *name)
     return rc;
 }
 
-const em_recipe *em_find_built_recipe(const char *command, const char *name)
+/* find_recipe for a recipe with a model builder */
+static const em_recipe *find_built_recipe(const char *command, const char *name)
 {
-    const em_recipe *rc = em_find_recipe(command, name);
+    const em_recipe *rc = find_recipe(command, name);
     if (rc && !rc->build) {
         fprintf(stderr, "%s: recipe '%s' is not supported here (it trains with ember train, "
                 "ember compare and ember eval)\n", command, name);
         return NULL;
     }
     return rc;
+}
+
+int em_parse_recipe_command(const em_cmd_spec *spec, int argc, char **argv, const char **name,
+                            bool built_only, const em_recipe **rc)
+{
+    int parsed = em_args_parse(spec, argc, argv);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    *rc = built_only ? find_built_recipe(spec->command, *name)
+                     : find_recipe(spec->command, *name);
+    return *rc ? EM_ARGS_RUN : 2;
 }
 
 int em_cli_device(const char *command, const char *name, bool tf32, em_device *out)
@@ -219,11 +232,9 @@ int em_cmd_train(int argc, char **argv)
                  "Presets: basic (--guard --clip 1); advanced (basic, --amp bf16, --schedule "
                  "warmup-cosine);\nultra (advanced, --grad-accum 2, --checkpoint-activations).",
         .more_help = em_list_recipes, .opts = opts};
-    int parsed = em_args_parse(&spec, argc, argv);
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, false, &o.recipe);
     if (parsed != EM_ARGS_RUN)
         return parsed;
-    if (!(o.recipe = em_find_recipe(spec.command, recipe)))
-        return 2;
     int bad_device = em_cli_device(spec.command, device, tf32, &o.device);
     if (bad_device)
         return bad_device;
@@ -282,11 +293,9 @@ int em_cmd_eval(int argc, char **argv)
         .command = "ember eval", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
         .about = "Test accuracy and loss of a saved model, checkpoint, quantized or pruned model.",
         .more_help = em_list_recipes, .opts = opts};
-    int parsed = em_args_parse(&spec, argc, argv);
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, false, &o.recipe);
     if (parsed != EM_ARGS_RUN)
         return parsed;
-    if (!(o.recipe = em_find_recipe(spec.command, recipe)))
-        return 2;
     if (threads)
         omp_set_num_threads(threads);
     em_train_result r;
