@@ -162,7 +162,7 @@ static em_status start_run(const em_train_opts *o, em_train_result *res, run *r,
     make_meta(&r->meta, &r->text.vocab, &c);
     em_techniques tech = o->tech;
     tech.checkpoint_activations = false; /* per block, above */
-    tech.clip = tech.clip > 0 ? tech.clip : EM_GPT_CLIP;
+    tech.clip = tech.clip > 0 ? tech.clip : rc->clip;
     r->trainer = em_trainer_new(r->model, r->optim, r->loader,
                                 (em_trainer_opts){.tech = tech, .scheduler = r->sched,
                                                   .loss = sequence_loss,

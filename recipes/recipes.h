@@ -21,6 +21,7 @@ typedef struct {
     double momentum;
     const char *optim;  /* "sgd", "adam", "adamw" or "rmsprop" */
     const char *schedule; /* one of EM_RECIPE_SCHEDULES */
+    double clip;        /* gradient 2-norm clipped to this unless --clip says; 0: none */
     /* a recipe with data and a task of its own (gpt) trains and evaluates itself, taking the
      * same options and filling the same result; build is then NULL */
     em_status (*train)(const struct em_train_opts *o, struct em_train_result *r);

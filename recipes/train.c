@@ -212,6 +212,7 @@ static em_status start_run(const em_train_opts *o, const em_train_result *res, r
                           .val = o->validate && lead ? r->test : NULL,
                           .checkpoint = o->save_path, .max_steps = o->max_steps,
                           .meta = r->meta, .n_meta = 1, .progress = o->progress && lead};
+    to.tech.clip = o->tech.clip > 0 ? o->tech.clip : rc->clip;
     if (o->ddp) {
         to.save_checkpoint = em_dist_checkpoint_save;
         to.load_checkpoint = em_dist_checkpoint_load;

@@ -87,6 +87,7 @@ Test(gpt_cli, train_sample_and_errors)
     tps = strtod(at + strlen("\"train_tokens_per_s\":"), NULL);
     cr_expect(tps > 0);
     cr_expect(strstr(o.out, "\"block\":128"), "%s", o.out);
+    cr_expect(strstr(o.out, "\"clip\":1.0,"), "the recipe clips at 1: %s", o.out);
 
     snprintf(args, sizeof args, "sample gpt --load %s --prompt 'the ' --tokens 40 --seed 3",
              model);

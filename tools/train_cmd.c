@@ -54,7 +54,7 @@ static void print_summary(const em_train_opts *o, const em_train_result *r)
     json_object_set_new(j, "device", json_string(em_device_name(o->device)));
     json_object_set_new(j, "grad_accum", json_integer(o->tech.grad_accum > 1 ? o->tech.grad_accum
                                                                              : 1));
-    em_json_set_real(j, "clip", o->tech.clip, -1);
+    em_json_set_real(j, "clip", o->tech.clip > 0 ? o->tech.clip : o->recipe->clip, -1);
     json_object_set_new(j, "guard", json_boolean(o->tech.guard));
     json_object_set_new(j, "checkpoint_activations", json_boolean(o->tech.checkpoint_activations));
     em_json_print_line(stdout, j);
