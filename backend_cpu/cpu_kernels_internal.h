@@ -94,36 +94,35 @@ int em_cpu_sgd_update(em_dtype dt, const em_sgd_hparams *h, const em_array_list 
 int em_cpu_adam_update(em_dtype dt, const em_adam_hparams *h, const em_array_list *l);
 int em_cpu_rmsprop_update(em_dtype dt, const em_rmsprop_hparams *h, const em_array_list *l);
 
-/* cpu_int8_gemm.c: dynamic int8 products. Activations are quantized to 0..EM_CPU_U7_MAX
- * (7 bits, exact under AVX2's 16-bit pair sums), weights are s8 packed by em_cpu_int8_pack. */
+/* cpu_int8_*.c: int8 products. Activations are quantized to 0..EM_CPU_U7_MAX (7 bits, exact
+ * under AVX2's 16-bit pair sums), weights are s8 packed by em_cpu_int8_pack. Each path gives
+ * the same int32 sums; the _path functions pick one (tests), the others the fastest here. */
 #define EM_CPU_U7_MAX 127
+typedef enum {
+    EM_CPU_INT8_PORTABLE,
+    EM_CPU_INT8_AVX2, /* AVX2 + FMA: maddubs / madd */
+    EM_CPU_INT8_VNNI, /* AVX-512 F, BW, VL and VNNI: vpdpbusd */
+    EM_CPU_INT8_PATHS
+} em_cpu_int8_path;
 bool em_cpu_has_avx2(void); /* AVX2 and FMA, checked once at run time */
+bool em_cpu_int8_path_supported(em_cpu_int8_path path);
+em_cpu_int8_path em_cpu_int8_best_path(void);
 int64_t em_cpu_int8_packed_size(int64_t n, int64_t k);
 int em_cpu_int8_pack(int64_t n, int64_t k, const int8_t *w, void *packed);
-/* c (m, n) i32 = a (m, k) @ w^T with a's rows lda bytes apart, values 0..127; w packed.
- * _path picks the AVX2 (true) or portable code; without AVX2 the former is unsupported. */
-int em_cpu_int8_gemm(int64_t m, int64_t n, int64_t k, const uint8_t *a, int64_t lda,
-                     const void *packed, int32_t *c, int64_t ldc);
-int em_cpu_int8_gemm_path(bool avx2, int64_t m, int64_t n, int64_t k, const uint8_t *a,
-                          int64_t lda, const void *packed, int32_t *c, int64_t ldc);
+/* c (m, n) i32 = a (m, k) @ w^T with a's rows lda bytes apart, values 0..127; w packed;
+ * an unsupported path is refused. */
+int em_cpu_int8_gemm_path(em_cpu_int8_path path, int64_t m, int64_t n, int64_t k,
+                          const uint8_t *a, int64_t lda, const void *packed, int32_t *c,
+                          int64_t ldc);
 /* scale and zero point of the range [min, max] widened to hold 0 */
 void em_cpu_qparams_u7(float min, float max, float *scale, int32_t *zero_point);
 /* q (n) = clamp(round(x / scale) + zero_point, 0, 127) with x's own range */
 int em_cpu_quantize_u7(int64_t n, const float *x, uint8_t *q, float *scale, int32_t *zero_point);
 int em_cpu_qlinear_dynamic(int64_t m, int64_t n, int64_t k, const float *x, const void *packed,
                            const float *w_scale, int64_t n_scales, const float *bias, float *y);
-int em_cpu_qlinear_dynamic_path(bool avx2, int64_t m, int64_t n, int64_t k, const float *x,
-                                const void *packed, const float *w_scale, int64_t n_scales,
-                                const float *bias, float *y);
-/* The product of em_cpu_int8_gemm with the dequantizing epilogue: y (m, n) f32, row stride ldy,
- * = (sum - x_zero_point * rowsum(w)) * x_scale * w_scale + bias, clamped at 0 when relu. */
-int em_cpu_int8_gemm_dequant(int64_t m, int64_t n, int64_t k, const uint8_t *a, int64_t lda,
-                             const void *packed, float x_scale, int32_t x_zero_point,
-                             const float *w_scale, int64_t n_scales, const float *bias,
-                             bool relu, float *y, int64_t ldy);
-/* q (m, ldq) = x (m, k) quantized with the given scale and zero point; pad bytes are zero */
-void em_cpu_quantize_rows_u7(int64_t m, int64_t k, const float *x, float scale,
-                             int32_t zero_point, uint8_t *q, int64_t ldq);
+int em_cpu_qlinear_dynamic_path(em_cpu_int8_path path, int64_t m, int64_t n, int64_t k,
+                                const float *x, const void *packed, const float *w_scale,
+                                int64_t n_scales, const float *bias, float *y);
 
 /* cpu_int8_static.c: static (calibrated) int8 linear and conv2d */
 int em_cpu_qlinear_static(int64_t m, int64_t n, int64_t k, const float *x, float x_scale,
@@ -132,6 +131,10 @@ int em_cpu_qlinear_static(int64_t m, int64_t n, int64_t k, const float *x, float
 int em_cpu_qconv2d_static(const em_conv2d_shape *s, const float *x, float x_scale,
                           int32_t x_zero_point, const void *packed, const float *w_scale,
                           int64_t n_scales, const float *bias, bool relu, float *y);
+int em_cpu_qconv2d_static_path(em_cpu_int8_path path, const em_conv2d_shape *s, const float *x,
+                               float x_scale, int32_t x_zero_point, const void *packed,
+                               const float *w_scale, int64_t n_scales, const float *bias,
+                               bool relu, float *y);
 
 /* cpu_amp.c: unscale gradients in place, flagging inf/NaN; cpu_norm.c: sum |x|^p or max |x| */
 int em_cpu_unscale_check(em_dtype dt, double inv_scale, const em_array_list *l, float *found_inf);

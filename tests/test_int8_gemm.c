@@ -1,5 +1,6 @@
-/* The int8 GEMM (AVX2 and portable paths) against an int32 reference loop on random and ragged
- * sizes, and the fused dynamic-quantized linear against a reference from the same formulas. */
+/* The int8 GEMM (every path this machine has: portable, AVX2, AVX-512 VNNI) against an int32
+ * reference loop on random and ragged sizes, the fused dynamic-quantized linear against a
+ * reference from the same formulas, and the static conv against an integer convolution. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -15,6 +16,8 @@ static uint32_t next_u32(void)
     rng_state ^= rng_state << 17;
     return (uint32_t)(rng_state >> 32);
 }
+
+static const char *path_names[EM_CPU_INT8_PATHS] = {"portable", "avx2", "vnni"};
 
 static void *packed_weights(int64_t n, int64_t k, const int8_t *w)
 {
@@ -43,16 +46,15 @@ static void check_gemm(int64_t m, int64_t n, int64_t k, int64_t lda, bool extrem
             want[i * n + j] = s;
         }
     void *p = packed_weights(n, k, w);
-    for (int path = 0; path < 2; path++) {
-        bool avx2 = path == 1;
-        if (avx2 && !em_cpu_has_avx2())
+    for (em_cpu_int8_path path = 0; path < EM_CPU_INT8_PATHS; path++) {
+        if (!em_cpu_int8_path_supported(path))
             continue;
         for (int64_t i = 0; i < m * n; i++)
             got[i] = -1;
-        cr_assert_eq(em_cpu_int8_gemm_path(avx2, m, n, k, a, lda, p, got, n), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_int8_gemm_path(path, m, n, k, a, lda, p, got, n), EM_KERNEL_OK);
         for (int64_t i = 0; i < m * n; i++)
             cr_assert_eq(got[i], want[i], "%s m %lld n %lld k %lld: c[%lld] = %d, want %d",
-                         avx2 ? "avx2" : "portable", (long long)m, (long long)n, (long long)k,
+                         path_names[path], (long long)m, (long long)n, (long long)k,
                          (long long)i, got[i], want[i]);
     }
     free(p);
@@ -157,12 +159,11 @@ Test(int8_gemm, qlinear_dynamic_paths_agree_with_reference)
     int32_t zp;
     em_cpu_quantize_u7(m * k, x, q, &sx, &zp);
     void *p = packed_weights(n, k, w);
-    for (int path = 0; path < 2; path++) {
-        bool avx2 = path == 1;
-        if (avx2 && !em_cpu_has_avx2())
+    for (em_cpu_int8_path path = 0; path < EM_CPU_INT8_PATHS; path++) {
+        if (!em_cpu_int8_path_supported(path))
             continue;
         for (int per_channel = 0; per_channel < 2; per_channel++) {
-            cr_assert_eq(em_cpu_qlinear_dynamic_path(avx2, m, n, k, x, p, ws,
+            cr_assert_eq(em_cpu_qlinear_dynamic_path(path, m, n, k, x, p, ws,
                                                      per_channel ? n : 1, bias, got),
                          EM_KERNEL_OK);
             for (int64_t i = 0; i < m; i++)
@@ -172,10 +173,88 @@ Test(int8_gemm, qlinear_dynamic_paths_agree_with_reference)
                         s += ((int64_t)q[i * k + t] - zp) * w[j * k + t];
                     double want = (double)s * sx * ws[per_channel ? j : 0] + bias[j];
                     cr_assert(fabs(got[i * n + j] - want) <= 1e-5 * (1 + fabs(want)),
-                              "%s y[%lld][%lld] = %g, want %g", avx2 ? "avx2" : "portable",
+                              "%s y[%lld][%lld] = %g, want %g", path_names[path],
                               (long long)i, (long long)j, got[i * n + j], want);
                 }
         }
     }
     free(p);
+}
+
+/* The static conv on every path equals an integer convolution: with x_scale 1, integer inputs in
+ * range and integer biases, quantization and the epilogue are exact, so each output is the
+ * exact sum; padding contributes zero (the zero point's value). */
+static void check_qconv(em_conv2d_shape s, int32_t zp, bool relu)
+{
+    int64_t nx = s.n * s.c_in * s.h * s.w, nw = s.c_out * s.c_in * s.kh * s.kw;
+    int64_t hw = s.h_out * s.w_out, ny = s.n * s.c_out * hw;
+    float *x = malloc(sizeof(float) * (size_t)nx), *want = malloc(sizeof(float) * (size_t)ny);
+    float *got = malloc(sizeof(float) * (size_t)ny), *bias = malloc(sizeof(float) * s.c_out);
+    int8_t *w = malloc((size_t)nw);
+    for (int64_t i = 0; i < nx; i++)
+        x[i] = (float)((int)(next_u32() % 128) - zp);
+    for (int64_t i = 0; i < nw; i++)
+        w[i] = (int8_t)(next_u32() % 256 - 128);
+    for (int64_t co = 0; co < s.c_out; co++)
+        bias[co] = (float)((int)(next_u32() % 2001) - 1000);
+    for (int64_t img = 0; img < s.n; img++)
+        for (int64_t co = 0; co < s.c_out; co++)
+            for (int64_t p = 0; p < hw; p++) {
+                int64_t oy = p / s.w_out, ox = p % s.w_out, sum = (int64_t)bias[co];
+                for (int64_t ci = 0; ci < s.c_in; ci++)
+                    for (int64_t ky = 0; ky < s.kh; ky++)
+                        for (int64_t kx = 0; kx < s.kw; kx++) {
+                            int64_t iy = oy * s.stride[0] - s.pad[0] + ky * s.dilation[0];
+                            int64_t ix = ox * s.stride[1] - s.pad[1] + kx * s.dilation[1];
+                            if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w)
+                                continue;
+                            sum += (int64_t)x[((img * s.c_in + ci) * s.h + iy) * s.w + ix] *
+                                   w[((co * s.c_in + ci) * s.kh + ky) * s.kw + kx];
+                        }
+                want[(img * s.c_out + co) * hw + p] = relu && sum < 0 ? 0.0f : (float)sum;
+            }
+    void *packed = packed_weights(s.c_out, s.c_in * s.kh * s.kw, w);
+    float one = 1.0f;
+    for (em_cpu_int8_path path = 0; path < EM_CPU_INT8_PATHS; path++) {
+        if (!em_cpu_int8_path_supported(path))
+            continue;
+        for (int64_t i = 0; i < ny; i++)
+            got[i] = NAN;
+        cr_assert_eq(em_cpu_qconv2d_static_path(path, &s, x, 1.0f, zp, packed, &one, 1, bias,
+                                                relu, got),
+                     EM_KERNEL_OK);
+        for (int64_t i = 0; i < ny; i++)
+            cr_assert_eq(got[i], want[i], "%s c_out %lld w_out %lld: y[%lld] = %g, want %g",
+                         path_names[path], (long long)s.c_out, (long long)s.w_out,
+                         (long long)i, got[i], want[i]);
+    }
+    free(packed);
+    free(x);
+    free(want);
+    free(got);
+    free(bias);
+    free(w);
+}
+
+/* y's size from the input, kernel and options */
+static em_conv2d_shape conv_shape(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t c_out,
+                                  int64_t kh, int64_t kw, int64_t stride, int64_t pad,
+                                  int64_t dilation)
+{
+    em_conv2d_shape s = {.n = n, .c_in = c_in, .h = h, .w = w, .c_out = c_out, .kh = kh,
+                         .kw = kw, .stride = {stride, stride}, .pad = {pad, pad},
+                         .dilation = {dilation, dilation}, .groups = 1};
+    s.h_out = (h + 2 * pad - dilation * (kh - 1) - 1) / stride + 1;
+    s.w_out = (w + 2 * pad - dilation * (kw - 1) - 1) / stride + 1;
+    return s;
+}
+
+Test(int8_gemm, static_conv_paths_equal_the_integer_convolution)
+{
+    check_qconv(conv_shape(3, 1, 28, 28, 32, 3, 3, 1, 1, 1), 40, true);   /* the CNN's first */
+    check_qconv(conv_shape(2, 32, 14, 14, 64, 3, 3, 1, 1, 1), 0, true);  /* and second */
+    check_qconv(conv_shape(2, 3, 9, 9, 8, 3, 3, 2, 1, 1), 127, false);   /* stride 2 */
+    check_qconv(conv_shape(1, 5, 11, 35, 20, 3, 2, 1, 2, 2), 17, false); /* dilated, wide */
+    check_qconv(conv_shape(2, 2, 6, 5, 11, 1, 1, 1, 0, 1), 64, true);   /* pointwise */
+    check_qconv(conv_shape(1, 3, 7, 7, 3, 5, 5, 3, 2, 1), 90, false);   /* few outputs */
 }
