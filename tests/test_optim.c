@@ -245,6 +245,42 @@ Test(adamw, default_weight_decay)
     check_both(adamw_default, want);
 }
 
+/* AdamW over 37 f32 elements (full 8-lane vectors and a tail, as the CPU kernel runs them)
+ * against the same three updates in scalar f32 arithmetic in PyTorch's order of operations
+ * (the first moment as a lerp): equal to the bit. */
+Test(adamw, f32_vector_lanes_match_scalar_bits)
+{
+    enum { N = 37 };
+    const double lr = 0.01, wd = 0.1, b1 = 0.9, b2 = 0.999; /* PyTorch's defaults, as doubles */
+    const float w1 = (float)(1 - b1), fb2 = (float)b2, w2 = (float)(1 - b2), eps = 1e-8f;
+    float want[N], m[N] = {0}, v[N] = {0}, g[N], got[N];
+    double start[N];
+    for (int i = 0; i < N; i++) {
+        start[i] = want[i] = (float)(0.25 * sin(i + 1.0));
+        g[i] = (float)(0.5 * cos(3.0 * i) + 0.01 * i);
+    }
+    em_tensor *p = tensor_of(start, N, EM_F32);
+    em_optim *o = with_group(em_adamw(NULL, (em_adam_opts){.lr = lr, .weight_decay = wd}), p);
+    for (int step = 1; step <= 3; step++) {
+        em_release(p->grad);
+        p->grad = em_from_data(EM_SHAPE(N), EM_F32, g);
+        cr_assert(em_optim_step(o) == EM_OK, "%s", em_error());
+        float step_size = (float)(lr / (1 - pow(b1, step)));
+        float bc2 = (float)sqrt(1 - pow(b2, step)), decay = (float)(1 - lr * wd);
+        for (int i = 0; i < N; i++) {
+            m[i] = m[i] + w1 * (g[i] - m[i]);
+            v[i] = v[i] * fb2 + w2 * g[i] * g[i];
+            want[i] = want[i] * decay - step_size * (m[i] / (sqrtf(v[i]) / bc2 + eps));
+        }
+        cr_assert(em_copy_to_host(p, EM_F32, got) == EM_OK, "%s", em_error());
+        for (int i = 0; i < N; i++)
+            cr_assert(got[i] == want[i], "step %d, element %d: %.9g, want %.9g", step, i,
+                      got[i], want[i]);
+    }
+    em_optim_free(o);
+    em_release(p);
+}
+
 static em_optim *adamw_no_decay(em_tensor *p)
 {
     return with_group(em_adamw(NULL, (em_adam_opts){.lr = 0.1, .no_weight_decay = true}), p);

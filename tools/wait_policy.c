@@ -10,7 +10,7 @@
 
 #include "tools/tools_internal.h"
 
-#define EMBER_SPINCOUNT "10000"
+#define EMBER_SPINCOUNT "1000"
 #define MARK "EMBER_DEFAULT_SPINCOUNT" /* set across the exec: the variable is ember's */
 
 static char policy[96] = "libgomp's default (GOMP_SPINCOUNT 300000)";
