@@ -15,7 +15,7 @@ static const em_recipe recipes[] = {
      .lr = 0.02, .momentum = 0.9, .optim = "sgd", .schedule = "cosine"},
     {.name = "gpt", .about = "character-level GPT on the English text of the fortunes package",
      .train = em_recipe_gpt_train, .eval = em_recipe_gpt_eval, .epochs = 1, .batch = 32,
-     .lr = 1e-3, .optim = "adamw", .schedule = "warmup-cosine", .clip = EM_GPT_CLIP},
+     .lr = 3e-3, .optim = "adamw", .schedule = "warmup-cosine", .clip = EM_GPT_CLIP},
 };
 
 const em_recipe *em_recipe_at(int i)

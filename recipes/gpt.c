@@ -13,7 +13,9 @@
 #include "recipes/recipes.h"
 
 /* 4 pre-LN blocks of 4 heads, width 128, over 128 characters: 0.8M parameters that train to
- * readable text in EM_GPT_STEPS steps of 32 windows, about 5 minutes on 2 cores. */
+ * English-like text (val loss 1.80 nats/char) in EM_GPT_STEPS steps of 32 windows at lr 3e-3:
+ * 4.1M characters, a few minutes on 2 cores. At 2000 steps of lr 1e-3 the run took three
+ * times as long; 1000 steps at 1e-3 reach only 2.02. */
 em_gpt_config em_gpt_recipe_config(int64_t vocab_size)
 {
     return (em_gpt_config){.vocab_size = vocab_size, .block_size = 128, .n_layer = 4,

@@ -141,7 +141,7 @@ void em_gpt_text_free(em_gpt_text *t);
 
 /* The default model for a vocabulary of vocab_size, and its training defaults. */
 em_gpt_config em_gpt_recipe_config(int64_t vocab_size);
-#define EM_GPT_STEPS 2000     /* optimizer steps of a default run */
+#define EM_GPT_STEPS 1000     /* optimizer steps of a default run */
 #define EM_GPT_WARMUP 100     /* of them, warm-up steps */
 #define EM_GPT_WEIGHT_DECAY 0.1
 #define EM_GPT_BETA2 0.99

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 # recipes/recipes.h and recipes/gpt.c
 FORTUNES = "/usr/share/games/fortunes"
 N_LAYER, N_HEAD, N_EMBD, BLOCK = 4, 4, 128, 128
-STEPS, BATCH, LR, WARMUP = 2000, 32, 1e-3, 100
+STEPS, BATCH, LR, WARMUP = 1000, 32, 3e-3, 100
 WEIGHT_DECAY, BETA2, CLIP, VAL_STRIDE = 0.1, 0.99, 1.0, 4
 
 
