@@ -19,6 +19,9 @@
  * 1.6x 1.6x 1.2x faster, 64->64 on 7x7 2.0x 2.1x 1.5x, 32->32 on 14x14 1.3x 1.3x 1.2x; but
  * 16->32 on 28x28 0.94x 0.92x 0.71x, 16->16 on 14x14 1.2x 1.1x 0.82x, 1->32 0.27x. */
 #define WG_MIN_CHANNELS 32
+/* A chunk holds one image per lane: with fewer images the transforms and GEMMs work on empty
+ * lanes (batch-1 inference of the CNN took 5.7x longer than the direct kernel). */
+#define WG_MIN_BATCH EM_WG_LANES
 /* grad_weight sums the chunks of the batch in this many fixed blocks (fewer for fewer chunks):
  * the same bits on any number of threads. */
 #define WG_GW_BLOCKS 16
@@ -46,7 +49,8 @@ bool em_cpu_conv_winograd_chosen(const em_conv2d_shape *s, bool grad_input)
 {
     if (!em_cpu_conv_winograd_can(s, grad_input) || wg_forced() == 0)
         return false;
-    return wg_forced() == 1 || (s->c_in >= WG_MIN_CHANNELS && s->c_out >= WG_MIN_CHANNELS);
+    return wg_forced() == 1 || (s->c_in >= WG_MIN_CHANNELS && s->c_out >= WG_MIN_CHANNELS &&
+                                s->n >= WG_MIN_BATCH);
 }
 
 /* Threads for `items` chunks or blocks: one each, at most all of them. */

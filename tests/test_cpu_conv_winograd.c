@@ -161,6 +161,8 @@ Test(cpu_conv_winograd, which_shapes_it_takes)
     cr_assert(em_cpu_conv_winograd_chosen(&cnn3, false));
     cr_assert(em_cpu_conv_winograd_chosen(&cnn3, true));
     cr_assert_not(em_cpu_conv_winograd_chosen(&cnn0, false));
+    const em_conv2d_shape cnn3_b1 = conv_test_shape(1, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+    cr_assert_not(em_cpu_conv_winograd_chosen(&cnn3_b1, false)); /* 15 of 16 lanes empty */
     const em_conv2d_shape no[] = {
         conv_test_shape(4, 16, 9, 9, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1),
         conv_test_shape(4, 16, 9, 9, 16, 3, 3, 1, 1, 2, 2, 2, 2, 1),
