@@ -57,6 +57,12 @@ em_module *em_module_add_child(em_module *m, const char *name, em_module *child)
 void em_module_free(em_module *m); /* the module, its children and tensors; NULL fine */
 
 em_tensor *em_forward(em_module *m, const em_tensor *x);
+/* Called by em_forward after every module's forward, children included (out may be NULL on
+ * error): summaries, FLOP counts, and the inference engine's yield between layers use it. */
+typedef void (*em_forward_hook)(em_module *m, const em_tensor *out, void *ctx);
+/* Installs hook for the calling thread only (NULL removes it); returns the previous one and,
+ * when prev_ctx is given, its ctx. */
+em_forward_hook em_set_forward_hook(em_forward_hook hook, void *ctx, void **prev_ctx);
 void em_module_train(em_module *m, bool training); /* recursive */
 /* every parameter and buffer moved to device in place (build the optimizer afterwards) */
 em_status em_module_to(em_module *m, em_device device);

@@ -1,4 +1,4 @@
-/* What the nn/ files share beyond nn.h: the forward hook the summary and the FLOP count use,
+/* What the nn/ files share beyond nn.h: the traced forward the summary and the FLOP count use,
  * and the allocation every layer constructor starts with. Not installed. */
 #ifndef EMBER_NN_INTERNAL_H
 #define EMBER_NN_INTERNAL_H
@@ -7,10 +7,6 @@
 
 #include "nn/nn.h"
 
-/* Called by em_forward after every module's forward (out may be NULL on error). */
-typedef void (*em_forward_hook)(em_module *m, const em_tensor *out, void *ctx);
-/* Installs hook for this thread (NULL removes it); returns the previous one. */
-em_forward_hook em_set_forward_hook(em_forward_hook hook, void *ctx, void **prev_ctx);
 /* Runs m once on zeros of input's shape (batch dim first) in eval mode without grad, hook
  * called after every module's forward; each module's mode is restored (nn/module_trace.c). */
 em_status em_module_trace(em_module *m, em_shape input, em_forward_hook hook, void *ctx);

@@ -1,9 +1,11 @@
 /* The engine: one mutex guards the four priority queues (intrusive FIFO lists of futures) and
  * the statistics; workers sleep on a condition variable, collect a batch, run the model without
- * the lock, and complete each future (which has its own mutex and condition variable). */
+ * the lock, and complete each future (which has its own mutex and condition variable). Bulk
+ * workers yield the cores to reserved ones through a forward hook run between layers. */
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -48,6 +50,8 @@ struct em_engine {
     em_cache *cache;
     pthread_mutex_t lock;
     pthread_cond_t work;      /* a request arrived or the engine is stopping */
+    atomic_int urgent_running; /* batches reserved workers run now (changed under lock) */
+    pthread_cond_t urgent_done; /* urgent_running fell to 0 */
     queue queues[EM_PRIORITY_COUNT];
     bool stopping;
     int n_workers;
@@ -410,6 +414,21 @@ static void run_batch(em_engine *e, em_future **batch, int n)
     em_error_clear();
 }
 
+/* The forward hook of the workers that are not reserved: between two layers of a bulk batch,
+ * waits while a reserved worker runs an urgent one, so that it has the cores to itself. */
+static void yield_to_urgent(em_module *m, const em_tensor *out, void *ctx)
+{
+    (void)m;
+    (void)out;
+    em_engine *e = ctx;
+    if (!atomic_load_explicit(&e->urgent_running, memory_order_relaxed))
+        return;
+    pthread_mutex_lock(&e->lock);
+    while (e->urgent_running > 0)
+        pthread_cond_wait(&e->urgent_done, &e->lock);
+    pthread_mutex_unlock(&e->lock);
+}
+
 typedef struct {
     em_engine *e;
     int index;
@@ -420,7 +439,10 @@ static void *worker_main(void *p)
     worker_arg *a = p;
     em_engine *e = a->e;
     int w = a->index, lowest = lowest_priority(e, w);
+    bool reserved = w < e->o.reserved_workers;
     free(a);
+    if (e->o.reserved_workers > 0 && !reserved)
+        em_set_forward_hook(yield_to_urgent, e, NULL);
     if (e->o.threads_per_worker > 0)
         omp_set_num_threads(e->o.threads_per_worker);
     em_set_grad_enabled(false);
@@ -439,11 +461,15 @@ static void *worker_main(void *p)
             continue;
         e->stats.batches++;
         e->stats.batch_hist[n]++;
+        if (reserved)
+            e->urgent_running++;
         pthread_mutex_unlock(&e->lock);
         run_batch(e, batch, n);
         for (int i = 0; i < n; i++)
             future_release(batch[i]);
         pthread_mutex_lock(&e->lock);
+        if (reserved && --e->urgent_running == 0)
+            pthread_cond_broadcast(&e->urgent_done);
     }
     pthread_mutex_unlock(&e->lock);
     return NULL;
@@ -483,6 +509,7 @@ em_engine *em_engine_new(em_module *model, em_shape sample, em_engine_opts o)
     e->started_s = now_s();
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->work, NULL);
+    pthread_cond_init(&e->urgent_done, NULL);
     em_module_eval(model);
     if (o.cache.max_entries > 0) {
         e->cache = em_cache_new(o.cache);
@@ -529,6 +556,7 @@ void em_engine_free(em_engine *e)
     em_cache_free(e->cache);
     pthread_mutex_destroy(&e->lock);
     pthread_cond_destroy(&e->work);
+    pthread_cond_destroy(&e->urgent_done);
     free(e->threads);
     free(e);
 }

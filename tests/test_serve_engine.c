@@ -2,7 +2,8 @@
  * gate): batches fill up to max_batch or until max_wait, priorities order the queue, futures
  * time out and cancel, the queue bound rejects, the cache answers repeats without the model,
  * adaptive batching shrinks the batch limit over a slow model, free drains, many threads get
- * their own results, and the statistics add up. */
+ * their own results, the statistics add up, and bulk work waits between layers while a reserved
+ * worker runs. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <time.h>
@@ -171,6 +172,32 @@ Test(serve_engine, priorities_order_the_queue)
     cr_assert_eq(n_order, 7);
     for (int i = 0; i < 7; i++)
         cr_assert_eq(order[i], want[i], "position %d ran %g, want %g", i, order[i], want[i]);
+    em_engine_free(e);
+    em_module_free(m);
+}
+
+Test(serve_engine, a_bulk_batch_waits_between_layers_while_a_reserved_worker_runs)
+{
+    /* two doublers in sequence, 100 ms per row each: a low request A (1) starts on the bulk
+     * worker, a critical B (100) starts 50 ms later on the reserved worker. A's second layer
+     * would start at 100 ms, before B's at 150 ms; it waits until B is done instead. */
+    em_module *m = em_sequential(2, doubler(), doubler());
+    sleep_us_per_row = 100000;
+    em_engine *e = em_engine_new(m, EM_SHAPE(2), (em_engine_opts){.workers = 2,
+                                                                  .reserved_workers = 1,
+                                                                  .max_batch = 1});
+    em_future *a = submit(e, 1, EM_PRIORITY_LOW);
+    wait_entered(1);
+    usleep(50000);
+    em_future *b = submit(e, 100, EM_PRIORITY_CRITICAL);
+    expect_result(b, 200); /* y = 4x */
+    expect_result(a, 2);
+    float want[4] = {1, 100, 200, 2}; /* the first value each layer saw, in order */
+    cr_assert_eq(n_order, 4);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(order[i], want[i], "layer entry %d saw %g, want %g", i, order[i], want[i]);
+    em_future_free(a);
+    em_future_free(b);
     em_engine_free(e);
     em_module_free(m);
 }

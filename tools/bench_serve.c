@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "serve/engine.h"
@@ -17,6 +18,11 @@
 #include "tools/tools_internal.h"
 
 #define HOT_IMAGES 256
+/* Critical clients send one request per 20 ms: urgent traffic is rare, and a client that sent
+ * the next at once would itself keep a worker busy all the time. */
+#define CRITICAL_INTERVAL_S 0.020
+/* The priority rows last this many times --seconds: enough paced requests for a p99 */
+#define PRIORITY_ROWS 2
 
 typedef struct {
     char *head[HOT_IMAGES]; /* "{\"input\":[" + the first pixel */
@@ -29,6 +35,7 @@ typedef struct {
     double until_s;
     em_priority priority;
     double repeat;       /* probability of sending a hot image, else a never-seen one */
+    double interval_s;   /* > 0: one request per interval (paced); 0: the next at once */
     int id;
     /* results */
     double *lat_ms;      /* (cap) */
@@ -70,6 +77,9 @@ static void *client_main(void *p)
         } else {
             c->errors++;
         }
+        double idle_s = t0 + c->interval_s - em_now_s();
+        if (idle_s > 0)
+            nanosleep(&(struct timespec){.tv_nsec = (long)(idle_s * 1e9)}, NULL);
     }
     em_http_conn_close(conn);
     free(conn);
@@ -102,7 +112,7 @@ static void run_load(int port, const bodies *b, int n, em_priority p, int n_crit
     for (int i = 0; i < total; i++) {
         cs[i] = (client){.port = port, .b = b, .until_s = start + seconds,
                          .priority = i < n ? p : EM_PRIORITY_CRITICAL, .repeat = repeat,
-                         .id = i};
+                         .interval_s = i < n ? 0 : CRITICAL_INTERVAL_S, .id = i};
         pthread_create(&t[i], NULL, client_main, &cs[i]);
     }
     for (int i = 0; i < total; i++)
@@ -243,7 +253,7 @@ static bodies *make_bodies(const em_tensor *x) /* x (HOT_IMAGES, ...) */
 
 int em_bench_serve(int argc, char **argv)
 {
-    const char *recipe = "cnn", *load = NULL, *data_dir = NULL;
+    const char *recipe = "cnn", *load = NULL, *data_dir = NULL, *only = NULL;
     int clients = 64, threads = 2, max_batch = 32;
     double seconds = 8, soak_s = 0;
     const em_opt opts[] = {
@@ -251,12 +261,14 @@ int em_bench_serve(int argc, char **argv)
         {"load", EM_OPT_STRING, &load, "FILE", .help = "its weights (default: fresh ones)"},
         {"clients", EM_OPT_INT, &clients, "N", "concurrent clients (default 64)",
          .range = EM_RANGE(2, 512)},
-        {"seconds", EM_OPT_REAL, &seconds, "X", "each measurement's length (default 8)",
+        {"seconds", EM_OPT_REAL, &seconds, "X", "each measurement's length (default 8; the priority rows twice that)",
          .range = EM_RANGE(0.5, 3600)},
         {"max-batch", EM_OPT_INT, &max_batch, "N", "batch size with batching on (default 32)",
          .range = EM_RANGE(2, EM_ENGINE_MAX_BATCH)},
         {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads per worker (default 2)",
          .range = EM_RANGE(1, 4096)},
+        {"only", EM_OPT_CHOICE, &only, NULL, "run only one of the three comparisons",
+         .choices = "batching|cache|priority"},
         {"soak", EM_OPT_REAL, &soak_s, "S", "instead: a soak of S seconds", .range =
          EM_RANGE(10, 86400)},
         {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
@@ -305,19 +317,22 @@ int em_bench_serve(int argc, char **argv)
         em_engine *e;
         em_http_server *s;
         em_cache_stats cs = {0};
-        if ((s = start(&bc, off, &e))) {
+        bool batching = !only || !strcmp(only, "batching");
+        bool cache = !only || !strcmp(only, "cache");
+        bool priority = !only || !strcmp(only, "priority");
+        if (batching && (s = start(&bc, off, &e))) {
             run_load(em_http_port(s), b, clients, EM_PRIORITY_NORMAL, 0, 0, seconds, &r_off,
                      NULL);
             stop(s, e);
             print_row("batching off (max_batch 1)", clients, &r_off);
         }
-        if ((s = start(&bc, on, &e))) {
+        if (batching && (s = start(&bc, on, &e))) {
             run_load(em_http_port(s), b, clients, EM_PRIORITY_NORMAL, 0, 0, seconds, &r_on,
                      NULL);
             stop(s, e);
             print_row("batching on", clients, &r_on);
         }
-        if ((s = start(&bc, on, &e))) {
+        if (cache && (s = start(&bc, on, &e))) {
             run_load(em_http_port(s), b, clients, EM_PRIORITY_NORMAL, 0, 0.5, seconds,
                      &r_cache_off, NULL);
             stop(s, e);
@@ -325,7 +340,7 @@ int em_bench_serve(int argc, char **argv)
         }
         em_engine_opts cached = on;
         cached.cache = (em_cache_opts){.max_entries = 1 << 16, .max_bytes = 512LL << 20};
-        if ((s = start(&bc, cached, &e))) {
+        if (cache && (s = start(&bc, cached, &e))) {
             load_result warm; /* every hot image sent once: repeats can hit from the start */
             run_load(em_http_port(s), b, clients, EM_PRIORITY_NORMAL, 0, 1.0, 1, &warm, NULL);
             em_cache_stats before = em_engine_stats_get(e).cache;
@@ -341,23 +356,31 @@ int em_bench_serve(int argc, char **argv)
         prio.workers = 2;
         prio.reserved_workers = 1;
         prio.max_queue = 256;
-        if ((s = start(&bc, prio, &e))) {
-            run_load(em_http_port(s), b, 0, EM_PRIORITY_LOW, 1, 0, seconds, NULL, &alone);
+        if (priority && (s = start(&bc, prio, &e))) {
+            run_load(em_http_port(s), b, 0, EM_PRIORITY_LOW, 1, 0, PRIORITY_ROWS * seconds, NULL,
+                     &alone);
             print_row("critical alone", 1, &alone);
-            run_load(em_http_port(s), b, clients, EM_PRIORITY_LOW, 1, 0, seconds, &flood, &crit);
+            run_load(em_http_port(s), b, clients, EM_PRIORITY_LOW, 1, 0, PRIORITY_ROWS * seconds,
+                     &flood, &crit);
             stop(s, e);
             print_row("low-priority flood", clients, &flood);
             print_row("critical under the flood", 1, &crit);
         }
         double hit_rate = cs.hits + cs.misses ? (double)cs.hits / (double)(cs.hits + cs.misses)
                                               : 0;
-        printf("{\"recipe\":\"%s\",\"clients\":%d,\"batching_rps_ratio\":%.2f,"
-               "\"batching_p99_off_ms\":%.2f,\"batching_p99_on_ms\":%.2f,"
-               "\"cache_hit_rate\":%.3f,\"cache_rps_ratio\":%.2f,\"critical_p99_alone_ms\":%.2f,"
-               "\"critical_p99_flood_ms\":%.2f,\"critical_p99_ratio\":%.2f}\n", rc->name,
-               clients, r_off.rps > 0 ? r_on.rps / r_off.rps : 0, r_off.p99, r_on.p99, hit_rate,
-               r_cache_off.rps > 0 ? r_cache_on.rps / r_cache_off.rps : 0, alone.p99, crit.p99,
-               alone.p99 > 0 ? crit.p99 / alone.p99 : 0);
+        printf("{\"recipe\":\"%s\",\"clients\":%d", rc->name, clients);
+        if (batching)
+            printf(",\"batching_rps_ratio\":%.2f,\"batching_p99_off_ms\":%.2f,"
+                   "\"batching_p99_on_ms\":%.2f", r_off.rps > 0 ? r_on.rps / r_off.rps : 0,
+                   r_off.p99, r_on.p99);
+        if (cache)
+            printf(",\"cache_hit_rate\":%.3f,\"cache_rps_ratio\":%.2f", hit_rate,
+                   r_cache_off.rps > 0 ? r_cache_on.rps / r_cache_off.rps : 0);
+        if (priority)
+            printf(",\"critical_p99_alone_ms\":%.2f,\"critical_p99_flood_ms\":%.2f,"
+                   "\"critical_p99_ratio\":%.2f", alone.p99, crit.p99,
+                   alone.p99 > 0 ? crit.p99 / alone.p99 : 0);
+        printf("}\n");
     }
     for (int i = 0; i < HOT_IMAGES; i++) {
         free(b->head[i]);
