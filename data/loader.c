@@ -10,6 +10,7 @@
 
 #include "data/data.h"
 #include "data/data_internal.h"
+#include "autograd/autograd.h"
 #include "data/loader_feed_internal.h"
 #include "tensor/profiler_internal.h"
 
@@ -342,6 +343,46 @@ static em_status device_batch(em_loader *dl, slot *s, em_batch *batch)
     return x && y ? EM_OK : em_error_status();
 }
 
+/* Without workers, a collate, or a device: batch b filled straight into the batch tensors
+ * (no slot, no copy), cut to the rows the dataset gave. */
+static bool fills_directly(const em_loader *dl)
+{
+    return dl->o.num_workers == 0 && !dl->o.collate && !dl->fed && dl->o.device == EM_CPU;
+}
+
+static em_status fill_direct(em_loader *dl, int64_t b, slot *s, em_batch *batch)
+{
+    int64_t first = b * dl->o.batch_size;
+    int64_t n = dl->n - first < dl->o.batch_size ? dl->n - first : dl->o.batch_size;
+    em_tensor *x = em_empty(batch_shape(n, &dl->x_shape), dl->ds->x_dtype); // (n, sample..)
+    em_tensor *y = em_empty(batch_shape(n, &dl->ds->y_shape), dl->ds->y_dtype); // (n, target..)
+    if (!x || !y) {
+        em_release(x);
+        em_release(y);
+        return em_error_status();
+    }
+    slot direct = *s;
+    direct.x = em_data_ptr(x);
+    direct.y = em_data_ptr(y);
+    em_status st = fill_batch_profiled(dl, &dl->workers[0], b, &direct);
+    s->rows = direct.rows;
+    if (st == EM_OK && s->rows && s->rows < n) {
+        em_tensor *xs = em_narrow(x, 0, 0, s->rows), *ys = em_narrow(y, 0, 0, s->rows);
+        em_release(x);
+        em_release(y);
+        x = xs;
+        y = ys;
+        st = x && y ? EM_OK : em_error_status();
+    }
+    if (st != EM_OK || !s->rows) {
+        em_release(x);
+        em_release(y);
+        return st;
+    }
+    *batch = (em_batch){.x = x, .y = y, .epoch = dl->epoch, .index = b};
+    return EM_OK;
+}
+
 /* The next batch of the epoch; *rows is 0 when the dataset skipped all its samples (then batch
  * is left empty). */
 static em_status next_batch(em_loader *dl, em_batch *batch, int64_t *rows)
@@ -367,9 +408,11 @@ static em_status next_batch(em_loader *dl, em_batch *batch, int64_t *rows)
     int64_t b = dl->next_consume;
     slot *s = &dl->slots[b % dl->window];
     em_status st;
+    bool direct = fills_directly(dl);
     if (dl->o.num_workers == 0) {
         s->batch = b;
-        st = fill_batch_profiled(dl, &dl->workers[0], b, s);
+        st = direct ? fill_direct(dl, b, s, batch)
+                    : fill_batch_profiled(dl, &dl->workers[0], b, s);
     } else {
         st = wait_ready(dl, b, s);
         if (st != EM_OK)
@@ -383,7 +426,7 @@ static em_status next_batch(em_loader *dl, em_batch *batch, int64_t *rows)
     if (st == EM_OK && s->rows && (dl->o.device != EM_CPU || dl->fed)) {
         st = device_batch(dl, s, batch);
         held = dl->fed && dl->feed.held_slot >= 0; /* freed by the next call */
-    } else if (st == EM_OK && s->rows) {
+    } else if (st == EM_OK && s->rows && !direct) {
         st = make_batch(dl, s, batch);
     }
     pthread_mutex_lock(&dl->mu);

@@ -13,6 +13,7 @@ typedef struct {
     int64_t n;
     int64_t fail_at; /* -1: never */
     int sleep_us;
+    int64_t skip_mod; /* 0: none; else samples with i % skip_mod == 1 are left out (EM_SKIP) */
 } count_ds;
 
 static int64_t count_len(const em_dataset *ds)
@@ -27,6 +28,8 @@ static em_status count_get(const em_dataset *ds, int64_t i, int64_t epoch, void 
     float *x = xv;
     if (d->sleep_us)
         usleep((useconds_t)d->sleep_us);
+    if (d->skip_mod && i % d->skip_mod == 1)
+        return EM_SKIP;
     if (i == d->fail_at)
         return em_set_error(EM_ERR_IO, "count_ds: cannot read 'sample_%lld.bin'", (long long)i);
     for (int k = 0; k < 6; k++)
@@ -79,6 +82,38 @@ static epoch_dump dump_epoch(em_loader *dl)
     }
     cr_assert_eq(st, EM_END, "%s", em_error());
     return d;
+}
+
+/* Without workers the batch is filled in place; a sample the dataset skips leaves its row out
+ * there too, and a batch whose every sample is skipped is passed over. */
+Test(loader, skipped_samples_leave_their_rows_out_for_any_worker_count)
+{
+    em_dataset *ds = count_dataset(11, -1, 0);
+    ((count_ds *)ds)->skip_mod = 2; /* every odd sample */
+    for (int workers = 0; workers <= 2; workers++) {
+        em_loader *dl = em_loader_new(ds, (em_loader_opts){.batch_size = 3,
+                                                           .num_workers = workers});
+        /* samples 0..10 in batches of 3, the odd ones skipped: {0, 2}, {4}, {6, 8}, {10} */
+        static const int64_t rows[] = {2, 1, 2, 1}, first[] = {0, 4, 6, 10};
+        em_batch b;
+        for (int i = 0; i < 4; i++) {
+            cr_assert_eq(em_loader_next(dl, &b), EM_OK, "%s", em_error());
+            cr_assert_eq(b.x->shape[0], rows[i], "workers %d, batch %d", workers, i);
+            cr_assert_eq(b.y->shape[0], rows[i]);
+            cr_assert(em_is_contiguous(b.x));
+            const float *x = em_data_ptr(b.x);
+            const int64_t *y = em_data_ptr(b.y);
+            for (int64_t r = 0; r < rows[i]; r++) {
+                cr_assert_eq(y[r], first[i] + 2 * r, "workers %d, batch %d", workers, i);
+                cr_assert_float_eq(x[r * 6 + 5], (float)(y[r] * 100 + 5), 0);
+            }
+            em_release(b.x);
+            em_release(b.y);
+        }
+        cr_assert_eq(em_loader_next(dl, &b), EM_END);
+        em_loader_free(dl);
+    }
+    em_dataset_free(ds);
 }
 
 Test(loader, same_batches_for_any_worker_count)

@@ -171,22 +171,49 @@ static double ember_gpt_tokens_per_s(const em_gpt_text *text, int steps)
     return result;
 }
 
-/* Samples/s of `ember train`'s loop (tools/train_cmd.c) over the first `steps` batches of case
- * c: the recipe's data through the loader with 2 workers into em_trainer, with the steps' SGD
- * (lr 0.05, momentum 0.9) and the recipe's schedule, no evaluation; the rate of every step. */
-static double train_samples_per_s(const bench_setup *b, const bench_case *c,
-                                  const char *data_dir, int steps)
+#define TRAIN_WORKERS 2 /* ember train's default */
+
+/* The clock at each of `ember train`'s steps (an on_step callback). */
+typedef struct {
+    double *at; /* (n) */
+    int n, seen;
+} step_clock;
+
+static void clock_step(void *ctx, const em_progress *p)
 {
-    em_train_opts o = {.recipe = em_recipe_find(c->recipe), .data_dir = data_dir, .epochs = 1,
+    (void)p;
+    step_clock *c = ctx;
+    if (c->seen < c->n)
+        c->at[c->seen++] = em_now_s();
+}
+
+/* Samples/s of `ember train`'s loop (tools/train_cmd.c) on case c: the recipe's data through
+ * the loader with `workers` threads into em_trainer, with the steps' SGD (lr 0.05, momentum
+ * 0.9) and the recipe's schedule, no evaluation; like the step rate, the median of `steps`
+ * whole iterations (taking the batch, the step, freeing its tensors) after 10 warm-up ones. */
+static double train_samples_per_s(const bench_setup *b, const bench_case *c,
+                                  const char *data_dir, int workers, int steps)
+{
+    step_clock clk = {.at = calloc((size_t)steps + 11, sizeof(double)), .n = steps + 11};
+    /* epochs enough for the steps even on a dataset of one batch (max_steps stops the run) */
+    em_train_opts o = {.recipe = em_recipe_find(c->recipe), .data_dir = data_dir, .epochs = clk.n,
                        .batch = c->batch, .lr = 0.05, .momentum = 0.9, .optim = "sgd",
-                       .workers = 2, .max_steps = steps, .tech = {.amp = b->amp},
-                       .device = b->device, .skip_eval = true};
+                       .workers = workers, .max_steps = clk.n, .tech = {.amp = b->amp},
+                       .device = b->device, .skip_eval = true,
+                       .callbacks = {.ctx = &clk, .on_step = clock_step}};
     em_train_result r;
-    if (em_recipe_train(&o, &r) != EM_OK) {
-        fprintf(stderr, "ember bench train: %s: ember train: %s\n", c->name, em_error());
+    if (!clk.at || em_recipe_train(&o, &r) != EM_OK || clk.seen != clk.n) {
+        fprintf(stderr, "ember bench train: %s: ember train: %s\n", c->name,
+                clk.at ? em_error() : "out of memory");
+        free(clk.at);
         return -1;
     }
-    return r.train_samples_per_s;
+    for (int i = 0; i < steps; i++) /* iteration i + 11 ran between the clocks of i+10, i+11 */
+        clk.at[i] = clk.at[i + 11] - clk.at[i + 10];
+    em_sort_doubles(clk.at, steps);
+    double sps = (double)c->batch / clk.at[steps / 2];
+    free(clk.at);
+    return sps;
 }
 
 /* "gpt_b32 tokens_per_s N" of tools/gpt_torch.py into ctx (one double). */
@@ -224,7 +251,6 @@ static double median(double *v, int n)
 }
 
 #define MAX_LAYERS 16
-#define TRAIN_WORKERS 2 /* ember train's default */
 
 /* What the rounds measure of one Fashion-MNIST case. */
 typedef struct {
@@ -367,8 +393,8 @@ int em_bench_train(int argc, char **argv)
             c->torch[r] = round_torch.sps[i];
             c->bound[r] = gpu ? 0 : em_gemm_bound_gflops(c->layers, c->n_layers, cases[i].batch,
                                                          threads, 20);
-            c->train[r] = train_samples_per_s(&b, &cases[i], data_dir,
-                                              case_steps(&cases[i], gpu, steps) + 10);
+            c->train[r] = train_samples_per_s(&b, &cases[i], data_dir, TRAIN_WORKERS,
+                                              case_steps(&cases[i], gpu, steps));
         }
         if (gpt) {
             ember_gpt[r] = ember_gpt_tokens_per_s(&text, gpt_steps);

@@ -14,8 +14,8 @@ typedef struct {
     double goal;         /* the ratio to PyTorch we aim for */
     double step, torch;  /* samples/s of the timed steps, ember's and PyTorch's */
     double flops;        /* per sample of a training step (em_matmul_train_flops) */
-    double bound_gflops; /* OpenBLAS sgemm over the step's products (em_gemm_bound_gflops) */
-    double train;        /* samples/s of ember train's loop through the loader */
+    double bound_gflops; /* the step's products alone (em_gemm_bound_gflops) */
+    double train;        /* samples/s of ember train's loop, median iteration */
 } bench_case_result;
 
 /* The run's setting, said once above the tables and in the JSON. */

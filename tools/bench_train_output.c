@@ -39,9 +39,11 @@ void em_bench_train_print(const bench_run_info *info, const bench_case_result *c
     for (int i = 0; i < n; i++)
         em_bench_train_row(c[i].name, c[i].step, c[i].torch, c[i].goal);
     printf("\nFLOPs: the Linear and Conv products of a step exactly (2 per multiply-add forward, "
-           "weight gradient,\ninput gradient but the first layer's); bound: OpenBLAS sgemm on %d "
-           "threads running the same\nproducts over the whole batch; train: ember train's loop "
-           "(loader, %d workers, same SGD) as\nmany steps as timed, warm-up included\n",
+           "weight gradient,\ninput gradient but the first layer's); bound: the same products "
+           "over the whole batch on %d threads,\neach the faster of OpenBLAS's threads and "
+           "ember's gemm (Winograd convolutions multiply less than\ncounted, so the CNN may pass "
+           "it); train: ember train's loop (loader, %d workers, same SGD), the\nmedian of as "
+           "many iterations as steps timed, after the same warm-up\n",
            info->threads, info->train_workers);
     printf("%-10s %12s %13s %13s %10s %15s %10s\n", "case", "MFLOP/sample", "ember GFLOP/s",
            "bound GFLOP/s", "% of bound", "train samples/s", "train/step");

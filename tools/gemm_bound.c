@@ -1,9 +1,13 @@
-/* The GEMM bound of a training step: OpenBLAS's sgemm running the step's matrix products alone,
- * as three large products per layer, at a given thread count (`ember bench train`). */
+/* The GEMM bound of a training step (`ember bench train`): the step's matrix products alone,
+ * each run the faster of two ways at a given thread count: OpenBLAS's own threads, or ember's
+ * CPU gemm (OpenBLAS on one thread per block, the blocks over OpenMP's threads: what the step
+ * itself calls). */
 #include <cblas.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "backend/backend_internal.h"
 #include "tools/tools_internal.h"
 
 /* The operands of the largest layer; inputs x and w stay as filled, so every rep multiplies
@@ -16,21 +20,86 @@ typedef struct {
     float *dx; /* (n, k) */
 } operands;
 
-/* One rep: every layer's forward, weight-gradient and (where computed) input-gradient product
- * over the whole batch, n = batch x positions rows. */
-static void step_products(const em_matmul_layer *l, int n_layers, int64_t batch,
-                          const operands *o)
+/* One row-major product c (m, n) = op(a) @ op(b), ld* the row strides as stored. */
+typedef struct {
+    bool ta, tb;
+    int m, n, k, lda, ldb, ldc;
+    const float *a, *b;
+    float *c;
+} product;
+
+/* Layer l's products over the whole batch, n = batch x positions rows: the forward, the weight
+ * gradient and, where computed, the input gradient, as ember's Linear and convolution run them;
+ * returns how many (2 or 3). */
+static int layer_products(const em_matmul_layer *l, int64_t batch, const operands *o,
+                          product p[3])
 {
-    for (int i = 0; i < n_layers; i++) {
-        int n = (int)(batch * l[i].positions), k = (int)l[i].k, rows = (int)l[i].rows;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, k, 1.0f, o->x, k, o->w, k,
-                    0.0f, o->y, rows);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, k, n, 1.0f, o->y, rows, o->x,
-                    k, 0.0f, o->dw, k);
-        if (l[i].input_grad)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, k, rows, 1.0f, o->y, rows,
-                        o->w, k, 0.0f, o->dx, k);
+    int n = (int)(batch * l->positions), k = (int)l->k, rows = (int)l->rows;
+    p[0] = (product){false, true, n, rows, k, k, k, rows, o->x, o->w, o->y};
+    p[1] = (product){true, false, rows, k, n, rows, k, k, o->y, o->x, o->dw};
+    p[2] = (product){false, false, n, k, rows, rows, k, k, o->y, o->w, o->dx};
+    return l->input_grad ? 3 : 2;
+}
+
+static void run_openblas(const product *p)
+{
+    cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans,
+                p->tb ? CblasTrans : CblasNoTrans, p->m, p->n, p->k, 1.0f, p->a, p->lda, p->b,
+                p->ldb, 0.0f, p->c, p->ldc);
+}
+
+static void run_ember(const product *p)
+{
+    em_backend_get(EM_CPU)->gemm(EM_F32, p->ta, p->tb, p->m, p->n, p->k, 1.0, p->a, p->lda, 0,
+                                 p->b, p->ldb, 0, 0.0, p->c, p->ldc, 0, 1);
+}
+
+/* Median seconds of reps runs of p after a warm-up one; times has reps entries. */
+static double median_time(void (*run)(const product *), const product *p, double *times,
+                          int reps)
+{
+    run(p);
+    for (int r = 0; r < reps; r++) {
+        double t0 = em_now_s();
+        run(p);
+        times[r] = em_now_s() - t0;
     }
+    em_sort_doubles(times, reps);
+    return times[reps / 2];
+}
+
+/* OpenBLAS's threads spin for a while after their last product: let them go to sleep, so they
+ * do not take the cores from what runs next (and OpenMP's from OpenBLAS's before). */
+static void let_threads_sleep(void)
+{
+    nanosleep(&(struct timespec){.tv_nsec = 300000000}, NULL);
+}
+
+/* Seconds of the step's products, each the faster way. */
+static double step_seconds(const em_matmul_layer *l, int n_layers, int64_t batch, int threads,
+                           const operands *o, double *times, int reps)
+{
+    product p[3];
+    let_threads_sleep();
+    openblas_set_num_threads(threads);
+    for (int i = 0; i < n_layers; i++) /* OpenBLAS's threads in one go, then ember's */
+        for (int j = 0, n = layer_products(&l[i], batch, o, p); j < n; j++)
+            times[reps + 3 * i + j] = median_time(run_openblas, &p[j], times, reps);
+    openblas_set_num_threads(1);
+    let_threads_sleep();
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    for (int i = 0; i < n_layers; i++)
+        for (int j = 0, n = layer_products(&l[i], batch, o, p); j < n; j++) {
+            double t = median_time(run_ember, &p[j], times, reps);
+            double *best = &times[reps + 3 * i + j];
+            *best = t < *best ? t : *best;
+        }
+    omp_set_num_threads(saved);
+    double sum = 0;
+    for (int i = 0; i < 3 * n_layers; i++)
+        sum += times[reps + i];
+    return sum;
 }
 
 /* count floats, all 1/1024 (the products stay normal numbers) */
@@ -53,21 +122,11 @@ double em_gemm_bound_gflops(const em_matmul_layer *l, int n_layers, int64_t batc
             big = sizes[s] > big ? sizes[s] : big;
     }
     operands o = {filled(big), filled(big), filled(big), filled(big), filled(big)};
-    double *times = malloc((size_t)reps * sizeof *times), result = -1;
-    if (o.x && o.w && o.y && o.dw && o.dx && times && reps > 0) {
-        /* let OpenMP's workers stop spinning first, or OpenBLAS's threads would share cores */
-        nanosleep(&(struct timespec){.tv_nsec = 300000000}, NULL);
-        openblas_set_num_threads(threads);
-        step_products(l, n_layers, batch, &o); /* warm-up */
-        for (int r = 0; r < reps; r++) {
-            double t0 = em_now_s();
-            step_products(l, n_layers, batch, &o);
-            times[r] = em_now_s() - t0;
-        }
-        openblas_set_num_threads(1);
-        em_sort_doubles(times, reps);
-        result = em_matmul_train_flops(l, n_layers) * (double)batch / times[reps / 2] * 1e-9;
-    }
+    /* reps times, then the best median of each product (3 per layer, 0 where not run) */
+    double *times = calloc((size_t)(reps + 3 * n_layers), sizeof *times), result = -1;
+    if (o.x && o.w && o.y && o.dw && o.dx && times && reps > 0)
+        result = em_matmul_train_flops(l, n_layers) * (double)batch * 1e-9 /
+                 step_seconds(l, n_layers, batch, threads, &o, times, reps);
     free(times);
     free(o.x);
     free(o.w);

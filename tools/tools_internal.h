@@ -63,11 +63,12 @@ em_latency em_measure_latency(em_module *model, const em_tensor *x, int warmup, 
 /* The first n test samples of a recipe's dataset (x only), or NULL with an error. */
 em_tensor *em_test_batch(const em_recipe *rc, const char *data_dir, int64_t n);
 
-/* GFLOP/s of OpenBLAS's sgemm on `threads` threads running the matrix products of a training
- * step of n layers at batch alone (tools/gemm_bound.c): per layer over the whole batch (rows =
- * batch x positions), the forward (rows, k) x (k, out), the weight gradient (out, rows) x
- * (rows, k) and, where computed, the input gradient (rows, out) x (out, k); the step's FLOPs over
- * the median time of reps runs of them all. -1 when out of memory. */
+/* GFLOP/s of the matrix products of a training step of n layers at batch alone, on `threads`
+ * threads (tools/gemm_bound.c): per layer over the whole batch (rows = batch x positions), the
+ * forward (rows, k) x (k, out), the weight gradient (out, rows) x (rows, k) and, where computed,
+ * the input gradient (rows, out) x (out, k), in the layouts ember's layers pass them; each
+ * product the faster median of reps runs through OpenBLAS's own threads and through ember's CPU
+ * gemm; the step's FLOPs over the sum. -1 when out of memory. */
 double em_gemm_bound_gflops(const em_matmul_layer *l, int n, int64_t batch, int threads,
                             int reps);
 
