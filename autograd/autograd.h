@@ -121,6 +121,8 @@ typedef struct {
 } em_pool2d_opts;
 em_tensor *em_max_pool2d(const em_tensor *x, em_pool2d_opts o);
 em_tensor *em_avg_pool2d(const em_tensor *x, em_pool2d_opts o);
+/* max_pool2d(relu(x)) as one op: the same values and gradients, ReLU on the pooled values */
+em_tensor *em_relu_max_pool2d(const em_tensor *x, em_pool2d_opts o);
 
 /* ---- softmax family ---- */
 em_tensor *em_softmax(const em_tensor *t, int dim);

@@ -23,6 +23,11 @@ em_forward_hook em_set_forward_hook(em_forward_hook hook, void *ctx, void **prev
     return prev;
 }
 
+bool em_forward_hooked(void)
+{
+    return forward_hook != NULL;
+}
+
 void em_module_init(em_module *m, const em_module_type *type)
 {
     memset(m, 0, sizeof *m);

@@ -7,6 +7,8 @@
 
 #include "nn/nn.h"
 
+/* Whether a forward hook is installed on this thread (Sequential then runs every module). */
+bool em_forward_hooked(void);
 /* Runs m once on zeros of input's shape (batch dim first) in eval mode without grad, hook
  * called after every module's forward; each module's mode is restored (nn/module_trace.c). */
 em_status em_module_trace(em_module *m, em_shape input, em_forward_hook hook, void *ctx);

@@ -1,8 +1,18 @@
 /* Sequential: children "0", "1", ... applied in order; the temporaries between them are freed
- * inside the forward's own scope. */
+ * inside the forward's own scope. A ReLU followed by max pooling runs as one op. */
 #include <stdarg.h>
+#include <string.h>
 
 #include "nn/nn_internal.h"
+
+/* Whether a then b is ReLU then MaxPool2d (b's options into o): they run as em_relu_max_pool2d,
+ * the same values and gradients without the full-size ReLU output. Not while a forward hook
+ * watches each module's output. */
+static bool relu_then_max_pool(const em_module *a, const em_module *b, em_pool2d_opts *o)
+{
+    return !em_forward_hooked() && !strcmp(a->type->type_name, "ReLU") &&
+           !strcmp(b->type->type_name, "MaxPool2d") && em_pool2d_layer_config(b, o);
+}
 
 static em_tensor *sequential_forward(em_module *m, const em_tensor *x)
 {
@@ -10,8 +20,16 @@ static em_tensor *sequential_forward(em_module *m, const em_tensor *x)
         return em_reshape(x, em_shape_of(x));
     em_scope_begin();
     em_tensor *h = (em_tensor *)x;
-    for (int i = 0; i < m->n_children && h; i++)
-        h = em_forward(m->children[i].module, h);
+    for (int i = 0; i < m->n_children && h; i++) {
+        em_pool2d_opts o;
+        if (i + 1 < m->n_children &&
+            relu_then_max_pool(m->children[i].module, m->children[i + 1].module, &o)) {
+            h = em_relu_max_pool2d(h, o);
+            i++;
+        } else {
+            h = em_forward(m->children[i].module, h);
+        }
+    }
     em_keep(h);
     em_scope_end();
     return h;

@@ -123,3 +123,83 @@ Test(grad_conv_pool, ceil_mode_matches_pytorch)
         cr_expect_eq(gv[i], grad_torch[i], "grad[%d]", i);
     em_release(x);
 }
+
+/* x (n) f32 in steps of 0.25 over [-2, 2): exact zeros, ties and all-negative windows. */
+static em_tensor *coarse_f32_leaf(em_shape shape, uint64_t seed)
+{
+    em_tensor *u = em_gradcheck_leaf(shape, -8, 8, seed);
+    int64_t n = em_numel(u);
+    double v[n];
+    float f[n];
+    em_copy_to_host(u, EM_F64, v);
+    for (int64_t i = 0; i < n; i++)
+        f[i] = (float)(floor(v[i]) / 4);
+    em_release(u);
+    return em_requires_grad_(em_from_data(shape, EM_F32, f), true);
+}
+
+/* y of max_pool2d(relu(x)) or of the fused op, and x's gradient of sum(y * wt) into gx. */
+static em_tensor *relu_pool_run(bool fused, const pool_case *c, em_tensor *x,
+                                const em_tensor *wt, float *gx)
+{
+    const em_tensor *in = c->permuted ? em_transpose(x, 2, 3) : x;
+    em_tensor *y = fused ? em_relu_max_pool2d(in, c->o) : em_max_pool2d(em_relu(in), c->o);
+    cr_assert_not_null(y, "%s", em_error());
+    cr_assert_eq(em_backward(em_sum_all(em_mul(y, wt))), EM_OK, "%s", em_error());
+    em_copy_to_host(x->grad, EM_F32, gx);
+    return y;
+}
+
+/* The fused op gives max_pool2d(relu(x))'s values and gradients exactly, tolerance 0: ReLU is
+ * monotone, so the pooled maximum of relu(x) is relu of the pooled maximum, taken at the same
+ * element whenever it is positive; elsewhere both gradients are 0. Only the sign of a zero
+ * output may differ (-0 pooled from x is kept by ReLU), which == does not see. */
+Test(grad_conv_pool, relu_max_pool_equals_unfused_f32)
+{
+    const pool_case cases[] = {
+        {{.kernel = {2, 2}}, true, false},
+        {{.kernel = {2, 2}}, true, true},
+        {{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}, true, false},
+        {{.kernel = {2, 3}, .stride = {1, 2}}, true, false},
+        {{.kernel = {2, 2}, .ceil_mode = true}, true, true},
+    };
+    const em_shape shapes[] = {EM_SHAPE(3, 4, 8, 12), EM_SHAPE(2, 3, 7, 9)};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (size_t si = 0; si < 2; si++) {
+            em_shape xs = shapes[si];
+            em_tensor *x1 = coarse_f32_leaf(xs, 60 + k), *x2 = coarse_f32_leaf(xs, 60 + k);
+            em_tensor *probe = em_max_pool2d(cases[k].permuted ? em_transpose(x1, 2, 3) : x1,
+                                             cases[k].o);
+            cr_assert_not_null(probe, "%s", em_error());
+            em_tensor *w64 = em_gradcheck_leaf(em_shape_of(probe), -1, 1, 70 + k);
+            em_tensor *wt = em_to_dtype(em_requires_grad_(w64, false), EM_F32);
+            int64_t nx = em_numel(x1), ny = em_numel(probe);
+            float g1[nx], g2[nx], y1[ny], y2[ny];
+            em_copy_to_host(relu_pool_run(false, &cases[k], x1, wt, g1), EM_F32, y1);
+            em_copy_to_host(relu_pool_run(true, &cases[k], x2, wt, g2), EM_F32, y2);
+            for (int64_t i = 0; i < ny; i++)
+                cr_expect_eq(y1[i], y2[i], "case %zu shape %zu: y[%lld]", k, si, (long long)i);
+            for (int64_t i = 0; i < nx; i++)
+                cr_expect_eq(g1[i], g2[i], "case %zu shape %zu: gx[%lld]", k, si, (long long)i);
+            em_release(x1);
+            em_release(x2);
+        }
+}
+
+/* Without grad the fused op records nothing and gives the same values. */
+Test(grad_conv_pool, relu_max_pool_no_grad)
+{
+    em_tensor *x = coarse_f32_leaf(EM_SHAPE(2, 3, 6, 5), 80);
+    em_pool2d_opts o = {.kernel = {2, 2}};
+    bool prev = em_set_grad_enabled(false);
+    em_tensor *y = em_relu_max_pool2d(x, o), *ref = em_max_pool2d(em_relu(x), o);
+    em_set_grad_enabled(prev);
+    cr_assert(y && ref, "%s", em_error());
+    cr_expect_not(y->requires_grad);
+    float yv[12], rv[12];
+    em_copy_to_host(y, EM_F32, yv);
+    em_copy_to_host(ref, EM_F32, rv);
+    for (int i = 0; i < 12; i++)
+        cr_expect_eq(yv[i], rv[i], "y[%d]", i);
+    em_release(x);
+}

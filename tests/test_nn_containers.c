@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "autograd/autograd_internal.h"
 #include "helpers/gradcheck.h"
 
 static em_tensor *f32(em_shape s, const double *v)
@@ -130,6 +131,42 @@ Test(nn_containers, residual_gradients_in_f64)
     for (int i = 0; i <= n; i++)
         em_release(leaves[i]);
     em_module_free(block);
+}
+
+/* ReLU then MaxPool2d inside a Sequential run as one op, relu_max_pool2d: its output equals the
+ * children run one by one (max_pool2d(relu(conv(x)))), and the net's f64 gradients match finite
+ * differences, odd height included (the last row falls outside every window). */
+Test(nn_containers, sequential_runs_relu_then_max_pool_as_one_op)
+{
+    em_conv2d_layer_opts pad1 = {.padding = 1};
+    em_module *net = em_sequential(3, em_conv2d_layer(2, 3, 3, pad1), em_relu_layer(),
+                                   em_max_pool2d_layer(2, 0, 0));
+    em_tensor *leaves[4] = {em_gradcheck_leaf(EM_SHAPE(2, 2, 5, 6), -1, 1, 4)};
+    int n = em_gradcheck_module_params(net, leaves + 1, 3, 60);
+    cr_assert_eq(n, 2);
+    em_tensor *y = em_forward(net, leaves[0]);
+    cr_assert_not_null(y, "%s", em_error());
+    cr_assert_not_null(y->node);
+    cr_expect_str_eq(y->node->op, "relu_max_pool2d");
+    em_tensor *ref = em_forward(em_module_child(net, "2"),
+                                em_forward(em_module_child(net, "1"),
+                                           em_forward(em_module_child(net, "0"), leaves[0])));
+    cr_assert_not_null(ref, "%s", em_error());
+    cr_expect_not_null(ref->node);
+    cr_expect_str_eq(ref->node->op, "max_pool2d");
+    double yv[36], rv[36];
+    cr_assert_eq(em_numel(y), 36);
+    em_copy_to_host(y, EM_F64, yv);
+    em_copy_to_host(ref, EM_F64, rv);
+    for (int i = 0; i < 36; i++)
+        cr_expect_eq(yv[i], rv[i], "y[%d]", i);
+    module_ctx c = {net};
+    cr_assert(em_gradcheck_default(module_fn, &c, leaves, 1 + n), "%s", em_error());
+    em_release(y);
+    em_release(ref);
+    for (int i = 0; i <= n; i++)
+        em_release(leaves[i]);
+    em_module_free(net);
 }
 
 Test(nn_containers, residual_shape_mismatch_is_named)

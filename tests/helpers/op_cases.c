@@ -258,6 +258,17 @@ static em_tensor *c_max_pool_pad(em_tensor *const *x, em_device d)
     return em_max_pool2d(x[0], (em_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2},
                                                 .padding = {1, 1}});
 }
+static em_tensor *c_relu_max_pool(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_relu_max_pool2d(x[0], (em_pool2d_opts){.kernel = {2, 2}});
+}
+static em_tensor *c_relu_max_pool_pad(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_relu_max_pool2d(x[0], (em_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2},
+                                                     .padding = {1, 1}});
+}
 static em_tensor *c_avg_pool(em_tensor *const *x, em_device d)
 {
     (void)d;
@@ -780,6 +791,8 @@ const em_op_case em_op_cases[] = {
     {"conv1d", c_conv1d, 3, {IN(2, 4, 9), IN(6, 2, 3), IN(6)}, 0},
     {"max_pool2d", c_max_pool, 1, {IN(2, 3, 4, 6)}, 0},
     {"max_pool2d_padded", c_max_pool_pad, 1, {IN(1, 2, 5, 7)}, 0},
+    {"relu_max_pool2d", c_relu_max_pool, 1, {IN(2, 3, 4, 6)}, 0},
+    {"relu_max_pool2d_padded", c_relu_max_pool_pad, 1, {IN(1, 2, 5, 7)}, 0},
     {"avg_pool2d", c_avg_pool, 1, {IN(2, 3, 4, 6)}, 0},
     {"avg_pool2d_exclude_pad", c_avg_pool_exclude, 1, {IN(1, 2, 5, 7)}, 0},
     {"adaptive_avg_pool2d", c_adaptive_pool, 1, {IN(1, 2, 5, 7)}, 0},
