@@ -8,7 +8,10 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "serve/engine.h"
 
@@ -441,8 +444,13 @@ static void *worker_main(void *p)
     int w = a->index, lowest = lowest_priority(e, w);
     bool reserved = w < e->o.reserved_workers;
     free(a);
-    if (e->o.reserved_workers > 0 && !reserved)
+    if (e->o.reserved_workers > 0 && !reserved) {
         em_set_forward_hook(yield_to_urgent, e, NULL);
+        /* before this thread's first parallel region: its OpenMP threads inherit the value;
+         * raising one's own nice cannot fail, and the worker runs either way */
+        if (e->o.bulk_nice > 0)
+            (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), e->o.bulk_nice);
+    }
     if (e->o.threads_per_worker > 0)
         omp_set_num_threads(e->o.threads_per_worker);
     em_set_grad_enabled(false);
@@ -487,11 +495,13 @@ em_engine *em_engine_new(em_module *model, em_shape sample, em_engine_opts o)
     if (!model || sample.ndim < 0 || sample.ndim >= EM_MAX_DIMS || o.workers < 1 ||
         o.workers > 64 || o.reserved_workers < 0 || o.reserved_workers >= o.workers ||
         o.max_batch < 1 || o.max_batch > EM_ENGINE_MAX_BATCH || o.max_queue < 1 ||
-        o.target_p95_ms < 0 || o.threads_per_worker < 0) {
+        o.target_p95_ms < 0 || o.threads_per_worker < 0 || o.bulk_nice < 0 ||
+        o.bulk_nice > 19) {
         em_set_error(EM_ERR_ARG, "%s: need a model and 1 <= workers <= 64, 0 <= reserved < "
-                     "workers, 1 <= max_batch <= %d, max_queue >= 1: workers %d, reserved %d, "
-                     "max_batch %d, max_queue %lld", fn, EM_ENGINE_MAX_BATCH, o.workers,
-                     o.reserved_workers, o.max_batch, (long long)o.max_queue);
+                     "workers, 1 <= max_batch <= %d, max_queue >= 1, 0 <= bulk_nice <= 19: "
+                     "workers %d, reserved %d, max_batch %d, max_queue %lld, bulk_nice %d", fn,
+                     EM_ENGINE_MAX_BATCH, o.workers, o.reserved_workers, o.max_batch,
+                     (long long)o.max_queue, o.bulk_nice);
         return NULL;
     }
     em_engine *e = calloc(1, sizeof *e);

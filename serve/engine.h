@@ -27,6 +27,9 @@ typedef struct {
     int workers;           /* 0: 1 */
     int reserved_workers;  /* of those, workers that take only high and critical requests;
                             * while one runs, the others pause between layers of their batch */
+    int bulk_nice;         /* 0..19, with reserved workers: the others' threads (and their
+                            * OpenMP threads) run at this nice value, so that the OS scheduler
+                            * also favours urgent work inside a layer; 0: no change (Linux) */
     int max_batch;         /* 0: 32; 1 turns batching off; at most EM_ENGINE_MAX_BATCH */
     double max_wait_ms;    /* 0: 2 ms; how long the oldest request waits for a batch to fill */
     int64_t max_queue;     /* 0: 1024; a submit beyond this many queued requests is EM_ERR_BUSY */

@@ -6,6 +6,8 @@
  * worker runs. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@ static float order[256];     /* first value of each row, in the order the model 
 static int n_order;
 static int batch_sizes[256], n_batches;
 static int sleep_us_per_row; /* a slow model for adaptive batching */
+static int nice_seen[256];   /* the nice value of the thread that ran each row */
 
 static em_tensor *doubler_forward(em_module *m, const em_tensor *x)
 {
@@ -30,8 +33,10 @@ static em_tensor *doubler_forward(em_module *m, const em_tensor *x)
     while (gate_closed)
         pthread_cond_wait(&opened, &lock);
     batch_sizes[n_batches++ % 256] = (int)x->shape[0];
-    for (int64_t i = 0; i < x->shape[0]; i++)
+    for (int64_t i = 0; i < x->shape[0]; i++) {
+        nice_seen[n_order % 256] = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
         order[n_order++ % 256] = ((const float *)em_data_ptr(x))[i * x->shape[1]];
+    }
     pthread_mutex_unlock(&lock);
     if (sleep_us_per_row)
         usleep((useconds_t)(sleep_us_per_row * x->shape[0]));
@@ -180,12 +185,16 @@ Test(serve_engine, a_bulk_batch_waits_between_layers_while_a_reserved_worker_run
 {
     /* two doublers in sequence, 100 ms per row each: a low request A (1) starts on the bulk
      * worker, a critical B (100) starts 50 ms later on the reserved worker. A's second layer
-     * would start at 100 ms, before B's at 150 ms; it waits until B is done instead. */
+     * would start at 100 ms, before B's at 150 ms; it waits until B is done instead. The bulk
+     * worker runs at nice +7 over the process's own. */
     em_module *m = em_sequential(2, doubler(), doubler());
     sleep_us_per_row = 100000;
     em_engine *e = em_engine_new(m, EM_SHAPE(2), (em_engine_opts){.workers = 2,
                                                                   .reserved_workers = 1,
-                                                                  .max_batch = 1});
+                                                                  .max_batch = 1,
+                                                                  .bulk_nice = 7});
+    cr_assert_not_null(e, "%s", em_error());
+    int base = getpriority(PRIO_PROCESS, 0), bulk = base + 7 < 19 ? base + 7 : 19;
     em_future *a = submit(e, 1, EM_PRIORITY_LOW);
     wait_entered(1);
     usleep(50000);
@@ -193,9 +202,13 @@ Test(serve_engine, a_bulk_batch_waits_between_layers_while_a_reserved_worker_run
     expect_result(b, 200); /* y = 4x */
     expect_result(a, 2);
     float want[4] = {1, 100, 200, 2}; /* the first value each layer saw, in order */
+    int want_nice[4] = {bulk, base, base, bulk};
     cr_assert_eq(n_order, 4);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 4; i++) {
         cr_assert_eq(order[i], want[i], "layer entry %d saw %g, want %g", i, order[i], want[i]);
+        cr_assert_eq(nice_seen[i], want_nice[i], "layer entry %d ran at nice %d, want %d", i,
+                     nice_seen[i], want_nice[i]);
+    }
     em_future_free(a);
     em_future_free(b);
     em_engine_free(e);
@@ -263,6 +276,11 @@ Test(serve_engine, a_full_queue_rejects_and_bad_input_is_an_error)
     em_future_free(running), em_future_free(a), em_future_free(b);
     em_release(x), em_release(wrong);
     em_engine_free(e);
+    cr_assert_null(em_engine_new(m, EM_SHAPE(2), (em_engine_opts){.workers = 2,
+                                                                  .reserved_workers = 1,
+                                                                  .bulk_nice = 20}));
+    cr_assert(strstr(em_error(), "bulk_nice 20"), "%s", em_error());
+    em_error_clear();
     em_module_free(m);
     cr_assert_null(em_engine_new(NULL, EM_SHAPE(2), (em_engine_opts){0}));
     cr_assert_eq(em_error_status(), EM_ERR_ARG);

@@ -33,6 +33,8 @@ int em_cmd_serve(int argc, char **argv)
         {"reserved-workers", EM_OPT_INT, &eo.reserved_workers, "N",
          "workers that take only high and critical requests (default 0)",
          .range = EM_RANGE(0, 63)},
+        {"bulk-nice", EM_OPT_INT, &eo.bulk_nice, "N", "with reserved workers: the nice value of "
+         "the others (default 0)", .range = EM_RANGE(0, 19)},
         {"max-batch", EM_OPT_INT, &eo.max_batch, "N", "largest batch; 1 turns batching off "
          "(default 32)", .range = EM_RANGE(1, EM_ENGINE_MAX_BATCH)},
         {"max-wait-ms", EM_OPT_REAL, &eo.max_wait_ms, "X", "how long a batch waits to fill "
