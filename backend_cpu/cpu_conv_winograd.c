@@ -1,11 +1,13 @@
 /* Winograd F(4x4, 3x3) f32 convolution for 3x3 stride-1 layers: every 6x6 input tile d and
  * kernel g give 4x4 outputs A^T [(G g G^T) . (B^T d B)] A, 36 products in place of 144. Summed
  * over channels, the products at each of the 36 transform points are one GEMM (OpenBLAS sgemm)
- * per chunk of 16 images, on the calling thread; cpu_winograd_tiles.c holds the transforms. grad_input is the same pass
- * over gy with the flipped, transposed kernel; grad_weight multiplies the gradient of the
- * products by the transformed inputs and maps the sums back through G. */
+ * per chunk of 16 images, on the calling thread; cpu_winograd_tiles.c holds the transforms.
+ * grad_input is the same pass over gy with the flipped, transposed kernel; grad_weight
+ * multiplies the gradient of the products by the transformed inputs and maps the sums back
+ * through G, and reads the bias gradient off the same transform. */
 #include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend_cpu/cpu_conv_direct_internal.h"
 #include "backend_cpu/cpu_conv_winograd_internal.h"
@@ -154,10 +156,29 @@ int em_cpu_conv_winograd_grad_input(const em_conv2d_shape *s, const float *gy, c
     return wg_run(&g, s->n, w, true, NULL, gy, gx);
 }
 
+/* gb (M) += the sums of one chunk's output gradient, from its transform gp (36, M, tiles*16):
+ * A's second row is all ones, so point (1, 1) of a tile's A gy A^T is the sum of its 16 values
+ * (the tiles past the plane are zero). Summed in 16 lanes, then the lanes in double. */
+static void wg_bias_sums(const em_wg_geom *g, const float *gp, double *gb)
+{
+    const float *sums = gp + (EM_WG_A + 1) * g->m * g->tiles * L; /* (M, tiles, 16) */
+    for (int64_t m = 0; m < g->m; m++) {
+        float lane[L] = {0};
+        for (int64_t t = 0; t < g->tiles; t++)
+            for (int l = 0; l < L; l++)
+                lane[l] += sums[(m * g->tiles + t) * L + l];
+        double sum = 0;
+        for (int l = 0; l < L; l++)
+            sum += lane[l];
+        gb[m] += sum;
+    }
+}
+
 /* gu (36, M, C) += the sums over the chunks [c0, c1) of the gradient of their products
- * (36, M, tiles*16) times their transformed inputs (36, C, tiles*16) transposed. */
+ * (36, M, tiles*16) times their transformed inputs (36, C, tiles*16) transposed; gb (M), when
+ * given, += the sums of their output gradient. */
 static void wg_gw_chunks(const em_wg_geom *g, int64_t n, const float *gy, const float *x,
-                         int64_t c0, int64_t c1, const wg_bufs *b, float *gu)
+                         int64_t c0, int64_t c1, const wg_bufs *b, float *gu, double *gb)
 {
     const int64_t cols = g->tiles * L;
     for (int64_t chunk = c0; chunk < c1; chunk++) {
@@ -167,22 +188,10 @@ static void wg_gw_chunks(const em_wg_geom *g, int64_t n, const float *gy, const 
         em_wg_interleave(gy, g->m, g->ho, g->wo, n0, lanes, 0, 0, g->th * EM_WG_M,
                          g->tw * EM_WG_M, b->gyt);
         em_wg_grad_output_transform(g, b->gyt, b->p);
+        if (gb)
+            wg_bias_sums(g, b->p, gb);
         em_cpu_gemm(EM_F32, false, true, g->m, g->c, cols, 1.0, b->p, cols, g->m * cols, b->v,
                     cols, g->c * cols, chunk > c0 ? 1.0 : 0.0, gu, g->c, g->m * g->c, P);
-    }
-}
-
-/* gbias (M) = the sums of gy (n, M, H_out, W_out) over images and positions, in double. */
-static void wg_grad_bias(const em_wg_geom *g, int64_t n, const float *gy, float *gbias)
-{
-    const int64_t hwo = g->ho * g->wo;
-    #pragma omp parallel for if (n * g->m * hwo >= EM_CPU_PARALLEL_MIN)
-    for (int64_t m = 0; m < g->m; m++) {
-        double sum = 0;
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t q = 0; q < hwo; q++)
-                sum += gy[(i * g->m + m) * hwo + q];
-        gbias[m] = (float)sum;
     }
 }
 
@@ -196,23 +205,30 @@ int em_cpu_conv_winograd_grad_weight(const em_conv2d_shape *s, const float *gy, 
     const int nt = wg_threads(blocks);
     float *scratch = em_cpu_scratch((size_t)(nt * per_thread) * sizeof(float));
     float *gu = em_cpu_scratch((size_t)(blocks * gu_n) * sizeof(float)); /* (blocks, 36, M, C) */
+    double *gb = em_cpu_scratch((size_t)(blocks * g.m) * sizeof(double)); /* (blocks, M) */
     int rc = EM_KERNEL_FAILED;
-    if (scratch && gu && blocks > 0) {
+    if (scratch && gu && gb && blocks > 0) {
+        memset(gb, 0, (size_t)(blocks * g.m) * sizeof(double));
         #pragma omp parallel num_threads(nt) if (nt > 1)
         {
             const wg_bufs b = wg_bufs_of(&g, scratch + omp_get_thread_num() * per_thread);
             #pragma omp for schedule(static)
             for (int64_t k = 0; k < blocks; k++)
                 wg_gw_chunks(&g, s->n, gy, x, k * chunks / blocks, (k + 1) * chunks / blocks, &b,
-                             gu + k * gu_n);
+                             gu + k * gu_n, gbias ? gb + k * g.m : NULL);
         }
         em_cpu_sum_blocks_f32(gu, blocks, gu_n, gu);
         em_wg_weights_back(&g, gu, gw);
-        if (gbias)
-            wg_grad_bias(&g, s->n, gy, gbias);
+        for (int64_t m = 0; gbias && m < g.m; m++) {
+            double sum = 0;
+            for (int64_t k = 0; k < blocks; k++)
+                sum += gb[k * g.m + m];
+            gbias[m] = (float)sum;
+        }
         rc = EM_KERNEL_OK;
     }
     em_cpu_scratch_free(scratch);
     em_cpu_scratch_free(gu);
+    em_cpu_scratch_free(gb);
     return rc;
 }
