@@ -315,28 +315,37 @@ em_engine_stats em_engine_stats_get(em_engine *e)
 
 /* ---- workers ---- */
 
-/* The lowest priority worker w takes: reserved workers take only high and critical. */
-static int lowest_priority(const em_engine *e, int w)
+/* The priorities a worker takes now (lock held): reserved workers only high and critical; the
+ * others low and normal while a reserved worker is free to take the rest, else every level. */
+typedef struct {
+    int lowest, highest;
+} priority_range;
+
+static priority_range takes(const em_engine *e, bool reserved)
 {
-    return w < e->o.reserved_workers ? EM_PRIORITY_HIGH : EM_PRIORITY_LOW;
+    if (reserved)
+        return (priority_range){EM_PRIORITY_HIGH, EM_PRIORITY_CRITICAL};
+    bool reserved_free = e->urgent_running < e->o.reserved_workers;
+    return (priority_range){EM_PRIORITY_LOW, reserved_free ? EM_PRIORITY_NORMAL
+                                                           : EM_PRIORITY_CRITICAL};
 }
 
-static int64_t eligible(const em_engine *e, int lowest)
+static int64_t eligible(const em_engine *e, priority_range r)
 {
     int64_t n = 0;
-    for (int p = lowest; p < EM_PRIORITY_COUNT; p++)
+    for (int p = r.lowest; p <= r.highest; p++)
         n += e->queues[p].n;
     return n;
 }
 
 /* When the oldest eligible request stops waiting for company: its submit + max_wait, or now
  * when a critical request waits. */
-static double batch_deadline(const em_engine *e, int lowest)
+static double batch_deadline(const em_engine *e, priority_range r)
 {
-    if (e->queues[EM_PRIORITY_CRITICAL].n)
+    if (r.highest == EM_PRIORITY_CRITICAL && e->queues[EM_PRIORITY_CRITICAL].n)
         return 0;
     double oldest = INFINITY;
-    for (int p = lowest; p < EM_PRIORITY_COUNT; p++)
+    for (int p = r.lowest; p <= r.highest; p++)
         if (e->queues[p].head && e->queues[p].head->submitted_s < oldest)
             oldest = e->queues[p].head->submitted_s;
     return oldest + e->o.max_wait_ms / 1e3;
@@ -353,10 +362,10 @@ static void wait_until(em_engine *e, double deadline_s)
 }
 
 /* Takes up to limit requests, highest priority first, and marks them running (lock held). */
-static int take_batch(em_engine *e, int lowest, em_future **batch, int limit)
+static int take_batch(em_engine *e, priority_range r, em_future **batch, int limit)
 {
     int n = 0;
-    for (int p = EM_PRIORITY_COUNT - 1; p >= lowest && n < limit; p--)
+    for (int p = r.highest; p >= r.lowest && n < limit; p--)
         while (e->queues[p].head && n < limit) {
             em_future *f = e->queues[p].head;
             queue_remove(&e->queues[p], f);
@@ -441,8 +450,7 @@ static void *worker_main(void *p)
 {
     worker_arg *a = p;
     em_engine *e = a->e;
-    int w = a->index, lowest = lowest_priority(e, w);
-    bool reserved = w < e->o.reserved_workers;
+    bool reserved = a->index < e->o.reserved_workers;
     free(a);
     if (e->o.reserved_workers > 0 && !reserved) {
         em_set_forward_hook(yield_to_urgent, e, NULL);
@@ -457,20 +465,22 @@ static void *worker_main(void *p)
     em_future *batch[EM_ENGINE_MAX_BATCH];
     pthread_mutex_lock(&e->lock);
     for (;;) {
-        while (!e->stopping && eligible(e, lowest) == 0)
+        while (!e->stopping && eligible(e, takes(e, reserved)) == 0)
             pthread_cond_wait(&e->work, &e->lock);
-        if (eligible(e, lowest) == 0)
-            break; /* stopping, and nothing left to drain */
-        while (!e->stopping && eligible(e, lowest) < e->batch_limit &&
-               now_s() < batch_deadline(e, lowest) && eligible(e, lowest) > 0)
-            wait_until(e, batch_deadline(e, lowest));
-        int n = take_batch(e, lowest, batch, e->batch_limit);
+        if (eligible(e, takes(e, reserved)) == 0)
+            break; /* stopping, and nothing left to drain that is this worker's */
+        while (!e->stopping && eligible(e, takes(e, reserved)) < e->batch_limit &&
+               now_s() < batch_deadline(e, takes(e, reserved)) &&
+               eligible(e, takes(e, reserved)) > 0)
+            wait_until(e, batch_deadline(e, takes(e, reserved)));
+        int n = take_batch(e, takes(e, reserved), batch, e->batch_limit);
         if (n == 0)
             continue;
         e->stats.batches++;
         e->stats.batch_hist[n]++;
-        if (reserved)
-            e->urgent_running++;
+        if (reserved && ++e->urgent_running == e->o.reserved_workers &&
+            eligible(e, takes(e, true)) > 0)
+            pthread_cond_broadcast(&e->work); /* every reserved one is busy: others may help */
         pthread_mutex_unlock(&e->lock);
         run_batch(e, batch, n);
         for (int i = 0; i < n; i++)

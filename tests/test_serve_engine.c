@@ -215,6 +215,53 @@ Test(serve_engine, a_bulk_batch_waits_between_layers_while_a_reserved_worker_run
     em_module_free(m);
 }
 
+static bool entered_within(int n, double seconds)
+{
+    for (double t0 = now_s(); now_s() - t0 < seconds; usleep(1000)) {
+        pthread_mutex_lock(&lock);
+        bool reached = entered >= n;
+        pthread_mutex_unlock(&lock);
+        if (reached)
+            return true;
+    }
+    return false;
+}
+
+Test(serve_engine, a_free_reserved_worker_takes_the_urgent_requests_alone)
+{
+    /* a low request A waits 50 ms for company on the bulk worker; a critical C arriving then
+     * runs at once on the reserved worker, in a batch of its own, never in A's (20 times: the
+     * two workers race for C when the bulk worker may take it) */
+    em_module *m = doubler();
+    em_engine *e = em_engine_new(m, EM_SHAPE(2), (em_engine_opts){.workers = 2,
+                                                                  .reserved_workers = 1,
+                                                                  .max_batch = 8,
+                                                                  .max_wait_ms = 50});
+    for (int i = 0; i < 20; i++) {
+        em_future *a = submit(e, (float)i, EM_PRIORITY_LOW);
+        em_future *c = submit(e, 100 + (float)i, EM_PRIORITY_CRITICAL);
+        expect_result(c, 100 + (float)i);
+        expect_result(a, (float)i);
+        em_future_free(a);
+        em_future_free(c);
+    }
+    cr_assert_eq(n_batches, 40, "A and C shared a batch: %d batches for 40 requests",
+                 n_batches);
+    /* with the reserved worker busy (held at the gate), the bulk worker takes the next one */
+    gate(true);
+    em_future *c1 = submit(e, 3, EM_PRIORITY_CRITICAL);
+    cr_assert(entered_within(3, 5), "the reserved worker took C1");
+    em_future *c2 = submit(e, 4, EM_PRIORITY_CRITICAL);
+    cr_assert(entered_within(4, 5), "the bulk worker helps while every reserved one is busy");
+    gate(false);
+    expect_result(c1, 3);
+    expect_result(c2, 4);
+    em_future_free(c1);
+    em_future_free(c2);
+    em_engine_free(e);
+    em_module_free(m);
+}
+
 Test(serve_engine, futures_time_out_and_cancel)
 {
     em_module *m = doubler();
