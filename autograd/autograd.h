@@ -95,6 +95,9 @@ em_tensor *em_matmul(const em_tensor *a, const em_tensor *b);
 em_tensor *em_bmm(const em_tensor *a, const em_tensor *b); /* (B,M,K) x (B,K,N) */
 /* y = x @ w^T + b: x (*, in), w (out, in), b (out) or NULL */
 em_tensor *em_linear(const em_tensor *x, const em_tensor *w, const em_tensor *b);
+/* relu(em_linear(x, w, b)) as one op, equal to the two: the ReLU runs in place on the product's
+ * output (no second tensor, no second node), its backward masks the gradient by that output */
+em_tensor *em_linear_relu(const em_tensor *x, const em_tensor *w, const em_tensor *b);
 
 /* ---- convolution and pooling (NCHW); zero fields take PyTorch's defaults ---- */
 typedef struct {

@@ -1,6 +1,6 @@
 /* Matrix products on the backend's gemm: matmul (PyTorch semantics, broadcast batch dims), bmm,
- * and linear (one gemm with the bias preloaded into C). Transposed 2-D views go to gemm as
- * trans=true; other layouts are made contiguous first. */
+ * and linear (one gemm with the bias preloaded into C, then optionally a ReLU in place).
+ * Transposed 2-D views go to gemm as trans=true; other layouts are made contiguous first. */
 #include "autograd/autograd_internal.h"
 
 /* How the last two dims of t map onto gemm: row-major with row stride ld (trans false), or the
@@ -254,6 +254,17 @@ static em_tensor *rows_of(const em_tensor *x /* (*, in) */)
     return em_tensor_alias(c, 2, shape, strides, c->offset);
 }
 
+/* y = max(y, 0) over its own elements (a fresh contiguous output), in place as the backend's
+ * elementwise kernels allow (em_grad_accumulate adds in place the same way). */
+static em_status relu_in_place(const char *fn, em_tensor *y /* (*) */)
+{
+    const em_backend *be = em_tensor_backend(y, fn);
+    if (!be || !em_kernel_present((const void *)be->unary, fn, y))
+        return em_error_status();
+    em_arr a = em_tensor_arr(y);
+    return em_kernel_status(be->unary(EM_UNARY_RELU, 0, 0, &a, &a), fn, y);
+}
+
 /* saved: x as (rows, in), w, both as given. Under autocast an f32 leaf (x, w or b) stays f32
  * while the product runs in g's dtype: it is cast again here, and its grad is computed in g's
  * dtype, then cast to its own. */
@@ -292,6 +303,24 @@ static em_status linear_backward(em_node *node, const em_tensor *g /* (*, out) *
     return EM_OK;
 }
 
+/* saved: as linear's, then a detached alias of the output y. ReLU's rule reads its input x
+ * (g where x > 0); y > 0 exactly where x > 0, so y stands in for x. */
+static em_status linear_relu_backward(em_node *node, const em_tensor *g /* (*, out) */,
+                                      em_tensor **grad_in)
+{
+    const em_tensor *y = node->saved[2];
+    const em_backend *be = em_tensor_backend(y, node->op);
+    if (!be || !em_kernel_present((const void *)be->unary_grad, node->op, y))
+        return em_error_status();
+    em_tensor *gm = em_empty_on(em_shape_of(y), y->dtype, y->device);
+    if (!gm)
+        return em_error_status();
+    em_arr agm = em_tensor_arr(gm), ag = em_tensor_arr(g), ay = em_tensor_arr(y);
+    em_status st = em_kernel_status(be->unary_grad(EM_UNARY_RELU, 0, 0, &agm, &ag, &ay, &ay),
+                                    node->op, y);
+    return st == EM_OK ? linear_backward(node, gm, grad_in) : st;
+}
+
 /* Under autocast (dt its low dtype): each of x, w, b is in dt, or an f32 the op casts itself. */
 static bool autocast_operands(const char *fn, const em_tensor *x /* (*, in) */,
                               const em_tensor *w /* (out, in) */,
@@ -310,11 +339,13 @@ static bool autocast_operands(const char *fn, const em_tensor *x /* (*, in) */,
     return ok;
 }
 
-/* The product in dtype dt; under autocast x, w and b may be f32 leaves, cast here. */
-static em_tensor *linear(const em_tensor *x /* (*, in) */, const em_tensor *w /* (out, in) */,
-                         const em_tensor *b /* (out) or NULL */, em_dtype dt, bool autocast)
+/* The product in dtype dt, then the ReLU in place when relu; under autocast x, w and b may be
+ * f32 leaves, cast here. */
+static em_tensor *linear(const char *fn, const em_tensor *x /* (*, in) */,
+                         const em_tensor *w /* (out, in) */,
+                         const em_tensor *b /* (out) or NULL */, em_dtype dt, bool autocast,
+                         bool relu)
 {
-    const char *fn = "em_linear";
     if (autocast ? !autocast_operands(fn, x, w, b, dt)
                  : !check_pair(fn, x, w) || (b && !check_pair(fn, x, b)))
         return NULL;
@@ -326,8 +357,9 @@ static em_tensor *linear(const em_tensor *x /* (*, in) */, const em_tensor *w /*
                      b ? em_shape_str(b, sb, sizeof sb) : "none");
         return NULL;
     }
+    const char *op = relu ? "linear_relu" : "linear";
     em_scope_begin();
-    em_op_begin("linear", x);
+    em_op_begin(op, x);
     em_tensor *x2 = rows_of(x);
     const em_tensor *xc = x2 ? em_as_dtype_raw(x2, dt) : NULL, *wc = em_as_dtype_raw(w, dt);
     em_shape s = em_shape_of(x);
@@ -338,29 +370,46 @@ static em_tensor *linear(const em_tensor *x /* (*, in) */, const em_tensor *w /*
     int64_t shape[2] = {x2->shape[0], w->shape[0]}, strides[2] = {w->shape[0], 1};
     em_tensor *y2 = em_tensor_alias(y, 2, shape, strides, y->offset);
     if (!y2 || (b && em_raw_copy_into(fn, y2, b) != EM_OK) ||
-        gemm_call(fn, y2, xc, false, wc, true, 1.0, b ? 1.0 : 0.0) != EM_OK)
+        gemm_call(fn, y2, xc, false, wc, true, 1.0, b ? 1.0 : 0.0) != EM_OK ||
+        (relu && relu_in_place(fn, y) != EM_OK))
         return em_scope_return(NULL);
     em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)w, (em_tensor *)b};
     em_node *node;
-    if (!em_record(y, "linear", linear_backward, in, 3, NULL, 0, &node))
+    if (!em_record(y, op, relu ? linear_relu_backward : linear_backward, in, 3, NULL, 0, &node))
         return em_scope_return(NULL);
     if (node) {
         node->saved[0] = em_retain(x2);
         node->saved[1] = em_retain(in[1]);
+        if (relu && !(node->saved[2] = em_retain(em_alias_of(y))))
+            return em_scope_return(NULL);
     }
     return em_scope_return(y);
 }
 
-em_tensor *em_linear(const em_tensor *x /* (*, in) */, const em_tensor *w /* (out, in) */,
-                     const em_tensor *b /* (out) or NULL */)
+static em_tensor *linear_op(const char *fn, const em_tensor *x /* (*, in) */,
+                            const em_tensor *w /* (out, in) */,
+                            const em_tensor *b /* (out) or NULL */, bool relu)
 {
-    if (!em_present(x, "em_linear", "x") || !em_present(w, "em_linear", "w"))
+    if (!em_present(x, fn, "x") || !em_present(w, fn, "w"))
         return NULL;
     if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){x, w, b}, 3)) {
         em_scope_begin();
         const em_tensor *t[3] = {x, w, b};
         bool ok = em_autocast_layer_inputs(t, 3);
-        return em_scope_return(ok ? linear(t[0], t[1], t[2], em_autocast_dtype(), true) : NULL);
+        return em_scope_return(ok ? linear(fn, t[0], t[1], t[2], em_autocast_dtype(), true, relu)
+                                  : NULL);
     }
-    return linear(x, w, b, x->dtype, false);
+    return linear(fn, x, w, b, x->dtype, false, relu);
+}
+
+em_tensor *em_linear(const em_tensor *x /* (*, in) */, const em_tensor *w /* (out, in) */,
+                     const em_tensor *b /* (out) or NULL */)
+{
+    return linear_op("em_linear", x, w, b, false);
+}
+
+em_tensor *em_linear_relu(const em_tensor *x /* (*, in) */, const em_tensor *w /* (out, in) */,
+                          const em_tensor *b /* (out) or NULL */)
+{
+    return linear_op("em_linear_relu", x, w, b, true);
 }

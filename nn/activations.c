@@ -57,6 +57,11 @@ static const em_module_type act_types[ACT_COUNT] = {
     [ACT_FLATTEN] = {"Flatten", act_forward, NULL, act_describe},
 };
 
+bool em_module_is_relu(const em_module *m)
+{
+    return m && m->type == &act_types[ACT_RELU];
+}
+
 bool em_activation_layer_arg(const em_module *m, double *arg)
 {
     for (int k = 0; m && k < ACT_COUNT; k++)

@@ -15,6 +15,11 @@ static em_tensor *linear_forward(em_module *m, const em_tensor *x)
     return em_linear(x, m->params[0].value, m->n_params > 1 ? m->params[1].value : NULL);
 }
 
+em_tensor *em_linear_relu_forward(em_module *m, const em_tensor *x)
+{
+    return em_linear_relu(x, m->params[0].value, m->n_params > 1 ? m->params[1].value : NULL);
+}
+
 static void linear_describe(const em_module *m, char *buf, size_t n)
 {
     const linear_layer *l = (const linear_layer *)m;
@@ -23,6 +28,11 @@ static void linear_describe(const em_module *m, char *buf, size_t n)
 }
 
 static const em_module_type linear_type = {"Linear", linear_forward, NULL, linear_describe};
+
+bool em_module_is_linear(const em_module *m)
+{
+    return m && m->type == &linear_type;
+}
 
 em_module *em_linear_layer(int64_t in_features, int64_t out_features, bool bias)
 {

@@ -14,6 +14,12 @@ bool em_forward_hooked(void);
 em_status em_module_trace(em_module *m, em_shape input, em_forward_hook hook, void *ctx);
 int em_module_count(const em_module *m); /* m and every module below it */
 
+/* ---- a Linear followed by a ReLU runs as one op (em_linear_relu) in a Sequential ---- */
+bool em_module_is_linear(const em_module *m); /* nn/linear.c */
+bool em_module_is_relu(const em_module *m);   /* nn/activations.c */
+/* relu(linear m(x)) through em_linear_relu, m a Linear (nn/linear.c) */
+em_tensor *em_linear_relu_forward(em_module *m, const em_tensor *x);
+
 /* Allocates a module of size bytes (a struct that embeds em_module first) and inits it;
  * NULL with an error when memory runs out. */
 em_module *em_module_alloc(size_t size, const em_module_type *type);

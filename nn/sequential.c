@@ -1,9 +1,11 @@
 /* Sequential: children "0", "1", ... applied in order; the temporaries between them are freed
- * inside the forward's own scope. A ReLU followed by max pooling runs as one op. */
+ * inside the forward's own scope. A ReLU followed by max pooling, and a Linear followed by a
+ * ReLU, run as one op. */
 #include <stdarg.h>
 #include <string.h>
 
 #include "nn/nn_internal.h"
+#include "tensor/profiler_internal.h"
 
 /* Whether a then b is ReLU then MaxPool2d (b's options into o): they run as em_relu_max_pool2d,
  * the same values and gradients without the full-size ReLU output. Not while a forward hook
@@ -14,6 +16,15 @@ static bool relu_then_max_pool(const em_module *a, const em_module *b, em_pool2d
            !strcmp(b->type->type_name, "MaxPool2d") && em_pool2d_layer_config(b, o);
 }
 
+/* Whether a then b is Linear then ReLU: they run as em_linear_relu, the same values and
+ * gradients without the ReLU's own tensors. Not while a forward hook watches each module's
+ * output, nor while the profiler lists each layer's time. */
+static bool linear_then_relu(const em_module *a, const em_module *b)
+{
+    return !em_forward_hooked() && !EM_PROFILING() && em_module_is_linear(a) &&
+           em_module_is_relu(b);
+}
+
 static em_tensor *sequential_forward(em_module *m, const em_tensor *x)
 {
     if (m->n_children == 0)
@@ -21,13 +32,17 @@ static em_tensor *sequential_forward(em_module *m, const em_tensor *x)
     em_scope_begin();
     em_tensor *h = (em_tensor *)x;
     for (int i = 0; i < m->n_children && h; i++) {
+        em_module *c = m->children[i].module, *next = i + 1 < m->n_children
+                                                           ? m->children[i + 1].module : NULL;
         em_pool2d_opts o;
-        if (i + 1 < m->n_children &&
-            relu_then_max_pool(m->children[i].module, m->children[i + 1].module, &o)) {
+        if (next && relu_then_max_pool(c, next, &o)) {
             h = em_relu_max_pool2d(h, o);
             i++;
+        } else if (next && linear_then_relu(c, next)) {
+            h = em_linear_relu_forward(c, h);
+            i++;
         } else {
-            h = em_forward(m->children[i].module, h);
+            h = em_forward(c, h);
         }
     }
     em_keep(h);

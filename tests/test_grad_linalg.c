@@ -1,5 +1,5 @@
 /* Gradient checks for matmul (every PyTorch case, broadcast batches, transposed views), bmm and
- * linear (with and without bias, batched input, transposed weight). */
+ * linear (with and without bias, batched input, transposed weight), linear with ReLU as one op. */
 #include <criterion/criterion.h>
 
 #include "helpers/gradcheck.h"
@@ -111,4 +111,51 @@ Test(grad_linalg, linear_one_dim_input)
     em_release(x[0]);
     em_release(x[1]);
     em_release(x[2]);
+}
+
+static em_tensor *apply_linear_relu(em_tensor *const *x, void *ctx)
+{
+    return em_linear_relu(x[0], x[1], *(int *)ctx == 1 ? NULL : x[2]);
+}
+
+/* Against f64 finite differences: with a bias, without one, and over a batched input. */
+Test(grad_linalg, linear_relu)
+{
+    em_shape xs[3] = {EM_SHAPE(6, 3), EM_SHAPE(6, 3), EM_SHAPE(2, 5, 3)};
+    for (int k = 0; k < 3; k++) {
+        em_tensor *x[3] = {em_gradcheck_leaf(xs[k], -1, 1, 90 + k),
+                           em_gradcheck_leaf(EM_SHAPE(4, 3), -1, 1, 93 + k),
+                           em_gradcheck_leaf(EM_SHAPE(4), -1, 1, 96 + k)};
+        cr_expect(em_gradcheck_default(apply_linear_relu, &k, x, 3), "case %d", k);
+        em_release(x[0]);
+        em_release(x[1]);
+        em_release(x[2]);
+    }
+}
+
+/* In f32 the one op gives the bytes of em_relu(em_linear(...)), forward and every gradient. */
+Test(grad_linalg, linear_relu_equals_the_two_ops)
+{
+    em_tensor *p[2][3];
+    const em_tensor *out[2], *grads[2][3];
+    for (int fused = 0; fused < 2; fused++) {
+        em_manual_seed(5); /* the same values both times */
+        em_shape shapes[3] = {EM_SHAPE(33, 20), EM_SHAPE(17, 20), EM_SHAPE(17)};
+        for (int i = 0; i < 3; i++)
+            p[fused][i] = em_requires_grad_(em_randn(shapes[i], EM_F32, NULL), true);
+        em_tensor *y = fused ? em_linear_relu(p[fused][0], p[fused][1], p[fused][2])
+                             : em_relu(em_linear(p[fused][0], p[fused][1], p[fused][2]));
+        cr_assert_eq(em_backward(em_sum_all(em_mul(y, y))), EM_OK, "%s", em_error());
+        out[fused] = y;
+        for (int i = 0; i < 3; i++)
+            grads[fused][i] = p[fused][i]->grad;
+    }
+    int64_t zeros = 0;
+    for (int64_t i = 0; i < em_numel(out[0]); i++)
+        zeros += ((const float *)em_data_ptr(out[0]))[i] == 0;
+    cr_assert(zeros > 100 && zeros < 461, "%lld of 561 outputs are 0", (long long)zeros);
+    cr_assert_arr_eq(em_data_ptr(out[0]), em_data_ptr(out[1]), 561 * sizeof(float));
+    for (int i = 0; i < 3; i++)
+        cr_assert_arr_eq(em_data_ptr(grads[0][i]), em_data_ptr(grads[1][i]),
+                         (size_t)em_numel(grads[0][i]) * sizeof(float), "gradient %d", i);
 }

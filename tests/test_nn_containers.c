@@ -1,5 +1,6 @@
-/* Containers: children reachable by dotted name, ModuleList, and the Residual block (values,
- * f64 gradients, errors, saving and loading a residual net). */
+/* Containers: children reachable by dotted name, ModuleList, Sequential's Linear + ReLU as one
+ * op, and the Residual block (values, f64 gradients, errors, saving and loading a residual
+ * net). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -235,4 +236,59 @@ Test(nn_containers, residual_net_saves_and_loads_by_name)
     em_release(x);
     em_module_free(a);
     em_module_free(b);
+}
+
+/* What a forward hook saw: the modules in order. */
+typedef struct {
+    const em_module *seen[8];
+    int n;
+} hook_log;
+
+static void log_module(em_module *m, const em_tensor *out, void *ctx)
+{
+    (void)out;
+    hook_log *log = ctx;
+    if (log->n < 8)
+        log->seen[log->n++] = m;
+}
+
+/* Sequential runs Linear + ReLU as em_linear_relu: the same bytes as the layers one by one,
+ * forward and gradients; with a forward hook set every module still runs and is seen. */
+Test(nn_containers, sequential_fuses_linear_relu_to_the_same_bytes)
+{
+    em_manual_seed(3);
+    em_module *net = em_sequential(3, em_linear_layer(12, 9, true), em_relu_layer(),
+                                   em_linear_layer(9, 4, true));
+    em_tensor *x = em_randn(EM_SHAPE(7, 12), EM_F32, NULL);
+    em_tensor *w0 = em_module_find(net, "0.weight"), *b0 = em_module_find(net, "0.bias");
+    em_tensor *w2 = em_module_find(net, "2.weight"), *b2 = em_module_find(net, "2.bias");
+    em_tensor *y[3], *gw0[3];
+    hook_log log = {0};
+    for (int run = 0; run < 3; run++) { /* by hand, fused, hooked */
+        void *prev_ctx;
+        em_forward_hook prev = run == 2 ? em_set_forward_hook(log_module, &log, &prev_ctx) : NULL;
+        y[run] = run == 0 ? em_linear(em_relu(em_linear(x, w0, b0)), w2, b2) : em_forward(net, x);
+        if (run == 2)
+            em_set_forward_hook(prev, prev_ctx, NULL);
+        cr_assert_eq(em_backward(em_sum_all(em_mul(y[run], y[run]))), EM_OK, "%s", em_error());
+        gw0[run] = em_retain(w0->grad);
+        em_zero_grad(w0);
+        em_zero_grad(b0);
+        em_zero_grad(w2);
+        em_zero_grad(b2);
+    }
+    for (int run = 1; run < 3; run++) {
+        cr_assert_arr_eq(em_data_ptr(y[0]), em_data_ptr(y[run]), 28 * sizeof(float), "run %d", run);
+        cr_assert_arr_eq(em_data_ptr(gw0[0]), em_data_ptr(gw0[run]), 108 * sizeof(float),
+                         "run %d", run);
+    }
+    cr_assert_eq(log.n, 4); /* Linear, ReLU, Linear, then the Sequential itself */
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(log.seen[i], net->children[i].module, "module %d", i);
+    for (int run = 0; run < 3; run++) {
+        em_release(y[run]);
+        em_release(gw0[run]);
+    }
+    em_release(x);
+    em_module_free(net);
 }
