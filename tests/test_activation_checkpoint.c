@@ -237,7 +237,10 @@ Test(checkpoint, deep_mlp_peak_drops)
     size_t ck = step_peak(net, x);
     cr_log_info("16 x 64 MLP, batch 512: peak above baseline %zu bytes plain, %zu checkpointed "
                 "(6 segments)", plain, ck);
-    cr_expect(ck <= 0.5 * (double)plain, "checkpointed %zu vs plain %zu", ck, plain);
+    /* Sequential runs each Linear + ReLU as one op, which keeps no ReLU output of its own:
+     * the plain peak is 2,656,328 bytes (about 20 activations of 128 KiB; 4,587,528 with the
+     * two ops, when checkpointing's 1,835,016 was 0.40 of it), so checkpointing saves less */
+    cr_expect(ck <= 0.75 * (double)plain, "checkpointed %zu vs plain %zu", ck, plain);
     em_module_free(net);
 }
 
