@@ -198,8 +198,8 @@ static long rss_kib(void)
     return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-/* The soak: low-priority clients and one critical one at a 50% repeat rate, RSS sampled every
- * 10 s. */
+/* The soak: low-priority clients and one critical one at a 50% repeat rate, a reserved worker
+ * and a bulk one at nice 10, RSS sampled every 10 s. */
 static int soak(const bench_ctx *bc, em_engine_opts eo, double seconds)
 {
     em_engine *e;
@@ -308,6 +308,7 @@ int em_bench_serve(int argc, char **argv)
         on.cache = (em_cache_opts){.max_entries = 4096};
         on.workers = 2;
         on.reserved_workers = 1;
+        on.bulk_nice = BULK_NICE;
         on.max_queue = 256;
         rc_exit = soak(&bc, on, soak_s);
     } else {
