@@ -315,7 +315,7 @@ static void release_fed_slot(em_loader *dl)
         return;
     pthread_mutex_lock(&dl->mu);
     dl->slots[k].state = SLOT_EMPTY;
-    pthread_cond_broadcast(&dl->work_cv);
+    pthread_cond_signal(&dl->work_cv); /* one slot, one batch to claim */
     pthread_mutex_unlock(&dl->mu);
 }
 
@@ -433,7 +433,7 @@ static em_status next_batch(em_loader *dl, em_batch *batch, int64_t *rows)
     if (!held)
         s->state = SLOT_EMPTY;
     dl->next_consume++;
-    pthread_cond_broadcast(&dl->work_cv);
+    pthread_cond_signal(&dl->work_cv); /* at most one more batch to claim: wake one worker */
     pthread_mutex_unlock(&dl->mu);
     return st;
 }
