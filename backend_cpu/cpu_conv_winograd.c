@@ -4,7 +4,7 @@
  * per chunk of 16 images, on the calling thread; cpu_winograd_tiles.c holds the transforms.
  * grad_input is the same pass over gy with the flipped, transposed kernel; grad_weight
  * multiplies the gradient of the products by the transformed inputs and maps the sums back
- * through G, and reads the bias gradient off the same transform. */
+ * through G, and sums the bias gradient from its copy of gy. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,17 +156,18 @@ int em_cpu_conv_winograd_grad_input(const em_conv2d_shape *s, const float *gy, c
     return wg_run(&g, s->n, w, true, NULL, gy, gx);
 }
 
-/* gb (M) += the sums of one chunk's output gradient, from its transform gp (36, M, tiles*16):
- * A's second row is all ones, so point (1, 1) of a tile's A gy A^T is the sum of its 16 values
- * (the tiles past the plane are zero). Summed in 16 lanes, then the lanes in double. */
-static void wg_bias_sums(const em_wg_geom *g, const float *gp, double *gb)
+/* gb (M) += the sums of one chunk's output gradient, read off its interleaved copy gyt
+ * (M, 4*TH, 4*TW, 16) while it is hot (zero past the plane and in empty lanes), in double, one
+ * sum per lane: the f32 results are those of summing gy in order in double (but for a sum on a
+ * rounding boundary), so the bias learns as without Winograd. */
+static void wg_bias_sums(const em_wg_geom *g, const float *gyt, double *gb)
 {
-    const float *sums = gp + (EM_WG_A + 1) * g->m * g->tiles * L; /* (M, tiles, 16) */
+    const int64_t plane = g->th * g->tw * EM_WG_M * EM_WG_M * L;
     for (int64_t m = 0; m < g->m; m++) {
-        float lane[L] = {0};
-        for (int64_t t = 0; t < g->tiles; t++)
+        double lane[L] = {0};
+        for (int64_t q = 0; q < plane; q += L)
             for (int l = 0; l < L; l++)
-                lane[l] += sums[(m * g->tiles + t) * L + l];
+                lane[l] += gyt[m * plane + q + l];
         double sum = 0;
         for (int l = 0; l < L; l++)
             sum += lane[l];
@@ -187,9 +188,9 @@ static void wg_gw_chunks(const em_wg_geom *g, int64_t n, const float *gy, const 
         wg_load_inputs(g, x, n0, lanes, b);
         em_wg_interleave(gy, g->m, g->ho, g->wo, n0, lanes, 0, 0, g->th * EM_WG_M,
                          g->tw * EM_WG_M, b->gyt);
-        em_wg_grad_output_transform(g, b->gyt, b->p);
         if (gb)
-            wg_bias_sums(g, b->p, gb);
+            wg_bias_sums(g, b->gyt, gb);
+        em_wg_grad_output_transform(g, b->gyt, b->p);
         em_cpu_gemm(EM_F32, false, true, g->m, g->c, cols, 1.0, b->p, cols, g->m * cols, b->v,
                     cols, g->c * cols, chunk > c0 ? 1.0 : 0.0, gu, g->c, g->m * g->c, P);
     }

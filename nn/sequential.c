@@ -12,7 +12,7 @@
  * watches each module's output. */
 static bool relu_then_max_pool(const em_module *a, const em_module *b, em_pool2d_opts *o)
 {
-    return !em_forward_hooked() && !strcmp(a->type->type_name, "ReLU") &&
+    return !em_forward_hooked() && em_module_is_relu(a) &&
            !strcmp(b->type->type_name, "MaxPool2d") && em_pool2d_layer_config(b, o);
 }
 
