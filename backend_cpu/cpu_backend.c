@@ -74,5 +74,6 @@ void em_cpu_scratch_free(void *ptr)
 
 void em_cpu_backend_discover(void)
 {
+    em_cpu_blas_choose_core();
     em_backend_register(&cpu_backend);
 }

@@ -19,6 +19,11 @@ void em_cpu_describe(char *buf, size_t n);
 void *em_cpu_scratch(size_t nbytes);
 void em_cpu_scratch_free(void *ptr); /* NULL is fine */
 
+/* cpu_blas_core.c: at discovery, OpenBLAS's widest kernel set for this CPU where OpenBLAS did not
+ * recognise it; a line naming the set in use ("OpenBLAS SkylakeX kernels") into buf */
+void em_cpu_blas_choose_core(void);
+void em_cpu_blas_describe(char *buf, size_t n);
+
 /* cpu_copy.c: fill, strided copy with dtype conversion */
 int em_cpu_fill(const em_arr *out, double value);
 int em_cpu_copy(const em_arr *out, const em_arr *in);

@@ -464,3 +464,33 @@ Test(cli, the_wait_policy_is_embers_unless_the_environment_sets_one)
         cr_expect(strstr(out, want[i]), "'%s' not in:\n%s", want[i], out);
     }
 }
+
+/* The CPU backend runs OpenBLAS's widest kernel set for this CPU: a DYNAMIC_ARCH OpenBLAS that
+ * does not know the CPU's model falls back to SSE3 kernels (Prescott), several times slower, and
+ * ember then chooses again; a set the user names in OPENBLAS_CORETYPE is kept. */
+Test(cli, openblas_runs_the_widest_kernels_the_cpu_has_unless_the_user_names_a_set)
+{
+    const char *envs[] = {"env -u OPENBLAS_CORETYPE", "env OPENBLAS_CORETYPE=Prescott"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[512], out[2048];
+        snprintf(cmd, sizeof cmd, "%s %s info", envs[i], getenv("EMBER_BIN"));
+        FILE *p = popen(cmd, "r");
+        cr_assert(p);
+        size_t n = fread(out, 1, sizeof out - 1, p);
+        out[n] = 0;
+        cr_expect_eq(pclose(p), 0);
+        if (i == 1) {
+            cr_expect(strstr(out, "OpenBLAS Prescott kernels\n"), "%s", out);
+            continue;
+        }
+        if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")))
+            continue; /* no wider set exists for this CPU */
+        const char *wide[] = {"OpenBLAS Haswell ", "OpenBLAS Zen ", "OpenBLAS SkylakeX ",
+                              "OpenBLAS Cooperlake ", "OpenBLAS SapphireRapids ",
+                              "OpenBLAS Excavator "};
+        bool found = false;
+        for (size_t k = 0; k < sizeof wide / sizeof *wide; k++)
+            found = found || strstr(out, wide[k]);
+        cr_expect(found, "an AVX2 CPU runs pre-AVX2 OpenBLAS kernels:\n%s", out);
+    }
+}

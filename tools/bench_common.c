@@ -1,9 +1,11 @@
 /* What the benchmarks share: a monotonic clock, sorting timings, and running a PyTorch script
  * beside ember (skipped with a clear line where torch is absent). */
+#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "ember.h"
 #include "tools/tools_internal.h"
 
 double em_now_s(void)
@@ -41,7 +43,11 @@ bool em_run_torch_script(const char *script, const char *args, em_torch_line_fn 
                "set EMBER_PYTHON)\n", torch_python());
         return false;
     }
-    snprintf(cmd, sizeof cmd, "%s %s/tools/%s %s", torch_python(), EMBER_SOURCE_DIR, script, args);
+    /* PyTorch's matrix products go through the same OpenBLAS: run them on the kernel set ember's
+     * CPU backend runs on (which it may have chosen over OpenBLAS's own pick at discovery) */
+    em_device_available(EM_CPU);
+    snprintf(cmd, sizeof cmd, "OPENBLAS_CORETYPE=%s %s %s/tools/%s %s", openblas_get_corename(),
+             torch_python(), EMBER_SOURCE_DIR, script, args);
     FILE *p = popen(cmd, "r");
     if (!p)
         return false;
