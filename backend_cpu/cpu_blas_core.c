@@ -36,9 +36,7 @@ static bool is_wide_core(const char *core)
 /* the widest of OpenBLAS's sets this CPU and this OpenBLAS both have; NULL when none */
 static const char *widest_core(void)
 {
-    if (gotoblas_SKYLAKEX && __builtin_cpu_supports("avx512f") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vl"))
+    if (gotoblas_SKYLAKEX && em_cpu_has_avx512())
         return "SkylakeX";
     if (gotoblas_HASWELL && em_cpu_has_avx2())
         return "Haswell";

@@ -27,13 +27,33 @@ bool em_cpu_has_avx2(void)
     return has;
 }
 
-static bool has_vnni(void)
+bool em_cpu_has_avx512(void)
 {
     static int has = -1;
     if (has < 0)
         has = em_cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
-              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-              __builtin_cpu_supports("avx512vnni");
+              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+              __builtin_cpu_supports("avx512vl");
+    return has;
+}
+
+static bool avx512_off; /* em_cpu_set_avx512(false) */
+
+bool em_cpu_use_avx512(void)
+{
+    return !__atomic_load_n(&avx512_off, __ATOMIC_RELAXED) && em_cpu_has_avx512();
+}
+
+void em_cpu_set_avx512(bool on)
+{
+    __atomic_store_n(&avx512_off, !on, __ATOMIC_RELAXED);
+}
+
+static bool has_vnni(void)
+{
+    static int has = -1;
+    if (has < 0)
+        has = em_cpu_has_avx512() && __builtin_cpu_supports("avx512vnni");
     return has;
 }
 

@@ -1,12 +1,67 @@
 /* f32 max pooling over 2x2 windows at stride 2 without padding — the downsampling step of most
- * CNNs — four outputs at a time in SSE lanes: the two taps of a row are split into even and odd
- * lanes by a shuffle, so no gather is needed. Same tap order, ties and NaN rule as the general
- * kernel: the first maximum wins and a NaN beats any number. */
+ * CNNs — sixteen outputs at a time in AVX-512 lanes (a row's tail masked) where the CPU has it,
+ * else four in SSE lanes: the two taps of a row are split into even and odd lanes by a shuffle,
+ * so no gather is needed. Same tap order, ties and NaN rule as the general kernel: the first
+ * maximum wins and a NaN beats any number. */
 #include "backend_cpu/cpu_dense_internal.h"
+#include "backend_cpu/cpu_simd_internal.h"
+
+/* take = t > best, or t is NaN while best is not */
+EM_AVX512 static inline __mmask16 pool_take16(__m512 t, __m512 best)
+{
+    return _mm512_cmp_ps_mask(t, best, _CMP_GT_OQ) |
+           (_mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q) & ~_mm512_cmp_ps_mask(best, best, _CMP_UNORD_Q));
+}
+
+/* The mask of the first n of 16 lanes, 0 <= n <= 16. */
+static inline __mmask16 first_lanes(int64_t n)
+{
+    return (__mmask16)(n <= 0 ? 0 : n >= 16 ? 0xffff : (1u << n) - 1);
+}
+
+/* One output row, 16 outputs at a time: r0, r1 the window rows (w); y, argmax (w_out); at0 the
+ * index of r0[0] in the plane. */
+EM_AVX512 static void pool_row_avx512(const float *r0, const float *r1, int64_t w, int64_t w_out,
+                                      float *y, int64_t *argmax, int64_t at0)
+{
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                           28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    /* each tap's offset from the window's first element (int32) */
+    const __m512i offsets[4] = {_mm512_setzero_si512(), _mm512_set1_epi32(1),
+                                _mm512_set1_epi32((int32_t)w), _mm512_set1_epi32((int32_t)w + 1)};
+    for (int64_t ow = 0; ow < w_out; ow += 16) {
+        const int64_t n = w_out - ow < 16 ? w_out - ow : 16;
+        const __mmask16 lo = first_lanes(2 * n), hi = first_lanes(2 * n - 16), keep = first_lanes(n);
+        const float *a = r0 + 2 * ow, *b = r1 + 2 * ow;
+        const __m512 a0 = _mm512_maskz_loadu_ps(lo, a), a1 = _mm512_maskz_loadu_ps(hi, a + 16);
+        const __m512 b0 = _mm512_maskz_loadu_ps(lo, b), b1 = _mm512_maskz_loadu_ps(hi, b + 16);
+        const __m512 taps[4] = {_mm512_permutex2var_ps(a0, even, a1),
+                                _mm512_permutex2var_ps(a0, odd, a1),
+                                _mm512_permutex2var_ps(b0, even, b1),
+                                _mm512_permutex2var_ps(b0, odd, b1)};
+        __m512 best = taps[0];
+        __m512i off = offsets[0];
+        for (int t = 1; t < 4; t++) {
+            const __mmask16 take = pool_take16(taps[t], best);
+            best = _mm512_mask_mov_ps(best, take, taps[t]);
+            off = _mm512_mask_mov_epi32(off, take, offsets[t]);
+        }
+        _mm512_mask_storeu_ps(y + ow, keep, best);
+        if (argmax) {
+            /* window l starts at at0 + 2 (ow + l); indices fit int32 (the caller checks h * w) */
+            const __m512i start = _mm512_add_epi32(_mm512_set1_epi32((int32_t)(at0 + 2 * ow)),
+                                                   even);
+            const __m512i idx = _mm512_add_epi32(start, off);
+            _mm512_mask_storeu_epi64(argmax + ow, (__mmask8)keep,
+                                     _mm512_cvtepi32_epi64(_mm512_castsi512_si256(idx)));
+            _mm512_mask_storeu_epi64(argmax + ow + 8, (__mmask8)(keep >> 8),
+                                     _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(idx, 1)));
+        }
+    }
+}
 
 #if defined(__SSE2__)
-#include <emmintrin.h>
-
 /* take = t > best, or t is NaN while best is not */
 static inline __m128 pool_take(__m128 t, __m128 best)
 {
@@ -60,6 +115,10 @@ static void pool_block4(const float *r0, const float *r1, int64_t w, int64_t ow,
 static void pool_row_2x2(const float *r0, const float *r1, int64_t w, int64_t w_out, float *y,
                          int64_t *argmax, int64_t at0)
 {
+    if (em_cpu_use_avx512()) {
+        pool_row_avx512(r0, r1, w, w_out, y, argmax, at0);
+        return;
+    }
     int64_t ow = 0;
 #if defined(__SSE2__)
     for (; ow + 4 <= w_out; ow += 4)

@@ -1,12 +1,14 @@
 /* AVX2+FMA building blocks the CPU kernels share: exp and a horizontal sum over 8 f32 lanes.
  * Functions carry the target attribute, so callers compile without -mavx2 and pick them at run
- * time (em_cpu_has_avx2). */
+ * time (em_cpu_has_avx2, em_cpu_use_avx512). */
 #ifndef EMBER_CPU_SIMD_INTERNAL_H
 #define EMBER_CPU_SIMD_INTERNAL_H
 
 #include <immintrin.h>
 
 #define EM_AVX2 __attribute__((target("avx2,fma")))
+/* AVX-512 F, BW, DQ and VL (Skylake-SP and later), where em_cpu_use_avx512 */
+#define EM_AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl")))
 
 /* exp of 8 lanes (Cephes' expf: 2^n times a degree-5 polynomial on [-ln2/2, ln2/2]), about
  * 2 ulp; below -87.3 (and -inf) it gives 0, NaN stays NaN. */

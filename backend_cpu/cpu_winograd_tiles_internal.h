@@ -37,15 +37,17 @@ void em_wg_weights_back(const em_wg_geom *g, const float *gu, float *gw);
 void em_wg_interleave(const float *x, int64_t planes, int64_t h, int64_t w, int64_t n0,
                       int lanes, int64_t ph, int64_t pw, int64_t hp, int64_t wp, float *xt);
 
-/* v (36, C, tiles, 16) = B^T d B for every 6x6 tile d of the interleaved planes xt
- * (C, Hp, Wp, 16). */
-void em_wg_input_transform(const em_wg_geom *g, const float *xt, float *v);
-/* Images [n0, n0 + lanes) of y (n, M, H_out, W_out) = bias + A^T p A for every tile of p
- * (36, M, tiles, 16), the outputs past the edge dropped. */
-void em_wg_output_transform(const em_wg_geom *g, const float *p, const float *bias, int64_t n0,
-                            int lanes, float *y);
-/* gp (36, M, tiles, 16) = A gy A^T for every 4x4 tile of gyt (M, 4*TH, 4*TW, 16): the gradient
- * of the products p from that of the outputs. */
-void em_wg_grad_output_transform(const em_wg_geom *g, const float *gyt, float *gp);
+/* The transforms work on the tiles [t0, t1) (row-major over TH x TW), nt = t1 - t0 of them.
+ * v (36, C, nt, 16) = B^T d B for each 6x6 tile d of the interleaved planes xt (C, Hp, Wp, 16). */
+void em_wg_input_transform(const em_wg_geom *g, const float *xt, int64_t t0, int64_t t1,
+                           float *v);
+/* Images [n0, n0 + lanes) of y (n, M, H_out, W_out) = bias + A^T p A for each tile of p
+ * (36, M, nt, 16), the outputs past the edge dropped. */
+void em_wg_output_transform(const em_wg_geom *g, const float *p, int64_t t0, int64_t t1,
+                            const float *bias, int64_t n0, int lanes, float *y);
+/* gp (36, M, nt, 16) = A gy A^T for each 4x4 tile of gyt (M, 4*TH, 4*TW, 16): the gradient of
+ * the products p from that of the outputs. */
+void em_wg_grad_output_transform(const em_wg_geom *g, const float *gyt, int64_t t0, int64_t t1,
+                                 float *gp);
 
 #endif

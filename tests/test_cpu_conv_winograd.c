@@ -1,7 +1,7 @@
 /* The Winograd F(4x4, 3x3) convolution against the naive f64 loops and the direct f32 kernel:
  * forward and both gradients on random shapes (sizes not multiples of the 4x4 tile, padding 0
  * to 2, batches below, at and above the 16 images a chunk holds), the same bits on one thread
- * and two, and which shapes cpu_conv.c hands it. */
+ * and two and from the AVX2 and AVX-512 transforms, and which shapes cpu_conv.c hands it. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <omp.h>
@@ -60,8 +60,34 @@ static void check_close(const em_conv2d_shape *s, const char *what, const float 
               (long)s->pad[1], what, e);
 }
 
+/* The Winograd outputs of one shape: forward (with bias) and both gradients. */
+typedef struct {
+    float *y, *gx, *gw, *gb;
+} wg_outputs;
+
+static wg_outputs run_winograd(const em_conv2d_shape *s, const float *x, const float *w,
+                               const float *b, const float *gy)
+{
+    wg_outputs o = {malloc((size_t)conv_y_count(s) * 4), malloc((size_t)conv_x_count(s) * 4),
+                    malloc((size_t)conv_w_count(s) * 4), malloc((size_t)s->c_out * 4)};
+    cr_assert_eq(em_cpu_conv_winograd_forward(s, x, w, b, o.y), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_conv_winograd_grad_input(s, gy, w, o.gx), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_conv_winograd_grad_weight(s, gy, x, o.gw, o.gb), EM_KERNEL_OK);
+    return o;
+}
+
+static void free_outputs(wg_outputs o)
+{
+    free(o.y);
+    free(o.gx);
+    free(o.gw);
+    free(o.gb);
+}
+
 /* Forward (with bias) and both gradients of s by Winograd against the f64 loops and, where
- * the direct kernels take s, against them. */
+ * the direct kernels take s, against them; on an AVX-512 CPU both bodies of the transforms,
+ * which must give the same bits (the same multiply-adds in the same order, 16 lanes either as
+ * one register or as two). */
 static void check_winograd(em_conv2d_shape s)
 {
     if (!em_cpu_has_avx2())
@@ -78,31 +104,38 @@ static void check_winograd(em_conv2d_shape s)
     double *gw = malloc((size_t)nw * 8), *gb = malloc((size_t)s.c_out * 8);
     conv_naive(&s, x, w, b, y, NULL, NULL, NULL, NULL);
     conv_naive(&s, x, w, NULL, NULL, gy, gx, gw, gb);
-    float *wy = malloc((size_t)ny * 4), *wgx = malloc((size_t)nx * 4);
-    float *wgw = malloc((size_t)nw * 4), *wgb = malloc((size_t)s.c_out * 4);
-    cr_assert_eq(em_cpu_conv_winograd_forward(&s, fx, fw, fb, wy), EM_KERNEL_OK);
-    cr_assert_eq(em_cpu_conv_winograd_grad_input(&s, fgy, fw, wgx), EM_KERNEL_OK);
-    cr_assert_eq(em_cpu_conv_winograd_grad_weight(&s, fgy, fx, wgw, wgb), EM_KERNEL_OK);
-    check_close(&s, "y", wy, y, NULL, ny);
-    check_close(&s, "gx", wgx, gx, NULL, nx);
-    check_close(&s, "gw", wgw, gw, NULL, nw);
-    check_close(&s, "gb", wgb, gb, NULL, s.c_out);
+    em_cpu_set_avx512(false);
+    const wg_outputs o = run_winograd(&s, fx, fw, fb, fgy);
+    em_cpu_set_avx512(true);
+    check_close(&s, "y", o.y, y, NULL, ny);
+    check_close(&s, "gx", o.gx, gx, NULL, nx);
+    check_close(&s, "gw", o.gw, gw, NULL, nw);
+    check_close(&s, "gb", o.gb, gb, NULL, s.c_out);
+    if (em_cpu_has_avx512()) {
+        const wg_outputs o512 = run_winograd(&s, fx, fw, fb, fgy);
+        cr_assert_arr_eq(o512.y, o.y, (size_t)ny * 4);
+        cr_assert_arr_eq(o512.gx, o.gx, (size_t)nx * 4);
+        cr_assert_arr_eq(o512.gw, o.gw, (size_t)nw * 4);
+        cr_assert_arr_eq(o512.gb, o.gb, (size_t)s.c_out * 4);
+        free_outputs(o512);
+    }
     float *dy = malloc((size_t)ny * 4), *dgx = malloc((size_t)nx * 4);
     float *dgw = malloc((size_t)nw * 4), *dgb = malloc((size_t)s.c_out * 4);
     if (em_cpu_conv_direct_grad_input_fits(&s)) {
         cr_assert_eq(em_cpu_conv_direct_forward(&s, fx, fw, fb, dy), EM_KERNEL_OK);
         cr_assert_eq(em_cpu_conv_direct_grad_input(&s, fgy, fw, dgx), EM_KERNEL_OK);
         cr_assert_eq(em_cpu_conv_direct_grad_weight(&s, 4, fgy, fx, dgw, dgb), EM_KERNEL_OK);
-        check_close(&s, "y against direct", wy, NULL, dy, ny);
-        check_close(&s, "gx against direct", wgx, NULL, dgx, nx);
-        check_close(&s, "gw against direct", wgw, NULL, dgw, nw);
+        check_close(&s, "y against direct", o.y, NULL, dy, ny);
+        check_close(&s, "gx against direct", o.gx, NULL, dgx, nx);
+        check_close(&s, "gw against direct", o.gw, NULL, dgw, nw);
     }
+    free_outputs(o);
     double *bufs[] = {x, w, b, gy, y, gx, gw, gb};
-    float *fbufs[] = {fx, fw, fb, fgy, wy, wgx, wgw, wgb, dy, dgx, dgw, dgb};
-    for (int i = 0; i < 8; i++)
+    float *fbufs[] = {fx, fw, fb, fgy, dy, dgx, dgw, dgb};
+    for (int i = 0; i < 8; i++) {
         free(bufs[i]);
-    for (int i = 0; i < 12; i++)
         free(fbufs[i]);
+    }
 }
 
 Test(cpu_conv_winograd, cnn_layer_shape)
