@@ -93,6 +93,9 @@ int em_cpu_max_pool2d_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy
 {
     if (!pool_shape_ok(s) || !pool_dtype_ok(dt))
         return EM_KERNEL_UNSUPPORTED;
+    if (dt == EM_F32 && em_cpu_max_pool2d_2x2_applies(s) &&
+        em_cpu_max_pool2d_2x2_grad_f32(s, gy, argmax, gx))
+        return EM_KERNEL_OK;
     if (dt == EM_F32)
         pool_max_pool_grad_f32(s, gy, argmax, gx);
     else if (dt == EM_F64)

@@ -2,7 +2,11 @@
  * CNNs — sixteen outputs at a time in AVX-512 lanes (a row's tail masked) where the CPU has it,
  * else four in SSE lanes: the two taps of a row are split into even and odd lanes by a shuffle,
  * so no gather is needed. Same tap order, ties and NaN rule as the general kernel: the first
- * maximum wins and a NaN beats any number. */
+ * maximum wins and a NaN beats any number. On AVX-512 the gradient is written densely too:
+ * the windows tile the plane, so each input gets its window's gradient or 0, with no zero fill
+ * and scatter. */
+#include <string.h>
+
 #include "backend_cpu/cpu_dense_internal.h"
 #include "backend_cpu/cpu_simd_internal.h"
 
@@ -59,6 +63,45 @@ EM_AVX512 static void pool_row_avx512(const float *r0, const float *r1, int64_t 
                                      _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(idx, 1)));
         }
     }
+}
+
+/* Gradient row pair 2 oh, 2 oh + 1 of one plane: gy, argmax (w_out) of output row oh; g0, g1
+ * the two gx rows (w); at0 the index of g0[0] in the plane. Columns past 2 w_out get 0. */
+EM_AVX512 static void pool_grad_rows_avx512(const float *gy, const int64_t *argmax, int64_t w,
+                                            int64_t w_out, float *g0, float *g1, int64_t at0)
+{
+    /* lanes 0..15 of the interleave of a (even columns) and b (odd ones), then 16..31 */
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30,
+                                         15, 31);
+    const __m512i two_l = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                            28, 30);
+    const __m512i one = _mm512_set1_epi32(1), row = _mm512_set1_epi32((int32_t)w);
+    const __m512i row1 = _mm512_add_epi32(row, one);
+    for (int64_t ow = 0; ow < w_out; ow += 16) {
+        const int64_t n = w_out - ow < 16 ? w_out - ow : 16;
+        const __mmask16 keep = first_lanes(n), lo_keep = first_lanes(2 * n);
+        const __mmask16 hi_keep = first_lanes(2 * n - 16);
+        const __m512 g = _mm512_maskz_loadu_ps(keep, gy + ow);
+        /* each window's argmax relative to its first element: 0, 1, w or w + 1 */
+        const __m256i am0 = _mm512_cvtepi64_epi32(_mm512_maskz_loadu_epi64((__mmask8)keep,
+                                                                            argmax + ow));
+        const __m256i am1 = _mm512_cvtepi64_epi32(
+            _mm512_maskz_loadu_epi64((__mmask8)(keep >> 8), argmax + ow + 8));
+        const __m512i am = _mm512_inserti64x4(_mm512_castsi256_si512(am0), am1, 1);
+        const __m512i rel = _mm512_sub_epi32(
+            am, _mm512_add_epi32(_mm512_set1_epi32((int32_t)(at0 + 2 * ow)), two_l));
+        const __m512 t0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, _mm512_setzero_si512()), g);
+        const __m512 t1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, one), g);
+        const __m512 t2 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, row), g);
+        const __m512 t3 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, row1), g);
+        _mm512_mask_storeu_ps(g0 + 2 * ow, lo_keep, _mm512_permutex2var_ps(t0, lo, t1));
+        _mm512_mask_storeu_ps(g0 + 2 * ow + 16, hi_keep, _mm512_permutex2var_ps(t0, hi, t1));
+        _mm512_mask_storeu_ps(g1 + 2 * ow, lo_keep, _mm512_permutex2var_ps(t2, lo, t3));
+        _mm512_mask_storeu_ps(g1 + 2 * ow + 16, hi_keep, _mm512_permutex2var_ps(t2, hi, t3));
+    }
+    for (int64_t col = 2 * w_out; col < w; col++)
+        g0[col] = g1[col] = 0;
 }
 
 #if defined(__SSE2__)
@@ -161,4 +204,23 @@ void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *
             pool_row_2x2(r0, r0 + s->w, s->w, s->w_out, y + p * hwo + oh * s->w_out,
                          argmax ? argmax + p * hwo + oh * s->w_out : NULL, 2 * oh * s->w);
         }
+}
+
+bool em_cpu_max_pool2d_2x2_grad_f32(const em_pool2d_shape *s, const float *gy,
+                                    const int64_t *argmax, float *gx)
+{
+    if (!em_cpu_use_avx512())
+        return false;
+    const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out;
+    #pragma omp parallel for if (s->n * s->c * hw >= EM_CPU_PARALLEL_MIN)
+    for (int64_t p = 0; p < s->n * s->c; p++) {
+        float *g = gx + p * hw; // (H, W)
+        for (int64_t oh = 0; oh < s->h_out; oh++)
+            pool_grad_rows_avx512(gy + p * hwo + oh * s->w_out, argmax + p * hwo + oh * s->w_out,
+                                  s->w, s->w_out, g + 2 * oh * s->w, g + (2 * oh + 1) * s->w,
+                                  2 * oh * s->w);
+        if (s->h % 2)
+            memset(g + (s->h - 1) * s->w, 0, (size_t)s->w * sizeof(float));
+    }
+    return true;
 }

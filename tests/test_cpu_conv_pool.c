@@ -473,15 +473,17 @@ Test(cpu_pool, many_planes_threaded)
     check_pool(pool_shape(16, 32, 14, 14, 7, 7, 2, 2, 0, false));
 }
 
-/* The 2x2 stride-2 kernel at every row width up to past two AVX-512 vectors, even and odd input
- * widths, on each SIMD path this CPU has (masked row tails in AVX-512, the overlapping last block
- * in SSE). */
+/* The 2x2 stride-2 kernels at every row width up to past two AVX-512 vectors, even and odd input
+ * widths and heights (an odd last row or column is in no window: its gradient is 0), on each
+ * SIMD path this CPU has (masked row tails and the dense gradient in AVX-512, the overlapping
+ * last block in SSE). */
 Test(cpu_pool, two_by_two_rows_of_every_width_on_each_path)
 {
     for (int wide = 0; wide < (em_cpu_has_avx512() ? 2 : 1); wide++) {
         em_cpu_set_avx512(wide);
         for (int64_t w_out = 1; w_out <= 35; w_out++)
-            check_pool(pool_shape(2, 2, 6, 2 * w_out + w_out % 2, 3, w_out, 2, 2, 0, false));
+            check_pool(pool_shape(2, 2, 6 + w_out % 2, 2 * w_out + w_out / 3 % 2, 3, w_out, 2, 2,
+                                  0, false));
     }
     em_cpu_set_avx512(true);
 }
