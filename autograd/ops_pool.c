@@ -1,8 +1,8 @@
 /* 2-D max and average pooling (NCHW). Max pooling saves the argmax of each window for its
  * backward rule; average pooling optionally divides by in-bounds elements only. relu_max_pool2d
- * is max_pool2d(relu(x)) as one op: ReLU commutes with the maximum, so it runs on the pooled
- * values (a quarter of them for 2x2 windows), and the full-size ReLU output and its gradient are
- * never made. */
+ * is max_pool2d(relu(x)) as one op: ReLU commutes with the maximum, so the pooling kernel applies
+ * it to the maxima as it writes them (a quarter of the values for 2x2 windows) and leaves no
+ * argmax where they are not positive; the full-size ReLU output and its gradient are never made. */
 #include "autograd/autograd_internal.h"
 
 /* Outputs along one dim, PyTorch's rule: with ceil_mode a partial last window counts when it
@@ -49,24 +49,8 @@ static bool pool_args(const char *fn, const em_tensor *x /* (N, C, H, W) */, em_
     return true;
 }
 
-/* gm (N, C, H_out, W_out) = g where the pooled output y is positive, else 0: ReLU's rule,
- * since relu(x) > 0 exactly where x > 0. */
-static const em_tensor *relu_masked(const em_backend *be, const char *fn,
-                                    const em_tensor *g /* (N, C, H_out, W_out) */,
-                                    const em_tensor *y /* (N, C, H_out, W_out) */)
-{
-    if (!em_kernel_present((const void *)be->unary_grad, fn, y))
-        return NULL;
-    em_tensor *gm = em_empty_on(em_shape_of(y), y->dtype, y->device);
-    if (!gm)
-        return NULL;
-    em_arr agm = em_tensor_arr(gm), ag = em_tensor_arr(g), ay = em_tensor_arr(y);
-    int rc = be->unary_grad(EM_UNARY_RELU, 0, 0, &agm, &ag, &ay, &ay);
-    return em_kernel_status(rc, fn, y) == EM_OK ? gm : NULL;
-}
-
-/* saved: argmax, i64 (N, C, H_out, W_out) (max pooling only); relu_max_pool2d also saves a
- * detached alias of its output y (N, C, H_out, W_out) */
+/* saved: argmax, i64 (N, C, H_out, W_out) (max pooling only; relu_max_pool2d's is -1 where its
+ * output is not positive, ReLU's zero gradient) */
 static em_status pool_backward(em_node *node, const em_tensor *g /* (N, C, H_out, W_out) */,
                                em_tensor **grad_in)
 {
@@ -79,8 +63,6 @@ static em_status pool_backward(em_node *node, const em_tensor *g /* (N, C, H_out
     if (!be || !em_kernel_present(entry, fn, x))
         return em_error_status();
     const em_tensor *gc = em_is_contiguous(g) ? g : em_tensor_contiguous_raw(g);
-    if (gc && node->saved[1])
-        gc = relu_masked(be, fn, gc, node->saved[1]);
     em_tensor *gx = em_empty_on(em_shape_of(x), x->dtype, x->device);
     if (!gc || !gx)
         return em_error_status();
@@ -102,12 +84,12 @@ static em_tensor *pool(const char *fn, const char *op, pool_kind kind,
 {
     if (!em_present(x, fn, "x") || !pool_args(fn, x, &o))
         return NULL;
-    const bool max = kind != POOL_AVG, relu = kind == POOL_RELU_MAX;
+    const bool max = kind != POOL_AVG;
     em_pool2d_shape s = pool_shape(x, &o);
+    s.relu = kind == POOL_RELU_MAX;
     const em_backend *be = em_tensor_backend(x, fn);
     if (!be || !em_kernel_present(max ? (const void *)be->max_pool2d : (const void *)be->avg_pool2d,
-                                  fn, x) ||
-        (relu && !em_kernel_present((const void *)be->unary, fn, x)))
+                                  fn, x))
         return NULL;
     em_scope_begin();
     em_op_begin(op, x);
@@ -119,20 +101,14 @@ static em_tensor *pool(const char *fn, const char *op, pool_kind kind,
         return em_scope_return(NULL);
     int rc = max ? be->max_pool2d(&s, x->dtype, em_data_ptr(xc), em_data_ptr(y), em_data_ptr(arg))
                  : be->avg_pool2d(&s, x->dtype, em_data_ptr(xc), em_data_ptr(y));
-    em_arr ay = em_tensor_arr(y);
-    if (rc == EM_KERNEL_OK && relu)
-        rc = be->unary(EM_UNARY_RELU, 0, 0, &ay, &ay);
     if (em_kernel_status(rc, fn, x) != EM_OK)
         return em_scope_return(NULL);
     em_tensor *in = (em_tensor *)x;
     em_node *node;
     if (!em_record(y, op, pool_backward, &in, 1, &o, sizeof o, &node))
         return em_scope_return(NULL);
-    if (node) {
+    if (node)
         node->saved[0] = em_retain(arg);
-        if (relu && !(node->saved[1] = em_retain(em_alias_of(y))))
-            return em_scope_return(NULL);
-    }
     return em_scope_return(y);
 }
 

@@ -91,6 +91,9 @@ typedef struct {
     int64_t h_out, w_out;
     int64_t kernel[2], stride[2], pad[2];
     bool count_include_pad; /* average pooling only */
+    /* max pooling only: y = relu(the maximum), argmax -1 (no gradient) where the maximum is not
+     * positive: max_pool2d(relu(x)) in one pass */
+    bool relu;
 } em_pool2d_shape;
 
 /* Hyperparameters of the fused optimizer updates; PyTorch's semantics (see optim/optim.h). */

@@ -26,7 +26,7 @@ static inline __mmask16 first_lanes(int64_t n)
 /* One output row, 16 outputs at a time: r0, r1 the window rows (w); y, argmax (w_out); at0 the
  * index of r0[0] in the plane. */
 EM_AVX512 static void pool_row_avx512(const float *r0, const float *r1, int64_t w, int64_t w_out,
-                                      float *y, int64_t *argmax, int64_t at0)
+                                      float *y, int64_t *argmax, int64_t at0, bool relu)
 {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
                                            28, 30);
@@ -51,12 +51,20 @@ EM_AVX512 static void pool_row_avx512(const float *r0, const float *r1, int64_t 
             best = _mm512_mask_mov_ps(best, take, taps[t]);
             off = _mm512_mask_mov_epi32(off, take, offsets[t]);
         }
+        /* with relu: 0 for a negative maximum (NaN stays), no gradient unless it is positive */
+        const __mmask16 positive = _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_GT_OQ);
+        if (relu)
+            best = _mm512_mask_mov_ps(
+                best, _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_LT_OQ),
+                _mm512_setzero_ps());
         _mm512_mask_storeu_ps(y + ow, keep, best);
         if (argmax) {
             /* window l starts at at0 + 2 (ow + l); indices fit int32 (the caller checks h * w) */
             const __m512i start = _mm512_add_epi32(_mm512_set1_epi32((int32_t)(at0 + 2 * ow)),
                                                    even);
-            const __m512i idx = _mm512_add_epi32(start, off);
+            __m512i idx = _mm512_add_epi32(start, off);
+            if (relu)
+                idx = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), positive, idx);
             _mm512_mask_storeu_epi64(argmax + ow, (__mmask8)keep,
                                      _mm512_cvtepi32_epi64(_mm512_castsi512_si256(idx)));
             _mm512_mask_storeu_epi64(argmax + ow + 8, (__mmask8)(keep >> 8),
@@ -120,7 +128,7 @@ static inline __m128 select_ps(__m128 mask, __m128 a, __m128 b)
 /* Outputs ow..ow+3 of one output row: r0, r1 the window rows (w); y, argmax (w_out); at0 the
  * index of r0[0] in the plane. */
 static void pool_block4(const float *r0, const float *r1, int64_t w, int64_t ow, float *y,
-                        int64_t *argmax, int64_t at0)
+                        int64_t *argmax, int64_t at0, bool relu)
 {
     const float *a = r0 + 2 * ow, *b = r1 + 2 * ow;
     __m128 a_lo = _mm_loadu_ps(a), a_hi = _mm_loadu_ps(a + 4);
@@ -142,12 +150,21 @@ static void pool_block4(const float *r0, const float *r1, int64_t w, int64_t ow,
         best = select_ps(take, taps[t], best);
         off = _mm_or_si128(_mm_and_si128(take_i, offsets[t]), _mm_andnot_si128(take_i, off));
     }
+    /* with relu: 0 for a negative maximum (NaN stays), no gradient unless it is positive */
+    const __m128 positive = _mm_cmpgt_ps(best, _mm_setzero_ps());
+    if (relu)
+        best = _mm_andnot_ps(_mm_cmplt_ps(best, _mm_setzero_ps()), best);
     _mm_storeu_ps(y + ow, best);
     if (argmax) {
         /* window starts at0 + 2 (ow + l); indices fit int32 (the caller checks h * w) */
         __m128i start = _mm_add_epi32(_mm_set1_epi32((int32_t)(at0 + 2 * ow)),
                                       _mm_setr_epi32(0, 2, 4, 6));
         __m128i idx = _mm_add_epi32(start, off), zero = _mm_setzero_si128();
+        if (relu) {
+            const __m128i keep = _mm_castps_si128(positive);
+            idx = _mm_or_si128(_mm_and_si128(keep, idx), _mm_andnot_si128(keep, _mm_set1_epi32(-1)));
+            zero = _mm_srai_epi32(idx, 31); /* the high words of -1 */
+        }
         _mm_storeu_si128((__m128i *)(argmax + ow), _mm_unpacklo_epi32(idx, zero));
         _mm_storeu_si128((__m128i *)(argmax + ow + 2), _mm_unpackhi_epi32(idx, zero));
     }
@@ -156,18 +173,18 @@ static void pool_block4(const float *r0, const float *r1, int64_t w, int64_t ow,
 
 /* One output row: r0, r1 the window rows (w); y, argmax (w_out); at0 the index of r0[0]. */
 static void pool_row_2x2(const float *r0, const float *r1, int64_t w, int64_t w_out, float *y,
-                         int64_t *argmax, int64_t at0)
+                         int64_t *argmax, int64_t at0, bool relu)
 {
     if (em_cpu_use_avx512()) {
-        pool_row_avx512(r0, r1, w, w_out, y, argmax, at0);
+        pool_row_avx512(r0, r1, w, w_out, y, argmax, at0, relu);
         return;
     }
     int64_t ow = 0;
 #if defined(__SSE2__)
     for (; ow + 4 <= w_out; ow += 4)
-        pool_block4(r0, r1, w, ow, y, argmax, at0);
+        pool_block4(r0, r1, w, ow, y, argmax, at0, relu);
     if (ow < w_out && w_out >= 4) { /* the last four again, overlapping: same values */
-        pool_block4(r0, r1, w, w_out - 4, y, argmax, at0);
+        pool_block4(r0, r1, w, w_out - 4, y, argmax, at0, relu);
         ow = w_out;
     }
 #endif
@@ -180,9 +197,9 @@ static void pool_row_2x2(const float *r0, const float *r1, int64_t w, int64_t w_
                 best = taps[t];
                 tap = t;
             }
-        y[ow] = best;
+        y[ow] = relu && best < 0 ? 0 : best;
         if (argmax)
-            argmax[ow] = at0 + (tap >> 1) * w + 2 * ow + (tap & 1);
+            argmax[ow] = relu && !(best > 0) ? -1 : at0 + (tap >> 1) * w + 2 * ow + (tap & 1);
     }
 }
 
@@ -202,7 +219,8 @@ void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *
         for (int64_t oh = 0; oh < s->h_out; oh++) {
             const float *r0 = x + p * hw + 2 * oh * s->w; // window rows of output row oh
             pool_row_2x2(r0, r0 + s->w, s->w, s->w_out, y + p * hwo + oh * s->w_out,
-                         argmax ? argmax + p * hwo + oh * s->w_out : NULL, 2 * oh * s->w);
+                         argmax ? argmax + p * hwo + oh * s->w_out : NULL, 2 * oh * s->w,
+                         s->relu);
         }
 }
 

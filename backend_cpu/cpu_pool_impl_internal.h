@@ -75,13 +75,28 @@ static void POOL_FN(max_plane)(const em_pool2d_shape *s, const REAL *x, REAL *y,
         }
 }
 
+/* s->relu on one plane's maxima y, argmax (hwo): 0 for a negative maximum (NaN stays), argmax -1
+ * (no gradient) unless it is positive. */
+static void POOL_FN(relu_plane)(int64_t hwo, REAL *y, int64_t *argmax)
+{
+    for (int64_t o = 0; o < hwo; o++) {
+        if (argmax && !(y[o] > 0))
+            argmax[o] = -1;
+        y[o] = y[o] < 0 ? 0 : y[o];
+    }
+}
+
 static void POOL_FN(max_pool)(const em_pool2d_shape *s, const REAL *x, REAL *y, int64_t *argmax)
 {
     const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out;
     #pragma omp parallel for if (s->n * s->c * hwo * s->kernel[0] * s->kernel[1] \
                                  >= EM_CPU_PARALLEL_MIN)
-    for (int64_t p = 0; p < s->n * s->c; p++)
-        POOL_FN(max_plane)(s, x + p * hw, y + p * hwo, argmax ? argmax + p * hwo : NULL);
+    for (int64_t p = 0; p < s->n * s->c; p++) {
+        int64_t *arg = argmax ? argmax + p * hwo : NULL;
+        POOL_FN(max_plane)(s, x + p * hw, y + p * hwo, arg);
+        if (s->relu)
+            POOL_FN(relu_plane)(hwo, y + p * hwo, arg);
+    }
 }
 
 static void POOL_FN(max_pool_grad)(const em_pool2d_shape *s, const REAL *gy,

@@ -8,7 +8,8 @@
 #define THREADS 256
 
 /* x (N*C, H, W) -> y, argmax (N*C, H_out, W_out); padding reads as -inf, the first maximum
- * wins, NaN propagates; argmax indexes the plane (H*W), -1 for an all-padding window. */
+ * wins, NaN propagates; argmax indexes the plane (H*W), -1 for an all-padding window and, with
+ * s.relu, where the maximum is not positive (whose ReLU is then 0 for a negative one). */
 template <typename T>
 __global__ void max_pool_kernel(em_pool2d_shape s, const T *x, T *y, int64_t *argmax)
 {
@@ -28,6 +29,10 @@ __global__ void max_pool_kernel(em_pool2d_shape s, const T *x, T *y, int64_t *ar
                     arg = ih * s.w + iw;
                 }
             }
+        if (s.relu && !(best > 0))
+            arg = -1;
+        if (s.relu && best < 0)
+            best = 0;
         store(y + o, best);
         if (argmax)
             argmax[o] = arg;

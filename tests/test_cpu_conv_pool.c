@@ -404,6 +404,53 @@ static double *tied_negative(int64_t n)
     return v;
 }
 
+/* Max pooling with s.relu of x (one of -1, 0, 1 each, so there are ties, zero and negative
+ * maxima) against the plain kernel's own results: y = relu(max), argmax kept only where the
+ * maximum is positive (-1 elsewhere); and the gradient through those argmax: gy where they point,
+ * 0 everywhere else. */
+static void check_relu_pool(em_pool2d_shape s, em_dtype dt)
+{
+    const int64_t nx = s.n * s.c * s.h * s.w, ny = s.n * s.c * s.h_out * s.w_out;
+    const int64_t hw = s.h * s.w, hwo = s.h_out * s.w_out;
+    const size_t es = dt == EM_F32 ? 4 : 8;
+    double *x = tied_negative(nx), *gy = random_f64(ny);
+    for (int64_t i = 0; i < nx; i++)
+        x[i] += 2;
+    void *kx = dt == EM_F32 ? (void *)to_f32(x, nx) : x, *kgy = dt == EM_F32 ? (void *)to_f32(gy, ny) : gy;
+    void *y0 = malloc((size_t)ny * es), *y1 = malloc((size_t)ny * es), *gx = malloc((size_t)nx * es);
+    int64_t *am0 = malloc((size_t)ny * 8), *am1 = malloc((size_t)ny * 8);
+    s.relu = false;
+    cr_assert_eq(em_cpu_max_pool2d(&s, dt, kx, y0, am0), EM_KERNEL_OK);
+    s.relu = true;
+    cr_assert_eq(em_cpu_max_pool2d(&s, dt, kx, y1, am1), EM_KERNEL_OK);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < ny; i++) {
+        const double v0 = dt == EM_F32 ? ((float *)y0)[i] : ((double *)y0)[i];
+        const double v1 = dt == EM_F32 ? ((float *)y1)[i] : ((double *)y1)[i];
+        cr_assert_eq(v1, v0 < 0 ? 0 : v0, "relu y[%ld]: %g from %g", (long)i, v1, v0);
+        cr_assert_eq(am1[i], v0 > 0 ? am0[i] : -1, "relu argmax[%ld]: %ld, max %g at %ld",
+                     (long)i, (long)am1[i], v0, (long)am0[i]);
+        kept += am1[i] >= 0;
+    }
+    cr_assert(kept > 0 && kept < ny, "%ld of %ld maxima positive: no mix to test", (long)kept,
+              (long)ny);
+    memset(gx, 0xff, (size_t)nx * es);
+    cr_assert_eq(em_cpu_max_pool2d_grad(&s, dt, kgy, am1, gx), EM_KERNEL_OK);
+    double *want = calloc((size_t)nx, sizeof(double));
+    for (int64_t o = 0; o < ny; o++)
+        if (am1[o] >= 0)
+            want[o / hwo * hw + am1[o]] += dt == EM_F32 ? (double)((float *)kgy)[o] : gy[o];
+    /* overlapping windows add in the kernel's precision */
+    assert_close("relu max gx", want, gx, dt == EM_F32, nx, dt == EM_F32 ? 1e-6 : 1e-14);
+    if (dt == EM_F32) {
+        free(kx);
+        free(kgy);
+    }
+    void *bufs[] = {x, gy, y0, y1, gx, am0, am1, want};
+    for (int i = 0; i < 8; i++)
+        free(bufs[i]);
+}
+
 static void check_pool(em_pool2d_shape s)
 {
     const int64_t nx = s.n * s.c * s.h * s.w, ny = s.n * s.c * s.h_out * s.w_out;
@@ -426,6 +473,7 @@ static void check_pool(em_pool2d_shape s)
         memset(kgx, 0xff, (size_t)nx * es);
         cr_assert_eq(em_cpu_max_pool2d_grad(&s, dt, kgy, kam, kgx), EM_KERNEL_OK);
         assert_close("max gx", gx, kgx, f32, nx, tol);
+        check_relu_pool(s, dt);
 
         for (int inc = 0; inc < 2; inc++) {
             s.count_include_pad = inc;
