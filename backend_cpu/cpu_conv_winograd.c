@@ -173,25 +173,6 @@ int em_cpu_conv_winograd_grad_input(const em_conv2d_shape *s, const float *gy, c
     return wg_run(&g, s->n, w, true, NULL, gy, gx);
 }
 
-/* gb (M) += the sums of one chunk's output gradient, read off its interleaved copy gyt
- * (M, 4*TH, 4*TW, 16) while it is hot (zero past the plane and in empty lanes), in double, one
- * sum per lane: the f32 results are those of summing gy in order in double (but for a sum on a
- * rounding boundary), so the bias learns as without Winograd. */
-static void wg_bias_sums(const em_wg_geom *g, const float *gyt, double *gb)
-{
-    const int64_t plane = g->th * g->tw * EM_WG_M * EM_WG_M * L;
-    for (int64_t m = 0; m < g->m; m++) {
-        double lane[L] = {0};
-        for (int64_t q = 0; q < plane; q += L)
-            for (int l = 0; l < L; l++)
-                lane[l] += gyt[m * plane + q + l];
-        double sum = 0;
-        for (int l = 0; l < L; l++)
-            sum += lane[l];
-        gb[m] += sum;
-    }
-}
-
 /* gu (36, M, C) = the sums over the chunks [c0, c1) of the gradient of their products
  * (36, M, tiles*16) times their transformed inputs (36, C, tiles*16) transposed, block by block
  * of tiles; gb (M), when given, += the sums of their output gradient. */
@@ -206,7 +187,7 @@ static void wg_gw_chunks(const em_wg_geom *g, int64_t n, const float *gy, const 
         em_wg_interleave(gy, g->m, g->ho, g->wo, n0, lanes, 0, 0, g->th * EM_WG_M,
                          g->tw * EM_WG_M, b->gyt);
         if (gb)
-            wg_bias_sums(g, b->gyt, gb);
+            em_wg_bias_sums(g, b->gyt, gb);
         for (int64_t t0 = 0; t0 < g->tiles; t0 += nb) {
             const int64_t t1 = t0 + nb < g->tiles ? t0 + nb : g->tiles, cols = (t1 - t0) * L;
             em_wg_input_transform(g, b->xt, t0, t1, b->v);

@@ -85,6 +85,14 @@ void em_wg_weights_back(const em_wg_geom *g, const float *gu, float *gw)
         wg_weights_back_avx2(g, gu, gw);
 }
 
+void em_wg_bias_sums(const em_wg_geom *g, const float *gyt, double *gb)
+{
+    if (em_cpu_use_avx512())
+        wg_bias_sums_avx512(g, gyt, gb);
+    else
+        wg_bias_sums_avx2(g, gyt, gb);
+}
+
 void em_wg_interleave(const float *x, int64_t planes, int64_t h, int64_t w, int64_t n0,
                       int lanes, int64_t ph, int64_t pw, int64_t hp, int64_t wp, float *xt)
 {

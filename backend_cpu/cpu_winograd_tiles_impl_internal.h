@@ -111,6 +111,20 @@ WG_TARGET WG_NO_CONTRACT static void WG_FN(weights_back)(const em_wg_geom *g, co
     }
 }
 
+WG_TARGET static void WG_FN(bias_sums)(const em_wg_geom *g, const float *gyt, double *gb)
+{
+    const int64_t plane = g->th * g->tw * EM_WG_M * EM_WG_M * L;
+    for (int64_t m = 0; m < g->m; m++) {
+        wg_dvec lane = {0};
+        for (int64_t q = 0; q < plane; q += L)
+            lane += __builtin_convertvector(*(const wg_vec *)(gyt + m * plane + q), wg_dvec);
+        double sum = 0;
+        for (int l = 0; l < L; l++)
+            sum += lane[l];
+        gb[m] += sum;
+    }
+}
+
 WG_TARGET static void WG_FN(interleave)(const float *x, int64_t planes, int64_t h, int64_t w,
                                         int64_t n0, int lanes, int64_t ph, int64_t pw,
                                         int64_t hp, int64_t wp, float *xt)

@@ -32,6 +32,11 @@ void em_wg_weights(const em_wg_geom *g, const float *w, bool flip, float *u);
 /* gw (M, C, 3, 3) = G^T gu G for every (m, c) of gu (36, M, C), in double. */
 void em_wg_weights_back(const em_wg_geom *g, const float *gu, float *gw);
 
+/* gb (M) += the sums of one chunk's output gradient, read off its interleaved copy gyt
+ * (M, 4*TH, 4*TW, 16) (zero past the plane and in empty lanes), in double, one sum per lane added
+ * in order, then the lanes: the f32 results are those of summing gy in order in double (but for
+ * a sum on a rounding boundary), so the bias learns as without Winograd. */
+void em_wg_bias_sums(const em_wg_geom *g, const float *gyt, double *gb);
 /* xt (planes, hp, wp, 16) = images [n0, n0 + lanes) of x (n, planes, h, w) at offset (ph, pw)
  * inside zeros, the lanes past `lanes` zero; what falls outside hp x wp is left out. */
 void em_wg_interleave(const float *x, int64_t planes, int64_t h, int64_t w, int64_t n0,
