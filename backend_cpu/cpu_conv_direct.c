@@ -391,11 +391,43 @@ static int64_t dconv_grid(const dconv_geom *g)
     return (g->ho * g->wp + 7) / 8 * 8;
 }
 
+/* dst (wo) = src (wo), in 8-lane blocks, the last one overlapping the one before when wo is not
+ * a multiple of 8. */
+DCONV_TARGET __attribute__((always_inline)) static inline void
+dconv_copy_row(float *dst, const float *src, int64_t wo)
+{
+    if (wo < 8) {
+        for (int64_t j = 0; j < wo; j++)
+            dst[j] = src[j];
+        return;
+    }
+    for (int64_t j = 0; j + 8 <= wo; j += 8)
+        _mm256_storeu_ps(dst + j, _mm256_loadu_ps(src + j));
+    _mm256_storeu_ps(dst + wo - 8, _mm256_loadu_ps(src + wo - 8));
+}
+
+/* The sum of grid (n floats, a multiple of 8): four sums of 8 lanes each taking every fourth
+ * block (independent adds), then added together and across the lanes. */
+DCONV_TARGET static float dconv_grid_sum(const float *grid, int64_t n)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t p = 0;
+    for (; p + 32 <= n; p += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(grid + p));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(grid + p + 8));
+        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(grid + p + 16));
+        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(grid + p + 24));
+    }
+    for (; p < n; p += 8)
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(grid + p));
+    return dconv_hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+
 /* gyp (images, MR, G) = channels [m0, m0+MR) of gy (images, M, H_out, W_out) on the output grid,
  * 0 in the spare columns and past the last row; gb (MR) = their sums over the images, each
- * plane summed in SIMD lanes and the planes in double, in image order. */
-static void dconv_spread(const dconv_geom *g, int64_t images, const float *gy, int64_t m0,
-                         int mr, float *gyp, double *gb)
+ * plane summed off its grid in SIMD lanes and the planes in double, in image order. */
+DCONV_TARGET static void dconv_spread(const dconv_geom *g, int64_t images, const float *gy,
+                                      int64_t m0, int mr, float *gyp, double *gb)
 {
     const int64_t hwo = g->ho * g->wo, gstride = dconv_grid(g);
     for (int r = 0; r < mr; r++)
@@ -404,21 +436,14 @@ static void dconv_spread(const dconv_geom *g, int64_t images, const float *gy, i
         for (int r = 0; r < mr; r++) {
             const float *src = gy + (i * g->m + m0 + r) * hwo;
             float *dst = gyp + (i * mr + r) * gstride;
-            float plane = 0;
             for (int64_t oh = 0; oh < g->ho; oh++) {
-                const float *a = src + oh * g->wo;
-                float *d = dst + oh * g->wp;
-                #pragma omp simd reduction(+ : plane)
-                for (int64_t ow = 0; ow < g->wo; ow++) {
-                    d[ow] = a[ow];
-                    plane += a[ow];
-                }
+                dconv_copy_row(dst + oh * g->wp, src + oh * g->wo, g->wo);
                 for (int64_t ow = g->wo; ow < g->wp; ow++)
-                    d[ow] = 0;
+                    dst[oh * g->wp + ow] = 0;
             }
             for (int64_t p = g->ho * g->wp; p < gstride; p++)
                 dst[p] = 0;
-            gb[r] += plane;
+            gb[r] += dconv_grid_sum(dst, gstride);
         }
 }
 
