@@ -23,60 +23,71 @@ static inline __mmask16 first_lanes(int64_t n)
     return (__mmask16)(n <= 0 ? 0 : n >= 16 ? 0xffff : (1u << n) - 1);
 }
 
-/* One output row, 16 outputs at a time: r0, r1 the window rows (w); y, argmax (w_out); at0 the
- * index of r0[0] in the plane. */
-EM_AVX512 static void pool_row_avx512(const float *r0, const float *r1, int64_t w, int64_t w_out,
-                                      float *y, int64_t *argmax, int64_t at0, bool relu)
+/* Planes [p0, p1) of x (n*c, h, w) into y and argmax (n*c, h_out, w_out), each output row 16
+ * outputs at a time. */
+EM_AVX512 static void pool_planes_avx512(const em_pool2d_shape *s, const float *x, float *y,
+                                         int64_t *argmax, int64_t p0, int64_t p1)
 {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
                                            28, 30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const int64_t w = s->w, w_out = s->w_out, hw = s->h * w, hwo = s->h_out * w_out;
     /* each tap's offset from the window's first element (int32) */
     const __m512i offsets[4] = {_mm512_setzero_si512(), _mm512_set1_epi32(1),
                                 _mm512_set1_epi32((int32_t)w), _mm512_set1_epi32((int32_t)w + 1)};
-    for (int64_t ow = 0; ow < w_out; ow += 16) {
-        const int64_t n = w_out - ow < 16 ? w_out - ow : 16;
-        const __mmask16 lo = first_lanes(2 * n), hi = first_lanes(2 * n - 16), keep = first_lanes(n);
-        const float *a = r0 + 2 * ow, *b = r1 + 2 * ow;
-        const __m512 a0 = _mm512_maskz_loadu_ps(lo, a), a1 = _mm512_maskz_loadu_ps(hi, a + 16);
-        const __m512 b0 = _mm512_maskz_loadu_ps(lo, b), b1 = _mm512_maskz_loadu_ps(hi, b + 16);
-        const __m512 taps[4] = {_mm512_permutex2var_ps(a0, even, a1),
-                                _mm512_permutex2var_ps(a0, odd, a1),
-                                _mm512_permutex2var_ps(b0, even, b1),
-                                _mm512_permutex2var_ps(b0, odd, b1)};
-        __m512 best = taps[0];
-        __m512i off = offsets[0];
-        for (int t = 1; t < 4; t++) {
-            const __mmask16 take = pool_take16(taps[t], best);
-            best = _mm512_mask_mov_ps(best, take, taps[t]);
-            off = _mm512_mask_mov_epi32(off, take, offsets[t]);
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t p = p0; p < p1; p++)
+        for (int64_t oh = 0; oh < s->h_out; oh++) {
+            const int64_t at0 = 2 * oh * w; /* the window rows' first element in the plane */
+            const float *r0 = x + p * hw + at0, *r1 = r0 + w;
+            float *yr = y + p * hwo + oh * w_out;
+            int64_t *ar = argmax ? argmax + p * hwo + oh * w_out : NULL;
+            for (int64_t ow = 0; ow < w_out; ow += 16) {
+                const int64_t n = w_out - ow < 16 ? w_out - ow : 16;
+                const __mmask16 lo = first_lanes(2 * n), hi = first_lanes(2 * n - 16);
+                const __mmask16 keep = first_lanes(n);
+                const float *a = r0 + 2 * ow, *b = r1 + 2 * ow;
+                const __m512 a0 = _mm512_maskz_loadu_ps(lo, a), a1 = _mm512_maskz_loadu_ps(hi, a + 16);
+                const __m512 b0 = _mm512_maskz_loadu_ps(lo, b), b1 = _mm512_maskz_loadu_ps(hi, b + 16);
+                const __m512 taps[4] = {_mm512_permutex2var_ps(a0, even, a1),
+                                        _mm512_permutex2var_ps(a0, odd, a1),
+                                        _mm512_permutex2var_ps(b0, even, b1),
+                                        _mm512_permutex2var_ps(b0, odd, b1)};
+                __m512 best = taps[0];
+                __m512i off = offsets[0];
+                for (int t = 1; t < 4; t++) {
+                    const __mmask16 take = pool_take16(taps[t], best);
+                    best = _mm512_mask_mov_ps(best, take, taps[t]);
+                    off = _mm512_mask_mov_epi32(off, take, offsets[t]);
+                }
+                /* with relu: 0 for a negative maximum (NaN stays), no gradient unless positive */
+                const __mmask16 positive = _mm512_cmp_ps_mask(best, zero, _CMP_GT_OQ);
+                if (s->relu)
+                    best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(best, zero, _CMP_LT_OQ),
+                                              zero);
+                _mm512_mask_storeu_ps(yr + ow, keep, best);
+                if (!ar)
+                    continue;
+                /* window l starts at at0 + 2 (ow + l); indices fit int32 (checked by the
+                 * caller's h * w) */
+                __m512i idx = _mm512_add_epi32(
+                    _mm512_add_epi32(_mm512_set1_epi32((int32_t)(at0 + 2 * ow)), even), off);
+                if (s->relu)
+                    idx = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), positive, idx);
+                _mm512_mask_storeu_epi64(ar + ow, (__mmask8)keep,
+                                         _mm512_cvtepi32_epi64(_mm512_castsi512_si256(idx)));
+                _mm512_mask_storeu_epi64(ar + ow + 8, (__mmask8)(keep >> 8),
+                                         _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(idx, 1)));
+            }
         }
-        /* with relu: 0 for a negative maximum (NaN stays), no gradient unless it is positive */
-        const __mmask16 positive = _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_GT_OQ);
-        if (relu)
-            best = _mm512_mask_mov_ps(
-                best, _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_LT_OQ),
-                _mm512_setzero_ps());
-        _mm512_mask_storeu_ps(y + ow, keep, best);
-        if (argmax) {
-            /* window l starts at at0 + 2 (ow + l); indices fit int32 (the caller checks h * w) */
-            const __m512i start = _mm512_add_epi32(_mm512_set1_epi32((int32_t)(at0 + 2 * ow)),
-                                                   even);
-            __m512i idx = _mm512_add_epi32(start, off);
-            if (relu)
-                idx = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), positive, idx);
-            _mm512_mask_storeu_epi64(argmax + ow, (__mmask8)keep,
-                                     _mm512_cvtepi32_epi64(_mm512_castsi512_si256(idx)));
-            _mm512_mask_storeu_epi64(argmax + ow + 8, (__mmask8)(keep >> 8),
-                                     _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(idx, 1)));
-        }
-    }
 }
 
-/* Gradient row pair 2 oh, 2 oh + 1 of one plane: gy, argmax (w_out) of output row oh; g0, g1
- * the two gx rows (w); at0 the index of g0[0] in the plane. Columns past 2 w_out get 0. */
-EM_AVX512 static void pool_grad_rows_avx512(const float *gy, const int64_t *argmax, int64_t w,
-                                            int64_t w_out, float *g0, float *g1, int64_t at0)
+/* Planes [p0, p1) of gx (n*c, h, w) from gy and argmax (n*c, h_out, w_out): rows 2 oh and
+ * 2 oh + 1 from output row oh, 16 windows at a time; columns past 2 w_out and an odd last row
+ * get 0. */
+EM_AVX512 static void pool_grad_planes_avx512(const em_pool2d_shape *s, const float *gy,
+                                              const int64_t *argmax, float *gx, int64_t p0,
+                                              int64_t p1)
 {
     /* lanes 0..15 of the interleave of a (even columns) and b (odd ones), then 16..31 */
     const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
@@ -84,33 +95,49 @@ EM_AVX512 static void pool_grad_rows_avx512(const float *gy, const int64_t *argm
                                          15, 31);
     const __m512i two_l = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
                                             28, 30);
+    const int64_t w = s->w, w_out = s->w_out, hw = s->h * w, hwo = s->h_out * w_out;
     const __m512i one = _mm512_set1_epi32(1), row = _mm512_set1_epi32((int32_t)w);
     const __m512i row1 = _mm512_add_epi32(row, one);
-    for (int64_t ow = 0; ow < w_out; ow += 16) {
-        const int64_t n = w_out - ow < 16 ? w_out - ow : 16;
-        const __mmask16 keep = first_lanes(n), lo_keep = first_lanes(2 * n);
-        const __mmask16 hi_keep = first_lanes(2 * n - 16);
-        const __m512 g = _mm512_maskz_loadu_ps(keep, gy + ow);
-        /* each window's argmax relative to its first element: 0, 1, w or w + 1 */
-        const __m256i am0 = _mm512_cvtepi64_epi32(_mm512_maskz_loadu_epi64((__mmask8)keep,
-                                                                            argmax + ow));
-        const __m256i am1 = _mm512_cvtepi64_epi32(
-            _mm512_maskz_loadu_epi64((__mmask8)(keep >> 8), argmax + ow + 8));
-        const __m512i am = _mm512_inserti64x4(_mm512_castsi256_si512(am0), am1, 1);
-        const __m512i rel = _mm512_sub_epi32(
-            am, _mm512_add_epi32(_mm512_set1_epi32((int32_t)(at0 + 2 * ow)), two_l));
-        const __m512 t0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, _mm512_setzero_si512()), g);
-        const __m512 t1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, one), g);
-        const __m512 t2 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, row), g);
-        const __m512 t3 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, row1), g);
-        _mm512_mask_storeu_ps(g0 + 2 * ow, lo_keep, _mm512_permutex2var_ps(t0, lo, t1));
-        _mm512_mask_storeu_ps(g0 + 2 * ow + 16, hi_keep, _mm512_permutex2var_ps(t0, hi, t1));
-        _mm512_mask_storeu_ps(g1 + 2 * ow, lo_keep, _mm512_permutex2var_ps(t2, lo, t3));
-        _mm512_mask_storeu_ps(g1 + 2 * ow + 16, hi_keep, _mm512_permutex2var_ps(t2, hi, t3));
+    for (int64_t p = p0; p < p1; p++) {
+        float *g = gx + p * hw; // (H, W)
+        for (int64_t oh = 0; oh < s->h_out; oh++) {
+            const int64_t at0 = 2 * oh * w;
+            const float *gr = gy + p * hwo + oh * w_out;
+            const int64_t *ar = argmax + p * hwo + oh * w_out;
+            float *g0 = g + at0, *g1 = g0 + w;
+            for (int64_t ow = 0; ow < w_out; ow += 16) {
+                const int64_t n = w_out - ow < 16 ? w_out - ow : 16;
+                const __mmask16 keep = first_lanes(n), lo_keep = first_lanes(2 * n);
+                const __mmask16 hi_keep = first_lanes(2 * n - 16);
+                const __m512 gv = _mm512_maskz_loadu_ps(keep, gr + ow);
+                /* each window's argmax relative to its first element: 0, 1, w or w + 1 */
+                const __m256i am0 = _mm512_cvtepi64_epi32(
+                    _mm512_maskz_loadu_epi64((__mmask8)keep, ar + ow));
+                const __m256i am1 = _mm512_cvtepi64_epi32(
+                    _mm512_maskz_loadu_epi64((__mmask8)(keep >> 8), ar + ow + 8));
+                const __m512i am = _mm512_inserti64x4(_mm512_castsi256_si512(am0), am1, 1);
+                const __m512i rel = _mm512_sub_epi32(
+                    am, _mm512_add_epi32(_mm512_set1_epi32((int32_t)(at0 + 2 * ow)), two_l));
+                const __m512 t0 =
+                    _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, _mm512_setzero_si512()), gv);
+                const __m512 t1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, one), gv);
+                const __m512 t2 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, row), gv);
+                const __m512 t3 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, row1), gv);
+                _mm512_mask_storeu_ps(g0 + 2 * ow, lo_keep, _mm512_permutex2var_ps(t0, lo, t1));
+                _mm512_mask_storeu_ps(g0 + 2 * ow + 16, hi_keep, _mm512_permutex2var_ps(t0, hi, t1));
+                _mm512_mask_storeu_ps(g1 + 2 * ow, lo_keep, _mm512_permutex2var_ps(t2, lo, t3));
+                _mm512_mask_storeu_ps(g1 + 2 * ow + 16, hi_keep, _mm512_permutex2var_ps(t2, hi, t3));
+            }
+            for (int64_t col = 2 * w_out; col < w; col++)
+                g0[col] = g1[col] = 0;
+        }
+        if (s->h % 2)
+            memset(g + (s->h - 1) * w, 0, (size_t)w * sizeof(float));
     }
-    for (int64_t col = 2 * w_out; col < w; col++)
-        g0[col] = g1[col] = 0;
 }
+
+/* Planes per call of the AVX-512 kernels: their constants set up once for many rows. */
+#define POOL_PLANE_BLOCK 32
 
 #if defined(__SSE2__)
 /* take = t > best, or t is NaN while best is not */
@@ -175,10 +202,6 @@ static void pool_block4(const float *r0, const float *r1, int64_t w, int64_t ow,
 static void pool_row_2x2(const float *r0, const float *r1, int64_t w, int64_t w_out, float *y,
                          int64_t *argmax, int64_t at0, bool relu)
 {
-    if (em_cpu_use_avx512()) {
-        pool_row_avx512(r0, r1, w, w_out, y, argmax, at0, relu);
-        return;
-    }
     int64_t ow = 0;
 #if defined(__SSE2__)
     for (; ow + 4 <= w_out; ow += 4)
@@ -213,9 +236,16 @@ bool em_cpu_max_pool2d_2x2_applies(const em_pool2d_shape *s)
 void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *y,
                                int64_t *argmax)
 {
-    const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out;
-    #pragma omp parallel for if (s->n * s->c * hw >= EM_CPU_PARALLEL_MIN)
-    for (int64_t p = 0; p < s->n * s->c; p++)
+    const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out, planes = s->n * s->c;
+    if (em_cpu_use_avx512()) {
+        #pragma omp parallel for if (planes * hw >= EM_CPU_PARALLEL_MIN)
+        for (int64_t p0 = 0; p0 < planes; p0 += POOL_PLANE_BLOCK)
+            pool_planes_avx512(s, x, y, argmax, p0,
+                               p0 + POOL_PLANE_BLOCK < planes ? p0 + POOL_PLANE_BLOCK : planes);
+        return;
+    }
+    #pragma omp parallel for if (planes * hw >= EM_CPU_PARALLEL_MIN)
+    for (int64_t p = 0; p < planes; p++)
         for (int64_t oh = 0; oh < s->h_out; oh++) {
             const float *r0 = x + p * hw + 2 * oh * s->w; // window rows of output row oh
             pool_row_2x2(r0, r0 + s->w, s->w, s->w_out, y + p * hwo + oh * s->w_out,
@@ -229,16 +259,10 @@ bool em_cpu_max_pool2d_2x2_grad_f32(const em_pool2d_shape *s, const float *gy,
 {
     if (!em_cpu_use_avx512())
         return false;
-    const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out;
-    #pragma omp parallel for if (s->n * s->c * hw >= EM_CPU_PARALLEL_MIN)
-    for (int64_t p = 0; p < s->n * s->c; p++) {
-        float *g = gx + p * hw; // (H, W)
-        for (int64_t oh = 0; oh < s->h_out; oh++)
-            pool_grad_rows_avx512(gy + p * hwo + oh * s->w_out, argmax + p * hwo + oh * s->w_out,
-                                  s->w, s->w_out, g + 2 * oh * s->w, g + (2 * oh + 1) * s->w,
-                                  2 * oh * s->w);
-        if (s->h % 2)
-            memset(g + (s->h - 1) * s->w, 0, (size_t)s->w * sizeof(float));
-    }
+    const int64_t planes = s->n * s->c;
+    #pragma omp parallel for if (planes * s->h * s->w >= EM_CPU_PARALLEL_MIN)
+    for (int64_t p0 = 0; p0 < planes; p0 += POOL_PLANE_BLOCK)
+        pool_grad_planes_avx512(s, gy, argmax, gx, p0,
+                                p0 + POOL_PLANE_BLOCK < planes ? p0 + POOL_PLANE_BLOCK : planes);
     return true;
 }
