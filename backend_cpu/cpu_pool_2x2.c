@@ -95,7 +95,8 @@ void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *
                                int64_t *argmax)
 {
     const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out;
-    #pragma omp parallel for if (s->n * s->c * hw >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for if (s->n * s->c * hw >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
     for (int64_t p = 0; p < s->n * s->c; p++)
         for (int64_t oh = 0; oh < s->h_out; oh++) {
             const float *r0 = x + p * hw + 2 * oh * s->w; // window rows of output row oh

@@ -38,7 +38,8 @@ em_wg_geom em_wg_geom_of(int64_t c, int64_t h, int64_t w, int64_t m, int64_t ho,
 
 void em_wg_weights(const em_wg_geom *g, const float *w, bool flip, float *u)
 {
-    #pragma omp parallel for if (g->m * g->c * EM_WG_P >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for if (g->m * g->c * EM_WG_P >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
     for (int64_t mc = 0; mc < g->m * g->c; mc++) {
         const int64_t m = mc / g->c, c = mc % g->c;
         double k[9], gk[EM_WG_A * 3]; /* the kernel (3, 3); G k (6, 3) */
@@ -60,7 +61,8 @@ void em_wg_weights(const em_wg_geom *g, const float *w, bool flip, float *u)
 void em_wg_weights_back(const em_wg_geom *g, const float *gu, float *gw)
 {
     const int64_t mc_n = g->m * g->c;
-    #pragma omp parallel for if (mc_n * EM_WG_P >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for if (mc_n * EM_WG_P >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
     for (int64_t mc = 0; mc < mc_n; mc++) {
         double ug[EM_WG_A * 3] = {0}; /* gu G (6, 3) */
         for (int i = 0; i < EM_WG_A; i++)
