@@ -9,7 +9,8 @@
 static bool unscale_f32(int64_t n, float inv_scale, float *restrict g)
 {
     int bad = 0;
-#pragma omp parallel for simd reduction(| : bad) if (n >= EM_CPU_PARALLEL_MIN)
+#pragma omp parallel for simd reduction(| : bad) if (n >= EM_CPU_PARALLEL_MIN) \
+        num_threads(em_cpu_threads())
     for (int64_t i = 0; i < n; i++) {
         uint32_t bits;
         memcpy(&bits, &g[i], sizeof bits);
@@ -22,7 +23,8 @@ static bool unscale_f32(int64_t n, float inv_scale, float *restrict g)
 static bool unscale_f64(int64_t n, double inv_scale, double *restrict g)
 {
     int bad = 0;
-#pragma omp parallel for simd reduction(| : bad) if (n >= EM_CPU_PARALLEL_MIN)
+#pragma omp parallel for simd reduction(| : bad) if (n >= EM_CPU_PARALLEL_MIN) \
+        num_threads(em_cpu_threads())
     for (int64_t i = 0; i < n; i++) {
         uint64_t bits;
         memcpy(&bits, &g[i], sizeof bits);

@@ -245,7 +245,7 @@ static bool ATT_FN(run)(const att_call *c, const em_att_tiles *t, bool grad)
     int64_t per_thread = grad ? ATT_FN(backward_scratch)(c) : ATT_FN(forward_scratch)(c);
     per_thread = (per_thread + 15) / 16 * 16; /* each thread's part starts 64-byte aligned */
     const double work = (double)bh * (double)c->lq * (double)c->lk * (double)(c->d + c->dv);
-    int nt = tasks > 1 && work >= ATT_PARALLEL_MIN_WORK ? omp_get_max_threads() : 1;
+    int nt = tasks > 1 && work >= ATT_PARALLEL_MIN_WORK ? em_cpu_threads() : 1;
     nt = nt < tasks ? nt : (int)(tasks > 0 ? tasks : 1);
     REAL *scratch = em_cpu_scratch((size_t)(nt * per_thread) * sizeof(REAL));
     if (!scratch)

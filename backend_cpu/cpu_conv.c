@@ -78,7 +78,7 @@ static int64_t conv_scratch(const em_conv2d_shape *s)
  * thread at least, else one (and the BLAS calls inside spread instead). */
 static int conv_threads(int64_t items)
 {
-    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    int nt = em_cpu_threads();
     return items >= nt ? nt : 1;
 }
 

@@ -242,7 +242,7 @@ static void dconv_image_rows(const dconv_geom *g, const float *a, const int64_t 
 
 static int dconv_threads(int64_t items)
 {
-    const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    const int nt = em_cpu_threads();
     return items < nt ? (int)(items > 1 ? items : 1) : nt;
 }
 
@@ -252,7 +252,7 @@ static int dconv_run(const dconv_geom *g, int64_t n, const float *a, const int64
                      const float *bias, const float *x, float *y)
 {
     const int64_t xs = g->c * g->h * g->w, ys = g->m * g->ho * g->wo, ps = dconv_padded(g);
-    const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    const int nt = em_cpu_threads();
     const bool by_image = n >= nt;
     const int64_t bufs = by_image ? nt : n;
     float *xp = em_cpu_scratch((size_t)(bufs > 0 ? bufs * ps : 1) * sizeof(float));
@@ -468,7 +468,7 @@ static void dconv_gw_block(const dconv_geom *g, int64_t images, const float *gy,
 
 void em_cpu_sum_blocks_f32(const float *part, int64_t blocks, int64_t n, float *out)
 {
-    #pragma omp parallel for if (blocks * n >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for if (blocks * n >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
     for (int64_t i = 0; i < n; i++) {
         float sum = part[i];
         for (int64_t b = 1; b < blocks; b++)
@@ -484,7 +484,7 @@ int em_cpu_conv_direct_grad_weight(const em_conv2d_shape *s, int64_t blocks, con
     const int64_t xs = g.c * g.h * g.w, ys = g.m * g.ho * g.wo, ps = dconv_padded(&g);
     const int64_t gw_n = g.m * g.k, per_block = (s->n + blocks - 1) / blocks;
     const int64_t tiles = (g.m + 3) / 4, gys = per_block * 4 * dconv_grid(&g);
-    const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    const int nt = em_cpu_threads();
     const bool by_block = blocks >= nt;
     float *xp = em_cpu_scratch((size_t)((by_block ? nt : 1) * per_block * ps) * sizeof(float));
     float *gyp = em_cpu_scratch((size_t)(nt * gys) * sizeof(float));

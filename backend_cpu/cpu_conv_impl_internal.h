@@ -14,7 +14,8 @@ static void CONV_FN(im2col)(const em_conv2d_shape *s, const REAL *x, REAL *col)
 {
     const int64_t hwo = s->h_out * s->w_out, taps = s->kh * s->kw, rows = s->c_in * taps;
     const int64_t sh = s->stride[0], sw = s->stride[1];
-    #pragma omp parallel for if (!omp_in_parallel() && rows * hwo >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for if (!omp_in_parallel() && rows * hwo >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
     for (int64_t r = 0; r < rows; r++) {
         const int64_t c = r / taps, i = r / s->kw % s->kh, j = r % s->kw;
         const int64_t dh = i * s->dilation[0] - s->pad[0], dw = j * s->dilation[1] - s->pad[1];
@@ -52,7 +53,8 @@ static void CONV_FN(col2im)(const em_conv2d_shape *s, const REAL *col, REAL *gx)
 {
     const int64_t hwo = s->h_out * s->w_out, taps = s->kh * s->kw;
     const int64_t sh = s->stride[0], sw = s->stride[1];
-    #pragma omp parallel for if (!omp_in_parallel() && s->c_in * taps * hwo >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for num_threads(em_cpu_threads()) \
+            if (!omp_in_parallel() && s->c_in * taps * hwo >= EM_CPU_PARALLEL_MIN)
     for (int64_t c = 0; c < s->c_in; c++) {
         REAL *g = gx + c * s->h * s->w; // (H, W)
         memset(g, 0, (size_t)(s->h * s->w) * sizeof(REAL));
@@ -296,7 +298,8 @@ static int CONV_FN(grad_input)(const em_conv2d_shape *s, const REAL *gy, const R
 static void CONV_FN(grad_bias)(const em_conv2d_shape *s, const REAL *gy, REAL *gbias)
 {
     const int64_t hwo = s->h_out * s->w_out;
-    #pragma omp parallel for if (s->n * s->c_out * hwo >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for if (s->n * s->c_out * hwo >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
     for (int64_t co = 0; co < s->c_out; co++) {
         double sum = 0;
         for (int64_t n = 0; n < s->n; n++) {
@@ -340,7 +343,8 @@ static int CONV_FN(grad_weight)(const em_conv2d_shape *s, const REAL *gy, const 
                                       n == b * s->n / blocks ? 0.0 : 1.0, mine);
     }
     if (part != gw) {
-        #pragma omp parallel for if (blocks * gw_n >= EM_CPU_PARALLEL_MIN)
+        #pragma omp parallel for if (blocks * gw_n >= EM_CPU_PARALLEL_MIN) \
+                num_threads(em_cpu_threads())
         for (int64_t i = 0; i < gw_n; i++) {
             REAL sum = part[i];
             for (int64_t b = 1; b < blocks; b++)

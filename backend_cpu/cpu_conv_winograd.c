@@ -58,7 +58,7 @@ bool em_cpu_conv_winograd_chosen(const em_conv2d_shape *s, bool grad_input)
 /* Threads for `items` chunks or blocks: one each, at most all of them. */
 static int wg_threads(int64_t items)
 {
-    const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    const int nt = em_cpu_threads();
     return items < nt ? (int)(items > 1 ? items : 1) : nt;
 }
 

@@ -154,7 +154,8 @@ static void run_loop(const copy_loop *l, em_cpu_convert_fn row, char *dst, const
     }
     int64_t per_row = (n + piece - 1) / piece;
     int64_t units = rows * per_row;
-#pragma omp parallel for schedule(static) if (l->numel >= EM_CPU_PARALLEL_MIN)
+#pragma omp parallel for schedule(static) if (l->numel >= EM_CPU_PARALLEL_MIN) \
+        num_threads(em_cpu_threads())
     for (int64_t u = 0; u < units; u++) {
         int64_t r = u / per_row, start = (u % per_row) * piece;
         int64_t len = n - start < piece ? n - start : piece;

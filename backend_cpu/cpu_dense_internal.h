@@ -28,7 +28,8 @@ static inline void em_cpu_half_to_f32_2d(em_dtype dt, float *dst, const void *sr
                                          int64_t rows, int64_t cols, int64_t ld)
 {
     const uint16_t *s = src; // (rows, ld)
-    #pragma omp parallel for collapse(2) if (rows * cols >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for collapse(2) if (rows * cols >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
             dst[r * cols + c] = dt == EM_F16 ? em_f16_to_f32(s[r * ld + c])
@@ -40,7 +41,8 @@ static inline void em_cpu_f32_to_half_2d(em_dtype dt, void *dst, const float *sr
                                          int64_t rows, int64_t cols, int64_t ld)
 {
     uint16_t *d = dst; // (rows, ld)
-    #pragma omp parallel for collapse(2) if (rows * cols >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for collapse(2) if (rows * cols >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
             d[r * ld + c] = dt == EM_F16 ? em_f32_to_f16(src[r * cols + c])

@@ -97,7 +97,7 @@ static void real_gemm(em_dtype dt, const gemm_dims *g, const void *a, int64_t st
                       const void *b, int64_t stride_b, void *c, int64_t stride_c, int64_t batch)
 {
     size_t es = em_dtype_size(dt);
-    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    int nt = em_cpu_threads();
     int64_t mnk = g->m * g->n * g->k, parts = 1;
     bool split_rows = g->m >= g->n;
     if (nt > 1 && batch < nt && mnk >= PARALLEL_MIN_MNK) {
@@ -106,7 +106,8 @@ static void real_gemm(em_dtype dt, const gemm_dims *g, const void *a, int64_t st
         parts = nt < most ? nt : most;
     }
     int64_t tasks = batch * parts;
-    #pragma omp parallel for if (nt > 1 && tasks > 1 && batch * mnk >= PARALLEL_MIN_MNK)
+    #pragma omp parallel for if (nt > 1 && tasks > 1 && batch * mnk >= PARALLEL_MIN_MNK) \
+            num_threads(nt)
     for (int64_t t = 0; t < tasks; t++) {
         int64_t i = t / parts;
         gemm_block(dt, g, (const char *)a + (size_t)(i * stride_a) * es,

@@ -170,7 +170,8 @@ int em_cpu_index_select(const em_arr *out, const em_arr *in, int dim, const em_a
             em_cpu_scratch_free((void *)idx);
         return EM_KERNEL_FAILED;
     }
-    #pragma omp parallel for collapse(2) if (pre * n * post >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for collapse(2) if (pre * n * post >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
     for (int64_t p = 0; p < pre; p++)
         for (int64_t j = 0; j < n; j++) {
             const int64_t o = flat_offset(out->shape, out->strides, 0, dim, p)
@@ -209,7 +210,8 @@ int em_cpu_index_add(const em_arr *out, int dim, const em_arr *index, const em_a
             em_cpu_scratch_free((void *)idx);
         return EM_KERNEL_FAILED;
     }
-    #pragma omp parallel for collapse(2) if (pre * n * post >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for collapse(2) if (pre * n * post >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
     for (int64_t p = 0; p < pre; p++)
         for (int64_t b = 0; b < blocks; b++) {
             const int64_t o = flat_offset(src->shape, out->strides, 0, dim, p);
@@ -268,7 +270,8 @@ int em_cpu_gather(const em_arr *out, const em_arr *in, int dim, const em_arr *id
     post_tables t;
     if (!tables_new(&t, out->shape, dim, out->ndim, out, in, idx))
         return EM_KERNEL_FAILED;
-    #pragma omp parallel for collapse(2) if (pre * n * post >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for collapse(2) if (pre * n * post >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
     for (int64_t p = 0; p < pre; p++)
         for (int64_t j = 0; j < n; j++) {
             const int64_t o = flat_offset(out->shape, out->strides, 0, dim, p)
@@ -298,7 +301,8 @@ int em_cpu_scatter_add(const em_arr *out, int dim, const em_arr *idx, const em_a
     post_tables t;
     if (!tables_new(&t, src->shape, dim, src->ndim, out, src, idx))
         return EM_KERNEL_FAILED;
-    #pragma omp parallel for collapse(2) if (pre * n * post >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for collapse(2) if (pre * n * post >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
     for (int64_t p = 0; p < pre; p++)
         for (int64_t b = 0; b < blocks; b++) {
             const int64_t o = flat_offset(src->shape, out->strides, 0, dim, p);

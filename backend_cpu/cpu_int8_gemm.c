@@ -162,7 +162,7 @@ void em_int8_product_run(em_cpu_int8_path path, const em_int8_product *p, bool t
     /* task t: column tile t / chunks over rows of chunk t % chunks; a thread's run of tasks
      * keeps its columns' panels */
     #pragma omp parallel for schedule(static) if (threaded && p->m * p->n * p->k >= \
-                                                  PARALLEL_MIN_MNK)
+                                                  PARALLEL_MIN_MNK) num_threads(em_cpu_threads())
     for (int64_t t = 0; t < col_tiles * chunks; t++) {
         int64_t j0 = t / chunks * EM_INT8_TILE_COLS, r_end = (t % chunks + 1) * TASK_ROWS;
         r_end = r_end < p->m ? r_end : p->m;

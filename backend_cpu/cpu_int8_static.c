@@ -49,7 +49,7 @@ static void quantize_planes(const em_conv2d_shape *s, const conv_plan *c, bool a
                             const float *x, float scale, int32_t zp, uint8_t *x8, uint8_t *xq)
 {
     int64_t hw = s->h * s->w;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(em_cpu_threads())
     for (int64_t plane = 0; plane < s->n * s->c_in; plane++) {
         uint8_t *q = xq + plane * c->ph * c->pw;
         em_int8_quantize_fixed(avx2, hw, x + plane * hw, scale, zp, x8 + plane * hw);
@@ -149,7 +149,7 @@ int em_cpu_qconv2d_static_path(em_cpu_int8_path path, const em_conv2d_shape *s, 
     if (s->n * s->c_out * s->h_out * s->w_out == 0)
         return EM_KERNEL_OK;
     conv_plan c = plan_conv(s);
-    int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    int threads = em_cpu_threads();
     int64_t taps = s->c_in * s->kh * s->kw, n_tap = taps * (int64_t)sizeof(int64_t);
     int64_t n_b = threads * c.block_bytes, n_q = s->n * s->c_in * c.ph * c.pw;
     uint8_t *work = em_cpu_scratch((size_t)(n_tap + n_b + n_q + s->n * s->c_in * s->h * s->w));

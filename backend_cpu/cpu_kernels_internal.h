@@ -2,10 +2,34 @@
 #ifndef EMBER_CPU_KERNELS_INTERNAL_H
 #define EMBER_CPU_KERNELS_INTERNAL_H
 
+#include <sched.h>
+
 #include "backend/backend_internal.h"
 
 /* Below this many elements a kernel runs on one thread (no OpenMP fork overhead). */
 #define EM_CPU_PARALLEL_MIN 32768
+
+/* cpu_threads.c: the threads a parallel region of the backend forks from this thread now: 1
+ * inside a parallel region; else the user's count (omp_get_max_threads), fewer while other
+ * processes hold the cores, unless EMBER_ADAPTIVE_THREADS=0 (em_cpu_threads_adaptive false).
+ * Every `omp parallel` of the backend names it (or a count taken from it) in num_threads. */
+int em_cpu_threads(void);
+bool em_cpu_threads_adaptive(void);
+/* One sampling window of the thread that forks. */
+typedef struct {
+    int64_t wall_ns;  /* its length */
+    int64_t wait_ns;  /* the thread's time waiting on a run queue in it; < 0: unknown */
+    double idle_cpus; /* idle time of the CPUs the thread may run on, in CPUs; < 0: unknown */
+} em_cpu_load;
+/* The team after window w: one smaller when the thread waited for a core over 10% of it, one
+ * larger when 0.7 of a CPU sat idle, within [1, ceiling]; the ceiling when a signal it needs is
+ * unknown. */
+int em_cpu_team_next(const em_cpu_load *w, int team, int ceiling);
+/* /proc/thread-self/schedstat's text -> the run-queue wait in ns (its second field) */
+bool em_cpu_parse_schedstat(const char *text, int64_t *wait_ns);
+/* /proc/stat's text -> idle + iowait seconds summed over the cpuN lines of the CPUs in cpus (a
+ * set of setsize bytes); false when none of them is there */
+bool em_cpu_parse_idle(const char *text, const cpu_set_t *cpus, size_t setsize, double *idle_s);
 
 /* cpu_memory.c */
 void *em_cpu_alloc(size_t nbytes); /* 64-byte aligned */

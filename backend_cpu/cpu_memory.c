@@ -45,6 +45,7 @@ void em_cpu_describe(char *buf, size_t n)
 {
     char blas[160];
     em_cpu_blas_describe(blas, sizeof blas);
-    snprintf(buf, n, "%d OpenMP threads, %s, %s", omp_get_max_threads(),
+    snprintf(buf, n, "%d OpenMP threads (%s), %s, %s", omp_get_max_threads(),
+             em_cpu_threads_adaptive() ? "adaptive" : "fixed",
              em_cpu_has_avx2() ? "AVX2+FMA kernels" : "portable kernels (no AVX2)", blas);
 }

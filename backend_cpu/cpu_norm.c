@@ -64,7 +64,8 @@ static double array_pow_sum(em_dtype dt, int64_t n, double p, const void *x)
     int64_t chunk = n / MAX_CHUNKS + 1 > CHUNK ? n / MAX_CHUNKS + 1 : CHUNK;
     int64_t nchunk = n > 0 ? (n + chunk - 1) / chunk : 0;
     double part[MAX_CHUNKS + 1];
-#pragma omp parallel for schedule(static) if (n >= EM_CPU_PARALLEL_MIN)
+#pragma omp parallel for schedule(static) if (n >= EM_CPU_PARALLEL_MIN) \
+        num_threads(em_cpu_threads())
     for (int64_t c = 0; c < nchunk; c++) {
         int64_t start = c * chunk, len = n - start < chunk ? n - start : chunk;
         if (dt == EM_F32 && (p == 1 || p == 2))

@@ -24,7 +24,7 @@ static void sgd_f32(const em_sgd_hparams *h, int64_t n, float *restrict p,
 {
     const float lr = (float)h->lr, wd = (float)h->weight_decay, mom = (float)h->momentum;
     if (!buf) {
-#pragma omp parallel for simd if (n >= EM_CPU_PARALLEL_MIN)
+#pragma omp parallel for simd if (n >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
         for (int64_t i = 0; i < n; i++)
             p[i] -= lr * (g[i] + wd * p[i]);
         return;
@@ -32,7 +32,7 @@ static void sgd_f32(const em_sgd_hparams *h, int64_t n, float *restrict p,
     const float keep = h->first_step ? 0.0f : mom;
     const float fresh = h->first_step ? 1.0f : (float)(1 - h->dampening);
     const float bm = h->nesterov ? mom : 1.0f, dm = h->nesterov ? 1.0f : 0.0f;
-#pragma omp parallel for simd if (n >= EM_CPU_PARALLEL_MIN)
+#pragma omp parallel for simd if (n >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
     for (int64_t i = 0; i < n; i++) {
         float d = g[i] + wd * p[i];
         float b = keep * buf[i] + fresh * d;
@@ -48,7 +48,7 @@ static int sgd_array(em_dtype dt, int64_t n, const em_sgd_hparams *h, void *para
         double *p = param;                // (n)
         const double *g = grad;           // (n)
         double *buf = momentum_buf;       // (n) or NULL
-#pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN)
+#pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
         for (int64_t i = 0; i < n; i++)
             p[i] = sgd_elem(h, p[i], g[i], buf ? &buf[i] : NULL);
         return EM_KERNEL_OK;
@@ -98,7 +98,7 @@ static void adam_f32(const adam_consts *c, int64_t n, float *restrict p, const f
     const float step_size = (float)c->step_size, bc2 = (float)c->bias_corr2_sqrt;
     const float decay = h->decoupled ? (float)(1 - h->lr * h->weight_decay) : 1.0f;
     const float l2 = h->decoupled ? 0.0f : (float)h->weight_decay;
-#pragma omp parallel for simd if (n >= EM_CPU_PARALLEL_MIN)
+#pragma omp parallel for simd if (n >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
     for (int64_t i = 0; i < n; i++) {
         float gi = g[i] + l2 * p[i];
         float mi = m[i] + w1 * (gi - m[i]);
@@ -123,7 +123,7 @@ static int adam_array(em_dtype dt, int64_t n, const em_adam_hparams *h, void *pa
         double *m = exp_avg;              // (n)
         double *v = exp_avg_sq;           // (n)
         double *vmax = max_exp_avg_sq;    // (n) or NULL
-#pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN)
+#pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
         for (int64_t i = 0; i < n; i++)
             p[i] = adam_elem(&c, p[i], g[i], &m[i], &v[i], vmax ? &vmax[i] : NULL);
         return EM_KERNEL_OK;
@@ -138,7 +138,7 @@ static int adam_array(em_dtype dt, int64_t n, const em_adam_hparams *h, void *pa
         float *m = exp_avg;               // (n)
         float *v = exp_avg_sq;            // (n)
         float *vmax = max_exp_avg_sq;     // (n)
-#pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN)
+#pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
         for (int64_t i = 0; i < n; i++) {
             double mi = m[i], vi = v[i], vmaxi = vmax ? vmax[i] : 0;
             p[i] = (float)adam_elem(&c, p[i], g[i], &mi, &vi, vmax ? &vmaxi : NULL);
@@ -184,7 +184,7 @@ static int rmsprop_array(em_dtype dt, int64_t n, const em_rmsprop_hparams *h, vo
         double *sq = square_avg;          // (n)
         double *buf = momentum_buf;       // (n) or NULL
         double *gavg = grad_avg;          // (n) or NULL
-#pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN)
+#pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
         for (int64_t i = 0; i < n; i++)
             p[i] = rmsprop_elem(h, p[i], g[i], &sq[i], buf ? &buf[i] : NULL,
                                 gavg ? &gavg[i] : NULL);
@@ -196,7 +196,7 @@ static int rmsprop_array(em_dtype dt, int64_t n, const em_rmsprop_hparams *h, vo
         float *sq = square_avg;           // (n)
         float *buf = momentum_buf;        // (n) or NULL
         float *gavg = grad_avg;           // (n) or NULL
-#pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN)
+#pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
         for (int64_t i = 0; i < n; i++) {
             double sqi = sq[i], bi = buf ? buf[i] : 0, gi = gavg ? gavg[i] : 0;
             p[i] = (float)rmsprop_elem(h, p[i], g[i], &sqi, buf ? &bi : NULL, gavg ? &gi : NULL);

@@ -238,13 +238,14 @@ void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *
 {
     const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out, planes = s->n * s->c;
     if (em_cpu_use_avx512()) {
-        #pragma omp parallel for if (planes * hw >= EM_CPU_PARALLEL_MIN)
+        #pragma omp parallel for if (planes * hw >= EM_CPU_PARALLEL_MIN) \
+                num_threads(em_cpu_threads())
         for (int64_t p0 = 0; p0 < planes; p0 += POOL_PLANE_BLOCK)
             pool_planes_avx512(s, x, y, argmax, p0,
                                p0 + POOL_PLANE_BLOCK < planes ? p0 + POOL_PLANE_BLOCK : planes);
         return;
     }
-    #pragma omp parallel for if (planes * hw >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for if (planes * hw >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
     for (int64_t p = 0; p < planes; p++)
         for (int64_t oh = 0; oh < s->h_out; oh++) {
             const float *r0 = x + p * hw + 2 * oh * s->w; // window rows of output row oh
@@ -260,7 +261,8 @@ bool em_cpu_max_pool2d_2x2_grad_f32(const em_pool2d_shape *s, const float *gy,
     if (!em_cpu_use_avx512())
         return false;
     const int64_t planes = s->n * s->c;
-    #pragma omp parallel for if (planes * s->h * s->w >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for if (planes * s->h * s->w >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
     for (int64_t p0 = 0; p0 < planes; p0 += POOL_PLANE_BLOCK)
         pool_grad_planes_avx512(s, gy, argmax, gx, p0,
                                 p0 + POOL_PLANE_BLOCK < planes ? p0 + POOL_PLANE_BLOCK : planes);

@@ -90,7 +90,7 @@ static void POOL_FN(max_pool)(const em_pool2d_shape *s, const REAL *x, REAL *y, 
 {
     const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out;
     #pragma omp parallel for if (s->n * s->c * hwo * s->kernel[0] * s->kernel[1] \
-                                 >= EM_CPU_PARALLEL_MIN)
+                                 >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
     for (int64_t p = 0; p < s->n * s->c; p++) {
         int64_t *arg = argmax ? argmax + p * hwo : NULL;
         POOL_FN(max_plane)(s, x + p * hw, y + p * hwo, arg);
@@ -103,7 +103,8 @@ static void POOL_FN(max_pool_grad)(const em_pool2d_shape *s, const REAL *gy,
                                    const int64_t *argmax, REAL *gx)
 {
     const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out;
-    #pragma omp parallel for if (s->n * s->c * (hw + hwo) >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for if (s->n * s->c * (hw + hwo) >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
     for (int64_t p = 0; p < s->n * s->c; p++) {
         REAL *g = gx + p * hw; // (H, W)
         memset(g, 0, (size_t)hw * sizeof(REAL));
@@ -138,7 +139,7 @@ static void POOL_FN(avg_pool)(const em_pool2d_shape *s, const REAL *x, REAL *y)
 {
     const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out;
     #pragma omp parallel for if (s->n * s->c * hwo * s->kernel[0] * s->kernel[1] \
-                                 >= EM_CPU_PARALLEL_MIN)
+                                 >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
     for (int64_t p = 0; p < s->n * s->c; p++)
         for (int64_t oh = 0; oh < s->h_out; oh++)
             for (int64_t ow = 0; ow < s->w_out; ow++) {
@@ -155,7 +156,7 @@ static void POOL_FN(avg_pool_grad)(const em_pool2d_shape *s, const REAL *gy, REA
 {
     const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out;
     #pragma omp parallel for if (s->n * s->c * hwo * s->kernel[0] * s->kernel[1] \
-                                 >= EM_CPU_PARALLEL_MIN)
+                                 >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
     for (int64_t p = 0; p < s->n * s->c; p++) {
         REAL *g = gx + p * hw; // (H, W)
         memset(g, 0, (size_t)hw * sizeof(REAL));

@@ -244,7 +244,7 @@ static int run_rows(const pass *ps)
     acc *part = em_cpu_scratch((size_t)(nout * nchunk) * sizeof(acc));
     if (!part)
         return EM_KERNEL_FAILED;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads())
     for (int64_t t = 0; t < nout * nchunk; t++) {
         char *ptr[3];
         em_iter_offsets(&ps->kept, ps->kept.data, t / nchunk, ptr);
@@ -361,7 +361,8 @@ static int run_cols(const pass *ps)
     acc *part = em_cpu_scratch((size_t)(kt->numel * nrc) * sizeof(acc));
     if (!part)
         return EM_KERNEL_FAILED;
-#pragma omp parallel for schedule(static) if (kt->numel * R >= EM_CPU_PARALLEL_MIN)
+#pragma omp parallel for schedule(static) if (kt->numel * R >= EM_CPU_PARALLEL_MIN) \
+        num_threads(em_cpu_threads())
     for (int64_t t = 0; t < ntask; t++) {
         const int64_t rc = t % nrc, cb = t / nrc % ncb, ko = t / (nrc * ncb);
         const int64_t c0 = cb * COLS, w = C - c0 < COLS ? C - c0 : COLS;

@@ -59,7 +59,8 @@ int em_cpu_rng_fill(em_rng_dist dist, double p0, double p1, uint64_t seed, uint6
     int64_t per_unit = 4 * BLOCKS_PER_UNIT;
     int64_t units = (numel + per_unit - 1) / per_unit;
     char *dst = out->data;
-#pragma omp parallel for schedule(static) if (numel >= EM_CPU_PARALLEL_MIN)
+#pragma omp parallel for schedule(static) if (numel >= EM_CPU_PARALLEL_MIN) \
+        num_threads(em_cpu_threads())
     for (int64_t u = 0; u < units; u++) {
         double vals[4 * BLOCKS_PER_UNIT];
         int64_t first = u * per_unit;

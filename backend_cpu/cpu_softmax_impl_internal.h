@@ -30,7 +30,8 @@ static void SM_FN(row)(bool logsm, int64_t cols, const REAL *x, REAL *y)
 
 static void SM_FN(softmax)(bool logsm, int64_t rows, int64_t cols, const REAL *x, REAL *y)
 {
-    #pragma omp parallel for if (rows > 1 && rows * cols >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for if (rows > 1 && rows * cols >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
     for (int64_t r = 0; r < rows; r++)
         SM_FN(row)(logsm, cols, x + r * cols, y + r * cols);
 }
@@ -39,7 +40,8 @@ static void SM_FN(softmax)(bool logsm, int64_t rows, int64_t cols, const REAL *x
 static void SM_FN(grad)(bool logsm, int64_t rows, int64_t cols, const REAL *gy, const REAL *y,
                         REAL *gx)
 {
-    #pragma omp parallel for if (rows > 1 && rows * cols >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for if (rows > 1 && rows * cols >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
     for (int64_t r = 0; r < rows; r++) {
         const REAL *g = gy + r * cols, *v = y + r * cols;
         REAL *out = gx + r * cols;

@@ -67,7 +67,7 @@ void em_iter_run(const em_iter *it, int64_t cost, em_iter_fn fn, void *ctx)
     const int64_t numel = it->numel;
     if (numel == 0)
         return;
-    int nt = omp_get_max_threads();
+    int nt = em_cpu_threads();
     if (nt <= 1 || numel * cost < EM_CPU_PARALLEL_MIN || omp_in_parallel()) {
         em_iter_range(it, it->data, 0, numel, fn, ctx);
         return;

@@ -46,7 +46,8 @@ WG_FN(transpose4)(const wg_vec v[4], wg_vec t[4])
 WG_TARGET WG_NO_CONTRACT static void WG_FN(weights)(const em_wg_geom *g, const float *w, bool flip, float *u)
 {
     const int64_t cblocks = (g->c + L - 1) / L;
-    #pragma omp parallel for if (g->m * g->c * EM_WG_P >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for if (g->m * g->c * EM_WG_P >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
     for (int64_t mb = 0; mb < g->m * cblocks; mb++) {
         const int64_t m = mb / cblocks, c0 = mb % cblocks * L;
         const int nc = g->c - c0 < L ? (int)(g->c - c0) : L;
@@ -81,7 +82,8 @@ WG_TARGET WG_NO_CONTRACT static void WG_FN(weights)(const em_wg_geom *g, const f
 WG_TARGET WG_NO_CONTRACT static void WG_FN(weights_back)(const em_wg_geom *g, const float *gu, float *gw)
 {
     const int64_t cblocks = (g->c + L - 1) / L, mc_n = g->m * g->c;
-    #pragma omp parallel for if (mc_n * EM_WG_P >= EM_CPU_PARALLEL_MIN)
+    #pragma omp parallel for if (mc_n * EM_WG_P >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
     for (int64_t mb = 0; mb < g->m * cblocks; mb++) {
         const int64_t m = mb / cblocks, c0 = mb % cblocks * L;
         const int nc = g->c - c0 < L ? (int)(g->c - c0) : L;

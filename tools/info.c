@@ -2,6 +2,7 @@
 #include <omp.h>
 #include <stdio.h>
 
+#include "backend_cpu/cpu_kernels_internal.h"
 #include "ember.h"
 #include "tools/args.h"
 #include "tools/tools_internal.h"
@@ -14,6 +15,11 @@ int em_cmd_info(int argc, char **argv)
     if (parsed != EM_ARGS_RUN)
         return parsed;
     printf("ember threads: %d (OMP_NUM_THREADS)\n", omp_get_max_threads());
+    printf("thread governor: %s\n",
+           em_cpu_threads_adaptive()
+               ? "on (fewer threads while other processes hold the cores; "
+                 "EMBER_ADAPTIVE_THREADS=0 turns it off)"
+               : "off (EMBER_ADAPTIVE_THREADS=0)");
     printf("OpenMP wait policy: %s\n", em_cli_wait_policy());
     for (int d = 0; d < EM_NDEVICES; d++) {
         char about[256];
