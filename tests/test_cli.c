@@ -451,7 +451,7 @@ Test(cli, the_wait_policy_is_embers_unless_the_environment_sets_one)
     char cmd[512], out[2048];
     const char *envs[] = {"env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT",
                           "env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active"};
-    const char *want[] = {"OpenMP wait policy: GOMP_SPINCOUNT=1000 (ember's default)\n",
+    const char *want[] = {"OpenMP wait policy: GOMP_SPINCOUNT=10000 (ember's default)\n",
                           "OpenMP wait policy: OMP_WAIT_POLICY=active GOMP_SPINCOUNT=unset "
                           "(the environment's)\n"};
     for (int i = 0; i < 2; i++) {
