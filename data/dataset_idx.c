@@ -13,7 +13,6 @@ typedef struct {
     int64_t n, sample_numel;
     uint8_t *pixels; /* (n, sample_numel) */
     uint8_t *labels; /* (n) */
-    float levels[256]; /* levels[v] = v / 255: a pixel's value, looked up rather than divided */
 } idx_dataset;
 
 /* Reads up to n bytes; the count read, or -1 on a zlib error. */
@@ -150,14 +149,22 @@ static int64_t idx_len(const em_dataset *ds)
     return ((const idx_dataset *)ds)->n;
 }
 
+/* x (n) = px (n) / 255, in vector lanes: a division per pixel, exact as one at a time (a
+ * multiplication by 1/255 differs in 126 of the 256 values), 8 lanes at once where the CPU has
+ * AVX2: 64 images in 16 us instead of 28 us through a table of the 256 values. */
+__attribute__((target_clones("avx2", "default"))) static void pixels_to_levels(
+    const uint8_t *px, float *x, int64_t n)
+{
+    #pragma omp simd
+    for (int64_t k = 0; k < n; k++)
+        x[k] = (float)px[k] / 255.0f;
+}
+
 static em_status idx_get(const em_dataset *ds, int64_t i, int64_t epoch, void *xv, void *y)
 {
     (void)epoch;
     const idx_dataset *d = (const idx_dataset *)ds;
-    float *x = xv;
-    const uint8_t *px = d->pixels + i * d->sample_numel;
-    for (int64_t k = 0; k < d->sample_numel; k++)
-        x[k] = d->levels[px[k]];
+    pixels_to_levels(d->pixels + i * d->sample_numel, xv, d->sample_numel);
     *(int64_t *)y = d->labels[i];
     return EM_OK;
 }
@@ -204,8 +211,6 @@ em_dataset *em_dataset_idx(const char *images_path, const char *labels_path, em_
     d->pixels = pixels;
     d->labels = labels;
     d->n = idims[0];
-    for (int v = 0; v < 256; v++)
-        d->levels[v] = (float)v / 255.0f;
     if (!em_size_mul(idims[1], idims[2], &d->sample_numel)) {
         em_set_error(EM_ERR_IO, "em_dataset_idx: '%s': %lld x %lld pixels overflow a size",
                      images_path, (long long)idims[1], (long long)idims[2]);
