@@ -69,62 +69,45 @@ typedef float wg_four __attribute__((vector_size(4 * sizeof(float)), aligned(4))
 #undef WG_TARGET
 #undef WG_FN
 
+/* The body for this CPU's vector width: AVX-512 where em_cpu_use_avx512, else AVX2. */
+#define WG_CALL(name, ...)                                                                    \
+    (em_cpu_use_avx512() ? wg_##name##_avx512(__VA_ARGS__) : wg_##name##_avx2(__VA_ARGS__))
+
 void em_wg_weights(const em_wg_geom *g, const float *w, bool flip, float *u)
 {
-    if (em_cpu_use_avx512())
-        wg_weights_avx512(g, w, flip, u);
-    else
-        wg_weights_avx2(g, w, flip, u);
+    WG_CALL(weights, g, w, flip, u);
 }
 
 void em_wg_weights_back(const em_wg_geom *g, const float *gu, float *gw)
 {
-    if (em_cpu_use_avx512())
-        wg_weights_back_avx512(g, gu, gw);
-    else
-        wg_weights_back_avx2(g, gu, gw);
+    WG_CALL(weights_back, g, gu, gw);
 }
 
 void em_wg_bias_sums(const em_wg_geom *g, const float *gyt, double *gb)
 {
-    if (em_cpu_use_avx512())
-        wg_bias_sums_avx512(g, gyt, gb);
-    else
-        wg_bias_sums_avx2(g, gyt, gb);
+    WG_CALL(bias_sums, g, gyt, gb);
 }
 
 void em_wg_interleave(const float *x, int64_t planes, int64_t h, int64_t w, int64_t n0,
                       int lanes, int64_t ph, int64_t pw, int64_t hp, int64_t wp, float *xt)
 {
-    if (em_cpu_use_avx512())
-        wg_interleave_avx512(x, planes, h, w, n0, lanes, ph, pw, hp, wp, xt);
-    else
-        wg_interleave_avx2(x, planes, h, w, n0, lanes, ph, pw, hp, wp, xt);
+    WG_CALL(interleave, x, planes, h, w, n0, lanes, ph, pw, hp, wp, xt);
 }
 
 void em_wg_input_transform(const em_wg_geom *g, const float *xt, int64_t t0, int64_t t1,
                            float *v)
 {
-    if (em_cpu_use_avx512())
-        wg_input_transform_avx512(g, xt, t0, t1, v);
-    else
-        wg_input_transform_avx2(g, xt, t0, t1, v);
+    WG_CALL(input_transform, g, xt, t0, t1, v);
 }
 
 void em_wg_output_transform(const em_wg_geom *g, const float *p, int64_t t0, int64_t t1,
                             const float *bias, int64_t n0, int lanes, float *y)
 {
-    if (em_cpu_use_avx512())
-        wg_output_transform_avx512(g, p, t0, t1, bias, n0, lanes, y);
-    else
-        wg_output_transform_avx2(g, p, t0, t1, bias, n0, lanes, y);
+    WG_CALL(output_transform, g, p, t0, t1, bias, n0, lanes, y);
 }
 
 void em_wg_grad_output_transform(const em_wg_geom *g, const float *gyt, int64_t t0, int64_t t1,
                                  float *gp)
 {
-    if (em_cpu_use_avx512())
-        wg_grad_output_transform_avx512(g, gyt, t0, t1, gp);
-    else
-        wg_grad_output_transform_avx2(g, gyt, t0, t1, gp);
+    WG_CALL(grad_output_transform, g, gyt, t0, t1, gp);
 }

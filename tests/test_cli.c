@@ -444,23 +444,30 @@ Test(cli, bench_train_writes_its_figures_as_json, .init = make_data, .fini = rem
     json_decref(j);
 }
 
+/* The stdout of `ember info` run under `env ENV` into out (n bytes); it must exit 0. */
+static void info_with(const char *env, char *out, size_t n)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "env %s %s info", env, getenv("EMBER_BIN"));
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    size_t got = fread(out, 1, n - 1, p);
+    out[got] = 0;
+    cr_expect_eq(pclose(p), 0, "%s failed:\n%s", cmd, out);
+}
+
 /* `ember info` without a wait policy in the environment: ember's GOMP_SPINCOUNT, set before
  * libgomp loaded (the command ran itself again); one the user sets is kept. */
 Test(cli, the_wait_policy_is_embers_unless_the_environment_sets_one)
 {
-    char cmd[512], out[2048];
-    const char *envs[] = {"env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT",
-                          "env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active"};
+    char out[2048];
+    const char *envs[] = {"-u OMP_WAIT_POLICY -u GOMP_SPINCOUNT",
+                          "-u GOMP_SPINCOUNT OMP_WAIT_POLICY=active"};
     const char *want[] = {"OpenMP wait policy: GOMP_SPINCOUNT=10000 (ember's default)\n",
                           "OpenMP wait policy: OMP_WAIT_POLICY=active GOMP_SPINCOUNT=unset "
                           "(the environment's)\n"};
     for (int i = 0; i < 2; i++) {
-        snprintf(cmd, sizeof cmd, "%s %s info", envs[i], getenv("EMBER_BIN"));
-        FILE *p = popen(cmd, "r");
-        cr_assert(p);
-        size_t n = fread(out, 1, sizeof out - 1, p);
-        out[n] = 0;
-        cr_expect_eq(pclose(p), 0);
+        info_with(envs[i], out, sizeof out);
         cr_expect(strstr(out, want[i]), "'%s' not in:\n%s", want[i], out);
     }
 }
@@ -470,15 +477,10 @@ Test(cli, the_wait_policy_is_embers_unless_the_environment_sets_one)
  * ember then chooses again; a set the user names in OPENBLAS_CORETYPE is kept. */
 Test(cli, openblas_runs_the_widest_kernels_the_cpu_has_unless_the_user_names_a_set)
 {
-    const char *envs[] = {"env -u OPENBLAS_CORETYPE", "env OPENBLAS_CORETYPE=Prescott"};
+    const char *envs[] = {"-u OPENBLAS_CORETYPE", "OPENBLAS_CORETYPE=Prescott"};
     for (int i = 0; i < 2; i++) {
-        char cmd[512], out[2048];
-        snprintf(cmd, sizeof cmd, "%s %s info", envs[i], getenv("EMBER_BIN"));
-        FILE *p = popen(cmd, "r");
-        cr_assert(p);
-        size_t n = fread(out, 1, sizeof out - 1, p);
-        out[n] = 0;
-        cr_expect_eq(pclose(p), 0);
+        char out[2048];
+        info_with(envs[i], out, sizeof out);
         if (i == 1) {
             cr_expect(strstr(out, "OpenBLAS Prescott kernels\n"), "%s", out);
             continue;
