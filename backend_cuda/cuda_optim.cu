@@ -1,7 +1,21 @@
 /* Fused optimizer updates on CUDA: SGD, Adam/AdamW and RMSprop over every array of a list in one
  * launch (LIST_MAX arrays a launch), PyTorch's order of operations; f32 in f32 arithmetic as the
  * CPU's f32 kernels, f64 in f64. */
+#include <float.h>
+
 #include "backend_cuda/cuda_list.cuh"
+
+/* Optimizer state is kept normal or 0, as on the CPU (backend_cpu/cpu_optim.c says why): a value
+ * below the smallest normal number of its type becomes 0. */
+__device__ __forceinline__ float normal_state(float x)
+{
+    return fabsf(x) < FLT_MIN ? 0.0f : x;
+}
+
+__device__ __forceinline__ double normal_state(double x)
+{
+    return fabs(x) < DBL_MIN ? 0.0 : x;
+}
 
 /* The arithmetic type of an update: f32 arrays update in f32, f64 arrays in f64. */
 template <typename T> struct sgd_consts {
@@ -22,7 +36,7 @@ template <typename T> __global__ void sgd_kernel(list_chunk c, sgd_consts<T> k)
             p[i] -= k.lr * d;
             continue;
         }
-        const T b = k.keep * buf[i] + k.fresh * d;
+        const T b = normal_state(k.keep * buf[i] + k.fresh * d);
         buf[i] = b;
         p[i] -= k.lr * (k.bm * b + k.dm * d);
     }
@@ -86,8 +100,8 @@ template <typename T> __global__ void adam_kernel(list_chunk c, adam_consts<T> k
          i += (int64_t)gridDim.x * blockDim.x) {
         const T pi = p[i] * k.decay;
         const T gi = g[i] + k.l2 * p[i];
-        const T mi = m[i] + k.w1 * (gi - m[i]);
-        const T vi = v[i] * k.b2 + k.w2 * gi * gi;
+        const T mi = normal_state(m[i] + k.w1 * (gi - m[i]));
+        const T vi = normal_state(v[i] * k.b2 + k.w2 * gi * gi);
         m[i] = mi;
         v[i] = vi;
         T s = vi;
@@ -141,11 +155,12 @@ template <typename T> __global__ void rmsprop_kernel(list_chunk c, rmsprop_const
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < c.numel[a];
          i += (int64_t)gridDim.x * blockDim.x) {
         const T gi = g[i] + k.wd * p[i];
-        const T s = sq[i] * k.alpha + k.w * gi * gi;
+        const T s = normal_state(sq[i] * k.alpha + k.w * gi * gi);
         sq[i] = s;
         T avg;
         if (gavg) {
-            const T ga = gavg[i] * k.alpha + k.w * gi;
+            /* ga^2 <= s: a square average kept 0 takes the gradient's average with it */
+            const T ga = s == 0 ? (T)0 : normal_state(gavg[i] * k.alpha + k.w * gi);
             gavg[i] = ga;
             avg = sqrt(s - ga * ga);
         } else {
@@ -153,7 +168,7 @@ template <typename T> __global__ void rmsprop_kernel(list_chunk c, rmsprop_const
         }
         avg += k.eps;
         if (buf) {
-            const T b = buf[i] * k.momentum + gi / avg;
+            const T b = normal_state(buf[i] * k.momentum + gi / avg);
             buf[i] = b;
             p[i] -= k.lr * b;
         } else {

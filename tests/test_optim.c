@@ -1,6 +1,7 @@
 /* Optimizers: SGD, Adam, AdamW and RMSprop updates against PyTorch's, parameter groups,
  * skipped parameters, and state save and load. */
 #include <criterion/criterion.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -686,4 +687,70 @@ Test(module, no_decay_for_1d_parameters)
     em_release(b0);
     em_optim_free(o);
     em_module_free(m);
+}
+
+/* One gradient, then zeros for `steps` steps: each state buffer of o shrinks by its decay
+ * factor every step and would pass below the smallest normal number (after about 800 f32 steps
+ * at 0.9), where the CPU spends a hundred cycles and more on every operation. It is kept normal
+ * or 0 instead: never subnormal, and the buffers that shrink by 0.9 a step (the first moment,
+ * momentum) exactly 0 at the end; the parameter stays finite. */
+static void check_state_never_subnormal(em_optim *o, em_tensor *p, em_dtype dt, int steps)
+{
+    const double g0[3] = {1e-3, -2e-3, 5e-4}, zero[3] = {0};
+    for (int s = 0; s <= steps; s++) {
+        em_release(p->grad);
+        p->grad = tensor_of(s == 0 ? g0 : zero, 3, dt);
+        cr_assert(em_optim_step(o) == EM_OK, "%s", em_error());
+        em_param_ref refs[16];
+        const int n = em_optim_state(o, refs, 16);
+        for (int r = 0; r < n; r++) {
+            if (!strstr(refs[r].name, "param.0.") || refs[r].value->dtype != dt)
+                continue;
+            double v[3];
+            values_of(refs[r].value, v);
+            for (int i = 0; i < 3; i++) {
+                const double a = fabs(v[i]);
+                const double least = dt == EM_F32 ? (double)FLT_MIN : DBL_MIN;
+                const bool subnormal = a > 0 && a < least;
+                cr_assert(!subnormal, "%s[%d] at step %d is subnormal: %g", refs[r].name, i, s,
+                          v[i]);
+                const char *last = strrchr(refs[r].name, '.');
+                if (s == steps && (!strcmp(last, ".exp_avg") || !strcmp(last, ".momentum_buffer")))
+                    cr_assert(v[i] == 0, "%s[%d] is %g after %d zero gradients", refs[r].name,
+                              i, v[i], steps);
+            }
+        }
+    }
+    double v[3];
+    values_of(p, v);
+    for (int i = 0; i < 3; i++)
+        cr_assert(isfinite(v[i]));
+    em_optim_free(o);
+    em_release(p);
+}
+
+Test(optim, state_is_kept_normal_or_zero)
+{
+    const em_dtype dts[2] = {EM_F32, EM_F64};
+    for (int d = 0; d < 2; d++) {
+        /* f32 goes below FLT_MIN in ~800 steps of 0.9, f64 below DBL_MIN in ~6,700 */
+        const int steps = dts[d] == EM_F32 ? 2000 : 9000;
+        em_tensor *p = tensor_of(P0, 3, dts[d]);
+        check_state_never_subnormal(
+            with_group(em_sgd(NULL, (em_sgd_opts){.lr = 0.1, .momentum = 0.9}), p), p, dts[d],
+            steps);
+        p = tensor_of(P0, 3, dts[d]);
+        check_state_never_subnormal(with_group(em_adamw(NULL, (em_adam_opts){.lr = 0.01}), p),
+                                    p, dts[d], steps);
+        p = tensor_of(P0, 3, dts[d]);
+        check_state_never_subnormal(
+            with_group(em_adam(NULL, (em_adam_opts){.lr = 0.01, .amsgrad = true}), p), p, dts[d],
+            steps);
+        p = tensor_of(P0, 3, dts[d]);
+        check_state_never_subnormal(
+            with_group(em_rmsprop(NULL, (em_rmsprop_opts){.lr = 0.01, .alpha = 0.9,
+                                                          .momentum = 0.9, .centered = true}),
+                       p),
+            p, dts[d], steps);
+    }
 }
