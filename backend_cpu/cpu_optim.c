@@ -34,29 +34,52 @@ static inline double sgd_elem(const em_sgd_hparams *h, double p, double g, doubl
     return p - h->lr * g;
 }
 
+/* The f32 kernels run their loops in vector lanes as wide as the CPU has (AVX-512, AVX2, else
+ * SSE2), without contracting a multiply and an add into one FMA, so every lane rounds as
+ * PyTorch's scalar f32 code does; a parallel loop hands them blocks of this many elements. */
+#define OPTIM_LANES \
+    __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
+#define OPTIM_BLOCK 16384
+
 /* f32 SGD in f32 arithmetic (as PyTorch's CPU kernels), with the step's choices turned into
  * factors outside the loop so it vectorizes: b = keep * b + fresh * d; p -= lr * (bm * b + dm * d)
  * gives b = d on the first step and d + momentum * b for nesterov, exactly. */
-static void sgd_f32(const em_sgd_hparams *h, int64_t n, float *restrict p,
-                    const float *restrict g, float *restrict buf)
+typedef struct {
+    float lr, wd, keep, fresh, bm, dm;
+} sgd_f32_factors;
+
+/* n elements of p, g and buf (NULL without momentum) */
+OPTIM_LANES static void sgd_f32_block(const sgd_f32_factors *k, int64_t n, float *restrict p,
+                                      const float *restrict g, float *restrict buf)
 {
-    const float lr = (float)h->lr, wd = (float)h->weight_decay, mom = (float)h->momentum;
     if (!buf) {
-#pragma omp parallel for simd if (n >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
+        #pragma omp simd
         for (int64_t i = 0; i < n; i++)
-            p[i] -= lr * (g[i] + wd * p[i]);
+            p[i] -= k->lr * (g[i] + k->wd * p[i]);
         return;
     }
-    const float keep = h->first_step ? 0.0f : mom;
-    const float fresh = h->first_step ? 1.0f : (float)(1 - h->dampening);
-    const float bm = h->nesterov ? mom : 1.0f, dm = h->nesterov ? 1.0f : 0.0f;
-#pragma omp parallel for simd if (n >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
+    #pragma omp simd
     for (int64_t i = 0; i < n; i++) {
-        float d = g[i] + wd * p[i];
-        float b = normal_f32(keep * buf[i] + fresh * d);
+        float d = g[i] + k->wd * p[i];
+        float b = normal_f32(k->keep * buf[i] + k->fresh * d);
         buf[i] = b;
-        p[i] -= lr * (bm * b + dm * d);
+        p[i] -= k->lr * (k->bm * b + k->dm * d);
     }
+}
+
+static void sgd_f32(const em_sgd_hparams *h, int64_t n, float *p, const float *g, float *buf)
+{
+    const float mom = (float)h->momentum;
+    const sgd_f32_factors k = {
+        .lr = (float)h->lr, .wd = (float)h->weight_decay,
+        .keep = h->first_step ? 0.0f : mom,
+        .fresh = h->first_step ? 1.0f : (float)(1 - h->dampening),
+        .bm = h->nesterov ? mom : 1.0f, .dm = h->nesterov ? 1.0f : 0.0f,
+    };
+    #pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
+    for (int64_t i = 0; i < n; i += OPTIM_BLOCK)
+        sgd_f32_block(&k, n - i < OPTIM_BLOCK ? n - i : OPTIM_BLOCK, p + i, g + i,
+                      buf ? buf + i : NULL);
 }
 
 static int sgd_array(em_dtype dt, int64_t n, const em_sgd_hparams *h, void *param,
@@ -107,24 +130,40 @@ static inline double adam_elem(const adam_consts *c, double p, double g, double 
 
 /* f32 Adam/AdamW without amsgrad in f32 arithmetic with PyTorch's f32 operation order (the
  * first moment as a lerp), the step's choices hoisted so it vectorizes. */
-static void adam_f32(const adam_consts *c, int64_t n, float *restrict p, const float *restrict g,
-                     float *restrict m, float *restrict v)
+typedef struct {
+    float w1, b2, w2, eps, step_size, bc2, decay, l2;
+} adam_f32_factors;
+
+/* n elements of p, g, m and v */
+OPTIM_LANES static void adam_f32_block(const adam_f32_factors *k, int64_t n, float *restrict p,
+                                       const float *restrict g, float *restrict m,
+                                       float *restrict v)
 {
-    const em_adam_hparams *h = c->h;
-    const float w1 = (float)(1 - h->beta1), b2 = (float)h->beta2, w2 = (float)(1 - h->beta2);
-    const float eps = (float)h->eps;
-    const float step_size = (float)c->step_size, bc2 = (float)c->bias_corr2_sqrt;
-    const float decay = h->decoupled ? (float)(1 - h->lr * h->weight_decay) : 1.0f;
-    const float l2 = h->decoupled ? 0.0f : (float)h->weight_decay;
-#pragma omp parallel for simd if (n >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
+    #pragma omp simd
     for (int64_t i = 0; i < n; i++) {
-        float gi = g[i] + l2 * p[i];
-        float mi = normal_f32(m[i] + w1 * (gi - m[i]));
-        float vi = normal_f32(v[i] * b2 + w2 * gi * gi);
+        float gi = g[i] + k->l2 * p[i];
+        float mi = normal_f32(m[i] + k->w1 * (gi - m[i]));
+        float vi = normal_f32(v[i] * k->b2 + k->w2 * gi * gi);
         m[i] = mi;
         v[i] = vi;
-        p[i] = p[i] * decay - step_size * (mi / (sqrtf(vi) / bc2 + eps));
+        p[i] = p[i] * k->decay - k->step_size * (mi / (sqrtf(vi) / k->bc2 + k->eps));
     }
+}
+
+static void adam_f32(const adam_consts *c, int64_t n, float *p, const float *g, float *m,
+                     float *v)
+{
+    const em_adam_hparams *h = c->h;
+    const adam_f32_factors k = {
+        .w1 = (float)(1 - h->beta1), .b2 = (float)h->beta2, .w2 = (float)(1 - h->beta2),
+        .eps = (float)h->eps, .step_size = (float)c->step_size,
+        .bc2 = (float)c->bias_corr2_sqrt,
+        .decay = h->decoupled ? (float)(1 - h->lr * h->weight_decay) : 1.0f,
+        .l2 = h->decoupled ? 0.0f : (float)h->weight_decay,
+    };
+    #pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
+    for (int64_t i = 0; i < n; i += OPTIM_BLOCK)
+        adam_f32_block(&k, n - i < OPTIM_BLOCK ? n - i : OPTIM_BLOCK, p + i, g + i, m + i, v + i);
 }
 
 static int adam_array(em_dtype dt, int64_t n, const em_adam_hparams *h, void *param,
