@@ -175,7 +175,10 @@ int em_cpu_conv_winograd_grad_input(const em_conv2d_shape *s, const float *gy, c
 
 /* gu (36, M, C) = the sums over the chunks [c0, c1) of the gradient of their products
  * (36, M, tiles*16) times their transformed inputs (36, C, tiles*16) transposed, block by block
- * of tiles; gb (M), when given, += the sums of their output gradient. */
+ * of tiles; gb (M), when given, += the sums of their output gradient. With C a multiple of 16
+ * the inputs are transformed straight into the transposed layout (36, tiles*16, C): OpenBLAS
+ * multiplies that form about twice as fast (36 products of 64 x 32 x 64, one thread: 62 instead
+ * of 110 us). */
 static void wg_gw_chunks(const em_wg_geom *g, int64_t n, const float *gy, const float *x,
                          int64_t c0, int64_t c1, const wg_bufs *b, float *gu, double *gb)
 {
@@ -190,11 +193,19 @@ static void wg_gw_chunks(const em_wg_geom *g, int64_t n, const float *gy, const 
             em_wg_bias_sums(g, b->gyt, gb);
         for (int64_t t0 = 0; t0 < g->tiles; t0 += nb) {
             const int64_t t1 = t0 + nb < g->tiles ? t0 + nb : g->tiles, cols = (t1 - t0) * L;
-            em_wg_input_transform(g, b->xt, t0, t1, b->v);
-            em_wg_grad_output_transform(g, b->gyt, t0, t1, b->p);
             const double beta = chunk > c0 || t0 > 0 ? 1.0 : 0.0;
-            em_cpu_gemm(EM_F32, false, true, g->m, g->c, cols, 1.0, b->p, cols, g->m * cols,
-                        b->v, cols, g->c * cols, beta, gu, g->c, g->m * g->c, P);
+            em_wg_grad_output_transform(g, b->gyt, t0, t1, b->p);
+            if (g->c % L == 0) { /* gu += p vt (36 times (M, cols) (cols, C)) */
+                em_wg_input_transform_t(g, b->xt, t0, t1, b->v);
+                em_cpu_gemm(EM_F32, false, false, g->m, g->c, cols, 1.0, b->p, cols,
+                            g->m * cols, b->v, g->c, g->c * cols, beta, gu, g->c, g->m * g->c,
+                            P);
+            } else { /* gu += p v^T (36 times (M, cols) (C, cols)^T) */
+                em_wg_input_transform(g, b->xt, t0, t1, b->v);
+                em_cpu_gemm(EM_F32, false, true, g->m, g->c, cols, 1.0, b->p, cols,
+                            g->m * cols, b->v, cols, g->c * cols, beta, gu, g->c, g->m * g->c,
+                            P);
+            }
         }
     }
 }

@@ -54,6 +54,12 @@ typedef float wg_four __attribute__((vector_size(4 * sizeof(float)), aligned(4))
 #define WG_UNPACK_HI 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31
 #define WG_PAIRS_LO 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29
 #define WG_PAIRS_HI 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
+/* and of the 4-lane groups among vectors: groups 0 and 2, or 1 and 3, of two vectors in turn;
+ * the low or high halves of two */
+#define WG_GROUPS_EVEN 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27
+#define WG_GROUPS_ODD 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
+#define WG_HALVES_LO 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23
+#define WG_HALVES_HI 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
 
 #define WG_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
 
@@ -98,6 +104,12 @@ void em_wg_input_transform(const em_wg_geom *g, const float *xt, int64_t t0, int
                            float *v)
 {
     WG_CALL(input_transform, g, xt, t0, t1, v);
+}
+
+void em_wg_input_transform_t(const em_wg_geom *g, const float *xt, int64_t t0, int64_t t1,
+                             float *vt)
+{
+    WG_CALL(input_transform_t, g, xt, t0, t1, vt);
 }
 
 void em_wg_output_transform(const em_wg_geom *g, const float *p, int64_t t0, int64_t t1,

@@ -39,6 +39,26 @@ WG_FN(transpose4)(const wg_vec v[4], wg_vec t[4])
     t[3] = __builtin_shufflevector(hi01, hi23, WG_PAIRS_HI);
 }
 
+/* The full 16x16 transpose: out[l] holds element l of v[0..15]. Transposes of 4x4 inside groups
+ * of 4 lanes, then of the 4-lane groups among each 4 vectors. */
+WG_TARGET __attribute__((always_inline)) static inline void
+WG_FN(transpose16)(const wg_vec v[L], wg_vec out[L])
+{
+    wg_vec t[4][4]; /* t[g][k], group q: elements 4q + k of v[4g..4g+3] */
+    for (int g = 0; g < 4; g++)
+        WG_FN(transpose4)(v + 4 * g, t[g]);
+    for (int k = 0; k < 4; k++) {
+        const wg_vec u0 = __builtin_shufflevector(t[0][k], t[1][k], WG_GROUPS_EVEN);
+        const wg_vec u1 = __builtin_shufflevector(t[0][k], t[1][k], WG_GROUPS_ODD);
+        const wg_vec u2 = __builtin_shufflevector(t[2][k], t[3][k], WG_GROUPS_EVEN);
+        const wg_vec u3 = __builtin_shufflevector(t[2][k], t[3][k], WG_GROUPS_ODD);
+        out[k] = __builtin_shufflevector(u0, u2, WG_HALVES_LO);
+        out[4 + k] = __builtin_shufflevector(u1, u3, WG_HALVES_LO);
+        out[8 + k] = __builtin_shufflevector(u0, u2, WG_HALVES_HI);
+        out[12 + k] = __builtin_shufflevector(u1, u3, WG_HALVES_HI);
+    }
+}
+
 /* u (36, M, C) = G k G^T for each kernel k (3, 3), in double, 16 input channels c0.. at a time:
  * k[t] holds tap t of their kernels, the lanes past C zero. Without contracting a multiply and
  * an add into one FMA: the compiler does so differently for one AVX-512 register and two AVX2
@@ -173,6 +193,35 @@ WG_TARGET static void WG_FN(input_transform)(const em_wg_geom *g, const float *x
         WG_FN(apply)(EM_WG_A, EM_WG_A, wg_bt, EM_WG_A, tmp, L, EM_WG_A * L, v + ct * L, vstride,
                      EM_WG_A * vstride);
     }
+}
+
+/* vt (36, nt*16, C) = the transforms of input_transform with each point's matrix transposed:
+ * row tile*16 + lane holds the C channels, for a product that reads them as rows. C a
+ * multiple of 16: each tile's 16 channels c0.. go through a 16x16 transpose per point. */
+WG_TARGET static void WG_FN(input_transform_t)(const em_wg_geom *g, const float *xt, int64_t t0,
+                                               int64_t t1, float *vt)
+{
+    const int64_t nt = t1 - t0, pstride = nt * L * g->c, row = g->wp * L;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t c0 = 0; c0 < g->c; c0 += L) {
+            wg_vec pts[EM_WG_P][L]; /* B^T d B of channels c0.. (36 points, 16 channels) */
+            for (int j = 0; j < L; j++) {
+                const float *d = xt + (((c0 + j) * g->hp + t / g->tw * EM_WG_M) * g->wp +
+                                       t % g->tw * EM_WG_M) * L;
+                float tmp[EM_WG_P * L]; /* B^T d (6, 6, 16) */
+                WG_FN(apply)(EM_WG_A, EM_WG_A, wg_bt, EM_WG_A, d, row, L, tmp, EM_WG_A * L, L);
+                /* point s * 6 + r at pts[s * 6 + r], as input_transform orders them */
+                WG_FN(apply)(EM_WG_A, EM_WG_A, wg_bt, EM_WG_A, tmp, L, EM_WG_A * L,
+                             (float *)&pts[0][j], L * L, EM_WG_A * L * L);
+            }
+            for (int pt = 0; pt < EM_WG_P; pt++) {
+                wg_vec lanes[L];
+                WG_FN(transpose16)(pts[pt], lanes);
+                float *dst = vt + pt * pstride + (t - t0) * L * g->c + c0;
+                for (int l = 0; l < L; l++)
+                    *(wg_vec *)(dst + l * g->c) = lanes[l];
+            }
+        }
 }
 
 /* Row i of one output tile, out (4, 16) plus bias, into images [n0, n0 + lanes) of y: four

@@ -46,6 +46,10 @@ void em_wg_interleave(const float *x, int64_t planes, int64_t h, int64_t w, int6
  * v (36, C, nt, 16) = B^T d B for each 6x6 tile d of the interleaved planes xt (C, Hp, Wp, 16). */
 void em_wg_input_transform(const em_wg_geom *g, const float *xt, int64_t t0, int64_t t1,
                            float *v);
+/* vt (36, nt*16, C): the same transforms with each point's (C, nt*16) matrix transposed, C a
+ * multiple of 16. */
+void em_wg_input_transform_t(const em_wg_geom *g, const float *xt, int64_t t0, int64_t t1,
+                             float *vt);
 /* Images [n0, n0 + lanes) of y (n, M, H_out, W_out) = bias + A^T p A for each tile of p
  * (36, M, nt, 16), the outputs past the edge dropped. */
 void em_wg_output_transform(const em_wg_geom *g, const float *p, int64_t t0, int64_t t1,

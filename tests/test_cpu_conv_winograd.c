@@ -156,6 +156,9 @@ Test(cpu_conv_winograd, edges_padding_and_partial_chunks)
     }
     check_winograd(conv_test_shape(33, 3, 9, 13, 5, 3, 3, 1, 1, 1, 2, 1, 1, 1));
     check_winograd(conv_test_shape(2, 4, 3, 3, 2, 3, 3, 1, 1, 0, 0, 1, 1, 1));
+    /* input channels a multiple of 16: grad_weight's transposed transforms (one group, three) */
+    check_winograd(conv_test_shape(19, 16, 9, 7, 5, 3, 3, 1, 1, 1, 0, 1, 1, 1));
+    check_winograd(conv_test_shape(3, 48, 6, 11, 3, 3, 3, 1, 1, 2, 1, 1, 1, 1));
 }
 
 /* Every output is computed in one fixed order, and grad_weight adds fixed blocks in order,
