@@ -47,8 +47,10 @@ EM_AVX512 static void pool_planes_avx512(const em_pool2d_shape *s, const float *
                 const __mmask16 lo = first_lanes(2 * n), hi = first_lanes(2 * n - 16);
                 const __mmask16 keep = first_lanes(n);
                 const float *a = r0 + 2 * ow, *b = r1 + 2 * ow;
-                const __m512 a0 = _mm512_maskz_loadu_ps(lo, a), a1 = _mm512_maskz_loadu_ps(hi, a + 16);
-                const __m512 b0 = _mm512_maskz_loadu_ps(lo, b), b1 = _mm512_maskz_loadu_ps(hi, b + 16);
+                const __m512 a0 = _mm512_maskz_loadu_ps(lo, a);
+                const __m512 a1 = _mm512_maskz_loadu_ps(hi, a + 16);
+                const __m512 b0 = _mm512_maskz_loadu_ps(lo, b);
+                const __m512 b1 = _mm512_maskz_loadu_ps(hi, b + 16);
                 const __m512 taps[4] = {_mm512_permutex2var_ps(a0, even, a1),
                                         _mm512_permutex2var_ps(a0, odd, a1),
                                         _mm512_permutex2var_ps(b0, even, b1),
@@ -124,9 +126,11 @@ EM_AVX512 static void pool_grad_planes_avx512(const em_pool2d_shape *s, const fl
                 const __m512 t2 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, row), gv);
                 const __m512 t3 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, row1), gv);
                 _mm512_mask_storeu_ps(g0 + 2 * ow, lo_keep, _mm512_permutex2var_ps(t0, lo, t1));
-                _mm512_mask_storeu_ps(g0 + 2 * ow + 16, hi_keep, _mm512_permutex2var_ps(t0, hi, t1));
+                _mm512_mask_storeu_ps(g0 + 2 * ow + 16, hi_keep,
+                                      _mm512_permutex2var_ps(t0, hi, t1));
                 _mm512_mask_storeu_ps(g1 + 2 * ow, lo_keep, _mm512_permutex2var_ps(t2, lo, t3));
-                _mm512_mask_storeu_ps(g1 + 2 * ow + 16, hi_keep, _mm512_permutex2var_ps(t2, hi, t3));
+                _mm512_mask_storeu_ps(g1 + 2 * ow + 16, hi_keep,
+                                      _mm512_permutex2var_ps(t2, hi, t3));
             }
             for (int64_t col = 2 * w_out; col < w; col++)
                 g0[col] = g1[col] = 0;
@@ -189,7 +193,8 @@ static void pool_block4(const float *r0, const float *r1, int64_t w, int64_t ow,
         __m128i idx = _mm_add_epi32(start, off), zero = _mm_setzero_si128();
         if (relu) {
             const __m128i keep = _mm_castps_si128(positive);
-            idx = _mm_or_si128(_mm_and_si128(keep, idx), _mm_andnot_si128(keep, _mm_set1_epi32(-1)));
+            idx = _mm_or_si128(_mm_and_si128(keep, idx),
+                               _mm_andnot_si128(keep, _mm_set1_epi32(-1)));
             zero = _mm_srai_epi32(idx, 31); /* the high words of -1 */
         }
         _mm_storeu_si128((__m128i *)(argmax + ow), _mm_unpacklo_epi32(idx, zero));

@@ -63,7 +63,8 @@ WG_FN(transpose16)(const wg_vec v[L], wg_vec out[L])
  * k[t] holds tap t of their kernels, the lanes past C zero. Without contracting a multiply and
  * an add into one FMA: the compiler does so differently for one AVX-512 register and two AVX2
  * ones, and both bodies must give the same bits. */
-WG_TARGET WG_NO_CONTRACT static void WG_FN(weights)(const em_wg_geom *g, const float *w, bool flip, float *u)
+WG_TARGET WG_NO_CONTRACT static void WG_FN(weights)(const em_wg_geom *g, const float *w,
+                                                     bool flip, float *u)
 {
     const int64_t cblocks = (g->c + L - 1) / L;
     #pragma omp parallel for if (g->m * g->c * EM_WG_P >= EM_CPU_PARALLEL_MIN) \
@@ -74,7 +75,8 @@ WG_TARGET WG_NO_CONTRACT static void WG_FN(weights)(const em_wg_geom *g, const f
         wg_dvec k[9] = {0}, gk[EM_WG_A * 3]; /* the kernels (3, 3); G k (6, 3) */
         for (int t = 0; t < 9; t++)
             for (int l = 0; l < nc; l++)
-                k[t][l] = flip ? w[((c0 + l) * g->m + m) * 9 + 8 - t] : w[(m * g->c + c0 + l) * 9 + t];
+                k[t][l] = flip ? w[((c0 + l) * g->m + m) * 9 + 8 - t]
+                               : w[(m * g->c + c0 + l) * 9 + t];
         #pragma GCC unroll 6
         for (int i = 0; i < EM_WG_A; i++)
             #pragma GCC unroll 3
@@ -99,7 +101,8 @@ WG_TARGET WG_NO_CONTRACT static void WG_FN(weights)(const em_wg_geom *g, const f
 
 /* gw (M, C, 3, 3) = G^T gu G for each (m, c) of gu (36, M, C), in double, 16 input channels
  * c0.. at a time, without contraction (as above). */
-WG_TARGET WG_NO_CONTRACT static void WG_FN(weights_back)(const em_wg_geom *g, const float *gu, float *gw)
+WG_TARGET WG_NO_CONTRACT static void WG_FN(weights_back)(const em_wg_geom *g, const float *gu,
+                                                          float *gw)
 {
     const int64_t cblocks = (g->c + L - 1) / L, mc_n = g->m * g->c;
     #pragma omp parallel for if (mc_n * EM_WG_P >= EM_CPU_PARALLEL_MIN) \
@@ -181,18 +184,24 @@ WG_TARGET static void WG_FN(interleave)(const float *x, int64_t planes, int64_t 
     }
 }
 
+/* B^T d B of tile t of channel c of the interleaved planes xt: point s * 6 + r of the 36 at
+ * out + r * out_r + s * out_s (16 lanes each). */
+WG_TARGET __attribute__((always_inline)) static inline void
+WG_FN(input_tile)(const em_wg_geom *g, const float *xt, int64_t c, int64_t t, float *out,
+                  int64_t out_r, int64_t out_s)
+{
+    const float *d = xt + ((c * g->hp + t / g->tw * EM_WG_M) * g->wp + t % g->tw * EM_WG_M) * L;
+    float tmp[EM_WG_P * L]; /* B^T d (6, 6, 16) */
+    WG_FN(apply)(EM_WG_A, EM_WG_A, wg_bt, EM_WG_A, d, g->wp * L, L, tmp, EM_WG_A * L, L);
+    WG_FN(apply)(EM_WG_A, EM_WG_A, wg_bt, EM_WG_A, tmp, L, EM_WG_A * L, out, out_r, out_s);
+}
+
 WG_TARGET static void WG_FN(input_transform)(const em_wg_geom *g, const float *xt, int64_t t0,
                                              int64_t t1, float *v)
 {
-    const int64_t nt = t1 - t0, vstride = g->c * nt * L, row = g->wp * L;
-    for (int64_t ct = 0; ct < g->c * nt; ct++) {
-        const int64_t c = ct / nt, t = t0 + ct % nt;
-        const float *d = xt + ((c * g->hp + t / g->tw * EM_WG_M) * g->wp + t % g->tw * EM_WG_M) * L;
-        float tmp[EM_WG_P * L]; /* B^T d (6, 6, 16) */
-        WG_FN(apply)(EM_WG_A, EM_WG_A, wg_bt, EM_WG_A, d, row, L, tmp, EM_WG_A * L, L);
-        WG_FN(apply)(EM_WG_A, EM_WG_A, wg_bt, EM_WG_A, tmp, L, EM_WG_A * L, v + ct * L, vstride,
-                     EM_WG_A * vstride);
-    }
+    const int64_t nt = t1 - t0, vstride = g->c * nt * L;
+    for (int64_t ct = 0; ct < g->c * nt; ct++)
+        WG_FN(input_tile)(g, xt, ct / nt, t0 + ct % nt, v + ct * L, vstride, EM_WG_A * vstride);
 }
 
 /* vt (36, nt*16, C) = the transforms of input_transform with each point's matrix transposed:
@@ -201,19 +210,13 @@ WG_TARGET static void WG_FN(input_transform)(const em_wg_geom *g, const float *x
 WG_TARGET static void WG_FN(input_transform_t)(const em_wg_geom *g, const float *xt, int64_t t0,
                                                int64_t t1, float *vt)
 {
-    const int64_t nt = t1 - t0, pstride = nt * L * g->c, row = g->wp * L;
+    const int64_t nt = t1 - t0, pstride = nt * L * g->c;
     for (int64_t t = t0; t < t1; t++)
         for (int64_t c0 = 0; c0 < g->c; c0 += L) {
             wg_vec pts[EM_WG_P][L]; /* B^T d B of channels c0.. (36 points, 16 channels) */
-            for (int j = 0; j < L; j++) {
-                const float *d = xt + (((c0 + j) * g->hp + t / g->tw * EM_WG_M) * g->wp +
-                                       t % g->tw * EM_WG_M) * L;
-                float tmp[EM_WG_P * L]; /* B^T d (6, 6, 16) */
-                WG_FN(apply)(EM_WG_A, EM_WG_A, wg_bt, EM_WG_A, d, row, L, tmp, EM_WG_A * L, L);
-                /* point s * 6 + r at pts[s * 6 + r], as input_transform orders them */
-                WG_FN(apply)(EM_WG_A, EM_WG_A, wg_bt, EM_WG_A, tmp, L, EM_WG_A * L,
-                             (float *)&pts[0][j], L * L, EM_WG_A * L * L);
-            }
+            for (int j = 0; j < L; j++)
+                WG_FN(input_tile)(g, xt, c0 + j, t, (float *)&pts[0][j], L * L,
+                                  EM_WG_A * L * L);
             for (int pt = 0; pt < EM_WG_P; pt++) {
                 wg_vec lanes[L];
                 WG_FN(transpose16)(pts[pt], lanes);

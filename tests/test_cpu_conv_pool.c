@@ -416,8 +416,10 @@ static void check_relu_pool(em_pool2d_shape s, em_dtype dt)
     double *x = tied_negative(nx), *gy = random_f64(ny);
     for (int64_t i = 0; i < nx; i++)
         x[i] += 2;
-    void *kx = dt == EM_F32 ? (void *)to_f32(x, nx) : x, *kgy = dt == EM_F32 ? (void *)to_f32(gy, ny) : gy;
-    void *y0 = malloc((size_t)ny * es), *y1 = malloc((size_t)ny * es), *gx = malloc((size_t)nx * es);
+    void *kx = dt == EM_F32 ? (void *)to_f32(x, nx) : x;
+    void *kgy = dt == EM_F32 ? (void *)to_f32(gy, ny) : gy;
+    void *y0 = malloc((size_t)ny * es), *y1 = malloc((size_t)ny * es);
+    void *gx = malloc((size_t)nx * es);
     int64_t *am0 = malloc((size_t)ny * 8), *am1 = malloc((size_t)ny * 8);
     s.relu = false;
     cr_assert_eq(em_cpu_max_pool2d(&s, dt, kx, y0, am0), EM_KERNEL_OK);
