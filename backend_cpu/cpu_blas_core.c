@@ -4,7 +4,10 @@
  * GFLOP/s instead of 300. When that happened, the backend's discovery runs OpenBLAS's own
  * initialisation again with OPENBLAS_CORETYPE naming the kernel set the CPU's instructions allow,
  * the variable OpenBLAS documents for choosing it by hand. A user's OPENBLAS_CORETYPE always wins,
- * and an OpenBLAS built for one CPU (without these entry points) is left as it is. */
+ * and an OpenBLAS built for one CPU (without these entry points) is left as it is. It also says
+ * whether the chosen set has OpenBLAS's unpacked small-matrix sgemm kernels (cpu_gemm.c cuts
+ * products into blocks they take). */
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +22,7 @@ extern void gotoblas_dynamic_quit(void) __attribute__((weak));
 extern char gotoblas_SKYLAKEX[] __attribute__((weak)); /* present when the set is compiled in */
 extern char gotoblas_HASWELL[] __attribute__((weak));
 extern char *openblas_get_corename(void);
+extern char *openblas_get_config(void);
 
 static char chosen_from[32]; /* the core OpenBLAS took the CPU for, when ember chose another */
 
@@ -57,12 +61,43 @@ void em_cpu_blas_choose_core(void)
     unsetenv("OPENBLAS_CORETYPE"); /* programs ember starts see the user's environment */
 }
 
+/* Whether this OpenBLAS is 0.3.17 or newer (its config string starts "OpenBLAS 0.3.21 ..."). */
+static bool has_small_matrix_path(void)
+{
+    static atomic_int known = -1;
+    int v = atomic_load_explicit(&known, memory_order_relaxed);
+    if (v < 0) {
+        int major = 0, minor = 0, patch = 0;
+        const char *config = openblas_get_config();
+        v = config && sscanf(config, "OpenBLAS %d.%d.%d", &major, &minor, &patch) == 3 &&
+            major * 10000 + minor * 100 + patch >= 317;
+        const char *env = getenv("EMBER_SMALL_GEMM");
+        v = v && !(env && env[0] == '0');
+        atomic_store_explicit(&known, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+bool em_cpu_blas_small_kernels(void)
+{
+    static const char *const with_small[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+    const char *core = openblas_get_corename();
+    if (!core || !has_small_matrix_path())
+        return false;
+    for (size_t i = 0; i < sizeof with_small / sizeof *with_small; i++)
+        if (strcasecmp(core, with_small[i]) == 0)
+            return true;
+    return false;
+}
+
 void em_cpu_blas_describe(char *buf, size_t n)
 {
     const char *core = openblas_get_corename();
+    char chosen[96] = "";
     if (chosen_from[0])
-        snprintf(buf, n, "OpenBLAS %s kernels (chosen by ember: OpenBLAS took this CPU for %s)",
-                 core, chosen_from);
-    else
-        snprintf(buf, n, "OpenBLAS %s kernels", core ? core : "unknown");
+        snprintf(chosen, sizeof chosen, " (chosen by ember: OpenBLAS took this CPU for %s)",
+                 chosen_from);
+    snprintf(buf, n, "OpenBLAS %s kernels%s%s", core ? core : "unknown", chosen,
+             em_cpu_blas_small_kernels() ? ", small products unpacked (EMBER_SMALL_GEMM=0: off)"
+                                         : "");
 }

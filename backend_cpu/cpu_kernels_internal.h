@@ -47,6 +47,7 @@ void em_cpu_scratch_free(void *ptr); /* NULL is fine */
  * recognise it; a line naming the set in use ("OpenBLAS SkylakeX kernels") into buf */
 void em_cpu_blas_choose_core(void);
 void em_cpu_blas_describe(char *buf, size_t n);
+bool em_cpu_blas_small_kernels(void);
 
 /* cpu_copy.c: fill, strided copy with dtype conversion */
 int em_cpu_fill(const em_arr *out, double value);

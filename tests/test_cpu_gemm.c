@@ -118,6 +118,20 @@ Test(cpu_gemm, f32_large_products_split_over_threads)
     check_gemm(EM_F32, true, false, 150, 120, 40, 1.0, 0.5, 2, 0);   /* batch < threads */
 }
 
+/* Where OpenBLAS has its unpacked small-matrix kernels (em_cpu_blas_small_kernels), single A B^T
+ * and A^T B products are cut into blocks of 16 or more rows or columns that those kernels take;
+ * sizes with a partial last block, padding, alpha and beta. */
+Test(cpu_gemm, f32_products_in_small_matrix_blocks)
+{
+    em_cpu_blas_choose_core(); /* as the backend's discovery does: the widest kernel set */
+    cr_log_info("OpenBLAS small-matrix kernels: %s", em_cpu_blas_small_kernels() ? "yes" : "no");
+    check_gemm(EM_F32, false, true, 40, 150, 70, 1.0, 0.0, 1, 0);  /* 16 columns per block */
+    check_gemm(EM_F32, false, true, 40, 150, 70, -0.5, 1.0, 1, 3);
+    check_gemm(EM_F32, true, false, 100, 300, 50, 1.0, 0.0, 1, 2);  /* 64 rows per block */
+    check_gemm(EM_F32, true, false, 100, 300, 50, 2.0, 1.0, 1, 0);
+    check_gemm(EM_F32, false, true, 40, 150, 20, 1.0, 0.0, 1, 0);  /* K < 32: packed */
+}
+
 Test(cpu_gemm, f64_all_transposes)
 {
     for (int t = 0; t < 4; t++) {
