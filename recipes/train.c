@@ -25,6 +25,11 @@ em_dataset *em_fashion_mnist(const char *data_dir, bool train, bool flat)
     return em_dataset_idx(images, labels, (em_idx_opts){.flat = flat});
 }
 
+int em_recipe_default_workers(em_device device)
+{
+    return device == EM_CPU ? 0 : 2;
+}
+
 em_optim *em_recipe_optimizer(const char *name, em_module *model, double lr, double momentum)
 {
     if (!strcmp(name, "sgd"))

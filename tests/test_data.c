@@ -68,6 +68,28 @@ static void write_idx_pair(const char *images, const char *labels, bool gz)
     write_file(labels, lab, sizeof lab, gz);
 }
 
+/* One 16x16 image holding every level 0..255 reads back as level / 255 in f32, bit for bit. */
+Test(data, idx_levels_are_the_f32_quotients_by_255)
+{
+    uint8_t img[16 + 256] = {0, 0, 0x08, 3, 0, 0, 0, 1, 0, 0, 0, 16, 0, 0, 0, 16};
+    for (int v = 0; v < 256; v++)
+        img[16 + v] = (uint8_t)v;
+    uint8_t lab[8 + 1] = {0, 0, 0x08, 1, 0, 0, 0, 1, 4};
+    const char *im = tmp_path("levels.idx"), *lb = tmp_path("levels_lb.idx");
+    write_file(im, img, sizeof img, false);
+    write_file(lb, lab, sizeof lab, false);
+    em_dataset *ds = em_dataset_idx(im, lb, (em_idx_opts){.flat = true});
+    cr_assert_not_null(ds, "%s", em_error());
+    float x[256];
+    int64_t y;
+    cr_assert_eq(em_dataset_get(ds, 0, x, &y), EM_OK);
+    for (int v = 0; v < 256; v++) {
+        volatile float want = (float)v / 255.0f; /* one f32 division, as PyTorch's ToTensor */
+        cr_assert_eq(x[v], want, "level %d: %.9g, want %.9g", v, x[v], want);
+    }
+    em_dataset_free(ds);
+}
+
 static void check_idx(bool gz, bool flat)
 {
     const char *im = tmp_path(gz ? "im.idx.gz" : "im.idx");

@@ -171,8 +171,6 @@ static double ember_gpt_tokens_per_s(const em_gpt_text *text, int steps)
     return result;
 }
 
-#define TRAIN_WORKERS 2 /* ember train's default */
-
 /* The clock at each of `ember train`'s steps (an on_step callback). */
 typedef struct {
     double *at; /* (n) */
@@ -393,7 +391,8 @@ int em_bench_train(int argc, char **argv)
             c->torch[r] = round_torch.sps[i];
             c->bound[r] = gpu ? 0 : em_gemm_bound_gflops(c->layers, c->n_layers, cases[i].batch,
                                                          threads, 20);
-            c->train[r] = train_samples_per_s(&b, &cases[i], data_dir, TRAIN_WORKERS,
+            c->train[r] = train_samples_per_s(&b, &cases[i], data_dir,
+                                              em_recipe_default_workers(b.device),
                                               case_steps(&cases[i], gpu, steps));
         }
         if (gpt) {
@@ -407,7 +406,7 @@ int em_bench_train(int argc, char **argv)
     em_gpt_text_free(&text);
     char about[256];
     bench_run_info info = {.device = device, .amp = amp, .threads = threads, .rounds = rounds,
-                           .train_workers = TRAIN_WORKERS,
+                           .train_workers = em_recipe_default_workers(b.device),
                            .about = em_device_describe(b.device, about, sizeof about)};
     bench_case_result results[N_MAX_CASES] = {0};
     case_medians(&b, per_case, rounds, results);

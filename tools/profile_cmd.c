@@ -38,7 +38,7 @@ int em_cmd_profile(int argc, char **argv)
 {
     const char *recipe = NULL, *trace = NULL, *data_dir = NULL, *amp = "off";
     int64_t steps = 20, warmup = 5, batch = 0;
-    int threads = 0, workers = 2;
+    int threads = 0, workers = em_recipe_default_workers(EM_CPU);
     const em_opt opts[] = {
         {"steps", EM_OPT_INT64, &steps, "N", "micro-batches profiled (default 20)",
          .range = EM_RANGE(1, 100000)},
@@ -51,7 +51,7 @@ int em_cmd_profile(int argc, char **argv)
         {"amp", EM_OPT_CHOICE, &amp, NULL, "mixed precision (f16 adds a grad scaler)",
          .choices = "f16|bf16|off"},
         {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
-        {"workers", EM_OPT_INT, &workers, "N", "data loader threads (default 2)",
+        {"workers", EM_OPT_INT, &workers, "N", "data loader threads (default 0: the steps' threads hold the cores)",
          .range = EM_RANGE(0, 256)},
         {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
         {0}};

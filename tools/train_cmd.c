@@ -156,7 +156,7 @@ int em_cli_device(const char *command, const char *name, bool tf32, em_device *o
 
 int em_cmd_train(int argc, char **argv)
 {
-    em_train_opts o = {.workers = 2, .progress = true};
+    em_train_opts o = {.workers = -1, .progress = true};
     const char *recipe = NULL, *amp = "off", *profile_steps = NULL, *preset = NULL;
     const char *device = "cpu";
     int threads = 0;
@@ -176,7 +176,7 @@ int em_cmd_train(int argc, char **argv)
         {"preset", EM_OPT_CHOICE, &preset, NULL, "a bundle of techniques; options given here "
          "win", .choices = EM_RECIPE_PRESETS},
         {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
-        {"workers", EM_OPT_INT, &o.workers, "N", "data loader threads (default 2)",
+        {"workers", EM_OPT_INT, &o.workers, "N", "data loader threads (default: 0 on the CPU, 2 on a GPU)",
          .range = EM_RANGE(0, 256)},
         {"seed", EM_OPT_UINT64, &o.seed, "N", .help = "random seed (default 0)"},
         {"data", EM_OPT_STRING, &o.data_dir, "DIR",
@@ -238,6 +238,8 @@ int em_cmd_train(int argc, char **argv)
     int bad_device = em_cli_device(spec.command, device, tf32, &o.device);
     if (bad_device)
         return bad_device;
+    if (o.workers < 0)
+        o.workers = em_recipe_default_workers(o.device);
     if (o.save_path && em_atomic_check(o.save_path) != EM_OK) { /* before any data loads */
         fprintf(stderr, "ember train: --save: %s\n", em_error());
         return 2;
