@@ -68,26 +68,27 @@ static void blas1(em_dtype dt, const gemm_dims *g, const void *a, const void *b,
                     a, (int)g->lda, b, (int)g->ldb, g->beta, c, (int)g->ldc);
 }
 
-/* Block p of one product, `step` rows of C (and op(A)) when split_rows, else columns. */
+/* How one product's C is cut: blocks of `rows` x `cols`, K in passes of `depth` over a block
+ * (the first with the product's beta, the rest adding in). */
+typedef struct {
+    int64_t rows, cols, depth;
+} gemm_cut;
+
+/* Rows [r0, r1) and columns [c0, c1) of one product's C. */
 static void gemm_block(em_dtype dt, const gemm_dims *g, const char *a, const char *b, char *c,
-                       bool split_rows, int64_t step, int64_t p)
+                       const gemm_cut *cut, int64_t r0, int64_t c0)
 {
     size_t es = em_dtype_size(dt);
-    int64_t len = split_rows ? g->m : g->n;
-    int64_t lo = p * step, hi = lo + step < len ? lo + step : len;
-    if (lo >= hi)
-        return;
     gemm_dims sub = *g;
-    if (split_rows) {
-        sub.m = hi - lo;
-        a += (size_t)(g->ta ? lo : lo * g->lda) * es;
-        c += (size_t)(lo * g->ldc) * es;
-    } else {
-        sub.n = hi - lo;
-        b += (size_t)(g->tb ? lo * g->ldb : lo) * es;
-        c += (size_t)lo * es;
+    sub.m = g->m - r0 < cut->rows ? g->m - r0 : cut->rows;
+    sub.n = g->n - c0 < cut->cols ? g->n - c0 : cut->cols;
+    for (int64_t k0 = 0; k0 < g->k; k0 += cut->depth) {
+        sub.k = g->k - k0 < cut->depth ? g->k - k0 : cut->depth;
+        sub.beta = k0 ? 1.0 : g->beta;
+        const char *ak = a + (size_t)(g->ta ? k0 * g->lda + r0 : r0 * g->lda + k0) * es;
+        const char *bk = b + (size_t)(g->tb ? c0 * g->ldb + k0 : k0 * g->ldb + c0) * es;
+        blas1(dt, &sub, ak, bk, c + (size_t)(r0 * g->ldc + c0) * es);
     }
-    blas1(dt, &sub, a, b, c);
 }
 
 /* OpenBLAS's rule for its unpacked small-matrix kernels (sgemm_small_kernel_permit of the
@@ -96,57 +97,86 @@ static void gemm_block(em_dtype dt, const gemm_dims *g, const char *a, const cha
 #define SMALL_MAX_MNK 1000000
 #define SMALL_MAX_C 1200
 #define SMALL_MIN_K 32
+/* An A^T B cut into blocks of rows and columns paid at K 64 (a batch of 64) and lost at 256:
+ * 512x784 weight gradients on one thread, K 64: 414 -> 342 us, K 256: 1449 -> 1755 us. */
+#define SMALL_GRID_MAX_K 64
 
-/* Rows (split_rows) or columns of C per block that OpenBLAS multiplies with its small-matrix
- * kernels, or 0 where it would not. Those kernels read A and B where they lie — no copy into
- * packed panels, no pass zeroing C first — and on the MLP's batch-64 products, cut into such
- * blocks, they ran 20-30% faster than the packed kernels on the whole (x @ w^T 64x512x784:
- * 260 -> 208 us; the weight gradient's A^T B, 512x784x64: 270 -> 188 us; two threads). Only
- * those two forms: cutting the plain A B of an input gradient gained nothing there and slowed
- * the optimizer's pass after it (122 -> 152 us), and OpenBLAS never takes the TT form. */
-static int64_t small_block(const gemm_dims *g, bool split_rows)
+/* len cut into equal pieces of at most `most` (a multiple of SPLIT_ALIGN), each rounded up to
+ * a multiple of SPLIT_ALIGN. */
+static int64_t even_piece(int64_t len, int64_t most)
 {
+    int64_t pieces = (len + most - 1) / most;
+    return ((len + pieces - 1) / pieces + SPLIT_ALIGN - 1) / SPLIT_ALIGN * SPLIT_ALIGN;
+}
+
+/* The cut that makes every block a product OpenBLAS multiplies with its small-matrix kernels,
+ * or rows 0 where there is none or the whole product already is one. Those kernels read A and B
+ * where they lie — no copy into packed panels, no pass zeroing C first. Only the A^T B of a
+ * weight gradient (blocks of rows, and of columns where rows alone are too big and K is small)
+ * and the A B^T of x @ w^T (blocks of columns, K in passes where needed); measured on two
+ * threads, 64x512x784
+ * x @ w^T 260 -> 208 us, its 512x784x64 weight gradient 270 -> 188 us, and on one thread the
+ * CNN's 64x128x3136 x @ w^T (four passes of K 784) 505 -> 392 us, its 128x3136x64 gradient
+ * (blocks of 16 x 784) 457 -> 348 us. Cutting an input gradient's plain A B gained nothing and
+ * slowed the optimizer's pass after it (122 -> 152 us); OpenBLAS never takes the TT form. */
+static gemm_cut small_cut(const gemm_dims *g)
+{
+    const gemm_cut none = {0, 0, 0};
     if (g->ta == g->tb || !em_cpu_blas_small_kernels())
-        return 0;
-    int64_t other = split_rows ? g->n : g->m;
-    int64_t most = SMALL_MAX_MNK / (other * g->k);
-    if (g->tb) {
-        if (g->k < SMALL_MIN_K)
-            return 0;
-        most = most < SMALL_MAX_C / other ? most : SMALL_MAX_C / other;
+        return none;
+    if (g->ta) {
+        int64_t rows = SMALL_MAX_MNK / (g->n * g->k) / SPLIT_ALIGN * SPLIT_ALIGN;
+        if (rows >= SPLIT_ALIGN)
+            return rows < g->m ? (gemm_cut){even_piece(g->m, rows), g->n, g->k} : none;
+        int64_t cols = SMALL_MAX_MNK / (SPLIT_ALIGN * g->k) / SPLIT_ALIGN * SPLIT_ALIGN;
+        return cols >= SPLIT_ALIGN && g->k <= SMALL_GRID_MAX_K
+                   ? (gemm_cut){SPLIT_ALIGN, even_piece(g->n, cols), g->k}
+                   : none;
     }
-    return most / SPLIT_ALIGN * SPLIT_ALIGN;
+    int64_t cols = SMALL_MAX_C / g->m / SPLIT_ALIGN * SPLIT_ALIGN;
+    if (cols < SPLIT_ALIGN || g->k < SMALL_MIN_K || cols >= g->n)
+        return none;
+    int64_t depth = SMALL_MAX_MNK / (g->m * cols), passes = (g->k + depth - 1) / depth;
+    depth = (g->k + passes - 1) / passes;
+    return depth >= SMALL_MIN_K ? (gemm_cut){g->m, cols, depth} : none;
+}
+
+/* Without small-kernel blocks: the whole product, or where threads would idle one block per
+ * thread, rows of C when A comes transposed (a weight gradient: rows ran faster than columns,
+ * 512x784x64 in 2 blocks 256 -> 229 us) or C is taller than wide, else columns. */
+static gemm_cut thread_cut(const gemm_dims *g, int nt, int64_t batch)
+{
+    gemm_cut cut = {g->m, g->n, g->k};
+    if (nt < 2 || batch >= nt || g->m * g->n * g->k < PARALLEL_MIN_MNK)
+        return cut;
+    bool split_rows = g->ta || g->m >= g->n;
+    int64_t len = split_rows ? g->m : g->n, most = (len + SPLIT_ALIGN - 1) / SPLIT_ALIGN;
+    int64_t parts = nt < most ? nt : most;
+    int64_t step = ((len + parts - 1) / parts + SPLIT_ALIGN - 1) / SPLIT_ALIGN * SPLIT_ALIGN;
+    *(split_rows ? &cut.rows : &cut.cols) = step;
+    return cut;
 }
 
 /* f32/f64 batched product: whole products over threads when the batch fills them; a single f32
- * product in small-kernel blocks where it can be (small_block), else cut into one block per
- * thread. Blocks are rows of C when A comes transposed (a weight gradient: rows ran faster than
- * columns, 512x784x64 in 2 blocks 256 -> 229 us) or C is taller than wide, else columns. */
+ * product in small-kernel blocks where it can be, else cut into one block per thread. */
 static void real_gemm(em_dtype dt, const gemm_dims *g, const void *a, int64_t stride_a,
                       const void *b, int64_t stride_b, void *c, int64_t stride_c, int64_t batch)
 {
     size_t es = em_dtype_size(dt);
     int nt = em_cpu_threads();
-    int64_t mnk = g->m * g->n * g->k, parts = 1;
-    bool split_rows = g->ta || g->m >= g->n;
-    int64_t len = split_rows ? g->m : g->n, step = len;
-    int64_t small = dt == EM_F32 && batch == 1 ? small_block(g, split_rows) : 0;
-    if (small > 0 && small < len) {
-        step = small;
-        parts = (len + step - 1) / step;
-    } else if (nt > 1 && batch < nt && mnk >= PARALLEL_MIN_MNK) {
-        int64_t most = (len + SPLIT_ALIGN - 1) / SPLIT_ALIGN;
-        parts = nt < most ? nt : most;
-        step = ((len + parts - 1) / parts + SPLIT_ALIGN - 1) / SPLIT_ALIGN * SPLIT_ALIGN;
-    }
-    int64_t tasks = batch * parts;
-    #pragma omp parallel for if (nt > 1 && tasks > 1 && batch * mnk >= PARALLEL_MIN_MNK) \
-            num_threads(nt)
+    gemm_cut cut = dt == EM_F32 && batch == 1 ? small_cut(g) : (gemm_cut){0, 0, 0};
+    if (!cut.rows)
+        cut = thread_cut(g, nt, batch);
+    int64_t col_blocks = (g->n + cut.cols - 1) / cut.cols;
+    int64_t parts = (g->m + cut.rows - 1) / cut.rows * col_blocks, tasks = batch * parts;
+    #pragma omp parallel for if (nt > 1 && tasks > 1 && batch * g->m * g->n * g->k >= \
+                                 PARALLEL_MIN_MNK) num_threads(nt)
     for (int64_t t = 0; t < tasks; t++) {
-        int64_t i = t / parts;
+        int64_t i = t / parts, p = t % parts;
         gemm_block(dt, g, (const char *)a + (size_t)(i * stride_a) * es,
                    (const char *)b + (size_t)(i * stride_b) * es,
-                   (char *)c + (size_t)(i * stride_c) * es, split_rows, step, t % parts);
+                   (char *)c + (size_t)(i * stride_c) * es, &cut, p / col_blocks * cut.rows,
+                   p % col_blocks * cut.cols);
     }
 }
 

@@ -119,8 +119,9 @@ Test(cpu_gemm, f32_large_products_split_over_threads)
 }
 
 /* Where OpenBLAS has its unpacked small-matrix kernels (em_cpu_blas_small_kernels), single A B^T
- * and A^T B products are cut into blocks of 16 or more rows or columns that those kernels take;
- * sizes with a partial last block, padding, alpha and beta. */
+ * and A^T B products are cut into blocks those kernels take: rows or columns of 16 or more,
+ * both where needed, and K in passes that add into C; sizes with a partial last block, padding,
+ * alpha and beta. */
 Test(cpu_gemm, f32_products_in_small_matrix_blocks)
 {
     em_cpu_blas_choose_core(); /* as the backend's discovery does: the widest kernel set */
@@ -130,6 +131,10 @@ Test(cpu_gemm, f32_products_in_small_matrix_blocks)
     check_gemm(EM_F32, true, false, 100, 300, 50, 1.0, 0.0, 1, 2);  /* 64 rows per block */
     check_gemm(EM_F32, true, false, 100, 300, 50, 2.0, 1.0, 1, 0);
     check_gemm(EM_F32, false, true, 40, 150, 20, 1.0, 0.0, 1, 0);  /* K < 32: packed */
+    check_gemm(EM_F32, false, true, 64, 40, 2000, 1.0, 0.0, 1, 1); /* K in 3 passes */
+    check_gemm(EM_F32, false, true, 64, 40, 2000, 0.5, 1.0, 1, 0);
+    check_gemm(EM_F32, true, false, 40, 1000, 70, 1.0, 0.0, 1, 0); /* 16 rows x 512 cols */
+    check_gemm(EM_F32, true, false, 40, 1000, 70, -1.0, 1.0, 1, 2);
 }
 
 Test(cpu_gemm, f64_all_transposes)
