@@ -126,6 +126,11 @@ em_tensor *em_max_pool2d(const em_tensor *x, em_pool2d_opts o);
 em_tensor *em_avg_pool2d(const em_tensor *x, em_pool2d_opts o);
 /* max_pool2d(relu(x)) as one op: the same values and gradients, ReLU on the pooled values */
 em_tensor *em_relu_max_pool2d(const em_tensor *x, em_pool2d_opts o);
+/* -log_softmax(x)[i][target[i]] for each row of logits x (N, C) against i64 class indices target
+ * (N): the values and gradient of em_log_softmax then a gather, as one op that keeps each row's
+ * max and log-sum rather than the log-probabilities (the two ops where the backend has no such
+ * kernel). em_cross_entropy runs on it when no class weights, smoothing or ignored index apply. */
+em_tensor *em_cross_entropy_rows(const em_tensor *x, const em_tensor *target);
 
 /* ---- softmax family ---- */
 em_tensor *em_softmax(const em_tensor *t, int dim);

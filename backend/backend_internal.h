@@ -227,6 +227,15 @@ typedef struct em_backend {
     int (*softmax)(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *x, void *y);
     int (*softmax_grad)(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *gy,
                         const void *y, void *gx);
+    /* Optional (NULL: em_cross_entropy composes log_softmax and a gather). Per row of contiguous
+     * (rows, cols) logits loss = -log_softmax(x)[target] as softmax computes it, stats (rows, 2)
+     * the row's max and log-sum; EM_KERNEL_BAD_INDEX for a target outside [0, cols). The
+     * gradient: gx given g (rows), the values log_softmax's rule gives. */
+    int (*cross_entropy)(em_dtype dt, int64_t rows, int64_t cols, const void *x,
+                         const int64_t *target, void *loss, double *stats);
+    int (*cross_entropy_grad)(em_dtype dt, int64_t rows, int64_t cols, const void *x,
+                              const int64_t *target, const double *stats, const void *g,
+                              void *gx);
 
     /* Index arguments are i64 arrays on the device, validated there (EM_KERNEL_BAD_INDEX). */
     /* out = in with dim replaced by idx (1-D, n = out.shape[dim] entries in [0, in.shape[dim])) */

@@ -94,6 +94,11 @@ int em_cpu_avg_pool2d_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy
 
 /* cpu_softmax.c */
 int em_cpu_softmax(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *x, void *y);
+int em_cpu_cross_entropy(em_dtype dt, int64_t rows, int64_t cols, const void *x,
+                         const int64_t *target, void *loss, double *stats);
+int em_cpu_cross_entropy_grad(em_dtype dt, int64_t rows, int64_t cols, const void *x,
+                              const int64_t *target, const double *stats, const void *g,
+                              void *gx);
 int em_cpu_softmax_grad(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *gy,
                         const void *y, void *gx);
 

@@ -1,6 +1,6 @@
 /* CPU softmax and log_softmax over the last dim of contiguous (rows, cols) data, and their
- * gradients: f32 and f64 natively, f16/bf16 through f32. The typed body is
- * cpu_softmax_impl_internal.h. */
+ * gradients: f32 and f64 natively, f16/bf16 through f32; cross-entropy of rows against class
+ * indices (f32, f64). The typed body is cpu_softmax_impl_internal.h. */
 #include <math.h>
 
 #include "backend_cpu/cpu_dense_internal.h"
@@ -78,4 +78,27 @@ int em_cpu_softmax_grad(em_dtype dt, bool log, int64_t rows, int64_t cols, const
     em_cpu_scratch_free(fy);
     em_cpu_scratch_free(fgx);
     return rc;
+}
+
+int em_cpu_cross_entropy(em_dtype dt, int64_t rows, int64_t cols, const void *x,
+                         const int64_t *target, void *loss, double *stats)
+{
+    if (rows < 0 || cols < 0 || (dt != EM_F32 && dt != EM_F64))
+        return EM_KERNEL_UNSUPPORTED;
+    bool ok = dt == EM_F32 ? softmax_xent_f32(rows, cols, x, target, loss, stats)
+                           : softmax_xent_f64(rows, cols, x, target, loss, stats);
+    return ok ? EM_KERNEL_OK : EM_KERNEL_BAD_INDEX;
+}
+
+int em_cpu_cross_entropy_grad(em_dtype dt, int64_t rows, int64_t cols, const void *x,
+                              const int64_t *target, const double *stats, const void *g,
+                              void *gx)
+{
+    if (rows < 0 || cols < 0 || (dt != EM_F32 && dt != EM_F64))
+        return EM_KERNEL_UNSUPPORTED;
+    if (dt == EM_F32)
+        softmax_xent_grad_f32(rows, cols, x, target, stats, g, gx);
+    else
+        softmax_xent_grad_f64(rows, cols, x, target, stats, g, gx);
+    return EM_KERNEL_OK;
 }

@@ -149,6 +149,23 @@ static em_tensor *nll(const em_tensor *lp, const em_tensor *target, em_cross_ent
     return loss;
 }
 
+/* Cross-entropy from logits without class weights, smoothing or an ignored index: one op per row
+ * (em_cross_entropy_rows, the same values as log_softmax and nll), reduced as nll reduces. */
+static em_tensor *plain_cross_entropy(const em_tensor *rows /* (M, C) */,
+                                      const em_tensor *target /* (M) */,
+                                      em_cross_entropy_opts o, const char *fn)
+{
+    nll_targets t;
+    if (!check_targets(rows, target, o, fn, &t))
+        return NULL;
+    em_tensor *per_row = em_cross_entropy_rows(rows, target);
+    if (!per_row) {
+        name_bad_target(rows, target, fn, o);
+        return NULL;
+    }
+    return reduce(per_row, o.reduction, NULL, (double)rows->shape[0]);
+}
+
 /* Input (N, C, d1, ...) and target (N, d1, ...) as the rows (M, C) and (M) the loss works on
  * (classes last); (N, C) and (N) as they are; (C) with a 0-d target as one row. *none_shape gets
  * the shape of the unreduced loss: target's. False with an error naming fn on a shape mismatch. */
@@ -190,8 +207,10 @@ static em_tensor *class_loss(const em_tensor *input, const em_tensor *target,
     em_shape none_shape;
     if (!class_rows(input, target, fn, &rows, &target_rows, &none_shape))
         return NULL;
-    em_tensor *lp = from_logits ? em_log_softmax(rows, 1) : rows;
-    em_tensor *loss = lp ? nll(lp, target_rows, o, fn) : NULL;
+    bool plain = from_logits && !o.weight && o.label_smoothing == 0 && !o.has_ignore_index;
+    em_tensor *lp = from_logits && !plain ? em_log_softmax(rows, 1) : rows;
+    em_tensor *loss = plain ? plain_cross_entropy(rows, target_rows, o, fn)
+                      : lp ? nll(lp, target_rows, o, fn) : NULL;
     return loss && o.reduction == EM_REDUCTION_NONE ? em_reshape(loss, none_shape) : loss;
 }
 

@@ -149,6 +149,11 @@ static em_tensor *smoothed_ce(em_tensor *const *inputs, void *ctx)
     return em_cross_entropy(inputs[0], ctx, o);
 }
 
+static em_tensor *plain_ce(em_tensor *const *inputs, void *ctx)
+{
+    return em_cross_entropy(inputs[0], ctx, (em_cross_entropy_opts){0});
+}
+
 static em_tensor *bce(em_tensor *const *inputs, void *ctx)
 {
     return em_bce_with_logits(inputs[0], ctx, EM_REDUCTION_MEAN);
@@ -158,11 +163,70 @@ Test(nn_losses, gradchecks)
 {
     em_tensor *x = em_gradcheck_leaf(EM_SHAPE(4, 3), -2, 2, 1), *t = target();
     cr_assert(em_gradcheck_default(smoothed_ce, t, &x, 1));
+    cr_assert(em_gradcheck_default(plain_ce, t, &x, 1));
     em_tensor *z = em_gradcheck_leaf(EM_SHAPE(2, 3), -3, 3, 2);
     em_tensor *y = em_from_data(EM_SHAPE(2, 3), EM_F64, (double[]){1, 0, 0.3, 0.5, 1, 0});
     cr_assert(em_gradcheck_default(bce, y, &z, 1));
     em_release(x);
     em_release(z);
+}
+
+/* Bytes of t as f64 or f32 data, for bit-for-bit comparison. */
+static void expect_same_bits(const em_tensor *a, const em_tensor *b, const char *what)
+{
+    cr_assert(a && b, "%s: %s", what, em_error());
+    cr_assert_eq(em_numel(a), em_numel(b), "%s", what);
+    size_t n = (size_t)em_numel(a) * em_dtype_size(a->dtype);
+    cr_assert_eq(a->dtype, b->dtype, "%s", what);
+    cr_assert(em_is_contiguous(a) && em_is_contiguous(b), "%s", what);
+    cr_assert_eq(memcmp(em_data_ptr(a), em_data_ptr(b), n), 0, "%s: the bits differ", what);
+}
+
+/* em_cross_entropy_rows (the fused op em_cross_entropy runs on) against em_log_softmax and a
+ * gather: the same loss and gradient bits, f32 and f64, a narrow and a wide row; and
+ * em_cross_entropy over (N, C, d) input against em_nll_loss of em_log_softmax. */
+Test(nn_losses, fused_cross_entropy_gives_the_composed_bits)
+{
+    const int64_t shapes[2][2] = {{64, 10}, {37, 1000}};
+    for (int d = 0; d < 2; d++)
+        for (int s = 0; s < 2; s++) {
+            em_dtype dt = d ? EM_F64 : EM_F32;
+            int64_t n = shapes[s][0], c = shapes[s][1];
+            em_manual_seed(7 + s);
+            em_tensor *x = em_mul_scalar(em_randn(EM_SHAPE(n, c), dt, NULL), 4.0);
+            em_tensor *t = em_randint(EM_SHAPE(n), EM_I64, 0, c, NULL);
+            em_tensor *w = em_randn(EM_SHAPE(n), dt, NULL); /* a different gradient per row */
+            em_tensor *xa = em_detach(x), *xb = em_detach(x);
+            em_requires_grad_(xa, true);
+            em_requires_grad_(xb, true);
+            em_tensor *fused = em_cross_entropy_rows(xa, t);
+            em_tensor *lp = em_log_softmax(xb, 1);
+            em_tensor *composed = em_neg(em_reshape(
+                em_gather(lp, 1, em_reshape(t, EM_SHAPE(n, 1))), EM_SHAPE(n)));
+            expect_same_bits(fused, composed, "loss");
+            cr_assert_eq(em_backward(em_sum_all(em_mul(fused, w))), EM_OK, "%s", em_error());
+            cr_assert_eq(em_backward(em_sum_all(em_mul(composed, w))), EM_OK, "%s", em_error());
+            expect_same_bits(xa->grad, xb->grad, "gradient");
+        }
+    em_manual_seed(3);
+    em_tensor *x3 = em_randn(EM_SHAPE(4, 5, 6), EM_F32, NULL);
+    em_tensor *t3 = em_randint(EM_SHAPE(4, 6), EM_I64, 0, 5, NULL);
+    em_cross_entropy_opts none = {.reduction = EM_REDUCTION_NONE};
+    expect_same_bits(em_contiguous(em_cross_entropy(x3, t3, none)),
+                     em_contiguous(em_nll_loss(em_log_softmax(x3, 1), t3, none)), "(N, C, d)");
+}
+
+Test(nn_losses, cross_entropy_rows_checks_its_arguments)
+{
+    em_tensor *x = logits();
+    cr_assert_null(em_cross_entropy_rows(x, em_from_data(EM_SHAPE(4), EM_I64,
+                                                          (int64_t[]){0, 3, 1, 1})));
+    cr_assert(strstr(em_error(), "out of range"), "%s", em_error());
+    em_error_clear();
+    cr_assert_null(em_cross_entropy_rows(x, em_zeros(EM_SHAPE(3), EM_I64)));
+    cr_assert(strstr(em_error(), "em_cross_entropy_rows: expected floating-point x (N, C) and "
+                                 "i64 target (N)"), "%s", em_error());
+    em_error_clear();
 }
 
 Test(nn_losses, nll_loss_on_log_probs)
