@@ -7,8 +7,8 @@
 
 /* All CPU parallelism in ember is OpenMP's: OpenBLAS is kept at one thread (its own spinning
  * threads would fight OpenMP's for the cores; measured on 2 cores, a product right after an
- * OpenMP loop ran at half speed) and each product is cut into row or column blocks, one BLAS
- * call per block, spread over OpenMP threads. */
+ * OpenMP loop ran at half speed) and each product is cut into blocks of C (and K into passes
+ * where needed), one BLAS call per block and pass, the blocks spread over OpenMP threads. */
 
 /* A product below this many multiply-adds runs on one thread: the fork costs more than it saves. */
 #define PARALLEL_MIN_MNK (1 << 18)
@@ -74,7 +74,7 @@ typedef struct {
     int64_t rows, cols, depth;
 } gemm_cut;
 
-/* Rows [r0, r1) and columns [c0, c1) of one product's C. */
+/* The block of C at row r0, column c0: cut->rows x cut->cols or what is left at C's edges. */
 static void gemm_block(em_dtype dt, const gemm_dims *g, const char *a, const char *b, char *c,
                        const gemm_cut *cut, int64_t r0, int64_t c0)
 {
@@ -101,39 +101,53 @@ static void gemm_block(em_dtype dt, const gemm_dims *g, const char *a, const cha
  * 512x784 weight gradients on one thread, K 64: 414 -> 342 us, K 256: 1449 -> 1755 us. */
 #define SMALL_GRID_MAX_K 64
 
-/* len cut into equal pieces of at most `most` (a multiple of SPLIT_ALIGN), each rounded up to
- * a multiple of SPLIT_ALIGN. */
+static int64_t align_up(int64_t v)
+{
+    return (v + SPLIT_ALIGN - 1) / SPLIT_ALIGN * SPLIT_ALIGN;
+}
+
+static int64_t align_down(int64_t v)
+{
+    return v / SPLIT_ALIGN * SPLIT_ALIGN;
+}
+
+/* The piece of len cut into `pieces` equal ones, rounded up to a multiple of SPLIT_ALIGN. */
+static int64_t piece_of(int64_t len, int64_t pieces)
+{
+    return align_up((len + pieces - 1) / pieces);
+}
+
+/* len cut into equal pieces of at most `most` (a multiple of SPLIT_ALIGN): the piece. */
 static int64_t even_piece(int64_t len, int64_t most)
 {
-    int64_t pieces = (len + most - 1) / most;
-    return ((len + pieces - 1) / pieces + SPLIT_ALIGN - 1) / SPLIT_ALIGN * SPLIT_ALIGN;
+    return piece_of(len, (len + most - 1) / most);
 }
 
 /* The cut that makes every block a product OpenBLAS multiplies with its small-matrix kernels,
  * or rows 0 where there is none or the whole product already is one. Those kernels read A and B
  * where they lie — no copy into packed panels, no pass zeroing C first. Only the A^T B of a
  * weight gradient (blocks of rows, and of columns where rows alone are too big and K is small)
- * and the A B^T of x @ w^T (blocks of columns, K in passes where needed); measured on two
- * threads, 64x512x784
- * x @ w^T 260 -> 208 us, its 512x784x64 weight gradient 270 -> 188 us, and on one thread the
- * CNN's 64x128x3136 x @ w^T (four passes of K 784) 505 -> 392 us, its 128x3136x64 gradient
- * (blocks of 16 x 784) 457 -> 348 us. Cutting an input gradient's plain A B gained nothing and
- * slowed the optimizer's pass after it (122 -> 152 us); OpenBLAS never takes the TT form. */
+ * and the A B^T of x @ w^T (blocks of columns, K in passes where needed). Measured on two
+ * threads, 64x512x784 x @ w^T 260 -> 208 us, its 512x784x64 weight gradient 270 -> 188 us; on
+ * one thread the CNN's 64x128x3136 x @ w^T (four passes of K 784) 505 -> 392 us, its
+ * 128x3136x64 gradient (blocks of 16 x 784) 457 -> 348 us. Cutting an input gradient's plain
+ * A B gained nothing and slowed the optimizer's pass after it (122 -> 152 us); OpenBLAS never
+ * takes the TT form. */
 static gemm_cut small_cut(const gemm_dims *g)
 {
     const gemm_cut none = {0, 0, 0};
     if (g->ta == g->tb || !em_cpu_blas_small_kernels())
         return none;
     if (g->ta) {
-        int64_t rows = SMALL_MAX_MNK / (g->n * g->k) / SPLIT_ALIGN * SPLIT_ALIGN;
+        int64_t rows = align_down(SMALL_MAX_MNK / (g->n * g->k));
         if (rows >= SPLIT_ALIGN)
             return rows < g->m ? (gemm_cut){even_piece(g->m, rows), g->n, g->k} : none;
-        int64_t cols = SMALL_MAX_MNK / (SPLIT_ALIGN * g->k) / SPLIT_ALIGN * SPLIT_ALIGN;
+        int64_t cols = align_down(SMALL_MAX_MNK / (SPLIT_ALIGN * g->k));
         return cols >= SPLIT_ALIGN && g->k <= SMALL_GRID_MAX_K
                    ? (gemm_cut){SPLIT_ALIGN, even_piece(g->n, cols), g->k}
                    : none;
     }
-    int64_t cols = SMALL_MAX_C / g->m / SPLIT_ALIGN * SPLIT_ALIGN;
+    int64_t cols = align_down(SMALL_MAX_C / g->m);
     if (cols < SPLIT_ALIGN || g->k < SMALL_MIN_K || cols >= g->n)
         return none;
     int64_t depth = SMALL_MAX_MNK / (g->m * cols), passes = (g->k + depth - 1) / depth;
@@ -151,9 +165,7 @@ static gemm_cut thread_cut(const gemm_dims *g, int nt, int64_t batch)
         return cut;
     bool split_rows = g->ta || g->m >= g->n;
     int64_t len = split_rows ? g->m : g->n, most = (len + SPLIT_ALIGN - 1) / SPLIT_ALIGN;
-    int64_t parts = nt < most ? nt : most;
-    int64_t step = ((len + parts - 1) / parts + SPLIT_ALIGN - 1) / SPLIT_ALIGN * SPLIT_ALIGN;
-    *(split_rows ? &cut.rows : &cut.cols) = step;
+    *(split_rows ? &cut.rows : &cut.cols) = piece_of(len, nt < most ? nt : most);
     return cut;
 }
 

@@ -75,8 +75,8 @@ static bool SM_FN(xent)(int64_t rows, int64_t cols, const REAL *x, const int64_t
                         double *stats)
 {
     bool ok = true;
-    #pragma omp parallel for reduction(&& : ok) if (rows > 1 && rows * cols >= \
-                                                    EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
+    #pragma omp parallel for reduction(&& : ok) \
+            if (rows > 1 && rows * cols >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
     for (int64_t r = 0; r < rows; r++) {
         if (t[r] < 0 || t[r] >= cols) {
             ok = false;

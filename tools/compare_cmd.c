@@ -184,7 +184,8 @@ int em_cmd_compare(int argc, char **argv)
         }
         em_train_opts o = {.recipe = rc, .data_dir = data_dir, .epochs = 1,
                            .batch = batch / va->micro_split, .max_steps = steps * va->micro_split,
-                           .workers = em_recipe_default_workers(device), .tech = va->tech, .device = device,
+                           .workers = em_recipe_default_workers(device), .tech = va->tech,
+                           .device = device,
                            .callbacks = {.ctx = &logs[v], .on_step = record_loss}};
         fprintf(stderr, "ember compare: %s ...\n", va->name);
         if ((st = em_recipe_train(&o, &res[v])) != EM_OK)

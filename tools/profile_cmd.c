@@ -51,7 +51,8 @@ int em_cmd_profile(int argc, char **argv)
         {"amp", EM_OPT_CHOICE, &amp, NULL, "mixed precision (f16 adds a grad scaler)",
          .choices = "f16|bf16|off"},
         {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
-        {"workers", EM_OPT_INT, &workers, "N", "data loader threads (default 0: the steps' threads hold the cores)",
+        {"workers", EM_OPT_INT, &workers, "N",
+         "data loader threads (default 0: the steps' threads hold the cores)",
          .range = EM_RANGE(0, 256)},
         {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
         {0}};

@@ -176,7 +176,8 @@ int em_cmd_train(int argc, char **argv)
         {"preset", EM_OPT_CHOICE, &preset, NULL, "a bundle of techniques; options given here "
          "win", .choices = EM_RECIPE_PRESETS},
         {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
-        {"workers", EM_OPT_INT, &o.workers, "N", "data loader threads (default: 0 on the CPU, 2 on a GPU)",
+        {"workers", EM_OPT_INT, &o.workers, "N",
+         "data loader threads (default: 0 on the CPU, 2 on a GPU)",
          .range = EM_RANGE(0, 256)},
         {"seed", EM_OPT_UINT64, &o.seed, "N", .help = "random seed (default 0)"},
         {"data", EM_OPT_STRING, &o.data_dir, "DIR",
