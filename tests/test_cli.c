@@ -418,7 +418,7 @@ Test(cli, bench_train_writes_its_figures_as_json, .init = make_data, .fini = rem
     outcome o = run(args);
     unsetenv("EMBER_PYTHON");
     cr_assert_eq(o.status, 0, "%s", o.out);
-    cr_expect(strstr(o.out, "% of bound"), "%s", o.out);
+    cr_expect(strstr(o.out, "% of bound") && strstr(o.out, "% of OpenBLAS"), "%s", o.out);
     json_error_t e;
     json_t *j = json_load_file(path, 0, &e);
     unlink(path);
@@ -435,6 +435,11 @@ Test(cli, bench_train_writes_its_figures_as_json, .init = make_data, .fini = rem
         cr_expect_gt(num(c, "samples_per_s"), 0);
         cr_expect_gt(num(c, "gemm_bound_gflops"), 0);
         cr_expect_gt(num(c, "gemm_bound_pct"), 0);
+        /* the bound takes each product the faster way, one of them OpenBLAS's threads */
+        cr_expect_gt(num(c, "openblas_bound_gflops"), 0);
+        cr_expect_geq(num(c, "gemm_bound_gflops"), num(c, "openblas_bound_gflops"), "%s",
+                      names[i]);
+        cr_expect_geq(num(c, "openblas_bound_pct"), num(c, "gemm_bound_pct"), "%s", names[i]);
         cr_expect_gt(num(c, "train_samples_per_s"), 0);
         /* samples/s is written rounded to a whole number, GFLOP/s to 2 places */
         cr_expect(fabs(num(c, "gflops") - flops[i] * num(c, "samples_per_s") * 1e-9) <=

@@ -253,7 +253,7 @@ static double median(double *v, int n)
 /* What the rounds measure of one Fashion-MNIST case. */
 typedef struct {
     double step[MAX_ROUNDS], torch[MAX_ROUNDS]; /* samples/s */
-    double bound[MAX_ROUNDS];                   /* GEMM bound in GFLOP/s (not on a GPU) */
+    em_gemm_bound bound[MAX_ROUNDS];            /* GEMM bounds in GFLOP/s (not on a GPU) */
     double train[MAX_ROUNDS];                   /* samples/s of ember train's loop */
     em_matmul_layer layers[MAX_LAYERS];         /* the model's products */
     int n_layers;
@@ -287,11 +287,17 @@ static int case_steps(const bench_case *c, bool gpu, int steps)
 static void case_medians(const bench_setup *b, case_rounds *r, int rounds, bench_case_result *out)
 {
     for (int i = 0; i < b->n_cases; i++) {
+        double best[MAX_ROUNDS], openblas[MAX_ROUNDS];
+        for (int k = 0; k < rounds; k++) {
+            best[k] = r[i].bound[k].best;
+            openblas[k] = r[i].bound[k].openblas;
+        }
         out[i] = (bench_case_result){
             .name = b->cases[i].name, .goal = b->cases[i].goal,
             .step = median(r[i].step, rounds), .torch = median(r[i].torch, rounds),
             .flops = em_matmul_train_flops(r[i].layers, r[i].n_layers),
-            .bound_gflops = median(r[i].bound, rounds), .train = median(r[i].train, rounds)};
+            .bound_gflops = median(best, rounds), .openblas_gflops = median(openblas, rounds),
+            .train = median(r[i].train, rounds)};
     }
 }
 
@@ -389,8 +395,9 @@ int em_bench_train(int argc, char **argv)
         for (int i = 0; fashion && i < b.n_cases; i++) {
             case_rounds *c = &per_case[i];
             c->torch[r] = round_torch.sps[i];
-            c->bound[r] = gpu ? 0 : em_gemm_bound_gflops(c->layers, c->n_layers, cases[i].batch,
-                                                         threads, 20);
+            if (!gpu)
+                c->bound[r] = em_gemm_bound_gflops(c->layers, c->n_layers, cases[i].batch,
+                                                   threads, 20);
             c->train[r] = train_samples_per_s(&b, &cases[i], data_dir,
                                               em_recipe_default_workers(b.device),
                                               case_steps(&cases[i], gpu, steps));

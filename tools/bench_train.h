@@ -14,7 +14,8 @@ typedef struct {
     double goal;         /* the ratio to PyTorch we aim for */
     double step, torch;  /* samples/s of the timed steps, ember's and PyTorch's */
     double flops;        /* per sample of a training step (em_matmul_train_flops) */
-    double bound_gflops; /* the step's products alone (em_gemm_bound_gflops) */
+    double bound_gflops; /* the step's products alone, each the faster way (em_gemm_bound) */
+    double openblas_gflops; /* the same products through OpenBLAS's threads alone */
     double train;        /* samples/s of ember train's loop, median iteration */
 } bench_case_result;
 

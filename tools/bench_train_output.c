@@ -29,6 +29,12 @@ static const char *figure(char *buf, size_t n, const char *fmt, double v)
     return buf;
 }
 
+/* part / whole as a whole percentage, or "-" */
+static const char *percent(char *buf, size_t n, double part, double whole)
+{
+    return figure(buf, n, "%.0f%%", whole > 0 ? 100 * part / whole : 0);
+}
+
 void em_bench_train_print(const bench_run_info *info, const bench_case_result *c, int n)
 {
     printf("\nember bench train on %s (%s), autocast %s: %d threads; per round the median step "
@@ -42,17 +48,20 @@ void em_bench_train_print(const bench_run_info *info, const bench_case_result *c
            "weight gradient,\ninput gradient but the first layer's); bound: the same products "
            "over the whole batch on %d threads,\neach the faster of OpenBLAS's threads and "
            "ember's gemm (Winograd convolutions multiply less than\ncounted, so the CNN may pass "
-           "it); train: ember train's loop (loader, %d workers, same SGD), the\nmedian of as "
-           "many iterations as steps timed, after the same warm-up\n",
-           info->threads, info->train_workers);
-    printf("%-10s %12s %13s %13s %10s %15s %10s\n", "case", "MFLOP/sample", "ember GFLOP/s",
-           "bound GFLOP/s", "% of bound", "train samples/s", "train/step");
+           "it), and all through OpenBLAS's threads alone; train: ember train's\nloop (loader, "
+           "%d workers, same SGD), the median of as many iterations as steps timed, after the\n"
+           "same warm-up\n", info->threads, info->train_workers);
+    printf("%-10s %12s %13s %13s %10s %16s %13s %15s %10s\n", "case", "MFLOP/sample",
+           "ember GFLOP/s", "bound GFLOP/s", "% of bound", "OpenBLAS GFLOP/s", "% of OpenBLAS",
+           "train samples/s", "train/step");
     for (int i = 0; i < n; i++) {
-        char bound[32], pct[32], train[32], ratio[32];
-        printf("%-10s %12.2f %13.1f %13s %10s %15s %10s\n", c[i].name, c[i].flops * 1e-6,
-               gflops(&c[i]), figure(bound, sizeof bound, "%.1f", c[i].bound_gflops),
-               figure(pct, sizeof pct, "%.0f%%",
-                      c[i].bound_gflops > 0 ? 100 * gflops(&c[i]) / c[i].bound_gflops : 0),
+        char bound[32], pct[32], openblas[32], openblas_pct[32], train[32], ratio[32];
+        printf("%-10s %12.2f %13.1f %13s %10s %16s %13s %15s %10s\n", c[i].name,
+               c[i].flops * 1e-6, gflops(&c[i]),
+               figure(bound, sizeof bound, "%.1f", c[i].bound_gflops),
+               percent(pct, sizeof pct, gflops(&c[i]), c[i].bound_gflops),
+               figure(openblas, sizeof openblas, "%.1f", c[i].openblas_gflops),
+               percent(openblas_pct, sizeof openblas_pct, gflops(&c[i]), c[i].openblas_gflops),
                figure(train, sizeof train, "%.0f", c[i].train),
                figure(ratio, sizeof ratio, "%.2f", c[i].step > 0 ? c[i].train / c[i].step : 0));
     }
@@ -93,6 +102,8 @@ static json_t *case_json(const bench_case_result *c)
     em_json_set_real(j, "gflops", gflops(c), 2);
     set_ratio(j, "gemm_bound_gflops", c->bound_gflops, 1, 2);
     set_ratio(j, "gemm_bound_pct", 100 * gflops(c), c->bound_gflops, 1);
+    set_ratio(j, "openblas_bound_gflops", c->openblas_gflops, 1, 2);
+    set_ratio(j, "openblas_bound_pct", 100 * gflops(c), c->openblas_gflops, 1);
     set_ratio(j, "train_samples_per_s", c->train, 1, 0);
     set_ratio(j, "train_vs_step", c->train, c->step, 3);
     return j;

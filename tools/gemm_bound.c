@@ -75,9 +75,13 @@ static void let_threads_sleep(void)
     nanosleep(&(struct timespec){.tv_nsec = 300000000}, NULL);
 }
 
-/* Seconds of the step's products, each the faster way. */
-static double step_seconds(const em_matmul_layer *l, int n_layers, int64_t batch, int threads,
-                           const operands *o, double *times, int reps)
+/* Seconds of the step's products: through OpenBLAS's threads alone, and each the faster way. */
+typedef struct {
+    double openblas, best;
+} step_times;
+
+static step_times step_seconds(const em_matmul_layer *l, int n_layers, int64_t batch,
+                               int threads, const operands *o, double *times, int reps)
 {
     product p[3];
     let_threads_sleep();
@@ -89,16 +93,15 @@ static double step_seconds(const em_matmul_layer *l, int n_layers, int64_t batch
     let_threads_sleep();
     int saved = omp_get_max_threads();
     omp_set_num_threads(threads);
+    step_times sum = {0, 0};
     for (int i = 0; i < n_layers; i++)
         for (int j = 0, n = layer_products(&l[i], batch, o, p); j < n; j++) {
+            double t_openblas = times[reps + 3 * i + j];
             double t = median_time(run_ember, &p[j], times, reps);
-            double *best = &times[reps + 3 * i + j];
-            *best = t < *best ? t : *best;
+            sum.openblas += t_openblas;
+            sum.best += t < t_openblas ? t : t_openblas;
         }
     omp_set_num_threads(saved);
-    double sum = 0;
-    for (int i = 0; i < 3 * n_layers; i++)
-        sum += times[reps + i];
     return sum;
 }
 
@@ -111,8 +114,8 @@ static float *filled(int64_t count)
     return p;
 }
 
-double em_gemm_bound_gflops(const em_matmul_layer *l, int n_layers, int64_t batch, int threads,
-                            int reps)
+em_gemm_bound em_gemm_bound_gflops(const em_matmul_layer *l, int n_layers, int64_t batch,
+                                   int threads, int reps)
 {
     int64_t big = 0; /* the largest operand */
     for (int i = 0; i < n_layers; i++) {
@@ -122,11 +125,14 @@ double em_gemm_bound_gflops(const em_matmul_layer *l, int n_layers, int64_t batc
             big = sizes[s] > big ? sizes[s] : big;
     }
     operands o = {filled(big), filled(big), filled(big), filled(big), filled(big)};
-    /* reps times, then the best median of each product (3 per layer, 0 where not run) */
-    double *times = calloc((size_t)(reps + 3 * n_layers), sizeof *times), result = -1;
-    if (o.x && o.w && o.y && o.dw && o.dx && times && reps > 0)
-        result = em_matmul_train_flops(l, n_layers) * (double)batch * 1e-9 /
-                 step_seconds(l, n_layers, batch, threads, &o, times, reps);
+    /* reps times, then OpenBLAS's median of each product (3 per layer, 0 where not run) */
+    double *times = calloc((size_t)(reps + 3 * n_layers), sizeof *times);
+    em_gemm_bound result = {-1, -1};
+    if (o.x && o.w && o.y && o.dw && o.dx && times && reps > 0) {
+        double gflop = em_matmul_train_flops(l, n_layers) * (double)batch * 1e-9;
+        step_times t = step_seconds(l, n_layers, batch, threads, &o, times, reps);
+        result = (em_gemm_bound){.best = gflop / t.best, .openblas = gflop / t.openblas};
+    }
     free(times);
     free(o.x);
     free(o.w);

@@ -67,10 +67,14 @@ em_tensor *em_test_batch(const em_recipe *rc, const char *data_dir, int64_t n);
  * threads (tools/gemm_bound.c): per layer over the whole batch (rows = batch x positions), the
  * forward (rows, k) x (k, out), the weight gradient (out, rows) x (rows, k) and, where computed,
  * the input gradient (rows, out) x (out, k), in the layouts ember's layers pass them; each
- * product the faster median of reps runs through OpenBLAS's own threads and through ember's CPU
- * gemm; the step's FLOPs over the sum. -1 when out of memory. */
-double em_gemm_bound_gflops(const em_matmul_layer *l, int n, int64_t batch, int threads,
-                            int reps);
+ * product's median of reps runs; the step's FLOPs over the sum. `openblas`: every product
+ * through OpenBLAS's own threads; `best`: each the faster of that and ember's CPU gemm. -1 when
+ * out of memory. */
+typedef struct {
+    double openblas, best;
+} em_gemm_bound;
+em_gemm_bound em_gemm_bound_gflops(const em_matmul_layer *l, int n, int64_t batch, int threads,
+                                   int reps);
 
 /* tools/bench_common.c: what the benchmarks share */
 double em_now_s(void); /* monotonic seconds */
