@@ -7,6 +7,7 @@
 
 #include "backend/kernel_args_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
+#include "backend_cpu/cpu_simd_internal.h"
 #include "backend_cpu/cpu_strided_internal.h"
 
 #define CHUNK 32768  /* reduced elements per task; fixed, so sums never depend on threads */
@@ -275,15 +276,41 @@ typedef struct {
     double mean[COLS];
 } col_ctx;
 
+/* f (w) += the rows of x (rows, w; rows `stride` elements apart) in double, in row order: a
+ * column sum (a bias gradient's), 16 columns held in registers across the rows. */
+#define COL_SUM_LANES 16
+#define DEFINE_COL_SUM(NAME, T)                                                                   \
+    EM_WIDEST_LANES static void NAME(int64_t w, int64_t rows, int64_t stride, double *restrict f, \
+                                     const T *restrict x)                                         \
+    {                                                                                             \
+        int64_t j0 = 0;                                                                           \
+        for (; j0 + COL_SUM_LANES <= w; j0 += COL_SUM_LANES) {                                    \
+            double sum[COL_SUM_LANES];                                                            \
+            for (int j = 0; j < COL_SUM_LANES; j++)                                               \
+                sum[j] = f[j0 + j];                                                               \
+            for (int64_t q = 0; q < rows; q++)                                                    \
+                _Pragma("omp simd") for (int j = 0; j < COL_SUM_LANES; j++)                       \
+                    sum[j] += x[q * stride + j0 + j];                                             \
+            for (int j = 0; j < COL_SUM_LANES; j++)                                               \
+                f[j0 + j] = sum[j];                                                               \
+        }                                                                                         \
+        for (int64_t q = 0; q < rows; q++)                                                        \
+            for (int64_t j = j0; j < w; j++)                                                      \
+                f[j] += x[q * stride + j];                                                        \
+    }
+
+DEFINE_COL_SUM(col_sum_f64, double)
+DEFINE_COL_SUM(col_sum_f32, float)
+
 /* Folds one row of w kept columns (contiguous T values) into the column accumulators. */
-#define DEFINE_COL_ROW(NAME, T)                                                                   \
+#define DEFINE_COL_ROW(NAME, T, SUM)                                                              \
     static void NAME(col_ctx *c, const T *x)                                                      \
     {                                                                                             \
         const int64_t w = c->w;                                                                   \
         double *restrict f = c->f;                                                                \
         switch (c->ps->k) {                                                                       \
         case K_SUM:                                                                               \
-            _Pragma("omp simd") for (int64_t j = 0; j < w; j++) f[j] += x[j];                     \
+            SUM(w, 1, 0, f, x);                                                                   \
             break;                                                                                \
         case K_SQDEV:                                                                             \
             _Pragma("omp simd") for (int64_t j = 0; j < w; j++)                                   \
@@ -296,8 +323,8 @@ typedef struct {
         }                                                                                         \
     }
 
-DEFINE_COL_ROW(col_row_f, double)
-DEFINE_COL_ROW(col_row_f32, float)
+DEFINE_COL_ROW(col_row_f, double, col_sum_f64)
+DEFINE_COL_ROW(col_row_f32, float, col_sum_f32)
 
 /* A run of reduced positions (operand 0 = in); each position is one row of w kept columns. */
 static void col_run(void *vctx, int64_t n, char *const *p, const int64_t *s)
@@ -305,6 +332,11 @@ static void col_run(void *vctx, int64_t n, char *const *p, const int64_t *s)
     col_ctx *c = vctx;
     const pass *ps = c->ps;
     const int64_t es = (int64_t)ps->red.elsize[0];
+    if (ps->in_dt == EM_F32 && c->cstride == 1 && ps->k == K_SUM) { /* the run's rows at once */
+        col_sum_f32(c->w, n, s[0], c->f, (const float *)p[0]);
+        c->pos += n;
+        return;
+    }
     for (int64_t q = 0; q < n; q++, c->pos++) {
         const char *row = p[0] + q * s[0] * es;
         if (ps->in_dt == EM_F32 && c->cstride == 1) {
@@ -344,9 +376,16 @@ static void reduce_col_range(const pass *ps, char *const *ptr, int64_t w, int64_
 static void store_cols(const pass *ps, char *out, int64_t w, const acc *a)
 {
     const int inner = ps->kept.ndim - 1;
-    const int64_t step = ps->kept.strides[0][inner] * (int64_t)ps->kept.elsize[0];
+    const int64_t stride = ps->kept.strides[0][inner];
+    if (ps->fl && ps->k != K_ARGMAX && ps->k != K_ARGMIN) { /* float results in one store */
+        double v[COLS];
+        for (int64_t j = 0; j < w; j++)
+            v[j] = a[j].f / ps->div;
+        em_store_f64(ps->out_dt, out, stride, w, v);
+        return;
+    }
     for (int64_t j = 0; j < w; j++)
-        store_result(ps, &a[j], out + j * step);
+        store_result(ps, &a[j], out + j * stride * (int64_t)ps->kept.elsize[0]);
 }
 
 /* Tasks are (kept row, block of COLS columns, chunk of rpc reduced rows); a block's partials sit

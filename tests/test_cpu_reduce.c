@@ -442,3 +442,32 @@ Test(cpu_reduce, deterministic_and_accurate)
     omp_set_num_threads(2);
     free(x);
 }
+
+/* A column sum of f32 within one chunk of rows (a bias gradient's) is each column summed in
+ * double in row order, then rounded: the bits of that loop, for a block of 512 columns and a
+ * 5-column tail (64 x 517) and for rows further apart than they are wide (columns 3..39 of a
+ * 60 x 50 array: two blocks of 16 lanes and a tail of 5). */
+Test(cpu_reduce, f32_column_sums_are_row_order_double_sums)
+{
+    const int64_t shapes[2][4] = {{64, 517, 517, 0}, {60, 37, 50, 3}}; /* rows, cols, ld, first */
+    for (int s = 0; s < 2; s++) {
+        const int64_t rows = shapes[s][0], cols = shapes[s][1], ld = shapes[s][2];
+        float *x = malloc((size_t)(rows * ld) * sizeof(float)), got[517];
+        for (int64_t i = 0; i < rows * ld; i++)
+            x[i] = (float)((i * 7919 % 1013) * 0.37 - 180) / 7.0f;
+        const float *first = x + shapes[s][3];
+        em_arr in = {.data = (void *)first, .dtype = EM_F32, .ndim = 2, .shape = {rows, cols},
+                     .strides = {ld, 1}};
+        em_arr out = {.data = got, .dtype = EM_F32, .ndim = 2, .shape = {1, cols},
+                      .strides = {cols, 1}};
+        cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, 0, &out, &in), EM_KERNEL_OK);
+        for (int64_t j = 0; j < cols; j++) {
+            double sum = 0;
+            for (int64_t r = 0; r < rows; r++)
+                sum += first[r * ld + j];
+            cr_assert(got[j] == (float)sum, "shape %d column %lld: %.9g, want %.9g", s,
+                      (long long)j, got[j], (float)sum);
+        }
+        free(x);
+    }
+}
