@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "backend_cpu/cpu_kernels_internal.h"
+#include "backend_cpu/cpu_simd_internal.h"
 
 /* Optimizer state is kept normal or 0. Where a gradient is exactly 0 (weights from pixels that
  * are always 0, units behind a dead ReLU) Adam's first moment and a momentum buffer shrink by 0.9
@@ -37,8 +38,6 @@ static inline double sgd_elem(const em_sgd_hparams *h, double p, double g, doubl
 /* The f32 kernels run their loops in vector lanes as wide as the CPU has (AVX-512, AVX2, else
  * SSE2), without contracting a multiply and an add into one FMA, so every lane rounds as
  * PyTorch's scalar f32 code does; a parallel loop hands them blocks of this many elements. */
-#define OPTIM_LANES \
-    __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
 #define OPTIM_BLOCK 16384
 
 /* f32 SGD in f32 arithmetic (as PyTorch's CPU kernels), with the step's choices turned into
@@ -49,8 +48,9 @@ typedef struct {
 } sgd_f32_factors;
 
 /* n elements of p, g and buf (NULL without momentum) */
-OPTIM_LANES static void sgd_f32_block(const sgd_f32_factors *k, int64_t n, float *restrict p,
-                                      const float *restrict g, float *restrict buf)
+EM_WIDEST_LANES_UNFUSED static void sgd_f32_block(const sgd_f32_factors *k, int64_t n,
+                                                  float *restrict p, const float *restrict g,
+                                                  float *restrict buf)
 {
     if (!buf) {
         #pragma omp simd
@@ -135,9 +135,9 @@ typedef struct {
 } adam_f32_factors;
 
 /* n elements of p, g, m and v */
-OPTIM_LANES static void adam_f32_block(const adam_f32_factors *k, int64_t n, float *restrict p,
-                                       const float *restrict g, float *restrict m,
-                                       float *restrict v)
+EM_WIDEST_LANES_UNFUSED static void adam_f32_block(const adam_f32_factors *k, int64_t n,
+                                                   float *restrict p, const float *restrict g,
+                                                   float *restrict m, float *restrict v)
 {
     #pragma omp simd
     for (int64_t i = 0; i < n; i++) {

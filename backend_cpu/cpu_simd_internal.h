@@ -9,6 +9,13 @@
 #define EM_AVX2 __attribute__((target("avx2,fma")))
 /* AVX-512 F, BW, DQ and VL (Skylake-SP and later), where em_cpu_use_avx512 */
 #define EM_AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl")))
+/* A plain loop compiled three times, for AVX-512, AVX2 and the baseline, the widest the CPU has
+ * picked at load time: for loops whose lanes are independent, so every width gives the same
+ * bits. */
+#define EM_WIDEST_LANES __attribute__((target_clones("avx512f", "avx2", "default")))
+/* The same with no multiply and add contracted into an FMA, so that every width rounds as the
+ * baseline does. */
+#define EM_WIDEST_LANES_UNFUSED EM_WIDEST_LANES __attribute__((optimize("fp-contract=off")))
 
 /* exp of 8 lanes (Cephes' expf: 2^n times a degree-5 polynomial on [-ln2/2, ln2/2]), about
  * 2 ulp; below -87.3 (and -inf) it gives 0, NaN stays NaN. */

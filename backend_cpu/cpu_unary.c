@@ -5,6 +5,7 @@
 #include "backend/convert_internal.h"
 #include "backend/kernel_args_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
+#include "backend_cpu/cpu_simd_internal.h"
 #include "backend_cpu/cpu_strided_internal.h"
 
 #define SQRT_2_OVER_PI 0.79788456080286535588 /* sqrt(2 / pi) */
@@ -35,8 +36,8 @@ static family family_of(em_dtype dt)
 
 /* The float kernels, once per compute type T; <tgmath.h> picks expf or exp from T. */
 #define DEFINE_UNARY_FLOAT(NAME, T)                                                               \
-    static void NAME(em_unary_op op, double dp0, double dp1, int64_t n, T *restrict y,            \
-                     const T *restrict x)                                                         \
+    EM_WIDEST_LANES_UNFUSED static void NAME(em_unary_op op, double dp0, double dp1, int64_t n,   \
+                                             T *restrict y, const T *restrict x)                  \
     {                                                                                             \
         const T p0 = (T)dp0, p1 = (T)dp1, h = (T)0.5, one = (T)1, zero = (T)0;                    \
         switch (op) {                                                                             \
@@ -178,8 +179,9 @@ int em_cpu_unary(em_unary_op op, double p0, double p1, const em_arr *out, const 
     } while (0)
 
 #define DEFINE_UNARY_GRAD_FLOAT(NAME, T)                                                          \
-    static void NAME(em_unary_op op, bool from_y, double dp0, double dp1, int64_t n,              \
-                     T *restrict gx, const T *restrict gy, const T *restrict src)                 \
+    EM_WIDEST_LANES_UNFUSED static void NAME(em_unary_op op, bool from_y, double dp0, double dp1, \
+                                             int64_t n, T *restrict gx, const T *restrict gy,     \
+                                             const T *restrict src)                               \
     {                                                                                             \
         const T p0 = (T)dp0, p1 = (T)dp1, h = (T)0.5, one = (T)1, two = (T)2, zero = (T)0;        \
         const T beta = (T)SQRT_2_OVER_PI, kappa = (T)GELU_KAPPA;                                  \
