@@ -1,7 +1,8 @@
 /* The tile transforms of the Winograd F(4x4, 3x3) convolution (Lavin & Gray): weights G g G^T,
  * input tiles B^T d B, outputs A^T p A, and for the gradients A gy A^T and G^T gu G. Every
  * transform is two passes of a small constant matrix over vectors of 16 lanes (16 images), on
- * AVX-512 where the CPU has it, else AVX2 (cpu_winograd_tiles_impl_internal.h). */
+ * AVX-512 where the CPU has it, else AVX2 (cpu_winograd_tiles_impl_internal.h); B^T, A^T and A
+ * are written out there as sums sharing their terms, G here. */
 #include <string.h>
 
 #include "backend_cpu/cpu_kernels_internal.h"
@@ -10,19 +11,9 @@
 
 #define L EM_WG_LANES
 
-static const float wg_bt[EM_WG_A * EM_WG_A] = { /* B^T (6, 6) */
-    4, 0, -5, 0, 1, 0, 0, -4, -4, 1, 1, 0, 0, 4, -4, -1, 1, 0,
-    0, -2, -1, 2, 1, 0, 0, 2, -1, -2, 1, 0, 0, 4, 0, -5, 0, 1,
-};
 static const double wg_g[EM_WG_A * 3] = { /* G (6, 3) */
     1.0 / 4, 0, 0, -1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6, 1.0 / 6, -1.0 / 6,
     1.0 / 24, 1.0 / 12, 1.0 / 6, 1.0 / 24, -1.0 / 12, 1.0 / 6, 0, 0, 1,
-};
-static const float wg_at[EM_WG_M * EM_WG_A] = { /* A^T (4, 6) */
-    1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0, 0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1,
-};
-static const float wg_a[EM_WG_A * EM_WG_M] = { /* A (6, 4) */
-    1, 0, 0, 0, 1, 1, 1, 1, 1, -1, 1, -1, 1, 2, 4, 8, 1, -2, 4, -8, 0, 0, 0, 1,
 };
 
 em_wg_geom em_wg_geom_of(int64_t c, int64_t h, int64_t w, int64_t m, int64_t ho, int64_t wo,
