@@ -81,7 +81,8 @@ static int64_t wg_block_tiles(const em_wg_geom *g)
     return nb < 1 ? 1 : nb > g->tiles ? g->tiles : nb;
 }
 
-/* One thread's buffers for a chunk of 16 images, nb = wg_block_tiles tiles at a time. */
+/* One thread's buffers for a chunk of 16 images, nb = wg_block_tiles tiles at a time; the 36
+ * points of v and p em_wg_point_stride apart. */
 typedef struct {
     float *xt;  /* (C, Hp, Wp, 16) the interleaved, padded inputs */
     float *v;   /* (36, C, nb, 16) a block's transforms */
@@ -93,15 +94,18 @@ typedef struct {
 static int64_t wg_scratch(const em_wg_geom *g, bool grad_weight)
 {
     const int64_t gyt = grad_weight ? g->m * g->th * g->tw * EM_WG_M * EM_WG_M : 0;
-    return (g->c * g->hp * g->wp + P * (g->c + g->m) * wg_block_tiles(g) + gyt) * L;
+    const int64_t nb = wg_block_tiles(g);
+    return g->c * g->hp * g->wp * L + P * (em_wg_point_stride(g->c, nb) +
+                                           em_wg_point_stride(g->m, nb)) + gyt * L;
 }
 
 static wg_bufs wg_bufs_of(const em_wg_geom *g, float *scratch)
 {
+    const int64_t nb = wg_block_tiles(g);
     wg_bufs b = {.xt = scratch};
     b.v = b.xt + g->c * g->hp * g->wp * L;
-    b.p = b.v + P * g->c * wg_block_tiles(g) * L;
-    b.gyt = b.p + P * g->m * wg_block_tiles(g) * L;
+    b.p = b.v + P * em_wg_point_stride(g->c, nb);
+    b.gyt = b.p + P * em_wg_point_stride(g->m, nb);
     return b;
 }
 
@@ -117,7 +121,8 @@ static void wg_run_chunk(const em_wg_geom *g, const float *u, const float *bias,
         em_wg_input_transform(g, b->xt, t0, t1, b->v);
         /* p (36, M, cols) = u (36, M, C) v (36, C, cols) */
         em_cpu_gemm(EM_F32, false, false, g->m, cols, g->c, 1.0, u, g->c, g->m * g->c, b->v,
-                    cols, g->c * cols, 0.0, b->p, cols, g->m * cols, P);
+                    cols, em_wg_point_stride(g->c, t1 - t0), 0.0, b->p, cols,
+                    em_wg_point_stride(g->m, t1 - t0), P);
         em_wg_output_transform(g, b->p, t0, t1, bias, n0, lanes, y);
     }
 }
@@ -194,17 +199,17 @@ static void wg_gw_chunks(const em_wg_geom *g, int64_t n, const float *gy, const 
         for (int64_t t0 = 0; t0 < g->tiles; t0 += nb) {
             const int64_t t1 = t0 + nb < g->tiles ? t0 + nb : g->tiles, cols = (t1 - t0) * L;
             const double beta = chunk > c0 || t0 > 0 ? 1.0 : 0.0;
+            const int64_t p_step = em_wg_point_stride(g->m, t1 - t0);
+            const int64_t v_step = em_wg_point_stride(g->c, t1 - t0);
             em_wg_grad_output_transform(g, b->gyt, t0, t1, b->p);
             if (g->c % L == 0) { /* gu += p vt (36 times (M, cols) (cols, C)) */
                 em_wg_input_transform_t(g, b->xt, t0, t1, b->v);
-                em_cpu_gemm(EM_F32, false, false, g->m, g->c, cols, 1.0, b->p, cols,
-                            g->m * cols, b->v, g->c, g->c * cols, beta, gu, g->c, g->m * g->c,
-                            P);
+                em_cpu_gemm(EM_F32, false, false, g->m, g->c, cols, 1.0, b->p, cols, p_step,
+                            b->v, g->c, v_step, beta, gu, g->c, g->m * g->c, P);
             } else { /* gu += p v^T (36 times (M, cols) (C, cols)^T) */
                 em_wg_input_transform(g, b->xt, t0, t1, b->v);
-                em_cpu_gemm(EM_F32, false, true, g->m, g->c, cols, 1.0, b->p, cols,
-                            g->m * cols, b->v, cols, g->c * cols, beta, gu, g->c, g->m * g->c,
-                            P);
+                em_cpu_gemm(EM_F32, false, true, g->m, g->c, cols, 1.0, b->p, cols, p_step,
+                            b->v, cols, v_step, beta, gu, g->c, g->m * g->c, P);
             }
         }
     }

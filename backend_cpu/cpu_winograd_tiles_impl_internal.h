@@ -251,7 +251,7 @@ WG_FN(input_tile)(const em_wg_geom *g, const float *xt, int64_t c, int64_t t, fl
 WG_TARGET static void WG_FN(input_transform)(const em_wg_geom *g, const float *xt, int64_t t0,
                                              int64_t t1, float *v)
 {
-    const int64_t nt = t1 - t0, vstride = g->c * nt * L;
+    const int64_t nt = t1 - t0, vstride = em_wg_point_stride(g->c, nt);
     for (int64_t ct = 0; ct < g->c * nt; ct++)
         WG_FN(input_tile)(g, xt, ct / nt, t0 + ct % nt, v + ct * L, vstride, EM_WG_A * vstride);
 }
@@ -262,7 +262,7 @@ WG_TARGET static void WG_FN(input_transform)(const em_wg_geom *g, const float *x
 WG_TARGET static void WG_FN(input_transform_t)(const em_wg_geom *g, const float *xt, int64_t t0,
                                                int64_t t1, float *vt)
 {
-    const int64_t nt = t1 - t0, pstride = nt * L * g->c;
+    const int64_t nt = t1 - t0, pstride = em_wg_point_stride(g->c, nt);
     for (int64_t t = t0; t < t1; t++)
         for (int64_t c0 = 0; c0 < g->c; c0 += L) {
             wg_vec pts[EM_WG_P][L]; /* B^T d B of channels c0.. (36 points, 16 channels) */
@@ -308,7 +308,7 @@ WG_TARGET static void WG_FN(output_transform)(const em_wg_geom *g, const float *
                                               int64_t t1, const float *bias, int64_t n0,
                                               int lanes, float *y)
 {
-    const int64_t nt = t1 - t0, pstride = g->m * nt * L, hwo = g->ho * g->wo;
+    const int64_t nt = t1 - t0, pstride = em_wg_point_stride(g->m, nt), hwo = g->ho * g->wo;
     for (int64_t mt = 0; mt < g->m * nt; mt++) {
         const int64_t m = mt / nt, t = t0 + mt % nt;
         const int64_t oh0 = t / g->tw * EM_WG_M, ow0 = t % g->tw * EM_WG_M;
@@ -328,7 +328,8 @@ WG_TARGET static void WG_FN(output_transform)(const em_wg_geom *g, const float *
 WG_TARGET static void WG_FN(grad_output_transform)(const em_wg_geom *g, const float *gyt,
                                                    int64_t t0, int64_t t1, float *gp)
 {
-    const int64_t nt = t1 - t0, pstride = g->m * nt * L, row = g->tw * EM_WG_M * L;
+    const int64_t nt = t1 - t0, pstride = em_wg_point_stride(g->m, nt);
+    const int64_t row = g->tw * EM_WG_M * L;
     for (int64_t mt = 0; mt < g->m * nt; mt++) {
         const int64_t m = mt / nt, t = t0 + mt % nt;
         const int64_t oh0 = t / g->tw * EM_WG_M, ow0 = t % g->tw * EM_WG_M;

@@ -42,8 +42,18 @@ void em_wg_bias_sums(const em_wg_geom *g, const float *gyt, double *gb);
 void em_wg_interleave(const float *x, int64_t planes, int64_t h, int64_t w, int64_t n0,
                       int lanes, int64_t ph, int64_t pw, int64_t hp, int64_t wp, float *xt);
 
+/* Floats from one transform point to the next in a block's buffers (36, rows, nt, 16) and
+ * (36, nt*16, rows): one vector more than rows*nt*16. A point's matrix is often a multiple of
+ * 4 KB (32 channels x 4 tiles x 16 lanes is 8 KB), and the 36 points of a tile, that far apart,
+ * would all fall in one set of the L1 cache; the extra vector puts each in the next set. */
+static inline int64_t em_wg_point_stride(int64_t rows, int64_t nt)
+{
+    return rows * nt * EM_WG_LANES + EM_WG_LANES;
+}
+
 /* The transforms work on the tiles [t0, t1) (row-major over TH x TW), nt = t1 - t0 of them.
- * v (36, C, nt, 16) = B^T d B for each 6x6 tile d of the interleaved planes xt (C, Hp, Wp, 16). */
+ * v (36, C, nt, 16) = B^T d B for each 6x6 tile d of the interleaved planes xt (C, Hp, Wp, 16),
+ * points em_wg_point_stride(C, nt) apart (as every buffer of points below). */
 void em_wg_input_transform(const em_wg_geom *g, const float *xt, int64_t t0, int64_t t1,
                            float *v);
 /* vt (36, nt*16, C): the same transforms with each point's (C, nt*16) matrix transposed, C a
