@@ -49,8 +49,9 @@ static bool pool_args(const char *fn, const em_tensor *x /* (N, C, H, W) */, em_
     return true;
 }
 
-/* saved: argmax, i64 (N, C, H_out, W_out) (max pooling only; relu_max_pool2d's is -1 where its
- * output is not positive, ReLU's zero gradient) */
+/* saved: argmax, each maximum's tap in its window (em_pool_tap, 2 bytes: dtype has no int16, so
+ * held as u8 (N, C, H_out, 2 W_out)); max pooling only; relu_max_pool2d's is -1 where its output
+ * is not positive, ReLU's zero gradient */
 static em_status pool_backward(em_node *node, const em_tensor *g /* (N, C, H_out, W_out) */,
                                em_tensor **grad_in)
 {
@@ -85,6 +86,11 @@ static em_tensor *pool(const char *fn, const char *op, pool_kind kind,
     if (!em_present(x, fn, "x") || !pool_args(fn, x, &o))
         return NULL;
     const bool max = kind != POOL_AVG;
+    if (max && o.kernel[0] * o.kernel[1] > EM_POOL_MAX_TAPS) {
+        em_set_error(EM_ERR_ARG, "%s: a %lldx%lld window has more than %d taps", fn,
+                     (long long)o.kernel[0], (long long)o.kernel[1], EM_POOL_MAX_TAPS);
+        return NULL;
+    }
     em_pool2d_shape s = pool_shape(x, &o);
     s.relu = kind == POOL_RELU_MAX;
     const em_backend *be = em_tensor_backend(x, fn);
@@ -96,7 +102,8 @@ static em_tensor *pool(const char *fn, const char *op, pool_kind kind,
     const em_tensor *xc = em_is_contiguous(x) ? x : em_tensor_contiguous_raw(x);
     em_shape ys = EM_SHAPE(s.n, s.c, s.h_out, s.w_out);
     em_tensor *y = em_empty_on(ys, x->dtype, x->device);
-    em_tensor *arg = max ? em_empty_on(ys, EM_I64, x->device) : NULL;
+    const em_shape taps = EM_SHAPE(s.n, s.c, s.h_out, s.w_out * (int64_t)sizeof(em_pool_tap));
+    em_tensor *arg = max ? em_empty_on(taps, EM_U8, x->device) : NULL;
     if (!xc || !y || (max && !arg))
         return em_scope_return(NULL);
     int rc = max ? be->max_pool2d(&s, x->dtype, em_data_ptr(xc), em_data_ptr(y), em_data_ptr(arg))

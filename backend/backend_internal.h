@@ -85,6 +85,13 @@ typedef struct {
     int64_t groups;
 } em_conv2d_shape;
 
+/* Which tap of its window gave a max pooling output, row-major (i * kernel[1] + j for row i and
+ * column j of the window), -1 for none: an all-padding window, or with relu a maximum that is
+ * not positive. Two bytes an output where PyTorch keeps an 8-byte index into the plane: the
+ * backward pass reads them all, and max pooling runs on the largest activations of a CNN. */
+typedef int16_t em_pool_tap;
+#define EM_POOL_MAX_TAPS INT16_MAX /* windows of at most this many taps */
+
 /* Shapes of 2-D pooling; x (N, C, H, W), y (N, C, H_out, W_out); contiguous. */
 typedef struct {
     int64_t n, c, h, w;
@@ -216,9 +223,9 @@ typedef struct em_backend {
                               void *gbias /* (C_out) overwritten, or NULL */);
 
     int (*max_pool2d)(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
-                      int64_t *argmax /* (N, C, H_out, W_out): index into H*W */);
+                      em_pool_tap *argmax /* (N, C, H_out, W_out) */);
     int (*max_pool2d_grad)(const em_pool2d_shape *s, em_dtype dt, const void *gy,
-                           const int64_t *argmax, void *gx /* overwritten */);
+                           const em_pool_tap *argmax, void *gx /* overwritten */);
     int (*avg_pool2d)(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y);
     int (*avg_pool2d_grad)(const em_pool2d_shape *s, em_dtype dt, const void *gy,
                            void *gx /* overwritten */);

@@ -17,11 +17,11 @@ static inline bool em_cpu_is_half(em_dtype dt)
  * (x (N, C, H, W), y and argmax (N, C, H/2, W/2)). */
 bool em_cpu_max_pool2d_2x2_applies(const em_pool2d_shape *s);
 void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *y,
-                               int64_t *argmax);
+                               em_pool_tap *argmax);
 /* gx (n, c, h, w) = the gradient of that pooling from gy and its argmax, every input written;
  * false (nothing done) where the dense kernel needs AVX-512 the CPU lacks */
 bool em_cpu_max_pool2d_2x2_grad_f32(const em_pool2d_shape *s, const float *gy,
-                                    const int64_t *argmax, float *gx);
+                                    const em_pool_tap *argmax, float *gx);
 
 /* dst[i] = src[i] widened, for a (rows, cols) matrix with row stride ld; dst is packed. */
 static inline void em_cpu_half_to_f32_2d(em_dtype dt, float *dst, const void *src,

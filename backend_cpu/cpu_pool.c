@@ -43,7 +43,7 @@ typedef enum { POOL_MAX, POOL_MAX_GRAD, POOL_AVG, POOL_AVG_GRAD } pool_kind;
 
 /* f16/bf16: widen `in` (x for a forward kernel, gy for a gradient), run the f32 kernel, narrow. */
 static int pool_half(pool_kind kind, const em_pool2d_shape *s, em_dtype dt, const void *in,
-                     void *out, int64_t *argmax_out, const int64_t *argmax_in)
+                     void *out, em_pool_tap *argmax_out, const em_pool_tap *argmax_in)
 {
     const bool fwd = kind == POOL_MAX || kind == POOL_AVG;
     const int64_t n_in = fwd ? x_numel(s) : y_numel(s), n_out = fwd ? y_numel(s) : x_numel(s);
@@ -73,7 +73,7 @@ static int pool_half(pool_kind kind, const em_pool2d_shape *s, em_dtype dt, cons
 }
 
 int em_cpu_max_pool2d(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
-                      int64_t *argmax)
+                      em_pool_tap *argmax)
 {
     if (!pool_shape_ok(s) || !pool_dtype_ok(dt))
         return EM_KERNEL_UNSUPPORTED;
@@ -89,7 +89,7 @@ int em_cpu_max_pool2d(const em_pool2d_shape *s, em_dtype dt, const void *x, void
 }
 
 int em_cpu_max_pool2d_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy,
-                           const int64_t *argmax, void *gx)
+                           const em_pool_tap *argmax, void *gx)
 {
     if (!pool_shape_ok(s) || !pool_dtype_ok(dt))
         return EM_KERNEL_UNSUPPORTED;

@@ -26,22 +26,18 @@ static inline __mmask16 first_lanes(int64_t n)
 /* Planes [p0, p1) of x (n*c, h, w) into y and argmax (n*c, h_out, w_out), each output row 16
  * outputs at a time. */
 EM_AVX512 static void pool_planes_avx512(const em_pool2d_shape *s, const float *x, float *y,
-                                         int64_t *argmax, int64_t p0, int64_t p1)
+                                         em_pool_tap *argmax, int64_t p0, int64_t p1)
 {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
                                            28, 30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
     const int64_t w = s->w, w_out = s->w_out, hw = s->h * w, hwo = s->h_out * w_out;
-    /* each tap's offset from the window's first element (int32) */
-    const __m512i offsets[4] = {_mm512_setzero_si512(), _mm512_set1_epi32(1),
-                                _mm512_set1_epi32((int32_t)w), _mm512_set1_epi32((int32_t)w + 1)};
     const __m512 zero = _mm512_setzero_ps();
     for (int64_t p = p0; p < p1; p++)
         for (int64_t oh = 0; oh < s->h_out; oh++) {
-            const int64_t at0 = 2 * oh * w; /* the window rows' first element in the plane */
-            const float *r0 = x + p * hw + at0, *r1 = r0 + w;
+            const float *r0 = x + p * hw + 2 * oh * w, *r1 = r0 + w; /* the window rows */
             float *yr = y + p * hwo + oh * w_out;
-            int64_t *ar = argmax ? argmax + p * hwo + oh * w_out : NULL;
+            em_pool_tap *ar = argmax ? argmax + p * hwo + oh * w_out : NULL;
             for (int64_t ow = 0; ow < w_out; ow += 16) {
                 const int64_t n = w_out - ow < 16 ? w_out - ow : 16;
                 const __mmask16 lo = first_lanes(2 * n), hi = first_lanes(2 * n - 16);
@@ -56,11 +52,11 @@ EM_AVX512 static void pool_planes_avx512(const em_pool2d_shape *s, const float *
                                         _mm512_permutex2var_ps(b0, even, b1),
                                         _mm512_permutex2var_ps(b0, odd, b1)};
                 __m512 best = taps[0];
-                __m512i off = offsets[0];
+                __m512i tap = _mm512_setzero_si512();
                 for (int t = 1; t < 4; t++) {
                     const __mmask16 take = pool_take16(taps[t], best);
                     best = _mm512_mask_mov_ps(best, take, taps[t]);
-                    off = _mm512_mask_mov_epi32(off, take, offsets[t]);
+                    tap = _mm512_mask_mov_epi32(tap, take, _mm512_set1_epi32(t));
                 }
                 /* with relu: 0 for a negative maximum (NaN stays), no gradient unless positive */
                 const __mmask16 positive = _mm512_cmp_ps_mask(best, zero, _CMP_GT_OQ);
@@ -70,16 +66,9 @@ EM_AVX512 static void pool_planes_avx512(const em_pool2d_shape *s, const float *
                 _mm512_mask_storeu_ps(yr + ow, keep, best);
                 if (!ar)
                     continue;
-                /* window l starts at at0 + 2 (ow + l); indices fit int32 (checked by the
-                 * caller's h * w) */
-                __m512i idx = _mm512_add_epi32(
-                    _mm512_add_epi32(_mm512_set1_epi32((int32_t)(at0 + 2 * ow)), even), off);
                 if (s->relu)
-                    idx = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), positive, idx);
-                _mm512_mask_storeu_epi64(ar + ow, (__mmask8)keep,
-                                         _mm512_cvtepi32_epi64(_mm512_castsi512_si256(idx)));
-                _mm512_mask_storeu_epi64(ar + ow + 8, (__mmask8)(keep >> 8),
-                                         _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(idx, 1)));
+                    tap = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), positive, tap);
+                _mm512_mask_cvtepi32_storeu_epi16(ar + ow, keep, tap);
             }
         }
 }
@@ -88,49 +77,36 @@ EM_AVX512 static void pool_planes_avx512(const em_pool2d_shape *s, const float *
  * 2 oh + 1 from output row oh, 16 windows at a time; columns past 2 w_out and an odd last row
  * get 0. */
 EM_AVX512 static void pool_grad_planes_avx512(const em_pool2d_shape *s, const float *gy,
-                                              const int64_t *argmax, float *gx, int64_t p0,
+                                              const em_pool_tap *argmax, float *gx, int64_t p0,
                                               int64_t p1)
 {
     /* lanes 0..15 of the interleave of a (even columns) and b (odd ones), then 16..31 */
     const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
     const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30,
                                          15, 31);
-    const __m512i two_l = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
-                                            28, 30);
     const int64_t w = s->w, w_out = s->w_out, hw = s->h * w, hwo = s->h_out * w_out;
-    const __m512i one = _mm512_set1_epi32(1), row = _mm512_set1_epi32((int32_t)w);
-    const __m512i row1 = _mm512_add_epi32(row, one);
     for (int64_t p = p0; p < p1; p++) {
         float *g = gx + p * hw; // (H, W)
         for (int64_t oh = 0; oh < s->h_out; oh++) {
-            const int64_t at0 = 2 * oh * w;
             const float *gr = gy + p * hwo + oh * w_out;
-            const int64_t *ar = argmax + p * hwo + oh * w_out;
-            float *g0 = g + at0, *g1 = g0 + w;
+            const em_pool_tap *ar = argmax + p * hwo + oh * w_out;
+            float *g0 = g + 2 * oh * w, *g1 = g0 + w;
             for (int64_t ow = 0; ow < w_out; ow += 16) {
                 const int64_t n = w_out - ow < 16 ? w_out - ow : 16;
                 const __mmask16 keep = first_lanes(n), lo_keep = first_lanes(2 * n);
                 const __mmask16 hi_keep = first_lanes(2 * n - 16);
                 const __m512 gv = _mm512_maskz_loadu_ps(keep, gr + ow);
-                /* each window's argmax relative to its first element: 0, 1, w or w + 1 */
-                const __m256i am0 = _mm512_cvtepi64_epi32(
-                    _mm512_maskz_loadu_epi64((__mmask8)keep, ar + ow));
-                const __m256i am1 = _mm512_cvtepi64_epi32(
-                    _mm512_maskz_loadu_epi64((__mmask8)(keep >> 8), ar + ow + 8));
-                const __m512i am = _mm512_inserti64x4(_mm512_castsi256_si512(am0), am1, 1);
-                const __m512i rel = _mm512_sub_epi32(
-                    am, _mm512_add_epi32(_mm512_set1_epi32((int32_t)(at0 + 2 * ow)), two_l));
-                const __m512 t0 =
-                    _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, _mm512_setzero_si512()), gv);
-                const __m512 t1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, one), gv);
-                const __m512 t2 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, row), gv);
-                const __m512 t3 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, row1), gv);
-                _mm512_mask_storeu_ps(g0 + 2 * ow, lo_keep, _mm512_permutex2var_ps(t0, lo, t1));
+                const __m512i tap = _mm512_cvtepi16_epi32(_mm256_maskz_loadu_epi16(keep, ar + ow));
+                __m512 t[4]; /* gv in the lanes whose window's maximum is tap k */
+                for (int k = 0; k < 4; k++)
+                    t[k] = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(tap, _mm512_set1_epi32(k)),
+                                               gv);
+                _mm512_mask_storeu_ps(g0 + 2 * ow, lo_keep, _mm512_permutex2var_ps(t[0], lo, t[1]));
                 _mm512_mask_storeu_ps(g0 + 2 * ow + 16, hi_keep,
-                                      _mm512_permutex2var_ps(t0, hi, t1));
-                _mm512_mask_storeu_ps(g1 + 2 * ow, lo_keep, _mm512_permutex2var_ps(t2, lo, t3));
+                                      _mm512_permutex2var_ps(t[0], hi, t[1]));
+                _mm512_mask_storeu_ps(g1 + 2 * ow, lo_keep, _mm512_permutex2var_ps(t[2], lo, t[3]));
                 _mm512_mask_storeu_ps(g1 + 2 * ow + 16, hi_keep,
-                                      _mm512_permutex2var_ps(t2, hi, t3));
+                                      _mm512_permutex2var_ps(t[2], hi, t[3]));
             }
             for (int64_t col = 2 * w_out; col < w; col++)
                 g0[col] = g1[col] = 0;
@@ -156,10 +132,9 @@ static inline __m128 select_ps(__m128 mask, __m128 a, __m128 b)
     return _mm_or_ps(_mm_and_ps(mask, a), _mm_andnot_ps(mask, b));
 }
 
-/* Outputs ow..ow+3 of one output row: r0, r1 the window rows (w); y, argmax (w_out); at0 the
- * index of r0[0] in the plane. */
-static void pool_block4(const float *r0, const float *r1, int64_t w, int64_t ow, float *y,
-                        int64_t *argmax, int64_t at0, bool relu)
+/* Outputs ow..ow+3 of one output row: r0, r1 the window rows (w); y, argmax (w_out). */
+static void pool_block4(const float *r0, const float *r1, int64_t ow, float *y,
+                        em_pool_tap *argmax, bool relu)
 {
     const float *a = r0 + 2 * ow, *b = r1 + 2 * ow;
     __m128 a_lo = _mm_loadu_ps(a), a_hi = _mm_loadu_ps(a + 4);
@@ -170,16 +145,13 @@ static void pool_block4(const float *r0, const float *r1, int64_t w, int64_t ow,
         _mm_shuffle_ps(b_lo, b_hi, _MM_SHUFFLE(2, 0, 2, 0)), /* r1[2 ow]     */
         _mm_shuffle_ps(b_lo, b_hi, _MM_SHUFFLE(3, 1, 3, 1)), /* r1[2 ow + 1] */
     };
-    /* each tap's offset from the window's first element, per lane (int32) */
-    const __m128i offsets[4] = {_mm_setzero_si128(), _mm_set1_epi32(1),
-                                _mm_set1_epi32((int32_t)w), _mm_set1_epi32((int32_t)w + 1)};
     __m128 best = taps[0];
-    __m128i off = offsets[0];
+    __m128i tap = _mm_setzero_si128();
     for (int t = 1; t < 4; t++) {
         __m128 take = pool_take(taps[t], best);
         __m128i take_i = _mm_castps_si128(take);
         best = select_ps(take, taps[t], best);
-        off = _mm_or_si128(_mm_and_si128(take_i, offsets[t]), _mm_andnot_si128(take_i, off));
+        tap = _mm_or_si128(_mm_and_si128(take_i, _mm_set1_epi32(t)), _mm_andnot_si128(take_i, tap));
     }
     /* with relu: 0 for a negative maximum (NaN stays), no gradient unless it is positive */
     const __m128 positive = _mm_cmpgt_ps(best, _mm_setzero_ps());
@@ -187,32 +159,26 @@ static void pool_block4(const float *r0, const float *r1, int64_t w, int64_t ow,
         best = _mm_andnot_ps(_mm_cmplt_ps(best, _mm_setzero_ps()), best);
     _mm_storeu_ps(y + ow, best);
     if (argmax) {
-        /* window starts at0 + 2 (ow + l); indices fit int32 (the caller checks h * w) */
-        __m128i start = _mm_add_epi32(_mm_set1_epi32((int32_t)(at0 + 2 * ow)),
-                                      _mm_setr_epi32(0, 2, 4, 6));
-        __m128i idx = _mm_add_epi32(start, off), zero = _mm_setzero_si128();
         if (relu) {
             const __m128i keep = _mm_castps_si128(positive);
-            idx = _mm_or_si128(_mm_and_si128(keep, idx),
+            tap = _mm_or_si128(_mm_and_si128(keep, tap),
                                _mm_andnot_si128(keep, _mm_set1_epi32(-1)));
-            zero = _mm_srai_epi32(idx, 31); /* the high words of -1 */
         }
-        _mm_storeu_si128((__m128i *)(argmax + ow), _mm_unpacklo_epi32(idx, zero));
-        _mm_storeu_si128((__m128i *)(argmax + ow + 2), _mm_unpackhi_epi32(idx, zero));
+        _mm_storel_epi64((__m128i *)(argmax + ow), _mm_packs_epi32(tap, tap)); /* 4 x int16 */
     }
 }
 #endif
 
-/* One output row: r0, r1 the window rows (w); y, argmax (w_out); at0 the index of r0[0]. */
-static void pool_row_2x2(const float *r0, const float *r1, int64_t w, int64_t w_out, float *y,
-                         int64_t *argmax, int64_t at0, bool relu)
+/* One output row: r0, r1 the window rows (w); y, argmax (w_out). */
+static void pool_row_2x2(const float *r0, const float *r1, int64_t w_out, float *y,
+                         em_pool_tap *argmax, bool relu)
 {
     int64_t ow = 0;
 #if defined(__SSE2__)
     for (; ow + 4 <= w_out; ow += 4)
-        pool_block4(r0, r1, w, ow, y, argmax, at0, relu);
+        pool_block4(r0, r1, ow, y, argmax, relu);
     if (ow < w_out && w_out >= 4) { /* the last four again, overlapping: same values */
-        pool_block4(r0, r1, w, w_out - 4, y, argmax, at0, relu);
+        pool_block4(r0, r1, w_out - 4, y, argmax, relu);
         ow = w_out;
     }
 #endif
@@ -227,19 +193,18 @@ static void pool_row_2x2(const float *r0, const float *r1, int64_t w, int64_t w_
             }
         y[ow] = relu && best < 0 ? 0 : best;
         if (argmax)
-            argmax[ow] = relu && !(best > 0) ? -1 : at0 + (tap >> 1) * w + 2 * ow + (tap & 1);
+            argmax[ow] = (em_pool_tap)(relu && !(best > 0) ? -1 : tap);
     }
 }
 
 bool em_cpu_max_pool2d_2x2_applies(const em_pool2d_shape *s)
 {
     return s->kernel[0] == 2 && s->kernel[1] == 2 && s->stride[0] == 2 && s->stride[1] == 2
-           && s->pad[0] == 0 && s->pad[1] == 0 && s->h_out == s->h / 2 && s->w_out == s->w / 2
-           && s->h * s->w < INT32_MAX;
+           && s->pad[0] == 0 && s->pad[1] == 0 && s->h_out == s->h / 2 && s->w_out == s->w / 2;
 }
 
 void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *y,
-                               int64_t *argmax)
+                               em_pool_tap *argmax)
 {
     const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out, planes = s->n * s->c;
     if (em_cpu_use_avx512()) {
@@ -254,14 +219,13 @@ void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *
     for (int64_t p = 0; p < planes; p++)
         for (int64_t oh = 0; oh < s->h_out; oh++) {
             const float *r0 = x + p * hw + 2 * oh * s->w; // window rows of output row oh
-            pool_row_2x2(r0, r0 + s->w, s->w, s->w_out, y + p * hwo + oh * s->w_out,
-                         argmax ? argmax + p * hwo + oh * s->w_out : NULL, 2 * oh * s->w,
-                         s->relu);
+            pool_row_2x2(r0, r0 + s->w, s->w_out, y + p * hwo + oh * s->w_out,
+                         argmax ? argmax + p * hwo + oh * s->w_out : NULL, s->relu);
         }
 }
 
 bool em_cpu_max_pool2d_2x2_grad_f32(const em_pool2d_shape *s, const float *gy,
-                                    const int64_t *argmax, float *gx)
+                                    const em_pool_tap *argmax, float *gx)
 {
     if (!em_cpu_use_avx512())
         return false;

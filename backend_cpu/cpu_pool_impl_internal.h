@@ -5,31 +5,30 @@
 /* Outputs a window-inside plane handles per step, in SIMD lanes. */
 #define POOL_CHUNK 64
 
-/* best/arg of cnt outputs whose windows start s1 apart at base: each tap in turn, branch-free in
- * SIMD lanes, in row-major order so the first max wins; arg is the tap's offset in the window. */
+/* best/tap of cnt outputs whose windows start s1 apart at base: each tap in turn, branch-free in
+ * SIMD lanes, in row-major order so the first max wins. */
 static void POOL_FN(max_chunk)(const em_pool2d_shape *s, const REAL *base, int64_t s1,
-                               int64_t cnt, REAL *best, int32_t *arg)
+                               int64_t cnt, REAL *best, em_pool_tap *tap)
 {
     for (int64_t c = 0; c < cnt; c++) {
         best[c] = base[c * s1];
-        arg[c] = 0;
+        tap[c] = 0;
     }
     for (int64_t t = 1; t < s->kernel[0] * s->kernel[1]; t++) {
-        const int32_t off = (int32_t)(t / s->kernel[1] * s->w + t % s->kernel[1]);
+        const int64_t off = t / s->kernel[1] * s->w + t % s->kernel[1];
         #pragma omp simd
         for (int64_t c = 0; c < cnt; c++) {
             const REAL v = base[off + c * s1];
             const bool take = (v > best[c]) | ((v != v) & (best[c] == best[c]));
             best[c] = take ? v : best[c];
-            arg[c] = take ? off : arg[c];
+            tap[c] = take ? (em_pool_tap)t : tap[c];
         }
     }
 }
 
-/* A plane whose windows all lie inside it (no padding reached), a chunk of a row at a time;
- * k0 * W < 2^31 here, so a window offset fits int32. */
+/* A plane whose windows all lie inside it (no padding reached), a chunk of a row at a time. */
 static void POOL_FN(max_plane_inside)(const em_pool2d_shape *s, const REAL *x, REAL *y,
-                                      int64_t *argmax)
+                                      em_pool_tap *argmax)
 {
     const int64_t s0 = s->stride[0], s1 = s->stride[1];
     for (int64_t oh = 0; oh < s->h_out; oh++)
@@ -37,20 +36,19 @@ static void POOL_FN(max_plane_inside)(const em_pool2d_shape *s, const REAL *x, R
             const int64_t cnt = s->w_out - ow0 < POOL_CHUNK ? s->w_out - ow0 : POOL_CHUNK;
             const REAL *base = x + oh * s0 * s->w + ow0 * s1; // window of output (oh, ow0)
             REAL best[POOL_CHUNK];
-            int32_t arg[POOL_CHUNK];
-            POOL_FN(max_chunk)(s, base, s1, cnt, best, arg);
+            em_pool_tap tap[POOL_CHUNK];
+            POOL_FN(max_chunk)(s, base, s1, cnt, best, tap);
             memcpy(y + oh * s->w_out + ow0, best, (size_t)cnt * sizeof(REAL));
             if (argmax)
-                for (int64_t c = 0; c < cnt; c++)
-                    argmax[oh * s->w_out + ow0 + c] = oh * s0 * s->w + (ow0 + c) * s1 + arg[c];
+                memcpy(argmax + oh * s->w_out + ow0, tap, (size_t)cnt * sizeof(em_pool_tap));
         }
 }
 
 /* y and argmax of one plane; padding reads as -inf, the first maximum wins, NaN propagates. */
-static void POOL_FN(max_plane)(const em_pool2d_shape *s, const REAL *x, REAL *y, int64_t *argmax)
+static void POOL_FN(max_plane)(const em_pool2d_shape *s, const REAL *x, REAL *y,
+                               em_pool_tap *argmax)
 {
     if (s->pad[0] == 0 && s->pad[1] == 0 && s->h_out > 0 && s->w_out > 0
-        && s->kernel[0] * s->w < INT32_MAX
         && (s->h_out - 1) * s->stride[0] + s->kernel[0] <= s->h
         && (s->w_out - 1) * s->stride[1] + s->kernel[1] <= s->w) {
         POOL_FN(max_plane_inside)(s, x, y, argmax);
@@ -60,24 +58,24 @@ static void POOL_FN(max_plane)(const em_pool2d_shape *s, const REAL *x, REAL *y,
         for (int64_t ow = 0; ow < s->w_out; ow++) {
             const int64_t h0 = oh * s->stride[0] - s->pad[0], w0 = ow * s->stride[1] - s->pad[1];
             REAL best = -INFINITY;
-            int64_t arg = -1;
+            int64_t tap = -1;
             for (int64_t ih = h0 > 0 ? h0 : 0; ih < h0 + s->kernel[0] && ih < s->h; ih++)
                 for (int64_t iw = w0 > 0 ? w0 : 0; iw < w0 + s->kernel[1] && iw < s->w; iw++) {
                     const REAL v = x[ih * s->w + iw];
-                    if (arg < 0 || v > best || (isnan(v) && !isnan(best))) {
+                    if (tap < 0 || v > best || (isnan(v) && !isnan(best))) {
                         best = v;
-                        arg = ih * s->w + iw;
+                        tap = (ih - h0) * s->kernel[1] + iw - w0;
                     }
                 }
             y[oh * s->w_out + ow] = best;
             if (argmax)
-                argmax[oh * s->w_out + ow] = arg;
+                argmax[oh * s->w_out + ow] = (em_pool_tap)tap;
         }
 }
 
 /* s->relu on one plane's maxima y, argmax (hwo): 0 for a negative maximum (NaN stays), argmax -1
  * (no gradient) unless it is positive. */
-static void POOL_FN(relu_plane)(int64_t hwo, REAL *y, int64_t *argmax)
+static void POOL_FN(relu_plane)(int64_t hwo, REAL *y, em_pool_tap *argmax)
 {
     for (int64_t o = 0; o < hwo; o++) {
         if (argmax && !(y[o] > 0))
@@ -86,33 +84,38 @@ static void POOL_FN(relu_plane)(int64_t hwo, REAL *y, int64_t *argmax)
     }
 }
 
-static void POOL_FN(max_pool)(const em_pool2d_shape *s, const REAL *x, REAL *y, int64_t *argmax)
+static void POOL_FN(max_pool)(const em_pool2d_shape *s, const REAL *x, REAL *y,
+                              em_pool_tap *argmax)
 {
     const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out;
     #pragma omp parallel for if (s->n * s->c * hwo * s->kernel[0] * s->kernel[1] \
                                  >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
     for (int64_t p = 0; p < s->n * s->c; p++) {
-        int64_t *arg = argmax ? argmax + p * hwo : NULL;
-        POOL_FN(max_plane)(s, x + p * hw, y + p * hwo, arg);
+        em_pool_tap *tap = argmax ? argmax + p * hwo : NULL;
+        POOL_FN(max_plane)(s, x + p * hw, y + p * hwo, tap);
         if (s->relu)
-            POOL_FN(relu_plane)(hwo, y + p * hwo, arg);
+            POOL_FN(relu_plane)(hwo, y + p * hwo, tap);
     }
 }
 
+/* gx: each output's gradient added at the input its tap points to, in output order. */
 static void POOL_FN(max_pool_grad)(const em_pool2d_shape *s, const REAL *gy,
-                                   const int64_t *argmax, REAL *gx)
+                                   const em_pool_tap *argmax, REAL *gx)
 {
-    const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out;
+    const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out, k1 = s->kernel[1];
     #pragma omp parallel for if (s->n * s->c * (hw + hwo) >= EM_CPU_PARALLEL_MIN) \
             num_threads(em_cpu_threads())
     for (int64_t p = 0; p < s->n * s->c; p++) {
         REAL *g = gx + p * hw; // (H, W)
         memset(g, 0, (size_t)hw * sizeof(REAL));
-        for (int64_t o = 0; o < hwo; o++) {
-            const int64_t at = argmax[p * hwo + o];
-            if (at >= 0 && at < hw)
-                g[at] += gy[p * hwo + o];
-        }
+        for (int64_t oh = 0; oh < s->h_out; oh++)
+            for (int64_t ow = 0; ow < s->w_out; ow++) {
+                const int64_t o = p * hwo + oh * s->w_out + ow, tap = argmax[o];
+                const int64_t ih = oh * s->stride[0] - s->pad[0] + tap / k1;
+                const int64_t iw = ow * s->stride[1] - s->pad[1] + tap % k1;
+                if (tap >= 0 && ih >= 0 && ih < s->h && iw >= 0 && iw < s->w)
+                    g[ih * s->w + iw] += gy[o];
+            }
     }
 }
 

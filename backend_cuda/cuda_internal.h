@@ -87,9 +87,9 @@ int em_cuda_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, const void 
 int em_cuda_conv2d_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void *gy,
                                const void *x, void *gw, void *gbias);
 int em_cuda_max_pool2d(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
-                       int64_t *argmax);
+                       em_pool_tap *argmax);
 int em_cuda_max_pool2d_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy,
-                            const int64_t *argmax, void *gx);
+                            const em_pool_tap *argmax, void *gx);
 int em_cuda_avg_pool2d(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y);
 int em_cuda_avg_pool2d_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy, void *gx);
 

@@ -8,10 +8,10 @@
 #define THREADS 256
 
 /* x (N*C, H, W) -> y, argmax (N*C, H_out, W_out); padding reads as -inf, the first maximum
- * wins, NaN propagates; argmax indexes the plane (H*W), -1 for an all-padding window and, with
- * s.relu, where the maximum is not positive (whose ReLU is then 0 for a negative one). */
+ * wins, NaN propagates; argmax is the maximum's tap in its window, -1 for an all-padding window
+ * and, with s.relu, where the maximum is not positive (whose ReLU is then 0 for a negative one). */
 template <typename T>
-__global__ void max_pool_kernel(em_pool2d_shape s, const T *x, T *y, int64_t *argmax)
+__global__ void max_pool_kernel(em_pool2d_shape s, const T *x, T *y, em_pool_tap *argmax)
 {
     const int64_t hwo = s.h_out * s.w_out, total = s.n * s.c * hwo;
     for (int64_t o = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; o < total;
@@ -26,7 +26,7 @@ __global__ void max_pool_kernel(em_pool2d_shape s, const T *x, T *y, int64_t *ar
                 const acc_t<T> v = load(plane + ih * s.w + iw);
                 if (arg < 0 || v > best || (isnan(v) && !isnan(best))) {
                     best = v;
-                    arg = ih * s.w + iw;
+                    arg = (ih - h0) * s.kernel[1] + iw - w0;
                 }
             }
         if (s.relu && !(best > 0))
@@ -35,7 +35,7 @@ __global__ void max_pool_kernel(em_pool2d_shape s, const T *x, T *y, int64_t *ar
             best = 0;
         store(y + o, best);
         if (argmax)
-            argmax[o] = arg;
+            argmax[o] = (em_pool_tap)arg;
     }
 }
 
@@ -52,9 +52,9 @@ __device__ __forceinline__ void covering(int64_t i, int64_t stride, int64_t pad,
         *hi = out;
 }
 
-/* gx (N*C, H, W) = the sum of gy over the outputs whose argmax is this element */
+/* gx (N*C, H, W) = the sum of gy over the outputs whose argmax is this element's tap */
 template <typename T>
-__global__ void max_pool_grad_kernel(em_pool2d_shape s, const T *gy, const int64_t *argmax,
+__global__ void max_pool_grad_kernel(em_pool2d_shape s, const T *gy, const em_pool_tap *argmax,
                                      T *gx)
 {
     const int64_t hw = s.h * s.w, total = s.n * s.c * hw, hwo = s.h_out * s.w_out;
@@ -68,7 +68,9 @@ __global__ void max_pool_grad_kernel(em_pool2d_shape s, const T *gy, const int64
         for (int64_t oh = oh0; oh < oh1; oh++)
             for (int64_t ow = ow0; ow < ow1; ow++) {
                 const int64_t o = p * hwo + oh * s.w_out + ow;
-                if (argmax[o] == at)
+                const int64_t tap = (ih - (oh * s.stride[0] - s.pad[0])) * s.kernel[1] + iw -
+                                    (ow * s.stride[1] - s.pad[1]);
+                if (argmax[o] == tap)
                     sum += load(gy + o);
             }
         store(gx + e, sum);
@@ -149,7 +151,7 @@ template <typename F> static int pool_launch(const em_pool2d_shape *s, int64_t n
 }
 
 extern "C" int em_cuda_max_pool2d(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
-                                  int64_t *argmax)
+                                  em_pool_tap *argmax)
 {
     return pool_launch(s, s->n * s->c * s->h_out * s->w_out, dt, [&](auto t, unsigned grid) {
         using T = decltype(t);
@@ -159,7 +161,7 @@ extern "C" int em_cuda_max_pool2d(const em_pool2d_shape *s, em_dtype dt, const v
 }
 
 extern "C" int em_cuda_max_pool2d_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy,
-                                       const int64_t *argmax, void *gx)
+                                       const em_pool_tap *argmax, void *gx)
 {
     return pool_launch(s, s->n * s->c * s->h * s->w, dt, [&](auto t, unsigned grid) {
         using T = decltype(t);

@@ -333,9 +333,17 @@ static em_pool2d_shape pool_shape(int64_t n, int64_t c, int64_t h, int64_t w, in
                              .count_include_pad = include_pad};
 }
 
-/* Naive max pooling over every window position, padding as -inf, first maximum kept; then the
- * gradient of sum(y * gy). */
-static void max_pool_naive(const em_pool2d_shape *s, const double *x, double *y, int64_t *am,
+/* The index in its plane of output o's window tap (o over the N*C planes' outputs). */
+static int64_t tap_input(const em_pool2d_shape *s, int64_t o, int64_t tap)
+{
+    const int64_t oh = o % (s->h_out * s->w_out) / s->w_out, ow = o % s->w_out;
+    return (oh * s->stride[0] - s->pad[0] + tap / s->kernel[1]) * s->w +
+           ow * s->stride[1] - s->pad[1] + tap % s->kernel[1];
+}
+
+/* Naive max pooling over every window position, padding as -inf, first maximum kept, am its tap
+ * in the window; then the gradient of sum(y * gy). */
+static void max_pool_naive(const em_pool2d_shape *s, const double *x, double *y, em_pool_tap *am,
                            const double *gy, double *gx)
 {
     memset(gx, 0, (size_t)(s->n * s->c * s->h * s->w) * sizeof(double));
@@ -343,7 +351,7 @@ static void max_pool_naive(const em_pool2d_shape *s, const double *x, double *y,
         for (int64_t oh = 0; oh < s->h_out; oh++)
             for (int64_t ow = 0; ow < s->w_out; ow++) {
                 double best = -INFINITY;
-                int64_t arg = -1;
+                int64_t arg = -1, tap = -1;
                 for (int64_t i = 0; i < s->kernel[0]; i++)
                     for (int64_t j = 0; j < s->kernel[1]; j++) {
                         int64_t ih = oh * s->stride[0] - s->pad[0] + i;
@@ -353,11 +361,12 @@ static void max_pool_naive(const em_pool2d_shape *s, const double *x, double *y,
                         if (inside && (arg < 0 || v > best)) {
                             best = v;
                             arg = ih * s->w + iw;
+                            tap = i * s->kernel[1] + j;
                         }
                     }
                 int64_t o = (p * s->h_out + oh) * s->w_out + ow;
                 y[o] = best;
-                am[o] = arg;
+                am[o] = (em_pool_tap)tap;
                 gx[p * s->h * s->w + arg] += gy[o];
             }
 }
@@ -420,7 +429,7 @@ static void check_relu_pool(em_pool2d_shape s, em_dtype dt)
     void *kgy = dt == EM_F32 ? (void *)to_f32(gy, ny) : gy;
     void *y0 = malloc((size_t)ny * es), *y1 = malloc((size_t)ny * es);
     void *gx = malloc((size_t)nx * es);
-    int64_t *am0 = malloc((size_t)ny * 8), *am1 = malloc((size_t)ny * 8);
+    em_pool_tap *am0 = malloc((size_t)ny * sizeof *am0), *am1 = malloc((size_t)ny * sizeof *am1);
     s.relu = false;
     cr_assert_eq(em_cpu_max_pool2d(&s, dt, kx, y0, am0), EM_KERNEL_OK);
     s.relu = true;
@@ -430,8 +439,8 @@ static void check_relu_pool(em_pool2d_shape s, em_dtype dt)
         const double v0 = dt == EM_F32 ? ((float *)y0)[i] : ((double *)y0)[i];
         const double v1 = dt == EM_F32 ? ((float *)y1)[i] : ((double *)y1)[i];
         cr_assert_eq(v1, v0 < 0 ? 0 : v0, "relu y[%ld]: %g from %g", (long)i, v1, v0);
-        cr_assert_eq(am1[i], v0 > 0 ? am0[i] : -1, "relu argmax[%ld]: %ld, max %g at %ld",
-                     (long)i, (long)am1[i], v0, (long)am0[i]);
+        cr_assert_eq(am1[i], v0 > 0 ? am0[i] : -1, "relu argmax[%ld]: %d, max %g at tap %d",
+                     (long)i, am1[i], v0, am0[i]);
         kept += am1[i] >= 0;
     }
     cr_assert(kept > 0 && kept < ny, "%ld of %ld maxima positive: no mix to test", (long)kept,
@@ -441,7 +450,8 @@ static void check_relu_pool(em_pool2d_shape s, em_dtype dt)
     double *want = calloc((size_t)nx, sizeof(double));
     for (int64_t o = 0; o < ny; o++)
         if (am1[o] >= 0)
-            want[o / hwo * hw + am1[o]] += dt == EM_F32 ? (double)((float *)kgy)[o] : gy[o];
+            want[o / hwo * hw + tap_input(&s, o, am1[o])] +=
+                dt == EM_F32 ? (double)((float *)kgy)[o] : gy[o];
     /* overlapping windows add in the kernel's precision */
     assert_close("relu max gx", want, gx, dt == EM_F32, nx, dt == EM_F32 ? 1e-6 : 1e-14);
     if (dt == EM_F32) {
@@ -458,7 +468,7 @@ static void check_pool(em_pool2d_shape s)
     const int64_t nx = s.n * s.c * s.h * s.w, ny = s.n * s.c * s.h_out * s.w_out;
     double *x = tied_negative(nx), *gy = random_f64(ny);
     double *y = malloc((size_t)ny * 8), *gx = malloc((size_t)nx * 8);
-    int64_t *am = malloc((size_t)ny * 8), *kam = malloc((size_t)ny * 8);
+    em_pool_tap *am = malloc((size_t)ny * sizeof *am), *kam = malloc((size_t)ny * sizeof *kam);
     for (int f32 = 0; f32 < 2; f32++) {
         em_dtype dt = f32 ? EM_F32 : EM_F64;
         size_t es = f32 ? 4 : 8;
@@ -470,8 +480,8 @@ static void check_pool(em_pool2d_shape s)
         cr_assert_eq(em_cpu_max_pool2d(&s, dt, kx, ky, kam), EM_KERNEL_OK);
         assert_close("max y", y, ky, f32, ny, 0);
         for (int64_t i = 0; i < ny; i++)
-            cr_assert_eq(kam[i], am[i], "argmax[%ld]: %ld, first max at %ld", (long)i,
-                         (long)kam[i], (long)am[i]);
+            cr_assert_eq(kam[i], am[i], "argmax[%ld]: tap %d, first max at tap %d", (long)i,
+                         kam[i], am[i]);
         memset(kgx, 0xff, (size_t)nx * es);
         cr_assert_eq(em_cpu_max_pool2d_grad(&s, dt, kgy, kam, kgx), EM_KERNEL_OK);
         assert_close("max gx", gx, kgx, f32, nx, tol);
@@ -542,11 +552,11 @@ Test(cpu_pool, max_pool_values_by_hand)
 {
     /* one 3x3 plane, 2x2 windows, stride 1: ties resolve to the first in row-major order */
     float x[9] = {1, 5, 5, 2, 5, 0, 9, 9, 3}, y[4];
-    int64_t am[4];
+    em_pool_tap am[4];
     em_pool2d_shape s = pool_shape(1, 1, 3, 3, 2, 2, 2, 1, 0, false);
     cr_assert_eq(em_cpu_max_pool2d(&s, EM_F32, x, y, am), EM_KERNEL_OK);
     float want[4] = {5, 5, 9, 9};
-    int64_t want_am[4] = {1, 1, 6, 7};
+    em_pool_tap want_am[4] = {1, 0, 2, 2}; /* taps: (0,1) of each top window, (1,0) below */
     for (int i = 0; i < 4; i++) {
         cr_assert_eq(y[i], want[i]);
         cr_assert_eq(am[i], want_am[i]);
@@ -562,21 +572,21 @@ Test(cpu_pool, nan_propagates_first_nan_kept)
 {
     /* windows inside the plane (fast path) and padded windows (general path) agree */
     float x[16] = {1, NAN, 3, 4, NAN, 2, 0, 9, 5, 5, 5, 5, 5, 5, 5, 5}, y[9];
-    int64_t am[9];
+    em_pool_tap am[9];
     em_pool2d_shape s = pool_shape(1, 1, 4, 4, 2, 2, 2, 2, 0, false);
     cr_assert_eq(em_cpu_max_pool2d(&s, EM_F32, x, y, am), EM_KERNEL_OK);
     cr_assert(isnan(y[0]));
-    cr_assert_eq(am[0], 1);
+    cr_assert_eq(am[0], 1); /* the NaN at (0, 1) */
     cr_assert_eq(y[1], 9.0f);
-    cr_assert_eq(am[1], 7);
-    cr_assert_eq(am[2], 8);
+    cr_assert_eq(am[1], 3); /* (1, 3) */
+    cr_assert_eq(am[2], 0); /* (2, 0), the first of four 5s */
     s = pool_shape(1, 1, 4, 4, 3, 3, 2, 2, 1, false);
     cr_assert_eq(em_cpu_max_pool2d(&s, EM_F32, x, y, am), EM_KERNEL_OK);
     cr_assert_eq(y[0], 1.0f);
     cr_assert(isnan(y[1]));
-    cr_assert_eq(am[1], 1);
+    cr_assert_eq(am[1], 2); /* (0, 1) in the window at (-1, 1) */
     cr_assert(isnan(y[3]));
-    cr_assert_eq(am[3], 4);
+    cr_assert_eq(am[3], 1); /* (1, 0) in the window at (1, -1) */
 }
 
 Test(cpu_pool, half_types_through_f32)
@@ -609,13 +619,12 @@ Test(cpu_pool, window_2x2_stride_2_nan_and_ties_in_every_lane)
                    4, NAN, NAN, 9, 7, 7, NAN, NAN, 9, 2};
     x[6] = NAN;
     float y[5];
-    int64_t am[5];
+    em_pool_tap am[5];
     em_pool2d_shape s = pool_shape(1, 1, 2, 10, 1, 5, 2, 2, 0, false);
     cr_assert_eq(em_cpu_max_pool2d(&s, EM_F32, x, y, am), EM_KERNEL_OK);
-    int64_t want_am[5] = {11, 12, 4, 6, 18};
+    em_pool_tap want_am[5] = {3, 2, 0, 0, 2}; /* plane indices 11, 12, 4, 6, 18 */
     for (int i = 0; i < 5; i++)
-        cr_assert_eq(am[i], want_am[i], "window %d: argmax %ld, want %ld", i, (long)am[i],
-                     (long)want_am[i]);
+        cr_assert_eq(am[i], want_am[i], "window %d: tap %d, want %d", i, am[i], want_am[i]);
     cr_assert(isnan(y[0]) && isnan(y[1]) && isnan(y[3]));
     cr_assert_eq(y[2], 7.0f);
     cr_assert_eq(y[4], 9.0f);

@@ -108,6 +108,13 @@ Test(op_errors, conv_pool_index_arguments)
     cr_expect_str_eq(em_error(), "em_max_pool2d: kernel 5x5 stride 5x5 padding 0x0 does not fit "
                                  "x [1,3,4,4]");
     em_error_clear();
+    /* max pooling keeps each maximum's tap in its window in 2 bytes; average pooling has none */
+    em_tensor *big = em_zeros(EM_SHAPE(1, 1, 182, 182), EM_F32);
+    cr_expect_null(em_relu_max_pool2d(big, (em_pool2d_opts){.kernel = {182, 182}}));
+    cr_expect_str_eq(em_error(), "em_relu_max_pool2d: a 182x182 window has more than 32767 taps");
+    em_error_clear();
+    cr_expect_not_null(em_max_pool2d(big, (em_pool2d_opts){.kernel = {181, 181}}));
+    cr_expect_not_null(em_avg_pool2d(big, (em_pool2d_opts){.kernel = {182, 182}}));
     em_tensor *idx = em_from_data(EM_SHAPE(2), EM_I64, (int64_t[]){0, 7});
     cr_expect_null(em_index_select(x, 1, idx));
     cr_expect_str_eq(em_error(), "em_index_select: index 7 out of range [0, 3)");
