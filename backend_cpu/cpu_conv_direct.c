@@ -1,8 +1,9 @@
 /* Direct f32 convolution for stride-1 layers on AVX2+FMA: each image is copied into
  * zero-bordered planes and every tap of the kernel reads a shifted run of them in place of an
- * im2col matrix. Forward tiles hold 6 output channels x 16 columns of one output row in
- * registers; grad_input is the forward pass over gy with the flipped, transposed weights;
- * grad_weight tiles hold 4 output channels x 3 taps summed over a block of images. */
+ * im2col matrix. Forward tiles hold 6 output channels x 16 columns (32 on AVX-512) of one output
+ * row in registers (cpu_conv_direct_tile_impl_internal.h); grad_input is the forward pass over
+ * gy with the flipped, transposed weights; grad_weight tiles hold 4 output channels x 3 taps
+ * summed over a block of images. */
 #include <immintrin.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "backend_cpu/cpu_conv_direct_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
+#include "backend_cpu/cpu_simd_internal.h"
 
 #define DCONV_TARGET __attribute__((target("avx2,fma")))
 /* The packed weight panel of one tile, MR x C*KH*KW floats, stays in L1 below this. */
@@ -19,9 +21,9 @@
  * with dilation and padding into output (M, H_out, W_out), stride 1. The input is copied into
  * zero-bordered planes (C, Hp, Wp), Hp = H_out + (KH-1)*dh and Wp = W_out + (KW-1)*dw, followed
  * by `slack` zeros: output (oh, ow) reads tap (c, i, j) at c*plane + (oh + i*dh)*Wp + ow + j*dw,
- * and a whole 8-lane load past the last output column of a row reads the next row or the slack
- * (lanes that are never kept). Planes start an odd number of cache lines apart, so the same
- * row of many planes does not crowd one cache set. */
+ * and a whole vector load (8 or 16 lanes) past the last output column of a row reads the next
+ * row or the slack (lanes that are never kept). Planes start an odd number of cache lines apart,
+ * so the same row of many planes does not crowd one cache set. */
 typedef struct {
     int64_t c, h, w;
     int64_t m, ho, wo;
@@ -41,7 +43,7 @@ static dconv_geom dconv_geom_of(int64_t c, int64_t h, int64_t w, int64_t m, int6
     g.plane = (g.hp * g.wp + 15) / 16 * 16;
     if (g.plane / 16 % 2 == 0)
         g.plane += 16;
-    g.slack = (g.kw - 1) * g.dw + 16;
+    g.slack = (g.kw - 1) * g.dw + 32;
     g.k = c * g.kh * g.kw;
     return g;
 }
@@ -152,72 +154,35 @@ DCONV_TARGET static inline __m256i dconv_mask(int lanes)
                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* y (MR rows ystride apart, NV*8 columns, `tail` of the last 8 kept) = bias + the sum over taps
- * of a (K, MR) times the run of NV*8 inputs at xb + off[k]. */
-DCONV_TARGET __attribute__((always_inline)) static inline void
-dconv_tile(int mr, int nv, int64_t k, const float *a, const float *xb, const int64_t *off,
-           const float *bias, float *y, int64_t ystride, int tail)
-{
-    __m256 acc[6][2];
-    #pragma GCC unroll 6
-    for (int r = 0; r < mr; r++) {
-        acc[r][0] = _mm256_set1_ps(bias ? bias[r] : 0.0f);
-        acc[r][1] = acc[r][0];
-    }
-    for (int64_t t = 0; t < k; t++, a += mr) {
-        const float *b = xb + off[t];
-        const __m256 b0 = _mm256_loadu_ps(b);
-        const __m256 b1 = nv > 1 ? _mm256_loadu_ps(b + 8) : b0;
-        #pragma GCC unroll 6
-        for (int r = 0; r < mr; r++) {
-            const __m256 ar = _mm256_broadcast_ss(a + r);
-            acc[r][0] = _mm256_fmadd_ps(ar, b0, acc[r][0]);
-            if (nv > 1)
-                acc[r][1] = _mm256_fmadd_ps(ar, b1, acc[r][1]);
-        }
-    }
-    const __m256i mask = dconv_mask(tail);
-    #pragma GCC unroll 6
-    for (int r = 0; r < mr; r++) {
-        float *row = y + r * ystride;
-        if (nv > 1)
-            _mm256_storeu_ps(row, acc[r][0]);
-        if (tail == 8)
-            _mm256_storeu_ps(row + 8 * (nv - 1), acc[r][nv - 1]);
-        else
-            _mm256_maskstore_ps(row + 8 * (nv - 1), mask, acc[r][nv - 1]);
-    }
-}
-
 typedef void (*dconv_tile_fn)(int64_t k, const float *a, const float *xb, const int64_t *off,
                               const float *bias, float *y, int64_t ystride, int tail);
 
-#define DCONV_TILE(mr, nv)                                                                    \
-    DCONV_TARGET static void dconv_tile_##mr##_##nv(int64_t k, const float *a, const float *xb, \
-                                                    const int64_t *off, const float *bias,    \
-                                                    float *y, int64_t ystride, int tail)      \
-    {                                                                                         \
-        dconv_tile(mr, nv, k, a, xb, off, bias, y, ystride, tail);                            \
-    }
-DCONV_TILE(1, 1)
-DCONV_TILE(1, 2)
-DCONV_TILE(2, 1)
-DCONV_TILE(2, 2)
-DCONV_TILE(3, 1)
-DCONV_TILE(3, 2)
-DCONV_TILE(4, 1)
-DCONV_TILE(4, 2)
-DCONV_TILE(5, 1)
-DCONV_TILE(5, 2)
-DCONV_TILE(6, 1)
-DCONV_TILE(6, 2)
-#undef DCONV_TILE
+/* The forward tiles, once per vector width: 8 lanes on AVX2, 16 on AVX-512 (the same sums in
+ * the same order in every lane, so the same bits). */
+#define DT_TARGET DCONV_TARGET
+#define DT_LANES 8
+#define DT_FN(name) name##_avx2
+#define DT_SET1(x) _mm256_set1_ps(x)
+#define DT_STORE_TAIL(row, v, n) _mm256_maskstore_ps(row, dconv_mask(n), (__m256)(v))
+#include "backend_cpu/cpu_conv_direct_tile_impl_internal.h"
+#undef DT_TARGET
+#undef DT_LANES
+#undef DT_FN
+#undef DT_SET1
+#undef DT_STORE_TAIL
 
-static const dconv_tile_fn dconv_tiles[7][3] = {
-    [1] = {NULL, dconv_tile_1_1, dconv_tile_1_2}, [2] = {NULL, dconv_tile_2_1, dconv_tile_2_2},
-    [3] = {NULL, dconv_tile_3_1, dconv_tile_3_2}, [4] = {NULL, dconv_tile_4_1, dconv_tile_4_2},
-    [5] = {NULL, dconv_tile_5_1, dconv_tile_5_2}, [6] = {NULL, dconv_tile_6_1, dconv_tile_6_2},
-};
+#define DT_TARGET EM_AVX512
+#define DT_LANES 16
+#define DT_FN(name) name##_avx512
+#define DT_SET1(x) _mm512_set1_ps(x)
+#define DT_STORE_TAIL(row, v, n)                                                              \
+    _mm512_mask_storeu_ps(row, (__mmask16)((1u << (n)) - 1), (__m512)(v))
+#include "backend_cpu/cpu_conv_direct_tile_impl_internal.h"
+#undef DT_TARGET
+#undef DT_LANES
+#undef DT_FN
+#undef DT_SET1
+#undef DT_STORE_TAIL
 
 /* Output rows [oh0, oh1) of one image: y (M, H_out, W_out) from its padded planes xp. */
 static void dconv_image_rows(const dconv_geom *g, const float *a, const int64_t *off,
@@ -225,16 +190,18 @@ static void dconv_image_rows(const dconv_geom *g, const float *a, const int64_t 
                              int64_t oh1)
 {
     const int64_t hwo = g->ho * g->wo;
+    const bool wide = em_cpu_use_avx512();
+    const int lanes = wide ? 16 : 8; /* a tile's columns: two vectors of them */
     for (int64_t m0 = 0; m0 < g->m;) {
         const int mr = dconv_rows(g->m, m0);
         for (int64_t oh = oh0; oh < oh1; oh++)
-            for (int64_t ow0 = 0; ow0 < g->wo; ow0 += 16) {
+            for (int64_t ow0 = 0; ow0 < g->wo; ow0 += 2 * lanes) {
                 const int64_t rem = g->wo - ow0;
-                const int nv = rem > 8 ? 2 : 1;
-                const int tail = rem >= 16 ? 8 : (int)(rem - 8 * (nv - 1));
-                dconv_tiles[mr][nv](g->k, a + m0 * g->k, xp + oh * g->wp + ow0, off,
-                                    bias ? bias + m0 : NULL, y + (m0 * g->ho + oh) * g->wo + ow0,
-                                    hwo, tail);
+                const int nv = rem > lanes ? 2 : 1;
+                const int tail = rem >= 2 * lanes ? lanes : (int)(rem - lanes * (nv - 1));
+                (wide ? dconv_tiles_avx512 : dconv_tiles_avx2)[mr][nv](
+                    g->k, a + m0 * g->k, xp + oh * g->wp + ow0, off, bias ? bias + m0 : NULL,
+                    y + (m0 * g->ho + oh) * g->wo + ow0, hwo, tail);
             }
         m0 += mr;
     }

@@ -196,6 +196,42 @@ Test(cpu_conv, direct_forward_with_wide_padding)
     check_direct(conv_test_shape(2, 3, 8, 10, 6, 3, 3, 1, 1, 3, 3, 1, 1, 1), false);
 }
 
+/* The direct forward pass (and grad_input, the same pass over gy) in 16-lane AVX-512 tiles
+ * gives the bits of the 8-lane AVX2 ones: each output sums its taps in the same order. Rows of
+ * 28 (a tile of 16 and a tail of 12), 13, 21, 26 and 17 columns. */
+Test(cpu_conv, direct_same_bits_on_avx2_and_avx512)
+{
+    if (!direct_cpu() || !em_cpu_has_avx512())
+        cr_skip_test("needs AVX-512 to compare with AVX2");
+    const em_conv2d_shape shapes[5] = {
+        conv_test_shape(3, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+        conv_test_shape(2, 3, 11, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+        conv_test_shape(3, 2, 9, 21, 7, 3, 3, 1, 1, 0, 0, 1, 1, 1),
+        conv_test_shape(5, 2, 7, 26, 6, 3, 3, 1, 1, 2, 2, 1, 1, 1),
+        conv_test_shape(2, 5, 12, 17, 13, 2, 3, 1, 1, 1, 1, 2, 2, 1)};
+    for (int k = 0; k < 5; k++) {
+        const em_conv2d_shape *s = &shapes[k];
+        const int64_t nx = conv_x_count(s), ny = conv_y_count(s), nw = conv_w_count(s);
+        double *x = random_f64(nx), *w = random_f64(nw), *b = random_f64(s->c_out);
+        double *gy = random_f64(ny);
+        float *fx = to_f32(x, nx), *fw = to_f32(w, nw), *fb = to_f32(b, s->c_out);
+        float *fgy = to_f32(gy, ny), *y[2], *gx[2];
+        for (int wide = 0; wide < 2; wide++) {
+            em_cpu_set_avx512(wide);
+            y[wide] = malloc((size_t)ny * sizeof(float));
+            gx[wide] = malloc((size_t)nx * sizeof(float));
+            cr_assert_eq(em_cpu_conv_direct_forward(s, fx, fw, fb, y[wide]), EM_KERNEL_OK);
+            cr_assert_eq(em_cpu_conv_direct_grad_input(s, fgy, fw, gx[wide]), EM_KERNEL_OK);
+        }
+        em_cpu_set_avx512(true);
+        cr_assert_arr_eq(y[1], y[0], (size_t)ny * sizeof(float), "shape %d: y", k);
+        cr_assert_arr_eq(gx[1], gx[0], (size_t)nx * sizeof(float), "shape %d: gx", k);
+        void *bufs[] = {x, w, b, gy, fx, fw, fb, fgy, y[0], y[1], gx[0], gx[1]};
+        for (int i = 0; i < 12; i++)
+            free(bufs[i]);
+    }
+}
+
 /* Shapes the direct kernels leave to the GEMM path. */
 Test(cpu_conv, direct_declines_strides_groups_1x1_narrow_rows)
 {
