@@ -302,29 +302,24 @@ typedef struct {
 DEFINE_COL_SUM(col_sum_f64, double)
 DEFINE_COL_SUM(col_sum_f32, float)
 
-/* Folds one row of w kept columns (contiguous T values) into the column accumulators. */
-#define DEFINE_COL_ROW(NAME, T, SUM)                                                              \
+/* Folds one row of w kept columns (contiguous T values) into the column accumulators; sums
+ * are col_run's. */
+#define DEFINE_COL_ROW(NAME, T)                                                                   \
     static void NAME(col_ctx *c, const T *x)                                                      \
     {                                                                                             \
         const int64_t w = c->w;                                                                   \
         double *restrict f = c->f;                                                                \
-        switch (c->ps->k) {                                                                       \
-        case K_SUM:                                                                               \
-            SUM(w, 1, 0, f, x);                                                                   \
-            break;                                                                                \
-        case K_SQDEV:                                                                             \
+        if (c->ps->k == K_SQDEV) {                                                                \
             _Pragma("omp simd") for (int64_t j = 0; j < w; j++)                                   \
                 f[j] += (x[j] - c->mean[j]) * (x[j] - c->mean[j]);                                \
-            break;                                                                                \
-        default:                                                                                  \
-            for (int64_t j = 0; j < w; j++)                                                       \
-                update_f(c->ps->k, &f[j], &c->idx[j], x[j], c->pos);                              \
-            break;                                                                                \
+            return;                                                                               \
         }                                                                                         \
+        for (int64_t j = 0; j < w; j++)                                                           \
+            update_f(c->ps->k, &f[j], &c->idx[j], x[j], c->pos);                                  \
     }
 
-DEFINE_COL_ROW(col_row_f, double, col_sum_f64)
-DEFINE_COL_ROW(col_row_f32, float, col_sum_f32)
+DEFINE_COL_ROW(col_row_f, double)
+DEFINE_COL_ROW(col_row_f32, float)
 
 /* A run of reduced positions (operand 0 = in); each position is one row of w kept columns. */
 static void col_run(void *vctx, int64_t n, char *const *p, const int64_t *s)
@@ -332,8 +327,17 @@ static void col_run(void *vctx, int64_t n, char *const *p, const int64_t *s)
     col_ctx *c = vctx;
     const pass *ps = c->ps;
     const int64_t es = (int64_t)ps->red.elsize[0];
-    if (ps->in_dt == EM_F32 && c->cstride == 1 && ps->k == K_SUM) { /* the run's rows at once */
-        col_sum_f32(c->w, n, s[0], c->f, (const float *)p[0]);
+    if (ps->k == K_SUM && ps->fl) { /* the run's rows at once where they are f32 or f64 in place */
+        if (ps->in_dt == EM_F32 && c->cstride == 1)
+            col_sum_f32(c->w, n, s[0], c->f, (const float *)p[0]);
+        else if (ps->in_dt == EM_F64 && c->cstride == 1)
+            col_sum_f64(c->w, n, s[0], c->f, (const double *)p[0]);
+        else
+            for (int64_t q = 0; q < n; q++) {
+                double buf[COLS];
+                col_sum_f64(c->w, 1, 0, c->f,
+                            em_view_f64(ps->in_dt, p[0] + q * s[0] * es, c->cstride, c->w, buf));
+            }
         c->pos += n;
         return;
     }
