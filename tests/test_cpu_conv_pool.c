@@ -285,6 +285,31 @@ Test(cpu_conv, grad_weight_same_bits_on_any_thread_count)
     check_grad_weight_bits(conv_test_shape(37, 16, 6, 6, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1));
 }
 
+/* The partial sums of the gradient blocks are added in block order, element by element, in f32:
+ * with terms that cancel (1e8, 1, -1e8, ...) any other order gives other bits. Runs past a
+ * task's 1024 elements and a tail, into a separate output and in place over the first block. */
+Test(cpu_conv, block_sums_add_in_block_order)
+{
+    const int64_t blocks = 5, n = 2 * 1024 + 37;
+    float *part = malloc((size_t)(blocks * n) * sizeof(float)), *out = malloc(n * sizeof(float));
+    const float terms[5] = {1e8f, 1.0f, -1e8f, 0.25f, 3.0f};
+    for (int64_t b = 0; b < blocks; b++)
+        for (int64_t i = 0; i < n; i++)
+            part[b * n + i] = terms[(b + i) % 5] * (float)(1 + i % 7);
+    em_cpu_sum_blocks_f32(part, blocks, n, out);
+    for (int64_t i = 0; i < n; i++) {
+        float want = part[i];
+        for (int64_t b = 1; b < blocks; b++)
+            want += part[b * n + i];
+        cr_assert(memcmp(&out[i], &want, sizeof want) == 0, "element %lld: %.9g, want %.9g",
+                  (long long)i, out[i], want);
+    }
+    em_cpu_sum_blocks_f32(part, blocks, n, part);
+    cr_assert(memcmp(part, out, (size_t)n * sizeof(float)) == 0, "in place differs");
+    free(part);
+    free(out);
+}
+
 /* d(sum(y * r))/dx, /dw, /db by central differences in f64, against the gradient kernels. */
 Test(cpu_conv, gradients_match_finite_differences)
 {
