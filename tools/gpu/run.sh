@@ -104,9 +104,11 @@ done
 rm -f "$out/suite.tmp"
 
 # ---- the benchmarks next to PyTorch on the same GPU ----
+# (PyTorch runs on the machine's own libraries, not on the unpacked Debian ones)
 : >"$out/bench.log"
 for amp in off bf16 f16; do
-    within 150 "$out/bench.log" env EMBER_PYTHON=python3 build-gpu/ember bench train \
+    within 150 "$out/bench.log" env EMBER_PYTHON="env -u LD_LIBRARY_PATH python3" \
+        build-gpu/ember bench train \
         --device cuda --amp "$amp" --rounds "${EMBER_GPU_ROUNDS:-1}" --threads 8 --data "$data"
     report "bench train --amp $amp" $?
 done
