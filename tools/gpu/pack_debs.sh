@@ -6,15 +6,18 @@
 # and libraries every Linux system has (glibc, libstdc++, zlib, OpenSSL, Kerberos) stay behind
 # too. The archive goes to the GPU machine with the working tree, so it is kept small: the
 # packages' contents without documentation, static libraries or LAPACK, compressed with xz
-# (about 46 MB, most of it the Fashion-MNIST images; the .deb files themselves are 59 MB);
+# (about 45 MB, most of it the Fashion-MNIST images; the .deb files themselves are 59 MB);
 # .gpu/packages.txt lists the packages.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 debs=.gpu/debs root=.gpu/pack
 rm -rf "$debs" "$root" .gpu/root.tar.xz
 mkdir -p "$debs" "$root"
+# setup.sh's packages but the tools the GPU machine has, the fuzzing compiler and the gpt text (the
+# GPU benchmark trains the Fashion-MNIST recipes only)
+skip='cmake|make|gcc|pkg-config|python3-venv|libopenblas-dev|clang|libclang-rt-.*|fortunes'
 wanted=$(sed -n '/^packages=(/,/)/p' setup.sh | tr -d '()' | sed 's/packages=//' | tr ' ' '\n' |
-         grep -v -E '^(cmake|make|gcc|pkg-config|python3-venv|libopenblas-dev|clang|libclang-rt-.*|fortunes|)$')
+         grep -v -E "^($skip|)$")
 # the OpenBLAS build the GPU machine links (the pthread one, with its headers) and pkg-config
 wanted="$wanted libopenblas-pthread-dev pkgconf-bin"
 base='^(libc6|libgcc-s1|libstdc\+\+6|gcc-12-base|zlib1g|libssl3|libcom-err2|libgssapi-krb5-2|'
@@ -24,7 +27,7 @@ base+='libc6-dev|linux-libc-dev|libc-dev-bin|libcrypt-dev|'
 base+='libnsl-dev|libtirpc-dev|rpcsvc-proto|'
 # compilers and their tools (the GPU machine has its own C compiler; OpenMPI's -dev package asks
 # for gfortran), and what only the programs around OpenMPI need (ssh, accounts, jQuery docs):
-# the .deb files travel inside the working tree, which must stay under 64 MiB
+# with them the archive would be several times larger
 base+='gcc-[0-9]+|cpp-[0-9]+|gfortran-[0-9]+|binutils.*|libbinutils|libgprofng0|libctf.*|'
 base+='lib(asan|ubsan|tsan|lsan|hwasan|itm|cc1|atomic|isl|mpc|mpfr)[0-9-]*|lib32.*|libc6-i386|'
 base+='clang.*|libclang.*|llvm.*|libllvm.*|libz3-.*|libicu.*|libobjc.*|'
@@ -48,7 +51,8 @@ done
 # virtual packages (an alternative such as ssh-client) have no candidate to download: the real
 # package beside them in the same Depends line is in the set
 real=$(apt-cache policy "${!seen[@]}" |
-       awk '/^[^ ].*:$/ {p = substr($0, 1, length($0) - 1)} /Candidate:/ && $2 != "(none)" {print p}')
+       awk '/^[^ ].*:$/ {p = substr($0, 1, length($0) - 1)}
+            /Candidate:/ && $2 != "(none)" {print p}')
 # (apt-get warns that root downloads unsandboxed: said once per file, left out)
 # shellcheck disable=SC2086 # one word per package
 (cd "$debs" && apt-get download $real >/dev/null) 2>&1 |

@@ -52,7 +52,8 @@ lib=$root/usr/lib/x86_64-linux-gnu
 # private requirements only count when linking statically, and theirs (gnutls for
 # libmicrohttpd) are -dev packages the archive leaves out
 sed -i '/^Requires.private:/d' "$lib"/pkgconfig/*.pc
-export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread:$lib/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+unpacked=$lib:$lib/openblas-pthread:$lib/openmpi/lib
+export LD_LIBRARY_PATH=$unpacked${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PATH=$root/usr/bin:$PATH
 export PKG_CONFIG_LIBDIR=$lib/pkgconfig:$root/usr/share/pkgconfig PKG_CONFIG_SYSROOT_DIR=$root
 export OPAL_PREFIX=$root/usr # OpenMPI's files, moved under .gpu/root
