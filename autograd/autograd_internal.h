@@ -3,7 +3,7 @@
 #define EMBER_AUTOGRAD_INTERNAL_H
 
 #include "autograd/autograd.h"
-#include "tensor/profiler_internal.h"
+#include "observe/profiler_internal.h"
 #include "tensor/tensor_internal.h"
 
 #define EM_NODE_MAX_SAVED 4

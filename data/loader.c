@@ -12,7 +12,7 @@
 #include "data/data_internal.h"
 #include "autograd/autograd.h"
 #include "data/loader_feed_internal.h"
-#include "tensor/profiler_internal.h"
+#include "observe/profiler_internal.h"
 
 typedef enum { SLOT_EMPTY, SLOT_FILLING, SLOT_READY } slot_state;
 

@@ -8,7 +8,7 @@
 
 #include "nn/nn_internal.h"
 #include "tensor/core_internal.h"
-#include "tensor/profiler_internal.h"
+#include "observe/profiler_internal.h"
 
 static _Thread_local em_forward_hook forward_hook;
 static _Thread_local void *forward_hook_ctx;

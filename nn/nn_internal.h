@@ -76,7 +76,7 @@ bool em_activation_layer_arg(const em_module *m, double *arg); /* slope, tanh (0
 bool em_batch_norm_layer_eps(const em_module *m, double *eps);
 bool em_layer_norm_layer_eps(const em_module *m, double *eps);
 
-/* Quantized layers (nn/quantize.c, nn/quantize_static.c): w i8 (n, k) packed for the int8
+/* Quantized layers (quant/quantize.c, quant/quantize_static.c): w i8 (n, k) packed for the int8
  * kernel of its device (a new u8 tensor outside any scope), or NULL with an error naming fn;
  * repacking a static layer after its buffers were loaded (EM_OK for other modules); whether a
  * tree holds a static one. */

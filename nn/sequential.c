@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "nn/nn_internal.h"
-#include "tensor/profiler_internal.h"
+#include "observe/profiler_internal.h"
 
 /* Whether a then b is ReLU then MaxPool2d (b's options into o): they run as em_relu_max_pool2d,
  * the same values and gradients without the full-size ReLU output. Not while a forward hook

@@ -5,7 +5,7 @@
 
 #include "optim/guards_internal.h"
 #include "optim/optim_internal.h"
-#include "tensor/profiler_internal.h"
+#include "observe/profiler_internal.h"
 #include "tensor/tensor_internal.h"
 
 /* The sums of the grads on device dev in dtype dt, in one launch that writes them to a scratch

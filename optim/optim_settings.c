@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "optim/optim_internal.h"
-#include "tensor/json_internal.h"
+#include "io/json_internal.h"
 
 /* The settings of o's own kind into j; 0, or -1 out of memory. */
 static int put_kind_settings(const em_optim *o, json_t *j)

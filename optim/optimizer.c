@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "optim/optim_internal.h"
-#include "tensor/profiler_internal.h"
+#include "observe/profiler_internal.h"
 #include "tensor/tensor_internal.h"
 
 em_tensor *em_optim_own(em_tensor *t)

@@ -2,7 +2,7 @@
  * (the loader's sampler with replacement) train it with AdamW (weight decay on matrices only),
  * warm-up and cosine decay, gradient clipping at 1 and the usual techniques, checkpointing per
  * block; the val split's windows give the val loss. The vocabulary and the model's size are
- * saved with it, so `ember sample` can rebuild it. tools/gpt_torch.py is the same run in
+ * saved with it, so `ember sample` can rebuild it. bench/gpt_torch.py is the same run in
  * PyTorch. */
 #include <math.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* The gpt recipe's text: the English fortunes of Debian's fortunes package (every plain file of
  * its folder but ascii-art, in name order), cleaned to printable ASCII, tabs and newlines, its
- * vocabulary, and the 90/10 train/val split by position. tools/gpt_torch.py reads it the same
+ * vocabulary, and the 90/10 train/val split by position. bench/gpt_torch.py reads it the same
  * way. */
 #include <dirent.h>
 #include <stdio.h>

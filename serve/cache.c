@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "serve/cache.h"
-#include "tensor/safetensors.h"
+#include "io/safetensors.h"
 
 #define DEFAULT_MAX_BYTES (64LL << 20)
 #define CACHE_FILE "cache.safetensors"

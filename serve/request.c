@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "serve/request.h"
-#include "tensor/json_internal.h"
+#include "io/json_internal.h"
 
 #define F32_MAX 3.4028234663852886e38
 

@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "optim/guards.h"
-#include "tensor/atomic_file.h"
-#include "tensor/memory_trend.h"
-#include "tensor/profiler.h"
-#include "tensor/tensorboard.h"
+#include "io/atomic_file.h"
+#include "observe/memory_trend.h"
+#include "observe/profiler.h"
+#include "observe/tensorboard.h"
 #include "train/observer.h"
 
 #define DEFAULT_HISTOGRAM_EVERY 200

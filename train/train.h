@@ -16,7 +16,7 @@
 #include "ember/optim/grad_scaler.h"
 #include "ember/optim/guards.h"
 #include "ember/optim/optim.h"
-#include "ember/tensor/safetensors.h"
+#include "ember/io/safetensors.h"
 #include "ember/train/train_checkpoint.h"
 
 #ifdef __cplusplus

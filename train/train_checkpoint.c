@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/serialize.h"
+#include "export/serialize.h"
 #include "train/train_checkpoint.h"
 
 #define N_OWN_META 8 /* kind, scheduler step, generator (2), loader (3), optimizer */

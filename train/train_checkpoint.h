@@ -6,7 +6,7 @@
 #include "ember/data/data.h"
 #include "ember/optim/grad_scaler.h"
 #include "ember/optim/optim.h"
-#include "ember/tensor/safetensors.h"
+#include "ember/io/safetensors.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "tensor/atomic_file.h"
+#include "io/atomic_file.h"
 #include "train/train_internal.h"
 
 double em_train_clock_s(void)

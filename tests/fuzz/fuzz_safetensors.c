@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "tensor/safetensors.h"
+#include "io/safetensors.h"
 
 /* Reads every byte of t so ASan sees a tensor whose storage is shorter than its shape. */
 static unsigned touch(const em_tensor *t)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Reference values for tests/test_transformer.c from PyTorch (python3-torch 1.13): PyTorch's
+"""Reference values for tests/models/test_transformer.c from PyTorch (python3-torch 1.13): PyTorch's
 MultiheadAttention (batch_first), TransformerEncoderLayer (norm_first, gelu) and a GPT built from
 them, with every parameter set by the formula the test uses. Prints the C initialisers the test
 holds; run it again to regenerate them."""
@@ -76,7 +76,7 @@ def layer():
 
 
 class GPT(nn.Module):
-    """tools/gpt_torch.py's model, at the test's size."""
+    """bench/gpt_torch.py's model, at the test's size."""
 
     def __init__(self, vocab, block, n_layer, n_head, n_embd):
         super().__init__()

@@ -1,0 +1,290 @@
+/* `ember bench infer RECIPE --load FILE`: inference latency (mean, p50, p95, p99) and
+ * throughput at batch 1 and 64 of the f32, int8 and structured-pruned variants of a saved
+ * model, side by side in one run, with PyTorch's f32 and quantize_dynamic on the same weights;
+ * with --report, as a page of charts too. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "recipes/recipes.h"
+#include "cli/args.h"
+#include "cli/report.h"
+#include "cli/cli_internal.h"
+
+
+em_latency em_measure_latency(em_module *model, const em_tensor *x, int warmup, int iters)
+{
+    em_latency r = {0};
+    double *t = calloc((size_t)iters, sizeof *t);
+    bool grad = em_set_grad_enabled(false), was = model->training;
+    em_module_eval(model);
+    for (int i = 0; t && i < warmup + iters; i++) {
+        em_scope_begin();
+        double t0 = em_now_s();
+        em_tensor *y = em_forward(model, x);
+        double dt = em_now_s() - t0;
+        em_scope_end();
+        if (!y) {
+            free(t);
+            t = NULL;
+            break;
+        }
+        if (i >= warmup)
+            t[i - warmup] = dt;
+    }
+    em_module_train(model, was);
+    em_set_grad_enabled(grad);
+    if (!t)
+        return r;
+    double sum = 0;
+    for (int i = 0; i < iters; i++)
+        sum += t[i];
+    em_sort_doubles(t, iters);
+    r.mean_us = 1e6 * sum / iters;
+    r.p50_us = 1e6 * t[iters / 2];
+    r.p95_us = 1e6 * t[(int)(0.95 * (iters - 1))];
+    r.p99_us = 1e6 * t[(int)(0.99 * (iters - 1))];
+    r.samples_per_s = (double)em_size(x, 0) / (sum / iters);
+    free(t);
+    return r;
+}
+
+em_tensor *em_test_batch(const em_recipe *rc, const char *data_dir, int64_t n)
+{
+    em_dataset *ds = em_fashion_mnist(data_dir, false, rc->flat_input);
+    em_loader *dl = ds ? em_loader_new(ds, (em_loader_opts){.batch_size = n}) : NULL;
+    em_batch b = {0};
+    em_status st = dl ? em_loader_next(dl, &b) : em_error_status();
+    em_loader_free(dl);
+    em_dataset_free(ds);
+    if (st != EM_OK)
+        return NULL;
+    em_release(b.y);
+    return b.x;
+}
+
+enum { VAR_F32, VAR_INT8, VAR_PRUNED, VAR_TORCH_F32, VAR_TORCH_INT8, N_VARS };
+static const char *var_names[N_VARS] = {"ember_f32", "ember_int8", "ember_pruned", "torch_f32",
+                                        "torch_int8"};
+
+typedef struct {
+    em_latency b1, b64;
+    bool have;
+} variant;
+
+/* One line of bench/bench_torch_infer.py: "NAME bBATCH mean_us .. p50_us .. ..."; lines that
+ * are not a torch row (one per quantized engine) are shown as they are. */
+static void torch_line(void *ctx, const char *line)
+{
+    variant *v = ctx;
+    char name[64];
+    int batch;
+    em_latency l;
+    if (sscanf(line, "%63s b%d mean_us %lf p50_us %lf p95_us %lf p99_us %lf samples_per_s %lf",
+               name, &batch, &l.mean_us, &l.p50_us, &l.p95_us, &l.p99_us,
+               &l.samples_per_s) != 7) {
+        printf("%s", line);
+        return;
+    }
+    bool known = false;
+    for (int i = VAR_TORCH_F32; i < N_VARS; i++)
+        if (!strcmp(name, var_names[i])) {
+            *(batch == 1 ? &v[i].b1 : &v[i].b64) = l;
+            v[i].have = known = true;
+        }
+    if (!known)
+        printf("%s", line);
+}
+
+/* Runs bench/bench_torch_infer.py on an f32 model file; fills the torch rows. */
+static bool torch_half(const char *model_path, int threads, int iters, variant *v)
+{
+    char args[2048];
+    snprintf(args, sizeof args, "--model %s --threads %d --iters %d", model_path, threads, iters);
+    return em_run_torch_script("bench_torch_infer.py", args, torch_line, v);
+}
+
+/* Ln-structured (L2) pruning of half of every hidden layer's neurons, then shrinking. */
+static em_status prune_half(em_module *m)
+{
+    if (!m)
+        return em_error_status();
+    em_prune_target t[64];
+    int n = em_prune_collect_targets(m, t, 64);
+    for (int i = 0; i + 1 < n; i++) {
+        em_status st = em_prune_ln_structured(t[i].module, "weight", 0.5, 2, 0);
+        if (st != EM_OK)
+            return st;
+    }
+    return em_prune_shrink(m) < 0 ? em_error_status() : EM_OK;
+}
+
+/* What variant i is compared with: PyTorch's f32 for PyTorch's rows (when it ran), else ember's. */
+static const variant *base_of(const variant *v, int i)
+{
+    return &v[i >= VAR_TORCH_F32 && v[VAR_TORCH_F32].have ? VAR_TORCH_F32 : VAR_F32];
+}
+
+/* The latency percentiles at both batch sizes and the throughput at 64 of every variant that
+ * ran, into r (closed). */
+static em_status write_report(em_report *r, const char *note, const variant *v)
+{
+    const char *names[N_VARS], *pcts[] = {"p50", "p95", "p99"};
+    double lat[2][N_VARS * 3], sps[N_VARS], sps_x[N_VARS];
+    int n = 0;
+    for (int i = 0; i < N_VARS; i++) {
+        if (!v[i].have)
+            continue;
+        const variant *base = base_of(v, i);
+        for (int b = 0; b < 2; b++) {
+            const em_latency *l = b ? &v[i].b64 : &v[i].b1;
+            lat[b][3 * n] = l->p50_us;
+            lat[b][3 * n + 1] = l->p95_us;
+            lat[b][3 * n + 2] = l->p99_us;
+        }
+        names[n] = var_names[i];
+        sps[n] = v[i].b64.samples_per_s;
+        sps_x[n] = base->b64.samples_per_s > 0 ? sps[n] / base->b64.samples_per_s : 0;
+        n++;
+    }
+    em_report_note(r, note);
+    em_report_heading(r, "Latency");
+    for (int b = 0; b < 2; b++)
+        em_report_bar_chart(r, &(em_report_bars){
+            .title = b ? "latency of a batch of 64 (percentiles of the timed calls)"
+                       : "latency of one sample (percentiles of the timed calls)",
+            .unit = "us", .groups = names, .n_groups = n, .series = pcts, .n_series = 3,
+            .values = lat[b]});
+    em_report_heading(r, "Throughput");
+    em_report_bar_chart(r, &(em_report_bars){
+        .title = "samples/s at batch 64 (ratio to the same library's f32)", .unit = "samples/s",
+        .ratio_of = "f32", .groups = names, .n_groups = n, .n_series = 1, .values = sps,
+        .ratio = sps_x});
+    return em_report_close(r);
+}
+
+static void print_row(const char *name, int batch, const em_latency *l, const em_latency *base)
+{
+    printf("%-13s %5d %10.1f %10.1f %10.1f %10.1f %12.0f %7.2fx\n", name, batch, l->mean_us,
+           l->p50_us, l->p95_us, l->p99_us, l->samples_per_s,
+           l->p50_us > 0 ? base->p50_us / l->p50_us : 0);
+}
+
+int em_bench_infer(int argc, char **argv)
+{
+    const char *recipe = NULL, *load = NULL, *pruned = NULL, *data_dir = NULL, *report = NULL;
+    int threads = 2, iters = 1000;
+    bool no_torch = false;
+    const em_opt opts[] = {
+        {"load", EM_OPT_STRING, &load, "FILE", "the f32 model file or checkpoint",
+         .required = true},
+        {"pruned", EM_OPT_STRING, &pruned, "FILE",
+         .help = "a pruned model (default: 50% L2 of --load)"},
+        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads (default 2)",
+         .range = EM_RANGE(1, 4096)},
+        {"iters", EM_OPT_INT, &iters, "N", "timed batch-1 calls (default 1000)",
+         .range = EM_RANGE(20, 100000000)},
+        {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"no-torch", EM_OPT_FLAG, &no_torch, NULL, .help = "leave out the PyTorch half"},
+        {"report", EM_OPT_STRING, &report, "FILE.html",
+         .help = "also write the results as a page of charts"},
+        {0}};
+    const em_cmd_spec spec = {
+        .command = "ember bench infer", .operands = "RECIPE", .n_operands = 1,
+        .operand = &recipe, .about = "Inference latency and throughput at batch 1 and 64 of the "
+                                     "f32, int8 and pruned models, next to PyTorch's.",
+        .more_help = em_list_recipes, .opts = opts};
+    const em_recipe *rc;
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    char title[128];
+    snprintf(title, sizeof title, "ember bench infer %s", rc->name);
+    em_report *page = report ? em_report_open(report, title) : NULL;
+    if (report && !page) { /* before any work */
+        fprintf(stderr, "ember bench infer: --report: %s\n", em_error());
+        return 2;
+    }
+    bool torch = !no_torch;
+    omp_set_num_threads(threads);
+    em_module *m[3] = {rc->build(), rc->build(), rc->build()};
+    em_status st = EM_OK;
+    for (int i = 0; i < 3 && st == EM_OK; i++)
+        st = m[i] ? em_load_model_any(m[i], rc, i == VAR_PRUNED && pruned ? pruned : load)
+                  : em_error_status();
+    if (st == EM_OK)
+        st = em_quantize_dynamic_(m[VAR_INT8], (em_quantize_opts){0});
+    if (st == EM_OK && !pruned)
+        st = prune_half(m[VAR_PRUNED]);
+    char f32_path[] = "/tmp/ember_bench_inferXXXXXX";
+    int fd = st == EM_OK ? mkstemp(f32_path) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (st == EM_OK && fd >= 0)
+        st = em_module_save(m[VAR_F32], f32_path, NULL, 0);
+    em_tensor *x64 = st == EM_OK ? em_test_batch(rc, data_dir, 64) : NULL;
+    em_tensor *x1 = x64 ? em_narrow(x64, 0, 0, 1) : NULL;
+    if (st != EM_OK || !x1) {
+        fprintf(stderr, "ember bench infer: %s\n", em_error());
+        if (page)
+            em_report_abort(page);
+        return 1;
+    }
+    variant v[N_VARS] = {0};
+    /* interleaved, so a busy neighbour slows every variant alike */
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < 3; i++) {
+            em_latency b1 = em_measure_latency(m[i], x1, 100, iters / 2);
+            em_latency b64 = em_measure_latency(m[i], x64, 10, iters / 20 + 10);
+            if (round == 0 || b1.mean_us < v[i].b1.mean_us)
+                v[i].b1 = b1;
+            if (round == 0 || b64.mean_us < v[i].b64.mean_us)
+                v[i].b64 = b64;
+            v[i].have = true;
+        }
+    if (torch && !torch_half(f32_path, threads, iters, v))
+        printf("PyTorch half did not complete\n");
+    unlink(f32_path);
+    printf("\nember bench infer %s: %d threads; per variant the better of two interleaved runs "
+           "of %d (batch 1) / %d (batch 64) timed calls after warm-up\n", rc->name, threads,
+           iters / 2, iters / 20 + 10);
+    printf("sizes: f32 %lld B, int8 %lld B, pruned %lld B (%lld params)\n",
+           (long long)em_module_nbytes(m[VAR_F32]), (long long)em_module_nbytes(m[VAR_INT8]),
+           (long long)em_module_nbytes(m[VAR_PRUNED]),
+           (long long)em_module_num_params(m[VAR_PRUNED]));
+    printf("%-13s %5s %10s %10s %10s %10s %12s %8s\n", "variant", "batch", "mean_us", "p50_us",
+           "p95_us", "p99_us", "samples/s", "vs f32");
+    printf("(samples/s = batch / mean; 'vs f32' = the same library's f32 p50 / this p50, "
+           "the median being robust to a busy machine)\n");
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < N_VARS; i++) {
+            if (!v[i].have)
+                continue;
+            const variant *base = base_of(v, i);
+            print_row(var_names[i], b ? 64 : 1, b ? &v[i].b64 : &v[i].b1,
+                      b ? &base->b64 : &base->b1);
+        }
+    if (v[VAR_TORCH_INT8].have)
+        printf("ember int8 vs torch int8 (p50): batch 1 %.2fx faster, batch 64 %.2fx faster\n",
+               v[VAR_TORCH_INT8].b1.p50_us / v[VAR_INT8].b1.p50_us,
+               v[VAR_TORCH_INT8].b64.p50_us / v[VAR_INT8].b64.p50_us);
+    int status = 0;
+    if (page) {
+        char note[256];
+        snprintf(note, sizeof note, "%d threads; per variant the better of two interleaved runs "
+                 "of %d (batch 1) / %d (batch 64) timed calls after warm-up.", threads,
+                 iters / 2, iters / 20 + 10);
+        if (write_report(page, note, v) != EM_OK) {
+            fprintf(stderr, "ember bench infer: --report: %s\n", em_error());
+            status = 1;
+        }
+    }
+    em_release(x1);
+    em_release(x64);
+    for (int i = 0; i < 3; i++)
+        em_module_free(m[i]);
+    return status;
+}

@@ -1,0 +1,410 @@
+/* `ember bench serve`: the inference server under load from concurrent loopback clients (each
+ * a keep-alive connection sending Fashion-MNIST test images): batching off vs on, the cache off
+ * vs on at a 50% repeat rate, critical requests' latency alone and under a low-priority flood,
+ * and (--soak S) a long mixed run that samples resident memory. */
+#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "serve/engine.h"
+#include "cli/args.h"
+#include "bench/http_client.h"
+#include "serve/http_server.h"
+#include "cli/cli_internal.h"
+
+#define HOT_IMAGES 256
+/* Critical clients send one request per 20 ms: urgent traffic is rare, and a client that sent
+ * the next at once would itself keep a worker busy all the time. */
+#define CRITICAL_INTERVAL_S 0.020
+/* The priority rows last this many times --seconds: enough paced requests for a p99 */
+#define PRIORITY_ROWS 2
+/* The flood is measured again with the bulk worker's threads at this nice value */
+#define BULK_NICE 10
+#define STR(x) STR_(x)
+#define STR_(x) #x
+
+typedef struct {
+    char *head[HOT_IMAGES]; /* "{\"input\":[" + the first pixel */
+    char *tail[HOT_IMAGES]; /* the other pixels + "]" */
+} bodies;
+
+typedef struct {
+    int port;
+    const bodies *b;
+    double until_s;
+    em_priority priority;
+    double repeat;       /* probability of sending a hot image, else a never-seen one */
+    double interval_s;   /* > 0: one request per interval (paced); 0: the next at once */
+    int id;
+    /* results */
+    double *lat_ms;      /* (cap) */
+    int64_t n, cap, errors, rejected;
+} client;
+
+static atomic_llong fresh_counter;
+
+static void *client_main(void *p)
+{
+    client *c = p;
+    em_http_conn *conn = calloc(1, sizeof *conn);
+    conn->port = c->port;
+    conn->fd = -1;
+    char *body = malloc(16384);
+    uint64_t rng = 0x9e3779b97f4a7c15ULL * (uint64_t)(c->id + 1);
+    while (em_now_s() < c->until_s) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        int img = (int)(rng % HOT_IMAGES);
+        bool hot = (double)(rng >> 11) / 9007199254740992.0 < c->repeat;
+        int k = hot ? snprintf(body, 16384, "%s%s", c->b->head[img], c->b->tail[img])
+                    : snprintf(body, 16384, "{\"input\":[%.9g%s",
+                               1e-6 * (double)(atomic_fetch_add(&fresh_counter, 1) + 1),
+                               c->b->tail[img]);
+        k += snprintf(body + k, 16384 - (size_t)k, ",\"priority\":\"%s\"}",
+                      em_priority_name(c->priority));
+        int status = 0;
+        double t0 = em_now_s();
+        bool ok = em_http_request(conn, "POST", "/predict", body, (size_t)k, &status);
+        double ms = (em_now_s() - t0) * 1e3;
+        if (ok && status == 200) {
+            if (c->n == c->cap) {
+                c->cap = c->cap ? 2 * c->cap : 4096;
+                c->lat_ms = realloc(c->lat_ms, sizeof *c->lat_ms * (size_t)c->cap);
+            }
+            c->lat_ms[c->n++] = ms;
+        } else if (ok && status == 503) {
+            c->rejected++;
+        } else {
+            c->errors++;
+        }
+        double idle_s = t0 + c->interval_s - em_now_s();
+        if (idle_s > 0)
+            nanosleep(&(struct timespec){.tv_nsec = (long)(idle_s * 1e9)}, NULL);
+    }
+    em_http_conn_close(conn);
+    free(conn);
+    free(body);
+    return NULL;
+}
+
+typedef struct {
+    double rps, p50, p95, p99;
+    int64_t ok, errors, rejected;
+} load_result;
+
+static double pct(const double *v, int64_t n, double q)
+{
+    if (n == 0)
+        return 0;
+    int64_t k = (int64_t)(q * (double)n + 0.999999) - 1;
+    return v[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+/* Runs n clients of the given priority (and n_crit critical ones) for seconds; the figures of
+ * the low/normal clients go to *bulk, the critical ones' to *crit (when given). */
+static void run_load(int port, const bodies *b, int n, em_priority p, int n_crit, double repeat,
+                     double seconds, load_result *bulk, load_result *crit)
+{
+    int total = n + n_crit;
+    client *cs = calloc((size_t)total, sizeof *cs);
+    pthread_t *t = calloc((size_t)total, sizeof *t);
+    double start = em_now_s();
+    for (int i = 0; i < total; i++) {
+        cs[i] = (client){.port = port, .b = b, .until_s = start + seconds,
+                         .priority = i < n ? p : EM_PRIORITY_CRITICAL, .repeat = repeat,
+                         .interval_s = i < n ? 0 : CRITICAL_INTERVAL_S, .id = i};
+        pthread_create(&t[i], NULL, client_main, &cs[i]);
+    }
+    for (int i = 0; i < total; i++)
+        pthread_join(t[i], NULL);
+    double wall = em_now_s() - start;
+    for (int group = 0; group < 2; group++) {
+        load_result *r = group ? crit : bulk;
+        if (!r)
+            continue;
+        int from = group ? n : 0, to = group ? total : n;
+        int64_t count = 0;
+        *r = (load_result){0};
+        for (int i = from; i < to; i++)
+            count += cs[i].n;
+        double *all = malloc(sizeof *all * (size_t)(count ? count : 1));
+        count = 0;
+        for (int i = from; i < to; i++) {
+            memcpy(all + count, cs[i].lat_ms, sizeof *all * (size_t)cs[i].n);
+            count += cs[i].n;
+            r->errors += cs[i].errors;
+            r->rejected += cs[i].rejected;
+        }
+        em_sort_doubles(all, (int)count);
+        r->ok = count;
+        r->rps = (double)count / wall;
+        r->p50 = pct(all, count, 0.50);
+        r->p95 = pct(all, count, 0.95);
+        r->p99 = pct(all, count, 0.99);
+        free(all);
+    }
+    for (int i = 0; i < total; i++)
+        free(cs[i].lat_ms);
+    free(cs);
+    free(t);
+}
+
+static void print_row(const char *name, int clients, const load_result *r)
+{
+    printf("%-34s %7d %9.0f %8.2f %8.2f %8.2f %7lld %7lld\n", name, clients, r->rps, r->p50,
+           r->p95, r->p99, (long long)r->errors, (long long)r->rejected);
+    fflush(stdout);
+}
+
+/* Starts an engine and server with eo, runs fn's load, stops both. */
+typedef struct {
+    em_module *model;
+    em_shape sample;
+    const bodies *b;
+    double seconds;
+    int clients;
+} bench_ctx;
+
+static em_http_server *start(const bench_ctx *bc, em_engine_opts eo, em_engine **e)
+{
+    *e = em_engine_new(bc->model, bc->sample, eo);
+    em_http_server *s = *e ? em_http_start(*e, (em_http_opts){.max_connections = 1024}) : NULL;
+    if (!s) {
+        fprintf(stderr, "ember bench serve: %s\n", em_error());
+        em_engine_free(*e);
+    }
+    return s;
+}
+
+static void stop(em_http_server *s, em_engine *e)
+{
+    em_http_stop(s, 10);
+    em_engine_free(e);
+}
+
+static long rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, resident = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* The soak: low-priority clients and one critical one at a 50% repeat rate, a reserved worker
+ * and a bulk one at nice 10, RSS sampled every 10 s. */
+static int soak(const bench_ctx *bc, em_engine_opts eo, double seconds)
+{
+    em_engine *e;
+    em_http_server *s = start(bc, eo, &e);
+    if (!s)
+        return 1;
+    load_result warm;
+    run_load(em_http_port(s), bc->b, bc->clients, EM_PRIORITY_NORMAL, 0, 0.5, 5, &warm, NULL);
+    long first = rss_kib(), peak = first, last = first, half = first;
+    int64_t ok = 0, errors = 0, rejected = 0;
+    printf("soak: %d clients (one critical, the others low), 50%% repeats, %.0f s; RSS after a 5 s "
+           "warm-up %ld KiB\n", bc->clients, seconds, first);
+    for (double done = 0; done < seconds; done += 10) {
+        load_result bulk, crit; /* 10 s slices: low-priority clients and one critical one */
+        run_load(em_http_port(s), bc->b, bc->clients - 1, EM_PRIORITY_LOW, 1, 0.5, 10, &bulk,
+                 &crit);
+        ok += bulk.ok + crit.ok;
+        errors += bulk.errors + crit.errors;
+        rejected += bulk.rejected + crit.rejected;
+        last = rss_kib();
+        peak = last > peak ? last : peak;
+        if (done < seconds / 2)
+            half = last; /* the allocator's arenas and the cache settle in the first half */
+        printf("soak t=%4.0fs req/s %6.0f p99 %7.2f ms crit p99 %7.2f ms errors %lld "
+               "rejected %lld RSS %ld KiB\n", done + 10, bulk.rps + crit.rps, bulk.p99, crit.p99,
+               (long long)errors, (long long)rejected, last);
+        fflush(stdout);
+    }
+    em_engine_stats st = em_engine_stats_get(e);
+    stop(s, e);
+    printf("{\"soak_s\":%.0f,\"requests_ok\":%lld,\"errors\":%lld,\"rejected\":%lld,"
+           "\"engine_failed\":%lld,\"rss_kib_first\":%ld,\"rss_kib_last\":%ld,"
+           "\"rss_kib_peak\":%ld,\"rss_growth_kib\":%ld,"
+           "\"rss_growth_second_half_kib\":%ld}\n",
+           seconds, (long long)ok, (long long)errors, (long long)rejected, (long long)st.failed,
+           first, last, peak, last - first, last - half);
+    return errors || st.failed ? 1 : 0;
+}
+
+static bodies *make_bodies(const em_tensor *x) /* x (HOT_IMAGES, ...) */
+{
+    bodies *b = calloc(1, sizeof *b);
+    int64_t per = em_numel(x) / HOT_IMAGES;
+    float *v = malloc(sizeof *v * (size_t)em_numel(x));
+    em_copy_to_host(x, EM_F32, v);
+    for (int i = 0; i < HOT_IMAGES; i++) {
+        b->head[i] = malloc(64);
+        snprintf(b->head[i], 64, "{\"input\":[%.6g", v[i * per]);
+        b->tail[i] = malloc((size_t)per * 16 + 8);
+        size_t k = 0;
+        for (int64_t j = 1; j < per; j++)
+            k += (size_t)sprintf(b->tail[i] + k, ",%.6g", v[i * per + j]);
+        strcpy(b->tail[i] + k, "]");
+    }
+    free(v);
+    return b;
+}
+
+int em_bench_serve(int argc, char **argv)
+{
+    const char *recipe = "cnn", *load = NULL, *data_dir = NULL, *only = NULL;
+    int clients = 64, threads = 2, max_batch = 32;
+    double seconds = 8, soak_s = 0;
+    const em_opt opts[] = {
+        {"recipe", EM_OPT_STRING, &recipe, "NAME", .help = "the model (default cnn)"},
+        {"load", EM_OPT_STRING, &load, "FILE", .help = "its weights (default: fresh ones)"},
+        {"clients", EM_OPT_INT, &clients, "N", "concurrent clients (default 64)",
+         .range = EM_RANGE(2, 512)},
+        {"seconds", EM_OPT_REAL, &seconds, "X", "each measurement's length (default 8; the priority rows twice that)",
+         .range = EM_RANGE(0.5, 3600)},
+        {"max-batch", EM_OPT_INT, &max_batch, "N", "batch size with batching on (default 32)",
+         .range = EM_RANGE(2, EM_ENGINE_MAX_BATCH)},
+        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads per worker (default 2)",
+         .range = EM_RANGE(1, 4096)},
+        {"only", EM_OPT_CHOICE, &only, NULL, "run only one of the three comparisons",
+         .choices = "batching|cache|priority"},
+        {"soak", EM_OPT_REAL, &soak_s, "S", "instead: a soak of S seconds", .range =
+         EM_RANGE(10, 86400)},
+        {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {0}};
+    const em_cmd_spec spec = {
+        .command = "ember bench serve",
+        .about = "The inference server under load from concurrent loopback clients: batching "
+                 "off vs on,\nthe cache off vs on at a 50% repeat rate, critical latency alone "
+                 "and under a\nlow-priority flood; or --soak S.",
+        .opts = opts};
+    const em_recipe *rc;
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    em_module *m = rc->build();
+    em_tensor *x = m ? em_test_batch(rc, data_dir, HOT_IMAGES) : NULL;
+    if (!x || (load && em_load_model_any(m, rc, load) != EM_OK)) {
+        fprintf(stderr, "ember bench serve: %s\n", em_error());
+        em_module_free(m);
+        return 1;
+    }
+    bodies *b = make_bodies(x);
+    em_release(x);
+    bench_ctx bc = {.model = m, .sample = em_recipe_sample_shape(rc), .b = b,
+                    .seconds = seconds, .clients = clients};
+    em_engine_opts off = {.workers = 1, .max_batch = 1, .max_queue = 4096,
+                          .threads_per_worker = threads};
+    em_engine_opts on = off;
+    on.max_batch = max_batch;
+    on.max_wait_ms = 2;
+    int rc_exit = 0;
+    if (soak_s > 0) {
+        on.cache = (em_cache_opts){.max_entries = 4096};
+        on.workers = 2;
+        on.reserved_workers = 1;
+        on.bulk_nice = BULK_NICE;
+        on.max_queue = 256;
+        rc_exit = soak(&bc, on, soak_s);
+    } else {
+        printf("ember bench serve: %s (%s), %d clients, %.0f s per row, %d OpenMP threads per "
+               "worker; the machine's cores are shared, figures are noisy\n", rc->name,
+               load ? load : "fresh weights", clients, seconds, threads);
+        printf("%-34s %7s %9s %8s %8s %8s %7s %7s\n", "scenario", "clients", "req/s", "p50_ms",
+               "p95_ms", "p99_ms", "errors", "503s");
+        load_result r_off = {0}, r_on = {0}, r_cache_off = {0}, r_cache_on = {0}, alone = {0},
+                    flood = {0}, crit = {0}, flood_nice = {0}, crit_nice = {0};
+        em_engine *e;
+        em_http_server *s;
+        em_cache_stats cs = {0};
+        bool batching = !only || !strcmp(only, "batching");
+        bool cache = !only || !strcmp(only, "cache");
+        bool priority = !only || !strcmp(only, "priority");
+        if (batching && (s = start(&bc, off, &e))) {
+            run_load(em_http_port(s), b, clients, EM_PRIORITY_NORMAL, 0, 0, seconds, &r_off,
+                     NULL);
+            stop(s, e);
+            print_row("batching off (max_batch 1)", clients, &r_off);
+        }
+        if (batching && (s = start(&bc, on, &e))) {
+            run_load(em_http_port(s), b, clients, EM_PRIORITY_NORMAL, 0, 0, seconds, &r_on,
+                     NULL);
+            stop(s, e);
+            print_row("batching on", clients, &r_on);
+        }
+        if (cache && (s = start(&bc, on, &e))) {
+            run_load(em_http_port(s), b, clients, EM_PRIORITY_NORMAL, 0, 0.5, seconds,
+                     &r_cache_off, NULL);
+            stop(s, e);
+            print_row("batching on, cache off, 50% repeats", clients, &r_cache_off);
+        }
+        em_engine_opts cached = on;
+        cached.cache = (em_cache_opts){.max_entries = 1 << 16, .max_bytes = 512LL << 20};
+        if (cache && (s = start(&bc, cached, &e))) {
+            load_result warm; /* every hot image sent once: repeats can hit from the start */
+            run_load(em_http_port(s), b, clients, EM_PRIORITY_NORMAL, 0, 1.0, 1, &warm, NULL);
+            em_cache_stats before = em_engine_stats_get(e).cache;
+            run_load(em_http_port(s), b, clients, EM_PRIORITY_NORMAL, 0, 0.5, seconds,
+                     &r_cache_on, NULL);
+            cs = em_engine_stats_get(e).cache;
+            cs.hits -= before.hits;
+            cs.misses -= before.misses;
+            stop(s, e);
+            print_row("batching on, cache on, 50% repeats", clients, &r_cache_on);
+        }
+        em_engine_opts prio = on;
+        prio.workers = 2;
+        prio.reserved_workers = 1;
+        prio.max_queue = 256;
+        if (priority && (s = start(&bc, prio, &e))) {
+            run_load(em_http_port(s), b, 0, EM_PRIORITY_LOW, 1, 0, PRIORITY_ROWS * seconds, NULL,
+                     &alone);
+            print_row("critical alone", 1, &alone);
+            run_load(em_http_port(s), b, clients, EM_PRIORITY_LOW, 1, 0, PRIORITY_ROWS * seconds,
+                     &flood, &crit);
+            stop(s, e);
+            print_row("low-priority flood", clients, &flood);
+            print_row("critical under the flood", 1, &crit);
+        }
+        prio.bulk_nice = BULK_NICE;
+        if (priority && (s = start(&bc, prio, &e))) {
+            run_load(em_http_port(s), b, clients, EM_PRIORITY_LOW, 1, 0, PRIORITY_ROWS * seconds,
+                     &flood_nice, &crit_nice);
+            stop(s, e);
+            print_row("low-priority flood, bulk nice " STR(BULK_NICE), clients, &flood_nice);
+            print_row("critical under it", 1, &crit_nice);
+        }
+        double hit_rate = cs.hits + cs.misses ? (double)cs.hits / (double)(cs.hits + cs.misses)
+                                              : 0;
+        printf("{\"recipe\":\"%s\",\"clients\":%d", rc->name, clients);
+        if (batching)
+            printf(",\"batching_rps_ratio\":%.2f,\"batching_p99_off_ms\":%.2f,"
+                   "\"batching_p99_on_ms\":%.2f", r_off.rps > 0 ? r_on.rps / r_off.rps : 0,
+                   r_off.p99, r_on.p99);
+        if (cache)
+            printf(",\"cache_hit_rate\":%.3f,\"cache_rps_ratio\":%.2f", hit_rate,
+                   r_cache_off.rps > 0 ? r_cache_on.rps / r_cache_off.rps : 0);
+        if (priority)
+            printf(",\"critical_p99_alone_ms\":%.2f,\"critical_p99_flood_ms\":%.2f,"
+                   "\"critical_p99_ratio\":%.2f,\"critical_p99_flood_bulk_nice_ms\":%.2f,"
+                   "\"critical_p99_ratio_bulk_nice\":%.2f,\"bulk_nice\":%d", alone.p99,
+                   crit.p99, alone.p99 > 0 ? crit.p99 / alone.p99 : 0, crit_nice.p99,
+                   alone.p99 > 0 ? crit_nice.p99 / alone.p99 : 0, BULK_NICE);
+        printf("}\n");
+    }
+    for (int i = 0; i < HOT_IMAGES; i++) {
+        free(b->head[i]);
+        free(b->tail[i]);
+    }
+    free(b);
+    em_module_free(m);
+    return rc_exit;
+}

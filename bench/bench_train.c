@@ -1,0 +1,459 @@
+/* `ember bench train`: training samples/s of the reference recipes, ember and PyTorch side by
+ * side in one run (same models, SGD momentum 0.9, random batches, median step time after warm-up),
+ * on the CPU or a GPU, in f32 or under f16/bf16 autocast; per recipe also its FLOPs per sample,
+ * the share of the GEMM bound the steps reach and the samples/s of `ember train`'s whole loop;
+ * and the gpt recipe's tokens/s on the CPU in f32 (its own step: AdamW, clipping, its windows);
+ * with --report, as charts too, with --json, as one JSON object. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "io/atomic_file.h"
+#include "cli/args.h"
+#include "bench/bench_train.h"
+
+
+typedef struct {
+    const char *name; /* "mlp_b64" */
+    const char *recipe;
+    int64_t batch;
+    double goal; /* the ratio to PyTorch we aim for */
+} bench_case;
+
+static const bench_case cpu_cases[] = {
+    {"mlp_b64", "mlp", 64, 1.7},
+    {"mlp_b256", "mlp", 256, 1.5},
+    {"cnn_b64", "cnn", 64, 2.0},
+};
+/* a GPU also at batches that fill it */
+static const bench_case gpu_cases[] = {
+    {"mlp_b64", "mlp", 64, 1.0},   {"mlp_b1024", "mlp", 1024, 1.0},
+    {"cnn_b64", "cnn", 64, 1.0},   {"cnn_b512", "cnn", 512, 1.0},
+};
+#define N_MAX_CASES 4
+
+/* What one run measures: the cases, where, and in which precision. */
+typedef struct {
+    const bench_case *cases;
+    int n_cases;
+    em_device device;
+    em_dtype amp; /* EM_F32: autocast off */
+} bench_setup;
+#define MAX_ROUNDS 9
+
+/* The whole training split as one batch: x (60000, 784), y (60000). */
+static em_status load_all(const char *data_dir, em_batch *all)
+{
+    em_dataset *ds = em_fashion_mnist(data_dir, true, true);
+    em_loader *dl = ds ? em_loader_new(ds, (em_loader_opts){.batch_size = em_dataset_len(ds)})
+                       : NULL;
+    em_status st = dl ? em_loader_next(dl, all) : em_error_status();
+    em_loader_free(dl);
+    em_dataset_free(ds);
+    return st;
+}
+
+/* Median samples/s of `steps` timed training steps after 10 warm-up steps; a device's queued
+ * work is waited for inside each timed step. */
+static double ember_samples_per_s(const bench_setup *b, const bench_case *c, const em_batch *all,
+                                  int steps)
+{
+    const em_recipe *rc = em_recipe_find(c->recipe);
+    em_manual_seed(0);
+    em_module *model = rc->build();
+    if (model && em_module_to(model, b->device) != EM_OK) {
+        em_module_free(model);
+        model = NULL;
+    }
+    em_optim *opt = model ? em_sgd(model, (em_sgd_opts){.lr = 0.05, .momentum = 0.9}) : NULL;
+    em_grad_scaler *scaler = b->amp == EM_F16 ? em_scaler_new((em_scaler_opts){0}) : NULL;
+    double *times = calloc((size_t)steps, sizeof *times);
+    double result = -1;
+    for (int i = 0; model && opt && times && i < steps + 10; i++) {
+        em_scope_begin();
+        em_tensor *idx = em_randint(EM_SHAPE(c->batch), EM_I64, 0, em_size(all->x, 0), NULL);
+        if (b->device != EM_CPU)
+            idx = em_to_device(idx, b->device);
+        em_tensor *x = em_index_select(all->x, 0, idx); // (B, 784)
+        if (!rc->flat_input)
+            x = em_reshape(x, EM_SHAPE(c->batch, 1, 28, 28));
+        em_tensor *y = em_index_select(all->y, 0, idx); // (B)
+        bool ok = em_device_synchronize(b->device) == EM_OK;
+        double t = em_now_s();
+        if (b->amp != EM_F32)
+            em_autocast_begin(b->amp);
+        em_tensor *logits = em_forward(model, x);
+        if (b->amp != EM_F32)
+            em_autocast_end();
+        em_tensor *loss = em_cross_entropy(logits, y, (em_cross_entropy_opts){0});
+        if (scaler)
+            ok = ok && loss && em_backward(em_scaler_scale(scaler, loss)) == EM_OK &&
+                 em_scaler_step(scaler, opt, NULL) == EM_OK && em_scaler_update(scaler) == EM_OK;
+        else
+            ok = ok && loss && em_backward(loss) == EM_OK && em_optim_step(opt) == EM_OK;
+        em_optim_zero_grad(opt);
+        ok = ok && em_device_synchronize(b->device) == EM_OK;
+        if (i >= 10)
+            times[i - 10] = em_now_s() - t;
+        em_scope_end();
+        if (!ok) {
+            fprintf(stderr, "ember bench train: %s: %s\n", c->name, em_error());
+            goto done;
+        }
+    }
+    if (model && opt && times) {
+        em_sort_doubles(times, steps);
+        result = (double)c->batch / times[steps / 2];
+    }
+done:
+    free(times);
+    em_scaler_free(scaler);
+    em_optim_free(opt);
+    em_module_free(model);
+    return result;
+}
+
+#define GPT_BATCH 32
+#define GPT_WARMUP 3
+
+/* Median tokens/s of `steps` gpt recipe training steps (forward, loss, backward, clipping at 1,
+ * AdamW) on the windows bench/gpt_torch.py's bench takes, after GPT_WARMUP steps. */
+static double ember_gpt_tokens_per_s(const em_gpt_text *text, int steps)
+{
+    em_gpt_config c = em_gpt_recipe_config(text->vocab.size);
+    int64_t t = c.block_size, n = (int64_t)(steps + GPT_WARMUP) * GPT_BATCH;
+    em_manual_seed(0);
+    em_module *model = em_gpt(c);
+    em_optim *opt = model ? em_gpt_recipe_optimizer(model, 1e-3) : NULL;
+    em_sampler *s = em_sampler_random(text->n_train - t, (em_random_sampler_opts){
+                                                             .replacement = true,
+                                                             .num_samples = n});
+    int64_t *starts = malloc((size_t)n * sizeof *starts), *xy = malloc(sizeof(int64_t) * 2 *
+                                                                        GPT_BATCH * t);
+    double *times = calloc((size_t)steps, sizeof *times), result = -1;
+    bool ok = opt && s && starts && xy && times && em_sampler_indices(s, 0, 0, starts) == EM_OK;
+    for (int i = 0; ok && i < steps + GPT_WARMUP; i++) {
+        for (int64_t b = 0; b < GPT_BATCH; b++)
+            for (int64_t k = 0; k < t; k++) {
+                xy[b * t + k] = text->ids[starts[i * GPT_BATCH + b] + k];
+                xy[(GPT_BATCH + b) * t + k] = text->ids[starts[i * GPT_BATCH + b] + k + 1];
+            }
+        em_scope_begin();
+        em_tensor *x = em_from_data(EM_SHAPE(GPT_BATCH, t), EM_I64, xy);            // (B, T)
+        em_tensor *y = em_from_data(EM_SHAPE(GPT_BATCH * t), EM_I64, xy + GPT_BATCH * t);
+        double t0 = em_now_s();
+        em_tensor *logits = em_forward(model, x);                                   // (B, T, V)
+        em_tensor *loss = em_cross_entropy(em_reshape(logits, EM_SHAPE(-1, c.vocab_size)), y,
+                                           (em_cross_entropy_opts){0});
+        ok = loss && em_backward(loss) == EM_OK;
+        if (ok)
+            em_clip_grad_norm_optim(opt, EM_GPT_CLIP, 2.0, false);
+        ok = ok && !em_has_error() && em_optim_step(opt) == EM_OK;
+        em_optim_zero_grad(opt);
+        if (i >= GPT_WARMUP)
+            times[i - GPT_WARMUP] = em_now_s() - t0;
+        em_scope_end();
+    }
+    if (ok) {
+        em_sort_doubles(times, steps);
+        result = (double)(GPT_BATCH * t) / times[steps / 2];
+    } else {
+        fprintf(stderr, "ember bench train: gpt: %s\n", em_error());
+    }
+    free(times);
+    free(xy);
+    free(starts);
+    em_sampler_free(s);
+    em_optim_free(opt);
+    em_module_free(model);
+    return result;
+}
+
+/* The clock at each of `ember train`'s steps (an on_step callback). */
+typedef struct {
+    double *at; /* (n) */
+    int n, seen;
+} step_clock;
+
+static void clock_step(void *ctx, const em_progress *p)
+{
+    (void)p;
+    step_clock *c = ctx;
+    if (c->seen < c->n)
+        c->at[c->seen++] = em_now_s();
+}
+
+/* Samples/s of `ember train`'s loop (cli/train_cmd.c) on case c: the recipe's data through
+ * the loader with `workers` threads into em_trainer, with the steps' SGD (lr 0.05, momentum
+ * 0.9) and the recipe's schedule, no evaluation; like the step rate, the median of `steps`
+ * whole iterations (taking the batch, the step, freeing its tensors) after 10 warm-up ones. */
+static double train_samples_per_s(const bench_setup *b, const bench_case *c,
+                                  const char *data_dir, int workers, int steps)
+{
+    step_clock clk = {.at = calloc((size_t)steps + 11, sizeof(double)), .n = steps + 11};
+    /* epochs enough for the steps even on a dataset of one batch (max_steps stops the run) */
+    em_train_opts o = {.recipe = em_recipe_find(c->recipe), .data_dir = data_dir, .epochs = clk.n,
+                       .batch = c->batch, .lr = 0.05, .momentum = 0.9, .optim = "sgd",
+                       .workers = workers, .max_steps = clk.n, .tech = {.amp = b->amp},
+                       .device = b->device, .skip_eval = true,
+                       .callbacks = {.ctx = &clk, .on_step = clock_step}};
+    em_train_result r;
+    if (!clk.at || em_recipe_train(&o, &r) != EM_OK || clk.seen != clk.n) {
+        fprintf(stderr, "ember bench train: %s: ember train: %s\n", c->name,
+                clk.at ? em_error() : "out of memory");
+        free(clk.at);
+        return -1;
+    }
+    for (int i = 0; i < steps; i++) /* iteration i + 11 ran between the clocks of i+10, i+11 */
+        clk.at[i] = clk.at[i + 11] - clk.at[i + 10];
+    em_sort_doubles(clk.at, steps);
+    double sps = (double)c->batch / clk.at[steps / 2];
+    free(clk.at);
+    return sps;
+}
+
+/* "gpt_b32 tokens_per_s N" of bench/gpt_torch.py into ctx (one double). */
+static void torch_gpt_line(void *ctx, const char *line)
+{
+    if (sscanf(line, "gpt_b%*d tokens_per_s %lf", (double *)ctx) != 1)
+        printf("%s", line);
+}
+
+/* What a line of bench/bench_torch.py is read into. */
+typedef struct {
+    const bench_setup *b;
+    double sps[N_MAX_CASES];
+} torch_round;
+
+/* One line of bench/bench_torch.py: "CASE samples_per_s N". */
+static void torch_line(void *ctx, const char *line)
+{
+    torch_round *r = ctx;
+    double sps;
+    char name[64];
+    if (sscanf(line, "%63s samples_per_s %lf", name, &sps) != 2) {
+        printf("%s", line);
+        return;
+    }
+    for (int i = 0; i < r->b->n_cases; i++)
+        if (!strcmp(name, r->b->cases[i].name))
+            r->sps[i] = sps;
+}
+
+static double median(double *v, int n)
+{
+    em_sort_doubles(v, n);
+    return v[n / 2];
+}
+
+#define MAX_LAYERS 16
+
+/* What the rounds measure of one Fashion-MNIST case. */
+typedef struct {
+    double step[MAX_ROUNDS], torch[MAX_ROUNDS]; /* samples/s */
+    em_gemm_bound bound[MAX_ROUNDS];            /* GEMM bounds in GFLOP/s (not on a GPU) */
+    double train[MAX_ROUNDS];                   /* samples/s of ember train's loop */
+    em_matmul_layer layers[MAX_LAYERS];         /* the model's products */
+    int n_layers;
+} case_rounds;
+
+/* The products of case c's model, or false after saying why. */
+static bool model_products(const bench_case *c, case_rounds *r)
+{
+    const em_recipe *rc = em_recipe_find(c->recipe);
+    em_module *model = rc->build();
+    r->n_layers = model ? em_module_matmul_layers(model, em_recipe_sample_shape(rc), r->layers,
+                                                  MAX_LAYERS)
+                        : -1;
+    em_module_free(model);
+    if (r->n_layers < 0 || r->n_layers > MAX_LAYERS) {
+        fprintf(stderr, "ember bench train: %s: %s\n", c->name,
+                r->n_layers < 0 ? em_error() : "more products than the bench holds");
+        return false;
+    }
+    return true;
+}
+
+/* Timed steps of case c: a quarter of them for the CNN on the CPU, at least 10. */
+static int case_steps(const bench_case *c, bool gpu, int steps)
+{
+    int n = !strcmp(c->recipe, "cnn") && !gpu ? steps / 4 : steps;
+    return n < 10 ? 10 : n;
+}
+
+/* Each case's medians over the rounds into out. */
+static void case_medians(const bench_setup *b, case_rounds *r, int rounds, bench_case_result *out)
+{
+    for (int i = 0; i < b->n_cases; i++) {
+        double best[MAX_ROUNDS], openblas[MAX_ROUNDS];
+        for (int k = 0; k < rounds; k++) {
+            best[k] = r[i].bound[k].best;
+            openblas[k] = r[i].bound[k].openblas;
+        }
+        out[i] = (bench_case_result){
+            .name = b->cases[i].name, .goal = b->cases[i].goal,
+            .step = median(r[i].step, rounds), .torch = median(r[i].torch, rounds),
+            .flops = em_matmul_train_flops(r[i].layers, r[i].n_layers),
+            .bound_gflops = median(best, rounds), .openblas_gflops = median(openblas, rounds),
+            .train = median(r[i].train, rounds)};
+    }
+}
+
+int em_bench_train(int argc, char **argv)
+{
+    int threads = 2, steps = 200, rounds = 3, gpt_steps = 10;
+    const char *data_dir = EM_FASHION_MNIST_DIR, *device = "cpu", *amp = "off", *only = NULL;
+    const char *report = NULL, *json = NULL;
+    const em_opt opts[] = {
+        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads (default 2)",
+         .range = EM_RANGE(1, 4096)},
+        {"steps", EM_OPT_INT, &steps, "N", "timed steps per case (default 200)",
+         .range = EM_RANGE(10, 1000000)},
+        {"gpt-steps", EM_OPT_INT, &gpt_steps, "N", "timed steps of the gpt case (default 10)",
+         .range = EM_RANGE(1, 1000000)},
+        {"rounds", EM_OPT_INT, &rounds, "N", "rounds alternating ember and PyTorch (default 3)",
+         .range = EM_RANGE(1, MAX_ROUNDS)},
+        {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"device", EM_OPT_CHOICE, &device, .choices = "cpu|cuda",
+         .help = "where both frameworks train (default cpu)"},
+        {"amp", EM_OPT_CHOICE, &amp, .choices = "off|f16|bf16",
+         .help = "autocast dtype (f16 with a grad scaler; default off)"},
+        {"only", EM_OPT_CHOICE, &only, NULL, "run only the Fashion-MNIST cases or only gpt",
+         .choices = "fashion|gpt"},
+        {"report", EM_OPT_STRING, &report, "FILE.html",
+         .help = "also write the results as a chart"},
+        {"json", EM_OPT_STRING, &json, "FILE", .help = "also write the results as JSON"},
+        {0}};
+    const em_cmd_spec spec = {
+        .command = "ember bench train", .opts = opts,
+        .about = "Training samples/s of the recipes (tokens/s of gpt), ember and PyTorch side "
+                 "by side; FLOPs per\nsample, the share of the GEMM bound and ember train's "
+                 "samples/s beside them."};
+    int parsed = em_args_parse(&spec, argc, argv);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    omp_set_num_threads(threads);
+    bool gpu = !strcmp(device, "cuda");
+    bench_setup b = {.cases = gpu ? gpu_cases : cpu_cases,
+                     .n_cases = gpu ? (int)(sizeof gpu_cases / sizeof gpu_cases[0])
+                                    : (int)(sizeof cpu_cases / sizeof cpu_cases[0]),
+                     .device = gpu ? EM_CUDA : EM_CPU,
+                     .amp = !strcmp(amp, "f16") ? EM_F16 : !strcmp(amp, "bf16") ? EM_BF16 : EM_F32};
+    const bench_case *cases = b.cases;
+    /* the gpt case runs on the CPU in f32 only */
+    bool fashion = !only || !strcmp(only, "fashion");
+    bool gpt = (!only || !strcmp(only, "gpt")) && !gpu && b.amp == EM_F32;
+    if (only && !strcmp(only, "gpt") && !gpt) {
+        fprintf(stderr, "ember bench train: the gpt case runs on the CPU without autocast\n");
+        return 1;
+    }
+    if (json && em_atomic_check(json) != EM_OK) { /* before any work */
+        fprintf(stderr, "ember bench train: --json: %s\n", em_error());
+        return 2;
+    }
+    em_report *page = report ? em_report_open(report, "ember bench train") : NULL;
+    if (report && !page) {
+        fprintf(stderr, "ember bench train: --report: %s\n", em_error());
+        return 2;
+    }
+    case_rounds per_case[N_MAX_CASES] = {0};
+    em_batch all = {0};
+    em_gpt_text text = {0};
+    bool ok = true;
+    for (int i = 0; fashion && ok && i < b.n_cases; i++)
+        ok = model_products(&cases[i], &per_case[i]);
+    if (!ok || (fashion && load_all(data_dir, &all) != EM_OK) ||
+        (fashion && gpu &&
+         (em_to_device_(all.x, EM_CUDA) != EM_OK || em_to_device_(all.y, EM_CUDA) != EM_OK)) ||
+        (gpt && em_gpt_text_load(NULL, &text) != EM_OK)) {
+        if (ok)
+            fprintf(stderr, "ember bench train: %s\n", em_error());
+        if (page)
+            em_report_abort(page);
+        return 1;
+    }
+    /* rounds alternate ember and PyTorch, so both see the same machine; medians are reported */
+    double ember_gpt[MAX_ROUNDS], torch_gpt[MAX_ROUNDS] = {0};
+    bool torch = true;
+    char args[1400], names[256] = "", gpt_args[200];
+    for (int i = 0; i < b.n_cases; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? "," : "",
+                 cases[i].name);
+    snprintf(args, sizeof args, "--threads %d --steps %d --data %s --device %s --amp %s --cases %s",
+             threads, steps, data_dir, device, amp, names);
+    snprintf(gpt_args, sizeof gpt_args, "bench --threads %d --steps %d --batch %d", threads,
+             gpt_steps, GPT_BATCH);
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; fashion && i < b.n_cases; i++)
+            per_case[i].step[r] = ember_samples_per_s(&b, &cases[i], &all,
+                                                      case_steps(&cases[i], gpu, steps));
+        torch_round round_torch = {.b = &b};
+        if (fashion)
+            torch = torch && em_run_torch_script("bench_torch.py", args, torch_line, &round_torch);
+        for (int i = 0; fashion && i < b.n_cases; i++) {
+            case_rounds *c = &per_case[i];
+            c->torch[r] = round_torch.sps[i];
+            if (!gpu)
+                c->bound[r] = em_gemm_bound_gflops(c->layers, c->n_layers, cases[i].batch,
+                                                   threads, 20);
+            c->train[r] = train_samples_per_s(&b, &cases[i], data_dir,
+                                              em_recipe_default_workers(b.device),
+                                              case_steps(&cases[i], gpu, steps));
+        }
+        if (gpt) {
+            ember_gpt[r] = ember_gpt_tokens_per_s(&text, gpt_steps);
+            torch = torch && em_run_torch_script("gpt_torch.py", gpt_args, torch_gpt_line,
+                                                 &torch_gpt[r]);
+        }
+    }
+    em_release(all.x);
+    em_release(all.y);
+    em_gpt_text_free(&text);
+    char about[256];
+    bench_run_info info = {.device = device, .amp = amp, .threads = threads, .rounds = rounds,
+                           .train_workers = em_recipe_default_workers(b.device),
+                           .about = em_device_describe(b.device, about, sizeof about)};
+    bench_case_result results[N_MAX_CASES] = {0};
+    case_medians(&b, per_case, rounds, results);
+    em_bench_train_print(&info, results, fashion ? b.n_cases : 0);
+    double ember_tokens = gpt ? median(ember_gpt, rounds) : 0;
+    double torch_tokens = gpt && torch ? median(torch_gpt, rounds) : 0;
+    if (gpt) {
+        printf("%-10s %16s %16s\n", "", "ember tokens/s", "torch tokens/s");
+        em_bench_train_row("gpt_b32", ember_tokens, torch_tokens, 1.5);
+    }
+    int status = 0;
+    if (json && em_bench_train_json(json, &info, results, fashion ? b.n_cases : 0, ember_tokens,
+                                    torch_tokens) != EM_OK) {
+        fprintf(stderr, "ember bench train: --json: %s\n", em_error());
+        status = 1;
+    }
+    if (!page)
+        return status;
+    char note[512];
+    snprintf(note, sizeof note, "%s (%s), autocast %s, %d threads; per round the median step "
+             "after warm-up, then the median of %d rounds alternating ember and PyTorch.",
+             device, about, amp, threads, rounds);
+    em_report_note(page, note);
+    const char *case_names[N_MAX_CASES];
+    double ember_median[N_MAX_CASES], torch_median[N_MAX_CASES];
+    for (int i = 0; i < b.n_cases; i++) {
+        case_names[i] = results[i].name;
+        ember_median[i] = results[i].step;
+        torch_median[i] = results[i].torch;
+    }
+    if (fashion)
+        em_bench_train_chart(page, "training samples/s (median of the rounds)", "samples/s",
+                             case_names, b.n_cases, ember_median, torch_median);
+    const char *gpt_name[] = {"gpt_b32"};
+    if (gpt)
+        em_bench_train_chart(page, "gpt training tokens/s (median of the rounds)", "tokens/s",
+                             gpt_name, 1, &ember_tokens, &torch_tokens);
+    if (em_report_close(page) != EM_OK) {
+        fprintf(stderr, "ember bench train: --report: %s\n", em_error());
+        return 1;
+    }
+    return status;
+}

@@ -1,0 +1,41 @@
+/* What bench/bench_train.c measures and bench/bench_train_output.c prints, charts and writes as
+ * JSON: the medians of `ember bench train`'s rounds. */
+#ifndef EMBER_BENCH_BENCH_TRAIN_H
+#define EMBER_BENCH_BENCH_TRAIN_H
+
+#include "cli/report.h"
+#include "cli/cli_internal.h"
+
+#define N_MAX_CASES 4
+
+/* One Fashion-MNIST case's medians over the rounds; 0 for what did not run. */
+typedef struct {
+    const char *name;    /* "mlp_b64" */
+    double goal;         /* the ratio to PyTorch we aim for */
+    double step, torch;  /* samples/s of the timed steps, ember's and PyTorch's */
+    double flops;        /* per sample of a training step (em_matmul_train_flops) */
+    double bound_gflops; /* the step's products alone, each the faster way (em_gemm_bound) */
+    double openblas_gflops; /* the same products through OpenBLAS's threads alone */
+    double train;        /* samples/s of ember train's loop, median iteration */
+} bench_case_result;
+
+/* The run's setting, said once above the tables and in the JSON. */
+typedef struct {
+    const char *device, *about, *amp;
+    int threads, rounds, train_workers;
+} bench_run_info;
+
+/* The two tables on stdout: samples/s next to PyTorch; FLOPs, bound and ember train's rate. */
+void em_bench_train_print(const bench_run_info *info, const bench_case_result *c, int n);
+/* A row of the first table, also gpt's tokens/s. */
+void em_bench_train_row(const char *name, double e, double t, double goal);
+/* Bars of ember beside PyTorch (0 where it did not run) onto r. */
+void em_bench_train_chart(em_report *r, const char *title, const char *unit, const char **names,
+                          int n, const double *ember, const double *torch);
+/* Everything the tables show as one JSON object into path (written atomically); gpt's tokens/s
+ * where gpt_tokens > 0. */
+em_status em_bench_train_json(const char *path, const bench_run_info *info,
+                              const bench_case_result *c, int n, double gpt_tokens,
+                              double gpt_torch_tokens);
+
+#endif

@@ -1,0 +1,143 @@
+/* The GEMM bound of a training step (`ember bench train`): the step's matrix products alone,
+ * each run the faster of two ways at a given thread count: OpenBLAS's own threads, or ember's
+ * CPU gemm (OpenBLAS on one thread per block, the blocks over OpenMP's threads: what the step
+ * itself calls). */
+#include <cblas.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "backend/backend_internal.h"
+#include "cli/cli_internal.h"
+
+/* The operands of the largest layer; inputs x and w stay as filled, so every rep multiplies
+ * the same values. */
+typedef struct {
+    float *x;  /* (n, k): a layer's input (its im2col columns for a convolution) */
+    float *w;  /* (rows, k) */
+    float *y;  /* (n, rows): the output, and then its gradient */
+    float *dw; /* (rows, k) */
+    float *dx; /* (n, k) */
+} operands;
+
+/* One row-major product c (m, n) = op(a) @ op(b), ld* the row strides as stored. */
+typedef struct {
+    bool ta, tb;
+    int m, n, k, lda, ldb, ldc;
+    const float *a, *b;
+    float *c;
+} product;
+
+/* Layer l's products over the whole batch, n = batch x positions rows: the forward, the weight
+ * gradient and, where computed, the input gradient, as ember's Linear and convolution run them;
+ * returns how many (2 or 3). */
+static int layer_products(const em_matmul_layer *l, int64_t batch, const operands *o,
+                          product p[3])
+{
+    int n = (int)(batch * l->positions), k = (int)l->k, rows = (int)l->rows;
+    p[0] = (product){false, true, n, rows, k, k, k, rows, o->x, o->w, o->y};
+    p[1] = (product){true, false, rows, k, n, rows, k, k, o->y, o->x, o->dw};
+    p[2] = (product){false, false, n, k, rows, rows, k, k, o->y, o->w, o->dx};
+    return l->input_grad ? 3 : 2;
+}
+
+static void run_openblas(const product *p)
+{
+    cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans,
+                p->tb ? CblasTrans : CblasNoTrans, p->m, p->n, p->k, 1.0f, p->a, p->lda, p->b,
+                p->ldb, 0.0f, p->c, p->ldc);
+}
+
+static void run_ember(const product *p)
+{
+    em_backend_get(EM_CPU)->gemm(EM_F32, p->ta, p->tb, p->m, p->n, p->k, 1.0, p->a, p->lda, 0,
+                                 p->b, p->ldb, 0, 0.0, p->c, p->ldc, 0, 1);
+}
+
+/* Median seconds of reps runs of p after a warm-up one; times has reps entries. */
+static double median_time(void (*run)(const product *), const product *p, double *times,
+                          int reps)
+{
+    run(p);
+    for (int r = 0; r < reps; r++) {
+        double t0 = em_now_s();
+        run(p);
+        times[r] = em_now_s() - t0;
+    }
+    em_sort_doubles(times, reps);
+    return times[reps / 2];
+}
+
+/* OpenBLAS's threads spin for a while after their last product: let them go to sleep, so they
+ * do not take the cores from what runs next (and OpenMP's from OpenBLAS's before). */
+static void let_threads_sleep(void)
+{
+    nanosleep(&(struct timespec){.tv_nsec = 300000000}, NULL);
+}
+
+/* Seconds of the step's products: through OpenBLAS's threads alone, and each the faster way. */
+typedef struct {
+    double openblas, best;
+} step_times;
+
+static step_times step_seconds(const em_matmul_layer *l, int n_layers, int64_t batch,
+                               int threads, const operands *o, double *times, int reps)
+{
+    product p[3];
+    let_threads_sleep();
+    openblas_set_num_threads(threads);
+    for (int i = 0; i < n_layers; i++) /* OpenBLAS's threads in one go, then ember's */
+        for (int j = 0, n = layer_products(&l[i], batch, o, p); j < n; j++)
+            times[reps + 3 * i + j] = median_time(run_openblas, &p[j], times, reps);
+    openblas_set_num_threads(1);
+    let_threads_sleep();
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    step_times sum = {0, 0};
+    for (int i = 0; i < n_layers; i++)
+        for (int j = 0, n = layer_products(&l[i], batch, o, p); j < n; j++) {
+            double t_openblas = times[reps + 3 * i + j];
+            double t = median_time(run_ember, &p[j], times, reps);
+            sum.openblas += t_openblas;
+            sum.best += t < t_openblas ? t : t_openblas;
+        }
+    omp_set_num_threads(saved);
+    return sum;
+}
+
+/* count floats, all 1/1024 (the products stay normal numbers) */
+static float *filled(int64_t count)
+{
+    float *p = malloc((size_t)count * sizeof *p);
+    for (int64_t i = 0; p && i < count; i++)
+        p[i] = 1.0f / 1024;
+    return p;
+}
+
+em_gemm_bound em_gemm_bound_gflops(const em_matmul_layer *l, int n_layers, int64_t batch,
+                                   int threads, int reps)
+{
+    int64_t big = 0; /* the largest operand */
+    for (int i = 0; i < n_layers; i++) {
+        int64_t n = batch * l[i].positions, sizes[3] = {n * l[i].k, l[i].rows * l[i].k,
+                                                        n * l[i].rows};
+        for (int s = 0; s < 3; s++)
+            big = sizes[s] > big ? sizes[s] : big;
+    }
+    operands o = {filled(big), filled(big), filled(big), filled(big), filled(big)};
+    /* reps times, then OpenBLAS's median of each product (3 per layer, 0 where not run) */
+    double *times = calloc((size_t)(reps + 3 * n_layers), sizeof *times);
+    em_gemm_bound result = {-1, -1};
+    if (o.x && o.w && o.y && o.dw && o.dx && times && reps > 0) {
+        double gflop = em_matmul_train_flops(l, n_layers) * (double)batch * 1e-9;
+        step_times t = step_seconds(l, n_layers, batch, threads, &o, times, reps);
+        result = (em_gemm_bound){.best = gflop / t.best, .openblas = gflop / t.openblas};
+    }
+    free(times);
+    free(o.x);
+    free(o.w);
+    free(o.y);
+    free(o.dw);
+    free(o.dx);
+    return result;
+}

@@ -1,0 +1,234 @@
+#!/usr/bin/python3
+"""The gpt recipe in PyTorch, for comparing with `ember train gpt` and `ember bench train`: the
+same text (recipes/gpt_data.c's cleaning of the fortunes), vocabulary and split, the same model
+(nn.TransformerEncoderLayer blocks: pre-LN, causal, GELU, 4x feed-forward; tied LM head) with
+GPT-2's init scheme, the same windows in the same order (ember's random sampler with replacement,
+Philox-keyed), AdamW with weight decay on matrices only, warm-up + cosine, clipping at 1.
+
+  gpt_torch.py train [--steps N --batch B --lr X --seed S --threads T]  one JSON summary line
+  gpt_torch.py bench [--steps N --batch B --threads T]                  `gpt_bBATCH tokens_per_s X`
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# recipes/recipes.h and recipes/gpt.c
+FORTUNES = "/usr/share/games/fortunes"
+N_LAYER, N_HEAD, N_EMBD, BLOCK = 4, 4, 128, 128
+STEPS, BATCH, LR, WARMUP = 1000, 32, 3e-3, 100
+WEIGHT_DECAY, BETA2, CLIP, VAL_STRIDE = 0.1, 0.99, 1.0, 4
+
+
+def clean(data):
+    """A file's bytes as recipes/gpt_data.c keeps them."""
+    out = bytearray()
+    for c in data:
+        if c == 8:
+            if out:
+                out.pop()
+        elif c in (9, 10) or 32 <= c < 127:
+            out.append(c)
+    if out and out[-1] != 10:
+        out.append(10)
+    if not out.endswith(b"%\n"):
+        out += b"%\n"
+    return bytes(out)
+
+
+def load_text(folder):
+    names = sorted(n for n in os.listdir(folder)
+                   if "." not in n and n != "ascii-art"
+                   and os.path.isfile(os.path.join(folder, n))
+                   and not os.path.islink(os.path.join(folder, n)))
+    text = b"".join(clean(open(os.path.join(folder, n), "rb").read()) for n in names)
+    vocab = sorted(set(text))
+    lut = np.zeros(256, np.int64)
+    lut[vocab] = np.arange(len(vocab))
+    ids = lut[np.frombuffer(text, np.uint8)]
+    n_val = len(ids) // 10
+    return vocab, ids, len(ids) - n_val
+
+
+# ---- ember's sampler: data/sampler.c, random with replacement, epoch 0 ----
+M64 = (1 << 64) - 1
+
+
+def mix64(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def philox_bits64(counters, key):
+    """v1 << 32 | v0 of Philox-4x32-10 (backend/philox.h) at each counter, key as its seed."""
+    m32 = np.uint64(0xFFFFFFFF)
+    c0, c1 = counters & m32, counters >> np.uint64(32)
+    c2, c3 = np.zeros_like(c0), np.zeros_like(c0)
+    k0, k1 = key & 0xFFFFFFFF, key >> 32
+    for _ in range(10):
+        p0 = np.uint64(0xD2511F53) * c0
+        p1 = np.uint64(0xCD9E8D57) * c2
+        n0 = (p1 >> np.uint64(32)) ^ c1 ^ np.uint64(k0)
+        n2 = (p0 >> np.uint64(32)) ^ c3 ^ np.uint64(k1)
+        c1, c3, c0, c2 = p1 & m32, p0 & m32, n0, n2
+        k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
+    return c1 << np.uint64(32) | c0
+
+
+def window_starts(seed, n_windows, count):
+    key = mix64(seed ^ mix64(0 * 0x9E3779B97F4A7C15 + (1 << 32)))
+    bits = philox_bits64(np.arange(count, dtype=np.uint64), key)
+    n = np.uint64(n_windows)
+    hi, lo = bits >> np.uint64(32), bits & np.uint64(0xFFFFFFFF)
+    return ((hi * n + ((lo * n) >> np.uint64(32))) >> np.uint64(32)).astype(np.int64)
+
+
+# ---- the model ----
+class GPT(nn.Module):
+    def __init__(self, vocab, block, n_layer, n_head, n_embd, dropout=0.0):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, n_embd)
+        self.wpe = nn.Embedding(block, n_embd)
+        self.drop = nn.Dropout(dropout)
+        self.h = nn.ModuleList(nn.TransformerEncoderLayer(n_embd, n_head, 4 * n_embd, dropout,
+                                                          activation="gelu", batch_first=True,
+                                                          norm_first=True)
+                               for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(n_embd)
+        for name, p in self.named_parameters():  # GPT-2's init, as models/gpt.c
+            if "norm" in name or name.startswith("ln_f."):
+                nn.init.ones_(p) if name.endswith("weight") else nn.init.zeros_(p)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif name.endswith("out_proj.weight") or name.endswith("linear2.weight"):
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * n_layer))
+            else:
+                nn.init.normal_(p, 0.0, 0.02)
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        mask = torch.triu(torch.full((t, t), float("-inf")), 1)
+        x = self.drop(self.wte(idx) + self.wpe(torch.arange(t)))
+        for block in self.h:
+            x = block(x, src_mask=mask)
+        return F.linear(self.ln_f(x), self.wte.weight)
+
+
+def optimizer(model, lr):
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=lr, betas=(0.9, BETA2), eps=1e-8)
+
+
+def lr_at(t, base, total):
+    """optim/scheduler.c's warmup_cosine with eta_min = base / 10."""
+    warmup = WARMUP if total > WARMUP else 1
+    if t < warmup:
+        return base * (t + 1) / warmup
+    if t >= total:
+        return base / 10
+    return base / 10 + (base - base / 10) * (1 + math.cos(math.pi * (t - warmup) /
+                                                          (total - warmup))) / 2
+
+
+def batch_of(ids, starts):
+    x = torch.from_numpy(np.stack([ids[s:s + BLOCK] for s in starts]))
+    y = torch.from_numpy(np.stack([ids[s + 1:s + BLOCK + 1] for s in starts]))
+    return x, y
+
+
+def val_loss(model, ids, n_train):
+    n_val = len(ids) - n_train
+    starts = [n_train + k * VAL_STRIDE * BLOCK
+              for k in range((n_val - BLOCK - 1) // (VAL_STRIDE * BLOCK) + 1)]
+    model.eval()
+    total = 0.0
+    with torch.no_grad():
+        for i in range(0, len(starts), 64):
+            x, y = batch_of(ids, starts[i:i + 64])
+            loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+            total += loss.item() * len(x)
+    model.train()
+    return total / len(starts)
+
+
+def train(a, vocab, ids, n_train):
+    torch.manual_seed(a.seed)
+    model = GPT(len(vocab), BLOCK, N_LAYER, N_HEAD, N_EMBD)
+    opt = optimizer(model, a.lr)
+    starts = window_starts(a.seed, n_train - BLOCK, a.steps * a.batch)
+    losses, seconds = [], 0.0
+    for step in range(a.steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, a.lr, a.steps)
+        x, y = batch_of(ids, starts[step * a.batch:(step + 1) * a.batch])
+        t0 = time.perf_counter()
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+        opt.step()
+        seconds += time.perf_counter() - t0
+        losses.append(loss.item())
+        if a.progress and (step + 1) % 50 == 0:
+            print(f"step {step + 1}/{a.steps} loss {losses[-1]:.4f}", file=sys.stderr, flush=True)
+    recent = losses[-20:]
+    print(json.dumps({"recipe": "gpt", "framework": f"torch {torch.__version__}",
+                      "steps": a.steps, "batch": a.batch, "block": BLOCK,
+                      "train_loss": round(sum(recent) / len(recent), 4),
+                      "val_loss": round(val_loss(model, ids, n_train), 4),
+                      "train_tokens_per_s": round(a.steps * a.batch * BLOCK / seconds)}),
+          flush=True)
+
+
+def bench(a, vocab, ids, n_train):
+    """Tokens/s of training steps: the median step after 3 warm-up steps."""
+    torch.manual_seed(0)
+    model = GPT(len(vocab), BLOCK, N_LAYER, N_HEAD, N_EMBD)
+    opt = optimizer(model, a.lr)
+    starts = window_starts(a.seed, n_train - BLOCK, (a.steps + 3) * a.batch)
+    times = []
+    for step in range(a.steps + 3):
+        x, y = batch_of(ids, starts[step * a.batch:(step + 1) * a.batch])
+        t0 = time.perf_counter()
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+        opt.step()
+        if step >= 3:
+            times.append(time.perf_counter() - t0)
+    print(f"gpt_b{a.batch} tokens_per_s {a.batch * BLOCK / statistics.median(times):.0f}",
+          flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["train", "bench"])
+    ap.add_argument("--data", default=FORTUNES)
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--batch", type=int, default=BATCH)
+    ap.add_argument("--lr", type=float, default=LR)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--progress", action="store_true")
+    a = ap.parse_args()
+    a.steps = a.steps or (STEPS if a.mode == "train" else 20)
+    torch.set_num_threads(a.threads)
+    vocab, ids, n_train = load_text(a.data)
+    (train if a.mode == "train" else bench)(a, vocab, ids, n_train)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

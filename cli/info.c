@@ -1,0 +1,34 @@
+/* `ember info`: what this build of ember can use on this machine. */
+#include <omp.h>
+#include <stdio.h>
+
+#include "backend_cpu/cpu_kernels_internal.h"
+#include "ember.h"
+#include "cli/args.h"
+#include "cli/cli_internal.h"
+
+int em_cmd_info(int argc, char **argv)
+{
+    const em_cmd_spec spec = {.command = "ember info",
+                              .about = "Devices, dtypes and threads of this build."};
+    int parsed = em_args_parse(&spec, argc, argv);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    printf("ember threads: %d (OMP_NUM_THREADS)\n", omp_get_max_threads());
+    printf("thread governor: %s\n",
+           em_cpu_threads_adaptive()
+               ? "on (fewer threads while other processes hold the cores; "
+                 "EMBER_ADAPTIVE_THREADS=0 turns it off)"
+               : "off (EMBER_ADAPTIVE_THREADS=0)");
+    printf("OpenMP wait policy: %s\n", em_cli_wait_policy());
+    for (int d = 0; d < EM_NDEVICES; d++) {
+        char about[256];
+        printf("device %-5s %s\n", em_device_name((em_device)d),
+               em_device_describe((em_device)d, about, sizeof about));
+    }
+    printf("dtypes:");
+    for (int t = 0; t < EM_NDTYPES; t++)
+        printf(" %s", em_dtype_name((em_dtype)t));
+    printf("\n");
+    return 0;
+}

@@ -1,0 +1,94 @@
+/* `ember profile RECIPE`: a short training run of a recipe with the profiler on for its last
+ * micro-batches; the key-averages and layer-wise tables on stdout, the Chrome trace in a file.
+ * Also the A:B step ranges of `ember train --profile-steps`. */
+#include <errno.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "recipes/recipes.h"
+#include "io/atomic_file.h"
+#include "cli/args.h"
+#include "cli/cli_internal.h"
+
+bool em_parse_step_range(const char *command, const char *option, const char *text,
+                         int64_t *first, int64_t *last)
+{
+    char *end;
+    errno = 0;
+    long long a = strtoll(text, &end, 10), b = 0;
+    bool ok = end != text && *end == ':';
+    if (ok) {
+        const char *second = end + 1;
+        b = strtoll(second, &end, 10);
+        ok = end != second && *end == '\0' && errno == 0 && a >= 1 && b >= a;
+    }
+    if (!ok) {
+        fprintf(stderr, "%s: %s: '%s' is not FIRST:LAST (micro-batches counting from 1, FIRST "
+                "<= LAST)\n", command, option, text);
+        return false;
+    }
+    *first = a;
+    *last = b;
+    return true;
+}
+
+int em_cmd_profile(int argc, char **argv)
+{
+    const char *recipe = NULL, *trace = NULL, *data_dir = NULL, *amp = "off";
+    int64_t steps = 20, warmup = 5, batch = 0;
+    int threads = 0, workers = em_recipe_default_workers(EM_CPU);
+    const em_opt opts[] = {
+        {"steps", EM_OPT_INT64, &steps, "N", "micro-batches profiled (default 20)",
+         .range = EM_RANGE(1, 100000)},
+        {"warmup", EM_OPT_INT64, &warmup, "N", "micro-batches trained first (default 5)",
+         .range = EM_RANGE(0, 100000)},
+        {"trace", EM_OPT_STRING, &trace, "FILE.json",
+         .help = "the Chrome trace (default ember-profile-RECIPE.json)"},
+        {"batch", EM_OPT_INT64, &batch, "N", "samples per batch (default: the recipe's)",
+         .range = EM_AT_LEAST(1)},
+        {"amp", EM_OPT_CHOICE, &amp, NULL, "mixed precision (f16 adds a grad scaler)",
+         .choices = "f16|bf16|off"},
+        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
+        {"workers", EM_OPT_INT, &workers, "N",
+         "data loader threads (default 0: the steps' threads hold the cores)",
+         .range = EM_RANGE(0, 256)},
+        {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {0}};
+    const em_cmd_spec spec = {
+        .command = "ember profile", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
+        .about = "Trains the recipe for --warmup then --steps micro-batches with the profiler on "
+                 "for the latter;\nprints where the time went (ops forward and backward, the "
+                 "optimizer, the loader, each layer)\nand writes a Chrome trace for Perfetto or "
+                 "chrome://tracing.",
+        .more_help = em_list_recipes, .opts = opts};
+    const em_recipe *rc;
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, false, &rc);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    char default_trace[128];
+    snprintf(default_trace, sizeof default_trace, "ember-profile-%s.json", rc->name);
+    if (em_atomic_check(trace ? trace : default_trace) != EM_OK) { /* before any data loads */
+        fprintf(stderr, "ember profile: --trace: %s\n", em_error());
+        return 2;
+    }
+    if (threads)
+        omp_set_num_threads(threads);
+    em_train_opts o = {
+        .recipe = rc, .data_dir = data_dir, .epochs = 1, .batch = batch, .workers = workers,
+        .max_steps = warmup + steps, .skip_eval = true,
+        .tech.amp = !strcmp(amp, "f16") ? EM_F16 : !strcmp(amp, "bf16") ? EM_BF16 : EM_F32,
+        .observe = {.profile = trace ? trace : default_trace, .profile_first = warmup + 1,
+                    .profile_last = warmup + steps, .log = stdout}};
+    printf("ember profile %s: micro-batches %lld to %lld of batch %lld (amp %s), %d threads, "
+           "%d loader workers\n", rc->name, (long long)warmup + 1, (long long)(warmup + steps),
+           (long long)(batch ? batch : rc->batch), amp, omp_get_max_threads(), workers);
+    fflush(stdout);
+    em_train_result r;
+    if (em_recipe_train(&o, &r) != EM_OK) {
+        fprintf(stderr, "ember profile: %s\n", em_error());
+        return 1;
+    }
+    return 0;
+}

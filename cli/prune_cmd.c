@@ -1,0 +1,218 @@
+/* `ember prune RECIPE --load FILE ...`: prune a saved model's weights (L1, random or L-n
+ * structured, per layer or global), in N rounds with fine-tuning between them, optionally shrink
+ * it, report sparsity, accuracy, size and latency, save it, and end with a JSON summary line. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "io/json_internal.h"
+#include "cli/args.h"
+#include "cli/cli_internal.h"
+
+
+typedef struct {
+    const char *load, *save, *data_dir, *method;
+    double amount, n, lr;
+    int dim, iterations, finetune_epochs, threads;
+    bool global, shrink, structured;
+    uint64_t seed;
+} prune_opts;
+
+/* One round of pruning by `amount` of what remains. */
+static em_status prune_round(em_module *m, const prune_opts *o, double amount, em_generator *g)
+{
+    em_prune_target t[64];
+    int n = em_prune_collect_targets(m, t, 64);
+    if (n > 64 || n == 0)
+        return em_set_error(EM_ERR_ARG, "ember prune: %d prunable layers (1..64 supported)", n);
+    bool random = !strcmp(o->method, "random");
+    if (o->global)
+        return em_prune_global_unstructured(t, n, random ? EM_PRUNE_RANDOM : EM_PRUNE_L1,
+                                            amount, g);
+    /* structured along the output dim leaves the last layer (the classes) whole */
+    int last = o->structured && (o->dim == 0 || o->dim == -t[n - 1].module->params[0].value->ndim)
+                   ? n - 1 : n;
+    for (int i = 0; i < last; i++) {
+        em_module *l = t[i].module;
+        em_status st = !o->structured ? random ? em_prune_random_unstructured(l, "weight",
+                                                                              amount, g)
+                                               : em_prune_l1_unstructured(l, "weight", amount)
+                       : random ? em_prune_random_structured(l, "weight", amount, o->dim, g)
+                                : em_prune_ln_structured(l, "weight", amount, o->n, o->dim);
+        if (st != EM_OK)
+            return st;
+    }
+    return EM_OK;
+}
+
+/* epochs of the recipe's optimizer, at o->lr, over the training split. */
+static em_status finetune(const em_recipe *rc, em_module *m, const prune_opts *o, int round)
+{
+    em_dataset *train = em_fashion_mnist(o->data_dir, true, rc->flat_input);
+    em_loader *dl = train ? em_loader_new(train, (em_loader_opts){.batch_size = rc->batch,
+                                                                  .shuffle = true,
+                                                                  .seed = o->seed + round,
+                                                                  .num_workers = 2,
+                                                                  .persistent_workers = true})
+                          : NULL;
+    em_optim *opt = dl ? em_recipe_optimizer(rc->optim, m, o->lr, rc->momentum) : NULL;
+    em_trainer *t = opt ? em_trainer_new(m, opt, NULL, (em_trainer_opts){0}) : NULL;
+    em_status st = t ? EM_OK : em_error_status();
+    em_module_train(m, true);
+    for (int e = 0; e < o->finetune_epochs && st == EM_OK; e++) {
+        for (;;) {
+            em_batch b;
+            em_scope_begin();
+            st = em_loader_next(dl, &b);
+            if (st == EM_OK)
+                st = em_trainer_step(t, b.x, b.y, NULL);
+            em_scope_end();
+            if (st != EM_OK)
+                break;
+        }
+        if (st == EM_END)
+            st = EM_OK;
+    }
+    em_trainer_free(t);
+    em_optim_free(opt);
+    em_loader_free(dl);
+    em_dataset_free(train);
+    return st;
+}
+
+static em_status test_accuracy(em_module *m, const em_dataset *test, double *acc)
+{
+    em_eval_result r = {0};
+    em_status st = em_evaluate(m, test, (em_eval_opts){0}, &r);
+    *acc = r.accuracy;
+    return st;
+}
+
+static long long file_bytes(const char *path)
+{
+    struct stat s;
+    return stat(path, &s) == 0 ? (long long)s.st_size : -1;
+}
+
+int em_cmd_prune(int argc, char **argv)
+{
+    const char *recipe = NULL;
+    prune_opts o = {.n = 2, .iterations = 1, .threads = 2};
+    bool dim_given = false;
+    const em_opt opts[] = {
+        {"load", EM_OPT_STRING, &o.load, "FILE", "the model file or checkpoint", .required = true},
+        {"save", EM_OPT_STRING, &o.save, "FILE", "where the pruned model goes", .required = true},
+        {"method", EM_OPT_CHOICE, &o.method, NULL, "how weights are chosen", .required = true,
+         .choices = "l1|random|ln"},
+        {"amount", EM_OPT_REAL, &o.amount, "A", "final sparsity after all rounds",
+         .range = {.min = 0, .max = 1, .open_max = true}, .required = true},
+        {"global", EM_OPT_FLAG, &o.global, NULL,
+         .help = "rank weights across layers (unstructured)"},
+        {"dim", EM_OPT_INT, &o.dim, "D", "prune whole slices along D (structured)",
+         .range = EM_RANGE(-8, 7), .given = &dim_given},
+        {"n", EM_OPT_REAL, &o.n, "N", "the norm of ln (default 2; inf allowed)",
+         .range = {.min = 0, .max = INFINITY, .open_min = true}},
+        {"iterations", EM_OPT_INT, &o.iterations, "N", "rounds of pruning (default 1)",
+         .range = EM_RANGE(1, 1000)},
+        {"finetune-epochs", EM_OPT_INT, &o.finetune_epochs, "E", "epochs of fine-tuning per round",
+         .range = EM_RANGE(0, 1000)},
+        {"lr", EM_OPT_REAL, &o.lr, "X", "fine-tuning learning rate (default: the recipe's / 5)",
+         .range = EM_ABOVE(0)},
+        {"shrink", EM_OPT_FLAG, &o.shrink, NULL, .help = "remove pruned rows and channels"},
+        {"seed", EM_OPT_UINT64, &o.seed, "S", .help = "random seed (default 0)"},
+        {"threads", EM_OPT_INT, &o.threads, "N", "OpenMP threads (default 2)",
+         .range = EM_RANGE(1, 4096)},
+        {"data", EM_OPT_STRING, &o.data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {0}};
+    const em_cmd_spec spec = {
+        .command = "ember prune", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
+        .about = "l1: L1 unstructured; random: random unstructured, or structured along --dim "
+                 "when given;\nln: L-n structured along --dim (default 0) with --n (default 2). "
+                 "Structured pruning\nleaves the output layer's rows alone. --amount is the final "
+                 "sparsity after all rounds.",
+        .more_help = em_list_recipes, .opts = opts};
+    const em_recipe *rc;
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    o.structured = !strcmp(o.method, "ln") || dim_given;
+    if (o.global && o.structured) {
+        fprintf(stderr, "ember prune: --global works only with unstructured pruning (l1, or "
+                        "random without --dim)\n");
+        return 2;
+    }
+    if (o.lr <= 0)
+        o.lr = rc->lr / 5;
+    omp_set_num_threads(o.threads);
+    em_generator gen = em_generator_new(o.seed);
+    em_module *m = rc->build();
+    em_dataset *test = em_fashion_mnist(o.data_dir, false, rc->flat_input);
+    em_tensor *x64 = test ? em_test_batch(rc, o.data_dir, 64) : NULL;
+    em_tensor *x1 = x64 ? em_narrow(x64, 0, 0, 1) : NULL;
+    em_status st = m && x1 ? em_load_model_any(m, rc, o.load) : em_error_status();
+    double base_acc = 0, acc = 0;
+    em_latency base1 = {0}, base64 = {0}, l1 = {0}, l64 = {0};
+    int64_t base_params = em_module_num_params(m), removed = 0;
+    if (st == EM_OK) {
+        st = test_accuracy(m, test, &base_acc);
+        base1 = em_measure_latency(m, x1, 50, 300);
+        base64 = em_measure_latency(m, x64, 5, 40);
+    }
+    /* each round prunes a of what remains: (1 - a)^N = 1 - amount */
+    double a = 1 - pow(1 - o.amount, 1.0 / o.iterations);
+    for (int r = 0; r < o.iterations && st == EM_OK; r++) {
+        st = prune_round(m, &o, a, &gen);
+        if (st == EM_OK && o.finetune_epochs)
+            st = finetune(rc, m, &o, r);
+        if (st == EM_OK)
+            st = test_accuracy(m, test, &acc);
+        if (st == EM_OK)
+            printf("round %d/%d: pruned %.4f of the remaining weights, test_acc %.4f\n", r + 1,
+                   o.iterations, a, acc);
+    }
+    if (st == EM_OK && o.shrink)
+        st = (removed = em_prune_shrink(m)) < 0 ? em_error_status() : EM_OK;
+    else if (st == EM_OK)
+        st = em_prune_remove_all(m);
+    double sparsity = st == EM_OK ? em_prune_report(m, stdout) : 0;
+    if (st == EM_OK && o.shrink)
+        st = test_accuracy(m, test, &acc);
+    if (st == EM_OK) {
+        l1 = em_measure_latency(m, x1, 50, 300);
+        l64 = em_measure_latency(m, x64, 5, 40);
+        em_st_meta meta[2] = {{"recipe", rc->name}};
+        st = em_module_save(m, o.save, meta, 1 + em_prune_meta(meta + 1));
+    }
+    if (st != EM_OK) {
+        fprintf(stderr, "ember prune: %s\n", em_error());
+    } else {
+        json_t *j = json_pack("{s:s, s:s, s:b, s:b}", "recipe", rc->name, "method", o.method,
+                              "structured", o.structured, "global", o.global);
+        em_json_set_real(j, "amount", o.amount, 4);
+        json_object_set_new(j, "iterations", json_integer(o.iterations));
+        json_object_set_new(j, "finetune_epochs", json_integer(o.finetune_epochs));
+        em_json_set_real(j, "base_test_acc", base_acc, 4);
+        em_json_set_real(j, "test_acc", acc, 4);
+        em_json_set_real(j, "sparsity", sparsity, 4);
+        json_object_set_new(j, "base_params", json_integer(base_params));
+        json_object_set_new(j, "params", json_integer(em_module_num_params(m)));
+        json_object_set_new(j, "neurons_removed", json_integer(removed));
+        json_object_set_new(j, "size_bytes", json_integer(em_module_nbytes(m)));
+        json_object_set_new(j, "file_bytes", json_integer(file_bytes(o.save)));
+        em_json_set_real(j, "base_latency_b1_p50_us", base1.p50_us, 1);
+        em_json_set_real(j, "latency_b1_p50_us", l1.p50_us, 1);
+        em_json_set_real(j, "base_b64_samples_per_s_p50", 64e6 / base64.p50_us, 0);
+        em_json_set_real(j, "b64_samples_per_s_p50", 64e6 / l64.p50_us, 0);
+        em_json_set_real(j, "b64_speedup", l64.p50_us > 0 ? base64.p50_us / l64.p50_us : 0, 2);
+        st = j ? em_json_print_line(stdout, j) : EM_ERR_MEMORY;
+        json_decref(j);
+    }
+    em_release(x1);
+    em_release(x64);
+    em_dataset_free(test);
+    em_module_free(m);
+    return st == EM_OK ? 0 : 1;
+}

@@ -1,0 +1,223 @@
+/* `ember quantize RECIPE --load FILE --save FILE [--static --calib-batches N]`: dynamic INT8
+ * quantization of a saved model's Linear layers, or static INT8 of its Linear and Conv2d layers
+ * calibrated on training batches; test accuracy, size and latency before and after (static: next
+ * to f32 and dynamic), then a JSON summary line. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/json_internal.h"
+#include "cli/args.h"
+#include "cli/cli_internal.h"
+
+
+typedef struct {
+    double acc, loss;
+    int64_t bytes;
+    em_latency b1, b64;
+} model_figures;
+
+static em_status measure(em_module *m, const em_dataset *test, const em_tensor *x64,
+                         model_figures *f)
+{
+    em_eval_result r = {0};
+    em_status st = em_evaluate(m, test, (em_eval_opts){0}, &r);
+    f->acc = r.accuracy;
+    f->loss = r.loss;
+    em_tensor *x1 = em_narrow(x64, 0, 0, 1);
+    if (st == EM_OK && !x1)
+        st = em_error_status();
+    if (st == EM_OK) {
+        f->bytes = em_module_nbytes(m);
+        f->b1 = em_measure_latency(m, x1, 50, 300);
+        f->b64 = em_measure_latency(m, x64, 5, 40);
+    }
+    em_release(x1);
+    return st;
+}
+
+static long long file_bytes(const char *path)
+{
+    struct stat s;
+    return stat(path, &s) == 0 ? (long long)s.st_size : -1;
+}
+
+/* The source file's "ember.pruned" marker, carried over so a shrunk model loads again. */
+static bool source_pruned(const char *path)
+{
+    em_safetensors *f = NULL;
+    if (em_safetensors_load(path, &f) != EM_OK)
+        return false;
+    bool pruned = em_safetensors_meta(f, "ember.pruned") != NULL;
+    em_safetensors_free(f);
+    return pruned;
+}
+
+/* The first n shuffled training batches of 64 (n tensors, the caller's), or false. */
+static bool calibration_batches(const em_recipe *rc, const char *data_dir, int n, em_tensor **out)
+{
+    em_dataset *ds = em_fashion_mnist(data_dir, true, rc->flat_input);
+    em_loader *dl = ds ? em_loader_new(ds, (em_loader_opts){.batch_size = 64, .shuffle = true})
+                       : NULL;
+    int got = 0;
+    for (em_batch b; dl && got < n && em_loader_next(dl, &b) == EM_OK; got++) {
+        em_release(b.y);
+        out[got] = b.x;
+    }
+    em_loader_free(dl);
+    em_dataset_free(ds);
+    return got == n;
+}
+
+/* f32, dynamic and static INT8 side by side: the static model is saved. */
+static int quantize_static(const em_recipe *rc, const char *load, const char *save,
+                           const char *data_dir, int n_calib, em_observer_kind observer)
+{
+    em_module *m[3] = {rc->build(), rc->build(), rc->build()};
+    em_dataset *test = em_fashion_mnist(data_dir, false, rc->flat_input);
+    em_tensor *x64 = test ? em_test_batch(rc, data_dir, 64) : NULL;
+    em_tensor **calib = calloc((size_t)n_calib, sizeof *calib);
+    model_figures f[3] = {0};
+    em_status st = x64 && calib && m[0] && m[1] && m[2] ? EM_OK : em_error_status();
+    for (int i = 0; i < 3 && st == EM_OK; i++)
+        st = em_load_model_any(m[i], rc, load);
+    if (st == EM_OK)
+        st = em_quantize_dynamic_(m[1], (em_quantize_opts){0});
+    if (st == EM_OK && !calibration_batches(rc, data_dir, n_calib, calib))
+        st = em_has_error() ? em_error_status()
+                            : em_set_error(EM_ERR_ARG, "fewer than %d training batches", n_calib);
+    if (st == EM_OK)
+        st = em_quantize_static_(m[2], calib, n_calib,
+                                 (em_static_quant_opts){.observer = {.kind = observer}});
+    for (int i = 0; i < 3 && st == EM_OK; i++)
+        st = measure(m[i], test, x64, &f[i]);
+    for (int round = 0; round < 2 && st == EM_OK; round++) /* interleaved: noise hits all alike */
+        for (int i = 0; i < 3; i++) {
+            em_latency b64 = em_measure_latency(m[i], x64, 5, 40);
+            f[i].b64.p50_us = b64.p50_us < f[i].b64.p50_us ? b64.p50_us : f[i].b64.p50_us;
+        }
+    em_st_meta meta[3] = {{"recipe", rc->name}};
+    int n_meta = 1 + em_quantize_meta(m[2], meta + 1);
+    if (st == EM_OK)
+        st = em_module_save(m[2], save, meta, n_meta);
+    for (int i = 0; i < n_calib && calib; i++)
+        em_release(calib[i]);
+    free(calib);
+    em_release(x64);
+    em_dataset_free(test);
+    for (int i = 0; i < 3; i++)
+        em_module_free(m[i]);
+    if (st != EM_OK) {
+        fprintf(stderr, "ember quantize: %s\n", em_error());
+        return 1;
+    }
+    printf("{\"recipe\":\"%s\",\"static\":true,\"observer\":\"%s\",\"calib_batches\":%d,"
+           "\"f32_test_acc\":%.4f,\"dynamic_test_acc\":%.4f,\"static_test_acc\":%.4f,"
+           "\"f32_size_bytes\":%lld,\"dynamic_size_bytes\":%lld,\"static_size_bytes\":%lld,"
+           "\"f32_latency_b1_p50_us\":%.1f,\"dynamic_latency_b1_p50_us\":%.1f,"
+           "\"static_latency_b1_p50_us\":%.1f,\"f32_b64_samples_per_s_p50\":%.0f,"
+           "\"dynamic_b64_samples_per_s_p50\":%.0f,\"static_b64_samples_per_s_p50\":%.0f}\n",
+           rc->name, observer == EM_OBSERVER_PERCENTILE ? "percentile" : "minmax", n_calib,
+           f[0].acc, f[1].acc, f[2].acc, (long long)f[0].bytes, (long long)f[1].bytes,
+           (long long)f[2].bytes, f[0].b1.p50_us, f[1].b1.p50_us, f[2].b1.p50_us,
+           64e6 / f[0].b64.p50_us, 64e6 / f[1].b64.p50_us, 64e6 / f[2].b64.p50_us);
+    return 0;
+}
+
+int em_cmd_quantize(int argc, char **argv)
+{
+    const char *recipe = NULL, *load = NULL, *save = NULL, *data_dir = NULL;
+    const char *observer = "minmax";
+    int threads = 2, calib_batches = 32;
+    bool per_tensor = false, static_int8 = false;
+    const em_opt opts[] = {
+        {"load", EM_OPT_STRING, &load, "FILE", "the f32 model file or checkpoint",
+         .required = true},
+        {"save", EM_OPT_STRING, &save, "FILE", "where the quantized model goes", .required = true},
+        {"per-tensor", EM_OPT_FLAG, &per_tensor, NULL,
+         .help = "one scale per tensor (default: per row)"},
+        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads (default 2)",
+         .range = EM_RANGE(1, 4096)},
+        {"static", EM_OPT_FLAG, &static_int8, NULL, .help = "static INT8 of Linear and Conv2d, "
+         "calibrated; reported next to f32 and dynamic"},
+        {"calib-batches", EM_OPT_INT, &calib_batches, "N", "training batches of 64 to calibrate "
+         "on (default 32)", .range = EM_RANGE(1, 937)},
+        {"observer", EM_OPT_CHOICE, &observer, NULL, "activation ranges: min/max or the "
+         "99.99th percentile (default minmax)", .choices = "minmax|percentile"},
+        {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {0}};
+    const em_cmd_spec spec = {
+        .command = "ember quantize", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
+        .about = "Dynamic INT8 quantization of a saved model's Linear layers, or (--static) static "
+                 "INT8 of\nits Linear and Conv2d layers calibrated on training batches: accuracy, "
+                 "size and\nlatency before and after, then a JSON summary line.",
+        .more_help = em_list_recipes, .opts = opts};
+    const em_recipe *rc;
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    omp_set_num_threads(threads);
+    if (static_int8 && per_tensor) {
+        fprintf(stderr, "ember quantize: --static quantizes weights per channel; drop "
+                "--per-tensor\n");
+        return 2;
+    }
+    if (static_int8)
+        return quantize_static(rc, load, save, data_dir, calib_batches,
+                               !strcmp(observer, "percentile") ? EM_OBSERVER_PERCENTILE
+                                                               : EM_OBSERVER_MINMAX);
+    em_quantize_opts qo = {.granularity = per_tensor ? EM_QUANT_PER_TENSOR
+                                                     : EM_QUANT_PER_CHANNEL};
+    em_module *m = rc->build();
+    em_dataset *test = em_fashion_mnist(data_dir, false, rc->flat_input);
+    em_tensor *x64 = test ? em_test_batch(rc, data_dir, 64) : NULL;
+    model_figures f32 = {0}, q = {0};
+    char f32_path[] = "/tmp/ember_quantize_f32XXXXXX";
+    int fd = mkstemp(f32_path);
+    if (fd >= 0)
+        close(fd);
+    em_status st = m && x64 ? em_load_model_any(m, rc, load) : em_error_status();
+    if (st == EM_OK)
+        st = measure(m, test, x64, &f32);
+    if (st == EM_OK && fd >= 0)
+        st = em_module_save(m, f32_path, NULL, 0); /* the f32 file, for the size ratio */
+    if (st == EM_OK)
+        st = em_quantize_dynamic_(m, qo);
+    if (st == EM_OK)
+        st = measure(m, test, x64, &q);
+    em_st_meta meta[4] = {{"recipe", rc->name}};
+    int n_meta = 1 + em_quantize_meta(m, meta + 1);
+    if (source_pruned(load))
+        n_meta += em_prune_meta(meta + n_meta);
+    if (st == EM_OK)
+        st = em_module_save(m, save, meta, n_meta);
+    long long f32_file = file_bytes(f32_path), q_file = file_bytes(save);
+    unlink(f32_path);
+    em_release(x64);
+    em_dataset_free(test);
+    em_module_free(m);
+    if (st != EM_OK) {
+        fprintf(stderr, "ember quantize: %s\n", em_error());
+        return 1;
+    }
+    json_t *j = json_pack("{s:s, s:s}", "recipe", rc->name, "qscheme",
+                          qo.granularity == EM_QUANT_PER_TENSOR ? "per_tensor" : "per_channel");
+    em_json_set_real(j, "f32_test_acc", f32.acc, 4);
+    em_json_set_real(j, "test_acc", q.acc, 4);
+    json_object_set_new(j, "f32_size_bytes", json_integer(f32.bytes));
+    json_object_set_new(j, "size_bytes", json_integer(q.bytes));
+    json_object_set_new(j, "f32_file_bytes", json_integer(f32_file));
+    json_object_set_new(j, "file_bytes", json_integer(q_file));
+    em_json_set_real(j, "file_ratio", q_file > 0 ? (double)f32_file / (double)q_file : 0, 2);
+    em_json_set_real(j, "f32_latency_b1_p50_us", f32.b1.p50_us, 1);
+    em_json_set_real(j, "latency_b1_p50_us", q.b1.p50_us, 1);
+    em_json_set_real(j, "latency_b1_p99_us", q.b1.p99_us, 1);
+    em_json_set_real(j, "f32_b64_samples_per_s_p50", 64e6 / f32.b64.p50_us, 0);
+    em_json_set_real(j, "b64_samples_per_s_p50", 64e6 / q.b64.p50_us, 0);
+    st = j ? em_json_print_line(stdout, j) : EM_ERR_MEMORY;
+    json_decref(j);
+    return st == EM_OK ? 0 : 1;
+}

@@ -1,0 +1,311 @@
+/* `ember train RECIPE` and `ember eval RECIPE`: run a reference recipe, its progress and
+ * per-epoch lines on stderr, and print a one-line JSON summary on stdout. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "recipes/recipes.h"
+#include "io/atomic_file.h"
+#include "io/json_internal.h"
+#include "cli/args.h"
+#include "cli/cli_internal.h"
+
+
+static const char *amp_name(em_dtype amp)
+{
+    return amp == EM_F32 ? "off" : em_dtype_name(amp);
+}
+
+/* The run's one-line JSON summary on stdout (non-finite values as null, named in
+ * "non_finite"): the results, then the settings that made them. */
+static void print_summary(const em_train_opts *o, const em_train_result *r)
+{
+    json_t *j = json_pack("{s:s, s:i, s:i}", "recipe", o->recipe->name, "epochs", r->epochs,
+                          "batch", r->batch);
+    if (!j)
+        return;
+    if (r->tokens_per_sample) { /* a language model: losses in nats per token */
+        json_object_set_new(j, "block", json_integer(r->tokens_per_sample));
+        em_json_set_real(j, "train_loss", r->train_loss, 4);
+        em_json_set_real(j, "val_loss", r->test_loss, 4);
+        em_json_set_real(j, "train_tokens_per_s",
+                         r->train_samples_per_s * (double)r->tokens_per_sample, 0);
+    } else {
+        em_json_set_real(j, "test_acc", r->test_acc, 4);
+        em_json_set_real(j, "test_loss", r->test_loss, 4);
+        em_json_set_real(j, "train_samples_per_s", r->train_samples_per_s, 0);
+    }
+    json_object_set_new(j, "peak_bytes", json_integer((json_int_t)r->peak_bytes));
+    em_json_set_real(j, "wall_s", r->wall_s, 1);
+    json_object_set_new(j, "steps", json_integer(r->steps));
+    json_object_set_new(j, "updates", json_integer(r->updates));
+    json_object_set_new(j, "skipped_steps", json_integer(r->skipped_steps));
+    if (o->ddp)
+        json_object_set_new(j, "world_size", json_integer(em_dist_world_size()));
+    em_json_set_real(j, "lr", r->lr, -1);
+    em_json_set_real(j, "scale", r->scale, -1);
+    if (o->find_batch)
+        json_object_set_new(j, "largest_batch", json_integer(r->largest_batch));
+    json_object_set_new(j, "preset", o->preset ? json_string(o->preset) : json_null());
+    json_object_set_new(j, "schedule", json_string(o->schedule ? o->schedule
+                                                                : o->recipe->schedule));
+    json_object_set_new(j, "amp", json_string(amp_name(o->tech.amp)));
+    json_object_set_new(j, "device", json_string(em_device_name(o->device)));
+    json_object_set_new(j, "grad_accum", json_integer(o->tech.grad_accum > 1 ? o->tech.grad_accum
+                                                                             : 1));
+    em_json_set_real(j, "clip", o->tech.clip > 0 ? o->tech.clip : o->recipe->clip, -1);
+    json_object_set_new(j, "guard", json_boolean(o->tech.guard));
+    json_object_set_new(j, "checkpoint_activations", json_boolean(o->tech.checkpoint_activations));
+    em_json_print_line(stdout, j);
+    json_decref(j);
+}
+
+/* `ember eval`'s line: what the evaluation measured, nothing of training. */
+static void print_eval(const em_recipe *rc, const char *load, const em_train_result *r)
+{
+    json_t *j = json_pack("{s:s, s:s}", "recipe", rc->name, "load", load);
+    if (!j)
+        return;
+    if (r->tokens_per_sample) { /* a language model: the loss in nats per token */
+        em_json_set_real(j, "val_loss", r->test_loss, 4);
+    } else {
+        em_json_set_real(j, "test_acc", r->test_acc, 4);
+        em_json_set_real(j, "test_loss", r->test_loss, 4);
+    }
+    json_object_set_new(j, "peak_bytes", json_integer((json_int_t)r->peak_bytes));
+    em_json_set_real(j, "wall_s", r->wall_s, 1);
+    em_json_print_line(stdout, j);
+    json_decref(j);
+}
+
+/* The preset's techniques, under those the command line set itself. */
+static void apply_preset(const char *preset, em_train_opts *o, bool given_amp,
+                         bool given_schedule)
+{
+    em_train_opts mine = *o;
+    if (em_recipe_preset(preset, o) != EM_OK)
+        return; /* the option's choices admit only known presets */
+    if (given_amp)
+        o->tech.amp = mine.tech.amp;
+    if (given_schedule)
+        o->schedule = mine.schedule;
+    if (mine.tech.clip > 0)
+        o->tech.clip = mine.tech.clip;
+    if (mine.tech.grad_accum > 0)
+        o->tech.grad_accum = mine.tech.grad_accum;
+    o->tech.guard |= mine.tech.guard;
+    o->tech.checkpoint_activations |= mine.tech.checkpoint_activations;
+}
+
+void em_list_recipes(FILE *f)
+{
+    fprintf(f, "\nrecipes:\n");
+    for (int i = 0; em_recipe_at(i); i++)
+        fprintf(f, "  %-8s %s\n", em_recipe_at(i)->name, em_recipe_at(i)->about);
+}
+
+/* The recipe named `name`, or NULL after printing "COMMAND: unknown recipe" and the list. */
+static const em_recipe *find_recipe(const char *command, const char *name)
+{
+    const em_recipe *rc = em_recipe_find(name);
+    if (!rc) {
+        fprintf(stderr, "%s: unknown recipe '%s'\n", command, name);
+        em_list_recipes(stderr);
+    }
+    return rc;
+}
+
+/* find_recipe for a recipe with a model builder */
+static const em_recipe *find_built_recipe(const char *command, const char *name)
+{
+    const em_recipe *rc = find_recipe(command, name);
+    if (rc && !rc->build) {
+        fprintf(stderr, "%s: recipe '%s' is not supported here (it trains with ember train, "
+                "ember compare and ember eval)\n", command, name);
+        return NULL;
+    }
+    return rc;
+}
+
+int em_parse_recipe_command(const em_cmd_spec *spec, int argc, char **argv, const char **name,
+                            bool built_only, const em_recipe **rc)
+{
+    int parsed = em_args_parse(spec, argc, argv);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    *rc = built_only ? find_built_recipe(spec->command, *name)
+                     : find_recipe(spec->command, *name);
+    return *rc ? EM_ARGS_RUN : 2;
+}
+
+int em_cli_device(const char *command, const char *name, bool tf32, em_device *out)
+{
+    *out = !strcmp(name, "cuda") ? EM_CUDA : EM_CPU;
+    if (!em_device_available(*out)) {
+        fprintf(stderr, "%s: --device %s: no %s device is available (ember was built without "
+                "its backend, or no device and driver were found)\n", command, name, name);
+        return 2;
+    }
+    if (tf32 && em_set_tf32(true) != EM_OK) {
+        fprintf(stderr, "%s: --tf32: %s\n", command, em_error());
+        return 2;
+    }
+    return 0;
+}
+
+int em_cmd_train(int argc, char **argv)
+{
+    em_train_opts o = {.workers = -1, .progress = true};
+    const char *recipe = NULL, *amp = "off", *profile_steps = NULL, *preset = NULL;
+    const char *device = "cpu";
+    int threads = 0;
+    bool no_val = false, given_amp = false, given_schedule = false, tf32 = false;
+    double dist_timeout = 0;
+    const em_opt opts[] = {
+        {"epochs", EM_OPT_INT, &o.epochs, "N", "epochs to train (default: the recipe's)",
+         .range = EM_AT_LEAST(1)},
+        {"batch", EM_OPT_INT64, &o.batch, "N", "samples per batch (default: the recipe's)",
+         .range = EM_AT_LEAST(1)},
+        {"lr", EM_OPT_REAL, &o.lr, "X", "learning rate (default: the recipe's)",
+         .range = EM_ABOVE(0)},
+        {"optim", EM_OPT_CHOICE, &o.optim, NULL, "optimizer (default: the recipe's)",
+         .choices = "sgd|adam|adamw|rmsprop"},
+        {"schedule", EM_OPT_CHOICE, &o.schedule, NULL, "learning-rate schedule (default: the "
+         "recipe's)", .choices = EM_RECIPE_SCHEDULES, .given = &given_schedule},
+        {"preset", EM_OPT_CHOICE, &preset, NULL, "a bundle of techniques; options given here "
+         "win", .choices = EM_RECIPE_PRESETS},
+        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
+        {"workers", EM_OPT_INT, &o.workers, "N",
+         "data loader threads (default: 0 on the CPU, 2 on a GPU)",
+         .range = EM_RANGE(0, 256)},
+        {"seed", EM_OPT_UINT64, &o.seed, "N", .help = "random seed (default 0)"},
+        {"data", EM_OPT_STRING, &o.data_dir, "DIR",
+         .help = "Fashion-MNIST directory (gpt: the fortunes' directory)"},
+        {"save", EM_OPT_STRING, &o.save_path, "FILE",
+         .help = "write a training checkpoint every epoch"},
+        {"resume", EM_OPT_STRING, &o.resume_path, "FILE",
+         .help = "continue from a training checkpoint"},
+        {"max-steps", EM_OPT_INT64, &o.max_steps, "N", "stop after N steps",
+         .range = EM_AT_LEAST(1)},
+        {"amp", EM_OPT_CHOICE, &amp, NULL, "mixed precision (f16 adds a grad scaler)",
+         .choices = "f16|bf16|off", .given = &given_amp},
+        {"grad-accum", EM_OPT_INT, &o.tech.grad_accum, "N", "micro-batches per optimizer step",
+         .range = EM_AT_LEAST(1)},
+        {"clip", EM_OPT_REAL, &o.tech.clip, "X", "clip the total gradient 2-norm to X",
+         .range = EM_ABOVE(0)},
+        {"guard", EM_OPT_FLAG, &o.tech.guard, NULL, .help = "skip non-finite or outlier updates"},
+        {"checkpoint-activations", EM_OPT_FLAG, &o.tech.checkpoint_activations, NULL,
+         .help = "recompute activations in backward"},
+        {"device", EM_OPT_CHOICE, &device, NULL, "where to train (default cpu)",
+         .choices = "cpu|cuda"},
+        {"tf32", EM_OPT_FLAG, &tf32, NULL,
+         .help = "f32 matrix products on TF32 tensor cores (cuda; off by default)"},
+        {"mem-budget", EM_OPT_SIZE, &o.mem_budget, "BYTES", "hold the device's memory to BYTES",
+         .range = EM_AT_LEAST(1)},
+        {"find-batch", EM_OPT_FLAG, &o.find_batch, NULL,
+         .help = "first find the batch with the best samples/s that fits"},
+        {"no-val", EM_OPT_FLAG, &no_val, NULL,
+         .help = "evaluate the test split only at the end, not after every epoch"},
+        {"profile", EM_OPT_STRING, &o.observe.profile, "FILE.json",
+         .help = "profile micro-batches into a Chrome trace; the table goes to stderr"},
+        {"profile-steps", EM_OPT_STRING, &profile_steps, "A:B",
+         .help = "the micro-batches --profile records, counting from 1 (default 6:25)"},
+        {"tensorboard", EM_OPT_STRING, &o.observe.tensorboard, "DIR",
+         .help = "write TensorBoard event files (scalars, histograms) into DIR"},
+        {"histogram-every", EM_OPT_INT, &o.observe.histogram_every, "N",
+         "micro-batches between weight and gradient histograms (default 200)",
+         .range = EM_AT_LEAST(1)},
+        {"ddp", EM_OPT_FLAG, &o.ddp, NULL,
+         .help = "data-parallel on every process of `mpirun -np N` (--batch per process)"},
+        {"dist-timeout", EM_OPT_REAL, &dist_timeout, "S",
+         "with --ddp: a collective waits at most S seconds for a rank (default 300)",
+         .range = EM_ABOVE(0)},
+        {0}};
+    const em_cmd_spec spec = {
+        .command = "ember train", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
+        .about = "Trains a reference recipe (on Fashion-MNIST; gpt on the fortunes' text). "
+                 "Progress and a line\nper epoch go to stderr; stdout gets only a one-line JSON "
+                 "summary.\n\nSchedules: cosine "
+                 "and constant; warmup-cosine (5% linear warmup, then cosine);\nonecycle (up "
+                 "from lr/25 over 30% of the run, then down); step (x0.1 every third of\nthe "
+                 "run); plateau (x0.1 after two epochs without a better validation loss).\n"
+                 "Presets: basic (--guard --clip 1); advanced (basic, --amp bf16, --schedule "
+                 "warmup-cosine);\nultra (advanced, --grad-accum 2, --checkpoint-activations).",
+        .more_help = em_list_recipes, .opts = opts};
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, false, &o.recipe);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    int bad_device = em_cli_device(spec.command, device, tf32, &o.device);
+    if (bad_device)
+        return bad_device;
+    if (o.workers < 0)
+        o.workers = em_recipe_default_workers(o.device);
+    if (o.save_path && em_atomic_check(o.save_path) != EM_OK) { /* before any data loads */
+        fprintf(stderr, "ember train: --save: %s\n", em_error());
+        return 2;
+    }
+    if (o.observe.profile && em_atomic_check(o.observe.profile) != EM_OK) {
+        fprintf(stderr, "ember train: --profile: %s\n", em_error());
+        return 2;
+    }
+    o.tech.amp = !strcmp(amp, "f16") ? EM_F16 : !strcmp(amp, "bf16") ? EM_BF16 : EM_F32;
+    if (preset)
+        apply_preset(preset, &o, given_amp, given_schedule);
+    o.validate = !no_val;
+    if (profile_steps && !o.observe.profile) {
+        fprintf(stderr, "ember train: --profile-steps needs --profile FILE.json\n");
+        return 2;
+    }
+    if (profile_steps && !em_parse_step_range(spec.command, "--profile-steps", profile_steps,
+                                              &o.observe.profile_first, &o.observe.profile_last))
+        return 2;
+    if (threads)
+        omp_set_num_threads(threads);
+    if (o.ddp && em_dist_init((em_dist_opts){.timeout_s = dist_timeout}) != EM_OK) {
+        fprintf(stderr, "ember train: %s\n", em_error());
+        return 1;
+    }
+    em_train_result r;
+    em_status st = em_recipe_train(&o, &r);
+    if (st != EM_OK && o.ddp)
+        fprintf(stderr, "ember train (rank %d of %d): %s\n", em_dist_rank(),
+                em_dist_world_size(), em_error());
+    else if (st != EM_OK)
+        fprintf(stderr, "ember train: %s\n", em_error());
+    else if (em_dist_rank() == 0)
+        print_summary(&o, &r);
+    if (o.ddp)
+        em_dist_finalize();
+    return st == EM_OK ? 0 : 1;
+}
+
+int em_cmd_eval(int argc, char **argv)
+{
+    em_train_opts o = {0};
+    const char *recipe = NULL, *load = NULL;
+    int threads = 0;
+    const em_opt opts[] = {
+        {"load", EM_OPT_STRING, &load, "FILE", "a model file or training checkpoint",
+         .required = true},
+        {"data", EM_OPT_STRING, &o.data_dir, "DIR",
+         .help = "Fashion-MNIST directory (gpt: the fortunes' directory)"},
+        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
+        {0}};
+    const em_cmd_spec spec = {
+        .command = "ember eval", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
+        .about = "Test accuracy and loss of a saved model, checkpoint, quantized or pruned model.",
+        .more_help = em_list_recipes, .opts = opts};
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, false, &o.recipe);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    if (threads)
+        omp_set_num_threads(threads);
+    em_train_result r;
+    if (em_recipe_eval(o.recipe, o.data_dir, load, &r) != EM_OK) {
+        fprintf(stderr, "ember eval: %s\n", em_error());
+        return 1;
+    }
+    print_eval(o.recipe, load, &r);
+    return 0;
+}

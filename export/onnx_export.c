@@ -1,0 +1,515 @@
+/* ONNX export: walks a module tree in order, runs an example through each layer to learn its
+ * shapes, and writes one ONNX node (or a few) per layer with its tensors as initializers, in
+ * protobuf through io/protobuf.c. Field numbers are onnx.proto's (IR version 8). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn_internal.h"
+#include "export/onnx.h"
+#include "io/atomic_file.h"
+#include "io/protobuf_internal.h"
+
+/* onnx.proto field numbers */
+enum { MODEL_IR_VERSION = 1, MODEL_PRODUCER = 2, MODEL_PRODUCER_VERSION = 3, MODEL_GRAPH = 7,
+       MODEL_OPSET = 8 };
+enum { OPSET_DOMAIN = 1, OPSET_VERSION = 2 };
+enum { GRAPH_NODE = 1, GRAPH_NAME = 2, GRAPH_INITIALIZER = 5, GRAPH_INPUT = 11,
+       GRAPH_OUTPUT = 12 };
+enum { NODE_INPUT = 1, NODE_OUTPUT = 2, NODE_NAME = 3, NODE_OP = 4, NODE_ATTRIBUTE = 5 };
+enum { ATTR_NAME = 1, ATTR_F = 2, ATTR_I = 3, ATTR_INTS = 8, ATTR_TYPE = 20 };
+enum { ATTR_FLOAT = 1, ATTR_INT = 2, ATTR_INTS_TYPE = 7 };
+enum { TENSOR_DIMS = 1, TENSOR_DATA_TYPE = 2, TENSOR_NAME = 8, TENSOR_RAW = 9 };
+enum { VALUE_NAME = 1, VALUE_TYPE = 2, TYPE_TENSOR = 1, TTYPE_ELEM = 1, TTYPE_SHAPE = 2,
+       SHAPE_DIM = 1, DIM_VALUE = 1, DIM_PARAM = 2 };
+enum { ONNX_FLOAT = 1, IR_VERSION = 8, DEFAULT_OPSET = 17 };
+
+#define NAME_MAX_LEN 256
+
+typedef struct {
+    em_pb graph;             /* nodes and initializers so far */
+    char value[NAME_MAX_LEN]; /* the name of the value flowing between layers */
+    int n_values;            /* values named so far ("v1", "v2", ...) */
+    int n_nodes;             /* nodes so far, to make node names unique */
+    em_tensor *x;            /* the example as it leaves the last exported layer (owned) */
+} exporter;
+
+/* A fresh value name into out. */
+static void next_value(exporter *e, char *out)
+{
+    snprintf(out, NAME_MAX_LEN, "v%d", ++e->n_values);
+}
+
+static void attr_begin(em_pb *a, const char *name, int type)
+{
+    em_pb_string(a, ATTR_NAME, name);
+    em_pb_int(a, ATTR_TYPE, type);
+}
+
+static void attr_int(em_pb *node, const char *name, int64_t v)
+{
+    em_pb a = {0};
+    attr_begin(&a, name, ATTR_INT);
+    em_pb_int(&a, ATTR_I, v);
+    em_pb_message(node, NODE_ATTRIBUTE, &a);
+}
+
+static void attr_float(em_pb *node, const char *name, double v)
+{
+    em_pb a = {0};
+    attr_begin(&a, name, ATTR_FLOAT);
+    em_pb_float(&a, ATTR_F, (float)v);
+    em_pb_message(node, NODE_ATTRIBUTE, &a);
+}
+
+static void attr_ints(em_pb *node, const char *name, const int64_t *v, int n)
+{
+    em_pb a = {0};
+    attr_begin(&a, name, ATTR_INTS_TYPE);
+    for (int i = 0; i < n; i++)
+        em_pb_int(&a, ATTR_INTS, v[i]);
+    em_pb_message(node, NODE_ATTRIBUTE, &a);
+}
+
+/* Starts a node op(inputs) -> output named after the layer; the caller adds attributes and
+ * hands it to node_end. */
+static em_pb node_begin(exporter *e, const char *op, const char *layer,
+                        const char *const *inputs, int n_in, const char *output)
+{
+    em_pb n = {0};
+    for (int i = 0; i < n_in; i++)
+        em_pb_string(&n, NODE_INPUT, inputs[i]);
+    em_pb_string(&n, NODE_OUTPUT, output);
+    char name[NAME_MAX_LEN];
+    snprintf(name, sizeof name, "%s%s%s_%d", layer, *layer ? "/" : "", op, ++e->n_nodes);
+    em_pb_string(&n, NODE_NAME, name);
+    em_pb_string(&n, NODE_OP, op);
+    return n;
+}
+
+static void node_end(exporter *e, em_pb *n)
+{
+    em_pb_message(&e->graph, GRAPH_NODE, n);
+}
+
+/* A node with one input (the current value) and no attributes; the current value moves on. */
+static void simple_node(exporter *e, const char *op, const char *layer)
+{
+    char out[NAME_MAX_LEN];
+    next_value(e, out);
+    const char *in[] = {e->value};
+    em_pb n = node_begin(e, op, layer, in, 1, out);
+    node_end(e, &n);
+    strcpy(e->value, out);
+}
+
+/* An f32 initializer from host values with the given shape. */
+static void initializer_f32(exporter *e, const char *name, const float *v, em_shape s)
+{
+    em_pb t = {0};
+    int64_t n = 1;
+    for (int i = 0; i < s.ndim; i++) {
+        em_pb_int(&t, TENSOR_DIMS, s.d[i]);
+        n *= s.d[i];
+    }
+    em_pb_int(&t, TENSOR_DATA_TYPE, ONNX_FLOAT);
+    em_pb_string(&t, TENSOR_NAME, name);
+    em_pb_bytes(&t, TENSOR_RAW, v, sizeof *v * (size_t)n); /* little-endian hosts */
+    em_pb_message(&e->graph, GRAPH_INITIALIZER, &t);
+}
+
+/* An initializer holding tensor t under "<layer>.<local>"; its name goes to out. */
+static em_status initializer(exporter *e, const char *layer, const char *local,
+                             const em_tensor *t, char *out)
+{
+    float *v = em_host_f32(t, "em_onnx_export");
+    if (!v)
+        return em_error_status();
+    snprintf(out, NAME_MAX_LEN, "%s%s%s", layer, *layer ? "." : "", local);
+    initializer_f32(e, out, v, em_shape_of(t));
+    free(v);
+    return EM_OK;
+}
+
+/* A one-element constant named "<layer>.<local>". */
+static void constant(exporter *e, const char *layer, const char *local, float v, char *out)
+{
+    snprintf(out, NAME_MAX_LEN, "%s%s%s", layer, *layer ? "." : "", local);
+    initializer_f32(e, out, &v, EM_SCALAR_SHAPE);
+}
+
+/* op(current value, other) -> the new current value */
+static void binary_node(exporter *e, const char *op, const char *layer, const char *a,
+                        const char *b)
+{
+    char out[NAME_MAX_LEN];
+    next_value(e, out);
+    const char *in[] = {a, b};
+    em_pb n = node_begin(e, op, layer, in, 2, out);
+    node_end(e, &n);
+    strcpy(e->value, out);
+}
+
+static em_status export_linear(exporter *e, const em_module *m, const char *layer)
+{
+    const em_tensor *w = m->params[0].value, *b = m->n_params > 1 ? m->params[1].value : NULL;
+    char wn[NAME_MAX_LEN], bn[NAME_MAX_LEN], out[NAME_MAX_LEN];
+    if (e->x->ndim == 2) { /* Gemm: y = x W^T + b */
+        if (initializer(e, layer, "weight", w, wn) != EM_OK ||
+            (b && initializer(e, layer, "bias", b, bn) != EM_OK))
+            return em_error_status();
+        next_value(e, out);
+        const char *in[] = {e->value, wn, bn};
+        em_pb n = node_begin(e, "Gemm", layer, in, b ? 3 : 2, out);
+        attr_int(&n, "transB", 1);
+        node_end(e, &n);
+        strcpy(e->value, out);
+        return EM_OK;
+    }
+    em_tensor *wt = em_transpose(w, 0, 1); /* MatMul over the leading dims: x (*, in) W^T */
+    em_status st = wt ? initializer(e, layer, "weight_t", wt, wn) : em_error_status();
+    em_release(wt);
+    if (st != EM_OK || (b && initializer(e, layer, "bias", b, bn) != EM_OK))
+        return em_error_status();
+    binary_node(e, "MatMul", layer, e->value, wn);
+    if (b)
+        binary_node(e, "Add", layer, e->value, bn);
+    return EM_OK;
+}
+
+/* Conv2d, with the BatchNorm2d that follows it (bn, or NULL) folded into its weight and bias:
+ * w' = w g / sqrt(var + eps) per output channel, b' = (b - mean) g / sqrt(var + eps) + beta. */
+static em_status export_conv(exporter *e, const em_module *m, const em_module *bn,
+                             const char *layer)
+{
+    em_conv2d_opts o;
+    em_conv2d_layer_config(m, &o);
+    const em_tensor *w = m->params[0].value, *b = m->n_params > 1 ? m->params[1].value : NULL;
+    int64_t c_out = w->shape[0], per = em_numel(w) / c_out;
+    float *wv = em_host_f32(w, "em_onnx_export");
+    float *bv = calloc((size_t)c_out, sizeof *bv);
+    float *g = NULL, *beta = NULL, *mean = NULL, *var = NULL;
+    em_status st = wv && bv ? EM_OK : em_set_error(EM_ERR_MEMORY, "em_onnx_export: out of memory");
+    if (st == EM_OK && b && em_copy_to_host(b, EM_F32, bv) != EM_OK)
+        st = em_error_status();
+    if (st == EM_OK && bn) {
+        double eps;
+        em_batch_norm_layer_eps(bn, &eps);
+        g = em_host_f32(bn->params[0].value, "em_onnx_export");
+        beta = em_host_f32(bn->params[1].value, "em_onnx_export");
+        mean = em_host_f32(bn->buffers[0].value, "em_onnx_export");
+        var = em_host_f32(bn->buffers[1].value, "em_onnx_export");
+        if (!g || !beta || !mean || !var)
+            st = em_error_status();
+        for (int64_t c = 0; st == EM_OK && c < c_out; c++) {
+            double k = g[c] / sqrt((double)var[c] + eps);
+            for (int64_t i = 0; i < per; i++)
+                wv[c * per + i] = (float)(wv[c * per + i] * k);
+            bv[c] = (float)((bv[c] - mean[c]) * k + beta[c]);
+        }
+    }
+    char wn[NAME_MAX_LEN], bname[NAME_MAX_LEN], out[NAME_MAX_LEN];
+    if (st == EM_OK) {
+        snprintf(wn, sizeof wn, "%s%sweight", layer, *layer ? "." : "");
+        snprintf(bname, sizeof bname, "%s%sbias", layer, *layer ? "." : "");
+        initializer_f32(e, wn, wv, em_shape_of(w));
+        if (b || bn)
+            initializer_f32(e, bname, bv, EM_SHAPE(c_out));
+        next_value(e, out);
+        const char *in[] = {e->value, wn, bname};
+        em_pb n = node_begin(e, "Conv", layer, in, b || bn ? 3 : 2, out);
+        int64_t pads[4] = {o.padding[0], o.padding[1], o.padding[0], o.padding[1]};
+        attr_ints(&n, "kernel_shape", w->shape + 2, 2);
+        attr_ints(&n, "strides", o.stride, 2);
+        attr_ints(&n, "pads", pads, 4);
+        attr_ints(&n, "dilations", o.dilation, 2);
+        attr_int(&n, "group", o.groups);
+        node_end(e, &n);
+        strcpy(e->value, out);
+    }
+    free(wv);
+    free(bv);
+    free(g);
+    free(beta);
+    free(mean);
+    free(var);
+    return st;
+}
+
+static em_status export_pool(exporter *e, const em_module *m, const char *layer)
+{
+    em_pool2d_opts o;
+    em_pool2d_layer_config(m, &o);
+    bool max = !strcmp(m->type->type_name, "MaxPool2d");
+    char out[NAME_MAX_LEN];
+    next_value(e, out);
+    const char *in[] = {e->value};
+    em_pb n = node_begin(e, max ? "MaxPool" : "AveragePool", layer, in, 1, out);
+    int64_t pads[4] = {o.padding[0], o.padding[1], o.padding[0], o.padding[1]};
+    attr_ints(&n, "kernel_shape", o.kernel, 2);
+    attr_ints(&n, "strides", o.stride, 2);
+    attr_ints(&n, "pads", pads, 4);
+    if (!max)
+        attr_int(&n, "count_include_pad", !o.exclude_pad);
+    node_end(e, &n);
+    strcpy(e->value, out);
+    return EM_OK;
+}
+
+static em_status export_adaptive_pool(exporter *e, const em_module *m, const char *layer)
+{
+    int64_t oh, ow;
+    em_adaptive_pool_layer_size(m, &oh, &ow);
+    if (oh == 1 && ow == 1) {
+        simple_node(e, "GlobalAveragePool", layer);
+        return EM_OK;
+    }
+    int64_t h = e->x->shape[2], w = e->x->shape[3];
+    if (h % oh || w % ow)
+        return em_set_error(EM_ERR_UNSUPPORTED, "em_onnx_export: %s: AdaptiveAvgPool2d from "
+                            "%lldx%lld to %lldx%lld has uneven bins, which ONNX cannot express",
+                            layer, (long long)h, (long long)w, (long long)oh, (long long)ow);
+    char out[NAME_MAX_LEN];
+    next_value(e, out);
+    const char *in[] = {e->value};
+    em_pb n = node_begin(e, "AveragePool", layer, in, 1, out);
+    int64_t k[2] = {h / oh, w / ow};
+    attr_ints(&n, "kernel_shape", k, 2);
+    attr_ints(&n, "strides", k, 2);
+    node_end(e, &n);
+    strcpy(e->value, out);
+    return EM_OK;
+}
+
+/* BatchNormalization (inference) or LayerNormalization over the last dim. */
+static em_status export_norm(exporter *e, const em_module *m, const char *layer, bool batch)
+{
+    double eps;
+    char names[4][NAME_MAX_LEN], out[NAME_MAX_LEN];
+    if (batch)
+        em_batch_norm_layer_eps(m, &eps);
+    else
+        em_layer_norm_layer_eps(m, &eps);
+    if (initializer(e, layer, "weight", m->params[0].value, names[0]) != EM_OK ||
+        initializer(e, layer, "bias", m->params[1].value, names[1]) != EM_OK ||
+        (batch && (initializer(e, layer, "running_mean", m->buffers[0].value, names[2]) ||
+                   initializer(e, layer, "running_var", m->buffers[1].value, names[3]))))
+        return em_error_status();
+    next_value(e, out);
+    const char *in[] = {e->value, names[0], names[1], names[2], names[3]};
+    em_pb n = node_begin(e, batch ? "BatchNormalization" : "LayerNormalization", layer, in,
+                         batch ? 5 : 3, out);
+    attr_float(&n, "epsilon", eps);
+    if (!batch)
+        attr_int(&n, "axis", -1);
+    node_end(e, &n);
+    strcpy(e->value, out);
+    return EM_OK;
+}
+
+/* GELU in opset-17 operators: 0.5 x (1 + erf(x / sqrt 2)), or with the tanh approximation
+ * 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). */
+static em_status export_gelu(exporter *e, const char *layer, bool tanh_approx)
+{
+    char x[NAME_MAX_LEN], c[NAME_MAX_LEN];
+    strcpy(x, e->value);
+    if (tanh_approx) {
+        constant(e, layer, "cube_coef", 0.044715f, c);
+        binary_node(e, "Mul", layer, x, x);
+        binary_node(e, "Mul", layer, e->value, x);
+        binary_node(e, "Mul", layer, e->value, c);
+        binary_node(e, "Add", layer, e->value, x);
+        constant(e, layer, "sqrt_2_over_pi", (float)sqrt(2.0 / M_PI), c);
+        binary_node(e, "Mul", layer, e->value, c);
+        simple_node(e, "Tanh", layer);
+    } else {
+        constant(e, layer, "sqrt_2", (float)M_SQRT2, c);
+        binary_node(e, "Div", layer, x, c);
+        simple_node(e, "Erf", layer);
+    }
+    constant(e, layer, "one", 1.0f, c);
+    binary_node(e, "Add", layer, e->value, c);
+    binary_node(e, "Mul", layer, e->value, x);
+    constant(e, layer, "half", 0.5f, c);
+    binary_node(e, "Mul", layer, e->value, c);
+    return EM_OK;
+}
+
+static em_status export_activation(exporter *e, const em_module *m, const char *layer)
+{
+    const char *t = m->type->type_name;
+    double arg = 0;
+    em_activation_layer_arg(m, &arg);
+    static const char *const same[][2] = {{"ReLU", "Relu"}, {"Tanh", "Tanh"},
+                                          {"Sigmoid", "Sigmoid"}};
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        if (!strcmp(t, same[i][0])) {
+            simple_node(e, same[i][1], layer);
+            return EM_OK;
+        }
+    if (!strcmp(t, "GELU"))
+        return export_gelu(e, layer, arg != 0);
+    if (!strcmp(t, "SiLU")) {
+        char x[NAME_MAX_LEN];
+        strcpy(x, e->value);
+        simple_node(e, "Sigmoid", layer);
+        binary_node(e, "Mul", layer, x, e->value);
+        return EM_OK;
+    }
+    char out[NAME_MAX_LEN];
+    next_value(e, out);
+    const char *in[] = {e->value};
+    const char *op = !strcmp(t, "LeakyReLU") ? "LeakyRelu" : !strcmp(t, "Softmax") ? "Softmax"
+                                                                                   : "Flatten";
+    em_pb n = node_begin(e, op, layer, in, 1, out);
+    if (!strcmp(t, "LeakyReLU"))
+        attr_float(&n, "alpha", arg);
+    else
+        attr_int(&n, "axis", !strcmp(t, "Softmax") ? (int64_t)arg : 1);
+    node_end(e, &n);
+    strcpy(e->value, out);
+    return EM_OK;
+}
+
+static bool is_type(const em_module *m, const char *name)
+{
+    return m && !strcmp(m->type->type_name, name);
+}
+
+/* Runs the example through m (and the BatchNorm folded after it) to move e->x on. */
+static em_status advance(exporter *e, em_module *m, em_module *folded)
+{
+    em_tensor *y = em_forward(m, e->x);
+    if (y && folded) {
+        em_tensor *z = em_forward(folded, y);
+        em_release(y);
+        y = z;
+    }
+    if (!y)
+        return em_error_status();
+    em_release(e->x);
+    e->x = y;
+    return EM_OK;
+}
+
+static em_status export_leaf(exporter *e, em_module *m, em_module *folded, const char *layer)
+{
+    double arg;
+    em_status st;
+    if (is_type(m, "Linear"))
+        st = export_linear(e, m, layer);
+    else if (is_type(m, "Conv2d"))
+        st = export_conv(e, m, folded, layer);
+    else if (is_type(m, "MaxPool2d") || is_type(m, "AvgPool2d"))
+        st = export_pool(e, m, layer);
+    else if (is_type(m, "AdaptiveAvgPool2d"))
+        st = export_adaptive_pool(e, m, layer);
+    else if (is_type(m, "BatchNorm1d") || is_type(m, "BatchNorm2d") || is_type(m, "LayerNorm"))
+        st = export_norm(e, m, layer, !is_type(m, "LayerNorm"));
+    else if (is_type(m, "Dropout")) {
+        simple_node(e, "Identity", layer);
+        st = EM_OK;
+    } else if (em_activation_layer_arg(m, &arg))
+        st = export_activation(e, m, layer);
+    else
+        st = em_set_error(EM_ERR_UNSUPPORTED, "em_onnx_export: layer '%s' (%s) has no ONNX "
+                          "mapping", *layer ? layer : "(root)", m->type->type_name);
+    return st == EM_OK ? advance(e, m, folded) : st;
+}
+
+static em_status export_module(exporter *e, em_module *m, const char *prefix)
+{
+    if (!is_type(m, "Sequential"))
+        return export_leaf(e, m, NULL, prefix);
+    for (int i = 0; i < m->n_children; i++) {
+        em_module *c = m->children[i].module;
+        em_module *next = i + 1 < m->n_children ? m->children[i + 1].module : NULL;
+        em_module *folded = is_type(c, "Conv2d") && is_type(next, "BatchNorm2d") ? next : NULL;
+        char name[NAME_MAX_LEN];
+        snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", m->children[i].name);
+        em_status st = is_type(c, "Sequential") ? export_module(e, c, name)
+                                                : export_leaf(e, c, folded, name);
+        if (st != EM_OK)
+            return st;
+        i += folded != NULL;
+    }
+    return EM_OK;
+}
+
+/* A graph input or output: f32 with t's shape, dim 0 the symbol "batch" unless fixed. */
+static void value_info(em_pb *graph, int field, const char *name, const em_tensor *t,
+                       bool fixed_batch)
+{
+    em_pb shape = {0};
+    for (int i = 0; i < t->ndim; i++) {
+        em_pb d = {0};
+        if (i == 0 && !fixed_batch)
+            em_pb_string(&d, DIM_PARAM, "batch");
+        else
+            em_pb_int(&d, DIM_VALUE, t->shape[i]);
+        em_pb_message(&shape, SHAPE_DIM, &d);
+    }
+    em_pb tensor_type = {0}, type = {0}, info = {0};
+    em_pb_int(&tensor_type, TTYPE_ELEM, ONNX_FLOAT);
+    em_pb_message(&tensor_type, TTYPE_SHAPE, &shape);
+    em_pb_message(&type, TYPE_TENSOR, &tensor_type);
+    em_pb_string(&info, VALUE_NAME, name);
+    em_pb_message(&info, VALUE_TYPE, &type);
+    em_pb_message(graph, field, &info);
+}
+
+static em_status write_file(const char *path, const em_pb *model)
+{
+    em_atomic_file af;
+    if (em_atomic_open(&af, path) != EM_OK)
+        return em_error_status();
+    if (fwrite(model->data, 1, model->len, af.f) != model->len) {
+        em_atomic_abort(&af);
+        return em_set_error(EM_ERR_IO, "em_onnx_export: cannot write %s", path);
+    }
+    return em_atomic_commit(&af);
+}
+
+em_status em_onnx_export(em_module *model, const em_tensor *example_input, const char *path,
+                         em_onnx_opts o)
+{
+    const char *fn = "em_onnx_export";
+    if (!model || !example_input || !path)
+        return em_set_error(EM_ERR_ARG, "%s: model, example_input and path must be given", fn);
+    int opset = o.opset ? o.opset : DEFAULT_OPSET;
+    if (opset < DEFAULT_OPSET || example_input->dtype != EM_F32 || example_input->ndim < 1)
+        return em_set_error(EM_ERR_ARG, "%s: need opset >= 17 (got %d) and an f32 example "
+                            "(B, ...), got %s with %d dims", fn, opset,
+                            em_dtype_name(example_input->dtype), example_input->ndim);
+    const char *in_name = o.input_name ? o.input_name : "input";
+    const char *out_name = o.output_name ? o.output_name : "output";
+    bool was_training = model->training, grad = em_set_grad_enabled(false);
+    em_module_eval(model);
+    exporter e = {.x = em_retain((em_tensor *)example_input)};
+    snprintf(e.value, sizeof e.value, "%s", in_name);
+    em_status st = export_module(&e, model, "");
+    if (st == EM_OK) { /* the last value renamed to the graph's output */
+        const char *in[] = {e.value};
+        em_pb n = node_begin(&e, "Identity", "", in, 1, out_name);
+        node_end(&e, &n);
+        em_pb_string(&e.graph, GRAPH_NAME, "ember");
+        value_info(&e.graph, GRAPH_INPUT, in_name, example_input, o.fixed_batch);
+        value_info(&e.graph, GRAPH_OUTPUT, out_name, e.x, o.fixed_batch);
+        em_pb model_pb = {0}, opset_pb = {0};
+        em_pb_int(&model_pb, MODEL_IR_VERSION, IR_VERSION);
+        em_pb_string(&model_pb, MODEL_PRODUCER, "ember");
+        em_pb_string(&model_pb, MODEL_PRODUCER_VERSION, "0.1.0");
+        em_pb_string(&opset_pb, OPSET_DOMAIN, "");
+        em_pb_int(&opset_pb, OPSET_VERSION, opset);
+        em_pb_message(&model_pb, MODEL_OPSET, &opset_pb);
+        em_pb_message(&model_pb, MODEL_GRAPH, &e.graph);
+        st = model_pb.failed ? em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn)
+                             : write_file(path, &model_pb);
+        em_pb_free(&model_pb);
+    }
+    em_pb_free(&e.graph);
+    em_release(e.x);
+    em_module_train(model, was_training);
+    em_set_grad_enabled(grad);
+    return st;
+}

@@ -1,0 +1,173 @@
+/* GPT: a decoder-only transformer language model in GPT-2's shape. Token and position
+ * embeddings, a stack of pre-LN causal transformer blocks with GELU feed-forward, a final
+ * LayerNorm and an LM head tied to the token embedding; GPT-2's initialisation; a forward that
+ * reads and extends a key/value cache for generation. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "models/gpt.h"
+#include "nn/nn_internal.h"
+
+typedef struct {
+    em_module base;
+    em_gpt_config config;
+} gpt_model;
+
+/* the children */
+enum { WTE, WPE, DROP, BLOCKS, LN_F, N_CHILDREN };
+
+static em_module *child(em_module *m, int i)
+{
+    return m->children[i].module;
+}
+
+static bool is_gpt(const em_module *m)
+{
+    return m && !strcmp(m->type->type_name, "GPT");
+}
+
+bool em_gpt_config_of(const em_module *m, em_gpt_config *c)
+{
+    if (!is_gpt(m)) {
+        em_set_error(EM_ERR_ARG, "em_gpt: the module is %s, not a GPT",
+                     m ? m->type->type_name : "NULL");
+        return false;
+    }
+    *c = ((const gpt_model *)m)->config;
+    return true;
+}
+
+em_tensor *em_gpt_forward(em_module *m, const em_tensor *idx, em_kv_cache *cache)
+{
+    const char *fn = "em_gpt_forward";
+    em_gpt_config c;
+    if (!idx || !em_gpt_config_of(m, &c))
+        return NULL;
+    int64_t at = em_kv_cache_len(cache);
+    char buf[64];
+    if (idx->ndim != 2 || idx->dtype != EM_I64 || at + idx->shape[1] > c.block_size) {
+        em_set_error(EM_ERR_ARG, "%s: needs i64 token ids (B, T) with %lld cached + T <= "
+                     "block_size %lld, got %s %s", fn, (long long)at, (long long)c.block_size,
+                     em_dtype_name(idx->dtype), em_shape_str(idx, buf, sizeof buf));
+        return NULL;
+    }
+    int64_t t = idx->shape[1];
+    em_scope_begin();
+    em_tensor *pos = em_arange((double)at, (double)(at + t), 1, EM_I64);          // (T)
+    em_tensor *x = em_add(em_forward(child(m, WTE), idx), em_forward(child(m, WPE), pos));
+    x = em_forward(child(m, DROP), x);                                            // (B, T, E)
+    em_module *blocks = child(m, BLOCKS);
+    for (int l = 0; l < blocks->n_children && x; l++) {
+        em_module *block = blocks->children[l].module;
+        x = cache ? em_transformer_layer_forward(block, x, cache, l) : em_forward(block, x);
+    }
+    x = em_forward(child(m, LN_F), x);
+    em_tensor *logits = em_linear(x, child(m, WTE)->params[0].value, NULL);      // (B, T, V)
+    if (logits && cache && em_kv_cache_advance(cache, t) != EM_OK)
+        logits = NULL;
+    return em_nn_scope_return(logits);
+}
+
+em_kv_cache *em_gpt_cache_new(const em_module *m, int64_t batch)
+{
+    em_gpt_config c;
+    if (!em_gpt_config_of(m, &c))
+        return NULL;
+    return em_kv_cache_new(c.n_layer, batch, c.n_head, c.block_size, c.n_embd / c.n_head,
+                           EM_F32);
+}
+
+em_status em_gpt_checkpoint_blocks(em_module *m)
+{
+    em_gpt_config c;
+    if (!em_gpt_config_of(m, &c))
+        return em_error_status();
+    em_module *blocks = child(m, BLOCKS);
+    for (int l = 0; l < blocks->n_children; l++)
+        if (!em_checkpoint_module(blocks->children[l].module))
+            return em_error_status();
+    return EM_OK;
+}
+
+static em_tensor *gpt_forward(em_module *m, const em_tensor *idx)
+{
+    return em_gpt_forward(m, idx, NULL);
+}
+
+static void gpt_describe(const em_module *m, char *buf, size_t n)
+{
+    const em_gpt_config *c = &((const gpt_model *)m)->config;
+    snprintf(buf, n, "vocab_size=%lld, block_size=%lld, n_layer=%d, n_head=%lld, n_embd=%lld, "
+             "dropout=%g", (long long)c->vocab_size, (long long)c->block_size, c->n_layer,
+             (long long)c->n_head, (long long)c->n_embd, c->dropout);
+}
+
+static const em_module_type gpt_type = {"GPT", gpt_forward, NULL, gpt_describe};
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+/* GPT-2's initialisation: matrices and embeddings N(0, 0.02), the projections back into the
+ * residual stream (attention's out_proj, the feed-forward's linear2) N(0, 0.02 / sqrt(2 L)),
+ * biases 0, LayerNorms 1 and 0. */
+static em_status gpt2_init(em_module *m, int n_layer)
+{
+    int n = em_module_parameters(m, NULL, 0);
+    em_param_ref refs[n > 0 ? n : 1];
+    if (n < 0 || em_module_parameters(m, refs, n) != n)
+        return em_error_status();
+    for (int i = 0; i < n; i++) {
+        const char *name = refs[i].name;
+        em_tensor *p = refs[i].value;
+        em_status st = EM_OK;
+        if (strstr(name, "norm") || !strncmp(name, "ln_f.", 5))
+            st = ends_with(name, "weight") ? em_fill_(p, 1.0) : em_zero_(p);
+        else if (ends_with(name, "bias"))
+            st = em_zero_(p);
+        else if (ends_with(name, "out_proj.weight") || ends_with(name, "linear2.weight"))
+            st = em_normal_(p, 0.0, 0.02 / sqrt(2.0 * n_layer), NULL);
+        else
+            st = em_normal_(p, 0.0, 0.02, NULL);
+        if (st != EM_OK)
+            return st;
+    }
+    return EM_OK;
+}
+
+em_module *em_gpt(em_gpt_config c)
+{
+    if (c.vocab_size < 1 || c.block_size < 1 || c.n_layer < 1 || c.n_head < 1 ||
+        c.n_embd < 1 || c.n_embd % c.n_head || !(c.dropout >= 0 && c.dropout < 1)) {
+        em_set_error(EM_ERR_ARG, "em_gpt: bad config: vocab_size %lld, block_size %lld, "
+                     "n_layer %d, n_head %lld, n_embd %lld (a multiple of n_head), dropout %g",
+                     (long long)c.vocab_size, (long long)c.block_size, c.n_layer,
+                     (long long)c.n_head, (long long)c.n_embd, c.dropout);
+        return NULL;
+    }
+    gpt_model *g = (gpt_model *)em_module_alloc(sizeof *g, &gpt_type);
+    if (!g)
+        return NULL;
+    g->config = c;
+    em_module *m = &g->base, *blocks = em_module_list(0);
+    em_transformer_opts block = {.dim_feedforward = 4 * c.n_embd, .dropout = c.dropout,
+                                 .activation = EM_ACTIVATION_GELU, .norm_first = true,
+                                 .causal = true};
+    for (int l = 0; l < c.n_layer && blocks; l++)
+        blocks = em_module_list_append(blocks,
+                                       em_transformer_encoder_layer(c.n_embd, c.n_head, block));
+    const char *names[N_CHILDREN] = {"wte", "wpe", "drop", "h", "ln_f"};
+    em_module *kids[N_CHILDREN] = {em_embedding_layer(c.vocab_size, c.n_embd),
+                                   em_embedding_layer(c.block_size, c.n_embd),
+                                   em_dropout_layer(c.dropout), blocks,
+                                   em_layer_norm_layer(c.n_embd, 1e-5)};
+    bool ok = em_module_add_children(m, N_CHILDREN, names, kids);
+    if (!ok || gpt2_init(m, c.n_layer) != EM_OK) {
+        em_module_free(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,469 @@
+/* Static INT8: min/max and percentile observers, the calibration pass (observing wrappers put
+ * around every Linear and Conv2d for the pass), and the static QuantizedLinear/QuantizedConv2d
+ * over the backend's qlinear_static and qconv2d_static kernels, with a fused ReLU. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn_internal.h"
+#include "quant/quantize_static.h"
+#include "tensor/core_internal.h"
+
+#define MAX_TARGETS 256
+
+/* ---- observers ---- */
+
+struct em_observer {
+    em_observer_opts o;
+    bool any;
+    float lo, hi;        /* the extremes seen */
+    double *hist;        /* (bins) over [hist_lo, hist_hi] */
+    double hist_lo, hist_hi;
+};
+
+em_observer *em_observer_new(em_observer_opts o)
+{
+    o.percentile = o.percentile ? o.percentile : 99.99;
+    o.bins = o.bins ? o.bins : 2048;
+    if ((o.kind != EM_OBSERVER_MINMAX && o.kind != EM_OBSERVER_PERCENTILE) ||
+        !(o.percentile > 50 && o.percentile <= 100) || o.bins < 2 || o.bins > (1 << 20)) {
+        em_set_error(EM_ERR_ARG, "em_observer_new: bad options: kind %d, percentile %g, bins %d",
+                     (int)o.kind, o.percentile, o.bins);
+        return NULL;
+    }
+    em_observer *ob = calloc(1, sizeof *ob);
+    if (ob && o.kind == EM_OBSERVER_PERCENTILE)
+        ob->hist = calloc((size_t)o.bins, sizeof *ob->hist);
+    if (!ob || (o.kind == EM_OBSERVER_PERCENTILE && !ob->hist)) {
+        free(ob);
+        em_set_error(EM_ERR_MEMORY, "em_observer_new: out of memory");
+        return NULL;
+    }
+    ob->o = o;
+    return ob;
+}
+
+void em_observer_free(em_observer *ob)
+{
+    if (ob)
+        free(ob->hist);
+    free(ob);
+}
+
+static int bin_of(const em_observer *ob, double v)
+{
+    double w = (ob->hist_hi - ob->hist_lo) / ob->o.bins;
+    int b = w > 0 ? (int)((v - ob->hist_lo) / w) : 0;
+    return b < 0 ? 0 : b >= ob->o.bins ? ob->o.bins - 1 : b;
+}
+
+/* Widens the histogram's range to [lo, hi], moving each old bin's count to the new bin that
+ * holds its centre. */
+static em_status rebin(em_observer *ob, double lo, double hi)
+{
+    int n = ob->o.bins;
+    double *old = ob->hist, old_lo = ob->hist_lo, old_w = (ob->hist_hi - ob->hist_lo) / n;
+    ob->hist = calloc((size_t)n, sizeof *ob->hist);
+    if (!ob->hist) {
+        ob->hist = old;
+        return em_set_error(EM_ERR_MEMORY, "em_observer_update: out of memory");
+    }
+    ob->hist_lo = lo;
+    ob->hist_hi = hi;
+    for (int b = 0; b < n; b++)
+        if (old[b] > 0)
+            ob->hist[bin_of(ob, old_lo + (b + 0.5) * old_w)] += old[b];
+    free(old);
+    return EM_OK;
+}
+
+em_status em_observer_update(em_observer *ob, const em_tensor *x)
+{
+    if (!ob || !x)
+        return em_set_error(EM_ERR_ARG, "em_observer_update: observer and x must be given");
+    float *v = em_host_f32(x, "em_observer_update");
+    if (!v)
+        return em_error_status();
+    int64_t n = em_numel(x);
+    float lo = INFINITY, hi = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(v[i])) {
+            float bad = v[i];
+            free(v);
+            return em_set_error(EM_ERR_NUMERIC, "em_observer_update: non-finite value %g at "
+                                "element %lld", bad, (long long)i);
+        }
+        lo = fminf(lo, v[i]);
+        hi = fmaxf(hi, v[i]);
+    }
+    em_status st = EM_OK;
+    if (n > 0) {
+        bool first = !ob->any;
+        ob->lo = first ? lo : fminf(ob->lo, lo);
+        ob->hi = first ? hi : fmaxf(ob->hi, hi);
+        ob->any = true;
+        if (ob->hist && first) {
+            ob->hist_lo = lo;
+            ob->hist_hi = hi > lo ? hi : lo + 1e-6;
+        } else if (ob->hist && (lo < ob->hist_lo || hi > ob->hist_hi)) {
+            st = rebin(ob, fmin(lo, ob->hist_lo), fmax(hi, ob->hist_hi));
+        }
+        for (int64_t i = 0; ob->hist && st == EM_OK && i < n; i++)
+            ob->hist[bin_of(ob, v[i])] += 1;
+    }
+    free(v);
+    return st;
+}
+
+void em_observer_range(const em_observer *ob, float *lo, float *hi)
+{
+    *lo = *hi = 0;
+    if (!ob || !ob->any)
+        return;
+    *lo = ob->lo;
+    *hi = ob->hi;
+    if (!ob->hist)
+        return;
+    double total = 0, w = (ob->hist_hi - ob->hist_lo) / ob->o.bins;
+    for (int b = 0; b < ob->o.bins; b++)
+        total += ob->hist[b];
+    double tail = total * (1 - ob->o.percentile / 100), seen = 0;
+    int b_lo = 0, b_hi = ob->o.bins - 1;
+    for (seen = 0; b_lo < ob->o.bins - 1 && seen + ob->hist[b_lo] <= tail; b_lo++)
+        seen += ob->hist[b_lo];
+    for (seen = 0; b_hi > 0 && seen + ob->hist[b_hi] <= tail; b_hi--)
+        seen += ob->hist[b_hi];
+    *lo = fmaxf(*lo, (float)(ob->hist_lo + b_lo * w));
+    *hi = fminf(*hi, (float)(ob->hist_lo + (b_hi + 1) * w));
+}
+
+em_qparams em_observer_qparams(const em_observer *ob)
+{
+    float lo, hi;
+    em_observer_range(ob, &lo, &hi);
+    return em_qparams_u7(lo, hi);
+}
+
+/* ---- the static layers ---- */
+
+typedef struct {
+    em_module base;
+    bool conv;
+    int64_t in, out;      /* Linear: features; Conv2d: C_in * KH * KW and C_out */
+    int64_t c_in, kh, kw; /* Conv2d */
+    em_conv2d_opts opts;  /* Conv2d */
+    bool relu;            /* a fused ReLU */
+    em_tensor *packed;    /* u8: the weight in the kernel's layout */
+} qstatic_layer; /* buffers: weight i8 (out, in), weight_scale f32 (out) or (1), input_scale f32
+                    (1), input_zero_point i32 (1), bias f32 (out) when the layer had one */
+
+static em_tensor *qstatic_forward(em_module *m, const em_tensor *x)
+{
+    qstatic_layer *l = (qstatic_layer *)m;
+    const char *fn = m->type->type_name;
+    const em_tensor *scale = m->buffers[1].value;
+    const em_tensor *bias = m->n_buffers > 4 ? m->buffers[4].value : NULL;
+    float sx = (float)em_item(m->buffers[2].value);
+    int32_t zp = (int32_t)em_item(m->buffers[3].value);
+    char sh[64];
+    bool ok = x->dtype == EM_F32 && (l->conv ? x->ndim == 4 && x->shape[1] == l->c_in
+                                             : x->ndim >= 1 && x->shape[x->ndim - 1] == l->in);
+    if (!ok) {
+        em_set_error(EM_ERR_ARG, "%s: expected f32 x %s with %lld %s: %s %s", fn,
+                     l->conv ? "(N, C, H, W)" : "(*, in)", (long long)(l->conv ? l->c_in : l->in),
+                     l->conv ? "channels" : "features", em_dtype_name(x->dtype),
+                     em_shape_str(x, sh, sizeof sh));
+        return NULL;
+    }
+    const em_backend *be = em_tensor_backend(x, fn);
+    if (!be)
+        return NULL;
+    if ((l->conv ? !be->qconv2d_static : !be->qlinear_static) || x->device != l->packed->device) {
+        em_set_error(EM_ERR_UNSUPPORTED, "%s: not supported on %s", fn, em_device_name(x->device));
+        return NULL;
+    }
+    em_conv2d_shape cs = {0};
+    em_shape ys = em_shape_of(x);
+    if (l->conv) {
+        const em_conv2d_opts *o = &l->opts;
+        cs = (em_conv2d_shape){.n = x->shape[0], .c_in = l->c_in, .h = x->shape[2],
+                               .w = x->shape[3], .c_out = l->out, .kh = l->kh, .kw = l->kw,
+                               .groups = 1};
+        for (int d = 0; d < 2; d++) {
+            cs.stride[d] = o->stride[d];
+            cs.pad[d] = o->padding[d];
+            cs.dilation[d] = o->dilation[d];
+        }
+        cs.h_out = (cs.h + 2 * cs.pad[0] - cs.dilation[0] * (cs.kh - 1) - 1) / cs.stride[0] + 1;
+        cs.w_out = (cs.w + 2 * cs.pad[1] - cs.dilation[1] * (cs.kw - 1) - 1) / cs.stride[1] + 1;
+        if (cs.h_out <= 0 || cs.w_out <= 0) {
+            em_set_error(EM_ERR_ARG, "%s: input %s is smaller than the kernel", fn,
+                         em_shape_str(x, sh, sizeof sh));
+            return NULL;
+        }
+        ys = EM_SHAPE(cs.n, cs.c_out, cs.h_out, cs.w_out);
+    } else {
+        ys.d[ys.ndim - 1] = l->out;
+    }
+    em_tensor *xc = em_tensor_contiguous_raw(x);
+    em_tensor *y = xc ? em_empty_on(ys, EM_F32, x->device) : NULL;
+    if (y) {
+        const void *b = bias ? em_data_ptr(bias) : NULL;
+        int rc = l->conv ? be->qconv2d_static(&cs, em_data_ptr(xc), sx, zp, em_data_ptr(l->packed),
+                                              em_data_ptr(scale), em_numel(scale), b, l->relu,
+                                              em_data_ptr(y))
+                         : be->qlinear_static(em_numel(x) / l->in, l->out, l->in,
+                                              em_data_ptr(xc), sx, zp, em_data_ptr(l->packed),
+                                              em_data_ptr(scale), em_numel(scale), b, l->relu,
+                                              em_data_ptr(y));
+        if (em_kernel_status(rc, fn, x) != EM_OK) {
+            em_release(y);
+            y = NULL;
+        }
+    }
+    em_release(xc);
+    return y;
+}
+
+static void qstatic_destroy(em_module *m)
+{
+    em_release(((qstatic_layer *)m)->packed);
+}
+
+static void qstatic_describe(const em_module *m, char *buf, size_t n)
+{
+    const qstatic_layer *l = (const qstatic_layer *)m;
+    snprintf(buf, n, "%s=%lld, out=%lld, dtype=int8 static, %s, input_scale=%g, "
+             "input_zero_point=%d%s", l->conv ? "in_channels" : "in_features",
+             (long long)(l->conv ? l->c_in : l->in), (long long)l->out,
+             em_numel(m->buffers[1].value) == 1 ? "per_tensor" : "per_channel",
+             em_item(m->buffers[2].value), (int)em_item(m->buffers[3].value),
+             l->relu ? ", relu fused" : "");
+}
+
+static const em_module_type qstatic_linear_type = {"QuantizedLinear", qstatic_forward,
+                                                   qstatic_destroy, qstatic_describe};
+static const em_module_type qstatic_conv_type = {"QuantizedConv2d", qstatic_forward,
+                                                 qstatic_destroy, qstatic_describe};
+
+static bool is_static(const em_module *m)
+{
+    return m->type == &qstatic_linear_type || m->type == &qstatic_conv_type;
+}
+
+em_status em_quantize_static_repack(em_module *m)
+{
+    if (!is_static(m))
+        return EM_OK;
+    qstatic_layer *l = (qstatic_layer *)m;
+    em_tensor *packed = em_int8_packed(m->buffers[0].value, "em_quantize_repack");
+    if (!packed)
+        return em_error_status();
+    em_release(l->packed);
+    l->packed = packed;
+    return EM_OK;
+}
+
+bool em_is_static_quantized(const em_module *m)
+{
+    if (is_static(m))
+        return true;
+    for (int i = 0; i < m->n_children; i++)
+        if (em_is_static_quantized(m->children[i].module))
+            return true;
+    return false;
+}
+
+/* A static layer from a Linear or Conv2d f with activation parameters qp. */
+static em_module *qstatic_new(const em_module *f, em_qparams qp, em_quant_granularity g)
+{
+    em_conv2d_opts co;
+    bool conv = em_conv2d_layer_config(f, &co);
+    const em_tensor *w = f->params[0].value, *b = f->n_params > 1 ? f->params[1].value : NULL;
+    em_tensor *w2 = em_reshape(w, EM_SHAPE(w->shape[0], em_numel(w) / w->shape[0]));
+    em_tensor *scale = NULL, *q = w2 ? em_quantize_weight_s8(w2, g, &scale) : NULL;
+    em_release(w2);
+    qstatic_layer *l = q ? (qstatic_layer *)em_module_alloc(
+                               sizeof *l, conv ? &qstatic_conv_type : &qstatic_linear_type)
+                         : NULL;
+    if (!l) {
+        em_release(q);
+        em_release(scale);
+        return NULL;
+    }
+    l->conv = conv;
+    l->out = q->shape[0];
+    l->in = q->shape[1];
+    if (conv) {
+        l->c_in = w->shape[1];
+        l->kh = w->shape[2];
+        l->kw = w->shape[3];
+        l->opts = co;
+    }
+    bool ok = em_module_add_buffer(&l->base, "weight", q) != NULL;
+    if (!ok)
+        em_release(scale);
+    ok = ok && em_module_add_buffer(&l->base, "weight_scale", scale);
+    ok = ok && em_module_add_buffer(&l->base, "input_scale",
+                                    em_full(EM_SHAPE(1), EM_F32, qp.scale));
+    ok = ok && em_module_add_buffer(&l->base, "input_zero_point",
+                                    em_full(EM_SHAPE(1), EM_I32, qp.zero_point));
+    if (ok && b)
+        ok = em_module_add_buffer(&l->base, "bias", em_tensor_cast_raw(b, EM_F32)) != NULL;
+    if (!ok || em_quantize_static_repack(&l->base) != EM_OK) {
+        em_module_free(&l->base);
+        return NULL;
+    }
+    return &l->base;
+}
+
+/* ---- the fused ReLU's place holder ---- */
+
+static em_tensor *identity_forward(em_module *m, const em_tensor *x)
+{
+    (void)m;
+    return em_reshape(x, em_shape_of(x));
+}
+
+static void identity_describe(const em_module *m, char *buf, size_t n)
+{
+    (void)m;
+    snprintf(buf, n, "ReLU fused into the layer before");
+}
+
+static const em_module_type identity_type = {"Identity", identity_forward, NULL,
+                                             identity_describe};
+
+/* ---- calibration ---- */
+
+typedef struct {
+    em_module *parent;
+    int index;
+    em_module *layer; /* the Linear or Conv2d */
+    em_observer *ob;
+} target;
+
+/* A module that observes its input, then runs the wrapped layer (not owned). */
+typedef struct {
+    em_module base;
+    target *t;
+} observing;
+
+static em_tensor *observing_forward(em_module *m, const em_tensor *x)
+{
+    target *t = ((observing *)m)->t;
+    return em_observer_update(t->ob, x) == EM_OK ? em_forward(t->layer, x) : NULL;
+}
+
+static const em_module_type observing_type = {"Observing", observing_forward, NULL, NULL};
+
+static bool quantizable(const em_module *m)
+{
+    em_conv2d_opts o;
+    return !strcmp(m->type->type_name, "Linear") ||
+           (em_conv2d_layer_config(m, &o) && o.groups == 1);
+}
+
+static int find_targets(em_module *m, target *t, int n)
+{
+    for (int i = 0; i < m->n_children && n < MAX_TARGETS; i++) {
+        em_module *c = m->children[i].module;
+        if (quantizable(c))
+            t[n++] = (target){.parent = m, .index = i, .layer = c};
+        else
+            n = find_targets(c, t, n);
+    }
+    return n;
+}
+
+/* Replaces each target with its static layer (qp[i]), fusing a following ReLU; on failure
+ * nothing is replaced. */
+static em_status convert(target *t, int n, const em_qparams *qp, em_quant_granularity g)
+{
+    em_module *q[MAX_TARGETS] = {0}, *id[MAX_TARGETS] = {0};
+    em_status st = EM_OK;
+    for (int i = 0; i < n && st == EM_OK; i++) {
+        em_module *p = t[i].parent;
+        bool fuse = !strcmp(p->type->type_name, "Sequential") && t[i].index + 1 < p->n_children &&
+                    !strcmp(p->children[t[i].index + 1].module->type->type_name, "ReLU");
+        q[i] = qstatic_new(t[i].layer, qp[i], g);
+        id[i] = fuse ? em_module_alloc(sizeof(em_module), &identity_type) : NULL;
+        if (!q[i] || (fuse && !id[i]))
+            st = em_error_status();
+        else
+            ((qstatic_layer *)q[i])->relu = fuse;
+    }
+    for (int i = 0; i < n; i++) {
+        if (st != EM_OK) {
+            em_module_free(q[i]);
+            em_module_free(id[i]);
+            continue;
+        }
+        em_named_module *slot = &t[i].parent->children[t[i].index];
+        em_module_free(slot->module);
+        slot->module = q[i];
+        if (id[i]) {
+            em_module_free(slot[1].module);
+            slot[1].module = id[i];
+        }
+    }
+    return st;
+}
+
+em_status em_quantize_static_structure_(em_module *model, em_static_quant_opts o)
+{
+    if (!model)
+        return em_set_error(EM_ERR_ARG, "em_quantize_static_structure_: NULL model");
+    target t[MAX_TARGETS];
+    em_qparams qp[MAX_TARGETS];
+    int n = find_targets(model, t, 0);
+    for (int i = 0; i < n; i++)
+        qp[i] = em_qparams_u7(0, 1);
+    bool grad = em_set_grad_enabled(false);
+    em_status st = convert(t, n, qp, o.granularity);
+    em_set_grad_enabled(grad);
+    return st;
+}
+
+em_status em_quantize_static_(em_module *model, em_tensor *const *calib, int n_batches,
+                              em_static_quant_opts o)
+{
+    if (!model || !calib || n_batches < 1)
+        return em_set_error(EM_ERR_ARG, "em_quantize_static_: need a model and at least one "
+                            "calibration batch (got %d)", n_batches);
+    target t[MAX_TARGETS];
+    observing *wrap[MAX_TARGETS] = {0};
+    int n = find_targets(model, t, 0);
+    em_status st = EM_OK;
+    for (int i = 0; i < n && st == EM_OK; i++) {
+        t[i].ob = em_observer_new(o.observer);
+        wrap[i] = t[i].ob ? (observing *)em_module_alloc(sizeof *wrap[i], &observing_type) : NULL;
+        if (!wrap[i])
+            st = em_error_status();
+        else
+            wrap[i]->t = &t[i];
+    }
+    bool was_training = model->training, grad = em_set_grad_enabled(false);
+    em_module_eval(model);
+    for (int i = 0; i < n && st == EM_OK; i++)
+        t[i].parent->children[t[i].index].module = &wrap[i]->base;
+    for (int b = 0; b < n_batches && st == EM_OK; b++) {
+        em_scope_begin();
+        if (!em_forward(model, calib[b]))
+            st = em_error_status();
+        em_scope_end();
+    }
+    em_qparams qp[MAX_TARGETS];
+    for (int i = 0; i < n; i++) {
+        if (wrap[i] && t[i].parent->children[t[i].index].module == &wrap[i]->base)
+            t[i].parent->children[t[i].index].module = t[i].layer;
+        qp[i] = em_observer_qparams(t[i].ob);
+        em_module_free(wrap[i] ? &wrap[i]->base : NULL);
+        em_observer_free(t[i].ob);
+    }
+    if (st == EM_OK)
+        st = convert(t, n, qp, o.granularity);
+    em_module_train(model, was_training);
+    em_set_grad_enabled(grad);
+    return st;
+}

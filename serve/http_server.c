@@ -1,0 +1,202 @@
+/* The HTTP front of the engine: libmicrohttpd with a thread per connection (a request's thread
+ * waits on its future, so concurrent requests become one batch), a bounded body, JSON in and
+ * out through serve/request.h, and a drain on stop. */
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "serve/request.h"
+#include "io/json_internal.h"
+#include "serve/http_server.h"
+
+struct em_http_server {
+    struct MHD_Daemon *daemon;
+    em_engine *engine;
+    em_http_opts o;
+    int port;
+    atomic_int in_flight;
+    atomic_bool draining;
+};
+
+typedef struct {
+    char *body;
+    size_t len, cap;
+    bool too_large;
+} upload;
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, char *json)
+{
+    if (!json)
+        return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json), json,
+                                                             MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(json);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(c, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* {"error":"<message>"}, written by ember's JSON module (a message that is not UTF-8, as a cut
+ * one can be, is replaced by a fixed one). */
+static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned code, const char *msg)
+{
+    json_t *text = json_string(msg);
+    json_t *body = json_pack("{s:o}", "error", text ? text : json_string("request rejected"));
+    char *json = body ? em_json_dump(body) : NULL;
+    json_decref(body);
+    return reply(c, code, json);
+}
+
+static enum MHD_Result predict(em_http_server *s, struct MHD_Connection *c, const upload *u)
+{
+    char err[256];
+    if (u->too_large) {
+        snprintf(err, sizeof err, "body larger than %zu bytes", s->o.max_body);
+        return reply_error(c, 400, err);
+    }
+    em_predict_request req;
+    if (em_predict_request_parse(u->body ? u->body : "", u->len, em_engine_sample_shape(s->engine),
+                                 &req, err, sizeof err) != EM_OK)
+        return reply_error(c, 400, err);
+    em_tensor *y = NULL;
+    em_status st = em_engine_predict(s->engine, req.input, req.priority,
+                                     req.timeout_ms > 0 ? req.timeout_ms : s->o.timeout_ms, &y);
+    em_release(req.input);
+    if (st != EM_OK) {
+        unsigned code = st == EM_ERR_BUSY ? 503 : st == EM_ERR_TIMEOUT ? 504
+                        : st == EM_ERR_ARG ? 400 : 500;
+        enum MHD_Result r = reply_error(c, code, em_error());
+        em_error_clear();
+        return r;
+    }
+    char *json = em_predict_response(y);
+    em_release(y);
+    return reply(c, 200, json);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version, const char *data,
+                              size_t *data_size, void **con_cls)
+{
+    (void)version;
+    em_http_server *s = cls;
+    upload *u = *con_cls;
+    if (!u) { /* the first call: headers only */
+        u = calloc(1, sizeof *u);
+        if (!u)
+            return MHD_NO;
+        *con_cls = u;
+        atomic_fetch_add(&s->in_flight, 1);
+        return MHD_YES;
+    }
+    if (*data_size) {
+        if (u->len + *data_size > s->o.max_body) {
+            u->too_large = true;
+        } else {
+            if (u->len + *data_size > u->cap) {
+                size_t cap = u->cap ? u->cap : 16384;
+                while (cap < u->len + *data_size)
+                    cap *= 2;
+                char *b = realloc(u->body, cap);
+                if (!b)
+                    return MHD_NO;
+                u->body = b;
+                u->cap = cap;
+            }
+            memcpy(u->body + u->len, data, *data_size);
+            u->len += *data_size;
+        }
+        *data_size = 0;
+        return MHD_YES;
+    }
+    bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    if (atomic_load(&s->draining))
+        return reply_error(c, 503, "the server is shutting down");
+    if (!strcmp(url, "/health") && get) {
+        char *json = strdup("{\"status\":\"ok\"}");
+        return reply(c, 200, json);
+    }
+    if (!strcmp(url, "/stats") && get) {
+        em_engine_stats st = em_engine_stats_get(s->engine);
+        return reply(c, 200, em_engine_stats_json(&st));
+    }
+    if (!strcmp(url, "/predict") && post)
+        return predict(s, c, u);
+    if (!strcmp(url, "/predict") || !strcmp(url, "/health") || !strcmp(url, "/stats"))
+        return reply_error(c, 405, "method not allowed");
+    return reply_error(c, 404, "no such endpoint (POST /predict, GET /health, GET /stats)");
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                      enum MHD_RequestTerminationCode code)
+{
+    (void)c;
+    (void)code;
+    em_http_server *s = cls;
+    upload *u = *con_cls;
+    if (!u)
+        return;
+    free(u->body);
+    free(u);
+    *con_cls = NULL;
+    atomic_fetch_sub(&s->in_flight, 1);
+}
+
+em_http_server *em_http_start(em_engine *engine, em_http_opts o)
+{
+    em_http_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->engine = engine;
+    s->o = o;
+    s->o.max_body = o.max_body ? o.max_body : 1 << 20;
+    s->o.max_connections = o.max_connections ? o.max_connections : 256;
+    s->o.timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : 30000;
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o.port)};
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    s->daemon = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+            MHD_USE_ERROR_LOG,
+        (uint16_t)o.port, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, &addr,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->o.max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+        MHD_OPTION_END);
+    if (!s->daemon) {
+        fprintf(stderr, "ember serve: cannot listen on 127.0.0.1:%d\n", o.port);
+        free(s);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon,
+                                                           MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : o.port;
+    return s;
+}
+
+int em_http_port(const em_http_server *s)
+{
+    return s->port;
+}
+
+int em_http_stop(em_http_server *s, double drain_s)
+{
+    atomic_store(&s->draining, true);
+    MHD_socket listen = MHD_quiesce_daemon(s->daemon);
+    struct timespec tick = {0, 5000000};
+    for (double waited = 0; atomic_load(&s->in_flight) > 0 && waited < drain_s; waited += 0.005)
+        nanosleep(&tick, NULL);
+    int left = atomic_load(&s->in_flight);
+    MHD_stop_daemon(s->daemon);
+    if (listen != MHD_INVALID_SOCKET)
+        close(listen);
+    free(s);
+    return left;
+}

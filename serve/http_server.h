@@ -1,0 +1,27 @@
+/* The inference engine over HTTP/JSON on libmicrohttpd, bound to loopback: POST /predict,
+ * GET /health, GET /stats. Used by `ember serve` and `ember bench serve`. */
+#ifndef EMBER_SERVE_HTTP_SERVER_H
+#define EMBER_SERVE_HTTP_SERVER_H
+
+#include <stddef.h>
+
+#include "serve/engine.h"
+
+typedef struct {
+    int port;             /* 0: any free port (em_http_port tells which) */
+    size_t max_body;      /* 0: 1 MiB; a larger body answers 400 */
+    int max_connections;  /* 0: 256 */
+    double timeout_ms;    /* a request's default wait for its result; 0: 30 s (then 504) */
+} em_http_opts;
+
+typedef struct em_http_server em_http_server;
+
+/* Starts serving engine (borrowed) on 127.0.0.1; NULL with a message on stderr. */
+em_http_server *em_http_start(em_engine *engine, em_http_opts o);
+int em_http_port(const em_http_server *s);
+/* Drains: stops accepting connections, answers new requests 503, waits up to drain_s for the
+ * requests in flight to be answered, then stops. Returns the requests still in flight (0 when
+ * all were answered). */
+int em_http_stop(em_http_server *s, double drain_s);
+
+#endif

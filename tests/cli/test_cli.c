@@ -1,0 +1,503 @@
+/* The `ember` command itself: every command and subcommand answers --help, and a bad option
+ * value, an unknown option or a missing operand ends it with status 2 and one clear line before
+ * it loads any data (the data directory given here does not exist). Whole runs on a tiny
+ * Fashion-MNIST of noise check what `ember train` prints: one JSON line alone on stdout, whose
+ * learning rates under every schedule are PyTorch's, presets and what they turned on, and what
+ * `ember eval` and `ember summary` print. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers/ember_cli.h"
+#include "ember.h"
+
+typedef struct {
+    int status;
+    char out[8192]; /* stdout and stderr together */
+} outcome;
+
+static outcome run(const char *args)
+{
+    outcome o = {0};
+    o.status = em_test_ember(args, o.out, sizeof o.out);
+    return o;
+}
+
+/* The stdout of `ember ARGS` alone (stderr to err_path when given, else dropped); it must exit 0
+ * and print exactly one line. */
+static json_t *run_json(const char *args, const char *err_path)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s 2>%s", getenv("EMBER_BIN"), args,
+             err_path ? err_path : "/dev/null");
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    char out[4096];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "ember %s failed: %s", args, out);
+    cr_assert(n > 0 && out[n - 1] == '\n' && strchr(out, '\n') == out + n - 1,
+              "ember %s: stdout is not one line: '%s'", args, out);
+    json_error_t e;
+    json_t *j = json_loads(out, 0, &e);
+    cr_assert(json_is_object(j), "ember %s: stdout is no JSON object: %s (%s)", args, out, e.text);
+    return j;
+}
+
+static double num(const json_t *j, const char *key)
+{
+    const json_t *v = json_object_get(j, key);
+    cr_assert(json_is_number(v), "\"%s\" is no number", key);
+    return json_number_value(v);
+}
+
+static const char *str(const json_t *j, const char *key)
+{
+    const json_t *v = json_object_get(j, key);
+    cr_assert(json_is_string(v), "\"%s\" is no string", key);
+    return json_string_value(v);
+}
+
+/* ---- a Fashion-MNIST of 96 training and 32 test images of noise, labels i % 10 (raw IDX under
+ * the .gz names: zlib reads both) ---- */
+static char data_dir[] = "/tmp/ember_cli_data_XXXXXX";
+
+static void put_be32(FILE *f, uint32_t v)
+{
+    uint8_t b[4] = {v >> 24, v >> 16, v >> 8, v};
+    fwrite(b, 1, 4, f);
+}
+
+static void write_split(const char *split, int n)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte.gz", data_dir, split);
+    FILE *f = fopen(path, "wb");
+    cr_assert(f);
+    put_be32(f, 0x803);
+    put_be32(f, (uint32_t)n);
+    put_be32(f, 28);
+    put_be32(f, 28);
+    for (int i = 0; i < n * 784; i++)
+        fputc((i * 37 + i / 784 * 11) & 255, f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte.gz", data_dir, split);
+    cr_assert(f = fopen(path, "wb"));
+    put_be32(f, 0x801);
+    put_be32(f, (uint32_t)n);
+    for (int i = 0; i < n; i++)
+        fputc(i % 10, f);
+    fclose(f);
+}
+
+static void make_data(void)
+{
+    cr_assert(mkdtemp(data_dir));
+    write_split("train", 96);
+    write_split("t10k", 32);
+}
+
+static void remove_data(void)
+{
+    const char *names[] = {"train-images", "train-labels", "t10k-images", "t10k-labels"};
+    for (int i = 0; i < 4; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/%s-idx%d-ubyte.gz", data_dir, names[i], i % 2 ? 1 : 3);
+        unlink(path);
+    }
+    rmdir(data_dir);
+}
+
+static void expect(const char *args, int status, const char *text)
+{
+    outcome o = run(args);
+    cr_expect_eq(o.status, status, "ember %s: exit %d, expected %d; output:\n%s", args, o.status,
+                 status, o.out);
+    cr_expect(strstr(o.out, text), "ember %s: '%s' not in:\n%s", args, text, o.out);
+}
+
+Test(cli, every_command_has_help)
+{
+    const char *cmds[] = {"info", "demo", "train", "eval", "summary", "compare", "profile",
+                          "quantize", "prune", "export", "serve", "bench ops", "bench train",
+                          "bench infer", "bench serve", "bench attention", "sample",
+                          "bench sample"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char args[64];
+        snprintf(args, sizeof args, "%s --help", cmds[i]);
+        char usage[64];
+        snprintf(usage, sizeof usage, "usage: ember %s", cmds[i]);
+        expect(args, 0, usage);
+    }
+    expect("--help", 0, "usage: ember COMMAND");
+    expect("bench --help", 0, "bench infer");
+    expect("bench", 2, "usage: ember bench WHAT");
+}
+
+Test(cli, version)
+{
+    expect("--version", 0, "ember 0.");
+    expect("train --version", 0, "ember 0.");
+}
+
+#define NO_DATA "--data /nonexistent/ember-test"
+
+Test(cli, bad_values_exit_2_before_loading_data)
+{
+    expect("train cnn " NO_DATA " --lr abc", 2, "ember train: --lr: 'abc' is not a number\n");
+    expect("train cnn " NO_DATA " --epochs 0", 2, "ember train: --epochs: 0 is out of range");
+    expect("train cnn " NO_DATA " --epochs 1.5", 2, "ember train: --epochs: '1.5' is not an "
+                                                    "integer");
+    expect("train cnn " NO_DATA " --batch 0", 2, "ember train: --batch: 0 is out of range");
+    expect("train cnn " NO_DATA " --grad-accum 0", 2, "--grad-accum: 0 is out of range");
+    expect("train cnn " NO_DATA " --threads abc", 2, "--threads: 'abc' is not an integer");
+    expect("train cnn " NO_DATA " --max-steps -5", 2, "--max-steps: -5 is out of range");
+    expect("train cnn " NO_DATA " --optim bogus", 2,
+           "ember train: --optim: 'bogus' is not one of sgd, adam, adamw, rmsprop\n");
+    expect("train cnn " NO_DATA " --optim=bogus", 2, "'bogus' is not one of");
+    expect("train cnn " NO_DATA " --amp f8", 2, "--amp: 'f8' is not one of f16, bf16, off");
+    expect("train cnn " NO_DATA " --schedule linear", 2, "--schedule: 'linear' is not one of "
+           "constant, cosine, warmup-cosine, onecycle, step, plateau");
+    expect("train cnn " NO_DATA " --preset max", 2, "--preset: 'max' is not one of basic, "
+           "advanced, ultra");
+    expect("summary nosuch", 2, "ember summary: unknown recipe 'nosuch'");
+    expect("train cnn " NO_DATA " --mem-budget -1", 2, "--mem-budget: '-1' is not a "
+                                                       "non-negative integer");
+    expect("train cnn " NO_DATA " --bogus 1", 2, "ember train: unknown option '--bogus'");
+    expect("train nosuch " NO_DATA, 2, "ember train: unknown recipe 'nosuch'");
+    expect("train " NO_DATA, 2, "ember train: missing RECIPE");
+    expect("eval cnn " NO_DATA, 2, "ember eval: --load FILE is required");
+    expect("compare cnn " NO_DATA " --steps 0", 2, "ember compare: --steps: 0 is out of range");
+    expect("quantize cnn --load a --save b --threads 0", 2, "--threads: 0 is out of range");
+    expect("prune cnn --load a --save b --method l1 --amount 1.5", 2,
+           "ember prune: --amount: 1.5 is out of range (must be in [0, 1))");
+    expect("bench infer cnn --load a --iters 5", 2, "--iters: 5 is out of range");
+    expect("bench train --rounds 0", 2, "--rounds: 0 is out of range");
+    expect("train cnn " NO_DATA " --save /nonexistent/ember-test/run.ckpt", 2,
+           "ember train: --save: cannot write '/nonexistent/ember-test/run.ckpt'");
+    expect("train cnn " NO_DATA " --profile t.json --profile-steps 3-9", 2,
+           "ember train: --profile-steps: '3-9' is not FIRST:LAST (micro-batches counting from "
+           "1, FIRST <= LAST)\n");
+    expect("train cnn " NO_DATA " --profile t.json --profile-steps 5:3", 2, "'5:3' is not");
+    expect("train cnn " NO_DATA " --profile t.json --profile-steps 0:3", 2, "'0:3' is not");
+    expect("train cnn " NO_DATA " --profile-steps 1:3", 2,
+           "ember train: --profile-steps needs --profile FILE.json\n");
+    expect("train cnn " NO_DATA " --histogram-every 0", 2, "--histogram-every: 0 is out of range");
+    expect("profile cnn " NO_DATA " --steps 0", 2, "ember profile: --steps: 0 is out of range");
+}
+
+Test(cli, an_unwritable_report_or_trace_fails_before_any_work)
+{
+    expect("compare cnn " NO_DATA " --report /nonexistent/dir/r.html", 2,
+           "ember compare: --report: cannot write '/nonexistent/dir/r.html'");
+    expect("bench train " NO_DATA " --report /nonexistent/dir/r.html", 2,
+           "ember bench train: --report: cannot write '/nonexistent/dir/r.html'");
+    expect("bench train " NO_DATA " --json /nonexistent/dir/r.json", 2,
+           "ember bench train: --json: cannot write '/nonexistent/dir/r.json'");
+    expect("train cnn " NO_DATA " --profile /nonexistent/dir/t.json", 2,
+           "ember train: --profile: cannot write '/nonexistent/dir/t.json'");
+    expect("profile cnn " NO_DATA " --trace /nonexistent/dir/t.json", 2,
+           "ember profile: --trace: cannot write '/nonexistent/dir/t.json'");
+}
+
+/* --device names a missing device at once (exit 2, before any data loads); where the device is
+ * present the run gets past the check and fails at the (missing) data instead. */
+Test(cli, a_device_that_is_not_there_is_named_at_once)
+{
+    expect("train mlp " NO_DATA " --device tpu", 2, "--device: 'tpu' is not one of cpu, cuda");
+    if (em_device_available(EM_CUDA)) {
+        expect("train mlp " NO_DATA " --device cuda --tf32", 1, "/nonexistent/ember-test");
+        expect("compare mlp " NO_DATA " --device cuda", 1, "/nonexistent/ember-test");
+        return;
+    }
+    expect("train mlp " NO_DATA " --device cuda", 2,
+           "ember train: --device cuda: no cuda device is available");
+    expect("train mlp " NO_DATA " --device cuda --tf32", 2, "--device cuda: no cuda device");
+    expect("compare mlp " NO_DATA " --device cuda", 2,
+           "ember compare: --device cuda: no cuda device is available");
+}
+
+Test(cli, equals_spelling_reaches_the_run)
+{
+    /* well-formed options get as far as loading the (missing) data, and fail there */
+    outcome o = run("train cnn --epochs=1 --lr=0.01 --optim=adam --data=/nonexistent/ember-test");
+    cr_expect_eq(o.status, 1, "%s", o.out);
+    cr_expect(strstr(o.out, "/nonexistent/ember-test"), "%s", o.out);
+}
+
+/* A saved run names what it holds: resuming it with another optimizer, or evaluating it as
+ * another recipe, is an error saying so. */
+Test(cli, a_checkpoint_is_resumed_and_evaluated_only_as_what_it_is, .init = make_data,
+     .fini = remove_data)
+{
+    char ckpt[] = "/tmp/ember_cli_ckpt_XXXXXX", args[256];
+    int fd = mkstemp(ckpt);
+    cr_assert(fd >= 0);
+    close(fd);
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 1 --max-steps 2 --save %s",
+             data_dir, ckpt);
+    expect(args, 0, "\"steps\":2");
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 1 --max-steps 3 --resume %s "
+             "--optim sgd", data_dir, ckpt);
+    expect(args, 1, "was saved by the optimizer {\"kind\":\"adamw\",\"lr\":0.001,");
+    expect(args, 1, "this run's is {\"kind\":\"sgd\",\"lr\":0.001,");
+    snprintf(args, sizeof args, "eval cnn --data %s --load %s", data_dir, ckpt);
+    expect(args, 1, "holds a model of the mlp recipe, not of cnn");
+    unlink(ckpt);
+}
+
+/* The learning rate after 5 of a run's 9 updates (3 epochs of 3 batches) under each schedule:
+ * PyTorch 1.13's CosineAnnealingLR(T_max=9), OneCycleLR(max_lr=0.01, total_steps=9) and
+ * StepLR(step_size=3, gamma=0.1) on SGD(lr=0.01), stepped 5 times; warmup-cosine by hand:
+ * warmup 1 update, then 0.01 * (1 + cos(pi * (5 - 1) / (9 - 1))) / 2 = 0.005. */
+Test(cli, every_schedule_reaches_pytorchs_learning_rate, .init = make_data, .fini = remove_data)
+{
+    const struct {
+        const char *name;
+        double lr;
+    } cases[] = {{"constant", 0.01}, {"cosine", 0.004131759111665349},
+                 {"warmup-cosine", 0.005}, {"onecycle", 0.00462637102666975},
+                 {"step", 0.001}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "train mlp --data %s --epochs 3 --batch 32 --lr 0.01 "
+                 "--max-steps 5 --workers 0 --no-val --schedule %s", data_dir, cases[i].name);
+        json_t *j = run_json(args, NULL);
+        cr_expect_str_eq(str(j, "schedule"), cases[i].name);
+        cr_expect_eq(num(j, "steps"), 5);
+        cr_expect(fabs(num(j, "lr") - cases[i].lr) <= 1e-12 * cases[i].lr,
+                  "%s: lr %.17g, expected %.17g", cases[i].name, num(j, "lr"), cases[i].lr);
+        json_decref(j);
+    }
+}
+
+/* plateau: with SGD at lr 1e-6 the validation loss of noise moves far less than the threshold
+ * (1e-4 relative), so epoch 1 sets the best, epochs 2 and 3 do not improve, and after epoch 3
+ * (more than patience 1 bad epochs) the lr is cut to 1e-7, as PyTorch's ReduceLROnPlateau does;
+ * each epoch's line on stderr carries its validation results. */
+Test(cli, plateau_cuts_after_epochs_without_improvement, .init = make_data, .fini = remove_data)
+{
+    char args[256], err_path[] = "/tmp/ember_cli_err_XXXXXX";
+    int fd = mkstemp(err_path);
+    cr_assert(fd >= 0);
+    close(fd);
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 4 --batch 32 --optim sgd --lr 1e-6 "
+             "--workers 0 --schedule plateau", data_dir);
+    json_t *j = run_json(args, err_path);
+    cr_expect(fabs(num(j, "lr") - 1e-7) <= 1e-19, "lr %.17g", num(j, "lr"));
+    cr_expect_eq(num(j, "steps"), 12);
+    json_decref(j);
+    FILE *f = fopen(err_path, "r");
+    cr_assert(f);
+    char err[8192];
+    size_t n = fread(err, 1, sizeof err - 1, f);
+    err[n] = 0;
+    fclose(f);
+    unlink(err_path);
+    for (int e = 1; e <= 4; e++) {
+        char line[64];
+        snprintf(line, sizeof line, "epoch %d/4 loss ", e);
+        const char *at = strstr(err, line);
+        cr_expect(at && strstr(at, "val_loss ") && strstr(at, "val_acc "), "%s", err);
+    }
+    cr_expect(strstr(err, "lr 1e-06 "), "%s", err);
+    cr_expect(strstr(err, "epoch 4/4 loss ") && strstr(strstr(err, "epoch 4/4 loss "), "lr 1e-07"),
+              "%s", err);
+}
+
+static bool flag(const json_t *j, const char *key)
+{
+    const json_t *v = json_object_get(j, key);
+    cr_assert(json_is_boolean(v), "\"%s\" is no boolean", key);
+    return json_is_true(v);
+}
+
+/* A preset turns on its bundle and the summary says so; options given beside it win. With 3
+ * micro-batches and accumulation over 2 the epoch takes 2 updates (the last one partial). */
+Test(cli, presets_turn_on_their_techniques_and_say_so, .init = make_data, .fini = remove_data)
+{
+    char args[256];
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 1 --batch 32 --workers 0 --no-val",
+             data_dir);
+    json_t *j = run_json(args, NULL);
+    cr_expect(json_is_null(json_object_get(j, "preset")));
+    cr_expect_str_eq(str(j, "amp"), "off");
+    cr_expect_str_eq(str(j, "schedule"), "cosine");
+    cr_expect(!flag(j, "guard") && !flag(j, "checkpoint_activations"));
+    cr_expect_eq(num(j, "clip"), 0);
+    json_decref(j);
+
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 1 --batch 32 --workers 0 --no-val "
+             "--preset basic", data_dir);
+    j = run_json(args, NULL);
+    cr_expect_str_eq(str(j, "preset"), "basic");
+    cr_expect(flag(j, "guard") && !flag(j, "checkpoint_activations"));
+    cr_expect_eq(num(j, "clip"), 1);
+    cr_expect_str_eq(str(j, "amp"), "off");
+    json_decref(j);
+
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 1 --batch 32 --workers 0 --no-val "
+             "--preset ultra", data_dir);
+    j = run_json(args, NULL);
+    cr_expect_str_eq(str(j, "preset"), "ultra");
+    cr_expect_str_eq(str(j, "amp"), "bf16");
+    cr_expect_str_eq(str(j, "schedule"), "warmup-cosine");
+    cr_expect(flag(j, "guard") && flag(j, "checkpoint_activations"));
+    cr_expect_eq(num(j, "clip"), 1);
+    cr_expect_eq(num(j, "grad_accum"), 2);
+    cr_expect_eq(num(j, "steps"), 3);
+    cr_expect_eq(num(j, "updates"), 2);
+    json_decref(j);
+
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 1 --batch 32 --workers 0 --no-val "
+             "--preset advanced --amp off --clip 0.5 --schedule step", data_dir);
+    j = run_json(args, NULL);
+    cr_expect_str_eq(str(j, "preset"), "advanced");
+    cr_expect_str_eq(str(j, "amp"), "off");
+    cr_expect_str_eq(str(j, "schedule"), "step");
+    cr_expect_eq(num(j, "clip"), 0.5);
+    cr_expect(flag(j, "guard"));
+    cr_expect_eq(num(j, "grad_accum"), 1);
+    json_decref(j);
+}
+
+/* `ember eval` prints what the evaluation measured and nothing of training: the saved model's
+ * test accuracy and loss, the same the training run's last validation measured. */
+Test(cli, eval_prints_eval_fields_only, .init = make_data, .fini = remove_data)
+{
+    char ckpt[] = "/tmp/ember_cli_ckpt_XXXXXX", args[256];
+    int fd = mkstemp(ckpt);
+    cr_assert(fd >= 0);
+    close(fd);
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 2 --batch 32 --workers 0 --save %s",
+             data_dir, ckpt);
+    json_t *train = run_json(args, NULL);
+    snprintf(args, sizeof args, "eval mlp --data %s --load %s", data_dir, ckpt);
+    json_t *eval = run_json(args, NULL);
+    unlink(ckpt);
+    const char *keys[] = {"recipe", "load", "test_acc", "test_loss", "peak_bytes", "wall_s"};
+    cr_expect_eq(json_object_size(eval), sizeof keys / sizeof keys[0], "%s",
+                 json_dumps(eval, 0));
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        cr_expect(json_object_get(eval, keys[i]), "no \"%s\"", keys[i]);
+    cr_expect_str_eq(str(eval, "load"), ckpt);
+    cr_expect_eq(num(eval, "test_acc"), num(train, "test_acc"));
+    cr_expect_eq(num(eval, "test_loss"), num(train, "test_loss"));
+    json_decref(eval);
+    json_decref(train);
+}
+
+/* `ember summary` prints the module table with the parameter counts computed by hand:
+ * mlp 784*512+512 + 512*256+256 + 256*10+10; cnn 1*32*9+32 + 32*64*9+64 + 3136*128+128 +
+ * 128*10+10. */
+Test(cli, summary_prints_the_module_table)
+{
+    expect("summary mlp", 0, "Total params: 535,818\n");
+    expect("summary cnn", 0, "Total params: 421,642\n");
+    expect("summary cnn", 0, "Input shape: [1,1,28,28]\n");
+    expect("summary --help", 0, "usage: ember summary");
+}
+
+/* `ember bench train --json` on the noise data without PyTorch: every case with the FLOPs per
+ * sample computed by hand (tests/nn/test_flops.c), a GEMM bound, ember train's rate beside the
+ * step rate, and null where PyTorch did not run. */
+Test(cli, bench_train_writes_its_figures_as_json, .init = make_data, .fini = remove_data)
+{
+    char path[160], args[400];
+    snprintf(path, sizeof path, "%s/bench.json", data_dir);
+    snprintf(args, sizeof args, "bench train --data %s --only fashion --rounds 1 --steps 10 "
+             "--json %s", data_dir, path);
+    setenv("EMBER_PYTHON", "/bin/false", 1);
+    outcome o = run(args);
+    unsetenv("EMBER_PYTHON");
+    cr_assert_eq(o.status, 0, "%s", o.out);
+    cr_expect(strstr(o.out, "% of bound") && strstr(o.out, "% of OpenBLAS"), "%s", o.out);
+    json_error_t e;
+    json_t *j = json_load_file(path, 0, &e);
+    unlink(path);
+    cr_assert(json_is_object(j), "%s", e.text);
+    cr_expect_str_eq(str(j, "device"), "cpu");
+    const json_t *cases = json_object_get(j, "cases");
+    cr_assert_eq(json_array_size(cases), 3);
+    const char *names[] = {"mlp_b64", "mlp_b256", "cnn_b64"};
+    const double flops[] = {2407424, 2407424, 24995328};
+    for (size_t i = 0; i < 3; i++) {
+        const json_t *c = json_array_get(cases, i);
+        cr_expect_str_eq(str(c, "case"), names[i]);
+        cr_expect_eq(num(c, "flops_per_sample"), flops[i], "%s", names[i]);
+        cr_expect_gt(num(c, "samples_per_s"), 0);
+        cr_expect_gt(num(c, "gemm_bound_gflops"), 0);
+        cr_expect_gt(num(c, "gemm_bound_pct"), 0);
+        /* the bound takes each product the faster way, one of them OpenBLAS's threads */
+        cr_expect_gt(num(c, "openblas_bound_gflops"), 0);
+        cr_expect_geq(num(c, "gemm_bound_gflops"), num(c, "openblas_bound_gflops"), "%s",
+                      names[i]);
+        cr_expect_geq(num(c, "openblas_bound_pct"), num(c, "gemm_bound_pct"), "%s", names[i]);
+        cr_expect_gt(num(c, "train_samples_per_s"), 0);
+        /* samples/s is written rounded to a whole number, GFLOP/s to 2 places */
+        cr_expect(fabs(num(c, "gflops") - flops[i] * num(c, "samples_per_s") * 1e-9) <=
+                  flops[i] * 0.5e-9 + 0.005, "%s: %g GFLOP/s", names[i], num(c, "gflops"));
+        cr_expect(json_is_null(json_object_get(c, "torch_samples_per_s")));
+    }
+    json_decref(j);
+}
+
+/* The stdout of `ember info` run under `env ENV` into out (n bytes); it must exit 0. */
+static void info_with(const char *env, char *out, size_t n)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "env %s %s info", env, getenv("EMBER_BIN"));
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    size_t got = fread(out, 1, n - 1, p);
+    out[got] = 0;
+    cr_expect_eq(pclose(p), 0, "%s failed:\n%s", cmd, out);
+}
+
+/* `ember info` without a wait policy in the environment: ember's GOMP_SPINCOUNT, set before
+ * libgomp loaded (the command ran itself again); one the user sets is kept. */
+Test(cli, the_wait_policy_is_embers_unless_the_environment_sets_one)
+{
+    char out[2048];
+    const char *envs[] = {"-u OMP_WAIT_POLICY -u GOMP_SPINCOUNT",
+                          "-u GOMP_SPINCOUNT OMP_WAIT_POLICY=active"};
+    const char *want[] = {"OpenMP wait policy: GOMP_SPINCOUNT=10000 (ember's default)\n",
+                          "OpenMP wait policy: OMP_WAIT_POLICY=active GOMP_SPINCOUNT=unset "
+                          "(the environment's)\n"};
+    for (int i = 0; i < 2; i++) {
+        info_with(envs[i], out, sizeof out);
+        cr_expect(strstr(out, want[i]), "'%s' not in:\n%s", want[i], out);
+    }
+}
+
+/* The CPU backend runs OpenBLAS's widest kernel set for this CPU: a DYNAMIC_ARCH OpenBLAS that
+ * does not know the CPU's model falls back to SSE3 kernels (Prescott), several times slower, and
+ * ember then chooses again; a set the user names in OPENBLAS_CORETYPE is kept. */
+Test(cli, openblas_runs_the_widest_kernels_the_cpu_has_unless_the_user_names_a_set)
+{
+    const char *envs[] = {"-u OPENBLAS_CORETYPE", "OPENBLAS_CORETYPE=Prescott"};
+    for (int i = 0; i < 2; i++) {
+        char out[2048];
+        info_with(envs[i], out, sizeof out);
+        if (i == 1) {
+            cr_expect(strstr(out, "OpenBLAS Prescott kernels\n"), "%s", out);
+            continue;
+        }
+        if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")))
+            continue; /* no wider set exists for this CPU */
+        const char *wide[] = {"OpenBLAS Haswell ", "OpenBLAS Zen ", "OpenBLAS SkylakeX ",
+                              "OpenBLAS Cooperlake ", "OpenBLAS SapphireRapids ",
+                              "OpenBLAS Excavator "};
+        bool found = false;
+        for (size_t k = 0; k < sizeof wide / sizeof *wide; k++)
+            found = found || strstr(out, wide[k]);
+        cr_expect(found, "an AVX2 CPU runs pre-AVX2 OpenBLAS kernels:\n%s", out);
+    }
+}

@@ -1,0 +1,182 @@
+/* ONNX export: the protobuf encoder's bytes against hand-encoded golden values, and exported
+ * models (the MLP and CNN recipes' shapes, a CNN with folded BatchNorm, every other supported
+ * layer) checked by the real consumers in the setup venv: onnx.checker and onnxruntime, whose
+ * output on a batch of a different size than the export example must match ember's within 1e-5. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ember.h"
+#include "helpers/venv.h"
+#include "io/protobuf_internal.h"
+
+static void expect_bytes(const em_pb *b, const uint8_t *want, size_t n)
+{
+    cr_assert(!b->failed);
+    cr_assert_eq(b->len, n, "encoded %zu bytes, want %zu", b->len, n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(b->data[i], want[i], "byte %zu: 0x%02x, want 0x%02x", i, b->data[i], want[i]);
+}
+
+/* Golden bytes from the protobuf encoding rules (developers.google.com/protocol-buffers
+ * "Encoding": 150 in field 1 is 08 96 01; a string in field 2 is 12 len bytes). */
+Test(onnx, protobuf_encoding_golden_bytes)
+{
+    em_pb b = {0};
+    em_pb_int(&b, 1, 150);
+    em_pb_string(&b, 2, "testing");
+    em_pb_float(&b, 4, 1.5f); /* 0x3fc00000 little-endian after tag 0x25 */
+    em_pb_int(&b, 3, -1);     /* ten bytes: int64 -1 as an unsigned varint */
+    const uint8_t want[] = {0x08, 0x96, 0x01, 0x12, 0x07, 't', 'e', 's', 't', 'i', 'n', 'g',
+                            0x25, 0x00, 0x00, 0xc0, 0x3f, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff,
+                            0xff, 0xff, 0xff, 0xff, 0x01};
+    expect_bytes(&b, want, sizeof want);
+    em_pb outer = {0}, inner = {0};
+    em_pb_int(&inner, 1, 150);
+    em_pb_message(&outer, 3, &inner); /* 1a 03 08 96 01 */
+    const uint8_t nested[] = {0x1a, 0x03, 0x08, 0x96, 0x01};
+    expect_bytes(&outer, nested, sizeof nested);
+    cr_assert_null(inner.data);
+    em_pb_free(&b);
+    em_pb_free(&outer);
+}
+
+static void write_f32(const char *path, const em_tensor *t)
+{
+    float *v = malloc(sizeof *v * (size_t)em_numel(t));
+    cr_assert_eq(em_copy_to_host(t, EM_F32, v), EM_OK, "%s", em_error());
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(v, sizeof *v, (size_t)em_numel(t), f), (size_t)em_numel(t));
+    fclose(f);
+    free(v);
+}
+
+/* Exports m with an example of batch 2 and checks it with onnx_check.py on a batch of 5. */
+static void check_export(em_module *m, em_shape sample, const char *absent_op)
+{
+    cr_assert_not_null(m, "%s", em_error());
+    if (em_test_venv_skip())
+        return;
+    em_generator gen = em_generator_new(7);
+    em_shape s2 = sample, s5 = sample;
+    s2.d[0] = 2;
+    s5.d[0] = 5;
+    em_tensor *example = em_randn(s2, EM_F32, &gen), *x = em_randn(s5, EM_F32, &gen);
+    char dir[] = "/tmp/ember_onnx_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char model[256], in[256], out[256], args[1024], shape[64] = "";
+    snprintf(model, sizeof model, "%s/model.onnx", dir);
+    snprintf(in, sizeof in, "%s/x.bin", dir);
+    snprintf(out, sizeof out, "%s/y.bin", dir);
+    cr_assert_eq(em_onnx_export(m, example, model, (em_onnx_opts){0}), EM_OK, "%s", em_error());
+    cr_assert(m->training, "export restores train mode");
+    em_module_eval(m);
+    bool grad = em_set_grad_enabled(false);
+    em_tensor *y = em_forward(m, x);
+    em_set_grad_enabled(grad);
+    cr_assert_not_null(y, "%s", em_error());
+    write_f32(in, x);
+    write_f32(out, y);
+    for (int i = 0; i < s5.ndim; i++)
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", i ? "x" : "",
+                 (long long)s5.d[i]);
+    snprintf(args, sizeof args, "%s %s %s %s 1e-5 %s", model, in, shape, out,
+             absent_op ? absent_op : "");
+    cr_assert_eq(em_test_venv_run("onnx_check.py", args), 0, "onnx_check.py failed");
+    unlink(model);
+    unlink(in);
+    unlink(out);
+    rmdir(dir);
+    em_release(example);
+    em_release(x);
+    em_release(y);
+    em_module_free(m);
+}
+
+Test(onnx, mlp_recipe_matches_onnxruntime)
+{
+    em_manual_seed(1);
+    check_export(em_sequential(5, em_linear_layer(784, 512, true), em_relu_layer(),
+                               em_linear_layer(512, 256, true), em_relu_layer(),
+                               em_linear_layer(256, 10, true)),
+                 EM_SHAPE(1, 784), NULL);
+}
+
+Test(onnx, cnn_recipe_matches_onnxruntime)
+{
+    em_manual_seed(2);
+    em_conv2d_layer_opts pad1 = {.padding = 1};
+    check_export(em_sequential(10, em_conv2d_layer(1, 32, 3, pad1), em_relu_layer(),
+                               em_max_pool2d_layer(2, 0, 0), em_conv2d_layer(32, 64, 3, pad1),
+                               em_relu_layer(), em_max_pool2d_layer(2, 0, 0), em_flatten_layer(),
+                               em_linear_layer(3136, 128, true), em_relu_layer(),
+                               em_linear_layer(128, 10, true)),
+                 EM_SHAPE(1, 1, 28, 28), NULL);
+}
+
+/* Running statistics and affine parameters far from their initial values. */
+static em_module *trained_bn(int64_t c, uint64_t seed)
+{
+    em_module *bn = em_batch_norm2d_layer(c, 1e-3, 0);
+    em_generator gen = em_generator_new(seed);
+    em_copy_(bn->params[0].value, em_uniform(EM_SHAPE(c), EM_F32, 0.5, 2.0, &gen));
+    em_copy_(bn->params[1].value, em_normal(EM_SHAPE(c), EM_F32, 0, 1, &gen));
+    em_copy_(bn->buffers[0].value, em_normal(EM_SHAPE(c), EM_F32, 0, 0.5, &gen));
+    em_copy_(bn->buffers[1].value, em_uniform(EM_SHAPE(c), EM_F32, 0.2, 3.0, &gen));
+    return bn;
+}
+
+Test(onnx, conv_batchnorm_folded)
+{
+    em_manual_seed(3);
+    em_scope_begin();
+    em_module *m = em_sequential(8, em_conv2d_layer(3, 8, 3, (em_conv2d_layer_opts){.stride = 2,
+                                                                                 .padding = 1}),
+                                 trained_bn(8, 11), em_relu_layer(),
+                                 em_conv2d_layer(8, 8, 3, (em_conv2d_layer_opts){.groups = 2,
+                                                                                  .no_bias = true}),
+                                 trained_bn(8, 12), em_relu_layer(), em_flatten_layer(),
+                                 em_linear_layer(8 * 4 * 4, 4, true));
+    em_scope_end();
+    check_export(m, EM_SHAPE(1, 3, 12, 12), "--absent BatchNormalization");
+}
+
+Test(onnx, every_other_layer_matches_onnxruntime)
+{
+    em_manual_seed(4);
+    em_scope_begin();
+    em_module *features = em_sequential(
+        6, em_conv2d_layer(2, 6, 3, (em_conv2d_layer_opts){.padding = 1, .dilation = 1}),
+        em_avg_pool2d_layer(2, 0, 0), em_gelu_layer(false), em_max_pool2d_layer(3, 1, 1),
+        em_adaptive_avg_pool2d_layer(2, 2), em_adaptive_avg_pool2d_layer(1, 1));
+    em_module *bn1 = em_batch_norm1d_layer(16, 0, 0);
+    em_copy_(bn1->buffers[1].value, em_full(EM_SHAPE(16), EM_F32, 2.5));
+    em_module *m = em_sequential(16, features, em_flatten_layer(), em_linear_layer(6, 16, true),
+                                 bn1, em_leaky_relu_layer(0.1), em_dropout_layer(0.3),
+                                 em_layer_norm_layer(16, 0), em_gelu_layer(true), em_silu_layer(),
+                                 em_linear_layer(16, 8, false), em_tanh_layer(),
+                                 em_sigmoid_layer(), em_linear_layer(8, 5, true),
+                                 em_softmax_layer(1), em_sequential(0),
+                                 em_linear_layer(5, 3, true));
+    em_scope_end();
+    check_export(m, EM_SHAPE(1, 2, 8, 8), NULL);
+}
+
+Test(onnx, unsupported_layer_is_an_error_and_writes_nothing)
+{
+    em_module *m = em_sequential(2, em_linear_layer(4, 4, true), em_embedding_layer(4, 2));
+    em_tensor *x = em_zeros(EM_SHAPE(2, 4), EM_F32);
+    const char *path = "/tmp/ember_onnx_unsupported.onnx";
+    unlink(path);
+    cr_assert_eq(em_onnx_export(m, x, path, (em_onnx_opts){0}), EM_ERR_UNSUPPORTED);
+    cr_assert(strstr(em_error(), "layer '1' (Embedding) has no ONNX mapping"), "%s", em_error());
+    cr_assert_neq(access(path, F_OK), 0, "no file may be written");
+    em_error_clear();
+    cr_assert_eq(em_onnx_export(m, x, path, (em_onnx_opts){.opset = 13}), EM_ERR_ARG);
+    cr_assert(strstr(em_error(), "opset >= 17"), "%s", em_error());
+    em_error_clear();
+    em_release(x);
+    em_module_free(m);
+}

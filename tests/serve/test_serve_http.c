@@ -1,0 +1,170 @@
+/* `ember serve` as a user runs it: a saved MLP behind HTTP on a free loopback port; health,
+ * stats, a prediction equal to the library's forward, malformed JSON, a wrong shape and an
+ * oversized body answered 400 with a message, unknown paths 404, and SIGTERM draining a
+ * request that is still waiting for its batch before the server exits 0. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ember.h"
+#include "bench/http_client.h"
+
+static const char *model_path = "/tmp/ember_serve_http_test.safetensors";
+static pid_t server;
+static FILE *server_out;
+static int port;
+
+static em_module *mlp(void)
+{
+    return em_sequential(5, em_linear_layer(784, 512, true), em_relu_layer(),
+                         em_linear_layer(512, 256, true), em_relu_layer(),
+                         em_linear_layer(256, 10, true));
+}
+
+/* Starts ember serve with extra options; reads the port from its first line. */
+static void start(const char *extra)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    server = fork();
+    if (server == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion ends the test: the server too */
+        dup2(fds[1], 1);
+        close(fds[0]);
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "exec '%s' serve mlp --load %s --port 0 --threads 1 %s",
+                 getenv("EMBER_BIN"), model_path, extra);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    server_out = fdopen(fds[0], "r");
+    char line[512] = "";
+    cr_assert_not_null(fgets(line, sizeof line, server_out), "ember serve printed nothing");
+    char *p = strstr(line, "\"port\":");
+    cr_assert_not_null(p, "%s", line);
+    port = atoi(p + 7);
+    cr_assert_gt(port, 0);
+}
+
+/* SIGTERM; returns the exit status and the last line printed. */
+static int stop(char *last, size_t n)
+{
+    kill(server, SIGTERM);
+    last[0] = '\0';
+    char line[4096];
+    while (fgets(line, sizeof line, server_out))
+        snprintf(last, n, "%s", line);
+    int status = 0;
+    waitpid(server, &status, 0);
+    fclose(server_out);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int request(em_http_conn *c, const char *method, const char *path, const char *body)
+{
+    int status = 0;
+    cr_assert(em_http_request(c, method, path, body, strlen(body), &status), "no reply to %s %s",
+              method, path);
+    return status;
+}
+
+static char *zeros_body(int n, const char *extra)
+{
+    char *b = malloc((size_t)n * 2 + 128);
+    size_t k = (size_t)sprintf(b, "{\"input\":[");
+    for (int i = 0; i < n; i++)
+        k += (size_t)sprintf(b + k, "%s0", i ? "," : "");
+    sprintf(b + k, "]%s}", extra);
+    return b;
+}
+
+static void save_model(void)
+{
+    if (!getenv("EMBER_BIN"))
+        cr_skip_test("EMBER_BIN not set");
+    em_manual_seed(9);
+    em_module *m = mlp();
+    cr_assert_eq(em_module_save(m, model_path, NULL, 0), EM_OK, "%s", em_error());
+    em_module_free(m);
+}
+
+Test(serve_http, endpoints_answers_and_errors)
+{
+    save_model();
+    start("--max-body 8192");
+    em_http_conn c = {.port = port, .fd = -1};
+    cr_assert_eq(request(&c, "GET", "/health", ""), 200);
+    cr_assert_str_eq(c.body, "{\"status\":\"ok\"}");
+    char *body = zeros_body(784, ",\"priority\":\"high\"");
+    cr_assert_eq(request(&c, "POST", "/predict", body), 200, "%s", c.body);
+    /* the same model in the library, on the same input */
+    em_manual_seed(9);
+    em_module *m = mlp();
+    em_module_eval(m);
+    em_tensor *x = em_zeros(EM_SHAPE(1, 784), EM_F32), *y = em_forward(m, x);
+    const char *p = strstr(c.body, "\"output\":[") + 10;
+    for (int i = 0; i < 10; i++) {
+        double v = strtod(p, (char **)&p);
+        p++;
+        cr_assert(fabs(v - em_get(y, (int64_t[]){0, i})) <= 1e-6, "output %d: %g vs %g", i, v,
+                  em_get(y, (int64_t[]){0, i}));
+    }
+    em_release(x), em_release(y);
+    em_module_free(m);
+    cr_assert_eq(request(&c, "POST", "/predict", "{\"input\":[1,2"), 400);
+    cr_assert(strstr(c.body, "\"error\":\"predict: 'request body': corrupt JSON at byte 13"),
+              "%s", c.body);
+    cr_assert_eq(request(&c, "POST", "/predict", "{\"input\":[1,2,3]}"), 400);
+    cr_assert(strstr(c.body, "shape [3] does not match the model's sample [784]"), "%s", c.body);
+    char *big = zeros_body(5000, "");
+    cr_assert_eq(request(&c, "POST", "/predict", big), 400);
+    cr_assert(strstr(c.body, "body larger than 8192 bytes"), "%s", c.body);
+    cr_assert_eq(request(&c, "GET", "/nope", ""), 404);
+    cr_assert_eq(request(&c, "GET", "/predict", ""), 405);
+    cr_assert_eq(request(&c, "GET", "/stats", ""), 200);
+    cr_assert(strstr(c.body, "\"completed\":1,"), "%s", c.body);
+    em_http_conn_close(&c);
+    free(body);
+    free(big);
+    char last[4096];
+    cr_assert_eq(stop(last, sizeof last), 0, "%s", last);
+    cr_assert(strstr(last, "\"stopped_by\":\"SIGTERM\",\"unanswered\":0"), "%s", last);
+    unlink(model_path);
+}
+
+static void *slow_request(void *arg)
+{
+    int *status = arg;
+    em_http_conn c = {.port = port, .fd = -1};
+    char *body = zeros_body(784, "");
+    if (!em_http_request(&c, "POST", "/predict", body, strlen(body), status))
+        *status = -1;
+    em_http_conn_close(&c);
+    free(body);
+    return NULL;
+}
+
+Test(serve_http, sigterm_drains_a_request_in_flight)
+{
+    save_model();
+    start("--max-batch 64 --max-wait-ms 600"); /* a lone request waits 600 ms for company */
+    int status = 0;
+    pthread_t t;
+    pthread_create(&t, NULL, slow_request, &status);
+    usleep(200 * 1000);
+    char last[4096];
+    int rc = stop(last, sizeof last);
+    pthread_join(t, NULL);
+    cr_assert_eq(status, 200, "the request in flight got %d", status);
+    cr_assert_eq(rc, 0, "%s", last);
+    cr_assert(strstr(last, "\"unanswered\":0") && strstr(last, "\"completed\":1,"), "%s", last);
+    unlink(model_path);
+}
