@@ -173,6 +173,109 @@ static void print_row(const char *name, int batch, const em_latency *l, const em
            l->p50_us > 0 ? base->p50_us / l->p50_us : 0);
 }
 
+/* The three ember variants of rc from load (the pruned one from pruned when given, else pruned
+ * here) and the f32 model written to f32_path for PyTorch's half (*made: the file exists). */
+static em_status prepare_models(const em_recipe *rc, const char *load, const char *pruned,
+                                em_module *m[3], char *f32_path, bool *made)
+{
+    em_status st = EM_OK;
+    for (int i = 0; i < 3 && st == EM_OK; i++) {
+        m[i] = rc->build();
+        st = m[i] ? em_load_model_any(m[i], rc, i == VAR_PRUNED && pruned ? pruned : load)
+                  : em_error_status();
+    }
+    if (st == EM_OK)
+        st = em_quantize_dynamic_(m[VAR_INT8], (em_quantize_opts){0});
+    if (st == EM_OK && !pruned)
+        st = prune_half(m[VAR_PRUNED]);
+    if (st != EM_OK)
+        return st;
+    int fd = mkstemp(f32_path);
+    if (fd < 0)
+        return em_set_error(EM_ERR_IO, "ember bench infer: cannot create %s", f32_path);
+    close(fd);
+    *made = true;
+    return em_module_save(m[VAR_F32], f32_path, NULL, 0);
+}
+
+/* Latencies of the ember variants at batch 1 (x1) and 64 (x64): the better of two rounds,
+ * interleaved so that a busy neighbour slows every variant alike. */
+static void measure(em_module *m[3], const em_tensor *x1, const em_tensor *x64, int iters,
+                    variant *v)
+{
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < 3; i++) {
+            em_latency b1 = em_measure_latency(m[i], x1, 100, iters / 2);
+            em_latency b64 = em_measure_latency(m[i], x64, 10, iters / 20 + 10);
+            if (round == 0 || b1.mean_us < v[i].b1.mean_us)
+                v[i].b1 = b1;
+            if (round == 0 || b64.mean_us < v[i].b64.mean_us)
+                v[i].b64 = b64;
+            v[i].have = true;
+        }
+}
+
+static void print_table(const em_recipe *rc, int threads, int iters, em_module *m[3],
+                        const variant *v)
+{
+    printf("\nember bench infer %s: %d threads; per variant the better of two interleaved runs "
+           "of %d (batch 1) / %d (batch 64) timed calls after warm-up\n", rc->name, threads,
+           iters / 2, iters / 20 + 10);
+    printf("sizes: f32 %lld B, int8 %lld B, pruned %lld B (%lld params)\n",
+           (long long)em_module_nbytes(m[VAR_F32]), (long long)em_module_nbytes(m[VAR_INT8]),
+           (long long)em_module_nbytes(m[VAR_PRUNED]),
+           (long long)em_module_num_params(m[VAR_PRUNED]));
+    printf("%-13s %5s %10s %10s %10s %10s %12s %8s\n", "variant", "batch", "mean_us", "p50_us",
+           "p95_us", "p99_us", "samples/s", "vs f32");
+    printf("(samples/s = batch / mean; 'vs f32' = the same library's f32 p50 / this p50, "
+           "the median being robust to a busy machine)\n");
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < N_VARS; i++) {
+            if (!v[i].have)
+                continue;
+            const variant *base = base_of(v, i);
+            print_row(var_names[i], b ? 64 : 1, b ? &v[i].b64 : &v[i].b1,
+                      b ? &base->b64 : &base->b1);
+        }
+    if (v[VAR_TORCH_INT8].have)
+        printf("ember int8 vs torch int8 (p50): batch 1 %.2fx faster, batch 64 %.2fx faster\n",
+               v[VAR_TORCH_INT8].b1.p50_us / v[VAR_INT8].b1.p50_us,
+               v[VAR_TORCH_INT8].b64.p50_us / v[VAR_INT8].b64.p50_us);
+}
+
+/* Measures, prints and writes the report; the exit status. */
+static int run(const em_recipe *rc, em_module *m[3], const char *f32_path, const char *data_dir,
+               int threads, int iters, bool torch, em_report *page)
+{
+    em_tensor *x64 = em_test_batch(rc, data_dir, 64);
+    em_tensor *x1 = x64 ? em_narrow(x64, 0, 0, 1) : NULL;
+    if (!x1) {
+        em_release(x64);
+        fprintf(stderr, "ember bench infer: %s\n", em_error());
+        if (page)
+            em_report_abort(page);
+        return 1;
+    }
+    variant v[N_VARS] = {0};
+    measure(m, x1, x64, iters, v);
+    em_release(x1);
+    em_release(x64);
+    if (torch && !torch_half(f32_path, threads, iters, v))
+        printf("PyTorch half did not complete\n");
+    print_table(rc, threads, iters, m, v);
+    if (!page)
+        return 0;
+    char note[256];
+    snprintf(note, sizeof note, "%d threads; per variant the better of two interleaved runs "
+             "of %d (batch 1) / %d (batch 64) timed calls after warm-up.", threads, iters / 2,
+             iters / 20 + 10);
+    if (write_report(page, note, v) != EM_OK) {
+        fprintf(stderr, "ember bench infer: --report: %s\n", em_error());
+        return 1;
+    }
+    return 0;
+}
+
 int em_bench_infer(int argc, char **argv)
 {
     const char *recipe = NULL, *load = NULL, *pruned = NULL, *data_dir = NULL, *report = NULL;
@@ -208,82 +311,21 @@ int em_bench_infer(int argc, char **argv)
         fprintf(stderr, "ember bench infer: --report: %s\n", em_error());
         return 2;
     }
-    bool torch = !no_torch;
     omp_set_num_threads(threads);
-    em_module *m[3] = {rc->build(), rc->build(), rc->build()};
-    em_status st = EM_OK;
-    for (int i = 0; i < 3 && st == EM_OK; i++)
-        st = m[i] ? em_load_model_any(m[i], rc, i == VAR_PRUNED && pruned ? pruned : load)
-                  : em_error_status();
-    if (st == EM_OK)
-        st = em_quantize_dynamic_(m[VAR_INT8], (em_quantize_opts){0});
-    if (st == EM_OK && !pruned)
-        st = prune_half(m[VAR_PRUNED]);
+    em_module *m[3] = {0};
     char f32_path[] = "/tmp/ember_bench_inferXXXXXX";
-    int fd = st == EM_OK ? mkstemp(f32_path) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (st == EM_OK && fd >= 0)
-        st = em_module_save(m[VAR_F32], f32_path, NULL, 0);
-    em_tensor *x64 = st == EM_OK ? em_test_batch(rc, data_dir, 64) : NULL;
-    em_tensor *x1 = x64 ? em_narrow(x64, 0, 0, 1) : NULL;
-    if (st != EM_OK || !x1) {
+    bool made = false;
+    int status;
+    if (prepare_models(rc, load, pruned, m, f32_path, &made) == EM_OK) {
+        status = run(rc, m, f32_path, data_dir, threads, iters, !no_torch, page);
+    } else {
         fprintf(stderr, "ember bench infer: %s\n", em_error());
         if (page)
             em_report_abort(page);
-        return 1;
+        status = 1;
     }
-    variant v[N_VARS] = {0};
-    /* interleaved, so a busy neighbour slows every variant alike */
-    for (int round = 0; round < 2; round++)
-        for (int i = 0; i < 3; i++) {
-            em_latency b1 = em_measure_latency(m[i], x1, 100, iters / 2);
-            em_latency b64 = em_measure_latency(m[i], x64, 10, iters / 20 + 10);
-            if (round == 0 || b1.mean_us < v[i].b1.mean_us)
-                v[i].b1 = b1;
-            if (round == 0 || b64.mean_us < v[i].b64.mean_us)
-                v[i].b64 = b64;
-            v[i].have = true;
-        }
-    if (torch && !torch_half(f32_path, threads, iters, v))
-        printf("PyTorch half did not complete\n");
-    unlink(f32_path);
-    printf("\nember bench infer %s: %d threads; per variant the better of two interleaved runs "
-           "of %d (batch 1) / %d (batch 64) timed calls after warm-up\n", rc->name, threads,
-           iters / 2, iters / 20 + 10);
-    printf("sizes: f32 %lld B, int8 %lld B, pruned %lld B (%lld params)\n",
-           (long long)em_module_nbytes(m[VAR_F32]), (long long)em_module_nbytes(m[VAR_INT8]),
-           (long long)em_module_nbytes(m[VAR_PRUNED]),
-           (long long)em_module_num_params(m[VAR_PRUNED]));
-    printf("%-13s %5s %10s %10s %10s %10s %12s %8s\n", "variant", "batch", "mean_us", "p50_us",
-           "p95_us", "p99_us", "samples/s", "vs f32");
-    printf("(samples/s = batch / mean; 'vs f32' = the same library's f32 p50 / this p50, "
-           "the median being robust to a busy machine)\n");
-    for (int b = 0; b < 2; b++)
-        for (int i = 0; i < N_VARS; i++) {
-            if (!v[i].have)
-                continue;
-            const variant *base = base_of(v, i);
-            print_row(var_names[i], b ? 64 : 1, b ? &v[i].b64 : &v[i].b1,
-                      b ? &base->b64 : &base->b1);
-        }
-    if (v[VAR_TORCH_INT8].have)
-        printf("ember int8 vs torch int8 (p50): batch 1 %.2fx faster, batch 64 %.2fx faster\n",
-               v[VAR_TORCH_INT8].b1.p50_us / v[VAR_INT8].b1.p50_us,
-               v[VAR_TORCH_INT8].b64.p50_us / v[VAR_INT8].b64.p50_us);
-    int status = 0;
-    if (page) {
-        char note[256];
-        snprintf(note, sizeof note, "%d threads; per variant the better of two interleaved runs "
-                 "of %d (batch 1) / %d (batch 64) timed calls after warm-up.", threads,
-                 iters / 2, iters / 20 + 10);
-        if (write_report(page, note, v) != EM_OK) {
-            fprintf(stderr, "ember bench infer: --report: %s\n", em_error());
-            status = 1;
-        }
-    }
-    em_release(x1);
-    em_release(x64);
+    if (made)
+        unlink(f32_path);
     for (int i = 0; i < 3; i++)
         em_module_free(m[i]);
     return status;

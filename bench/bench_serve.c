@@ -258,6 +258,140 @@ static bodies *make_bodies(const em_tensor *x) /* x (HOT_IMAGES, ...) */
     return b;
 }
 
+/* The three comparisons' rows. */
+typedef struct {
+    load_result off, on;                  /* batching off, on */
+    load_result cache_off, cache_on;      /* at a 50% repeat rate */
+    em_cache_stats cache;                 /* the cached row's hits and misses */
+    load_result alone, flood, crit;       /* critical alone; under a low-priority flood */
+    load_result flood_nice, crit_nice;    /* the same with the bulk worker niced */
+} serve_rows;
+
+/* One row: a server with eo under the clients' load at a repeat rate, printed as label. */
+static void measure_row(const bench_ctx *bc, em_engine_opts eo, double repeat, const char *label,
+                        load_result *out)
+{
+    em_engine *e;
+    em_http_server *s = start(bc, eo, &e);
+    if (!s)
+        return;
+    run_load(em_http_port(s), bc->b, bc->clients, EM_PRIORITY_NORMAL, 0, repeat, bc->seconds,
+             out, NULL);
+    stop(s, e);
+    print_row(label, bc->clients, out);
+}
+
+static void batching_rows(const bench_ctx *bc, em_engine_opts off, em_engine_opts on,
+                          serve_rows *r)
+{
+    measure_row(bc, off, 0, "batching off (max_batch 1)", &r->off);
+    measure_row(bc, on, 0, "batching on", &r->on);
+}
+
+static void cache_rows(const bench_ctx *bc, em_engine_opts on, serve_rows *r)
+{
+    measure_row(bc, on, 0.5, "batching on, cache off, 50% repeats", &r->cache_off);
+    em_engine *e;
+    em_http_server *s;
+    em_engine_opts cached = on;
+    cached.cache = (em_cache_opts){.max_entries = 1 << 16, .max_bytes = 512LL << 20};
+    if ((s = start(bc, cached, &e))) {
+        load_result warm; /* every hot image sent once: repeats can hit from the start */
+        run_load(em_http_port(s), bc->b, bc->clients, EM_PRIORITY_NORMAL, 0, 1.0, 1, &warm,
+                 NULL);
+        em_cache_stats before = em_engine_stats_get(e).cache;
+        run_load(em_http_port(s), bc->b, bc->clients, EM_PRIORITY_NORMAL, 0, 0.5, bc->seconds,
+                 &r->cache_on, NULL);
+        r->cache = em_engine_stats_get(e).cache;
+        r->cache.hits -= before.hits;
+        r->cache.misses -= before.misses;
+        stop(s, e);
+        print_row("batching on, cache on, 50% repeats", bc->clients, &r->cache_on);
+    }
+}
+
+static void priority_rows(const bench_ctx *bc, em_engine_opts on, serve_rows *r)
+{
+    em_engine *e;
+    em_http_server *s;
+    double seconds = PRIORITY_ROWS * bc->seconds;
+    em_engine_opts prio = on;
+    prio.workers = 2;
+    prio.reserved_workers = 1;
+    prio.max_queue = 256;
+    if ((s = start(bc, prio, &e))) {
+        run_load(em_http_port(s), bc->b, 0, EM_PRIORITY_LOW, 1, 0, seconds, NULL, &r->alone);
+        print_row("critical alone", 1, &r->alone);
+        run_load(em_http_port(s), bc->b, bc->clients, EM_PRIORITY_LOW, 1, 0, seconds, &r->flood,
+                 &r->crit);
+        stop(s, e);
+        print_row("low-priority flood", bc->clients, &r->flood);
+        print_row("critical under the flood", 1, &r->crit);
+    }
+    prio.bulk_nice = BULK_NICE;
+    if ((s = start(bc, prio, &e))) {
+        run_load(em_http_port(s), bc->b, bc->clients, EM_PRIORITY_LOW, 1, 0, seconds,
+                 &r->flood_nice, &r->crit_nice);
+        stop(s, e);
+        print_row("low-priority flood, bulk nice " STR(BULK_NICE), bc->clients, &r->flood_nice);
+        print_row("critical under it", 1, &r->crit_nice);
+    }
+}
+
+/* The comparisons' ratios as one JSON line. */
+static void print_json(const char *recipe, int clients, bool batching, bool cache, bool priority,
+                       const serve_rows *r)
+{
+    double lookups = (double)(r->cache.hits + r->cache.misses);
+    double hit_rate = lookups > 0 ? (double)r->cache.hits / lookups : 0;
+    printf("{\"recipe\":\"%s\",\"clients\":%d", recipe, clients);
+    if (batching)
+        printf(",\"batching_rps_ratio\":%.2f,\"batching_p99_off_ms\":%.2f,"
+               "\"batching_p99_on_ms\":%.2f", r->off.rps > 0 ? r->on.rps / r->off.rps : 0,
+               r->off.p99, r->on.p99);
+    if (cache)
+        printf(",\"cache_hit_rate\":%.3f,\"cache_rps_ratio\":%.2f", hit_rate,
+               r->cache_off.rps > 0 ? r->cache_on.rps / r->cache_off.rps : 0);
+    if (priority)
+        printf(",\"critical_p99_alone_ms\":%.2f,\"critical_p99_flood_ms\":%.2f,"
+               "\"critical_p99_ratio\":%.2f,\"critical_p99_flood_bulk_nice_ms\":%.2f,"
+               "\"critical_p99_ratio_bulk_nice\":%.2f,\"bulk_nice\":%d", r->alone.p99,
+               r->crit.p99, r->alone.p99 > 0 ? r->crit.p99 / r->alone.p99 : 0, r->crit_nice.p99,
+               r->alone.p99 > 0 ? r->crit_nice.p99 / r->alone.p99 : 0, BULK_NICE);
+    printf("}\n");
+}
+
+/* Batching, the cache and priorities compared (or the ones only names): the table and JSON. */
+static void compare(const bench_ctx *bc, const em_recipe *rc, const char *load, int threads,
+                    const char *only, em_engine_opts off, em_engine_opts on)
+{
+    printf("ember bench serve: %s (%s), %d clients, %.0f s per row, %d OpenMP threads per "
+           "worker; the machine's cores are shared, figures are noisy\n", rc->name,
+           load ? load : "fresh weights", bc->clients, bc->seconds, threads);
+    printf("%-34s %7s %9s %8s %8s %8s %7s %7s\n", "scenario", "clients", "req/s", "p50_ms",
+           "p95_ms", "p99_ms", "errors", "503s");
+    serve_rows r = {0};
+    bool batching = !only || !strcmp(only, "batching");
+    bool cache = !only || !strcmp(only, "cache");
+    bool priority = !only || !strcmp(only, "priority");
+    if (batching)
+        batching_rows(bc, off, on, &r);
+    if (cache)
+        cache_rows(bc, on, &r);
+    if (priority)
+        priority_rows(bc, on, &r);
+    print_json(rc->name, bc->clients, batching, cache, priority, &r);
+}
+
+static void free_bodies(bodies *b)
+{
+    for (int i = 0; i < HOT_IMAGES; i++) {
+        free(b->head[i]);
+        free(b->tail[i]);
+    }
+    free(b);
+}
+
 int em_bench_serve(int argc, char **argv)
 {
     const char *recipe = "cnn", *load = NULL, *data_dir = NULL, *only = NULL;
@@ -306,105 +440,18 @@ int em_bench_serve(int argc, char **argv)
     em_engine_opts on = off;
     on.max_batch = max_batch;
     on.max_wait_ms = 2;
-    int rc_exit = 0;
+    int status = 0;
     if (soak_s > 0) {
         on.cache = (em_cache_opts){.max_entries = 4096};
         on.workers = 2;
         on.reserved_workers = 1;
         on.bulk_nice = BULK_NICE;
         on.max_queue = 256;
-        rc_exit = soak(&bc, on, soak_s);
+        status = soak(&bc, on, soak_s);
     } else {
-        printf("ember bench serve: %s (%s), %d clients, %.0f s per row, %d OpenMP threads per "
-               "worker; the machine's cores are shared, figures are noisy\n", rc->name,
-               load ? load : "fresh weights", clients, seconds, threads);
-        printf("%-34s %7s %9s %8s %8s %8s %7s %7s\n", "scenario", "clients", "req/s", "p50_ms",
-               "p95_ms", "p99_ms", "errors", "503s");
-        load_result r_off = {0}, r_on = {0}, r_cache_off = {0}, r_cache_on = {0}, alone = {0},
-                    flood = {0}, crit = {0}, flood_nice = {0}, crit_nice = {0};
-        em_engine *e;
-        em_http_server *s;
-        em_cache_stats cs = {0};
-        bool batching = !only || !strcmp(only, "batching");
-        bool cache = !only || !strcmp(only, "cache");
-        bool priority = !only || !strcmp(only, "priority");
-        if (batching && (s = start(&bc, off, &e))) {
-            run_load(em_http_port(s), b, clients, EM_PRIORITY_NORMAL, 0, 0, seconds, &r_off,
-                     NULL);
-            stop(s, e);
-            print_row("batching off (max_batch 1)", clients, &r_off);
-        }
-        if (batching && (s = start(&bc, on, &e))) {
-            run_load(em_http_port(s), b, clients, EM_PRIORITY_NORMAL, 0, 0, seconds, &r_on,
-                     NULL);
-            stop(s, e);
-            print_row("batching on", clients, &r_on);
-        }
-        if (cache && (s = start(&bc, on, &e))) {
-            run_load(em_http_port(s), b, clients, EM_PRIORITY_NORMAL, 0, 0.5, seconds,
-                     &r_cache_off, NULL);
-            stop(s, e);
-            print_row("batching on, cache off, 50% repeats", clients, &r_cache_off);
-        }
-        em_engine_opts cached = on;
-        cached.cache = (em_cache_opts){.max_entries = 1 << 16, .max_bytes = 512LL << 20};
-        if (cache && (s = start(&bc, cached, &e))) {
-            load_result warm; /* every hot image sent once: repeats can hit from the start */
-            run_load(em_http_port(s), b, clients, EM_PRIORITY_NORMAL, 0, 1.0, 1, &warm, NULL);
-            em_cache_stats before = em_engine_stats_get(e).cache;
-            run_load(em_http_port(s), b, clients, EM_PRIORITY_NORMAL, 0, 0.5, seconds,
-                     &r_cache_on, NULL);
-            cs = em_engine_stats_get(e).cache;
-            cs.hits -= before.hits;
-            cs.misses -= before.misses;
-            stop(s, e);
-            print_row("batching on, cache on, 50% repeats", clients, &r_cache_on);
-        }
-        em_engine_opts prio = on;
-        prio.workers = 2;
-        prio.reserved_workers = 1;
-        prio.max_queue = 256;
-        if (priority && (s = start(&bc, prio, &e))) {
-            run_load(em_http_port(s), b, 0, EM_PRIORITY_LOW, 1, 0, PRIORITY_ROWS * seconds, NULL,
-                     &alone);
-            print_row("critical alone", 1, &alone);
-            run_load(em_http_port(s), b, clients, EM_PRIORITY_LOW, 1, 0, PRIORITY_ROWS * seconds,
-                     &flood, &crit);
-            stop(s, e);
-            print_row("low-priority flood", clients, &flood);
-            print_row("critical under the flood", 1, &crit);
-        }
-        prio.bulk_nice = BULK_NICE;
-        if (priority && (s = start(&bc, prio, &e))) {
-            run_load(em_http_port(s), b, clients, EM_PRIORITY_LOW, 1, 0, PRIORITY_ROWS * seconds,
-                     &flood_nice, &crit_nice);
-            stop(s, e);
-            print_row("low-priority flood, bulk nice " STR(BULK_NICE), clients, &flood_nice);
-            print_row("critical under it", 1, &crit_nice);
-        }
-        double hit_rate = cs.hits + cs.misses ? (double)cs.hits / (double)(cs.hits + cs.misses)
-                                              : 0;
-        printf("{\"recipe\":\"%s\",\"clients\":%d", rc->name, clients);
-        if (batching)
-            printf(",\"batching_rps_ratio\":%.2f,\"batching_p99_off_ms\":%.2f,"
-                   "\"batching_p99_on_ms\":%.2f", r_off.rps > 0 ? r_on.rps / r_off.rps : 0,
-                   r_off.p99, r_on.p99);
-        if (cache)
-            printf(",\"cache_hit_rate\":%.3f,\"cache_rps_ratio\":%.2f", hit_rate,
-                   r_cache_off.rps > 0 ? r_cache_on.rps / r_cache_off.rps : 0);
-        if (priority)
-            printf(",\"critical_p99_alone_ms\":%.2f,\"critical_p99_flood_ms\":%.2f,"
-                   "\"critical_p99_ratio\":%.2f,\"critical_p99_flood_bulk_nice_ms\":%.2f,"
-                   "\"critical_p99_ratio_bulk_nice\":%.2f,\"bulk_nice\":%d", alone.p99,
-                   crit.p99, alone.p99 > 0 ? crit.p99 / alone.p99 : 0, crit_nice.p99,
-                   alone.p99 > 0 ? crit_nice.p99 / alone.p99 : 0, BULK_NICE);
-        printf("}\n");
+        compare(&bc, rc, load, threads, only, off, on);
     }
-    for (int i = 0; i < HOT_IMAGES; i++) {
-        free(b->head[i]);
-        free(b->tail[i]);
-    }
-    free(b);
+    free_bodies(b);
     em_module_free(m);
-    return rc_exit;
+    return status;
 }

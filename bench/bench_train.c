@@ -301,159 +301,217 @@ static void case_medians(const bench_setup *b, case_rounds *r, int rounds, bench
     }
 }
 
-int em_bench_train(int argc, char **argv)
+/* The command line of `ember bench train`. */
+typedef struct {
+    int threads, steps, rounds, gpt_steps;
+    const char *data_dir, *device, *amp, *only, *report, *json;
+} train_bench_args;
+
+/* Fills a from argv; EM_ARGS_RUN to go on, else the exit status. */
+static int parse_args(int argc, char **argv, train_bench_args *a)
 {
-    int threads = 2, steps = 200, rounds = 3, gpt_steps = 10;
-    const char *data_dir = EM_FASHION_MNIST_DIR, *device = "cpu", *amp = "off", *only = NULL;
-    const char *report = NULL, *json = NULL;
+    *a = (train_bench_args){.threads = 2, .steps = 200, .rounds = 3, .gpt_steps = 10,
+                            .data_dir = EM_FASHION_MNIST_DIR, .device = "cpu", .amp = "off"};
     const em_opt opts[] = {
-        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads (default 2)",
+        {"threads", EM_OPT_INT, &a->threads, "N", "OpenMP threads (default 2)",
          .range = EM_RANGE(1, 4096)},
-        {"steps", EM_OPT_INT, &steps, "N", "timed steps per case (default 200)",
+        {"steps", EM_OPT_INT, &a->steps, "N", "timed steps per case (default 200)",
          .range = EM_RANGE(10, 1000000)},
-        {"gpt-steps", EM_OPT_INT, &gpt_steps, "N", "timed steps of the gpt case (default 10)",
+        {"gpt-steps", EM_OPT_INT, &a->gpt_steps, "N", "timed steps of the gpt case (default 10)",
          .range = EM_RANGE(1, 1000000)},
-        {"rounds", EM_OPT_INT, &rounds, "N", "rounds alternating ember and PyTorch (default 3)",
+        {"rounds", EM_OPT_INT, &a->rounds, "N", "rounds alternating ember and PyTorch (default 3)",
          .range = EM_RANGE(1, MAX_ROUNDS)},
-        {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
-        {"device", EM_OPT_CHOICE, &device, .choices = "cpu|cuda",
+        {"data", EM_OPT_STRING, &a->data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"device", EM_OPT_CHOICE, &a->device, .choices = "cpu|cuda",
          .help = "where both frameworks train (default cpu)"},
-        {"amp", EM_OPT_CHOICE, &amp, .choices = "off|f16|bf16",
+        {"amp", EM_OPT_CHOICE, &a->amp, .choices = "off|f16|bf16",
          .help = "autocast dtype (f16 with a grad scaler; default off)"},
-        {"only", EM_OPT_CHOICE, &only, NULL, "run only the Fashion-MNIST cases or only gpt",
+        {"only", EM_OPT_CHOICE, &a->only, NULL, "run only the Fashion-MNIST cases or only gpt",
          .choices = "fashion|gpt"},
-        {"report", EM_OPT_STRING, &report, "FILE.html",
+        {"report", EM_OPT_STRING, &a->report, "FILE.html",
          .help = "also write the results as a chart"},
-        {"json", EM_OPT_STRING, &json, "FILE", .help = "also write the results as JSON"},
+        {"json", EM_OPT_STRING, &a->json, "FILE", .help = "also write the results as JSON"},
         {0}};
     const em_cmd_spec spec = {
         .command = "ember bench train", .opts = opts,
         .about = "Training samples/s of the recipes (tokens/s of gpt), ember and PyTorch side "
                  "by side; FLOPs per\nsample, the share of the GEMM bound and ember train's "
                  "samples/s beside them."};
-    int parsed = em_args_parse(&spec, argc, argv);
-    if (parsed != EM_ARGS_RUN)
-        return parsed;
-    omp_set_num_threads(threads);
-    bool gpu = !strcmp(device, "cuda");
-    bench_setup b = {.cases = gpu ? gpu_cases : cpu_cases,
-                     .n_cases = gpu ? (int)(sizeof gpu_cases / sizeof gpu_cases[0])
-                                    : (int)(sizeof cpu_cases / sizeof cpu_cases[0]),
-                     .device = gpu ? EM_CUDA : EM_CPU,
-                     .amp = !strcmp(amp, "f16") ? EM_F16 : !strcmp(amp, "bf16") ? EM_BF16 : EM_F32};
-    const bench_case *cases = b.cases;
-    /* the gpt case runs on the CPU in f32 only */
-    bool fashion = !only || !strcmp(only, "fashion");
-    bool gpt = (!only || !strcmp(only, "gpt")) && !gpu && b.amp == EM_F32;
-    if (only && !strcmp(only, "gpt") && !gpt) {
-        fprintf(stderr, "ember bench train: the gpt case runs on the CPU without autocast\n");
-        return 1;
-    }
-    if (json && em_atomic_check(json) != EM_OK) { /* before any work */
-        fprintf(stderr, "ember bench train: --json: %s\n", em_error());
-        return 2;
-    }
-    em_report *page = report ? em_report_open(report, "ember bench train") : NULL;
-    if (report && !page) {
-        fprintf(stderr, "ember bench train: --report: %s\n", em_error());
-        return 2;
-    }
-    case_rounds per_case[N_MAX_CASES] = {0};
-    em_batch all = {0};
-    em_gpt_text text = {0};
-    bool ok = true;
-    for (int i = 0; fashion && ok && i < b.n_cases; i++)
-        ok = model_products(&cases[i], &per_case[i]);
-    if (!ok || (fashion && load_all(data_dir, &all) != EM_OK) ||
-        (fashion && gpu &&
-         (em_to_device_(all.x, EM_CUDA) != EM_OK || em_to_device_(all.y, EM_CUDA) != EM_OK)) ||
-        (gpt && em_gpt_text_load(NULL, &text) != EM_OK)) {
-        if (ok)
-            fprintf(stderr, "ember bench train: %s\n", em_error());
-        if (page)
-            em_report_abort(page);
-        return 1;
-    }
-    /* rounds alternate ember and PyTorch, so both see the same machine; medians are reported */
-    double ember_gpt[MAX_ROUNDS], torch_gpt[MAX_ROUNDS] = {0};
-    bool torch = true;
+    return em_args_parse(&spec, argc, argv);
+}
+
+/* What a run measures: per case and round, and the gpt case's tokens/s per round. */
+typedef struct {
+    case_rounds per_case[N_MAX_CASES];
+    double ember_gpt[MAX_ROUNDS], torch_gpt[MAX_ROUNDS];
+    bool torch; /* every PyTorch script ran */
+} train_bench_rounds;
+
+/* The rounds, alternating ember and PyTorch so that both see the same machine. */
+static void run_rounds(const train_bench_args *a, const bench_setup *b, bool fashion, bool gpt,
+                       const em_batch *all, const em_gpt_text *text, train_bench_rounds *m)
+{
+    bool gpu = b->device == EM_CUDA;
     char args[1400], names[256] = "", gpt_args[200];
-    for (int i = 0; i < b.n_cases; i++)
+    for (int i = 0; i < b->n_cases; i++)
         snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? "," : "",
-                 cases[i].name);
+                 b->cases[i].name);
     snprintf(args, sizeof args, "--threads %d --steps %d --data %s --device %s --amp %s --cases %s",
-             threads, steps, data_dir, device, amp, names);
-    snprintf(gpt_args, sizeof gpt_args, "bench --threads %d --steps %d --batch %d", threads,
-             gpt_steps, GPT_BATCH);
-    for (int r = 0; r < rounds; r++) {
-        for (int i = 0; fashion && i < b.n_cases; i++)
-            per_case[i].step[r] = ember_samples_per_s(&b, &cases[i], &all,
-                                                      case_steps(&cases[i], gpu, steps));
-        torch_round round_torch = {.b = &b};
+             a->threads, a->steps, a->data_dir, a->device, a->amp, names);
+    snprintf(gpt_args, sizeof gpt_args, "bench --threads %d --steps %d --batch %d", a->threads,
+             a->gpt_steps, GPT_BATCH);
+    m->torch = true;
+    for (int r = 0; r < a->rounds; r++) {
+        for (int i = 0; fashion && i < b->n_cases; i++)
+            m->per_case[i].step[r] = ember_samples_per_s(b, &b->cases[i], all,
+                                                         case_steps(&b->cases[i], gpu, a->steps));
+        torch_round round_torch = {.b = b};
         if (fashion)
-            torch = torch && em_run_torch_script("bench_torch.py", args, torch_line, &round_torch);
-        for (int i = 0; fashion && i < b.n_cases; i++) {
-            case_rounds *c = &per_case[i];
+            m->torch = m->torch &&
+                       em_run_torch_script("bench_torch.py", args, torch_line, &round_torch);
+        for (int i = 0; fashion && i < b->n_cases; i++) {
+            case_rounds *c = &m->per_case[i];
             c->torch[r] = round_torch.sps[i];
             if (!gpu)
-                c->bound[r] = em_gemm_bound_gflops(c->layers, c->n_layers, cases[i].batch,
-                                                   threads, 20);
-            c->train[r] = train_samples_per_s(&b, &cases[i], data_dir,
-                                              em_recipe_default_workers(b.device),
-                                              case_steps(&cases[i], gpu, steps));
+                c->bound[r] = em_gemm_bound_gflops(c->layers, c->n_layers, b->cases[i].batch,
+                                                   a->threads, 20);
+            c->train[r] = train_samples_per_s(b, &b->cases[i], a->data_dir,
+                                              em_recipe_default_workers(b->device),
+                                              case_steps(&b->cases[i], gpu, a->steps));
         }
         if (gpt) {
-            ember_gpt[r] = ember_gpt_tokens_per_s(&text, gpt_steps);
-            torch = torch && em_run_torch_script("gpt_torch.py", gpt_args, torch_gpt_line,
-                                                 &torch_gpt[r]);
+            m->ember_gpt[r] = ember_gpt_tokens_per_s(text, a->gpt_steps);
+            m->torch = m->torch && em_run_torch_script("gpt_torch.py", gpt_args, torch_gpt_line,
+                                                       &m->torch_gpt[r]);
         }
     }
-    em_release(all.x);
-    em_release(all.y);
-    em_gpt_text_free(&text);
-    char about[256];
-    bench_run_info info = {.device = device, .amp = amp, .threads = threads, .rounds = rounds,
-                           .train_workers = em_recipe_default_workers(b.device),
-                           .about = em_device_describe(b.device, about, sizeof about)};
-    bench_case_result results[N_MAX_CASES] = {0};
-    case_medians(&b, per_case, rounds, results);
-    em_bench_train_print(&info, results, fashion ? b.n_cases : 0);
-    double ember_tokens = gpt ? median(ember_gpt, rounds) : 0;
-    double torch_tokens = gpt && torch ? median(torch_gpt, rounds) : 0;
-    if (gpt) {
-        printf("%-10s %16s %16s\n", "", "ember tokens/s", "torch tokens/s");
-        em_bench_train_row("gpt_b32", ember_tokens, torch_tokens, 1.5);
-    }
-    int status = 0;
-    if (json && em_bench_train_json(json, &info, results, fashion ? b.n_cases : 0, ember_tokens,
-                                    torch_tokens) != EM_OK) {
-        fprintf(stderr, "ember bench train: --json: %s\n", em_error());
-        status = 1;
-    }
-    if (!page)
-        return status;
+}
+
+/* The report page's note and charts; false after saying why. */
+static bool write_report(em_report *page, const train_bench_args *a, const char *about,
+                         const bench_case_result *results, int n_cases, bool gpt,
+                         double ember_tokens, double torch_tokens)
+{
     char note[512];
     snprintf(note, sizeof note, "%s (%s), autocast %s, %d threads; per round the median step "
              "after warm-up, then the median of %d rounds alternating ember and PyTorch.",
-             device, about, amp, threads, rounds);
+             a->device, about, a->amp, a->threads, a->rounds);
     em_report_note(page, note);
     const char *case_names[N_MAX_CASES];
     double ember_median[N_MAX_CASES], torch_median[N_MAX_CASES];
-    for (int i = 0; i < b.n_cases; i++) {
+    for (int i = 0; i < n_cases; i++) {
         case_names[i] = results[i].name;
         ember_median[i] = results[i].step;
         torch_median[i] = results[i].torch;
     }
-    if (fashion)
+    if (n_cases)
         em_bench_train_chart(page, "training samples/s (median of the rounds)", "samples/s",
-                             case_names, b.n_cases, ember_median, torch_median);
+                             case_names, n_cases, ember_median, torch_median);
     const char *gpt_name[] = {"gpt_b32"};
     if (gpt)
         em_bench_train_chart(page, "gpt training tokens/s (median of the rounds)", "tokens/s",
                              gpt_name, 1, &ember_tokens, &torch_tokens);
     if (em_report_close(page) != EM_OK) {
         fprintf(stderr, "ember bench train: --report: %s\n", em_error());
+        return false;
+    }
+    return true;
+}
+
+/* Prints the tables, writes the JSON and the report; the command's exit status. */
+static int report_results(const train_bench_args *a, const bench_setup *b, bool fashion, bool gpt,
+                          train_bench_rounds *m, em_report *page)
+{
+    char about[256];
+    bench_run_info info = {.device = a->device, .amp = a->amp, .threads = a->threads,
+                           .rounds = a->rounds,
+                           .train_workers = em_recipe_default_workers(b->device),
+                           .about = em_device_describe(b->device, about, sizeof about)};
+    bench_case_result results[N_MAX_CASES] = {0};
+    int n_cases = fashion ? b->n_cases : 0;
+    case_medians(b, m->per_case, a->rounds, results);
+    em_bench_train_print(&info, results, n_cases);
+    double ember_tokens = gpt ? median(m->ember_gpt, a->rounds) : 0;
+    double torch_tokens = gpt && m->torch ? median(m->torch_gpt, a->rounds) : 0;
+    if (gpt) {
+        printf("%-10s %16s %16s\n", "", "ember tokens/s", "torch tokens/s");
+        em_bench_train_row("gpt_b32", ember_tokens, torch_tokens, 1.5);
+    }
+    int status = 0;
+    if (a->json && em_bench_train_json(a->json, &info, results, n_cases, ember_tokens,
+                                       torch_tokens) != EM_OK) {
+        fprintf(stderr, "ember bench train: --json: %s\n", em_error());
+        status = 1;
+    }
+    if (page && !write_report(page, a, about, results, n_cases, gpt, ember_tokens,
+                                 torch_tokens))
+        return 1;
+    return status;
+}
+
+/* The Fashion-MNIST data (on the bench's device) and the gpt text the chosen cases need, and
+ * each case's products; false after saying why. */
+static bool load_inputs(const train_bench_args *a, const bench_setup *b, bool fashion, bool gpt,
+                        train_bench_rounds *m, em_batch *all, em_gpt_text *text)
+{
+    for (int i = 0; fashion && i < b->n_cases; i++)
+        if (!model_products(&b->cases[i], &m->per_case[i]))
+            return false;
+    bool gpu = b->device == EM_CUDA;
+    if ((fashion && load_all(a->data_dir, all) != EM_OK) ||
+        (fashion && gpu &&
+         (em_to_device_(all->x, EM_CUDA) != EM_OK || em_to_device_(all->y, EM_CUDA) != EM_OK)) ||
+        (gpt && em_gpt_text_load(NULL, text) != EM_OK)) {
+        fprintf(stderr, "ember bench train: %s\n", em_error());
+        return false;
+    }
+    return true;
+}
+
+int em_bench_train(int argc, char **argv)
+{
+    train_bench_args a;
+    int parsed = parse_args(argc, argv, &a);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    omp_set_num_threads(a.threads);
+    bool gpu = !strcmp(a.device, "cuda");
+    bench_setup b = {.cases = gpu ? gpu_cases : cpu_cases,
+                     .n_cases = gpu ? (int)(sizeof gpu_cases / sizeof gpu_cases[0])
+                                    : (int)(sizeof cpu_cases / sizeof cpu_cases[0]),
+                     .device = gpu ? EM_CUDA : EM_CPU,
+                     .amp = !strcmp(a.amp, "f16")    ? EM_F16
+                            : !strcmp(a.amp, "bf16") ? EM_BF16
+                                                     : EM_F32};
+    /* the gpt case runs on the CPU in f32 only */
+    bool fashion = !a.only || !strcmp(a.only, "fashion");
+    bool gpt = (!a.only || !strcmp(a.only, "gpt")) && !gpu && b.amp == EM_F32;
+    if (a.only && !strcmp(a.only, "gpt") && !gpt) {
+        fprintf(stderr, "ember bench train: the gpt case runs on the CPU without autocast\n");
         return 1;
     }
+    if (a.json && em_atomic_check(a.json) != EM_OK) { /* before any work */
+        fprintf(stderr, "ember bench train: --json: %s\n", em_error());
+        return 2;
+    }
+    em_report *page = a.report ? em_report_open(a.report, "ember bench train") : NULL;
+    if (a.report && !page) {
+        fprintf(stderr, "ember bench train: --report: %s\n", em_error());
+        return 2;
+    }
+    train_bench_rounds m = {0};
+    em_batch all = {0};
+    em_gpt_text text = {0};
+    int status = 1;
+    if (load_inputs(&a, &b, fashion, gpt, &m, &all, &text)) {
+        run_rounds(&a, &b, fashion, gpt, &all, &text, &m);
+        status = report_results(&a, &b, fashion, gpt, &m, page);
+        page = NULL; /* report_results closed it */
+    }
+    em_release(all.x);
+    em_release(all.y);
+    em_gpt_text_free(&text);
+    if (page)
+        em_report_abort(page);
     return status;
 }

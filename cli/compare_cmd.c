@@ -128,6 +128,55 @@ static em_status write_report(em_report *r, const em_recipe *rc, int64_t steps, 
     return em_report_close(r);
 }
 
+/* Trains rc once per technique (steps optimizer steps of batch samples); res and logs get each
+ * run's result and losses. */
+static em_status train_variants(const em_recipe *rc, const char *data_dir, em_device device,
+                                int64_t steps, int64_t batch, em_train_result *res,
+                                loss_log *logs)
+{
+    for (int v = 0; v < N_VARIANTS; v++) {
+        const variant *va = &variants[v];
+        logs[v].cap = steps * va->micro_split;
+        if (!(logs[v].loss = calloc((size_t)logs[v].cap, sizeof *logs[v].loss)))
+            return em_set_error(EM_ERR_MEMORY, "%s: out of memory", va->name);
+        em_train_opts o = {.recipe = rc, .data_dir = data_dir, .epochs = 1,
+                           .batch = batch / va->micro_split, .max_steps = steps * va->micro_split,
+                           .workers = em_recipe_default_workers(device), .tech = va->tech,
+                           .device = device,
+                           .callbacks = {.ctx = &logs[v], .on_step = record_loss}};
+        fprintf(stderr, "ember compare: %s ...\n", va->name);
+        em_status st = em_recipe_train(&o, &res[v]);
+        if (st != EM_OK) {
+            em_error_prefix(va->name);
+            return st;
+        }
+    }
+    return EM_OK;
+}
+
+/* The table of what each technique costs and buys, against plain f32. */
+static void print_table(const em_recipe *rc, em_device device, int64_t steps, int64_t batch,
+                        const em_train_result *res)
+{
+    char about[256];
+    printf("ember compare %s: %lld optimizer steps of batch %lld on %s, %d threads, from the "
+           "same seed\n", rc->name, (long long)steps, (long long)batch,
+           em_device_describe(device, about, sizeof about), omp_get_max_threads());
+    printf("%-20s %10s %6s %11s %6s %10s %6s %10s %8s\n", "technique", "step MB", "x f32",
+           "activ. MB", "x f32", "samples/s", "x f32", "final loss", "test acc");
+    const em_train_result *b = &res[0];
+    for (int v = 0; v < N_VARIANTS; v++) {
+        const em_train_result *r = &res[v];
+        printf("%-20s %10.1f %6.2f %11.1f %6.2f %10.0f %6.2f %10.4f %8.4f\n", variants[v].name,
+               r->peak_step_bytes / 1e6, ratio(r->peak_step_bytes, b->peak_step_bytes),
+               r->activation_bytes / 1e6, ratio(r->activation_bytes, b->activation_bytes),
+               r->train_samples_per_s, ratio(r->train_samples_per_s, b->train_samples_per_s),
+               r->train_loss, r->test_acc);
+    }
+    printf("step MB: peak memory above what was held before training (parameters, optimizer state\n"
+           "and data are excluded); activ. MB: bytes a forward holds for its backward.\n");
+}
+
 int em_cmd_compare(int argc, char **argv)
 {
     const char *recipe = NULL, *data_dir = NULL, *report = NULL, *device_name = "cpu";
@@ -174,23 +223,7 @@ int em_cmd_compare(int argc, char **argv)
     }
     em_train_result res[N_VARIANTS];
     loss_log logs[N_VARIANTS] = {0};
-    em_status st = EM_OK;
-    for (int v = 0; v < N_VARIANTS && st == EM_OK; v++) {
-        const variant *va = &variants[v];
-        logs[v].cap = steps * va->micro_split;
-        if (!(logs[v].loss = calloc((size_t)logs[v].cap, sizeof *logs[v].loss))) {
-            st = em_set_error(EM_ERR_MEMORY, "%s: out of memory", va->name);
-            break;
-        }
-        em_train_opts o = {.recipe = rc, .data_dir = data_dir, .epochs = 1,
-                           .batch = batch / va->micro_split, .max_steps = steps * va->micro_split,
-                           .workers = em_recipe_default_workers(device), .tech = va->tech,
-                           .device = device,
-                           .callbacks = {.ctx = &logs[v], .on_step = record_loss}};
-        fprintf(stderr, "ember compare: %s ...\n", va->name);
-        if ((st = em_recipe_train(&o, &res[v])) != EM_OK)
-            em_error_prefix(va->name);
-    }
+    em_status st = train_variants(rc, data_dir, device, steps, batch, res, logs);
     if (page && st == EM_OK)
         st = write_report(page, rc, steps, batch, res, logs);
     else if (page)
@@ -201,22 +234,6 @@ int em_cmd_compare(int argc, char **argv)
         fprintf(stderr, "ember compare: %s\n", em_error());
         return 1;
     }
-    char about[256];
-    printf("ember compare %s: %lld optimizer steps of batch %lld on %s, %d threads, from the "
-           "same seed\n", rc->name, (long long)steps, (long long)batch,
-           em_device_describe(device, about, sizeof about), omp_get_max_threads());
-    printf("%-20s %10s %6s %11s %6s %10s %6s %10s %8s\n", "technique", "step MB", "x f32",
-           "activ. MB", "x f32", "samples/s", "x f32", "final loss", "test acc");
-    const em_train_result *b = &res[0];
-    for (int v = 0; v < N_VARIANTS; v++) {
-        const em_train_result *r = &res[v];
-        printf("%-20s %10.1f %6.2f %11.1f %6.2f %10.0f %6.2f %10.4f %8.4f\n", variants[v].name,
-               r->peak_step_bytes / 1e6, ratio(r->peak_step_bytes, b->peak_step_bytes),
-               r->activation_bytes / 1e6, ratio(r->activation_bytes, b->activation_bytes),
-               r->train_samples_per_s, ratio(r->train_samples_per_s, b->train_samples_per_s),
-               r->train_loss, r->test_acc);
-    }
-    printf("step MB: peak memory above what was held before training (parameters, optimizer state\n"
-           "and data are excluded); activ. MB: bytes a forward holds for its backward.\n");
+    print_table(rc, device, steps, batch, res);
     return 0;
 }

@@ -14,7 +14,7 @@
 
 
 typedef struct {
-    const char *load, *save, *data_dir, *method;
+    const char *recipe, *load, *save, *data_dir, *method;
     double amount, n, lr;
     int dim, iterations, finetune_epochs, threads;
     bool global, shrink, structured;
@@ -97,119 +97,150 @@ static long long file_bytes(const char *path)
     return stat(path, &s) == 0 ? (long long)s.st_size : -1;
 }
 
-int em_cmd_prune(int argc, char **argv)
+/* Reads argv into o and *rc; EM_ARGS_RUN to go on, else the exit status. */
+static int parse_prune_args(int argc, char **argv, prune_opts *o, const em_recipe **rc)
 {
-    const char *recipe = NULL;
-    prune_opts o = {.n = 2, .iterations = 1, .threads = 2};
+    const char **recipe = &o->recipe;
     bool dim_given = false;
     const em_opt opts[] = {
-        {"load", EM_OPT_STRING, &o.load, "FILE", "the model file or checkpoint", .required = true},
-        {"save", EM_OPT_STRING, &o.save, "FILE", "where the pruned model goes", .required = true},
-        {"method", EM_OPT_CHOICE, &o.method, NULL, "how weights are chosen", .required = true,
+        {"load", EM_OPT_STRING, &o->load, "FILE", "the model file or checkpoint", .required = true},
+        {"save", EM_OPT_STRING, &o->save, "FILE", "where the pruned model goes", .required = true},
+        {"method", EM_OPT_CHOICE, &o->method, NULL, "how weights are chosen", .required = true,
          .choices = "l1|random|ln"},
-        {"amount", EM_OPT_REAL, &o.amount, "A", "final sparsity after all rounds",
+        {"amount", EM_OPT_REAL, &o->amount, "A", "final sparsity after all rounds",
          .range = {.min = 0, .max = 1, .open_max = true}, .required = true},
-        {"global", EM_OPT_FLAG, &o.global, NULL,
+        {"global", EM_OPT_FLAG, &o->global, NULL,
          .help = "rank weights across layers (unstructured)"},
-        {"dim", EM_OPT_INT, &o.dim, "D", "prune whole slices along D (structured)",
+        {"dim", EM_OPT_INT, &o->dim, "D", "prune whole slices along D (structured)",
          .range = EM_RANGE(-8, 7), .given = &dim_given},
-        {"n", EM_OPT_REAL, &o.n, "N", "the norm of ln (default 2; inf allowed)",
+        {"n", EM_OPT_REAL, &o->n, "N", "the norm of ln (default 2; inf allowed)",
          .range = {.min = 0, .max = INFINITY, .open_min = true}},
-        {"iterations", EM_OPT_INT, &o.iterations, "N", "rounds of pruning (default 1)",
+        {"iterations", EM_OPT_INT, &o->iterations, "N", "rounds of pruning (default 1)",
          .range = EM_RANGE(1, 1000)},
-        {"finetune-epochs", EM_OPT_INT, &o.finetune_epochs, "E", "epochs of fine-tuning per round",
+        {"finetune-epochs", EM_OPT_INT, &o->finetune_epochs, "E", "epochs of fine-tuning per round",
          .range = EM_RANGE(0, 1000)},
-        {"lr", EM_OPT_REAL, &o.lr, "X", "fine-tuning learning rate (default: the recipe's / 5)",
+        {"lr", EM_OPT_REAL, &o->lr, "X", "fine-tuning learning rate (default: the recipe's / 5)",
          .range = EM_ABOVE(0)},
-        {"shrink", EM_OPT_FLAG, &o.shrink, NULL, .help = "remove pruned rows and channels"},
-        {"seed", EM_OPT_UINT64, &o.seed, "S", .help = "random seed (default 0)"},
-        {"threads", EM_OPT_INT, &o.threads, "N", "OpenMP threads (default 2)",
+        {"shrink", EM_OPT_FLAG, &o->shrink, NULL, .help = "remove pruned rows and channels"},
+        {"seed", EM_OPT_UINT64, &o->seed, "S", .help = "random seed (default 0)"},
+        {"threads", EM_OPT_INT, &o->threads, "N", "OpenMP threads (default 2)",
          .range = EM_RANGE(1, 4096)},
-        {"data", EM_OPT_STRING, &o.data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"data", EM_OPT_STRING, &o->data_dir, "DIR", .help = "Fashion-MNIST directory"},
         {0}};
     const em_cmd_spec spec = {
-        .command = "ember prune", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
+        .command = "ember prune", .operands = "RECIPE", .n_operands = 1, .operand = recipe,
         .about = "l1: L1 unstructured; random: random unstructured, or structured along --dim "
                  "when given;\nln: L-n structured along --dim (default 0) with --n (default 2). "
                  "Structured pruning\nleaves the output layer's rows alone. --amount is the final "
                  "sparsity after all rounds.",
         .more_help = em_list_recipes, .opts = opts};
-    const em_recipe *rc;
-    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
+    int parsed = em_parse_recipe_command(&spec, argc, argv, recipe, true, rc);
     if (parsed != EM_ARGS_RUN)
         return parsed;
-    o.structured = !strcmp(o.method, "ln") || dim_given;
-    if (o.global && o.structured) {
+    o->structured = !strcmp(o->method, "ln") || dim_given;
+    if (o->global && o->structured) {
         fprintf(stderr, "ember prune: --global works only with unstructured pruning (l1, or "
                         "random without --dim)\n");
         return 2;
     }
-    if (o.lr <= 0)
-        o.lr = rc->lr / 5;
+    if (o->lr <= 0)
+        o->lr = (*rc)->lr / 5;
+    return EM_ARGS_RUN;
+}
+
+/* What a pruning run measures before and after. */
+typedef struct {
+    double base_acc, acc, sparsity;
+    em_latency base1, base64, l1, l64; /* batch 1 and 64 */
+    int64_t base_params, removed;      /* neurons removed by shrinking */
+} prune_figures;
+
+/* Prunes m in o->iterations rounds (fine-tuning between them), shrinks or makes the pruning
+ * permanent, measures and saves; f gets the figures. */
+static em_status prune_model(const em_recipe *rc, const prune_opts *o, em_module *m,
+                             const em_dataset *test, const em_tensor *x1, const em_tensor *x64,
+                             prune_figures *f)
+{
+    em_generator gen = em_generator_new(o->seed);
+    f->base_params = em_module_num_params(m);
+    em_status st = test_accuracy(m, test, &f->base_acc);
+    f->base1 = em_measure_latency(m, x1, 50, 300);
+    f->base64 = em_measure_latency(m, x64, 5, 40);
+    /* each round prunes a of what remains: (1 - a)^N = 1 - amount */
+    double a = 1 - pow(1 - o->amount, 1.0 / o->iterations);
+    for (int r = 0; r < o->iterations && st == EM_OK; r++) {
+        st = prune_round(m, o, a, &gen);
+        if (st == EM_OK && o->finetune_epochs)
+            st = finetune(rc, m, o, r);
+        if (st == EM_OK)
+            st = test_accuracy(m, test, &f->acc);
+        if (st == EM_OK)
+            printf("round %d/%d: pruned %.4f of the remaining weights, test_acc %.4f\n", r + 1,
+                   o->iterations, a, f->acc);
+    }
+    if (st == EM_OK && o->shrink)
+        st = (f->removed = em_prune_shrink(m)) < 0 ? em_error_status() : EM_OK;
+    else if (st == EM_OK)
+        st = em_prune_remove_all(m);
+    f->sparsity = st == EM_OK ? em_prune_report(m, stdout) : 0;
+    if (st == EM_OK && o->shrink)
+        st = test_accuracy(m, test, &f->acc);
+    if (st != EM_OK)
+        return st;
+    f->l1 = em_measure_latency(m, x1, 50, 300);
+    f->l64 = em_measure_latency(m, x64, 5, 40);
+    em_st_meta meta[2] = {{"recipe", rc->name}};
+    return em_module_save(m, o->save, meta, 1 + em_prune_meta(meta + 1));
+}
+
+/* The run's one-line JSON summary on stdout. */
+static em_status print_prune_summary(const em_recipe *rc, const prune_opts *o,
+                                     const em_module *m, const prune_figures *f)
+{
+    json_t *j = json_pack("{s:s, s:s, s:b, s:b}", "recipe", rc->name, "method", o->method,
+                          "structured", o->structured, "global", o->global);
+    em_json_set_real(j, "amount", o->amount, 4);
+    json_object_set_new(j, "iterations", json_integer(o->iterations));
+    json_object_set_new(j, "finetune_epochs", json_integer(o->finetune_epochs));
+    em_json_set_real(j, "base_test_acc", f->base_acc, 4);
+    em_json_set_real(j, "test_acc", f->acc, 4);
+    em_json_set_real(j, "sparsity", f->sparsity, 4);
+    json_object_set_new(j, "base_params", json_integer(f->base_params));
+    json_object_set_new(j, "params", json_integer(em_module_num_params(m)));
+    json_object_set_new(j, "neurons_removed", json_integer(f->removed));
+    json_object_set_new(j, "size_bytes", json_integer(em_module_nbytes(m)));
+    json_object_set_new(j, "file_bytes", json_integer(file_bytes(o->save)));
+    em_json_set_real(j, "base_latency_b1_p50_us", f->base1.p50_us, 1);
+    em_json_set_real(j, "latency_b1_p50_us", f->l1.p50_us, 1);
+    em_json_set_real(j, "base_b64_samples_per_s_p50", 64e6 / f->base64.p50_us, 0);
+    em_json_set_real(j, "b64_samples_per_s_p50", 64e6 / f->l64.p50_us, 0);
+    em_json_set_real(j, "b64_speedup", f->l64.p50_us > 0 ? f->base64.p50_us / f->l64.p50_us : 0,
+                     2);
+    em_status st = j ? em_json_print_line(stdout, j) : EM_ERR_MEMORY;
+    json_decref(j);
+    return st;
+}
+
+int em_cmd_prune(int argc, char **argv)
+{
+    prune_opts o = {.n = 2, .iterations = 1, .threads = 2};
+    const em_recipe *rc;
+    int parsed = parse_prune_args(argc, argv, &o, &rc);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
     omp_set_num_threads(o.threads);
-    em_generator gen = em_generator_new(o.seed);
     em_module *m = rc->build();
     em_dataset *test = em_fashion_mnist(o.data_dir, false, rc->flat_input);
     em_tensor *x64 = test ? em_test_batch(rc, o.data_dir, 64) : NULL;
     em_tensor *x1 = x64 ? em_narrow(x64, 0, 0, 1) : NULL;
     em_status st = m && x1 ? em_load_model_any(m, rc, o.load) : em_error_status();
-    double base_acc = 0, acc = 0;
-    em_latency base1 = {0}, base64 = {0}, l1 = {0}, l64 = {0};
-    int64_t base_params = em_module_num_params(m), removed = 0;
-    if (st == EM_OK) {
-        st = test_accuracy(m, test, &base_acc);
-        base1 = em_measure_latency(m, x1, 50, 300);
-        base64 = em_measure_latency(m, x64, 5, 40);
-    }
-    /* each round prunes a of what remains: (1 - a)^N = 1 - amount */
-    double a = 1 - pow(1 - o.amount, 1.0 / o.iterations);
-    for (int r = 0; r < o.iterations && st == EM_OK; r++) {
-        st = prune_round(m, &o, a, &gen);
-        if (st == EM_OK && o.finetune_epochs)
-            st = finetune(rc, m, &o, r);
-        if (st == EM_OK)
-            st = test_accuracy(m, test, &acc);
-        if (st == EM_OK)
-            printf("round %d/%d: pruned %.4f of the remaining weights, test_acc %.4f\n", r + 1,
-                   o.iterations, a, acc);
-    }
-    if (st == EM_OK && o.shrink)
-        st = (removed = em_prune_shrink(m)) < 0 ? em_error_status() : EM_OK;
-    else if (st == EM_OK)
-        st = em_prune_remove_all(m);
-    double sparsity = st == EM_OK ? em_prune_report(m, stdout) : 0;
-    if (st == EM_OK && o.shrink)
-        st = test_accuracy(m, test, &acc);
-    if (st == EM_OK) {
-        l1 = em_measure_latency(m, x1, 50, 300);
-        l64 = em_measure_latency(m, x64, 5, 40);
-        em_st_meta meta[2] = {{"recipe", rc->name}};
-        st = em_module_save(m, o.save, meta, 1 + em_prune_meta(meta + 1));
-    }
-    if (st != EM_OK) {
+    prune_figures f = {0};
+    if (st == EM_OK)
+        st = prune_model(rc, &o, m, test, x1, x64, &f);
+    if (st == EM_OK)
+        st = print_prune_summary(rc, &o, m, &f);
+    else
         fprintf(stderr, "ember prune: %s\n", em_error());
-    } else {
-        json_t *j = json_pack("{s:s, s:s, s:b, s:b}", "recipe", rc->name, "method", o.method,
-                              "structured", o.structured, "global", o.global);
-        em_json_set_real(j, "amount", o.amount, 4);
-        json_object_set_new(j, "iterations", json_integer(o.iterations));
-        json_object_set_new(j, "finetune_epochs", json_integer(o.finetune_epochs));
-        em_json_set_real(j, "base_test_acc", base_acc, 4);
-        em_json_set_real(j, "test_acc", acc, 4);
-        em_json_set_real(j, "sparsity", sparsity, 4);
-        json_object_set_new(j, "base_params", json_integer(base_params));
-        json_object_set_new(j, "params", json_integer(em_module_num_params(m)));
-        json_object_set_new(j, "neurons_removed", json_integer(removed));
-        json_object_set_new(j, "size_bytes", json_integer(em_module_nbytes(m)));
-        json_object_set_new(j, "file_bytes", json_integer(file_bytes(o.save)));
-        em_json_set_real(j, "base_latency_b1_p50_us", base1.p50_us, 1);
-        em_json_set_real(j, "latency_b1_p50_us", l1.p50_us, 1);
-        em_json_set_real(j, "base_b64_samples_per_s_p50", 64e6 / base64.p50_us, 0);
-        em_json_set_real(j, "b64_samples_per_s_p50", 64e6 / l64.p50_us, 0);
-        em_json_set_real(j, "b64_speedup", l64.p50_us > 0 ? base64.p50_us / l64.p50_us : 0, 2);
-        st = j ? em_json_print_line(stdout, j) : EM_ERR_MEMORY;
-        json_decref(j);
-    }
     em_release(x1);
     em_release(x64);
     em_dataset_free(test);

@@ -127,59 +127,88 @@ static int quantize_static(const em_recipe *rc, const char *load, const char *sa
     return 0;
 }
 
-int em_cmd_quantize(int argc, char **argv)
+/* What `ember quantize`'s command line sets. */
+typedef struct {
+    const char *recipe, *load, *save, *data_dir, *observer;
+    int threads, calib_batches;
+    bool per_tensor, static_int8;
+} quantize_args;
+
+/* Reads argv into a and *rc; EM_ARGS_RUN to go on, else the exit status. */
+static int parse_quantize_args(int argc, char **argv, quantize_args *a, const em_recipe **rc)
 {
-    const char *recipe = NULL, *load = NULL, *save = NULL, *data_dir = NULL;
-    const char *observer = "minmax";
-    int threads = 2, calib_batches = 32;
-    bool per_tensor = false, static_int8 = false;
     const em_opt opts[] = {
-        {"load", EM_OPT_STRING, &load, "FILE", "the f32 model file or checkpoint",
+        {"load", EM_OPT_STRING, &a->load, "FILE", "the f32 model file or checkpoint",
          .required = true},
-        {"save", EM_OPT_STRING, &save, "FILE", "where the quantized model goes", .required = true},
-        {"per-tensor", EM_OPT_FLAG, &per_tensor, NULL,
+        {"save", EM_OPT_STRING, &a->save, "FILE", "where the quantized model goes", .required = true},
+        {"per-tensor", EM_OPT_FLAG, &a->per_tensor, NULL,
          .help = "one scale per tensor (default: per row)"},
-        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads (default 2)",
+        {"threads", EM_OPT_INT, &a->threads, "N", "OpenMP threads (default 2)",
          .range = EM_RANGE(1, 4096)},
-        {"static", EM_OPT_FLAG, &static_int8, NULL, .help = "static INT8 of Linear and Conv2d, "
+        {"static", EM_OPT_FLAG, &a->static_int8, NULL, .help = "static INT8 of Linear and Conv2d, "
          "calibrated; reported next to f32 and dynamic"},
-        {"calib-batches", EM_OPT_INT, &calib_batches, "N", "training batches of 64 to calibrate "
+        {"calib-batches", EM_OPT_INT, &a->calib_batches, "N", "training batches of 64 to calibrate "
          "on (default 32)", .range = EM_RANGE(1, 937)},
-        {"observer", EM_OPT_CHOICE, &observer, NULL, "activation ranges: min/max or the "
+        {"observer", EM_OPT_CHOICE, &a->observer, NULL, "activation ranges: min/max or the "
          "99.99th percentile (default minmax)", .choices = "minmax|percentile"},
-        {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"data", EM_OPT_STRING, &a->data_dir, "DIR", .help = "Fashion-MNIST directory"},
         {0}};
     const em_cmd_spec spec = {
-        .command = "ember quantize", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
+        .command = "ember quantize", .operands = "RECIPE", .n_operands = 1, .operand = &a->recipe,
         .about = "Dynamic INT8 quantization of a saved model's Linear layers, or (--static) static "
                  "INT8 of\nits Linear and Conv2d layers calibrated on training batches: accuracy, "
                  "size and\nlatency before and after, then a JSON summary line.",
         .more_help = em_list_recipes, .opts = opts};
-    const em_recipe *rc;
-    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &a->recipe, true, rc);
     if (parsed != EM_ARGS_RUN)
         return parsed;
-    omp_set_num_threads(threads);
-    if (static_int8 && per_tensor) {
+    if (a->static_int8 && a->per_tensor) {
         fprintf(stderr, "ember quantize: --static quantizes weights per channel; drop "
                 "--per-tensor\n");
         return 2;
     }
-    if (static_int8)
-        return quantize_static(rc, load, save, data_dir, calib_batches,
-                               !strcmp(observer, "percentile") ? EM_OBSERVER_PERCENTILE
-                                                               : EM_OBSERVER_MINMAX);
-    em_quantize_opts qo = {.granularity = per_tensor ? EM_QUANT_PER_TENSOR
-                                                     : EM_QUANT_PER_CHANNEL};
+    return EM_ARGS_RUN;
+}
+
+/* Dynamic INT8's one-line JSON summary: f32 before, quantized after. */
+static em_status print_dynamic_summary(const em_recipe *rc, em_quant_granularity g,
+                                       const model_figures *f32, const model_figures *q,
+                                       long long f32_file, long long q_file)
+{
+    json_t *j = json_pack("{s:s, s:s}", "recipe", rc->name, "qscheme",
+                          g == EM_QUANT_PER_TENSOR ? "per_tensor" : "per_channel");
+    em_json_set_real(j, "f32_test_acc", f32->acc, 4);
+    em_json_set_real(j, "test_acc", q->acc, 4);
+    json_object_set_new(j, "f32_size_bytes", json_integer(f32->bytes));
+    json_object_set_new(j, "size_bytes", json_integer(q->bytes));
+    json_object_set_new(j, "f32_file_bytes", json_integer(f32_file));
+    json_object_set_new(j, "file_bytes", json_integer(q_file));
+    em_json_set_real(j, "file_ratio", q_file > 0 ? (double)f32_file / (double)q_file : 0, 2);
+    em_json_set_real(j, "f32_latency_b1_p50_us", f32->b1.p50_us, 1);
+    em_json_set_real(j, "latency_b1_p50_us", q->b1.p50_us, 1);
+    em_json_set_real(j, "latency_b1_p99_us", q->b1.p99_us, 1);
+    em_json_set_real(j, "f32_b64_samples_per_s_p50", 64e6 / f32->b64.p50_us, 0);
+    em_json_set_real(j, "b64_samples_per_s_p50", 64e6 / q->b64.p50_us, 0);
+    em_status st = j ? em_json_print_line(stdout, j) : EM_ERR_MEMORY;
+    json_decref(j);
+    return st;
+}
+
+/* Dynamic INT8 of the model in a->load, measured before and after, saved to a->save; the exit
+ * status. */
+static int quantize_dynamic(const em_recipe *rc, const quantize_args *a)
+{
+    em_quantize_opts qo = {.granularity = a->per_tensor ? EM_QUANT_PER_TENSOR
+                                                        : EM_QUANT_PER_CHANNEL};
     em_module *m = rc->build();
-    em_dataset *test = em_fashion_mnist(data_dir, false, rc->flat_input);
-    em_tensor *x64 = test ? em_test_batch(rc, data_dir, 64) : NULL;
+    em_dataset *test = em_fashion_mnist(a->data_dir, false, rc->flat_input);
+    em_tensor *x64 = test ? em_test_batch(rc, a->data_dir, 64) : NULL;
     model_figures f32 = {0}, q = {0};
     char f32_path[] = "/tmp/ember_quantize_f32XXXXXX";
     int fd = mkstemp(f32_path);
     if (fd >= 0)
         close(fd);
-    em_status st = m && x64 ? em_load_model_any(m, rc, load) : em_error_status();
+    em_status st = m && x64 ? em_load_model_any(m, rc, a->load) : em_error_status();
     if (st == EM_OK)
         st = measure(m, test, x64, &f32);
     if (st == EM_OK && fd >= 0)
@@ -190,12 +219,13 @@ int em_cmd_quantize(int argc, char **argv)
         st = measure(m, test, x64, &q);
     em_st_meta meta[4] = {{"recipe", rc->name}};
     int n_meta = 1 + em_quantize_meta(m, meta + 1);
-    if (source_pruned(load))
+    if (source_pruned(a->load))
         n_meta += em_prune_meta(meta + n_meta);
     if (st == EM_OK)
-        st = em_module_save(m, save, meta, n_meta);
-    long long f32_file = file_bytes(f32_path), q_file = file_bytes(save);
-    unlink(f32_path);
+        st = em_module_save(m, a->save, meta, n_meta);
+    long long f32_file = file_bytes(f32_path), q_file = file_bytes(a->save);
+    if (fd >= 0)
+        unlink(f32_path);
     em_release(x64);
     em_dataset_free(test);
     em_module_free(m);
@@ -203,21 +233,21 @@ int em_cmd_quantize(int argc, char **argv)
         fprintf(stderr, "ember quantize: %s\n", em_error());
         return 1;
     }
-    json_t *j = json_pack("{s:s, s:s}", "recipe", rc->name, "qscheme",
-                          qo.granularity == EM_QUANT_PER_TENSOR ? "per_tensor" : "per_channel");
-    em_json_set_real(j, "f32_test_acc", f32.acc, 4);
-    em_json_set_real(j, "test_acc", q.acc, 4);
-    json_object_set_new(j, "f32_size_bytes", json_integer(f32.bytes));
-    json_object_set_new(j, "size_bytes", json_integer(q.bytes));
-    json_object_set_new(j, "f32_file_bytes", json_integer(f32_file));
-    json_object_set_new(j, "file_bytes", json_integer(q_file));
-    em_json_set_real(j, "file_ratio", q_file > 0 ? (double)f32_file / (double)q_file : 0, 2);
-    em_json_set_real(j, "f32_latency_b1_p50_us", f32.b1.p50_us, 1);
-    em_json_set_real(j, "latency_b1_p50_us", q.b1.p50_us, 1);
-    em_json_set_real(j, "latency_b1_p99_us", q.b1.p99_us, 1);
-    em_json_set_real(j, "f32_b64_samples_per_s_p50", 64e6 / f32.b64.p50_us, 0);
-    em_json_set_real(j, "b64_samples_per_s_p50", 64e6 / q.b64.p50_us, 0);
-    st = j ? em_json_print_line(stdout, j) : EM_ERR_MEMORY;
-    json_decref(j);
-    return st == EM_OK ? 0 : 1;
+    return print_dynamic_summary(rc, qo.granularity, &f32, &q, f32_file, q_file) == EM_OK ? 0
+                                                                                          : 1;
+}
+
+int em_cmd_quantize(int argc, char **argv)
+{
+    quantize_args a = {.observer = "minmax", .threads = 2, .calib_batches = 32};
+    const em_recipe *rc;
+    int parsed = parse_quantize_args(argc, argv, &a, &rc);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    omp_set_num_threads(a.threads);
+    if (a.static_int8)
+        return quantize_static(rc, a.load, a.save, a.data_dir, a.calib_batches,
+                               !strcmp(a.observer, "percentile") ? EM_OBSERVER_PERCENTILE
+                                                                 : EM_OBSERVER_MINMAX);
+    return quantize_dynamic(rc, &a);
 }

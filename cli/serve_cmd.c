@@ -16,94 +16,99 @@ em_shape em_recipe_sample_shape(const em_recipe *rc)
     return rc->flat_input ? EM_SHAPE(784) : EM_SHAPE(1, 28, 28);
 }
 
-int em_cmd_serve(int argc, char **argv)
+/* What `ember serve`'s command line sets. */
+typedef struct {
+    const char *recipe, *load, *cache_dir;
+    int port, threads;
+    double drain_s;
+    em_engine_opts eo;
+    em_http_opts ho;
+    int64_t max_body;
+} serve_args;
+
+/* Reads argv into a and *rc, the engine's and server's options settled; EM_ARGS_RUN to go on,
+ * else the exit status. */
+static int parse_serve_args(int argc, char **argv, serve_args *a, const em_recipe **rc)
 {
-    const char *recipe = NULL, *load = NULL, *cache_dir = NULL;
-    int port = 8080, threads = 0;
-    double drain_s = 30;
-    em_engine_opts eo = {.workers = 1, .max_batch = 32, .max_wait_ms = 2, .max_queue = 1024};
-    em_http_opts ho = {0};
-    int64_t max_body = 1 << 20;
     const em_opt opts[] = {
-        {"load", EM_OPT_STRING, &load, "FILE", "the model file or checkpoint", .required = true},
-        {"port", EM_OPT_INT, &port, "N", "TCP port on 127.0.0.1 (default 8080; 0: any)",
+        {"load", EM_OPT_STRING, &a->load, "FILE", "the model file or checkpoint", .required = true},
+        {"port", EM_OPT_INT, &a->port, "N", "TCP port on 127.0.0.1 (default 8080; 0: any)",
          .range = EM_RANGE(0, 65535)},
-        {"workers", EM_OPT_INT, &eo.workers, "N", "engine workers (default 1)",
+        {"workers", EM_OPT_INT, &a->eo.workers, "N", "engine workers (default 1)",
          .range = EM_RANGE(1, 64)},
-        {"reserved-workers", EM_OPT_INT, &eo.reserved_workers, "N",
+        {"reserved-workers", EM_OPT_INT, &a->eo.reserved_workers, "N",
          "workers that take only high and critical requests (default 0)",
          .range = EM_RANGE(0, 63)},
-        {"bulk-nice", EM_OPT_INT, &eo.bulk_nice, "N", "with reserved workers: the nice value of "
+        {"bulk-nice", EM_OPT_INT, &a->eo.bulk_nice, "N", "with reserved workers: the nice value of "
          "the others (default 0)", .range = EM_RANGE(0, 19)},
-        {"max-batch", EM_OPT_INT, &eo.max_batch, "N", "largest batch; 1 turns batching off "
+        {"max-batch", EM_OPT_INT, &a->eo.max_batch, "N", "largest batch; 1 turns batching off "
          "(default 32)", .range = EM_RANGE(1, EM_ENGINE_MAX_BATCH)},
-        {"max-wait-ms", EM_OPT_REAL, &eo.max_wait_ms, "X", "how long a batch waits to fill "
+        {"max-wait-ms", EM_OPT_REAL, &a->eo.max_wait_ms, "X", "how long a batch waits to fill "
          "(default 2)", .range = EM_RANGE(0.01, 10000)},
-        {"max-queue", EM_OPT_INT64, &eo.max_queue, "N", "queued requests before 503 (default "
+        {"max-queue", EM_OPT_INT64, &a->eo.max_queue, "N", "queued requests before 503 (default "
          "1024)", .range = EM_RANGE(1, 1 << 24)},
-        {"target-p95-ms", EM_OPT_REAL, &eo.target_p95_ms, "X", "adaptive batching target "
+        {"target-p95-ms", EM_OPT_REAL, &a->eo.target_p95_ms, "X", "adaptive batching target "
          "(default off)", .range = EM_RANGE(0, 1e6)},
-        {"cache-entries", EM_OPT_INT64, &eo.cache.max_entries, "N", "result cache entries "
+        {"cache-entries", EM_OPT_INT64, &a->eo.cache.max_entries, "N", "result cache entries "
          "(default 0: no cache)", .range = EM_RANGE(0, 1 << 24)},
-        {"cache-bytes", EM_OPT_INT64, &eo.cache.max_bytes, "N", "result cache bytes (default "
+        {"cache-bytes", EM_OPT_INT64, &a->eo.cache.max_bytes, "N", "result cache bytes (default "
          "64 MiB)", .range = EM_RANGE(0, 1e15)},
-        {"cache-dir", EM_OPT_STRING, &cache_dir, "DIR", .help = "load the cache from DIR, save it "
+        {"cache-dir", EM_OPT_STRING, &a->cache_dir, "DIR", .help = "load the cache from DIR, save it "
          "at exit"},
-        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads per worker (default: all)",
+        {"threads", EM_OPT_INT, &a->threads, "N", "OpenMP threads per worker (default: all)",
          .range = EM_RANGE(0, 4096)},
-        {"max-body", EM_OPT_INT64, &max_body, "BYTES", "largest request body (default 1 MiB)",
+        {"max-body", EM_OPT_INT64, &a->max_body, "BYTES", "largest request body (default 1 MiB)",
          .range = EM_RANGE(1, 1 << 30)},
-        {"max-connections", EM_OPT_INT, &ho.max_connections, "N", "open connections (default "
+        {"max-connections", EM_OPT_INT, &a->ho.max_connections, "N", "open connections (default "
          "256)", .range = EM_RANGE(1, 100000)},
-        {"timeout-ms", EM_OPT_REAL, &ho.timeout_ms, "X", "a request's default deadline, then "
+        {"timeout-ms", EM_OPT_REAL, &a->ho.timeout_ms, "X", "a request's default deadline, then "
          "504 (default 30000)", .range = EM_RANGE(0, 3.6e6)},
-        {"drain-s", EM_OPT_REAL, &drain_s, "X", "how long SIGTERM waits for requests in "
+        {"drain-s", EM_OPT_REAL, &a->drain_s, "X", "how long SIGTERM waits for requests in "
          "flight (default 30)", .range = EM_RANGE(0, 3600)},
         {0}};
     const em_cmd_spec spec = {
-        .command = "ember serve", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
+        .command = "ember serve", .operands = "RECIPE", .n_operands = 1, .operand = &a->recipe,
         .about = "Serves a saved recipe model over HTTP/JSON on 127.0.0.1: POST /predict "
                  "{\"input\":[...],\n\"priority\":\"low|normal|high|critical\",\"timeout_ms\":N}, "
                  "GET /health, GET /stats.\nSIGTERM drains the requests in flight, then exits.",
         .more_help = em_list_recipes, .opts = opts};
-    const em_recipe *rc;
-    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &a->recipe, true, rc);
     if (parsed != EM_ARGS_RUN)
         return parsed;
-    if (eo.reserved_workers >= eo.workers) {
+    if (a->eo.reserved_workers >= a->eo.workers) {
         fprintf(stderr, "ember serve: --reserved-workers must be below --workers\n");
         return 2;
     }
-    eo.threads_per_worker = threads;
-    eo.cache_dir = cache_dir;
-    ho.port = port;
-    ho.max_body = (size_t)max_body;
-    /* SIGTERM and SIGINT go to sigwait below, in no other thread */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    a->eo.threads_per_worker = a->threads;
+    a->eo.cache_dir = a->cache_dir;
+    a->ho.port = a->port;
+    a->ho.max_body = (size_t)a->max_body;
+    return EM_ARGS_RUN;
+}
+
+/* Serves until a signal of stop arrives, then drains; the exit status. */
+static int serve(const em_recipe *rc, const serve_args *a, const sigset_t *stop)
+{
     em_module *m = rc->build();
-    em_status st = m ? em_load_model_any(m, rc, load) : em_error_status();
-    em_engine *e = st == EM_OK ? em_engine_new(m, em_recipe_sample_shape(rc), eo) : NULL;
+    em_status st = m ? em_load_model_any(m, rc, a->load) : em_error_status();
+    em_engine *e = st == EM_OK ? em_engine_new(m, em_recipe_sample_shape(rc), a->eo) : NULL;
     if (!e) {
         fprintf(stderr, "ember serve: %s\n", em_error());
         em_module_free(m);
         return 1;
     }
-    em_http_server *s = em_http_start(e, ho);
+    em_http_server *s = em_http_start(e, a->ho);
     if (!s) {
         em_engine_free(e);
         em_module_free(m);
         return 1;
     }
     printf("{\"serving\":\"%s\",\"port\":%d,\"workers\":%d,\"max_batch\":%d}\n", rc->name,
-           em_http_port(s), eo.workers, eo.max_batch);
+           em_http_port(s), a->eo.workers, a->eo.max_batch);
     fflush(stdout);
     int sig = 0;
-    sigwait(&stop, &sig);
-    int left = em_http_stop(s, drain_s);
+    sigwait(stop, &sig);
+    int left = em_http_stop(s, a->drain_s);
     em_engine_stats stats = em_engine_stats_get(e);
     em_engine_free(e);
     em_module_free(m);
@@ -112,4 +117,21 @@ int em_cmd_serve(int argc, char **argv)
            sig == SIGTERM ? "SIGTERM" : "SIGINT", left, json ? json : "null");
     free(json);
     return left ? 1 : 0;
+}
+
+int em_cmd_serve(int argc, char **argv)
+{
+    serve_args a = {.port = 8080, .drain_s = 30, .max_body = 1 << 20,
+                    .eo = {.workers = 1, .max_batch = 32, .max_wait_ms = 2, .max_queue = 1024}};
+    const em_recipe *rc;
+    int parsed = parse_serve_args(argc, argv, &a, &rc);
+    if (parsed != EM_ARGS_RUN)
+        return parsed;
+    /* SIGTERM and SIGINT go to sigwait in serve, in no other thread */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    return serve(rc, &a, &stop);
 }

@@ -154,76 +154,81 @@ int em_cli_device(const char *command, const char *name, bool tf32, em_device *o
     return 0;
 }
 
-int em_cmd_train(int argc, char **argv)
+/* What `ember train`'s command line sets: the training options and the words and flags that
+ * settle them. */
+typedef struct {
+    em_train_opts o;
+    const char *recipe, *amp, *profile_steps, *preset, *device;
+    int threads;
+    bool no_val, given_amp, given_schedule, tf32;
+    double dist_timeout;
+} train_args;
+
+/* Reads argv into a; EM_ARGS_RUN to go on, else the exit status. */
+static int parse_train_args(int argc, char **argv, train_args *a)
 {
-    em_train_opts o = {.workers = -1, .progress = true};
-    const char *recipe = NULL, *amp = "off", *profile_steps = NULL, *preset = NULL;
-    const char *device = "cpu";
-    int threads = 0;
-    bool no_val = false, given_amp = false, given_schedule = false, tf32 = false;
-    double dist_timeout = 0;
     const em_opt opts[] = {
-        {"epochs", EM_OPT_INT, &o.epochs, "N", "epochs to train (default: the recipe's)",
+        {"epochs", EM_OPT_INT, &a->o.epochs, "N", "epochs to train (default: the recipe's)",
          .range = EM_AT_LEAST(1)},
-        {"batch", EM_OPT_INT64, &o.batch, "N", "samples per batch (default: the recipe's)",
+        {"batch", EM_OPT_INT64, &a->o.batch, "N", "samples per batch (default: the recipe's)",
          .range = EM_AT_LEAST(1)},
-        {"lr", EM_OPT_REAL, &o.lr, "X", "learning rate (default: the recipe's)",
+        {"lr", EM_OPT_REAL, &a->o.lr, "X", "learning rate (default: the recipe's)",
          .range = EM_ABOVE(0)},
-        {"optim", EM_OPT_CHOICE, &o.optim, NULL, "optimizer (default: the recipe's)",
+        {"optim", EM_OPT_CHOICE, &a->o.optim, NULL, "optimizer (default: the recipe's)",
          .choices = "sgd|adam|adamw|rmsprop"},
-        {"schedule", EM_OPT_CHOICE, &o.schedule, NULL, "learning-rate schedule (default: the "
-         "recipe's)", .choices = EM_RECIPE_SCHEDULES, .given = &given_schedule},
-        {"preset", EM_OPT_CHOICE, &preset, NULL, "a bundle of techniques; options given here "
+        {"schedule", EM_OPT_CHOICE, &a->o.schedule, NULL, "learning-rate schedule (default: the "
+         "recipe's)", .choices = EM_RECIPE_SCHEDULES, .given = &a->given_schedule},
+        {"preset", EM_OPT_CHOICE, &a->preset, NULL, "a bundle of techniques; options given here "
          "win", .choices = EM_RECIPE_PRESETS},
-        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
-        {"workers", EM_OPT_INT, &o.workers, "N",
+        {"threads", EM_OPT_INT, &a->threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
+        {"workers", EM_OPT_INT, &a->o.workers, "N",
          "data loader threads (default: 0 on the CPU, 2 on a GPU)",
          .range = EM_RANGE(0, 256)},
-        {"seed", EM_OPT_UINT64, &o.seed, "N", .help = "random seed (default 0)"},
-        {"data", EM_OPT_STRING, &o.data_dir, "DIR",
+        {"seed", EM_OPT_UINT64, &a->o.seed, "N", .help = "random seed (default 0)"},
+        {"data", EM_OPT_STRING, &a->o.data_dir, "DIR",
          .help = "Fashion-MNIST directory (gpt: the fortunes' directory)"},
-        {"save", EM_OPT_STRING, &o.save_path, "FILE",
+        {"save", EM_OPT_STRING, &a->o.save_path, "FILE",
          .help = "write a training checkpoint every epoch"},
-        {"resume", EM_OPT_STRING, &o.resume_path, "FILE",
+        {"resume", EM_OPT_STRING, &a->o.resume_path, "FILE",
          .help = "continue from a training checkpoint"},
-        {"max-steps", EM_OPT_INT64, &o.max_steps, "N", "stop after N steps",
+        {"max-steps", EM_OPT_INT64, &a->o.max_steps, "N", "stop after N steps",
          .range = EM_AT_LEAST(1)},
-        {"amp", EM_OPT_CHOICE, &amp, NULL, "mixed precision (f16 adds a grad scaler)",
-         .choices = "f16|bf16|off", .given = &given_amp},
-        {"grad-accum", EM_OPT_INT, &o.tech.grad_accum, "N", "micro-batches per optimizer step",
+        {"amp", EM_OPT_CHOICE, &a->amp, NULL, "mixed precision (f16 adds a grad scaler)",
+         .choices = "f16|bf16|off", .given = &a->given_amp},
+        {"grad-accum", EM_OPT_INT, &a->o.tech.grad_accum, "N", "micro-batches per optimizer step",
          .range = EM_AT_LEAST(1)},
-        {"clip", EM_OPT_REAL, &o.tech.clip, "X", "clip the total gradient 2-norm to X",
+        {"clip", EM_OPT_REAL, &a->o.tech.clip, "X", "clip the total gradient 2-norm to X",
          .range = EM_ABOVE(0)},
-        {"guard", EM_OPT_FLAG, &o.tech.guard, NULL, .help = "skip non-finite or outlier updates"},
-        {"checkpoint-activations", EM_OPT_FLAG, &o.tech.checkpoint_activations, NULL,
+        {"guard", EM_OPT_FLAG, &a->o.tech.guard, NULL, .help = "skip non-finite or outlier updates"},
+        {"checkpoint-activations", EM_OPT_FLAG, &a->o.tech.checkpoint_activations, NULL,
          .help = "recompute activations in backward"},
-        {"device", EM_OPT_CHOICE, &device, NULL, "where to train (default cpu)",
+        {"device", EM_OPT_CHOICE, &a->device, NULL, "where to train (default cpu)",
          .choices = "cpu|cuda"},
-        {"tf32", EM_OPT_FLAG, &tf32, NULL,
+        {"tf32", EM_OPT_FLAG, &a->tf32, NULL,
          .help = "f32 matrix products on TF32 tensor cores (cuda; off by default)"},
-        {"mem-budget", EM_OPT_SIZE, &o.mem_budget, "BYTES", "hold the device's memory to BYTES",
+        {"mem-budget", EM_OPT_SIZE, &a->o.mem_budget, "BYTES", "hold the device's memory to BYTES",
          .range = EM_AT_LEAST(1)},
-        {"find-batch", EM_OPT_FLAG, &o.find_batch, NULL,
+        {"find-batch", EM_OPT_FLAG, &a->o.find_batch, NULL,
          .help = "first find the batch with the best samples/s that fits"},
-        {"no-val", EM_OPT_FLAG, &no_val, NULL,
+        {"no-val", EM_OPT_FLAG, &a->no_val, NULL,
          .help = "evaluate the test split only at the end, not after every epoch"},
-        {"profile", EM_OPT_STRING, &o.observe.profile, "FILE.json",
+        {"profile", EM_OPT_STRING, &a->o.observe.profile, "FILE.json",
          .help = "profile micro-batches into a Chrome trace; the table goes to stderr"},
-        {"profile-steps", EM_OPT_STRING, &profile_steps, "A:B",
+        {"profile-steps", EM_OPT_STRING, &a->profile_steps, "A:B",
          .help = "the micro-batches --profile records, counting from 1 (default 6:25)"},
-        {"tensorboard", EM_OPT_STRING, &o.observe.tensorboard, "DIR",
+        {"tensorboard", EM_OPT_STRING, &a->o.observe.tensorboard, "DIR",
          .help = "write TensorBoard event files (scalars, histograms) into DIR"},
-        {"histogram-every", EM_OPT_INT, &o.observe.histogram_every, "N",
+        {"histogram-every", EM_OPT_INT, &a->o.observe.histogram_every, "N",
          "micro-batches between weight and gradient histograms (default 200)",
          .range = EM_AT_LEAST(1)},
-        {"ddp", EM_OPT_FLAG, &o.ddp, NULL,
+        {"ddp", EM_OPT_FLAG, &a->o.ddp, NULL,
          .help = "data-parallel on every process of `mpirun -np N` (--batch per process)"},
-        {"dist-timeout", EM_OPT_REAL, &dist_timeout, "S",
+        {"dist-timeout", EM_OPT_REAL, &a->dist_timeout, "S",
          "with --ddp: a collective waits at most S seconds for a rank (default 300)",
          .range = EM_ABOVE(0)},
         {0}};
     const em_cmd_spec spec = {
-        .command = "ember train", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
+        .command = "ember train", .operands = "RECIPE", .n_operands = 1, .operand = &a->recipe,
         .about = "Trains a reference recipe (on Fashion-MNIST; gpt on the fortunes' text). "
                  "Progress and a line\nper epoch go to stderr; stdout gets only a one-line JSON "
                  "summary.\n\nSchedules: cosine "
@@ -233,51 +238,74 @@ int em_cmd_train(int argc, char **argv)
                  "Presets: basic (--guard --clip 1); advanced (basic, --amp bf16, --schedule "
                  "warmup-cosine);\nultra (advanced, --grad-accum 2, --checkpoint-activations).",
         .more_help = em_list_recipes, .opts = opts};
-    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, false, &o.recipe);
-    if (parsed != EM_ARGS_RUN)
-        return parsed;
-    int bad_device = em_cli_device(spec.command, device, tf32, &o.device);
+    return em_parse_recipe_command(&spec, argc, argv, &a->recipe, false, &a->o.recipe);
+}
+
+/* The options' consequences checked before any data loads (device, files, preset, profiled
+ * steps); 0 to go on, else the exit status. */
+static int settle_train_args(train_args *a)
+{
+    em_train_opts *o = &a->o;
+    int bad_device = em_cli_device("ember train", a->device, a->tf32, &o->device);
     if (bad_device)
         return bad_device;
-    if (o.workers < 0)
-        o.workers = em_recipe_default_workers(o.device);
-    if (o.save_path && em_atomic_check(o.save_path) != EM_OK) { /* before any data loads */
+    if (o->workers < 0)
+        o->workers = em_recipe_default_workers(o->device);
+    if (o->save_path && em_atomic_check(o->save_path) != EM_OK) { /* before any data loads */
         fprintf(stderr, "ember train: --save: %s\n", em_error());
         return 2;
     }
-    if (o.observe.profile && em_atomic_check(o.observe.profile) != EM_OK) {
+    if (o->observe.profile && em_atomic_check(o->observe.profile) != EM_OK) {
         fprintf(stderr, "ember train: --profile: %s\n", em_error());
         return 2;
     }
-    o.tech.amp = !strcmp(amp, "f16") ? EM_F16 : !strcmp(amp, "bf16") ? EM_BF16 : EM_F32;
-    if (preset)
-        apply_preset(preset, &o, given_amp, given_schedule);
-    o.validate = !no_val;
-    if (profile_steps && !o.observe.profile) {
+    o->tech.amp = !strcmp(a->amp, "f16") ? EM_F16 : !strcmp(a->amp, "bf16") ? EM_BF16 : EM_F32;
+    if (a->preset)
+        apply_preset(a->preset, o, a->given_amp, a->given_schedule);
+    o->validate = !a->no_val;
+    if (a->profile_steps && !o->observe.profile) {
         fprintf(stderr, "ember train: --profile-steps needs --profile FILE.json\n");
         return 2;
     }
-    if (profile_steps && !em_parse_step_range(spec.command, "--profile-steps", profile_steps,
-                                              &o.observe.profile_first, &o.observe.profile_last))
+    if (a->profile_steps &&
+        !em_parse_step_range("ember train", "--profile-steps", a->profile_steps,
+                             &o->observe.profile_first, &o->observe.profile_last))
         return 2;
-    if (threads)
-        omp_set_num_threads(threads);
-    if (o.ddp && em_dist_init((em_dist_opts){.timeout_s = dist_timeout}) != EM_OK) {
+    return 0;
+}
+
+/* Trains (on every rank with --ddp) and prints the summary; the exit status. */
+static int run_train(train_args *a)
+{
+    em_train_opts *o = &a->o;
+    if (a->threads)
+        omp_set_num_threads(a->threads);
+    if (o->ddp && em_dist_init((em_dist_opts){.timeout_s = a->dist_timeout}) != EM_OK) {
         fprintf(stderr, "ember train: %s\n", em_error());
         return 1;
     }
     em_train_result r;
-    em_status st = em_recipe_train(&o, &r);
-    if (st != EM_OK && o.ddp)
+    em_status st = em_recipe_train(o, &r);
+    if (st != EM_OK && o->ddp)
         fprintf(stderr, "ember train (rank %d of %d): %s\n", em_dist_rank(),
                 em_dist_world_size(), em_error());
     else if (st != EM_OK)
         fprintf(stderr, "ember train: %s\n", em_error());
     else if (em_dist_rank() == 0)
-        print_summary(&o, &r);
-    if (o.ddp)
+        print_summary(o, &r);
+    if (o->ddp)
         em_dist_finalize();
     return st == EM_OK ? 0 : 1;
+}
+
+int em_cmd_train(int argc, char **argv)
+{
+    train_args a = {.o = {.workers = -1, .progress = true}, .amp = "off", .device = "cpu"};
+    int status = parse_train_args(argc, argv, &a);
+    if (status != EM_ARGS_RUN)
+        return status;
+    status = settle_train_args(&a);
+    return status ? status : run_train(&a);
 }
 
 int em_cmd_eval(int argc, char **argv)
