@@ -1,5 +1,6 @@
 /* Forward values of the ops against hand-computed results: matmul, linear, softmax, conv2d,
- * pooling, reductions, joining, where; and that views share storage and BLAS gets no copies. */
+ * pooling, reductions, joining, splitting, where, one_hot, argmax/argmin; and that views share
+ * storage and BLAS gets no copies. */
 #include <criterion/criterion.h>
 #include <math.h>
 
@@ -185,4 +186,49 @@ Test(ops_forward, sum_of_bool_and_int_counts_in_i64)
     em_tensor *total = em_sum_all(a);
     cr_assert_eq(total->dtype, EM_I64);
     cr_assert_eq(em_item(total), 10.0);
+}
+
+Test(ops_forward, split_pieces)
+{
+    em_tensor *t = em_arange(0, 10, 1, EM_F32);
+    em_tensor *parts[4];
+    cr_assert_eq(em_split(t, 4, 0, parts, 4), 3);
+    cr_expect_eq(parts[2]->shape[0], 2);
+    cr_expect_eq(em_get(parts[1], (int64_t[]){0}), 4.0);
+    cr_expect_eq(em_get(parts[2], (int64_t[]){1}), 9.0);
+    cr_expect_eq(em_split(t, 4, 0, parts, 1), 3);
+}
+
+Test(ops_forward, one_hot_values)
+{
+    em_tensor *i = em_from_data(EM_SHAPE(3), EM_I64, (int64_t[]){2, 0, 1});
+    em_tensor *h = em_one_hot(i, 4);
+    cr_assert_not_null(h, "%s", em_error());
+    cr_expect_eq(h->dtype, EM_I64);
+    cr_assert_eq(h->ndim, 2);
+    cr_expect_eq(h->shape[1], 4);
+    int64_t v[12], want[12] = {0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0};
+    em_copy_to_host(h, EM_I64, v);
+    for (int k = 0; k < 12; k++)
+        cr_expect_eq(v[k], want[k]);
+    cr_expect_null(em_one_hot(i, 2));
+    cr_expect_str_eq(em_error(), "em_one_hot: index 2 out of range [0, 2)");
+    em_error_clear();
+}
+
+Test(ops_forward, argmax_argmin_shapes)
+{
+    double v[6] = {1, 7, 3, 9, 2, 2};
+    em_tensor *x = em_from_data(EM_SHAPE(2, 3), EM_F64, v);
+    em_tensor *a = em_argmax(x, 1, false);
+    cr_assert_eq(a->ndim, 1);
+    cr_expect_eq(a->dtype, EM_I64);
+    cr_expect_eq(em_get(a, (int64_t[]){0}), 1);
+    cr_expect_eq(em_get(a, (int64_t[]){1}), 0);
+    em_tensor *b = em_argmin(x, 0, true);
+    cr_assert_eq(b->ndim, 2);
+    cr_expect_eq(b->shape[0], 1);
+    cr_expect_eq(em_get(b, (int64_t[]){0, 0}), 0);
+    cr_expect_eq(em_get(b, (int64_t[]){0, 1}), 1);
+    cr_expect_eq(em_get(b, (int64_t[]){0, 2}), 1);
 }

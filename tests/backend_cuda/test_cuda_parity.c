@@ -1,5 +1,6 @@
-/* Cross-backend parity: every op case (helpers/op_cases.c) on every available device other than
- * the CPU against the CPU, forward in f32, f16 and bf16 and gradients in f32. f32 agrees within
+/* Cross-backend parity: every op case (helpers/op_cases.c), in each of its input layouts, on
+ * every available device other than the CPU against the CPU, forward in f32, f16 and bf16 and
+ * gradients in f32. f32 agrees within
  * 1e-5 relative (TF32 off), f16/bf16 within two units of their rounding, integer, bool, index
  * and RNG outputs exactly; a case without a CUDA kernel yet must fail there with the clear "not
  * supported on cuda". Prints one line per case; where no GPU is present the test reports
@@ -61,24 +62,23 @@ static double worst(const em_tensor *got_t, const em_tensor *want_t, double tol)
     return err;
 }
 
-/* One case in one dtype on dev against the CPU; gradients too when asked. Returns the worst
- * error in tolerance units (> 1 fails) and prints it. */
-static double run_case(int k, em_dtype dt, em_device dev, bool grads)
+/* One case in one layout and dtype on dev against the CPU; gradients too when asked. Returns the
+ * worst error in tolerance units (> 1 fails) and prints it. */
+static double run_case(int k, unsigned layout, em_dtype dt, em_device dev, bool grads)
 {
     const em_op_case *c = &em_op_cases[k];
+    const char *lname = em_case_layout_name(layout);
     em_scope_begin();
     em_tensor *in_cpu[EM_CASE_MAX_INPUTS], *in_dev[EM_CASE_MAX_INPUTS];
-    cr_assert(em_op_case_inputs(k, dt, EM_CPU, grads, in_cpu), "%s", em_error());
-    cr_assert(em_op_case_inputs(k, dt, dev, grads, in_dev), "%s", em_error());
-    em_op_case_seed(k);
-    em_tensor *want = c->apply(in_cpu, EM_CPU);
-    cr_assert(want, "%s on cpu: %s", c->name, em_error());
-    em_op_case_seed(k);
-    em_tensor *got = c->apply(in_dev, dev);
+    cr_assert(em_op_case_inputs(k, layout, dt, EM_CPU, grads, in_cpu), "%s", em_error());
+    cr_assert(em_op_case_inputs(k, layout, dt, dev, grads, in_dev), "%s", em_error());
+    em_tensor *want = em_op_case_apply(k, layout, in_cpu, EM_CPU);
+    cr_assert(want, "%s %s on cpu: %s", c->name, lname, em_error());
+    em_tensor *got = em_op_case_apply(k, layout, in_dev, dev);
     double tol = tolerance(dt, c->flags);
     double err = got ? worst(got, want, tol) : INFINITY;
     if (!got)
-        printf("  %-28s %-4s error: %s\n", c->name, em_dtype_name(dt), em_error());
+        printf("  %-28s %-10s %-4s error: %s\n", c->name, lname, em_dtype_name(dt), em_error());
     double gerr = 0;
     if (got && grads) {
         em_generator gen = em_generator_new(99);
@@ -86,7 +86,7 @@ static double run_case(int k, em_dtype dt, em_device dev, bool grads)
         em_tensor *w_dev = em_to_device(w, dev);
         cr_assert_eq(em_backward_grad(want, w), EM_OK, "%s", em_error());
         if (em_backward_grad(got, w_dev) != EM_OK) {
-            printf("  %-28s backward error: %s\n", c->name, em_error());
+            printf("  %-28s %-10s backward error: %s\n", c->name, lname, em_error());
             gerr = INFINITY;
         }
         for (int i = 0; i < c->n_inputs && gerr < INFINITY; i++)
@@ -94,7 +94,8 @@ static double run_case(int k, em_dtype dt, em_device dev, bool grads)
                 gerr = fmax(gerr, worst(in_dev[i]->grad, in_cpu[i]->grad, tol));
     }
     em_scope_end();
-    printf("  %-28s %-4s forward %8.3f%s", c->name, em_dtype_name(dt), err, err > 1 ? " FAIL" : "");
+    printf("  %-28s %-10s %-4s forward %8.3f%s", c->name, lname, em_dtype_name(dt), err,
+           err > 1 ? " FAIL" : "");
     if (grads)
         printf("   grad %8.3f%s", gerr, gerr > 1 ? " FAIL" : "");
     printf("\n");
@@ -109,12 +110,15 @@ Test(cuda_parity, every_op_case_matches_the_cpu)
     printf("parity against the cpu (errors in units of the tolerance; > 1 fails):\n");
     for (int k = 0; k < em_n_op_cases; k++) {
         const em_op_case *c = &em_op_cases[k];
-        for (int t = 0; t < 3; t++) {
-            if (dts[t] != EM_F32 && (c->flags & EM_CASE_NO_HALF))
-                continue;
-            bool grads = dts[t] == EM_F32 && !(c->flags & EM_CASE_NO_GRAD);
-            failed += run_case(k, dts[t], EM_CUDA, grads) > 1;
-        }
+        for (int v = 0; v < EM_CASE_N_LAYOUTS; v++)
+            for (int t = 0; t < 3; t++) {
+                if (!em_op_case_has_layout(k, em_case_layouts[v]) ||
+                    (dts[t] != EM_F32 && (c->flags & EM_CASE_NO_HALF)))
+                    continue;
+                bool grads = dts[t] == EM_F32 && !(c->flags & EM_CASE_NO_GRAD);
+                failed += run_case(k, em_case_layouts[v], dts[t], EM_CUDA, grads) > 1;
+            }
     }
-    cr_assert_eq(failed, 0, "%d op case/dtype pairs differ between cuda and cpu", failed);
+    cr_assert_eq(failed, 0, "%d op case/layout/dtype triples differ between cuda and cpu",
+                 failed);
 }

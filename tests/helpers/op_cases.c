@@ -1,10 +1,17 @@
 /* The op cases: every differentiable op, every backend kernel it reaches (fill, copy and casts,
  * unary and its gradient, binary with broadcast, where, reductions, RNG, GEMM, conv2d, pooling,
- * softmax, attention, index kernels) and the losses and norms built on them, on small shapes,
- * contiguous and not. */
+ * softmax, attention, index kernels), views, and the losses and norms built on them, on small
+ * shapes, contiguous and not; the layout flags run a case again on permuted, sliced or broadcast
+ * input views (helpers/op_cases.h). */
 #include <math.h>
 
 #include "helpers/op_cases.h"
+
+/* t on the case's device */
+static em_tensor *on(em_tensor *t, em_device d)
+{
+    return d == EM_CPU ? t : em_to_device(t, d);
+}
 
 /* ---- elementwise ---- */
 
@@ -43,6 +50,11 @@ static em_tensor *c_clamp(em_tensor *const *x, em_device d)
     (void)d;
     return em_clamp(x[0], -0.5, 0.5);
 }
+static em_tensor *c_clamp_lo(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_clamp(x[0], -0.3, INFINITY);
+}
 static em_tensor *c_add_s(em_tensor *const *x, em_device d)
 {
     (void)d;
@@ -57,6 +69,12 @@ static em_tensor *c_pow_s(em_tensor *const *x, em_device d)
 {
     (void)d;
     return em_pow_scalar(x[0], 2.5);
+}
+/* an integer power of negative and positive bases */
+static em_tensor *c_pow_s_int(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_pow_scalar(x[0], 3.0);
 }
 /* (2, 3, 4) seen as (4, 2, 3) */
 static em_tensor *c_exp_permuted(em_tensor *const *x, em_device d)
@@ -109,6 +127,12 @@ static em_tensor *c_where(em_tensor *const *x, em_device d)
     (void)d;
     return em_where(em_gt(x[2], em_zeros_like(x[2])), x[0], x[1]);
 }
+/* a 0-d f32 operand takes the other operand's dtype */
+static em_tensor *c_f32_0d_operand(em_tensor *const *x, em_device d)
+{
+    em_tensor *s = on(em_scalar(2.0, EM_F32), d);
+    return em_mul(em_add(x[0], s), s);
+}
 
 /* casts through every dtype the copy kernel converts */
 static em_tensor *c_cast_f64(em_tensor *const *x, em_device d)
@@ -148,6 +172,101 @@ static em_tensor *c_expand(em_tensor *const *x, em_device d)
 {
     (void)d;
     return em_mul(em_expand(x[0], EM_SHAPE(3, 4, -1)), x[1]);
+}
+/* x[0] of (2, 3) twice around x[1] of (2, 4) */
+static em_tensor *c_cat_repeated(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cat((em_tensor *[]){x[0], x[1], x[0]}, 3, 1);
+}
+static em_tensor *c_cat_dim0(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cat((em_tensor *[]){em_transpose(x[0], 0, 1), x[1]}, 2, 0);
+}
+static em_tensor *c_stack_narrowed(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_stack((em_tensor *[]){x[0], em_narrow(x[1], 1, 1, 3)}, 2, -1);
+}
+/* (2, 4) split into (2, 3) and (2, 1) */
+static em_tensor *c_split(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    em_tensor *parts[3];
+    if (em_split(x[0], 3, 1, parts, 3) != 2)
+        return NULL;
+    return em_mul(em_sum(parts[0], (int[]){1}, 1, false), em_squeeze(parts[1], 1));
+}
+
+/* ---- views of a (2, 3, 4) input ---- */
+
+static em_tensor *c_reshape(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_reshape(x[0], EM_SHAPE(4, -1));
+}
+/* a transposed view reshaped: needs a copy */
+static em_tensor *c_reshape_copy(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_reshape(em_transpose(x[0], 0, 2), EM_SHAPE(-1));
+}
+static em_tensor *c_view(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_view(x[0], EM_SHAPE(6, 4));
+}
+static em_tensor *c_flatten(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_flatten(x[0], 1, 2);
+}
+static em_tensor *c_permute(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_permute(x[0], (int[]){2, 0, 1});
+}
+static em_tensor *c_transpose(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_transpose(x[0], -1, 0);
+}
+static em_tensor *c_narrow(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_narrow(x[0], 2, 1, 2);
+}
+static em_tensor *c_slice(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_slice(x[0], 2, -3, 4, 2);
+}
+static em_tensor *c_select(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_select(x[0], 1, -1);
+}
+static em_tensor *c_expand_selected(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_expand(em_select(x[0], 0, 1), EM_SHAPE(5, 3, 4));
+}
+static em_tensor *c_expand_narrowed(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_expand(em_narrow(x[0], 1, 0, 1), EM_SHAPE(2, 3, -1));
+}
+static em_tensor *c_squeeze_unsqueeze(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_squeeze(em_unsqueeze(em_unsqueeze(x[0], 1), -1), 1);
+}
+static em_tensor *c_clone(em_tensor *const *x, em_device d) { (void)d; return em_clone(x[0]); }
+static em_tensor *c_contiguous_as_is(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_contiguous(x[0]);
 }
 
 /* ---- reductions ---- */
@@ -193,6 +312,57 @@ static em_tensor *c_var_all0(em_tensor *const *x, em_device d)
     (void)d;
     return em_var(x[0], NULL, 0, 0, true);
 }
+/* no dims listed: every dim */
+static em_tensor *c_sum_no_dims(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_sum(x[0], NULL, 0, false);
+}
+static em_tensor *c_mean_20_keep(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_mean(x[0], (int[]){2, 0}, 2, true);
+}
+static em_tensor *c_mean_no_dims_keep(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_mean(x[0], NULL, 0, true);
+}
+static em_tensor *c_amax_0last(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_amax(x[0], (int[]){0, -1}, 2, false);
+}
+static em_tensor *c_amax_no_dims(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_amax(x[0], NULL, 0, false);
+}
+static em_tensor *c_amin_last_keep(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_amin(x[0], (int[]){-1}, 1, true);
+}
+static em_tensor *c_amin_no_dims_keep(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_amin(x[0], NULL, 0, true);
+}
+static em_tensor *c_var_no_dims(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_var(x[0], NULL, 0, 1, false);
+}
+static em_tensor *c_var_biased_2(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_var(x[0], (int[]){2}, 1, 0, false);
+}
+static em_tensor *c_var_biased_20_keep(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_var(x[0], (int[]){2, 0}, 2, 0, true);
+}
 static em_tensor *c_argmax(em_tensor *const *x, em_device d)
 {
     (void)d;
@@ -228,6 +398,21 @@ static em_tensor *c_linear(em_tensor *const *x, em_device d)
     (void)d;
     return em_linear(x[0], x[1], x[2]);
 }
+static em_tensor *c_linear_no_bias(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_linear(x[0], x[1], NULL);
+}
+static em_tensor *c_linear_relu(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_linear_relu(x[0], x[1], x[2]);
+}
+static em_tensor *c_linear_relu_no_bias(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_linear_relu(x[0], x[1], NULL);
+}
 
 /* ---- convolution and pooling ---- */
 
@@ -235,6 +420,21 @@ static em_tensor *c_conv(em_tensor *const *x, em_device d)
 {
     (void)d;
     return em_conv2d(x[0], x[1], x[2], (em_conv2d_opts){.padding = {1, 1}});
+}
+static em_tensor *c_conv_unpadded(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_conv2d(x[0], x[1], x[2], (em_conv2d_opts){0});
+}
+static em_tensor *c_conv_stride_pad(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_conv2d(x[0], x[1], x[2], (em_conv2d_opts){.stride = {2, 1}, .padding = {1, 2}});
+}
+static em_tensor *c_conv_groups_stride(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_conv2d(x[0], x[1], x[2], (em_conv2d_opts){.stride = {1, 2}, .groups = 2});
 }
 static em_tensor *c_conv_strided(em_tensor *const *x, em_device d)
 {
@@ -258,6 +458,28 @@ static em_tensor *c_max_pool_pad(em_tensor *const *x, em_device d)
     return em_max_pool2d(x[0], (em_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2},
                                                 .padding = {1, 1}});
 }
+static em_tensor *c_max_pool_rect_pad(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_max_pool2d(x[0], (em_pool2d_opts){.kernel = {3, 2}, .stride = {1, 2},
+                                                .padding = {1, 1}});
+}
+static em_tensor *c_max_pool_rect(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_max_pool2d(x[0], (em_pool2d_opts){.kernel = {2, 3}, .stride = {2, 1}});
+}
+static em_tensor *c_max_pool_ceil(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_max_pool2d(x[0], (em_pool2d_opts){.kernel = {2, 2}, .ceil_mode = true});
+}
+static em_tensor *c_max_pool_pad_ceil(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_max_pool2d(x[0], (em_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2},
+                                                .padding = {1, 1}, .ceil_mode = true});
+}
 static em_tensor *c_relu_max_pool(em_tensor *const *x, em_device d)
 {
     (void)d;
@@ -279,6 +501,18 @@ static em_tensor *c_avg_pool_exclude(em_tensor *const *x, em_device d)
     (void)d;
     return em_avg_pool2d(x[0], (em_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2},
                                                 .padding = {1, 1}, .exclude_pad = true});
+}
+static em_tensor *c_avg_pool_pad(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_avg_pool2d(x[0], (em_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2},
+                                                .padding = {1, 1}});
+}
+static em_tensor *c_avg_pool_pad_ceil(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_avg_pool2d(x[0], (em_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2},
+                                                .padding = {1, 1}, .ceil_mode = true});
 }
 static em_tensor *c_adaptive_pool(em_tensor *const *x, em_device d)
 {
@@ -318,10 +552,25 @@ static em_tensor *c_softmax_mid(em_tensor *const *x, em_device d)
     (void)d;
     return em_softmax(x[0], 1);
 }
+static em_tensor *c_softmax_first(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_softmax(x[0], 0);
+}
 static em_tensor *c_log_softmax(em_tensor *const *x, em_device d)
 {
     (void)d;
     return em_log_softmax(x[0], -1);
+}
+static em_tensor *c_log_softmax_first(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_log_softmax(x[0], 0);
+}
+static em_tensor *c_log_softmax_mid(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_log_softmax(x[0], 1);
 }
 
 static em_tensor *c_conv1d(em_tensor *const *x, em_device d)
@@ -451,10 +700,6 @@ static em_tensor *c_batch_norm_stats(em_tensor *const *x, em_device d)
 
 /* ---- random numbers (global generator, seeded before each run) ---- */
 
-static em_tensor *on(em_tensor *t, em_device d)
-{
-    return d == EM_CPU ? t : em_to_device(t, d);
-}
 static em_tensor *c_dropout(em_tensor *const *x, em_device d)
 {
     (void)d;
@@ -715,43 +960,57 @@ static em_tensor *c_bernoulli_bool(em_tensor *const *x, em_device d)
 #define UNIT(...) {.shape = EM_SHAPE(__VA_ARGS__), .lo = 0, .hi = 1, .fixed = true}
 #define NO_INPUT {.lo = 0}
 #define INDEX(bound, ...) {.shape = EM_SHAPE(__VA_ARGS__), .index_bound = (bound)}
+#define VIEWS (EM_CASE_PERMUTED | EM_CASE_SLICED)
+#define ALL_LAYOUTS (EM_CASE_PERMUTED | EM_CASE_SLICED | EM_CASE_BROADCAST)
 
 const em_op_case em_op_cases[] = {
-    {"neg", c_neg, 1, {IN(3, 4)}, 0},
-    {"abs", c_abs, 1, {IN(3, 4)}, 0},
-    {"sign", c_sign, 1, {IN(3, 4)}, 0},
-    {"exp", c_exp, 1, {IN(3, 4)}, 0},
-    {"log", c_log, 1, {POS(3, 4)}, 0},
-    {"log1p", c_log1p, 1, {POS(3, 4)}, 0},
-    {"sqrt", c_sqrt, 1, {POS(3, 4)}, 0},
-    {"rsqrt", c_rsqrt, 1, {POS(3, 4)}, 0},
-    {"square", c_square, 1, {IN(3, 4)}, 0},
-    {"reciprocal", c_recip, 1, {POS(3, 4)}, 0},
-    {"sin", c_sin, 1, {WIDE(3, 4)}, 0},
-    {"cos", c_cos, 1, {WIDE(3, 4)}, 0},
-    {"tanh", c_tanh, 1, {WIDE(3, 4)}, 0},
-    {"sigmoid", c_sigmoid, 1, {WIDE(3, 4)}, 0},
-    {"relu", c_relu, 1, {IN(3, 4)}, 0},
-    {"leaky_relu", c_leaky, 1, {IN(3, 4)}, 0},
-    {"gelu", c_gelu, 1, {WIDE(3, 4)}, 0},
-    {"gelu_tanh", c_gelu_tanh, 1, {WIDE(3, 4)}, 0},
-    {"silu", c_silu, 1, {WIDE(3, 4)}, 0},
-    {"floor", c_floor, 1, {WIDE(3, 4)}, 0},
-    {"ceil", c_ceil, 1, {WIDE(3, 4)}, 0},
-    {"round", c_round, 1, {WIDE(3, 4)}, 0},
-    {"clamp", c_clamp, 1, {IN(3, 4)}, 0},
-    {"add_scalar", c_add_s, 1, {IN(3, 4)}, 0},
-    {"mul_scalar", c_mul_s, 1, {IN(3, 4)}, 0},
-    {"pow_scalar", c_pow_s, 1, {POS(3, 4)}, 0},
+    {"neg", c_neg, 1, {IN(3, 4)}, VIEWS},
+    {"abs", c_abs, 1, {IN(3, 4)}, VIEWS},
+    {"sign", c_sign, 1, {IN(3, 4)}, VIEWS},
+    {"exp", c_exp, 1, {IN(3, 4)}, VIEWS},
+    {"log", c_log, 1, {POS(3, 4)}, VIEWS},
+    {"log1p", c_log1p, 1, {POS(3, 4)}, VIEWS},
+    {"sqrt", c_sqrt, 1, {POS(3, 4)}, VIEWS},
+    {"rsqrt", c_rsqrt, 1, {POS(3, 4)}, VIEWS},
+    {"square", c_square, 1, {IN(3, 4)}, VIEWS},
+    {"reciprocal", c_recip, 1, {POS(3, 4)}, VIEWS},
+    {"sin", c_sin, 1, {WIDE(3, 4)}, VIEWS},
+    {"cos", c_cos, 1, {WIDE(3, 4)}, VIEWS},
+    {"tanh", c_tanh, 1, {WIDE(3, 4)}, VIEWS},
+    {"sigmoid", c_sigmoid, 1, {WIDE(3, 4)}, VIEWS},
+    {"relu", c_relu, 1, {IN(3, 4)}, VIEWS},
+    {"leaky_relu", c_leaky, 1, {IN(3, 4)}, VIEWS},
+    {"gelu", c_gelu, 1, {WIDE(3, 4)}, VIEWS},
+    {"gelu_tanh", c_gelu_tanh, 1, {WIDE(3, 4)}, VIEWS},
+    {"silu", c_silu, 1, {WIDE(3, 4)}, VIEWS},
+    {"floor", c_floor, 1, {WIDE(3, 4)}, VIEWS},
+    {"ceil", c_ceil, 1, {WIDE(3, 4)}, VIEWS},
+    {"round", c_round, 1, {WIDE(3, 4)}, VIEWS},
+    {"clamp", c_clamp, 1, {IN(3, 4)}, VIEWS},
+    {"add_scalar", c_add_s, 1, {IN(3, 4)}, VIEWS},
+    {"mul_scalar", c_mul_s, 1, {IN(3, 4)}, VIEWS},
+    {"pow_scalar", c_pow_s, 1, {POS(3, 4)}, VIEWS},
+    {"clamp_below", c_clamp_lo, 1, {IN(3, 4)}, VIEWS},
+    {"pow_scalar_int", c_pow_s_int, 1, {IN(3, 4)}, VIEWS},
     {"exp_permuted", c_exp_permuted, 1, {IN(2, 3, 4)}, 0},
     {"tanh_sliced", c_tanh_sliced, 1, {IN(6, 5)}, 0},
-    {"add_broadcast", c_add, 2, {IN(3, 1, 4), IN(2, 4)}, 0},
-    {"sub_broadcast", c_sub, 2, {IN(2, 4), IN(3, 1, 4)}, 0},
-    {"mul_broadcast", c_mul, 2, {IN(3, 2, 4), IN(4)}, 0},
-    {"div_broadcast", c_div, 2, {IN(3, 4), POS(3, 1)}, 0},
-    {"pow", c_pow, 2, {POS(3, 4), IN(3, 4)}, 0},
-    {"maximum", c_maximum, 2, {IN(3, 4), IN(4)}, 0},
-    {"minimum", c_minimum, 2, {IN(3, 4), IN(3, 4)}, 0},
+    {"add_broadcast", c_add, 2, {IN(3, 1, 4), IN(2, 4)}, ALL_LAYOUTS},
+    {"sub_broadcast", c_sub, 2, {IN(2, 4), IN(3, 1, 4)}, ALL_LAYOUTS},
+    {"mul_broadcast", c_mul, 2, {IN(3, 2, 4), IN(4)}, ALL_LAYOUTS},
+    {"div_broadcast", c_div, 2, {IN(3, 4), POS(3, 1)}, ALL_LAYOUTS},
+    {"pow", c_pow, 2, {POS(3, 4), IN(3, 4)}, ALL_LAYOUTS},
+    {"maximum", c_maximum, 2, {IN(3, 4), IN(4)}, ALL_LAYOUTS},
+    {"minimum", c_minimum, 2, {IN(3, 4), IN(3, 4)}, ALL_LAYOUTS},
+    {"add", c_add, 2, {IN(2, 3), IN(2, 3)}, ALL_LAYOUTS},
+    {"sub", c_sub, 2, {IN(2, 3), IN(2, 3)}, ALL_LAYOUTS},
+    {"mul", c_mul, 2, {IN(2, 3), IN(2, 3)}, ALL_LAYOUTS},
+    {"div", c_div, 2, {IN(2, 3), POS(2, 3)}, ALL_LAYOUTS},
+    {"pow_broadcast", c_pow, 2, {POS(3, 1, 4), IN(5, 1)}, ALL_LAYOUTS},
+    {"maximum_same_shape", c_maximum, 2, {IN(2, 3), IN(2, 3)}, ALL_LAYOUTS},
+    {"minimum_broadcast", c_minimum, 2, {IN(3, 1, 4), IN(5, 1)}, ALL_LAYOUTS},
+    {"div_fixed_divisor", c_div, 2, {IN(2, 3), {.shape = EM_SHAPE(3), .lo = 0.5, .hi = 2,
+                                               .fixed = true}}, ALL_LAYOUTS},
+    {"f32_0d_operand", c_f32_0d_operand, 1, {IN(2, 2)}, ALL_LAYOUTS},
     {"add_transposed", c_add_transposed, 2, {IN(4, 3), IN(3, 4)}, 0},
     {"eq", c_eq, 2, {WIDE(3, 4), WIDE(3, 4)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
     {"ne", c_ne, 2, {WIDE(3, 4), WIDE(4)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
@@ -759,68 +1018,123 @@ const em_op_case em_op_cases[] = {
     {"le", c_le, 2, {WIDE(3, 4), WIDE(3, 4)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
     {"gt", c_gt, 2, {WIDE(3, 4), WIDE(3, 4)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
     {"ge", c_ge, 2, {WIDE(3, 4), WIDE(3, 4)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
-    {"where", c_where, 3, {IN(3, 4), IN(4), FIXED(3, 1)}, 0},
-    {"cast_f64", c_cast_f64, 1, {IN(3, 4)}, 0},
+    {"where", c_where, 3, {IN(3, 4), IN(4), FIXED(3, 1)}, ALL_LAYOUTS},
+    {"cast_f64", c_cast_f64, 1, {IN(3, 4)}, VIEWS},
     {"cast_ints", c_cast_ints, 1, {IN(3, 4)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
     {"cast_bool", c_cast_bool, 1, {IN(3, 4)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
-    {"contiguous", c_contiguous, 1, {IN(2, 3, 4)}, 0},
-    {"cat", c_cat, 2, {IN(3, 2), IN(4, 3)}, 0},
-    {"stack", c_stack, 2, {IN(3, 2), IN(3, 2)}, 0},
+    {"contiguous", c_contiguous, 1, {IN(2, 3, 4)}, VIEWS},
+    {"cat", c_cat, 2, {IN(3, 2), IN(4, 3)}, VIEWS},
+    {"stack", c_stack, 2, {IN(3, 2), IN(3, 2)}, VIEWS},
     {"expand", c_expand, 2, {IN(4, 1), IN(3, 4, 5)}, 0},
-    {"sum_dim0", c_sum_0, 1, {IN(3, 4, 5)}, 0},
-    {"sum_dims12_keepdim", c_sum_12_keep, 1, {IN(3, 4, 5)}, 0},
-    {"sum_all", c_sum_all, 1, {IN(3, 4, 5)}, 0},
+    {"cat_repeated_input", c_cat_repeated, 2, {IN(2, 3), IN(2, 4)}, VIEWS},
+    {"cat_dim0", c_cat_dim0, 2, {IN(2, 4), IN(3, 2)}, VIEWS},
+    {"stack_last_dim", c_stack_narrowed, 2, {IN(2, 3), IN(2, 4)}, VIEWS},
+    {"split", c_split, 1, {IN(2, 4)}, VIEWS},
+    {"reshape", c_reshape, 1, {IN(2, 3, 4)}, VIEWS},
+    {"reshape_copy", c_reshape_copy, 1, {IN(2, 3, 4)}, VIEWS},
+    {"view", c_view, 1, {IN(2, 3, 4)}, 0},
+    {"flatten", c_flatten, 1, {IN(2, 3, 4)}, VIEWS},
+    {"permute", c_permute, 1, {IN(2, 3, 4)}, VIEWS},
+    {"transpose", c_transpose, 1, {IN(2, 3, 4)}, VIEWS},
+    {"narrow", c_narrow, 1, {IN(2, 3, 4)}, VIEWS},
+    {"slice", c_slice, 1, {IN(2, 3, 4)}, VIEWS},
+    {"select", c_select, 1, {IN(2, 3, 4)}, VIEWS},
+    {"expand_selected", c_expand_selected, 1, {IN(2, 3, 4)}, VIEWS},
+    {"expand_narrowed", c_expand_narrowed, 1, {IN(2, 3, 4)}, VIEWS},
+    {"squeeze_unsqueeze", c_squeeze_unsqueeze, 1, {IN(2, 3, 4)}, VIEWS},
+    {"clone", c_clone, 1, {IN(2, 3, 4)}, VIEWS},
+    {"contiguous_as_is", c_contiguous_as_is, 1, {IN(2, 3, 4)}, VIEWS},
+    {"sum_dim0", c_sum_0, 1, {IN(3, 4, 5)}, VIEWS},
+    {"sum_dims12_keepdim", c_sum_12_keep, 1, {IN(3, 4, 5)}, VIEWS},
+    {"sum_all", c_sum_all, 1, {IN(3, 4, 5)}, VIEWS},
     {"sum_permuted", c_sum_permuted, 1, {IN(3, 4, 5)}, 0},
-    {"mean_dim1", c_mean_1, 1, {IN(3, 4, 5)}, 0},
-    {"mean_all", c_mean_all, 1, {IN(3, 4, 5)}, 0},
-    {"amax_keepdim", c_amax_2, 1, {IN(3, 4, 5)}, 0},
-    {"amin_dims02", c_amin_02, 1, {IN(3, 4, 5)}, 0},
-    {"var_dim1", c_var_1, 1, {IN(3, 4, 5)}, 0},
-    {"var_all_biased", c_var_all0, 1, {IN(3, 4, 5)}, 0},
+    {"mean_dim1", c_mean_1, 1, {IN(3, 4, 5)}, VIEWS},
+    {"mean_all", c_mean_all, 1, {IN(3, 4, 5)}, VIEWS},
+    {"amax_keepdim", c_amax_2, 1, {IN(3, 4, 5)}, VIEWS},
+    {"amin_dims02", c_amin_02, 1, {IN(3, 4, 5)}, VIEWS},
+    {"var_dim1", c_var_1, 1, {IN(3, 4, 5)}, VIEWS},
+    {"var_all_biased", c_var_all0, 1, {IN(3, 4, 5)}, VIEWS},
+    {"sum_no_dims", c_sum_no_dims, 1, {IN(3, 4, 2)}, VIEWS},
+    {"mean_dims20_keepdim", c_mean_20_keep, 1, {IN(3, 4, 2)}, VIEWS},
+    {"mean_no_dims_keepdim", c_mean_no_dims_keep, 1, {IN(3, 4, 2)}, VIEWS},
+    {"amax_dims0_last", c_amax_0last, 1, {IN(3, 4, 2)}, VIEWS},
+    {"amax_no_dims", c_amax_no_dims, 1, {IN(3, 4, 2)}, VIEWS},
+    {"amin_last_keepdim", c_amin_last_keep, 1, {IN(3, 4, 2)}, VIEWS},
+    {"amin_no_dims_keepdim", c_amin_no_dims_keep, 1, {IN(3, 4, 2)}, VIEWS},
+    {"var_no_dims", c_var_no_dims, 1, {IN(3, 4, 2)}, VIEWS},
+    {"var_biased_dim2", c_var_biased_2, 1, {IN(3, 4, 2)}, VIEWS},
+    {"var_biased_dims20_keepdim", c_var_biased_20_keep, 1, {IN(3, 4, 2)}, VIEWS},
     {"argmax", c_argmax, 1, {IN(3, 4, 5)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
     {"argmin", c_argmin, 1, {IN(3, 4, 5)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
-    {"matmul", c_matmul, 2, {IN(5, 7), IN(7, 3)}, 0},
+    {"matmul", c_matmul, 2, {IN(5, 7), IN(7, 3)}, ALL_LAYOUTS},
     {"matmul_transposed", c_matmul_tt, 2, {IN(7, 5), IN(3, 7)}, 0},
-    {"matmul_batched_broadcast", c_matmul, 2, {IN(2, 1, 4, 6), IN(3, 6, 5)}, 0},
-    {"matmul_vector", c_matmul, 2, {IN(6), IN(2, 6, 3)}, 0},
-    {"bmm", c_bmm, 2, {IN(3, 4, 5), IN(3, 5, 2)}, 0},
-    {"linear", c_linear, 3, {IN(2, 3, 6), IN(4, 6), IN(4)}, 0},
-    {"conv2d", c_conv, 3, {IN(2, 3, 5, 5), IN(4, 3, 3, 3), IN(4)}, 0},
-    {"conv2d_stride_dilation", c_conv_strided, 2, {IN(1, 2, 7, 6), IN(3, 2, 3, 2)}, 0},
-    {"conv2d_groups", c_conv_groups, 3, {IN(2, 4, 4, 5), IN(6, 2, 3, 3), IN(6)}, 0},
-    {"conv1d", c_conv1d, 3, {IN(2, 4, 9), IN(6, 2, 3), IN(6)}, 0},
-    {"max_pool2d", c_max_pool, 1, {IN(2, 3, 4, 6)}, 0},
-    {"max_pool2d_padded", c_max_pool_pad, 1, {IN(1, 2, 5, 7)}, 0},
-    {"relu_max_pool2d", c_relu_max_pool, 1, {IN(2, 3, 4, 6)}, 0},
-    {"relu_max_pool2d_padded", c_relu_max_pool_pad, 1, {IN(1, 2, 5, 7)}, 0},
-    {"avg_pool2d", c_avg_pool, 1, {IN(2, 3, 4, 6)}, 0},
-    {"avg_pool2d_exclude_pad", c_avg_pool_exclude, 1, {IN(1, 2, 5, 7)}, 0},
-    {"adaptive_avg_pool2d", c_adaptive_pool, 1, {IN(1, 2, 5, 7)}, 0},
-    {"softmax", c_softmax, 1, {WIDE(3, 7)}, 0},
-    {"softmax_mid_dim", c_softmax_mid, 1, {WIDE(2, 5, 3)}, 0},
-    {"log_softmax", c_log_softmax, 1, {WIDE(4, 6)}, 0},
-    {"sdpa_causal", c_sdpa_causal, 3, {IN(2, 2, 5, 4), IN(2, 2, 5, 4), IN(2, 2, 5, 3)}, 0},
+    {"matmul_batched_broadcast", c_matmul, 2, {IN(2, 1, 4, 6), IN(3, 6, 5)}, ALL_LAYOUTS},
+    {"matmul_vector", c_matmul, 2, {IN(6), IN(2, 6, 3)}, ALL_LAYOUTS},
+    {"matmul_dot", c_matmul, 2, {IN(4), IN(4)}, ALL_LAYOUTS},
+    {"matmul_vector_matrix", c_matmul, 2, {IN(3), IN(3, 5)}, ALL_LAYOUTS},
+    {"matmul_matrix_vector", c_matmul, 2, {IN(2, 3), IN(3)}, ALL_LAYOUTS},
+    {"matmul_matrix_batch", c_matmul, 2, {IN(3, 4), IN(2, 4, 2)}, ALL_LAYOUTS},
+    {"matmul_batch_vector", c_matmul, 2, {IN(2, 2, 3), IN(3)}, ALL_LAYOUTS},
+    {"bmm", c_bmm, 2, {IN(3, 4, 5), IN(3, 5, 2)}, VIEWS},
+    {"linear", c_linear, 3, {IN(2, 3, 6), IN(4, 6), IN(4)}, VIEWS},
+    {"linear_2d", c_linear, 3, {IN(5, 3), IN(4, 3), IN(4)}, VIEWS},
+    {"linear_no_bias", c_linear_no_bias, 2, {IN(5, 3), IN(4, 3)}, VIEWS},
+    {"linear_vector_input", c_linear, 3, {IN(3), IN(2, 3), IN(2)}, VIEWS},
+    {"linear_relu", c_linear_relu, 3, {IN(6, 3), IN(4, 3), IN(4)}, VIEWS},
+    {"linear_relu_no_bias", c_linear_relu_no_bias, 2, {IN(6, 3), IN(4, 3)}, VIEWS},
+    {"linear_relu_batched", c_linear_relu, 3, {IN(2, 5, 3), IN(4, 3), IN(4)}, VIEWS},
+    {"conv2d", c_conv, 3, {IN(2, 3, 5, 5), IN(4, 3, 3, 3), IN(4)}, VIEWS},
+    {"conv2d_stride_dilation", c_conv_strided, 2, {IN(1, 2, 7, 6), IN(3, 2, 3, 2)}, VIEWS},
+    {"conv2d_groups", c_conv_groups, 3, {IN(2, 4, 4, 5), IN(6, 2, 3, 3), IN(6)}, VIEWS},
+    {"conv2d_unpadded", c_conv_unpadded, 3, {IN(2, 2, 5, 4), IN(4, 2, 3, 2), IN(4)}, VIEWS},
+    {"conv2d_stride_padding", c_conv_stride_pad, 3, {IN(2, 2, 5, 4), IN(4, 2, 3, 2), IN(4)},
+     VIEWS},
+    {"conv2d_groups_stride", c_conv_groups_stride, 3, {IN(2, 2, 5, 4), IN(4, 1, 3, 2), IN(4)},
+     VIEWS},
+    {"conv1d", c_conv1d, 3, {IN(2, 4, 9), IN(6, 2, 3), IN(6)}, VIEWS},
+    {"max_pool2d", c_max_pool, 1, {IN(2, 3, 4, 6)}, VIEWS},
+    {"max_pool2d_padded", c_max_pool_pad, 1, {IN(1, 2, 5, 7)}, VIEWS},
+    {"max_pool2d_rect_padded", c_max_pool_rect_pad, 1, {IN(2, 3, 5, 6)}, VIEWS},
+    {"max_pool2d_rect_stride", c_max_pool_rect, 1, {IN(2, 3, 5, 6)}, VIEWS},
+    {"max_pool2d_ceil", c_max_pool_ceil, 1, {IN(2, 3, 5, 6)}, VIEWS},
+    {"max_pool2d_padded_ceil", c_max_pool_pad_ceil, 1, {IN(2, 3, 5, 6)}, VIEWS},
+    {"relu_max_pool2d", c_relu_max_pool, 1, {IN(2, 3, 4, 6)}, VIEWS},
+    {"relu_max_pool2d_padded", c_relu_max_pool_pad, 1, {IN(1, 2, 5, 7)}, VIEWS},
+    {"avg_pool2d", c_avg_pool, 1, {IN(2, 3, 4, 6)}, VIEWS},
+    {"avg_pool2d_exclude_pad", c_avg_pool_exclude, 1, {IN(1, 2, 5, 7)}, VIEWS},
+    {"avg_pool2d_padded", c_avg_pool_pad, 1, {IN(2, 3, 5, 6)}, VIEWS},
+    {"avg_pool2d_padded_ceil", c_avg_pool_pad_ceil, 1, {IN(2, 3, 5, 6)}, VIEWS},
+    {"adaptive_avg_pool2d", c_adaptive_pool, 1, {IN(1, 2, 5, 7)}, VIEWS},
+    {"softmax", c_softmax, 1, {WIDE(3, 7)}, VIEWS},
+    {"softmax_mid_dim", c_softmax_mid, 1, {WIDE(2, 5, 3)}, VIEWS},
+    {"softmax_first_dim", c_softmax_first, 1, {WIDE(2, 3, 4)}, VIEWS},
+    {"softmax_last_dim_3d", c_softmax, 1, {WIDE(2, 3, 4)}, VIEWS},
+    {"log_softmax", c_log_softmax, 1, {WIDE(4, 6)}, VIEWS},
+    {"log_softmax_first_dim", c_log_softmax_first, 1, {WIDE(2, 3, 4)}, VIEWS},
+    {"log_softmax_mid_dim", c_log_softmax_mid, 1, {WIDE(2, 3, 4)}, VIEWS},
+    {"log_softmax_last_dim_3d", c_log_softmax, 1, {WIDE(2, 3, 4)}, VIEWS},
+    {"sdpa_causal", c_sdpa_causal, 3, {IN(2, 2, 5, 4), IN(2, 2, 5, 4), IN(2, 2, 5, 3)}, VIEWS},
     {"sdpa_bool_mask", c_sdpa_mask, 4,
-     {IN(1, 2, 4, 3), IN(1, 2, 6, 3), IN(1, 2, 6, 5), FIXED(1, 1, 4, 6)}, 0},
+     {IN(1, 2, 4, 3), IN(1, 2, 6, 3), IN(1, 2, 6, 5), FIXED(1, 1, 4, 6)}, VIEWS},
     {"sdpa_dropout", c_sdpa_dropout, 3, {IN(2, 1, 6, 4), IN(2, 1, 7, 4), IN(2, 1, 7, 2)},
      EM_CASE_RNG},
-    {"index_select_dim0", c_index_select0, 2, {IN(5, 3), INDEX(5, 7)}, 0},
-    {"index_select_dim1", c_index_select1, 2, {IN(3, 5, 2), INDEX(5, 4)}, 0},
-    {"gather", c_gather, 2, {IN(3, 6), INDEX(6, 3, 4)}, 0},
-    {"embedding", c_embedding, 2, {IN(7, 4), INDEX(7, 2, 5)}, 0},
+    {"index_select_dim0", c_index_select0, 2, {IN(5, 3), INDEX(5, 7)}, VIEWS},
+    {"index_select_dim1", c_index_select1, 2, {IN(3, 5, 2), INDEX(5, 4)}, VIEWS},
+    {"gather", c_gather, 2, {IN(3, 6), INDEX(6, 3, 4)}, VIEWS},
+    {"embedding", c_embedding, 2, {IN(7, 4), INDEX(7, 2, 5)}, VIEWS},
     {"one_hot", c_one_hot, 1, {INDEX(5, 2, 3)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
-    {"masked_fill", c_masked_fill, 2, {IN(3, 4), FIXED(4)}, 0},
-    {"tril", c_tril, 1, {IN(2, 3, 4)}, 0},
-    {"triu", c_triu, 1, {IN(4, 3)}, 0},
-    {"topk", c_topk, 1, {IN(3, 7)}, 0},
-    {"cross_entropy", c_cross_entropy, 2, {WIDE(6, 5), INDEX(5, 6)}, 0},
-    {"cross_entropy_smoothing_sum", c_cross_entropy_smooth, 2, {WIDE(6, 5), INDEX(5, 6)}, 0},
-    {"cross_entropy_nd", c_cross_entropy_nd, 2, {WIDE(2, 4, 3, 2), INDEX(4, 2, 3, 2)}, 0},
-    {"mse_loss", c_mse, 2, {IN(4, 3), IN(4, 3)}, 0},
-    {"l1_loss", c_l1, 2, {IN(4, 3), FIXED(4, 3)}, 0},
-    {"bce_with_logits", c_bce, 2, {WIDE(4, 3), UNIT(4, 3)}, 0},
-    {"layer_norm", c_layer_norm, 3, {IN(3, 6), IN(6), IN(6)}, 0},
-    {"batch_norm_training", c_batch_norm, 3, {IN(4, 3, 2, 2), IN(3), IN(3)}, 0},
+    {"masked_fill", c_masked_fill, 2, {IN(3, 4), FIXED(4)}, VIEWS},
+    {"tril", c_tril, 1, {IN(2, 3, 4)}, VIEWS},
+    {"triu", c_triu, 1, {IN(4, 3)}, VIEWS},
+    {"topk", c_topk, 1, {IN(3, 7)}, VIEWS},
+    {"cross_entropy", c_cross_entropy, 2, {WIDE(6, 5), INDEX(5, 6)}, VIEWS},
+    {"cross_entropy_smoothing_sum", c_cross_entropy_smooth, 2, {WIDE(6, 5), INDEX(5, 6)}, VIEWS},
+    {"cross_entropy_nd", c_cross_entropy_nd, 2, {WIDE(2, 4, 3, 2), INDEX(4, 2, 3, 2)}, VIEWS},
+    {"mse_loss", c_mse, 2, {IN(4, 3), IN(4, 3)}, VIEWS},
+    {"l1_loss", c_l1, 2, {IN(4, 3), FIXED(4, 3)}, VIEWS},
+    {"bce_with_logits", c_bce, 2, {WIDE(4, 3), UNIT(4, 3)}, VIEWS},
+    {"layer_norm", c_layer_norm, 3, {IN(3, 6), IN(6), IN(6)}, VIEWS},
+    {"batch_norm_training", c_batch_norm, 3, {IN(4, 3, 2, 2), IN(3), IN(3)}, VIEWS},
     {"batch_norm_running_stats", c_batch_norm_stats, 3, {IN(4, 3, 2, 2), IN(3), IN(3)},
      EM_CASE_NO_GRAD},
     {"dropout", c_dropout, 1, {IN(5, 8)}, EM_CASE_RNG},
@@ -850,7 +1164,7 @@ const em_op_case em_op_cases[] = {
     {"empty_sum_exp", c_empty_sum, 1, {IN(0, 3)}, 0},
     {"sum_dims02_transposed", c_sum_dims02_transposed, 1, {IN(3, 4, 5)}, 0},
     {"mean_sliced", c_mean_sliced, 1, {IN(3, 6, 2)}, 0},
-    {"var_dims01_keepdim", c_var_dims01, 1, {IN(3, 4, 5)}, 0},
+    {"var_dims01_keepdim", c_var_dims01, 1, {IN(3, 4, 5)}, VIEWS},
     {"amax_ints", c_amax_ints, 1, {WIDE(3, 4, 5)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
     {"sum_ints_and_bools", c_sum_ints, 1, {WIDE(5, 3)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
     {"argmax_ties", c_argmax_ties, 1, {WIDE(6, 5)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
@@ -882,12 +1196,60 @@ const em_op_case em_op_cases[] = {
 
 const int em_n_op_cases = (int)(sizeof em_op_cases / sizeof em_op_cases[0]);
 
-void em_op_case_seed(int k)
+const unsigned em_case_layouts[EM_CASE_N_LAYOUTS] = {0, EM_CASE_PERMUTED, EM_CASE_SLICED,
+                                                     EM_CASE_BROADCAST};
+
+bool em_op_case_has_layout(int k, unsigned layout)
 {
-    em_manual_seed(0x5eed0000u + (uint64_t)k);
+    return layout == 0 || (em_op_cases[k].flags & layout);
 }
 
-bool em_op_case_inputs(int k, em_dtype dtype, em_device dev, bool requires_grad, em_tensor **out)
+const char *em_case_layout_name(unsigned layout)
+{
+    switch (layout) {
+    case EM_CASE_PERMUTED:
+        return "permuted";
+    case EM_CASE_SLICED:
+        return "sliced";
+    case EM_CASE_BROADCAST:
+        return "broadcast";
+    default:
+        return "contiguous";
+    }
+}
+
+/* The shape of the leaf behind an input of shape s in layout. */
+static em_shape leaf_shape(em_shape s, unsigned layout)
+{
+    em_shape l = s;
+    if (layout == EM_CASE_PERMUTED)
+        for (int i = 0; i < s.ndim; i++)
+            l.d[i] = s.d[s.ndim - 1 - i];
+    else if (layout == EM_CASE_SLICED && s.ndim > 0)
+        l.d[0] = 2 * s.d[0];
+    else if (layout == EM_CASE_BROADCAST && s.ndim > 0)
+        l.d[0] = 1;
+    return l;
+}
+
+/* The view of shape s over leaf in layout. */
+static em_tensor *layout_view(em_tensor *leaf, em_shape s, unsigned layout)
+{
+    if (layout == EM_CASE_PERMUTED) {
+        int perm[EM_MAX_DIMS];
+        for (int i = 0; i < s.ndim; i++)
+            perm[i] = s.ndim - 1 - i;
+        return em_permute(leaf, perm);
+    }
+    if (layout == EM_CASE_SLICED && s.ndim > 0)
+        return em_slice(leaf, 0, 1, leaf->shape[0], 2);
+    if (layout == EM_CASE_BROADCAST)
+        return em_expand(leaf, s);
+    return leaf;
+}
+
+bool em_op_case_inputs(int k, unsigned layout, em_dtype dtype, em_device dev, bool requires_grad,
+                       em_tensor **out)
 {
     const em_op_case *c = &em_op_cases[k];
     for (int i = 0; i < c->n_inputs; i++) {
@@ -895,7 +1257,8 @@ bool em_op_case_inputs(int k, em_dtype dtype, em_device dev, bool requires_grad,
         em_generator gen = em_generator_new(1000003u * (uint64_t)k + 7919u * (uint64_t)i + 1);
         em_tensor *t = in->index_bound > 0
                            ? em_randint(in->shape, EM_I64, 0, in->index_bound, &gen)
-                           : em_to_dtype(em_uniform(in->shape, EM_F64, in->lo, in->hi, &gen),
+                           : em_to_dtype(em_uniform(leaf_shape(in->shape, layout), EM_F64, in->lo,
+                                                    in->hi, &gen),
                                          dtype);
         if (t && dev != EM_CPU)
             t = em_to_device(t, dev);
@@ -906,4 +1269,15 @@ bool em_op_case_inputs(int k, em_dtype dtype, em_device dev, bool requires_grad,
         out[i] = t;
     }
     return true;
+}
+
+em_tensor *em_op_case_apply(int k, unsigned layout, em_tensor *const *leaves, em_device dev)
+{
+    const em_op_case *c = &em_op_cases[k];
+    em_tensor *in[EM_CASE_MAX_INPUTS];
+    for (int i = 0; i < c->n_inputs; i++)
+        in[i] = c->in[i].index_bound > 0 ? leaves[i]
+                                         : layout_view(leaves[i], c->in[i].shape, layout);
+    em_manual_seed(0x5eed0000u + (uint64_t)k);
+    return c->apply(in, dev);
 }

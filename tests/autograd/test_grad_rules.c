@@ -1,85 +1,119 @@
-/* Gradient checks for conv2d (stride, padding, dilation, groups, bias) and max/avg pooling, on
- * contiguous and permuted inputs. */
+/* Backward rules at their special points, against hand-computed or PyTorch 1.13 values where
+ * finite differences cannot decide (the op-case table's gradient check covers the rest): ties in
+ * maximum and amax/amin, piecewise-constant ops, pow at zero, casts, pooling in ceil mode, and the
+ * fused ops (linear with ReLU, ReLU with max pooling) against the two ops they replace. */
 #include <criterion/criterion.h>
 #include <math.h>
 
 #include "helpers/gradcheck.h"
 
 /* every tensor a test makes belongs to a scope around it, so nothing outlives the test */
-TestSuite(grad_conv_pool, .init = em_scope_begin, .fini = em_scope_end);
+TestSuite(grad_rules, .init = em_scope_begin, .fini = em_scope_end);
 
-typedef struct {
-    em_conv2d_opts o;
-    bool bias, permuted;
-} conv_case;
-
-static em_tensor *apply_conv(em_tensor *const *x, void *ctx)
+Test(grad_rules, piecewise_constant_ops_have_zero_grad)
 {
-    const conv_case *c = ctx;
-    const em_tensor *in = c->permuted ? em_permute(x[0], (int[]){0, 3, 1, 2}) : x[0];
-    return em_conv2d(in, x[1], c->bias ? x[2] : NULL, c->o);
-}
-
-Test(grad_conv_pool, conv2d)
-{
-    const conv_case cases[] = {
-        {{.groups = 1}, true, false},
-        {{.stride = {2, 1}, .padding = {1, 2}}, true, false},
-        {{.dilation = {2, 1}, .padding = {1, 0}}, false, false},
-        {{.groups = 2, .stride = {1, 2}}, true, false},
-        {{.padding = {1, 1}}, true, true},
-    };
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        const conv_case *c = &cases[k];
-        int64_t g = c->o.groups ? c->o.groups : 1;
-        em_shape xs = c->permuted ? EM_SHAPE(2, 5, 4, 2) : EM_SHAPE(2, 2, 5, 4);
-        em_tensor *x[3] = {em_gradcheck_leaf(xs, -1, 1, 10 + k),
-                           em_gradcheck_leaf(EM_SHAPE(4, 2 / g, 3, 2), -1, 1, 20 + k),
-                           em_gradcheck_leaf(EM_SHAPE(4), -1, 1, 30 + k)};
-        cr_expect(em_gradcheck_default(apply_conv, (void *)c, x, 3), "case %zu", k);
-        for (int i = 0; i < 3; i++)
-            em_release(x[i]);
-    }
-}
-
-typedef struct {
-    em_pool2d_opts o;
-    bool max, permuted;
-} pool_case;
-
-static em_tensor *apply_pool(em_tensor *const *x, void *ctx)
-{
-    const pool_case *c = ctx;
-    const em_tensor *in = c->permuted ? em_transpose(x[0], 2, 3) : x[0];
-    return c->max ? em_max_pool2d(in, c->o) : em_avg_pool2d(in, c->o);
-}
-
-Test(grad_conv_pool, max_and_avg_pool)
-{
-    const pool_case cases[] = {
-        {{.kernel = {2, 2}}, true, false},
-        {{.kernel = {3, 2}, .stride = {1, 2}, .padding = {1, 1}}, true, false},
-        {{.kernel = {2, 3}, .stride = {2, 1}}, true, true},
-        {{.kernel = {2, 2}}, false, false},
-        {{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}, false, false},
-        {{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .exclude_pad = true}, false,
-         true},
-        {{.kernel = {2, 2}, .ceil_mode = true}, true, false},
-        {{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true}, true, true},
-        {{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true}, false,
-         false},
-    };
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        em_tensor *x = em_gradcheck_leaf(EM_SHAPE(2, 3, 5, 6), -1, 1, 40 + k);
-        cr_expect(em_gradcheck_default(apply_pool, (void *)&cases[k], &x, 1), "case %zu", k);
+    em_tensor *(*fs[])(const em_tensor *) = {em_sign, em_floor, em_ceil, em_round};
+    for (int i = 0; i < 4; i++) {
+        em_tensor *x = em_gradcheck_leaf(EM_SHAPE(3, 2), -3, 3, 7);
+        em_tensor *y = em_sum_all(fs[i](x));
+        cr_assert_eq(em_backward(y), EM_OK, "%s", em_error());
+        for (int64_t k = 0; k < 6; k++)
+            cr_expect_eq(em_get(x->grad, (int64_t[]){k / 2, k % 2}), 0.0);
+        em_release(y);
         em_release(x);
     }
+}
+
+Test(grad_rules, maximum_ties_split_evenly)
+{
+    em_tensor *a = em_requires_grad_(em_from_data(EM_SHAPE(3), EM_F64, (double[]){1, 2, 3}), true);
+    em_tensor *b = em_requires_grad_(em_from_data(EM_SHAPE(3), EM_F64, (double[]){0, 2, 5}), true);
+    em_tensor *y = em_sum_all(em_maximum(a, b));
+    cr_assert_eq(em_backward(y), EM_OK, "%s", em_error());
+    double ga[3], gb[3];
+    em_copy_to_host(a->grad, EM_F64, ga);
+    em_copy_to_host(b->grad, EM_F64, gb);
+    cr_expect_eq(ga[0], 1.0);
+    cr_expect_eq(ga[1], 0.5);
+    cr_expect_eq(ga[2], 0.0);
+    cr_expect_eq(gb[0], 0.0);
+    cr_expect_eq(gb[1], 0.5);
+    cr_expect_eq(gb[2], 1.0);
+    em_release(y);
+    em_release(a);
+    em_release(b);
+}
+
+Test(grad_rules, to_dtype_grad_comes_back_in_input_dtype)
+{
+    em_tensor *x = em_requires_grad_(em_from_data(EM_SHAPE(2), EM_F32, (float[]){1, 2}), true);
+    em_tensor *y = em_sum_all(em_mul_scalar(em_to_dtype(x, EM_F64), 3.0));
+    cr_assert_eq(em_backward(y), EM_OK, "%s", em_error());
+    cr_assert_not_null(x->grad);
+    cr_expect_eq(x->grad->dtype, EM_F32);
+    float g[2];
+    em_copy_to_host(x->grad, EM_F32, g);
+    cr_expect_eq(g[0], 3.0f);
+    cr_expect_eq(g[1], 3.0f);
+    em_release(y);
+    em_release(x);
+}
+
+/* got equals want, where inf and NaN count as values */
+static void expect_same(double got, double want, const char *what, int i)
+{
+    if (isnan(want) || isinf(want))
+        cr_expect(isnan(want) ? isnan(got) : got == want, "%s[%d] %g, want %g", what, i, got, want);
+    else
+        cr_expect_float_eq(got, want, 1e-12, "%s[%d] %g, want %g", what, i, got, want);
+}
+
+/* pow at a = 0 and b = 0: PyTorch 1.13's values (torch.pow on these f64 tensors, backward of
+ * ones): d/da is 0 where b = 0, d/db is 0 where a = 0 and b >= 0; inf and NaN elsewhere as
+ * PyTorch gives them. */
+Test(grad_rules, pow_at_zero_matches_pytorch)
+{
+    const double av[6] = {0, 0, 0, 2, -2, 0}, bv[6] = {2, 0, -1, 0.5, 3, 0.5};
+    const double ga_torch[6] = {0, 0, -INFINITY, 0.3535533905932738, 12, INFINITY};
+    const double gb_torch[6] = {0, 0, -INFINITY, 0.9802581434685472, NAN, 0};
+    em_tensor *a = em_requires_grad_(em_from_data(EM_SHAPE(6), EM_F64, av), true);
+    em_tensor *b = em_requires_grad_(em_from_data(EM_SHAPE(6), EM_F64, bv), true);
+    cr_assert_eq(em_backward(em_sum_all(em_pow(a, b))), EM_OK, "%s", em_error());
+    double ga[6], gb[6];
+    em_copy_to_host(a->grad, EM_F64, ga);
+    em_copy_to_host(b->grad, EM_F64, gb);
+    for (int i = 0; i < 6; i++) {
+        expect_same(ga[i], ga_torch[i], "d/da", i);
+        expect_same(gb[i], gb_torch[i], "d/db", i);
+    }
+    em_release(a);
+    em_release(b);
+}
+
+Test(grad_rules, amax_ties_share_evenly)
+{
+    double v[6] = {1, 3, 3, 2, 2, 2};
+    em_tensor *x = em_requires_grad_(em_from_data(EM_SHAPE(2, 3), EM_F64, v), true);
+    em_tensor *y = em_sum_all(em_amax(x, (int[]){1}, 1, false));
+    cr_assert_eq(em_backward(y), EM_OK, "%s", em_error());
+    double g[6];
+    em_copy_to_host(x->grad, EM_F64, g);
+    double want[6] = {0, 0.5, 0.5, 1.0 / 3, 1.0 / 3, 1.0 / 3};
+    for (int i = 0; i < 6; i++)
+        cr_expect_float_eq(g[i], want[i], 1e-15, "element %d", i);
+    em_zero_grad(x);
+    em_tensor *z = em_amin(x, NULL, 0, false);
+    cr_expect_eq(em_item(z), 1.0);
+    cr_assert_eq(em_backward(z), EM_OK, "%s", em_error());
+    em_copy_to_host(x->grad, EM_F64, g);
+    cr_expect_eq(g[0], 1.0);
+    cr_expect_eq(g[1], 0.0);
 }
 
 /* ceil_mode against PyTorch 1.13: x (1, 2, 5, 7) = sin(1.7 i), f64; max_pool2d(x, 2, 2, 0,
  * ceil_mode=True) and avg_pool2d(x, 3, 2, 1, ceil_mode=True) both give (1, 2, 3, 4), and the
  * max's gradient of y.sum() puts a 1 at each window's maximum. */
-Test(grad_conv_pool, ceil_mode_matches_pytorch)
+Test(grad_rules, ceil_mode_matches_pytorch)
 {
     const double max_torch[24] = {
         0.99166481045246857, 0.39674057313061367, 0.99979290014266919, -0.10863659542407622,
@@ -124,6 +158,12 @@ Test(grad_conv_pool, ceil_mode_matches_pytorch)
     em_release(x);
 }
 
+/* a max pooling case: its options, and whether the input is seen transposed (dims 2 and 3) */
+typedef struct {
+    em_pool2d_opts o;
+    bool permuted;
+} pool_case;
+
 /* x (n) f32 in steps of 0.25 over [-2, 2): exact zeros, ties and all-negative windows. */
 static em_tensor *coarse_f32_leaf(em_shape shape, uint64_t seed)
 {
@@ -154,14 +194,14 @@ static em_tensor *relu_pool_run(bool fused, const pool_case *c, em_tensor *x,
  * monotone, so the pooled maximum of relu(x) is relu of the pooled maximum, taken at the same
  * element whenever it is positive; elsewhere both gradients are 0. Only the sign of a zero
  * output may differ (-0 pooled from x is kept by ReLU), which == does not see. */
-Test(grad_conv_pool, relu_max_pool_equals_unfused_f32)
+Test(grad_rules, relu_max_pool_equals_unfused_f32)
 {
     const pool_case cases[] = {
-        {{.kernel = {2, 2}}, true, false},
-        {{.kernel = {2, 2}}, true, true},
-        {{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}, true, false},
-        {{.kernel = {2, 3}, .stride = {1, 2}}, true, false},
-        {{.kernel = {2, 2}, .ceil_mode = true}, true, true},
+        {{.kernel = {2, 2}}, false},
+        {{.kernel = {2, 2}}, true},
+        {{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}, false},
+        {{.kernel = {2, 3}, .stride = {1, 2}}, false},
+        {{.kernel = {2, 2}, .ceil_mode = true}, true},
     };
     const em_shape shapes[] = {EM_SHAPE(3, 4, 8, 12), EM_SHAPE(2, 3, 7, 9)};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
@@ -187,7 +227,7 @@ Test(grad_conv_pool, relu_max_pool_equals_unfused_f32)
 }
 
 /* Without grad the fused op records nothing and gives the same values. */
-Test(grad_conv_pool, relu_max_pool_no_grad)
+Test(grad_rules, relu_max_pool_no_grad)
 {
     em_tensor *x = coarse_f32_leaf(EM_SHAPE(2, 3, 6, 5), 80);
     em_pool2d_opts o = {.kernel = {2, 2}};
@@ -203,4 +243,31 @@ Test(grad_conv_pool, relu_max_pool_no_grad)
     for (int i = 0; i < 36; i++)
         cr_expect_eq(yv[i], rv[i], "y[%d]", i);
     em_release(x);
+}
+
+/* In f32 the one op gives the bytes of em_relu(em_linear(...)), forward and every gradient. */
+Test(grad_rules, linear_relu_equals_the_two_ops)
+{
+    em_tensor *p[2][3];
+    const em_tensor *out[2], *grads[2][3];
+    for (int fused = 0; fused < 2; fused++) {
+        em_manual_seed(5); /* the same values both times */
+        em_shape shapes[3] = {EM_SHAPE(33, 20), EM_SHAPE(17, 20), EM_SHAPE(17)};
+        for (int i = 0; i < 3; i++)
+            p[fused][i] = em_requires_grad_(em_randn(shapes[i], EM_F32, NULL), true);
+        em_tensor *y = fused ? em_linear_relu(p[fused][0], p[fused][1], p[fused][2])
+                             : em_relu(em_linear(p[fused][0], p[fused][1], p[fused][2]));
+        cr_assert_eq(em_backward(em_sum_all(em_mul(y, y))), EM_OK, "%s", em_error());
+        out[fused] = y;
+        for (int i = 0; i < 3; i++)
+            grads[fused][i] = p[fused][i]->grad;
+    }
+    int64_t zeros = 0;
+    for (int64_t i = 0; i < em_numel(out[0]); i++)
+        zeros += ((const float *)em_data_ptr(out[0]))[i] == 0;
+    cr_assert(zeros > 100 && zeros < 461, "%lld of 561 outputs are 0", (long long)zeros);
+    cr_assert_arr_eq(em_data_ptr(out[0]), em_data_ptr(out[1]), 561 * sizeof(float));
+    for (int i = 0; i < 3; i++)
+        cr_assert_arr_eq(em_data_ptr(grads[0][i]), em_data_ptr(grads[1][i]),
+                         (size_t)em_numel(grads[0][i]) * sizeof(float), "gradient %d", i);
 }
