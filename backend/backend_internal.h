@@ -168,6 +168,9 @@ typedef struct em_backend {
                                 void **done);
     int (*event_wait)(void *ev);
     void (*event_free)(void *ev);
+    /* the queue the device runs its kernels on, as an opaque handle (CUDA: the cudaStream_t), for
+     * code that orders its own device work after theirs (dist/nccl.c); NULL entry: none to give */
+    void *(*stream)(void);
     /* a line about the device into buf: "NVIDIA H100 80GB HBM3, 79.1 GiB, compute capability 9.0" */
     void (*describe)(char *buf, size_t n);
     /* f32 matrix products on TF32 tensor cores (on) or in full f32 (off, the default); NULL where

@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "backend_cpu/cpu_attention_internal.h"
+#include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "backend_cpu/cpu_simd_internal.h"
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 
 /* OpenBLAS's DYNAMIC_ARCH entry points; weak, so a single-CPU build links without them */

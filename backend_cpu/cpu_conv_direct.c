@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backend_cpu/cpu_conv_direct_internal.h"
+#include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "backend_cpu/cpu_simd_internal.h"
 
@@ -70,14 +71,6 @@ static dconv_geom dconv_grad_input_geom(const em_conv2d_shape *s)
                          (s->kw - 1) * s->dilation[1] - s->pad[1]);
 }
 
-static bool dconv_cpu_ok(void)
-{
-    static int ok = -1;
-    if (ok < 0)
-        ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return ok;
-}
-
 static bool dconv_geom_ok(const dconv_geom *g)
 {
     return g->wo >= 8 && g->ho >= 1 && g->k <= DCONV_MAX_TAPS && g->ph >= 0 && g->pw >= 0
@@ -87,7 +80,7 @@ static bool dconv_geom_ok(const dconv_geom *g)
 bool em_cpu_conv_direct_fits(const em_conv2d_shape *s)
 {
     const dconv_geom g = dconv_forward_geom(s);
-    return dconv_cpu_ok() && s->groups == 1 && s->stride[0] == 1 && s->stride[1] == 1
+    return em_cpu_has_avx2() && s->groups == 1 && s->stride[0] == 1 && s->stride[1] == 1
            && s->kh * s->kw > 1 && dconv_geom_ok(&g);
 }
 

@@ -1,12 +1,12 @@
 /* Element conversion between all dtypes on the CPU: a 9x9 table of strided row converters,
  * generated from one load and one store rule per dtype, plus F16C bulk f32 <-> f16. */
-#include <cpuid.h>
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
 #include "backend/convert_internal.h"
 #include "backend_cpu/cpu_convert_internal.h"
+#include "backend_cpu/cpu_features_internal.h"
 
 /* load rules: the natural C value of one stored element (bool8 is the 1-byte bool dtype) */
 #define LOAD_f32(p) (*(const float *)(p))
@@ -63,15 +63,6 @@ static const em_cpu_convert_fn converters[EM_NDTYPES][EM_NDTYPES] = {
 em_cpu_convert_fn em_cpu_converter(em_dtype src, em_dtype dst)
 {
     return converters[src][dst];
-}
-
-bool em_cpu_has_f16c(void)
-{
-    static int has = -1;
-    unsigned a, b, c, d; /* F16C from cpuid: clang's __builtin_cpu_supports does not know it */
-    if (has < 0)
-        has = __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
-    return has;
 }
 
 __attribute__((target("avx,f16c"))) static void f32_to_f16_f16c(uint16_t *dst, const float *src,

@@ -21,6 +21,5 @@ em_cpu_convert_fn em_cpu_converter(em_dtype src, em_dtype dst);
  * scalar em_f32_to_f16 / em_f16_to_f32; both give identical bits. */
 void em_cpu_f32_to_f16_n(uint16_t *dst, const float *src, int64_t n);
 void em_cpu_f16_to_f32_n(float *dst, const uint16_t *src, int64_t n);
-bool em_cpu_has_f16c(void);
 
 #endif

@@ -3,6 +3,7 @@
  * and erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2), the Chebyshev fit of Numerical Recipes'
  * erfcc: relative error below 1.2e-7 for every z >= 0, so gelu keeps f32 accuracy even far into
  * the negative tail where 1 + erf is tiny. */
+#include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "backend_cpu/cpu_simd_internal.h"
 

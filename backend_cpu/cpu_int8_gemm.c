@@ -3,6 +3,7 @@
  * that splits a product into tiles, the portable tile and the quantized linear layers. */
 #include <stdlib.h>
 
+#include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_int8_internal.h"
 
 /* Why 7-bit activations: without VNNI the fastest exact AVX2 product is _mm256_maddubs_epi16
@@ -19,44 +20,6 @@
 /* rows of a threaded task (a multiple of every path's MR and of the panel) */
 #define TASK_ROWS 64
 
-bool em_cpu_has_avx2(void)
-{
-    static int has = -1;
-    if (has < 0)
-        has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return has;
-}
-
-bool em_cpu_has_avx512(void)
-{
-    static int has = -1;
-    if (has < 0)
-        has = em_cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
-              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-              __builtin_cpu_supports("avx512vl");
-    return has;
-}
-
-static bool avx512_off; /* em_cpu_set_avx512(false) */
-
-bool em_cpu_use_avx512(void)
-{
-    return !__atomic_load_n(&avx512_off, __ATOMIC_RELAXED) && em_cpu_has_avx512();
-}
-
-void em_cpu_set_avx512(bool on)
-{
-    __atomic_store_n(&avx512_off, !on, __ATOMIC_RELAXED);
-}
-
-static bool has_vnni(void)
-{
-    static int has = -1;
-    if (has < 0)
-        has = em_cpu_has_avx512() && __builtin_cpu_supports("avx512vnni");
-    return has;
-}
-
 bool em_cpu_int8_path_supported(em_cpu_int8_path path)
 {
     switch (path) {
@@ -65,7 +28,7 @@ bool em_cpu_int8_path_supported(em_cpu_int8_path path)
     case EM_CPU_INT8_AVX2:
         return em_cpu_has_avx2();
     case EM_CPU_INT8_VNNI:
-        return has_vnni();
+        return em_cpu_has_avx512_vnni();
     default:
         return false;
     }
@@ -73,7 +36,7 @@ bool em_cpu_int8_path_supported(em_cpu_int8_path path)
 
 em_cpu_int8_path em_cpu_int8_best_path(void)
 {
-    return has_vnni() ? EM_CPU_INT8_VNNI
+    return em_cpu_has_avx512_vnni() ? EM_CPU_INT8_VNNI
                       : em_cpu_has_avx2() ? EM_CPU_INT8_AVX2 : EM_CPU_INT8_PORTABLE;
 }
 

@@ -2,6 +2,7 @@
  * per tensor, with calibrated parameters or those of the tensor's own range. */
 #include <math.h>
 
+#include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_int8_internal.h"
 #include "backend_cpu/cpu_simd_internal.h"
 

@@ -139,12 +139,6 @@ typedef enum {
     EM_CPU_INT8_VNNI, /* AVX-512 F, BW, VL and VNNI: vpdpbusd */
     EM_CPU_INT8_PATHS
 } em_cpu_int8_path;
-bool em_cpu_has_avx2(void); /* AVX2 and FMA, checked once at run time */
-/* AVX-512 F, BW, DQ and VL on top of AVX2, checked once; kernels with an AVX-512 body take it
- * when em_cpu_use_avx512, which tests turn off to run the AVX2 body on the same CPU */
-bool em_cpu_has_avx512(void);
-bool em_cpu_use_avx512(void);
-void em_cpu_set_avx512(bool on); /* on: where the CPU has it (the default) */
 bool em_cpu_int8_path_supported(em_cpu_int8_path path);
 em_cpu_int8_path em_cpu_int8_best_path(void);
 int64_t em_cpu_int8_packed_size(int64_t n, int64_t k);

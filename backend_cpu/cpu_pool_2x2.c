@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend_cpu/cpu_dense_internal.h"
+#include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_simd_internal.h"
 
 /* take = t > best, or t is NaN while best is not */

@@ -5,6 +5,7 @@
  * are written out there as sums sharing their terms, G here. */
 #include <string.h>
 
+#include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "backend_cpu/cpu_simd_internal.h"
 #include "backend_cpu/cpu_winograd_tiles_internal.h"

@@ -17,6 +17,7 @@ static const em_backend cuda_backend = {
     .copy_from_host_async = em_cuda_copy_from_host_async,
     .event_wait = em_cuda_event_wait,
     .event_free = em_cuda_event_free,
+    .stream = em_cuda_stream_handle,
     .describe = em_cuda_describe,
     .set_tf32 = em_cuda_set_tf32,
     .fill = em_cuda_fill,

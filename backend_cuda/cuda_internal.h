@@ -27,6 +27,7 @@ extern "C" {
 
 /* cuda_memory.c */
 cudaStream_t em_cuda_stream(void);
+void *em_cuda_stream_handle(void); /* em_cuda_stream for the table's stream entry */
 cublasHandle_t em_cuda_cublas(void);
 bool em_cuda_init(void); /* the stream and cuBLAS handle; false when no usable device */
 int em_cuda_status(cudaError_t err); /* EM_KERNEL_OK or EM_KERNEL_FAILED */

@@ -33,6 +33,11 @@ cudaStream_t em_cuda_stream(void)
     return stream;
 }
 
+void *em_cuda_stream_handle(void)
+{
+    return stream;
+}
+
 cublasHandle_t em_cuda_cublas(void)
 {
     return cublas;

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "backend_cuda/cuda_internal.h" /* em_cuda_stream: the collectives order against it */
+#include "backend/backend_internal.h" /* the compute stream the collectives order after */
 #include "dist/dist_internal.h"
 
 typedef enum { PHASE_ID, PHASE_INIT, PHASE_RUN } phase;
@@ -74,13 +74,21 @@ static bool nccl_types(const em_dist_work *w, ncclDataType_t *dt, ncclRedOp_t *o
     return true;
 }
 
+/* The CUDA backend's compute stream from its table's stream entry; NULL when it gives none. */
+static cudaStream_t compute_stream(void)
+{
+    const em_backend *be = em_backend_get(EM_CUDA);
+    return be && be->stream ? (cudaStream_t)be->stream() : NULL;
+}
+
 /* At submission, in the caller's thread: an event after the work queued so far on the backend's
  * compute stream (the gradients, the copies into a bucket), which the collective waits for. */
 static void nccl_prepare(em_dist_work *w)
 {
+    cudaStream_t compute = compute_stream();
     cudaEvent_t ready = NULL;
-    if (cudaEventCreateWithFlags(&ready, cudaEventDisableTiming) == cudaSuccess &&
-        cudaEventRecord(ready, em_cuda_stream()) != cudaSuccess) {
+    if (compute && cudaEventCreateWithFlags(&ready, cudaEventDisableTiming) == cudaSuccess &&
+        cudaEventRecord(ready, compute) != cudaSuccess) {
         cudaEventDestroy(ready);
         ready = NULL;
     }
@@ -107,8 +115,10 @@ static em_status enqueue(nccl_handle *h, char *msg)
         return EM_ERR_UNSUPPORTED;
     }
     if (!w->ready) {
-        snprintf(msg, EM_DIST_MSG_MAX, "%s: no CUDA event could be recorded on the compute "
-                 "stream", w->fn);
+        snprintf(msg, EM_DIST_MSG_MAX, "%s: %s", w->fn, compute_stream()
+                 ? "no CUDA event could be recorded on the compute stream"
+                 : "the cuda backend gives no compute stream (its table's stream entry) to order "
+                   "the collective after");
         return EM_ERR_STATE;
     }
     cudaError_t e = cudaStreamWaitEvent(nc.stream, (cudaEvent_t)w->ready, 0);

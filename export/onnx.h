@@ -19,10 +19,43 @@ typedef struct {
 /* Writes model as an ONNX file at path (atomically). example_input (B, ...) f32 is run through
  * the layers in eval mode to fix every shape but the batch; model's train/eval mode is restored.
  * Supported: Sequential, Linear, Conv2d, BatchNorm1d/2d, LayerNorm, MaxPool2d, AvgPool2d,
- * AdaptiveAvgPool2d, Flatten, Dropout and the activations; any other module is an error that
- * names it, and no file is written. */
+ * AdaptiveAvgPool2d, Flatten, Dropout, the activations and the types given an exporter with
+ * em_onnx_register (below); any other module is an error that names it, and no file is
+ * written. */
 em_status em_onnx_export(em_module *model, const em_tensor *example_input, const char *path,
                          em_onnx_opts o);
+
+/* ---- mappings for other module types ----
+ * An exporter writes one layer of its module type: nodes that start from the current value
+ * (em_onnx_value: the layer's input) and leave the layer's output as the current value. It gets
+ * the module and its dotted name ("features.0"; "" for the root) and returns EM_OK, or an error
+ * status with the message set; em_onnx_export then runs the layer's forward on the example. */
+typedef struct em_onnx_builder em_onnx_builder;
+typedef em_status (*em_onnx_exporter)(em_onnx_builder *b, const em_module *m, const char *layer);
+/* Makes em_onnx_export write modules of type with fn (in place of an earlier registration or a
+ * built-in mapping); for the whole process, any thread. */
+em_status em_onnx_register(const em_module_type *type, em_onnx_exporter fn);
+
+const char *em_onnx_value(const em_onnx_builder *b); /* the current value's name */
+/* the example input as it reaches the layer (B, ...) f32, for shapes; dim 0 is the batch */
+const em_tensor *em_onnx_example(const em_onnx_builder *b);
+/* An f32 initializer holding t under "<layer>.<local>"; returns that name (valid until the
+ * export ends), or NULL with an error. */
+const char *em_onnx_initializer(em_onnx_builder *b, const char *local, const em_tensor *t);
+
+typedef enum { EM_ONNX_ATTR_INT, EM_ONNX_ATTR_FLOAT, EM_ONNX_ATTR_INTS } em_onnx_attr_kind;
+typedef struct {
+    const char *name;    /* "axis" */
+    em_onnx_attr_kind kind;
+    int64_t i;           /* EM_ONNX_ATTR_INT */
+    double f;            /* EM_ONNX_ATTR_FLOAT (written as a float) */
+    const int64_t *ints; /* (n_ints) EM_ONNX_ATTR_INTS */
+    int n_ints;
+} em_onnx_attr;
+/* A node op (an ONNX operator of the default domain) on the named inputs with n_attrs
+ * attributes; its output becomes the current value. */
+em_status em_onnx_node(em_onnx_builder *b, const char *op, const char *const *inputs,
+                       int n_inputs, const em_onnx_attr *attrs, int n_attrs);
 
 #ifdef __cplusplus
 }

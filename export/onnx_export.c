@@ -1,7 +1,9 @@
 /* ONNX export: walks a module tree in order, runs an example through each layer to learn its
  * shapes, and writes one ONNX node (or a few) per layer with its tensors as initializers, in
- * protobuf through io/protobuf.c. Field numbers are onnx.proto's (IR version 8). */
+ * protobuf through io/protobuf.c. A layer's mapping is found by its module type: the built-in
+ * table, or one a user registered. Field numbers are onnx.proto's (IR version 8). */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,13 +28,18 @@ enum { ONNX_FLOAT = 1, IR_VERSION = 8, DEFAULT_OPSET = 17 };
 
 #define NAME_MAX_LEN 256
 
-typedef struct {
+struct em_onnx_builder {
     em_pb graph;             /* nodes and initializers so far */
     char value[NAME_MAX_LEN]; /* the name of the value flowing between layers */
     int n_values;            /* values named so far ("v1", "v2", ...) */
     int n_nodes;             /* nodes so far, to make node names unique */
     em_tensor *x;            /* the example as it leaves the last exported layer (owned) */
-} exporter;
+    const char *layer;       /* the layer being written */
+    const em_module *folded; /* the BatchNorm2d folded into the Conv2d being written, or NULL */
+    char **names;            /* (n_names) initializer names em_onnx_initializer handed out */
+    int n_names;
+};
+typedef struct em_onnx_builder exporter;
 
 /* A fresh value name into out. */
 static void next_value(exporter *e, char *out)
@@ -92,15 +99,31 @@ static void node_end(exporter *e, em_pb *n)
     em_pb_message(&e->graph, GRAPH_NODE, n);
 }
 
-/* A node with one input (the current value) and no attributes; the current value moves on. */
-static void simple_node(exporter *e, const char *op, const char *layer)
+/* A node op(inputs) with attributes whose output becomes the current value. */
+static void node(exporter *e, const char *op, const char *layer, const char *const *inputs,
+                 int n_in, const em_onnx_attr *attrs, int n_attrs)
 {
     char out[NAME_MAX_LEN];
     next_value(e, out);
-    const char *in[] = {e->value};
-    em_pb n = node_begin(e, op, layer, in, 1, out);
+    em_pb n = node_begin(e, op, layer, inputs, n_in, out);
+    for (int i = 0; i < n_attrs; i++) {
+        const em_onnx_attr *a = &attrs[i];
+        if (a->kind == EM_ONNX_ATTR_INT)
+            attr_int(&n, a->name, a->i);
+        else if (a->kind == EM_ONNX_ATTR_FLOAT)
+            attr_float(&n, a->name, a->f);
+        else
+            attr_ints(&n, a->name, a->ints, a->n_ints);
+    }
     node_end(e, &n);
     strcpy(e->value, out);
+}
+
+/* A node with one input (the current value) and no attributes; the current value moves on. */
+static void simple_node(exporter *e, const char *op, const char *layer)
+{
+    const char *in[] = {e->value};
+    node(e, op, layer, in, 1, NULL, 0);
 }
 
 /* An f32 initializer from host values with the given shape. */
@@ -138,16 +161,12 @@ static void constant(exporter *e, const char *layer, const char *local, float v,
     initializer_f32(e, out, &v, EM_SCALAR_SHAPE);
 }
 
-/* op(current value, other) -> the new current value */
+/* op(a, b) -> the new current value */
 static void binary_node(exporter *e, const char *op, const char *layer, const char *a,
                         const char *b)
 {
-    char out[NAME_MAX_LEN];
-    next_value(e, out);
     const char *in[] = {a, b};
-    em_pb n = node_begin(e, op, layer, in, 2, out);
-    node_end(e, &n);
-    strcpy(e->value, out);
+    node(e, op, layer, in, 2, NULL, 0);
 }
 
 static em_status export_linear(exporter *e, const em_module *m, const char *layer)
@@ -177,11 +196,12 @@ static em_status export_linear(exporter *e, const em_module *m, const char *laye
     return EM_OK;
 }
 
-/* Conv2d, with the BatchNorm2d that follows it (bn, or NULL) folded into its weight and bias:
- * w' = w g / sqrt(var + eps) per output channel, b' = (b - mean) g / sqrt(var + eps) + beta. */
-static em_status export_conv(exporter *e, const em_module *m, const em_module *bn,
-                             const char *layer)
+/* Conv2d, with the BatchNorm2d that follows it (e->folded, or NULL) folded into its weight and
+ * bias: w' = w g / sqrt(var + eps) per output channel,
+ * b' = (b - mean) g / sqrt(var + eps) + beta. */
+static em_status export_conv(exporter *e, const em_module *m, const char *layer)
 {
+    const em_module *bn = e->folded;
     em_conv2d_opts o;
     em_conv2d_layer_config(m, &o);
     const em_tensor *w = m->params[0].value, *b = m->n_params > 1 ? m->params[1].value : NULL;
@@ -240,7 +260,7 @@ static em_status export_pool(exporter *e, const em_module *m, const char *layer)
 {
     em_pool2d_opts o;
     em_pool2d_layer_config(m, &o);
-    bool max = !strcmp(m->type->type_name, "MaxPool2d");
+    bool max = em_module_own_type(m) == &em_max_pool2d_type;
     char out[NAME_MAX_LEN];
     next_value(e, out);
     const char *in[] = {e->value};
@@ -282,8 +302,9 @@ static em_status export_adaptive_pool(exporter *e, const em_module *m, const cha
 }
 
 /* BatchNormalization (inference) or LayerNormalization over the last dim. */
-static em_status export_norm(exporter *e, const em_module *m, const char *layer, bool batch)
+static em_status export_norm(exporter *e, const em_module *m, const char *layer)
 {
+    bool batch = em_module_own_type(m) != &em_layer_norm_type;
     double eps;
     char names[4][NAME_MAX_LEN], out[NAME_MAX_LEN];
     if (batch)
@@ -371,11 +392,6 @@ static em_status export_activation(exporter *e, const em_module *m, const char *
     return EM_OK;
 }
 
-static bool is_type(const em_module *m, const char *name)
-{
-    return m && !strcmp(m->type->type_name, name);
-}
-
 /* Runs the example through m (and the BatchNorm folded after it) to move e->x on. */
 static em_status advance(exporter *e, em_module *m, em_module *folded)
 {
@@ -392,47 +408,165 @@ static em_status advance(exporter *e, em_module *m, em_module *folded)
     return EM_OK;
 }
 
+static em_status export_dropout(exporter *e, const em_module *m, const char *layer)
+{
+    (void)m;
+    simple_node(e, "Identity", layer);
+    return EM_OK;
+}
+
+typedef struct {
+    const em_module_type *type;
+    em_onnx_exporter fn;
+} mapping;
+
+static const mapping builtin[] = {
+    {&em_linear_type, export_linear},
+    {&em_conv2d_type, export_conv},
+    {&em_max_pool2d_type, export_pool},
+    {&em_avg_pool2d_type, export_pool},
+    {&em_adaptive_avg_pool2d_type, export_adaptive_pool},
+    {&em_batch_norm1d_type, export_norm},
+    {&em_batch_norm2d_type, export_norm},
+    {&em_layer_norm_type, export_norm},
+    {&em_dropout_type, export_dropout},
+    {&em_relu_type, export_activation},
+    {&em_leaky_relu_type, export_activation},
+    {&em_gelu_type, export_activation},
+    {&em_silu_type, export_activation},
+    {&em_tanh_type, export_activation},
+    {&em_sigmoid_type, export_activation},
+    {&em_softmax_type, export_activation},
+    {&em_flatten_type, export_activation},
+};
+
+/* em_onnx_register's mappings, looked up before the built-in ones */
+static mapping *registered;
+static int n_registered;
+static pthread_mutex_t registered_lock = PTHREAD_MUTEX_INITIALIZER;
+
+em_status em_onnx_register(const em_module_type *type, em_onnx_exporter fn)
+{
+    if (!type || !fn)
+        return em_set_error(EM_ERR_ARG, "em_onnx_register: type and exporter must be given");
+    em_status st = EM_OK;
+    pthread_mutex_lock(&registered_lock);
+    int i = 0;
+    while (i < n_registered && registered[i].type != type)
+        i++;
+    mapping *grown = i < n_registered ? registered
+                                      : realloc(registered, (size_t)(i + 1) * sizeof *grown);
+    if (grown) {
+        registered = grown;
+        registered[i] = (mapping){type, fn};
+        n_registered += i == n_registered;
+    } else {
+        st = em_set_error(EM_ERR_MEMORY, "em_onnx_register: out of memory");
+    }
+    pthread_mutex_unlock(&registered_lock);
+    return st;
+}
+
+/* The exporter of modules of type, or NULL when it has none. */
+static em_onnx_exporter mapping_of(const em_module_type *type)
+{
+    em_onnx_exporter fn = NULL;
+    pthread_mutex_lock(&registered_lock);
+    for (int i = 0; i < n_registered && !fn; i++)
+        if (registered[i].type == type)
+            fn = registered[i].fn;
+    pthread_mutex_unlock(&registered_lock);
+    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0] && !fn; i++)
+        if (builtin[i].type == type)
+            fn = builtin[i].fn;
+    return fn;
+}
+
 static em_status export_leaf(exporter *e, em_module *m, em_module *folded, const char *layer)
 {
-    double arg;
-    em_status st;
-    if (is_type(m, "Linear"))
-        st = export_linear(e, m, layer);
-    else if (is_type(m, "Conv2d"))
-        st = export_conv(e, m, folded, layer);
-    else if (is_type(m, "MaxPool2d") || is_type(m, "AvgPool2d"))
-        st = export_pool(e, m, layer);
-    else if (is_type(m, "AdaptiveAvgPool2d"))
-        st = export_adaptive_pool(e, m, layer);
-    else if (is_type(m, "BatchNorm1d") || is_type(m, "BatchNorm2d") || is_type(m, "LayerNorm"))
-        st = export_norm(e, m, layer, !is_type(m, "LayerNorm"));
-    else if (is_type(m, "Dropout")) {
-        simple_node(e, "Identity", layer);
-        st = EM_OK;
-    } else if (em_activation_layer_arg(m, &arg))
-        st = export_activation(e, m, layer);
-    else
-        st = em_set_error(EM_ERR_UNSUPPORTED, "em_onnx_export: layer '%s' (%s) has no ONNX "
-                          "mapping", *layer ? layer : "(root)", m->type->type_name);
+    em_onnx_exporter fn = mapping_of(em_module_own_type(m));
+    if (!fn)
+        return em_set_error(EM_ERR_UNSUPPORTED, "em_onnx_export: layer '%s' (%s) has no ONNX "
+                            "mapping", *layer ? layer : "(root)", m->type->type_name);
+    e->layer = layer;
+    e->folded = folded;
+    em_status st = fn(e, m, layer);
     return st == EM_OK ? advance(e, m, folded) : st;
+}
+
+static bool is_type(const em_module *m, const em_module_type *type)
+{
+    return m && em_module_own_type(m) == type;
 }
 
 static em_status export_module(exporter *e, em_module *m, const char *prefix)
 {
-    if (!is_type(m, "Sequential"))
+    if (!is_type(m, &em_sequential_type))
         return export_leaf(e, m, NULL, prefix);
     for (int i = 0; i < m->n_children; i++) {
         em_module *c = m->children[i].module;
         em_module *next = i + 1 < m->n_children ? m->children[i + 1].module : NULL;
-        em_module *folded = is_type(c, "Conv2d") && is_type(next, "BatchNorm2d") ? next : NULL;
+        em_module *folded = is_type(c, &em_conv2d_type) && is_type(next, &em_batch_norm2d_type)
+                                ? next : NULL;
         char name[NAME_MAX_LEN];
         snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", m->children[i].name);
-        em_status st = is_type(c, "Sequential") ? export_module(e, c, name)
-                                                : export_leaf(e, c, folded, name);
+        em_status st = is_type(c, &em_sequential_type) ? export_module(e, c, name)
+                                                       : export_leaf(e, c, folded, name);
         if (st != EM_OK)
             return st;
         i += folded != NULL;
     }
+    return EM_OK;
+}
+
+const char *em_onnx_value(const em_onnx_builder *b)
+{
+    return b ? b->value : NULL;
+}
+
+const em_tensor *em_onnx_example(const em_onnx_builder *b)
+{
+    return b ? b->x : NULL;
+}
+
+const char *em_onnx_initializer(em_onnx_builder *b, const char *local, const em_tensor *t)
+{
+    if (!b || !local || !t) {
+        em_set_error(EM_ERR_ARG, "em_onnx_initializer: builder, local name and tensor must be "
+                     "given");
+        return NULL;
+    }
+    char name[NAME_MAX_LEN];
+    if (initializer(b, b->layer, local, t, name) != EM_OK)
+        return NULL;
+    char **names = realloc(b->names, (size_t)(b->n_names + 1) * sizeof *names);
+    char *kept = names ? malloc(strlen(name) + 1) : NULL;
+    if (names)
+        b->names = names;
+    if (!kept) {
+        em_set_error(EM_ERR_MEMORY, "em_onnx_initializer: out of memory");
+        return NULL;
+    }
+    b->names[b->n_names++] = kept;
+    return strcpy(kept, name);
+}
+
+em_status em_onnx_node(em_onnx_builder *b, const char *op, const char *const *inputs,
+                       int n_inputs, const em_onnx_attr *attrs, int n_attrs)
+{
+    bool ok = b && op && n_inputs >= 0 && (inputs || !n_inputs) && n_attrs >= 0 &&
+              (attrs || !n_attrs);
+    for (int i = 0; ok && i < n_inputs; i++)
+        ok = inputs[i] != NULL;
+    for (int i = 0; ok && i < n_attrs; i++)
+        ok = attrs[i].name && (attrs[i].kind == EM_ONNX_ATTR_INT ||
+                               attrs[i].kind == EM_ONNX_ATTR_FLOAT ||
+                               (attrs[i].kind == EM_ONNX_ATTR_INTS && attrs[i].n_ints >= 0 &&
+                                (attrs[i].ints || !attrs[i].n_ints)));
+    if (!ok)
+        return em_set_error(EM_ERR_ARG, "em_onnx_node: needs a builder, an op, %d named "
+                            "inputs and %d named attributes of a known kind", n_inputs, n_attrs);
+    node(b, op, b->layer, inputs, n_inputs, attrs, n_attrs);
     return EM_OK;
 }
 
@@ -509,6 +643,9 @@ em_status em_onnx_export(em_module *model, const em_tensor *example_input, const
     }
     em_pb_free(&e.graph);
     em_release(e.x);
+    for (int i = 0; i < e.n_names; i++)
+        free(e.names[i]);
+    free(e.names);
     em_module_train(model, was_training);
     em_set_grad_enabled(grad);
     return st;

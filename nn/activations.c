@@ -46,26 +46,31 @@ static void act_describe(const em_module *m, char *buf, size_t n)
         buf[0] = '\0';
 }
 
-static const em_module_type act_types[ACT_COUNT] = {
-    [ACT_RELU] = {"ReLU", act_forward, NULL, act_describe},
-    [ACT_LEAKY_RELU] = {"LeakyReLU", act_forward, NULL, act_describe},
-    [ACT_GELU] = {"GELU", act_forward, NULL, act_describe},
-    [ACT_SILU] = {"SiLU", act_forward, NULL, act_describe},
-    [ACT_TANH] = {"Tanh", act_forward, NULL, act_describe},
-    [ACT_SIGMOID] = {"Sigmoid", act_forward, NULL, act_describe},
-    [ACT_SOFTMAX] = {"Softmax", act_forward, NULL, act_describe},
-    [ACT_FLATTEN] = {"Flatten", act_forward, NULL, act_describe},
+const em_module_type em_relu_type = {"ReLU", act_forward, NULL, act_describe};
+const em_module_type em_leaky_relu_type = {"LeakyReLU", act_forward, NULL, act_describe};
+const em_module_type em_gelu_type = {"GELU", act_forward, NULL, act_describe};
+const em_module_type em_silu_type = {"SiLU", act_forward, NULL, act_describe};
+const em_module_type em_tanh_type = {"Tanh", act_forward, NULL, act_describe};
+const em_module_type em_sigmoid_type = {"Sigmoid", act_forward, NULL, act_describe};
+const em_module_type em_softmax_type = {"Softmax", act_forward, NULL, act_describe};
+const em_module_type em_flatten_type = {"Flatten", act_forward, NULL, act_describe};
+
+static const em_module_type *const act_types[ACT_COUNT] = {
+    [ACT_RELU] = &em_relu_type,       [ACT_LEAKY_RELU] = &em_leaky_relu_type,
+    [ACT_GELU] = &em_gelu_type,       [ACT_SILU] = &em_silu_type,
+    [ACT_TANH] = &em_tanh_type,       [ACT_SIGMOID] = &em_sigmoid_type,
+    [ACT_SOFTMAX] = &em_softmax_type, [ACT_FLATTEN] = &em_flatten_type,
 };
 
 bool em_module_is_relu(const em_module *m)
 {
-    return m && m->type == &act_types[ACT_RELU];
+    return m && m->type == &em_relu_type;
 }
 
 bool em_activation_layer_arg(const em_module *m, double *arg)
 {
     for (int k = 0; m && k < ACT_COUNT; k++)
-        if (m->type == &act_types[k]) {
+        if (m->type == act_types[k]) {
             *arg = ((const act_layer *)m)->arg;
             return true;
         }
@@ -74,7 +79,7 @@ bool em_activation_layer_arg(const em_module *m, double *arg)
 
 static em_module *act_layer_new(act_kind kind, double arg)
 {
-    act_layer *a = (act_layer *)em_module_alloc(sizeof *a, &act_types[kind]);
+    act_layer *a = (act_layer *)em_module_alloc(sizeof *a, act_types[kind]);
     if (!a)
         return NULL;
     a->kind = kind;

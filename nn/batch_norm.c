@@ -133,14 +133,14 @@ static void batch_norm_describe(const em_module *m, char *buf, size_t n)
     snprintf(buf, n, "%lld, eps=%g, momentum=%g", (long long)b->features, b->eps, b->momentum);
 }
 
-static const em_module_type batch_norm1d_type = {"BatchNorm1d", batch_norm_forward, NULL,
-                                                 batch_norm_describe};
-static const em_module_type batch_norm2d_type = {"BatchNorm2d", batch_norm_forward, NULL,
-                                                 batch_norm_describe};
+const em_module_type em_batch_norm1d_type = {"BatchNorm1d", batch_norm_forward, NULL,
+                                             batch_norm_describe};
+const em_module_type em_batch_norm2d_type = {"BatchNorm2d", batch_norm_forward, NULL,
+                                             batch_norm_describe};
 
 bool em_batch_norm_layer_eps(const em_module *m, double *eps)
 {
-    if (!m || (m->type != &batch_norm1d_type && m->type != &batch_norm2d_type))
+    if (!m || (m->type != &em_batch_norm1d_type && m->type != &em_batch_norm2d_type))
         return false;
     *eps = ((const batch_norm_layer *)m)->eps;
     return true;
@@ -160,8 +160,8 @@ static em_module *batch_norm_layer_new(const em_module_type *type, int64_t featu
     b->features = features;
     b->eps = eps ? eps : 1e-5;
     b->momentum = momentum ? momentum : 0.1;
-    b->min_ndim = type == &batch_norm2d_type ? 4 : 2;
-    b->max_ndim = type == &batch_norm2d_type ? 4 : 3;
+    b->min_ndim = type == &em_batch_norm2d_type ? 4 : 2;
+    b->max_ndim = type == &em_batch_norm2d_type ? 4 : 3;
     em_module *m = &b->base;
     if (!em_module_add_param(m, "weight", em_ones(EM_SHAPE(features), EM_F32)) ||
         !em_module_add_param(m, "bias", em_zeros(EM_SHAPE(features), EM_F32)) ||
@@ -176,19 +176,19 @@ static em_module *batch_norm_layer_new(const em_module_type *type, int64_t featu
 
 em_module *em_batch_norm1d_layer(int64_t features, double eps, double momentum)
 {
-    return batch_norm_layer_new(&batch_norm1d_type, features, eps, momentum,
+    return batch_norm_layer_new(&em_batch_norm1d_type, features, eps, momentum,
                                 "em_batch_norm1d_layer");
 }
 
 em_module *em_batch_norm2d_layer(int64_t channels, double eps, double momentum)
 {
-    return batch_norm_layer_new(&batch_norm2d_type, channels, eps, momentum,
+    return batch_norm_layer_new(&em_batch_norm2d_type, channels, eps, momentum,
                                 "em_batch_norm2d_layer");
 }
 
 em_status em_batch_norm_layer_config(const em_module *m, double *eps, double *momentum)
 {
-    if (!m || (m->type != &batch_norm1d_type && m->type != &batch_norm2d_type))
+    if (!m || (m->type != &em_batch_norm1d_type && m->type != &em_batch_norm2d_type))
         return em_set_error(EM_ERR_ARG, "em_batch_norm_layer_config: not a BatchNorm1d or "
                                         "BatchNorm2d module");
     const batch_norm_layer *b = (const batch_norm_layer *)m;

@@ -94,6 +94,11 @@ static bool is_checkpointed(const em_module *m)
     return m->type->forward == checkpointed_forward || m->type->forward == segmented_forward;
 }
 
+const em_module_type *em_module_own_type(const em_module *m)
+{
+    return is_checkpointed(m) ? type_of(m)->inner : m->type;
+}
+
 /* Give m a checkpoint type over its own; NULL with an error when out of memory. */
 static checkpoint_type *retype(em_module *m, int n_segments, const char *fn)
 {

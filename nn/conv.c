@@ -37,12 +37,12 @@ static void conv_describe(const em_module *m, char *buf, size_t n)
              m->n_params > 1 ? "true" : "false");
 }
 
-static const em_module_type conv2d_type = {"Conv2d", conv2d_forward, NULL, conv_describe};
+const em_module_type em_conv2d_type = {"Conv2d", conv2d_forward, NULL, conv_describe};
 static const em_module_type conv1d_type = {"Conv1d", conv1d_forward, NULL, conv_describe};
 
 bool em_conv2d_layer_config(const em_module *m, em_conv2d_opts *o)
 {
-    if (!m || m->type != &conv2d_type)
+    if (!m || m->type != &em_conv2d_type)
         return false;
     *o = ((const conv2d_layer *)m)->opts;
     return true;
@@ -93,7 +93,7 @@ static em_module *conv_new(const char *fn, const em_module_type *type, int spati
 
 em_module *em_conv2d_layer(int64_t in_ch, int64_t out_ch, int64_t kernel, em_conv2d_layer_opts o)
 {
-    return conv_new("em_conv2d_layer", &conv2d_type, 2, in_ch, out_ch, kernel, o.stride,
+    return conv_new("em_conv2d_layer", &em_conv2d_type, 2, in_ch, out_ch, kernel, o.stride,
                     o.padding, o.dilation, o.groups, !o.no_bias);
 }
 

@@ -42,7 +42,7 @@ static void dropout_describe(const em_module *m, char *buf, size_t n)
     snprintf(buf, n, "p=%g", ((const dropout_layer *)m)->p);
 }
 
-static const em_module_type dropout_type = {"Dropout", dropout_forward, NULL, dropout_describe};
+const em_module_type em_dropout_type = {"Dropout", dropout_forward, NULL, dropout_describe};
 
 em_module *em_dropout_layer(double p)
 {
@@ -50,7 +50,7 @@ em_module *em_dropout_layer(double p)
         em_set_error(EM_ERR_ARG, "em_dropout_layer: p %g is outside [0, 1]", p);
         return NULL;
     }
-    dropout_layer *d = (dropout_layer *)em_module_alloc(sizeof *d, &dropout_type);
+    dropout_layer *d = (dropout_layer *)em_module_alloc(sizeof *d, &em_dropout_type);
     if (!d)
         return NULL;
     d->p = p;

@@ -62,12 +62,12 @@ static void layer_norm_describe(const em_module *m, char *buf, size_t n)
     snprintf(buf, n, "(%lld,), eps=%g", (long long)l->normalized_size, l->eps);
 }
 
-static const em_module_type layer_norm_type = {"LayerNorm", layer_norm_forward, NULL,
-                                               layer_norm_describe};
+const em_module_type em_layer_norm_type = {"LayerNorm", layer_norm_forward, NULL,
+                                           layer_norm_describe};
 
 bool em_layer_norm_layer_eps(const em_module *m, double *eps)
 {
-    if (!m || m->type != &layer_norm_type)
+    if (!m || m->type != &em_layer_norm_type)
         return false;
     *eps = ((const layer_norm_layer *)m)->eps;
     return true;
@@ -80,7 +80,7 @@ em_module *em_layer_norm_layer(int64_t normalized_size, double eps)
                      "eps %g", (long long)normalized_size, eps);
         return NULL;
     }
-    layer_norm_layer *l = (layer_norm_layer *)em_module_alloc(sizeof *l, &layer_norm_type);
+    layer_norm_layer *l = (layer_norm_layer *)em_module_alloc(sizeof *l, &em_layer_norm_type);
     if (!l)
         return NULL;
     l->normalized_size = normalized_size;

@@ -27,11 +27,11 @@ static void linear_describe(const em_module *m, char *buf, size_t n)
              (long long)l->out_features, m->n_params > 1 ? "true" : "false");
 }
 
-static const em_module_type linear_type = {"Linear", linear_forward, NULL, linear_describe};
+const em_module_type em_linear_type = {"Linear", linear_forward, NULL, linear_describe};
 
 bool em_module_is_linear(const em_module *m)
 {
-    return m && m->type == &linear_type;
+    return m && m->type == &em_linear_type;
 }
 
 em_module *em_linear_layer(int64_t in_features, int64_t out_features, bool bias)
@@ -41,7 +41,7 @@ em_module *em_linear_layer(int64_t in_features, int64_t out_features, bool bias)
                      (long long)in_features, (long long)out_features);
         return NULL;
     }
-    linear_layer *l = (linear_layer *)em_module_alloc(sizeof *l, &linear_type);
+    linear_layer *l = (linear_layer *)em_module_alloc(sizeof *l, &em_linear_type);
     if (!l)
         return NULL;
     l->in_features = in_features;

@@ -67,6 +67,16 @@ static inline em_tensor *em_nn_scope_return(em_tensor *y)
  * naming fn; the caller frees it. */
 float *em_host_f32(const em_tensor *t, const char *fn);
 
+/* The built-in layer types, for code that picks what to do by a module's type (the ONNX
+ * export's table of mappings). */
+extern const em_module_type em_sequential_type, em_linear_type, em_conv2d_type,
+    em_max_pool2d_type, em_avg_pool2d_type, em_adaptive_avg_pool2d_type, em_batch_norm1d_type,
+    em_batch_norm2d_type, em_layer_norm_type, em_dropout_type, em_relu_type, em_leaky_relu_type,
+    em_gelu_type, em_silu_type, em_tanh_type, em_sigmoid_type, em_softmax_type, em_flatten_type;
+/* m's type; for a module em_checkpoint_module or em_checkpoint_sequential changed, the type it
+ * had before (nn/checkpointed_module.c). */
+const em_module_type *em_module_own_type(const em_module *m);
+
 /* What exporters and quantizers read of a layer beyond its tensors; each returns false (no
  * error set) when m is not of that type. */
 bool em_conv2d_layer_config(const em_module *m, em_conv2d_opts *o);         /* Conv2d */

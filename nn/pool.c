@@ -23,14 +23,14 @@ static void pool2d_describe(const em_module *m, char *buf, size_t n)
              (long long)p->opts.stride[0], (long long)p->opts.padding[0]);
 }
 
-static const em_module_type max_pool2d_type = {"MaxPool2d", pool2d_forward, NULL,
-                                               pool2d_describe};
-static const em_module_type avg_pool2d_type = {"AvgPool2d", pool2d_forward, NULL,
-                                               pool2d_describe};
+const em_module_type em_max_pool2d_type = {"MaxPool2d", pool2d_forward, NULL,
+                                           pool2d_describe};
+const em_module_type em_avg_pool2d_type = {"AvgPool2d", pool2d_forward, NULL,
+                                           pool2d_describe};
 
 bool em_pool2d_layer_config(const em_module *m, em_pool2d_opts *o)
 {
-    if (!m || (m->type != &max_pool2d_type && m->type != &avg_pool2d_type))
+    if (!m || (m->type != &em_max_pool2d_type && m->type != &em_avg_pool2d_type))
         return false;
     *o = ((const pool2d_layer *)m)->opts;
     return true;
@@ -46,7 +46,7 @@ static em_module *pool2d_layer_new(bool max, int64_t kernel, int64_t stride, int
         return NULL;
     }
     pool2d_layer *p = (pool2d_layer *)em_module_alloc(
-        sizeof *p, max ? &max_pool2d_type : &avg_pool2d_type);
+        sizeof *p, max ? &em_max_pool2d_type : &em_avg_pool2d_type);
     if (!p)
         return NULL;
     p->max = max;
@@ -120,12 +120,12 @@ static void adaptive_describe(const em_module *m, char *buf, size_t n)
     snprintf(buf, n, "output_size=(%lld, %lld)", (long long)p->out_h, (long long)p->out_w);
 }
 
-static const em_module_type adaptive_type = {"AdaptiveAvgPool2d", adaptive_forward, NULL,
-                                             adaptive_describe};
+const em_module_type em_adaptive_avg_pool2d_type = {"AdaptiveAvgPool2d", adaptive_forward,
+                                                    NULL, adaptive_describe};
 
 bool em_adaptive_pool_layer_size(const em_module *m, int64_t *h, int64_t *w)
 {
-    if (!m || m->type != &adaptive_type)
+    if (!m || m->type != &em_adaptive_avg_pool2d_type)
         return false;
     *h = ((const adaptive_pool_layer *)m)->out_h;
     *w = ((const adaptive_pool_layer *)m)->out_w;
@@ -139,7 +139,8 @@ em_module *em_adaptive_avg_pool2d_layer(int64_t out_h, int64_t out_w)
                      "(%lld, %lld)", (long long)out_h, (long long)out_w);
         return NULL;
     }
-    adaptive_pool_layer *p = (adaptive_pool_layer *)em_module_alloc(sizeof *p, &adaptive_type);
+    adaptive_pool_layer *p =
+        (adaptive_pool_layer *)em_module_alloc(sizeof *p, &em_adaptive_avg_pool2d_type);
     if (!p)
         return NULL;
     p->out_h = out_h;

@@ -50,18 +50,18 @@ static em_tensor *sequential_forward(em_module *m, const em_tensor *x)
     return h;
 }
 
-static const em_module_type sequential_type = {"Sequential", sequential_forward, NULL, NULL};
+const em_module_type em_sequential_type = {"Sequential", sequential_forward, NULL, NULL};
 
 em_module *em_sequential_append(em_module *seq, em_module *m)
 {
-    return em_module_append_numbered(seq, &sequential_type, m, "em_sequential_append");
+    return em_module_append_numbered(seq, &em_sequential_type, m, "em_sequential_append");
 }
 
 em_module *em_sequential(int n, ...)
 {
     va_list ap;
     va_start(ap, n);
-    em_module *seq = em_module_numbered(&sequential_type, n, ap, "em_sequential");
+    em_module *seq = em_module_numbered(&em_sequential_type, n, ap, "em_sequential");
     va_end(ap);
     return seq;
 }

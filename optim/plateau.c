@@ -36,11 +36,12 @@ em_scheduler *em_reduce_lr_on_plateau(em_optim *o, em_plateau_opts p)
     em_scheduler *s = em_scheduler_new_kind(o, SCHED_PLATEAU, "em_reduce_lr_on_plateau");
     if (!s)
         return NULL;
-    s->plateau = p;
-    s->best = em_optim_own(em_scalar(p.maximize ? -INFINITY : INFINITY, EM_F64));
-    s->num_bad = em_optim_own(em_zeros(EM_SCALAR_SHAPE, EM_I64));
-    s->cooldown = em_optim_own(em_zeros(EM_SCALAR_SHAPE, EM_I64));
-    if (!s->best || !s->num_bad || !s->cooldown) {
+    sched_plateau *pl = &s->plateau;
+    pl->opts = p;
+    pl->best = em_optim_own(em_scalar(p.maximize ? -INFINITY : INFINITY, EM_F64));
+    pl->num_bad = em_optim_own(em_zeros(EM_SCALAR_SHAPE, EM_I64));
+    pl->cooldown = em_optim_own(em_zeros(EM_SCALAR_SHAPE, EM_I64));
+    if (!pl->best || !pl->num_bad || !pl->cooldown) {
         em_scheduler_free(s);
         return NULL;
     }
@@ -63,8 +64,8 @@ static void reduce_lrs(em_scheduler *s)
 {
     for (int g = 0; g < s->n_groups; g++) {
         double old = em_optim_get_lr(s->o, g);
-        double lr = fmax(old * s->plateau.factor, s->plateau.min_lr);
-        if (old - lr > s->plateau.eps)
+        double lr = fmax(old * s->plateau.opts.factor, s->plateau.opts.min_lr);
+        if (old - lr > s->plateau.opts.eps)
             em_optim_set_lr(s->o, g, lr);
     }
 }
@@ -74,10 +75,11 @@ em_status em_scheduler_step_metric(em_scheduler *s, double metric)
     if (!em_scheduler_wants_metric(s))
         return em_set_error(EM_ERR_STATE, "em_scheduler_step_metric: %s", s ? "only a plateau "
                             "scheduler steps with a metric" : "scheduler is NULL");
-    double *best = em_data_ptr(s->best);
-    int64_t *bad = em_data_ptr(s->num_bad), *cooldown = em_data_ptr(s->cooldown);
+    sched_plateau *pl = &s->plateau;
+    double *best = em_data_ptr(pl->best);
+    int64_t *bad = em_data_ptr(pl->num_bad), *cooldown = em_data_ptr(pl->cooldown);
     s->last_step++;
-    if (is_better(&s->plateau, metric, *best)) {
+    if (is_better(&pl->opts, metric, *best)) {
         *best = metric;
         *bad = 0;
     } else {
@@ -87,9 +89,9 @@ em_status em_scheduler_step_metric(em_scheduler *s, double metric)
         --*cooldown;
         *bad = 0;
     }
-    if (*bad > s->plateau.patience) {
+    if (*bad > pl->opts.patience) {
         reduce_lrs(s);
-        *cooldown = s->plateau.cooldown;
+        *cooldown = pl->opts.cooldown;
         *bad = 0;
     }
     return EM_OK;
@@ -100,7 +102,9 @@ int em_scheduler_state(const em_scheduler *s, em_param_ref *out, int max)
     if (!em_scheduler_wants_metric(s))
         return 0;
     em_param_ref refs[N_PLATEAU_STATE] = {
-        {"best", s->best}, {"num_bad_epochs", s->num_bad}, {"cooldown_counter", s->cooldown}};
+        {"best", s->plateau.best},
+        {"num_bad_epochs", s->plateau.num_bad},
+        {"cooldown_counter", s->plateau.cooldown}};
     for (int i = 0; i < N_PLATEAU_STATE && i < max; i++)
         out[i] = refs[i];
     return N_PLATEAU_STATE;

@@ -16,31 +16,39 @@ static double lr_at(const em_scheduler *s, double base, int64_t t)
 {
     switch (s->kind) {
     case SCHED_STEP:
-        return base * pow(s->gamma, (double)(t / s->step_size));
+        return base * pow(s->step.gamma, (double)(t / s->step.step_size));
     case SCHED_MULTISTEP: {
+        const sched_multistep *m = &s->multistep;
         int k = 0;
-        for (int i = 0; i < s->n_milestones; i++)
-            k += s->milestones[i] <= t;
-        return base * pow(s->gamma, k);
+        for (int i = 0; i < m->n_milestones; i++)
+            k += m->milestones[i] <= t;
+        return base * pow(m->gamma, k);
     }
     case SCHED_EXPONENTIAL:
-        return base * pow(s->gamma, (double)t);
-    case SCHED_COSINE:
-        return s->eta_min + (base - s->eta_min) * (1 + cos(M_PI * t / s->t_max)) / 2;
-    case SCHED_WARMUP_COSINE:
-        if (t < s->warmup)
-            return base * (t + 1) / s->warmup;
-        if (t >= s->t_max)
-            return s->eta_min;
-        return s->eta_min + (base - s->eta_min) *
-                                (1 + cos(M_PI * (t - s->warmup) / (s->t_max - s->warmup))) / 2;
+        return base * pow(s->exponential.gamma, (double)t);
+    case SCHED_COSINE: {
+        const sched_cosine *c = &s->cosine;
+        return c->eta_min + (base - c->eta_min) * (1 + cos(M_PI * t / c->t_max)) / 2;
+    }
+    case SCHED_WARMUP_COSINE: {
+        const sched_warmup_cosine *w = &s->warmup_cosine;
+        if (t < w->warmup_steps)
+            return base * (t + 1) / w->warmup_steps;
+        if (t >= w->total_steps)
+            return w->eta_min;
+        return w->eta_min + (base - w->eta_min) *
+                                (1 + cos(M_PI * (t - w->warmup_steps) /
+                                         (w->total_steps - w->warmup_steps))) / 2;
+    }
     case SCHED_PLATEAU:
         return base; /* never asked: plateau.c sets its lrs itself */
-    case SCHED_ONE_CYCLE:
-        if (t <= s->warmup_end)
-            return anneal_cos(s->initial_lr, s->max_lr, t / s->warmup_end);
-        return anneal_cos(s->max_lr, s->min_lr,
-                          (t - s->warmup_end) / (s->t_max - 1 - s->warmup_end));
+    case SCHED_ONE_CYCLE: {
+        const sched_one_cycle *c = &s->one_cycle;
+        if (t <= c->warmup_end)
+            return anneal_cos(c->initial_lr, c->max_lr, t / c->warmup_end);
+        return anneal_cos(c->max_lr, c->min_lr,
+                          (t - c->warmup_end) / (c->total_steps - 1 - c->warmup_end));
+    }
     }
     return base;
 }
@@ -88,10 +96,8 @@ em_scheduler *em_step_lr(em_optim *o, int64_t step_size, double gamma)
         return NULL;
     }
     em_scheduler *s = em_scheduler_new_kind(o, SCHED_STEP, "em_step_lr");
-    if (s) {
-        s->step_size = step_size;
-        s->gamma = gamma;
-    }
+    if (s)
+        s->step = (sched_step){.step_size = step_size, .gamma = gamma};
     return start(s);
 }
 
@@ -105,16 +111,17 @@ em_scheduler *em_multistep_lr(em_optim *o, const int64_t *milestones, int n, dou
     em_scheduler *s = em_scheduler_new_kind(o, SCHED_MULTISTEP, "em_multistep_lr");
     if (!s)
         return NULL;
-    s->milestones = malloc((n > 0 ? n : 1) * sizeof *s->milestones);
-    if (!s->milestones) {
+    sched_multistep *m = &s->multistep;
+    m->milestones = malloc((n > 0 ? n : 1) * sizeof *m->milestones);
+    if (!m->milestones) {
         em_scheduler_free(s);
         em_set_error(EM_ERR_MEMORY, "em_multistep_lr: out of memory");
         return NULL;
     }
     if (n > 0)
-        memcpy(s->milestones, milestones, n * sizeof *milestones);
-    s->n_milestones = n;
-    s->gamma = gamma;
+        memcpy(m->milestones, milestones, n * sizeof *milestones);
+    m->n_milestones = n;
+    m->gamma = gamma;
     return start(s);
 }
 
@@ -126,7 +133,7 @@ em_scheduler *em_exponential_lr(em_optim *o, double gamma)
     }
     em_scheduler *s = em_scheduler_new_kind(o, SCHED_EXPONENTIAL, "em_exponential_lr");
     if (s)
-        s->gamma = gamma;
+        s->exponential.gamma = gamma;
     return start(s);
 }
 
@@ -138,10 +145,8 @@ em_scheduler *em_cosine_annealing_lr(em_optim *o, int64_t t_max, double eta_min)
         return NULL;
     }
     em_scheduler *s = em_scheduler_new_kind(o, SCHED_COSINE, "em_cosine_annealing_lr");
-    if (s) {
-        s->t_max = t_max;
-        s->eta_min = eta_min;
-    }
+    if (s)
+        s->cosine = (sched_cosine){.t_max = t_max, .eta_min = eta_min};
     return start(s);
 }
 
@@ -155,11 +160,9 @@ em_scheduler *em_warmup_cosine_lr(em_optim *o, int64_t warmup_steps, int64_t tot
         return NULL;
     }
     em_scheduler *s = em_scheduler_new_kind(o, SCHED_WARMUP_COSINE, "em_warmup_cosine_lr");
-    if (s) {
-        s->warmup = warmup_steps;
-        s->t_max = total_steps;
-        s->eta_min = eta_min;
-    }
+    if (s)
+        s->warmup_cosine = (sched_warmup_cosine){
+            .warmup_steps = warmup_steps, .total_steps = total_steps, .eta_min = eta_min};
     return start(s);
 }
 
@@ -186,11 +189,12 @@ em_scheduler *em_one_cycle_lr(em_optim *o, em_one_cycle_opts c)
     }
     em_scheduler *s = em_scheduler_new_kind(o, SCHED_ONE_CYCLE, fn);
     if (s) {
-        s->t_max = c.total_steps;
-        s->max_lr = c.max_lr;
-        s->initial_lr = c.max_lr / c.div_factor;
-        s->min_lr = s->initial_lr / c.final_div_factor;
-        s->warmup_end = warmup_end;
+        double initial_lr = c.max_lr / c.div_factor;
+        s->one_cycle = (sched_one_cycle){.total_steps = c.total_steps,
+                                         .initial_lr = initial_lr,
+                                         .max_lr = c.max_lr,
+                                         .min_lr = initial_lr / c.final_div_factor,
+                                         .warmup_end = warmup_end};
     }
     return start(s);
 }
@@ -200,10 +204,10 @@ em_status em_scheduler_set_last_step(em_scheduler *s, int64_t step)
     if (!s || step < 0)
         return em_set_error(EM_ERR_ARG, "em_scheduler_set_last_step: NULL scheduler or step "
                             "< 0 (%lld)", (long long)step);
-    if (s->kind == SCHED_ONE_CYCLE && step > s->t_max)
+    if (s->kind == SCHED_ONE_CYCLE && step > s->one_cycle.total_steps)
         return em_set_error(EM_ERR_STATE, "em_scheduler_set_last_step: step %lld is past the "
                             "one-cycle schedule's total_steps (%lld)", (long long)step,
-                            (long long)s->t_max);
+                            (long long)s->one_cycle.total_steps);
     s->last_step = step;
     if (s->kind != SCHED_PLATEAU)
         apply(s);
@@ -229,9 +233,12 @@ void em_scheduler_free(em_scheduler *s)
     if (!s)
         return;
     free(s->base_lrs);
-    free(s->milestones);
-    em_release(s->best);
-    em_release(s->num_bad);
-    em_release(s->cooldown);
+    if (s->kind == SCHED_MULTISTEP)
+        free(s->multistep.milestones);
+    if (s->kind == SCHED_PLATEAU) {
+        em_release(s->plateau.best);
+        em_release(s->plateau.num_bad);
+        em_release(s->plateau.cooldown);
+    }
     free(s);
 }

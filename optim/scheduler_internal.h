@@ -1,5 +1,5 @@
 /* The scheduler object that scheduler.c (closed-form schedules) and plateau.c
- * (ReduceLROnPlateau) share. Not installed. */
+ * (ReduceLROnPlateau) share: what every kind has, and each kind's own settings. Not installed. */
 #ifndef EMBER_SCHEDULER_INTERNAL_H
 #define EMBER_SCHEDULER_INTERNAL_H
 
@@ -15,25 +15,59 @@ typedef enum {
     SCHED_PLATEAU
 } sched_kind;
 
-struct em_scheduler {
-    em_optim *o;          /* borrowed */
-    sched_kind kind;
-    int64_t last_step;
-    int n_groups;         /* the groups that existed when the scheduler was made */
-    double *base_lrs;     /* (n_groups) */
-    double gamma;         /* step, multistep, exponential */
-    int64_t step_size;    /* step */
-    int64_t *milestones;  /* (n_milestones): multistep */
+typedef struct {
+    int64_t step_size;
+    double gamma;
+} sched_step;
+
+typedef struct {
+    int64_t *milestones; /* (n_milestones), owned */
     int n_milestones;
-    int64_t t_max;        /* cosine: the half period; warmup cosine and one-cycle: total steps */
-    int64_t warmup;       /* warmup cosine */
-    double eta_min;       /* cosine, warmup cosine */
-    double initial_lr, max_lr, min_lr; /* one-cycle */
-    double warmup_end;    /* one-cycle: the step where the lr peaks */
-    em_plateau_opts plateau;
-    em_tensor *best;      /* plateau, f64 0-d: the best metric so far */
-    em_tensor *num_bad;   /* plateau, i64 0-d: epochs in a row without improvement */
-    em_tensor *cooldown;  /* plateau, i64 0-d: epochs left before bad ones count again */
+    double gamma;
+} sched_multistep;
+
+typedef struct {
+    double gamma;
+} sched_exponential;
+
+typedef struct {
+    int64_t t_max; /* the half period */
+    double eta_min;
+} sched_cosine;
+
+typedef struct {
+    int64_t warmup_steps, total_steps;
+    double eta_min;
+} sched_warmup_cosine;
+
+typedef struct {
+    int64_t total_steps;
+    double initial_lr, max_lr, min_lr;
+    double warmup_end; /* the step where the lr peaks */
+} sched_one_cycle;
+
+typedef struct {
+    em_plateau_opts opts;
+    em_tensor *best;     /* f64 0-d: the best metric so far */
+    em_tensor *num_bad;  /* i64 0-d: epochs in a row without improvement */
+    em_tensor *cooldown; /* i64 0-d: epochs left before bad ones count again */
+} sched_plateau;
+
+struct em_scheduler {
+    em_optim *o;      /* borrowed */
+    sched_kind kind;  /* which member of the union below holds the settings */
+    int64_t last_step;
+    int n_groups;     /* the groups that existed when the scheduler was made */
+    double *base_lrs; /* (n_groups) */
+    union {
+        sched_step step;
+        sched_multistep multistep;
+        sched_exponential exponential;
+        sched_cosine cosine;
+        sched_warmup_cosine warmup_cosine;
+        sched_one_cycle one_cycle;
+        sched_plateau plateau;
+    };
 };
 
 /* A scheduler of kind over o's groups (their lrs now are the base lrs), not yet applied; NULL

@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
+#include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "tensor/tensor_internal.h"
 #include "helpers/gradcheck.h"

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend_cpu/cpu_conv_direct_internal.h"
+#include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "helpers/conv_naive.h"
 
@@ -144,7 +145,7 @@ Test(cpu_conv, padded_grid_dilation_groups_no_padding)
  * the GEMM path. */
 static bool direct_cpu(void)
 {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return em_cpu_has_avx2();
 }
 
 /* check_conv on one thread and on two, after asserting which kernels s runs on. */

@@ -9,6 +9,7 @@
 
 #include "backend_cpu/cpu_conv_direct_internal.h"
 #include "backend_cpu/cpu_conv_winograd_internal.h"
+#include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "helpers/conv_naive.h"
 

@@ -1,7 +1,8 @@
 /* ONNX export: the protobuf encoder's bytes against hand-encoded golden values, and exported
  * models (the MLP and CNN recipes' shapes, a CNN with folded BatchNorm, every other supported
- * layer) checked by the real consumers in the setup venv: onnx.checker and onnxruntime, whose
- * output on a batch of a different size than the export example must match ember's within 1e-5. */
+ * layer, a user's module type with a registered exporter) checked by the real consumers in the
+ * setup venv: onnx.checker and onnxruntime, whose output on a batch of a different size than the
+ * export example must match ember's within 1e-5. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -162,6 +163,67 @@ Test(onnx, every_other_layer_matches_onnxruntime)
                                  em_linear_layer(5, 3, true));
     em_scope_end();
     check_export(m, EM_SHAPE(1, 2, 8, 8), NULL);
+}
+
+/* A user's module type: softmax(leaky_relu(x * weight, 0.2), dim -1), weight (F). */
+static em_tensor *scaled_act_forward(em_module *m, const em_tensor *x)
+{
+    em_scope_begin();
+    em_tensor *y = em_softmax(em_leaky_relu(em_mul(x, m->params[0].value), 0.2), -1);
+    em_keep(y);
+    em_scope_end();
+    return y;
+}
+
+static const em_module_type scaled_act_type = {"ScaledAct", scaled_act_forward, NULL, NULL};
+
+static em_module *scaled_act_new(int64_t features)
+{
+    em_module *m = calloc(1, sizeof *m);
+    em_module_init(m, &scaled_act_type);
+    em_generator gen = em_generator_new(21);
+    em_module_add_param(m, "weight", em_uniform(EM_SHAPE(features), EM_F32, 0.5, 2.0, &gen));
+    return m;
+}
+
+/* Its mapping through the builder: Mul by an initializer, LeakyRelu, Softmax. */
+static em_status scaled_act_export(em_onnx_builder *b, const em_module *m, const char *layer)
+{
+    cr_assert_str_eq(layer, "1");
+    cr_assert_eq(em_onnx_example(b)->shape[1], m->params[0].value->shape[0]);
+    const char *w = em_onnx_initializer(b, "weight", m->params[0].value);
+    cr_assert_str_eq(w, "1.weight");
+    const char *mul_in[] = {em_onnx_value(b), w};
+    if (em_onnx_node(b, "Mul", mul_in, 2, NULL, 0) != EM_OK)
+        return em_error_status();
+    const char *in[] = {em_onnx_value(b)};
+    em_onnx_attr alpha = {.name = "alpha", .kind = EM_ONNX_ATTR_FLOAT, .f = 0.2};
+    em_onnx_attr axis = {.name = "axis", .kind = EM_ONNX_ATTR_INT, .i = -1};
+    if (em_onnx_node(b, "LeakyRelu", in, 1, &alpha, 1) != EM_OK)
+        return em_error_status();
+    in[0] = em_onnx_value(b);
+    return em_onnx_node(b, "Softmax", in, 1, &axis, 1);
+}
+
+Test(onnx, registered_custom_type_matches_onnxruntime)
+{
+    em_manual_seed(5);
+    em_module *unmapped = em_sequential(1, scaled_act_new(6));
+    em_tensor *x = em_zeros(EM_SHAPE(2, 6), EM_F32);
+    cr_assert_eq(em_onnx_export(unmapped, x, "/tmp/ember_onnx_unmapped.onnx", (em_onnx_opts){0}),
+                 EM_ERR_UNSUPPORTED);
+    cr_assert(strstr(em_error(), "layer '0' (ScaledAct) has no ONNX mapping"), "%s", em_error());
+    em_error_clear();
+    em_release(x);
+    em_module_free(unmapped);
+    cr_assert_eq(em_onnx_register(&scaled_act_type, scaled_act_export), EM_OK, "%s", em_error());
+    cr_assert_eq(em_onnx_register(NULL, scaled_act_export), EM_ERR_ARG);
+    em_error_clear();
+    em_scope_begin();
+    em_module *m = em_sequential(3, em_linear_layer(4, 6, true), scaled_act_new(6),
+                                 em_linear_layer(6, 3, true));
+    em_scope_end();
+    check_export(m, EM_SHAPE(1, 4), NULL);
 }
 
 Test(onnx, unsupported_layer_is_an_error_and_writes_nothing)
