@@ -1,5 +1,8 @@
 /* Modules and losses: named parameters and buffers in a tree, train/eval mode, forward;
- * the standard layers and PyTorch's default initialisation; a torchinfo-like summary. */
+ * the standard layers and PyTorch's default initialisation; a torchinfo-like summary. A module
+ * is made by its PyTorch class's name in snake case (em_sequential, em_module_list), with _layer
+ * where the op has the plain name (em_linear_layer, em_relu_layer), and em_module_free frees
+ * any module. */
 #ifndef EMBER_NN_H
 #define EMBER_NN_H
 

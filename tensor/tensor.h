@@ -1,5 +1,8 @@
 /* The tensor: dtype, device, shape and strides over refcounted storage, plus the calls that make,
- * view, convert and inspect tensors. Differentiable ops live in autograd/autograd.h. */
+ * view, convert and inspect tensors. Differentiable ops live in autograd/autograd.h. Tensors are
+ * refcounted (em_retain, em_release); every other object is made by em_<noun>_new, or by its
+ * kind's PyTorch name for layers, optimizers, schedulers, datasets and samplers, and freed by
+ * em_<noun>_free (README, "Using it"). */
 #ifndef EMBER_TENSOR_H
 #define EMBER_TENSOR_H
 
