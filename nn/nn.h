@@ -48,8 +48,8 @@ struct em_module {
     em_named_tensor *params;   /* require grad */
     em_named_tensor *buffers;  /* saved with the model, no grad (running statistics, masks) */
     em_named_module *children;
-    char **full_names; /* dotted names handed out by the traversals, freed with the module */
-    int n_full_names;
+    struct em_name_table *names; /* nn/'s own (nn/module.c): the dotted names traversals hand
+                                    out, freed with the module; NULL until the first one */
 };
 
 void em_module_init(em_module *m, const em_module_type *type);
