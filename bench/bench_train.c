@@ -127,7 +127,7 @@ static double ember_gpt_tokens_per_s(const em_gpt_text *text, int steps)
     em_manual_seed(0);
     em_module *model = em_gpt(c);
     em_optim *opt = model ? em_gpt_recipe_optimizer(model, 1e-3) : NULL;
-    em_sampler *s = em_sampler_random(text->n_train - t, (em_random_sampler_opts){
+    em_sampler *s = em_random_sampler(text->n_train - t, (em_random_sampler_opts){
                                                              .replacement = true,
                                                              .num_samples = n});
     int64_t *starts = malloc((size_t)n * sizeof *starts), *xy = malloc(sizeof(int64_t) * 2 *

@@ -74,7 +74,7 @@ static bool calibration_batches(const em_recipe *rc, const char *data_dir, int n
 
 /* f32, dynamic and static INT8 side by side: the static model is saved. */
 static int quantize_static(const em_recipe *rc, const char *load, const char *save,
-                           const char *data_dir, int n_calib, em_observer_kind observer)
+                           const char *data_dir, int n_calib, em_calib_observer_kind observer)
 {
     em_module *m[3] = {rc->build(), rc->build(), rc->build()};
     em_dataset *test = em_fashion_mnist(data_dir, false, rc->flat_input);
@@ -120,7 +120,7 @@ static int quantize_static(const em_recipe *rc, const char *load, const char *sa
            "\"f32_latency_b1_p50_us\":%.1f,\"dynamic_latency_b1_p50_us\":%.1f,"
            "\"static_latency_b1_p50_us\":%.1f,\"f32_b64_samples_per_s_p50\":%.0f,"
            "\"dynamic_b64_samples_per_s_p50\":%.0f,\"static_b64_samples_per_s_p50\":%.0f}\n",
-           rc->name, observer == EM_OBSERVER_PERCENTILE ? "percentile" : "minmax", n_calib,
+           rc->name, observer == EM_CALIB_PERCENTILE ? "percentile" : "minmax", n_calib,
            f[0].acc, f[1].acc, f[2].acc, (long long)f[0].bytes, (long long)f[1].bytes,
            (long long)f[2].bytes, f[0].b1.p50_us, f[1].b1.p50_us, f[2].b1.p50_us,
            64e6 / f[0].b64.p50_us, 64e6 / f[1].b64.p50_us, 64e6 / f[2].b64.p50_us);
@@ -247,7 +247,7 @@ int em_cmd_quantize(int argc, char **argv)
     omp_set_num_threads(a.threads);
     if (a.static_int8)
         return quantize_static(rc, a.load, a.save, a.data_dir, a.calib_batches,
-                               !strcmp(a.observer, "percentile") ? EM_OBSERVER_PERCENTILE
-                                                                 : EM_OBSERVER_MINMAX);
+                               !strcmp(a.observer, "percentile") ? EM_CALIB_PERCENTILE
+                                                                 : EM_CALIB_MINMAX);
     return quantize_dynamic(rc, &a);
 }

@@ -88,18 +88,18 @@ static em_status windows_get(const em_dataset *ds, int64_t i, int64_t epoch, voi
     return EM_OK;
 }
 
-static void windows_close(em_dataset *ds)
+static void windows_free(em_dataset *ds)
 {
     free(((windows_dataset *)ds)->ids);
     free(ds);
 }
 
-static const em_dataset_vtable windows_vtable = {windows_len, windows_get, windows_close};
+static const em_dataset_vtable windows_vtable = {windows_len, windows_get, windows_free};
 
-em_dataset *em_dataset_char_windows(const uint8_t *ids, int64_t n, int64_t len, int64_t stride)
+em_dataset *em_char_windows_dataset(const uint8_t *ids, int64_t n, int64_t len, int64_t stride)
 {
     if (!ids || n < 0 || len < 1 || stride < 1) {
-        em_set_error(EM_ERR_ARG, "em_dataset_char_windows: need ids, n >= 0, len >= 1 and "
+        em_set_error(EM_ERR_ARG, "em_char_windows_dataset: need ids, n >= 0, len >= 1 and "
                      "stride >= 1: n %lld, len %lld, stride %lld", (long long)n, (long long)len,
                      (long long)stride);
         return NULL;
@@ -109,7 +109,7 @@ em_dataset *em_dataset_char_windows(const uint8_t *ids, int64_t n, int64_t len, 
     if (!w || !copy) {
         free(w);
         free(copy);
-        em_set_error(EM_ERR_MEMORY, "em_dataset_char_windows: out of memory");
+        em_set_error(EM_ERR_MEMORY, "em_char_windows_dataset: out of memory");
         return NULL;
     }
     memcpy(copy, ids, (size_t)n);

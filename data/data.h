@@ -28,7 +28,7 @@ typedef struct {
      * return EM_SKIP (no error) for a sample the dataset leaves out (the loader's batch then
      * has one row fewer) */
     em_status (*get)(const em_dataset *ds, int64_t i, int64_t epoch, void *x, void *y);
-    void (*close)(em_dataset *ds); /* frees ds itself */
+    void (*free)(em_dataset *ds); /* frees ds itself */
 } em_dataset_vtable;
 
 struct em_dataset {
@@ -64,7 +64,7 @@ em_status em_split_lengths(int64_t total, const double *fractions, int n, int64_
 typedef struct {
     bool flat;
 } em_idx_opts;
-em_dataset *em_dataset_idx(const char *images_path, const char *labels_path, em_idx_opts opts);
+em_dataset *em_idx_dataset(const char *images_path, const char *labels_path, em_idx_opts opts);
 
 /* CSV: a row per sample; target columns (a class or regression targets) and feature columns,
  * by default every column but the targets: x (n_features) f32, y () i64 class indices, or f32
@@ -99,7 +99,7 @@ typedef struct {
     double missing_fill;
     char delimiter;  /* 0: ',' */
 } em_csv_opts;
-em_dataset *em_dataset_csv(const char *path, em_csv_opts opts);
+em_dataset *em_csv_dataset(const char *path, em_csv_opts opts);
 /* class names of a CSV dataset read with class_names (n_classes entries, owned by ds); NULL for
  * others */
 const char *const *em_csv_classes(const em_dataset *ds);
@@ -121,7 +121,7 @@ typedef struct {
     int64_t max_pixels; /* 0: 8192 x 8192 */
     em_bad_image_policy on_bad_image;
 } em_image_folder_opts;
-em_dataset *em_dataset_image_folder(const char *root, em_image_folder_opts opts);
+em_dataset *em_image_folder(const char *root, em_image_folder_opts opts);
 /* class names of an image-folder dataset (n_classes entries, owned by ds); NULL for others */
 const char *const *em_image_folder_classes(const em_dataset *ds);
 /* What an image-folder dataset left out, each as "PATH: WHY": entries of root and the class
@@ -134,7 +134,7 @@ int64_t em_image_folder_skipped(const em_dataset *ds, const char **out, int64_t 
 /* Samples are rows of x (N, ...): floating x gives f32 features, integer or bool x i64 ones (token
  * ids); targets rows of y (N, ...): integer y gives i64 class indices, floating y f32 targets.
  * The data is copied: the tensors stay the caller's. */
-em_dataset *em_dataset_tensors(const em_tensor *x, const em_tensor *y);
+em_dataset *em_tensor_dataset(const em_tensor *x, const em_tensor *y);
 
 /* Bilinear resize of a (c, h, w) image to (c, oh, ow), half-pixel centres with edge clamping
  * (PyTorch's interpolate with align_corners=False, no antialiasing). EM_ERR_ARG unless every
@@ -160,7 +160,7 @@ em_status em_char_vocab_decode(const em_char_vocab *v, const int64_t *ids, size_
 /* Windows of an encoded text (ids (n), copied) as next-character samples: sample i is
  * x = ids[i * stride + t] and y = ids[i * stride + t + 1] for t < len, both i64 (len); every
  * window that fits ((n - len - 1) / stride + 1 of them). */
-em_dataset *em_dataset_char_windows(const uint8_t *ids, int64_t n, int64_t len, int64_t stride);
+em_dataset *em_char_windows_dataset(const uint8_t *ids, int64_t n, int64_t len, int64_t stride);
 
 /* ---- per-sample transforms ----
  * Applied in the loader's workers after get(), in order. Random choices come from Philox keyed by
@@ -231,14 +231,14 @@ typedef struct {
     int64_t (*len)(const em_sampler *s); /* indices per epoch */
     /* the epoch's indices into out (len entries) */
     em_status (*indices)(const em_sampler *s, uint64_t seed, int64_t epoch, int64_t *out);
-    void (*close)(em_sampler *s); /* frees s itself */
+    void (*free)(em_sampler *s); /* frees s itself */
 } em_sampler_vtable;
 
 struct em_sampler {
     const em_sampler_vtable *vt;
 };
 
-em_sampler *em_sampler_sequential(int64_t n); /* 0, 1, ..., n - 1 every epoch */
+em_sampler *em_sequential_sampler(int64_t n); /* 0, 1, ..., n - 1 every epoch */
 
 typedef struct {
     bool replacement;    /* draw each index uniformly, independently */
@@ -246,13 +246,13 @@ typedef struct {
                             permutations one after another, then part of one) */
 } em_random_sampler_opts;
 /* a random order of 0..n-1 each epoch (the loader's shuffle) or draws with replacement */
-em_sampler *em_sampler_random(int64_t n, em_random_sampler_opts opts);
+em_sampler *em_random_sampler(int64_t n, em_random_sampler_opts opts);
 
 /* PyTorch's WeightedRandomSampler: num_samples indices drawn with probability proportional to
  * weights (n entries, finite, >= 0, not all 0; copied); without replacement each index comes at
  * most once (num_samples must not exceed the count of positive weights). */
-em_sampler *em_sampler_weighted(const double *weights, int64_t n, int64_t num_samples,
-                                bool replacement);
+em_sampler *em_weighted_random_sampler(const double *weights, int64_t n, int64_t num_samples,
+                                       bool replacement);
 
 int64_t em_sampler_len(const em_sampler *s);
 em_status em_sampler_indices(const em_sampler *s, uint64_t seed, int64_t epoch, int64_t *out);

@@ -24,5 +24,5 @@ em_status em_dataset_get(const em_dataset *ds, int64_t i, void *x, void *y)
 void em_dataset_free(em_dataset *ds)
 {
     if (ds)
-        ds->vt->close(ds);
+        ds->vt->free(ds);
 }

@@ -33,7 +33,7 @@ static em_status csv_get(const em_dataset *ds, int64_t i, int64_t epoch, void *x
     return EM_OK;
 }
 
-static void csv_close(em_dataset *ds)
+static void csv_free(em_dataset *ds)
 {
     csv_dataset *d = (csv_dataset *)ds;
     for (int64_t c = 0; d->classes && c < d->base.n_classes; c++)
@@ -44,7 +44,7 @@ static void csv_close(em_dataset *ds)
     free(d);
 }
 
-static const em_dataset_vtable csv_vtable = {csv_len, csv_get, csv_close};
+static const em_dataset_vtable csv_vtable = {csv_len, csv_get, csv_free};
 
 const char *const *em_csv_classes(const em_dataset *ds)
 {
@@ -57,7 +57,7 @@ static char *read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        em_set_error(EM_ERR_IO, "em_dataset_csv: cannot open '%s': %s", path, strerror(errno));
+        em_set_error(EM_ERR_IO, "em_csv_dataset: cannot open '%s': %s", path, strerror(errno));
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
@@ -76,7 +76,7 @@ static char *read_file(const char *path, size_t *len)
     fclose(f);
     if (!buf || failed) {
         free(buf);
-        em_set_error(buf ? EM_ERR_IO : EM_ERR_MEMORY, "em_dataset_csv: cannot read '%s'", path);
+        em_set_error(buf ? EM_ERR_IO : EM_ERR_MEMORY, "em_csv_dataset: cannot read '%s'", path);
         return NULL;
     }
     buf[n] = '\0';
@@ -164,7 +164,7 @@ static int resolve_column(const csv_layout *l, const char *spec, const char *wha
         if (c >= 0 && c < l->n_cols)
             return c;
     }
-    em_set_error(EM_ERR_ARG, "em_dataset_csv: '%s' has no %s column '%s' (%d columns%s)",
+    em_set_error(EM_ERR_ARG, "em_csv_dataset: '%s' has no %s column '%s' (%d columns%s)",
                  l->path, what, spec, l->n_cols, l->header ? ", named in its header" : "");
     return -1;
 }
@@ -179,12 +179,12 @@ static bool choose_columns(csv_layout *l)
     if (l->label < 0 && o->label)
         return false;
     if (l->n_targets > 1 && !o->regression) {
-        em_set_error(EM_ERR_ARG, "em_dataset_csv: %d target columns need regression",
+        em_set_error(EM_ERR_ARG, "em_csv_dataset: %d target columns need regression",
                      l->n_targets);
         return false;
     }
     if (l->label < 0 || l->label + l->n_targets > l->n_cols) {
-        em_set_error(EM_ERR_ARG, "em_dataset_csv: '%s' has %d columns; no room for %d target "
+        em_set_error(EM_ERR_ARG, "em_csv_dataset: '%s' has %d columns; no room for %d target "
                      "column(s) from column %d", l->path, l->n_cols, l->n_targets,
                      o->label ? l->label : o->label_col);
         return false;
@@ -193,7 +193,7 @@ static bool choose_columns(csv_layout *l)
     l->features = malloc((size_t)l->n_cols * sizeof *l->features);
     if (!used || !l->features) {
         free(used);
-        em_set_error(EM_ERR_MEMORY, "em_dataset_csv: out of memory");
+        em_set_error(EM_ERR_MEMORY, "em_csv_dataset: out of memory");
         return false;
     }
     for (int t = 0; t < l->n_targets; t++)
@@ -204,7 +204,7 @@ static bool choose_columns(csv_layout *l)
             int c = resolve_column(l, o->features[k] ? o->features[k] : "", "feature");
             char name[160];
             if (c >= 0 && used[c])
-                em_set_error(EM_ERR_ARG, "em_dataset_csv: '%s': %s is chosen twice or is a "
+                em_set_error(EM_ERR_ARG, "em_csv_dataset: '%s': %s is chosen twice or is a "
                              "target", l->path, column_name(l, c, name, sizeof name));
             ok = c >= 0 && !used[c];
             if (ok) {
@@ -219,7 +219,7 @@ static bool choose_columns(csv_layout *l)
     }
     free(used);
     if (ok && l->n_features == 0) {
-        em_set_error(EM_ERR_ARG, "em_dataset_csv: '%s': no feature columns", l->path);
+        em_set_error(EM_ERR_ARG, "em_csv_dataset: '%s': no feature columns", l->path);
         ok = false;
     }
     return ok;
@@ -250,7 +250,7 @@ typedef struct {
 static bool field_error(csv_where w, int c, const char *field, const char *what)
 {
     char name[160];
-    em_set_error(EM_ERR_IO, "em_dataset_csv: '%s' line %d, %s: '%s' %s", w.l->path, w.line,
+    em_set_error(EM_ERR_IO, "em_csv_dataset: '%s' line %d, %s: '%s' %s", w.l->path, w.line,
                  column_name(w.l, c, name, sizeof name), field, what);
     return false;
 }
@@ -333,7 +333,7 @@ static bool read_rows(csv_dataset *d, const csv_layout *l, char **lines, const i
     char **names = l->o.class_names ? malloc((size_t)(n_lines ? n_lines : 1) * sizeof *names)
                                     : NULL;
     if (l->o.class_names && !names) {
-        em_set_error(EM_ERR_MEMORY, "em_dataset_csv: out of memory reading '%s'", l->path);
+        em_set_error(EM_ERR_MEMORY, "em_csv_dataset: out of memory reading '%s'", l->path);
         return false;
     }
     bool ok = true;
@@ -342,7 +342,7 @@ static bool read_rows(csv_dataset *d, const csv_layout *l, char **lines, const i
         csv_where w = {l, line_no[r]};
         int n = split_fields(lines[r], l->delim, fields, l->n_cols);
         if (n != l->n_cols) {
-            em_set_error(EM_ERR_IO, "em_dataset_csv: '%s' line %d: %d fields, expected %d",
+            em_set_error(EM_ERR_IO, "em_csv_dataset: '%s' line %d: %d fields, expected %d",
                          l->path, w.line, n, l->n_cols);
             ok = false;
         }
@@ -364,7 +364,7 @@ static bool read_rows(csv_dataset *d, const csv_layout *l, char **lines, const i
         d->n += ok;
     }
     if (ok && names && !index_classes(d, names, d->n)) {
-        em_set_error(EM_ERR_MEMORY, "em_dataset_csv: out of memory reading '%s'", l->path);
+        em_set_error(EM_ERR_MEMORY, "em_csv_dataset: out of memory reading '%s'", l->path);
         ok = false;
     }
     free(names);
@@ -392,10 +392,10 @@ static int64_t split_lines(char *text, size_t len, char **lines, int *line_no)
     return n;
 }
 
-em_dataset *em_dataset_csv(const char *path, em_csv_opts opts)
+em_dataset *em_csv_dataset(const char *path, em_csv_opts opts)
 {
     if (!path) {
-        em_set_error(EM_ERR_ARG, "em_dataset_csv: NULL path");
+        em_set_error(EM_ERR_ARG, "em_csv_dataset: NULL path");
         return NULL;
     }
     csv_layout l = {.path = path, .o = opts, .delim = opts.delimiter ? opts.delimiter : ','};
@@ -415,7 +415,7 @@ em_dataset *em_dataset_csv(const char *path, em_csv_opts opts)
     d->base.vt = &csv_vtable;
     int64_t n_lines = split_lines(text, len, lines, line_no);
     if (n_lines == 0) {
-        em_set_error(EM_ERR_IO, "em_dataset_csv: '%s' is empty", path);
+        em_set_error(EM_ERR_IO, "em_csv_dataset: '%s' is empty", path);
         goto fail;
     }
     l.n_cols = 1;
@@ -447,10 +447,10 @@ em_dataset *em_dataset_csv(const char *path, em_csv_opts opts)
     d->base.y_shape = l.n_targets > 1 ? EM_SHAPE(l.n_targets) : EM_SCALAR_SHAPE;
     goto done;
 oom:
-    em_set_error(EM_ERR_MEMORY, "em_dataset_csv: out of memory reading '%s'", path);
+    em_set_error(EM_ERR_MEMORY, "em_csv_dataset: out of memory reading '%s'", path);
 fail:
     if (d)
-        csv_close(&d->base);
+        csv_free(&d->base);
     d = NULL;
 done:
     free(l.header);

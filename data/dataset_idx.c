@@ -49,19 +49,19 @@ static em_status claimed_bytes(const char *path, gzFile f, const int64_t *dims, 
     *total = 1;
     for (int d = 0; d < ndim; d++)
         if (!em_size_mul(*total, dims[d], total))
-            return em_set_error(EM_ERR_IO, "em_dataset_idx: '%s': the header's dims overflow "
+            return em_set_error(EM_ERR_IO, "em_idx_dataset: '%s': the header's dims overflow "
                                 "a size", path);
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return em_set_error(EM_ERR_IO, "em_dataset_idx: cannot stat '%s': %s", path,
+        return em_set_error(EM_ERR_IO, "em_idx_dataset: cannot stat '%s': %s", path,
                             strerror(errno));
     int64_t body = (int64_t)sb.st_size - 4 - 4 * ndim, most;
     if (gzdirect(f) && *total > body)
-        return em_set_error(EM_ERR_IO, "em_dataset_idx: '%s' is truncated: its header claims "
+        return em_set_error(EM_ERR_IO, "em_idx_dataset: '%s' is truncated: its header claims "
                             "%lld data bytes, the file holds %lld", path, (long long)*total,
                             (long long)body);
     if (!gzdirect(f) && (!em_size_mul(sb.st_size, DEFLATE_MAX_RATIO, &most) || *total > most))
-        return em_set_error(EM_ERR_IO, "em_dataset_idx: '%s' is corrupt: its header claims %lld "
+        return em_set_error(EM_ERR_IO, "em_idx_dataset: '%s' is corrupt: its header claims %lld "
                             "data bytes, more than %lld gzipped bytes can hold", path,
                             (long long)*total, (long long)sb.st_size);
     return EM_OK;
@@ -79,7 +79,7 @@ static em_status read_payload(const char *path, gzFile f, int64_t total, uint8_t
         uint8_t *grown = realloc(buf, next ? next : 1);
         if (!grown) {
             free(buf);
-            return em_set_error(EM_ERR_MEMORY, "em_dataset_idx: out of memory for '%s' "
+            return em_set_error(EM_ERR_MEMORY, "em_idx_dataset: out of memory for '%s' "
                                 "(%zu bytes)", path, next);
         }
         buf = grown;
@@ -89,14 +89,14 @@ static em_status read_payload(const char *path, gzFile f, int64_t total, uint8_t
             have += (size_t)got;
         if (have < cap) {
             free(buf);
-            return em_set_error(EM_ERR_IO, "em_dataset_idx: '%s' is truncated or corrupt "
+            return em_set_error(EM_ERR_IO, "em_idx_dataset: '%s' is truncated or corrupt "
                                 "(expected %lld data bytes)", path, (long long)total);
         }
     } while (cap < want);
     uint8_t extra;
     if (gzread(f, &extra, 1) != 0) {
         free(buf);
-        return em_set_error(EM_ERR_IO, "em_dataset_idx: '%s' has bytes past its %lld data "
+        return em_set_error(EM_ERR_IO, "em_idx_dataset: '%s' has bytes past its %lld data "
                             "bytes", path, (long long)total);
     }
     *data = buf;
@@ -109,29 +109,29 @@ static em_status read_idx(const char *path, int want_ndim, int64_t *dims, uint8_
     errno = 0;
     gzFile f = gzopen(path, "rb");
     if (!f)
-        return em_set_error(EM_ERR_IO, "em_dataset_idx: cannot open '%s': %s", path,
+        return em_set_error(EM_ERR_IO, "em_idx_dataset: cannot open '%s': %s", path,
                             strerror(errno ? errno : ENOENT));
     uint8_t magic[4], be[4];
     em_status st = EM_OK;
     int64_t total = 0;
     if (!read_exact(f, magic, 4)) {
-        st = em_set_error(EM_ERR_IO, "em_dataset_idx: '%s' is truncated (no IDX header)", path);
+        st = em_set_error(EM_ERR_IO, "em_idx_dataset: '%s' is truncated (no IDX header)", path);
         goto done;
     }
     if (magic[0] != 0 || magic[1] != 0 || magic[3] != want_ndim) {
-        st = em_set_error(EM_ERR_IO, "em_dataset_idx: '%s' is not an IDX file with %d dims "
+        st = em_set_error(EM_ERR_IO, "em_idx_dataset: '%s' is not an IDX file with %d dims "
                           "(magic %02x %02x %02x %02x)", path, want_ndim, magic[0], magic[1],
                           magic[2], magic[3]);
         goto done;
     }
     if (magic[2] != 0x08) {
-        st = em_set_error(EM_ERR_UNSUPPORTED, "em_dataset_idx: '%s' holds IDX element type 0x%02x;"
+        st = em_set_error(EM_ERR_UNSUPPORTED, "em_idx_dataset: '%s' holds IDX element type 0x%02x;"
                           " only unsigned bytes (0x08) are supported", path, magic[2]);
         goto done;
     }
     for (int d = 0; d < want_ndim; d++) {
         if (!read_exact(f, be, 4)) {
-            st = em_set_error(EM_ERR_IO, "em_dataset_idx: '%s' is truncated in its header", path);
+            st = em_set_error(EM_ERR_IO, "em_idx_dataset: '%s' is truncated in its header", path);
             goto done;
         }
         dims[d] = ((int64_t)be[0] << 24) | ((int64_t)be[1] << 16) | ((int64_t)be[2] << 8) | be[3];
@@ -169,7 +169,7 @@ static em_status idx_get(const em_dataset *ds, int64_t i, int64_t epoch, void *x
     return EM_OK;
 }
 
-static void idx_close(em_dataset *ds)
+static void idx_free(em_dataset *ds)
 {
     idx_dataset *d = (idx_dataset *)ds;
     free(d->pixels);
@@ -177,12 +177,12 @@ static void idx_close(em_dataset *ds)
     free(d);
 }
 
-static const em_dataset_vtable idx_vtable = {idx_len, idx_get, idx_close};
+static const em_dataset_vtable idx_vtable = {idx_len, idx_get, idx_free};
 
-em_dataset *em_dataset_idx(const char *images_path, const char *labels_path, em_idx_opts opts)
+em_dataset *em_idx_dataset(const char *images_path, const char *labels_path, em_idx_opts opts)
 {
     if (!images_path || !labels_path) {
-        em_set_error(EM_ERR_ARG, "em_dataset_idx: NULL path");
+        em_set_error(EM_ERR_ARG, "em_idx_dataset: NULL path");
         return NULL;
     }
     int64_t idims[3], ldims[1];
@@ -194,7 +194,7 @@ em_dataset *em_dataset_idx(const char *images_path, const char *labels_path, em_
         return NULL;
     }
     if (ldims[0] != idims[0]) {
-        em_set_error(EM_ERR_IO, "em_dataset_idx: '%s' holds %lld images but '%s' %lld labels",
+        em_set_error(EM_ERR_IO, "em_idx_dataset: '%s' holds %lld images but '%s' %lld labels",
                      images_path, (long long)idims[0], labels_path, (long long)ldims[0]);
         free(pixels);
         free(labels);
@@ -204,7 +204,7 @@ em_dataset *em_dataset_idx(const char *images_path, const char *labels_path, em_
     if (!d) {
         free(pixels);
         free(labels);
-        em_set_error(EM_ERR_MEMORY, "em_dataset_idx: out of memory");
+        em_set_error(EM_ERR_MEMORY, "em_idx_dataset: out of memory");
         return NULL;
     }
     d->base.vt = &idx_vtable;
@@ -212,9 +212,9 @@ em_dataset *em_dataset_idx(const char *images_path, const char *labels_path, em_
     d->labels = labels;
     d->n = idims[0];
     if (!em_size_mul(idims[1], idims[2], &d->sample_numel)) {
-        em_set_error(EM_ERR_IO, "em_dataset_idx: '%s': %lld x %lld pixels overflow a size",
+        em_set_error(EM_ERR_IO, "em_idx_dataset: '%s': %lld x %lld pixels overflow a size",
                      images_path, (long long)idims[1], (long long)idims[2]);
-        idx_close(&d->base);
+        idx_free(&d->base);
         return NULL;
     }
     d->base.x_shape = opts.flat ? EM_SHAPE(d->sample_numel) : EM_SHAPE(1, idims[1], idims[2]);

@@ -66,21 +66,21 @@ static em_status read_file(const char *path, int64_t max_pixels, uint8_t **data,
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return em_set_error(EM_ERR_IO, "em_dataset_image_folder: cannot open '%s': %s", path,
+        return em_set_error(EM_ERR_IO, "em_image_folder: cannot open '%s': %s", path,
                             strerror(errno));
     struct stat sb;
     int64_t most;
     em_status st = EM_OK;
     if (fstat(fileno(f), &sb) != 0)
-        st = em_set_error(EM_ERR_IO, "em_dataset_image_folder: cannot stat '%s': %s", path,
+        st = em_set_error(EM_ERR_IO, "em_image_folder: cannot stat '%s': %s", path,
                           strerror(errno));
     else if (!em_size_mul(max_pixels, 16, &most) || sb.st_size > most + (1 << 20))
-        st = em_set_error(EM_ERR_IO, "em_dataset_image_folder: '%s' has %lld bytes, more than an "
+        st = em_set_error(EM_ERR_IO, "em_image_folder: '%s' has %lld bytes, more than an "
                           "image of max_pixels can need", path, (long long)sb.st_size);
     else if (!(*data = malloc((size_t)sb.st_size + 1)))
-        st = em_set_error(EM_ERR_MEMORY, "em_dataset_image_folder: out of memory for '%s'", path);
+        st = em_set_error(EM_ERR_MEMORY, "em_image_folder: out of memory for '%s'", path);
     else if (fread(*data, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size) {
-        st = em_set_error(EM_ERR_IO, "em_dataset_image_folder: cannot read '%s': %s", path,
+        st = em_set_error(EM_ERR_IO, "em_image_folder: cannot read '%s': %s", path,
                           ferror(f) ? strerror(errno) : "it shrank while being read");
         free(*data);
     }
@@ -143,7 +143,7 @@ static void free_names(char **names, int64_t n)
     free(names);
 }
 
-static void folder_close(em_dataset *ds)
+static void folder_free(em_dataset *ds)
 {
     folder_dataset *d = (folder_dataset *)ds;
     free_names(d->paths, d->n);
@@ -155,7 +155,7 @@ static void folder_close(em_dataset *ds)
     free(d);
 }
 
-static const em_dataset_vtable folder_vtable = {folder_len, folder_get, folder_close};
+static const em_dataset_vtable folder_vtable = {folder_len, folder_get, folder_free};
 
 static int cmp_names(const void *a, const void *b)
 {
@@ -204,7 +204,7 @@ static char **list_dir(const char *dir, bool want_dirs, int64_t *count, skip_lis
 {
     DIR *dp = opendir(dir);
     if (!dp) {
-        em_set_error(EM_ERR_IO, "em_dataset_image_folder: cannot open folder '%s': %s", dir,
+        em_set_error(EM_ERR_IO, "em_image_folder: cannot open folder '%s': %s", dir,
                      strerror(errno));
         return NULL;
     }
@@ -236,7 +236,7 @@ static char **list_dir(const char *dir, bool want_dirs, int64_t *count, skip_lis
     closedir(dp);
     if (oom) {
         free_names(names, n);
-        em_set_error(EM_ERR_MEMORY, "em_dataset_image_folder: out of memory listing '%s'", dir);
+        em_set_error(EM_ERR_MEMORY, "em_image_folder: out of memory listing '%s'", dir);
         return NULL;
     }
     qsort(names, (size_t)n, sizeof *names, cmp_names);
@@ -269,18 +269,18 @@ static em_status add_class(folder_dataset *d, const char *root, int64_t k, int64
     free_names(files, nf);
     free(sub);
     if (!ok && !em_has_error())
-        em_set_error(EM_ERR_MEMORY, "em_dataset_image_folder: out of memory listing '%s'", root);
+        em_set_error(EM_ERR_MEMORY, "em_image_folder: out of memory listing '%s'", root);
     return ok ? EM_OK : em_error_status();
 }
 
-em_dataset *em_dataset_image_folder(const char *root, em_image_folder_opts opts)
+em_dataset *em_image_folder(const char *root, em_image_folder_opts opts)
 {
     opts.channels = opts.channels ? opts.channels : 3;
     opts.max_pixels = opts.max_pixels ? opts.max_pixels : EM_IMAGE_DEFAULT_MAX_PIXELS;
     if (!root || opts.height <= 0 || opts.width <= 0 || (opts.channels != 1 &&
         opts.channels != 3) || opts.max_pixels < 1 || (opts.on_bad_image != EM_BAD_IMAGE_ERROR &&
         opts.on_bad_image != EM_BAD_IMAGE_SKIP)) {
-        em_set_error(EM_ERR_ARG, "em_dataset_image_folder: need a root, height > 0, width > 0, "
+        em_set_error(EM_ERR_ARG, "em_image_folder: need a root, height > 0, width > 0, "
                      "1 or 3 channels, max_pixels > 0 (0: default) and a known on_bad_image "
                      "(got %dx%d, %d "
                      "channels, max_pixels %lld, on_bad_image %d)", opts.height, opts.width,
@@ -289,7 +289,7 @@ em_dataset *em_dataset_image_folder(const char *root, em_image_folder_opts opts)
     }
     folder_dataset *d = calloc(1, sizeof *d);
     if (!d) {
-        em_set_error(EM_ERR_MEMORY, "em_dataset_image_folder: out of memory");
+        em_set_error(EM_ERR_MEMORY, "em_image_folder: out of memory");
         return NULL;
     }
     pthread_mutex_init(&d->skipped.mu, NULL);
@@ -301,7 +301,7 @@ em_dataset *em_dataset_image_folder(const char *root, em_image_folder_opts opts)
     if (!(d->classes = list_dir(root, true, &d->base.n_classes, &d->skipped)))
         goto fail;
     if (d->base.n_classes == 0) {
-        em_set_error(EM_ERR_IO, "em_dataset_image_folder: '%s' has no class subfolders", root);
+        em_set_error(EM_ERR_IO, "em_image_folder: '%s' has no class subfolders", root);
         goto fail;
     }
     int64_t cap = 0;
@@ -309,17 +309,17 @@ em_dataset *em_dataset_image_folder(const char *root, em_image_folder_opts opts)
         if (add_class(d, root, k, &cap) != EM_OK)
             goto fail;
     if (d->n == 0) {
-        em_set_error(EM_ERR_IO, "em_dataset_image_folder: no PNG, JPEG or BMP files under '%s'",
+        em_set_error(EM_ERR_IO, "em_image_folder: no PNG, JPEG or BMP files under '%s'",
                      root);
         goto fail;
     }
     if (!(d->bad = calloc((size_t)d->n, sizeof *d->bad))) {
-        em_set_error(EM_ERR_MEMORY, "em_dataset_image_folder: out of memory");
+        em_set_error(EM_ERR_MEMORY, "em_image_folder: out of memory");
         goto fail;
     }
     return &d->base;
 fail:
-    folder_close(&d->base);
+    folder_free(&d->base);
     return NULL;
 }
 

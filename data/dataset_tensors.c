@@ -32,7 +32,7 @@ static em_status tensors_get(const em_dataset *ds, int64_t i, int64_t epoch, voi
     return EM_OK;
 }
 
-static void tensors_close(em_dataset *ds)
+static void tensors_free(em_dataset *ds)
 {
     tensor_dataset *d = (tensor_dataset *)ds;
     free(d->x);
@@ -40,7 +40,7 @@ static void tensors_close(em_dataset *ds)
     free(d);
 }
 
-static const em_dataset_vtable tensors_vtable = {tensors_len, tensors_get, tensors_close};
+static const em_dataset_vtable tensors_vtable = {tensors_len, tensors_get, tensors_free};
 
 /* The shape of one row of t: t's shape without dim 0. */
 static em_shape row_shape(const em_tensor *t)
@@ -51,22 +51,22 @@ static em_shape row_shape(const em_tensor *t)
     return s;
 }
 
-em_dataset *em_dataset_tensors(const em_tensor *x, const em_tensor *y)
+em_dataset *em_tensor_dataset(const em_tensor *x, const em_tensor *y)
 {
     if (!x || !y) {
         if (!em_has_error())
-            em_set_error(EM_ERR_ARG, "em_dataset_tensors: x or y is NULL");
+            em_set_error(EM_ERR_ARG, "em_tensor_dataset: x or y is NULL");
         return NULL;
     }
     if (x->ndim < 1 || y->ndim < 1 || x->shape[0] != y->shape[0]) {
         char xs[64], ys[64];
-        em_set_error(EM_ERR_ARG, "em_dataset_tensors: x and y need the same first dim: %s vs %s",
+        em_set_error(EM_ERR_ARG, "em_tensor_dataset: x and y need the same first dim: %s vs %s",
                      em_shape_str(x, xs, sizeof xs), em_shape_str(y, ys, sizeof ys));
         return NULL;
     }
     tensor_dataset *d = calloc(1, sizeof *d);
     if (!d) {
-        em_set_error(EM_ERR_MEMORY, "em_dataset_tensors: out of memory");
+        em_set_error(EM_ERR_MEMORY, "em_tensor_dataset: out of memory");
         return NULL;
     }
     d->base.vt = &tensors_vtable;
@@ -80,13 +80,13 @@ em_dataset *em_dataset_tensors(const em_tensor *x, const em_tensor *y)
     d->x = malloc((size_t)em_numel(x) * 8 + 1);
     d->y = malloc((size_t)em_numel(y) * 8 + 1);
     if (!d->x || !d->y) {
-        tensors_close(&d->base);
-        em_set_error(EM_ERR_MEMORY, "em_dataset_tensors: out of memory");
+        tensors_free(&d->base);
+        em_set_error(EM_ERR_MEMORY, "em_tensor_dataset: out of memory");
         return NULL;
     }
     if (em_copy_to_host(x, d->base.x_dtype, d->x) != EM_OK ||
         em_copy_to_host(y, d->base.y_dtype, d->y) != EM_OK) {
-        tensors_close(&d->base);
+        tensors_free(&d->base);
         return NULL;
     }
     if (d->base.y_dtype == EM_I64)

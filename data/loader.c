@@ -606,7 +606,7 @@ em_loader *em_loader_new(const em_dataset *ds, em_loader_opts opts)
     }
     if (opts.sampler && opts.shuffle) {
         em_set_error(EM_ERR_ARG, "em_loader_new: a sampler and shuffle exclude each other (use "
-                     "em_sampler_random for a shuffled order)");
+                     "em_random_sampler for a shuffled order)");
         return NULL;
     }
     if (!em_device_available(opts.device)) {
@@ -633,8 +633,8 @@ em_loader *em_loader_new(const em_dataset *ds, em_loader_opts opts)
     if (!dl->sampler) {
         int64_t len = ds->vt->len(ds);
         dl->sampler = dl->own_sampler = opts.shuffle
-                                            ? em_sampler_random(len, (em_random_sampler_opts){0})
-                                            : em_sampler_sequential(len);
+                                            ? em_random_sampler(len, (em_random_sampler_opts){0})
+                                            : em_sequential_sampler(len);
         if (!dl->own_sampler) {
             free(dl);
             return NULL;

@@ -86,12 +86,12 @@ static em_status uniform_indices(const em_sampler *s, uint64_t seed, int64_t epo
     return EM_OK;
 }
 
-static void sampler_close(em_sampler *s)
+static void sampler_free(em_sampler *s)
 {
     free(s);
 }
 
-static const em_sampler_vtable uniform_vtable = {uniform_len, uniform_indices, sampler_close};
+static const em_sampler_vtable uniform_vtable = {uniform_len, uniform_indices, sampler_free};
 
 static em_sampler *uniform_new(const char *fn, int64_t n, int64_t num_samples, bool random,
                                bool replacement)
@@ -112,14 +112,14 @@ static em_sampler *uniform_new(const char *fn, int64_t n, int64_t num_samples, b
     return &u->base;
 }
 
-em_sampler *em_sampler_sequential(int64_t n)
+em_sampler *em_sequential_sampler(int64_t n)
 {
-    return uniform_new("em_sampler_sequential", n, n, false, false);
+    return uniform_new("em_sequential_sampler", n, n, false, false);
 }
 
-em_sampler *em_sampler_random(int64_t n, em_random_sampler_opts opts)
+em_sampler *em_random_sampler(int64_t n, em_random_sampler_opts opts)
 {
-    return uniform_new("em_sampler_random", n, opts.num_samples, true, opts.replacement);
+    return uniform_new("em_random_sampler", n, opts.num_samples, true, opts.replacement);
 }
 
 /* ---- weighted ---- */
@@ -187,7 +187,7 @@ static em_status weighted_indices(const em_sampler *s, uint64_t seed, int64_t ep
     return EM_OK;
 }
 
-static void weighted_close(em_sampler *s)
+static void weighted_free(em_sampler *s)
 {
     weighted_sampler *w = (weighted_sampler *)s;
     free(w->weights);
@@ -195,12 +195,12 @@ static void weighted_close(em_sampler *s)
     free(w);
 }
 
-static const em_sampler_vtable weighted_vtable = {weighted_len, weighted_indices, weighted_close};
+static const em_sampler_vtable weighted_vtable = {weighted_len, weighted_indices, weighted_free};
 
-em_sampler *em_sampler_weighted(const double *weights, int64_t n, int64_t num_samples,
-                                bool replacement)
+em_sampler *em_weighted_random_sampler(const double *weights, int64_t n, int64_t num_samples,
+                                       bool replacement)
 {
-    const char *fn = "em_sampler_weighted";
+    const char *fn = "em_weighted_random_sampler";
     if (!weights || n <= 0 || num_samples < 0) {
         em_set_error(EM_ERR_ARG, "%s: %lld weights, %lld samples", fn, (long long)n,
                      (long long)num_samples);
@@ -261,5 +261,5 @@ em_status em_sampler_indices(const em_sampler *s, uint64_t seed, int64_t epoch, 
 void em_sampler_free(em_sampler *s)
 {
     if (s)
-        s->vt->close(s);
+        s->vt->free(s);
 }

@@ -25,14 +25,14 @@ static em_status subset_get(const em_dataset *ds, int64_t i, int64_t epoch, void
     return d->parent->vt->get(d->parent, d->indices[i], epoch, x, y);
 }
 
-static void subset_close(em_dataset *ds)
+static void subset_free(em_dataset *ds)
 {
     subset_dataset *d = (subset_dataset *)ds;
     free(d->indices);
     free(d);
 }
 
-static const em_dataset_vtable subset_vtable = {subset_len, subset_get, subset_close};
+static const em_dataset_vtable subset_vtable = {subset_len, subset_get, subset_free};
 
 em_dataset *em_subset(const em_dataset *ds, const int64_t *indices, int64_t n)
 {

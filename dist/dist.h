@@ -113,7 +113,7 @@ em_module *em_sync_batch_norm_layer(int64_t features, double eps, double momentu
 int em_sync_batch_norm_convert(em_module *m);
 
 /* ---- the distributed sampler ----
- * Shards another sampler's epoch (em_sampler_random for a shuffled one: the same (seed, epoch)
+ * Shards another sampler's epoch (em_random_sampler for a shuffled one: the same (seed, epoch)
  * permutation on every rank): its indices, padded by repeating their start (or cut, with
  * drop_last) to a multiple of the world size, are dealt out round-robin: rank r takes positions
  * r, r + N, r + 2N, ... (PyTorch's DistributedSampler). So batch k of the N ranks' batch-b
@@ -121,9 +121,9 @@ int em_sync_batch_norm_convert(em_module *m);
 typedef struct {
     int rank, world;  /* both 0: this process's rank and the group's size */
     bool drop_last;
-} em_dist_sampler_opts;
+} em_distributed_sampler_opts;
 /* Takes inner (freed with the result, or at once on failure); NULL inner passes through. */
-em_sampler *em_dist_sampler(em_sampler *inner, em_dist_sampler_opts o);
+em_sampler *em_distributed_sampler(em_sampler *inner, em_distributed_sampler_opts o);
 
 /* ---- checkpoints of a distributed run ----
  * Rank 0 writes the model, optimizer, scheduler and scaler (identical on every rank) with every

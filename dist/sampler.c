@@ -33,15 +33,15 @@ static em_status dist_indices(const em_sampler *s, uint64_t seed, int64_t epoch,
     return st;
 }
 
-static void dist_close(em_sampler *s)
+static void dist_free(em_sampler *s)
 {
     em_sampler_free(((dist_sampler *)s)->inner);
     free(s);
 }
 
-static const em_sampler_vtable dist_vtable = {dist_len, dist_indices, dist_close};
+static const em_sampler_vtable dist_vtable = {dist_len, dist_indices, dist_free};
 
-em_sampler *em_dist_sampler(em_sampler *inner, em_dist_sampler_opts o)
+em_sampler *em_distributed_sampler(em_sampler *inner, em_distributed_sampler_opts o)
 {
     if (!inner)
         return NULL;
@@ -51,10 +51,10 @@ em_sampler *em_dist_sampler(em_sampler *inner, em_dist_sampler_opts o)
     }
     dist_sampler *d = NULL;
     if (o.world <= 0 || o.rank < 0 || o.rank >= o.world)
-        em_set_error(EM_ERR_ARG, "em_dist_sampler: need 0 <= rank (%d) < world (%d)", o.rank,
-                     o.world);
+        em_set_error(EM_ERR_ARG, "em_distributed_sampler: need 0 <= rank (%d) < world (%d)",
+                     o.rank, o.world);
     else if (!(d = calloc(1, sizeof *d)))
-        em_set_error(EM_ERR_MEMORY, "em_dist_sampler: out of memory");
+        em_set_error(EM_ERR_MEMORY, "em_distributed_sampler: out of memory");
     if (!d) {
         em_sampler_free(inner);
         return NULL;

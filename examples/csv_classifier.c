@@ -44,7 +44,7 @@ static em_status run(const char *csv_path, const char *model_path)
 {
     em_manual_seed(7);
     static const char *const columns[] = {"f1", "f2", "f3", "f4"};
-    em_dataset *all = em_dataset_csv(csv_path, (em_csv_opts){
+    em_dataset *all = em_csv_dataset(csv_path, (em_csv_opts){
         .label = "species", .class_names = true, .features = columns, .n_features = 4,
         .missing = EM_CSV_MISSING_FILL, .missing_fill = 0.0});
     if (!all)

@@ -72,7 +72,7 @@ em_dataset *dataset(int64_t n, unsigned seed)
     Images im = make_images(n, seed);
     em_tensor *x = em_from_data(EM_SHAPE(n, 1, kSide, kSide), EM_F32, im.x.data());
     em_tensor *y = em_from_data(EM_SHAPE(n), EM_I64, im.y.data());
-    em_dataset *ds = x && y ? em_dataset_tensors(x, y) : nullptr;
+    em_dataset *ds = x && y ? em_tensor_dataset(x, y) : nullptr;
     em_release(x);
     em_release(y);
     return ds;

@@ -28,6 +28,22 @@ bool em_forward_hooked(void)
     return forward_hook != NULL;
 }
 
+/* A root module's dotted names handed out by em_module_parameters and em_module_buffers. */
+struct em_name_table {
+    char **names; /* (n) */
+    int n;
+};
+
+static void name_table_free(struct em_name_table *t)
+{
+    if (!t)
+        return;
+    for (int i = 0; i < t->n; i++)
+        free(t->names[i]);
+    free(t->names);
+    free(t);
+}
+
 void em_module_init(em_module *m, const em_module_type *type)
 {
     memset(m, 0, sizeof *m);
@@ -178,12 +194,10 @@ void em_module_free(em_module *m)
         em_release(m->buffers[i].value);
         free(m->buffers[i].name);
     }
-    for (int i = 0; i < m->n_full_names; i++)
-        free(m->full_names[i]);
+    name_table_free(m->names);
     free(m->children);
     free(m->params);
     free(m->buffers);
-    free(m->full_names);
     free(m);
 }
 
@@ -340,17 +354,20 @@ void em_module_eval(em_module *m)
  * earlier traversals stay valid); NULL when out of memory. */
 static const char *intern_name(em_module *root, const char *name)
 {
-    for (int i = 0; i < root->n_full_names; i++)
-        if (!strcmp(root->full_names[i], name))
-            return root->full_names[i];
-    char **grown = realloc(root->full_names, (size_t)(root->n_full_names + 1) * sizeof *grown);
+    if (!root->names && !(root->names = calloc(1, sizeof *root->names)))
+        return NULL;
+    struct em_name_table *t = root->names;
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->names[i], name))
+            return t->names[i];
+    char **grown = realloc(t->names, (size_t)(t->n + 1) * sizeof *grown);
     if (!grown)
         return NULL;
-    root->full_names = grown;
+    t->names = grown;
     char *copy = strdup(name);
     if (!copy)
         return NULL;
-    root->full_names[root->n_full_names++] = copy;
+    t->names[t->n++] = copy;
     return copy;
 }
 

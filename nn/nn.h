@@ -1,5 +1,8 @@
 /* Modules and losses: named parameters and buffers in a tree, train/eval mode, forward;
- * the standard layers and PyTorch's default initialisation; a torchinfo-like summary. */
+ * the standard layers and PyTorch's default initialisation; a torchinfo-like summary. A module
+ * is made by its PyTorch class's name in snake case (em_sequential, em_module_list), with _layer
+ * where the op has the plain name (em_linear_layer, em_relu_layer), and em_module_free frees
+ * any module. */
 #ifndef EMBER_NN_H
 #define EMBER_NN_H
 
@@ -45,8 +48,8 @@ struct em_module {
     em_named_tensor *params;   /* require grad */
     em_named_tensor *buffers;  /* saved with the model, no grad (running statistics, masks) */
     em_named_module *children;
-    char **full_names; /* dotted names handed out by the traversals, freed with the module */
-    int n_full_names;
+    struct em_name_table *names; /* nn/'s own (nn/module.c): the dotted names traversals hand
+                                    out, freed with the module; NULL until the first one */
 };
 
 void em_module_init(em_module *m, const em_module_type *type);

@@ -36,7 +36,7 @@ static em_status make_dirs(const char *dir)
 {
     char *p = strdup(dir);
     if (!p)
-        return em_set_error(EM_ERR_MEMORY, "em_tb_open: out of memory");
+        return em_set_error(EM_ERR_MEMORY, "em_tb_new: out of memory");
     em_status st = EM_OK;
     for (char *c = p + 1; st == EM_OK; c++) {
         bool end = *c == '\0';
@@ -45,10 +45,10 @@ static em_status make_dirs(const char *dir)
         *c = '\0';
         struct stat sb;
         if (mkdir(p, 0777) != 0 && errno != EEXIST)
-            st = em_set_error(EM_ERR_IO, "em_tb_open: cannot create log directory '%s': %s", p,
+            st = em_set_error(EM_ERR_IO, "em_tb_new: cannot create log directory '%s': %s", p,
                               strerror(errno));
         else if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))
-            st = em_set_error(EM_ERR_IO, "em_tb_open: log directory '%s' is not a directory", p);
+            st = em_set_error(EM_ERR_IO, "em_tb_new: log directory '%s' is not a directory", p);
         if (end)
             break;
         *c = '/';
@@ -85,11 +85,11 @@ static em_status write_value(em_tb_writer *w, int64_t step, const char *tag, em_
     return write_event(w, step, &body, fn);
 }
 
-em_tb_writer *em_tb_open(const char *logdir)
+em_tb_writer *em_tb_new(const char *logdir)
 {
     static atomic_int opened;
     if (!logdir || !*logdir) {
-        em_set_error(EM_ERR_ARG, "em_tb_open: no log directory given");
+        em_set_error(EM_ERR_ARG, "em_tb_new: no log directory given");
         return NULL;
     }
     if (make_dirs(logdir) != EM_OK)
@@ -100,22 +100,22 @@ em_tb_writer *em_tb_open(const char *logdir)
     size_t n = strlen(logdir) + sizeof host + 96;
     if (!w || !(w->path = malloc(n))) {
         free(w);
-        em_set_error(EM_ERR_MEMORY, "em_tb_open: out of memory");
+        em_set_error(EM_ERR_MEMORY, "em_tb_new: out of memory");
         return NULL;
     }
     snprintf(w->path, n, "%s/events.out.tfevents.%lld.%s.%d.%d", logdir,
              (long long)time(NULL), host, (int)getpid(), atomic_fetch_add(&opened, 1));
     w->f = fopen(w->path, "wbx");
     if (!w->f) {
-        em_set_error(EM_ERR_IO, "em_tb_open: cannot create '%s': %s", w->path, strerror(errno));
+        em_set_error(EM_ERR_IO, "em_tb_new: cannot create '%s': %s", w->path, strerror(errno));
         free(w->path);
         free(w);
         return NULL;
     }
     em_pb body = {0};
     em_pb_string(&body, 3, "brain.Event:2");
-    if (write_event(w, 0, &body, "em_tb_open") != EM_OK) {
-        em_tb_close(w);
+    if (write_event(w, 0, &body, "em_tb_new") != EM_OK) {
+        em_tb_free(w);
         return NULL;
     }
     return w;
@@ -220,12 +220,12 @@ int64_t em_tb_records(const em_tb_writer *w)
     return w ? w->records : 0;
 }
 
-em_status em_tb_close(em_tb_writer *w)
+em_status em_tb_free(em_tb_writer *w)
 {
     if (!w)
         return EM_OK;
     em_status st = fclose(w->f) == 0 ? EM_OK
-                                     : em_set_error(EM_ERR_IO, "em_tb_close: cannot close '%s': %s",
+                                     : em_set_error(EM_ERR_IO, "em_tb_free: cannot close '%s': %s",
                                                     w->path, strerror(errno));
     free(w->path);
     free(w);

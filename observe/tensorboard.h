@@ -18,7 +18,7 @@ typedef struct em_tb_writer em_tb_writer;
 /* Makes logdir (and its parents) when missing and a new event file in it,
  * "events.out.tfevents.<seconds>.<host>.<pid>.<n>", opened by its file_version record. NULL
  * with EM_ERR_IO naming the directory or file when it cannot be made or written. */
-em_tb_writer *em_tb_open(const char *logdir);
+em_tb_writer *em_tb_new(const char *logdir);
 /* value under tag at step (TensorBoard keeps scalars as f32). */
 em_status em_tb_add_scalar(em_tb_writer *w, const char *tag, double value, int64_t step);
 /* A histogram of t's elements (a float tensor on any device): min, max, count, sum, sum of
@@ -31,7 +31,7 @@ em_status em_tb_add_histogram(em_tb_writer *w, const char *tag, const em_tensor 
 const char *em_tb_path(const em_tb_writer *w);
 int64_t em_tb_records(const em_tb_writer *w); /* written so far, the file_version one included */
 /* Closes the file and frees w (NULL is fine); EM_ERR_IO when the close failed. */
-em_status em_tb_close(em_tb_writer *w);
+em_status em_tb_free(em_tb_writer *w);
 
 #ifdef __cplusplus
 }

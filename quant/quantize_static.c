@@ -13,44 +13,45 @@
 
 /* ---- observers ---- */
 
-struct em_observer {
-    em_observer_opts o;
+struct em_calib_observer {
+    em_calib_observer_opts o;
     bool any;
     float lo, hi;        /* the extremes seen */
     double *hist;        /* (bins) over [hist_lo, hist_hi] */
     double hist_lo, hist_hi;
 };
 
-em_observer *em_observer_new(em_observer_opts o)
+em_calib_observer *em_calib_observer_new(em_calib_observer_opts o)
 {
     o.percentile = o.percentile ? o.percentile : 99.99;
     o.bins = o.bins ? o.bins : 2048;
-    if ((o.kind != EM_OBSERVER_MINMAX && o.kind != EM_OBSERVER_PERCENTILE) ||
+    if ((o.kind != EM_CALIB_MINMAX && o.kind != EM_CALIB_PERCENTILE) ||
         !(o.percentile > 50 && o.percentile <= 100) || o.bins < 2 || o.bins > (1 << 20)) {
-        em_set_error(EM_ERR_ARG, "em_observer_new: bad options: kind %d, percentile %g, bins %d",
+        em_set_error(EM_ERR_ARG,
+                     "em_calib_observer_new: bad options: kind %d, percentile %g, bins %d",
                      (int)o.kind, o.percentile, o.bins);
         return NULL;
     }
-    em_observer *ob = calloc(1, sizeof *ob);
-    if (ob && o.kind == EM_OBSERVER_PERCENTILE)
+    em_calib_observer *ob = calloc(1, sizeof *ob);
+    if (ob && o.kind == EM_CALIB_PERCENTILE)
         ob->hist = calloc((size_t)o.bins, sizeof *ob->hist);
-    if (!ob || (o.kind == EM_OBSERVER_PERCENTILE && !ob->hist)) {
+    if (!ob || (o.kind == EM_CALIB_PERCENTILE && !ob->hist)) {
         free(ob);
-        em_set_error(EM_ERR_MEMORY, "em_observer_new: out of memory");
+        em_set_error(EM_ERR_MEMORY, "em_calib_observer_new: out of memory");
         return NULL;
     }
     ob->o = o;
     return ob;
 }
 
-void em_observer_free(em_observer *ob)
+void em_calib_observer_free(em_calib_observer *ob)
 {
     if (ob)
         free(ob->hist);
     free(ob);
 }
 
-static int bin_of(const em_observer *ob, double v)
+static int bin_of(const em_calib_observer *ob, double v)
 {
     double w = (ob->hist_hi - ob->hist_lo) / ob->o.bins;
     int b = w > 0 ? (int)((v - ob->hist_lo) / w) : 0;
@@ -59,14 +60,14 @@ static int bin_of(const em_observer *ob, double v)
 
 /* Widens the histogram's range to [lo, hi], moving each old bin's count to the new bin that
  * holds its centre. */
-static em_status rebin(em_observer *ob, double lo, double hi)
+static em_status rebin(em_calib_observer *ob, double lo, double hi)
 {
     int n = ob->o.bins;
     double *old = ob->hist, old_lo = ob->hist_lo, old_w = (ob->hist_hi - ob->hist_lo) / n;
     ob->hist = calloc((size_t)n, sizeof *ob->hist);
     if (!ob->hist) {
         ob->hist = old;
-        return em_set_error(EM_ERR_MEMORY, "em_observer_update: out of memory");
+        return em_set_error(EM_ERR_MEMORY, "em_calib_observer_update: out of memory");
     }
     ob->hist_lo = lo;
     ob->hist_hi = hi;
@@ -77,11 +78,11 @@ static em_status rebin(em_observer *ob, double lo, double hi)
     return EM_OK;
 }
 
-em_status em_observer_update(em_observer *ob, const em_tensor *x)
+em_status em_calib_observer_update(em_calib_observer *ob, const em_tensor *x)
 {
     if (!ob || !x)
-        return em_set_error(EM_ERR_ARG, "em_observer_update: observer and x must be given");
-    float *v = em_host_f32(x, "em_observer_update");
+        return em_set_error(EM_ERR_ARG, "em_calib_observer_update: observer and x must be given");
+    float *v = em_host_f32(x, "em_calib_observer_update");
     if (!v)
         return em_error_status();
     int64_t n = em_numel(x);
@@ -90,7 +91,7 @@ em_status em_observer_update(em_observer *ob, const em_tensor *x)
         if (!isfinite(v[i])) {
             float bad = v[i];
             free(v);
-            return em_set_error(EM_ERR_NUMERIC, "em_observer_update: non-finite value %g at "
+            return em_set_error(EM_ERR_NUMERIC, "em_calib_observer_update: non-finite value %g at "
                                 "element %lld", bad, (long long)i);
         }
         lo = fminf(lo, v[i]);
@@ -115,7 +116,7 @@ em_status em_observer_update(em_observer *ob, const em_tensor *x)
     return st;
 }
 
-void em_observer_range(const em_observer *ob, float *lo, float *hi)
+void em_calib_observer_range(const em_calib_observer *ob, float *lo, float *hi)
 {
     *lo = *hi = 0;
     if (!ob || !ob->any)
@@ -137,10 +138,10 @@ void em_observer_range(const em_observer *ob, float *lo, float *hi)
     *hi = fminf(*hi, (float)(ob->hist_lo + (b_hi + 1) * w));
 }
 
-em_qparams em_observer_qparams(const em_observer *ob)
+em_qparams em_calib_observer_qparams(const em_calib_observer *ob)
 {
     float lo, hi;
-    em_observer_range(ob, &lo, &hi);
+    em_calib_observer_range(ob, &lo, &hi);
     return em_qparams_u7(lo, hi);
 }
 
@@ -340,7 +341,7 @@ typedef struct {
     em_module *parent;
     int index;
     em_module *layer; /* the Linear or Conv2d */
-    em_observer *ob;
+    em_calib_observer *ob;
 } target;
 
 /* A module that observes its input, then runs the wrapped layer (not owned). */
@@ -352,7 +353,7 @@ typedef struct {
 static em_tensor *observing_forward(em_module *m, const em_tensor *x)
 {
     target *t = ((observing *)m)->t;
-    return em_observer_update(t->ob, x) == EM_OK ? em_forward(t->layer, x) : NULL;
+    return em_calib_observer_update(t->ob, x) == EM_OK ? em_forward(t->layer, x) : NULL;
 }
 
 static const em_module_type observing_type = {"Observing", observing_forward, NULL, NULL};
@@ -436,7 +437,7 @@ em_status em_quantize_static_(em_module *model, em_tensor *const *calib, int n_b
     int n = find_targets(model, t, 0);
     em_status st = EM_OK;
     for (int i = 0; i < n && st == EM_OK; i++) {
-        t[i].ob = em_observer_new(o.observer);
+        t[i].ob = em_calib_observer_new(o.observer);
         wrap[i] = t[i].ob ? (observing *)em_module_alloc(sizeof *wrap[i], &observing_type) : NULL;
         if (!wrap[i])
             st = em_error_status();
@@ -457,9 +458,9 @@ em_status em_quantize_static_(em_module *model, em_tensor *const *calib, int n_b
     for (int i = 0; i < n; i++) {
         if (wrap[i] && t[i].parent->children[t[i].index].module == &wrap[i]->base)
             t[i].parent->children[t[i].index].module = t[i].layer;
-        qp[i] = em_observer_qparams(t[i].ob);
+        qp[i] = em_calib_observer_qparams(t[i].ob);
         em_module_free(wrap[i] ? &wrap[i]->base : NULL);
-        em_observer_free(t[i].ob);
+        em_calib_observer_free(t[i].ob);
     }
     if (st == EM_OK)
         st = convert(t, n, qp, o.granularity);

@@ -12,27 +12,28 @@ extern "C" {
 #endif
 
 typedef enum {
-    EM_OBSERVER_MINMAX = 0,  /* the smallest and largest value seen */
-    EM_OBSERVER_PERCENTILE   /* a histogram's lower and upper percentile: clips outliers */
-} em_observer_kind;
+    EM_CALIB_MINMAX = 0, /* the smallest and largest value seen */
+    EM_CALIB_PERCENTILE  /* a histogram's lower and upper percentile: clips outliers */
+} em_calib_observer_kind;
 
 typedef struct {
-    em_observer_kind kind;
-    double percentile; /* EM_OBSERVER_PERCENTILE: 0 takes 99.99 (and 0.01 at the bottom) */
-    int bins;          /* EM_OBSERVER_PERCENTILE: histogram bins; 0 takes 2048 */
-} em_observer_opts;
+    em_calib_observer_kind kind;
+    double percentile; /* EM_CALIB_PERCENTILE: 0 takes 99.99 (and 0.01 at the bottom) */
+    int bins;          /* EM_CALIB_PERCENTILE: histogram bins; 0 takes 2048 */
+} em_calib_observer_opts;
 
-typedef struct em_observer em_observer;
-em_observer *em_observer_new(em_observer_opts o); /* NULL with an error on bad options */
-void em_observer_free(em_observer *ob);
+typedef struct em_calib_observer em_calib_observer;
+/* NULL with an error on bad options */
+em_calib_observer *em_calib_observer_new(em_calib_observer_opts o);
+void em_calib_observer_free(em_calib_observer *ob);
 /* Adds x's values (any float dtype); NaN and infinities are an EM_ERR_NUMERIC error. */
-em_status em_observer_update(em_observer *ob, const em_tensor *x);
+em_status em_calib_observer_update(em_calib_observer *ob, const em_tensor *x);
 /* The range to quantize to ([0, 0] before any update) and its 7-bit parameters. */
-void em_observer_range(const em_observer *ob, float *lo, float *hi);
-em_qparams em_observer_qparams(const em_observer *ob);
+void em_calib_observer_range(const em_calib_observer *ob, float *lo, float *hi);
+em_qparams em_calib_observer_qparams(const em_calib_observer *ob);
 
 typedef struct {
-    em_observer_opts observer;
+    em_calib_observer_opts observer;
     em_quant_granularity granularity; /* weights; per channel by default */
 } em_static_quant_opts;
 

@@ -55,7 +55,7 @@ static em_tensor *sequence_loss(void *ctx, const em_tensor *logits, const em_ten
  * it, spread over all of it, so that evaluating costs little next to training). */
 static em_dataset *val_windows(const em_gpt_text *t, int64_t block)
 {
-    return em_dataset_char_windows(t->ids + t->n_train, t->n_val, block, EM_GPT_VAL_STRIDE * block);
+    return em_char_windows_dataset(t->ids + t->n_train, t->n_val, block, EM_GPT_VAL_STRIDE * block);
 }
 
 /* The metadata saved with a model: the recipe, the vocabulary's characters and the size. */
@@ -142,10 +142,10 @@ static em_status start_run(const em_train_opts *o, em_train_result *res, run *r,
     r->optim = !r->model ? NULL : !strcmp(optim, "adamw")
                                       ? em_gpt_recipe_optimizer(r->model, lr)
                                       : em_recipe_optimizer(optim, r->model, lr, rc->momentum);
-    r->train = em_dataset_char_windows(r->text.ids, r->text.n_train, c.block_size, 1);
+    r->train = em_char_windows_dataset(r->text.ids, r->text.n_train, c.block_size, 1);
     r->val = val_windows(&r->text, c.block_size);
     int accum = o->tech.grad_accum > 1 ? o->tech.grad_accum : 1;
-    r->sampler = r->train ? em_sampler_random(em_dataset_len(r->train),
+    r->sampler = r->train ? em_random_sampler(em_dataset_len(r->train),
                                               (em_random_sampler_opts){
                                                   .replacement = true,
                                                   .num_samples = steps * accum * res->batch})
@@ -189,7 +189,7 @@ em_status em_recipe_gpt_train(const em_train_opts *o, em_train_result *res)
     run r = {0};
     if (st == EM_OK)
         st = start_run(o, res, &r, steps);
-    if (st == EM_OK && !(r.observer = em_observer_attach(r.trainer, r.model, o->observe)))
+    if (st == EM_OK && !(r.observer = em_observer_new(r.trainer, r.model, o->observe)))
         st = em_error_status();
     size_t held_before = em_memory_get_stats(o->device).live_bytes;
     em_memory_reset_peak(o->device);
@@ -209,7 +209,7 @@ em_status em_recipe_gpt_train(const em_train_opts *o, em_train_result *res)
         res->lr = em_optim_get_lr(r.optim, 0);
         res->test_loss = s.last_epoch.val_loss;
     }
-    em_status logged = em_observer_finish(r.observer);
+    em_status logged = em_observer_free(r.observer);
     if (st == EM_OK)
         st = logged;
     res->wall_s = now_s() - t_start;

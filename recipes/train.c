@@ -22,7 +22,7 @@ em_dataset *em_fashion_mnist(const char *data_dir, bool train, bool flat)
     const char *dir = data_dir ? data_dir : EM_FASHION_MNIST_DIR;
     snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, split);
     snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, split);
-    return em_dataset_idx(images, labels, (em_idx_opts){.flat = flat});
+    return em_idx_dataset(images, labels, (em_idx_opts){.flat = flat});
 }
 
 int em_recipe_default_workers(em_device device)
@@ -191,9 +191,10 @@ static em_status start_run(const em_train_opts *o, const em_train_result *res, r
     r->test = r->train ? em_fashion_mnist(o->data_dir, false, rc->flat_input) : NULL;
     if (r->test && o->ddp) {
         r->ddp = r->optim ? em_ddp_new(r->model, (em_ddp_opts){0}) : NULL;
-        em_sampler *shuffled = em_sampler_random(em_dataset_len(r->train),
+        em_sampler *shuffled = em_random_sampler(em_dataset_len(r->train),
                                                  (em_random_sampler_opts){0});
-        r->sampler = r->ddp ? em_dist_sampler(shuffled, (em_dist_sampler_opts){0}) : NULL;
+        r->sampler = r->ddp ? em_distributed_sampler(shuffled, (em_distributed_sampler_opts){0})
+                            : NULL;
         if (!r->sampler) {
             em_sampler_free(shuffled);
             return em_error_status();
@@ -230,7 +231,7 @@ static em_status start_run(const em_train_opts *o, const em_train_result *res, r
              ? em_trainer_add_callbacks(r->trainer, *cb) : EM_OK;
     if (st == EM_OK && o->resume_path)
         st = em_trainer_resume(r->trainer, o->resume_path);
-    if (st == EM_OK && !(r->observer = em_observer_attach(r->trainer, r->model, o->observe)))
+    if (st == EM_OK && !(r->observer = em_observer_new(r->trainer, r->model, o->observe)))
         st = em_error_status();
     return st;
 }
@@ -309,7 +310,7 @@ em_status em_recipe_train(const em_train_opts *o, em_train_result *res)
         fill_result(o, &r, res);
     if (st == EM_OK && !o->skip_eval && em_dist_rank() == 0)
         st = test(o, &r, res);
-    em_status logged = em_observer_finish(r.observer);
+    em_status logged = em_observer_free(r.observer);
     if (st == EM_OK)
         st = logged;
     if (st != EM_OK && o->ddp)

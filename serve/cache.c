@@ -31,31 +31,6 @@ struct em_cache {
     em_cache_stats stats;
 };
 
-uint64_t em_tensor_hash(const em_tensor *x)
-{
-    uint64_t h = 1469598103934665603ULL;
-    const uint64_t prime = 1099511628211ULL;
-    int64_t head[1 + EM_MAX_DIMS] = {x->dtype};
-    for (int i = 0; i < x->ndim; i++)
-        head[1 + i] = x->shape[i];
-    const uint8_t *p = (const uint8_t *)head;
-    for (size_t i = 0; i < sizeof(int64_t) * (size_t)(1 + x->ndim); i++)
-        h = (h ^ p[i]) * prime;
-    size_t n = (size_t)em_numel(x) * em_dtype_size(x->dtype);
-    const uint8_t *d = em_data_ptr(x);
-    if (!em_is_contiguous(x) || x->device != EM_CPU) {
-        uint8_t *copy = malloc(n ? n : 1);
-        if (copy && em_copy_to_host(x, x->dtype, copy) == EM_OK)
-            for (size_t i = 0; i < n; i++)
-                h = (h ^ copy[i]) * prime;
-        free(copy);
-        return h;
-    }
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ d[i]) * prime;
-    return h;
-}
-
 em_cache *em_cache_new(em_cache_opts o)
 {
     em_cache *c = calloc(1, sizeof *c);

@@ -31,8 +31,6 @@ em_tensor *em_cache_get(em_cache *c, const em_tensor *x);
  * an entry larger than max_bytes is not stored. */
 em_status em_cache_put(em_cache *c, const em_tensor *x, const em_tensor *y);
 em_cache_stats em_cache_stats_get(em_cache *c);
-/* 64-bit FNV-1a over x's dtype, shape and row-major bytes. */
-uint64_t em_tensor_hash(const em_tensor *x);
 
 /* Persistence: the entries, least recent first, in <dir>/cache.safetensors (written atomically;
  * dir must exist). Loading adds a file's entries as the most recent ones, within the bounds; a

@@ -1,5 +1,6 @@
-/* Inspection: sizes, contiguity, element reads and copies to host memory. */
+/* Inspection: sizes, contiguity, element reads, copies to host memory and a hash of the values. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "tensor/core_internal.h"
 #include "tensor/memory_internal.h"
@@ -181,4 +182,29 @@ double em_item(const em_tensor *t)
     int64_t zeros[EM_MAX_DIMS] = {0};
     double v;
     return em_copy_element("em_item", t, zeros, EM_F64, &v) == EM_OK ? v : NAN;
+}
+
+uint64_t em_tensor_hash(const em_tensor *t)
+{
+    uint64_t h = 1469598103934665603ULL;
+    const uint64_t prime = 1099511628211ULL;
+    int64_t head[1 + EM_MAX_DIMS] = {t->dtype};
+    for (int i = 0; i < t->ndim; i++)
+        head[1 + i] = t->shape[i];
+    const uint8_t *p = (const uint8_t *)head;
+    for (size_t i = 0; i < sizeof(int64_t) * (size_t)(1 + t->ndim); i++)
+        h = (h ^ p[i]) * prime;
+    size_t n = (size_t)em_numel(t) * em_dtype_size(t->dtype);
+    const uint8_t *d = em_data_ptr(t);
+    if (!em_is_contiguous(t) || t->device != EM_CPU) {
+        uint8_t *copy = malloc(n ? n : 1);
+        if (copy && em_copy_to_host(t, t->dtype, copy) == EM_OK)
+            for (size_t i = 0; i < n; i++)
+                h = (h ^ copy[i]) * prime;
+        free(copy);
+        return h;
+    }
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ d[i]) * prime;
+    return h;
 }

@@ -1,5 +1,8 @@
 /* The tensor: dtype, device, shape and strides over refcounted storage, plus the calls that make,
- * view, convert and inspect tensors. Differentiable ops live in autograd/autograd.h. */
+ * view, convert and inspect tensors. Differentiable ops live in autograd/autograd.h. Tensors are
+ * refcounted (em_retain, em_release); every other object is made by em_<noun>_new, or by its
+ * kind's PyTorch name for layers, optimizers, schedulers, datasets and samplers, and freed by
+ * em_<noun>_free (README, "Using it"). */
 #ifndef EMBER_TENSOR_H
 #define EMBER_TENSOR_H
 
@@ -106,6 +109,9 @@ double em_item(const em_tensor *t);      /* the single element as double; NAN + 
 double em_get(const em_tensor *t, const int64_t *index); /* one element; index has ndim entries */
 /* copy all elements, in row-major order, converted to dtype, into a host buffer of numel */
 int em_copy_to_host(const em_tensor *t, em_dtype dtype, void *dst);
+/* 64-bit FNV-1a over t's dtype, shape and row-major bytes (equal values: equal hashes, whatever
+ * the device, strides or offset) */
+uint64_t em_tensor_hash(const em_tensor *t);
 /* "[64,784]" into buf (for messages); returns buf */
 const char *em_shape_str(const em_tensor *t, char *buf, size_t n);
 void em_print(const em_tensor *t, FILE *f); /* readable, PyTorch-like, summarised when large */

@@ -47,7 +47,7 @@ static void scalar(em_observer *ob, const char *tag, double value)
 {
     if (ob->tb && em_tb_add_scalar(ob->tb, tag, value, ob->step) != EM_OK) {
         note_failure(ob, "TensorBoard");
-        em_tb_close(ob->tb);
+        em_tb_free(ob->tb);
         ob->tb = NULL;
     }
 }
@@ -83,7 +83,7 @@ static void histograms(em_observer *ob, bool grads, int64_t step)
             em_error_clear();
         } else if (st != EM_OK) {
             note_failure(ob, "TensorBoard");
-            em_tb_close(ob->tb);
+            em_tb_free(ob->tb);
             ob->tb = NULL;
         }
     }
@@ -210,14 +210,14 @@ static em_status check_trace_path(const char *path)
     bool earlier = em_has_error();
     if (em_atomic_check(path) == EM_OK)
         return EM_OK;
-    return earlier ? em_error_status() : em_error_prefix("em_observer_attach: profiler trace");
+    return earlier ? em_error_status() : em_error_prefix("em_observer_new: profiler trace");
 }
 
 static em_status check_opts(em_observe_opts *o)
 {
     if (o->histogram_every < 0 || o->memory_window < 0 || o->profile_first < 0 ||
         o->profile_last < 0 || (o->profile_last && o->profile_last < o->profile_first))
-        return em_set_error(EM_ERR_ARG, "em_observer_attach: histogram_every (%d) and "
+        return em_set_error(EM_ERR_ARG, "em_observer_new: histogram_every (%d) and "
                             "memory_window (%d) must be >= 0 and the profiled micro-batches "
                             "(%lld to %lld) a range from 1", o->histogram_every,
                             o->memory_window, (long long)o->profile_first,
@@ -231,28 +231,28 @@ static em_status check_opts(em_observe_opts *o)
     if (!o->profile_last)
         o->profile_last = o->profile_first + DEFAULT_PROFILED - 1;
     if (o->profile && em_profiler_running())
-        return em_set_error(EM_ERR_STATE, "em_observer_attach: the profiler is already running");
+        return em_set_error(EM_ERR_STATE, "em_observer_new: the profiler is already running");
     return o->profile ? check_trace_path(o->profile) : EM_OK;
 }
 
-em_observer *em_observer_attach(em_trainer *t, em_module *model, em_observe_opts opts)
+em_observer *em_observer_new(em_trainer *t, em_module *model, em_observe_opts opts)
 {
     if (!t || !model) {
-        em_set_error(EM_ERR_ARG, "em_observer_attach: trainer and model must be given");
+        em_set_error(EM_ERR_ARG, "em_observer_new: trainer and model must be given");
         return NULL;
     }
     if (check_opts(&opts) != EM_OK)
         return NULL;
     em_observer *ob = calloc(1, sizeof *ob);
     if (!ob) {
-        em_set_error(EM_ERR_MEMORY, "em_observer_attach: out of memory");
+        em_set_error(EM_ERR_MEMORY, "em_observer_new: out of memory");
         return NULL;
     }
     *ob = (em_observer){.trainer = t, .model = model, .o = opts,
                         .log = opts.log ? opts.log : stderr, .grad_norm = NAN};
     ob->memory = em_memtrend_new((em_memtrend_opts){.window = opts.memory_window});
     if (ob->memory && opts.tensorboard)
-        ob->tb = em_tb_open(opts.tensorboard);
+        ob->tb = em_tb_new(opts.tensorboard);
     em_status st = ob->memory && (ob->tb || !opts.tensorboard) ? EM_OK : em_error_status();
     if (st == EM_OK)
         st = em_trainer_add_callbacks(t, (em_trainer_callbacks){
@@ -261,7 +261,7 @@ em_observer *em_observer_attach(em_trainer *t, em_module *model, em_observe_opts
     if (st == EM_OK && opts.profile && opts.profile_first == 1)
         st = em_profiler_start((em_profiler_opts){.trace_path = opts.profile});
     if (st != EM_OK) {
-        em_tb_close(ob->tb);
+        em_tb_free(ob->tb);
         em_memtrend_free(ob->memory);
         free(ob);
         return NULL;
@@ -269,18 +269,18 @@ em_observer *em_observer_attach(em_trainer *t, em_module *model, em_observe_opts
     return ob;
 }
 
-em_status em_observer_finish(em_observer *ob)
+em_status em_observer_free(em_observer *ob)
 {
     if (!ob)
         return EM_OK;
     if (ob->o.profile)
         stop_profiler(ob);
-    if (ob->tb && em_tb_close(ob->tb) != EM_OK)
+    if (ob->tb && em_tb_free(ob->tb) != EM_OK)
         note_failure(ob, "TensorBoard");
     em_memtrend_free(ob->memory);
     em_status st = ob->failed;
     if (st != EM_OK)
-        em_set_error(st, "em_observer_finish: %s", ob->failure);
+        em_set_error(st, "em_observer_free: %s", ob->failure);
     free(ob);
     return st;
 }

@@ -3,10 +3,10 @@
  * gradient histograms; each device's memory per step with a leak warning; the profiler over
  * chosen micro-batches, its table printed and its Chrome trace written when they are done.
  *
- *   em_observer *ob = em_observer_attach(t, net, (em_observe_opts){.tensorboard = "runs/a",
- *                                        .profile = "trace.json"});
+ *   em_observer *ob = em_observer_new(t, net, (em_observe_opts){.tensorboard = "runs/a",
+ *                                                                .profile = "trace.json"});
  *   em_status st = ob ? em_trainer_fit(t, 5) : em_error_status();
- *   em_status logged = em_observer_finish(ob);
+ *   em_status logged = em_observer_free(ob);
  */
 #ifndef EMBER_TRAIN_OBSERVER_H
 #define EMBER_TRAIN_OBSERVER_H
@@ -34,12 +34,12 @@ typedef struct em_observer em_observer;
 /* Watches t's run of model (both borrowed): adds callbacks to t, and starts the profiler now
  * when profile_first is 1. NULL with an error on bad options, an unwritable log directory or
  * trace path (found now, before any training). */
-em_observer *em_observer_attach(em_trainer *t, em_module *model, em_observe_opts opts);
+em_observer *em_observer_new(em_trainer *t, em_module *model, em_observe_opts opts);
 /* Ends the watch after t's last step (t must not train after it: its callbacks point at ob):
  * stops the profiler if it still runs (printing its table, writing its trace), closes the event
  * file, frees ob (NULL is fine). A failed write never stops training: it is reported once on the
  * log, and returned here (the first one), else EM_OK. */
-em_status em_observer_finish(em_observer *ob);
+em_status em_observer_free(em_observer *ob);
 
 #ifdef __cplusplus
 }

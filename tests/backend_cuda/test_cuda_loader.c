@@ -16,7 +16,7 @@ static em_dataset *numbers(void)
 {
     em_tensor *x = em_reshape(em_arange(0, N * 3, 1, EM_F32), EM_SHAPE(N, 3));
     em_tensor *y = em_arange(0, N, 1, EM_I64);
-    return em_dataset_tensors(x, y);
+    return em_tensor_dataset(x, y);
 }
 
 Test(cuda_loader, a_missing_device_is_named)

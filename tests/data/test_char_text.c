@@ -50,8 +50,8 @@ Test(char_text, vocabulary_from_its_characters)
 Test(char_text, windows_are_next_character_samples)
 {
     uint8_t ids[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
-    em_dataset *all = em_dataset_char_windows(ids, 10, 4, 1);
-    em_dataset *cut = em_dataset_char_windows(ids, 10, 4, 4);
+    em_dataset *all = em_char_windows_dataset(ids, 10, 4, 1);
+    em_dataset *cut = em_char_windows_dataset(ids, 10, 4, 4);
     cr_assert(all && cut, "%s", em_error());
     cr_expect_eq(em_dataset_len(all), 6); /* starts 0..5: the last target is ids[9] */
     cr_expect_eq(em_dataset_len(cut), 2); /* starts 0 and 4 */
@@ -68,6 +68,6 @@ Test(char_text, windows_are_next_character_samples)
     cr_expect_eq(all->x_dtype, EM_I64);
     em_dataset_free(all);
     em_dataset_free(cut);
-    cr_expect_null(em_dataset_char_windows(ids, 10, 0, 1));
+    cr_expect_null(em_char_windows_dataset(ids, 10, 0, 1));
     em_error_clear();
 }

@@ -78,7 +78,7 @@ Test(data, idx_levels_are_the_f32_quotients_by_255)
     const char *im = tmp_path("levels.idx"), *lb = tmp_path("levels_lb.idx");
     write_file(im, img, sizeof img, false);
     write_file(lb, lab, sizeof lab, false);
-    em_dataset *ds = em_dataset_idx(im, lb, (em_idx_opts){.flat = true});
+    em_dataset *ds = em_idx_dataset(im, lb, (em_idx_opts){.flat = true});
     cr_assert_not_null(ds, "%s", em_error());
     float x[256];
     int64_t y;
@@ -95,7 +95,7 @@ static void check_idx(bool gz, bool flat)
     const char *im = tmp_path(gz ? "im.idx.gz" : "im.idx");
     const char *lb = tmp_path(gz ? "lb.idx.gz" : "lb.idx");
     write_idx_pair(im, lb, gz);
-    em_dataset *ds = em_dataset_idx(im, lb, (em_idx_opts){.flat = flat});
+    em_dataset *ds = em_idx_dataset(im, lb, (em_idx_opts){.flat = flat});
     cr_assert_not_null(ds, "%s", em_error());
     cr_assert_eq(em_dataset_len(ds), 3);
     cr_assert_eq(ds->n_classes, 8);
@@ -135,24 +135,24 @@ Test(data, idx_errors_name_the_file)
     uint8_t shortimg[16 + 10] = {0, 0, 0x08, 3, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 3};
     const char *bad = tmp_path("short.idx");
     write_file(bad, shortimg, sizeof shortimg, false);
-    cr_assert_null(em_dataset_idx(bad, lb, (em_idx_opts){0}));
+    cr_assert_null(em_idx_dataset(bad, lb, (em_idx_opts){0}));
     cr_assert_eq(em_error_status(), EM_ERR_IO);
     cr_assert_not_null(strstr(em_error(), bad), "%s", em_error());
     cr_assert_not_null(strstr(em_error(), "truncated"), "%s", em_error());
     em_error_clear();
 
-    cr_assert_null(em_dataset_idx(tmp_path("nope.idx"), lb, (em_idx_opts){0}));
+    cr_assert_null(em_idx_dataset(tmp_path("nope.idx"), lb, (em_idx_opts){0}));
     cr_assert_not_null(strstr(em_error(), "nope.idx"), "%s", em_error());
     em_error_clear();
 
-    cr_assert_null(em_dataset_idx(lb, lb, (em_idx_opts){0})); /* labels are not 3-d */
+    cr_assert_null(em_idx_dataset(lb, lb, (em_idx_opts){0})); /* labels are not 3-d */
     cr_assert_not_null(strstr(em_error(), "not an IDX file with 3 dims"), "%s", em_error());
     em_error_clear();
 
     uint8_t lab2[8 + 2] = {0, 0, 0x08, 1, 0, 0, 0, 2, 1, 1};
     const char *lb2 = tmp_path("lb2.idx");
     write_file(lb2, lab2, sizeof lab2, false);
-    cr_assert_null(em_dataset_idx(im, lb2, (em_idx_opts){0}));
+    cr_assert_null(em_idx_dataset(im, lb2, (em_idx_opts){0}));
     cr_assert_not_null(strstr(em_error(), "3 images"), "%s", em_error());
     em_error_clear();
 }
@@ -167,7 +167,7 @@ Test(data, fashion_mnist_if_installed)
         cr_skip_test("Fashion-MNIST is not installed at %s (Debian package dataset-fashion-mnist)",
                      dir);
     }
-    em_dataset *ds = em_dataset_idx(im, lb, (em_idx_opts){0});
+    em_dataset *ds = em_idx_dataset(im, lb, (em_idx_opts){0});
     cr_assert_not_null(ds, "%s", em_error());
     cr_assert_eq(em_dataset_len(ds), 60000);
     cr_assert_eq(ds->n_classes, 10);
@@ -191,7 +191,7 @@ Test(data, csv_header_auto_and_label_column)
 {
     const char *p = tmp_path("iris.csv");
     write_text(p, "a,b,label\n1.5,2,1\r\n-3,4e1,0\n\n0.25, 7 ,2\n");
-    em_dataset *ds = em_dataset_csv(p, (em_csv_opts){.label_col = -1});
+    em_dataset *ds = em_csv_dataset(p, (em_csv_opts){.label_col = -1});
     cr_assert_not_null(ds, "%s", em_error());
     cr_assert_eq(em_dataset_len(ds), 3);
     cr_assert_eq(ds->x_shape.ndim, 1);
@@ -210,7 +210,7 @@ Test(data, csv_without_header_regression)
 {
     const char *p = tmp_path("reg.csv");
     write_text(p, "0.5;1;2\n1.5;3;4");
-    em_dataset *ds = em_dataset_csv(p, (em_csv_opts){.header = EM_CSV_HEADER_NO, .label_col = 0,
+    em_dataset *ds = em_csv_dataset(p, (em_csv_opts){.header = EM_CSV_HEADER_NO, .label_col = 0,
                                                      .regression = true, .delimiter = ';'});
     cr_assert_not_null(ds, "%s", em_error());
     cr_assert_eq(em_dataset_len(ds), 2);
@@ -223,10 +223,10 @@ Test(data, csv_without_header_regression)
 
     /* a numeric first row is data unless the header is declared */
     write_text(p, "5,6,1\n7,8,0\n");
-    ds = em_dataset_csv(p, (em_csv_opts){.label_col = 2});
+    ds = em_csv_dataset(p, (em_csv_opts){.label_col = 2});
     cr_assert_eq(em_dataset_len(ds), 2);
     em_dataset_free(ds);
-    ds = em_dataset_csv(p, (em_csv_opts){.label_col = 2, .header = EM_CSV_HEADER_YES});
+    ds = em_csv_dataset(p, (em_csv_opts){.label_col = 2, .header = EM_CSV_HEADER_YES});
     cr_assert_eq(em_dataset_len(ds), 1);
     em_dataset_free(ds);
 }
@@ -235,7 +235,7 @@ Test(data, csv_bad_rows_name_file_and_line)
 {
     const char *p = tmp_path("bad.csv");
     write_text(p, "x,y,label\n1,2,0\n3,oops,1\n");
-    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label_col = 2}));
+    cr_assert_null(em_csv_dataset(p, (em_csv_opts){.label_col = 2}));
     cr_assert_eq(em_error_status(), EM_ERR_IO);
     cr_assert_not_null(strstr(em_error(), p), "%s", em_error());
     cr_assert_not_null(strstr(em_error(), "line 3, column 2 ('y'): 'oops' is not a number"), "%s",
@@ -243,17 +243,17 @@ Test(data, csv_bad_rows_name_file_and_line)
     em_error_clear();
 
     write_text(p, "1,2,0\n3,4\n");
-    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label_col = 2}));
+    cr_assert_null(em_csv_dataset(p, (em_csv_opts){.label_col = 2}));
     cr_assert_not_null(strstr(em_error(), "line 2: 2 fields, expected 3"), "%s", em_error());
     em_error_clear();
 
     write_text(p, "1,2,0.5\n");
-    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label_col = 2}));
+    cr_assert_null(em_csv_dataset(p, (em_csv_opts){.label_col = 2}));
     cr_assert_not_null(strstr(em_error(), "line 1, column 3: '0.5' is not a class index"), "%s",
                        em_error());
     em_error_clear();
 
-    cr_assert_null(em_dataset_csv(tmp_path("absent.csv"), (em_csv_opts){0}));
+    cr_assert_null(em_csv_dataset(tmp_path("absent.csv"), (em_csv_opts){0}));
     cr_assert_not_null(strstr(em_error(), "absent.csv"), "%s", em_error());
     em_error_clear();
 }
@@ -265,7 +265,7 @@ Test(data, csv_chosen_columns_and_class_names)
     const char *p = tmp_path("species.csv");
     write_text(p, "id,petal,sepal,species\n1,1.5,2,setosa\n2,3,4.5,virginica\n"
                   "3,0.5,1,\"setosa\"\n4,2,2,versicolor\n");
-    em_dataset *ds = em_dataset_csv(p, (em_csv_opts){
+    em_dataset *ds = em_csv_dataset(p, (em_csv_opts){
         .label = "species", .class_names = true,
         .features = (const char *const[]){"sepal", "1"}, .n_features = 2});
     cr_assert_not_null(ds, "%s", em_error());
@@ -288,21 +288,21 @@ Test(data, csv_chosen_columns_and_class_names)
     em_dataset_free(ds);
 
     /* without class_names a name is no class index, and says how to read names */
-    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label_col = -1}));
+    cr_assert_null(em_csv_dataset(p, (em_csv_opts){.label_col = -1}));
     cr_assert_not_null(strstr(em_error(), "line 2, column 4 ('species'): 'setosa' is not a "
                               "class index"), "%s", em_error());
     cr_assert_not_null(strstr(em_error(), "class_names"), "%s", em_error());
     em_error_clear();
-    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label = "kind", .class_names = true}));
+    cr_assert_null(em_csv_dataset(p, (em_csv_opts){.label = "kind", .class_names = true}));
     cr_assert_not_null(strstr(em_error(), "has no label column 'kind'"), "%s", em_error());
     em_error_clear();
-    cr_assert_null(em_dataset_csv(p, (em_csv_opts){
+    cr_assert_null(em_csv_dataset(p, (em_csv_opts){
         .label = "species", .class_names = true,
         .features = (const char *const[]){"sepal", "2"}, .n_features = 2}));
     cr_assert_not_null(strstr(em_error(), "column 3 ('sepal') is chosen twice"), "%s",
                        em_error());
     em_error_clear();
-    cr_assert_null(em_dataset_csv(p, (em_csv_opts){
+    cr_assert_null(em_csv_dataset(p, (em_csv_opts){
         .label = "species", .class_names = true,
         .features = (const char *const[]){"width"}, .n_features = 1}));
     cr_assert_not_null(strstr(em_error(), "has no feature column 'width'"), "%s", em_error());
@@ -315,7 +315,7 @@ Test(data, csv_multi_target_regression)
 {
     const char *p = tmp_path("targets.csv");
     write_text(p, "a,t1,t2,b\n1,10,20,2\n3,30,40,4\n5,50,60,6\n");
-    em_dataset *ds = em_dataset_csv(p, (em_csv_opts){.label = "t1", .n_targets = 2,
+    em_dataset *ds = em_csv_dataset(p, (em_csv_opts){.label = "t1", .n_targets = 2,
                                                      .regression = true});
     cr_assert_not_null(ds, "%s", em_error());
     cr_assert(ds->y_shape.ndim == 1 && ds->y_shape.d[0] == 2 && ds->y_dtype == EM_F32);
@@ -334,10 +334,10 @@ Test(data, csv_multi_target_regression)
     em_loader_free(dl);
     em_dataset_free(ds);
 
-    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label = "t1", .n_targets = 2}));
+    cr_assert_null(em_csv_dataset(p, (em_csv_opts){.label = "t1", .n_targets = 2}));
     cr_assert_not_null(strstr(em_error(), "2 target columns need regression"), "%s", em_error());
     em_error_clear();
-    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label = "b", .n_targets = 2,
+    cr_assert_null(em_csv_dataset(p, (em_csv_opts){.label = "b", .n_targets = 2,
                                                    .regression = true}));
     cr_assert_not_null(strstr(em_error(), "no room for 2 target column(s)"), "%s", em_error());
     em_error_clear();
@@ -349,13 +349,13 @@ Test(data, csv_missing_values_error_or_fill)
 {
     const char *p = tmp_path("missing.csv");
     write_text(p, "a,b,c\n1,,0\n2,NA,1\n nan ,3,1\n?,4,0\n");
-    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label_col = -1}));
+    cr_assert_null(em_csv_dataset(p, (em_csv_opts){.label_col = -1}));
     cr_assert_eq(em_error_status(), EM_ERR_IO);
     cr_assert_not_null(strstr(em_error(), "line 2, column 2 ('b'): '' is a missing value "
                               "(em_csv_opts.missing = EM_CSV_MISSING_FILL fills it)"), "%s",
                        em_error());
     em_error_clear();
-    em_dataset *ds = em_dataset_csv(p, (em_csv_opts){.label_col = -1,
+    em_dataset *ds = em_csv_dataset(p, (em_csv_opts){.label_col = -1,
                                                      .missing = EM_CSV_MISSING_FILL,
                                                      .missing_fill = -1.5});
     cr_assert_not_null(ds, "%s", em_error());
@@ -368,17 +368,17 @@ Test(data, csv_missing_values_error_or_fill)
     em_dataset_free(ds);
 
     write_text(p, "a,b,c\n1,2,\n");
-    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label_col = -1,
+    cr_assert_null(em_csv_dataset(p, (em_csv_opts){.label_col = -1,
                                                    .missing = EM_CSV_MISSING_FILL}));
     cr_assert_not_null(strstr(em_error(), "line 2, column 3 ('c'): '' is a missing target"),
                        "%s", em_error());
     em_error_clear();
     write_text(p, "a,b,c\n1,inf,0\n");
-    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label_col = -1}));
+    cr_assert_null(em_csv_dataset(p, (em_csv_opts){.label_col = -1}));
     cr_assert_not_null(strstr(em_error(), "'inf' is not a finite f32 number"), "%s", em_error());
     em_error_clear();
     write_text(p, "a,b,c\n1,1e39,0\n");
-    cr_assert_null(em_dataset_csv(p, (em_csv_opts){.label_col = -1}));
+    cr_assert_null(em_csv_dataset(p, (em_csv_opts){.label_col = -1}));
     cr_assert_not_null(strstr(em_error(), "'1e39' is not a finite f32 number"), "%s", em_error());
     em_error_clear();
 }
@@ -491,7 +491,7 @@ static const char *make_folder(void)
 Test(data, image_folder_rgb_exact)
 {
     const char *root = make_folder();
-    em_dataset *ds = em_dataset_image_folder(root, (em_image_folder_opts){.height = 2, .width = 2});
+    em_dataset *ds = em_image_folder(root, (em_image_folder_opts){.height = 2, .width = 2});
     cr_assert_not_null(ds, "%s", em_error());
     cr_assert_eq(em_dataset_len(ds), 3);
     cr_assert_eq(ds->n_classes, 2);
@@ -522,7 +522,7 @@ Test(data, image_folder_png_gray_and_rgb)
     static const uint8_t rgb[3 * 3] = {1, 2, 3, 4, 5, 6, 250, 251, 252}; /* 3x1 */
     write_png(tmp_path("png/ant/g.png"), 3, 1, 1, gray);
     write_png(tmp_path("png/bee/c.png"), 3, 1, 3, rgb);
-    em_dataset *ds = em_dataset_image_folder(root, (em_image_folder_opts){.height = 1, .width = 3});
+    em_dataset *ds = em_image_folder(root, (em_image_folder_opts){.height = 1, .width = 3});
     cr_assert_not_null(ds, "%s", em_error());
     float x[9];
     int64_t y;
@@ -542,7 +542,7 @@ Test(data, image_folder_png_gray_and_rgb)
 Test(data, image_folder_gray_resized_bilinear)
 {
     const char *root = make_folder();
-    em_dataset *ds = em_dataset_image_folder(
+    em_dataset *ds = em_image_folder(
         root, (em_image_folder_opts){.height = 4, .width = 4, .channels = 1});
     cr_assert_not_null(ds, "%s", em_error());
     float x[16];
@@ -567,7 +567,7 @@ Test(data, image_folder_bad_file_fails_that_sample)
 {
     const char *root = make_folder();
     write_text(tmp_path("imgs/dog/d.png"), "this is not a png");
-    em_dataset *ds = em_dataset_image_folder(root, (em_image_folder_opts){.height = 2, .width = 2});
+    em_dataset *ds = em_image_folder(root, (em_image_folder_opts){.height = 2, .width = 2});
     cr_assert_not_null(ds, "%s", em_error());
     cr_assert_eq(em_dataset_len(ds), 4);
     float x[12];
@@ -581,9 +581,9 @@ Test(data, image_folder_bad_file_fails_that_sample)
     em_error_clear();
     em_dataset_free(ds);
 
-    cr_assert_null(em_dataset_image_folder(tmp_path("none"), (em_image_folder_opts){
-                                                                 .height = 2, .width = 2,
-                                                                 .channels = 1}));
+    cr_assert_null(em_image_folder(tmp_path("none"), (em_image_folder_opts){
+                                                         .height = 2, .width = 2,
+                                                         .channels = 1}));
     cr_assert_not_null(strstr(em_error(), "none"), "%s", em_error());
     em_error_clear();
 }
@@ -606,7 +606,7 @@ Test(data, tensor_dataset_rows)
     int32_t yv[4] = {3, 1, 4, 1};
     em_tensor *x = em_from_data(EM_SHAPE(4, 2), EM_F32, xv);
     em_tensor *y = em_from_data(EM_SHAPE(4), EM_I32, yv);
-    em_dataset *ds = em_dataset_tensors(x, y);
+    em_dataset *ds = em_tensor_dataset(x, y);
     em_release(x);
     em_release(y);
     cr_assert_not_null(ds, "%s", em_error());
@@ -620,7 +620,7 @@ Test(data, tensor_dataset_rows)
     em_dataset_free(ds);
 
     em_tensor *a = em_zeros(EM_SHAPE(3, 2), EM_F32), *b = em_zeros(EM_SHAPE(2), EM_F32);
-    cr_assert_null(em_dataset_tensors(a, b));
+    cr_assert_null(em_tensor_dataset(a, b));
     cr_assert_not_null(strstr(em_error(), "[3,2] vs [2]"), "%s", em_error());
     em_error_clear();
     em_release(a);

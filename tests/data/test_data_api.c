@@ -29,12 +29,12 @@ static em_status epoch_get(const em_dataset *ds, int64_t i, int64_t epoch, void 
     return EM_OK;
 }
 
-static void epoch_close(em_dataset *ds)
+static void epoch_free(em_dataset *ds)
 {
     free(ds);
 }
 
-static const em_dataset_vtable epoch_vt = {epoch_len, epoch_get, epoch_close};
+static const em_dataset_vtable epoch_vt = {epoch_len, epoch_get, epoch_free};
 
 static em_dataset *epoch_dataset(int64_t n)
 {
@@ -159,14 +159,14 @@ Test(data_api, split_lengths_from_fractions_as_pytorch)
 Test(data_api, sequential_and_random_samplers)
 {
     int64_t v[25], w[25];
-    em_sampler *seq = em_sampler_sequential(10);
+    em_sampler *seq = em_sequential_sampler(10);
     cr_assert_eq(em_sampler_len(seq), 10);
     cr_assert_eq(em_sampler_indices(seq, 5, 3, v), EM_OK);
     for (int i = 0; i < 10; i++)
         cr_assert_eq(v[i], i);
     em_sampler_free(seq);
 
-    em_sampler *rnd = em_sampler_random(10, (em_random_sampler_opts){0});
+    em_sampler *rnd = em_random_sampler(10, (em_random_sampler_opts){0});
     cr_assert_eq(em_sampler_indices(rnd, 5, 0, v), EM_OK);
     cr_assert_eq(em_sampler_indices(rnd, 5, 0, w), EM_OK);
     cr_assert(is_permutation(v, 10));
@@ -176,7 +176,7 @@ Test(data_api, sequential_and_random_samplers)
     em_sampler_free(rnd);
 
     /* 25 > 10 without replacement: two whole permutations, then the start of a third */
-    em_sampler *more = em_sampler_random(10, (em_random_sampler_opts){.num_samples = 25});
+    em_sampler *more = em_random_sampler(10, (em_random_sampler_opts){.num_samples = 25});
     cr_assert_eq(em_sampler_len(more), 25);
     cr_assert_eq(em_sampler_indices(more, 5, 0, w), EM_OK);
     cr_assert_arr_eq(w, v, 10 * sizeof *v, "the first permutation is the plain shuffle");
@@ -189,7 +189,7 @@ Test(data_api, sequential_and_random_samplers)
     em_sampler_free(more);
 
     /* with replacement: 20000 draws of 4 indices, each near 5000 (a fixed seed: no flake) */
-    em_sampler *rep = em_sampler_random(4, (em_random_sampler_opts){.replacement = true,
+    em_sampler *rep = em_random_sampler(4, (em_random_sampler_opts){.replacement = true,
                                                                     .num_samples = 20000});
     int64_t *d = malloc(20000 * sizeof *d);
     cr_assert_eq(em_sampler_indices(rep, 9, 0, d), EM_OK);
@@ -207,7 +207,7 @@ Test(data_api, sequential_and_random_samplers)
 Test(data_api, weighted_sampler_frequencies)
 {
     double weights[4] = {1, 0, 3, 4};
-    em_sampler *s = em_sampler_weighted(weights, 4, 40000, true);
+    em_sampler *s = em_weighted_random_sampler(weights, 4, 40000, true);
     cr_assert_not_null(s, "%s", em_error());
     int64_t *d = malloc(40000 * sizeof *d);
     cr_assert_eq(em_sampler_indices(s, 3, 0, d), EM_OK);
@@ -222,7 +222,7 @@ Test(data_api, weighted_sampler_frequencies)
     em_sampler_free(s);
 
     /* without replacement: each index once at most, the first pick has probability w / 8 */
-    em_sampler *wo = em_sampler_weighted(weights, 4, 3, false);
+    em_sampler *wo = em_weighted_random_sampler(weights, 4, 3, false);
     int first[4] = {0};
     for (int e = 0; e < 8000; e++) {
         int64_t v[3];
@@ -236,14 +236,14 @@ Test(data_api, weighted_sampler_frequencies)
     em_sampler_free(wo);
     free(d);
 
-    cr_assert_null(em_sampler_weighted(weights, 4, 4, false));
+    cr_assert_null(em_weighted_random_sampler(weights, 4, 4, false));
     cr_assert_not_null(strstr(em_error(), "4 samples without replacement from 3 positive"), "%s",
                        em_error());
     em_error_clear();
-    cr_assert_null(em_sampler_weighted((double[]){1, -1}, 2, 1, true));
+    cr_assert_null(em_weighted_random_sampler((double[]){1, -1}, 2, 1, true));
     cr_assert_not_null(strstr(em_error(), "weight 1 is -1"), "%s", em_error());
     em_error_clear();
-    cr_assert_null(em_sampler_weighted((double[]){0, 0}, 2, 1, true));
+    cr_assert_null(em_weighted_random_sampler((double[]){0, 0}, 2, 1, true));
     em_error_clear();
 }
 
@@ -253,7 +253,7 @@ Test(data_api, loader_takes_a_sampler_for_any_worker_count)
     double weights[23];
     for (int i = 0; i < 23; i++)
         weights[i] = i % 3 == 0 ? 0 : i;
-    em_sampler *s = em_sampler_weighted(weights, 23, 40, true);
+    em_sampler *s = em_weighted_random_sampler(weights, 23, 40, true);
     int64_t want[40], got[40];
     for (int epoch = 0; epoch < 2; epoch++) {
         cr_assert_eq(em_sampler_indices(s, 11, epoch, want), EM_OK);
@@ -271,7 +271,7 @@ Test(data_api, loader_takes_a_sampler_for_any_worker_count)
         }
     }
     /* shuffle is the random sampler */
-    em_sampler *r = em_sampler_random(23, (em_random_sampler_opts){0});
+    em_sampler *r = em_random_sampler(23, (em_random_sampler_opts){0});
     em_loader *a = em_loader_new(ds, (em_loader_opts){.batch_size = 5, .shuffle = true,
                                                      .seed = 4});
     em_loader *b = em_loader_new(ds, (em_loader_opts){.batch_size = 5, .sampler = r, .seed = 4});
@@ -293,7 +293,7 @@ Test(data_api, loader_takes_a_sampler_for_any_worker_count)
 Test(data_api, sampler_index_out_of_range_is_an_error)
 {
     em_dataset *ds = epoch_dataset(5);
-    em_sampler *s = em_sampler_sequential(8);
+    em_sampler *s = em_sequential_sampler(8);
     em_loader *dl = em_loader_new(ds, (em_loader_opts){.batch_size = 4, .sampler = s});
     em_batch b;
     cr_assert_eq(em_loader_next(dl, &b), EM_ERR_ARG);
@@ -358,7 +358,7 @@ Test(data_api, integer_features_and_a_collate_for_a_language_model)
             tokens[i][k] = 'a' + i + k;
     em_tensor *tx = em_from_data(EM_SHAPE(5, 4), EM_I64, tokens);
     em_tensor *ty = em_zeros(EM_SHAPE(5), EM_I64);
-    em_dataset *ds = em_dataset_tensors(tx, ty);
+    em_dataset *ds = em_tensor_dataset(tx, ty);
     cr_assert_eq(ds->x_dtype, EM_I64, "token ids stay integers");
 
     em_loader *plain = em_loader_new(ds, (em_loader_opts){.batch_size = 5});

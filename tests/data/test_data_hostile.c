@@ -63,7 +63,7 @@ Test(hostile, idx_dims_that_overflow_a_size)
         write_bytes(im, images, sizeof images, gz);
         write_bytes(lb, four_labels, sizeof four_labels, gz);
         em_error_clear();
-        cr_assert_null(em_dataset_idx(im, lb, (em_idx_opts){0}));
+        cr_assert_null(em_idx_dataset(im, lb, (em_idx_opts){0}));
         cr_assert_eq(em_error_status(), EM_ERR_IO);
         cr_assert_not_null(strstr(em_error(), im), "%s", em_error());
         cr_assert_not_null(strstr(em_error(), "overflow"), "%s", em_error());
@@ -79,15 +79,15 @@ Test(hostile, idx_claim_larger_than_the_file)
     char want[512];
     write_bytes(path_in_dir("im"), images, sizeof images, false);
     write_bytes(path_in_dir("lb"), four_labels, sizeof four_labels, false);
-    cr_assert_null(em_dataset_idx(path_in_dir("im"), path_in_dir("lb"), (em_idx_opts){0}));
-    snprintf(want, sizeof want, "em_dataset_idx: '%s' is truncated: its header claims "
+    cr_assert_null(em_idx_dataset(path_in_dir("im"), path_in_dir("lb"), (em_idx_opts){0}));
+    snprintf(want, sizeof want, "em_idx_dataset: '%s' is truncated: its header claims "
              "281462092005375 data bytes, the file holds 0", path_in_dir("im"));
     cr_assert_str_eq(em_error(), want);
     em_error_clear();
     write_bytes(path_in_dir("im.gz"), images, sizeof images, true);
-    cr_assert_null(em_dataset_idx(path_in_dir("im.gz"), path_in_dir("lb"), (em_idx_opts){0}));
+    cr_assert_null(em_idx_dataset(path_in_dir("im.gz"), path_in_dir("lb"), (em_idx_opts){0}));
     cr_assert_eq(em_error_status(), EM_ERR_IO);
-    snprintf(want, sizeof want, "em_dataset_idx: '%s' is corrupt: its header claims "
+    snprintf(want, sizeof want, "em_idx_dataset: '%s' is corrupt: its header claims "
              "281462092005375 data bytes, more than ", path_in_dir("im.gz"));
     cr_assert(strncmp(em_error(), want, strlen(want)) == 0, "%s", em_error());
 }
@@ -99,9 +99,9 @@ Test(hostile, idx_gz_claim_within_reach_but_truncated)
     const uint8_t images[16] = {0, 0, 0x08, 3, 0, 0, 0, 4, 0, 0, 0, 50, 0, 0, 0, 50};
     write_bytes(path_in_dir("im.gz"), images, sizeof images, true);
     write_bytes(path_in_dir("lb"), four_labels, sizeof four_labels, false);
-    cr_assert_null(em_dataset_idx(path_in_dir("im.gz"), path_in_dir("lb"), (em_idx_opts){0}));
+    cr_assert_null(em_idx_dataset(path_in_dir("im.gz"), path_in_dir("lb"), (em_idx_opts){0}));
     char want[512];
-    snprintf(want, sizeof want, "em_dataset_idx: '%s' is truncated or corrupt (expected 10000 "
+    snprintf(want, sizeof want, "em_idx_dataset: '%s' is truncated or corrupt (expected 10000 "
              "data bytes)", path_in_dir("im.gz"));
     cr_assert_str_eq(em_error(), want);
 }
@@ -123,12 +123,12 @@ static em_status huge_get(const em_dataset *ds, int64_t i, int64_t epoch, void *
     return em_set_error(EM_ERR_STATE, "huge_get: never called");
 }
 
-static void huge_close(em_dataset *ds)
+static void huge_free(em_dataset *ds)
 {
     (void)ds;
 }
 
-static const em_dataset_vtable huge_vt = {huge_len, huge_get, huge_close};
+static const em_dataset_vtable huge_vt = {huge_len, huge_get, huge_free};
 
 /* batch x sample bytes past what a size holds, and a sample shape whose own product overflows */
 Test(hostile, loader_batch_arithmetic_that_overflows)

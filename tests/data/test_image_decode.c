@@ -313,9 +313,9 @@ static const char *make_folder(void)
 Test(image_decode, a_bad_file_costs_only_its_sample_when_skipping)
 {
     const char *root = make_folder();
-    em_dataset *ds = em_dataset_image_folder(root, (em_image_folder_opts){
-                                                       .height = 2, .width = 2,
-                                                       .on_bad_image = EM_BAD_IMAGE_SKIP});
+    em_dataset *ds = em_image_folder(root, (em_image_folder_opts){
+                                               .height = 2, .width = 2,
+                                               .on_bad_image = EM_BAD_IMAGE_SKIP});
     cr_assert_not_null(ds, "%s", em_error());
     cr_assert_eq(em_dataset_len(ds), 4);
     em_loader *dl = em_loader_new(ds, (em_loader_opts){.batch_size = 4, .num_workers = 2});
@@ -342,8 +342,7 @@ Test(image_decode, a_bad_file_costs_only_its_sample_when_skipping)
 Test(image_decode, a_bad_file_fails_its_batch_by_default)
 {
     const char *root = make_folder();
-    em_dataset *ds = em_dataset_image_folder(root, (em_image_folder_opts){.height = 2,
-                                                                          .width = 2});
+    em_dataset *ds = em_image_folder(root, (em_image_folder_opts){.height = 2, .width = 2});
     em_loader *dl = em_loader_new(ds, (em_loader_opts){.batch_size = 4});
     em_batch b;
     em_scope_begin();

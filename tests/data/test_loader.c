@@ -38,12 +38,12 @@ static em_status count_get(const em_dataset *ds, int64_t i, int64_t epoch, void 
     return EM_OK;
 }
 
-static void count_close(em_dataset *ds)
+static void count_free(em_dataset *ds)
 {
     free(ds);
 }
 
-static const em_dataset_vtable count_vt = {count_len, count_get, count_close};
+static const em_dataset_vtable count_vt = {count_len, count_get, count_free};
 
 static em_dataset *count_dataset(int64_t n, int64_t fail_at, int sleep_us)
 {
@@ -358,7 +358,7 @@ Test(loader, tensor_dataset_with_normalize)
     float yv[6] = {0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f};
     em_tensor *x = em_from_data(EM_SHAPE(6, 2), EM_F32, xv);
     em_tensor *y = em_from_data(EM_SHAPE(6), EM_F32, yv);
-    em_dataset *ds = em_dataset_tensors(x, y);
+    em_dataset *ds = em_tensor_dataset(x, y);
     em_release(x);
     em_release(y);
     float mean = 1, std = 2;

@@ -81,7 +81,7 @@ static em_dataset *make_data(void)
             }
         }
     }
-    em_dataset *ds = em_dataset_tensors(x, y);
+    em_dataset *ds = em_tensor_dataset(x, y);
     em_release(x);
     em_release(y);
     return ds;
@@ -163,8 +163,8 @@ static bool start(const opts *o, run *r)
         return false;
     em_manual_seed(100 + (uint64_t)rank); /* dropout masks differ per rank */
     r->optim = em_sgd(r->model, (em_sgd_opts){.lr = o->lr, .momentum = 0.9});
-    r->sampler = em_dist_sampler(em_sampler_random(N_SAMPLES, (em_random_sampler_opts){0}),
-                                 (em_dist_sampler_opts){0});
+    r->sampler = em_distributed_sampler(em_random_sampler(N_SAMPLES, (em_random_sampler_opts){0}),
+                                        (em_distributed_sampler_opts){0});
     r->loader = r->sampler ? em_loader_new(r->data, (em_loader_opts){
                                  .batch_size = o->batch / o->accum, .sampler = r->sampler,
                                  .seed = SEED, .drop_last = true}) : NULL;

@@ -124,15 +124,15 @@ Test(dist_sampler, rank_batches_make_the_one_process_batches)
     em_scope_begin();
     em_tensor *x = em_reshape(em_arange(0, N, 1, EM_F32), EM_SHAPE(N, 1));
     em_tensor *y = em_zeros(EM_SHAPE(N), EM_I64);
-    em_dataset *ds = em_dataset_tensors(x, y);
+    em_dataset *ds = em_tensor_dataset(x, y);
     em_scope_end();
-    em_sampler *one = em_sampler_random(N, (em_random_sampler_opts){0}), *ranks[WORLD];
+    em_sampler *one = em_random_sampler(N, (em_random_sampler_opts){0}), *ranks[WORLD];
     em_loader *whole = em_loader_new(ds, (em_loader_opts){.batch_size = WORLD * B,
                                                           .sampler = one, .seed = 9});
     em_loader *part[WORLD];
     for (int r = 0; r < WORLD; r++) {
-        ranks[r] = em_dist_sampler(em_sampler_random(N, (em_random_sampler_opts){0}),
-                                   (em_dist_sampler_opts){.rank = r, .world = WORLD});
+        ranks[r] = em_distributed_sampler(em_random_sampler(N, (em_random_sampler_opts){0}),
+                                          (em_distributed_sampler_opts){.rank = r, .world = WORLD});
         cr_assert_eq(em_sampler_len(ranks[r]), 26); /* 103 padded to 104, dealt out */
         part[r] = em_loader_new(ds, (em_loader_opts){.batch_size = B, .sampler = ranks[r],
                                                      .seed = 9});
@@ -182,20 +182,20 @@ Test(dist_sampler, rank_batches_make_the_one_process_batches)
 Test(dist_sampler, padding_drop_last_and_bad_arguments)
 {
     int64_t idx[3];
-    em_sampler *s = em_dist_sampler(em_sampler_sequential(10),
-                                    (em_dist_sampler_opts){.rank = 3, .world = 4});
+    em_sampler *s = em_distributed_sampler(em_sequential_sampler(10),
+                                           (em_distributed_sampler_opts){.rank = 3, .world = 4});
     cr_assert_eq(em_sampler_len(s), 3);
     cr_assert_eq(em_sampler_indices(s, 0, 0, idx), EM_OK);
     cr_expect_eq(idx[0], 3);
     cr_expect_eq(idx[1], 7);
     cr_expect_eq(idx[2], 1); /* position 11 wraps to 1 */
     em_sampler_free(s);
-    s = em_dist_sampler(em_sampler_sequential(10),
-                        (em_dist_sampler_opts){.rank = 3, .world = 4, .drop_last = true});
+    s = em_distributed_sampler(em_sequential_sampler(10), (em_distributed_sampler_opts){
+                                   .rank = 3, .world = 4, .drop_last = true});
     cr_assert_eq(em_sampler_len(s), 2);
     em_sampler_free(s);
-    cr_expect_null(em_dist_sampler(em_sampler_sequential(10),
-                                   (em_dist_sampler_opts){.rank = 4, .world = 4}));
+    cr_expect_null(em_distributed_sampler(em_sequential_sampler(10),
+                                          (em_distributed_sampler_opts){.rank = 4, .world = 4}));
     cr_expect_not_null(strstr(em_error(), "rank (4) < world (4)"), "%s", em_error());
     em_error_clear();
 }

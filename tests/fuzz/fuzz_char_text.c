@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     em_char_vocab own = em_char_vocab_of(text, n);
     assert(own.size <= 256);
     round_trip(&own, text, n, ids);
-    em_dataset *ds = em_dataset_char_windows(ids, (int64_t)n, len, stride);
+    em_dataset *ds = em_char_windows_dataset(ids, (int64_t)n, len, stride);
     if (ds)
         fuzz_read_samples(ds, 64);
     else

@@ -1,4 +1,4 @@
-/* libFuzzer target: numeric CSV files read by em_dataset_csv and every sample read back. The
+/* libFuzzer target: numeric CSV files read by em_csv_dataset and every sample read back. The
  * first input byte picks the options (header mode, label column, regression, delimiter), the rest
  * is the file. Any input must load or fail with a message naming what was wrong, never crash or
  * leak. */
@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                      .regression = (b >> 4) & 1, .delimiter = (b >> 5) & 1 ? ';' : 0};
     const char *path = fuzz_input_file(0, data + 1, size - 1);
     em_error_clear();
-    em_dataset *ds = em_dataset_csv(path, o);
+    em_dataset *ds = em_csv_dataset(path, o);
     if (ds)
         fuzz_read_samples(ds, 256);
     else

@@ -1,5 +1,5 @@
 /* libFuzzer target: IDX image and label files (MNIST's format), raw or gzipped, read by
- * em_dataset_idx and every sample read back. The input is one flags byte, one byte L, then L
+ * em_idx_dataset and every sample read back. The input is one flags byte, one byte L, then L
  * bytes of the labels file and the rest the images file; flag bits gzip either file in the
  * harness (so mutations reach the header inside a valid gzip stream; the raw bytes may be gzip
  * too) and ask for flat samples. Any input must load or fail with a message, never crash, leak,
@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *labels_path = file(0, labels, labels_size, flags & GZIP_LABELS);
     const char *images_path = file(1, images, size - 2 - labels_size, flags & GZIP_IMAGES);
     em_error_clear();
-    em_dataset *ds = em_dataset_idx(images_path, labels_path, (em_idx_opts){.flat = flags & FLAT});
+    em_dataset *ds = em_idx_dataset(images_path, labels_path, (em_idx_opts){.flat = flags & FLAT});
     if (ds)
         fuzz_read_samples(ds, 64);
     else

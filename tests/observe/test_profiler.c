@@ -190,7 +190,7 @@ Test(profiler, chrome_trace_nests_with_loader_workers_on_their_own_tracks)
     em_manual_seed(5);
     em_tensor *xs = em_randn(EM_SHAPE(24, 8), EM_F32, NULL);
     em_tensor *ys = em_randint(EM_SHAPE(24), EM_I64, 0, 4, NULL);
-    em_dataset *ds = em_dataset_tensors(xs, ys);
+    em_dataset *ds = em_tensor_dataset(xs, ys);
     em_loader *dl = em_loader_new(ds, (em_loader_opts){.batch_size = 4, .num_workers = 2});
     em_module *net = em_sequential(2, em_linear_layer(8, 4, true), em_relu_layer());
     em_optim *opt = em_sgd(net, (em_sgd_opts){.lr = 0.1});

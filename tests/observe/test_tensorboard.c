@@ -89,7 +89,7 @@ Test(tensorboard, scalars_and_histograms_read_back_by_tensorboard)
     make_dir(dir);
     char logdir[128];
     snprintf(logdir, sizeof logdir, "%s/run/a", dir); /* parents are made */
-    em_tb_writer *w = em_tb_open(logdir);
+    em_tb_writer *w = em_tb_new(logdir);
     cr_assert_not_null(w, "%s", em_error());
     const int steps = 40;
     for (int s = 0; s < steps; s++) {
@@ -105,7 +105,7 @@ Test(tensorboard, scalars_and_histograms_read_back_by_tensorboard)
     cr_assert_eq(written, 1 + 2 * steps + 2);
     char path[512];
     snprintf(path, sizeof path, "%s", em_tb_path(w));
-    cr_assert_eq(em_tb_close(w), EM_OK);
+    cr_assert_eq(em_tb_free(w), EM_OK);
 
     char *out = read_back(path);
     cr_expect_eq(count_lines(out), written, "records written %lld, read back %d:\n%s",
@@ -170,7 +170,7 @@ Test(tensorboard, a_file_cut_short_reads_up_to_its_last_complete_record)
         return;
     char dir[64];
     make_dir(dir);
-    em_tb_writer *w = em_tb_open(dir);
+    em_tb_writer *w = em_tb_new(dir);
     cr_assert_not_null(w, "%s", em_error());
     for (int s = 0; s < 10; s++)
         cr_assert_eq(em_tb_add_scalar(w, "loss", loss_at(s), s), EM_OK);
@@ -191,7 +191,7 @@ Test(tensorboard, a_file_cut_short_reads_up_to_its_last_complete_record)
         cr_expect_eq(count_lines(out), complete[k], "cut at %ld bytes: %s", sizes[k], out);
         free(out);
     }
-    em_tb_close(w);
+    em_tb_free(w);
     rm_dir(dir);
 }
 
@@ -206,7 +206,7 @@ Test(tensorboard, a_killed_writer_leaves_every_record_it_wrote)
     pid_t child = fork();
     cr_assert_geq(child, 0);
     if (child == 0) {
-        em_tb_writer *w = em_tb_open(dir);
+        em_tb_writer *w = em_tb_new(dir);
         for (int s = 0; w && s < 25; s++)
             em_tb_add_scalar(w, "loss", loss_at(s), s);
         raise(SIGKILL);
@@ -230,7 +230,7 @@ Test(tensorboard, a_killed_writer_leaves_every_record_it_wrote)
 
 Test(tensorboard, bad_input_is_a_clear_error_and_writes_nothing)
 {
-    cr_expect_null(em_tb_open("/proc/ember/logs"));
+    cr_expect_null(em_tb_new("/proc/ember/logs"));
     cr_expect_eq(em_error_status(), EM_ERR_IO);
     cr_expect(strstr(em_error(), "/proc/ember") != NULL, "%s", em_error());
     em_error_clear();
@@ -239,11 +239,11 @@ Test(tensorboard, bad_input_is_a_clear_error_and_writes_nothing)
     snprintf(file_as_dir, sizeof file_as_dir, "%s/file", dir);
     FILE *f = fopen(file_as_dir, "w");
     fclose(f);
-    cr_expect_null(em_tb_open(file_as_dir));
+    cr_expect_null(em_tb_new(file_as_dir));
     cr_expect(strstr(em_error(), "is not a directory") != NULL, "%s", em_error());
     em_error_clear();
 
-    em_tb_writer *w = em_tb_open(dir);
+    em_tb_writer *w = em_tb_new(dir);
     cr_assert_not_null(w, "%s", em_error());
     float bad[3] = {1, NAN, INFINITY};
     em_tensor *t = em_from_data(EM_SHAPE(3), EM_F32, bad);
@@ -257,7 +257,7 @@ Test(tensorboard, bad_input_is_a_clear_error_and_writes_nothing)
     cr_expect_eq(em_tb_add_scalar(w, "", 1.0, 1), EM_ERR_ARG);
     em_error_clear();
     cr_expect_eq(em_tb_records(w), 1, "only the file_version record");
-    em_tb_close(w);
+    em_tb_free(w);
     em_release(t);
     em_release(ints);
     rm_dir(dir);

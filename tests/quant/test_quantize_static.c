@@ -11,52 +11,52 @@
 
 Test(quantize_static, minmax_observer)
 {
-    em_observer *ob = em_observer_new((em_observer_opts){0});
+    em_calib_observer *ob = em_calib_observer_new((em_calib_observer_opts){0});
     em_tensor *a = em_from_data(EM_SHAPE(3), EM_F32, (float[]){-0.5f, 0.25f, 2.0f});
     em_tensor *b = em_from_data(EM_SHAPE(2), EM_F32, (float[]){3.0f, -1.0f});
-    cr_assert_eq(em_observer_update(ob, a), EM_OK);
-    cr_assert_eq(em_observer_update(ob, b), EM_OK);
+    cr_assert_eq(em_calib_observer_update(ob, a), EM_OK);
+    cr_assert_eq(em_calib_observer_update(ob, b), EM_OK);
     float lo, hi;
-    em_observer_range(ob, &lo, &hi);
+    em_calib_observer_range(ob, &lo, &hi);
     cr_assert_eq(lo, -1.0f);
     cr_assert_eq(hi, 3.0f);
-    em_qparams qp = em_observer_qparams(ob), want = em_qparams_u7(-1, 3);
+    em_qparams qp = em_calib_observer_qparams(ob), want = em_qparams_u7(-1, 3);
     cr_assert_eq(qp.scale, want.scale);
     cr_assert_eq(qp.zero_point, want.zero_point); /* round(1 / (4 / 127)) = 32 */
     cr_assert_eq(qp.zero_point, 32);
     em_tensor *bad = em_from_data(EM_SHAPE(2), EM_F32, (float[]){1.0f, NAN});
-    cr_assert_eq(em_observer_update(ob, bad), EM_ERR_NUMERIC);
+    cr_assert_eq(em_calib_observer_update(ob, bad), EM_ERR_NUMERIC);
     em_error_clear();
     em_release(a), em_release(b), em_release(bad);
-    em_observer_free(ob);
-    cr_assert_null(em_observer_new((em_observer_opts){.kind = EM_OBSERVER_PERCENTILE,
-                                                      .percentile = 20}));
+    em_calib_observer_free(ob);
+    cr_assert_null(em_calib_observer_new((em_calib_observer_opts){.kind = EM_CALIB_PERCENTILE,
+                                                                  .percentile = 20}));
     em_error_clear();
 }
 
 Test(quantize_static, percentile_observer_clips_an_outlier)
 {
-    em_observer *ob = em_observer_new((em_observer_opts){.kind = EM_OBSERVER_PERCENTILE,
-                                                         .percentile = 99.9});
+    em_calib_observer *ob = em_calib_observer_new(
+        (em_calib_observer_opts){.kind = EM_CALIB_PERCENTILE, .percentile = 99.9});
     float v[10000];
     for (int i = 0; i < 10000; i++)
         v[i] = (float)i / 10000.0f; /* 0 .. 0.9999 */
     em_tensor *a = em_from_data(EM_SHAPE(10000), EM_F32, v);
     em_tensor *out = em_from_data(EM_SHAPE(1), EM_F32, (float[]){1000.0f});
-    cr_assert_eq(em_observer_update(ob, a), EM_OK);
-    cr_assert_eq(em_observer_update(ob, out), EM_OK); /* the range grows 1000-fold: rebinned */
+    cr_assert_eq(em_calib_observer_update(ob, a), EM_OK);
+    cr_assert_eq(em_calib_observer_update(ob, out), EM_OK); /* the range grows 1000-fold */
     float lo, hi;
-    em_observer_range(ob, &lo, &hi);
+    em_calib_observer_range(ob, &lo, &hi);
     /* 2048 bins over [0, 1000]: 0.49 wide; 99.9% of the 10001 values lie below 1 */
     cr_assert(lo == 0.0f, "lo %g", lo);
     cr_assert(hi > 0.9f && hi < 1.0f + 1000.0f / 2048 + 1e-3f, "hi %g", hi);
-    em_observer *mm = em_observer_new((em_observer_opts){0});
-    em_observer_update(mm, a);
-    em_observer_update(mm, out);
-    em_observer_range(mm, &lo, &hi);
+    em_calib_observer *mm = em_calib_observer_new((em_calib_observer_opts){0});
+    em_calib_observer_update(mm, a);
+    em_calib_observer_update(mm, out);
+    em_calib_observer_range(mm, &lo, &hi);
     cr_assert_eq(hi, 1000.0f, "min/max keeps the outlier");
     em_release(a), em_release(out);
-    em_observer_free(ob), em_observer_free(mm);
+    em_calib_observer_free(ob), em_calib_observer_free(mm);
 }
 
 /* f32 values of a quantized activation: (clamp(round(x / s) + z, 0, 127) - z) * s */
@@ -147,8 +147,7 @@ Test(quantize_static, saved_model_loads_back_bit_for_bit)
                                  em_linear_layer(4 * 6 * 6, 3, true));
     em_tensor *calib = em_randn(EM_SHAPE(8, 1, 6, 6), EM_F32, NULL);
     cr_assert_eq(em_quantize_static_(m, &calib, 1, (em_static_quant_opts){
-                                                       .observer = {.kind =
-                                                                        EM_OBSERVER_PERCENTILE}}),
+                                                       .observer = {.kind = EM_CALIB_PERCENTILE}}),
                  EM_OK, "%s", em_error());
     em_st_meta meta[2];
     int n_meta = em_quantize_meta(m, meta);

@@ -79,10 +79,6 @@ Test(serve_cache, key_is_dtype_shape_and_bytes)
     cr_assert_null(em_cache_get(c, x2), "another shape is another key");
     cr_assert_null(em_cache_get(c, x64), "another dtype is another key");
     cr_assert_null(em_cache_get(c, near), "one differing byte is another key");
-    cr_assert_neq(em_tensor_hash(x), em_tensor_hash(x2));
-    cr_assert_neq(em_tensor_hash(x), em_tensor_hash(near));
-    em_tensor *xt = em_transpose(em_from_data(EM_SHAPE(2, 1), EM_F32, (float[]){1, 2}), 0, 1);
-    cr_assert_eq(em_tensor_hash(xt), em_tensor_hash(x2), "a strided view hashes its values");
     em_release(x), em_release(y), em_release(x2), em_release(x64), em_release(near);
     em_cache_free(c);
 }

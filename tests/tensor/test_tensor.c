@@ -349,3 +349,20 @@ Test(tensor, release_frees_grad_and_node)
     cr_assert_eq(released_node, (struct em_node *)&fake_node);
     cr_assert_eq(em_memory_get_stats(EM_CPU).live_bytes, base);
 }
+
+Test(tensor, hash_of_dtype_shape_and_values)
+{
+    em_tensor *x = em_from_data(EM_SHAPE(2), EM_F32, (float[]){1, 2});
+    em_tensor *x2 = em_from_data(EM_SHAPE(1, 2), EM_F32, (float[]){1, 2});
+    em_tensor *x64 = em_from_data(EM_SHAPE(2), EM_F64, (double[]){1, 2});
+    em_tensor *near = em_from_data(EM_SHAPE(2), EM_F32, (float[]){1, 2.0000002f});
+    cr_assert_neq(em_tensor_hash(x), em_tensor_hash(x2), "another shape");
+    cr_assert_neq(em_tensor_hash(x), em_tensor_hash(x64), "another dtype");
+    cr_assert_neq(em_tensor_hash(x), em_tensor_hash(near), "one differing byte");
+    em_tensor *m = em_from_data(EM_SHAPE(2, 2), EM_F32, (float[]){1, 9, 2, 9});
+    em_tensor *col = em_tensor_alias(m, 1, (int64_t[]){2}, (int64_t[]){2}, 0); /* m[:, 0] */
+    cr_assert(!em_is_contiguous(col));
+    cr_assert_eq(em_tensor_hash(col), em_tensor_hash(x), "a strided view hashes its values");
+    em_release(x), em_release(x2), em_release(x64), em_release(near), em_release(col);
+    em_release(m);
+}

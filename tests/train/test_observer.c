@@ -64,8 +64,8 @@ static void make_run(run *r, bool leak)
     r->opt = em_sgd(r->net, (em_sgd_opts){.lr = 0.1});
     r->x = em_randn(EM_SHAPE(4 * BATCHES, 6), EM_F32, NULL);
     r->y = em_randint(EM_SHAPE(4 * BATCHES), EM_I64, 0, 3, NULL);
-    r->ds = em_dataset_tensors(r->x, r->y);
-    r->val = em_dataset_tensors(r->x, r->y);
+    r->ds = em_tensor_dataset(r->x, r->y);
+    r->val = em_tensor_dataset(r->x, r->y);
     r->dl = em_loader_new(r->ds, (em_loader_opts){.batch_size = 4});
     r->t = em_trainer_new(r->net, r->opt, r->dl,
                           (em_trainer_opts){.val = r->val, .loss = leak ? leaking_loss : NULL,
@@ -126,12 +126,12 @@ Test(observer, a_run_in_tensorboard_and_the_profiler)
     snprintf(logdir, sizeof logdir, "%s/tb", dir);
     snprintf(log_path, sizeof log_path, "%s/log.txt", dir);
     FILE *log = fopen(log_path, "w+");
-    em_observer *ob = em_observer_attach(r.t, r.net, (em_observe_opts){
+    em_observer *ob = em_observer_new(r.t, r.net, (em_observe_opts){
         .tensorboard = logdir, .histogram_every = 2, .profile = trace, .profile_first = 2,
         .profile_last = 4, .log = log});
     cr_assert_not_null(ob, "%s", em_error());
     cr_assert_eq(em_trainer_fit(r.t, 1), EM_OK, "%s", em_error());
-    cr_assert_eq(em_observer_finish(ob), EM_OK, "%s", em_error());
+    cr_assert_eq(em_observer_free(ob), EM_OK, "%s", em_error());
 
     const em_profile_summary *s = em_profiler_summary();
     cr_assert_not_null(s);
@@ -188,11 +188,11 @@ Test(observer, a_leak_is_named_on_the_log)
     make_run(&r, true);
     char path[] = "/tmp/ember_observer_log_XXXXXX";
     FILE *log = fdopen(mkstemp(path), "w+");
-    em_observer *ob = em_observer_attach(r.t, r.net, (em_observe_opts){.memory_window = 5,
-                                                                       .log = log});
+    em_observer *ob = em_observer_new(r.t, r.net, (em_observe_opts){.memory_window = 5,
+                                                                    .log = log});
     cr_assert_not_null(ob, "%s", em_error());
     cr_assert_eq(em_trainer_fit(r.t, 1), EM_OK, "%s", em_error());
-    cr_assert_eq(em_observer_finish(ob), EM_OK);
+    cr_assert_eq(em_observer_free(ob), EM_OK);
     rewind(log);
     char text[4096] = {0};
     cr_assert_gt(fread(text, 1, sizeof text - 1, log), 0, "a warning was written");
@@ -207,16 +207,16 @@ Test(observer, bad_options_fail_before_training)
 {
     run r;
     make_run(&r, false);
-    cr_expect_null(em_observer_attach(r.t, r.net, (em_observe_opts){
+    cr_expect_null(em_observer_new(r.t, r.net, (em_observe_opts){
         .profile = "/nonexistent/dir/trace.json"}));
     cr_expect_eq(em_error_status(), EM_ERR_IO);
     cr_expect(strstr(em_error(), "/nonexistent/dir/trace.json") != NULL, "%s", em_error());
     em_error_clear();
-    cr_expect_null(em_observer_attach(r.t, r.net, (em_observe_opts){.tensorboard = "/proc/x/y"}));
+    cr_expect_null(em_observer_new(r.t, r.net, (em_observe_opts){.tensorboard = "/proc/x/y"}));
     cr_expect(strstr(em_error(), "cannot create log directory '/proc/x'") != NULL, "%s",
               em_error());
     em_error_clear();
-    cr_expect_null(em_observer_attach(r.t, r.net, (em_observe_opts){
+    cr_expect_null(em_observer_new(r.t, r.net, (em_observe_opts){
         .profile = "/tmp/t.json", .profile_first = 5, .profile_last = 3}));
     cr_expect_eq(em_error_status(), EM_ERR_ARG);
     em_error_clear();

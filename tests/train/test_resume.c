@@ -26,7 +26,7 @@ static em_dataset *make_dataset(void)
     em_scope_begin();
     em_tensor *x = em_randn(EM_SHAPE(N_SAMPLES, 8), EM_F32, &g);           // (256, 8)
     em_tensor *y = em_randint(EM_SHAPE(N_SAMPLES), EM_I64, 0, 4, &g);      // (256)
-    em_dataset *ds = em_dataset_tensors(x, y);
+    em_dataset *ds = em_tensor_dataset(x, y);
     em_scope_end();
     return ds;
 }

@@ -14,7 +14,7 @@ Test(train_e2e, quadrants_fall_below_loss_threshold)
     for (int i = 0; i < 512; i++)
         labels[i] = (xs[4 * i] > 0) + 2 * (xs[4 * i + 1] > 0);
     em_tensor *y = em_from_data(EM_SHAPE(512), EM_I64, labels); // (512)
-    em_dataset *ds = em_dataset_tensors(x, y);
+    em_dataset *ds = em_tensor_dataset(x, y);
     em_scope_end();
 
     em_manual_seed(0);

@@ -31,7 +31,7 @@ static run start(uint64_t init_seed, int64_t batch)
     em_scope_begin();
     em_tensor *x = em_randn(EM_SHAPE(N_SAMPLES, 6), EM_F32, &g);      // (112, 6)
     em_tensor *y = em_randint(EM_SHAPE(N_SAMPLES), EM_I64, 0, 3, &g); // (112)
-    run r = {.ds = em_dataset_tensors(x, y)};
+    run r = {.ds = em_tensor_dataset(x, y)};
     em_scope_end();
     em_manual_seed(init_seed);
     r.model = em_sequential(4, em_linear_layer(6, 16, true), em_relu_layer(),
@@ -269,8 +269,8 @@ Test(trainer, evaluate_regression_with_a_custom_loss)
     em_scope_begin();
     /* y = 2 x exactly for three samples and off by 1 and 3 for two: mse = (1 + 9) / 5 */
     float x[] = {1, 2, 3, 4, 5}, y[] = {2, 4, 6, 9, 13};
-    em_dataset *ds = em_dataset_tensors(em_from_data(EM_SHAPE(5, 1), EM_F32, x),
-                                        em_from_data(EM_SHAPE(5), EM_F32, y));
+    em_dataset *ds = em_tensor_dataset(em_from_data(EM_SHAPE(5, 1), EM_F32, x),
+                                       em_from_data(EM_SHAPE(5), EM_F32, y));
     em_scope_end();
     em_module *m = em_linear_layer(1, 1, false);
     em_fill_(em_module_find(m, "weight"), 2.0);
