@@ -7,6 +7,7 @@
 
 #include "ember.h"
 #include "harness.h"
+#include "recipes/recipes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
