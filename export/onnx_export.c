@@ -338,8 +338,8 @@ static em_status export_gelu(exporter *e, const char *layer, bool tanh_approx)
 static em_status export_activation(exporter *e, const em_module *m, const char *layer)
 {
     const char *t = m->type->type_name;
-    double arg = 0;
-    em_activation_layer_arg(m, &arg);
+    em_activation_config c = {0};
+    em_activation_layer_config(m, &c);
     static const char *const same[][2] = {{"ReLU", "Relu"}, {"Tanh", "Tanh"},
                                           {"Sigmoid", "Sigmoid"}};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
@@ -348,7 +348,7 @@ static em_status export_activation(exporter *e, const em_module *m, const char *
             return EM_OK;
         }
     if (!strcmp(t, "GELU"))
-        return export_gelu(e, layer, arg != 0);
+        return export_gelu(e, layer, c.tanh_approximation);
     if (!strcmp(t, "SiLU")) {
         char x[NAME_MAX_LEN];
         strcpy(x, e->value);
@@ -363,9 +363,9 @@ static em_status export_activation(exporter *e, const em_module *m, const char *
                                                                                    : "Flatten";
     em_pb n = node_begin(e, op, layer, in, 1, out);
     if (!strcmp(t, "LeakyReLU"))
-        attr_float(&n, "alpha", arg);
+        attr_float(&n, "alpha", c.negative_slope);
     else
-        attr_int(&n, "axis", !strcmp(t, "Softmax") ? (int64_t)arg : 1);
+        attr_int(&n, "axis", !strcmp(t, "Softmax") ? c.dim : 1);
     node_end(e, &n);
     strcpy(e->value, out);
     return EM_OK;
@@ -394,7 +394,7 @@ static em_status advance(exporter *e, em_module *m, em_module *folded)
 
 static em_status export_leaf(exporter *e, em_module *m, em_module *folded, const char *layer)
 {
-    double arg;
+    em_activation_config act;
     em_status st;
     if (is_type(m, "Linear"))
         st = export_linear(e, m, layer);
@@ -409,7 +409,7 @@ static em_status export_leaf(exporter *e, em_module *m, em_module *folded, const
     else if (is_type(m, "Dropout")) {
         simple_node(e, "Identity", layer);
         st = EM_OK;
-    } else if (em_activation_layer_arg(m, &arg))
+    } else if (em_activation_layer_config(m, &act))
         st = export_activation(e, m, layer);
     else
         st = em_set_error(EM_ERR_UNSUPPORTED, "em_onnx_export: layer '%s' (%s) has no ONNX "

@@ -72,7 +72,13 @@ float *em_host_f32(const em_tensor *t, const char *fn);
 bool em_conv2d_layer_config(const em_module *m, em_conv2d_opts *o);         /* Conv2d */
 bool em_pool2d_layer_config(const em_module *m, em_pool2d_opts *o);         /* Max/AvgPool2d */
 bool em_adaptive_pool_layer_size(const em_module *m, int64_t *h, int64_t *w);
-bool em_activation_layer_arg(const em_module *m, double *arg); /* slope, tanh (0/1), dim */
+/* The settings of an activation layer: each kind sets its own fields, the others are zero. */
+typedef struct {
+    double negative_slope;   /* LeakyReLU */
+    bool tanh_approximation; /* GELU */
+    int dim;                 /* Softmax */
+} em_activation_config;
+bool em_activation_layer_config(const em_module *m, em_activation_config *c); /* activations */
 bool em_batch_norm_layer_eps(const em_module *m, double *eps);
 bool em_layer_norm_layer_eps(const em_module *m, double *eps);
 
