@@ -133,6 +133,11 @@ em_tensor *em_sigmoid(const em_tensor *t)
     return plain("em_sigmoid", "sigmoid", EM_UNARY_SIGMOID, t);
 }
 
+em_tensor *em_softsign(const em_tensor *t)
+{
+    return plain("em_softsign", "softsign", EM_UNARY_SOFTSIGN, t);
+}
+
 em_tensor *em_leaky_relu(const em_tensor *t, double negative_slope)
 {
     return unary("em_leaky_relu", "leaky_relu", EM_UNARY_LEAKY_RELU,

@@ -40,6 +40,7 @@ EM_UNARY_FORMULA EM_UNARY_T EM_UNARY_FN(em_unary_value)(em_unary_op op, EM_UNARY
     case EM_UNARY_ADD_SCALAR: return v + (T)p->scalar;
     case EM_UNARY_MUL_SCALAR: return v * (T)p->scalar;
     case EM_UNARY_POW_SCALAR: return pow(v, (T)p->exponent);
+    case EM_UNARY_SOFTSIGN: return v / (one + fabs(v));
     default: return v;
     }
 }
@@ -95,6 +96,10 @@ EM_UNARY_FORMULA EM_UNARY_T EM_UNARY_FN(em_unary_grad_value)(em_unary_op op, boo
     case EM_UNARY_POW_SCALAR: {
         const T e = (T)p->exponent;
         return e == zero ? zero : g * e * pow(v, e - one);
+    }
+    case EM_UNARY_SOFTSIGN: { /* 1 / (1 + |x|)^2 */
+        const T d = one + fabs(v);
+        return g / (d * d);
     }
     default: return zero; /* SIGN, FLOOR, CEIL, ROUND */
     }

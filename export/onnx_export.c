@@ -341,7 +341,7 @@ static em_status export_activation(exporter *e, const em_module *m, const char *
     em_activation_config c = {0};
     em_activation_layer_config(m, &c);
     static const char *const same[][2] = {{"ReLU", "Relu"}, {"Tanh", "Tanh"},
-                                          {"Sigmoid", "Sigmoid"}};
+                                          {"Sigmoid", "Sigmoid"}, {"Softsign", "Softsign"}};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
         if (!strcmp(t, same[i][0])) {
             simple_node(e, same[i][1], layer);

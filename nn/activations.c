@@ -1,11 +1,11 @@
-/* The parameter-free layers: ReLU, LeakyReLU, GELU, SiLU, Tanh, Sigmoid, Softmax and Flatten,
- * one module type each over a shared layer that holds the kind and its settings. */
+/* The parameter-free layers: ReLU, LeakyReLU, GELU, SiLU, Softsign, Tanh, Sigmoid, Softmax and
+ * Flatten, one module type each over a shared layer that holds the kind and its settings. */
 #include <stdio.h>
 
 #include "nn/nn_internal.h"
 
-typedef enum { ACT_RELU, ACT_LEAKY_RELU, ACT_GELU, ACT_SILU, ACT_TANH, ACT_SIGMOID, ACT_SOFTMAX,
-               ACT_FLATTEN, ACT_COUNT } act_kind;
+typedef enum { ACT_RELU, ACT_LEAKY_RELU, ACT_GELU, ACT_SILU, ACT_SOFTSIGN, ACT_TANH, ACT_SIGMOID,
+               ACT_SOFTMAX, ACT_FLATTEN, ACT_COUNT } act_kind;
 
 typedef struct {
     em_module base;
@@ -21,6 +21,7 @@ static em_tensor *act_forward(em_module *m, const em_tensor *x)
     case ACT_LEAKY_RELU: return em_leaky_relu(x, a->c.negative_slope);
     case ACT_GELU: return em_gelu(x, a->c.tanh_approximation);
     case ACT_SILU: return em_silu(x);
+    case ACT_SOFTSIGN: return em_softsign(x);
     case ACT_TANH: return em_tanh(x);
     case ACT_SIGMOID: return em_sigmoid(x);
     case ACT_SOFTMAX: return em_softmax(x, a->c.dim);
@@ -51,6 +52,7 @@ static const em_module_type act_types[ACT_COUNT] = {
     [ACT_LEAKY_RELU] = {"LeakyReLU", act_forward, NULL, act_describe},
     [ACT_GELU] = {"GELU", act_forward, NULL, act_describe},
     [ACT_SILU] = {"SiLU", act_forward, NULL, act_describe},
+    [ACT_SOFTSIGN] = {"Softsign", act_forward, NULL, act_describe},
     [ACT_TANH] = {"Tanh", act_forward, NULL, act_describe},
     [ACT_SIGMOID] = {"Sigmoid", act_forward, NULL, act_describe},
     [ACT_SOFTMAX] = {"Softmax", act_forward, NULL, act_describe},
@@ -98,6 +100,7 @@ em_module *em_gelu_layer(bool tanh_approximation)
                          (em_activation_config){.tanh_approximation = tanh_approximation});
 }
 em_module *em_silu_layer(void) { return plain_layer(ACT_SILU); }
+em_module *em_softsign_layer(void) { return plain_layer(ACT_SOFTSIGN); }
 em_module *em_tanh_layer(void) { return plain_layer(ACT_TANH); }
 em_module *em_sigmoid_layer(void) { return plain_layer(ACT_SIGMOID); }
 em_module *em_softmax_layer(int dim)

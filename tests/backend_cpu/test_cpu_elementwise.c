@@ -338,6 +338,9 @@ Test(cpu_unary_grad, kinks_follow_pytorch)
     gy[0] = INFINITY;
     em_cpu_unary_grad(EM_UNARY_FLOOR, &no_params, &agx, &agy, &ax, NULL);
     cr_assert(gx[0] == 0 && gx[3] == 0);
+    gy[0] = 1;
+    em_cpu_unary_grad(EM_UNARY_SOFTSIGN, &no_params, &agx, &agy, &ax, NULL); /* 1 / (1 + |x|)^2 */
+    cr_assert(gx[0] == 1 && gx[1] == 0.25 && gx[2] == 1 / 6.25 && gx[3] == 1 / 9.0);
 }
 
 Test(cpu_unary_grad, broadcast_gy_and_bf16)

@@ -70,6 +70,11 @@ static em_tensor *c_tanh_sliced(em_tensor *const *x, em_device d)
     (void)d;
     return em_tanh(em_slice(x[0], 0, 0, 6, 2));
 }
+static em_tensor *c_softsign(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_softsign(x[0]);
+}
 
 static em_tensor *c_add(em_tensor *const *x, em_device d) { (void)d; return em_add(x[0], x[1]); }
 static em_tensor *c_sub(em_tensor *const *x, em_device d) { (void)d; return em_sub(x[0], x[1]); }
@@ -745,6 +750,7 @@ const em_op_case em_op_cases[] = {
     {"pow_scalar", c_pow_s, 1, {POS(3, 4)}, 0},
     {"exp_permuted", c_exp_permuted, 1, {IN(2, 3, 4)}, 0},
     {"tanh_sliced", c_tanh_sliced, 1, {IN(6, 5)}, 0},
+    {"softsign", c_softsign, 1, {WIDE(3, 4)}, 0},
     {"add_broadcast", c_add, 2, {IN(3, 1, 4), IN(2, 4)}, 0},
     {"sub_broadcast", c_sub, 2, {IN(2, 4), IN(3, 1, 4)}, 0},
     {"mul_broadcast", c_mul, 2, {IN(3, 2, 4), IN(4)}, 0},
