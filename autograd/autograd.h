@@ -65,6 +65,7 @@ em_tensor *em_relu(const em_tensor *t);
 em_tensor *em_leaky_relu(const em_tensor *t, double negative_slope);
 em_tensor *em_gelu(const em_tensor *t, bool tanh_approximation);
 em_tensor *em_silu(const em_tensor *t);
+em_tensor *em_softsign(const em_tensor *t); /* x / (1 + |x|) */
 em_tensor *em_floor(const em_tensor *t);
 em_tensor *em_ceil(const em_tensor *t);
 em_tensor *em_round(const em_tensor *t);

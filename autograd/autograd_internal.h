@@ -64,11 +64,11 @@ bool em_kernel_present(const void *entry, const char *fn, const em_tensor *t);
 em_tensor *em_raw_full(const char *fn, const em_shape *s, em_dtype dt, em_device dev, double v);
 /* out = in broadcast to out's shape, converting dtype */
 em_status em_raw_copy_into(const char *fn, em_tensor *out, const em_tensor *in);
-em_tensor *em_raw_unary(const char *fn, em_unary_op op, double p0, double p1, const em_tensor *x);
+em_tensor *em_raw_unary(const char *fn, em_unary_op op, em_unary_params p, const em_tensor *x);
 /* broadcasting; a and b share a dtype; comparisons give bool */
 em_tensor *em_raw_binary(const char *fn, em_binary_op op, const em_tensor *a, const em_tensor *b);
 /* keepdim reduction over the dims set in mask (bit d = dim d) */
-em_tensor *em_raw_reduce(const char *fn, em_reduce_op op, double param, const em_tensor *x,
+em_tensor *em_raw_reduce(const char *fn, em_reduce_op op, em_reduce_params p, const em_tensor *x,
                          unsigned mask);
 /* alias of t with the same geometry, outside the graph */
 em_tensor *em_alias_of(const em_tensor *t);

@@ -43,7 +43,7 @@ em_status em_raw_copy_into(const char *fn, em_tensor *out, const em_tensor *in)
     return em_kernel_status(be->copy(&o, &i), fn, in);
 }
 
-em_tensor *em_raw_unary(const char *fn, em_unary_op op, double p0, double p1, const em_tensor *x)
+em_tensor *em_raw_unary(const char *fn, em_unary_op op, em_unary_params p, const em_tensor *x)
 {
     const em_backend *be = em_tensor_backend(x, fn);
     if (!be || !em_kernel_present((const void *)be->unary, fn, x))
@@ -52,7 +52,7 @@ em_tensor *em_raw_unary(const char *fn, em_unary_op op, double p0, double p1, co
     if (!y)
         return NULL;
     em_arr o = em_tensor_arr(y), i = em_tensor_arr(x);
-    if (em_kernel_status(be->unary(op, p0, p1, &o, &i), fn, x) != EM_OK)
+    if (em_kernel_status(be->unary(op, &p, &o, &i), fn, x) != EM_OK)
         return NULL;
     return y;
 }
@@ -80,7 +80,7 @@ em_tensor *em_raw_binary(const char *fn, em_binary_op op, const em_tensor *a, co
     return y;
 }
 
-em_tensor *em_raw_reduce(const char *fn, em_reduce_op op, double param, const em_tensor *x,
+em_tensor *em_raw_reduce(const char *fn, em_reduce_op op, em_reduce_params p, const em_tensor *x,
                          unsigned mask)
 {
     const em_backend *be = em_tensor_backend(x, fn);
@@ -101,7 +101,7 @@ em_tensor *em_raw_reduce(const char *fn, em_reduce_op op, double param, const em
         o = em_tensor_arr(y);
         i = em_tensor_arr(in);
     }
-    if (y && em_kernel_status(be->reduce(op, param, &o, &i), fn, x) != EM_OK) {
+    if (y && em_kernel_status(be->reduce(op, &p, &o, &i), fn, x) != EM_OK) {
         em_release(y);
         y = NULL;
     }

@@ -6,7 +6,7 @@
 
 typedef struct {
     em_unary_op op;
-    double p0, p1; /* the op's scalars (em_unary_op says which it reads) */
+    em_unary_params p; /* the op's scalars */
 } unary_params;
 
 static em_status unary_backward(em_node *node, const em_tensor *g /* x's shape */,
@@ -30,7 +30,7 @@ static em_status unary_backward(em_node *node, const em_tensor *g /* x's shape *
     em_arr agx = em_tensor_arr(gx), agy = em_tensor_arr(g), ax = em_tensor_arr(x),
            ay = em_tensor_arr(y);
     em_status st = em_kernel_status(
-        be->unary_grad(op, p->p0, p->p1, &agx, &agy, &ax, &ay), node->op, x);
+        be->unary_grad(op, &p->p, &agx, &agy, &ax, &ay), node->op, x);
     grad_in[0] = st == EM_OK ? gx : NULL;
     return st;
 }
@@ -43,8 +43,8 @@ static bool f32_under_autocast(em_unary_op op)
            op == EM_UNARY_POW_SCALAR || op == EM_UNARY_RSQRT || op == EM_UNARY_RECIPROCAL;
 }
 
-static em_tensor *unary(const char *fn, const char *op_name, em_unary_op op, double p0,
-                        double p1, const em_tensor *t /* (*) */)
+static em_tensor *unary(const char *fn, const char *op_name, em_unary_op op, em_unary_params p,
+                        const em_tensor *t /* (*) */)
 {
     if (!em_present(t, fn, "t"))
         return NULL;
@@ -52,13 +52,13 @@ static em_tensor *unary(const char *fn, const char *op_name, em_unary_op op, dou
         em_scope_begin();
         const em_tensor *c = t;
         bool ok = em_autocast_inputs(EM_AUTOCAST_F32, &c, 1);
-        return em_scope_return(ok ? unary(fn, op_name, op, p0, p1, c) : NULL);
+        return em_scope_return(ok ? unary(fn, op_name, op, p, c) : NULL);
     }
     em_scope_begin();
     em_op_begin(op_name, t);
     em_tensor *in = (em_tensor *)t;
-    em_tensor *y = em_raw_unary(fn, op, p0, p1, t);
-    unary_params params = {.op = op, .p0 = p0, .p1 = p1};
+    em_tensor *y = em_raw_unary(fn, op, p, t);
+    unary_params params = {.op = op, .p = p};
     em_node *node;
     if (!y || !em_record(y, op_name, unary_backward, &in, 1, &params, sizeof params, &node))
         return em_scope_return(NULL);
@@ -71,79 +71,94 @@ static em_tensor *unary(const char *fn, const char *op_name, em_unary_op op, dou
     return em_scope_return(y);
 }
 
+/* A unary op without parameters. */
+static em_tensor *plain(const char *fn, const char *op_name, em_unary_op op,
+                        const em_tensor *t /* (*) */)
+{
+    return unary(fn, op_name, op, (em_unary_params){0}, t);
+}
+
 em_tensor *em_add_scalar(const em_tensor *t, double s)
 {
-    return unary("em_add_scalar", "add_scalar", EM_UNARY_ADD_SCALAR, s, 0, t);
+    return unary("em_add_scalar", "add_scalar", EM_UNARY_ADD_SCALAR,
+                 (em_unary_params){.scalar = s}, t);
 }
 
 em_tensor *em_mul_scalar(const em_tensor *t, double s)
 {
-    return unary("em_mul_scalar", "mul_scalar", EM_UNARY_MUL_SCALAR, s, 0, t);
+    return unary("em_mul_scalar", "mul_scalar", EM_UNARY_MUL_SCALAR,
+                 (em_unary_params){.scalar = s}, t);
 }
 
 em_tensor *em_pow_scalar(const em_tensor *t, double p)
 {
-    return unary("em_pow_scalar", "pow_scalar", EM_UNARY_POW_SCALAR, p, 0, t);
+    return unary("em_pow_scalar", "pow_scalar", EM_UNARY_POW_SCALAR,
+                 (em_unary_params){.exponent = p}, t);
 }
 
-em_tensor *em_neg(const em_tensor *t) { return unary("em_neg", "neg", EM_UNARY_NEG, 0, 0, t); }
-em_tensor *em_abs(const em_tensor *t) { return unary("em_abs", "abs", EM_UNARY_ABS, 0, 0, t); }
-em_tensor *em_sign(const em_tensor *t) { return unary("em_sign", "sign", EM_UNARY_SIGN, 0, 0, t); }
-em_tensor *em_exp(const em_tensor *t) { return unary("em_exp", "exp", EM_UNARY_EXP, 0, 0, t); }
-em_tensor *em_log(const em_tensor *t) { return unary("em_log", "log", EM_UNARY_LOG, 0, 0, t); }
-em_tensor *em_sqrt(const em_tensor *t) { return unary("em_sqrt", "sqrt", EM_UNARY_SQRT, 0, 0, t); }
-em_tensor *em_sin(const em_tensor *t) { return unary("em_sin", "sin", EM_UNARY_SIN, 0, 0, t); }
-em_tensor *em_cos(const em_tensor *t) { return unary("em_cos", "cos", EM_UNARY_COS, 0, 0, t); }
-em_tensor *em_tanh(const em_tensor *t) { return unary("em_tanh", "tanh", EM_UNARY_TANH, 0, 0, t); }
-em_tensor *em_relu(const em_tensor *t) { return unary("em_relu", "relu", EM_UNARY_RELU, 0, 0, t); }
-em_tensor *em_silu(const em_tensor *t) { return unary("em_silu", "silu", EM_UNARY_SILU, 0, 0, t); }
+em_tensor *em_neg(const em_tensor *t) { return plain("em_neg", "neg", EM_UNARY_NEG, t); }
+em_tensor *em_abs(const em_tensor *t) { return plain("em_abs", "abs", EM_UNARY_ABS, t); }
+em_tensor *em_sign(const em_tensor *t) { return plain("em_sign", "sign", EM_UNARY_SIGN, t); }
+em_tensor *em_exp(const em_tensor *t) { return plain("em_exp", "exp", EM_UNARY_EXP, t); }
+em_tensor *em_log(const em_tensor *t) { return plain("em_log", "log", EM_UNARY_LOG, t); }
+em_tensor *em_sqrt(const em_tensor *t) { return plain("em_sqrt", "sqrt", EM_UNARY_SQRT, t); }
+em_tensor *em_sin(const em_tensor *t) { return plain("em_sin", "sin", EM_UNARY_SIN, t); }
+em_tensor *em_cos(const em_tensor *t) { return plain("em_cos", "cos", EM_UNARY_COS, t); }
+em_tensor *em_tanh(const em_tensor *t) { return plain("em_tanh", "tanh", EM_UNARY_TANH, t); }
+em_tensor *em_relu(const em_tensor *t) { return plain("em_relu", "relu", EM_UNARY_RELU, t); }
+em_tensor *em_silu(const em_tensor *t) { return plain("em_silu", "silu", EM_UNARY_SILU, t); }
 
 em_tensor *em_log1p(const em_tensor *t)
 {
-    return unary("em_log1p", "log1p", EM_UNARY_LOG1P, 0, 0, t);
+    return plain("em_log1p", "log1p", EM_UNARY_LOG1P, t);
 }
 
 em_tensor *em_rsqrt(const em_tensor *t)
 {
-    return unary("em_rsqrt", "rsqrt", EM_UNARY_RSQRT, 0, 0, t);
+    return plain("em_rsqrt", "rsqrt", EM_UNARY_RSQRT, t);
 }
 
 em_tensor *em_square(const em_tensor *t)
 {
-    return unary("em_square", "square", EM_UNARY_SQUARE, 0, 0, t);
+    return plain("em_square", "square", EM_UNARY_SQUARE, t);
 }
 
 em_tensor *em_reciprocal(const em_tensor *t)
 {
-    return unary("em_reciprocal", "reciprocal", EM_UNARY_RECIPROCAL, 0, 0, t);
+    return plain("em_reciprocal", "reciprocal", EM_UNARY_RECIPROCAL, t);
 }
 
 em_tensor *em_sigmoid(const em_tensor *t)
 {
-    return unary("em_sigmoid", "sigmoid", EM_UNARY_SIGMOID, 0, 0, t);
+    return plain("em_sigmoid", "sigmoid", EM_UNARY_SIGMOID, t);
+}
+
+em_tensor *em_softsign(const em_tensor *t)
+{
+    return plain("em_softsign", "softsign", EM_UNARY_SOFTSIGN, t);
 }
 
 em_tensor *em_leaky_relu(const em_tensor *t, double negative_slope)
 {
-    return unary("em_leaky_relu", "leaky_relu", EM_UNARY_LEAKY_RELU, negative_slope, 0, t);
+    return unary("em_leaky_relu", "leaky_relu", EM_UNARY_LEAKY_RELU,
+                 (em_unary_params){.negative_slope = negative_slope}, t);
 }
 
 em_tensor *em_gelu(const em_tensor *t, bool tanh_approximation)
 {
-    return unary("em_gelu", "gelu", tanh_approximation ? EM_UNARY_GELU_TANH : EM_UNARY_GELU, 0,
-                 0, t);
+    return plain("em_gelu", "gelu", tanh_approximation ? EM_UNARY_GELU_TANH : EM_UNARY_GELU, t);
 }
 
 em_tensor *em_floor(const em_tensor *t)
 {
-    return unary("em_floor", "floor", EM_UNARY_FLOOR, 0, 0, t);
+    return plain("em_floor", "floor", EM_UNARY_FLOOR, t);
 }
 
-em_tensor *em_ceil(const em_tensor *t) { return unary("em_ceil", "ceil", EM_UNARY_CEIL, 0, 0, t); }
+em_tensor *em_ceil(const em_tensor *t) { return plain("em_ceil", "ceil", EM_UNARY_CEIL, t); }
 
 em_tensor *em_round(const em_tensor *t)
 {
-    return unary("em_round", "round", EM_UNARY_ROUND, 0, 0, t);
+    return plain("em_round", "round", EM_UNARY_ROUND, t);
 }
 
 em_tensor *em_clamp(const em_tensor *t, double min, double max)
@@ -152,7 +167,8 @@ em_tensor *em_clamp(const em_tensor *t, double min, double max)
         em_set_error(EM_ERR_ARG, "em_clamp: min %g is greater than max %g", min, max);
         return NULL;
     }
-    return unary("em_clamp", "clamp", EM_UNARY_CLAMP, min, max, t);
+    return unary("em_clamp", "clamp", EM_UNARY_CLAMP,
+                 (em_unary_params){.min = min, .max = max}, t);
 }
 
 /* ---- binary: a and b broadcast to y's shape (comparisons give bool) ---- */

@@ -262,7 +262,7 @@ static em_status relu_in_place(const char *fn, em_tensor *y /* (*) */)
     if (!be || !em_kernel_present((const void *)be->unary, fn, y))
         return em_error_status();
     em_arr a = em_tensor_arr(y);
-    return em_kernel_status(be->unary(EM_UNARY_RELU, 0, 0, &a, &a), fn, y);
+    return em_kernel_status(be->unary(EM_UNARY_RELU, &(em_unary_params){0}, &a, &a), fn, y);
 }
 
 /* saved: x as (rows, in), w, both as given. Under autocast an f32 leaf (x, w or b) stays f32
@@ -294,7 +294,7 @@ static em_status linear_backward(em_node *node, const em_tensor *g /* (*, out) *
             return em_error_status();
     }
     if (node->inputs[2]) {
-        em_tensor *gb = em_raw_reduce(fn, EM_REDUCE_SUM, 0, g2, 1u);
+        em_tensor *gb = em_raw_reduce(fn, EM_REDUCE_SUM, (em_reduce_params){0}, g2, 1u);
         int64_t n = w->shape[0], one = 1;
         em_tensor *gb1 = gb ? em_tensor_alias(gb, 1, &n, &one, gb->offset) : NULL;
         if (!gb1 || !(grad_in[2] = (em_tensor *)em_as_dtype_raw(gb1, node->inputs[2]->dtype)))
@@ -316,8 +316,8 @@ static em_status linear_relu_backward(em_node *node, const em_tensor *g /* (*, o
     if (!gm)
         return em_error_status();
     em_arr agm = em_tensor_arr(gm), ag = em_tensor_arr(g), ay = em_tensor_arr(y);
-    em_status st = em_kernel_status(be->unary_grad(EM_UNARY_RELU, 0, 0, &agm, &ag, &ay, &ay),
-                                    node->op, y);
+    em_status st = em_kernel_status(
+        be->unary_grad(EM_UNARY_RELU, &(em_unary_params){0}, &agm, &ag, &ay, &ay), node->op, y);
     return st == EM_OK ? linear_backward(node, gm, grad_in) : st;
 }
 

@@ -73,7 +73,7 @@ static em_status reduce_backward(em_node *node, const em_tensor *g /* y's shape 
         gx = em_expand(em_mul_scalar(gk, 1.0 / (double)count), sx);
         break;
     case EM_REDUCE_VAR: { /* 2 (x - mean) / (N - correction) */
-        em_tensor *mean = em_raw_reduce(node->op, EM_REDUCE_MEAN, 0, x, mask);
+        em_tensor *mean = em_raw_reduce(node->op, EM_REDUCE_MEAN, (em_reduce_params){0}, x, mask);
         double scale = 2.0 / (double)(count - p->correction);
         gx = em_mul(em_mul_scalar(em_sub(x, mean), scale), gk);
         break;
@@ -106,7 +106,7 @@ static em_tensor *reduce(const char *fn, const char *op_name, em_reduce_op op,
     em_scope_begin();
     em_op_begin(op_name, t);
     em_tensor *in = (em_tensor *)t;
-    em_tensor *yk = em_raw_reduce(fn, op, correction, t, mask);
+    em_tensor *yk = em_raw_reduce(fn, op, (em_reduce_params){.correction = correction}, t, mask);
     em_tensor *y = yk && !keepdim ? drop_dims(yk, mask) : yk;
     reduce_params params = {.op = op, .mask = mask, .correction = correction};
     em_node *node;
@@ -172,7 +172,7 @@ static em_tensor *arg_reduce(const char *fn, em_reduce_op op, const em_tensor *t
         return NULL;
     }
     em_scope_begin();
-    em_tensor *yk = em_raw_reduce(fn, op, 0, t, 1u << d);
+    em_tensor *yk = em_raw_reduce(fn, op, (em_reduce_params){0}, t, 1u << d);
     return em_scope_return(yk && !keepdim ? drop_dims(yk, 1u << d) : yk);
 }
 

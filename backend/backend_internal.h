@@ -13,6 +13,7 @@
 #define EMBER_BACKEND_INTERNAL_H
 
 #include "backend/dtype.h"
+#include "backend/unary_ops_internal.h" /* em_unary_op, em_unary_params */
 
 /* What a kernel returns: 0 on success, or one of these. */
 enum {
@@ -34,25 +35,6 @@ typedef struct {
     int64_t strides[EM_MAX_DIMS];
 } em_arr;
 
-/* Unary elementwise ops. p0/p1 are the op's scalar parameters where it has them. */
-typedef enum {
-    EM_UNARY_NEG, EM_UNARY_ABS, EM_UNARY_SIGN,
-    EM_UNARY_EXP, EM_UNARY_LOG, EM_UNARY_LOG1P,
-    EM_UNARY_SQRT, EM_UNARY_RSQRT, EM_UNARY_SQUARE, EM_UNARY_RECIPROCAL,
-    EM_UNARY_SIN, EM_UNARY_COS, EM_UNARY_TANH, EM_UNARY_SIGMOID,
-    EM_UNARY_RELU,
-    EM_UNARY_LEAKY_RELU, /* p0 = negative slope */
-    EM_UNARY_GELU,       /* exact, with erf */
-    EM_UNARY_GELU_TANH,  /* tanh approximation */
-    EM_UNARY_SILU,
-    EM_UNARY_FLOOR, EM_UNARY_CEIL, EM_UNARY_ROUND, /* round: half to even */
-    EM_UNARY_CLAMP,      /* p0 = min, p1 = max (either may be -inf/+inf) */
-    EM_UNARY_ADD_SCALAR, /* x + p0 */
-    EM_UNARY_MUL_SCALAR, /* x * p0 */
-    EM_UNARY_POW_SCALAR, /* x ^ p0 */
-    EM_UNARY_COUNT
-} em_unary_op;
-
 typedef enum {
     EM_BINARY_ADD, EM_BINARY_SUB, EM_BINARY_MUL, EM_BINARY_DIV, EM_BINARY_POW,
     EM_BINARY_MAXIMUM, EM_BINARY_MINIMUM,
@@ -64,16 +46,28 @@ typedef enum {
     EM_REDUCE_SUM, EM_REDUCE_MEAN, EM_REDUCE_PROD,
     EM_REDUCE_MAX, EM_REDUCE_MIN,
     EM_REDUCE_ARGMAX, EM_REDUCE_ARGMIN, /* out: i64, exactly one reduced dim; first index on ties */
-    EM_REDUCE_VAR,                      /* param = correction (1 = unbiased) */
+    EM_REDUCE_VAR,
     EM_REDUCE_COUNT
 } em_reduce_op;
 
+/* The parameters of the reductions that take them (zero for the rest). */
+typedef struct {
+    double correction; /* VAR: divides by R - correction (1 = unbiased) */
+} em_reduce_params;
+
 typedef enum {
-    EM_RNG_UNIFORM,   /* [p0, p1) */
-    EM_RNG_NORMAL,    /* mean p0, std p1 */
-    EM_RNG_RANDINT,   /* integers in [p0, p1) */
-    EM_RNG_BERNOULLI  /* 1 with probability p0, else 0 */
+    EM_RNG_UNIFORM,   /* [low, high) */
+    EM_RNG_NORMAL,    /* mean, std */
+    EM_RNG_RANDINT,   /* integers in [low, high) */
+    EM_RNG_BERNOULLI  /* 1 with probability p, else 0 */
 } em_rng_dist;
+
+/* The parameters of a distribution; each reads only its own fields. */
+typedef struct {
+    double low, high; /* UNIFORM, RANDINT */
+    double mean, std; /* NORMAL */
+    double p;         /* BERNOULLI */
+} em_rng_params;
 
 /* Shapes of a 2-D convolution; x (N, C_in, H, W), w (C_out, C_in/groups, KH, KW),
  * y (N, C_out, H_out, W_out); all contiguous. */
@@ -188,15 +182,17 @@ typedef struct em_backend {
     /* elementwise: out and inputs share out's shape (inputs already broadcast by strides) */
     int (*fill)(const em_arr *out, double value);
     int (*copy)(const em_arr *out, const em_arr *in); /* strided copy with dtype conversion */
-    int (*unary)(em_unary_op op, double p0, double p1, const em_arr *out, const em_arr *in);
+    /* out = op(in) with the formulas of unary_ops_internal.h; p: the op's parameters */
+    int (*unary)(em_unary_op op, const em_unary_params *p, const em_arr *out, const em_arr *in);
     /* gx = gy * f'(x): x is the op's input, y its output; an op reads the one it needs */
     /* Read y when given, else x: EXP (y), SQRT (0.5/y), RSQRT (-0.5 y^3), RECIPROCAL (-y^2),
      * TANH (1-y^2), SIGMOID (y(1-y)). Read x: the others. Read neither (both may be NULL):
      * NEG, ADD_SCALAR, MUL_SCALAR, and SIGN/FLOOR/CEIL/ROUND (zero gradient). PyTorch's rules
      * at kinks: relu'(0) = abs'(0) = 0, leaky_relu'(0) = slope, clamp passes min <= x <= max,
-     * pow_scalar with p0 = 0 gives 0; GELU_TANH uses PyTorch's tanh-approximation derivative. */
-    int (*unary_grad)(em_unary_op op, double p0, double p1, const em_arr *gx, const em_arr *gy,
-                      const em_arr *x, const em_arr *y);
+     * pow_scalar with exponent 0 gives 0; GELU_TANH uses PyTorch's tanh-approximation
+     * derivative. */
+    int (*unary_grad)(em_unary_op op, const em_unary_params *p, const em_arr *gx,
+                      const em_arr *gy, const em_arr *x, const em_arr *y);
     int (*binary)(em_binary_op op, const em_arr *out, const em_arr *a, const em_arr *b);
     int (*where)(const em_arr *out, const em_arr *cond, const em_arr *a, const em_arr *b);
 
@@ -204,10 +200,10 @@ typedef struct em_backend {
     /* Dtypes: float in -> any float out (accumulated in double; MEAN/VAR float only); integer or
      * bool in -> SUM/PROD to any integer out (i64 accumulation, wrapping); MAX/MIN out = in;
      * ARGMAX/ARGMIN -> i64. Empty MAX/MIN/ARG* are unsupported; empty SUM 0, PROD 1, MEAN NaN. */
-    int (*reduce)(em_reduce_op op, double param, const em_arr *out, const em_arr *in);
+    int (*reduce)(em_reduce_op op, const em_reduce_params *p, const em_arr *out, const em_arr *in);
 
     /* random numbers: element i of out (contiguous) takes Philox(seed, offset + i / 4) lane i % 4 */
-    int (*rng_fill)(em_rng_dist dist, double p0, double p1, uint64_t seed, uint64_t offset,
+    int (*rng_fill)(em_rng_dist dist, const em_rng_params *p, uint64_t seed, uint64_t offset,
                     const em_arr *out);
 
     /* row-major C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b] for b < batch;

@@ -4,45 +4,49 @@
 
 #include "backend/strided_internal.h"
 
+/* The operand an op's derivative reads (em_unary_grad_source). */
+typedef enum {
+    READS_X = 0,  /* the input */
+    READS_Y,      /* the output when given, else the input */
+    READS_NOTHING /* neither: NEG, ADD/MUL_SCALAR and the zero gradients */
+} grad_operand;
+
+/* The properties of each unary op; an op without a row takes float dtypes only and its
+ * derivative reads x. */
+static const struct {
+    bool int_ok; /* integer dtypes too (computed in i64, wrapping) */
+    grad_operand grad_reads;
+} unary_props[EM_UNARY_COUNT] = {
+    [EM_UNARY_NEG] = {.int_ok = true, .grad_reads = READS_NOTHING},
+    [EM_UNARY_ABS] = {.int_ok = true},
+    [EM_UNARY_SIGN] = {.int_ok = true, .grad_reads = READS_NOTHING},
+    [EM_UNARY_EXP] = {.grad_reads = READS_Y},
+    [EM_UNARY_SQRT] = {.grad_reads = READS_Y},
+    [EM_UNARY_RSQRT] = {.grad_reads = READS_Y},
+    [EM_UNARY_SQUARE] = {.int_ok = true},
+    [EM_UNARY_RECIPROCAL] = {.grad_reads = READS_Y},
+    [EM_UNARY_TANH] = {.grad_reads = READS_Y},
+    [EM_UNARY_SIGMOID] = {.grad_reads = READS_Y},
+    [EM_UNARY_RELU] = {.int_ok = true},
+    [EM_UNARY_FLOOR] = {.grad_reads = READS_NOTHING},
+    [EM_UNARY_CEIL] = {.grad_reads = READS_NOTHING},
+    [EM_UNARY_ROUND] = {.grad_reads = READS_NOTHING},
+    [EM_UNARY_CLAMP] = {.int_ok = true},
+    [EM_UNARY_ADD_SCALAR] = {.int_ok = true, .grad_reads = READS_NOTHING},
+    [EM_UNARY_MUL_SCALAR] = {.int_ok = true, .grad_reads = READS_NOTHING},
+};
+
 bool em_unary_int_supported(em_unary_op op)
 {
-    switch (op) {
-    case EM_UNARY_NEG: case EM_UNARY_ABS: case EM_UNARY_SIGN: case EM_UNARY_SQUARE:
-    case EM_UNARY_RELU: case EM_UNARY_CLAMP: case EM_UNARY_ADD_SCALAR: case EM_UNARY_MUL_SCALAR:
-        return true;
-    default:
-        return false;
-    }
-}
-
-/* Ops whose derivative reads no operand: NEG, ADD/MUL_SCALAR and the zero gradients. */
-static bool grad_reads_nothing(em_unary_op op)
-{
-    switch (op) {
-    case EM_UNARY_NEG: case EM_UNARY_SIGN: case EM_UNARY_FLOOR: case EM_UNARY_CEIL:
-    case EM_UNARY_ROUND: case EM_UNARY_ADD_SCALAR: case EM_UNARY_MUL_SCALAR:
-        return true;
-    default:
-        return false;
-    }
-}
-
-static bool grad_prefers_y(em_unary_op op)
-{
-    switch (op) {
-    case EM_UNARY_EXP: case EM_UNARY_SQRT: case EM_UNARY_RSQRT: case EM_UNARY_RECIPROCAL:
-    case EM_UNARY_TANH: case EM_UNARY_SIGMOID:
-        return true;
-    default:
-        return false;
-    }
+    return (unsigned)op < EM_UNARY_COUNT && unary_props[op].int_ok;
 }
 
 const em_arr *em_unary_grad_source(em_unary_op op, const em_arr *gy, const em_arr *x,
                                    const em_arr *y, bool *from_y)
 {
-    *from_y = grad_prefers_y(op) && y != NULL;
-    return grad_reads_nothing(op) ? gy : *from_y ? y : x;
+    const grad_operand reads = unary_props[op].grad_reads;
+    *from_y = reads == READS_Y && y != NULL;
+    return reads == READS_NOTHING ? gy : *from_y ? y : x;
 }
 
 static bool reduce_dtypes_ok(em_reduce_op op, em_dtype in, em_dtype out)

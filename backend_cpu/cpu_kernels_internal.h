@@ -54,7 +54,7 @@ int em_cpu_fill(const em_arr *out, double value);
 int em_cpu_copy(const em_arr *out, const em_arr *in);
 
 /* cpu_rng.c */
-int em_cpu_rng_fill(em_rng_dist dist, double p0, double p1, uint64_t seed, uint64_t offset,
+int em_cpu_rng_fill(em_rng_dist dist, const em_rng_params *p, uint64_t seed, uint64_t offset,
                     const em_arr *out);
 
 /* cpu_gelu.c: GELU (erf) and its gradient over n contiguous f32 on AVX2+FMA; false (nothing
@@ -63,12 +63,13 @@ bool em_cpu_gelu_f32(int64_t n, float *y, const float *x);
 bool em_cpu_gelu_grad_f32(int64_t n, float *gx, const float *gy, const float *x);
 
 /* cpu_unary.c, cpu_binary.c, cpu_reduce.c */
-int em_cpu_unary(em_unary_op op, double p0, double p1, const em_arr *out, const em_arr *in);
-int em_cpu_unary_grad(em_unary_op op, double p0, double p1, const em_arr *gx, const em_arr *gy,
-                      const em_arr *x, const em_arr *y);
+int em_cpu_unary(em_unary_op op, const em_unary_params *p, const em_arr *out, const em_arr *in);
+int em_cpu_unary_grad(em_unary_op op, const em_unary_params *p, const em_arr *gx,
+                      const em_arr *gy, const em_arr *x, const em_arr *y);
 int em_cpu_binary(em_binary_op op, const em_arr *out, const em_arr *a, const em_arr *b);
 int em_cpu_where(const em_arr *out, const em_arr *cond, const em_arr *a, const em_arr *b);
-int em_cpu_reduce(em_reduce_op op, double param, const em_arr *out, const em_arr *in);
+int em_cpu_reduce(em_reduce_op op, const em_reduce_params *p, const em_arr *out,
+                  const em_arr *in);
 
 /* cpu_gemm.c */
 int em_cpu_gemm(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,

@@ -474,7 +474,8 @@ static int reduce_var(double correction, const em_arr *out, const em_arr *in, in
     return rc;
 }
 
-int em_cpu_reduce(em_reduce_op op, double param, const em_arr *out, const em_arr *in)
+int em_cpu_reduce(em_reduce_op op, const em_reduce_params *p, const em_arr *out,
+                  const em_arr *in)
 {
     int64_t R;
     if (!em_reduce_args_ok(op, out, in, &R))
@@ -487,6 +488,6 @@ int em_cpu_reduce(em_reduce_op op, double param, const em_arr *out, const em_arr
     case EM_REDUCE_MIN: return run_pass(K_MIN, 1, out, in, out);
     case EM_REDUCE_ARGMAX: return run_pass(K_ARGMAX, 1, out, in, out);
     case EM_REDUCE_ARGMIN: return run_pass(K_ARGMIN, 1, out, in, out);
-    default: return reduce_var(param, out, in, R);
+    default: return reduce_var(p->correction, out, in, R);
     }
 }

@@ -12,7 +12,8 @@
 #define BLOCKS_PER_UNIT 64
 
 /* The four values of one Philox block. */
-static void block_values(em_rng_dist dist, double p0, double p1, em_philox_block b, double *v)
+static void block_values(em_rng_dist dist, const em_rng_params *p, em_philox_block b,
+                         double *v /* (4) */)
 {
     double u[4];
     for (int j = 0; j < 4; j++)
@@ -20,33 +21,33 @@ static void block_values(em_rng_dist dist, double p0, double p1, em_philox_block
     switch (dist) {
     case EM_RNG_UNIFORM:
         for (int j = 0; j < 4; j++)
-            v[j] = p0 + (p1 - p0) * u[j];
+            v[j] = p->low + (p->high - p->low) * u[j];
         break;
     case EM_RNG_NORMAL:
         /* Box-Muller on lanes (0, 1) and (2, 3); 1 - u is in (0, 1], so the log is finite */
         for (int j = 0; j < 4; j += 2) {
             double r = sqrt(-2.0 * log(1.0 - u[j]));
             double theta = 2.0 * M_PI * u[j + 1];
-            v[j] = p0 + p1 * r * cos(theta);
-            v[j + 1] = p0 + p1 * r * sin(theta);
+            v[j] = p->mean + p->std * r * cos(theta);
+            v[j + 1] = p->mean + p->std * r * sin(theta);
         }
         break;
     case EM_RNG_RANDINT: {
-        double range = p1 - p0;
+        double range = p->high - p->low;
         for (int j = 0; j < 4; j++) {
             double k = floor(u[j] * range);
-            v[j] = p0 + (k < range ? k : range - 1);
+            v[j] = p->low + (k < range ? k : range - 1);
         }
         break;
     }
     case EM_RNG_BERNOULLI:
         for (int j = 0; j < 4; j++)
-            v[j] = u[j] < p0 ? 1.0 : 0.0;
+            v[j] = u[j] < p->p ? 1.0 : 0.0;
         break;
     }
 }
 
-int em_cpu_rng_fill(em_rng_dist dist, double p0, double p1, uint64_t seed, uint64_t offset,
+int em_cpu_rng_fill(em_rng_dist dist, const em_rng_params *p, uint64_t seed, uint64_t offset,
                     const em_arr *out)
 {
     if (!em_dtype_valid(out->dtype) || !em_arr_contiguous(out) || dist > EM_RNG_BERNOULLI)
@@ -67,7 +68,7 @@ int em_cpu_rng_fill(em_rng_dist dist, double p0, double p1, uint64_t seed, uint6
         int64_t n = numel - first < per_unit ? numel - first : per_unit;
         for (int64_t b = 0; b * 4 < n; b++) {
             uint64_t counter = offset + (uint64_t)(first / 4 + b);
-            block_values(dist, p0, p1, em_philox4x32_10(counter, seed), vals + 4 * b);
+            block_values(dist, p, em_philox4x32_10(counter, seed), vals + 4 * b);
         }
         store(dst + first * size, size, (const char *)vals, sizeof(double), n);
     }

@@ -126,19 +126,20 @@ int em_cuda_fill(const em_arr *out, double value);
 int em_cuda_copy(const em_arr *out, const em_arr *in);
 
 /* cuda_unary.cu */
-int em_cuda_unary(em_unary_op op, double p0, double p1, const em_arr *out, const em_arr *in);
-int em_cuda_unary_grad(em_unary_op op, double p0, double p1, const em_arr *gx, const em_arr *gy,
-                       const em_arr *x, const em_arr *y);
+int em_cuda_unary(em_unary_op op, const em_unary_params *p, const em_arr *out, const em_arr *in);
+int em_cuda_unary_grad(em_unary_op op, const em_unary_params *p, const em_arr *gx,
+                       const em_arr *gy, const em_arr *x, const em_arr *y);
 
 /* cuda_binary.cu */
 int em_cuda_binary(em_binary_op op, const em_arr *out, const em_arr *a, const em_arr *b);
 int em_cuda_where(const em_arr *out, const em_arr *cond, const em_arr *a, const em_arr *b);
 
 /* cuda_reduce.cu */
-int em_cuda_reduce(em_reduce_op op, double param, const em_arr *out, const em_arr *in);
+int em_cuda_reduce(em_reduce_op op, const em_reduce_params *p, const em_arr *out,
+                   const em_arr *in);
 
 /* cuda_rng.cu */
-int em_cuda_rng_fill(em_rng_dist dist, double p0, double p1, uint64_t seed, uint64_t offset,
+int em_cuda_rng_fill(em_rng_dist dist, const em_rng_params *p, uint64_t seed, uint64_t offset,
                      const em_arr *out);
 
 /* cuda_softmax.cu */

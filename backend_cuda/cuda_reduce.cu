@@ -364,7 +364,8 @@ template <class In> int run_var(plan p, double correction, char *out)
 } // namespace
 
 /* out (in's ndim, 1 on every reduced dim) = op over the reduced dims of in (any strides) */
-extern "C" int em_cuda_reduce(em_reduce_op op, double param, const em_arr *out, const em_arr *in)
+extern "C" int em_cuda_reduce(em_reduce_op op, const em_reduce_params *params, const em_arr *out,
+                              const em_arr *in)
 {
     int64_t R;
     if (!em_reduce_args_ok(op, out, in, &R))
@@ -390,7 +391,7 @@ extern "C" int em_cuda_reduce(em_reduce_op op, double param, const em_arr *out, 
             case EM_REDUCE_MIN: return run<In, min_f>(p, o, NULL);
             case EM_REDUCE_ARGMAX: return run<In, arg_kind<double, true>>(p, o, NULL);
             case EM_REDUCE_ARGMIN: return run<In, arg_kind<double, false>>(p, o, NULL);
-            default: return run_var<In>(p, param, o);
+            default: return run_var<In>(p, params->correction, o);
             }
         } else {
             switch (op) {

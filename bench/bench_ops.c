@@ -101,7 +101,7 @@ static int run_add(const bench *b)
 
 static int run_relu(const bench *b)
 {
-    return b->be->unary(EM_UNARY_RELU, 0, 0, &b->out, &b->in_a);
+    return b->be->unary(EM_UNARY_RELU, &(em_unary_params){0}, &b->out, &b->in_a);
 }
 
 /* memcpy of `bytes`, cut into one contiguous piece per OpenMP thread. */

@@ -359,17 +359,17 @@ static em_status export_gelu(exporter *e, const char *layer, bool tanh_approx)
 static em_status export_activation(exporter *e, const em_module *m, const char *layer)
 {
     const char *t = m->type->type_name;
-    double arg = 0;
-    em_activation_layer_arg(m, &arg);
+    em_activation_config c = {0};
+    em_activation_layer_config(m, &c);
     static const char *const same[][2] = {{"ReLU", "Relu"}, {"Tanh", "Tanh"},
-                                          {"Sigmoid", "Sigmoid"}};
+                                          {"Sigmoid", "Sigmoid"}, {"Softsign", "Softsign"}};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
         if (!strcmp(t, same[i][0])) {
             simple_node(e, same[i][1], layer);
             return EM_OK;
         }
     if (!strcmp(t, "GELU"))
-        return export_gelu(e, layer, arg != 0);
+        return export_gelu(e, layer, c.tanh_approximation);
     if (!strcmp(t, "SiLU")) {
         char x[NAME_MAX_LEN];
         strcpy(x, e->value);
@@ -384,9 +384,9 @@ static em_status export_activation(exporter *e, const em_module *m, const char *
                                                                                    : "Flatten";
     em_pb n = node_begin(e, op, layer, in, 1, out);
     if (!strcmp(t, "LeakyReLU"))
-        attr_float(&n, "alpha", arg);
+        attr_float(&n, "alpha", c.negative_slope);
     else
-        attr_int(&n, "axis", !strcmp(t, "Softmax") ? (int64_t)arg : 1);
+        attr_int(&n, "axis", !strcmp(t, "Softmax") ? c.dim : 1);
     node_end(e, &n);
     strcpy(e->value, out);
     return EM_OK;
@@ -434,6 +434,7 @@ static const mapping builtin[] = {
     {&em_leaky_relu_type, export_activation},
     {&em_gelu_type, export_activation},
     {&em_silu_type, export_activation},
+    {&em_softsign_type, export_activation},
     {&em_tanh_type, export_activation},
     {&em_sigmoid_type, export_activation},
     {&em_softmax_type, export_activation},

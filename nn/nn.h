@@ -153,6 +153,7 @@ em_module *em_relu_layer(void);
 em_module *em_leaky_relu_layer(double negative_slope);
 em_module *em_gelu_layer(bool tanh_approximation);
 em_module *em_silu_layer(void);
+em_module *em_softsign_layer(void);
 em_module *em_tanh_layer(void);
 em_module *em_sigmoid_layer(void);
 em_module *em_softmax_layer(int dim);

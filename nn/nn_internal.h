@@ -72,7 +72,8 @@ float *em_host_f32(const em_tensor *t, const char *fn);
 extern const em_module_type em_sequential_type, em_linear_type, em_conv2d_type,
     em_max_pool2d_type, em_avg_pool2d_type, em_adaptive_avg_pool2d_type, em_batch_norm1d_type,
     em_batch_norm2d_type, em_layer_norm_type, em_dropout_type, em_relu_type, em_leaky_relu_type,
-    em_gelu_type, em_silu_type, em_tanh_type, em_sigmoid_type, em_softmax_type, em_flatten_type;
+    em_gelu_type, em_silu_type, em_softsign_type, em_tanh_type, em_sigmoid_type,
+    em_softmax_type, em_flatten_type;
 /* m's type; for a module em_checkpoint_module or em_checkpoint_sequential changed, the type it
  * had before (nn/checkpointed_module.c). */
 const em_module_type *em_module_own_type(const em_module *m);
@@ -82,7 +83,13 @@ const em_module_type *em_module_own_type(const em_module *m);
 bool em_conv2d_layer_config(const em_module *m, em_conv2d_opts *o);         /* Conv2d */
 bool em_pool2d_layer_config(const em_module *m, em_pool2d_opts *o);         /* Max/AvgPool2d */
 bool em_adaptive_pool_layer_size(const em_module *m, int64_t *h, int64_t *w);
-bool em_activation_layer_arg(const em_module *m, double *arg); /* slope, tanh (0/1), dim */
+/* The settings of an activation layer: each kind sets its own fields, the others are zero. */
+typedef struct {
+    double negative_slope;   /* LeakyReLU */
+    bool tanh_approximation; /* GELU */
+    int dim;                 /* Softmax */
+} em_activation_config;
+bool em_activation_layer_config(const em_module *m, em_activation_config *c); /* activations */
 bool em_batch_norm_layer_eps(const em_module *m, double *eps);
 bool em_layer_norm_layer_eps(const em_module *m, double *eps);
 

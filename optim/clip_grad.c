@@ -113,7 +113,7 @@ double em_grad_norm(em_tensor *const *params, int n, double norm_type)
 
 /* Every grad through one in-place elementwise op (MUL_SCALAR or CLAMP). */
 static em_status map_grads(const char *fn, em_tensor *const *params, int n, em_unary_op op,
-                           double p0, double p1)
+                           em_unary_params p)
 {
     for (int i = 0; i < n; i++) {
         em_tensor *g = params[i] ? params[i]->grad : NULL;
@@ -123,7 +123,7 @@ static em_status map_grads(const char *fn, em_tensor *const *params, int n, em_u
         if (!be)
             return em_error_status();
         em_arr a = em_tensor_arr(g);
-        em_status st = em_kernel_status(be->unary(op, p0, p1, &a, &a), fn, g);
+        em_status st = em_kernel_status(be->unary(op, &p, &a, &a), fn, g);
         if (st != EM_OK)
             return st;
     }
@@ -143,7 +143,7 @@ static double clip(const char *fn, em_tensor *const *params, int n, double max_n
     }
     double coef = max_norm / (total + 1e-6);
     if ((coef < 1 || isnan(coef)) &&
-        map_grads(fn, params, n, EM_UNARY_MUL_SCALAR, coef, 0) != EM_OK)
+        map_grads(fn, params, n, EM_UNARY_MUL_SCALAR, (em_unary_params){.scalar = coef}) != EM_OK)
         return NAN;
     return total;
 }
@@ -225,7 +225,8 @@ em_status em_clip_grad_value(em_tensor *const *params, int n, double clip_value)
         return em_error_status();
     if (!(clip_value >= 0))
         return em_set_error(EM_ERR_ARG, "%s: clip_value must be >= 0, got %g", fn, clip_value);
-    return map_grads(fn, params, n, EM_UNARY_CLAMP, -clip_value, clip_value);
+    return map_grads(fn, params, n, EM_UNARY_CLAMP,
+                     (em_unary_params){.min = -clip_value, .max = clip_value});
 }
 
 em_status em_clip_grad_value_module(em_module *m, double clip_value)

@@ -35,41 +35,9 @@ static bool close_to(double got, double want, double rtol, double atol)
     return fabs(got - want) <= atol + rtol * fabs(want);
 }
 
-/* ---- unary forward against libm ---- */
+/* ---- unary forward against the formulas (backend/unary_ops_internal.h) in f64 ---- */
 
-static double ref_unary(em_unary_op op, double x, double p0, double p1)
-{
-    switch (op) {
-    case EM_UNARY_NEG: return -x;
-    case EM_UNARY_ABS: return fabs(x);
-    case EM_UNARY_SIGN: return x > 0 ? 1 : x < 0 ? -1 : x;
-    case EM_UNARY_EXP: return exp(x);
-    case EM_UNARY_LOG: return log(x);
-    case EM_UNARY_LOG1P: return log1p(x);
-    case EM_UNARY_SQRT: return sqrt(x);
-    case EM_UNARY_RSQRT: return 1 / sqrt(x);
-    case EM_UNARY_SQUARE: return x * x;
-    case EM_UNARY_RECIPROCAL: return 1 / x;
-    case EM_UNARY_SIN: return sin(x);
-    case EM_UNARY_COS: return cos(x);
-    case EM_UNARY_TANH: return tanh(x);
-    case EM_UNARY_SIGMOID: return 1 / (1 + exp(-x));
-    case EM_UNARY_RELU: return x > 0 ? x : 0;
-    case EM_UNARY_LEAKY_RELU: return x > 0 ? x : p0 * x;
-    case EM_UNARY_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-    case EM_UNARY_GELU_TANH:
-        return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-    case EM_UNARY_SILU: return x / (1 + exp(-x));
-    case EM_UNARY_FLOOR: return floor(x);
-    case EM_UNARY_CEIL: return ceil(x);
-    case EM_UNARY_ROUND: return nearbyint(x);
-    case EM_UNARY_CLAMP: return fmin(fmax(x, p0), p1);
-    case EM_UNARY_ADD_SCALAR: return x + p0;
-    case EM_UNARY_MUL_SCALAR: return x * p0;
-    case EM_UNARY_POW_SCALAR: return pow(x, p0);
-    default: return NAN;
-    }
-}
+static const em_unary_params no_params;
 
 static const double general_pts[] = {-3.7, -1.2, -0.4, 0.0, 0.25, 0.9, 2.6, 5.5};
 static const double positive_pts[] = {0.1, 0.5, 1.0, 1.7, 2.5, 4.0, 7.25, 30.0};
@@ -90,17 +58,15 @@ static const double *op_points(em_unary_op op, bool for_grad)
     }
 }
 
-static void op_params(em_unary_op op, double *p0, double *p1)
+static em_unary_params op_params(em_unary_op op)
 {
-    *p0 = 0;
-    *p1 = 0;
     switch (op) {
-    case EM_UNARY_LEAKY_RELU: *p0 = 0.1; break;
-    case EM_UNARY_CLAMP: *p0 = -1.0; *p1 = 1.5; break;
-    case EM_UNARY_ADD_SCALAR: *p0 = 2.5; break;
-    case EM_UNARY_MUL_SCALAR: *p0 = -3.0; break;
-    case EM_UNARY_POW_SCALAR: *p0 = 2.5; break;
-    default: break;
+    case EM_UNARY_LEAKY_RELU: return (em_unary_params){.negative_slope = 0.1};
+    case EM_UNARY_CLAMP: return (em_unary_params){.min = -1.0, .max = 1.5};
+    case EM_UNARY_ADD_SCALAR: return (em_unary_params){.scalar = 2.5};
+    case EM_UNARY_MUL_SCALAR: return (em_unary_params){.scalar = -3.0};
+    case EM_UNARY_POW_SCALAR: return (em_unary_params){.exponent = 2.5};
+    default: return no_params;
     }
 }
 
@@ -108,14 +74,14 @@ Test(cpu_unary, every_op_f64_matches_libm)
 {
     for (int op = 0; op < EM_UNARY_COUNT; op++) {
         const double *pts = op_points(op, false);
-        double p0, p1, y[NPTS];
-        op_params(op, &p0, &p1);
+        const em_unary_params p = op_params(op);
+        double y[NPTS];
         em_arr ao = vec_of(y, EM_F64, NPTS), ai = vec_of((void *)pts, EM_F64, NPTS);
-        cr_assert_eq(em_cpu_unary(op, p0, p1, &ao, &ai), EM_KERNEL_OK, "op %d", op);
+        cr_assert_eq(em_cpu_unary(op, &p, &ao, &ai), EM_KERNEL_OK, "op %d", op);
         for (int i = 0; i < NPTS; i++)
-            cr_assert(close_to(y[i], ref_unary(op, pts[i], p0, p1), 1e-14, 1e-15),
+            cr_assert(close_to(y[i], em_unary_value_f64(op, pts[i], &p), 1e-14, 1e-15),
                       "op %d x=%g: got %.17g want %.17g", op, pts[i], y[i],
-                      ref_unary(op, pts[i], p0, p1));
+                      em_unary_value_f64(op, pts[i], &p));
     }
 }
 
@@ -123,15 +89,14 @@ Test(cpu_unary, every_op_f32_matches_libm)
 {
     for (int op = 0; op < EM_UNARY_COUNT; op++) {
         const double *pts = op_points(op, false);
-        double p0, p1;
+        const em_unary_params p = op_params(op);
         float x[NPTS], y[NPTS];
-        op_params(op, &p0, &p1);
         for (int i = 0; i < NPTS; i++)
             x[i] = (float)pts[i];
         em_arr ao = vec_of(y, EM_F32, NPTS), ai = vec_of(x, EM_F32, NPTS);
-        cr_assert_eq(em_cpu_unary(op, p0, p1, &ao, &ai), EM_KERNEL_OK, "op %d", op);
+        cr_assert_eq(em_cpu_unary(op, &p, &ao, &ai), EM_KERNEL_OK, "op %d", op);
         for (int i = 0; i < NPTS; i++) {
-            double want = ref_unary(op, x[i], p0, p1);
+            double want = em_unary_value_f64(op, x[i], &p);
             cr_assert(close_to(y[i], want, 1e-5, 1e-6), "op %d x=%g: got %.9g want %.9g", op,
                       x[i], y[i], want);
         }
@@ -145,25 +110,25 @@ Test(cpu_unary, edge_values)
     double y[10];
     em_arr ao = vec_of(y, EM_F64, n), ai = vec_of(x, EM_F64, n);
 
-    em_cpu_unary(EM_UNARY_ROUND, 0, 0, &ao, &ai); /* half to even */
+    em_cpu_unary(EM_UNARY_ROUND, &no_params, &ao, &ai); /* half to even */
     cr_assert(y[3] == 0.0 && y[4] == 2.0 && y[5] == 2.0 && y[6] == -2.0);
-    em_cpu_unary(EM_UNARY_SIGMOID, 0, 0, &ao, &ai);
+    em_cpu_unary(EM_UNARY_SIGMOID, &no_params, &ao, &ai);
     cr_assert(y[0] == 0.0 && y[1] == 0.0 && y[7] == 1.0 && y[8] == 1.0 && isnan(y[9]));
-    em_cpu_unary(EM_UNARY_SILU, 0, 0, &ao, &ai);
+    em_cpu_unary(EM_UNARY_SILU, &no_params, &ao, &ai);
     cr_assert(y[1] == 0.0 && y[7] == 1000.0 && isnan(y[9]));
-    em_cpu_unary(EM_UNARY_RELU, 0, 0, &ao, &ai);
+    em_cpu_unary(EM_UNARY_RELU, &no_params, &ao, &ai);
     cr_assert(y[0] == 0.0 && y[1] == 0.0 && y[8] == INFINITY && isnan(y[9]));
-    em_cpu_unary(EM_UNARY_CLAMP, -1, 1, &ao, &ai);
+    em_cpu_unary(EM_UNARY_CLAMP, &(em_unary_params){.min = -1, .max = 1}, &ao, &ai);
     cr_assert(y[0] == -1.0 && y[7] == 1.0 && y[3] == 0.5 && isnan(y[9]));
-    em_cpu_unary(EM_UNARY_CLAMP, -INFINITY, 0, &ao, &ai);
+    em_cpu_unary(EM_UNARY_CLAMP, &(em_unary_params){.min = -INFINITY}, &ao, &ai);
     cr_assert(y[0] == -INFINITY && y[1] == -1000.0 && y[7] == 0.0);
-    em_cpu_unary(EM_UNARY_SIGN, 0, 0, &ao, &ai);
+    em_cpu_unary(EM_UNARY_SIGN, &no_params, &ao, &ai);
     cr_assert(y[0] == -1.0 && y[2] == 0.0 && y[8] == 1.0 && isnan(y[9]));
-    em_cpu_unary(EM_UNARY_EXP, 0, 0, &ao, &ai);
+    em_cpu_unary(EM_UNARY_EXP, &no_params, &ao, &ai);
     cr_assert(y[0] == 0.0 && y[8] == INFINITY);
-    em_cpu_unary(EM_UNARY_TANH, 0, 0, &ao, &ai);
+    em_cpu_unary(EM_UNARY_TANH, &no_params, &ao, &ai);
     cr_assert(y[1] == -1.0 && y[7] == 1.0);
-    em_cpu_unary(EM_UNARY_GELU, 0, 0, &ao, &ai);
+    em_cpu_unary(EM_UNARY_GELU, &no_params, &ao, &ai);
     cr_assert(y[1] == -0.0 && y[7] == 1000.0);
 }
 
@@ -175,7 +140,7 @@ Test(cpu_unary, strided_and_threaded)
         src[i] = i - 5.5;
     em_arr ai = {.data = src, .dtype = EM_F64, .ndim = 2, .shape = {4, 3}, .strides = {1, 4}};
     em_arr ao = arr_of(y, EM_F64, 2, (int64_t[]){4, 3});
-    cr_assert_eq(em_cpu_unary(EM_UNARY_SQUARE, 0, 0, &ao, &ai), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_unary(EM_UNARY_SQUARE, &no_params, &ao, &ai), EM_KERNEL_OK);
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 3; c++)
             cr_assert_eq(y[r * 3 + c], src[c * 4 + r] * src[c * 4 + r]);
@@ -185,10 +150,11 @@ Test(cpu_unary, strided_and_threaded)
     for (int64_t i = 0; i < n; i++)
         x[i] = (float)(i % 17) - 8.0f;
     em_arr bo = vec_of(z, EM_F32, n), bi = vec_of(x, EM_F32, n);
-    cr_assert_eq(em_cpu_unary(EM_UNARY_RELU, 0, 0, &bo, &bi), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_unary(EM_UNARY_RELU, &no_params, &bo, &bi), EM_KERNEL_OK);
     for (int64_t i = 0; i < n; i++)
         cr_assert_eq(z[i], x[i] > 0 ? x[i] : 0.0f);
-    cr_assert_eq(em_cpu_unary(EM_UNARY_ADD_SCALAR, 0.5, 0, &bi, &bi), EM_KERNEL_OK); /* in place */
+    cr_assert_eq(em_cpu_unary(EM_UNARY_ADD_SCALAR, &(em_unary_params){.scalar = 0.5}, &bi, &bi),
+                 EM_KERNEL_OK); /* in place */
     for (int64_t i = 0; i < n; i++)
         cr_assert_eq(x[i], (float)(i % 17) - 7.5f);
     free(x);
@@ -206,11 +172,11 @@ Test(cpu_unary, f16_bf16_compute_in_f32)
                                     : em_f32_to_bf16((float)general_pts[i]);
         for (int k = 0; k < 4; k++) {
             em_arr ao = vec_of(y, dts[t], NPTS), ai = vec_of(x, dts[t], NPTS);
-            cr_assert_eq(em_cpu_unary(ops[k], 0, 0, &ao, &ai), EM_KERNEL_OK);
+            cr_assert_eq(em_cpu_unary(ops[k], &no_params, &ao, &ai), EM_KERNEL_OK);
             for (int i = 0; i < NPTS; i++) {
                 float xf = dts[t] == EM_F16 ? em_f16_to_f32(x[i]) : em_bf16_to_f32(x[i]);
                 float yf = dts[t] == EM_F16 ? em_f16_to_f32(y[i]) : em_bf16_to_f32(y[i]);
-                double want = ref_unary(ops[k], xf, 0, 0);
+                double want = em_unary_value_f64(ops[k], xf, &no_params);
                 double tol = dts[t] == EM_F16 ? 1e-3 : 8e-3;
                 cr_assert(close_to(yf, want, tol, 1e-4), "dt %d op %d: %g vs %g", dts[t],
                           ops[k], yf, want);
@@ -224,39 +190,39 @@ Test(cpu_unary, integer_ops_wrap)
     int8_t x8[] = {-128, -5, 0, 7, 127};
     int8_t y8[5];
     em_arr o8 = vec_of(y8, EM_I8, 5), i8 = vec_of(x8, EM_I8, 5);
-    cr_assert_eq(em_cpu_unary(EM_UNARY_NEG, 0, 0, &o8, &i8), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_unary(EM_UNARY_NEG, &no_params, &o8, &i8), EM_KERNEL_OK);
     cr_assert(y8[0] == -128 && y8[1] == 5 && y8[2] == 0 && y8[3] == -7 && y8[4] == -127);
-    em_cpu_unary(EM_UNARY_ABS, 0, 0, &o8, &i8);
+    em_cpu_unary(EM_UNARY_ABS, &no_params, &o8, &i8);
     cr_assert(y8[0] == -128 && y8[1] == 5 && y8[4] == 127);
-    em_cpu_unary(EM_UNARY_SIGN, 0, 0, &o8, &i8);
+    em_cpu_unary(EM_UNARY_SIGN, &no_params, &o8, &i8);
     cr_assert(y8[0] == -1 && y8[2] == 0 && y8[3] == 1);
-    em_cpu_unary(EM_UNARY_SQUARE, 0, 0, &o8, &i8);
+    em_cpu_unary(EM_UNARY_SQUARE, &no_params, &o8, &i8);
     cr_assert(y8[1] == 25 && y8[3] == 49 && y8[4] == 1); /* 127^2 = 16129 wraps to 1 */
-    em_cpu_unary(EM_UNARY_CLAMP, -2.5, 6.5, &o8, &i8);
+    em_cpu_unary(EM_UNARY_CLAMP, &(em_unary_params){.min = -2.5, .max = 6.5}, &o8, &i8);
     cr_assert(y8[0] == -2 && y8[1] == -2 && y8[2] == 0 && y8[3] == 6 && y8[4] == 6);
-    em_cpu_unary(EM_UNARY_RELU, 0, 0, &o8, &i8);
+    em_cpu_unary(EM_UNARY_RELU, &no_params, &o8, &i8);
     cr_assert(y8[0] == 0 && y8[3] == 7);
 
     uint8_t xu[] = {0, 3, 200};
     uint8_t yu[3];
     em_arr ou = vec_of(yu, EM_U8, 3), iu = vec_of(xu, EM_U8, 3);
-    em_cpu_unary(EM_UNARY_ADD_SCALAR, 100, 0, &ou, &iu);
+    em_cpu_unary(EM_UNARY_ADD_SCALAR, &(em_unary_params){.scalar = 100}, &ou, &iu);
     cr_assert(yu[0] == 100 && yu[1] == 103 && yu[2] == 44);
-    em_cpu_unary(EM_UNARY_NEG, 0, 0, &ou, &iu);
+    em_cpu_unary(EM_UNARY_NEG, &no_params, &ou, &iu);
     cr_assert(yu[0] == 0 && yu[1] == 253 && yu[2] == 56);
 
     int32_t x32[] = {INT32_MAX, -3, 4};
     int32_t y32[3];
     em_arr o32 = vec_of(y32, EM_I32, 3), i32 = vec_of(x32, EM_I32, 3);
-    em_cpu_unary(EM_UNARY_MUL_SCALAR, 2, 0, &o32, &i32);
+    em_cpu_unary(EM_UNARY_MUL_SCALAR, &(em_unary_params){.scalar = 2}, &o32, &i32);
     cr_assert(y32[0] == -2 && y32[1] == -6 && y32[2] == 8);
 
     int64_t x64[] = {INT64_MIN, -9, 1LL << 40};
     int64_t y64[3];
     em_arr o64 = vec_of(y64, EM_I64, 3), i64 = vec_of(x64, EM_I64, 3);
-    em_cpu_unary(EM_UNARY_ADD_SCALAR, -1, 0, &o64, &i64);
+    em_cpu_unary(EM_UNARY_ADD_SCALAR, &(em_unary_params){.scalar = -1}, &o64, &i64);
     cr_assert(y64[0] == INT64_MAX && y64[1] == -10 && y64[2] == (1LL << 40) - 1);
-    em_cpu_unary(EM_UNARY_ABS, 0, 0, &o64, &i64);
+    em_cpu_unary(EM_UNARY_ABS, &no_params, &o64, &i64);
     cr_assert(y64[0] == INT64_MIN && y64[1] == 9);
 }
 
@@ -269,14 +235,14 @@ Test(cpu_unary, unsupported_combinations)
     em_arr oi = vec_of(yi, EM_I32, 4), ii = vec_of(xi, EM_I32, 4);
     em_arr of = vec_of(xf, EM_F32, 4), od = vec_of(yd, EM_F64, 4);
     em_arr ob = vec_of(yb, EM_BOOL, 4), ib = vec_of(xb, EM_BOOL, 4);
-    cr_assert_eq(em_cpu_unary(EM_UNARY_EXP, 0, 0, &oi, &ii), EM_KERNEL_UNSUPPORTED);
-    cr_assert_eq(em_cpu_unary(EM_UNARY_SQRT, 0, 0, &oi, &ii), EM_KERNEL_UNSUPPORTED);
-    cr_assert_eq(em_cpu_unary(EM_UNARY_NEG, 0, 0, &od, &of), EM_KERNEL_UNSUPPORTED);
-    cr_assert_eq(em_cpu_unary(EM_UNARY_NEG, 0, 0, &ob, &ib), EM_KERNEL_UNSUPPORTED);
-    cr_assert_eq(em_cpu_unary(EM_UNARY_COUNT, 0, 0, &of, &of), EM_KERNEL_UNSUPPORTED);
-    cr_assert_eq(em_cpu_unary_grad(EM_UNARY_NEG, 0, 0, &oi, &ii, &ii, &ii),
+    cr_assert_eq(em_cpu_unary(EM_UNARY_EXP, &no_params, &oi, &ii), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_unary(EM_UNARY_SQRT, &no_params, &oi, &ii), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_unary(EM_UNARY_NEG, &no_params, &od, &of), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_unary(EM_UNARY_NEG, &no_params, &ob, &ib), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_unary(EM_UNARY_COUNT, &no_params, &of, &of), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_unary_grad(EM_UNARY_NEG, &no_params, &oi, &ii, &ii, &ii),
                  EM_KERNEL_UNSUPPORTED);
-    cr_assert_eq(em_cpu_unary_grad(EM_UNARY_LOG, 0, 0, &of, &of, NULL, &of),
+    cr_assert_eq(em_cpu_unary_grad(EM_UNARY_LOG, &no_params, &of, &of, NULL, &of),
                  EM_KERNEL_UNSUPPORTED);
 }
 
@@ -288,10 +254,10 @@ static bool zero_grad_op(em_unary_op op)
            op == EM_UNARY_ROUND;
 }
 
-static void forward_f64(em_unary_op op, double p0, double p1, const double *x, double *y)
+static void forward_f64(em_unary_op op, const em_unary_params *p, const double *x, double *y)
 {
     em_arr ao = vec_of(y, EM_F64, NPTS), ai = vec_of((void *)x, EM_F64, NPTS);
-    cr_assert_eq(em_cpu_unary(op, p0, p1, &ao, &ai), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_unary(op, p, &ao, &ai), EM_KERNEL_OK);
 }
 
 Test(cpu_unary_grad, every_op_f64_matches_finite_differences)
@@ -299,21 +265,21 @@ Test(cpu_unary_grad, every_op_f64_matches_finite_differences)
     const double h = 1e-6;
     for (int op = 0; op < EM_UNARY_COUNT; op++) {
         const double *pts = op_points(op, true);
-        double p0, p1, y[NPTS], xp[NPTS], xm[NPTS], yp[NPTS], ym[NPTS], gy[NPTS], gx[NPTS];
-        op_params(op, &p0, &p1);
+        const em_unary_params p = op_params(op);
+        double y[NPTS], xp[NPTS], xm[NPTS], yp[NPTS], ym[NPTS], gy[NPTS], gx[NPTS];
         for (int i = 0; i < NPTS; i++) {
             xp[i] = pts[i] + h;
             xm[i] = pts[i] - h;
             gy[i] = 0.7 - 0.3 * i;
         }
-        forward_f64(op, p0, p1, pts, y);
-        forward_f64(op, p0, p1, xp, yp);
-        forward_f64(op, p0, p1, xm, ym);
+        forward_f64(op, &p, pts, y);
+        forward_f64(op, &p, xp, yp);
+        forward_f64(op, &p, xm, ym);
         em_arr agx = vec_of(gx, EM_F64, NPTS), agy = vec_of(gy, EM_F64, NPTS);
         em_arr ax = vec_of((void *)pts, EM_F64, NPTS), ay = vec_of(y, EM_F64, NPTS);
         for (int with_y = 0; with_y < 2; with_y++) { /* y given, and x alone */
             memset(gx, 0xff, sizeof gx);
-            cr_assert_eq(em_cpu_unary_grad(op, p0, p1, &agx, &agy, &ax, with_y ? &ay : NULL),
+            cr_assert_eq(em_cpu_unary_grad(op, &p, &agx, &agy, &ax, with_y ? &ay : NULL),
                          EM_KERNEL_OK, "op %d", op);
             for (int i = 0; i < NPTS; i++) {
                 double want = zero_grad_op(op) ? 0.0 : gy[i] * (yp[i] - ym[i]) / (2 * h);
@@ -328,23 +294,23 @@ Test(cpu_unary_grad, f32_matches_f64)
 {
     for (int op = 0; op < EM_UNARY_COUNT; op++) {
         const double *pts = op_points(op, true);
-        double p0, p1, xd[NPTS], yd[NPTS], gyd[NPTS], gxd[NPTS];
+        const em_unary_params p = op_params(op);
+        double xd[NPTS], yd[NPTS], gyd[NPTS], gxd[NPTS];
         float xf[NPTS], yf[NPTS], gyf[NPTS], gxf[NPTS];
-        op_params(op, &p0, &p1);
         for (int i = 0; i < NPTS; i++) {
             xf[i] = (float)pts[i];
             xd[i] = xf[i];
             gyf[i] = (float)(1.25 - 0.25 * i);
             gyd[i] = gyf[i];
         }
-        forward_f64(op, p0, p1, xd, yd);
+        forward_f64(op, &p, xd, yd);
         em_arr ao = vec_of(yf, EM_F32, NPTS), ai = vec_of(xf, EM_F32, NPTS);
-        em_cpu_unary(op, p0, p1, &ao, &ai);
+        em_cpu_unary(op, &p, &ao, &ai);
         em_arr g64 = vec_of(gxd, EM_F64, NPTS), gy64 = vec_of(gyd, EM_F64, NPTS);
         em_arr x64 = vec_of(xd, EM_F64, NPTS), y64 = vec_of(yd, EM_F64, NPTS);
         em_arr g32 = vec_of(gxf, EM_F32, NPTS), gy32 = vec_of(gyf, EM_F32, NPTS);
-        cr_assert_eq(em_cpu_unary_grad(op, p0, p1, &g64, &gy64, &x64, &y64), EM_KERNEL_OK);
-        cr_assert_eq(em_cpu_unary_grad(op, p0, p1, &g32, &gy32, &ai, &ao), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_unary_grad(op, &p, &g64, &gy64, &x64, &y64), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_unary_grad(op, &p, &g32, &gy32, &ai, &ao), EM_KERNEL_OK);
         for (int i = 0; i < NPTS; i++)
             cr_assert(close_to(gxf[i], gxd[i], 1e-5, 1e-6), "op %d: %g vs %g", op, gxf[i],
                       gxd[i]);
@@ -356,19 +322,25 @@ Test(cpu_unary_grad, kinks_follow_pytorch)
     double x[] = {0.0, -1.0, 1.5, 2.0, -2.0};
     double gy[] = {1, 1, 1, 1, 1}, gx[5];
     em_arr agx = vec_of(gx, EM_F64, 5), agy = vec_of(gy, EM_F64, 5), ax = vec_of(x, EM_F64, 5);
-    em_cpu_unary_grad(EM_UNARY_RELU, 0, 0, &agx, &agy, &ax, NULL);
+    em_cpu_unary_grad(EM_UNARY_RELU, &no_params, &agx, &agy, &ax, NULL);
     cr_assert(gx[0] == 0 && gx[1] == 0 && gx[2] == 1);
-    em_cpu_unary_grad(EM_UNARY_ABS, 0, 0, &agx, &agy, &ax, NULL);
+    em_cpu_unary_grad(EM_UNARY_ABS, &no_params, &agx, &agy, &ax, NULL);
     cr_assert(gx[0] == 0 && gx[1] == -1 && gx[2] == 1);
-    em_cpu_unary_grad(EM_UNARY_CLAMP, -1.0, 1.5, &agx, &agy, &ax, NULL); /* bounds pass */
+    em_cpu_unary_grad(EM_UNARY_CLAMP, &(em_unary_params){.min = -1.0, .max = 1.5}, &agx, &agy, &ax,
+                      NULL); /* bounds pass */
     cr_assert(gx[0] == 1 && gx[1] == 1 && gx[2] == 1 && gx[3] == 0 && gx[4] == 0);
-    em_cpu_unary_grad(EM_UNARY_LEAKY_RELU, 0.2, 0, &agx, &agy, &ax, NULL);
+    em_cpu_unary_grad(EM_UNARY_LEAKY_RELU, &(em_unary_params){.negative_slope = 0.2}, &agx, &agy,
+                      &ax, NULL);
     cr_assert(gx[0] == 0.2 && gx[1] == 0.2 && gx[2] == 1);
-    em_cpu_unary_grad(EM_UNARY_POW_SCALAR, 0.0, 0, &agx, &agy, &ax, NULL);
+    em_cpu_unary_grad(EM_UNARY_POW_SCALAR, &(em_unary_params){.exponent = 0.0}, &agx, &agy, &ax,
+                      NULL);
     cr_assert(gx[0] == 0 && gx[1] == 0);
     gy[0] = INFINITY;
-    em_cpu_unary_grad(EM_UNARY_FLOOR, 0, 0, &agx, &agy, &ax, NULL);
+    em_cpu_unary_grad(EM_UNARY_FLOOR, &no_params, &agx, &agy, &ax, NULL);
     cr_assert(gx[0] == 0 && gx[3] == 0);
+    gy[0] = 1;
+    em_cpu_unary_grad(EM_UNARY_SOFTSIGN, &no_params, &agx, &agy, &ax, NULL); /* 1 / (1 + |x|)^2 */
+    cr_assert(gx[0] == 1 && gx[1] == 0.25 && gx[2] == 1 / 6.25 && gx[3] == 1 / 9.0);
 }
 
 Test(cpu_unary_grad, broadcast_gy_and_bf16)
@@ -376,7 +348,8 @@ Test(cpu_unary_grad, broadcast_gy_and_bf16)
     double x[6] = {-1, 0.5, 2, 3, -0.25, 1}, gy = 2.0, gx[6];
     em_arr agx = vec_of(gx, EM_F64, 6), ax = vec_of(x, EM_F64, 6);
     em_arr agy = {.data = &gy, .dtype = EM_F64, .ndim = 1, .shape = {6}, .strides = {0}};
-    cr_assert_eq(em_cpu_unary_grad(EM_UNARY_SQUARE, 0, 0, &agx, &agy, &ax, NULL), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_unary_grad(EM_UNARY_SQUARE, &no_params, &agx, &agy, &ax, NULL),
+                 EM_KERNEL_OK);
     for (int i = 0; i < 6; i++)
         cr_assert_eq(gx[i], 4 * x[i]);
 
@@ -386,7 +359,8 @@ Test(cpu_unary_grad, broadcast_gy_and_bf16)
         gyb[i] = em_f32_to_bf16(1.0f);
     }
     em_arr bgx = vec_of(gxb, EM_BF16, 6), bgy = vec_of(gyb, EM_BF16, 6), bx = vec_of(xb, EM_BF16, 6);
-    cr_assert_eq(em_cpu_unary_grad(EM_UNARY_SIGMOID, 0, 0, &bgx, &bgy, &bx, NULL), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_unary_grad(EM_UNARY_SIGMOID, &no_params, &bgx, &bgy, &bx, NULL),
+                 EM_KERNEL_OK);
     for (int i = 0; i < 6; i++) {
         double s = 1 / (1 + exp(-x[i]));
         cr_assert(close_to(em_bf16_to_f32(gxb[i]), s * (1 - s), 8e-3, 1e-4));

@@ -10,6 +10,8 @@
 #include "backend/backend_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 
+static const em_reduce_params no_params, unbiased = {.correction = 1};
+
 static void set_val(em_dtype dt, void *p, int64_t i, double v)
 {
     switch (dt) {
@@ -162,7 +164,8 @@ static void check_reduce(em_reduce_op op, double corr, em_dtype dt, em_dtype out
         nout *= out.shape[d];
     double *want = malloc(nout * sizeof(double));
     ref_reduce(op, corr, ndim, shape, mask, src, want);
-    cr_assert_eq(em_cpu_reduce(op, corr, &out, &in), EM_KERNEL_OK, "op %d mask %u", op, mask);
+    const em_reduce_params p = {.correction = corr};
+    cr_assert_eq(em_cpu_reduce(op, &p, &out, &in), EM_KERNEL_OK, "op %d mask %u", op, mask);
     for (int64_t o = 0; o < nout; o++) {
         double got = get_val(out_dt, ob, o);
         cr_assert(close_to(got, want[o], rtol), "op %d dt %d mask %u perm %d%d gap %ld out %ld: "
@@ -210,7 +213,7 @@ Test(cpu_reduce, four_dims_f32_and_strided_output)
     double x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {0};
     em_arr in = {.data = x, .dtype = EM_F64, .ndim = 2, .shape = {2, 3}, .strides = {3, 1}};
     em_arr out = {.data = y, .dtype = EM_F64, .ndim = 2, .shape = {1, 3}, .strides = {0, 2}};
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, 0, &out, &in), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &out, &in), EM_KERNEL_OK);
     cr_assert(y[0] == 5 && y[2] == 7 && y[4] == 9 && y[1] == 0 && y[3] == 0);
 }
 
@@ -247,27 +250,27 @@ Test(cpu_reduce, argmax_ties_and_nan)
     em_arr oi = {.data = &idx, .dtype = EM_I64, .ndim = 1, .shape = {1}, .strides = {1}};
     em_arr om = {.data = &m, .dtype = EM_F64, .ndim = 1, .shape = {1}, .strides = {1}};
     memcpy(x, (double[]){1, 3, 3, 2}, sizeof x);
-    em_cpu_reduce(EM_REDUCE_ARGMAX, 0, &oi, &in);
+    em_cpu_reduce(EM_REDUCE_ARGMAX, &no_params, &oi, &in);
     cr_assert_eq(idx, 1);
     memcpy(x, (double[]){2, 1, 1, 5}, sizeof x);
-    em_cpu_reduce(EM_REDUCE_ARGMIN, 0, &oi, &in);
+    em_cpu_reduce(EM_REDUCE_ARGMIN, &no_params, &oi, &in);
     cr_assert_eq(idx, 1);
     memcpy(x, (double[]){-INFINITY, -INFINITY, -INFINITY, -INFINITY}, sizeof x);
-    em_cpu_reduce(EM_REDUCE_ARGMAX, 0, &oi, &in);
+    em_cpu_reduce(EM_REDUCE_ARGMAX, &no_params, &oi, &in);
     cr_assert_eq(idx, 0);
     memcpy(x, (double[]){1, NAN, 5, NAN}, sizeof x);
-    em_cpu_reduce(EM_REDUCE_ARGMAX, 0, &oi, &in);
+    em_cpu_reduce(EM_REDUCE_ARGMAX, &no_params, &oi, &in);
     cr_assert_eq(idx, 1);
-    em_cpu_reduce(EM_REDUCE_ARGMIN, 0, &oi, &in);
+    em_cpu_reduce(EM_REDUCE_ARGMIN, &no_params, &oi, &in);
     cr_assert_eq(idx, 1);
-    em_cpu_reduce(EM_REDUCE_MAX, 0, &om, &in);
+    em_cpu_reduce(EM_REDUCE_MAX, &no_params, &om, &in);
     cr_assert(isnan(m));
-    em_cpu_reduce(EM_REDUCE_MIN, 0, &om, &in);
+    em_cpu_reduce(EM_REDUCE_MIN, &no_params, &om, &in);
     cr_assert(isnan(m));
     memcpy(x, (double[]){4, 1, 9, 2}, sizeof x); /* argmax over two dims: flat index */
     em_arr in2 = {.data = x, .dtype = EM_F64, .ndim = 2, .shape = {2, 2}, .strides = {2, 1}};
     em_arr oi2 = {.data = &idx, .dtype = EM_I64, .ndim = 2, .shape = {1, 1}, .strides = {1, 1}};
-    em_cpu_reduce(EM_REDUCE_ARGMAX, 0, &oi2, &in2);
+    em_cpu_reduce(EM_REDUCE_ARGMAX, &no_params, &oi2, &in2);
     cr_assert_eq(idx, 2);
 }
 
@@ -279,31 +282,32 @@ Test(cpu_reduce, integers)
     int64_t s64;
     em_arr in8 = {.data = x8, .dtype = EM_I8, .ndim = 1, .shape = {50}, .strides = {1}};
     em_arr o64 = {.data = &s64, .dtype = EM_I64, .ndim = 1, .shape = {1}, .strides = {1}};
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, 0, &o64, &in8), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &o64, &in8), EM_KERNEL_OK);
     cr_assert_eq(s64, 5000);
 
     int32_t x32[6] = {2000000000, 2000000000, -7, 2000000000, 2000000000, 5}, s32[2];
     em_arr in32 = {.data = x32, .dtype = EM_I32, .ndim = 2, .shape = {2, 3}, .strides = {3, 1}};
     em_arr sum2 = {.data = &s64, .dtype = EM_I64, .ndim = 2, .shape = {1, 1}, .strides = {1, 1}};
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, 0, &sum2, &in32), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &sum2, &in32), EM_KERNEL_OK);
     cr_assert_eq(s64, 7999999998LL);
     em_arr rows32 = {.data = s32, .dtype = EM_I32, .ndim = 2, .shape = {2, 1}, .strides = {1, 1}};
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_MAX, 0, &rows32, &in32), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_MAX, &no_params, &rows32, &in32), EM_KERNEL_OK);
     cr_assert(s32[0] == 2000000000 && s32[1] == 2000000000);
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_MIN, 0, &rows32, &in32), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_MIN, &no_params, &rows32, &in32), EM_KERNEL_OK);
     cr_assert(s32[0] == -7 && s32[1] == 5);
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, 0, &rows32, &in32), EM_KERNEL_OK); /* wraps */
+    /* wraps */
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &rows32, &in32), EM_KERNEL_OK);
     cr_assert(s32[0] == (int32_t)(uint32_t)3999999993LL);
     int64_t am[2];
     em_arr arg = {.data = am, .dtype = EM_I64, .ndim = 2, .shape = {2, 1}, .strides = {1, 1}};
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_ARGMIN, 0, &arg, &in32), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_ARGMIN, &no_params, &arg, &in32), EM_KERNEL_OK);
     cr_assert(am[0] == 2 && am[1] == 2);
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_ARGMAX, 0, &arg, &in32), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_ARGMAX, &no_params, &arg, &in32), EM_KERNEL_OK);
     cr_assert(am[0] == 0 && am[1] == 0);
 
     uint8_t b[5] = {1, 0, 1, 1, 0};
     em_arr inb = {.data = b, .dtype = EM_BOOL, .ndim = 1, .shape = {5}, .strides = {1}};
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, 0, &o64, &inb), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &o64, &inb), EM_KERNEL_OK);
     cr_assert_eq(s64, 3);
 
     const int64_t shape[2] = {700, 60}; /* column and row paths on u8 */
@@ -330,11 +334,11 @@ Test(cpu_reduce, f16_bf16_accumulate_in_f32)
     em_arr in = {.data = h, .dtype = EM_F16, .ndim = 1, .shape = {1000}, .strides = {1}};
     em_arr of = {.data = &s32, .dtype = EM_F32, .ndim = 1, .shape = {1}, .strides = {1}};
     em_arr oh = {.data = &s16, .dtype = EM_F16, .ndim = 1, .shape = {1}, .strides = {1}};
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, 0, &of, &in), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &of, &in), EM_KERNEL_OK);
     cr_assert_eq(s32, (float)exact);
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, 0, &oh, &in), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &oh, &in), EM_KERNEL_OK);
     cr_assert_eq(s16, em_f32_to_f16((float)exact));
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_MEAN, 0, &oh, &in), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_MEAN, &no_params, &oh, &in), EM_KERNEL_OK);
     cr_assert_eq(s16, h[0]);
 
     const int64_t shape[2] = {40, 33};
@@ -354,14 +358,14 @@ Test(cpu_reduce, var_corrections)
     double x[4] = {1, 2, 3, 4}, v;
     em_arr in = {.data = x, .dtype = EM_F64, .ndim = 1, .shape = {4}, .strides = {1}};
     em_arr out = {.data = &v, .dtype = EM_F64, .ndim = 1, .shape = {1}, .strides = {1}};
-    em_cpu_reduce(EM_REDUCE_VAR, 0, &out, &in);
+    em_cpu_reduce(EM_REDUCE_VAR, &no_params, &out, &in);
     cr_assert_float_eq(v, 1.25, 1e-15);
-    em_cpu_reduce(EM_REDUCE_VAR, 1, &out, &in);
+    em_cpu_reduce(EM_REDUCE_VAR, &unbiased, &out, &in);
     cr_assert_float_eq(v, 5.0 / 3.0, 1e-15);
     in.shape[0] = 1;
-    em_cpu_reduce(EM_REDUCE_VAR, 1, &out, &in);
+    em_cpu_reduce(EM_REDUCE_VAR, &unbiased, &out, &in);
     cr_assert(isnan(v));
-    em_cpu_reduce(EM_REDUCE_VAR, 0, &out, &in);
+    em_cpu_reduce(EM_REDUCE_VAR, &no_params, &out, &in);
     cr_assert_eq(v, 0.0);
 
     float big[1000]; /* a large offset: two passes keep the small variance */
@@ -370,7 +374,7 @@ Test(cpu_reduce, var_corrections)
     float vf;
     em_arr inf = {.data = big, .dtype = EM_F32, .ndim = 1, .shape = {1000}, .strides = {1}};
     em_arr outf = {.data = &vf, .dtype = EM_F32, .ndim = 1, .shape = {1}, .strides = {1}};
-    em_cpu_reduce(EM_REDUCE_VAR, 0, &outf, &inf);
+    em_cpu_reduce(EM_REDUCE_VAR, &no_params, &outf, &inf);
     cr_assert_float_eq(vf, 0.25f, 1e-7);
 }
 
@@ -379,13 +383,13 @@ Test(cpu_reduce, empty_and_unsupported)
     double x[6] = {0}, y[3];
     em_arr empty = {.data = x, .dtype = EM_F64, .ndim = 2, .shape = {0, 3}, .strides = {3, 1}};
     em_arr out = {.data = y, .dtype = EM_F64, .ndim = 2, .shape = {1, 3}, .strides = {3, 1}};
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, 0, &out, &empty), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &out, &empty), EM_KERNEL_OK);
     cr_assert(y[0] == 0 && y[2] == 0);
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_PROD, 0, &out, &empty), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_PROD, &no_params, &out, &empty), EM_KERNEL_OK);
     cr_assert(y[0] == 1 && y[2] == 1);
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_MEAN, 0, &out, &empty), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_MEAN, &no_params, &out, &empty), EM_KERNEL_OK);
     cr_assert(isnan(y[1]));
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_MAX, 0, &out, &empty), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_MAX, &no_params, &out, &empty), EM_KERNEL_UNSUPPORTED);
 
     int32_t xi[3] = {1, 2, 3}, yi;
     int64_t yl;
@@ -395,16 +399,16 @@ Test(cpu_reduce, empty_and_unsupported)
     em_arr o_l = {.data = &yl, .dtype = EM_I64, .ndim = 1, .shape = {1}, .strides = {1}};
     em_arr o_f = {.data = &yf, .dtype = EM_F32, .ndim = 1, .shape = {1}, .strides = {1}};
     em_arr in_d = {.data = x, .dtype = EM_F64, .ndim = 1, .shape = {3}, .strides = {1}};
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_MEAN, 0, &o_i, &in_i), EM_KERNEL_UNSUPPORTED);
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_VAR, 1, &o_l, &in_i), EM_KERNEL_UNSUPPORTED);
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, 0, &o_f, &in_i), EM_KERNEL_UNSUPPORTED);
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_MAX, 0, &o_l, &in_i), EM_KERNEL_UNSUPPORTED);
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_ARGMAX, 0, &o_f, &in_d), EM_KERNEL_UNSUPPORTED);
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, 0, &o_l, &in_d), EM_KERNEL_UNSUPPORTED);
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_COUNT, 0, &o_f, &in_d), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_MEAN, &no_params, &o_i, &in_i), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_VAR, &unbiased, &o_l, &in_i), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &o_f, &in_i), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_MAX, &no_params, &o_l, &in_i), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_ARGMAX, &no_params, &o_f, &in_d), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &o_l, &in_d), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_COUNT, &no_params, &o_f, &in_d), EM_KERNEL_UNSUPPORTED);
     em_arr bad = {.data = y, .dtype = EM_F64, .ndim = 1, .shape = {2}, .strides = {1}};
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, 0, &bad, &in_d), EM_KERNEL_UNSUPPORTED);
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, 0, &out, &in_d), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &bad, &in_d), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &out, &in_d), EM_KERNEL_UNSUPPORTED);
 }
 
 /* Sums of 1M floats: the same bits on every call and for 1 or 2 threads, close to exact. */
@@ -425,7 +429,7 @@ Test(cpu_reduce, deterministic_and_accurate)
     for (int k = 0; k < 3; k++) {
         em_arr out = {.data = &s[k], .dtype = EM_F32, .ndim = 1, .shape = {1}, .strides = {1}};
         omp_set_num_threads(threads[k]);
-        cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, 0, &out, &in), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &out, &in), EM_KERNEL_OK);
     }
     cr_assert(memcmp(&s[0], &s[1], sizeof(float)) == 0 && memcmp(&s[0], &s[2], sizeof(float)) == 0);
     cr_assert(fabs(s[0] - exact) <= fabs(exact) * 6e-8);
@@ -436,7 +440,7 @@ Test(cpu_reduce, deterministic_and_accurate)
         em_arr out = {.data = cols[k], .dtype = EM_F32, .ndim = 2, .shape = {1, 256},
                       .strides = {256, 1}};
         omp_set_num_threads(2 - k);
-        cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, 0, &out, &in2), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &out, &in2), EM_KERNEL_OK);
     }
     cr_assert(memcmp(cols[0], cols[1], sizeof cols[0]) == 0);
     omp_set_num_threads(2);
@@ -460,7 +464,7 @@ Test(cpu_reduce, f32_column_sums_are_row_order_double_sums)
                      .strides = {ld, 1}};
         em_arr out = {.data = got, .dtype = EM_F32, .ndim = 2, .shape = {1, cols},
                       .strides = {cols, 1}};
-        cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, 0, &out, &in), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &out, &in), EM_KERNEL_OK);
         for (int64_t j = 0; j < cols; j++) {
             double sum = 0;
             for (int64_t r = 0; r < rows; r++)

@@ -177,7 +177,7 @@ Test(cuda_kernels, fill_stores_the_cpus_bits_in_every_dtype)
 
 typedef struct {
     em_rng_dist dist;
-    double p0, p1;
+    em_rng_params p;
 } draw_kind;
 
 /* n draws of kind k into dtype dt at (seed, offset), on the cpu and the device; the device's
@@ -188,11 +188,11 @@ static void draws(const em_backend *cu, draw_kind k, em_dtype dt, int64_t n, uin
     const em_backend *cpu = em_backend_get(EM_CPU);
     const size_t es = em_dtype_size(dt), bytes = (size_t)(n + skip) * es;
     em_arr a = arr1(want, dt, n, 1);
-    cr_assert_eq(cpu->rng_fill(k.dist, k.p0, k.p1, seed, offset, &a), EM_KERNEL_OK);
+    cr_assert_eq(cpu->rng_fill(k.dist, &k.p, seed, offset, &a), EM_KERNEL_OK);
     char *dev = cu->alloc(bytes);
     cr_assert(dev);
     a.data = dev + skip * (int64_t)es;
-    cr_assert_eq(cu->rng_fill(k.dist, k.p0, k.p1, seed, offset, &a), EM_KERNEL_OK);
+    cr_assert_eq(cu->rng_fill(k.dist, &k.p, seed, offset, &a), EM_KERNEL_OK);
     download(cu, got, dev + skip * (int64_t)es, (size_t)n * es);
     cu->free(dev);
 }
@@ -203,9 +203,9 @@ static const uint64_t draw_seeds[][2] = {{1, 0}, {12345, 7}, {0xffffffffffffull,
 Test(cuda_kernels, uniform_randint_bernoulli_draws_are_the_cpus_bits)
 {
     const em_backend *cu = cuda_or_skip();
-    const draw_kind kinds[] = {{EM_RNG_UNIFORM, -3.0, 5.5},
-                               {EM_RNG_RANDINT, -7.0, 1000.0},
-                               {EM_RNG_BERNOULLI, 0.3, 0.0}};
+    const draw_kind kinds[] = {{EM_RNG_UNIFORM, {.low = -3.0, .high = 5.5}},
+                               {EM_RNG_RANDINT, {.low = -7.0, .high = 1000.0}},
+                               {EM_RNG_BERNOULLI, {.p = 0.3}}};
     char *want = malloc(65539 * 8), *got = malloc(65539 * 8);
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         for (int dt = 0; dt < EM_NDTYPES; dt++)
@@ -227,7 +227,7 @@ Test(cuda_kernels, uniform_randint_bernoulli_draws_are_the_cpus_bits)
 Test(cuda_kernels, normal_draws_match_the_cpu_to_the_last_bits)
 {
     const em_backend *cu = cuda_or_skip();
-    const draw_kind normal = {EM_RNG_NORMAL, 0.5, 2.0};
+    const draw_kind normal = {EM_RNG_NORMAL, {.mean = 0.5, .std = 2.0}};
     char *want = malloc(65539 * 8), *got = malloc(65539 * 8);
     for (int t = 0; t < 2; t++) {
         const em_dtype dt = t == 0 ? EM_F64 : EM_F32;
@@ -249,7 +249,7 @@ Test(cuda_kernels, normal_draws_match_the_cpu_to_the_last_bits)
 typedef struct {
     const char *name;
     em_reduce_op op;
-    double param;
+    em_reduce_params p;
     int ndim;
     int64_t in[2], out[2];
 } reduction;
@@ -260,16 +260,17 @@ Test(cuda_kernels, reductions_give_the_same_bits_twice_and_the_cpus_values)
     const em_backend *cpu = em_backend_get(EM_CPU);
     const int64_t N = 3000001;
     const reduction cases[] = {
-        {"sum of all", EM_REDUCE_SUM, 0, 1, {N}, {1}},
-        {"sum over rows", EM_REDUCE_SUM, 0, 2, {N / 7, 7}, {1, 7}},
-        {"mean of each row", EM_REDUCE_MEAN, 0, 2, {7, N / 7}, {7, 1}},
-        {"var of all", EM_REDUCE_VAR, 1, 1, {N}, {1}},
-        {"amax of each column", EM_REDUCE_MAX, 0, 2, {N / 7, 7}, {1, 7}},
-        {"argmin of all", EM_REDUCE_ARGMIN, 0, 1, {N}, {1}},
+        {"sum of all", EM_REDUCE_SUM, {0}, 1, {N}, {1}},
+        {"sum over rows", EM_REDUCE_SUM, {0}, 2, {N / 7, 7}, {1, 7}},
+        {"mean of each row", EM_REDUCE_MEAN, {0}, 2, {7, N / 7}, {7, 1}},
+        {"var of all", EM_REDUCE_VAR, {.correction = 1}, 1, {N}, {1}},
+        {"amax of each column", EM_REDUCE_MAX, {0}, 2, {N / 7, 7}, {1, 7}},
+        {"argmin of all", EM_REDUCE_ARGMIN, {0}, 1, {N}, {1}},
     };
     float *x_dev = cu->alloc((size_t)N * sizeof(float)), *x = malloc((size_t)N * sizeof(float));
     em_arr all = arr1(x_dev, EM_F32, N, 1);
-    cr_assert_eq(cu->rng_fill(EM_RNG_UNIFORM, -1, 1, 2024, 0, &all), EM_KERNEL_OK);
+    const em_rng_params minus_one_to_one = {.low = -1, .high = 1};
+    cr_assert_eq(cu->rng_fill(EM_RNG_UNIFORM, &minus_one_to_one, 2024, 0, &all), EM_KERNEL_OK);
     download(cu, x, x_dev, (size_t)N * sizeof(float));
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const reduction *r = &cases[c];
@@ -290,14 +291,14 @@ Test(cuda_kernels, reductions_give_the_same_bits_twice_and_the_cpus_values)
         void *o = cu->alloc(bytes);
         for (int run = 0; run < 2; run++) {
             out.data = o;
-            cr_assert_eq(cu->reduce(r->op, r->param, &out, &in), EM_KERNEL_OK, "%s", r->name);
+            cr_assert_eq(cu->reduce(r->op, &r->p, &out, &in), EM_KERNEL_OK, "%s", r->name);
             download(cu, run ? second : first, o, bytes);
         }
         cr_assert(memcmp(first, second, (size_t)nout * em_dtype_size(odt)) == 0,
                   "%s: two runs differ", r->name);
         in.data = x;
         out.data = want;
-        cr_assert_eq(cpu->reduce(r->op, r->param, &out, &in), EM_KERNEL_OK);
+        cr_assert_eq(cpu->reduce(r->op, &r->p, &out, &in), EM_KERNEL_OK);
         for (int64_t i = 0; i < nout; i++) {
             if (arg) {
                 cr_assert_eq(((int64_t *)first)[i], ((int64_t *)want)[i], "%s", r->name);

@@ -154,11 +154,11 @@ Test(onnx, every_other_layer_matches_onnxruntime)
         em_adaptive_avg_pool2d_layer(2, 2), em_adaptive_avg_pool2d_layer(1, 1));
     em_module *bn1 = em_batch_norm1d_layer(16, 0, 0);
     em_copy_(bn1->buffers[1].value, em_full(EM_SHAPE(16), EM_F32, 2.5));
-    em_module *m = em_sequential(16, features, em_flatten_layer(), em_linear_layer(6, 16, true),
+    em_module *m = em_sequential(17, features, em_flatten_layer(), em_linear_layer(6, 16, true),
                                  bn1, em_leaky_relu_layer(0.1), em_dropout_layer(0.3),
                                  em_layer_norm_layer(16, 0), em_gelu_layer(true), em_silu_layer(),
-                                 em_linear_layer(16, 8, false), em_tanh_layer(),
-                                 em_sigmoid_layer(), em_linear_layer(8, 5, true),
+                                 em_softsign_layer(), em_linear_layer(16, 8, false),
+                                 em_tanh_layer(), em_sigmoid_layer(), em_linear_layer(8, 5, true),
                                  em_softmax_layer(1), em_sequential(0),
                                  em_linear_layer(5, 3, true));
     em_scope_end();

@@ -88,6 +88,11 @@ static em_tensor *c_tanh_sliced(em_tensor *const *x, em_device d)
     (void)d;
     return em_tanh(em_slice(x[0], 0, 0, 6, 2));
 }
+static em_tensor *c_softsign(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_softsign(x[0]);
+}
 
 static em_tensor *c_add(em_tensor *const *x, em_device d) { (void)d; return em_add(x[0], x[1]); }
 static em_tensor *c_sub(em_tensor *const *x, em_device d) { (void)d; return em_sub(x[0], x[1]); }
@@ -983,6 +988,7 @@ const em_op_case em_op_cases[] = {
     {"gelu", c_gelu, 1, {WIDE(3, 4)}, VIEWS},
     {"gelu_tanh", c_gelu_tanh, 1, {WIDE(3, 4)}, VIEWS},
     {"silu", c_silu, 1, {WIDE(3, 4)}, VIEWS},
+    {"softsign", c_softsign, 1, {WIDE(3, 4)}, VIEWS},
     {"floor", c_floor, 1, {WIDE(3, 4)}, VIEWS},
     {"ceil", c_ceil, 1, {WIDE(3, 4)}, VIEWS},
     {"round", c_round, 1, {WIDE(3, 4)}, VIEWS},
