@@ -1,5 +1,6 @@
 /* An optimizer's state as named live tensors, for checkpoints: "step", "group.<g>.lr",
  * "param.<i>.step" and "param.<i>.<buffer>"; loading copies values in by name, all or nothing. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,29 @@ static int find(const em_param_ref *refs, int n, const char *name)
         if (strcmp(refs[i].name, name) == 0)
             return i;
     return -1;
+}
+
+/* Counters and learning rates read from a file must be values training can go on from: a step
+ * count is a whole number in [0, 2^53] (so it converts to int64 and can still be incremented), a
+ * learning rate is finite. Moment buffers are left as they are. */
+static em_status check_scalar(const em_optim *o, const em_param_ref *mine, const em_tensor *src)
+{
+    static const char *fn = "em_optim_load_state";
+    bool is_step = mine->value == o->step, is_lr = false;
+    for (int i = 0; i < o->n_params && !is_step; i++)
+        is_step = mine->value == o->params[i].step;
+    for (int g = 0; g < o->n_groups && !is_lr; g++)
+        is_lr = mine->value == o->groups[g].lr;
+    if (!is_step && !is_lr)
+        return EM_OK;
+    double v = em_item(src);
+    if (is_step && !(v >= 0 && v <= 9007199254740992.0 && v == floor(v)))
+        return em_set_error(EM_ERR_ARG, "%s: '%s' is %g; a step count is a whole number in "
+                            "[0, 2^53]", fn, mine->name, v);
+    if (is_lr && !isfinite(v))
+        return em_set_error(EM_ERR_ARG, "%s: '%s' is %g; a learning rate must be finite", fn,
+                            mine->name, v);
+    return EM_OK;
 }
 
 /* Pairs every entry of in with one of mine (src[j] for mine[j]), checking names and shapes. */
@@ -77,6 +101,8 @@ em_status em_optim_load_state(em_optim *o, const em_param_ref *in, int n)
     } else {
         em_optim_state(o, mine, total);
         st = match(mine, total, in, n, src);
+        for (int j = 0; j < total && st == EM_OK; j++)
+            st = check_scalar(o, &mine[j], src[j]);
         for (int j = 0; j < total && st == EM_OK; j++)
             st = em_copy_(mine[j].value, src[j]);
     }

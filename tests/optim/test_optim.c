@@ -626,6 +626,26 @@ Test(state, bad_load_changes_nothing)
     cr_assert(strstr(em_error(), "unknown state 'param.1.exp_avg'"), "%s", em_error());
     em_error_clear();
     assert_unchanged(&before, o);
+    /* a step count no int64 can go on from, a fraction, a negative; a NaN learning rate */
+    const struct { const char *name; double value; const char *says; } bad[] = {
+        {"param.0.step", 9223372036854775807.0, "'param.0.step' is 9.22337e+18"},
+        {"step", 2.5, "'step' is 2.5; a step count is a whole number"},
+        {"param.0.step", -1, "'param.0.step' is -1"},
+        {"group.0.lr", NAN, "'group.0.lr' is nan; a learning rate must be finite"},
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+        em_param_ref refs[32];
+        memcpy(refs, given.refs, given.n * sizeof *refs);
+        em_tensor *v = em_scalar(bad[b].value, EM_F64);
+        for (int i = 0; i < given.n; i++)
+            if (strcmp(refs[i].name, bad[b].name) == 0)
+                refs[i].value = v;
+        cr_assert_eq(em_optim_load_state(o, refs, given.n), EM_ERR_ARG, "%s", bad[b].name);
+        cr_assert(strstr(em_error(), bad[b].says), "%s", em_error());
+        em_error_clear();
+        assert_unchanged(&before, o);
+        em_release(v);
+    }
     /* the whole set loads */
     cr_assert(em_optim_load_state(o, given.refs, given.n) == EM_OK, "%s", em_error());
     cr_assert_eq(em_optim_get_lr(o, 0), 7);
