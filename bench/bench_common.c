@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "ember.h"
@@ -33,21 +34,32 @@ static const char *torch_python(void)
     return py && *py ? py : "/usr/bin/python3";
 }
 
-bool em_run_torch_script(const char *script, const char *args, em_torch_line_fn on_line,
-                         void *ctx)
+/* The Python that runs the onnxruntime half: $EMBER_ORT_PYTHON, else the test venv setup.sh
+ * makes. */
+static const char *ort_python(void)
+{
+    const char *py = getenv("EMBER_ORT_PYTHON");
+    return py && *py ? py : EMBER_SOURCE_DIR "/build/venv/bin/python";
+}
+
+/* Runs python bench/<script> <args>, each line of its output to on_line; false (after printing
+ * why) when python cannot import module or the script failed. */
+static bool run_script(const char *half, const char *python, const char *module,
+                       const char *install, const char *script, const char *args,
+                       em_torch_line_fn on_line, void *ctx)
 {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s -c 'import torch' >/dev/null 2>&1", torch_python());
+    snprintf(cmd, sizeof cmd, "%s -c 'import %s' >/dev/null 2>&1", python, module);
     if (system(cmd) != 0) {
-        printf("PyTorch half skipped: %s cannot import torch (apt-get install python3-torch, or "
-               "set EMBER_PYTHON)\n", torch_python());
+        printf("%s half skipped: %s cannot import %s (%s)\n", half, python, module, install);
         return false;
     }
-    /* PyTorch's matrix products go through the same OpenBLAS: run them on the kernel set ember's
-     * CPU backend runs on (which it may have chosen over OpenBLAS's own pick at discovery) */
+    /* PyTorch's matrix products go through the same OpenBLAS when it is Debian's: run them on the
+     * kernel set ember's CPU backend runs on (which it may have chosen over OpenBLAS's own pick
+     * at discovery) */
     em_device_available(EM_CPU);
     snprintf(cmd, sizeof cmd, "OPENBLAS_CORETYPE=%s %s %s/bench/%s %s", openblas_get_corename(),
-             torch_python(), EMBER_SOURCE_DIR, script, args);
+             python, EMBER_SOURCE_DIR, script, args);
     FILE *p = popen(cmd, "r");
     if (!p)
         return false;
@@ -55,4 +67,35 @@ bool em_run_torch_script(const char *script, const char *args, em_torch_line_fn 
     while (fgets(line, sizeof line, p))
         on_line(ctx, line);
     return pclose(p) == 0;
+}
+
+bool em_run_torch_script(const char *script, const char *args, em_torch_line_fn on_line,
+                         void *ctx)
+{
+    return run_script("PyTorch", torch_python(), "torch",
+                      "make the benchmark venv with scripts/bench_venv.sh and set EMBER_PYTHON, "
+                      "or apt-get install python3-torch", script, args, on_line, ctx);
+}
+
+bool em_run_ort_script(const char *script, const char *args, em_torch_line_fn on_line,
+                       void *ctx)
+{
+    return run_script("onnxruntime", ort_python(), "onnxruntime",
+                      "run setup.sh, which makes the test venv, or set EMBER_ORT_PYTHON", script,
+                      args, on_line, ctx);
+}
+
+static void about_line(void *ctx, const char *line)
+{
+    snprintf(ctx, 256, "%.*s", (int)strcspn(line, "\n"), line);
+}
+
+const char *em_torch_about(void)
+{
+    static char about[256];
+    static bool asked;
+    if (!asked && !em_run_torch_script("torch_about.py", "", about_line, about))
+        about[0] = '\0';
+    asked = true;
+    return about;
 }

@@ -1,7 +1,8 @@
 /* `ember bench infer RECIPE --load FILE`: inference latency (mean, p50, p95, p99) and
  * throughput at batch 1 and 64 of the f32, int8 and structured-pruned variants of a saved
- * model, side by side in one run, with PyTorch's f32 and quantize_dynamic on the same weights;
- * with --report, as a page of charts too. */
+ * model, side by side in one run, with PyTorch's f32 and quantize_dynamic on the same weights
+ * and onnxruntime's f32 and dynamic int8 on the ONNX file ember exports of it; with --report, as
+ * a page of charts too. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,18 +67,20 @@ em_tensor *em_test_batch(const em_recipe *rc, const char *data_dir, int64_t n)
     return b.x;
 }
 
-enum { VAR_F32, VAR_INT8, VAR_PRUNED, VAR_TORCH_F32, VAR_TORCH_INT8, N_VARS };
-static const char *var_names[N_VARS] = {"ember_f32", "ember_int8", "ember_pruned", "torch_f32",
-                                        "torch_int8"};
+enum { VAR_F32, VAR_INT8, VAR_PRUNED, VAR_TORCH_F32, VAR_TORCH_INT8, VAR_ORT_F32, VAR_ORT_INT8,
+       N_VARS };
+static const char *var_names[N_VARS] = {"ember_f32",  "ember_int8", "ember_pruned", "torch_f32",
+                                        "torch_int8", "ort_f32",    "ort_int8"};
 
 typedef struct {
     em_latency b1, b64;
     bool have;
 } variant;
 
-/* One line of bench/bench_torch_infer.py: "NAME bBATCH mean_us .. p50_us .. ..."; lines that
- * are not a torch row (one per quantized engine) are shown as they are. */
-static void torch_line(void *ctx, const char *line)
+/* One line of bench/bench_torch_infer.py or bench_ort_infer.py: "NAME bBATCH mean_us .. p50_us
+ * .. ..."; lines that are not one of their rows (versions, accuracy, one row per quantized
+ * engine) are shown as they are. */
+static void python_line(void *ctx, const char *line)
 {
     variant *v = ctx;
     char name[64];
@@ -100,11 +103,34 @@ static void torch_line(void *ctx, const char *line)
 }
 
 /* Runs bench/bench_torch_infer.py on an f32 model file; fills the torch rows. */
-static bool torch_half(const char *model_path, int threads, int iters, variant *v)
+static bool torch_half(const char *model_path, const char *args, variant *v)
 {
-    char args[2048];
-    snprintf(args, sizeof args, "--model %s --threads %d --iters %d", model_path, threads, iters);
-    return em_run_torch_script("bench_torch_infer.py", args, torch_line, v);
+    char all[4096];
+    snprintf(all, sizeof all, "--model %s %s", model_path, args);
+    return em_run_torch_script("bench_torch_infer.py", all, python_line, v);
+}
+
+/* Exports the f32 model to ONNX (example x1) and runs bench/bench_ort_infer.py on it; fills the
+ * onnxruntime rows. */
+static bool ort_half(em_module *f32, const em_tensor *x1, const char *args, variant *v)
+{
+    char path[] = "/tmp/ember_bench_inferXXXXXX.onnx";
+    int fd = mkstemps(path, 5);
+    if (fd < 0) {
+        printf("onnxruntime half skipped: cannot create %s\n", path);
+        return false;
+    }
+    close(fd);
+    bool ok = em_onnx_export(f32, x1, path, (em_onnx_opts){0}) == EM_OK;
+    if (!ok) {
+        printf("onnxruntime half skipped: %s\n", em_error());
+    } else {
+        char all[4096];
+        snprintf(all, sizeof all, "--model %s %s", path, args);
+        ok = em_run_ort_script("bench_ort_infer.py", all, python_line, v);
+    }
+    unlink(path);
+    return ok;
 }
 
 /* Ln-structured (L2) pruning of half of every hidden layer's neurons, then shrinking. */
@@ -122,10 +148,11 @@ static em_status prune_half(em_module *m)
     return em_prune_shrink(m) < 0 ? em_error_status() : EM_OK;
 }
 
-/* What variant i is compared with: PyTorch's f32 for PyTorch's rows (when it ran), else ember's. */
+/* What variant i is compared with: the same library's f32 when it ran, else ember's. */
 static const variant *base_of(const variant *v, int i)
 {
-    return &v[i >= VAR_TORCH_F32 && v[VAR_TORCH_F32].have ? VAR_TORCH_F32 : VAR_F32];
+    int f32 = i >= VAR_ORT_F32 ? VAR_ORT_F32 : i >= VAR_TORCH_F32 ? VAR_TORCH_F32 : VAR_F32;
+    return &v[v[f32].have ? f32 : VAR_F32];
 }
 
 /* The latency percentiles at both batch sizes and the throughput at 64 of every variant that
@@ -215,6 +242,16 @@ static void measure(em_module *m[3], const em_tensor *x1, const em_tensor *x64, 
         }
 }
 
+/* "ember_int8 vs torch_int8, p50 speed-up: batch 1 1.55x, ..." where both ran. */
+static void print_versus(const variant *v, int ember, int other)
+{
+    if (v[ember].have && v[other].have)
+        printf("%s vs %s, p50 speed-up (above 1: ember is faster): batch 1 %.2fx, batch 64 "
+               "%.2fx\n",
+               var_names[ember], var_names[other], v[other].b1.p50_us / v[ember].b1.p50_us,
+               v[other].b64.p50_us / v[ember].b64.p50_us);
+}
+
 static void print_table(const em_recipe *rc, int threads, int iters, em_module *m[3],
                         const variant *v)
 {
@@ -237,15 +274,20 @@ static void print_table(const em_recipe *rc, int threads, int iters, em_module *
             print_row(var_names[i], b ? 64 : 1, b ? &v[i].b64 : &v[i].b1,
                       b ? &base->b64 : &base->b1);
         }
-    if (v[VAR_TORCH_INT8].have)
-        printf("ember int8 vs torch int8 (p50): batch 1 %.2fx faster, batch 64 %.2fx faster\n",
-               v[VAR_TORCH_INT8].b1.p50_us / v[VAR_INT8].b1.p50_us,
-               v[VAR_TORCH_INT8].b64.p50_us / v[VAR_INT8].b64.p50_us);
+    print_versus(v, VAR_INT8, VAR_TORCH_INT8);
+    print_versus(v, VAR_F32, VAR_ORT_F32);
+    print_versus(v, VAR_INT8, VAR_ORT_INT8);
+    printf("beside %s\n", v[VAR_TORCH_F32].have ? em_torch_about() : "no PyTorch");
 }
+
+/* Which halves run beside ember's. */
+typedef struct {
+    bool torch, ort;
+} halves;
 
 /* Measures, prints and writes the report; the exit status. */
 static int run(const em_recipe *rc, em_module *m[3], const char *f32_path, const char *data_dir,
-               int threads, int iters, bool torch, em_report *page)
+               int threads, int iters, halves h, em_report *page)
 {
     em_tensor *x64 = em_test_batch(rc, data_dir, 64);
     em_tensor *x1 = x64 ? em_narrow(x64, 0, 0, 1) : NULL;
@@ -258,10 +300,15 @@ static int run(const em_recipe *rc, em_module *m[3], const char *f32_path, const
     }
     variant v[N_VARS] = {0};
     measure(m, x1, x64, iters, v);
+    char args[2048]; /* what both Python halves take after --model */
+    snprintf(args, sizeof args, "--threads %d --iters %d%s%s", threads, iters,
+             data_dir ? " --data " : "", data_dir ? data_dir : "");
+    if (h.torch && !torch_half(f32_path, args, v))
+        printf("PyTorch half did not complete\n");
+    if (h.ort && !ort_half(m[VAR_F32], x1, args, v))
+        printf("onnxruntime half did not complete\n");
     em_release(x1);
     em_release(x64);
-    if (torch && !torch_half(f32_path, threads, iters, v))
-        printf("PyTorch half did not complete\n");
     print_table(rc, threads, iters, m, v);
     if (!page)
         return 0;
@@ -280,7 +327,7 @@ int em_bench_infer(int argc, char **argv)
 {
     const char *recipe = NULL, *load = NULL, *pruned = NULL, *data_dir = NULL, *report = NULL;
     int threads = 2, iters = 1000;
-    bool no_torch = false;
+    bool no_torch = false, no_ort = false;
     const em_opt opts[] = {
         {"load", EM_OPT_STRING, &load, "FILE", "the f32 model file or checkpoint",
          .required = true},
@@ -292,13 +339,15 @@ int em_bench_infer(int argc, char **argv)
          .range = EM_RANGE(20, 100000000)},
         {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
         {"no-torch", EM_OPT_FLAG, &no_torch, NULL, .help = "leave out the PyTorch half"},
+        {"no-ort", EM_OPT_FLAG, &no_ort, NULL, .help = "leave out the onnxruntime half"},
         {"report", EM_OPT_STRING, &report, "FILE.html",
          .help = "also write the results as a page of charts"},
         {0}};
     const em_cmd_spec spec = {
         .command = "ember bench infer", .operands = "RECIPE", .n_operands = 1,
         .operand = &recipe, .about = "Inference latency and throughput at batch 1 and 64 of the "
-                                     "f32, int8 and pruned models, next to PyTorch's.",
+                                     "f32, int8 and pruned models, next to PyTorch's and "
+                                     "onnxruntime's.",
         .more_help = em_list_recipes, .opts = opts};
     const em_recipe *rc;
     int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
@@ -317,7 +366,8 @@ int em_bench_infer(int argc, char **argv)
     bool made = false;
     int status;
     if (prepare_models(rc, load, pruned, m, f32_path, &made) == EM_OK) {
-        status = run(rc, m, f32_path, data_dir, threads, iters, !no_torch, page);
+        status = run(rc, m, f32_path, data_dir, threads, iters,
+                     (halves){.torch = !no_torch, .ort = !no_ort}, page);
     } else {
         fprintf(stderr, "ember bench infer: %s\n", em_error());
         if (page)

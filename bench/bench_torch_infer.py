@@ -5,12 +5,15 @@ torch.ao.quantization.quantize_dynamic (qint8 Linear) under each quantized engin
 (torch_int8 is the fastest of them), prints both models' test accuracy (to compare with
 `ember eval`) and per variant and batch size
 `NAME bB mean_us X p50_us X p95_us X p99_us X samples_per_s X`, timed as ember times its own
-(the better of two interleaved runs after warm-up). Needs Debian's python3-torch."""
-import argparse, gzip, json, struct, sys, time
+(the better of two interleaved runs after warm-up). Runs under $EMBER_PYTHON (scripts/bench_venv.sh
+makes one with the newest PyTorch) or Debian's python3-torch."""
+import argparse, json, struct, sys
 
 import numpy as np
 import torch
 import torch.nn as nn
+
+from infer_timing import keep_best, print_rows, read_images, read_labels
 
 DTYPES = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "I32": np.int32,
           "I8": np.int8, "U8": np.uint8}
@@ -51,31 +54,6 @@ def mlp_from_state(state):
     return nn.Sequential(*layers).eval()
 
 
-def read_images(path, n):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    count, rows, cols = struct.unpack(">III", data[4:16])
-    x = np.frombuffer(data, np.uint8, offset=16).reshape(count, rows * cols)[:n]
-    return torch.tensor(x, dtype=torch.float32) / 255
-
-
-def latency(model, x, warmup, iters):
-    with torch.inference_mode():
-        for _ in range(warmup):
-            model(x)
-        t = []
-        for _ in range(iters):
-            t0 = time.perf_counter()
-            model(x)
-            t.append(time.perf_counter() - t0)
-    t.sort()
-    mean = sum(t) / len(t)
-    return {"mean_us": 1e6 * mean, "p50_us": 1e6 * t[len(t) // 2],
-            "p95_us": 1e6 * t[int(0.95 * (len(t) - 1))],
-            "p99_us": 1e6 * t[int(0.99 * (len(t) - 1))],
-            "samples_per_s": x.shape[0] / mean}
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -90,18 +68,15 @@ def main():
         return 0
     engines = [e for e in ("fbgemm", "x86", "onednn", "qnnpack")
                if e in torch.backends.quantized.supported_engines]
-    x64 = read_images(f"{a.data}/t10k-images-idx3-ubyte.gz", 64)
+    x64 = torch.from_numpy(read_images(f"{a.data}/t10k-images-idx3-ubyte.gz", 64))
     x1 = x64[:1]
     print(f"torch {torch.__version__} threads {torch.get_num_threads()} "
           f"quantized engines {','.join(engines)}", flush=True)
     best = {}
 
     def run(name, model):
-        for batch, x, warm, iters in ((1, x1, 100, a.iters // 2),
-                                      (64, x64, 10, a.iters // 20 + 10)):
-            r = latency(model, x, warm, iters)
-            if (name, batch) not in best or r["mean_us"] < best[(name, batch)]["mean_us"]:
-                best[(name, batch)] = r
+        with torch.inference_mode():
+            keep_best(best, name, model, x1, x64, a.iters)
 
     for _ in range(2):
         run("torch_f32", f32)
@@ -115,17 +90,13 @@ def main():
             key = ("torch_int8", batch)
             if key not in best or r["mean_us"] < best[key]["mean_us"]:
                 best[key] = r
-    xt = read_images(f"{a.data}/t10k-images-idx3-ubyte.gz", 10000)
-    with gzip.open(f"{a.data}/t10k-labels-idx1-ubyte.gz", "rb") as f:
-        yt = torch.tensor(np.frombuffer(f.read(), np.uint8, offset=8), dtype=torch.long)
+    xt = torch.from_numpy(read_images(f"{a.data}/t10k-images-idx3-ubyte.gz", 10000))
+    yt = torch.from_numpy(read_labels(f"{a.data}/t10k-labels-idx1-ubyte.gz"))
     with torch.inference_mode():  # the same model as ember's: compare with `ember eval`
         acc = {"f32": f32, f"int8_{torch.backends.quantized.engine}": int8}
         print(" ".join(f"torch_{k} test_acc {(m(xt).argmax(1) == yt).float().mean():.4f}"
                        for k, m in acc.items()), flush=True)
-    for (name, batch), r in best.items():
-        print(f"{name} b{batch} mean_us {r['mean_us']:.2f} p50_us {r['p50_us']:.2f} "
-              f"p95_us {r['p95_us']:.2f} p99_us {r['p99_us']:.2f} "
-              f"samples_per_s {r['samples_per_s']:.1f}", flush=True)
+    print_rows(best)
     return 0
 
 

@@ -426,7 +426,8 @@ static int report_results(const train_bench_args *a, const bench_setup *b, bool 
     bench_run_info info = {.device = a->device, .amp = a->amp, .threads = a->threads,
                            .rounds = a->rounds,
                            .train_workers = em_recipe_default_workers(b->device),
-                           .about = em_device_describe(b->device, about, sizeof about)};
+                           .about = em_device_describe(b->device, about, sizeof about),
+                           .torch = m->torch && *em_torch_about() ? em_torch_about() : NULL};
     bench_case_result results[N_MAX_CASES] = {0};
     int n_cases = fashion ? b->n_cases : 0;
     case_medians(b, m->per_case, a->rounds, results);

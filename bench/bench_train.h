@@ -22,6 +22,7 @@ typedef struct {
 /* The run's setting, said once above the tables and in the JSON. */
 typedef struct {
     const char *device, *about, *amp;
+    const char *torch; /* em_torch_about() of the PyTorch that ran beside; NULL when none did */
     int threads, rounds, train_workers;
 } bench_run_info;
 

@@ -40,6 +40,7 @@ void em_bench_train_print(const bench_run_info *info, const bench_case_result *c
     printf("\nember bench train on %s (%s), autocast %s: %d threads; per round the median step "
            "after warm-up, then the median of %d rounds\n", info->device, info->about,
            info->amp, info->threads, info->rounds);
+    printf("beside %s\n", info->torch ? info->torch : "no PyTorch (its half did not run)");
     printf("%-10s %16s %16s %8s %6s\n", "case", "ember samples/s", "torch samples/s", "ratio",
            "goal");
     for (int i = 0; i < n; i++)
@@ -116,8 +117,9 @@ em_status em_bench_train_json(const char *path, const bench_run_info *info,
     json_t *cases = json_array();
     for (int i = 0; cases && i < n; i++)
         json_array_append_new(cases, case_json(&c[i]));
-    json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:o}", "device", info->device,
-                          "about", info->about, "amp", info->amp, "threads", info->threads,
+    json_t *j = json_pack("{s:s, s:s, s:s?, s:s, s:i, s:i, s:i, s:o}", "device", info->device,
+                          "about", info->about, "torch", info->torch, "amp", info->amp,
+                          "threads", info->threads,
                           "rounds", info->rounds, "train_workers", info->train_workers,
                           "cases", cases);
     if (j && gpt_tokens > 0) {

@@ -79,10 +79,17 @@ em_gemm_bound em_gemm_bound_gflops(const em_matmul_layer *l, int n, int64_t batc
 /* bench/bench_common.c: what the benchmarks share */
 double em_now_s(void); /* monotonic seconds */
 void em_sort_doubles(double *v, int n);
-/* Runs /usr/bin/python3 bench/<script> <args> and hands each line of its output to on_line;
+/* Runs $EMBER_PYTHON (else /usr/bin/python3) bench/<script> <args> and hands each line of its output to on_line;
  * false (after printing why) when torch is absent or the script failed. */
 typedef void (*em_torch_line_fn)(void *ctx, const char *line);
 bool em_run_torch_script(const char *script, const char *args, em_torch_line_fn on_line,
                          void *ctx);
+/* The same for bench/<script> under $EMBER_ORT_PYTHON, else the test venv's python, which
+ * must import onnxruntime. */
+bool em_run_ort_script(const char *script, const char *args, em_torch_line_fn on_line,
+                       void *ctx);
+/* "torch 2.x | BLAS mkl | oneDNN v3.x | CPU capability AVX2": the PyTorch the benchmarks run
+ * against (asked once per process); "" when it cannot be run. */
+const char *em_torch_about(void);
 
 #endif

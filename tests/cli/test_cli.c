@@ -405,6 +405,37 @@ Test(cli, summary_prints_the_module_table)
     expect("summary --help", 0, "usage: ember summary");
 }
 
+/* `ember bench infer` beside onnxruntime: the ONNX file ember exports of the model runs there at
+ * both batch sizes, f32 and int8, and its f32 accuracy on the test images is `ember eval`'s. */
+Test(cli, bench_infer_runs_the_exported_model_in_onnxruntime, .init = make_data,
+     .fini = remove_data)
+{
+    char ckpt[] = "/tmp/ember_cli_ckpt_XXXXXX", args[256];
+    int fd = mkstemp(ckpt);
+    cr_assert(fd >= 0);
+    close(fd);
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 1 --max-steps 2 --save %s",
+             data_dir, ckpt);
+    expect(args, 0, "\"steps\":2");
+    snprintf(args, sizeof args, "eval mlp --data %s --load %s", data_dir, ckpt);
+    json_t *eval = run_json(args, NULL);
+    snprintf(args, sizeof args, "bench infer mlp --data %s --load %s --iters 20 --no-torch",
+             data_dir, ckpt);
+    outcome o = run(args);
+    unlink(ckpt);
+    cr_assert_eq(o.status, 0, "%s", o.out);
+    const char *rows[] = {"\nort_f32           1 ", "\nort_int8          1 ",
+                          "\nort_f32          64 ", "\nort_int8         64 ",
+                          "\nember_f32 vs ort_f32, p50 speed-up", "onnxruntime 1."};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        cr_expect(strstr(o.out, rows[i]), "'%s' not in:\n%s", rows[i] + 1, o.out);
+    const char *acc = strstr(o.out, "ort_f32 test_acc ");
+    cr_assert(acc, "%s", o.out);
+    cr_expect_float_eq(strtod(acc + strlen("ort_f32 test_acc "), NULL), num(eval, "test_acc"),
+                       1e-9, "%s", o.out);
+    json_decref(eval);
+}
+
 /* `ember bench train --json` on the noise data without PyTorch: every case with the FLOPs per
  * sample computed by hand (tests/nn/test_flops.c), a GEMM bound, ember train's rate beside the
  * step rate, and null where PyTorch did not run. */
@@ -424,6 +455,8 @@ Test(cli, bench_train_writes_its_figures_as_json, .init = make_data, .fini = rem
     unlink(path);
     cr_assert(json_is_object(j), "%s", e.text);
     cr_expect_str_eq(str(j, "device"), "cpu");
+    cr_expect(json_is_null(json_object_get(j, "torch")), "the PyTorch that did not run is null");
+    cr_expect(strstr(o.out, "beside no PyTorch (its half did not run)"), "%s", o.out);
     const json_t *cases = json_object_get(j, "cases");
     cr_assert_eq(json_array_size(cases), 3);
     const char *names[] = {"mlp_b64", "mlp_b256", "cnn_b64"};
