@@ -102,6 +102,24 @@ Test(cpu_gemm, f32_all_transposes_odd_sizes)
     }
 }
 
+/* One row or one column of C runs as a matrix-vector product: every transpose, padded leading
+ * dimensions (the vector then strided), beta 0 over NaN and beta 1, batched, and large enough to
+ * be split over threads. */
+Test(cpu_gemm, one_row_or_one_column_as_matrix_vector)
+{
+    const em_dtype dts[] = {EM_F32, EM_F64};
+    for (int d = 0; d < 2; d++)
+        for (int t = 0; t < 4; t++) {
+            check_gemm(dts[d], t & 1, t & 2, 1, 29, 53, 1.5, 0.0, 1, 3);
+            check_gemm(dts[d], t & 1, t & 2, 1, 29, 53, 1.0, 1.0, 3, 0);
+            check_gemm(dts[d], t & 1, t & 2, 31, 1, 47, -0.5, 0.0, 2, 2);
+            check_gemm(dts[d], t & 1, t & 2, 31, 1, 47, 1.0, 1.0, 1, 5);
+            check_gemm(dts[d], t & 1, t & 2, 1, 1, 9, 1.0, 0.0, 1, 1);
+            check_gemm(dts[d], t & 1, t & 2, 1, 600, 784, 1.0, 0.0, 1, 0); /* columns split */
+            check_gemm(dts[d], t & 1, t & 2, 700, 1, 500, 1.0, 1.0, 1, 1); /* rows split */
+        }
+}
+
 Test(cpu_gemm, f32_batched_with_gaps)
 {
     for (int t = 0; t < 4; t++) {
