@@ -8,7 +8,7 @@ import torch
 config = torch.__config__.show()
 parts = [f"torch {torch.__version__}"]
 blas = re.search(r"BLAS_INFO=([^,\s]+)", config)
-onednn = re.search(r"\(oneDNN\) (v[0-9.]+)", config)
+onednn = re.search(r"(?:MKL-DNN|oneDNN\)) (v[0-9.]+)", config)
 capability = re.search(r"CPU capability usage: (\S+)", config)
 if blas:
     parts.append(f"BLAS {blas.group(1)}")
