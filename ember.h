@@ -8,6 +8,8 @@
 #include "ember/observe/tensorboard.h"
 #include "ember/observe/memory_trend.h"
 #include "ember/autograd/autograd.h"
+#include "ember/autograd/function.h"
+#include "ember/autograd/gradcheck.h"
 #include "ember/data/data.h"
 #include "ember/nn/nn.h"
 #include "ember/optim/optim.h"

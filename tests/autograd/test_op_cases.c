@@ -36,7 +36,7 @@ Test(op_cases, f64_gradients_match_finite_differences)
             em_tensor *in[EM_CASE_MAX_INPUTS];
             cr_assert(em_op_case_inputs(k, ctx.layout, EM_F64, EM_CPU, true, in), "%s %s: %s",
                       c->name, layout, em_error());
-            if (!em_gradcheck_default(apply_case, &ctx, in, c->n_inputs)) {
+            if (!em_test_gradcheck_default(apply_case, &ctx, in, c->n_inputs)) {
                 cr_log_error("gradient check failed: %s %s (%s)", c->name, layout, em_error());
                 failed++;
             }

@@ -1,5 +1,5 @@
-/* Gradient checks for tests: em_backward's gradients against central finite differences, in f64.
- * Shared by the autograd suites and the layer tests. */
+/* Gradient checks for tests, over the library's em_gradcheck: a bool with the message on stderr,
+ * leaves, and a module's parameters as leaves. Shared by the autograd suites and the layer tests. */
 #ifndef EMBER_TEST_GRADCHECK_H
 #define EMBER_TEST_GRADCHECK_H
 
@@ -8,20 +8,13 @@
 
 #include "ember.h"
 
-/* The function under test: builds its output from the inputs (ctx carries anything else). */
-typedef em_tensor *(*em_gradcheck_fn)(em_tensor *const *inputs, void *ctx);
+/* em_gradcheck (autograd/gradcheck.h) with eps and tol; on a disagreement or a failure the
+ * message goes to stderr. True when all agree. */
+bool em_test_gradcheck(em_gradcheck_fn fn, void *ctx, em_tensor *const *inputs, int n,
+                       double eps, double tol);
 
-/* Checks the gradient of L = sum(fn(inputs) * W), W a fixed random weight of the output's shape,
- * with respect to every element of every input that requires grad: contiguous f64 CPU leaves
- * (the other inputs, of any dtype, are held fixed). Each element is compared with the central
- * difference (L(x + eps) - L(x - eps)) / 2 eps; they agree when
- * |analytic - numeric| <= tol * max(1, |analytic|, |numeric|). The first disagreement is printed
- * to stderr. Returns true when all agree. */
-bool em_gradcheck(em_gradcheck_fn fn, void *ctx, em_tensor *const *inputs, int n, double eps,
-                  double tol);
-
-/* em_gradcheck with eps 1e-6 and tol 1e-6. */
-bool em_gradcheck_default(em_gradcheck_fn fn, void *ctx, em_tensor *const *inputs, int n);
+/* em_test_gradcheck with eps 1e-6 and tol 1e-6. */
+bool em_test_gradcheck_default(em_gradcheck_fn fn, void *ctx, em_tensor *const *inputs, int n);
 
 /* A contiguous f64 CPU leaf, uniform in [lo, hi) from seed, that requires grad; the caller (or
  * the enclosing scope) owns it. */

@@ -128,7 +128,7 @@ Test(nn_containers, residual_gradients_in_f64)
     int n = em_gradcheck_module_params(block, leaves + 1, 7, 50);
     cr_assert_eq(n, 5);
     module_ctx c = {block};
-    cr_assert(em_gradcheck_default(module_fn, &c, leaves, 1 + n), "%s", em_error());
+    cr_assert(em_test_gradcheck_default(module_fn, &c, leaves, 1 + n), "%s", em_error());
     for (int i = 0; i <= n; i++)
         em_release(leaves[i]);
     em_module_free(block);
@@ -162,7 +162,7 @@ Test(nn_containers, sequential_runs_relu_then_max_pool_as_one_op)
     for (int i = 0; i < 36; i++)
         cr_expect_eq(yv[i], rv[i], "y[%d]", i);
     module_ctx c = {net};
-    cr_assert(em_gradcheck_default(module_fn, &c, leaves, 1 + n), "%s", em_error());
+    cr_assert(em_test_gradcheck_default(module_fn, &c, leaves, 1 + n), "%s", em_error());
     em_release(y);
     em_release(ref);
     for (int i = 0; i <= n; i++)

@@ -177,7 +177,7 @@ static void gradcheck_rnn(bool lstm, em_rnn_opts o, em_shape x_shape, em_shape s
     int np = em_gradcheck_module_params(m, in + n, 24 - n, 10);
     cr_assert_gt(np, 0);
     rnn_ctx c = {m, lstm, with_state};
-    cr_assert(em_gradcheck_default(apply_rnn, &c, in, n + np), "%s %s", lstm ? "LSTM" : "GRU",
+    cr_assert(em_test_gradcheck_default(apply_rnn, &c, in, n + np), "%s %s", lstm ? "LSTM" : "GRU",
               em_error());
     for (int i = 0; i < n + np; i++)
         em_release(in[i]);
@@ -422,7 +422,7 @@ Test(nn_sequence, conv1d_layer)
     em_tensor *in[3] = {em_gradcheck_leaf(EM_SHAPE(2, 4, 9), -1, 1, 7)};
     cr_assert_eq(em_gradcheck_module_params(m, in + 1, 2, 20), 2);
     layer_ctx c = {m};
-    cr_assert(em_gradcheck_default(apply_layer, &c, in, 3), "%s", em_error());
+    cr_assert(em_test_gradcheck_default(apply_layer, &c, in, 3), "%s", em_error());
     for (int i = 0; i < 3; i++)
         em_release(in[i]);
     em_module_free(m);

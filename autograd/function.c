@@ -1,0 +1,196 @@
+/* Custom autograd functions: the user's forward runs without a graph and one node on its output
+ * calls the user's backward, then checks and casts what it handed back. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/autograd_internal.h"
+#include "autograd/function.h"
+
+struct em_function_ctx {
+    const em_function *fn;
+    int n_inputs;
+    bool *needs_grad;                        /* (n_inputs) */
+    em_tensor *saved[EM_FUNCTION_MAX_SAVED]; /* retained aliases */
+    int n_saved;
+    void *params;                            /* a copy of the caller's, or NULL */
+};
+
+static void ctx_free(em_function_ctx *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < c->n_saved; i++)
+        em_release(c->saved[i]);
+    free(c->needs_grad);
+    free(c->params);
+    free(c);
+}
+
+/* The node's parameter struct: the context it owns. */
+typedef struct {
+    em_function_ctx *ctx;
+} function_params;
+
+static void function_params_release(void *p)
+{
+    function_params *fp = p;
+    ctx_free(fp->ctx);
+    fp->ctx = NULL;
+}
+
+static em_function_ctx *ctx_new(const em_function *fn, const void *params, size_t params_size,
+                                em_tensor *const *inputs, int n)
+{
+    em_function_ctx *c = calloc(1, sizeof *c);
+    bool ok = c && (c->needs_grad = calloc(n > 0 ? (size_t)n : 1, sizeof *c->needs_grad));
+    if (ok && params_size > 0 && (ok = (c->params = malloc(params_size)) != NULL))
+        memcpy(c->params, params, params_size);
+    if (!ok) {
+        ctx_free(c);
+        em_set_error(EM_ERR_MEMORY, "em_function_apply: %s: out of memory", fn->name);
+        return NULL;
+    }
+    c->fn = fn;
+    c->n_inputs = n;
+    bool grad = em_grad_enabled();
+    for (int i = 0; i < n; i++)
+        c->needs_grad[i] = grad && inputs[i]->requires_grad;
+    return c;
+}
+
+/* grad_in[i] as input i takes it: its shape (else an error naming fn and i), its dtype. */
+static em_status check_grad(const em_function_ctx *c, const em_tensor *input, int i,
+                            em_tensor **g)
+{
+    if (!em_same_shape(*g, input)) {
+        char s1[64], s2[64];
+        return em_set_error(EM_ERR_ARG, "em_function %s: backward gave input %d a gradient of "
+                            "shape %s; the input is %s", c->fn->name, i,
+                            em_shape_str(*g, s1, sizeof s1), em_shape_str(input, s2, sizeof s2));
+    }
+    if ((*g)->dtype != input->dtype && !(*g = em_to_dtype(*g, input->dtype)))
+        return em_error_status();
+    return EM_OK;
+}
+
+static em_status function_backward(em_node *node, const em_tensor *grad_out, em_tensor **grad_in)
+{
+    em_function_ctx *c = ((function_params *)node->params)->ctx;
+    em_status st = c->fn->backward(c, grad_out, grad_in);
+    if (st != EM_OK && !em_has_error())
+        st = em_set_error(st, "em_function %s: backward failed", c->fn->name);
+    for (int i = 0; i < node->n_inputs && st == EM_OK; i++) {
+        if (grad_in[i] && !node->inputs[i])
+            grad_in[i] = NULL; /* an input that takes no gradient; the scope frees it */
+        else if (grad_in[i])
+            st = check_grad(c, node->inputs[i], i, &grad_in[i]);
+    }
+    return st;
+}
+
+static bool valid_call(const em_function *fn, em_tensor *const *inputs, int n)
+{
+    if (!fn || !fn->name || !fn->forward || !fn->backward) {
+        em_set_error(EM_ERR_ARG, "em_function_apply: the function needs a name, a forward and a "
+                                 "backward");
+        return false;
+    }
+    if (n < 0 || (n > 0 && !inputs)) {
+        em_set_error(EM_ERR_ARG, "em_function_apply: %s: %d inputs", fn->name, n);
+        return false;
+    }
+    for (int i = 0; i < n; i++)
+        if (!inputs[i]) {
+            if (!em_has_error())
+                em_set_error(EM_ERR_ARG, "em_function_apply: %s: input %d is NULL", fn->name, i);
+            return false;
+        }
+    return true;
+}
+
+/* Records the node on y (an alias when forward handed back a tensor already in a graph or a
+ * leaf that requires grad); the output, or NULL with an error. */
+static em_tensor *record(em_function_ctx *c, em_tensor *y, em_tensor *const *inputs, int n)
+{
+    em_tensor *out = y;
+    if (y->requires_grad || y->node) {
+        out = em_alias_of(y);
+        em_release(y);
+        if (!out) {
+            ctx_free(c);
+            return NULL;
+        }
+    }
+    function_params p = {c};
+    em_node *node = em_node_attach(out, c->fn->name, function_backward, inputs, n, &p, sizeof p);
+    if (!node) {
+        ctx_free(c);
+        em_release(out);
+        return NULL;
+    }
+    node->params_release = function_params_release;
+    if (em_anomaly_mode())
+        node->input_shapes = em_anomaly_shapes(inputs, n);
+    return out;
+}
+
+em_tensor *em_function_apply(const em_function *fn, const void *params, size_t params_size,
+                             em_tensor *const *inputs, int n)
+{
+    if (!valid_call(fn, inputs, n))
+        return NULL;
+    em_function_ctx *c = ctx_new(fn, params, params_size, inputs, n);
+    if (!c)
+        return NULL;
+    bool grad = em_set_grad_enabled(false);
+    em_tensor *y = fn->forward(c, inputs, n);
+    em_set_grad_enabled(grad);
+    if (!y && !em_has_error())
+        em_set_error(EM_ERR_ARG, "em_function %s: forward returned no tensor", fn->name);
+    if (!y || !em_needs_grad(inputs, n) || !em_dtype_is_float(y->dtype)) {
+        ctx_free(c);
+        return y;
+    }
+    if (em_anomaly_mode() && !em_anomaly_check_forward(fn->name, y, inputs, n)) {
+        ctx_free(c);
+        em_release(y);
+        return NULL;
+    }
+    return record(c, y, inputs, n);
+}
+
+em_status em_function_save(em_function_ctx *ctx, const em_tensor *t)
+{
+    if (!ctx || !t)
+        return em_set_error(EM_ERR_ARG, "em_function_save: NULL context or tensor");
+    if (ctx->n_saved == EM_FUNCTION_MAX_SAVED)
+        return em_set_error(EM_ERR_ARG, "em_function_save: %s: more than %d tensors saved",
+                            ctx->fn->name, EM_FUNCTION_MAX_SAVED);
+    em_scope_begin(); /* the context holds the only reference, whatever scope is open */
+    em_tensor *a = em_retain(em_alias_of(t));
+    em_scope_end();
+    if (!a)
+        return em_error_status();
+    ctx->saved[ctx->n_saved++] = a;
+    return EM_OK;
+}
+
+em_tensor *em_function_saved(const em_function_ctx *ctx, int i)
+{
+    if (!ctx || i < 0 || i >= ctx->n_saved) {
+        em_set_error(EM_ERR_ARG, "em_function_saved: %s: no saved tensor %d (%d saved)",
+                     ctx ? ctx->fn->name : "NULL context", i, ctx ? ctx->n_saved : 0);
+        return NULL;
+    }
+    return ctx->saved[i];
+}
+
+void *em_function_params(em_function_ctx *ctx)
+{
+    return ctx ? ctx->params : NULL;
+}
+
+bool em_function_needs_input_grad(const em_function_ctx *ctx, int i)
+{
+    return ctx && i >= 0 && i < ctx->n_inputs && ctx->needs_grad[i];
+}

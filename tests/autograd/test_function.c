@@ -1,0 +1,278 @@
+/* Custom autograd functions: a user's forward and backward take part in the tape (hand-computed
+ * values, the library's em_gradcheck), params and needs_input_grad reach them, a wrong backward
+ * is caught by em_gradcheck and a wrong-shaped gradient by em_backward, and they work under
+ * autocast, inside em_checkpoint, with the output saved, and with grad mode off. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "ember.h"
+
+static void setup(void)
+{
+    em_error_clear();
+    em_scope_begin();
+}
+
+static void teardown(void)
+{
+    em_scope_end();
+}
+
+TestSuite(function, .init = setup, .fini = teardown);
+
+/* ---- y = x^3, dy/dx = 3 x^2 ---- */
+static em_tensor *cube_forward(em_function_ctx *ctx, em_tensor *const *in, int n)
+{
+    cr_assert_eq(n, 1);
+    cr_assert_not(em_grad_enabled(), "forward runs with grad mode off");
+    em_function_save(ctx, in[0]);
+    return em_pow_scalar(in[0], 3);
+}
+
+static em_status cube_backward(em_function_ctx *ctx, const em_tensor *g, em_tensor **gin)
+{
+    em_tensor *x = em_function_saved(ctx, 0);
+    gin[0] = em_mul(g, em_mul_scalar(em_mul(x, x), 3));
+    return gin[0] ? EM_OK : em_error_status();
+}
+
+static const em_function cube = {"cube", cube_forward, cube_backward};
+
+static em_tensor *apply_cube(em_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    return em_function_apply(&cube, NULL, 0, in, 1);
+}
+
+Test(function, values_and_gradients_by_hand)
+{
+    em_tensor *x = em_requires_grad_(em_from_data(EM_SHAPE(3), EM_F32,
+                                                  (float[]){1, -2, 0.5f}), true);
+    em_tensor *y = apply_cube((em_tensor *[]){x}, NULL);
+    cr_assert_not_null(y, "%s", em_error());
+    const float *v = em_data_ptr(y);
+    cr_expect(v[0] == 1 && v[1] == -8 && v[2] == 0.125f);
+    cr_assert_eq(em_backward(em_sum_all(y)), EM_OK, "%s", em_error());
+    const float *g = em_data_ptr(x->grad); /* 3 x^2 */
+    cr_expect(g[0] == 3 && g[1] == 12 && g[2] == 0.75f, "%g %g %g", g[0], g[1], g[2]);
+}
+
+Test(function, gradcheck_passes_through_it)
+{
+    em_generator gen = em_generator_new(7);
+    em_tensor *x = em_requires_grad_(em_uniform(EM_SHAPE(2, 3), EM_F64, -2, 2, &gen), true);
+    cr_expect_eq(em_gradcheck(apply_cube, NULL, (em_tensor *[]){x}, 1, (em_gradcheck_opts){0}),
+                 EM_OK, "%s", em_error());
+}
+
+/* ---- y = scale * a * b with params, backward skipping what needs no gradient ---- */
+typedef struct {
+    double scale;
+    int backward_calls; /* counted in the context's copy */
+} scaled_params;
+
+static em_tensor *scaled_forward(em_function_ctx *ctx, em_tensor *const *in, int n)
+{
+    cr_assert_eq(n, 2);
+    scaled_params *p = em_function_params(ctx);
+    em_function_save(ctx, in[0]);
+    em_function_save(ctx, in[1]);
+    return em_mul_scalar(em_mul(in[0], in[1]), p->scale);
+}
+
+static struct {
+    int calls;
+    bool asked[2];
+} seen; /* what backward saw (the context is freed with the graph) */
+
+static em_status scaled_backward(em_function_ctx *ctx, const em_tensor *g, em_tensor **gin)
+{
+    scaled_params *p = em_function_params(ctx);
+    seen.calls = ++p->backward_calls;
+    for (int i = 0; i < 2; i++) {
+        seen.asked[i] = em_function_needs_input_grad(ctx, i);
+        if (seen.asked[i])
+            gin[i] = em_mul_scalar(em_mul(g, em_function_saved(ctx, 1 - i)), p->scale);
+    }
+    return EM_OK;
+}
+
+static const em_function scaled = {"scaled_product", scaled_forward, scaled_backward};
+
+Test(function, params_and_needs_input_grad_reach_backward)
+{
+    em_tensor *a = em_from_data(EM_SHAPE(2), EM_F32, (float[]){2, 3});
+    em_tensor *b = em_requires_grad_(em_from_data(EM_SHAPE(2), EM_F32, (float[]){5, 7}), true);
+    scaled_params p = {.scale = 0.5};
+    em_tensor *y = em_function_apply(&scaled, &p, sizeof p, (em_tensor *[]){a, b}, 2);
+    cr_assert_not_null(y, "%s", em_error());
+    const float *v = em_data_ptr(y);
+    cr_expect(v[0] == 5 && v[1] == 10.5f);
+    cr_assert_eq(em_backward(em_sum_all(y)), EM_OK, "%s", em_error());
+    cr_expect_eq(seen.calls, 1);
+    cr_expect(!seen.asked[0] && seen.asked[1]);
+    cr_expect_eq(p.backward_calls, 0, "the context holds its own copy of the params");
+    const float *g = em_data_ptr(b->grad); /* scale * a */
+    cr_expect(g[0] == 1 && g[1] == 1.5f);
+    cr_expect_null(a->grad);
+}
+
+/* ---- a backward that is wrong: em_gradcheck says where ---- */
+static em_status wrong_backward(em_function_ctx *ctx, const em_tensor *g, em_tensor **gin)
+{
+    em_tensor *x = em_function_saved(ctx, 0); /* 2 x^2 instead of 3 x^2 */
+    gin[0] = em_mul(g, em_mul_scalar(em_mul(x, x), 2));
+    return EM_OK;
+}
+
+static const em_function wrong_cube = {"wrong_cube", cube_forward, wrong_backward};
+
+static em_tensor *apply_wrong(em_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    return em_function_apply(&wrong_cube, NULL, 0, in, 1);
+}
+
+Test(function, gradcheck_finds_a_wrong_backward)
+{
+    em_tensor *x = em_requires_grad_(em_from_data(EM_SHAPE(2), EM_F64, (double[]){1, 2}), true);
+    cr_assert_eq(em_gradcheck(apply_wrong, NULL, (em_tensor *[]){x}, 1, (em_gradcheck_opts){0}),
+                 EM_ERR_NUMERIC);
+    cr_expect(strstr(em_error(), "em_gradcheck: input 0 element 0: analytic"), "%s", em_error());
+    em_error_clear();
+    /* the input is left as it was */
+    cr_expect(((double *)em_data_ptr(x))[0] == 1 && ((double *)em_data_ptr(x))[1] == 2);
+}
+
+/* ---- a gradient of the wrong shape ---- */
+static em_status transposed_backward(em_function_ctx *ctx, const em_tensor *g, em_tensor **gin)
+{
+    (void)ctx;
+    gin[0] = em_transpose(g, 0, 1);
+    return EM_OK;
+}
+
+static em_tensor *copy_forward(em_function_ctx *ctx, em_tensor *const *in, int n)
+{
+    (void)ctx;
+    (void)n;
+    return em_clone(in[0]);
+}
+
+static const em_function transposing = {"transposing", copy_forward, transposed_backward};
+
+Test(function, a_wrong_shaped_gradient_is_an_error_naming_the_function)
+{
+    em_generator gen = em_generator_new(1);
+    em_tensor *x = em_requires_grad_(em_uniform(EM_SHAPE(2, 3), EM_F32, 0, 1, &gen), true);
+    em_tensor *y = em_function_apply(&transposing, NULL, 0, (em_tensor *[]){x}, 1);
+    cr_assert_eq(em_backward(em_sum_all(y)), EM_ERR_ARG);
+    cr_expect(strstr(em_error(), "em_function transposing: backward gave input 0 a gradient of "
+                                 "shape [3,2]; the input is [2,3]"), "%s", em_error());
+    em_error_clear();
+}
+
+/* ---- y = x @ w through a function: under bf16 autocast the product runs in bf16 and the f32
+ * leaves get f32 gradients (the function's gradient is cast back to the input's dtype) ---- */
+static em_tensor *mm_forward(em_function_ctx *ctx, em_tensor *const *in, int n)
+{
+    (void)n;
+    em_function_save(ctx, in[0]);
+    em_function_save(ctx, in[1]);
+    return em_matmul(in[0], in[1]);
+}
+
+static em_status mm_backward(em_function_ctx *ctx, const em_tensor *g, em_tensor **gin)
+{
+    em_tensor *x = em_function_saved(ctx, 0), *w = em_function_saved(ctx, 1);
+    gin[0] = em_matmul(g, em_transpose(em_to_dtype(w, g->dtype), 0, 1));
+    gin[1] = em_matmul(em_transpose(em_to_dtype(x, g->dtype), 0, 1), g);
+    return gin[0] && gin[1] ? EM_OK : em_error_status();
+}
+
+static const em_function mm = {"mm", mm_forward, mm_backward};
+
+Test(function, under_autocast_it_runs_low_and_hands_back_f32_gradients)
+{
+    em_tensor *x = em_requires_grad_(em_from_data(EM_SHAPE(1, 2), EM_F32, (float[]){1, 2}),
+                                     true);
+    em_tensor *w = em_requires_grad_(em_from_data(EM_SHAPE(2, 2), EM_F32,
+                                                  (float[]){0.5f, 1, 2, 4}), true);
+    cr_assert_eq(em_autocast_begin(EM_BF16), EM_OK);
+    em_tensor *y = em_function_apply(&mm, NULL, 0, (em_tensor *[]){x, w}, 2);
+    em_autocast_end();
+    cr_assert_not_null(y, "%s", em_error());
+    cr_expect_eq(y->dtype, EM_BF16);
+    cr_assert_eq(em_backward(em_sum_all(em_to_dtype(y, EM_F32))), EM_OK, "%s", em_error());
+    cr_assert_eq(x->grad->dtype, EM_F32);
+    cr_assert_eq(w->grad->dtype, EM_F32);
+    const float *gx = em_data_ptr(x->grad), *gw = em_data_ptr(w->grad); /* exact in bf16 */
+    cr_expect(gx[0] == 1.5f && gx[1] == 6, "%g %g", gx[0], gx[1]);
+    cr_expect(gw[0] == 1 && gw[1] == 1 && gw[2] == 2 && gw[3] == 2);
+}
+
+/* ---- inside em_checkpoint: recomputed in backward, the same gradients ---- */
+static em_tensor *cube_segment(void *ctx, em_tensor *const *in, int n)
+{
+    (void)ctx;
+    (void)n;
+    em_scope_begin();
+    em_tensor *y = em_function_apply(&cube, NULL, 0, in, 1);
+    em_tensor *out = em_keep(em_tanh(y));
+    em_scope_end();
+    return out;
+}
+
+Test(function, inside_a_checkpoint_the_gradients_match)
+{
+    double xs[] = {0.3, -0.7, 1.1};
+    em_tensor *x1 = em_requires_grad_(em_from_data(EM_SHAPE(3), EM_F64, xs), true);
+    em_tensor *x2 = em_requires_grad_(em_from_data(EM_SHAPE(3), EM_F64, xs), true);
+    cr_assert_eq(em_backward(em_sum_all(cube_segment(NULL, (em_tensor *[]){x1}, 1))), EM_OK);
+    em_tensor *y = em_checkpoint(cube_segment, NULL, (em_tensor *[]){x2}, 1);
+    cr_assert_eq(em_backward(em_sum_all(y)), EM_OK, "%s", em_error());
+    cr_expect_eq(memcmp(em_data_ptr(x1->grad), em_data_ptr(x2->grad), sizeof xs), 0);
+}
+
+/* ---- saving the output (no cycle: the sanitizer build checks for leaks); grad mode off ---- */
+static em_tensor *exp_forward(em_function_ctx *ctx, em_tensor *const *in, int n)
+{
+    (void)n;
+    em_tensor *y = em_exp(in[0]);
+    em_function_save(ctx, y);
+    return y;
+}
+
+static em_status exp_backward(em_function_ctx *ctx, const em_tensor *g, em_tensor **gin)
+{
+    gin[0] = em_mul(g, em_function_saved(ctx, 0));
+    return EM_OK;
+}
+
+static const em_function exp_fn = {"exp_saving_output", exp_forward, exp_backward};
+
+Test(function, the_output_can_be_saved_and_grad_mode_off_records_nothing)
+{
+    em_tensor *x = em_requires_grad_(em_from_data(EM_SHAPE(2), EM_F64, (double[]){0, 1}), true);
+    em_tensor *y = em_function_apply(&exp_fn, NULL, 0, (em_tensor *[]){x}, 1);
+    cr_assert_eq(em_backward(em_sum_all(y)), EM_OK, "%s", em_error());
+    const double *g = em_data_ptr(x->grad);
+    cr_expect(g[0] == 1 && g[1] == exp(1.0));
+    bool was = em_set_grad_enabled(false);
+    em_tensor *z = em_function_apply(&exp_fn, NULL, 0, (em_tensor *[]){x}, 1);
+    em_set_grad_enabled(was);
+    cr_expect(z && !z->requires_grad && !z->node);
+}
+
+Test(function, bad_calls_are_clear_errors)
+{
+    em_tensor *x = em_zeros(EM_SHAPE(2), EM_F32);
+    const em_function nameless = {NULL, cube_forward, cube_backward};
+    cr_expect_null(em_function_apply(&nameless, NULL, 0, (em_tensor *[]){x}, 1));
+    cr_expect(strstr(em_error(), "needs a name, a forward and a backward"), "%s", em_error());
+    em_error_clear();
+    cr_expect_null(em_function_apply(&cube, NULL, 0, (em_tensor *[]){NULL}, 1));
+    cr_expect(strstr(em_error(), "em_function_apply: cube: input 0 is NULL"), "%s", em_error());
+    em_error_clear();
+}
