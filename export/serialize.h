@@ -19,6 +19,23 @@ em_status em_module_save(const em_module *m, const char *path, const em_st_meta 
  * extra or mismatched tensor, or a truncated or corrupt file, is an error and m is unchanged. */
 em_status em_module_load(em_module *m, const char *path);
 
+/* What em_module_load_matching left out, by name (each list malloc'd, in the model's or the
+ * file's order; em_load_report_free releases them). */
+typedef struct {
+    char **missing;    /* in the model, not in the file: left as they were */
+    int n_missing;
+    char **unexpected; /* in the file, not in the model: ignored */
+    int n_unexpected;
+    char **mismatched; /* in both, with different shapes: left as they were */
+    int n_mismatched;
+} em_load_report;
+/* PyTorch's load_state_dict(strict=False): copies every tensor of the file whose name and shape
+ * match one of m's (dtypes convert) and reports the rest in *report (may be NULL) instead of
+ * failing, so a backbone loads into a model with a new head. A file that cannot be read is
+ * still an error, and m is then unchanged. */
+em_status em_module_load_matching(em_module *m, const char *path, em_load_report *report);
+void em_load_report_free(em_load_report *report);
+
 #ifdef __cplusplus
 }
 #endif
