@@ -256,6 +256,10 @@ typedef struct em_backend {
     /* after synchronize or copy_to_host gave EM_KERNEL_BAD_INDEX: the kernel whose index was out
      * of range ("gather"); NULL on a device whose index kernels report it themselves */
     const char *(*bad_index_kernel)(void);
+    /* Optional: what the device said of the last EM_KERNEL_FAILED on this thread ("an illegal
+     * memory access was encountered (cudaErrorIllegalAddress)"), once; NULL when nothing is
+     * kept. */
+    const char *(*take_failure)(void);
 
     /* Optimizer updates in place, one launch over every array of the list (f32 or f64, each
      * state buffer the size of its parameter); all arrays share h (and its step). */

@@ -53,11 +53,14 @@ static const em_backend cuda_backend = {
     .norm_pow_sum = em_cuda_norm_pow_sum,
     .softmax = em_cuda_softmax,
     .softmax_grad = em_cuda_softmax_grad,
+    .cross_entropy = em_cuda_cross_entropy,
+    .cross_entropy_grad = em_cuda_cross_entropy_grad,
     .index_select = em_cuda_index_select,
     .index_add = em_cuda_index_add,
     .gather = em_cuda_gather,
     .scatter_add = em_cuda_scatter_add,
     .bad_index_kernel = em_cuda_bad_index_kernel,
+    .take_failure = em_cuda_take_failure,
 };
 
 const em_backend *em_cuda_table(void)

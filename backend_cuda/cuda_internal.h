@@ -30,8 +30,11 @@ cudaStream_t em_cuda_stream(void);
 void *em_cuda_stream_handle(void); /* em_cuda_stream for the table's stream entry */
 cublasHandle_t em_cuda_cublas(void);
 bool em_cuda_init(void); /* the stream and cuBLAS handle; false when no usable device */
-int em_cuda_status(cudaError_t err); /* EM_KERNEL_OK or EM_KERNEL_FAILED */
-int em_cuda_launch_status(void);     /* the last launch's error, as em_cuda_status */
+int em_cuda_status(cudaError_t err); /* EM_KERNEL_OK, or EM_KERNEL_FAILED keeping what failed */
+/* the last launch's error, as em_cuda_status; in debug builds or with EMBER_CUDA_SYNC=1 it
+ * waits for the kernel, so a fault inside it is reported by the op that launched it */
+int em_cuda_launch_status(void);
+const char *em_cuda_take_failure(void); /* the table's take_failure */
 void *em_cuda_alloc(size_t nbytes);
 void em_cuda_free(void *ptr);
 int em_cuda_copy_from_host(void *dst, const void *src_host, size_t nbytes);
@@ -58,7 +61,8 @@ typedef enum {
     EM_CUDA_INDEX_SELECT = 1,
     EM_CUDA_INDEX_ADD,
     EM_CUDA_GATHER,
-    EM_CUDA_SCATTER_ADD
+    EM_CUDA_SCATTER_ADD,
+    EM_CUDA_CROSS_ENTROPY
 } em_cuda_index_kernel;
 int *em_cuda_index_flag(void);
 int em_cuda_take_index_error(void);
@@ -146,6 +150,11 @@ int em_cuda_rng_fill(em_rng_dist dist, const em_rng_params *p, uint64_t seed, ui
 int em_cuda_softmax(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *x, void *y);
 int em_cuda_softmax_grad(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *gy,
                          const void *y, void *gx);
+int em_cuda_cross_entropy(em_dtype dt, int64_t rows, int64_t cols, const void *x,
+                          const int64_t *target, void *loss, double *stats);
+int em_cuda_cross_entropy_grad(em_dtype dt, int64_t rows, int64_t cols, const void *x,
+                               const int64_t *target, const double *stats, const void *g,
+                               void *gx);
 
 /* cuda_index.cu */
 int em_cuda_index_select(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);

@@ -2,6 +2,7 @@
  * kernel, copy and cuBLAS call is ordered on, device allocations, copies that wait for the
  * stream, and kernel scratch through the accounting allocator. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "backend_cuda/cuda_internal.h"
 
@@ -62,14 +63,50 @@ int em_cuda_set_tf32(bool on)
                                                                     : EM_KERNEL_FAILED;
 }
 
+/* What the CUDA runtime said of the last failure on this thread, until taken. */
+static _Thread_local char failure[192];
+
 int em_cuda_status(cudaError_t err)
 {
-    return err == cudaSuccess ? EM_KERNEL_OK : EM_KERNEL_FAILED;
+    if (err == cudaSuccess)
+        return EM_KERNEL_OK;
+    snprintf(failure, sizeof failure, "%s (%s)", cudaGetErrorString(err), cudaGetErrorName(err));
+    return EM_KERNEL_FAILED;
+}
+
+const char *em_cuda_take_failure(void)
+{
+    static _Thread_local char taken[sizeof failure];
+    if (!failure[0])
+        return NULL;
+    snprintf(taken, sizeof taken, "%s", failure);
+    failure[0] = '\0';
+    return taken;
+}
+
+/* Debug builds, and any build with EMBER_CUDA_SYNC=1, wait for each kernel as it is launched, so
+ * a fault inside one (an illegal address) fails the op that launched it rather than a later,
+ * unrelated call. */
+static bool sync_each_launch(void)
+{
+#ifndef NDEBUG
+    return true;
+#else
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("EMBER_CUDA_SYNC");
+        on = v && *v && *v != '0';
+    }
+    return on;
+#endif
 }
 
 int em_cuda_launch_status(void)
 {
-    return em_cuda_status(cudaGetLastError());
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess && sync_each_launch())
+        err = cudaStreamSynchronize(stream);
+    return em_cuda_status(err);
 }
 
 void *em_cuda_alloc(size_t nbytes)

@@ -64,6 +64,27 @@ __device__ __forceinline__ row_lane row_of(int lanes)
     return r;
 }
 
+/* A row's max (*mx) and its sum of exp(x - max) in double (*sum), on every lane serving it; a
+ * lane past the last row (live false) still joins the combines. */
+template <class T>
+__device__ __forceinline__ void row_max_sum(const typename T::storage *xr, int64_t cols,
+                                            row_lane rl, int lanes, bool live,
+                                            typename T::compute *mx, double *sum)
+{
+    typedef typename T::compute C;
+    __shared__ C shared_c[BLOCK / WARP];
+    __shared__ double shared_d[BLOCK / WARP];
+    C m = -INFINITY;
+    for (int64_t j = rl.lane; live && j < cols; j += lanes)
+        m = max_nan(m, T::load(xr[j]));
+    m = row_combine(m, op_max(), lanes, shared_c);
+    double s = 0;
+    for (int64_t j = rl.lane; live && j < cols; j += lanes)
+        s += (double)m_exp(T::load(xr[j]) - m);
+    *sum = row_combine(s, op_add(), lanes, shared_d);
+    *mx = m;
+}
+
 /* y (rows, cols) = softmax or log_softmax of x (rows, cols) along each row. */
 template <class T>
 __global__ void __launch_bounds__(BLOCK)
@@ -71,19 +92,12 @@ __global__ void __launch_bounds__(BLOCK)
                    const typename T::storage *x, typename T::storage *y)
 {
     typedef typename T::compute C;
-    __shared__ C shared_c[BLOCK / WARP];
-    __shared__ double shared_d[BLOCK / WARP];
     const row_lane rl = row_of(lanes);
-    const bool live = rl.row < rows; /* a warp past the last row still joins the combines */
+    const bool live = rl.row < rows;
     const typename T::storage *xr = x + (live ? rl.row : 0) * cols;
-    C mx = -INFINITY;
-    for (int64_t j = rl.lane; live && j < cols; j += lanes)
-        mx = max_nan(mx, T::load(xr[j]));
-    mx = row_combine(mx, op_max(), lanes, shared_c);
-    double sum = 0;
-    for (int64_t j = rl.lane; live && j < cols; j += lanes)
-        sum += (double)m_exp(T::load(xr[j]) - mx);
-    sum = row_combine(sum, op_add(), lanes, shared_d);
+    C mx;
+    double sum;
+    row_max_sum<T>(xr, cols, rl, lanes, live, &mx, &sum);
     if (!live)
         return;
     typename T::storage *yr = y + rl.row * cols;
@@ -122,6 +136,53 @@ __global__ void __launch_bounds__(BLOCK)
     for (int64_t j = rl.lane; j < cols; j += lanes) {
         const C g = T::load(gy[base + j]), v = T::load(y[base + j]);
         gx[base + j] = T::store(logsm ? g - m_exp(v) * sum : v * (g - sum));
+    }
+}
+
+/* loss (rows) = -log_softmax(x)[r][target[r]] as softmax_kernel computes it, stats (rows, 2) the
+ * row's max and log-sum; a target outside [0, cols) raises the index flag (its loss NaN). */
+template <class T>
+__global__ void __launch_bounds__(BLOCK)
+    xent_kernel(int64_t rows, int64_t cols, int lanes, const typename T::storage *x,
+                const int64_t *target, typename T::storage *loss, double *stats, int *flag)
+{
+    typedef typename T::compute C;
+    const row_lane rl = row_of(lanes);
+    const bool live = rl.row < rows;
+    const typename T::storage *xr = x + (live ? rl.row : 0) * cols;
+    C mx;
+    double sum;
+    row_max_sum<T>(xr, cols, rl, lanes, live, &mx, &sum);
+    if (!live || rl.lane != 0)
+        return;
+    const C lse = m_log((C)sum);
+    const int64_t t = target[rl.row];
+    stats[2 * rl.row] = (double)mx;
+    stats[2 * rl.row + 1] = (double)lse;
+    if (t < 0 || t >= cols) {
+        atomicCAS(flag, 0, EM_CUDA_CROSS_ENTROPY);
+        loss[rl.row] = T::store((C)NAN);
+        return;
+    }
+    loss[rl.row] = T::store(-((T::load(xr[t]) - mx) - lse));
+}
+
+/* gx (rows, cols): the gradient of xent_kernel's losses given g (rows), as the CPU computes it:
+ * (j == target ? s : 0) - exp(log_softmax) * s with s = -g[r]. One thread per element. */
+template <class T>
+__global__ void __launch_bounds__(BLOCK)
+    xent_grad_kernel(int64_t rows, int64_t cols, const typename T::storage *x,
+                     const int64_t *target, const double *stats, const typename T::storage *g,
+                     typename T::storage *gx)
+{
+    typedef typename T::compute C;
+    const int64_t n = rows * cols;
+    for (int64_t i = (int64_t)blockIdx.x * BLOCK + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * BLOCK) {
+        const int64_t r = i / cols, j = i % cols;
+        const C s = -T::load(g[r]);
+        const C lp = (T::load(x[i]) - (C)stats[2 * r]) - (C)stats[2 * r + 1];
+        gx[i] = T::store((j == target[r] ? s : (C)0) - m_exp(lp) * s);
     }
 }
 
@@ -165,5 +226,37 @@ extern "C" int em_cuda_softmax_grad(em_dtype dt, bool log, int64_t rows, int64_t
         typedef typename T::storage S;
         softmax_grad_kernel<T><<<blocks, BLOCK, 0, em_cuda_stream()>>>(
             log, rows, cols, lanes, (const S *)gy, (const S *)y, (S *)gx);
+    });
+}
+
+/* loss (rows) and stats (rows, 2) of f32 or f64 logits x (rows, cols) against target (rows) */
+extern "C" int em_cuda_cross_entropy(em_dtype dt, int64_t rows, int64_t cols, const void *x,
+                                     const int64_t *target, void *loss, double *stats)
+{
+    int *flag = em_cuda_index_flag();
+    if (dt != EM_F32 && dt != EM_F64)
+        return EM_KERNEL_UNSUPPORTED;
+    if (!flag)
+        return EM_KERNEL_FAILED;
+    return run_rows(dt, rows, cols, [&](auto tag, int lanes, unsigned blocks) {
+        typedef decltype(tag) T;
+        typedef typename T::storage S;
+        xent_kernel<T><<<blocks, BLOCK, 0, em_cuda_stream()>>>(
+            rows, cols, lanes, (const S *)x, target, (S *)loss, stats, flag);
+    });
+}
+
+/* gx (rows, cols) from em_cuda_cross_entropy's stats and the losses' gradient g (rows) */
+extern "C" int em_cuda_cross_entropy_grad(em_dtype dt, int64_t rows, int64_t cols, const void *x,
+                                          const int64_t *target, const double *stats,
+                                          const void *g, void *gx)
+{
+    if (dt != EM_F32 && dt != EM_F64)
+        return EM_KERNEL_UNSUPPORTED;
+    return run_rows(dt, rows, cols, [&](auto tag, int, unsigned) {
+        typedef decltype(tag) T;
+        typedef typename T::storage S;
+        xent_grad_kernel<T><<<grid_for(rows * cols, BLOCK), BLOCK, 0, em_cuda_stream()>>>(
+            rows, cols, (const S *)x, target, stats, (const S *)g, (S *)gx);
     });
 }

@@ -126,8 +126,13 @@ em_status em_kernel_status(int rc, const char *fn, const em_tensor *t)
                                 "for its dimension", fn, be->bad_index_kernel(), dev);
         return em_set_error(EM_ERR_ARG, "%s: an index is out of range for its dimension", fn);
     }
-    default:
+    default: {
+        const em_backend *be = t ? t->storage->be : NULL;
+        const char *said = be && be->take_failure ? be->take_failure() : NULL;
+        if (said)
+            return em_set_error(EM_ERR_MEMORY, "%s: the %s device failed: %s", fn, dev, said);
         return em_set_error(EM_ERR_MEMORY, "%s: the %s device failed (out of memory or launch)",
                             fn, dev);
+    }
     }
 }

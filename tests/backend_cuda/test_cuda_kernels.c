@@ -340,6 +340,48 @@ Test(cuda_kernels, bad_index_is_reported_by_the_next_copy_naming_the_kernel)
     em_release(y), em_release(idx), em_release(x);
 }
 
+/* The fused cross entropy on rows longer than a warp serves (a block per row), forward and
+ * backward, next to the CPU's; then a target outside the classes is reported by the next copy
+ * naming the kernel. */
+Test(cuda_kernels, cross_entropy_long_rows_and_a_bad_target)
+{
+    cuda_or_skip();
+    const int64_t rows = 3, cols = 2000;
+    em_manual_seed(5);
+    em_scope_begin();
+    em_tensor *x = em_requires_grad_(em_randn(EM_SHAPE(rows, cols), EM_F32, NULL), true);
+    em_tensor *t = em_from_data(EM_SHAPE(rows), EM_I64, (int64_t[]){0, 1999, 733});
+    em_tensor *xd = em_requires_grad_(em_to_device(x, EM_CUDA), true);
+    em_tensor *td = em_to_device(t, EM_CUDA);
+    em_tensor *l = em_cross_entropy_rows(x, t), *ld = em_cross_entropy_rows(xd, td);
+    cr_assert(l && ld, "%s", em_error());
+    cr_assert_eq(em_backward(em_sum_all(l)), EM_OK, "%s", em_error());
+    cr_assert_eq(em_backward(em_sum_all(ld)), EM_OK, "%s", em_error());
+    float loss[3], dloss[3], *g = malloc(sizeof(float) * rows * cols);
+    float *dg = malloc(sizeof(float) * rows * cols);
+    cr_assert_eq(em_copy_to_host(l, EM_F32, loss), EM_OK);
+    cr_assert_eq(em_copy_to_host(ld, EM_F32, dloss), EM_OK, "%s", em_error());
+    cr_assert_eq(em_copy_to_host(x->grad, EM_F32, g), EM_OK);
+    cr_assert_eq(em_copy_to_host(xd->grad, EM_F32, dg), EM_OK, "%s", em_error());
+    for (int i = 0; i < rows; i++)
+        cr_expect(fabsf(loss[i] - dloss[i]) <= 1e-5f * fabsf(loss[i]), "loss %d: %.9g, cpu %.9g",
+                  i, dloss[i], loss[i]);
+    for (int64_t i = 0; i < rows * cols; i++)
+        cr_assert(fabsf(g[i] - dg[i]) <= 1e-5f * fabsf(g[i]) + 1e-9f, "grad %lld: %.9g, cpu %.9g",
+                  (long long)i, dg[i], g[i]);
+    free(g);
+    free(dg);
+    em_tensor *bad = em_to_device(em_from_data(EM_SHAPE(rows), EM_I64, (int64_t[]){0, 2000, 1}),
+                                  EM_CUDA);
+    em_tensor *lb = em_cross_entropy_rows(xd, bad);
+    cr_assert(lb, "%s", em_error());
+    cr_assert_neq(em_copy_to_host(lb, EM_F32, dloss), EM_OK);
+    cr_expect(strstr(em_error(), "cross_entropy") && strstr(em_error(), "out of range"),
+              "the error names neither the kernel nor the fault: %s", em_error());
+    em_error_clear();
+    em_scope_end();
+}
+
 /* out (4, 3) f32 on the device, every element 99 */
 static float *nines(const em_backend *cu)
 {

@@ -37,6 +37,33 @@ Test(errors, messages_name_function_and_shape)
     em_error_clear();
 }
 
+/* A device failure carries what the device said of it, taken once (a backend that keeps nothing
+ * gets the general message). */
+static const char *said_once(void)
+{
+    static int calls;
+    return calls++ == 0 ? "an illegal memory access was encountered (cudaErrorIllegalAddress)"
+                        : NULL;
+}
+
+Test(errors, a_device_failure_says_what_the_device_said)
+{
+    em_tensor *t = em_zeros(EM_SHAPE(2), EM_F32);
+    em_backend be = *t->storage->be;
+    const em_backend *own = t->storage->be;
+    be.take_failure = said_once;
+    t->storage->be = &be;
+    cr_assert_eq(em_kernel_status(EM_KERNEL_FAILED, "em_add", t), EM_ERR_MEMORY);
+    cr_expect_str_eq(em_error(), "em_add: the cpu device failed: an illegal memory access was "
+                                 "encountered (cudaErrorIllegalAddress)");
+    em_error_clear();
+    cr_assert_eq(em_kernel_status(EM_KERNEL_FAILED, "em_add", t), EM_ERR_MEMORY);
+    cr_expect_str_eq(em_error(), "em_add: the cpu device failed (out of memory or launch)");
+    em_error_clear();
+    t->storage->be = own;
+    em_release(t);
+}
+
 Test(errors, first_message_sticks_and_null_passes_through)
 {
     em_error_clear();
