@@ -115,15 +115,25 @@ done:
     return result;
 }
 
-#define GPT_BATCH 32
 #define GPT_WARMUP 3
 
+/* The gpt recipe's model trained on windows of `block` characters, `batch` at a time. */
+typedef struct {
+    const char *name;
+    int batch, block;
+    double goal; /* the ratio to PyTorch we aim for */
+} gpt_case;
+static const gpt_case gpt_cases[N_GPT_CASES] = {
+    {"gpt_b32", 32, 128, 1.5}, {"gpt_b8_t256", 8, 256, 1.3}, {"gpt_b64_t256", 64, 256, 1.3}};
+
 /* Median tokens/s of `steps` gpt recipe training steps (forward, loss, backward, clipping at 1,
- * AdamW) on the windows bench/gpt_torch.py's bench takes, after GPT_WARMUP steps. */
-static double ember_gpt_tokens_per_s(const em_gpt_text *text, int steps)
+ * AdamW) of case g on the windows bench/gpt_torch.py's bench takes, after GPT_WARMUP steps. */
+static double ember_gpt_tokens_per_s(const em_gpt_text *text, const gpt_case *g, int steps)
 {
+    const int64_t batch = g->batch;
     em_gpt_config c = em_gpt_recipe_config(text->vocab.size);
-    int64_t t = c.block_size, n = (int64_t)(steps + GPT_WARMUP) * GPT_BATCH;
+    c.block_size = g->block;
+    int64_t t = c.block_size, n = (int64_t)(steps + GPT_WARMUP) * batch;
     em_manual_seed(0);
     em_module *model = em_gpt(c);
     em_optim *opt = model ? em_gpt_recipe_optimizer(model, 1e-3) : NULL;
@@ -131,18 +141,18 @@ static double ember_gpt_tokens_per_s(const em_gpt_text *text, int steps)
                                                              .replacement = true,
                                                              .num_samples = n});
     int64_t *starts = malloc((size_t)n * sizeof *starts), *xy = malloc(sizeof(int64_t) * 2 *
-                                                                        GPT_BATCH * t);
+                                                                        batch * t);
     double *times = calloc((size_t)steps, sizeof *times), result = -1;
     bool ok = opt && s && starts && xy && times && em_sampler_indices(s, 0, 0, starts) == EM_OK;
     for (int i = 0; ok && i < steps + GPT_WARMUP; i++) {
-        for (int64_t b = 0; b < GPT_BATCH; b++)
+        for (int64_t b = 0; b < batch; b++)
             for (int64_t k = 0; k < t; k++) {
-                xy[b * t + k] = text->ids[starts[i * GPT_BATCH + b] + k];
-                xy[(GPT_BATCH + b) * t + k] = text->ids[starts[i * GPT_BATCH + b] + k + 1];
+                xy[b * t + k] = text->ids[starts[i * batch + b] + k];
+                xy[(batch + b) * t + k] = text->ids[starts[i * batch + b] + k + 1];
             }
         em_scope_begin();
-        em_tensor *x = em_from_data(EM_SHAPE(GPT_BATCH, t), EM_I64, xy);            // (B, T)
-        em_tensor *y = em_from_data(EM_SHAPE(GPT_BATCH * t), EM_I64, xy + GPT_BATCH * t);
+        em_tensor *x = em_from_data(EM_SHAPE(batch, t), EM_I64, xy);            // (B, T)
+        em_tensor *y = em_from_data(EM_SHAPE(batch * t), EM_I64, xy + batch * t);
         double t0 = em_now_s();
         em_tensor *logits = em_forward(model, x);                                   // (B, T, V)
         em_tensor *loss = em_cross_entropy(em_reshape(logits, EM_SHAPE(-1, c.vocab_size)), y,
@@ -158,7 +168,7 @@ static double ember_gpt_tokens_per_s(const em_gpt_text *text, int steps)
     }
     if (ok) {
         em_sort_doubles(times, steps);
-        result = (double)(GPT_BATCH * t) / times[steps / 2];
+        result = (double)(batch * t) / times[steps / 2];
     } else {
         fprintf(stderr, "ember bench train: gpt: %s\n", em_error());
     }
@@ -214,10 +224,10 @@ static double train_samples_per_s(const bench_setup *b, const bench_case *c,
     return sps;
 }
 
-/* "gpt_b32 tokens_per_s N" of bench/gpt_torch.py into ctx (one double). */
+/* "gpt_b32_t128 tokens_per_s N" of bench/gpt_torch.py into ctx (one double). */
 static void torch_gpt_line(void *ctx, const char *line)
 {
-    if (sscanf(line, "gpt_b%*d tokens_per_s %lf", (double *)ctx) != 1)
+    if (sscanf(line, "gpt_b%*d_t%*d tokens_per_s %lf", (double *)ctx) != 1)
         printf("%s", line);
 }
 
@@ -343,7 +353,7 @@ static int parse_args(int argc, char **argv, train_bench_args *a)
 /* What a run measures: per case and round, and the gpt case's tokens/s per round. */
 typedef struct {
     case_rounds per_case[N_MAX_CASES];
-    double ember_gpt[MAX_ROUNDS], torch_gpt[MAX_ROUNDS];
+    double ember_gpt[N_GPT_CASES][MAX_ROUNDS], torch_gpt[N_GPT_CASES][MAX_ROUNDS];
     bool torch; /* every PyTorch script ran */
 } train_bench_rounds;
 
@@ -352,14 +362,12 @@ static void run_rounds(const train_bench_args *a, const bench_setup *b, bool fas
                        const em_batch *all, const em_gpt_text *text, train_bench_rounds *m)
 {
     bool gpu = b->device == EM_CUDA;
-    char args[1400], names[256] = "", gpt_args[200];
+    char args[1400], names[256] = "";
     for (int i = 0; i < b->n_cases; i++)
         snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? "," : "",
                  b->cases[i].name);
     snprintf(args, sizeof args, "--threads %d --steps %d --data %s --device %s --amp %s --cases %s",
              a->threads, a->steps, a->data_dir, a->device, a->amp, names);
-    snprintf(gpt_args, sizeof gpt_args, "bench --threads %d --steps %d --batch %d", a->threads,
-             a->gpt_steps, GPT_BATCH);
     m->torch = true;
     for (int r = 0; r < a->rounds; r++) {
         for (int i = 0; fashion && i < b->n_cases; i++)
@@ -379,38 +387,46 @@ static void run_rounds(const train_bench_args *a, const bench_setup *b, bool fas
                                               em_recipe_default_workers(b->device),
                                               case_steps(&b->cases[i], gpu, a->steps));
         }
-        if (gpt) {
-            m->ember_gpt[r] = ember_gpt_tokens_per_s(text, a->gpt_steps);
+        for (int g = 0; gpt && g < N_GPT_CASES; g++) {
+            char gpt_args[200];
+            snprintf(gpt_args, sizeof gpt_args, "bench --threads %d --steps %d --batch %d "
+                     "--block %d", a->threads, a->gpt_steps, gpt_cases[g].batch,
+                     gpt_cases[g].block);
+            m->ember_gpt[g][r] = ember_gpt_tokens_per_s(text, &gpt_cases[g], a->gpt_steps);
             m->torch = m->torch && em_run_torch_script("gpt_torch.py", gpt_args, torch_gpt_line,
-                                                       &m->torch_gpt[r]);
+                                                       &m->torch_gpt[g][r]);
         }
     }
 }
 
 /* The report page's note and charts; false after saying why. */
 static bool write_report(em_report *page, const train_bench_args *a, const char *about,
-                         const bench_case_result *results, int n_cases, bool gpt,
-                         double ember_tokens, double torch_tokens)
+                         const bench_case_result *results, int n_cases,
+                         const bench_gpt_result *gpt, int n_gpt)
 {
     char note[512];
     snprintf(note, sizeof note, "%s (%s), autocast %s, %d threads; per round the median step "
              "after warm-up, then the median of %d rounds alternating ember and PyTorch.",
              a->device, about, a->amp, a->threads, a->rounds);
     em_report_note(page, note);
-    const char *case_names[N_MAX_CASES];
-    double ember_median[N_MAX_CASES], torch_median[N_MAX_CASES];
+    const char *names[N_MAX_CASES + N_GPT_CASES];
+    double ember_median[N_MAX_CASES + N_GPT_CASES], torch_median[N_MAX_CASES + N_GPT_CASES];
     for (int i = 0; i < n_cases; i++) {
-        case_names[i] = results[i].name;
+        names[i] = results[i].name;
         ember_median[i] = results[i].step;
         torch_median[i] = results[i].torch;
     }
     if (n_cases)
         em_bench_train_chart(page, "training samples/s (median of the rounds)", "samples/s",
-                             case_names, n_cases, ember_median, torch_median);
-    const char *gpt_name[] = {"gpt_b32"};
-    if (gpt)
+                             names, n_cases, ember_median, torch_median);
+    for (int g = 0; g < n_gpt; g++) {
+        names[g] = gpt[g].name;
+        ember_median[g] = gpt[g].tokens;
+        torch_median[g] = gpt[g].torch;
+    }
+    if (n_gpt)
         em_bench_train_chart(page, "gpt training tokens/s (median of the rounds)", "tokens/s",
-                             gpt_name, 1, &ember_tokens, &torch_tokens);
+                             names, n_gpt, ember_median, torch_median);
     if (em_report_close(page) != EM_OK) {
         fprintf(stderr, "ember bench train: --report: %s\n", em_error());
         return false;
@@ -429,23 +445,27 @@ static int report_results(const train_bench_args *a, const bench_setup *b, bool 
                            .about = em_device_describe(b->device, about, sizeof about),
                            .torch = m->torch && *em_torch_about() ? em_torch_about() : NULL};
     bench_case_result results[N_MAX_CASES] = {0};
-    int n_cases = fashion ? b->n_cases : 0;
+    int n_cases = fashion ? b->n_cases : 0, n_gpt = gpt ? N_GPT_CASES : 0;
     case_medians(b, m->per_case, a->rounds, results);
     em_bench_train_print(&info, results, n_cases);
-    double ember_tokens = gpt ? median(m->ember_gpt, a->rounds) : 0;
-    double torch_tokens = gpt && m->torch ? median(m->torch_gpt, a->rounds) : 0;
-    if (gpt) {
-        printf("%-10s %16s %16s\n", "", "ember tokens/s", "torch tokens/s");
-        em_bench_train_row("gpt_b32", ember_tokens, torch_tokens, 1.5);
-    }
+    bench_gpt_result gpt_results[N_GPT_CASES];
+    for (int g = 0; g < n_gpt; g++)
+        gpt_results[g] = (bench_gpt_result){
+            .name = gpt_cases[g].name, .goal = gpt_cases[g].goal,
+            .tokens = median(m->ember_gpt[g], a->rounds),
+            .torch = m->torch ? median(m->torch_gpt[g], a->rounds) : 0};
+    if (n_gpt)
+        printf("%-12s %16s %16s\n", "", "ember tokens/s", "torch tokens/s");
+    for (int g = 0; g < n_gpt; g++)
+        em_bench_train_row(gpt_results[g].name, gpt_results[g].tokens, gpt_results[g].torch,
+                           gpt_results[g].goal);
     int status = 0;
-    if (a->json && em_bench_train_json(a->json, &info, results, n_cases, ember_tokens,
-                                       torch_tokens) != EM_OK) {
+    if (a->json &&
+        em_bench_train_json(a->json, &info, results, n_cases, gpt_results, n_gpt) != EM_OK) {
         fprintf(stderr, "ember bench train: --json: %s\n", em_error());
         status = 1;
     }
-    if (page && !write_report(page, a, about, results, n_cases, gpt, ember_tokens,
-                                 torch_tokens))
+    if (page && !write_report(page, a, about, results, n_cases, gpt_results, n_gpt))
         return 1;
     return status;
 }

@@ -7,6 +7,7 @@
 #include "cli/cli_internal.h"
 
 #define N_MAX_CASES 4
+#define N_GPT_CASES 3
 
 /* One Fashion-MNIST case's medians over the rounds; 0 for what did not run. */
 typedef struct {
@@ -18,6 +19,12 @@ typedef struct {
     double openblas_gflops; /* the same products through OpenBLAS's threads alone */
     double train;        /* samples/s of ember train's loop, median iteration */
 } bench_case_result;
+
+/* One gpt case's medians over the rounds (tokens/s); 0 for what did not run. */
+typedef struct {
+    const char *name; /* "gpt_b8_t256": batch 8 of 256-character windows */
+    double goal, tokens, torch;
+} bench_gpt_result;
 
 /* The run's setting, said once above the tables and in the JSON. */
 typedef struct {
@@ -33,10 +40,10 @@ void em_bench_train_row(const char *name, double e, double t, double goal);
 /* Bars of ember beside PyTorch (0 where it did not run) onto r. */
 void em_bench_train_chart(em_report *r, const char *title, const char *unit, const char **names,
                           int n, const double *ember, const double *torch);
-/* Everything the tables show as one JSON object into path (written atomically); gpt's tokens/s
- * where gpt_tokens > 0. */
+/* Everything the tables show as one JSON object into path (written atomically), the n_gpt gpt
+ * cases each under its name. */
 em_status em_bench_train_json(const char *path, const bench_run_info *info,
-                              const bench_case_result *c, int n, double gpt_tokens,
-                              double gpt_torch_tokens);
+                              const bench_case_result *c, int n, const bench_gpt_result *gpt,
+                              int n_gpt);
 
 #endif

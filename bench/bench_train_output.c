@@ -9,9 +9,9 @@
 void em_bench_train_row(const char *name, double e, double t, double goal)
 {
     if (t > 0)
-        printf("%-10s %16.0f %16.0f %7.2fx %5.1fx\n", name, e, t, e / t, goal);
+        printf("%-12s %16.0f %16.0f %7.2fx %5.1fx\n", name, e, t, e / t, goal);
     else
-        printf("%-10s %16.0f %16s %8s %5.1fx\n", name, e, "-", "-", goal);
+        printf("%-12s %16.0f %16s %8s %5.1fx\n", name, e, "-", "-", goal);
 }
 
 static double gflops(const bench_case_result *c)
@@ -41,7 +41,9 @@ void em_bench_train_print(const bench_run_info *info, const bench_case_result *c
            "after warm-up, then the median of %d rounds\n", info->device, info->about,
            info->amp, info->threads, info->rounds);
     printf("beside %s\n", info->torch ? info->torch : "no PyTorch (its half did not run)");
-    printf("%-10s %16s %16s %8s %6s\n", "case", "ember samples/s", "torch samples/s", "ratio",
+    if (n == 0)
+        return;
+    printf("%-12s %16s %16s %8s %6s\n", "case", "ember samples/s", "torch samples/s", "ratio",
            "goal");
     for (int i = 0; i < n; i++)
         em_bench_train_row(c[i].name, c[i].step, c[i].torch, c[i].goal);
@@ -111,8 +113,8 @@ static json_t *case_json(const bench_case_result *c)
 }
 
 em_status em_bench_train_json(const char *path, const bench_run_info *info,
-                              const bench_case_result *c, int n, double gpt_tokens,
-                              double gpt_torch_tokens)
+                              const bench_case_result *c, int n, const bench_gpt_result *gpt,
+                              int n_gpt)
 {
     json_t *cases = json_array();
     for (int i = 0; cases && i < n; i++)
@@ -122,11 +124,12 @@ em_status em_bench_train_json(const char *path, const bench_run_info *info,
                           "threads", info->threads,
                           "rounds", info->rounds, "train_workers", info->train_workers,
                           "cases", cases);
-    if (j && gpt_tokens > 0) {
-        json_t *gpt = json_object();
-        em_json_set_real(gpt, "tokens_per_s", gpt_tokens, 0);
-        set_ratio(gpt, "torch_tokens_per_s", gpt_torch_tokens, 1, 0);
-        json_object_set_new(j, "gpt_b32", gpt);
+    for (int g = 0; j && g < n_gpt; g++) {
+        json_t *o = json_object();
+        em_json_set_real(o, "tokens_per_s", gpt[g].tokens, 0);
+        set_ratio(o, "torch_tokens_per_s", gpt[g].torch, 1, 0);
+        set_ratio(o, "ratio", gpt[g].tokens, gpt[g].torch, 3);
+        json_object_set_new(j, gpt[g].name, o);
     }
     if (!j)
         return em_set_error(EM_ERR_MEMORY, "ember bench train: --json: out of memory");

@@ -6,7 +6,7 @@ GPT-2's init scheme, the same windows in the same order (ember's random sampler 
 Philox-keyed), AdamW with weight decay on matrices only, warm-up + cosine, clipping at 1.
 
   gpt_torch.py train [--steps N --batch B --lr X --seed S --threads T]  one JSON summary line
-  gpt_torch.py bench [--steps N --batch B --threads T]                  `gpt_bBATCH tokens_per_s X`
+  gpt_torch.py bench [--steps N --batch B --block T --threads T]   `gpt_bBATCH_tBLOCK tokens_per_s X`
 """
 import argparse
 import json
@@ -142,9 +142,9 @@ def lr_at(t, base, total):
                                                           (total - warmup))) / 2
 
 
-def batch_of(ids, starts):
-    x = torch.from_numpy(np.stack([ids[s:s + BLOCK] for s in starts]))
-    y = torch.from_numpy(np.stack([ids[s + 1:s + BLOCK + 1] for s in starts]))
+def batch_of(ids, starts, block=BLOCK):
+    x = torch.from_numpy(np.stack([ids[s:s + block] for s in starts]))
+    y = torch.from_numpy(np.stack([ids[s + 1:s + block + 1] for s in starts]))
     return x, y
 
 
@@ -193,14 +193,15 @@ def train(a, vocab, ids, n_train):
 
 
 def bench(a, vocab, ids, n_train):
-    """Tokens/s of training steps: the median step after 3 warm-up steps."""
+    """Tokens/s of training steps on windows of a.block characters (the recipe's model with that
+    many positions): the median step after 3 warm-up steps."""
     torch.manual_seed(0)
-    model = GPT(len(vocab), BLOCK, N_LAYER, N_HEAD, N_EMBD)
+    model = GPT(len(vocab), a.block, N_LAYER, N_HEAD, N_EMBD)
     opt = optimizer(model, a.lr)
-    starts = window_starts(a.seed, n_train - BLOCK, (a.steps + 3) * a.batch)
+    starts = window_starts(a.seed, n_train - a.block, (a.steps + 3) * a.batch)
     times = []
     for step in range(a.steps + 3):
-        x, y = batch_of(ids, starts[step * a.batch:(step + 1) * a.batch])
+        x, y = batch_of(ids, starts[step * a.batch:(step + 1) * a.batch], a.block)
         t0 = time.perf_counter()
         loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
         opt.zero_grad(set_to_none=True)
@@ -209,8 +210,8 @@ def bench(a, vocab, ids, n_train):
         opt.step()
         if step >= 3:
             times.append(time.perf_counter() - t0)
-    print(f"gpt_b{a.batch} tokens_per_s {a.batch * BLOCK / statistics.median(times):.0f}",
-          flush=True)
+    print(f"gpt_b{a.batch}_t{a.block} tokens_per_s "
+          f"{a.batch * a.block / statistics.median(times):.0f}", flush=True)
 
 
 def main():
@@ -219,6 +220,7 @@ def main():
     ap.add_argument("--data", default=FORTUNES)
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--batch", type=int, default=BATCH)
+    ap.add_argument("--block", type=int, default=BLOCK)
     ap.add_argument("--lr", type=float, default=LR)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
