@@ -133,6 +133,14 @@ em_tensor *em_relu_max_pool2d(const em_tensor *x, em_pool2d_opts o);
  * kernel). em_cross_entropy runs on it when no class weights, smoothing or ignored index apply. */
 em_tensor *em_cross_entropy_rows(const em_tensor *x, const em_tensor *target);
 
+/* Layer normalisation of each row of x (R, C), C > 0, with weight and bias (C) or NULL:
+ * (x - mean) / sqrt(var + eps) * weight + bias, the variance biased, as one op whose backward
+ * gives x, weight and bias their gradients from each row's mean and rstd (f32 and f64 where the
+ * backend has the kernel; mean, var and elementwise ops otherwise). Under autocast it runs in
+ * f32. em_layer_norm runs on it. */
+em_tensor *em_layer_norm_rows(const em_tensor *x, const em_tensor *weight, const em_tensor *bias,
+                              double eps);
+
 /* ---- softmax family ---- */
 em_tensor *em_softmax(const em_tensor *t, int dim);
 em_tensor *em_log_softmax(const em_tensor *t, int dim);

@@ -243,6 +243,17 @@ typedef struct em_backend {
                               const int64_t *target, const double *stats, const void *g,
                               void *gx);
 
+    /* Optional (NULL: em_layer_norm composes mean, var and elementwise ops). Per row of
+     * contiguous (rows, cols) x: y = (x - mean) * rstd * w + b with rstd = 1 / sqrt(var + eps)
+     * (the biased variance), w and b (cols) or NULL; stats (rows, 2) f64 the row's mean and
+     * rstd. The gradient: gx (rows, cols) given gy, and gw, gb (cols) overwritten with their sums
+     * over the rows in a fixed order (NULL: not wanted). f32 and f64. */
+    int (*layer_norm)(em_dtype dt, int64_t rows, int64_t cols, const void *x, const void *w,
+                      const void *b, double eps, void *y, double *stats);
+    int (*layer_norm_grad)(em_dtype dt, int64_t rows, int64_t cols, const void *x,
+                           const void *w, const double *stats, const void *gy, void *gx,
+                           void *gw, void *gb);
+
     /* Index arguments are i64 arrays on the device, validated there (EM_KERNEL_BAD_INDEX). */
     /* out = in with dim replaced by idx (1-D, n = out.shape[dim] entries in [0, in.shape[dim])) */
     int (*index_select)(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);

@@ -100,6 +100,10 @@ int em_cpu_cross_entropy(em_dtype dt, int64_t rows, int64_t cols, const void *x,
 int em_cpu_cross_entropy_grad(em_dtype dt, int64_t rows, int64_t cols, const void *x,
                               const int64_t *target, const double *stats, const void *g,
                               void *gx);
+int em_cpu_layer_norm(em_dtype dt, int64_t rows, int64_t cols, const void *x, const void *w,
+                      const void *b, double eps, void *y, double *stats);
+int em_cpu_layer_norm_grad(em_dtype dt, int64_t rows, int64_t cols, const void *x, const void *w,
+                           const double *stats, const void *gy, void *gx, void *gw, void *gb);
 int em_cpu_softmax_grad(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *gy,
                         const void *y, void *gx);
 

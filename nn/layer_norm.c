@@ -1,5 +1,6 @@
 /* Layer normalisation over the last normalized_size elements of each sample (the trailing dims
- * whose sizes multiply to it), with an elementwise weight and bias; a composite of autograd ops. */
+ * whose sizes multiply to it), with an elementwise weight and bias: em_layer_norm_rows over the
+ * samples' rows. */
 #include <stdio.h>
 
 #include "nn/nn_internal.h"
@@ -30,15 +31,9 @@ em_tensor *em_layer_norm(const em_tensor *x, int64_t normalized_size, const em_t
             return NULL;
         }
     em_shape rows = EM_SHAPE(-1, normalized_size), vec = EM_SHAPE(normalized_size);
-    int last = -1;
     em_scope_begin();
-    em_tensor *h = em_reshape(x, rows); // (R, normalized_size)
-    em_tensor *mean = em_mean(h, &last, 1, true), *var = em_var(h, &last, 1, 0, true);
-    em_tensor *y = em_mul(em_sub(h, mean), em_rsqrt(em_add_scalar(var, eps)));
-    if (weight)
-        y = em_mul(y, em_reshape(weight, vec));
-    if (bias)
-        y = em_add(y, em_reshape(bias, vec));
+    em_tensor *y = em_layer_norm_rows(em_reshape(x, rows), weight ? em_reshape(weight, vec) : NULL,
+                                      bias ? em_reshape(bias, vec) : NULL, eps); // (R, C)
     y = em_keep(em_reshape(y, em_shape_of(x)));
     em_scope_end();
     return y;

@@ -685,6 +685,16 @@ static em_tensor *c_layer_norm(em_tensor *const *x, em_device d)
     (void)d;
     return em_layer_norm(x[0], 6, x[1], x[2], 1e-5);
 }
+static em_tensor *c_layer_norm_plain(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_layer_norm(x[0], 6, NULL, NULL, 1e-5);
+}
+static em_tensor *c_layer_norm_weight(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_layer_norm(x[0], 6, x[1], NULL, 1e-5);
+}
 /* training-mode batch norm over (N, C, H, W), running statistics on the case's device */
 static em_tensor *batch_norm(em_tensor *const *x, em_device d, bool stats)
 {
@@ -1140,6 +1150,10 @@ const em_op_case em_op_cases[] = {
     {"l1_loss", c_l1, 2, {IN(4, 3), FIXED(4, 3)}, VIEWS},
     {"bce_with_logits", c_bce, 2, {WIDE(4, 3), UNIT(4, 3)}, VIEWS},
     {"layer_norm", c_layer_norm, 3, {IN(3, 6), IN(6), IN(6)}, VIEWS},
+    {"layer_norm_no_affine", c_layer_norm_plain, 1, {IN(2, 3, 6)}, 0},
+    {"layer_norm_weight_only", c_layer_norm_weight, 2, {IN(4, 6), IN(6)}, 0},
+    /* more rows than a block of the weight and bias gradients' partial sums (64) */
+    {"layer_norm_many_rows", c_layer_norm, 3, {IN(70, 6), IN(6), IN(6)}, 0},
     {"batch_norm_training", c_batch_norm, 3, {IN(4, 3, 2, 2), IN(3), IN(3)}, VIEWS},
     {"batch_norm_running_stats", c_batch_norm_stats, 3, {IN(4, 3, 2, 2), IN(3), IN(3)},
      EM_CASE_NO_GRAD},
