@@ -8,6 +8,7 @@
 #include "recipes/recipes.h"
 #include "io/atomic_file.h"
 #include "io/json_internal.h"
+#include "observe/tensorboard.h"
 #include "cli/args.h"
 #include "cli/cli_internal.h"
 
@@ -253,6 +254,10 @@ static int settle_train_args(train_args *a)
         o->workers = em_recipe_default_workers(o->device);
     if (o->save_path && em_atomic_check(o->save_path) != EM_OK) { /* before any data loads */
         fprintf(stderr, "ember train: --save: %s\n", em_error());
+        return 2;
+    }
+    if (o->observe.tensorboard && em_tb_check(o->observe.tensorboard) != EM_OK) {
+        fprintf(stderr, "ember train: --tensorboard: %s\n", em_error());
         return 2;
     }
     if (o->observe.profile && em_atomic_check(o->observe.profile) != EM_OK) {
