@@ -1,6 +1,6 @@
-/* Data: datasets behind one small interface (IDX, CSV, image folders, tensors, subsets),
- * per-sample transforms keyed by (seed, epoch, index), samplers, and a threaded DataLoader with
- * PyTorch's semantics. */
+/* Data: datasets behind one small interface (IDX, CSV, image folders, tensors, subsets,
+ * time-series windows), per-sample transforms keyed by (seed, epoch, index), samplers, and a
+ * threaded DataLoader with PyTorch's semantics. */
 #ifndef EMBER_DATA_H
 #define EMBER_DATA_H
 
@@ -161,6 +161,28 @@ em_status em_char_vocab_decode(const em_char_vocab *v, const int64_t *ids, size_
  * x = ids[i * stride + t] and y = ids[i * stride + t + 1] for t < len, both i64 (len); every
  * window that fits ((n - len - 1) / stride + 1 of them). */
 em_dataset *em_char_windows_dataset(const uint8_t *ids, int64_t n, int64_t len, int64_t stride);
+
+/* ---- time-series windows ----
+ * A series of n steps of F columns, cut into windows for a sequence model: sample i starts at
+ * step s = i * stride; x (length, F) is steps s .. s + length - 1 of every column, y (horizon,
+ * n_targets) the target columns of the `horizon` steps after them, both f32. Every window that
+ * fits: (n - length - horizon) / stride + 1 of them (at least one, else EM_ERR_ARG). */
+typedef struct {
+    int64_t length;     /* T: steps of an input window (>= 1, required) */
+    int64_t horizon;    /* H: steps forecast after it; 0: 1 */
+    int64_t stride;     /* steps from one window's start to the next; 0: 1 */
+    const int *targets; /* the columns forecast, in this order (negative: from the end; copied);
+                           NULL: every column */
+    int n_targets;
+} em_time_windows_opts;
+/* Over series (n) or (n, F), copied as f32 (the tensor stays the caller's). */
+em_dataset *em_time_windows_dataset(const em_tensor *series, em_time_windows_opts opts);
+/* Over a CSV file's rows, read by em_csv_dataset with csv (regression is implied): each row is
+ * one step, its columns the chosen features and then the targets (so x holds the targets' past
+ * too); the targets are y's columns. opts.targets must be NULL: csv's label and n_targets choose
+ * them. */
+em_dataset *em_csv_time_windows_dataset(const char *path, em_csv_opts csv,
+                                        em_time_windows_opts opts);
 
 /* ---- per-sample transforms ----
  * Applied in the loader's workers after get(), in order. Random choices come from Philox keyed by
