@@ -225,12 +225,18 @@ typedef struct {
     em_transform_fn fn;             /* custom */
     em_transform_shape_fn shape_fn; /* custom; NULL: same shape */
     void *ctx;                      /* custom: passed to fn and shape_fn; the caller's */
+    bool random;                    /* custom: it draws random numbers (augmentation) */
 } em_transform;
 
 em_transform em_transform_normalize(int n_channels, const float *mean, const float *std);
 em_transform em_transform_random_crop(int height, int width, int padding);
 em_transform em_transform_random_hflip(float p);
 em_transform em_transform_custom(em_transform_fn fn, em_transform_shape_fn shape_fn, void *ctx);
+
+/* Whether tf is random augmentation: random crop and flip, and a custom transform with random
+ * set. Validation leaves these out of the training loader's transforms
+ * (em_trainer_opts.val_transforms). */
+bool em_transform_is_random(const em_transform *tf);
 
 /* The sample shape after tf, or EM_ERR_ARG when tf does not apply to shape in. Normalize takes
  * channels from dim 0 of a (C, H, W) sample; crop and flip need (H, W) or (C, H, W). */
@@ -347,6 +353,8 @@ em_loader *em_loader_new(const em_dataset *ds, em_loader_opts opts);
 em_status em_loader_next(em_loader *dl, em_batch *batch);
 int64_t em_loader_num_batches(const em_loader *dl);
 em_loader_pos em_loader_position(const em_loader *dl);
+/* The loader's transforms (its copy, *n of them, valid while it lives; NULL when none). */
+const em_transform *em_loader_transforms(const em_loader *dl, int *n);
 em_status em_loader_set_position(em_loader *dl, em_loader_pos pos);
 void em_loader_free(em_loader *dl); /* joins the workers at any point; NULL is fine */
 

@@ -53,7 +53,9 @@ static em_status validate(em_trainer *t, em_epoch_stats *e)
     em_eval_result r;
     em_status st = em_evaluate(t->model, t->o.val, (em_eval_opts){.batch = t->o.val_batch,
                                                                   .loss = t->o.loss,
-                                                                  .loss_ctx = t->o.loss_ctx},
+                                                                  .loss_ctx = t->o.loss_ctx,
+                                                                  .transforms = t->val_tfs,
+                                                                  .n_transforms = t->n_val_tfs},
                                &r);
     if (st == EM_OK) {
         e->val_loss = r.loss;

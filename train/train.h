@@ -90,6 +90,11 @@ typedef struct {
     em_loss_fn loss;         /* NULL: cross-entropy against class indices */
     void *loss_ctx;
     const em_dataset *val;   /* borrowed or NULL: evaluated after every epoch */
+    /* validation's transforms. NULL: the training loader's less random augmentation
+     * (em_transform_is_random), so the normalisation training sees applies to validation too;
+     * else exactly these n_val_transforms (0 of them: none). Copied. */
+    const em_transform *val_transforms;
+    int n_val_transforms;
     int64_t val_batch;       /* batch size of validation; 0: 1000 */
     const char *checkpoint;  /* or NULL: a training checkpoint written after every epoch, and
                                 when max_steps stops em_trainer_fit */
@@ -157,6 +162,8 @@ typedef struct {
     int64_t batch;     /* 0: 1000 */
     em_loss_fn loss;   /* NULL: cross-entropy against class indices */
     void *loss_ctx;
+    const em_transform *transforms; /* applied to every sample, as a loader does; NULL: none */
+    int n_transforms;
 } em_eval_opts;
 
 typedef struct {
