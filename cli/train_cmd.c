@@ -190,6 +190,9 @@ static int parse_train_args(int argc, char **argv, train_args *a)
          .help = "Fashion-MNIST directory (gpt: the fortunes' directory)"},
         {"save", EM_OPT_STRING, &a->o.save_path, "FILE",
          .help = "write a training checkpoint every epoch"},
+        {"save-every", EM_OPT_INT64, &a->o.save_every, "N",
+         "with --save: also write it every N steps (a killed run loses at most N)",
+         .range = EM_AT_LEAST(1)},
         {"resume", EM_OPT_STRING, &a->o.resume_path, "FILE",
          .help = "continue from a training checkpoint"},
         {"max-steps", EM_OPT_INT64, &a->o.max_steps, "N", "stop after N steps",
@@ -254,6 +257,10 @@ static int settle_train_args(train_args *a)
         o->workers = em_recipe_default_workers(o->device);
     if (o->save_path && em_atomic_check(o->save_path) != EM_OK) { /* before any data loads */
         fprintf(stderr, "ember train: --save: %s\n", em_error());
+        return 2;
+    }
+    if (o->save_every && !o->save_path) {
+        fprintf(stderr, "ember train: --save-every needs --save FILE\n");
         return 2;
     }
     if (o->observe.tensorboard && em_tb_check(o->observe.tensorboard) != EM_OK) {

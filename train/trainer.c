@@ -30,6 +30,9 @@ static em_status check_opts(const em_module *model, const em_optim *optim, em_tr
     if (o.n_val_transforms < 0 || (o.n_val_transforms && !o.val_transforms))
         return em_set_error(EM_ERR_ARG, "em_trainer_new: n_val_transforms (%d) must be >= 0, "
                             "and val_transforms given when it is not 0", o.n_val_transforms);
+    if (o.checkpoint_every < 0 || (o.checkpoint_every && !o.checkpoint))
+        return em_set_error(EM_ERR_ARG, "em_trainer_new: checkpoint_every (%lld) must be >= 0, "
+                            "and needs a checkpoint path", (long long)o.checkpoint_every);
     if (o.checkpoint && em_atomic_check(o.checkpoint) != EM_OK) /* before the run, not after */
         return em_error_status();
     return EM_OK;
@@ -127,6 +130,7 @@ em_grad_scaler *em_trainer_scaler(const em_trainer *t)
 em_trainer_stats em_trainer_get_stats(const em_trainer *t)
 {
     em_trainer_stats s = t->stats;
+    s.global_step = t->run.step;
     int64_t window = (int64_t)EM_RECENT_UPDATES * t->accum;
     int64_t n = s.steps < window ? s.steps : window;
     s.recent_loss = 0;
@@ -244,6 +248,7 @@ em_status em_trainer_step(em_trainer *t, const em_tensor *x, const em_tensor *y,
         *loss_value = value;
     t->recent[t->stats.steps % ((int64_t)EM_RECENT_UPDATES * t->accum)] = value;
     t->stats.steps++;
+    t->run.step++;
     t->stats.samples += em_size(x, 0);
     if (++t->pending < t->accum)
         return EM_OK;

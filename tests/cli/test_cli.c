@@ -180,6 +180,9 @@ Test(cli, bad_values_exit_2_before_loading_data)
            "ember prune: --amount: 1.5 is out of range (must be in [0, 1))");
     expect("bench infer cnn --load a --iters 5", 2, "--iters: 5 is out of range");
     expect("bench train --rounds 0", 2, "--rounds: 0 is out of range");
+    expect("train cnn " NO_DATA " --save-every 10", 2,
+           "ember train: --save-every needs --save FILE\n");
+    expect("train cnn " NO_DATA " --save-every 0 --save x", 2, "--save-every: 0 is out of range");
     expect("train cnn " NO_DATA " --save /nonexistent/ember-test/run.ckpt", 2,
            "ember train: --save: cannot write '/nonexistent/ember-test/run.ckpt'");
     expect("train cnn " NO_DATA " --profile t.json --profile-steps 3-9", 2,
