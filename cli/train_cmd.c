@@ -99,47 +99,6 @@ static void apply_preset(const char *preset, em_train_opts *o, bool given_amp,
     o->tech.checkpoint_activations |= mine.tech.checkpoint_activations;
 }
 
-void em_list_recipes(FILE *f)
-{
-    fprintf(f, "\nrecipes:\n");
-    for (int i = 0; em_recipe_at(i); i++)
-        fprintf(f, "  %-8s %s\n", em_recipe_at(i)->name, em_recipe_at(i)->about);
-}
-
-/* The recipe named `name`, or NULL after printing "COMMAND: unknown recipe" and the list. */
-static const em_recipe *find_recipe(const char *command, const char *name)
-{
-    const em_recipe *rc = em_recipe_find(name);
-    if (!rc) {
-        fprintf(stderr, "%s: unknown recipe '%s'\n", command, name);
-        em_list_recipes(stderr);
-    }
-    return rc;
-}
-
-/* find_recipe for a recipe with a model builder */
-static const em_recipe *find_built_recipe(const char *command, const char *name)
-{
-    const em_recipe *rc = find_recipe(command, name);
-    if (rc && !rc->build) {
-        fprintf(stderr, "%s: recipe '%s' is not supported here (it trains with ember train, "
-                "ember compare and ember eval)\n", command, name);
-        return NULL;
-    }
-    return rc;
-}
-
-int em_parse_recipe_command(const em_cmd_spec *spec, int argc, char **argv, const char **name,
-                            bool built_only, const em_recipe **rc)
-{
-    int parsed = em_args_parse(spec, argc, argv);
-    if (parsed != EM_ARGS_RUN)
-        return parsed;
-    *rc = built_only ? find_built_recipe(spec->command, *name)
-                     : find_recipe(spec->command, *name);
-    return *rc ? EM_ARGS_RUN : 2;
-}
-
 int em_cli_device(const char *command, const char *name, bool tf32, em_device *out)
 {
     *out = !strcmp(name, "cuda") ? EM_CUDA : EM_CPU;
