@@ -348,7 +348,7 @@ int em_bench_infer(int argc, char **argv)
         .operand = &recipe, .about = "Inference latency and throughput at batch 1 and 64 of the "
                                      "f32, int8 and pruned models, next to PyTorch's and "
                                      "onnxruntime's.",
-        .more_help = em_list_recipes, .opts = opts};
+        .more_help = em_list_built_recipes, .opts = opts};
     const em_recipe *rc;
     int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
     if (parsed != EM_ARGS_RUN)

@@ -394,11 +394,12 @@ static void free_bodies(bodies *b)
 
 int em_bench_serve(int argc, char **argv)
 {
-    const char *recipe = "cnn", *load = NULL, *data_dir = NULL, *only = NULL;
+    const char *recipe = NULL, *load = NULL, *data_dir = NULL, *only = NULL;
     int clients = 64, threads = 2, max_batch = 32;
     double seconds = 8, soak_s = 0;
     const em_opt opts[] = {
-        {"recipe", EM_OPT_STRING, &recipe, "NAME", .help = "the model (default cnn)"},
+        {"recipe", EM_OPT_STRING, &recipe, "NAME",
+         .help = "the model (default: the one --load names, else cnn)"},
         {"load", EM_OPT_STRING, &load, "FILE", .help = "its weights (default: fresh ones)"},
         {"clients", EM_OPT_INT, &clients, "N", "concurrent clients (default 64)",
          .range = EM_RANGE(2, 512)},
@@ -419,11 +420,15 @@ int em_bench_serve(int argc, char **argv)
         .about = "The inference server under load from concurrent loopback clients: batching "
                  "off vs on,\nthe cache off vs on at a 50% repeat rate, critical latency alone "
                  "and under a\nlow-priority flood; or --soak S.",
-        .opts = opts};
+        .more_help = em_list_built_recipes, .opts = opts};
     const em_recipe *rc;
     int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
     if (parsed != EM_ARGS_RUN)
         return parsed;
+    if (!rc)
+        rc = load ? em_recipe_of_model_file(spec.command, load) : em_recipe_find("cnn");
+    if (!rc)
+        return 2;
     em_module *m = rc->build();
     em_tensor *x = m ? em_test_batch(rc, data_dir, HOT_IMAGES) : NULL;
     if (!x || (load && em_load_model_any(m, rc, load) != EM_OK)) {

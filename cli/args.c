@@ -192,8 +192,11 @@ static void meta_of(const em_opt *o, char *buf, size_t n)
 
 void em_args_usage(const em_cmd_spec *s, FILE *f)
 {
-    fprintf(f, "usage: %s%s%s [options]\n", s->command, s->operands ? " " : "",
-            s->operands ? s->operands : "");
+    const char *open = s->operands_optional ? "[" : "", *close = s->operands_optional ? "]" : "";
+    if (s->operands)
+        fprintf(f, "usage: %s %s%s%s [options]\n", s->command, open, s->operands, close);
+    else
+        fprintf(f, "usage: %s [options]\n", s->command);
     if (s->about)
         fprintf(f, "\n%s\n", s->about);
     fprintf(f, "\noptions:\n");
@@ -280,7 +283,7 @@ int em_args_parse(const em_cmd_spec *s, int argc, char **argv)
         }
         s->operand[n_operands++] = a;
     }
-    if (n_operands < s->n_operands) {
+    if (n_operands < s->n_operands && !(n_operands == 0 && s->operands_optional)) {
         fprintf(stderr, "%s: missing %s (see '%s --help')\n", s->command, s->operands,
                 s->command);
         return 2;

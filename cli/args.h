@@ -47,6 +47,7 @@ typedef struct {
     const char *command;      /* "ember train" */
     const char *operands;     /* the positional arguments in the usage line: "RECIPE", or NULL */
     int n_operands;           /* exactly this many positional arguments */
+    bool operands_optional;   /* or none at all (the targets keep their values) */
     const char **operand;     /* receives them, in order */
     const char *about;        /* a paragraph for --help, or NULL */
     void (*more_help)(FILE *f); /* prints more help (a list of recipes), or NULL */

@@ -41,13 +41,18 @@ const char *em_cli_wait_policy(void);
 bool em_parse_step_range(const char *command, const char *option, const char *text,
                          int64_t *first, int64_t *last);
 
-void em_list_recipes(FILE *f); /* the recipes, for a command's --help */
+/* cli/recipe_choice.c: */
+void em_list_recipes(FILE *f);       /* the recipes, for a command's --help */
+void em_list_built_recipes(FILE *f); /* those with a model builder (all but gpt) */
 /* Parses the arguments of a command about one recipe (*name, once parsed) and finds it:
- * EM_ARGS_RUN with *rc set, or the command's exit status after printing --help, what was wrong
- * with an argument or that the recipe is unknown (or, built_only, has no model builder: gpt
- * brings its own training loop). */
+ * EM_ARGS_RUN with *rc set (NULL when the spec's optional operand was left out), or the
+ * command's exit status after printing --help, what was wrong with an argument or that the
+ * recipe is unknown (or, built_only, has no model builder: gpt brings its own training loop). */
 int em_parse_recipe_command(const em_cmd_spec *spec, int argc, char **argv, const char **name,
                             bool built_only, const em_recipe **rc);
+/* The recipe (with a model builder) whose model a model file or checkpoint holds, by its
+ * "recipe" metadata; NULL after printing why on stderr. */
+const em_recipe *em_recipe_of_model_file(const char *command, const char *path);
 /* A training command's --device ("cpu" or "cuda") and --tf32 (cli/train_cmd.c): 0 with the
  * device in *out (TF32 switched on when asked), or the command's exit status (2) after printing
  * "COMMAND: --device cuda: ..." when the device is not available. */

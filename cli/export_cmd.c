@@ -19,7 +19,7 @@ int em_cmd_export(int argc, char **argv)
         .command = "ember export", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
         .about = "A saved recipe model as an ONNX file: dynamic batch axis, Conv+BatchNorm "
                  "folded,\nthen a JSON summary line.",
-        .more_help = em_list_recipes, .opts = opts};
+        .more_help = em_list_built_recipes, .opts = opts};
     const em_recipe *rc;
     int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
     if (parsed != EM_ARGS_RUN)

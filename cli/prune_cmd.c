@@ -133,7 +133,7 @@ static int parse_prune_args(int argc, char **argv, prune_opts *o, const em_recip
                  "when given;\nln: L-n structured along --dim (default 0) with --n (default 2). "
                  "Structured pruning\nleaves the output layer's rows alone. --amount is the final "
                  "sparsity after all rounds.",
-        .more_help = em_list_recipes, .opts = opts};
+        .more_help = em_list_built_recipes, .opts = opts};
     int parsed = em_parse_recipe_command(&spec, argc, argv, recipe, true, rc);
     if (parsed != EM_ARGS_RUN)
         return parsed;

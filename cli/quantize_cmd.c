@@ -158,7 +158,7 @@ static int parse_quantize_args(int argc, char **argv, quantize_args *a, const em
         .about = "Dynamic INT8 quantization of a saved model's Linear layers, or (--static) static "
                  "INT8 of\nits Linear and Conv2d layers calibrated on training batches: accuracy, "
                  "size and\nlatency before and after, then a JSON summary line.",
-        .more_help = em_list_recipes, .opts = opts};
+        .more_help = em_list_built_recipes, .opts = opts};
     int parsed = em_parse_recipe_command(&spec, argc, argv, &a->recipe, true, rc);
     if (parsed != EM_ARGS_RUN)
         return parsed;

@@ -1,4 +1,4 @@
-/* `ember serve RECIPE --load FILE --port N`: a saved recipe model behind the inference engine
+/* `ember serve [RECIPE] --load FILE --port N`: a saved recipe model behind the inference engine
  * over HTTP/JSON on 127.0.0.1 until SIGTERM or SIGINT, which drains the requests in flight. */
 #include <omp.h>
 #include <pthread.h>
@@ -68,13 +68,17 @@ static int parse_serve_args(int argc, char **argv, serve_args *a, const em_recip
         {0}};
     const em_cmd_spec spec = {
         .command = "ember serve", .operands = "RECIPE", .n_operands = 1, .operand = &a->recipe,
+        .operands_optional = true,
         .about = "Serves a saved recipe model over HTTP/JSON on 127.0.0.1: POST /predict "
                  "{\"input\":[...],\n\"priority\":\"low|normal|high|critical\",\"timeout_ms\":N}, "
-                 "GET /health, GET /stats.\nSIGTERM drains the requests in flight, then exits.",
-        .more_help = em_list_recipes, .opts = opts};
+                 "GET /health, GET /stats.\nSIGTERM drains the requests in flight, then exits. "
+                 "RECIPE: by default the one the model file names.",
+        .more_help = em_list_built_recipes, .opts = opts};
     int parsed = em_parse_recipe_command(&spec, argc, argv, &a->recipe, true, rc);
     if (parsed != EM_ARGS_RUN)
         return parsed;
+    if (!*rc && !(*rc = em_recipe_of_model_file(spec.command, a->load)))
+        return 2;
     if (a->eo.reserved_workers >= a->eo.workers) {
         fprintf(stderr, "ember serve: --reserved-workers must be below --workers\n");
         return 2;

@@ -8,6 +8,7 @@
 #include "recipes/recipes.h"
 #include "io/atomic_file.h"
 #include "io/json_internal.h"
+#include "observe/tensorboard.h"
 #include "cli/args.h"
 #include "cli/cli_internal.h"
 
@@ -98,47 +99,6 @@ static void apply_preset(const char *preset, em_train_opts *o, bool given_amp,
     o->tech.checkpoint_activations |= mine.tech.checkpoint_activations;
 }
 
-void em_list_recipes(FILE *f)
-{
-    fprintf(f, "\nrecipes:\n");
-    for (int i = 0; em_recipe_at(i); i++)
-        fprintf(f, "  %-8s %s\n", em_recipe_at(i)->name, em_recipe_at(i)->about);
-}
-
-/* The recipe named `name`, or NULL after printing "COMMAND: unknown recipe" and the list. */
-static const em_recipe *find_recipe(const char *command, const char *name)
-{
-    const em_recipe *rc = em_recipe_find(name);
-    if (!rc) {
-        fprintf(stderr, "%s: unknown recipe '%s'\n", command, name);
-        em_list_recipes(stderr);
-    }
-    return rc;
-}
-
-/* find_recipe for a recipe with a model builder */
-static const em_recipe *find_built_recipe(const char *command, const char *name)
-{
-    const em_recipe *rc = find_recipe(command, name);
-    if (rc && !rc->build) {
-        fprintf(stderr, "%s: recipe '%s' is not supported here (it trains with ember train, "
-                "ember compare and ember eval)\n", command, name);
-        return NULL;
-    }
-    return rc;
-}
-
-int em_parse_recipe_command(const em_cmd_spec *spec, int argc, char **argv, const char **name,
-                            bool built_only, const em_recipe **rc)
-{
-    int parsed = em_args_parse(spec, argc, argv);
-    if (parsed != EM_ARGS_RUN)
-        return parsed;
-    *rc = built_only ? find_built_recipe(spec->command, *name)
-                     : find_recipe(spec->command, *name);
-    return *rc ? EM_ARGS_RUN : 2;
-}
-
 int em_cli_device(const char *command, const char *name, bool tf32, em_device *out)
 {
     *out = !strcmp(name, "cuda") ? EM_CUDA : EM_CPU;
@@ -189,6 +149,9 @@ static int parse_train_args(int argc, char **argv, train_args *a)
          .help = "Fashion-MNIST directory (gpt: the fortunes' directory)"},
         {"save", EM_OPT_STRING, &a->o.save_path, "FILE",
          .help = "write a training checkpoint every epoch"},
+        {"save-every", EM_OPT_INT64, &a->o.save_every, "N",
+         "with --save: also write it every N steps (a killed run loses at most N)",
+         .range = EM_AT_LEAST(1)},
         {"resume", EM_OPT_STRING, &a->o.resume_path, "FILE",
          .help = "continue from a training checkpoint"},
         {"max-steps", EM_OPT_INT64, &a->o.max_steps, "N", "stop after N steps",
@@ -253,6 +216,14 @@ static int settle_train_args(train_args *a)
         o->workers = em_recipe_default_workers(o->device);
     if (o->save_path && em_atomic_check(o->save_path) != EM_OK) { /* before any data loads */
         fprintf(stderr, "ember train: --save: %s\n", em_error());
+        return 2;
+    }
+    if (o->save_every && !o->save_path) {
+        fprintf(stderr, "ember train: --save-every needs --save FILE\n");
+        return 2;
+    }
+    if (o->observe.tensorboard && em_tb_check(o->observe.tensorboard) != EM_OK) {
+        fprintf(stderr, "ember train: --tensorboard: %s\n", em_error());
         return 2;
     }
     if (o->observe.profile && em_atomic_check(o->observe.profile) != EM_OK) {

@@ -1,6 +1,6 @@
-/* Data: datasets behind one small interface (IDX, CSV, image folders, tensors, subsets),
- * per-sample transforms keyed by (seed, epoch, index), samplers, and a threaded DataLoader with
- * PyTorch's semantics. */
+/* Data: datasets behind one small interface (IDX, CSV, image folders, tensors, subsets,
+ * time-series windows), per-sample transforms keyed by (seed, epoch, index), samplers, and a
+ * threaded DataLoader with PyTorch's semantics. */
 #ifndef EMBER_DATA_H
 #define EMBER_DATA_H
 
@@ -162,6 +162,28 @@ em_status em_char_vocab_decode(const em_char_vocab *v, const int64_t *ids, size_
  * window that fits ((n - len - 1) / stride + 1 of them). */
 em_dataset *em_char_windows_dataset(const uint8_t *ids, int64_t n, int64_t len, int64_t stride);
 
+/* ---- time-series windows ----
+ * A series of n steps of F columns, cut into windows for a sequence model: sample i starts at
+ * step s = i * stride; x (length, F) is steps s .. s + length - 1 of every column, y (horizon,
+ * n_targets) the target columns of the `horizon` steps after them, both f32. Every window that
+ * fits: (n - length - horizon) / stride + 1 of them (at least one, else EM_ERR_ARG). */
+typedef struct {
+    int64_t length;     /* T: steps of an input window (>= 1, required) */
+    int64_t horizon;    /* H: steps forecast after it; 0: 1 */
+    int64_t stride;     /* steps from one window's start to the next; 0: 1 */
+    const int *targets; /* the columns forecast, in this order (negative: from the end; copied);
+                           NULL: every column */
+    int n_targets;
+} em_time_windows_opts;
+/* Over series (n) or (n, F), copied as f32 (the tensor stays the caller's). */
+em_dataset *em_time_windows_dataset(const em_tensor *series, em_time_windows_opts opts);
+/* Over a CSV file's rows, read by em_csv_dataset with csv (regression is implied): each row is
+ * one step, its columns the chosen features and then the targets (so x holds the targets' past
+ * too); the targets are y's columns. opts.targets must be NULL: csv's label and n_targets choose
+ * them. */
+em_dataset *em_csv_time_windows_dataset(const char *path, em_csv_opts csv,
+                                        em_time_windows_opts opts);
+
 /* ---- per-sample transforms ----
  * Applied in the loader's workers after get(), in order. Random choices come from Philox keyed by
  * (seed, epoch, sample index, position in the list), so they never depend on which worker ran.
@@ -203,12 +225,18 @@ typedef struct {
     em_transform_fn fn;             /* custom */
     em_transform_shape_fn shape_fn; /* custom; NULL: same shape */
     void *ctx;                      /* custom: passed to fn and shape_fn; the caller's */
+    bool random;                    /* custom: it draws random numbers (augmentation) */
 } em_transform;
 
 em_transform em_transform_normalize(int n_channels, const float *mean, const float *std);
 em_transform em_transform_random_crop(int height, int width, int padding);
 em_transform em_transform_random_hflip(float p);
 em_transform em_transform_custom(em_transform_fn fn, em_transform_shape_fn shape_fn, void *ctx);
+
+/* Whether tf is random augmentation: random crop and flip, and a custom transform with random
+ * set. Validation leaves these out of the training loader's transforms
+ * (em_trainer_opts.val_transforms). */
+bool em_transform_is_random(const em_transform *tf);
 
 /* The sample shape after tf, or EM_ERR_ARG when tf does not apply to shape in. Normalize takes
  * channels from dim 0 of a (C, H, W) sample; crop and flip need (H, W) or (C, H, W). */
@@ -325,6 +353,8 @@ em_loader *em_loader_new(const em_dataset *ds, em_loader_opts opts);
 em_status em_loader_next(em_loader *dl, em_batch *batch);
 int64_t em_loader_num_batches(const em_loader *dl);
 em_loader_pos em_loader_position(const em_loader *dl);
+/* The loader's transforms (its copy, *n of them, valid while it lives; NULL when none). */
+const em_transform *em_loader_transforms(const em_loader *dl, int *n);
 em_status em_loader_set_position(em_loader *dl, em_loader_pos pos);
 void em_loader_free(em_loader *dl); /* joins the workers at any point; NULL is fine */
 

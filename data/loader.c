@@ -459,6 +459,12 @@ int64_t em_loader_num_batches(const em_loader *dl)
     return dl ? dl->n_batches : 0;
 }
 
+const em_transform *em_loader_transforms(const em_loader *dl, int *n)
+{
+    *n = dl ? dl->o.n_transforms : 0;
+    return dl ? dl->tfs : NULL;
+}
+
 em_loader_pos em_loader_position(const em_loader *dl)
 {
     return dl ? (em_loader_pos){dl->epoch, dl->next_consume} : (em_loader_pos){0, 0};

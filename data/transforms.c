@@ -33,6 +33,12 @@ em_transform em_transform_custom(em_transform_fn fn, em_transform_shape_fn shape
                           .ctx = ctx};
 }
 
+bool em_transform_is_random(const em_transform *tf)
+{
+    return tf->kind == EM_TRANSFORM_RANDOM_CROP || tf->kind == EM_TRANSFORM_RANDOM_HFLIP
+           || (tf->kind == EM_TRANSFORM_CUSTOM && tf->random);
+}
+
 static const char *kind_name(em_transform_kind k)
 {
     switch (k) {

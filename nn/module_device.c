@@ -23,7 +23,11 @@ em_status em_module_to(em_module *m, em_device device)
         return em_set_error(EM_ERR_ARG, "em_module_to: NULL module");
     if ((unsigned)device >= EM_NDEVICES)
         return em_set_error(EM_ERR_ARG, "em_module_to: device invalid");
-    /* a probe allocation names a missing backend before anything moves */
+    if (!em_device_available(device))
+        return em_set_error(EM_ERR_UNSUPPORTED, "em_module_to: no %s device is available (ember "
+                            "was built without its backend, or no device and driver were found)",
+                            em_device_name(device));
+    /* a probe allocation finds a device that cannot allocate before anything moves */
     em_tensor *probe = em_empty_on(EM_SHAPE(1), EM_F32, device);
     if (!probe)
         return em_error_status();

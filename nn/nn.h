@@ -84,7 +84,8 @@ int em_module_buffers(const em_module *m, em_param_ref *out, int max);
 em_tensor *em_module_find(const em_module *m, const char *dotted_name); /* param or buffer */
 int64_t em_module_num_params(const em_module *m);
 void em_module_zero_grad(em_module *m);
-/* torchinfo-like table for an input shape: layer, output shape, parameter count; totals */
+/* torchinfo-like table for an input shape: layer, output shape, parameter count; totals. A
+ * quantized layer's int8 weights, scales and bias (buffers) count as non-trainable parameters. */
 em_status em_module_summary(em_module *m, em_shape input, FILE *f);
 
 /* A layer whose forward is a matrix product (Linear, Conv1d, Conv2d): for one sample it makes

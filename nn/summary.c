@@ -1,5 +1,6 @@
 /* A torchinfo-like summary: one row per module of the tree (indented name, type, output shape of
- * a no-grad eval forward on zeros, own parameter count, settings), then the parameter totals. */
+ * a no-grad eval forward on zeros, own parameter count, settings), then the parameter totals; a
+ * quantized layer's int8 weights and their scales count as non-trainable parameters. */
 #include <stdlib.h>
 
 #include "nn/nn_internal.h"
@@ -54,6 +55,32 @@ static const char *group_digits(int64_t v, char *buf, size_t n)
     return buf;
 }
 
+typedef struct {
+    int64_t total, trainable, bytes;
+} param_counts;
+
+/* m's own parameters; a quantized layer's (one holding an int8 weight) buffers count too, as
+ * non-trainable parameters in their own bytes: they are its weights. */
+static param_counts own_counts(const em_module *m)
+{
+    param_counts c = {0};
+    for (int p = 0; p < m->n_params; p++) {
+        const em_tensor *t = m->params[p].value;
+        c.total += em_numel(t);
+        c.trainable += t->requires_grad ? em_numel(t) : 0;
+        c.bytes += em_numel(t) * (int64_t)em_dtype_size(t->dtype);
+    }
+    bool quantized = false;
+    for (int b = 0; b < m->n_buffers; b++)
+        quantized |= m->buffers[b].value->dtype == EM_I8;
+    for (int b = 0; quantized && b < m->n_buffers; b++) {
+        const em_tensor *t = m->buffers[b].value;
+        c.total += em_numel(t);
+        c.bytes += em_numel(t) * (int64_t)em_dtype_size(t->dtype);
+    }
+    return c;
+}
+
 static void print_rows(const summary_rows *r, FILE *f)
 {
     fprintf(f, "%-40s %-22s %12s  %s\n", "Layer (type)", "Output shape", "Params", "Settings");
@@ -67,9 +94,7 @@ static void print_rows(const summary_rows *r, FILE *f)
                  row->depth ? " (" : "", m->type->type_name, row->depth ? ")" : "");
         if (row->has_out)
             em_shape_fmt(&row->out, shape, sizeof shape);
-        int64_t own = 0;
-        for (int p = 0; p < m->n_params; p++)
-            own += em_numel(m->params[p].value);
+        int64_t own = own_counts(m).total;
         if (own > 0 || m->n_children == 0)
             group_digits(own, params, sizeof params);
         if (m->type->describe)
@@ -78,20 +103,15 @@ static void print_rows(const summary_rows *r, FILE *f)
     }
 }
 
-static void print_totals(const em_module *m, em_shape input, FILE *f)
+static void print_totals(const summary_rows *r, em_shape input, FILE *f)
 {
-    int n = em_module_parameters(m, NULL, 0);
-    em_param_ref *refs = n > 0 ? malloc((size_t)n * sizeof *refs) : NULL;
-    if (refs)
-        n = em_module_parameters(m, refs, n);
     int64_t total = 0, trainable = 0, bytes = 0;
-    for (int i = 0; refs && i < n; i++) {
-        int64_t k = em_numel(refs[i].value);
-        total += k;
-        trainable += refs[i].value->requires_grad ? k : 0;
-        bytes += k * (int64_t)em_dtype_size(refs[i].value->dtype);
+    for (int i = 0; i < r->n; i++) {
+        param_counts c = own_counts(r->rows[i].m);
+        total += c.total;
+        trainable += c.trainable;
+        bytes += c.bytes;
     }
-    free(refs);
     char shape[64], a[32], b[32], c[32], d[32];
     fprintf(f, "%.*s\n", 100, "=================================================="
                               "==================================================");
@@ -115,7 +135,7 @@ em_status em_module_summary(em_module *m, em_shape input, FILE *f)
     em_status st = em_module_trace(m, input, record_output, &r);
     if (st == EM_OK) {
         print_rows(&r, f);
-        print_totals(m, input, f);
+        print_totals(&r, input, f);
     }
     free(r.rows);
     return st;

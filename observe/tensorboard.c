@@ -57,6 +57,36 @@ static em_status make_dirs(const char *dir)
     return st;
 }
 
+em_status em_tb_check(const char *logdir)
+{
+    if (!logdir || !*logdir)
+        return em_set_error(EM_ERR_ARG, "em_tb_check: no log directory given");
+    char *p = strdup(logdir);
+    if (!p)
+        return em_set_error(EM_ERR_MEMORY, "em_tb_check: out of memory");
+    struct stat sb;
+    while (stat(p, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR) && strcmp(p, ".")
+           && strcmp(p, "/")) { /* up to what exists */
+        char *slash = strrchr(p, '/');
+        if (!slash)
+            strcpy(p, ".");
+        else
+            slash[slash == p] = '\0'; /* "/x" leaves "/" */
+    }
+    em_status st = EM_OK;
+    if (stat(p, &sb) != 0)
+        st = em_set_error(EM_ERR_IO, "em_tb_check: cannot use log directory '%s': %s", p,
+                          strerror(errno));
+    else if (!S_ISDIR(sb.st_mode))
+        st = em_set_error(EM_ERR_IO, "em_tb_check: log directory '%s': '%s' is not a directory",
+                          logdir, p);
+    else if (access(p, W_OK | X_OK) != 0)
+        st = em_set_error(EM_ERR_IO, "em_tb_check: log directory '%s': cannot write into '%s': "
+                          "%s", logdir, p, strerror(errno));
+    free(p);
+    return st;
+}
+
 /* Writes an Event {wall_time, step, <the fields in body>} as one record; body is freed. */
 static em_status write_event(em_tb_writer *w, int64_t step, em_pb *body, const char *fn)
 {

@@ -19,6 +19,10 @@ typedef struct em_tb_writer em_tb_writer;
  * "events.out.tfevents.<seconds>.<host>.<pid>.<n>", opened by its file_version record. NULL
  * with EM_ERR_IO naming the directory or file when it cannot be made or written. */
 em_tb_writer *em_tb_new(const char *logdir);
+/* Whether em_tb_new could make its event file in logdir now: no part of it is a file and the
+ * nearest directory along it that exists takes new entries. EM_ERR_IO naming the directory;
+ * nothing is made (a program checks this before it loads any data). */
+em_status em_tb_check(const char *logdir);
 /* value under tag at step (TensorBoard keeps scalars as f32). */
 em_status em_tb_add_scalar(em_tb_writer *w, const char *tag, double value, int64_t step);
 /* A histogram of t's elements (a float tensor on any device): min, max, count, sum, sum of

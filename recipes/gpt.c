@@ -170,6 +170,7 @@ static em_status start_run(const em_train_opts *o, em_train_result *res, run *r,
                                                   .loss = sequence_loss,
                                                   .val = o->skip_eval ? NULL : r->val,
                                                   .val_batch = 64, .checkpoint = o->save_path,
+                                                  .checkpoint_every = o->save_every,
                                                   .meta = r->meta.meta, .n_meta = 6,
                                                   .progress = o->progress});
     res->tokens_per_sample = c.block_size;

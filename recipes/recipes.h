@@ -49,6 +49,7 @@ typedef struct em_train_opts {
     int workers;            /* loader threads (em_recipe_default_workers: the usual choice) */
     uint64_t seed;
     const char *save_path;  /* training checkpoint written after every epoch and at the end */
+    int64_t save_every;     /* and every this many micro-batches; 0: not between epochs */
     const char *resume_path;
     int64_t max_steps;      /* stop after this many micro-batch steps; 0: run every epoch */
     em_techniques tech;

@@ -216,7 +216,8 @@ static em_status start_run(const em_train_opts *o, const em_train_result *res, r
     bool lead = em_dist_rank() == 0; /* with ddp, rank 0 validates and shows progress */
     em_trainer_opts to = {.tech = o->tech, .scheduler = r->sched,
                           .val = o->validate && lead ? r->test : NULL,
-                          .checkpoint = o->save_path, .max_steps = o->max_steps,
+                          .checkpoint = o->save_path, .checkpoint_every = o->save_every,
+                          .max_steps = o->max_steps,
                           .meta = r->meta, .n_meta = 1, .progress = o->progress && lead};
     to.tech.clip = o->tech.clip > 0 ? o->tech.clip : rc->clip;
     if (o->ddp) {

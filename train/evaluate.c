@@ -55,6 +55,8 @@ em_status em_evaluate(em_module *model, const em_dataset *ds, em_eval_opts opts,
     em_device device = em_module_device(model); /* batches are assembled there */
     em_loader *dl = em_loader_new(ds, (em_loader_opts){.batch_size = opts.batch ? opts.batch
                                                                                 : 1000,
+                                                       .transforms = opts.transforms,
+                                                       .n_transforms = opts.n_transforms,
                                                        .device = device,
                                                        .pin_memory = device != EM_CPU});
     if (!dl)

@@ -5,10 +5,10 @@
 #include "train/train_checkpoint.h"
 #include "train/train_internal.h"
 
-static em_train_state train_state(const em_trainer *t)
+static em_train_state train_state(em_trainer *t)
 {
     return (em_train_state){.model = t->model, .optim = t->optim, .scheduler = t->o.scheduler,
-                            .loader = t->loader, .scaler = t->scaler};
+                            .loader = t->loader, .scaler = t->scaler, .counters = &t->run};
 }
 
 em_status em_trainer_save(const em_trainer *t, const char *path)
@@ -18,7 +18,7 @@ em_status em_trainer_save(const em_trainer *t, const char *path)
     if (t->pending)
         return em_set_error(EM_ERR_STATE, "em_trainer_save: the gradients of %d micro-batches "
                             "are not applied yet (save between optimizer updates)", t->pending);
-    em_train_state s = train_state(t);
+    em_train_state s = train_state((em_trainer *)t); /* saving only reads the counters */
     return (t->o.save_checkpoint ? t->o.save_checkpoint : em_train_checkpoint_save)(
         path, &s, t->o.meta, t->o.n_meta);
 }
@@ -28,7 +28,11 @@ em_status em_trainer_resume(em_trainer *t, const char *path)
     if (!t)
         return em_set_error(EM_ERR_ARG, "em_trainer_resume: trainer is NULL");
     em_train_state s = train_state(t);
-    return (t->o.load_checkpoint ? t->o.load_checkpoint : em_train_checkpoint_load)(path, &s);
+    em_status st = (t->o.load_checkpoint ? t->o.load_checkpoint : em_train_checkpoint_load)(
+        path, &s);
+    if (st == EM_OK)
+        t->saved_at = t->run.step;
+    return st;
 }
 
 static void notify_step(const em_trainer *t, const em_progress *p)
@@ -53,7 +57,9 @@ static em_status validate(em_trainer *t, em_epoch_stats *e)
     em_eval_result r;
     em_status st = em_evaluate(t->model, t->o.val, (em_eval_opts){.batch = t->o.val_batch,
                                                                   .loss = t->o.loss,
-                                                                  .loss_ctx = t->o.loss_ctx},
+                                                                  .loss_ctx = t->o.loss_ctx,
+                                                                  .transforms = t->val_tfs,
+                                                                  .n_transforms = t->n_val_tfs},
                                &r);
     if (st == EM_OK) {
         e->val_loss = r.loss;
@@ -62,12 +68,36 @@ static em_status validate(em_trainer *t, em_epoch_stats *e)
     return st;
 }
 
+/* The checkpoint, when checkpoint_every micro-batches passed since the last one and no
+ * accumulation is pending. */
+static em_status save_periodically(em_trainer *t)
+{
+    if (!t->o.checkpoint_every || t->pending || t->run.step - t->saved_at < t->o.checkpoint_every)
+        return EM_OK;
+    t->saved_at = t->run.step;
+    return em_trainer_save(t, t->o.checkpoint);
+}
+
+/* After a micro-batch: the progress the callbacks hear. */
+static void report_step(em_trainer *t, em_progress *p, double t0)
+{
+    p->mean_loss = t->run.epoch_loss_sum / (double)t->run.epoch_steps;
+    p->batch++;
+    p->step = t->stats.steps;
+    p->global_step = t->run.step;
+    double elapsed = em_train_clock_s() - t0;
+    p->samples_per_s = elapsed > 0 ? (double)p->samples / elapsed : 0;
+    p->lr = em_trainer_lr(t);
+    p->scale = t->scaler ? em_scaler_get_scale(t->scaler) : 1.0;
+    p->skipped = t->stats.skipped;
+    notify_step(t, p);
+}
+
 /* The rest of the loader's current epoch, or until max_steps (then *stopped); the epoch's mean
  * loss into e. */
 static em_status train_batches(em_trainer *t, em_progress *p, em_epoch_stats *e, bool *stopped)
 {
-    double t0 = em_train_clock_s(), loss_sum = 0;
-    int64_t n = 0;
+    double t0 = em_train_clock_s();
     em_status st;
     for (;;) {
         if (t->o.max_steps && t->stats.steps >= t->o.max_steps && !t->pending) {
@@ -85,22 +115,18 @@ static em_status train_batches(em_trainer *t, em_progress *p, em_epoch_stats *e,
         em_scope_end();
         if (st != EM_OK)
             break;
-        loss_sum += p->loss;
-        p->mean_loss = loss_sum / (double)++n;
-        p->batch++;
-        p->step = t->stats.steps;
-        double elapsed = em_train_clock_s() - t0;
-        p->samples_per_s = elapsed > 0 ? (double)p->samples / elapsed : 0;
-        p->lr = em_trainer_lr(t);
-        p->scale = t->scaler ? em_scaler_get_scale(t->scaler) : 1.0;
-        p->skipped = t->stats.skipped;
-        notify_step(t, p);
+        t->run.epoch_loss_sum += p->loss;
+        t->run.epoch_steps++;
+        report_step(t, p, t0);
+        if ((st = save_periodically(t)) != EM_OK)
+            break;
     }
     if (st == EM_END)
         st = em_trainer_flush(t);
     e->seconds = em_train_clock_s() - t0;
     e->samples = p->samples;
-    e->train_loss = n ? loss_sum / (double)n : NAN;
+    e->train_loss = t->run.epoch_steps ? t->run.epoch_loss_sum / (double)t->run.epoch_steps : NAN;
+    e->global_step = t->run.step;
     t->stats.train_seconds += e->seconds;
     return st;
 }
@@ -113,6 +139,10 @@ static em_status run_epoch(em_trainer *t, int epochs, bool *stopped)
                      .batches = em_loader_num_batches(t->loader)};
     em_epoch_stats e = {.epoch = p.epoch, .epochs = epochs};
     em_status st = train_batches(t, &p, &e, stopped);
+    if (st == EM_OK && !*stopped) { /* the next epoch counts from 0 */
+        t->run.epoch_steps = 0;
+        t->run.epoch_loss_sum = 0;
+    }
     if (st != EM_OK || *stopped)
         return st == EM_OK && t->o.checkpoint ? em_trainer_save(t, t->o.checkpoint) : st;
     st = validate(t, &e);
@@ -122,6 +152,7 @@ static em_status run_epoch(em_trainer *t, int epochs, bool *stopped)
     e.lr = em_trainer_lr(t);
     if (st == EM_OK && t->o.checkpoint)
         st = em_trainer_save(t, t->o.checkpoint);
+    t->saved_at = t->run.step;
     if (st != EM_OK)
         return st;
     t->stats.last_epoch = e;

@@ -25,7 +25,8 @@ struct em_observer {
     em_tb_writer *tb;
     em_memtrend *memory;
     bool leak_warned[EM_NDEVICES];
-    int64_t step;             /* micro-batches seen */
+    int64_t step;             /* the run's micro-batches (em_progress's global_step): the
+                                 step of every scalar and histogram */
     double grad_norm;         /* of the last update, unscaled; NAN when none since last step */
     em_status failed;         /* the first failed write */
     char failure[512];
@@ -138,22 +139,23 @@ static void start_profiler(em_observer *ob)
         note_failure(ob, "profiler");
 }
 
-static void profile_step(em_observer *ob)
+/* step: the micro-batches this trainer trained, as profile_first and profile_last count */
+static void profile_step(em_observer *ob, int64_t step)
 {
     if (!ob->o.profile)
         return;
     if (em_profiler_running())
         em_profiler_step();
-    if (ob->step == ob->o.profile_last)
+    if (step == ob->o.profile_last)
         stop_profiler(ob);
-    else if (ob->step + 1 == ob->o.profile_first)
+    else if (step + 1 == ob->o.profile_first)
         start_profiler(ob);
 }
 
 static void on_step(void *ctx, const em_progress *p)
 {
     em_observer *ob = ctx;
-    ob->step = p->step;
+    ob->step = p->global_step;
     scalar(ob, "train/loss", p->loss);
     scalar(ob, "train/lr", p->lr);
     scalar(ob, "train/loss_scale", p->scale);
@@ -164,7 +166,7 @@ static void on_step(void *ctx, const em_progress *p)
     if (histogram_step(ob, ob->step))
         histograms(ob, false, ob->step);
     memory_step(ob);
-    profile_step(ob);
+    profile_step(ob, p->step);
 }
 
 static em_status before_update(void *ctx, em_optim *optim)
@@ -197,6 +199,7 @@ static em_status before_update(void *ctx, em_optim *optim)
 static void on_epoch(void *ctx, const em_epoch_stats *e)
 {
     em_observer *ob = ctx;
+    ob->step = e->global_step;
     scalar(ob, "train/epoch_loss", e->train_loss);
     if (!isnan(e->val_loss))
         scalar(ob, "val/loss", e->val_loss);

@@ -20,10 +20,12 @@ extern "C" {
 #endif
 
 typedef struct {
-    const char *tensorboard; /* event files in this directory (made when missing); NULL: none */
+    const char *tensorboard; /* event files in this directory (made when missing); NULL: none.
+                                Points are at the run's micro-batch count (em_progress's
+                                global_step), which a resumed run continues */
     int histogram_every;     /* micro-batches between weight and gradient histograms; 0: 200 */
     const char *profile;     /* the profiler's Chrome trace; NULL: no profiling */
-    int64_t profile_first;   /* the first and last micro-batch profiled, counting from 1; */
+    int64_t profile_first;   /* the first and last micro-batch of t profiled, from 1; */
     int64_t profile_last;    /* 0: the 6th to the 25th */
     int memory_window;       /* steps the memory leak check fits a trend over; 0: 50 */
     FILE *log;               /* the profiler's table and the warnings; NULL: stderr */

@@ -44,8 +44,11 @@ typedef struct {
                                in the whole epoch */
     int64_t samples;       /* samples trained in this epoch by this trainer */
     int64_t step;          /* micro-batches trained by this trainer */
+    int64_t global_step;   /* micro-batches trained in the whole run, those before a resume
+                              included (TensorBoard's step) */
     double loss;           /* this micro-batch's loss */
-    double mean_loss;      /* the mean over this epoch's micro-batches so far */
+    double mean_loss;      /* the mean over this epoch's micro-batches so far (those before a
+                              resume included) */
     double samples_per_s;  /* this epoch so far */
     double lr;             /* group 0's learning rate */
     double scale;          /* the grad scaler's scale; 1 without one */
@@ -55,12 +58,15 @@ typedef struct {
 /* What the callbacks hear after every epoch. */
 typedef struct {
     int epoch, epochs;
-    double train_loss;     /* the mean over the epoch's micro-batches */
+    double train_loss;     /* the mean over the epoch's micro-batches (those before a resume
+                              included) */
     double val_loss;       /* NAN without validation data */
     double val_acc;        /* NAN without validation data or class-index targets */
     double lr;             /* group 0's learning rate after the epoch */
     double seconds;        /* training time of the epoch, validation excluded */
-    int64_t samples;       /* trained in this epoch */
+    int64_t samples;       /* trained in this epoch by this trainer */
+    int64_t global_step;   /* the run's micro-batches at the epoch's end (the step its
+                              validation belongs to) */
 } em_epoch_stats;
 
 /* Hooks into the loop; any may be NULL. A trainer holds up to EM_TRAINER_MAX_CALLBACKS sets. */
@@ -90,9 +96,17 @@ typedef struct {
     em_loss_fn loss;         /* NULL: cross-entropy against class indices */
     void *loss_ctx;
     const em_dataset *val;   /* borrowed or NULL: evaluated after every epoch */
+    /* validation's transforms. NULL: the training loader's less random augmentation
+     * (em_transform_is_random), so the normalisation training sees applies to validation too;
+     * else exactly these n_val_transforms (0 of them: none). Copied. */
+    const em_transform *val_transforms;
+    int n_val_transforms;
     int64_t val_batch;       /* batch size of validation; 0: 1000 */
     const char *checkpoint;  /* or NULL: a training checkpoint written after every epoch, and
                                 when max_steps stops em_trainer_fit */
+    int64_t checkpoint_every; /* also write it every this many micro-batches of the run (under
+                                accumulation at the update that completes them), so a killed
+                                run loses at most that many; 0: per epoch only */
     int64_t max_steps;       /* em_trainer_fit stops after this many micro-batches (more to
                                 finish an accumulation); 0: no limit */
     const em_st_meta *meta;  /* the caller's metadata, written into every checkpoint */
@@ -134,6 +148,7 @@ em_status em_trainer_resume(em_trainer *t, const char *path);
 
 typedef struct {
     int64_t steps;           /* micro-batches trained */
+    int64_t global_step;     /* micro-batches of the whole run, those before a resume included */
     int64_t updates;         /* optimizer steps taken */
     int64_t skipped;         /* optimizer steps skipped (grad scaler or guard) */
     int64_t samples;         /* trained */
@@ -157,6 +172,8 @@ typedef struct {
     int64_t batch;     /* 0: 1000 */
     em_loss_fn loss;   /* NULL: cross-entropy against class indices */
     void *loss_ctx;
+    const em_transform *transforms; /* applied to every sample, as a loader does; NULL: none */
+    int n_transforms;
 } em_eval_opts;
 
 typedef struct {

@@ -1,6 +1,7 @@
 /* Training checkpoints over safetensors: prefixed tensor names (model, optimizer, grad scaler,
  * scheduler), integers as metadata strings. */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +9,7 @@
 #include "export/serialize.h"
 #include "train/train_checkpoint.h"
 
-#define N_OWN_META 8 /* kind, scheduler step, generator (2), loader (3), optimizer */
+#define N_OWN_META 11 /* kind, scheduler step, generator (2), loader (3), counters (3), optimizer */
 
 /* The parts of a checkpoint, in file order, and their tensor name prefixes. */
 enum { PART_MODEL, PART_OPTIM, PART_SCALER, PART_SCHED, N_PARTS };
@@ -85,34 +86,56 @@ static void free_entries(em_st_entry *e, int n)
     free(e);
 }
 
+/* ember's own metadata of a checkpoint, values formatted into buf. */
+typedef struct {
+    em_st_meta m[N_OWN_META];
+    char buf[N_OWN_META][40];
+    int n;
+} own_meta;
+
+static void __attribute__((format(printf, 3, 4)))
+put_meta(own_meta *o, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(o->buf[o->n], sizeof o->buf[o->n], fmt, ap);
+    va_end(ap);
+    o->m[o->n] = (em_st_meta){.key = key, .value = o->buf[o->n]};
+    o->n++;
+}
+
+/* Everything of s that is stored as metadata; the optimizer's settings are the caller's. */
+static void own_metadata(const em_train_state *s, own_meta *o)
+{
+    em_generator *rng = s->rng ? s->rng : em_default_generator();
+    put_meta(o, "ember.kind", "train_checkpoint");
+    put_meta(o, "ember.scheduler_step", "%" PRId64,
+             s->scheduler ? em_scheduler_last_step(s->scheduler) : -1);
+    put_meta(o, "ember.rng_seed", "%" PRIu64, rng->seed);
+    put_meta(o, "ember.rng_offset", "%" PRIu64, rng->offset);
+    if (s->loader) {
+        em_loader_pos pos = em_loader_position(s->loader);
+        put_meta(o, "ember.loader_epoch", "%" PRId64, pos.epoch);
+        put_meta(o, "ember.loader_batch", "%" PRId64, pos.batch);
+        put_meta(o, "ember.loader_batches", "%" PRId64, em_loader_num_batches(s->loader));
+    }
+    if (s->counters) {
+        put_meta(o, "ember.step", "%" PRId64, s->counters->step);
+        put_meta(o, "ember.epoch_steps", "%" PRId64, s->counters->epoch_steps);
+        put_meta(o, "ember.epoch_loss_sum", "%a", s->counters->epoch_loss_sum); /* exact */
+    }
+}
+
 em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
                                    const em_st_meta *meta, int n_meta)
 {
     if (!path || !s || !s->model || (n_meta > 0 && !meta))
         return em_set_error(EM_ERR_ARG, "em_train_checkpoint_save: NULL path, state or model");
-    em_generator *rng = s->rng ? s->rng : em_default_generator();
-    char values[N_OWN_META][32];
-    const char *keys[N_OWN_META] = {"ember.kind", "ember.scheduler_step", "ember.rng_seed",
-                                    "ember.rng_offset", "ember.loader_epoch", "ember.loader_batch",
-                                    "ember.loader_batches", "ember.optim"};
-    const char *own_keys[N_OWN_META], *own_values[N_OWN_META];
-    em_loader_pos pos = s->loader ? em_loader_position(s->loader) : (em_loader_pos){0};
-    snprintf(values[0], 32, "train_checkpoint");
-    snprintf(values[1], 32, "%" PRId64, s->scheduler ? em_scheduler_last_step(s->scheduler) : -1);
-    snprintf(values[2], 32, "%" PRIu64, rng->seed);
-    snprintf(values[3], 32, "%" PRIu64, rng->offset);
-    snprintf(values[4], 32, "%" PRId64, pos.epoch);
-    snprintf(values[5], 32, "%" PRId64, pos.batch);
-    snprintf(values[6], 32, "%" PRId64, s->loader ? em_loader_num_batches(s->loader) : 0);
+    own_meta own = {.n = 0};
+    own_metadata(s, &own);
     char *optim = s->optim ? em_optim_settings(s->optim) : NULL;
-    int n_own = 0;
-    for (int k = 0; k < N_OWN_META; k++) {
-        const char *v = k == 7 ? optim : values[k];
-        if (!v || (!s->loader && k >= 4 && k <= 6))
-            continue;
-        own_keys[n_own] = keys[k];
-        own_values[n_own++] = v;
-    }
+    if (optim)
+        own.m[own.n++] = (em_st_meta){.key = "ember.optim", .value = optim};
     em_st_meta *all = calloc((size_t)n_meta + N_OWN_META, sizeof *all);
     layout l;
     em_st_entry *e = collect(s, &l);
@@ -129,10 +152,9 @@ em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
                                   "reserved", meta[i].key ? meta[i].key : "(null)");
             all[i] = meta[i];
         }
-        for (int i = 0; i < n_own; i++)
-            all[n_meta + i] = (em_st_meta){.key = own_keys[i], .value = own_values[i]};
+        memcpy(all + n_meta, own.m, (size_t)own.n * sizeof *all);
         if (st == EM_OK)
-            st = em_safetensors_save(path, e, l.total, all, n_meta + n_own);
+            st = em_safetensors_save(path, e, l.total, all, n_meta + own.n);
     }
     free_entries(e, e ? l.total : 0);
     free(all);
@@ -218,6 +240,32 @@ static em_status check_loader(const em_safetensors *f, const char *path, const e
     return EM_OK;
 }
 
+/* The trainer's counters in the file into *c; *present is false when the file has none. */
+static em_status read_counters(const em_safetensors *f, const char *path, em_train_counters *c,
+                               bool *present)
+{
+    *present = em_safetensors_meta(f, "ember.step") != NULL;
+    if (!*present)
+        return EM_OK;
+    uint64_t step, epoch_steps;
+    em_status st = meta_int(f, path, "ember.step", &step);
+    if (st == EM_OK)
+        st = meta_int(f, path, "ember.epoch_steps", &epoch_steps);
+    const char *sum = em_safetensors_meta(f, "ember.epoch_loss_sum");
+    char *end = NULL;
+    double loss_sum = sum ? strtod(sum, &end) : 0;
+    if (st == EM_OK && (!sum || end == sum || *end))
+        st = em_set_error(EM_ERR_IO, "em_train_checkpoint_load: %s: metadata "
+                          "'ember.epoch_loss_sum' missing or not a number", path);
+    if (st == EM_OK && (step > (uint64_t)INT64_MAX / 2 || epoch_steps > step))
+        st = em_set_error(EM_ERR_IO, "em_train_checkpoint_load: %s: the step counts (%llu in "
+                          "the run, %llu in the epoch) do not fit", path,
+                          (unsigned long long)step, (unsigned long long)epoch_steps);
+    if (st == EM_OK)
+        *c = (em_train_counters){(int64_t)step, (int64_t)epoch_steps, loss_sum};
+    return st;
+}
+
 /* The file's optimizer must be this run's: the same kind and settings, and its state entries
  * exactly the ones this optimizer keeps. */
 static em_status check_optim(const em_safetensors *f, const char *path, const em_optim *o,
@@ -262,6 +310,10 @@ static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
     em_loader_pos pos = {0};
     if (st == EM_OK && s->loader)
         st = check_loader(f, path, s->loader, &pos);
+    em_train_counters counters;
+    bool counters_present = false;
+    if (st == EM_OK && s->counters)
+        st = read_counters(f, path, &counters, &counters_present);
     if (st == EM_OK)
         st = check_part(f, path, e, l, PART_MODEL);
     if (st == EM_OK)
@@ -279,6 +331,8 @@ static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
     if (st != EM_OK)
         return st;
     /* nothing below can fail: each was checked above */
+    if (counters_present)
+        *s->counters = counters;
     if (scaler_present)
         em_scaler_load_state(s->scaler, refs + l->first[PART_SCALER], l->n[PART_SCALER]);
     if (s->scheduler)

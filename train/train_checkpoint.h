@@ -12,6 +12,13 @@
 extern "C" {
 #endif
 
+/* A trainer's own counters, kept in its checkpoints so that a resumed run counts on. */
+typedef struct {
+    int64_t step;          /* micro-batches trained in the whole run (TensorBoard's step) */
+    int64_t epoch_steps;   /* of them in the loader's current epoch */
+    double epoch_loss_sum; /* the sum of those micro-batches' losses */
+} em_train_counters;
+
 typedef struct {
     em_module *model;
     em_optim *optim;         /* or NULL */
@@ -19,12 +26,13 @@ typedef struct {
     em_generator *rng;       /* or NULL for the global generator */
     em_loader *loader;       /* or NULL; its position is saved, and restored on load */
     em_grad_scaler *scaler;  /* or NULL; a file without scaler state leaves it as it is */
+    em_train_counters *counters; /* or NULL; a file without them leaves them as they are */
 } em_train_state;
 
 /* Tensors are stored as "model.<name>", "optim.<name>", "scaler.<name>" and "sched.<name>" (a
  * plateau scheduler's state); the scheduler's step, the generator, the loader's position and
- * its batches per epoch as metadata, next to the caller's own (keys must not start with
- * "ember."). */
+ * its batches per epoch and the counters as metadata, next to the caller's own (keys must not
+ * start with "ember."). */
 em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
                                    const em_st_meta *meta, int n_meta);
 /* Restores everything s points at. The whole file is checked against the model, optimizer,

@@ -32,7 +32,11 @@ struct em_trainer {
     int accum;               /* micro-batches per update */
     int pending;             /* micro-batches accumulated since the last update */
     double *recent;          /* (EM_RECENT_UPDATES * accum): a ring of the last losses */
+    em_transform *val_tfs;   /* (n_val_tfs), owned: validation's transforms */
+    int n_val_tfs;
     em_trainer_stats stats;
+    em_train_counters run;   /* the whole run's, kept in its checkpoints */
+    int64_t saved_at;        /* run.step at em_trainer_fit's last checkpoint, or the resume */
     em_progress_printer printer; /* with o.progress */
 };
 

@@ -27,8 +27,30 @@ static em_status check_opts(const em_module *model, const em_optim *optim, em_tr
         return em_set_error(EM_ERR_ARG, "em_trainer_new: negative grad_accum (%d), clip (%g), "
                             "max_steps (%lld) or val_batch (%lld)", tech.grad_accum, tech.clip,
                             (long long)o.max_steps, (long long)o.val_batch);
+    if (o.n_val_transforms < 0 || (o.n_val_transforms && !o.val_transforms))
+        return em_set_error(EM_ERR_ARG, "em_trainer_new: n_val_transforms (%d) must be >= 0, "
+                            "and val_transforms given when it is not 0", o.n_val_transforms);
+    if (o.checkpoint_every < 0 || (o.checkpoint_every && !o.checkpoint))
+        return em_set_error(EM_ERR_ARG, "em_trainer_new: checkpoint_every (%lld) must be >= 0, "
+                            "and needs a checkpoint path", (long long)o.checkpoint_every);
     if (o.checkpoint && em_atomic_check(o.checkpoint) != EM_OK) /* before the run, not after */
         return em_error_status();
+    return EM_OK;
+}
+
+/* Validation's transforms: the caller's, or the training loader's less random augmentation. */
+static em_status copy_val_transforms(em_trainer *t)
+{
+    int n = t->o.n_val_transforms;
+    const em_transform *from = t->o.val_transforms;
+    if (!from)
+        from = em_loader_transforms(t->loader, &n);
+    t->val_tfs = calloc((size_t)n + 1, sizeof *t->val_tfs);
+    if (!t->val_tfs)
+        return em_set_error(EM_ERR_MEMORY, "em_trainer_new: out of memory");
+    for (int i = 0; i < n; i++)
+        if (t->o.val_transforms || !em_transform_is_random(&from[i]))
+            t->val_tfs[t->n_val_tfs++] = from[i];
     return EM_OK;
 }
 
@@ -48,8 +70,8 @@ em_trainer *em_trainer_new(em_module *model, em_optim *optim, em_loader *loader,
     }
     *t = (em_trainer){.model = model, .optim = optim, .loader = loader, .o = opts,
                       .accum = accum, .recent = recent, .stats = {.scale = 1}};
-    em_status st = EM_OK;
-    if (opts.tech.amp == EM_F16 && !(t->scaler = em_scaler_new((em_scaler_opts){0})))
+    em_status st = copy_val_transforms(t);
+    if (st == EM_OK && opts.tech.amp == EM_F16 && !(t->scaler = em_scaler_new((em_scaler_opts){0})))
         st = em_error_status();
     if (st == EM_OK && opts.tech.guard
         && !(t->guard = em_guard_new(model, (em_guard_opts){.loss_outliers = true})))
@@ -79,6 +101,7 @@ void em_trainer_free(em_trainer *t)
         return;
     em_scaler_free(t->scaler);
     em_guard_free(t->guard);
+    free(t->val_tfs);
     free(t->recent);
     free(t);
 }
@@ -107,6 +130,7 @@ em_grad_scaler *em_trainer_scaler(const em_trainer *t)
 em_trainer_stats em_trainer_get_stats(const em_trainer *t)
 {
     em_trainer_stats s = t->stats;
+    s.global_step = t->run.step;
     int64_t window = (int64_t)EM_RECENT_UPDATES * t->accum;
     int64_t n = s.steps < window ? s.steps : window;
     s.recent_loss = 0;
@@ -224,6 +248,7 @@ em_status em_trainer_step(em_trainer *t, const em_tensor *x, const em_tensor *y,
         *loss_value = value;
     t->recent[t->stats.steps % ((int64_t)EM_RECENT_UPDATES * t->accum)] = value;
     t->stats.steps++;
+    t->run.step++;
     t->stats.samples += em_size(x, 0);
     if (++t->pending < t->accum)
         return EM_OK;

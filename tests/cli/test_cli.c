@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "helpers/ember_cli.h"
+#include "helpers/files.h"
 #include "ember.h"
 
 typedef struct {
@@ -180,6 +181,9 @@ Test(cli, bad_values_exit_2_before_loading_data)
            "ember prune: --amount: 1.5 is out of range (must be in [0, 1))");
     expect("bench infer cnn --load a --iters 5", 2, "--iters: 5 is out of range");
     expect("bench train --rounds 0", 2, "--rounds: 0 is out of range");
+    expect("train cnn " NO_DATA " --save-every 10", 2,
+           "ember train: --save-every needs --save FILE\n");
+    expect("train cnn " NO_DATA " --save-every 0 --save x", 2, "--save-every: 0 is out of range");
     expect("train cnn " NO_DATA " --save /nonexistent/ember-test/run.ckpt", 2,
            "ember train: --save: cannot write '/nonexistent/ember-test/run.ckpt'");
     expect("train cnn " NO_DATA " --profile t.json --profile-steps 3-9", 2,
@@ -205,6 +209,9 @@ Test(cli, an_unwritable_report_or_trace_fails_before_any_work)
            "ember train: --profile: cannot write '/nonexistent/dir/t.json'");
     expect("profile cnn " NO_DATA " --trace /nonexistent/dir/t.json", 2,
            "ember profile: --trace: cannot write '/nonexistent/dir/t.json'");
+    expect("train cnn " NO_DATA " --tensorboard /dev/null/runs", 2,
+           "ember train: --tensorboard: em_tb_check: log directory '/dev/null/runs': "
+           "'/dev/null' is not a directory\n");
 }
 
 /* --device names a missing device at once (exit 2, before any data loads); where the device is
@@ -251,6 +258,60 @@ Test(cli, a_checkpoint_is_resumed_and_evaluated_only_as_what_it_is, .init = make
     snprintf(args, sizeof args, "eval cnn --data %s --load %s", data_dir, ckpt);
     expect(args, 1, "holds a model of the mlp recipe, not of cnn");
     unlink(ckpt);
+}
+
+/* A model file names its recipe: `ember serve`, `ember bench serve` and `ember summary` take it
+ * from there (bench serve assumed cnn). The summary of the quantized mlp counts its int8 weights
+ * (784*512 + 512*256 + 256*10 = 535,040 bytes) and its per-channel f32 scales and biases (2 x
+ * (512 + 256 + 10) = 1,556, 6,224 bytes) as non-trainable parameters: 536,596 in 541,264 bytes. */
+Test(cli, model_commands_read_the_recipe_from_the_file, .init = make_data, .fini = remove_data)
+{
+    char dir[128], args[512], cmd[1024];
+    cr_assert(em_test_make_dir(dir, sizeof dir, "ember_cli_recipe_"));
+    snprintf(args, sizeof args, "train mlp --data %s --epochs 1 --no-val --save %s/mlp.ckpt",
+             data_dir, dir);
+    expect(args, 0, "\"recipe\":\"mlp\"");
+    snprintf(args, sizeof args, "quantize mlp --data %s --load %s/mlp.ckpt --save %s/q.st",
+             data_dir, dir, dir);
+    expect(args, 0, "\"qscheme\":\"per_channel\"");
+    snprintf(args, sizeof args, "summary --load %s/q.st", dir);
+    expect(args, 0, "  0 (QuantizedLinear)                    [1,512]                     402,432");
+    expect(args, 0, "Total params: 536,596\nTrainable params: 0\nNon-trainable params: 536,596\n"
+                    "Params size: 541,264 bytes");
+    expect("summary", 2, "ember summary: give RECIPE or --load FILE");
+    snprintf(args, sizeof args, "bench serve --load %s/mlp.ckpt --only batching --seconds 0.5 "
+             "--clients 2 --threads 1", dir);
+    expect(args, 0, "ember bench serve: mlp (");
+    snprintf(cmd, sizeof cmd, "'%s' serve --load %s/mlp.ckpt --port 0 >%s/serve.out 2>&1 & "
+             "pid=$!; for i in $(seq 200); do grep -q serving %s/serve.out && break; sleep 0.05; "
+             "done; kill -TERM $pid; wait $pid", getenv("EMBER_BIN"), dir, dir, dir);
+    cr_expect_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "grep -q '^{\"serving\":\"mlp\",' %s/serve.out", dir);
+    cr_expect_eq(system(cmd), 0, "ember serve did not serve the mlp");
+    snprintf(args, sizeof args, "serve --load %s/nothing.st", dir);
+    expect(args, 2, "ember serve: em_safetensors_load:");
+    em_test_remove_tree(dir);
+}
+
+/* Commands that take only recipes with a model builder list only those in --help (gpt brings
+ * its own loop); training commands list every recipe. */
+Test(cli, help_lists_the_recipes_a_command_takes)
+{
+    const char *built[] = {"serve", "summary", "quantize", "prune", "export", "bench infer",
+                           "bench serve"};
+    for (size_t i = 0; i < sizeof built / sizeof *built; i++) {
+        char args[64];
+        snprintf(args, sizeof args, "%s --help", built[i]);
+        outcome o = run(args);
+        cr_expect_eq(o.status, 0, "%s", args);
+        cr_expect(strstr(o.out, "  deepmlp  ") && !strstr(o.out, "  gpt  "), "%s:\n%s", args,
+                  o.out);
+    }
+    expect("train --help", 0, "  gpt      ");
+    expect("serve --help", 0, "usage: ember serve [RECIPE] [options]");
+    expect("summary nosuch", 2, "ember summary: unknown recipe 'nosuch'\n\nrecipes:\n  mlp");
+    outcome o = run("summary nosuch");
+    cr_expect(!strstr(o.out, "  gpt  "), "%s", o.out);
 }
 
 /* The learning rate after 5 of a run's 9 updates (3 epochs of 3 batches) under each schedule:

@@ -1,7 +1,8 @@
 /* The observability commands on the real data (Fashion-MNIST, installed by setup.sh): `ember
  * profile` prints its tables and writes a trace a viewer takes; `ember train --tensorboard`
  * writes event files TensorBoard's loader reads, one loss per micro-batch; the gpt recipe, which
- * trains itself, is watched the same way. */
+ * trains itself, is watched the same way; a resumed run's steps continue the first run's, and
+ * --save-every writes checkpoints within an epoch. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,4 +96,63 @@ Test(observe_cli, gpt_is_profiled_and_logged)
     free(read);
     snprintf(args, sizeof args, "rm -rf '%s'", dir);
     cr_assert_eq(system(args), 0);
+}
+
+/* The steps of the train/loss scalars that TensorBoard's loader reads from the event files of
+ * logdir, in the order the files were opened, into steps (max); how many there are. */
+static int loss_steps(const char *logdir, long *steps, int max)
+{
+    char *read = em_test_venv_output("tb_read.py", logdir);
+    cr_assert_not_null(read);
+    int n = 0;
+    long step;
+    for (char *line = strtok(read, "\n"); line; line = strtok(NULL, "\n"))
+        if (strstr(line, " train/loss ") && sscanf(line, "scalar %ld", &step) == 1 && n < max)
+            steps[n++] = step;
+    free(read);
+    return n;
+}
+
+Test(observe_cli, a_resumed_run_continues_tensorboards_steps)
+{
+    if (em_test_venv_skip())
+        return;
+    char dir[128], args[768], out[16384];
+    cr_assert(em_test_make_dir(dir, sizeof dir, "ember_tb_resume_"));
+    const char *run = "train mlp --epochs 1 --no-val --threads 2 --max-steps 5";
+    snprintf(args, sizeof args, "%s --save %s/ckpt --tensorboard %s/run", run, dir, dir);
+    cr_assert_eq(em_test_ember(args, out, sizeof out), 0, "%s", out);
+    snprintf(args, sizeof args, "%s --resume %s/ckpt --tensorboard %s/run", run, dir, dir);
+    cr_assert_eq(em_test_ember(args, out, sizeof out), 0, "%s", out);
+    snprintf(args, sizeof args, "%s/run", dir);
+    long steps[32];
+    int n = loss_steps(args, steps, 32);
+    cr_expect_eq(n, 10, "two runs of 5 micro-batches");
+    for (int i = 0; i < n; i++)
+        cr_expect_eq(steps[i], i + 1, "loss %d of the two runs is at step %ld", i, steps[i]);
+    em_test_remove_tree(dir);
+}
+
+/* `--save-every 3`: the checkpoint appears within the first epoch; killed then, the run resumes
+ * from a step that is a multiple of 3, which TensorBoard's steps continue. */
+Test(observe_cli, save_every_writes_checkpoints_within_an_epoch)
+{
+    if (em_test_venv_skip())
+        return;
+    char dir[128], cmd[1024], out[16384];
+    cr_assert(em_test_make_dir(dir, sizeof dir, "ember_save_every_"));
+    snprintf(cmd, sizeof cmd, "'%s' train mlp --epochs 1 --no-val --threads 2 --save %s/ckpt "
+             "--save-every 3 >/dev/null 2>&1 & pid=$!; "
+             "while [ ! -e %s/ckpt ] && kill -0 $pid 2>/dev/null; do sleep 0.01; done; "
+             "kill -KILL $pid; wait $pid; test -e %s/ckpt", getenv("EMBER_BIN"), dir, dir, dir);
+    cr_assert_eq(system(cmd), 0, "no checkpoint within the epoch");
+    snprintf(cmd, sizeof cmd, "train mlp --epochs 1 --no-val --threads 2 --max-steps 2 "
+             "--resume %s/ckpt --tensorboard %s/run", dir, dir);
+    cr_assert_eq(em_test_ember(cmd, out, sizeof out), 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s/run", dir);
+    long steps[4];
+    cr_assert_eq(loss_steps(cmd, steps, 4), 2);
+    cr_expect(steps[0] > 1 && (steps[0] - 1) % 3 == 0 && steps[1] == steps[0] + 1,
+              "resumed at step %ld", steps[0]);
+    em_test_remove_tree(dir);
 }

@@ -1,5 +1,6 @@
 /* libFuzzer target: training checkpoints of arbitrary bytes resumed into a small model with an
- * Adam optimizer, a step scheduler, a generator and a grad scaler (em_train_checkpoint_load);
+ * Adam optimizer, a step scheduler, a generator, a grad scaler and a trainer's counters
+ * (em_train_checkpoint_load);
  * any input must restore or fail with a message, never crash, leak or read past the file. */
 #include <assert.h>
 #include <stdint.h>
@@ -19,9 +20,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     em_grad_scaler *scaler = em_scaler_new((em_scaler_opts){0});
     em_generator rng = em_generator_new(1);
     assert(m && opt && sched && scaler);
+    em_train_counters counters = {0};
     em_train_state s = {.model = m, .optim = opt, .scheduler = sched, .rng = &rng,
-                        .scaler = scaler};
+                        .scaler = scaler, .counters = &counters};
     if (em_train_checkpoint_load(path, &s) == EM_OK) {
+        assert(counters.step >= 0 && counters.epoch_steps >= 0 &&
+               counters.epoch_steps <= counters.step);
         em_scope_begin();
         em_tensor *loss = em_sum(em_forward(m, em_ones(EM_SHAPE(2, 4), EM_F32)), NULL, 0, false);
         assert(loss || em_error()[0]);

@@ -242,6 +242,19 @@ Test(tensorboard, bad_input_is_a_clear_error_and_writes_nothing)
     cr_expect_null(em_tb_new(file_as_dir));
     cr_expect(strstr(em_error(), "is not a directory") != NULL, "%s", em_error());
     em_error_clear();
+    char under_file[160], missing[160], check[512];
+    snprintf(under_file, sizeof under_file, "%s/file/run", dir);
+    cr_expect_eq(em_tb_check(under_file), EM_ERR_IO);
+    snprintf(check, sizeof check, "em_tb_check: log directory '%s': '%s' is not a directory",
+             under_file, file_as_dir);
+    cr_expect_str_eq(em_error(), check);
+    em_error_clear();
+    snprintf(missing, sizeof missing, "%s/runs/a", dir);
+    cr_expect_eq(em_tb_check(missing), EM_OK, "%s", em_error());
+    cr_expect_eq(access(missing, F_OK), -1, "the check makes nothing");
+    cr_expect_eq(em_tb_check(dir), EM_OK, "%s", em_error());
+    cr_expect_eq(em_tb_check(""), EM_ERR_ARG);
+    em_error_clear();
 
     em_tb_writer *w = em_tb_new(dir);
     cr_assert_not_null(w, "%s", em_error());

@@ -33,7 +33,8 @@ Test(device_move, a_missing_device_moves_nothing)
         cr_skip_test("a CUDA device is present: the missing-device path does not apply");
     em_module *net = em_sequential(2, em_linear_layer(4, 3, true), em_relu_layer());
     cr_assert_neq(em_module_to(net, EM_CUDA), EM_OK);
-    cr_assert_str_eq(em_error(), "em_empty_on: cuda backend not available");
+    cr_assert_str_eq(em_error(), "em_module_to: no cuda device is available (ember was built "
+                     "without its backend, or no device and driver were found)");
     em_error_clear();
     em_param_ref ps[4];
     int n = em_module_parameters(net, ps, 4);

@@ -21,7 +21,7 @@ typedef struct {
     em_loader *dl;
     em_trainer *t;
     em_tensor *x, *y;
-    double loss[BATCHES + 1], norm[BATCHES + 1]; /* by step, from 1 */
+    double loss[2 * BATCHES + 1], norm[2 * BATCHES + 1]; /* by step of this trainer, from 1 */
     int64_t step;
     em_tensor *kept[4 * BATCHES]; /* a leaking loss keeps one tensor a call (validation too) */
     int n_kept;
@@ -55,7 +55,8 @@ static em_tensor *leaking_loss(void *ctx, const em_tensor *out, const em_tensor 
     return em_cross_entropy(out, y, (em_cross_entropy_opts){0});
 }
 
-static void make_run(run *r, bool leak)
+/* A run of one epoch of BATCHES batches, validated on its training data; o adds options. */
+static void make_run(run *r, bool leak, em_trainer_opts o)
 {
     memset(r, 0, sizeof *r);
     em_manual_seed(11);
@@ -67,9 +68,10 @@ static void make_run(run *r, bool leak)
     r->ds = em_tensor_dataset(r->x, r->y);
     r->val = em_tensor_dataset(r->x, r->y);
     r->dl = em_loader_new(r->ds, (em_loader_opts){.batch_size = 4});
-    r->t = em_trainer_new(r->net, r->opt, r->dl,
-                          (em_trainer_opts){.val = r->val, .loss = leak ? leaking_loss : NULL,
-                                            .loss_ctx = r});
+    o.val = r->val;
+    o.loss = leak ? leaking_loss : NULL;
+    o.loss_ctx = r;
+    r->t = em_trainer_new(r->net, r->opt, r->dl, o);
     cr_assert_not_null(r->t, "%s", em_error());
     cr_assert_eq(em_trainer_add_callbacks(r->t, (em_trainer_callbacks){
                      .ctx = r, .on_step = on_step, .before_update = before_update}), EM_OK);
@@ -89,20 +91,28 @@ static void free_run(run *r)
         em_release(r->kept[i]);
 }
 
-static int count_tag(const char *out, const char *kind, const char *tag)
+/* The steps of tag's scalars or histograms in the reader's output, in the order the files and
+ * records hold them, into steps (max of them; NULL: only counted); how many there are. */
+static int steps_of(const char *out, const char *kind, const char *tag, long *steps, int max)
 {
     int n = 0;
-    char needle[128];
-    snprintf(needle, sizeof needle, "%s ", kind);
     for (const char *line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1
                                                                           : NULL) {
         char k[16], t[96];
         long step;
         if (sscanf(line, "%15s %ld %95s", k, &step, t) == 3 && !strcmp(k, kind) &&
-            !strcmp(t, tag))
+            !strcmp(t, tag)) {
+            if (steps && n < max)
+                steps[n] = step;
             n++;
+        }
     }
     return n;
+}
+
+static int count_tag(const char *out, const char *kind, const char *tag)
+{
+    return steps_of(out, kind, tag, NULL, 0);
 }
 
 /* value of scalar tag at step in the reader's output; NAN when absent */
@@ -119,7 +129,7 @@ Test(observer, a_run_in_tensorboard_and_the_profiler)
     if (em_test_venv_skip())
         return;
     run r;
-    make_run(&r, false);
+    make_run(&r, false, (em_trainer_opts){0});
     char dir[] = "/tmp/ember_observer_XXXXXX", trace[128], logdir[160], log_path[160];
     cr_assert_not_null(mkdtemp(dir));
     snprintf(trace, sizeof trace, "%s/trace.json", dir);
@@ -185,7 +195,7 @@ Test(observer, a_run_in_tensorboard_and_the_profiler)
 Test(observer, a_leak_is_named_on_the_log)
 {
     run r;
-    make_run(&r, true);
+    make_run(&r, true, (em_trainer_opts){0});
     char path[] = "/tmp/ember_observer_log_XXXXXX";
     FILE *log = fdopen(mkstemp(path), "w+");
     em_observer *ob = em_observer_new(r.t, r.net, (em_observe_opts){.memory_window = 5,
@@ -206,7 +216,7 @@ Test(observer, a_leak_is_named_on_the_log)
 Test(observer, bad_options_fail_before_training)
 {
     run r;
-    make_run(&r, false);
+    make_run(&r, false, (em_trainer_opts){0});
     cr_expect_null(em_observer_new(r.t, r.net, (em_observe_opts){
         .profile = "/nonexistent/dir/trace.json"}));
     cr_expect_eq(em_error_status(), EM_ERR_IO);
@@ -222,4 +232,44 @@ Test(observer, bad_options_fail_before_training)
     em_error_clear();
     cr_expect(!em_profiler_running());
     free_run(&r);
+}
+
+/* A run stopped after 5 micro-batches and resumed from its checkpoint logs into the same
+ * directory: read back in the order the files were opened, every point's step rises, the
+ * resumed run's from 6 on, and the validation scalars sit at the last step of their epoch. */
+Test(observer, a_resumed_run_counts_its_steps_on)
+{
+    if (em_test_venv_skip())
+        return;
+    char dir[128], ckpt[192], logdir[192];
+    cr_assert(em_test_make_dir(dir, sizeof dir, "ember_observer_resume_"));
+    snprintf(ckpt, sizeof ckpt, "%s/run.ckpt", dir);
+    snprintf(logdir, sizeof logdir, "%s/tb", dir);
+    for (int part = 0; part < 2; part++) {
+        run r;
+        make_run(&r, false, (em_trainer_opts){.checkpoint = ckpt, .max_steps = part ? 0 : 5});
+        cr_assert(!part || em_trainer_resume(r.t, ckpt) == EM_OK, "%s", em_error());
+        em_observer *ob = em_observer_new(r.t, r.net, (em_observe_opts){
+            .tensorboard = logdir, .histogram_every = 4});
+        cr_assert_not_null(ob, "%s", em_error());
+        cr_assert_eq(em_trainer_fit(r.t, 2), EM_OK, "%s", em_error());
+        cr_assert_eq(em_observer_free(ob), EM_OK, "%s", em_error());
+        free_run(&r);
+    }
+    char *out = em_test_venv_output("tb_read.py", logdir);
+    cr_assert_not_null(out);
+    long steps[64];
+    int n = steps_of(out, "scalar", "train/loss", steps, 64);
+    cr_expect_eq(n, 2 * BATCHES, "%s", out);
+    for (int i = 0; i < n; i++)
+        cr_expect_eq(steps[i], i + 1, "point %d of train/loss is at step %ld", i, steps[i]);
+    n = steps_of(out, "scalar", "val/loss", steps, 64);
+    cr_expect(n == 2 && steps[0] == BATCHES && steps[1] == 2 * BATCHES, "%s", out);
+    n = steps_of(out, "scalar", "train/epoch_loss", steps, 64);
+    cr_expect(n == 2 && steps[0] == BATCHES && steps[1] == 2 * BATCHES, "%s", out);
+    n = steps_of(out, "histo", "weights/0.weight", steps, 64);
+    cr_expect(n == 4 && steps[0] == 4 && steps[1] == 8 && steps[2] == 12 && steps[3] == 16,
+              "%s", out);
+    free(out);
+    em_test_remove_tree(dir);
 }

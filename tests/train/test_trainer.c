@@ -313,6 +313,11 @@ Test(trainer, bad_options_and_missing_loader)
     em_error_clear();
     cr_assert_null(em_trainer_new(r.model, r.optim, r.loader, (em_trainer_opts){.max_steps = -1}));
     em_error_clear();
+    cr_assert_null(em_trainer_new(r.model, r.optim, r.loader,
+                                  (em_trainer_opts){.checkpoint_every = 5}));
+    cr_assert(strstr(em_error(), "checkpoint_every (5) must be >= 0, and needs a checkpoint "
+                     "path"), "%s", em_error());
+    em_error_clear();
     em_trainer *t = em_trainer_new(r.model, r.optim, NULL, (em_trainer_opts){0});
     cr_assert_eq(em_trainer_fit(t, 1), EM_ERR_ARG);
     cr_assert(strstr(em_error(), "a trainer with a loader"), "%s", em_error());
@@ -481,5 +486,89 @@ Test(trainer, plateau_steps_per_epoch_with_the_validation_loss_and_resumes)
     em_scheduler_free(plateau);
     finish(&q);
     finish(&r);
+    unlink(path);
+}
+
+/* A run that dies after step 12 (an error from a callback here; a kill leaves the same file,
+ * written atomically) resumes from its last checkpoint, written every 4 micro-batches: at step
+ * 11, mid-way through epoch 1. The resumed run counts on from step 12, and ends with the same
+ * parameters and the same per-epoch losses, bit for bit, as one never interrupted. */
+typedef struct {
+    int64_t updates, fail_at; /* the update that fails; 0: none */
+    int64_t first_global_step;
+    double epoch_loss[3];
+} periodic_run;
+
+static em_status fail_at(void *ctx, em_optim *o)
+{
+    (void)o;
+    periodic_run *p = ctx;
+    return ++p->updates == p->fail_at ? em_set_error(EM_ERR_STATE, "killed") : EM_OK;
+}
+
+static void first_step(void *ctx, const em_progress *p)
+{
+    periodic_run *r = ctx;
+    if (!r->first_global_step)
+        r->first_global_step = p->global_step;
+}
+
+static void epoch_loss(void *ctx, const em_epoch_stats *e)
+{
+    ((periodic_run *)ctx)->epoch_loss[e->epoch] = e->train_loss;
+}
+
+static em_trainer *periodic_trainer(run *r, em_trainer_opts o, periodic_run *p)
+{
+    em_trainer *t = trainer(r, o);
+    cr_assert_eq(em_trainer_add_callbacks(t, (em_trainer_callbacks){
+                     .ctx = p, .on_step = first_step, .on_epoch = epoch_loss,
+                     .before_update = fail_at}), EM_OK);
+    return t;
+}
+
+Test(trainer, a_killed_run_resumes_from_its_last_periodic_checkpoint)
+{
+    static unsigned char whole[1 << 14], resumed[1 << 14];
+    char path[] = "/tmp/ember_periodic_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+
+    run a = start(1, 16);
+    periodic_run pa = {0};
+    em_trainer *ta = periodic_trainer(&a, (em_trainer_opts){0}, &pa);
+    cr_assert_eq(em_trainer_fit(ta, 3), EM_OK, "%s", em_error());
+    size_t n = param_bytes(a.model, whole);
+    em_trainer_free(ta);
+    finish(&a);
+
+    run b = start(1, 16);
+    periodic_run pb = {.fail_at = 13};
+    em_trainer *tb = periodic_trainer(&b, (em_trainer_opts){.checkpoint = path,
+                                                            .checkpoint_every = 4}, &pb);
+    cr_assert_eq(em_trainer_fit(tb, 3), EM_ERR_STATE);
+    em_error_clear();
+    em_trainer_free(tb);
+    finish(&b);
+
+    run c = start(2, 16);
+    periodic_run pc = {0};
+    em_trainer *tc = periodic_trainer(&c, (em_trainer_opts){0}, &pc);
+    cr_assert_eq(em_trainer_resume(tc, path), EM_OK, "%s", em_error());
+    /* saved at 4, at the end of epoch 0 (7), then 4 later at 11 = 7 + 4 */
+    cr_assert_eq(em_trainer_get_stats(tc).global_step, 11);
+    cr_assert_eq(em_loader_position(c.loader).epoch, 1);
+    cr_assert_eq(em_loader_position(c.loader).batch, 4);
+    cr_assert_eq(em_trainer_fit(tc, 3), EM_OK, "%s", em_error());
+    cr_expect_eq(pc.first_global_step, 12);
+    cr_expect_eq(em_trainer_get_stats(tc).global_step, 21);
+    cr_expect_eq(em_trainer_get_stats(tc).steps, 10);
+    cr_assert_eq(param_bytes(c.model, resumed), n);
+    cr_expect_eq(memcmp(whole, resumed, n), 0, "resumed run differs from the uninterrupted one");
+    cr_expect_eq(pc.epoch_loss[1], pa.epoch_loss[1], "epoch 1's loss counts its first 4 steps");
+    cr_expect_eq(pc.epoch_loss[2], pa.epoch_loss[2]);
+    em_trainer_free(tc);
+    finish(&c);
     unlink(path);
 }
