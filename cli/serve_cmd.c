@@ -97,6 +97,10 @@ static int serve(const em_recipe *rc, const serve_args *a, const sigset_t *stop)
         em_module_free(m);
         return 1;
     }
+    int64_t discarded = em_engine_stats_get(e).cache.discarded;
+    if (discarded)
+        fprintf(stderr, "ember serve: %lld cached results in %s were not of this model or its "
+                "shapes; discarded\n", (long long)discarded, a->cache_dir);
     em_http_server *s = em_http_start(e, a->ho);
     if (!s) {
         em_engine_free(e);

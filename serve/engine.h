@@ -35,8 +35,10 @@ typedef struct {
     int64_t max_queue;     /* 0: 1024; a submit beyond this many queued requests is EM_ERR_BUSY */
     double target_p95_ms;  /* > 0: adaptive batching; 0: the batch limit stays at max_batch */
     int threads_per_worker; /* OpenMP threads each worker's forward uses; 0: OpenMP's default */
-    em_cache_opts cache;   /* max_entries 0: no cache */
-    const char *cache_dir; /* the cache is loaded from here at start and saved at free */
+    em_cache_opts cache;   /* max_entries 0: no cache; its signature is the model's (one
+                            * forward of a zero sample at start learns the output's shape) */
+    const char *cache_dir; /* the cache is loaded from here at start (entries of another model
+                            * or shape are discarded and counted) and saved at free */
 } em_engine_opts;
 
 typedef struct {

@@ -242,6 +242,7 @@ char *em_engine_stats_json(const em_engine_stats *s)
             set_int(cache, "bytes", s->cache.bytes) && set_int(cache, "hits", s->cache.hits) &&
             set_int(cache, "misses", s->cache.misses) &&
             set_int(cache, "evictions", s->cache.evictions) &&
+            set_int(cache, "discarded", s->cache.discarded) &&
             json_object_set(o, "cache", cache) == 0;
     json_decref(by_priority);
     json_decref(hist);
