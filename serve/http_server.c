@@ -1,7 +1,9 @@
 /* The HTTP front of the engine: libmicrohttpd with a thread per connection (a request's thread
- * waits on its future, so concurrent requests become one batch), a bounded body, JSON in and
- * out through serve/request.h, and a drain on stop. */
+ * waits on its future, so concurrent requests become one batch), a bounded body, connections
+ * bounded in number and in the time they take to send a request (serve/http_guard.h), JSON in
+ * and out through serve/request.h, and a drain on stop. */
 #include <arpa/inet.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -12,14 +14,20 @@
 
 #include "serve/request.h"
 #include "io/json_internal.h"
+#include "serve/http_guard.h"
 #include "serve/http_server.h"
+
+/* connections libmicrohttpd takes beyond max_connections, so that a new one can close one that
+ * is waiting, or be answered 503, rather than wait unaccepted */
+#define ADMISSION_SLOTS 16
 
 struct em_http_server {
     struct MHD_Daemon *daemon;
+    http_guard *guard;
     em_engine *engine;
     em_http_opts o;
     int port;
-    atomic_int in_flight;
+    atomic_int in_flight; /* requests received and being answered */
     atomic_bool draining;
 };
 
@@ -27,9 +35,11 @@ typedef struct {
     char *body;
     size_t len, cap;
     bool too_large;
+    bool answering; /* received whole: counted in flight */
 } upload;
 
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, char *json)
+/* Queues json (freed here) as the answer; with close set, the connection closes after it. */
+static enum MHD_Result reply_and(struct MHD_Connection *c, unsigned code, char *json, bool close)
 {
     if (!json)
         return MHD_NO;
@@ -40,20 +50,32 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, char *json
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", "application/json");
+    if (close)
+        MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);
     return ret;
 }
 
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, char *json)
+{
+    return reply_and(c, code, json, false);
+}
+
 /* {"error":"<message>"}, written by ember's JSON module (a message that is not UTF-8, as a cut
  * one can be, is replaced by a fixed one). */
-static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned code, const char *msg)
+static char *error_json(const char *msg)
 {
     json_t *text = json_string(msg);
     json_t *body = json_pack("{s:o}", "error", text ? text : json_string("request rejected"));
     char *json = body ? em_json_dump(body) : NULL;
     json_decref(body);
-    return reply(c, code, json);
+    return json;
+}
+
+static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned code, const char *msg)
+{
+    return reply(c, code, error_json(msg));
 }
 
 static enum MHD_Result predict(em_http_server *s, struct MHD_Connection *c, const upload *u)
@@ -95,7 +117,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         if (!u)
             return MHD_NO;
         *con_cls = u;
-        atomic_fetch_add(&s->in_flight, 1);
+        if (http_guard_refused(c))
+            return reply_and(c, 503, error_json("the server is at its connection limit, every "
+                                                "connection busy with a request"), true);
         return MHD_YES;
     }
     if (*data_size) {
@@ -119,6 +143,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return MHD_YES;
     }
     bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    u->answering = true;
+    atomic_fetch_add(&s->in_flight, 1);
+    http_guard_answering(s->guard, c);
     if (atomic_load(&s->draining))
         return reply_error(c, 503, "the server is shutting down");
     if (!strcmp(url, "/health") && get) {
@@ -139,16 +166,18 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
                       enum MHD_RequestTerminationCode code)
 {
-    (void)c;
     (void)code;
     em_http_server *s = cls;
     upload *u = *con_cls;
     if (!u)
         return;
+    if (u->answering) {
+        http_guard_answered(s->guard, c);
+        atomic_fetch_sub(&s->in_flight, 1);
+    }
     free(u->body);
     free(u);
     *con_cls = NULL;
-    atomic_fetch_sub(&s->in_flight, 1);
 }
 
 em_http_server *em_http_start(em_engine *engine, em_http_opts o)
@@ -161,17 +190,28 @@ em_http_server *em_http_start(em_engine *engine, em_http_opts o)
     s->o.max_body = o.max_body ? o.max_body : 1 << 20;
     s->o.max_connections = o.max_connections ? o.max_connections : 256;
     s->o.timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : 30000;
+    s->o.read_timeout_s = o.read_timeout_s > 0 ? o.read_timeout_s : 10;
+    s->guard = http_guard_new(s->o.max_connections, s->o.read_timeout_s);
+    if (!s->guard) {
+        fprintf(stderr, "ember serve: out of memory\n");
+        free(s);
+        return NULL;
+    }
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o.port)};
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    /* no MHD_USE_ERROR_LOG: libmicrohttpd writes a line for every client that closes or is
+     * closed mid-request, which a client holding connections would turn into a flood */
     s->daemon = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-            MHD_USE_ERROR_LOG,
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC,
         (uint16_t)o.port, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, &addr,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->o.max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-        MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->o.max_connections + ADMISSION_SLOTS,
+        /* a connection that neither sends nor takes a byte this long (a slow reader) */
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ceil(s->o.read_timeout_s),
+        MHD_OPTION_NOTIFY_CONNECTION, http_guard_notify, s->guard,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_END);
     if (!s->daemon) {
         fprintf(stderr, "ember serve: cannot listen on 127.0.0.1:%d\n", o.port);
+        http_guard_free(s->guard);
         free(s);
         return NULL;
     }
@@ -190,11 +230,13 @@ int em_http_stop(em_http_server *s, double drain_s)
 {
     atomic_store(&s->draining, true);
     MHD_socket listen = MHD_quiesce_daemon(s->daemon);
+    http_guard_drop_waiting(s->guard);
     struct timespec tick = {0, 5000000};
     for (double waited = 0; atomic_load(&s->in_flight) > 0 && waited < drain_s; waited += 0.005)
         nanosleep(&tick, NULL);
     int left = atomic_load(&s->in_flight);
     MHD_stop_daemon(s->daemon);
+    http_guard_free(s->guard);
     if (listen != MHD_INVALID_SOCKET)
         close(listen);
     free(s);

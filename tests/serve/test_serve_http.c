@@ -1,7 +1,10 @@
 /* `ember serve` as a user runs it: a saved MLP behind HTTP on a free loopback port; health,
  * stats, a prediction equal to the library's forward, malformed JSON, a wrong shape and an
  * oversized body answered 400 with a message, unknown paths 404, and SIGTERM draining a
- * request that is still waiting for its batch before the server exits 0. */
+ * request that is still waiting for its batch before the server exits 0. Under a client that
+ * holds every connection idle or half-sent (slowloris), health and predictions are still
+ * answered at once and SIGTERM exits 0 at once; a connection that trickles its request is
+ * closed at the read timeout; one beyond a limit of busy connections is answered 503. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <pthread.h>
@@ -9,8 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ember.h"
@@ -166,5 +172,119 @@ Test(serve_http, sigterm_drains_a_request_in_flight)
     cr_assert_eq(status, 200, "the request in flight got %d", status);
     cr_assert_eq(rc, 0, "%s", last);
     cr_assert(strstr(last, "\"unanswered\":0") && strstr(last, "\"completed\":1,"), "%s", last);
+    unlink(model_path);
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* A raw connection to the server that has sent `sent` (may be ""). */
+static int raw_connection(const char *sent)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    size_t n = strlen(sent);
+    cr_assert_eq(send(fd, sent, n, MSG_NOSIGNAL), (ssize_t)n);
+    return fd;
+}
+
+/* A request on a new connection, answered within `within` seconds; returns the status. */
+static int timed_request(const char *method, const char *path, const char *body, double within)
+{
+    em_http_conn c = {.port = port, .fd = -1};
+    double t0 = now_s();
+    int status = request(&c, method, path, body);
+    double took = now_s() - t0;
+    em_http_conn_close(&c);
+    cr_assert_leq(took, within, "%s %s took %.2f s", method, path, took);
+    return status;
+}
+
+#define IDLE 256
+#define HALF_SENT 8
+
+Test(serve_http, slowloris_leaves_health_predict_and_sigterm_prompt, .timeout = 60)
+{
+    save_model();
+    start(""); /* the defaults: 256 connections, a read timeout of 10 s, a drain of 30 s */
+    int held[IDLE + HALF_SENT];
+    for (int i = 0; i < IDLE; i++)
+        held[i] = raw_connection("");
+    for (int i = 0; i < HALF_SENT; i++)
+        held[IDLE + i] = raw_connection("POST /predict HTTP/1.1\r\nHost: x\r\n"
+                                        "Content-Length: 100000\r\n\r\n{\"input\":[0,0,");
+    usleep(300 * 1000); /* all accepted and waiting */
+    char *body = zeros_body(784, "");
+    for (int round = 0; round < 3; round++) {
+        cr_assert_eq(timed_request("GET", "/health", "", 1.0), 200);
+        cr_assert_eq(timed_request("POST", "/predict", body, 1.0), 200);
+    }
+    free(body);
+    double t0 = now_s();
+    char last[4096];
+    int rc = stop(last, sizeof last);
+    double took = now_s() - t0;
+    cr_assert_eq(rc, 0, "%s", last);
+    cr_assert_leq(took, 2.0, "SIGTERM took %.2f s", took);
+    cr_assert(strstr(last, "\"unanswered\":0") && strstr(last, "\"completed\":3,"), "%s", last);
+    for (int i = 0; i < IDLE + HALF_SENT; i++)
+        close(held[i]);
+    unlink(model_path);
+}
+
+Test(serve_http, a_trickled_request_is_closed_at_the_read_timeout, .timeout = 30)
+{
+    save_model();
+    start("--read-timeout-s 0.5");
+    int idle = raw_connection("");
+    int fd = raw_connection("GET /health HTTP/1.1\r\n");
+    double t0 = now_s(), closed = -1;
+    for (int i = 0; i < 40 && closed < 0; i++) { /* a header byte every 100 ms */
+        usleep(100 * 1000);
+        if (send(fd, "X", 1, MSG_NOSIGNAL) != 1)
+            closed = now_s() - t0;
+        char b;
+        if (closed < 0 && recv(fd, &b, 1, MSG_DONTWAIT) == 0)
+            closed = now_s() - t0;
+    }
+    cr_assert(closed >= 0.4 && closed <= 1.2, "the trickled request was closed after %.2f s",
+              closed);
+    char b;
+    cr_assert_eq(recv(idle, &b, 1, 0), 0, "the idle connection was not closed");
+    close(fd);
+    close(idle);
+    cr_assert_eq(timed_request("GET", "/health", "", 1.0), 200);
+    char last[4096];
+    cr_assert_eq(stop(last, sizeof last), 0, "%s", last);
+    unlink(model_path);
+}
+
+Test(serve_http, a_connection_beyond_busy_ones_is_answered_503, .timeout = 30)
+{
+    save_model();
+    start("--max-connections 2 --max-batch 64 --max-wait-ms 1500");
+    int status[2] = {0, 0};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, slow_request, &status[i]);
+    usleep(400 * 1000); /* both wait for their batch: every connection is answering */
+    em_http_conn c = {.port = port, .fd = -1};
+    cr_assert_eq(request(&c, "GET", "/health", ""), 503);
+    cr_assert(strstr(c.body, "at its connection limit"), "%s", c.body);
+    em_http_conn_close(&c);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert_eq(status[i], 200);
+    }
+    cr_assert_eq(timed_request("GET", "/health", "", 1.0), 200);
+    char last[4096];
+    cr_assert_eq(stop(last, sizeof last), 0, "%s", last);
     unlink(model_path);
 }
