@@ -74,8 +74,8 @@ static int parse_serve_args(int argc, char **argv, serve_args *a, const em_recip
         .command = "ember serve", .operands = "RECIPE", .n_operands = 1, .operand = &a->recipe,
         .about = "Serves a saved recipe model over HTTP/JSON on 127.0.0.1: POST /predict "
                  "{\"input\":[...],\n\"priority\":\"low|normal|high|critical\",\"timeout_ms\":N}, "
-                 "GET /health, GET /stats.\nSIGTERM drops the requests still being sent, drains the ones in "
-                 "flight, then exits.",
+                 "GET /health, GET /stats.\nSIGTERM drops the requests still being sent, "
+                 "drains the ones in flight, then exits.",
         .more_help = em_list_recipes, .opts = opts};
     int parsed = em_parse_recipe_command(&spec, argc, argv, &a->recipe, true, rc);
     if (parsed != EM_ARGS_RUN)
