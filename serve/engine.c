@@ -339,10 +339,13 @@ static int64_t eligible(const em_engine *e, priority_range r)
 }
 
 /* When the oldest eligible request stops waiting for company: its submit + max_wait, or now
- * when a critical request waits. */
+ * when a critical request waits. Adaptive batching never waits: a free worker runs what is
+ * queued at once, and batches form from the requests that arrive while the workers are busy,
+ * so that a lightly loaded server answers as fast as one without batching. */
 static double batch_deadline(const em_engine *e, priority_range r)
 {
-    if (r.highest == EM_PRIORITY_CRITICAL && e->queues[EM_PRIORITY_CRITICAL].n)
+    if (e->o.target_p95_ms > 0 ||
+        (r.highest == EM_PRIORITY_CRITICAL && e->queues[EM_PRIORITY_CRITICAL].n))
         return 0;
     double oldest = INFINITY;
     for (int p = r.lowest; p <= r.highest; p++)
