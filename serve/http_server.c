@@ -78,6 +78,39 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned code, cons
     return reply(c, code, error_json(msg));
 }
 
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+/* Runs req's samples (one, or each row of a batch) through the engine, all submitted before
+ * any is waited for, within timeout_ms in all: EM_OK with ys[0..n), or the first failure. */
+static em_status run_samples(em_http_server *s, const em_predict_request *req, double timeout_ms,
+                             em_tensor **ys, int64_t n)
+{
+    em_future **f = calloc((size_t)n, sizeof *f);
+    em_status st = f ? EM_OK : em_set_error(EM_ERR_MEMORY, "predict: out of memory");
+    for (int64_t i = 0; st == EM_OK && i < n; i++) {
+        em_tensor *row = req->n_instances ? em_select(req->input, 0, i) : req->input;
+        f[i] = row ? em_engine_submit(s->engine, row, req->priority) : NULL;
+        if (!f[i])
+            st = em_error_status() != EM_OK ? em_error_status() : EM_ERR_ARG;
+        if (req->n_instances)
+            em_release(row);
+    }
+    double deadline = now_ms() + timeout_ms;
+    for (int64_t i = 0; st == EM_OK && i < n; i++) {
+        double left = deadline - now_ms();
+        st = em_future_wait(f[i], left > 0 ? left : 0, &ys[i]);
+    }
+    for (int64_t i = 0; f && i < n; i++)
+        em_future_free(f[i]); /* cancels those still queued after a failure */
+    free(f);
+    return st;
+}
+
 static enum MHD_Result predict(em_http_server *s, struct MHD_Connection *c, const upload *u)
 {
     char err[256];
@@ -89,20 +122,26 @@ static enum MHD_Result predict(em_http_server *s, struct MHD_Connection *c, cons
     if (em_predict_request_parse(u->body ? u->body : "", u->len, em_engine_sample_shape(s->engine),
                                  &req, err, sizeof err) != EM_OK)
         return reply_error(c, 400, err);
-    em_tensor *y = NULL;
-    em_status st = em_engine_predict(s->engine, req.input, req.priority,
-                                     req.timeout_ms > 0 ? req.timeout_ms : s->o.timeout_ms, &y);
+    int64_t n = req.n_instances ? req.n_instances : 1;
+    em_tensor **ys = calloc((size_t)n, sizeof *ys);
+    em_status st = ys ? run_samples(s, &req, req.timeout_ms > 0 ? req.timeout_ms : s->o.timeout_ms,
+                                    ys, n)
+                      : em_set_error(EM_ERR_MEMORY, "predict: out of memory");
     em_release(req.input);
+    enum MHD_Result r;
     if (st != EM_OK) {
         unsigned code = st == EM_ERR_BUSY ? 503 : st == EM_ERR_TIMEOUT ? 504
                         : st == EM_ERR_ARG ? 400 : 500;
-        enum MHD_Result r = reply_error(c, code, em_error());
+        r = reply_error(c, code, em_error());
         em_error_clear();
-        return r;
+    } else {
+        r = reply(c, 200, req.n_instances ? em_predict_batch_response(ys, n)
+                                          : em_predict_response(ys[0]));
     }
-    char *json = em_predict_response(y);
-    em_release(y);
-    return reply(c, 200, json);
+    for (int64_t i = 0; ys && i < n; i++)
+        em_release(ys[i]);
+    free(ys);
+    return r;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,

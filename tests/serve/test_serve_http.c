@@ -22,7 +22,7 @@
 #include "ember.h"
 #include "bench/http_client.h"
 
-static const char *model_path = "/tmp/ember_serve_http_test.safetensors";
+static char model_path[64]; /* one per test: Criterion runs them in parallel processes */
 static pid_t server;
 static FILE *server_out;
 static int port;
@@ -96,6 +96,8 @@ static void save_model(void)
 {
     if (!getenv("EMBER_BIN"))
         cr_skip_test("EMBER_BIN not set");
+    snprintf(model_path, sizeof model_path, "/tmp/ember_serve_http_test_%d.safetensors",
+             (int)getpid());
     em_manual_seed(9);
     em_module *m = mlp();
     cr_assert_eq(em_module_save(m, model_path, NULL, 0), EM_OK, "%s", em_error());
@@ -125,6 +127,23 @@ Test(serve_http, endpoints_answers_and_errors)
     }
     em_release(x), em_release(y);
     em_module_free(m);
+    /* a batch of two instances: the two single answers, in order */
+    char single[2][4096];
+    snprintf(single[0], sizeof single[0], "%s", c.body);
+    char *ones = zeros_body(784, "");
+    for (char *q = strchr(ones, '0'); q; q = strchr(q + 1, '0'))
+        *q = '1';
+    cr_assert_eq(request(&c, "POST", "/predict", ones), 200, "%s", c.body);
+    snprintf(single[1], sizeof single[1], "%s", c.body);
+    char *batch = malloc(strlen(body) + strlen(ones) + 64);
+    sprintf(batch, "{\"instances\":[%.*s,%.*s]}", (int)(strlen(body) - 28), body + 9,
+            (int)(strlen(ones) - 10), ones + 9); /* the arrays of body and ones */
+    cr_assert_eq(request(&c, "POST", "/predict", batch), 200, "%s", c.body);
+    char want[2 * 4096 + 64];
+    snprintf(want, sizeof want, "{\"predictions\":[%s,%s]}", single[0], single[1]);
+    cr_assert_str_eq(c.body, want);
+    free(ones);
+    free(batch);
     cr_assert_eq(request(&c, "POST", "/predict", "{\"input\":[1,2"), 400);
     cr_assert(strstr(c.body, "\"error\":\"predict: 'request body': corrupt JSON at byte 13"),
               "%s", c.body);
@@ -136,7 +155,7 @@ Test(serve_http, endpoints_answers_and_errors)
     cr_assert_eq(request(&c, "GET", "/nope", ""), 404);
     cr_assert_eq(request(&c, "GET", "/predict", ""), 405);
     cr_assert_eq(request(&c, "GET", "/stats", ""), 200);
-    cr_assert(strstr(c.body, "\"completed\":1,"), "%s", c.body);
+    cr_assert(strstr(c.body, "\"completed\":4,"), "%s", c.body);
     em_http_conn_close(&c);
     free(body);
     free(big);
