@@ -4,7 +4,8 @@
  * request that is still waiting for its batch before the server exits 0. Under a client that
  * holds every connection idle or half-sent (slowloris), health and predictions are still
  * answered at once and SIGTERM exits 0 at once; a connection that trickles its request is
- * closed at the read timeout; one beyond a limit of busy connections is answered 503. */
+ * closed at the read timeout, but an answer that takes longer is sent; a connection beyond a
+ * limit of busy connections is answered 503. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <pthread.h>
@@ -280,6 +281,18 @@ Test(serve_http, a_trickled_request_is_closed_at_the_read_timeout, .timeout = 30
     close(fd);
     close(idle);
     cr_assert_eq(timed_request("GET", "/health", "", 1.0), 200);
+    char last[4096];
+    cr_assert_eq(stop(last, sizeof last), 0, "%s", last);
+    unlink(model_path);
+}
+
+Test(serve_http, an_answer_slower_than_the_read_timeout_is_still_sent, .timeout = 30)
+{
+    save_model();
+    start("--read-timeout-s 0.5 --max-batch 64 --max-wait-ms 1500");
+    int status = 0;
+    slow_request(&status); /* waits 1.5 s for its batch, three read timeouts */
+    cr_assert_eq(status, 200);
     char last[4096];
     cr_assert_eq(stop(last, sizeof last), 0, "%s", last);
     unlink(model_path);
