@@ -182,9 +182,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return MHD_YES;
     }
     bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
-    u->answering = true;
-    atomic_fetch_add(&s->in_flight, 1);
-    http_guard_answering(s->guard, c);
+    if (!u->answering) { /* received whole */
+        u->answering = true;
+        atomic_fetch_add(&s->in_flight, 1);
+        http_guard_answering(s->guard, c);
+    }
     if (atomic_load(&s->draining))
         return reply_error(c, 503, "the server is shutting down");
     if (!strcmp(url, "/health") && get) {
