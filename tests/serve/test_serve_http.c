@@ -242,9 +242,9 @@ Test(serve_http, slowloris_leaves_health_predict_and_sigterm_prompt, .timeout = 
                                         "Content-Length: 100000\r\n\r\n{\"input\":[0,0,");
     usleep(300 * 1000); /* all accepted and waiting */
     char *body = zeros_body(784, "");
-    for (int round = 0; round < 3; round++) {
-        cr_assert_eq(timed_request("GET", "/health", "", 1.0), 200);
-        cr_assert_eq(timed_request("POST", "/predict", body, 1.0), 200);
+    for (int round = 0; round < 3; round++) { /* bounds far below the 10 s read timeout */
+        cr_assert_eq(timed_request("GET", "/health", "", 3.0), 200);
+        cr_assert_eq(timed_request("POST", "/predict", body, 3.0), 200);
     }
     free(body);
     double t0 = now_s();
@@ -252,7 +252,7 @@ Test(serve_http, slowloris_leaves_health_predict_and_sigterm_prompt, .timeout = 
     int rc = stop(last, sizeof last);
     double took = now_s() - t0;
     cr_assert_eq(rc, 0, "%s", last);
-    cr_assert_leq(took, 2.0, "SIGTERM took %.2f s", took);
+    cr_assert_leq(took, 5.0, "SIGTERM took %.2f s (the drain allows 30)", took);
     cr_assert(strstr(last, "\"unanswered\":0") && strstr(last, "\"completed\":3,"), "%s", last);
     for (int i = 0; i < IDLE + HALF_SENT; i++)
         close(held[i]);
@@ -266,7 +266,7 @@ Test(serve_http, a_trickled_request_is_closed_at_the_read_timeout, .timeout = 30
     int idle = raw_connection("");
     int fd = raw_connection("GET /health HTTP/1.1\r\n");
     double t0 = now_s(), closed = -1;
-    for (int i = 0; i < 40 && closed < 0; i++) { /* a header byte every 100 ms */
+    for (int i = 0; i < 80 && closed < 0; i++) { /* a header byte every 100 ms */
         usleep(100 * 1000);
         if (send(fd, "X", 1, MSG_NOSIGNAL) != 1)
             closed = now_s() - t0;
@@ -274,13 +274,13 @@ Test(serve_http, a_trickled_request_is_closed_at_the_read_timeout, .timeout = 30
         if (closed < 0 && recv(fd, &b, 1, MSG_DONTWAIT) == 0)
             closed = now_s() - t0;
     }
-    cr_assert(closed >= 0.4 && closed <= 1.2, "the trickled request was closed after %.2f s",
+    cr_assert(closed >= 0.4 && closed <= 4.0, "the trickled request was closed after %.2f s",
               closed);
     char b;
     cr_assert_eq(recv(idle, &b, 1, 0), 0, "the idle connection was not closed");
     close(fd);
     close(idle);
-    cr_assert_eq(timed_request("GET", "/health", "", 1.0), 200);
+    cr_assert_eq(timed_request("GET", "/health", "", 3.0), 200);
     char last[4096];
     cr_assert_eq(stop(last, sizeof last), 0, "%s", last);
     unlink(model_path);
@@ -301,21 +301,26 @@ Test(serve_http, an_answer_slower_than_the_read_timeout_is_still_sent, .timeout 
 Test(serve_http, a_connection_beyond_busy_ones_is_answered_503, .timeout = 30)
 {
     save_model();
-    start("--max-connections 2 --max-batch 64 --max-wait-ms 1500");
+    start("--max-connections 2 --max-batch 64 --max-wait-ms 3000");
     int status[2] = {0, 0};
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
         pthread_create(&t[i], NULL, slow_request, &status[i]);
-    usleep(400 * 1000); /* both wait for their batch: every connection is answering */
+    /* once both wait for their batch, every connection is answering */
     em_http_conn c = {.port = port, .fd = -1};
-    cr_assert_eq(request(&c, "GET", "/health", ""), 503);
+    int got = 0;
+    for (int tries = 0; tries < 20 && got != 503; tries++) {
+        usleep(100 * 1000);
+        got = request(&c, "GET", "/health", "");
+        em_http_conn_close(&c);
+    }
+    cr_assert_eq(got, 503);
     cr_assert(strstr(c.body, "at its connection limit"), "%s", c.body);
-    em_http_conn_close(&c);
     for (int i = 0; i < 2; i++) {
         pthread_join(t[i], NULL);
         cr_assert_eq(status[i], 200);
     }
-    cr_assert_eq(timed_request("GET", "/health", "", 1.0), 200);
+    cr_assert_eq(timed_request("GET", "/health", "", 3.0), 200);
     char last[4096];
     cr_assert_eq(stop(last, sizeof last), 0, "%s", last);
     unlink(model_path);
