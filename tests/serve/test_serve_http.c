@@ -75,6 +75,14 @@ static int stop(char *last, size_t n)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* SIGTERM; the server must exit 0. Removes the model file. */
+static void stop_and_expect_exit_0(void)
+{
+    char last[4096];
+    cr_assert_eq(stop(last, sizeof last), 0, "%s", last);
+    unlink(model_path);
+}
+
 static int request(em_http_conn *c, const char *method, const char *path, const char *body)
 {
     int status = 0;
@@ -281,9 +289,7 @@ Test(serve_http, a_trickled_request_is_closed_at_the_read_timeout, .timeout = 30
     close(fd);
     close(idle);
     cr_assert_eq(timed_request("GET", "/health", "", 3.0), 200);
-    char last[4096];
-    cr_assert_eq(stop(last, sizeof last), 0, "%s", last);
-    unlink(model_path);
+    stop_and_expect_exit_0();
 }
 
 Test(serve_http, an_answer_slower_than_the_read_timeout_is_still_sent, .timeout = 30)
@@ -293,9 +299,7 @@ Test(serve_http, an_answer_slower_than_the_read_timeout_is_still_sent, .timeout 
     int status = 0;
     slow_request(&status); /* waits 1.5 s for its batch, three read timeouts */
     cr_assert_eq(status, 200);
-    char last[4096];
-    cr_assert_eq(stop(last, sizeof last), 0, "%s", last);
-    unlink(model_path);
+    stop_and_expect_exit_0();
 }
 
 Test(serve_http, a_connection_beyond_busy_ones_is_answered_503, .timeout = 30)
@@ -321,7 +325,5 @@ Test(serve_http, a_connection_beyond_busy_ones_is_answered_503, .timeout = 30)
         cr_assert_eq(status[i], 200);
     }
     cr_assert_eq(timed_request("GET", "/health", "", 3.0), 200);
-    char last[4096];
-    cr_assert_eq(stop(last, sizeof last), 0, "%s", last);
-    unlink(model_path);
+    stop_and_expect_exit_0();
 }
