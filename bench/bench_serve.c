@@ -1,7 +1,7 @@
 /* `ember bench serve`: the inference server under load from concurrent loopback clients (each
- * a keep-alive connection sending Fashion-MNIST test images): batching off vs on, the cache off
- * vs on at a 50% repeat rate, critical requests' latency alone and under a low-priority flood,
- * and (--soak S) a long mixed run that samples resident memory. */
+ * a keep-alive connection sending Fashion-MNIST test images): batching off vs on vs adaptive,
+ * the cache off vs on at a 50% repeat rate, critical requests' latency alone and under a
+ * low-priority flood, and (--soak S) a long mixed run that samples resident memory. */
 #include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -167,6 +167,7 @@ typedef struct {
     const bodies *b;
     double seconds;
     int clients;
+    double target_p95_ms; /* the adaptive row's */
 } bench_ctx;
 
 static em_http_server *start(const bench_ctx *bc, em_engine_opts eo, em_engine **e)
@@ -260,7 +261,7 @@ static bodies *make_bodies(const em_tensor *x) /* x (HOT_IMAGES, ...) */
 
 /* The three comparisons' rows. */
 typedef struct {
-    load_result off, on;                  /* batching off, on */
+    load_result off, on, adaptive;        /* batching off, on, adaptive */
     load_result cache_off, cache_on;      /* at a 50% repeat rate */
     em_cache_stats cache;                 /* the cached row's hits and misses */
     load_result alone, flood, crit;       /* critical alone; under a low-priority flood */
@@ -286,6 +287,9 @@ static void batching_rows(const bench_ctx *bc, em_engine_opts off, em_engine_opt
 {
     measure_row(bc, off, 0, "batching off (max_batch 1)", &r->off);
     measure_row(bc, on, 0, "batching on", &r->on);
+    em_engine_opts adaptive = on;
+    adaptive.target_p95_ms = bc->target_p95_ms;
+    measure_row(bc, adaptive, 0, "batching adaptive", &r->adaptive);
 }
 
 static void cache_rows(const bench_ctx *bc, em_engine_opts on, serve_rows *r)
@@ -347,8 +351,10 @@ static void print_json(const char *recipe, int clients, bool batching, bool cach
     printf("{\"recipe\":\"%s\",\"clients\":%d", recipe, clients);
     if (batching)
         printf(",\"batching_rps_ratio\":%.2f,\"batching_p99_off_ms\":%.2f,"
-               "\"batching_p99_on_ms\":%.2f", r->off.rps > 0 ? r->on.rps / r->off.rps : 0,
-               r->off.p99, r->on.p99);
+               "\"batching_p99_on_ms\":%.2f,\"adaptive_rps_ratio\":%.2f,"
+               "\"batching_p99_adaptive_ms\":%.2f", r->off.rps > 0 ? r->on.rps / r->off.rps : 0,
+               r->off.p99, r->on.p99, r->off.rps > 0 ? r->adaptive.rps / r->off.rps : 0,
+               r->adaptive.p99);
     if (cache)
         printf(",\"cache_hit_rate\":%.3f,\"cache_rps_ratio\":%.2f", hit_rate,
                r->cache_off.rps > 0 ? r->cache_on.rps / r->cache_off.rps : 0);
@@ -396,7 +402,7 @@ int em_bench_serve(int argc, char **argv)
 {
     const char *recipe = NULL, *load = NULL, *data_dir = NULL, *only = NULL;
     int clients = 64, threads = 2, max_batch = 32;
-    double seconds = 8, soak_s = 0;
+    double seconds = 8, soak_s = 0, target_p95_ms = 20;
     const em_opt opts[] = {
         {"recipe", EM_OPT_STRING, &recipe, "NAME",
          .help = "the model (default: the one --load names, else cnn)"},
@@ -407,6 +413,8 @@ int em_bench_serve(int argc, char **argv)
          .range = EM_RANGE(0.5, 3600)},
         {"max-batch", EM_OPT_INT, &max_batch, "N", "batch size with batching on (default 32)",
          .range = EM_RANGE(2, EM_ENGINE_MAX_BATCH)},
+        {"target-p95-ms", EM_OPT_REAL, &target_p95_ms, "X", "the adaptive batching row's target "
+         "(default 20)", .range = EM_RANGE(0.01, 1e6)},
         {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads per worker (default 2)",
          .range = EM_RANGE(1, 4096)},
         {"only", EM_OPT_CHOICE, &only, NULL, "run only one of the three comparisons",
@@ -418,8 +426,8 @@ int em_bench_serve(int argc, char **argv)
     const em_cmd_spec spec = {
         .command = "ember bench serve",
         .about = "The inference server under load from concurrent loopback clients: batching "
-                 "off vs on,\nthe cache off vs on at a 50% repeat rate, critical latency alone "
-                 "and under a\nlow-priority flood; or --soak S.",
+                 "off vs on vs\nadaptive, the cache off vs on at a 50% repeat rate, critical "
+                 "latency alone and\nunder a low-priority flood; or --soak S.",
         .more_help = em_list_built_recipes, .opts = opts};
     const em_recipe *rc;
     int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
@@ -439,7 +447,7 @@ int em_bench_serve(int argc, char **argv)
     bodies *b = make_bodies(x);
     em_release(x);
     bench_ctx bc = {.model = m, .sample = em_recipe_sample_shape(rc), .b = b,
-                    .seconds = seconds, .clients = clients};
+                    .seconds = seconds, .clients = clients, .target_p95_ms = target_p95_ms};
     em_engine_opts off = {.workers = 1, .max_batch = 1, .max_queue = 4096,
                           .threads_per_worker = threads};
     em_engine_opts on = off;

@@ -59,8 +59,12 @@ static int parse_serve_args(int argc, char **argv, serve_args *a, const em_recip
          .range = EM_RANGE(0, 4096)},
         {"max-body", EM_OPT_INT64, &a->max_body, "BYTES", "largest request body (default 1 MiB)",
          .range = EM_RANGE(1, 1 << 30)},
-        {"max-connections", EM_OPT_INT, &a->ho.max_connections, "N", "open connections (default "
-         "256)", .range = EM_RANGE(1, 100000)},
+        {"max-connections", EM_OPT_INT, &a->ho.max_connections, "N", "open connections; one more "
+         "closes the one waiting longest for its request, or is answered 503 (default 256)",
+         .range = EM_RANGE(1, 100000)},
+        {"read-timeout-s", EM_OPT_REAL, &a->ho.read_timeout_s, "X", "a connection that has not "
+         "sent a whole request X s after opening or its last answer is closed (default 10)",
+         .range = EM_RANGE(0.05, 3600)},
         {"timeout-ms", EM_OPT_REAL, &a->ho.timeout_ms, "X", "a request's default deadline, then "
          "504 (default 30000)", .range = EM_RANGE(0, 3.6e6)},
         {"drain-s", EM_OPT_REAL, &a->drain_s, "X", "how long SIGTERM waits for requests in "
@@ -71,8 +75,9 @@ static int parse_serve_args(int argc, char **argv, serve_args *a, const em_recip
         .operands_optional = true,
         .about = "Serves a saved recipe model over HTTP/JSON on 127.0.0.1: POST /predict "
                  "{\"input\":[...],\n\"priority\":\"low|normal|high|critical\",\"timeout_ms\":N}, "
-                 "GET /health, GET /stats.\nSIGTERM drains the requests in flight, then exits. "
-                 "RECIPE: by default the one the model file names.",
+                 "GET /health, GET /stats.\nSIGTERM drops the requests still being sent, "
+                 "drains the ones in flight, then exits.\nRECIPE: by default the one the model "
+                 "file names.",
         .more_help = em_list_built_recipes, .opts = opts};
     int parsed = em_parse_recipe_command(&spec, argc, argv, &a->recipe, true, rc);
     if (parsed != EM_ARGS_RUN)
@@ -101,6 +106,10 @@ static int serve(const em_recipe *rc, const serve_args *a, const sigset_t *stop)
         em_module_free(m);
         return 1;
     }
+    int64_t discarded = em_engine_stats_get(e).cache.discarded;
+    if (discarded)
+        fprintf(stderr, "ember serve: %lld cached results in %s were not of this model or its "
+                "shapes; discarded\n", (long long)discarded, a->cache_dir);
     em_http_server *s = em_http_start(e, a->ho);
     if (!s) {
         em_engine_free(e);
@@ -126,6 +135,7 @@ static int serve(const em_recipe *rc, const serve_args *a, const sigset_t *stop)
 int em_cmd_serve(int argc, char **argv)
 {
     serve_args a = {.port = 8080, .drain_s = 30, .max_body = 1 << 20,
+                    .ho = {.max_connections = 256, .read_timeout_s = 10},
                     .eo = {.workers = 1, .max_batch = 32, .max_wait_ms = 2, .max_queue = 1024}};
     const em_recipe *rc;
     int parsed = parse_serve_args(argc, argv, &a, &rc);

@@ -460,6 +460,32 @@ em_tensor *em_module_find(const em_module *m, const char *dotted_name)
     return NULL;
 }
 
+static uint64_t hash_tensors(uint64_t h, const em_named_tensor *list, int n)
+{
+    for (int i = 0; i < n; i++) {
+        uint64_t t = em_tensor_hash(list[i].value);
+        h = em_fnv1a(h, list[i].name, strlen(list[i].name) + 1);
+        h = em_fnv1a(h, &t, sizeof t);
+    }
+    return h;
+}
+
+static uint64_t module_hash(uint64_t h, const em_module *m)
+{
+    h = em_fnv1a(h, m->type->type_name, strlen(m->type->type_name) + 1);
+    h = hash_tensors(h, m->params, m->n_params);
+    h = hash_tensors(h, m->buffers, m->n_buffers);
+    for (int i = 0; i < m->n_children; i++)
+        h = module_hash(em_fnv1a(h, m->children[i].name, strlen(m->children[i].name) + 1),
+                        m->children[i].module);
+    return h;
+}
+
+uint64_t em_module_hash(const em_module *m)
+{
+    return m ? module_hash(EM_FNV1A_START, m) : 0;
+}
+
 int64_t em_module_num_params(const em_module *m)
 {
     if (!m)

@@ -83,6 +83,9 @@ int em_module_parameters(const em_module *m, em_param_ref *out, int max);
 int em_module_buffers(const em_module *m, em_param_ref *out, int max);
 em_tensor *em_module_find(const em_module *m, const char *dotted_name); /* param or buffer */
 int64_t em_module_num_params(const em_module *m);
+/* A 64-bit fingerprint of the tree: its layer types and names, every parameter's and buffer's
+ * name, dtype, shape and values (em_tensor_hash); equal models hash equal. 0 for NULL. */
+uint64_t em_module_hash(const em_module *m);
 void em_module_zero_grad(em_module *m);
 /* torchinfo-like table for an input shape: layer, output shape, parameter count; totals. A
  * quantized layer's int8 weights, scales and bias (buffers) count as non-trainable parameters. */

@@ -95,10 +95,12 @@ bool em_layer_norm_layer_eps(const em_module *m, double *eps);
 
 /* Quantized layers (quant/quantize.c, quant/quantize_static.c): w i8 (n, k) packed for the int8
  * kernel of its device (a new u8 tensor outside any scope), or NULL with an error naming fn;
- * repacking a static layer after its buffers were loaded (EM_OK for other modules); whether a
- * tree holds a static one. */
+ * checking that every value of m's buffer number `buffer` is a scale (finite, > 0), with an
+ * error naming the layer, the buffer and the value; checking and repacking a static layer after
+ * its buffers were loaded (EM_OK for other modules); whether a tree holds a static one. */
 em_tensor *em_int8_packed(const em_tensor *w, const char *fn);
-em_status em_quantize_static_repack(em_module *m);
+em_status em_quant_check_scale(const em_module *m, int buffer, const char *layer);
+em_status em_quantize_static_repack(em_module *m, const char *layer);
 bool em_is_static_quantized(const em_module *m);
 
 #endif

@@ -12,6 +12,7 @@
 
 #define U7_MAX 127
 #define S8_MAX 127
+#define LAYER_NAME_MAX 256 /* a dotted layer name in messages, cut beyond this */
 
 em_qparams em_qparams_u7(float min, float max)
 {
@@ -310,20 +311,55 @@ em_status em_quantize_dynamic_(em_module *model, em_quantize_opts o)
     return st;
 }
 
+em_status em_quant_check_scale(const em_module *m, int buffer, const char *layer)
+{
+    const em_tensor *t = m->buffers[buffer].value;
+    int64_t n = em_numel(t);
+    float *v = malloc(sizeof *v * (size_t)(n ? n : 1));
+    if (!v || em_copy_to_host(t, EM_F32, v) != EM_OK) {
+        free(v);
+        return em_has_error() ? em_error_status()
+                              : em_set_error(EM_ERR_MEMORY, "em_quantize_repack: out of memory");
+    }
+    int64_t bad = 0;
+    while (bad < n && isfinite(v[bad]) && v[bad] > 0)
+        bad++;
+    em_status st = EM_OK;
+    if (bad < n)
+        st = em_set_error(EM_ERR_ARG, "em_quantize_repack: %s '%s': %s[%lld] is %g; a scale must "
+                          "be finite and > 0", m->type->type_name, layer, m->buffers[buffer].name,
+                          (long long)bad, (double)v[bad]);
+    free(v);
+    return st;
+}
+
+/* Checks and packs every quantized layer of the tree below m, whose dotted name is name[0..len)
+ * (name holds LAYER_NAME_MAX bytes). */
+static em_status repack_tree(em_module *m, char *name, size_t len)
+{
+    const char *layer = len ? name : "(the model)";
+    em_status st = EM_OK;
+    if (m->type == &qlinear_type) {
+        st = em_quant_check_scale(m, 1, layer);
+        if (st == EM_OK)
+            st = qlinear_pack((qlinear_layer *)m);
+    } else {
+        st = em_quantize_static_repack(m, layer);
+    }
+    for (int i = 0; st == EM_OK && i < m->n_children; i++) {
+        snprintf(name + len, LAYER_NAME_MAX - len, "%s%s", len ? "." : "", m->children[i].name);
+        st = repack_tree(m->children[i].module, name, strlen(name));
+        name[len] = '\0';
+    }
+    return st;
+}
+
 em_status em_quantize_repack(em_module *model)
 {
     if (!model)
         return em_set_error(EM_ERR_ARG, "em_quantize_repack: NULL model");
-    em_status st = model->type == &qlinear_type ? qlinear_pack((qlinear_layer *)model)
-                                                : em_quantize_static_repack(model);
-    if (st != EM_OK)
-        return st;
-    for (int i = 0; i < model->n_children; i++) {
-        em_status st = em_quantize_repack(model->children[i].module);
-        if (st != EM_OK)
-            return st;
-    }
-    return EM_OK;
+    char name[LAYER_NAME_MAX] = "";
+    return repack_tree(model, name, 0);
 }
 
 /* The first QuantizedLinear of the tree, or NULL. */

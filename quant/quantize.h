@@ -52,7 +52,9 @@ bool em_is_float_rnn(const em_module *m); /* an LSTM or GRU (not quantized) */
  * weights. */
 em_status em_quantize_dynamic_(em_module *model, em_quantize_opts o);
 /* A QuantizedLinear packs its weight for the kernel when made; after its buffers are written
- * (em_module_load) call this to pack them again. */
+ * (em_module_load) call this to pack them again. It checks what a file may hold wrong first: a
+ * weight or input scale that is not finite and > 0, an input zero point outside 0..127, an
+ * EM_ERR_ARG naming the layer ("fc.0"), the buffer and the value. */
 em_status em_quantize_repack(em_module *model);
 bool em_is_quantized(const em_module *model); /* any QuantizedLinear in the tree */
 

@@ -252,10 +252,27 @@ static bool is_static(const em_module *m)
     return m->type == &qstatic_linear_type || m->type == &qstatic_conv_type;
 }
 
-em_status em_quantize_static_repack(em_module *m)
+/* The activation zero point of a static layer within the 7-bit range. */
+static em_status check_zero_point(const em_module *m, const char *layer)
+{
+    double zp = em_item(m->buffers[3].value);
+    if (zp >= 0 && zp <= 127)
+        return EM_OK;
+    return em_set_error(EM_ERR_ARG, "em_quantize_repack: %s '%s': %s is %g; it must be in 0..127",
+                        m->type->type_name, layer, m->buffers[3].name, zp);
+}
+
+em_status em_quantize_static_repack(em_module *m, const char *layer)
 {
     if (!is_static(m))
         return EM_OK;
+    em_status st = em_quant_check_scale(m, 1, layer);
+    if (st == EM_OK)
+        st = em_quant_check_scale(m, 2, layer);
+    if (st == EM_OK)
+        st = check_zero_point(m, layer);
+    if (st != EM_OK)
+        return st;
     qstatic_layer *l = (qstatic_layer *)m;
     em_tensor *packed = em_int8_packed(m->buffers[0].value, "em_quantize_repack");
     if (!packed)
@@ -311,7 +328,7 @@ static em_module *qstatic_new(const em_module *f, em_qparams qp, em_quant_granul
                                     em_full(EM_SHAPE(1), EM_I32, qp.zero_point));
     if (ok && b)
         ok = em_module_add_buffer(&l->base, "bias", em_tensor_cast_raw(b, EM_F32)) != NULL;
-    if (!ok || em_quantize_static_repack(&l->base) != EM_OK) {
+    if (!ok || em_quantize_static_repack(&l->base, "(new)") != EM_OK) {
         em_module_free(&l->base);
         return NULL;
     }

@@ -11,6 +11,7 @@
 
 #define DEFAULT_MAX_BYTES (64LL << 20)
 #define CACHE_FILE "cache.safetensors"
+#define MODEL_META "ember.cache.model" /* the signature's model fingerprint, 16 hex digits */
 
 typedef struct entry {
     uint64_t hash;
@@ -160,12 +161,37 @@ em_tensor *em_cache_get(em_cache *c, const em_tensor *x)
     return y;
 }
 
+static bool shape_is(const em_tensor *t, em_shape s, em_dtype dtype)
+{
+    if (t->dtype != dtype || t->ndim != s.ndim)
+        return false;
+    for (int i = 0; i < s.ndim; i++)
+        if (t->shape[i] != s.d[i])
+            return false;
+    return true;
+}
+
+/* Whether x and y may be an entry of c: always when c is not signed. */
+static bool fits(const em_cache *c, const em_tensor *x, const em_tensor *y)
+{
+    const em_cache_signature *s = &c->o.signature;
+    return !s->model || (shape_is(x, s->in_shape, s->in_dtype) &&
+                         shape_is(y, s->out_shape, s->out_dtype));
+}
+
 em_status em_cache_put(em_cache *c, const em_tensor *x, const em_tensor *y)
 {
     if (!c || !x || !y)
         return em_set_error(EM_ERR_ARG, "em_cache_put: cache, x and y must be given");
     if (c->o.max_entries <= 0)
         return EM_OK;
+    if (!fits(c, x, y)) {
+        char sx[64], sy[64];
+        return em_set_error(EM_ERR_ARG, "em_cache_put: x %s %s or y %s %s is not of the shapes "
+                            "and dtypes of the cache's model", em_dtype_name(x->dtype),
+                            em_shape_str(x, sx, sizeof sx), em_dtype_name(y->dtype),
+                            em_shape_str(y, sy, sizeof sy));
+    }
     entry *e = calloc(1, sizeof *e);
     if (e) {
         e->in = host_bytes(x, &e->in_bytes);
@@ -221,6 +247,12 @@ em_cache_stats em_cache_stats_get(em_cache *c)
     return s;
 }
 
+/* The signature's model fingerprint as a file stores it. */
+static void model_hex(const em_cache *c, char out[17])
+{
+    snprintf(out, 17, "%016llx", (unsigned long long)c->o.signature.model);
+}
+
 static void cache_path(char *out, size_t n, const char *dir)
 {
     snprintf(out, n, "%s/%s", dir, CACHE_FILE);
@@ -249,14 +281,27 @@ em_status em_cache_save(em_cache *c, const char *dir)
     pthread_mutex_unlock(&c->lock);
     char path[4096];
     cache_path(path, sizeof path, dir);
-    em_st_meta meta = {"ember.cache", "1"};
+    char model[17];
+    model_hex(c, model);
+    em_st_meta meta[2] = {{"ember.cache", "1"}, {MODEL_META, model}};
     if (st == EM_OK)
-        st = em_safetensors_save(path, list, 2 * n, &meta, 1);
+        st = em_safetensors_save(path, list, 2 * n, meta, c->o.signature.model ? 2 : 1);
     for (int k = 0; list && k < 2 * i; k++)
         em_release(list[k].tensor);
     free(list);
     free(names);
     return st;
+}
+
+/* Whether file st was saved by a cache of c's model (any file, when c is not signed). */
+static bool saved_for(const em_cache *c, const em_safetensors *st)
+{
+    if (!c->o.signature.model)
+        return true;
+    const char *model = em_safetensors_meta(st, MODEL_META);
+    char want[17];
+    model_hex(c, want);
+    return model && !strcmp(model, want);
 }
 
 em_status em_cache_load(em_cache *c, const char *dir)
@@ -271,14 +316,23 @@ em_status em_cache_load(em_cache *c, const char *dir)
     fclose(f);
     em_safetensors *st = NULL;
     em_status s = em_safetensors_load(path, &st);
+    int64_t discarded = 0;
+    bool same_model = s == EM_OK && saved_for(c, st);
     for (int i = 0; s == EM_OK && i < st->n_tensors / 2; i++) {
         snprintf(name, sizeof name, "%08d.input", i);
         em_tensor *x = em_safetensors_get(st, name);
         snprintf(name, sizeof name, "%08d.output", i);
         em_tensor *y = em_safetensors_get(st, name);
-        s = x && y ? em_cache_put(c, x, y)
-                   : em_set_error(EM_ERR_IO, "em_cache_load: %s: entry %d is incomplete", path, i);
+        if (!x || !y)
+            s = em_set_error(EM_ERR_IO, "em_cache_load: %s: entry %d is incomplete", path, i);
+        else if (!same_model || !fits(c, x, y))
+            discarded++;
+        else
+            s = em_cache_put(c, x, y);
     }
     em_safetensors_free(st);
+    pthread_mutex_lock(&c->lock);
+    c->stats.discarded += discarded;
+    pthread_mutex_unlock(&c->lock);
     return s;
 }

@@ -339,10 +339,13 @@ static int64_t eligible(const em_engine *e, priority_range r)
 }
 
 /* When the oldest eligible request stops waiting for company: its submit + max_wait, or now
- * when a critical request waits. */
+ * when a critical request waits. Adaptive batching never waits: a free worker runs what is
+ * queued at once, and batches form from the requests that arrive while the workers are busy,
+ * so that a lightly loaded server answers as fast as one without batching. */
 static double batch_deadline(const em_engine *e, priority_range r)
 {
-    if (r.highest == EM_PRIORITY_CRITICAL && e->queues[EM_PRIORITY_CRITICAL].n)
+    if (e->o.target_p95_ms > 0 ||
+        (r.highest == EM_PRIORITY_CRITICAL && e->queues[EM_PRIORITY_CRITICAL].n))
         return 0;
     double oldest = INFINITY;
     for (int p = r.lowest; p <= r.highest; p++)
@@ -495,6 +498,30 @@ static void *worker_main(void *p)
 
 /* ---- the engine ---- */
 
+/* What the cache's entries must be (serve/cache.h): results of this model, learnt from one
+ * forward of a zero sample. */
+static em_status cache_signature(const em_engine *e, em_cache_signature *s)
+{
+    em_shape bs = {.ndim = e->sample.ndim + 1, .d = {1}};
+    memcpy(bs.d + 1, e->sample.d, sizeof bs.d[0] * (size_t)e->sample.ndim);
+    bool grad = em_set_grad_enabled(false);
+    em_scope_begin();
+    em_tensor *y = em_forward(e->model, em_zeros(bs, EM_F32));
+    em_status st = y ? EM_OK : em_error_status();
+    if (y && (y->ndim < 1 || y->shape[0] != 1))
+        st = em_set_error(EM_ERR_STATE, "em_engine_new: the model's output has %d rows for one "
+                          "sample", y->ndim ? (int)y->shape[0] : 0);
+    if (st == EM_OK) {
+        *s = (em_cache_signature){.model = em_module_hash(e->model), .in_shape = e->sample,
+                                  .in_dtype = EM_F32, .out_shape = {.ndim = y->ndim - 1},
+                                  .out_dtype = y->dtype};
+        memcpy(s->out_shape.d, y->shape + 1, sizeof s->out_shape.d[0] * (size_t)(y->ndim - 1));
+    }
+    em_scope_end();
+    em_set_grad_enabled(grad);
+    return st;
+}
+
 em_engine *em_engine_new(em_module *model, em_shape sample, em_engine_opts o)
 {
     const char *fn = "em_engine_new";
@@ -531,6 +558,10 @@ em_engine *em_engine_new(em_module *model, em_shape sample, em_engine_opts o)
     pthread_cond_init(&e->work, NULL);
     pthread_cond_init(&e->urgent_done, NULL);
     em_module_eval(model);
+    if (o.cache.max_entries > 0 && cache_signature(e, &o.cache.signature) != EM_OK) {
+        free(e);
+        return NULL;
+    }
     if (o.cache.max_entries > 0) {
         e->cache = em_cache_new(o.cache);
         if (!e->cache || (o.cache_dir && em_cache_load(e->cache, o.cache_dir) != EM_OK)) {
@@ -615,7 +646,10 @@ em_future *em_engine_submit(em_engine *e, const em_tensor *x, em_priority p)
     f->submitted_s = now_s();
     f->x = xv;
     f->holders = 1;
-    em_tensor *hit = e->cache ? em_cache_get(e->cache, x) : NULL;
+    /* the cache holds f32 inputs: look up the copy, whatever x's float dtype */
+    em_tensor *xf = e->cache ? em_from_data(e->sample, EM_F32, xv) : NULL;
+    em_tensor *hit = xf ? em_cache_get(e->cache, xf) : NULL;
+    em_release(xf);
     pthread_mutex_lock(&e->lock);
     em_status st = EM_OK;
     if (e->stopping)

@@ -1,8 +1,9 @@
 /* The inference engine: requests of one sample each queue at four priority levels; a pool of
  * workers takes the highest-priority requests first, up to a batch limit or until the oldest
  * has waited max_wait, runs them as one batch and completes each request's future. Adaptive
- * batching moves the batch limit to hold a target p95 latency; an LRU cache answers repeated
- * inputs without running the model. Every call is thread-safe. */
+ * batching runs what is queued as soon as a worker is free, and moves the batch limit to hold
+ * a target p95 latency; an LRU cache answers repeated inputs without running the model. Every
+ * call is thread-safe. */
 #ifndef EMBER_SERVE_ENGINE_H
 #define EMBER_SERVE_ENGINE_H
 
@@ -33,10 +34,14 @@ typedef struct {
     int max_batch;         /* 0: 32; 1 turns batching off; at most EM_ENGINE_MAX_BATCH */
     double max_wait_ms;    /* 0: 2 ms; how long the oldest request waits for a batch to fill */
     int64_t max_queue;     /* 0: 1024; a submit beyond this many queued requests is EM_ERR_BUSY */
-    double target_p95_ms;  /* > 0: adaptive batching; 0: the batch limit stays at max_batch */
+    double target_p95_ms;  /* > 0: adaptive batching: a free worker runs what is queued at
+                            * once (no max_wait), up to a batch limit that moves to hold this
+                            * p95; 0: the batch limit stays at max_batch */
     int threads_per_worker; /* OpenMP threads each worker's forward uses; 0: OpenMP's default */
-    em_cache_opts cache;   /* max_entries 0: no cache */
-    const char *cache_dir; /* the cache is loaded from here at start and saved at free */
+    em_cache_opts cache;   /* max_entries 0: no cache; its signature is the model's (one
+                            * forward of a zero sample at start learns the output's shape) */
+    const char *cache_dir; /* the cache is loaded from here at start (entries of another model
+                            * or shape are discarded and counted) and saved at free */
 } em_engine_opts;
 
 typedef struct {

@@ -1,7 +1,9 @@
 /* The HTTP front of the engine: libmicrohttpd with a thread per connection (a request's thread
- * waits on its future, so concurrent requests become one batch), a bounded body, JSON in and
- * out through serve/request.h, and a drain on stop. */
+ * waits on its future, so concurrent requests become one batch), a bounded body, connections
+ * bounded in number and in the time they take to send a request (serve/http_guard.h), JSON in
+ * and out through serve/request.h, and a drain on stop. */
 #include <arpa/inet.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -12,14 +14,20 @@
 
 #include "serve/request.h"
 #include "io/json_internal.h"
+#include "serve/http_guard.h"
 #include "serve/http_server.h"
+
+/* connections libmicrohttpd takes beyond max_connections, so that a new one can close one that
+ * is waiting, or be answered 503, rather than wait unaccepted */
+#define ADMISSION_SLOTS 16
 
 struct em_http_server {
     struct MHD_Daemon *daemon;
+    http_guard *guard;
     em_engine *engine;
     em_http_opts o;
     int port;
-    atomic_int in_flight;
+    atomic_int in_flight; /* requests received and being answered */
     atomic_bool draining;
 };
 
@@ -27,9 +35,11 @@ typedef struct {
     char *body;
     size_t len, cap;
     bool too_large;
+    bool answering; /* received whole: counted in flight */
 } upload;
 
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, char *json)
+/* Queues json (freed here) as the answer; with close set, the connection closes after it. */
+static enum MHD_Result reply_and(struct MHD_Connection *c, unsigned code, char *json, bool close)
 {
     if (!json)
         return MHD_NO;
@@ -40,20 +50,65 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, char *json
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", "application/json");
+    if (close)
+        MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);
     return ret;
 }
 
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, char *json)
+{
+    return reply_and(c, code, json, false);
+}
+
 /* {"error":"<message>"}, written by ember's JSON module (a message that is not UTF-8, as a cut
  * one can be, is replaced by a fixed one). */
-static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned code, const char *msg)
+static char *error_json(const char *msg)
 {
     json_t *text = json_string(msg);
     json_t *body = json_pack("{s:o}", "error", text ? text : json_string("request rejected"));
     char *json = body ? em_json_dump(body) : NULL;
     json_decref(body);
-    return reply(c, code, json);
+    return json;
+}
+
+static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned code, const char *msg)
+{
+    return reply(c, code, error_json(msg));
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+/* Runs req's samples (one, or each row of a batch) through the engine, all submitted before
+ * any is waited for, within timeout_ms in all: EM_OK with ys[0..n), or the first failure. */
+static em_status run_samples(em_http_server *s, const em_predict_request *req, double timeout_ms,
+                             em_tensor **ys, int64_t n)
+{
+    em_future **f = calloc((size_t)n, sizeof *f);
+    em_status st = f ? EM_OK : em_set_error(EM_ERR_MEMORY, "predict: out of memory");
+    for (int64_t i = 0; st == EM_OK && i < n; i++) {
+        em_tensor *row = req->n_instances ? em_select(req->input, 0, i) : req->input;
+        f[i] = row ? em_engine_submit(s->engine, row, req->priority) : NULL;
+        if (!f[i])
+            st = em_error_status() != EM_OK ? em_error_status() : EM_ERR_ARG;
+        if (req->n_instances)
+            em_release(row);
+    }
+    double deadline = now_ms() + timeout_ms;
+    for (int64_t i = 0; st == EM_OK && i < n; i++) {
+        double left = deadline - now_ms();
+        st = em_future_wait(f[i], left > 0 ? left : 0, &ys[i]);
+    }
+    for (int64_t i = 0; f && i < n; i++)
+        em_future_free(f[i]); /* cancels those still queued after a failure */
+    free(f);
+    return st;
 }
 
 static enum MHD_Result predict(em_http_server *s, struct MHD_Connection *c, const upload *u)
@@ -67,20 +122,26 @@ static enum MHD_Result predict(em_http_server *s, struct MHD_Connection *c, cons
     if (em_predict_request_parse(u->body ? u->body : "", u->len, em_engine_sample_shape(s->engine),
                                  &req, err, sizeof err) != EM_OK)
         return reply_error(c, 400, err);
-    em_tensor *y = NULL;
-    em_status st = em_engine_predict(s->engine, req.input, req.priority,
-                                     req.timeout_ms > 0 ? req.timeout_ms : s->o.timeout_ms, &y);
+    int64_t n = req.n_instances ? req.n_instances : 1;
+    em_tensor **ys = calloc((size_t)n, sizeof *ys);
+    em_status st = ys ? run_samples(s, &req, req.timeout_ms > 0 ? req.timeout_ms : s->o.timeout_ms,
+                                    ys, n)
+                      : em_set_error(EM_ERR_MEMORY, "predict: out of memory");
     em_release(req.input);
+    enum MHD_Result r;
     if (st != EM_OK) {
         unsigned code = st == EM_ERR_BUSY ? 503 : st == EM_ERR_TIMEOUT ? 504
                         : st == EM_ERR_ARG ? 400 : 500;
-        enum MHD_Result r = reply_error(c, code, em_error());
+        r = reply_error(c, code, em_error());
         em_error_clear();
-        return r;
+    } else {
+        r = reply(c, 200, req.n_instances ? em_predict_batch_response(ys, n)
+                                          : em_predict_response(ys[0]));
     }
-    char *json = em_predict_response(y);
-    em_release(y);
-    return reply(c, 200, json);
+    for (int64_t i = 0; ys && i < n; i++)
+        em_release(ys[i]);
+    free(ys);
+    return r;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
@@ -95,7 +156,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         if (!u)
             return MHD_NO;
         *con_cls = u;
-        atomic_fetch_add(&s->in_flight, 1);
+        if (http_guard_refused(c))
+            return reply_and(c, 503, error_json("the server is at its connection limit, every "
+                                                "connection busy with a request"), true);
         return MHD_YES;
     }
     if (*data_size) {
@@ -119,6 +182,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return MHD_YES;
     }
     bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    if (!u->answering) { /* received whole */
+        u->answering = true;
+        atomic_fetch_add(&s->in_flight, 1);
+        http_guard_answering(s->guard, c);
+    }
     if (atomic_load(&s->draining))
         return reply_error(c, 503, "the server is shutting down");
     if (!strcmp(url, "/health") && get) {
@@ -139,16 +207,18 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
                       enum MHD_RequestTerminationCode code)
 {
-    (void)c;
     (void)code;
     em_http_server *s = cls;
     upload *u = *con_cls;
     if (!u)
         return;
+    if (u->answering) {
+        http_guard_answered(s->guard, c);
+        atomic_fetch_sub(&s->in_flight, 1);
+    }
     free(u->body);
     free(u);
     *con_cls = NULL;
-    atomic_fetch_sub(&s->in_flight, 1);
 }
 
 em_http_server *em_http_start(em_engine *engine, em_http_opts o)
@@ -161,17 +231,28 @@ em_http_server *em_http_start(em_engine *engine, em_http_opts o)
     s->o.max_body = o.max_body ? o.max_body : 1 << 20;
     s->o.max_connections = o.max_connections ? o.max_connections : 256;
     s->o.timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : 30000;
+    s->o.read_timeout_s = o.read_timeout_s > 0 ? o.read_timeout_s : 10;
+    s->guard = http_guard_new(s->o.max_connections, s->o.read_timeout_s);
+    if (!s->guard) {
+        fprintf(stderr, "ember serve: out of memory\n");
+        free(s);
+        return NULL;
+    }
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o.port)};
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    /* no MHD_USE_ERROR_LOG: libmicrohttpd writes a line for every client that closes or is
+     * closed mid-request, which a client holding connections would turn into a flood */
     s->daemon = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-            MHD_USE_ERROR_LOG,
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC,
         (uint16_t)o.port, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, &addr,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->o.max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-        MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->o.max_connections + ADMISSION_SLOTS,
+        /* a connection that neither sends nor takes a byte this long (a slow reader) */
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ceil(s->o.read_timeout_s),
+        MHD_OPTION_NOTIFY_CONNECTION, http_guard_notify, s->guard,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_END);
     if (!s->daemon) {
         fprintf(stderr, "ember serve: cannot listen on 127.0.0.1:%d\n", o.port);
+        http_guard_free(s->guard);
         free(s);
         return NULL;
     }
@@ -190,11 +271,13 @@ int em_http_stop(em_http_server *s, double drain_s)
 {
     atomic_store(&s->draining, true);
     MHD_socket listen = MHD_quiesce_daemon(s->daemon);
+    http_guard_drop_waiting(s->guard);
     struct timespec tick = {0, 5000000};
     for (double waited = 0; atomic_load(&s->in_flight) > 0 && waited < drain_s; waited += 0.005)
         nanosleep(&tick, NULL);
     int left = atomic_load(&s->in_flight);
     MHD_stop_daemon(s->daemon);
+    http_guard_free(s->guard);
     if (listen != MHD_INVALID_SOCKET)
         close(listen);
     free(s);

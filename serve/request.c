@@ -12,13 +12,15 @@
 #define F32_MAX 3.4028234663852886e38
 
 typedef struct {
-    float *values; /* (cap) the input's numbers, flattened */
+    char what[32]; /* the sample being read, for messages: "input", "instances[2]" */
+    float *values; /* (cap) the sample's numbers, flattened */
     int64_t n_values, cap;
     int64_t shape[EM_MAX_DIMS]; /* the nesting's sizes, fixed by the first array at each depth */
     int rank;                   /* how deep the first number was */
     char *err;
     size_t n_err;
     bool failed;
+    bool out_of_memory;
 } reader;
 
 static bool fail(reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -39,12 +41,13 @@ static bool read_number(reader *r, const json_t *e, int d)
     if (r->rank == 0)
         r->rank = d + 1;
     if (r->rank != d + 1)
-        return fail(r, "input: a number where an array was expected (depth %d)", d + 1);
+        return fail(r, "%s: a number where an array was expected (depth %d)", r->what,
+                    d + 1);
     double v = json_number_value(e);
     if (!isfinite(v) || fabs(v) > F32_MAX)
-        return fail(r, "input: number %g is out of the f32 range", v);
+        return fail(r, "%s: number %g is out of the f32 range", r->what, v);
     if (r->n_values >= r->cap)
-        return fail(r, "input: more than %lld numbers", (long long)r->cap);
+        return fail(r, "%s: more than %lld numbers", r->what, (long long)r->cap);
     r->values[r->n_values++] = (float)v;
     return true;
 }
@@ -53,27 +56,28 @@ static bool read_number(reader *r, const json_t *e, int d)
 static bool read_array(reader *r, const json_t *a, int d)
 {
     if (d >= EM_MAX_DIMS)
-        return fail(r, "input: nested deeper than %d", EM_MAX_DIMS);
+        return fail(r, "%s: nested deeper than %d", r->what, EM_MAX_DIMS);
     int64_t count = (int64_t)json_array_size(a);
     if (count == 0)
-        return fail(r, "input: empty array at depth %d", d + 1);
+        return fail(r, "%s: empty array at depth %d", r->what, d + 1);
     if (r->shape[d] == 0)
         r->shape[d] = count;
     if (r->shape[d] != count)
-        return fail(r, "input: ragged array at depth %d (%lld entries, expected %lld)", d + 1,
-                    (long long)count, (long long)r->shape[d]);
+        return fail(r, "%s: ragged array at depth %d (%lld entries, expected %lld)", r->what,
+                    d + 1, (long long)count, (long long)r->shape[d]);
     size_t i;
     const json_t *e;
     json_array_foreach(a, i, e) {
         bool ok;
         if (json_is_array(e))
             ok = r->rank && r->rank <= d + 1
-                     ? fail(r, "input: ragged nesting at depth %d", d + 2)
+                     ? fail(r, "%s: ragged nesting at depth %d", r->what, d + 2)
                      : read_array(r, e, d + 1);
         else if (json_is_number(e))
             ok = read_number(r, e, d);
         else
-            ok = fail(r, "input: entry %zu at depth %d is not a number or an array", i, d + 1);
+            ok = fail(r, "%s: entry %zu at depth %d is not a number or an array", r->what, i,
+                      d + 1);
         if (!ok)
             return false;
     }
@@ -99,12 +103,24 @@ static void shape_text(char *out, size_t n, const int64_t *d, int ndim)
         snprintf(out + strlen(out), n - strlen(out), "%s%lld", i ? "," : "", (long long)d[i]);
 }
 
-/* One key of the request object into out (the input's numbers into r). */
-static bool read_key(reader *r, const char *key, const json_t *v, em_predict_request *out)
+/* The request's samples: "input" (one) or "instances" (an array of them). */
+typedef struct {
+    const json_t *input, *instances;
+} sample_keys;
+
+/* One key of the request object into out (the samples' JSON into keys, read later). */
+static bool read_key(reader *r, const char *key, const json_t *v, em_predict_request *out,
+                     sample_keys *keys)
 {
-    if (!strcmp(key, "input"))
-        return json_is_array(v) ? read_array(r, v, 0)
-                                : fail(r, "input: expected an array of numbers");
+    if (!strcmp(key, "input")) {
+        keys->input = v;
+        return json_is_array(v) ? true : fail(r, "input: expected an array of numbers");
+    }
+    if (!strcmp(key, "instances")) {
+        keys->instances = v;
+        return json_is_array(v) && json_array_size(v) > 0
+                   ? true : fail(r, "instances: expected a non-empty array of inputs");
+    }
     if (!strcmp(key, "priority")) {
         if (!json_is_string(v))
             return fail(r, "priority: expected a string: low, normal, high or critical");
@@ -123,7 +139,69 @@ static bool read_key(reader *r, const char *key, const json_t *v, em_predict_req
                    ? true
                    : fail(r, "timeout_ms: %g is not in (0, 3600000]", out->timeout_ms);
     }
-    return fail(r, "unknown key '%s' (expected input, priority, timeout_ms)", key);
+    return fail(r, "unknown key '%s' (expected input or instances, priority, timeout_ms)", key);
+}
+
+/* One sample (JSON v, named what) into dst (numel values of shape sample). */
+static bool read_sample(reader *r, const json_t *v, const char *what, em_shape sample,
+                        int64_t numel, float *dst)
+{
+    snprintf(r->what, sizeof r->what, "%s", what);
+    r->values = dst;
+    r->n_values = r->rank = 0;
+    r->cap = numel;
+    memset(r->shape, 0, sizeof r->shape);
+    if (!json_is_array(v))
+        return fail(r, "%s: expected an array of numbers", what);
+    if (!read_array(r, v, 0))
+        return false;
+    if (shape_matches(r, sample, numel))
+        return true;
+    char want[160], got[160];
+    shape_text(want, sizeof want, sample.d, sample.ndim);
+    shape_text(got, sizeof got, r->shape, r->rank);
+    return fail(r, "%s: shape [%s] does not match the model's sample [%s] (or %lld numbers "
+                "flat)", what, got, want, (long long)numel);
+}
+
+/* The samples keys name into out->input: the sample, or (n, sample) for instances. */
+static bool read_samples(reader *r, const sample_keys *keys, em_shape sample, int64_t numel,
+                         em_predict_request *out)
+{
+    if (keys->input && keys->instances)
+        return fail(r, "input and instances: give one of them");
+    if (!keys->input && !keys->instances)
+        return fail(r, "input: missing (or instances)");
+    int64_t n = keys->instances ? (int64_t)json_array_size(keys->instances) : 1;
+    if (n > EM_REQUEST_MAX_VALUES / numel)
+        return fail(r, "instances: %lld samples of %lld values are more than %d values",
+                    (long long)n, (long long)numel, EM_REQUEST_MAX_VALUES);
+    float *values = malloc(sizeof *values * (size_t)(n * numel));
+    if (!values) {
+        r->out_of_memory = true;
+        return fail(r, "out of memory");
+    }
+    bool ok = true;
+    for (int64_t i = 0; ok && i < n; i++) {
+        char what[32] = "input";
+        if (keys->instances)
+            snprintf(what, sizeof what, "instances[%lld]", (long long)i);
+        ok = read_sample(r, keys->instances ? json_array_get(keys->instances, (size_t)i)
+                                            : keys->input, what, sample, numel,
+                         values + i * numel);
+    }
+    em_shape shape = sample;
+    if (ok && keys->instances) { /* (n, sample...) */
+        shape.ndim = sample.ndim + 1;
+        shape.d[0] = n;
+        memcpy(shape.d + 1, sample.d, sizeof shape.d[0] * (size_t)sample.ndim);
+        out->n_instances = n;
+    }
+    out->input = ok ? em_from_data(shape, EM_F32, values) : NULL;
+    if (ok && !out->input)
+        ok = fail(r, "%s", em_error());
+    free(values);
+    return ok;
 }
 
 em_status em_predict_request_parse(const char *body, size_t n, em_shape sample,
@@ -131,48 +209,36 @@ em_status em_predict_request_parse(const char *body, size_t n, em_shape sample,
 {
     *out = (em_predict_request){.priority = EM_PRIORITY_NORMAL};
     int64_t numel = em_shape_numel(&sample);
-    if (numel < 1 || numel > EM_REQUEST_MAX_VALUES) {
-        snprintf(err, n_err, "the model's sample has %lld values", (long long)numel);
+    if (numel < 1 || numel > EM_REQUEST_MAX_VALUES || sample.ndim >= EM_MAX_DIMS) {
+        snprintf(err, n_err, "the model's sample has %lld values in %d dims", (long long)numel,
+                 sample.ndim);
         return EM_ERR_ARG;
     }
-    reader r = {.cap = numel, .err = err, .n_err = n_err};
+    reader r = {.err = err, .n_err = n_err};
     json_t *root = em_json_parse("predict", "request body", body, n);
     if (!root) {
         fail(&r, "%s", em_error());
         em_error_clear();
         return EM_ERR_ARG;
     }
-    r.values = malloc(sizeof *r.values * (size_t)numel);
-    if (!r.values) {
-        json_decref(root);
-        snprintf(err, n_err, "out of memory");
-        return EM_ERR_MEMORY;
-    }
     if (!json_is_object(root))
         fail(&r, "the body is not a JSON object");
+    sample_keys keys = {0};
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v) {
-        if (r.failed || !read_key(&r, key, v, out))
+        if (r.failed || !read_key(&r, key, v, out, &keys))
             break;
     }
-    if (!r.failed && !json_object_get(root, "input"))
-        fail(&r, "input: missing");
-    if (!r.failed && !shape_matches(&r, sample, numel)) {
-        char want[160], got[160];
-        shape_text(want, sizeof want, sample.d, sample.ndim);
-        shape_text(got, sizeof got, r.shape, r.rank);
-        fail(&r, "input: shape [%s] does not match the model's sample [%s] (or %lld numbers "
-             "flat)", got, want, (long long)numel);
-    }
-    if (!r.failed) {
-        out->input = em_from_data(sample, EM_F32, r.values);
-        if (!out->input)
-            fail(&r, "%s", em_error());
-    }
+    if (!r.failed)
+        read_samples(&r, &keys, sample, numel, out);
     json_decref(root);
-    free(r.values);
-    return r.failed ? EM_ERR_ARG : EM_OK;
+    if (r.failed) {
+        em_release(out->input);
+        out->input = NULL;
+        out->n_instances = 0;
+    }
+    return !r.failed ? EM_OK : r.out_of_memory ? EM_ERR_MEMORY : EM_ERR_ARG;
 }
 
 /* v as a JSON text (malloc'd) after it is released, or NULL when out of memory. */
@@ -183,7 +249,8 @@ static char *dump_and_release(json_t *v, bool built)
     return s;
 }
 
-char *em_predict_response(const em_tensor *y)
+/* {"output":[...],"argmax":k} for y, or NULL when out of memory. */
+static json_t *prediction(const em_tensor *y)
 {
     int64_t n = em_numel(y);
     float *v = malloc(sizeof *v * (size_t)(n ? n : 1));
@@ -204,6 +271,24 @@ char *em_predict_response(const em_tensor *y)
             (!non_finite || json_object_set_new(obj, "non_finite", json_integer(non_finite)) == 0);
     json_decref(output);
     free(v);
+    if (!built)
+        json_decref(obj);
+    return built ? obj : NULL;
+}
+
+char *em_predict_response(const em_tensor *y)
+{
+    json_t *obj = prediction(y);
+    return dump_and_release(obj, obj != NULL);
+}
+
+char *em_predict_batch_response(em_tensor *const *ys, int64_t n)
+{
+    json_t *obj = json_object(), *list = json_array();
+    bool built = obj && list && json_object_set(obj, "predictions", list) == 0;
+    for (int64_t i = 0; built && i < n; i++)
+        built = json_array_append_new(list, prediction(ys[i])) == 0;
+    json_decref(list);
     return dump_and_release(obj, built);
 }
 
@@ -242,6 +327,7 @@ char *em_engine_stats_json(const em_engine_stats *s)
             set_int(cache, "bytes", s->cache.bytes) && set_int(cache, "hits", s->cache.hits) &&
             set_int(cache, "misses", s->cache.misses) &&
             set_int(cache, "evictions", s->cache.evictions) &&
+            set_int(cache, "discarded", s->cache.discarded) &&
             json_object_set(o, "cache", cache) == 0;
     json_decref(by_priority);
     json_decref(hist);

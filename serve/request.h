@@ -14,9 +14,13 @@ extern "C" {
 #define EM_REQUEST_MAX_VALUES (1 << 20)
 
 /* {"input": [...numbers, nested to the sample's rank...], "priority": "low"|"normal"|"high"|
- *  "critical", "timeout_ms": N}; only "input" is required, other keys are errors. */
+ *  "critical", "timeout_ms": N}; or a batch, {"instances": [input, input, ...], ...} (TF
+ * Serving's and KServe v1's key), answered in order; "input" or "instances" is required, other
+ * keys are errors. */
 typedef struct {
-    em_tensor *input;     /* f32 with the sample's shape; the caller releases it */
+    em_tensor *input;     /* f32 with the sample's shape, or (n_instances, sample...); the
+                           * caller releases it */
+    int64_t n_instances;  /* 0: one sample, from "input" */
     em_priority priority; /* default normal */
     double timeout_ms;    /* default 0: the server's */
 } em_predict_request;
@@ -29,6 +33,8 @@ em_status em_predict_request_parse(const char *body, size_t n, em_shape sample_s
 /* {"output":[...],"argmax":k} for y (any shape, flattened) into a new string (malloc'd), or
  * NULL when out of memory. */
 char *em_predict_response(const em_tensor *y);
+/* {"predictions":[{"output":[...],"argmax":k}, ...]} for ys[0..n), likewise. */
+char *em_predict_batch_response(em_tensor *const *ys, int64_t n);
 /* The engine's statistics as one JSON object (malloc'd), or NULL when out of memory. */
 char *em_engine_stats_json(const em_engine_stats *s);
 

@@ -39,4 +39,9 @@ void em_scope_forget(em_tensor *t);
 em_status em_copy_element(const char *fn, const em_tensor *t, const int64_t *index, em_dtype dtype,
                           void *dst);
 
+/* inspect.c: 64-bit FNV-1a over n bytes at p, continuing from h (EM_FNV1A_START to begin); what
+ * em_tensor_hash is made of. */
+#define EM_FNV1A_START 1469598103934665603ULL
+uint64_t em_fnv1a(uint64_t h, const void *p, size_t n);
+
 #endif

@@ -184,27 +184,27 @@ double em_item(const em_tensor *t)
     return em_copy_element("em_item", t, zeros, EM_F64, &v) == EM_OK ? v : NAN;
 }
 
+uint64_t em_fnv1a(uint64_t h, const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const uint8_t *)p)[i]) * 1099511628211ULL;
+    return h;
+}
+
 uint64_t em_tensor_hash(const em_tensor *t)
 {
-    uint64_t h = 1469598103934665603ULL;
-    const uint64_t prime = 1099511628211ULL;
+    uint64_t h = EM_FNV1A_START;
     int64_t head[1 + EM_MAX_DIMS] = {t->dtype};
     for (int i = 0; i < t->ndim; i++)
         head[1 + i] = t->shape[i];
-    const uint8_t *p = (const uint8_t *)head;
-    for (size_t i = 0; i < sizeof(int64_t) * (size_t)(1 + t->ndim); i++)
-        h = (h ^ p[i]) * prime;
+    h = em_fnv1a(h, head, sizeof(int64_t) * (size_t)(1 + t->ndim));
     size_t n = (size_t)em_numel(t) * em_dtype_size(t->dtype);
-    const uint8_t *d = em_data_ptr(t);
     if (!em_is_contiguous(t) || t->device != EM_CPU) {
         uint8_t *copy = malloc(n ? n : 1);
         if (copy && em_copy_to_host(t, t->dtype, copy) == EM_OK)
-            for (size_t i = 0; i < n; i++)
-                h = (h ^ copy[i]) * prime;
+            h = em_fnv1a(h, copy, n);
         free(copy);
         return h;
     }
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ d[i]) * prime;
-    return h;
+    return em_fnv1a(h, em_data_ptr(t), n);
 }

@@ -1,6 +1,6 @@
 /* libFuzzer target: the inference server's JSON request parser on arbitrary bytes, against a
- * 2-D sample shape; any input must give EM_OK with a tensor of that shape or EM_ERR_ARG with a
- * message, never a crash, a leak or a read past the body. */
+ * 2-D sample shape; any input must give EM_OK with a tensor of that shape (or a batch of them)
+ * or EM_ERR_ARG with a message, never a crash, a leak or a read past the body. */
 #include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,7 +20,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     em_status st = em_predict_request_parse(body, size, EM_SHAPE(3, 4), &r, err, sizeof err);
     assert(st == EM_OK || st == EM_ERR_ARG || st == EM_ERR_MEMORY);
     if (st == EM_OK) {
-        assert(r.input && r.input->ndim == 2 && r.input->shape[0] == 3 && r.input->shape[1] == 4);
+        int lead = r.n_instances ? 1 : 0; /* a batch of instances: (n, 3, 4) */
+        assert(r.input && r.input->ndim == 2 + lead && r.input->shape[lead] == 3 &&
+               r.input->shape[lead + 1] == 4);
+        assert(!lead || r.input->shape[0] == r.n_instances);
         em_release(r.input);
     } else {
         assert(!r.input && err[0]);

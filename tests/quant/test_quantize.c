@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "ember.h"
@@ -292,4 +293,23 @@ Test(quantize, bad_input_is_an_error)
     em_release(x);
     em_release(w);
     em_module_free(q);
+}
+
+Test(quantize, a_zero_or_nan_weight_scale_is_refused_when_repacked)
+{
+    em_module *m = small_mlp();
+    cr_assert_eq(em_quantize_dynamic_(m, (em_quantize_opts){0}), EM_OK, "%s", em_error());
+    float *scale = em_data_ptr(em_module_find(m, "2.weight_scale")); /* (4) */
+    scale[3] = 0;
+    cr_assert_eq(em_quantize_repack(m), EM_ERR_ARG);
+    cr_assert_str_eq(em_error(), "em_quantize_repack: QuantizedLinear '2': weight_scale[3] is 0; "
+                     "a scale must be finite and > 0");
+    em_error_clear();
+    scale[3] = NAN;
+    cr_assert_eq(em_quantize_repack(m), EM_ERR_ARG);
+    cr_assert(strstr(em_error(), "weight_scale[3] is nan"), "%s", em_error());
+    em_error_clear();
+    scale[3] = 0.25f;
+    cr_assert_eq(em_quantize_repack(m), EM_OK, "%s", em_error());
+    em_module_free(m);
 }

@@ -178,3 +178,67 @@ Test(quantize_static, saved_model_loads_back_bit_for_bit)
     em_module_free(m);
     em_module_free(back);
 }
+
+/* Saves a static model whose buffer `buffer` of layer "2" (the Linear) has value v at index i,
+ * loads it as a recipe loader does, and returns the loader's status. */
+static em_status load_with_bad_value(const char *buffer, int64_t i, double v)
+{
+    em_manual_seed(7);
+    em_module *m = em_sequential(3, em_linear_layer(4, 4, true), em_relu_layer(),
+                                 em_linear_layer(4, 3, true));
+    em_tensor *calib = em_randn(EM_SHAPE(8, 4), EM_F32, NULL);
+    cr_assert_eq(em_quantize_static_(m, &calib, 1, (em_static_quant_opts){0}), EM_OK, "%s",
+                 em_error());
+    em_release(calib);
+    char name[64];
+    snprintf(name, sizeof name, "2.%s", buffer);
+    em_tensor *t = em_module_find(m, name);
+    cr_assert_not_null(t, "%s", name);
+    if (t->dtype == EM_I32)
+        ((int32_t *)em_data_ptr(t))[i] = (int32_t)v;
+    else
+        ((float *)em_data_ptr(t))[i] = (float)v;
+    em_st_meta meta[2];
+    int n_meta = em_quantize_meta(m, meta);
+    const char *path = "/tmp/ember_static_int8_bad.safetensors";
+    cr_assert_eq(em_module_save(m, path, meta, n_meta), EM_OK, "%s", em_error());
+    em_module_free(m);
+    em_module *back = em_sequential(3, em_linear_layer(4, 4, true), em_relu_layer(),
+                                    em_linear_layer(4, 3, true));
+    em_safetensors *f = NULL;
+    cr_assert_eq(em_safetensors_load(path, &f), EM_OK);
+    cr_assert_eq(em_quantize_prepare_load(back, f), EM_OK, "%s", em_error());
+    em_safetensors_free(f);
+    cr_assert_eq(em_module_load(back, path), EM_OK, "%s", em_error());
+    em_status st = em_quantize_repack(back);
+    em_module_free(back);
+    unlink(path);
+    return st;
+}
+
+static void expect_refused(const char *buffer, int64_t i, double v, const char *message)
+{
+    em_error_clear();
+    cr_assert_eq(load_with_bad_value(buffer, i, v), EM_ERR_ARG, "%s[%lld] = %g loaded", buffer,
+                 (long long)i, v);
+    cr_assert_str_eq(em_error(), message);
+}
+
+Test(quantize_static, bad_quantization_parameters_are_refused_at_load)
+{
+    cr_assert_eq(load_with_bad_value("input_scale", 0, 0.5), EM_OK, "%s", em_error());
+    expect_refused("input_scale", 0, 0.0, "em_quantize_repack: QuantizedLinear '2': "
+                   "input_scale[0] is 0; a scale must be finite and > 0");
+    expect_refused("input_scale", 0, NAN, "em_quantize_repack: QuantizedLinear '2': "
+                   "input_scale[0] is nan; a scale must be finite and > 0");
+    expect_refused("input_scale", 0, -1.0, "em_quantize_repack: QuantizedLinear '2': "
+                   "input_scale[0] is -1; a scale must be finite and > 0");
+    expect_refused("weight_scale", 2, NAN, "em_quantize_repack: QuantizedLinear '2': "
+                   "weight_scale[2] is nan; a scale must be finite and > 0");
+    expect_refused("weight_scale", 1, INFINITY, "em_quantize_repack: QuantizedLinear '2': "
+                   "weight_scale[1] is inf; a scale must be finite and > 0");
+    expect_refused("input_zero_point", 0, 128, "em_quantize_repack: QuantizedLinear '2': "
+                   "input_zero_point is 128; it must be in 0..127");
+    expect_refused("input_zero_point", 0, -1, "em_quantize_repack: QuantizedLinear '2': "
+                   "input_zero_point is -1; it must be in 0..127");
+}

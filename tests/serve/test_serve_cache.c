@@ -1,6 +1,8 @@
 /* The result cache: hits return the stored output, the LRU order decides evictions under the
  * entry and byte bounds, statistics count hits, misses and evictions, inputs differing in one
- * byte, in shape or in dtype are different keys, and a saved cache loads back in LRU order. */
+ * byte, in shape or in dtype are different keys, and a saved cache loads back in LRU order. A
+ * signed cache refuses entries of other shapes, and an engine serves no planted entry of another
+ * model, shape or dtype (counted as discarded), but the entries its own model saved. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +10,7 @@
 
 #include "ember.h"
 #include "serve/cache.h"
+#include "serve/engine.h"
 
 static em_tensor *vec(float a, float b)
 {
@@ -132,4 +135,99 @@ Test(serve_cache, persists_to_a_directory_in_lru_order)
     for (int i = 0; i < 3; i++)
         em_release(x[i]), em_release(y[i]);
     em_release(x4);
+}
+
+Test(serve_cache, a_signed_cache_refuses_entries_of_other_shapes)
+{
+    em_cache_signature sig = {.model = 7, .in_shape = EM_SHAPE(2), .in_dtype = EM_F32,
+                              .out_shape = EM_SHAPE(2), .out_dtype = EM_F32};
+    em_cache *c = em_cache_new((em_cache_opts){.max_entries = 8, .signature = sig});
+    em_tensor *x = vec(1, 2), *y3 = em_zeros(EM_SHAPE(3), EM_F32), *y64 = em_zeros(EM_SHAPE(2),
+                                                                                   EM_F64);
+    cr_assert_eq(em_cache_put(c, x, y3), EM_ERR_ARG);
+    cr_assert_str_eq(em_error(), "em_cache_put: x f32 [2] or y f32 [3] is not of the shapes and "
+                     "dtypes of the cache's model");
+    em_error_clear();
+    cr_assert_eq(em_cache_put(c, x, y64), EM_ERR_ARG);
+    em_error_clear();
+    cr_assert_eq(em_cache_put(c, x, x), EM_OK);
+    cr_assert_eq(em_cache_stats_get(c).entries, 1);
+    em_release(x), em_release(y3), em_release(y64);
+    em_cache_free(c);
+}
+
+/* Writes dir/cache.safetensors holding one entry x -> y, saved for the model fingerprint model
+ * (0: none). */
+static void plant(const char *dir, uint64_t model, const em_tensor *x, const em_tensor *y)
+{
+    char path[256], hex[17];
+    snprintf(path, sizeof path, "%s/cache.safetensors", dir);
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)model);
+    em_st_entry list[2] = {{"00000000.input", (em_tensor *)x}, {"00000000.output", (em_tensor *)y}};
+    em_st_meta meta[2] = {{"ember.cache", "1"}, {"ember.cache.model", hex}};
+    cr_assert_eq(em_safetensors_save(path, list, 2, meta, model ? 2 : 1), EM_OK, "%s",
+                 em_error());
+}
+
+/* An engine over m with a cache in dir: its answer for x ([2]) into got[2]; the entries it
+ * discarded at start; whether the cache answered. */
+static int64_t engine_answer(em_module *m, const char *dir, const em_tensor *x, float got[2],
+                             bool *from_cache)
+{
+    em_engine *e = em_engine_new(m, EM_SHAPE(2), (em_engine_opts){
+                                                     .max_batch = 1, .cache = {.max_entries = 8},
+                                                     .cache_dir = dir});
+    cr_assert_not_null(e, "%s", em_error());
+    int64_t discarded = em_engine_stats_get(e).cache.discarded;
+    em_tensor *y = NULL;
+    cr_assert_eq(em_engine_predict(e, x, EM_PRIORITY_NORMAL, 5000, &y), EM_OK, "%s", em_error());
+    cr_assert(y->ndim == 1 && y->shape[0] == 2 && y->dtype == EM_F32);
+    em_copy_to_host(y, EM_F32, got);
+    *from_cache = em_engine_stats_get(e).cache_answered == 1;
+    em_release(y);
+    em_engine_free(e);
+    return discarded;
+}
+
+Test(serve_cache, an_engine_serves_no_planted_entry_of_another_model_shape_or_dtype)
+{
+    char dir[] = "/tmp/ember_cache_plant_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    em_manual_seed(3);
+    em_module *m = em_linear_layer(2, 2, true), *other = em_linear_layer(2, 2, true);
+    em_module_eval(m);
+    em_tensor *x = vec(1, 2), *x1 = em_reshape(x, EM_SHAPE(1, 2)), *want = em_forward(m, x1);
+    float w[2], got[2];
+    em_copy_to_host(want, EM_F32, w);
+    em_tensor *y3 = em_full(EM_SHAPE(3), EM_F32, 42), *y64 = em_full(EM_SHAPE(2), EM_F64, 42);
+    em_tensor *y_other = em_full(EM_SHAPE(2), EM_F32, 42);
+    struct { uint64_t model; const em_tensor *y; const char *what; } planted[] = {
+        {em_module_hash(m), y3, "an output of shape [3]"},
+        {em_module_hash(m), y64, "an f64 output"},
+        {em_module_hash(other), y_other, "another model's output"},
+        {0, y_other, "an output saved without a model"},
+    };
+    for (size_t i = 0; i < sizeof planted / sizeof planted[0]; i++) {
+        plant(dir, planted[i].model, x, planted[i].y);
+        bool from_cache;
+        cr_assert_eq(engine_answer(m, dir, x, got, &from_cache), 1, "%s", planted[i].what);
+        cr_assert(!from_cache, "%s was served", planted[i].what);
+        cr_assert(got[0] == w[0] && got[1] == w[1], "%s: %g %g", planted[i].what, got[0], got[1]);
+    }
+    /* the last engine saved its own result: the next one serves it */
+    bool from_cache;
+    cr_assert_eq(engine_answer(m, dir, x, got, &from_cache), 0);
+    cr_assert(from_cache && got[0] == w[0] && got[1] == w[1]);
+    /* and a planted entry of the right model and shapes is trusted */
+    plant(dir, em_module_hash(m), x, y_other);
+    cr_assert_eq(engine_answer(m, dir, x, got, &from_cache), 0);
+    cr_assert(from_cache && got[0] == 42 && got[1] == 42);
+    char path[256];
+    snprintf(path, sizeof path, "%s/cache.safetensors", dir);
+    unlink(path);
+    rmdir(dir);
+    em_release(x), em_release(x1), em_release(want);
+    em_release(y3), em_release(y64), em_release(y_other);
+    em_module_free(m);
+    em_module_free(other);
 }

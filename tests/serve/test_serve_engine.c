@@ -350,7 +350,8 @@ Test(serve_engine, the_cache_answers_repeats_without_the_model)
             em_release(y);
         }
     em_engine_stats s = em_engine_stats_get(e);
-    cr_assert_eq(n_order, 4, "only the first round reached the model");
+    cr_assert_eq(n_order, 1 + 4, "only the first round (after the sample that learns the "
+                 "output's shape) reached the model");
     cr_assert_eq(s.cache_answered, 8);
     cr_assert_eq(s.cache.hits, 8);
     cr_assert_eq(s.cache.misses, 4);
@@ -376,6 +377,35 @@ Test(serve_engine, adaptive_batching_shrinks_the_limit_over_a_slow_model)
     em_engine_stats s = em_engine_stats_get(e);
     cr_assert_lt(s.batch_limit, 64, "the limit stayed at %d", s.batch_limit);
     cr_assert_gt(s.batches, 8, "smaller batches: %lld", s.batches);
+    em_engine_free(e);
+    em_module_free(m);
+}
+
+Test(serve_engine, adaptive_batching_runs_a_lone_request_at_once_and_batches_the_queue)
+{
+    em_module *m = doubler();
+    em_engine *e = em_engine_new(m, EM_SHAPE(2), (em_engine_opts){
+                                                     .max_batch = 8, .max_wait_ms = 2000,
+                                                     .target_p95_ms = 1000});
+    double t0 = now_s();
+    em_future *lone = submit(e, 1, EM_PRIORITY_NORMAL);
+    expect_result(lone, 1);
+    em_future_free(lone);
+    cr_assert_lt(now_s() - t0, 0.5, "a lone request waited %.3f s with the worker free",
+                 now_s() - t0);
+    gate(true); /* the worker busy with one request while five more queue */
+    em_future *f[6];
+    f[0] = submit(e, 10, EM_PRIORITY_NORMAL);
+    wait_entered(2);
+    for (int i = 1; i < 6; i++)
+        f[i] = submit(e, (float)(10 + i), EM_PRIORITY_NORMAL);
+    gate(false);
+    for (int i = 0; i < 6; i++) {
+        expect_result(f[i], (float)(10 + i));
+        em_future_free(f[i]);
+    }
+    cr_assert_eq(n_batches, 3, "batches of 1, 1 and the 5 that queued: %d", n_batches);
+    cr_assert_eq(batch_sizes[2], 5);
     em_engine_free(e);
     em_module_free(m);
 }

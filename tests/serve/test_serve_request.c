@@ -1,6 +1,7 @@
 /* The server's JSON: predict requests parsed against the sample shape (flat or nested numbers,
- * priority, timeout), every kind of malformed body rejected with a message that says what was
- * wrong, and the response and statistics writers' exact text. */
+ * priority, timeout; one input or a batch of instances), every kind of malformed body rejected
+ * with a message that says what was wrong, and the response and statistics writers' exact
+ * text. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -73,6 +74,38 @@ Test(serve_request, malformed_bodies_say_what_is_wrong)
     }
 }
 
+Test(serve_request, instances_are_a_batch_in_order)
+{
+    em_predict_request r;
+    char err[256] = "";
+    cr_assert_eq(parse("{\"instances\":[[1,2,3,4],[[5,6],[7,8]],[0,0,0,-1]],\"priority\":\"low\"}",
+                       EM_SHAPE(2, 2), &r, err), EM_OK, "%s", err);
+    cr_assert_eq(r.n_instances, 3);
+    cr_assert_eq(r.priority, EM_PRIORITY_LOW);
+    cr_assert(r.input->ndim == 3 && r.input->shape[0] == 3 && r.input->shape[1] == 2 &&
+              r.input->shape[2] == 2);
+    float want[12] = {1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, -1}, got[12];
+    em_copy_to_host(r.input, EM_F32, got);
+    for (int i = 0; i < 12; i++)
+        cr_assert_eq(got[i], want[i]);
+    em_release(r.input);
+    cr_assert_eq(parse("{\"input\":[1,2,3,4]}", EM_SHAPE(2, 2), &r, err), EM_OK);
+    cr_assert_eq(r.n_instances, 0, "one input is not a batch");
+    em_release(r.input);
+    const char *cases[][2] = {
+        {"{\"instances\":[]}", "instances: expected a non-empty array of inputs"},
+        {"{\"instances\":[1,2,3,4]}", "instances[0]: expected an array of numbers"},
+        {"{\"instances\":[[1,2,3,4],[1,2,3]]}", "instances[1]: shape [3] does not match"},
+        {"{\"instances\":[[1,2,3,4],[1,2,3,\"x\"]]}", "instances[1]: entry 3 at depth 1"},
+        {"{\"instances\":[[1,2,3,4]],\"input\":[1,2,3,4]}", "input and instances: give one"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(parse(cases[i][0], EM_SHAPE(2, 2), &r, err), EM_ERR_ARG, "%s", cases[i][0]);
+        cr_assert(strstr(err, cases[i][1]), "%s: '%s' lacks '%s'", cases[i][0], err, cases[i][1]);
+        cr_assert_null(r.input);
+    }
+}
+
 Test(serve_request, a_body_without_a_terminating_nul_is_read_within_its_length)
 {
     char body[] = "{\"input\":[1,2,3,4]}123"; /* only the first 19 bytes are the body */
@@ -98,6 +131,13 @@ Test(serve_request, response_and_stats_text)
     cr_assert_str_eq(json, "{\"output\":[0.100000001,null,null],\"argmax\":0,"
                            "\"non_finite\":2}");
     free(json);
+    em_tensor *ys[2] = {em_from_data(EM_SHAPE(2), EM_F32, (float[]){1, 3}),
+                        em_from_data(EM_SHAPE(2), EM_F32, (float[]){0.25f, -2})};
+    json = em_predict_batch_response(ys, 2);
+    cr_assert_str_eq(json, "{\"predictions\":[{\"output\":[1.0,3.0],\"argmax\":1},"
+                           "{\"output\":[0.25,-2.0],\"argmax\":0}]}");
+    free(json);
+    em_release(ys[0]), em_release(ys[1]);
     em_release(y);
     em_engine_stats s = {.submitted = 3, .completed = 2, .batches = 1, .batch_limit = 8};
     s.batch_hist[2] = 1;
