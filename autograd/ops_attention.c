@@ -183,6 +183,7 @@ em_tensor *em_scaled_dot_product_attention(const em_tensor *q, const em_tensor *
         params.offset = em_generator_advance(gen, ((uint64_t)(b * h * lq * lk) + 3) / 4);
     }
     em_scope_begin();
+    em_op_begin("scaled_dot_product_attention", q);
     const em_tensor *qc = rows_contiguous(q), *kc = rows_contiguous(k), *vc = rows_contiguous(v);
     em_dtype lse_dt = q->dtype == EM_F64 ? EM_F64 : EM_F32;
     em_tensor *y = heads_inner(q, lq, v->shape[3], q->dtype);
