@@ -161,6 +161,11 @@ typedef struct {
 } em_sdpa_opts;
 em_tensor *em_scaled_dot_product_attention(const em_tensor *q, const em_tensor *k,
                                            const em_tensor *v, em_sdpa_opts o);
+/* Self-attention over a fused in-projection qkv (B, T, 3E), E = heads * D: q, k and v are its
+ * three E-wide column blocks split into heads (views, no copies), and backward writes their
+ * gradients into one (B, T, 3E) tensor rather than three that are then scattered and summed.
+ * The values and gradients of em_scaled_dot_product_attention on those views; (B, H, T, D). */
+em_tensor *em_self_attention_packed(const em_tensor *qkv, int64_t heads, em_sdpa_opts o);
 
 /* ---- joining and indexing ---- */
 em_tensor *em_cat(em_tensor *const *ts, int n, int dim);

@@ -51,6 +51,28 @@ static em_arr mask_arr(const em_tensor *mask, const em_tensor *q, const em_tenso
     return em_tensor_arr_broadcast(mask, &full);
 }
 
+/* The gradient buffers backward writes: new heads-inner gq, gk, gv; or, for the packed op (one
+ * input, qkv), one tensor of qkv's shape with gq, gk and gv as its windows where q, k and v lie
+ * in qkv (the kernel overwrites every element). */
+static bool grad_buffers(const em_node *node, const em_tensor *const qkv_views[3],
+                         em_tensor *grads[3], em_tensor **packed)
+{
+    if (node->n_inputs == 1) {
+        const em_tensor *qkv = node->inputs[0];
+        *packed = em_empty_on(em_shape_of(qkv), qkv->dtype, qkv->device);
+        for (int i = 0; *packed && i < 3; i++) {
+            const em_tensor *v = qkv_views[i];
+            grads[i] = em_tensor_alias(*packed, 4, v->shape, v->strides, v->offset - qkv->offset);
+        }
+    } else {
+        for (int i = 0; i < 3; i++) {
+            const em_tensor *v = qkv_views[i];
+            grads[i] = heads_inner(v, v->shape[2], v->shape[3], v->dtype);
+        }
+    }
+    return grads[0] && grads[1] && grads[2];
+}
+
 /* saved: q, k, v, out */
 static em_status sdpa_backward(em_node *node, const em_tensor *g, em_tensor **grad_in)
 {
@@ -61,29 +83,30 @@ static em_status sdpa_backward(em_node *node, const em_tensor *g, em_tensor **gr
     if (!be || !em_kernel_present((const void *)be->attention_grad, node->op, q))
         return em_error_status();
     const em_tensor *gc = rows_contiguous(g);
-    em_tensor *gq = heads_inner(q, q->shape[2], q->shape[3], q->dtype);
-    em_tensor *gk = heads_inner(k, k->shape[2], k->shape[3], k->dtype);
-    em_tensor *gv = heads_inner(v, v->shape[2], v->shape[3], v->dtype);
-    if (!gc || !gq || !gk || !gv) {
-        em_release(gq);
-        em_release(gk);
-        em_release(gv);
-        return em_error_status();
+    em_tensor *grads[3] = {NULL, NULL, NULL}, *packed = NULL;
+    bool ok = gc && grad_buffers(node, (const em_tensor *[]){q, k, v}, grads, &packed);
+    em_status st = ok ? EM_OK : em_error_status();
+    if (ok) {
+        em_arr aq = em_tensor_arr(q), ak = em_tensor_arr(k), av = em_tensor_arr(v);
+        em_arr ao = em_tensor_arr(out), al = em_tensor_arr(s->lse), ag = em_tensor_arr(gc);
+        em_arr agq = em_tensor_arr(grads[0]), agk = em_tensor_arr(grads[1]);
+        em_arr agv = em_tensor_arr(grads[2]);
+        em_arr am = s->mask ? mask_arr(s->mask, q, k) : (em_arr){0};
+        int rc = be->attention_grad(&s->kernel, &aq, &ak, &av, s->mask ? &am : NULL, &ao, &al,
+                                    &ag, &agq, &agk, &agv);
+        st = em_kernel_status(rc, node->op, q);
     }
-    em_arr aq = em_tensor_arr(q), ak = em_tensor_arr(k), av = em_tensor_arr(v);
-    em_arr ao = em_tensor_arr(out), al = em_tensor_arr(s->lse), ag = em_tensor_arr(gc);
-    em_arr agq = em_tensor_arr(gq), agk = em_tensor_arr(gk), agv = em_tensor_arr(gv);
-    em_arr am = s->mask ? mask_arr(s->mask, q, k) : (em_arr){0};
-    int rc = be->attention_grad(&s->kernel, &aq, &ak, &av, s->mask ? &am : NULL, &ao, &al, &ag,
-                                &agq, &agk, &agv);
-    em_tensor *grads[3] = {gq, gk, gv};
-    em_status st = em_kernel_status(rc, node->op, q);
+    if (st == EM_OK && packed) {
+        grad_in[0] = packed;
+        packed = NULL;
+    }
     for (int i = 0; i < 3; i++) {
-        if (st == EM_OK && node->inputs[i])
+        if (st == EM_OK && node->n_inputs == 3 && node->inputs[i])
             grad_in[i] = grads[i];
         else
             em_release(grads[i]);
     }
+    em_release(packed);
     return st;
 }
 
@@ -157,28 +180,21 @@ static bool check_opts(const em_tensor *q, const em_tensor *k, const em_sdpa_opt
     return true;
 }
 
-em_tensor *em_scaled_dot_product_attention(const em_tensor *q, const em_tensor *k,
-                                           const em_tensor *v, em_sdpa_opts o)
+/* The forward on checked operands; the node's inputs are in[0..n) (q, k, v, or the packed qkv
+ * they are views of). */
+static em_tensor *sdpa_run(const em_tensor *q, const em_tensor *k, const em_tensor *v,
+                           const em_sdpa_opts *o, em_tensor *const *in, int n)
 {
-    if (!q || !k || !v)
-        return NULL;
-    if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){q, k, v}, 3)) {
-        em_scope_begin();
-        const em_tensor *t[3] = {q, k, v};
-        bool ok = em_autocast_inputs(EM_AUTOCAST_LOW, t, 3);
-        return em_scope_return(ok ? em_scaled_dot_product_attention(t[0], t[1], t[2], o) : NULL);
-    }
-    if (!check_qkv(q, k, v) || !check_opts(q, k, &o))
-        return NULL;
     const em_backend *be = em_tensor_backend(q, fn_name);
     if (!be || !em_kernel_present((const void *)be->attention, fn_name, q))
         return NULL;
     int64_t b = q->shape[0], h = q->shape[1], lq = q->shape[2], lk = k->shape[2];
     em_attention_params params = {
-        .scale = o.scale != 0 ? o.scale : 1.0 / sqrt((double)(q->shape[3] > 0 ? q->shape[3] : 1)),
-        .causal = o.is_causal, .dropout_p = o.dropout_p};
-    if (o.dropout_p > 0) {
-        em_generator *gen = o.gen ? o.gen : em_default_generator();
+        .scale = o->scale != 0 ? o->scale
+                               : 1.0 / sqrt((double)(q->shape[3] > 0 ? q->shape[3] : 1)),
+        .causal = o->is_causal, .dropout_p = o->dropout_p};
+    if (o->dropout_p > 0) {
+        em_generator *gen = o->gen ? o->gen : em_default_generator();
         params.seed = __atomic_load_n(&gen->seed, __ATOMIC_RELAXED);
         params.offset = em_generator_advance(gen, ((uint64_t)(b * h * lq * lk) + 3) / 4);
     }
@@ -192,14 +208,13 @@ em_tensor *em_scaled_dot_product_attention(const em_tensor *q, const em_tensor *
         return em_scope_return(NULL);
     em_arr aq = em_tensor_arr(qc), ak = em_tensor_arr(kc), av = em_tensor_arr(vc);
     em_arr ay = em_tensor_arr(y), al = em_tensor_arr(lse);
-    em_arr am = o.attn_mask ? mask_arr(o.attn_mask, q, k) : (em_arr){0};
-    int rc = be->attention(&params, &aq, &ak, &av, o.attn_mask ? &am : NULL, &ay, &al);
+    em_arr am = o->attn_mask ? mask_arr(o->attn_mask, q, k) : (em_arr){0};
+    int rc = be->attention(&params, &aq, &ak, &av, o->attn_mask ? &am : NULL, &ay, &al);
     if (em_kernel_status(rc, fn_name, q) != EM_OK)
         return em_scope_return(NULL);
-    em_tensor *in[3] = {(em_tensor *)q, (em_tensor *)k, (em_tensor *)v};
-    sdpa_params np = {.kernel = params, .lse = lse, .mask = (em_tensor *)o.attn_mask};
+    sdpa_params np = {.kernel = params, .lse = lse, .mask = (em_tensor *)o->attn_mask};
     em_node *node;
-    if (!em_record(y, "scaled_dot_product_attention", sdpa_backward, in, 3, &np, sizeof np,
+    if (!em_record(y, "scaled_dot_product_attention", sdpa_backward, in, n, &np, sizeof np,
                    &node))
         return em_scope_return(NULL);
     if (node) {
@@ -215,4 +230,53 @@ em_tensor *em_scaled_dot_product_attention(const em_tensor *q, const em_tensor *
             return em_scope_return(NULL);
     }
     return em_scope_return(y);
+}
+
+em_tensor *em_scaled_dot_product_attention(const em_tensor *q, const em_tensor *k,
+                                           const em_tensor *v, em_sdpa_opts o)
+{
+    if (!q || !k || !v)
+        return NULL;
+    if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){q, k, v}, 3)) {
+        em_scope_begin();
+        const em_tensor *t[3] = {q, k, v};
+        bool ok = em_autocast_inputs(EM_AUTOCAST_LOW, t, 3);
+        return em_scope_return(ok ? em_scaled_dot_product_attention(t[0], t[1], t[2], o) : NULL);
+    }
+    if (!check_qkv(q, k, v) || !check_opts(q, k, &o))
+        return NULL;
+    em_tensor *in[3] = {(em_tensor *)q, (em_tensor *)k, (em_tensor *)v};
+    return sdpa_run(q, k, v, &o, in, 3);
+}
+
+em_tensor *em_self_attention_packed(const em_tensor *qkv, int64_t heads, em_sdpa_opts o)
+{
+    static const char *fn = "em_self_attention_packed";
+    if (!em_present(qkv, fn, "qkv"))
+        return NULL;
+    if (qkv->ndim != 3 || !em_dtype_is_float(qkv->dtype) || heads <= 0 ||
+        qkv->shape[2] % (3 * heads) != 0) {
+        char b[96];
+        em_set_error(EM_ERR_ARG, "%s: qkv must be floating (B, T, 3 E) with E a multiple of "
+                     "%lld heads: %s %s", fn, (long long)heads, em_dtype_name(qkv->dtype),
+                     em_shape_str(qkv, b, sizeof b));
+        return NULL;
+    }
+    em_scope_begin();
+    const em_tensor *packed = qkv;
+    if (em_autocast_needed(EM_AUTOCAST_LOW, &packed, 1) &&
+        !em_autocast_inputs(EM_AUTOCAST_LOW, &packed, 1))
+        return em_scope_return(NULL);
+    if (!em_is_contiguous(packed) && !(packed = em_tensor_contiguous_raw(packed)))
+        return em_scope_return(NULL);
+    /* q, k, v (B, H, T, D): the three E-wide column blocks of each row, heads D apart */
+    int64_t b = packed->shape[0], t = packed->shape[1], e = packed->shape[2] / 3, d = e / heads;
+    int64_t shape[4] = {b, heads, t, d}, strides[4] = {t * 3 * e, d, 3 * e, 1};
+    em_tensor *views[3];
+    for (int i = 0; i < 3; i++)
+        views[i] = em_tensor_alias(packed, 4, shape, strides, packed->offset + i * e);
+    if (!views[0] || !views[1] || !views[2] || !check_opts(views[0], views[1], &o))
+        return em_scope_return(NULL);
+    em_tensor *in = (em_tensor *)packed;
+    return em_scope_return(sdpa_run(views[0], views[1], views[2], &o, &in, 1));
 }

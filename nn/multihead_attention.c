@@ -172,6 +172,81 @@ static em_tensor *sdpa_mask(const mha_layer *l, const em_mha_call *c, int64_t b,
     return add;
 }
 
+/* The SDPA mask and causal flag of the call's masks over lk keys (no cache): the causal
+ * diagonal joins the caller's masks when both are given. False after an error. */
+static bool call_masks(const mha_layer *l, const em_mha_call *c, int64_t b, int64_t lq,
+                       int64_t lk, em_dtype dt, em_tensor **mask, bool *causal)
+{
+    *mask = NULL;
+    *causal = c->is_causal;
+    if (!c->attn_mask && !c->key_padding_mask)
+        return true;
+    *mask = sdpa_mask(l, c, b, lq, lk, dt);
+    if (*mask && *causal)
+        *mask = em_where(causal_mask(lq, lk, 0), *mask, em_scalar(-INFINITY, dt));
+    *causal = false;
+    return *mask != NULL;
+}
+
+static em_sdpa_opts sdpa_opts(const mha_layer *l, em_tensor *mask, bool causal)
+{
+    return (em_sdpa_opts){.attn_mask = mask, .is_causal = causal,
+                          .dropout_p = l->base.training ? l->dropout : 0};
+}
+
+/* Self-attention without a cache: one in-projection (B, T, 3E) that the packed attention op
+ * reads q, k and v from as views. (B, H, T, D) */
+static em_tensor *self_attention(const mha_layer *l, const em_tensor *x, const em_mha_call *c)
+{
+    const em_module *m = &l->base;
+    em_tensor *qkv = em_linear(x, m->params[0].value,
+                               m->n_params > 1 ? m->params[1].value : NULL); // (B, T, 3E)
+    em_tensor *mask;
+    bool causal;
+    if (!qkv || !call_masks(l, c, x->shape[0], x->shape[1], x->shape[1], qkv->dtype, &mask,
+                            &causal))
+        return NULL;
+    return em_self_attention_packed(qkv, l->num_heads, sdpa_opts(l, mask, causal));
+}
+
+/* Attention of separate query, key and value (each its own block of the in-projection), or of
+ * self-attention through a key/value cache. (B, H, Lq, D) */
+static em_tensor *attention(const mha_layer *l, const em_tensor *query, const em_tensor *key,
+                            const em_tensor *value, const em_mha_call *c)
+{
+    const char *fn = "em_multihead_attention";
+    int64_t lq = query->shape[1], h = l->num_heads;
+    em_tensor *q = split_heads(projection(l, query, 0), h);
+    em_tensor *k = split_heads(projection(l, key, 1), h);
+    em_tensor *v = split_heads(projection(l, value, 2), h);
+    if (!q || !k || !v)
+        return NULL;
+    em_tensor *mask = NULL;
+    bool causal = c->is_causal;
+    if (c->cache) { /* append this call's keys and values; attend over everything cached */
+        int64_t at = c->cache->len, lk = at + lq;
+        if (lk > c->cache->max_len) {
+            em_set_error(EM_ERR_ARG, "%s: the cache holds %lld of %lld positions; %lld more do "
+                         "not fit", fn, (long long)at, (long long)c->cache->max_len,
+                         (long long)lq);
+            return NULL;
+        }
+        em_tensor *ck = c->cache->k[c->layer], *cv = c->cache->v[c->layer];
+        if (em_copy_(em_narrow(ck, 2, at, lq), k) != EM_OK ||
+            em_copy_(em_narrow(cv, 2, at, lq), v) != EM_OK)
+            return NULL;
+        k = em_narrow(ck, 2, 0, lk);
+        v = em_narrow(cv, 2, 0, lk);
+        if (causal && at > 0) {
+            mask = causal_mask(lq, lk, at);
+            causal = false;
+        }
+    } else if (!call_masks(l, c, query->shape[0], lq, k->shape[2], q->dtype, &mask, &causal)) {
+        return NULL;
+    }
+    return em_scaled_dot_product_attention(q, k, v, sdpa_opts(l, mask, causal));
+}
+
 em_tensor *em_multihead_attention(em_module *m, const em_tensor *query, const em_tensor *key,
                                   const em_tensor *value, em_mha_call c)
 {
@@ -201,55 +276,12 @@ em_tensor *em_multihead_attention(em_module *m, const em_tensor *query, const em
                      "in [0, %d), not layer %d", fn, c.cache->n_layers, c.layer);
         return NULL;
     }
-    int64_t b = query->shape[0], lq = query->shape[1], e = l->embed_dim, h = l->num_heads;
+    int64_t b = query->shape[0], lq = query->shape[1], e = l->embed_dim;
     em_scope_begin();
-    em_tensor *q, *k, *v;
-    if (key == query && value == query) { /* self-attention: one product for q, k and v */
-        em_tensor *qkv = em_linear(query, m->params[0].value,
-                                   m->n_params > 1 ? m->params[1].value : NULL); // (B, T, 3E)
-        em_tensor *parts = em_view(qkv, EM_SHAPE(b, lq, 3, e));
-        q = split_heads(em_select(parts, 2, 0), h);
-        k = split_heads(em_select(parts, 2, 1), h);
-        v = split_heads(em_select(parts, 2, 2), h);
-    } else {
-        q = split_heads(projection(l, query, 0), h);
-        k = split_heads(projection(l, key, 1), h);
-        v = split_heads(projection(l, value, 2), h);
-    }
-    if (!q || !k || !v)
-        return em_nn_scope_return(NULL);
-    bool causal = c.is_causal;
-    em_tensor *mask = NULL;
-    if (c.cache) { /* append this call's keys and values; attend over everything cached */
-        int64_t at = c.cache->len, lk = at + lq;
-        if (lk > c.cache->max_len) {
-            em_set_error(EM_ERR_ARG, "%s: the cache holds %lld of %lld positions; %lld more do "
-                         "not fit", fn, (long long)at, (long long)c.cache->max_len,
-                         (long long)lq);
-            return em_nn_scope_return(NULL);
-        }
-        em_tensor *ck = c.cache->k[c.layer], *cv = c.cache->v[c.layer];
-        if (em_copy_(em_narrow(ck, 2, at, lq), k) != EM_OK ||
-            em_copy_(em_narrow(cv, 2, at, lq), v) != EM_OK)
-            return em_nn_scope_return(NULL);
-        k = em_narrow(ck, 2, 0, lk);
-        v = em_narrow(cv, 2, 0, lk);
-        if (causal && at > 0) {
-            mask = causal_mask(lq, lk, at);
-            causal = false;
-        }
-    } else if (c.attn_mask || c.key_padding_mask) {
-        mask = sdpa_mask(l, &c, b, lq, k->shape[2], q->dtype);
-        if (mask && causal) /* the causal diagonal joins the caller's masks */
-            mask = em_where(causal_mask(lq, k->shape[2], 0), mask,
-                            em_scalar(-INFINITY, q->dtype));
-        causal = false;
-        if (!mask)
-            return em_nn_scope_return(NULL);
-    }
-    em_tensor *y = em_scaled_dot_product_attention(q, k, v, (em_sdpa_opts){
-        .attn_mask = mask, .is_causal = causal,
-        .dropout_p = m->training ? l->dropout : 0}); // (B, H, Lq, D), stored (B, Lq, H, D)
+    em_tensor *y = key == query && value == query && !c.cache ? self_attention(l, query, &c)
+                                                              : attention(l, query, key, value,
+                                                                          &c);
+    // (B, H, Lq, D), stored (B, Lq, H, D)
     y = em_reshape(em_transpose(y, 1, 2), EM_SHAPE(b, lq, e));
     return em_nn_scope_return(em_forward(m->children[0].module, y));
 }

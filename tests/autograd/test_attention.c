@@ -5,6 +5,7 @@
  * f16/bf16, rows that see no key, and the errors. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <string.h>
 
 #include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
@@ -292,6 +293,36 @@ static void expect_error(em_tensor *y, const char *needle)
 {
     cr_expect_null(y);
     cr_expect(strstr(em_error(), needle), "error \"%s\" lacks \"%s\"", em_error(), needle);
+    em_error_clear();
+}
+
+/* The packed op is em_scaled_dot_product_attention on q, k, v viewed out of qkv: the same bits
+ * forward and backward, its gradient landing in one (B, T, 3E) tensor. */
+Test(attention, packed_self_attention_is_sdpa_on_views_of_qkv)
+{
+    const int64_t b = 2, t = 9, e = 8, h = 2, d = e / h;
+    em_generator gen = em_generator_new(3);
+    em_tensor *qkv = em_requires_grad_(em_uniform(EM_SHAPE(b, t, 3 * e), EM_F32, -1, 1, &gen),
+                                       true);
+    em_tensor *qkv2 = em_requires_grad_(em_clone(em_detach(qkv)), true);
+    em_tensor *y = em_self_attention_packed(qkv, h, (em_sdpa_opts){.is_causal = true});
+    em_tensor *parts = em_view(qkv2, EM_SHAPE(b, t, 3, h, d)), *qkv_views[3];
+    for (int i = 0; i < 3; i++)
+        qkv_views[i] = em_permute(em_select(parts, 2, i), (int[]){0, 2, 1, 3});
+    em_tensor *want = em_scaled_dot_product_attention(qkv_views[0], qkv_views[1], qkv_views[2],
+                                                      (em_sdpa_opts){.is_causal = true});
+    cr_assert(y && want, "%s", em_error());
+    cr_assert_eq(y->shape[1], h);
+    em_tensor *w = em_uniform(em_shape_of(y), EM_F32, -1, 1, &gen);
+    cr_assert_eq(em_backward(em_sum_all(em_mul(y, w))), EM_OK, "%s", em_error());
+    cr_assert_eq(em_backward(em_sum_all(em_mul(want, w))), EM_OK, "%s", em_error());
+    em_tensor *yc = em_contiguous(y), *wc = em_contiguous(want);
+    cr_expect_eq(memcmp(em_data_ptr(yc), em_data_ptr(wc), sizeof(float) * em_numel(yc)), 0);
+    cr_expect_eq(memcmp(em_data_ptr(qkv->grad), em_data_ptr(qkv2->grad),
+                        sizeof(float) * em_numel(qkv)), 0, "the gradients differ");
+    cr_assert_null(em_self_attention_packed(qkv, 3, (em_sdpa_opts){0}));
+    cr_expect(strstr(em_error(), "em_self_attention_packed: qkv must be floating (B, T, 3 E) "
+                                 "with E a multiple of 3 heads: f32 [2,9,24]"), "%s", em_error());
     em_error_clear();
 }
 

@@ -545,6 +545,13 @@ static em_tensor *c_sdpa_dropout(em_tensor *const *x, em_device d)
                                                                             .scale = 0.7});
 }
 
+/* self-attention over a packed (B, T, 3E) projection, 2 heads */
+static em_tensor *c_self_attention_packed(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_self_attention_packed(x[0], 2, (em_sdpa_opts){.is_causal = true});
+}
+
 /* ---- softmax ---- */
 
 static em_tensor *c_softmax(em_tensor *const *x, em_device d)
@@ -1132,6 +1139,7 @@ const em_op_case em_op_cases[] = {
     {"sdpa_causal", c_sdpa_causal, 3, {IN(2, 2, 5, 4), IN(2, 2, 5, 4), IN(2, 2, 5, 3)}, VIEWS},
     {"sdpa_bool_mask", c_sdpa_mask, 4,
      {IN(1, 2, 4, 3), IN(1, 2, 6, 3), IN(1, 2, 6, 5), FIXED(1, 1, 4, 6)}, VIEWS},
+    {"self_attention_packed", c_self_attention_packed, 1, {IN(2, 5, 12)}, 0},
     {"sdpa_dropout", c_sdpa_dropout, 3, {IN(2, 1, 6, 4), IN(2, 1, 7, 4), IN(2, 1, 7, 2)},
      EM_CASE_RNG},
     {"index_select_dim0", c_index_select0, 2, {IN(5, 3), INDEX(5, 7)}, VIEWS},
