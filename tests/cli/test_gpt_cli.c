@@ -18,14 +18,13 @@ typedef struct {
     char out[16384]; /* stdout, or stdout and stderr together */
 } outcome;
 
-static outcome run(const char *args, bool with_stderr)
+/* A shell command line ($EMBER_BIN is the program) run with one thread: two would wait on each
+ * other for seconds per step on a busy machine. */
+static outcome run_shell(const char *line)
 {
-    const char *bin = getenv("EMBER_BIN");
-    cr_assert(bin, "EMBER_BIN is not set");
+    cr_assert(getenv("EMBER_BIN"), "EMBER_BIN is not set");
     char cmd[2048];
-    /* one thread: two would wait on each other for seconds per step on a busy machine */
-    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s %s %s", bin, args,
-             with_stderr ? "2>&1" : "2>/dev/null");
+    snprintf(cmd, sizeof cmd, "export OMP_NUM_THREADS=1; %s", line);
     FILE *p = popen(cmd, "r");
     cr_assert(p);
     outcome o = {0};
@@ -34,6 +33,13 @@ static outcome run(const char *args, bool with_stderr)
     int st = pclose(p);
     o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     return o;
+}
+
+static outcome run(const char *args, bool with_stderr)
+{
+    char line[1024];
+    snprintf(line, sizeof line, "$EMBER_BIN %s %s", args, with_stderr ? "2>&1" : "2>/dev/null");
+    return run_shell(line);
 }
 
 static char dir[64], model[96];
@@ -139,4 +145,25 @@ Test(gpt_cli, a_model_of_another_recipe_is_refused)
         cr_expect(strstr(o.out, "recipe 'gpt' is not supported here"), "%s: %s",
                   model_commands[i], o.out);
     }
+}
+
+/* `--load` of a FIFO waited for a writer forever; now it is refused at once, naming it. */
+Test(gpt_cli, a_fifo_given_to_load_is_refused, .timeout = 60)
+{
+    char fifo[128], args[256];
+    snprintf(fifo, sizeof fifo, "%s/fifo.safetensors", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    /* what `sample gpt` loads through, and em_load_model_any of the other recipes */
+    const char *commands[] = {"sample gpt --load %s", "export mlp --load %s --onnx /dev/null"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[160];
+        snprintf(cmd, sizeof cmd, commands[i], fifo);
+        snprintf(args, sizeof args, "timeout 20 $EMBER_BIN %s 2>&1", cmd);
+        outcome o = run_shell(args);
+        cr_expect_eq(o.status, 1, "%s: %s", cmd, o.out);
+        char want[256];
+        snprintf(want, sizeof want, "cannot open '%s': it is a FIFO, not a regular file", fifo);
+        cr_expect(strstr(o.out, want), "%s: %s", cmd, o.out);
+    }
+    unlink(fifo);
 }
