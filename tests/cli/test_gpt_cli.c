@@ -147,6 +147,66 @@ Test(gpt_cli, a_model_of_another_recipe_is_refused)
     }
 }
 
+/* A gpt file of a few hundred bytes in gpt's layout (vocabulary "abc", E = 4, block 8, one
+ * block's attention weights) whose metadata entry key says value instead. */
+static void write_small_gpt(const char *path, const char *key, const char *value)
+{
+    em_tensor *wte = em_zeros(EM_SHAPE(3, 4), EM_F32), *wpe = em_zeros(EM_SHAPE(8, 4), EM_F32);
+    em_tensor *in_proj = em_zeros(EM_SHAPE(12, 4), EM_F32);
+    em_st_entry t[3] = {{"wte.weight", wte}, {"wpe.weight", wpe},
+                        {"h.0.self_attn.in_proj_weight", in_proj}};
+    em_st_meta meta[6] = {{"recipe", "gpt"},     {"gpt.vocab", "abc"},   {"gpt.n_layer", "1"},
+                          {"gpt.n_head", "2"},   {"gpt.n_embd", "4"},    {"gpt.block_size", "8"}};
+    for (int i = 2; i < 6; i++)
+        if (!strcmp(meta[i].key, key))
+            meta[i].value = value;
+    cr_assert_eq(em_safetensors_save(path, t, 3, meta, 6), EM_OK, "%s", em_error());
+    em_release(wte);
+    em_release(wpe);
+    em_release(in_proj);
+}
+
+/* The metadata gave the model's size and ember built it before looking at a tensor: a 1 kB file
+ * claiming n_layer 100000 or n_embd 65536 took gigabytes. Now each claim is checked against a
+ * limit and the tensors the file holds first: under a 2 GB address-space cap the refusal comes
+ * at once, naming the field and its value. */
+Test(gpt_cli, a_small_file_naming_a_huge_model_is_refused_before_it_is_built)
+{
+    const struct {
+        const char *key, *value, *want;
+    } cases[] = {
+        {"gpt.n_layer", "100000", "the gpt metadata gpt.n_layer = 100000 is missing or out of "
+                                  "range (1 to 1024)"},
+        {"gpt.n_layer", "1000", "gpt.n_layer = 1000, but the file holds the tensors of 1 block"},
+        {"gpt.n_embd", "99999999999", "gpt.n_embd = 99999999999 is missing or out of range (1 "
+                                      "to 65536)"},
+        {"gpt.n_embd", "65536", "wte.weight should be [3,65536] (gpt.vocab of 3 characters, "
+                                "gpt.n_embd = 65536); the file holds [3,4]"},
+        {"gpt.block_size", "1048576", "wpe.weight should be [1048576,4] (gpt.block_size = "
+                                      "1048576, gpt.n_embd = 4); the file holds [8,4]"},
+        {"gpt.n_head", "5", "gpt.n_head = 5 is missing or out of range (1 to 4)"},
+        {"gpt.n_head", "3", "gpt.n_embd = 4 is not a multiple of gpt.n_head = 3"},
+    };
+    char path[128], args[512];
+    snprintf(path, sizeof path, "%s/claims.safetensors", dir);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        write_small_gpt(path, cases[i].key, cases[i].value);
+        snprintf(args, sizeof args, "sample gpt --load %s --tokens 2", path);
+        char capped[640];
+        snprintf(capped, sizeof capped, "ulimit -v 2000000; timeout 30 $EMBER_BIN %s 2>&1", args);
+        outcome o = run_shell(capped);
+        cr_expect_eq(o.status, 1, "%s: %s", cases[i].value, o.out);
+        cr_expect(strstr(o.out, cases[i].want), "%s = %s: %s", cases[i].key, cases[i].value,
+                  o.out);
+    }
+    write_small_gpt(path, "gpt.n_layer", "1");
+    snprintf(args, sizeof args, "sample gpt --load %s --tokens 2", path);
+    outcome o = run(args, true);
+    cr_expect_eq(o.status, 1, "%s", o.out);
+    cr_expect(strstr(o.out, "has no tensor 'h.0.self_attn.in_proj_bias'"),
+              "the claims hold, the file lacks the rest: %s", o.out);
+}
+
 /* `--load` of a FIFO waited for a writer forever; now it is refused at once, naming it. */
 Test(gpt_cli, a_fifo_given_to_load_is_refused, .timeout = 60)
 {
