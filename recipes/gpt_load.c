@@ -9,8 +9,11 @@
 #include "recipes/recipes.h"
 
 /* The largest sizes a gpt file may name: far above what the recipe trains, far below what
- * would exhaust memory before the tensor checks could matter. */
+ * would exhaust memory before the tensor checks could matter. The key/value cache of one
+ * sampled sequence (n_layer x block_size x n_embd keys and as many values) is bounded too, as
+ * its size is no multiple of the file's: 2^27 keys and values take 1 GiB (GPT-2 XL's 2^26.2). */
 enum { MAX_LAYERS = 1024, MAX_EMBD = 1 << 16, MAX_BLOCK = 1 << 20 };
+#define MAX_CACHE_KEYS ((int64_t)1 << 27)
 
 /* The integer metadata entry key of f in [1, max], or -1 with an error naming the file, the
  * field and its value. */
@@ -123,6 +126,10 @@ static em_status read_config(const em_safetensors *f, const char *path, em_gpt_c
     if (n_embd % n_head)
         return em_set_error(EM_ERR_IO, "%s: gpt.n_embd = %lld is not a multiple of gpt.n_head = "
                             "%lld", path, (long long)n_embd, (long long)n_head);
+    if (n_layer * block * n_embd > MAX_CACHE_KEYS) /* at most 2^10 x 2^20 x 2^16 */
+        return em_set_error(EM_ERR_IO, "%s: gpt.n_layer = %lld x gpt.block_size = %lld x "
+                            "gpt.n_embd = %lld keys to cache a sequence are more than 2^27",
+                            path, (long long)n_layer, (long long)block, (long long)n_embd);
     *c = (em_gpt_config){.vocab_size = vocab->size, .n_layer = (int)n_layer, .n_head = n_head,
                          .n_embd = n_embd, .block_size = block};
     return check_tensors(f, c, path);

@@ -148,8 +148,10 @@ Test(gpt_cli, a_model_of_another_recipe_is_refused)
 }
 
 /* A gpt file of a few hundred bytes in gpt's layout (vocabulary "abc", E = 4, block 8, one
- * block's attention weights) whose metadata entry key says value instead. */
-static void write_small_gpt(const char *path, const char *key, const char *value)
+ * block's attention weights) whose metadata entries key and key2 (NULL: none) say value and
+ * value2 instead. */
+static void write_small_gpt(const char *path, const char *key, const char *value,
+                            const char *key2, const char *value2)
 {
     em_tensor *wte = em_zeros(EM_SHAPE(3, 4), EM_F32), *wpe = em_zeros(EM_SHAPE(8, 4), EM_F32);
     em_tensor *in_proj = em_zeros(EM_SHAPE(12, 4), EM_F32);
@@ -158,8 +160,9 @@ static void write_small_gpt(const char *path, const char *key, const char *value
     em_st_meta meta[6] = {{"recipe", "gpt"},     {"gpt.vocab", "abc"},   {"gpt.n_layer", "1"},
                           {"gpt.n_head", "2"},   {"gpt.n_embd", "4"},    {"gpt.block_size", "8"}};
     for (int i = 2; i < 6; i++)
-        if (!strcmp(meta[i].key, key))
-            meta[i].value = value;
+        meta[i].value = !strcmp(meta[i].key, key)              ? value
+                        : key2 && !strcmp(meta[i].key, key2) ? value2
+                                                             : meta[i].value;
     cr_assert_eq(em_safetensors_save(path, t, 3, meta, 6), EM_OK, "%s", em_error());
     em_release(wte);
     em_release(wpe);
@@ -173,24 +176,30 @@ static void write_small_gpt(const char *path, const char *key, const char *value
 Test(gpt_cli, a_small_file_naming_a_huge_model_is_refused_before_it_is_built)
 {
     const struct {
-        const char *key, *value, *want;
+        const char *key, *value, *key2, *value2, *want;
     } cases[] = {
-        {"gpt.n_layer", "100000", "the gpt metadata gpt.n_layer = 100000 is missing or out of "
-                                  "range (1 to 1024)"},
-        {"gpt.n_layer", "1000", "gpt.n_layer = 1000, but the file holds the tensors of 1 block"},
-        {"gpt.n_embd", "99999999999", "gpt.n_embd = 99999999999 is missing or out of range (1 "
-                                      "to 65536)"},
-        {"gpt.n_embd", "65536", "wte.weight should be [3,65536] (gpt.vocab of 3 characters, "
-                                "gpt.n_embd = 65536); the file holds [3,4]"},
-        {"gpt.block_size", "1048576", "wpe.weight should be [1048576,4] (gpt.block_size = "
-                                      "1048576, gpt.n_embd = 4); the file holds [8,4]"},
-        {"gpt.n_head", "5", "gpt.n_head = 5 is missing or out of range (1 to 4)"},
-        {"gpt.n_head", "3", "gpt.n_embd = 4 is not a multiple of gpt.n_head = 3"},
+        {"gpt.n_layer", "100000", NULL, NULL,
+         "the gpt metadata gpt.n_layer = 100000 is missing or out of range (1 to 1024)"},
+        {"gpt.n_layer", "1000", NULL, NULL,
+         "gpt.n_layer = 1000, but the file holds the tensors of 1 block"},
+        {"gpt.n_embd", "99999999999", NULL, NULL,
+         "gpt.n_embd = 99999999999 is missing or out of range (1 to 65536)"},
+        {"gpt.n_embd", "65536", NULL, NULL,
+         "wte.weight should be [3,65536] (gpt.vocab of 3 characters, gpt.n_embd = 65536); the "
+         "file holds [3,4]"},
+        {"gpt.block_size", "1048576", NULL, NULL,
+         "wpe.weight should be [1048576,4] (gpt.block_size = 1048576, gpt.n_embd = 4); the file "
+         "holds [8,4]"},
+        {"gpt.n_head", "5", NULL, NULL, "gpt.n_head = 5 is missing or out of range (1 to 4)"},
+        {"gpt.n_head", "3", NULL, NULL, "gpt.n_embd = 4 is not a multiple of gpt.n_head = 3"},
+        {"gpt.block_size", "1048576", "gpt.n_layer", "1000",
+         "gpt.n_layer = 1000 x gpt.block_size = 1048576 x gpt.n_embd = 4 keys to cache a "
+         "sequence are more than 2^27"},
     };
     char path[128], args[512];
     snprintf(path, sizeof path, "%s/claims.safetensors", dir);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        write_small_gpt(path, cases[i].key, cases[i].value);
+        write_small_gpt(path, cases[i].key, cases[i].value, cases[i].key2, cases[i].value2);
         snprintf(args, sizeof args, "sample gpt --load %s --tokens 2", path);
         char capped[640];
         snprintf(capped, sizeof capped, "ulimit -v 2000000; timeout 30 $EMBER_BIN %s 2>&1", args);
@@ -199,7 +208,7 @@ Test(gpt_cli, a_small_file_naming_a_huge_model_is_refused_before_it_is_built)
         cr_expect(strstr(o.out, cases[i].want), "%s = %s: %s", cases[i].key, cases[i].value,
                   o.out);
     }
-    write_small_gpt(path, "gpt.n_layer", "1");
+    write_small_gpt(path, "gpt.n_layer", "1", NULL, NULL);
     snprintf(args, sizeof args, "sample gpt --load %s --tokens 2", path);
     outcome o = run(args, true);
     cr_expect_eq(o.status, 1, "%s", o.out);
