@@ -90,7 +90,7 @@ Test(special_files, a_fifo_swapped_in_for_an_image_is_refused)
  * and the caller freed it again (heap corruption, SIGABRT). */
 Test(special_files, an_image_shorter_than_its_size_is_an_error)
 {
-    const char *sys = "/sys/kernel/mm/transparent_hugepage/enabled";
+    const char *sys = "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size";
     struct stat sb;
     if (stat(sys, &sb) != 0 || sb.st_size != 4096)
         cr_skip_test("%s is not a 4096-byte sysfs file here", sys);
