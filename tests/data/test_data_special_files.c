@@ -10,30 +10,8 @@
 #include "ember.h"
 #include "helpers/files.h"
 
-static char dir[64];
-
-static void make_dir(void)
-{
-    cr_assert(em_test_make_dir(dir, sizeof dir, "ember_special_"));
-    em_error_clear();
-}
-
-static void remove_dir(void)
-{
-    em_test_remove_tree(dir);
-}
-
 /* a reader that blocked on a FIFO would hang here: the timeout fails it instead */
-TestSuite(special_files, .init = make_dir, .fini = remove_dir, .timeout = 20);
-
-static const char *in_dir(const char *name)
-{
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
+TestSuite(special_files, .init = em_test_dir_init, .fini = em_test_dir_fini, .timeout = 20);
 
 static void expect_fifo_error(const char *fn, const char *path)
 {
@@ -47,7 +25,7 @@ static void expect_fifo_error(const char *fn, const char *path)
 
 Test(special_files, csv_and_idx_readers_refuse_a_fifo)
 {
-    const char *fifo = in_dir("fifo");
+    const char *fifo = em_test_path("fifo");
     cr_assert_eq(mkfifo(fifo, 0600), 0);
     cr_expect_null(em_csv_dataset(fifo, (em_csv_opts){0}));
     expect_fifo_error("em_csv_dataset", fifo);
@@ -55,20 +33,26 @@ Test(special_files, csv_and_idx_readers_refuse_a_fifo)
     expect_fifo_error("em_idx_dataset", fifo);
 }
 
-/* root/cat/<name> holding text, and the folder's dataset of 2x2 gray images */
+/* the test folder's dataset of 2x2 gray images */
+static em_dataset *gray_folder(em_bad_image_policy policy)
+{
+    em_image_folder_opts o = {.height = 2, .width = 2, .channels = 1, .on_bad_image = policy};
+    em_dataset *ds = em_image_folder(em_test_dir, o);
+    cr_assert_not_null(ds, "%s", em_error());
+    return ds;
+}
+
+/* cat/<name> holding text, and the dataset of its one image */
 static em_dataset *folder_with(const char *name, em_bad_image_policy policy)
 {
-    cr_assert_eq(mkdir(in_dir("cat"), 0700), 0);
+    cr_assert_eq(mkdir(em_test_path("cat"), 0700), 0);
     char path[256];
-    snprintf(path, sizeof path, "%s/cat/%s", dir, name);
+    snprintf(path, sizeof path, "%s/cat/%s", em_test_dir, name);
     FILE *f = fopen(path, "wb");
     cr_assert(f);
     fputs("an image, once", f);
     fclose(f);
-    em_dataset *ds = em_image_folder(dir, (em_image_folder_opts){.height = 2, .width = 2,
-                                                                 .channels = 1,
-                                                                 .on_bad_image = policy});
-    cr_assert_not_null(ds, "%s", em_error());
+    em_dataset *ds = gray_folder(policy);
     cr_assert_eq(em_dataset_len(ds), 1);
     return ds;
 }
@@ -76,7 +60,7 @@ static em_dataset *folder_with(const char *name, em_bad_image_policy policy)
 Test(special_files, a_fifo_swapped_in_for_an_image_is_refused)
 {
     em_dataset *ds = folder_with("a.png", EM_BAD_IMAGE_ERROR);
-    const char *png = in_dir("cat/a.png");
+    const char *png = em_test_path("cat/a.png");
     cr_assert_eq(unlink(png), 0);
     cr_assert_eq(mkfifo(png, 0600), 0);
     float x[4];
@@ -96,11 +80,10 @@ Test(special_files, an_image_shorter_than_its_size_is_an_error)
         cr_skip_test("%s is not a 4096-byte sysfs file here", sys);
     em_dataset *ds = folder_with("real.png", EM_BAD_IMAGE_SKIP);
     em_dataset_free(ds);
-    const char *png = in_dir("cat/real.png");
+    const char *png = em_test_path("cat/real.png");
     cr_assert_eq(unlink(png), 0);
     cr_assert_eq(symlink(sys, png), 0);
-    ds = em_image_folder(dir, (em_image_folder_opts){.height = 2, .width = 2, .channels = 1});
-    cr_assert_not_null(ds, "%s", em_error());
+    ds = gray_folder(EM_BAD_IMAGE_ERROR);
     float x[4];
     int64_t y;
     for (int i = 0; i < 2; i++) { /* twice: nothing of the first failure is left behind */

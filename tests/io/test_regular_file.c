@@ -15,29 +15,7 @@
 #include "helpers/files.h"
 #include "io/regular_file.h"
 
-static char dir[64];
-
-static void make_dir(void)
-{
-    cr_assert(em_test_make_dir(dir, sizeof dir, "ember_regular_"));
-    em_error_clear();
-}
-
-static void remove_dir(void)
-{
-    em_test_remove_tree(dir);
-}
-
-TestSuite(regular_file, .init = make_dir, .fini = remove_dir, .timeout = 20);
-
-static const char *in_dir(const char *name)
-{
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
+TestSuite(regular_file, .init = em_test_dir_init, .fini = em_test_dir_fini, .timeout = 20);
 
 /* refused: -1, EM_ERR_IO and "fn: cannot open 'PATH': WHY" */
 static void expect_refused(const char *path, const char *why)
@@ -52,7 +30,7 @@ static void expect_refused(const char *path, const char *why)
 
 Test(regular_file, a_regular_file_opens_blocking_with_its_size)
 {
-    const char *path = in_dir("seven");
+    const char *path = em_test_path("seven");
     FILE *f = fopen(path, "wb");
     cr_assert(f);
     fputs("7 bytes", f);
@@ -75,10 +53,10 @@ Test(regular_file, a_regular_file_opens_blocking_with_its_size)
 
 Test(regular_file, special_files_are_refused_at_once)
 {
-    const char *fifo = in_dir("fifo"), *sock = in_dir("sock");
+    const char *fifo = em_test_path("fifo"), *sock = em_test_path("sock");
     cr_assert_eq(mkfifo(fifo, 0600), 0);
     expect_refused(fifo, "it is a FIFO, not a regular file");
-    expect_refused(dir, "it is a directory, not a regular file");
+    expect_refused(em_test_dir, "it is a directory, not a regular file");
     expect_refused("/dev/null", "it is a character device, not a regular file");
     int s = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -86,10 +64,10 @@ Test(regular_file, special_files_are_refused_at_once)
     cr_assert_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
     expect_refused(sock, "No such device or address"); /* open(2) itself refuses a socket */
     close(s);
-    expect_refused(in_dir("missing"), "No such file or directory");
+    expect_refused(em_test_path("missing"), "No such file or directory");
     /* a link to a FIFO is the FIFO */
-    cr_assert_eq(symlink(fifo, in_dir("link")), 0);
-    expect_refused(in_dir("link"), "it is a FIFO, not a regular file");
+    cr_assert_eq(symlink(fifo, em_test_path("link")), 0);
+    expect_refused(em_test_path("link"), "it is a FIFO, not a regular file");
     cr_expect_null(em_fopen_regular("reader", fifo, NULL));
     cr_expect_eq(em_error_status(), EM_ERR_IO);
 }
@@ -98,7 +76,7 @@ Test(regular_file, special_files_are_refused_at_once)
  * em_safetensors_load */
 Test(regular_file, safetensors_readers_refuse_a_fifo)
 {
-    const char *fifo = in_dir("model.safetensors");
+    const char *fifo = em_test_path("model.safetensors");
     cr_assert_eq(mkfifo(fifo, 0600), 0);
     char want[512];
     snprintf(want, sizeof want, "em_safetensors_load: cannot open '%s': it is a FIFO, not a "
