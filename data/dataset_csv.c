@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "data/data.h"
+#include "io/regular_file.h"
 
 typedef struct {
     em_dataset base;
@@ -55,11 +56,9 @@ const char *const *em_csv_classes(const em_dataset *ds)
 
 static char *read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        em_set_error(EM_ERR_IO, "em_csv_dataset: cannot open '%s': %s", path, strerror(errno));
+    FILE *f = em_fopen_regular("em_csv_dataset", path, NULL);
+    if (!f)
         return NULL;
-    }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     while (buf) {

@@ -1,12 +1,12 @@
 /* IDX files (the MNIST format), gzipped or raw through zlib: u8 images (N, H, W) and u8 labels (N),
  * held in memory as bytes and scaled to [0, 1] when a sample is read. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "data/data.h"
+#include "io/regular_file.h"
 
 typedef struct {
     em_dataset base;
@@ -42,28 +42,25 @@ static bool read_exact(gzFile f, void *dst, size_t n)
 #define DEFLATE_MAX_RATIO 1032
 #define GROW_STEP ((size_t)64 << 20)
 
-/* The size the header's dims claim, checked against what the file can hold. */
-static em_status claimed_bytes(const char *path, gzFile f, const int64_t *dims, int ndim,
-                               int64_t *total)
+/* The size the header's dims claim, checked against what the file of file_size bytes can
+ * hold. */
+static em_status claimed_bytes(const char *path, gzFile f, int64_t file_size, const int64_t *dims,
+                               int ndim, int64_t *total)
 {
     *total = 1;
     for (int d = 0; d < ndim; d++)
         if (!em_size_mul(*total, dims[d], total))
             return em_set_error(EM_ERR_IO, "em_idx_dataset: '%s': the header's dims overflow "
                                 "a size", path);
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return em_set_error(EM_ERR_IO, "em_idx_dataset: cannot stat '%s': %s", path,
-                            strerror(errno));
-    int64_t body = (int64_t)sb.st_size - 4 - 4 * ndim, most;
+    int64_t body = file_size - 4 - 4 * ndim, most;
     if (gzdirect(f) && *total > body)
         return em_set_error(EM_ERR_IO, "em_idx_dataset: '%s' is truncated: its header claims "
                             "%lld data bytes, the file holds %lld", path, (long long)*total,
                             (long long)body);
-    if (!gzdirect(f) && (!em_size_mul(sb.st_size, DEFLATE_MAX_RATIO, &most) || *total > most))
+    if (!gzdirect(f) && (!em_size_mul(file_size, DEFLATE_MAX_RATIO, &most) || *total > most))
         return em_set_error(EM_ERR_IO, "em_idx_dataset: '%s' is corrupt: its header claims %lld "
                             "data bytes, more than %lld gzipped bytes can hold", path,
-                            (long long)*total, (long long)sb.st_size);
+                            (long long)*total, (long long)file_size);
     return EM_OK;
 }
 
@@ -106,11 +103,15 @@ static em_status read_payload(const char *path, gzFile f, int64_t total, uint8_t
 /* The u8 payload of an IDX file with ndim dims into *data; dims (up to 4) into dims. */
 static em_status read_idx(const char *path, int want_ndim, int64_t *dims, uint8_t **data)
 {
-    errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (!f)
-        return em_set_error(EM_ERR_IO, "em_idx_dataset: cannot open '%s': %s", path,
-                            strerror(errno ? errno : ENOENT));
+    int64_t file_size = 0;
+    int fd = em_open_regular("em_idx_dataset", path, &file_size);
+    if (fd < 0)
+        return em_error_status();
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return em_set_error(EM_ERR_MEMORY, "em_idx_dataset: out of memory opening '%s'", path);
+    }
     uint8_t magic[4], be[4];
     em_status st = EM_OK;
     int64_t total = 0;
@@ -136,7 +137,7 @@ static em_status read_idx(const char *path, int want_ndim, int64_t *dims, uint8_
         }
         dims[d] = ((int64_t)be[0] << 24) | ((int64_t)be[1] << 16) | ((int64_t)be[2] << 8) | be[3];
     }
-    st = claimed_bytes(path, f, dims, want_ndim, &total);
+    st = claimed_bytes(path, f, file_size, dims, want_ndim, &total);
     if (st == EM_OK)
         st = read_payload(path, f, total, data);
 done:

@@ -12,6 +12,7 @@
 
 #include "data/data.h"
 #include "data/image_internal.h"
+#include "io/regular_file.h"
 
 /* "PATH: WHY" lines (or an error message that names the file), appended from any thread. */
 typedef struct {
@@ -59,34 +60,41 @@ static int64_t folder_len(const em_dataset *ds)
     return ((const folder_dataset *)ds)->n;
 }
 
-/* The whole file at path, for the decoders; a file larger than any image of max_pixels could
- * be (16 bytes a pixel: 16-bit RGBA stored uncompressed, with room for headers) is refused
- * before it is read. */
+/* The whole file at path into a new *data (the caller frees it; NULL on failure, when nothing
+ * is left to free), for the decoders. Only a regular file is opened (io/regular_file.h); one
+ * larger than any image of max_pixels could be (16 bytes a pixel: 16-bit RGBA stored
+ * uncompressed, with room for headers) is refused before it is read, and one that yields fewer
+ * bytes than its size (it shrank, or is a sysfs file) is an error. */
 static em_status read_file(const char *path, int64_t max_pixels, uint8_t **data, size_t *n)
 {
-    FILE *f = fopen(path, "rb");
+    *data = NULL;
+    *n = 0;
+    int64_t size = 0, most;
+    FILE *f = em_fopen_regular("em_image_folder", path, &size);
     if (!f)
-        return em_set_error(EM_ERR_IO, "em_image_folder: cannot open '%s': %s", path,
-                            strerror(errno));
-    struct stat sb;
-    int64_t most;
+        return em_error_status();
     em_status st = EM_OK;
-    if (fstat(fileno(f), &sb) != 0)
-        st = em_set_error(EM_ERR_IO, "em_image_folder: cannot stat '%s': %s", path,
-                          strerror(errno));
-    else if (!em_size_mul(max_pixels, 16, &most) || sb.st_size > most + (1 << 20))
+    uint8_t *buf = NULL;
+    size_t got = 0;
+    if (!em_size_mul(max_pixels, 16, &most) || size > most + (1 << 20))
         st = em_set_error(EM_ERR_IO, "em_image_folder: '%s' has %lld bytes, more than an "
-                          "image of max_pixels can need", path, (long long)sb.st_size);
-    else if (!(*data = malloc((size_t)sb.st_size + 1)))
+                          "image of max_pixels can need", path, (long long)size);
+    else if (!(buf = malloc((size_t)size + 1)))
         st = em_set_error(EM_ERR_MEMORY, "em_image_folder: out of memory for '%s'", path);
-    else if (fread(*data, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size) {
-        st = em_set_error(EM_ERR_IO, "em_image_folder: cannot read '%s': %s", path,
-                          ferror(f) ? strerror(errno) : "it shrank while being read");
-        free(*data);
-    }
-    *n = (size_t)sb.st_size;
+    else if ((got = fread(buf, 1, (size_t)size, f)) != (size_t)size)
+        st = ferror(f) ? em_set_error(EM_ERR_IO, "em_image_folder: cannot read '%s': %s", path,
+                                      strerror(errno))
+                       : em_set_error(EM_ERR_IO, "em_image_folder: cannot read '%s': it ended "
+                                      "after %zu of its %lld bytes", path, got,
+                                      (long long)size);
     fclose(f);
-    return st;
+    if (st != EM_OK) {
+        free(buf);
+        return st;
+    }
+    *data = buf;
+    *n = (size_t)size;
+    return EM_OK;
 }
 
 static em_status load_image(const folder_dataset *d, const char *path, float *x)

@@ -4,10 +4,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "io/atomic_file.h"
 #include "io/json_internal.h"
+#include "io/regular_file.h"
 #include "io/safetensors.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -503,11 +503,10 @@ em_status em_safetensors_load(const char *path, em_safetensors **out)
 {
     if (!path || !out)
         return em_set_error(EM_ERR_ARG, "em_safetensors_load: NULL path or output");
-    FILE *f = fopen(path, "rb");
+    int64_t size = 0;
+    FILE *f = em_fopen_regular("em_safetensors_load", path, &size);
     if (!f)
-        return em_set_error(EM_ERR_IO, "em_safetensors_load: cannot open '%s': %s", path,
-                            strerror(errno));
-    struct stat sb;
+        return em_error_status();
     char *hdr = NULL;
     uint64_t hdr_len = 0;
     json_t *root = NULL;
@@ -515,12 +514,9 @@ em_status em_safetensors_load(const char *path, em_safetensors **out)
     int n_items = 0;
     const json_t *meta = NULL;
     em_safetensors *st = NULL;
-    em_status rc = fstat(fileno(f), &sb) != 0
-                       ? em_set_error(EM_ERR_IO, "em_safetensors_load: cannot stat '%s': %s",
-                                      path, strerror(errno))
-                       : read_header(path, f, (uint64_t)sb.st_size, &hdr, &hdr_len);
+    em_status rc = read_header(path, f, (uint64_t)size, &hdr, &hdr_len);
     if (rc == EM_OK)
-        rc = parse_header(path, hdr, hdr_len, (uint64_t)sb.st_size - 8 - hdr_len, &root, &items,
+        rc = parse_header(path, hdr, hdr_len, (uint64_t)size - 8 - hdr_len, &root, &items,
                           &n_items, &meta);
     if (rc == EM_OK && !(st = calloc(1, sizeof *st)))
         rc = em_set_error(EM_ERR_MEMORY, "em_safetensors_load: out of memory");

@@ -220,56 +220,6 @@ em_status em_recipe_gpt_train(const em_train_opts *o, em_train_result *res)
     return st;
 }
 
-/* An integer metadata entry of f, or -1 with an error naming the file. */
-static int64_t meta_int(const em_safetensors *f, const char *key, const char *path)
-{
-    const char *v = em_safetensors_meta(f, key);
-    char *end = NULL;
-    long long x = v ? strtoll(v, &end, 10) : -1;
-    if (!v || *end || x < 1) {
-        em_set_error(EM_ERR_IO, "%s: the gpt metadata %s is missing or bad", path, key);
-        return -1;
-    }
-    return x;
-}
-
-em_status em_gpt_recipe_load(const char *path, em_module **model, em_char_vocab *vocab)
-{
-    *model = NULL;
-    em_safetensors *f = NULL;
-    em_status st = em_safetensors_load(path, &f);
-    if (st != EM_OK)
-        return st;
-    const char *recipe = em_safetensors_meta(f, "recipe");
-    const char *chars = em_safetensors_meta(f, "gpt.vocab");
-    em_gpt_config c = {0};
-    if (!recipe || strcmp(recipe, "gpt")) {
-        st = em_set_error(EM_ERR_ARG, "%s holds %s%s%s, not a gpt model", path,
-                          recipe ? "a model of recipe '" : "no recipe's model",
-                          recipe ? recipe : "", recipe ? "'" : "");
-    } else if (!chars || em_char_vocab_from(chars, strlen(chars), vocab) != EM_OK) {
-        st = em_set_error(EM_ERR_IO, "%s: the gpt vocabulary is missing or bad", path);
-    } else {
-        c = (em_gpt_config){.vocab_size = vocab->size,
-                            .n_layer = (int)meta_int(f, "gpt.n_layer", path),
-                            .n_head = meta_int(f, "gpt.n_head", path),
-                            .n_embd = meta_int(f, "gpt.n_embd", path),
-                            .block_size = meta_int(f, "gpt.block_size", path)};
-        st = c.n_layer > 0 && c.n_head > 0 && c.n_embd > 0 && c.block_size > 0
-                 ? EM_OK : em_error_status();
-    }
-    em_safetensors_free(f);
-    if (st != EM_OK)
-        return st;
-    *model = em_gpt(c);
-    st = *model ? em_load_model_any(*model, em_recipe_find("gpt"), path) : em_error_status();
-    if (st != EM_OK) {
-        em_module_free(*model);
-        *model = NULL;
-    }
-    return st;
-}
-
 em_status em_recipe_gpt_eval(const char *data_dir, const char *load_path, em_train_result *res)
 {
     double t0 = now_s();

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "io/regular_file.h"
 #include "recipes/recipes.h"
 
 /* a file of the corpus: a plain file, not a .dat index or .u8 link, not the ASCII art */
@@ -70,16 +71,10 @@ static char **corpus_files(const char *dir, int *n)
  * a file ends with a newline and a '%' line, the fortunes' separator. */
 static bool append_clean(const char *path, char **out, size_t *len, size_t *cap)
 {
-    FILE *f = fopen(path, "rb");
-    long size = -1;
-    if (f && fseek(f, 0, SEEK_END) == 0)
-        size = ftell(f);
-    if (!f || size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        if (f)
-            fclose(f);
-        em_set_error(EM_ERR_IO, "gpt: cannot read %s", path);
+    int64_t size = 0;
+    FILE *f = em_fopen_regular("gpt", path, &size);
+    if (!f)
         return false;
-    }
     size_t need = *len + (size_t)size + 3; /* a newline and "%\n" may follow */
     if (need > *cap) {
         char *grown = realloc(*out, 2 * need);

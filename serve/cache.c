@@ -1,10 +1,12 @@
 /* The result cache: a chained hash table of entries threaded on a doubly linked LRU list (most
  * recent at the head), all under one mutex. Entries hold host copies of the input and output, so
  * no tensor is shared between threads. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "serve/cache.h"
 #include "io/safetensors.h"
@@ -310,10 +312,9 @@ em_status em_cache_load(em_cache *c, const char *dir)
         return em_set_error(EM_ERR_ARG, "em_cache_load: cache and dir must be given");
     char path[4096], name[24];
     cache_path(path, sizeof path, dir);
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    struct stat sb;
+    if (stat(path, &sb) != 0 && errno == ENOENT)
         return EM_OK;
-    fclose(f);
     em_safetensors *st = NULL;
     em_status s = em_safetensors_load(path, &st);
     int64_t discarded = 0;

@@ -18,14 +18,13 @@ typedef struct {
     char out[16384]; /* stdout, or stdout and stderr together */
 } outcome;
 
-static outcome run(const char *args, bool with_stderr)
+/* A shell command line ($EMBER_BIN is the program) run with one thread: two would wait on each
+ * other for seconds per step on a busy machine. */
+static outcome run_shell(const char *line)
 {
-    const char *bin = getenv("EMBER_BIN");
-    cr_assert(bin, "EMBER_BIN is not set");
+    cr_assert(getenv("EMBER_BIN"), "EMBER_BIN is not set");
     char cmd[2048];
-    /* one thread: two would wait on each other for seconds per step on a busy machine */
-    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s %s %s", bin, args,
-             with_stderr ? "2>&1" : "2>/dev/null");
+    snprintf(cmd, sizeof cmd, "export OMP_NUM_THREADS=1; %s", line);
     FILE *p = popen(cmd, "r");
     cr_assert(p);
     outcome o = {0};
@@ -34,6 +33,13 @@ static outcome run(const char *args, bool with_stderr)
     int st = pclose(p);
     o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     return o;
+}
+
+static outcome run(const char *args, bool with_stderr)
+{
+    char line[1024];
+    snprintf(line, sizeof line, "$EMBER_BIN %s %s", args, with_stderr ? "2>&1" : "2>/dev/null");
+    return run_shell(line);
 }
 
 static char dir[64], model[96];
@@ -139,4 +145,102 @@ Test(gpt_cli, a_model_of_another_recipe_is_refused)
         cr_expect(strstr(o.out, "recipe 'gpt' is not supported here"), "%s: %s",
                   model_commands[i], o.out);
     }
+}
+
+/* The refusals below come under a 2 GB address-space cap, except in an AddressSanitizer build,
+ * whose shadow memory alone reserves terabytes of it. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ADDRESS_CAP ""
+#else
+#define ADDRESS_CAP "ulimit -v 2000000; "
+#endif
+
+/* A gpt file of a few hundred bytes in gpt's layout (vocabulary "abc", E = 4, block 8, one
+ * block's attention weights) whose metadata entries key and key2 (NULL: none) say value and
+ * value2 instead. */
+static void write_small_gpt(const char *path, const char *key, const char *value,
+                            const char *key2, const char *value2)
+{
+    em_tensor *wte = em_zeros(EM_SHAPE(3, 4), EM_F32), *wpe = em_zeros(EM_SHAPE(8, 4), EM_F32);
+    em_tensor *in_proj = em_zeros(EM_SHAPE(12, 4), EM_F32);
+    em_st_entry t[3] = {{"wte.weight", wte}, {"wpe.weight", wpe},
+                        {"h.0.self_attn.in_proj_weight", in_proj}};
+    em_st_meta meta[6] = {{"recipe", "gpt"},     {"gpt.vocab", "abc"},   {"gpt.n_layer", "1"},
+                          {"gpt.n_head", "2"},   {"gpt.n_embd", "4"},    {"gpt.block_size", "8"}};
+    for (int i = 2; i < 6; i++)
+        meta[i].value = !strcmp(meta[i].key, key)              ? value
+                        : key2 && !strcmp(meta[i].key, key2) ? value2
+                                                             : meta[i].value;
+    cr_assert_eq(em_safetensors_save(path, t, 3, meta, 6), EM_OK, "%s", em_error());
+    em_release(wte);
+    em_release(wpe);
+    em_release(in_proj);
+}
+
+/* The metadata gave the model's size and ember built it before looking at a tensor: a 1 kB file
+ * claiming n_layer 100000 or n_embd 65536 took gigabytes. Now each claim is checked against a
+ * limit and the tensors the file holds first: under a 2 GB address-space cap the refusal comes
+ * at once, naming the field and its value. */
+Test(gpt_cli, a_small_file_naming_a_huge_model_is_refused_before_it_is_built)
+{
+    const struct {
+        const char *key, *value, *key2, *value2, *want;
+    } cases[] = {
+        {"gpt.n_layer", "100000", NULL, NULL,
+         "the gpt metadata gpt.n_layer = 100000 is missing or out of range (1 to 1024)"},
+        {"gpt.n_layer", "1000", NULL, NULL,
+         "gpt.n_layer = 1000, but the file holds the tensors of 1 block"},
+        {"gpt.n_embd", "99999999999", NULL, NULL,
+         "gpt.n_embd = 99999999999 is missing or out of range (1 to 65536)"},
+        {"gpt.n_embd", "65536", NULL, NULL,
+         "wte.weight should be [3,65536] (gpt.vocab of 3 characters, gpt.n_embd = 65536); the "
+         "file holds [3,4]"},
+        {"gpt.block_size", "1048576", NULL, NULL,
+         "wpe.weight should be [1048576,4] (gpt.block_size = 1048576, gpt.n_embd = 4); the file "
+         "holds [8,4]"},
+        {"gpt.n_head", "5", NULL, NULL, "gpt.n_head = 5 is missing or out of range (1 to 4)"},
+        {"gpt.n_head", "3", NULL, NULL, "gpt.n_embd = 4 is not a multiple of gpt.n_head = 3"},
+        {"gpt.block_size", "1048576", "gpt.n_layer", "1000",
+         "gpt.n_layer = 1000 x gpt.block_size = 1048576 x gpt.n_embd = 4 keys to cache a "
+         "sequence are more than 2^27"},
+    };
+    char path[128], args[512];
+    snprintf(path, sizeof path, "%s/claims.safetensors", dir);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        write_small_gpt(path, cases[i].key, cases[i].value, cases[i].key2, cases[i].value2);
+        snprintf(args, sizeof args, "sample gpt --load %s --tokens 2", path);
+        char capped[640];
+        snprintf(capped, sizeof capped, ADDRESS_CAP "timeout 30 $EMBER_BIN %s 2>&1", args);
+        outcome o = run_shell(capped);
+        cr_expect_eq(o.status, 1, "%s: %s", cases[i].value, o.out);
+        cr_expect(strstr(o.out, cases[i].want), "%s = %s: %s", cases[i].key, cases[i].value,
+                  o.out);
+    }
+    write_small_gpt(path, "gpt.n_layer", "1", NULL, NULL);
+    snprintf(args, sizeof args, "sample gpt --load %s --tokens 2", path);
+    outcome o = run(args, true);
+    cr_expect_eq(o.status, 1, "%s", o.out);
+    cr_expect(strstr(o.out, "has no tensor 'h.0.self_attn.in_proj_bias'"),
+              "the claims hold, the file lacks the rest: %s", o.out);
+}
+
+/* `--load` of a FIFO waited for a writer forever; now it is refused at once, naming it. */
+Test(gpt_cli, a_fifo_given_to_load_is_refused, .timeout = 60)
+{
+    char fifo[128], args[256];
+    snprintf(fifo, sizeof fifo, "%s/fifo.safetensors", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    /* what `sample gpt` loads through, and em_load_model_any of the other recipes */
+    const char *commands[] = {"sample gpt --load %s", "export mlp --load %s --onnx /dev/null"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[160];
+        snprintf(cmd, sizeof cmd, commands[i], fifo);
+        snprintf(args, sizeof args, "timeout 20 $EMBER_BIN %s 2>&1", cmd);
+        outcome o = run_shell(args);
+        cr_expect_eq(o.status, 1, "%s: %s", cmd, o.out);
+        char want[256];
+        snprintf(want, sizeof want, "cannot open '%s': it is a FIFO, not a regular file", fifo);
+        cr_expect(strstr(o.out, want), "%s: %s", cmd, o.out);
+    }
+    unlink(fifo);
 }

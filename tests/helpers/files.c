@@ -1,4 +1,5 @@
 /* File helpers for tests (see helpers/files.h). */
+#include <criterion/criterion.h>
 #include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ember.h"
 #include "helpers/files.h"
 
 bool em_test_make_dir(char *buf, size_t n, const char *prefix)
@@ -45,4 +47,26 @@ void em_test_remove_tree(const char *dir)
     if (d)
         closedir(d);
     rmdir(dir);
+}
+
+char em_test_dir[64];
+
+void em_test_dir_init(void)
+{
+    cr_assert(em_test_make_dir(em_test_dir, sizeof em_test_dir, "ember_test_"));
+    em_error_clear();
+}
+
+void em_test_dir_fini(void)
+{
+    em_test_remove_tree(em_test_dir);
+}
+
+const char *em_test_path(const char *name)
+{
+    static char buf[8][256];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", em_test_dir, name);
+    return buf[k];
 }

@@ -17,37 +17,15 @@
 #include "helpers/files.h"
 #include "io/atomic_file.h"
 
-static char dir[64];
+TestSuite(atomic_file, .init = em_test_dir_init, .fini = em_test_dir_fini);
 
-static void make_dir(void)
-{
-    cr_assert(em_test_make_dir(dir, sizeof dir, "ember_atomic_"));
-    em_error_clear();
-}
-
-static void remove_dir(void)
-{
-    em_test_remove_tree(dir);
-}
-
-TestSuite(atomic_file, .init = make_dir, .fini = remove_dir);
-
-static const char *in_dir(const char *name)
-{
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
-
-/* The names in dir, sorted and joined with spaces. */
+/* The names in em_test_dir, sorted and joined with spaces. */
 static const char *listing(void)
 {
     static char out[1024];
     char names[16][64];
     int n = 0;
-    DIR *d = opendir(dir);
+    DIR *d = opendir(em_test_dir);
     for (struct dirent *e; d && (e = readdir(d));)
         if (e->d_name[0] != '.' && n < 16)
             snprintf(names[n++], 64, "%.63s", e->d_name);
@@ -77,16 +55,16 @@ static void save_text(const char *path, const char *text)
 
 Test(atomic_file, nothing_named_while_writing)
 {
-    write_text(in_dir("model.st"), "old");
+    write_text(em_test_path("model.st"), "old");
     em_atomic_file af;
-    cr_assert_eq(em_atomic_open(&af, in_dir("model.st")), EM_OK, "%s", em_error());
+    cr_assert_eq(em_atomic_open(&af, em_test_path("model.st")), EM_OK, "%s", em_error());
     fputs("new contents", af.f);
     cr_assert(af.unnamed, "this filesystem takes O_TMPFILE (tmpfs and ext4 do)");
     cr_assert_str_eq(listing(), "model.st");
     cr_assert_eq(em_atomic_commit(&af), EM_OK, "%s", em_error());
     cr_assert_str_eq(listing(), "model.st");
     char buf[32] = {0};
-    FILE *f = fopen(in_dir("model.st"), "r");
+    FILE *f = fopen(em_test_path("model.st"), "r");
     cr_assert_eq(fread(buf, 1, sizeof buf - 1, f), 12);
     fclose(f);
     cr_assert_str_eq(buf, "new contents");
@@ -94,11 +72,11 @@ Test(atomic_file, nothing_named_while_writing)
 
 Test(atomic_file, a_writer_killed_mid_save_leaves_nothing)
 {
-    write_text(in_dir("model.st"), "old");
+    write_text(em_test_path("model.st"), "old");
     pid_t pid = fork();
     if (pid == 0) {
         em_atomic_file af;
-        if (em_atomic_open(&af, in_dir("model.st")) == EM_OK) {
+        if (em_atomic_open(&af, em_test_path("model.st")) == EM_OK) {
             fputs("half of it", af.f);
             fflush(af.f);
         }
@@ -112,32 +90,32 @@ Test(atomic_file, a_writer_killed_mid_save_leaves_nothing)
 
 Test(atomic_file, dead_writers_temporaries_go_live_ones_stay)
 {
-    write_text(in_dir("model.st.tmp.4242"), "left by a killed save");
-    write_text(in_dir("model.st.tmp.77"), "a save still running");
-    write_text(in_dir("model.st.tmp.x"), "not a temporary of ember's");
-    write_text(in_dir("other.st.tmp.5"), "another file's");
-    int live = open(in_dir("model.st.tmp.77"), O_RDONLY);
+    write_text(em_test_path("model.st.tmp.4242"), "left by a killed save");
+    write_text(em_test_path("model.st.tmp.77"), "a save still running");
+    write_text(em_test_path("model.st.tmp.x"), "not a temporary of ember's");
+    write_text(em_test_path("other.st.tmp.5"), "another file's");
+    int live = open(em_test_path("model.st.tmp.77"), O_RDONLY);
     cr_assert(live >= 0 && flock(live, LOCK_EX) == 0);
-    save_text(in_dir("model.st"), "new");
+    save_text(em_test_path("model.st"), "new");
     cr_assert_str_eq(listing(), "model.st model.st.tmp.77 model.st.tmp.x other.st.tmp.5");
     close(live);
-    save_text(in_dir("model.st"), "newer");
+    save_text(em_test_path("model.st"), "newer");
     cr_assert_str_eq(listing(), "model.st model.st.tmp.x other.st.tmp.5");
 }
 
 Test(atomic_file, unwritable_targets_are_found_first)
 {
     char want[256];
-    cr_assert_eq(em_atomic_check(in_dir("missing/model.st")), EM_ERR_IO);
+    cr_assert_eq(em_atomic_check(em_test_path("missing/model.st")), EM_ERR_IO);
     snprintf(want, sizeof want, "cannot write '%s/missing/model.st': cannot create a file in "
-             "'%s/missing': No such file or directory", dir, dir);
+             "'%s/missing': No such file or directory", em_test_dir, em_test_dir);
     cr_assert_str_eq(em_error(), want);
     em_error_clear();
-    cr_assert_eq(em_atomic_check(dir), EM_ERR_IO);
-    snprintf(want, sizeof want, "cannot write '%s': it is a directory", dir);
+    cr_assert_eq(em_atomic_check(em_test_dir), EM_ERR_IO);
+    snprintf(want, sizeof want, "cannot write '%s': it is a directory", em_test_dir);
     cr_assert_str_eq(em_error(), want);
     em_error_clear();
-    cr_assert_eq(em_atomic_check(in_dir("model.st")), EM_OK, "%s", em_error());
+    cr_assert_eq(em_atomic_check(em_test_path("model.st")), EM_OK, "%s", em_error());
     cr_assert_str_eq(listing(), "", "the check leaves nothing behind");
 }
 
@@ -147,7 +125,8 @@ Test(atomic_file, trainer_checks_its_checkpoint_path_first)
     em_module *m = em_linear_layer(2, 2, true);
     em_optim *o = em_sgd(m, (em_sgd_opts){.lr = 0.1});
     cr_assert(m && o, "%s", em_error());
-    cr_assert_null(em_trainer_new(m, o, NULL, (em_trainer_opts){.checkpoint = in_dir("no/x")}));
+    em_trainer_opts to = {.checkpoint = em_test_path("no/x")};
+    cr_assert_null(em_trainer_new(m, o, NULL, to));
     cr_assert_not_null(strstr(em_error(), "cannot create a file in"), "%s", em_error());
     em_optim_free(o);
     em_module_free(m);

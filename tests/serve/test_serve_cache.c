@@ -6,6 +6,8 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ember.h"
@@ -95,6 +97,28 @@ Test(serve_cache, disabled_cache_always_misses)
     cr_assert_eq(em_cache_stats_get(c).entries, 0);
     em_release(x);
     em_cache_free(c);
+}
+
+/* A FIFO in the cache file's place was opened to see whether the file exists, and the open
+ * waited for a writer forever: now it is an error naming it, at once. A missing file is an
+ * empty cache, as before. */
+Test(serve_cache, a_fifo_for_the_cache_file_is_refused, .timeout = 20)
+{
+    char dir[] = "/tmp/ember_cache_XXXXXX", path[256], want[512];
+    cr_assert_not_null(mkdtemp(dir));
+    em_cache *c = em_cache_new((em_cache_opts){.max_entries = 3});
+    cr_assert_eq(em_cache_load(c, dir), EM_OK, "%s", em_error());
+    snprintf(path, sizeof path, "%s/cache.safetensors", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    cr_expect_eq(em_cache_load(c, dir), EM_ERR_IO);
+    snprintf(want, sizeof want, "em_safetensors_load: cannot open '%s': it is a FIFO, not a "
+             "regular file", path);
+    cr_expect_str_eq(em_error(), want);
+    cr_expect_eq(em_cache_stats_get(c).entries, 0);
+    em_error_clear();
+    em_cache_free(c);
+    unlink(path);
+    rmdir(dir);
 }
 
 Test(serve_cache, persists_to_a_directory_in_lru_order)
