@@ -239,18 +239,26 @@ Test(cli, equals_spelling_reaches_the_run)
     cr_expect(strstr(o.out, "/nonexistent/ember-test"), "%s", o.out);
 }
 
-/* A saved run names what it holds: resuming it with another optimizer, or evaluating it as
- * another recipe, is an error saying so. */
-Test(cli, a_checkpoint_is_resumed_and_evaluated_only_as_what_it_is, .init = make_data,
-     .fini = remove_data)
+/* ckpt (a mkstemp template) becomes the checkpoint of 2 steps of `ember train mlp` on the noise
+ * data. */
+static void two_step_checkpoint(char *ckpt)
 {
-    char ckpt[] = "/tmp/ember_cli_ckpt_XXXXXX", args[256];
+    char args[256];
     int fd = mkstemp(ckpt);
     cr_assert(fd >= 0);
     close(fd);
     snprintf(args, sizeof args, "train mlp --data %s --epochs 1 --max-steps 2 --save %s",
              data_dir, ckpt);
     expect(args, 0, "\"steps\":2");
+}
+
+/* A saved run names what it holds: resuming it with another optimizer, or evaluating it as
+ * another recipe, is an error saying so. */
+Test(cli, a_checkpoint_is_resumed_and_evaluated_only_as_what_it_is, .init = make_data,
+     .fini = remove_data)
+{
+    char ckpt[] = "/tmp/ember_cli_ckpt_XXXXXX", args[256];
+    two_step_checkpoint(ckpt);
     snprintf(args, sizeof args, "train mlp --data %s --epochs 1 --max-steps 3 --resume %s "
              "--optim sgd", data_dir, ckpt);
     expect(args, 1, "was saved by the optimizer {\"kind\":\"adamw\",\"lr\":0.001,");
@@ -472,12 +480,7 @@ Test(cli, bench_infer_runs_the_exported_model_in_onnxruntime, .init = make_data,
      .fini = remove_data)
 {
     char ckpt[] = "/tmp/ember_cli_ckpt_XXXXXX", args[256];
-    int fd = mkstemp(ckpt);
-    cr_assert(fd >= 0);
-    close(fd);
-    snprintf(args, sizeof args, "train mlp --data %s --epochs 1 --max-steps 2 --save %s",
-             data_dir, ckpt);
-    expect(args, 0, "\"steps\":2");
+    two_step_checkpoint(ckpt);
     snprintf(args, sizeof args, "eval mlp --data %s --load %s", data_dir, ckpt);
     json_t *eval = run_json(args, NULL);
     snprintf(args, sizeof args, "bench infer mlp --data %s --load %s --iters 20 --no-torch",
