@@ -156,6 +156,10 @@ Test(cli, bad_values_exit_2_before_loading_data)
     expect("train cnn " NO_DATA " --epochs 1.5", 2, "ember train: --epochs: '1.5' is not an "
                                                     "integer");
     expect("train cnn " NO_DATA " --batch 0", 2, "ember train: --batch: 0 is out of range");
+    expect("train cnn " NO_DATA " --batch 4294967297", 2, "ember train: --batch: 4294967297 is "
+           "out of range (must be in [1, 2147483647])\n"); /* it wrapped to 1 */
+    expect("compare cnn " NO_DATA " --batch 4294967300", 2, "--batch: 4294967300 is out of range");
+    expect("profile cnn " NO_DATA " --batch 4294967297", 2, "--batch: 4294967297 is out of range");
     expect("train cnn " NO_DATA " --grad-accum 0", 2, "--grad-accum: 0 is out of range");
     expect("train cnn " NO_DATA " --threads abc", 2, "--threads: 'abc' is not an integer");
     expect("train cnn " NO_DATA " --max-steps -5", 2, "--max-steps: -5 is out of range");
