@@ -257,7 +257,7 @@ void em_module_free(em_module *m)
     free(m);
 }
 
-/* Frees m on a failed append unless it is part of a tree, which owns it. */
+/* Frees m (on a failed append) unless it is part of a tree, which owns it; returns NULL. */
 static em_module *free_unowned(em_module *m)
 {
     if (m && !m->parent)
@@ -274,8 +274,7 @@ em_module *em_module_append_numbered(em_module *m, const em_module_type *type, e
         else
             em_set_error(EM_ERR_ARG, "%s: module is a %s, not a %s", fn, m->type->type_name,
                          type->type_name);
-        if (child && !child->parent)
-            em_module_free(child);
+        free_unowned(child);
         return free_unowned(m);
     }
     char name[24];
