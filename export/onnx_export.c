@@ -226,6 +226,10 @@ static em_status export_conv(exporter *e, const em_module *m, const char *layer)
     em_conv2d_layer_config(m, &o);
     const em_tensor *w = m->params[0].value, *b = m->n_params > 1 ? m->params[1].value : NULL;
     int64_t c_out = w->shape[0], per = em_numel(w) / c_out;
+    if (bn && em_numel(bn->params[0].value) != c_out)
+        return em_set_error(EM_ERR_ARG, "em_onnx_export: layer '%s': the BatchNorm2d after it has "
+                            "%lld channels, its Conv2d %lld outputs", layer,
+                            (long long)em_numel(bn->params[0].value), (long long)c_out);
     float *wv = em_host_f32(w, "em_onnx_export");
     float *bv = calloc((size_t)c_out, sizeof *bv);
     float *g = NULL, *beta = NULL, *mean = NULL, *var = NULL;

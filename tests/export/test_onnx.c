@@ -303,3 +303,21 @@ Test(onnx, trees_at_the_depth_limit)
     em_module_free(m);
     check_export(nested_linear(90), EM_SHAPE(1, 3), NULL); /* names of 179 bytes */
 }
+
+/* A BatchNorm2d after a Conv2d with another channel count is not folded into it (the fold read
+ * past the norm's statistics; found by fuzz_onnx_export): an error naming the layer. */
+Test(onnx, batchnorm_of_other_channels_is_not_folded)
+{
+    em_module *m = em_sequential(2, em_conv2d_layer(1, 4, 3, (em_conv2d_layer_opts){0}),
+                                 em_batch_norm2d_layer(3, 0, 0));
+    em_tensor *x = em_zeros(EM_SHAPE(2, 1, 5, 5), EM_F32);
+    const char *path = "/tmp/ember_onnx_bad_fold.onnx";
+    unlink(path);
+    cr_assert_eq(em_onnx_export(m, x, path, (em_onnx_opts){0}), EM_ERR_ARG);
+    cr_expect_str_eq(em_error(), "em_onnx_export: layer '0': the BatchNorm2d after it has 3 "
+                                 "channels, its Conv2d 4 outputs");
+    cr_expect_neq(access(path, F_OK), 0, "no file may be written");
+    em_error_clear();
+    em_release(x);
+    em_module_free(m);
+}
