@@ -244,6 +244,20 @@ Test(onnx, unsupported_layer_is_an_error_and_writes_nothing)
     em_module_free(m);
 }
 
+/* Exporting m on a zero example of that shape to path fails with status and a message holding
+ * says, and no file is left at path. */
+static void expect_refused(em_module *m, em_shape example, const char *path, em_status status,
+                           const char *says)
+{
+    em_tensor *x = em_zeros(example, EM_F32);
+    unlink(path);
+    cr_assert_eq(em_onnx_export(m, x, path, (em_onnx_opts){0}), status, "%s", em_error());
+    cr_expect(strstr(em_error(), says), "%s", em_error());
+    cr_expect_neq(access(path, F_OK), 0, "no file may be written");
+    em_error_clear();
+    em_release(x);
+}
+
 /* NaN or Inf weights are refused unless asked for, naming the tensor; no file is written. */
 Test(onnx, nonfinite_weights_are_refused_unless_allowed)
 {
@@ -251,14 +265,10 @@ Test(onnx, nonfinite_weights_are_refused_unless_allowed)
     float *w = em_data_ptr(m->children[0].module->params[0].value);
     w[3] = NAN;
     w[5] = INFINITY;
-    em_tensor *x = em_zeros(EM_SHAPE(2, 4), EM_F32);
     const char *path = "/tmp/ember_onnx_nonfinite.onnx";
-    unlink(path);
-    cr_assert_eq(em_onnx_export(m, x, path, (em_onnx_opts){0}), EM_ERR_NUMERIC);
-    cr_expect_str_eq(em_error(), "em_onnx_export: '0.weight' holds 2 NaN or Inf values of 8 "
-                                 "(em_onnx_opts.allow_nonfinite writes them)");
-    cr_expect_neq(access(path, F_OK), 0, "no file may be written");
-    em_error_clear();
+    expect_refused(m, EM_SHAPE(2, 4), path, EM_ERR_NUMERIC, "em_onnx_export: '0.weight' holds 2 "
+                   "NaN or Inf values of 8 (em_onnx_opts.allow_nonfinite writes them)");
+    em_tensor *x = em_zeros(EM_SHAPE(2, 4), EM_F32);
     cr_assert_eq(em_onnx_export(m, x, path, (em_onnx_opts){.allow_nonfinite = true}), EM_OK,
                  "%s", em_error());
     cr_expect_eq(access(path, F_OK), 0);
@@ -292,13 +302,7 @@ Test(onnx, trees_at_the_depth_limit)
     for (int i = 0; i < 2; i++)
         cr_expect_eq(em_tensor_hash(a[i].value), em_tensor_hash(b[i].value), "%s", a[i].name);
     unlink(st_path);
-    em_tensor *x = em_zeros(EM_SHAPE(2, 3), EM_F32);
-    unlink(onnx_path);
-    cr_assert_eq(em_onnx_export(m, x, onnx_path, (em_onnx_opts){0}), EM_ERR_ARG);
-    cr_expect(strstr(em_error(), "is longer than 191 bytes"), "%s", em_error());
-    cr_expect_neq(access(onnx_path, F_OK), 0, "no file may be written");
-    em_error_clear();
-    em_release(x);
+    expect_refused(m, EM_SHAPE(2, 3), onnx_path, EM_ERR_ARG, "is longer than 191 bytes");
     em_module_free(back);
     em_module_free(m);
     check_export(nested_linear(90), EM_SHAPE(1, 3), NULL); /* names of 179 bytes */
@@ -310,14 +314,8 @@ Test(onnx, batchnorm_of_other_channels_is_not_folded)
 {
     em_module *m = em_sequential(2, em_conv2d_layer(1, 4, 3, (em_conv2d_layer_opts){0}),
                                  em_batch_norm2d_layer(3, 0, 0));
-    em_tensor *x = em_zeros(EM_SHAPE(2, 1, 5, 5), EM_F32);
-    const char *path = "/tmp/ember_onnx_bad_fold.onnx";
-    unlink(path);
-    cr_assert_eq(em_onnx_export(m, x, path, (em_onnx_opts){0}), EM_ERR_ARG);
-    cr_expect_str_eq(em_error(), "em_onnx_export: layer '0': the BatchNorm2d after it has 3 "
-                                 "channels, its Conv2d 4 outputs");
-    cr_expect_neq(access(path, F_OK), 0, "no file may be written");
-    em_error_clear();
-    em_release(x);
+    expect_refused(m, EM_SHAPE(2, 1, 5, 5), "/tmp/ember_onnx_bad_fold.onnx", EM_ERR_ARG,
+                   "em_onnx_export: layer '0': the BatchNorm2d after it has 3 channels, its "
+                   "Conv2d 4 outputs");
     em_module_free(m);
 }
