@@ -206,8 +206,10 @@ em_module *em_module_add_child(em_module *m, const char *name, em_module *child)
     return child;
 }
 
-void em_module_set_child(em_module *m, int i, em_module *child)
+em_module *em_module_set_child(em_module *m, int i, em_module *child)
 {
+    em_module *old = m->children[i].module;
+    old->parent = NULL;
     m->children[i].module = child;
     child->parent = m;
     for (em_module *a = m; a; a = a->parent) { /* the heights above may fall as well as rise */
@@ -216,6 +218,7 @@ void em_module_set_child(em_module *m, int i, em_module *child)
             if (a->children[k].module->height + 1 > a->height)
                 a->height = a->children[k].module->height + 1;
     }
+    return old;
 }
 
 bool em_module_add_children(em_module *m, int n, const char *const *names, em_module **kids)

@@ -303,8 +303,7 @@ em_status em_quantize_dynamic_(em_module *model, em_quantize_opts o)
             st = em_error_status();
             break;
         }
-        em_module_free(c);
-        em_module_set_child(model, i, q);
+        em_module_free(em_module_set_child(model, i, q));
     }
     em_set_grad_enabled(grad);
     return st;

@@ -400,13 +400,9 @@ static em_status convert(target *t, int n, const em_qparams *qp, em_quant_granul
             em_module_free(id[i]);
             continue;
         }
-        em_module *parent = t[i].parent;
-        em_module_free(parent->children[t[i].index].module);
-        em_module_set_child(parent, t[i].index, q[i]);
-        if (id[i]) {
-            em_module_free(parent->children[t[i].index + 1].module);
-            em_module_set_child(parent, t[i].index + 1, id[i]);
-        }
+        em_module_free(em_module_set_child(t[i].parent, t[i].index, q[i]));
+        if (id[i])
+            em_module_free(em_module_set_child(t[i].parent, t[i].index + 1, id[i]));
     }
     return st;
 }
