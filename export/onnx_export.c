@@ -538,9 +538,9 @@ static em_status export_module(exporter *e, em_module *m, const char *prefix)
         char name[NAME_MAX_LEN];
         if (snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "",
                      m->children[i].name) >= LAYER_MAX_LEN)
-            return em_set_error(EM_ERR_ARG, "em_onnx_export: the name of layer '%s' (in '%.64s"
-                                "...') is longer than %d bytes", m->children[i].name, prefix,
-                                LAYER_MAX_LEN - 1);
+            return em_set_error(EM_ERR_ARG, "em_onnx_export: the dotted name of layer '%s' is "
+                                "longer than %d bytes (a tree too deep, or long names)",
+                                m->children[i].name, LAYER_MAX_LEN - 1);
         em_status st = is_type(c, &em_sequential_type) ? export_module(e, c, name)
                                                        : export_leaf(e, c, folded, name);
         if (st != EM_OK)
