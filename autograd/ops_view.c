@@ -27,7 +27,8 @@ static em_status reshape_backward(em_node *node, const em_tensor *g /* y's shape
     return grad_in[0] ? EM_OK : em_error_status();
 }
 
-/* Resolve one -1 entry against numel; false when the shape cannot hold numel elements. */
+/* Resolve one -1 entry against numel; false when the shape cannot hold numel elements or its
+ * sizes overflow (em_shape_numel, which also bounds the strides). */
 static bool infer_shape(em_shape *s, int64_t numel)
 {
     int infer = -1;
@@ -35,18 +36,15 @@ static bool infer_shape(em_shape *s, int64_t numel)
     for (int d = 0; d < s->ndim; d++) {
         if (s->d[d] == -1 && infer < 0)
             infer = d;
-        else if (s->d[d] < 0)
+        else if (s->d[d] < 0 || !em_size_mul(known, s->d[d], &known))
             return false;
-        else
-            known *= s->d[d];
     }
     if (infer >= 0) {
         if (known == 0 || numel % known != 0)
             return false;
         s->d[infer] = numel / known;
-        return true;
     }
-    return known == numel;
+    return em_shape_numel(s) == numel;
 }
 
 /* Strides that let shape s view t's elements in row-major order without a copy. */

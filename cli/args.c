@@ -48,6 +48,33 @@ static bool out_of_range(const em_cmd_spec *s, const em_opt *o, const char *v)
     return false;
 }
 
+/* The integers an option of a type holding [lo, hi] accepts: its range, rounded inward to
+ * whole numbers, within [lo, hi]. Integers are then compared as integers, in 64 bits, so no
+ * value is rounded through a double on its way to a check. */
+static void int_bounds(const em_opt_range *r, long double lo, long double hi, long double *min,
+                       long double *max)
+{
+    *min = lo;
+    *max = hi;
+    if (!has_range(r))
+        return;
+    long double a = r->open_min ? floorl(r->min) + 1 : ceill(r->min);
+    long double b = r->open_max ? ceill(r->max) - 1 : floorl(r->max);
+    *min = a > lo ? a : lo;
+    *max = b < hi ? b : hi;
+}
+
+/* "ember train: --batch: 4294967297 is out of range (must be in [1, 2147483647])"; false */
+static bool int_out_of_range(const em_cmd_spec *s, const em_opt *o, const char *v,
+                             long double lo, long double hi)
+{
+    long double min, max;
+    int_bounds(&o->range, lo, hi, &min, &max);
+    fprintf(stderr, "%s: --%s: %s is out of range (must be in [%.0Lf, %.0Lf])\n", s->command,
+            o->name, v, min, max);
+    return false;
+}
+
 /* A whole base-10 integer: an optional sign (only where allowed), then digits, nothing else. */
 static bool parse_integer(const em_cmd_spec *s, const em_opt *o, const char *v, bool sign_ok,
                           long long lo, long long hi, long long *out)
@@ -60,14 +87,10 @@ static bool parse_integer(const em_cmd_spec *s, const em_opt *o, const char *v, 
     long long x = strtoll(v, &end, 10);
     if (*end)
         return bad_value(s, o, v, sign_ok ? "an integer" : "a non-negative integer");
-    if (errno == ERANGE || x < lo || x > hi || !in_range(&o->range, (double)x)) {
-        if (!has_range(&o->range))
-            fprintf(stderr, "%s: --%s: %s is out of range (%lld to %lld)\n", s->command, o->name,
-                    v, lo, hi);
-        else
-            out_of_range(s, o, v);
-        return false;
-    }
+    long double min, max;
+    int_bounds(&o->range, lo, hi, &min, &max);
+    if (errno == ERANGE || x < min || x > max)
+        return int_out_of_range(s, o, v, lo, hi);
     *out = x;
     return true;
 }
@@ -83,13 +106,10 @@ static bool parse_unsigned(const em_cmd_spec *s, const em_opt *o, const char *v,
     unsigned long long x = strtoull(v, &end, 10);
     if (*end)
         return bad_value(s, o, v, "a non-negative integer");
-    if (errno == ERANGE || x > hi) {
-        fprintf(stderr, "%s: --%s: %s is out of range (0 to %llu)\n", s->command, o->name, v,
-                hi);
-        return false;
-    }
-    if (!in_range(&o->range, (double)x))
-        return out_of_range(s, o, v);
+    long double min, max;
+    int_bounds(&o->range, 0, hi, &min, &max);
+    if (errno == ERANGE || x < min || x > max)
+        return int_out_of_range(s, o, v, 0, hi);
     *out = x;
     return true;
 }

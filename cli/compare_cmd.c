@@ -2,6 +2,7 @@
  * off and on, in one table of what each really costs and buys, measured side by side; with
  * --report, the same as a page of charts (loss curves, memory and speed against f32). */
 #include <omp.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,9 +186,9 @@ int em_cmd_compare(int argc, char **argv)
     bool tf32 = false;
     const em_opt opts[] = {
         {"steps", EM_OPT_INT64, &steps, "N", "optimizer steps per technique (default 200)",
-         .range = EM_AT_LEAST(1)},
+         .range = EM_RANGE(1, INT_MAX)},
         {"batch", EM_OPT_INT64, &batch, "N", "samples per optimizer step (default: the recipe's)",
-         .range = EM_AT_LEAST(4)},
+         .range = EM_RANGE(4, INT_MAX)},
         {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
         {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
         {"report", EM_OPT_STRING, &report, "FILE.html",

@@ -1,4 +1,4 @@
-/* `ember export RECIPE --load FILE --onnx OUT [--opset N]`: a saved recipe model written as an
+/* `ember export RECIPE --load FILE --onnx OUT [--opset N] [--allow-nonfinite]`: a saved recipe model written as an
  * ONNX file with a dynamic batch axis (Conv+BatchNorm folded), then a JSON summary line. */
 #include <stdio.h>
 #include <sys/stat.h>
@@ -10,10 +10,13 @@ int em_cmd_export(int argc, char **argv)
 {
     const char *recipe = NULL, *load = NULL, *out = NULL;
     int opset = 17;
+    bool allow_nonfinite = false;
     const em_opt opts[] = {
         {"load", EM_OPT_STRING, &load, "FILE", "the model file or checkpoint", .required = true},
         {"onnx", EM_OPT_STRING, &out, "OUT", "where the ONNX file goes", .required = true},
         {"opset", EM_OPT_INT, &opset, "N", "ONNX opset (default 17)", .range = EM_RANGE(17, 23)},
+        {"allow-nonfinite", EM_OPT_FLAG, &allow_nonfinite, NULL,
+         .help = "write NaN or Inf weights (by default they are an error naming the tensor)"},
         {0}};
     const em_cmd_spec spec = {
         .command = "ember export", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
@@ -29,7 +32,8 @@ int em_cmd_export(int argc, char **argv)
                                         : em_zeros(EM_SHAPE(1, 1, 28, 28), EM_F32);
     em_status st = m && example ? em_load_model_any(m, rc, load) : em_error_status();
     if (st == EM_OK)
-        st = em_onnx_export(m, example, out, (em_onnx_opts){.opset = opset});
+        st = em_onnx_export(m, example, out, (em_onnx_opts){.opset = opset,
+                                                         .allow_nonfinite = allow_nonfinite});
     em_release(example);
     em_module_free(m);
     if (st != EM_OK) {

@@ -3,6 +3,7 @@
  * Also the A:B step ranges of `ember train --profile-steps`. */
 #include <errno.h>
 #include <omp.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,7 @@ int em_cmd_profile(int argc, char **argv)
         {"trace", EM_OPT_STRING, &trace, "FILE.json",
          .help = "the Chrome trace (default ember-profile-RECIPE.json)"},
         {"batch", EM_OPT_INT64, &batch, "N", "samples per batch (default: the recipe's)",
-         .range = EM_AT_LEAST(1)},
+         .range = EM_RANGE(1, INT_MAX)},
         {"amp", EM_OPT_CHOICE, &amp, NULL, "mixed precision (f16 adds a grad scaler)",
          .choices = "f16|bf16|off"},
         {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},

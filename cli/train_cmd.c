@@ -1,6 +1,7 @@
 /* `ember train RECIPE` and `ember eval RECIPE`: run a reference recipe, its progress and
  * per-epoch lines on stderr, and print a one-line JSON summary on stdout. */
 #include <omp.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,7 +132,7 @@ static int parse_train_args(int argc, char **argv, train_args *a)
         {"epochs", EM_OPT_INT, &a->o.epochs, "N", "epochs to train (default: the recipe's)",
          .range = EM_AT_LEAST(1)},
         {"batch", EM_OPT_INT64, &a->o.batch, "N", "samples per batch (default: the recipe's)",
-         .range = EM_AT_LEAST(1)},
+         .range = EM_RANGE(1, INT_MAX)},
         {"lr", EM_OPT_REAL, &a->o.lr, "X", "learning rate (default: the recipe's)",
          .range = EM_ABOVE(0)},
         {"optim", EM_OPT_CHOICE, &a->o.optim, NULL, "optimizer (default: the recipe's)",

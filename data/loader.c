@@ -67,7 +67,11 @@ struct em_loader {
 static em_status load_sample(em_loader *dl, worker *w, int64_t idx, void *x, void *y)
 {
     int nt = dl->o.n_transforms;
-    char *cur = nt ? w->scratch : x, *second = w->scratch + (size_t)dl->max_numel * dl->x_size;
+    char *cur = x, *second = NULL; /* without transforms there is no scratch */
+    if (nt) {
+        cur = w->scratch;
+        second = w->scratch + (size_t)dl->max_numel * dl->x_size;
+    }
     em_status st = dl->ds->vt->get(dl->ds, idx, dl->epoch, cur, y);
     em_shape shape = dl->ds->x_shape;
     for (int k = 0; st == EM_OK && k < nt; k++) {

@@ -128,7 +128,8 @@ static em_status start_chunk(mpi_handle *h, char *msg)
     em_dist_work *w = h->w;
     int64_t left = w->count - h->offset;
     h->chunk = left < CHUNK_ELEMS ? left : CHUNK_ELEMS;
-    char *data = (char *)w->data + (size_t)h->offset * em_dtype_size(w->dtype);
+    char *data = w->data ? (char *)w->data + (size_t)h->offset * em_dtype_size(w->dtype)
+                         : NULL; /* a barrier has no data: no offset from NULL */
     MPI_Datatype dt = datatype(w->dtype);
     int n = (int)h->chunk, rc = MPI_SUCCESS;
     switch (w->kind) {

@@ -14,6 +14,8 @@ typedef struct {
     const char *input_name;  /* NULL: "input" */
     const char *output_name; /* NULL: "output" */
     bool fixed_batch;        /* dim 0 as the example's size rather than the symbol "batch" */
+    bool allow_nonfinite;    /* write NaN or Inf weights; by default they are an EM_ERR_NUMERIC
+                                error naming the tensor, and no file is written */
 } em_onnx_opts;
 
 /* Writes model as an ONNX file at path (atomically). example_input (B, ...) f32 is run through

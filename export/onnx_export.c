@@ -11,6 +11,7 @@
 #include "export/onnx.h"
 #include "io/atomic_file.h"
 #include "io/protobuf_internal.h"
+#include "io/utf8.h"
 
 /* onnx.proto field numbers */
 enum { MODEL_IR_VERSION = 1, MODEL_PRODUCER = 2, MODEL_PRODUCER_VERSION = 3, MODEL_GRAPH = 7,
@@ -27,6 +28,8 @@ enum { VALUE_NAME = 1, VALUE_TYPE = 2, TYPE_TENSOR = 1, TTYPE_ELEM = 1, TTYPE_SH
 enum { ONNX_FLOAT = 1, IR_VERSION = 8, DEFAULT_OPSET = 17 };
 
 #define NAME_MAX_LEN 256
+/* A layer's dotted name leaves room in NAME_MAX_LEN for "/<op>_<node number>" and ".<tensor>" */
+#define LAYER_MAX_LEN 192
 
 struct em_onnx_builder {
     em_pb graph;             /* nodes and initializers so far */
@@ -38,6 +41,7 @@ struct em_onnx_builder {
     const em_module *folded; /* the BatchNorm2d folded into the Conv2d being written, or NULL */
     char **names;            /* (n_names) initializer names em_onnx_initializer handed out */
     int n_names;
+    bool allow_nonfinite;    /* em_onnx_opts.allow_nonfinite */
 };
 typedef struct em_onnx_builder exporter;
 
@@ -126,38 +130,54 @@ static void simple_node(exporter *e, const char *op, const char *layer)
     node(e, op, layer, in, 1, NULL, 0);
 }
 
-/* An f32 initializer from host values with the given shape. */
-static void initializer_f32(exporter *e, const char *name, const float *v, em_shape s)
+/* An f32 initializer from host values with the given shape; NaN or Inf among them is an error
+ * naming the tensor unless the caller allowed them. */
+static em_status initializer_f32(exporter *e, const char *name, const float *v, em_shape s)
 {
+    int64_t n = em_shape_numel(&s), bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        bad += !isfinite(v[i]);
+    if (bad && !e->allow_nonfinite)
+        return em_set_error(EM_ERR_NUMERIC, "em_onnx_export: '%s' holds %lld NaN or Inf values "
+                            "of %lld (em_onnx_opts.allow_nonfinite writes them)", name,
+                            (long long)bad, (long long)n);
     em_pb t = {0};
-    int64_t n = 1;
-    for (int i = 0; i < s.ndim; i++) {
+    for (int i = 0; i < s.ndim; i++)
         em_pb_int(&t, TENSOR_DIMS, s.d[i]);
-        n *= s.d[i];
-    }
     em_pb_int(&t, TENSOR_DATA_TYPE, ONNX_FLOAT);
     em_pb_string(&t, TENSOR_NAME, name);
     em_pb_bytes(&t, TENSOR_RAW, v, sizeof *v * (size_t)n); /* little-endian hosts */
     em_pb_message(&e->graph, GRAPH_INITIALIZER, &t);
+    return EM_OK;
+}
+
+/* "<layer>.<local>" (just local for the root) into out; an error when it does not fit. */
+static em_status tensor_name(const char *layer, const char *local, char *out)
+{
+    if (snprintf(out, NAME_MAX_LEN, "%s%s%s", layer, *layer ? "." : "", local) >= NAME_MAX_LEN)
+        return em_set_error(EM_ERR_ARG, "em_onnx_export: the name of tensor '%s' of layer '%s' "
+                            "is longer than %d bytes", local, layer, NAME_MAX_LEN - 1);
+    return EM_OK;
 }
 
 /* An initializer holding tensor t under "<layer>.<local>"; its name goes to out. */
 static em_status initializer(exporter *e, const char *layer, const char *local,
                              const em_tensor *t, char *out)
 {
+    if (tensor_name(layer, local, out) != EM_OK)
+        return EM_ERR_ARG;
     float *v = em_host_f32(t, "em_onnx_export");
     if (!v)
         return em_error_status();
-    snprintf(out, NAME_MAX_LEN, "%s%s%s", layer, *layer ? "." : "", local);
-    initializer_f32(e, out, v, em_shape_of(t));
+    em_status st = initializer_f32(e, out, v, em_shape_of(t));
     free(v);
-    return EM_OK;
+    return st;
 }
 
-/* A one-element constant named "<layer>.<local>". */
+/* A one-element constant named "<layer>.<local>" (finite, and short beside LAYER_MAX_LEN). */
 static void constant(exporter *e, const char *layer, const char *local, float v, char *out)
 {
-    snprintf(out, NAME_MAX_LEN, "%s%s%s", layer, *layer ? "." : "", local);
+    tensor_name(layer, local, out);
     initializer_f32(e, out, &v, EM_SCALAR_SHAPE);
 }
 
@@ -206,6 +226,10 @@ static em_status export_conv(exporter *e, const em_module *m, const char *layer)
     em_conv2d_layer_config(m, &o);
     const em_tensor *w = m->params[0].value, *b = m->n_params > 1 ? m->params[1].value : NULL;
     int64_t c_out = w->shape[0], per = em_numel(w) / c_out;
+    if (bn && em_numel(bn->params[0].value) != c_out)
+        return em_set_error(EM_ERR_ARG, "em_onnx_export: layer '%s': the BatchNorm2d after it has "
+                            "%lld channels, its Conv2d %lld outputs", layer,
+                            (long long)em_numel(bn->params[0].value), (long long)c_out);
     float *wv = em_host_f32(w, "em_onnx_export");
     float *bv = calloc((size_t)c_out, sizeof *bv);
     float *g = NULL, *beta = NULL, *mean = NULL, *var = NULL;
@@ -230,11 +254,13 @@ static em_status export_conv(exporter *e, const em_module *m, const char *layer)
     }
     char wn[NAME_MAX_LEN], bname[NAME_MAX_LEN], out[NAME_MAX_LEN];
     if (st == EM_OK) {
-        snprintf(wn, sizeof wn, "%s%sweight", layer, *layer ? "." : "");
-        snprintf(bname, sizeof bname, "%s%sbias", layer, *layer ? "." : "");
-        initializer_f32(e, wn, wv, em_shape_of(w));
-        if (b || bn)
-            initializer_f32(e, bname, bv, EM_SHAPE(c_out));
+        tensor_name(layer, "weight", wn);
+        tensor_name(layer, "bias", bname);
+        st = initializer_f32(e, wn, wv, em_shape_of(w));
+    }
+    if (st == EM_OK && (b || bn))
+        st = initializer_f32(e, bname, bv, EM_SHAPE(c_out));
+    if (st == EM_OK) {
         next_value(e, out);
         const char *in[] = {e->value, wn, bname};
         em_pb n = node_begin(e, "Conv", layer, in, b || bn ? 3 : 2, out);
@@ -510,7 +536,11 @@ static em_status export_module(exporter *e, em_module *m, const char *prefix)
         em_module *folded = is_type(c, &em_conv2d_type) && is_type(next, &em_batch_norm2d_type)
                                 ? next : NULL;
         char name[NAME_MAX_LEN];
-        snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", m->children[i].name);
+        if (snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "",
+                     m->children[i].name) >= LAYER_MAX_LEN)
+            return em_set_error(EM_ERR_ARG, "em_onnx_export: the dotted name of layer '%s' is "
+                                "longer than %d bytes (a tree too deep, or long names)",
+                                m->children[i].name, LAYER_MAX_LEN - 1);
         em_status st = is_type(c, &em_sequential_type) ? export_module(e, c, name)
                                                        : export_leaf(e, c, folded, name);
         if (st != EM_OK)
@@ -618,9 +648,17 @@ em_status em_onnx_export(em_module *model, const em_tensor *example_input, const
                             em_dtype_name(example_input->dtype), example_input->ndim);
     const char *in_name = o.input_name ? o.input_name : "input";
     const char *out_name = o.output_name ? o.output_name : "output";
+    if (!*in_name || !*out_name || !strcmp(in_name, out_name) ||
+        strlen(in_name) >= LAYER_MAX_LEN || strlen(out_name) >= LAYER_MAX_LEN)
+        return em_set_error(EM_ERR_ARG, "%s: input and output names must differ, and each be 1 "
+                            "to %d bytes", fn, LAYER_MAX_LEN - 1);
+    if (em_utf8_check(fn, "input name", in_name) != EM_OK ||
+        em_utf8_check(fn, "output name", out_name) != EM_OK)
+        return EM_ERR_ARG;
     bool was_training = model->training, grad = em_set_grad_enabled(false);
     em_module_eval(model);
-    exporter e = {.x = em_retain((em_tensor *)example_input)};
+    exporter e = {.x = em_retain((em_tensor *)example_input),
+                  .allow_nonfinite = o.allow_nonfinite};
     snprintf(e.value, sizeof e.value, "%s", in_name);
     em_status st = export_module(&e, model, "");
     if (st == EM_OK) { /* the last value renamed to the graph's output */

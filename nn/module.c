@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/utf8.h"
 #include "nn/nn_internal.h"
 #include "tensor/core_internal.h"
 #include "observe/profiler_internal.h"
@@ -87,6 +88,8 @@ static bool check_add(const em_module *m, const char *name, const char *fn)
         em_set_error(EM_ERR_ARG, "%s: name \"%s\" must not contain '.'", fn, name);
         return false;
     }
+    if (em_utf8_check(fn, "name", name) != EM_OK) /* names go into files: state dicts, ONNX */
+        return false;
     if (name_taken(m, name)) {
         em_set_error(EM_ERR_ARG, "%s: name \"%s\" is already used in this %s", fn, name,
                      m->type->type_name);
@@ -139,12 +142,51 @@ em_tensor *em_module_add_buffer(em_module *m, const char *name, em_tensor *value
     return add_tensor(m, &m->buffers, &m->n_buffers, name, value, "em_module_add_buffer");
 }
 
+/* Raises the heights above m to what a child of height child_height under it needs. */
+static void raise_heights(em_module *m, int child_height)
+{
+    for (int h = child_height + 1; m && m->height < h; m = m->parent, h++)
+        m->height = h;
+}
+
+/* Whether a is m or one of m's ancestors (the walk up is bounded by EM_MODULE_MAX_DEPTH). */
+static bool is_ancestor(const em_module *a, const em_module *m)
+{
+    for (; m; m = m->parent)
+        if (m == a)
+            return true;
+    return false;
+}
+
+/* Checks that child may go under m: in no tree yet, not m or its ancestor, and the tree no
+ * deeper than EM_MODULE_MAX_DEPTH after. */
+static bool check_child(const em_module *m, const em_module *child, const char *name)
+{
+    static const char *fn = "em_module_add_child";
+    bool cycle = is_ancestor(child, m);
+    if (cycle || child->parent) {
+        em_set_error(EM_ERR_ARG, "%s: \"%s\" is %s", fn, name,
+                     cycle ? "the module itself or its ancestor" : "already a child of a module");
+        return false;
+    }
+    int depth = 2 + child->height; /* modules from the root down to child's deepest leaf */
+    for (const em_module *a = m->parent; a; a = a->parent)
+        depth++;
+    if (depth > EM_MODULE_MAX_DEPTH) {
+        em_set_error(EM_ERR_ARG, "%s: \"%s\" would make the tree %d modules deep; at most %d "
+                     "(EM_MODULE_MAX_DEPTH)", fn, name, depth, EM_MODULE_MAX_DEPTH);
+        return false;
+    }
+    return true;
+}
+
 em_module *em_module_add_child(em_module *m, const char *name, em_module *child)
 {
     if (!em_present(child, "em_module_add_child", "child"))
         return NULL;
-    if (!check_add(m, name, "em_module_add_child")) {
-        em_module_free(child);
+    if (!check_add(m, name, "em_module_add_child") || !check_child(m, child, name)) {
+        if (!child->parent && !is_ancestor(child, m)) /* a module in a tree is the tree's */
+            em_module_free(child);
         return NULL;
     }
     em_named_module *grown = realloc(m->children, (size_t)(m->n_children + 1) * sizeof *grown);
@@ -159,7 +201,24 @@ em_module *em_module_add_child(em_module *m, const char *name, em_module *child)
     }
     m->children = grown;
     m->children[m->n_children++] = (em_named_module){.name = copy, .module = child};
+    child->parent = m;
+    raise_heights(m, child->height);
     return child;
+}
+
+em_module *em_module_set_child(em_module *m, int i, em_module *child)
+{
+    em_module *old = m->children[i].module;
+    old->parent = NULL;
+    m->children[i].module = child;
+    child->parent = m;
+    for (em_module *a = m; a; a = a->parent) { /* the heights above may fall as well as rise */
+        a->height = 0;
+        for (int k = 0; k < a->n_children; k++)
+            if (a->children[k].module->height + 1 > a->height)
+                a->height = a->children[k].module->height + 1;
+    }
+    return old;
 }
 
 bool em_module_add_children(em_module *m, int n, const char *const *names, em_module **kids)
@@ -201,29 +260,29 @@ void em_module_free(em_module *m)
     free(m);
 }
 
+/* Frees m (on a failed append) unless it is part of a tree, which owns it; returns NULL. */
+static em_module *free_unowned(em_module *m)
+{
+    if (m && !m->parent)
+        em_module_free(m);
+    return NULL;
+}
+
 em_module *em_module_append_numbered(em_module *m, const em_module_type *type, em_module *child,
                                      const char *fn)
 {
-    if (!m || !child) {
-        em_set_error(EM_ERR_ARG, "%s: %s is NULL", fn, m ? "module" : type->type_name);
-        em_module_free(m);
-        em_module_free(child);
-        return NULL;
-    }
-    if (m->type != type) {
-        em_set_error(EM_ERR_ARG, "%s: module is a %s, not a %s", fn, m->type->type_name,
-                     type->type_name);
-        em_module_free(m);
-        em_module_free(child);
-        return NULL;
+    if (!m || !child || m->type != type) {
+        if (!m || !child)
+            em_set_error(EM_ERR_ARG, "%s: %s is NULL", fn, m ? "module" : type->type_name);
+        else
+            em_set_error(EM_ERR_ARG, "%s: module is a %s, not a %s", fn, m->type->type_name,
+                         type->type_name);
+        free_unowned(child);
+        return free_unowned(m);
     }
     char name[24];
     snprintf(name, sizeof name, "%d", m->n_children);
-    if (!em_module_add_child(m, name, child)) {
-        em_module_free(m);
-        return NULL;
-    }
-    return m;
+    return em_module_add_child(m, name, child) ? m : free_unowned(m);
 }
 
 em_module *em_module_numbered(const em_module_type *type, int n, va_list ap, const char *fn)

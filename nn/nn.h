@@ -50,12 +50,22 @@ struct em_module {
     em_named_module *children;
     struct em_name_table *names; /* nn/'s own (nn/module.c): the dotted names traversals hand
                                     out, freed with the module; NULL until the first one */
+    em_module *parent; /* nn/'s own: the module this one is a child of, NULL for a root */
+    int height;        /* nn/'s own: levels of modules below this one (0 for a leaf) */
 };
+
+/* The deepest module tree ember builds: a root and its chain of descendants hold at most this
+ * many modules. Every walk of a tree (forward, parameters and state dicts, summaries, export)
+ * recurses once per level, so em_module_add_child refuses a child that would make the tree
+ * deeper, naming this limit. */
+#define EM_MODULE_MAX_DEPTH 1000
 
 void em_module_init(em_module *m, const em_module_type *type);
 /* take ownership of value (made a grad-requiring leaf); returns value, or NULL on error */
 em_tensor *em_module_add_param(em_module *m, const char *name, em_tensor *value);
 em_tensor *em_module_add_buffer(em_module *m, const char *name, em_tensor *value);
+/* takes ownership of child (freed on error): a module not yet in any tree, not m itself nor
+ * one of m's ancestors, and not making the tree deeper than EM_MODULE_MAX_DEPTH */
 em_module *em_module_add_child(em_module *m, const char *name, em_module *child);
 void em_module_free(em_module *m); /* the module, its children and tensors; NULL fine */
 

@@ -24,6 +24,10 @@ em_tensor *em_linear_relu_forward(em_module *m, const em_tensor *x);
  * NULL with an error when memory runs out. */
 em_module *em_module_alloc(size_t size, const em_module_type *type);
 
+/* Puts child (a module in no tree) in m's slot i and returns the module that was there, now in
+ * no tree, for the caller to free: quantizing and pruning swap a layer for a new one this way. */
+em_module *em_module_set_child(em_module *m, int i, em_module *child);
+
 /* Adds child under the next number ("0", "1", ...: its count of children), as Sequential and
  * ModuleList do; when m is NULL or not of type, or child is NULL, frees both with an error naming
  * fn and returns NULL; else returns m. */

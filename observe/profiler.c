@@ -9,6 +9,7 @@
 
 #include "backend/backend_internal.h"
 #include "io/atomic_file.h"
+#include "io/utf8.h"
 #include "observe/profiler_internal.h"
 
 #define CHUNK_EVENTS 1024
@@ -405,6 +406,8 @@ em_status em_profile_range_push(const char *name)
 {
     if (!name || !*name)
         return em_set_error(EM_ERR_ARG, "em_profile_range_push: the range needs a name");
+    if (em_utf8_check("em_profile_range_push", "range name", name) != EM_OK)
+        return EM_ERR_ARG; /* the trace is JSON, which holds only UTF-8 */
     char *copy = strdup(name);
     if (!copy)
         return em_set_error(EM_ERR_MEMORY, "em_profile_range_push: out of memory");

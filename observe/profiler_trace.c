@@ -5,8 +5,10 @@
  * written as it is made, so a long run's trace is never held whole in memory. */
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "io/json_internal.h"
+#include "io/utf8.h"
 #include "observe/profiler_internal.h"
 
 enum { TRACK_RANGES = EM_PHASE_COUNT, TRACK_STEPS, TRACKS_PER_THREAD = 8 };
@@ -24,6 +26,13 @@ static const char *category(const em_prof_event *e)
 {
     static const char *names[] = {"op", "backward_node", "module", "region", "range", "step"};
     return e->kind <= EM_PROF_STEP ? names[e->kind] : "?";
+}
+
+/* s as a JSON string, cut before its first byte that is not UTF-8: a name that a fixed-size
+ * buffer split mid-character loses that character, not the trace. */
+static json_t *text(const char *s)
+{
+    return json_stringn(s, em_utf8_valid_len(s, strlen(s)));
 }
 
 /* Writes obj (a new reference, freed here) as the next element of the event list; false when
@@ -61,7 +70,8 @@ static bool write_track_names(const em_prof_run *run, FILE *f)
                 const char *who = thread < run->n_threads && run->thread_names[thread]
                                       ? run->thread_names[thread] : "thread";
                 snprintf(name, sizeof name, "%s: %s", who, tracks[t]);
-                ok = put(f, metadata("thread_name", tid, json_pack("{s:s}", "name", name))) &&
+                ok = put(f, metadata("thread_name", tid,
+                                     json_pack("{s:o}", "name", text(name)))) &&
                      put(f, metadata("thread_sort_index", tid,
                                      json_pack("{s:i}", "sort_index", tid)));
                 used[t] = false;
@@ -97,7 +107,7 @@ static json_t *event_args(const em_prof_event *e)
     if (e->gpu_ms > 0)
         rc |= em_json_set_real(args, "gpu_ms", e->gpu_ms, 6);
     if (e->kind == EM_PROF_NODE && e->detail)
-        rc |= json_object_set_new(args, "module", json_string(e->detail));
+        rc |= json_object_set_new(args, "module", text(e->detail));
     if (rc) {
         json_decref(args);
         return NULL;
@@ -117,9 +127,9 @@ static json_t *event_json(const em_prof_event *e)
         snprintf(name, sizeof name, "step %" PRId64, e->arg);
     else
         snprintf(name, sizeof name, "%s", e->name ? e->name : "?");
-    json_t *ev = json_pack("{s:s, s:i, s:i, s:s, s:s}", "ph", "X", "pid", 1, "tid",
-                           e->thread * TRACKS_PER_THREAD + track_of(e), "name", name, "cat",
-                           category(e));
+    json_t *ev = json_pack("{s:s, s:i, s:i, s:o, s:s}", "ph", "X", "pid", 1, "tid",
+                           e->thread * TRACKS_PER_THREAD + track_of(e), "name", text(name),
+                           "cat", category(e));
     json_t *args = event_args(e);
     if (!ev || !args) {
         json_decref(ev);

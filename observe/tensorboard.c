@@ -15,6 +15,7 @@
 #include "io/protobuf_internal.h"
 #include "observe/tensorboard.h"
 #include "io/tfrecord_internal.h"
+#include "io/utf8.h"
 
 #define DEFAULT_BINS 30
 
@@ -157,7 +158,8 @@ static bool check(const em_tb_writer *w, const char *tag, const char *fn)
         em_set_error(EM_ERR_ARG, "%s: %s", fn, w ? "empty tag" : "NULL writer");
         return false;
     }
-    return true;
+    /* TensorBoard's reader stops at the first record whose tag is not UTF-8 */
+    return em_utf8_check(fn, "tag", tag) == EM_OK;
 }
 
 em_status em_tb_add_scalar(em_tb_writer *w, const char *tag, double value, int64_t step)

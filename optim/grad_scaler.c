@@ -344,6 +344,8 @@ em_status em_scaler_load_state(em_grad_scaler *s, const em_param_ref *in, int n)
     double scale = em_item(src[0]);
     if (!(scale > 0) || !isfinite(scale))
         return em_set_error(EM_ERR_ARG, "%s: scale must be finite and > 0, got %g", fn, scale);
+    if (em_optim_check_count(fn, names[1], em_item(src[1])) != EM_OK)
+        return EM_ERR_ARG;
     em_status st = em_copy_(mine[0], src[0]);
     return st == EM_OK ? em_copy_(mine[1], src[1]) : st;
 }

@@ -84,6 +84,11 @@ char *em_optim_settings(const em_optim *o);
 int em_optim_state(const em_optim *o, em_param_ref *out, int max);
 em_status em_optim_load_state(em_optim *o, const em_param_ref *in, int n);
 
+/* The largest step or event count that loading state (an optimizer's, a scheduler's, a grad
+ * scaler's) or em_scheduler_set_last_step accepts: 2^53, where f64 still counts in ones and an
+ * int64 can still be incremented. Counts must be whole numbers in [0, EM_MAX_STEP_COUNT]. */
+#define EM_MAX_STEP_COUNT ((int64_t)1 << 53)
+
 /* ---- learning-rate schedulers: em_scheduler_step once per step (or epoch, as the user
  * chooses); they set every group's lr from its base lr ----
  * A scheduler borrows o (o must outlive it). The base lr of a group is its lr when the
@@ -141,11 +146,13 @@ void em_scheduler_step(em_scheduler *s);
 em_status em_scheduler_step_metric(em_scheduler *s, double metric);
 bool em_scheduler_wants_metric(const em_scheduler *s); /* true for a plateau scheduler */
 int64_t em_scheduler_last_step(const em_scheduler *s);
-em_status em_scheduler_set_last_step(em_scheduler *s, int64_t step); /* for resume */
+/* For resume: step in [0, EM_MAX_STEP_COUNT] (one-cycle: at most total_steps). */
+em_status em_scheduler_set_last_step(em_scheduler *s, int64_t step);
 /* State beyond the step, as named live tensors for a checkpoint: a plateau scheduler's "best"
  * (f64 0-d), "num_bad_epochs" and "cooldown_counter" (i64 0-d); none for the closed-form kinds.
  * Returns the count and writes up to max entries. Loading copies them in by name, needing each
- * once with a 0-d shape, and changes nothing on a mismatch. */
+ * once with a 0-d shape, the counters whole numbers in [0, EM_MAX_STEP_COUNT] and best not NaN,
+ * and changes nothing on a mismatch. */
 int em_scheduler_state(const em_scheduler *s, em_param_ref *out, int max);
 em_status em_scheduler_load_state(em_scheduler *s, const em_param_ref *in, int n);
 void em_scheduler_free(em_scheduler *s);

@@ -57,6 +57,9 @@ em_optim *em_optim_new(const em_optim_rule *rule, double lr, double weight_decay
 /* Puts m's parameters in group 0 (nothing when m is NULL); returns o, or frees o and returns
  * NULL on error. For the constructors. */
 em_optim *em_optim_init_module(em_optim *o, em_module *m, const char *fn);
+/* EM_OK when v, the count `name` in state that fn loads, is a whole number in
+ * [0, EM_MAX_STEP_COUNT]; otherwise an EM_ERR_ARG error naming both. */
+em_status em_optim_check_count(const char *fn, const char *name, double v);
 /* A tensor owned by the optimizer even when made inside a scope. */
 em_tensor *em_optim_own(em_tensor *t);
 

@@ -38,9 +38,17 @@ static int find(const em_param_ref *refs, int n, const char *name)
     return -1;
 }
 
+em_status em_optim_check_count(const char *fn, const char *name, double v)
+{
+    if (v >= 0 && v <= (double)EM_MAX_STEP_COUNT && v == floor(v))
+        return EM_OK;
+    return em_set_error(EM_ERR_ARG, "%s: '%s' is %g; a step count is a whole number in "
+                        "[0, 2^53]", fn, name, v);
+}
+
 /* Counters and learning rates read from a file must be values training can go on from: a step
- * count is a whole number in [0, 2^53] (so it converts to int64 and can still be incremented), a
- * learning rate is finite. Moment buffers are left as they are. */
+ * count passes em_optim_check_count, a learning rate is finite. Moment buffers are left as they
+ * are. */
 static em_status check_scalar(const em_optim *o, const em_param_ref *mine, const em_tensor *src)
 {
     static const char *fn = "em_optim_load_state";
@@ -52,9 +60,8 @@ static em_status check_scalar(const em_optim *o, const em_param_ref *mine, const
     if (!is_step && !is_lr)
         return EM_OK;
     double v = em_item(src);
-    if (is_step && !(v >= 0 && v <= 9007199254740992.0 && v == floor(v)))
-        return em_set_error(EM_ERR_ARG, "%s: '%s' is %g; a step count is a whole number in "
-                            "[0, 2^53]", fn, mine->name, v);
+    if (is_step)
+        return em_optim_check_count(fn, mine->name, v);
     if (is_lr && !isfinite(v))
         return em_set_error(EM_ERR_ARG, "%s: '%s' is %g; a learning rate must be finite", fn,
                             mine->name, v);

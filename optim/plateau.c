@@ -129,6 +129,12 @@ em_status em_scheduler_load_state(em_scheduler *s, const em_param_ref *in, int n
                                 "repeated or not 0-d", in[i].name ? in[i].name : "(null)");
         found[k] = in[i].value;
     }
+    if (n_own && isnan(em_item(found[0])))
+        return em_set_error(EM_ERR_ARG, "em_scheduler_load_state: 'best' is NaN");
+    for (int k = 1; k < n_own; k++)
+        if (em_optim_check_count("em_scheduler_load_state", own[k].name, em_item(found[k])) !=
+            EM_OK)
+            return EM_ERR_ARG;
     for (int k = 0; k < n_own; k++)
         em_copy_(own[k].value, found[k]);
     return EM_OK;

@@ -201,9 +201,9 @@ em_scheduler *em_one_cycle_lr(em_optim *o, em_one_cycle_opts c)
 
 em_status em_scheduler_set_last_step(em_scheduler *s, int64_t step)
 {
-    if (!s || step < 0)
+    if (!s || step < 0 || step > EM_MAX_STEP_COUNT)
         return em_set_error(EM_ERR_ARG, "em_scheduler_set_last_step: NULL scheduler or step "
-                            "< 0 (%lld)", (long long)step);
+                            "(%lld) outside [0, 2^53]", (long long)step);
     if (s->kind == SCHED_ONE_CYCLE && step > s->one_cycle.total_steps)
         return em_set_error(EM_ERR_STATE, "em_scheduler_set_last_step: step %lld is past the "
                             "one-cycle schedule's total_steps (%lld)", (long long)step,

@@ -200,10 +200,8 @@ static int64_t shrink_pair(em_module *seq, int i, int j)
         if (n2) {
             n1->training = m1->training;
             n2->training = m2->training;
-            em_module_free(m1);
-            em_module_free(m2);
-            seq->children[i].module = n1;
-            seq->children[j].module = n2;
+            em_module_free(em_module_set_child(seq, i, n1));
+            em_module_free(em_module_set_child(seq, j, n2));
             removed = h - kept;
         } else if (kept == h) {
             removed = 0;
@@ -295,8 +293,8 @@ static em_status prepare(em_module *m, const em_safetensors *st, const char *pre
             if (!n)
                 return em_error_status();
             n->training = c->training;
-            em_module_free(c);
-            m->children[i].module = c = n;
+            em_module_free(em_module_set_child(m, i, n));
+            c = n;
         }
         em_status s = prepare(c, st, p);
         if (s != EM_OK)

@@ -304,8 +304,7 @@ em_status em_quantize_dynamic_(em_module *model, em_quantize_opts o)
             st = em_error_status();
             break;
         }
-        em_module_free(c);
-        model->children[i].module = q;
+        em_module_free(em_module_set_child(model, i, q));
     }
     em_set_grad_enabled(grad);
     return st;

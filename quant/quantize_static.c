@@ -417,13 +417,9 @@ static em_status convert(target *t, int n, const em_qparams *qp, em_quant_granul
             em_module_free(id[i]);
             continue;
         }
-        em_named_module *slot = &t[i].parent->children[t[i].index];
-        em_module_free(slot->module);
-        slot->module = q[i];
-        if (id[i]) {
-            em_module_free(slot[1].module);
-            slot[1].module = id[i];
-        }
+        em_module_free(em_module_set_child(t[i].parent, t[i].index, q[i]));
+        if (id[i])
+            em_module_free(em_module_set_child(t[i].parent, t[i].index + 1, id[i]));
     }
     return st;
 }

@@ -145,10 +145,14 @@ static em_status start_run(const em_train_opts *o, em_train_result *res, run *r,
     r->train = em_char_windows_dataset(r->text.ids, r->text.n_train, c.block_size, 1);
     r->val = val_windows(&r->text, c.block_size);
     int accum = o->tech.grad_accum > 1 ? o->tech.grad_accum : 1;
+    int64_t samples;
+    if (!em_size_mul(steps, accum, &samples) || !em_size_mul(samples, res->batch, &samples))
+        return em_set_error(EM_ERR_ARG, "gpt: %lld steps of %d micro-batches of %d samples is "
+                            "more samples than fit 64 bits", (long long)steps, accum, res->batch);
     r->sampler = r->train ? em_random_sampler(em_dataset_len(r->train),
                                               (em_random_sampler_opts){
                                                   .replacement = true,
-                                                  .num_samples = steps * accum * res->batch})
+                                                  .num_samples = samples})
                           : NULL;
     r->loader = r->sampler ? em_loader_new(r->train, (em_loader_opts){
                                  .batch_size = res->batch, .sampler = r->sampler,

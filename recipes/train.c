@@ -1,5 +1,6 @@
 /* A recipe's run: Fashion-MNIST through a threaded loader into em_trainer (train/), with the
  * recipe's optimizer and schedule, a checkpoint after each epoch, then test accuracy. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -285,6 +286,9 @@ static void fill_result(const em_train_opts *o, const run *r, em_train_result *r
 em_status em_recipe_train(const em_train_opts *o, em_train_result *res)
 {
     const em_recipe *rc = o->recipe;
+    if (o->batch < 0 || o->batch > INT_MAX) /* the result's batch is an int */
+        return em_set_error(EM_ERR_ARG, "em_recipe_train: batch %lld is outside [1, %d] (0: the "
+                            "recipe's)", (long long)o->batch, INT_MAX);
     if (rc->train)
         return rc->train(o, res);
     double t_start = now_s();

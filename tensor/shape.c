@@ -15,9 +15,10 @@ bool em_size_mul(int64_t a, int64_t b, int64_t *out)
 
 int64_t em_shape_numel(const em_shape *s)
 {
-    int64_t n = 1;
+    int64_t n = 1, extent = 1; /* extent: the nonzero dims' product, the outermost stride's reach */
     for (int i = 0; i < s->ndim; i++)
-        if (!em_size_mul(n, s->d[i], &n))
+        if (!em_size_mul(n, s->d[i], &n) ||
+            !em_size_mul(extent, s->d[i] ? s->d[i] : 1, &extent))
             return -1;
     return n;
 }

@@ -35,7 +35,8 @@ typedef struct {
                 .d = {__VA_ARGS__}})
 #define EM_SCALAR_SHAPE ((em_shape){.ndim = 0})
 #endif
-/* the product of the dims (1 for ()); -1 when a dim is negative or the product overflows */
+/* the product of the dims (1 for ()); -1 when a dim is negative or the product of the nonzero
+ * dims overflows (they give the strides, so [0, 2^62, 2^62] is refused too) */
 int64_t em_shape_numel(const em_shape *s);
 /* a * b for sizes (element or byte counts): false when either is negative or the product does
  * not fit both int64_t and size_t. Every size product in ember goes through it. */

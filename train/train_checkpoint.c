@@ -307,6 +307,9 @@ static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
         st = meta_int(f, path, "ember.rng_seed", &seed);
     if (st == EM_OK)
         st = meta_int(f, path, "ember.rng_offset", &offset);
+    if (st == EM_OK && s->scheduler && (int64_t)sched_step > EM_MAX_STEP_COUNT)
+        st = em_set_error(EM_ERR_IO, "em_train_checkpoint_load: %s: scheduler step %lld is past "
+                          "2^53", path, (long long)sched_step);
     em_loader_pos pos = {0};
     if (st == EM_OK && s->loader)
         st = check_loader(f, path, s->loader, &pos);

@@ -249,9 +249,13 @@ Test(autocast, outside_a_region_nothing_changes)
 static em_module *small_mlp(void)
 {
     em_manual_seed(11);
-    return em_sequential(5, em_linear_layer(20, 32, true), em_relu_layer(),
-                         em_linear_layer(32, 32, true), em_gelu_layer(false),
-                         em_linear_layer(32, 5, true));
+    /* made one at a time, the last first: an argument list has no order of evaluation (GCC
+     * goes right to left, clang left to right), and these are the weights the tolerances below
+     * were set on */
+    em_module *out = em_linear_layer(32, 5, true);
+    em_module *hidden = em_linear_layer(32, 32, true);
+    em_module *in = em_linear_layer(20, 32, true);
+    return em_sequential(5, in, em_relu_layer(), hidden, em_gelu_layer(false), out);
 }
 
 static void mlp_grads(em_module *net, em_dtype low, const em_tensor *x, const em_tensor *y,

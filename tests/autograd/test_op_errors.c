@@ -46,6 +46,21 @@ Test(op_errors, broadcast_and_shape_messages)
     cr_expect_null(em_reshape(a, EM_SHAPE(4, 2)));
     cr_expect_str_eq(em_error(), "em_reshape: cannot reshape [2,3] to [4,2]");
     em_error_clear();
+    em_tensor *empty = em_zeros(EM_SHAPE(0), EM_F32);
+    const int64_t big = (int64_t)1 << 62;
+    cr_expect_null(em_reshape(empty, EM_SHAPE(0, big, big)));
+    cr_expect_str_eq(em_error(), "em_reshape: cannot reshape [0] to [0,4611686018427387904,"
+                                 "4611686018427387904]");
+    em_error_clear();
+    cr_expect_null(em_reshape(empty, EM_SHAPE(big, big, -1)));
+    cr_expect_str_eq(em_error(), "em_reshape: cannot reshape [0] to [4611686018427387904,"
+                                 "4611686018427387904,-1]");
+    em_error_clear();
+    em_tensor *ok = em_reshape(empty, EM_SHAPE(big, 0));
+    cr_expect_not_null(ok, "%s", em_error());
+    em_error_clear();
+    em_release(ok);
+    em_release(empty);
     cr_expect_null(em_view(em_transpose(a, 0, 1), EM_SHAPE(6)));
     cr_expect_str_eq(em_error(),
                      "em_view: [3,2] cannot be viewed as [6] without a copy (use em_reshape)");

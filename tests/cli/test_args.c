@@ -2,6 +2,7 @@
  * numbers only, ranges, word lists, required options and operands, --help and --version. */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <limits.h>
 #include <stdint.h>
 
 #include "cli/args.h"
@@ -151,4 +152,33 @@ Test(args, help_and_version_print_on_stdout_and_exit_0)
              "  -h, --help                       show this help and exit\n"
              "  --version                        show ember's version and exit\n", EMBER_VERSION);
     cr_assert_stdout_eq_str(expect);
+}
+
+/* Integer ranges are compared in 64 bits: 2^53 + 1, which a double rounds down into the range
+ * [1, 2^53], is out of it; the message gives the bounds as integers. */
+Test(args, integer_ranges_are_exact_in_64_bits)
+{
+    cr_redirect_stderr();
+    int64_t count = 0;
+    const em_opt opts[] = {
+        {"count", EM_OPT_INT64, &count, "N", "count", .range = EM_RANGE(1, 9007199254740992.0)},
+        {"batch", EM_OPT_INT64, &count, "N", "batch", .range = EM_RANGE(1, INT_MAX)},
+        {"open", EM_OPT_INT64, &count, "N", "open", .range = EM_ABOVE(0.5)},
+        {0}};
+    const em_cmd_spec spec = {.command = "ember test", .opts = opts};
+    char *ok[] = {"test", "--count", "9007199254740992"};
+    cr_assert_eq(em_args_parse(&spec, 3, ok), EM_ARGS_RUN);
+    cr_assert_eq(count, 9007199254740992);
+    char *over[] = {"test", "--count", "9007199254740993"};
+    cr_assert_eq(em_args_parse(&spec, 3, over), 2);
+    char *wraps[] = {"test", "--batch", "4294967297"};
+    cr_assert_eq(em_args_parse(&spec, 3, wraps), 2);
+    char *open[] = {"test", "--open", "0"};
+    cr_assert_eq(em_args_parse(&spec, 3, open), 2);
+    cr_assert_eq(count, 9007199254740992, "a refused value changes nothing");
+    fflush(stderr);
+    cr_assert_stderr_eq_str(
+        "ember test: --count: 9007199254740993 is out of range (must be in [1, 9007199254740992])\n"
+        "ember test: --batch: 4294967297 is out of range (must be in [1, 2147483647])\n"
+        "ember test: --open: 0 is out of range (must be in [1, 9223372036854775807])\n");
 }

@@ -157,6 +157,10 @@ Test(cli, bad_values_exit_2_before_loading_data)
     expect("train cnn " NO_DATA " --epochs 1.5", 2, "ember train: --epochs: '1.5' is not an "
                                                     "integer");
     expect("train cnn " NO_DATA " --batch 0", 2, "ember train: --batch: 0 is out of range");
+    expect("train cnn " NO_DATA " --batch 4294967297", 2, "ember train: --batch: 4294967297 is "
+           "out of range (must be in [1, 2147483647])\n"); /* it wrapped to 1 */
+    expect("compare cnn " NO_DATA " --batch 4294967300", 2, "--batch: 4294967300 is out of range");
+    expect("profile cnn " NO_DATA " --batch 4294967297", 2, "--batch: 4294967297 is out of range");
     expect("train cnn " NO_DATA " --grad-accum 0", 2, "--grad-accum: 0 is out of range");
     expect("train cnn " NO_DATA " --threads abc", 2, "--threads: 'abc' is not an integer");
     expect("train cnn " NO_DATA " --max-steps -5", 2, "--max-steps: -5 is out of range");
@@ -597,4 +601,27 @@ Test(cli, openblas_runs_the_widest_kernels_the_cpu_has_unless_the_user_names_a_s
             found = found || strstr(out, wide[k]);
         cr_expect(found, "an AVX2 CPU runs pre-AVX2 OpenBLAS kernels:\n%s", out);
     }
+}
+
+/* `ember export` refuses NaN weights, naming the tensor, and writes them with --allow-nonfinite. */
+Test(cli, export_refuses_nonfinite_weights_unless_allowed)
+{
+    em_module *mlp = em_sequential(5, em_linear_layer(784, 512, true), em_relu_layer(),
+                                   em_linear_layer(512, 256, true), em_relu_layer(),
+                                   em_linear_layer(256, 10, true)); /* the mlp recipe's */
+    cr_assert_not_null(mlp, "%s", em_error());
+    ((float *)em_data_ptr(mlp->children[2].module->params[1].value))[7] = NAN;
+    char model[] = "/tmp/ember_cli_nan_XXXXXX", onnx[64], args[256];
+    close(mkstemp(model));
+    snprintf(onnx, sizeof onnx, "%s.onnx", model);
+    cr_assert_eq(em_module_save(mlp, model, NULL, 0), EM_OK, "%s", em_error());
+    em_module_free(mlp);
+    snprintf(args, sizeof args, "export mlp --load %s --onnx %s", model, onnx);
+    expect(args, 1, "ember export: em_onnx_export: '2.bias' holds 1 NaN or Inf values of 256");
+    cr_expect_neq(access(onnx, F_OK), 0, "no file may be written");
+    snprintf(args, sizeof args, "export mlp --load %s --onnx %s --allow-nonfinite", model, onnx);
+    expect(args, 0, "\"opset\":17");
+    cr_expect_eq(access(onnx, F_OK), 0);
+    unlink(onnx);
+    unlink(model);
 }

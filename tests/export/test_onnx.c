@@ -4,6 +4,7 @@
  * setup venv: onnx.checker and onnxruntime, whose output on a batch of a different size than the
  * export example must match ember's within 1e-5. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -240,5 +241,81 @@ Test(onnx, unsupported_layer_is_an_error_and_writes_nothing)
     cr_assert(strstr(em_error(), "opset >= 17"), "%s", em_error());
     em_error_clear();
     em_release(x);
+    em_module_free(m);
+}
+
+/* Exporting m on a zero example of that shape to path fails with status and a message holding
+ * says, and no file is left at path. */
+static void expect_refused(em_module *m, em_shape example, const char *path, em_status status,
+                           const char *says)
+{
+    em_tensor *x = em_zeros(example, EM_F32);
+    unlink(path);
+    cr_assert_eq(em_onnx_export(m, x, path, (em_onnx_opts){0}), status, "%s", em_error());
+    cr_expect(strstr(em_error(), says), "%s", em_error());
+    cr_expect_neq(access(path, F_OK), 0, "no file may be written");
+    em_error_clear();
+    em_release(x);
+}
+
+/* NaN or Inf weights are refused unless asked for, naming the tensor; no file is written. */
+Test(onnx, nonfinite_weights_are_refused_unless_allowed)
+{
+    em_module *m = em_sequential(2, em_linear_layer(4, 2, true), em_relu_layer());
+    float *w = em_data_ptr(m->children[0].module->params[0].value);
+    w[3] = NAN;
+    w[5] = INFINITY;
+    const char *path = "/tmp/ember_onnx_nonfinite.onnx";
+    expect_refused(m, EM_SHAPE(2, 4), path, EM_ERR_NUMERIC, "em_onnx_export: '0.weight' holds 2 "
+                   "NaN or Inf values of 8 (em_onnx_opts.allow_nonfinite writes them)");
+    em_tensor *x = em_zeros(EM_SHAPE(2, 4), EM_F32);
+    cr_assert_eq(em_onnx_export(m, x, path, (em_onnx_opts){.allow_nonfinite = true}), EM_OK,
+                 "%s", em_error());
+    cr_expect_eq(access(path, F_OK), 0);
+    unlink(path);
+    em_release(x);
+    em_module_free(m);
+}
+
+/* A Linear nested in Sequentials: em_sequential(1, ...) depth - 1 times around it. */
+static em_module *nested_linear(int depth)
+{
+    em_module *m = em_linear_layer(3, 2, true);
+    for (int d = 1; d < depth; d++)
+        m = em_sequential(1, m);
+    cr_assert_not_null(m, "%s", em_error());
+    return m;
+}
+
+/* The deepest tree ember builds saves and loads; its layer names ("0.0.0...", 1,997 bytes) are
+ * too long for ONNX's, a clear error, while a tree whose names fit exports and runs. */
+Test(onnx, trees_at_the_depth_limit)
+{
+    em_module *m = nested_linear(EM_MODULE_MAX_DEPTH);
+    const char *st_path = "/tmp/ember_deep_tree.safetensors", *onnx_path = "/tmp/ember_deep.onnx";
+    cr_assert_eq(em_module_save(m, st_path, NULL, 0), EM_OK, "%s", em_error());
+    em_module *back = nested_linear(EM_MODULE_MAX_DEPTH);
+    cr_assert_eq(em_module_load(back, st_path), EM_OK, "%s", em_error());
+    em_param_ref a[2], b[2];
+    cr_assert_eq(em_module_parameters(m, a, 2), 2);
+    cr_assert_eq(em_module_parameters(back, b, 2), 2);
+    for (int i = 0; i < 2; i++)
+        cr_expect_eq(em_tensor_hash(a[i].value), em_tensor_hash(b[i].value), "%s", a[i].name);
+    unlink(st_path);
+    expect_refused(m, EM_SHAPE(2, 3), onnx_path, EM_ERR_ARG, "is longer than 191 bytes");
+    em_module_free(back);
+    em_module_free(m);
+    check_export(nested_linear(90), EM_SHAPE(1, 3), NULL); /* names of 179 bytes */
+}
+
+/* A BatchNorm2d after a Conv2d with another channel count is not folded into it (the fold read
+ * past the norm's statistics; found by fuzz_onnx_export): an error naming the layer. */
+Test(onnx, batchnorm_of_other_channels_is_not_folded)
+{
+    em_module *m = em_sequential(2, em_conv2d_layer(1, 4, 3, (em_conv2d_layer_opts){0}),
+                                 em_batch_norm2d_layer(3, 0, 0));
+    expect_refused(m, EM_SHAPE(2, 1, 5, 5), "/tmp/ember_onnx_bad_fold.onnx", EM_ERR_ARG,
+                   "em_onnx_export: layer '0': the BatchNorm2d after it has 3 channels, its "
+                   "Conv2d 4 outputs");
     em_module_free(m);
 }

@@ -318,3 +318,102 @@ Test(nn_module, summary_feeds_indices_to_an_embedding)
     free(text);
     em_module_free(net);
 }
+
+/* A Sequential nested 100,000 deep cannot be built: every walk of a tree recurses once per
+ * level, so the tree stops at EM_MODULE_MAX_DEPTH with an error naming the limit, built bottom
+ * up (each nest around the last) or top down (each appended into the deepest). */
+Test(nn_module, nesting_stops_at_the_depth_limit)
+{
+    em_module *m = em_linear_layer(2, 2, true);
+    int depth = 1;
+    for (; depth < 100000; depth++) {
+        em_module *outer = em_sequential(1, m);
+        if (!outer)
+            break;
+        m = outer;
+    }
+    cr_assert_eq(depth, EM_MODULE_MAX_DEPTH, "stopped at %d", depth);
+    cr_expect(strstr(em_error(), "em_module_add_child: \"0\" would make the tree 1001 modules "
+                                 "deep; at most 1000 (EM_MODULE_MAX_DEPTH)"), "%s", em_error());
+    em_error_clear();
+    /* the failed nest freed the tree it was given: m is gone; build a chain top down */
+    em_module *root = em_sequential(0), *deepest = root;
+    for (depth = 1; depth < 100000; depth++) {
+        em_module *next = em_sequential(0);
+        if (!em_sequential_append(deepest, next))
+            break;
+        deepest = next;
+    }
+    cr_assert_eq(depth, EM_MODULE_MAX_DEPTH, "stopped at %d", depth);
+    em_error_clear();
+    em_module_free(root);
+}
+
+/* A module goes into one tree once: adding it a second time, under itself or under one of its
+ * own descendants is an error that leaves every tree as it was. */
+Test(nn_module, a_child_in_a_tree_or_a_cycle_is_refused)
+{
+    em_module *inner = em_sequential(1, em_relu_layer());
+    em_module *outer = em_sequential(1, inner);
+    cr_assert_not_null(outer, "%s", em_error());
+    cr_expect_null(em_module_add_child(inner, "self", inner));
+    cr_expect(strstr(em_error(), "\"self\" is the module itself or its ancestor"), "%s",
+              em_error());
+    em_error_clear();
+    cr_expect_null(em_module_add_child(inner, "loop", outer));
+    cr_expect(strstr(em_error(), "\"loop\" is the module itself or its ancestor"), "%s",
+              em_error());
+    em_error_clear();
+    em_module *other = em_sequential(0);
+    cr_expect_null(em_module_add_child(other, "again", inner));
+    cr_expect(strstr(em_error(), "\"again\" is already a child of a module"), "%s", em_error());
+    em_error_clear();
+    cr_expect_eq(outer->n_children, 1);
+    cr_expect_eq(inner->n_children, 1);
+    cr_expect_eq(other->n_children, 0);
+    em_tensor *x = em_full(EM_SHAPE(1, 2), EM_F32, -1);
+    em_tensor *y = em_forward(outer, x);
+    cr_assert_not_null(y, "%s", em_error());
+    cr_expect_eq(em_item(em_sum(y, NULL, 0, false)), 0);
+    em_release(y);
+    em_release(x);
+    em_module_free(other);
+    em_module_free(outer);
+}
+
+/* A name that is not UTF-8 would reach state dicts, traces and ONNX files: refused. */
+Test(nn_module, a_name_that_is_not_utf8_is_refused)
+{
+    em_module *m = em_sequential(0);
+    cr_expect_null(em_module_add_child(m, "fc\xc0", em_relu_layer()));
+    cr_expect(strstr(em_error(), "em_module_add_child: name \"fc\" is followed by byte 0xc0"),
+              "%s", em_error());
+    em_error_clear();
+    em_module_free(m);
+}
+
+/* A tree at the limit works: forward, named parameters and the summary walk all of it. */
+Test(nn_module, a_tree_at_the_depth_limit_walks)
+{
+    em_module *m = em_linear_layer(2, 3, true);
+    for (int depth = 1; depth < EM_MODULE_MAX_DEPTH; depth++)
+        m = em_sequential(1, m);
+    cr_assert_not_null(m, "%s", em_error());
+    em_tensor *x = em_ones(EM_SHAPE(4, 2), EM_F32);
+    em_tensor *y = em_forward(m, x);
+    cr_assert_not_null(y, "%s", em_error());
+    cr_expect_eq(y->shape[1], 3);
+    em_param_ref p[2];
+    cr_assert_eq(em_module_parameters(m, p, 2), 2);
+    cr_expect_eq(strlen(p[0].name), 2 * (EM_MODULE_MAX_DEPTH - 1) + strlen("weight"));
+    cr_expect_str_eq(p[1].name + 2 * (EM_MODULE_MAX_DEPTH - 1), "bias");
+    cr_expect(em_module_find(m, p[1].name) == p[1].value);
+    em_status st;
+    char *text = summary_of(m, EM_SHAPE(4, 2), &st);
+    cr_expect_eq(st, EM_OK, "%s", em_error());
+    cr_expect(text && strstr(text, "Total params: 9"), "%s", text);
+    free(text);
+    em_release(y);
+    em_release(x);
+    em_module_free(m);
+}

@@ -319,3 +319,35 @@ Test(profiler, nothing_is_recorded_while_off)
     cr_expect_eq(s->n_rows, 0);
 }
 #endif
+
+/* A range name that is not UTF-8 is refused at the push (the trace is JSON, UTF-8 only); a valid
+ * one longer than the trace's name field is cut at a character boundary, and the trace is
+ * written and parses. */
+Test(profiler, range_names_keep_the_trace_utf8)
+{
+    if (em_test_venv_skip())
+        return;
+    char path[] = "/tmp/ember_trace_XXXXXX.json";
+    close(mkstemps(path, 5));
+    cr_assert_eq(em_profiler_start((em_profiler_opts){.trace_path = path}), EM_OK, "%s",
+                 em_error());
+    cr_expect_eq(em_profile_range_push("bad\xc3("), EM_ERR_ARG);
+    cr_expect(strstr(em_error(), "em_profile_range_push: range name \"bad\" is followed by byte "
+                                 "0xc3 at offset 3, which is not UTF-8"), "%s", em_error());
+    em_error_clear();
+    char long_name[2 * 100 + 1] = ""; /* 100 times U+00E9, two bytes each */
+    for (int i = 0; i < 100; i++)
+        strcat(long_name, "\xc3\xa9");
+    cr_assert_eq(em_profile_range_push(long_name), EM_OK, "%s", em_error());
+    cr_assert_eq(em_profile_range_pop(long_name), EM_OK, "%s", em_error());
+    cr_assert_eq(em_profiler_stop(), EM_OK, "%s", em_error());
+    char *out = em_test_venv_output("trace_check.py", path);
+    cr_assert_not_null(out, "the trace checker failed (see above)");
+    char want[256] = "event "; /* the name field holds 159 bytes: 79 whole characters */
+    for (int i = 0; i < 79; i++)
+        strcat(want, "\xc3\xa9");
+    strcat(want, "|main: ranges: 1");
+    cr_expect(strstr(out, want) != NULL, "%s", out);
+    free(out);
+    unlink(path);
+}

@@ -53,6 +53,15 @@ static void make_dir(char *dir)
     cr_assert_not_null(mkdtemp(dir));
 }
 
+/* A writer logging into a new temporary directory, whose name goes to dir. */
+static em_tb_writer *writer_in_new_dir(char *dir)
+{
+    make_dir(dir);
+    em_tb_writer *w = em_tb_new(dir);
+    cr_assert_not_null(w, "%s", em_error());
+    return w;
+}
+
 static void rm_dir(const char *dir)
 {
     char cmd[512];
@@ -169,9 +178,7 @@ Test(tensorboard, a_file_cut_short_reads_up_to_its_last_complete_record)
     if (em_test_venv_skip())
         return;
     char dir[64];
-    make_dir(dir);
-    em_tb_writer *w = em_tb_new(dir);
-    cr_assert_not_null(w, "%s", em_error());
+    em_tb_writer *w = writer_in_new_dir(dir);
     for (int s = 0; s < 10; s++)
         cr_assert_eq(em_tb_add_scalar(w, "loss", loss_at(s), s), EM_OK);
     char path[512], cut[600];
@@ -273,5 +280,34 @@ Test(tensorboard, bad_input_is_a_clear_error_and_writes_nothing)
     em_tb_free(w);
     em_release(t);
     em_release(ints);
+    rm_dir(dir);
+}
+
+/* A tag that is not UTF-8 is refused before anything is written: TensorBoard's reader would stop
+ * at that record and lose every one after it. */
+Test(tensorboard, a_tag_that_is_not_utf8_is_refused_and_the_rest_reads_back)
+{
+    if (em_test_venv_skip())
+        return;
+    char dir[64];
+    em_tb_writer *w = writer_in_new_dir(dir);
+    for (int s = 0; s < 10; s++) {
+        em_status st = em_tb_add_scalar(w, s == 4 ? "loss\xff" : "loss", s * 0.5, s);
+        cr_assert_eq(st, s == 4 ? EM_ERR_ARG : EM_OK, "step %d: %s", s, em_error());
+    }
+    cr_expect(strstr(em_error(), "em_tb_add_scalar: tag \"loss\" is followed by byte 0xff at "
+                                 "offset 4, which is not UTF-8"), "%s", em_error());
+    em_error_clear();
+    char path[512];
+    snprintf(path, sizeof path, "%s", em_tb_path(w));
+    cr_assert_eq(em_tb_free(w), EM_OK);
+    char *out = read_back(path);
+    cr_expect_eq(count_lines(out), 1 + 9, "%s", out);
+    for (int s = 0; s < 10; s++) {
+        char line[64];
+        snprintf(line, sizeof line, "scalar %d loss %.1f\n", s, s * 0.5);
+        cr_expect_eq(strstr(out, line) != NULL, s != 4, "%s in\n%s", line, out);
+    }
+    free(out);
     rm_dir(dir);
 }

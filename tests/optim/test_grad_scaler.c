@@ -307,3 +307,26 @@ Test(grad_scaler, state_goes_through_a_training_checkpoint)
     free_net(n);
     unlink(path);
 }
+
+/* A growth tracker from a file is a count that can still be incremented: INT64_MAX (a damaged
+ * checkpoint) is refused and the scaler left as it was, where the update would overflow. */
+Test(grad_scaler, a_growth_tracker_past_2_53_is_refused)
+{
+    em_grad_scaler *s = em_scaler_new((em_scaler_opts){.growth_interval = 100});
+    em_tensor *scale = em_scalar(1024, EM_F32);
+    em_tensor *tracker = em_full(EM_SCALAR_SHAPE, EM_I64, 0);
+    *(int64_t *)em_data_ptr(tracker) = INT64_MAX;
+    em_param_ref in[2] = {{"scale", scale}, {"growth_tracker", tracker}};
+    cr_assert_eq(em_scaler_load_state(s, in, 2), EM_ERR_ARG);
+    cr_expect(strstr(em_error(), "em_scaler_load_state: 'growth_tracker' is 9.22337e+18; a step "
+                                 "count is a whole number in [0, 2^53]"), "%s", em_error());
+    em_error_clear();
+    cr_expect_eq(em_scaler_get_scale(s), 65536.0);
+    cr_expect_eq(em_scaler_growth_tracker(s), 0);
+    *(int64_t *)em_data_ptr(tracker) = 7;
+    cr_assert_eq(em_scaler_load_state(s, in, 2), EM_OK, "%s", em_error());
+    cr_expect_eq(em_scaler_growth_tracker(s), 7);
+    em_release(scale);
+    em_release(tracker);
+    em_scaler_free(s);
+}

@@ -356,3 +356,60 @@ Test(scheduler, reduce_lr_on_plateau_state_round_trip_and_misuse)
     em_scheduler_free(a);
     free_setup(&s);
 }
+
+/* Steps read back on resume are counts that can still be incremented: past 2^53 (INT64_MAX from
+ * a damaged checkpoint) is refused, and stepping from 2^53 is an error, not an overflow. */
+Test(scheduler, a_step_past_2_53_is_refused)
+{
+    setup s = make_setup();
+    em_scheduler *c = em_cosine_annealing_lr(s.o, 10, 0);
+    cr_assert_eq(em_scheduler_set_last_step(c, INT64_MAX), EM_ERR_ARG);
+    cr_assert(strstr(em_error(), "step (9223372036854775807) outside [0, 2^53]"), "%s",
+              em_error());
+    em_error_clear();
+    cr_assert_eq(em_scheduler_last_step(c), 0);
+    cr_assert_eq(em_scheduler_set_last_step(c, EM_MAX_STEP_COUNT), EM_OK, "%s", em_error());
+    em_scheduler_step(c);
+    cr_assert(strstr(em_error(), "step (9007199254740993) outside [0, 2^53]"), "%s", em_error());
+    em_error_clear();
+    cr_assert_eq(em_scheduler_last_step(c), EM_MAX_STEP_COUNT);
+    em_scheduler_free(c);
+    free_setup(&s);
+}
+
+/* A plateau scheduler's counters from a file are counts too, and its best is a number. */
+Test(scheduler, plateau_state_with_a_bad_counter_is_refused)
+{
+    setup s = make_setup();
+    em_scheduler *p = em_reduce_lr_on_plateau(s.o, (em_plateau_opts){0});
+    em_param_ref state[3];
+    cr_assert_eq(em_scheduler_state(p, state, 3), 3);
+    em_tensor *huge = em_full(EM_SCALAR_SHAPE, EM_I64, 0);
+    *(int64_t *)em_data_ptr(huge) = INT64_MAX;
+    em_tensor *nan = em_scalar(NAN, EM_F64);
+    const struct { int k; em_tensor *v; const char *says; } bad[] = {
+        {1, huge, "'num_bad_epochs' is 9.22337e+18; a step count is a whole number in [0, 2^53]"},
+        {2, huge, "'cooldown_counter' is 9.22337e+18"},
+        {0, nan, "'best' is NaN"},
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+        em_param_ref in[3] = {state[0], state[1], state[2]};
+        in[bad[b].k].value = bad[b].v;
+        cr_assert_eq(em_scheduler_load_state(p, in, 3), EM_ERR_ARG, "case %zu", b);
+        cr_expect(strstr(em_error(), bad[b].says), "%s", em_error());
+        em_error_clear();
+        cr_expect_eq(em_item(state[1].value), 0, "nothing changed");
+    }
+    /* stepping at the largest count a file may hold goes on without overflow */
+    em_param_ref ok[3] = {state[0], state[1], state[2]};
+    em_tensor *most = em_full(EM_SCALAR_SHAPE, EM_I64, 0);
+    *(int64_t *)em_data_ptr(most) = EM_MAX_STEP_COUNT;
+    ok[1].value = most;
+    cr_assert_eq(em_scheduler_load_state(p, ok, 3), EM_OK, "%s", em_error());
+    cr_assert_eq(em_scheduler_step_metric(p, 1e9), EM_OK, "%s", em_error());
+    em_release(most);
+    em_release(huge);
+    em_release(nan);
+    em_scheduler_free(p);
+    free_setup(&s);
+}

@@ -166,6 +166,27 @@ Test(tensor, shape_helpers)
     em_release(t);
 }
 
+/* An empty tensor still has strides: the product of its nonzero dims must fit, or the outer
+ * stride of [0, 2^62, 2^62] would overflow. */
+Test(tensor, sizes_overflow_even_with_a_zero_dim)
+{
+    const int64_t big = (int64_t)1 << 62;
+    em_shape s = EM_SHAPE(0, big, big);
+    cr_expect_eq(em_shape_numel(&s), -1);
+    cr_expect_null(em_empty(s, EM_F32));
+    cr_expect_str_eq(em_error(), "em_empty: shape too large: [0,4611686018427387904,"
+                                 "4611686018427387904]");
+    em_error_clear();
+    em_shape fits = EM_SHAPE(0, big / 2, 2);
+    cr_expect_eq(em_shape_numel(&fits), 0);
+    em_tensor *t = em_empty(fits, EM_U8);
+    cr_assert_not_null(t, "%s", em_error());
+    int64_t strides[3];
+    em_contiguous_strides(&fits, strides);
+    cr_expect(strides[0] == big && strides[1] == 2 && strides[2] == 1);
+    em_release(t);
+}
+
 Test(tensor, copy_broadcast_convert_and_overlap)
 {
     em_tensor *dst = em_zeros(EM_SHAPE(2, 3), EM_F32);

@@ -192,3 +192,39 @@ Test(resume, loader_position_must_fit_the_loader)
     finish(&b);
     unlink(path);
 }
+
+/* A checkpoint whose scheduler step is INT64_MAX (damaged, or written by hand) is refused before
+ * anything changes: the next em_scheduler_step overflowed. */
+Test(resume, a_scheduler_step_past_2_53_is_refused)
+{
+    char path[] = "/tmp/ember_resume_XXXXXX";
+    close(mkstemp(path));
+    run a = start(1);
+    train(&a, 3);
+    em_train_state s = {.model = a.model, .optim = a.optim, .scheduler = a.sched};
+    cr_assert_eq(em_train_checkpoint_save(path, &s, NULL, 0), EM_OK, "%s", em_error());
+    finish(&a);
+    em_safetensors *f;
+    cr_assert_eq(em_safetensors_load(path, &f), EM_OK, "%s", em_error());
+    em_st_entry e[64];
+    em_st_meta m[32];
+    cr_assert(f->n_tensors <= 64 && f->n_meta <= 32);
+    for (int i = 0; i < f->n_tensors; i++)
+        e[i] = (em_st_entry){f->names[i], f->tensors[i]};
+    for (int i = 0; i < f->n_meta; i++)
+        m[i] = (em_st_meta){f->meta_keys[i], strcmp(f->meta_keys[i], "ember.scheduler_step")
+                                                 ? f->meta_values[i] : "9223372036854775807"};
+    cr_assert_eq(em_safetensors_save(path, e, f->n_tensors, m, f->n_meta), EM_OK, "%s",
+                 em_error());
+    em_safetensors_free(f);
+
+    run b = start(5);
+    em_train_state t = {.model = b.model, .optim = b.optim, .scheduler = b.sched};
+    cr_assert_eq(em_train_checkpoint_load(path, &t), EM_ERR_IO);
+    cr_expect(strstr(em_error(), "scheduler step 9223372036854775807 is past 2^53"), "%s",
+              em_error());
+    cr_expect_eq(em_scheduler_last_step(b.sched), 0);
+    em_error_clear();
+    finish(&b);
+    unlink(path);
+}
