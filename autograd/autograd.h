@@ -66,10 +66,27 @@ em_tensor *em_leaky_relu(const em_tensor *t, double negative_slope);
 em_tensor *em_gelu(const em_tensor *t, bool tanh_approximation);
 em_tensor *em_silu(const em_tensor *t);
 em_tensor *em_softsign(const em_tensor *t); /* x / (1 + |x|) */
+/* PyTorch's activations of the same names, their gradients at the kinks included: */
+em_tensor *em_mish(const em_tensor *t); /* x tanh(softplus(x)) */
+/* log1p(exp(beta x)) / beta, and x itself where beta x > threshold (PyTorch: 1, 20) */
+em_tensor *em_softplus(const em_tensor *t, double beta, double threshold);
+/* clamp to [min_val, max_val] (min_val < max_val; PyTorch: -1, 1), but with gradient 0 at the
+ * bounds themselves (clamp passes it there) */
+em_tensor *em_hardtanh(const em_tensor *t, double min_val, double max_val);
+em_tensor *em_elu(const em_tensor *t, double alpha);  /* x > 0 ? x : alpha (exp(x) - 1) */
+em_tensor *em_selu(const em_tensor *t);               /* elu with PyTorch's alpha, times scale */
+em_tensor *em_hardswish(const em_tensor *t);          /* x relu6(x + 3) / 6 */
+em_tensor *em_logsigmoid(const em_tensor *t);         /* log(sigmoid(x)), stable for any x */
 em_tensor *em_floor(const em_tensor *t);
 em_tensor *em_ceil(const em_tensor *t);
 em_tensor *em_round(const em_tensor *t);
-em_tensor *em_clamp(const em_tensor *t, double min, double max); /* +-INFINITY for no bound */
+/* min(max(t, min), max): +-INFINITY for no bound. The gradient passes where min <= x <= max,
+ * bounds included, as PyTorch's clamp (1.13 and 2.x alike; hardtanh's stops at the bounds) */
+em_tensor *em_clamp(const em_tensor *t, double min, double max);
+/* clamp with tensor bounds (either NULL for none) broadcast with t, in t's dtype -> the three's
+ * broadcast shape; where min > max the result is max, as PyTorch's. Gradients as PyTorch's: t
+ * where min <= t <= max; min where t < min < max; max where t > max or max < min. */
+em_tensor *em_clamp_tensor(const em_tensor *t, const em_tensor *min, const em_tensor *max);
 em_tensor *em_where(const em_tensor *cond, const em_tensor *a, const em_tensor *b);
 /* comparisons: bool result, not differentiable */
 em_tensor *em_eq(const em_tensor *a, const em_tensor *b);
@@ -168,8 +185,10 @@ em_tensor *em_one_hot(const em_tensor *index /* i64 */, int64_t num_classes); /*
 
 /* ---- choosing by value, and sampling ---- */
 /* The k largest (or smallest) entries along dim, sorted, as PyTorch's topk (NaN counts as the
- * largest, ties go to the lower index): *values (differentiable) and *indices (i64; NULL: not
- * wanted) get t's shape with k along dim. */
+ * largest): *values (differentiable) and *indices (i64; NULL: not wanted) get t's shape with k
+ * along dim. Among equal values (-0 equals +0; NaNs are equal) ember puts the lower index first,
+ * on every device and every run, since it ranks on the host; PyTorch promises no order among
+ * ties, so its indices may differ there (its values do not). */
 em_status em_topk(const em_tensor *t, int64_t k, int dim, bool largest, em_tensor **values,
                   em_tensor **indices);
 /* num_samples class indices (i64) drawn from each row of probs (C) or (N, C) (weights, finite,

@@ -154,6 +154,13 @@ em_module *em_leaky_relu_layer(double negative_slope);
 em_module *em_gelu_layer(bool tanh_approximation);
 em_module *em_silu_layer(void);
 em_module *em_softsign_layer(void);
+em_module *em_mish_layer(void);
+em_module *em_softplus_layer(double beta, double threshold); /* PyTorch's defaults: 1, 20 */
+em_module *em_hardtanh_layer(double min_val, double max_val); /* PyTorch's defaults: -1, 1 */
+em_module *em_elu_layer(double alpha);                         /* PyTorch's default: 1 */
+em_module *em_selu_layer(void);
+em_module *em_hardswish_layer(void);
+em_module *em_logsigmoid_layer(void);
 em_module *em_tanh_layer(void);
 em_module *em_sigmoid_layer(void);
 em_module *em_softmax_layer(int dim);

@@ -94,6 +94,47 @@ static em_tensor *c_softsign(em_tensor *const *x, em_device d)
     return em_softsign(x[0]);
 }
 
+static em_tensor *c_mish(em_tensor *const *x, em_device d) { (void)d; return em_mish(x[0]); }
+static em_tensor *c_selu(em_tensor *const *x, em_device d) { (void)d; return em_selu(x[0]); }
+static em_tensor *c_hardswish(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_hardswish(x[0]);
+}
+static em_tensor *c_logsigmoid(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_logsigmoid(x[0]);
+}
+/* beta x crosses the threshold at x = 1: both branches */
+static em_tensor *c_softplus(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_softplus(x[0], 2.0, 2.0);
+}
+static em_tensor *c_hardtanh(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_hardtanh(x[0], -0.5, 0.8);
+}
+static em_tensor *c_elu(em_tensor *const *x, em_device d) { (void)d; return em_elu(x[0], 0.7); }
+/* bounds that cross somewhere (min > max there), broadcast against t */
+static em_tensor *c_clamp_tensor(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_clamp_tensor(x[0], x[1], x[2]);
+}
+static em_tensor *c_clamp_tensor_min(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_clamp_tensor(x[0], x[1], NULL);
+}
+static em_tensor *c_clamp_tensor_max(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_clamp_tensor(x[0], NULL, x[1]);
+}
+
 static em_tensor *c_add(em_tensor *const *x, em_device d) { (void)d; return em_add(x[0], x[1]); }
 static em_tensor *c_sub(em_tensor *const *x, em_device d) { (void)d; return em_sub(x[0], x[1]); }
 static em_tensor *c_mul(em_tensor *const *x, em_device d) { (void)d; return em_mul(x[0], x[1]); }
@@ -989,6 +1030,16 @@ const em_op_case em_op_cases[] = {
     {"gelu_tanh", c_gelu_tanh, 1, {WIDE(3, 4)}, VIEWS},
     {"silu", c_silu, 1, {WIDE(3, 4)}, VIEWS},
     {"softsign", c_softsign, 1, {WIDE(3, 4)}, VIEWS},
+    {"mish", c_mish, 1, {WIDE(3, 4)}, VIEWS},
+    {"softplus", c_softplus, 1, {WIDE(3, 4)}, VIEWS},
+    {"hardtanh", c_hardtanh, 1, {IN(3, 4)}, VIEWS},
+    {"elu", c_elu, 1, {WIDE(3, 4)}, VIEWS},
+    {"selu", c_selu, 1, {WIDE(3, 4)}, VIEWS},
+    {"hardswish", c_hardswish, 1, {{.shape = EM_SHAPE(3, 4), .lo = -4, .hi = 4}}, VIEWS},
+    {"logsigmoid", c_logsigmoid, 1, {WIDE(3, 4)}, VIEWS},
+    {"clamp_tensor", c_clamp_tensor, 3, {IN(3, 4), IN(4), IN(3, 1)}, ALL_LAYOUTS},
+    {"clamp_tensor_min", c_clamp_tensor_min, 2, {IN(3, 4), IN(3, 4)}, ALL_LAYOUTS},
+    {"clamp_tensor_max", c_clamp_tensor_max, 2, {IN(2, 3), IN(3)}, ALL_LAYOUTS},
     {"floor", c_floor, 1, {WIDE(3, 4)}, VIEWS},
     {"ceil", c_ceil, 1, {WIDE(3, 4)}, VIEWS},
     {"round", c_round, 1, {WIDE(3, 4)}, VIEWS},
