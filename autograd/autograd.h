@@ -102,6 +102,17 @@ em_tensor *em_mean(const em_tensor *t, const int *dims, int n_dims, bool keepdim
 em_tensor *em_amax(const em_tensor *t, const int *dims, int n_dims, bool keepdim);
 em_tensor *em_amin(const em_tensor *t, const int *dims, int n_dims, bool keepdim);
 em_tensor *em_var(const em_tensor *t, const int *dims, int n_dims, int correction, bool keepdim);
+/* sqrt(var) (correction 1: unbiased, 0: biased), gradient 0 where it is 0, as PyTorch's */
+em_tensor *em_std(const em_tensor *t, const int *dims, int n_dims, int correction, bool keepdim);
+/* integers give i64; gradient PyTorch's, exact where an element is 0 (no division by it) */
+em_tensor *em_prod(const em_tensor *t, const int *dims, int n_dims, bool keepdim);
+/* log(sum(exp(t))) over dims without overflow (float t; -inf where every element is -inf) */
+em_tensor *em_logsumexp(const em_tensor *t, const int *dims, int n_dims, bool keepdim);
+/* PyTorch's linalg.vector_norm: ord 2 (Euclidean), 1, inf (max |x|), -inf (min |x|), 0 (count
+ * of non-zeros) or any p > 0 ((sum |x|^p)^(1/p)); float t; gradient 0 where the norm is 0 and
+ * shared evenly between ties for +-inf, as PyTorch's */
+em_tensor *em_vector_norm(const em_tensor *t, double ord, const int *dims, int n_dims,
+                          bool keepdim);
 em_tensor *em_argmax(const em_tensor *t, int dim, bool keepdim); /* i64, not differentiable */
 em_tensor *em_argmin(const em_tensor *t, int dim, bool keepdim);
 em_tensor *em_sum_all(const em_tensor *t);  /* 0-d */

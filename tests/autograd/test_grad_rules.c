@@ -349,3 +349,36 @@ Test(grad_rules, hardtanh_and_clamp_differ_at_the_bounds)
     cr_assert_eq(em_error_status(), EM_ERR_ARG);
     em_error_clear();
 }
+
+/* PyTorch's rules where finite differences cannot see them: prod at zeros (the product of the
+ * others at a lone zero, 0 with two), std and the norms where they are 0 (0, not NaN). */
+Test(grad_rules, prod_std_and_norm_at_zero)
+{
+    em_tensor *x = em_requires_grad_(
+        em_from_data(EM_SHAPE(3, 3), EM_F64, (double[]){2, 0, 3, 0, 0, 2, 1, 2, 4}), true);
+    cr_assert_eq(em_backward(em_sum_all(em_prod(x, (int[]){1}, 1, false))), EM_OK, "%s",
+                 em_error());
+    double g[9], want[] = {0, 6, 0, 0, 0, 0, 8, 4, 2};
+    em_copy_to_host(x->grad, EM_F64, g);
+    for (int i = 0; i < 9; i++)
+        cr_expect_eq(g[i], want[i], "prod grad[%d] %g", i, g[i]);
+
+    em_tensor *c = em_requires_grad_(em_full(EM_SHAPE(2, 3), EM_F64, 1.5), true);
+    em_tensor *zero_norms = em_add(em_sum_all(em_std(c, (int[]){1}, 1, 1, false)),
+                                   em_sum_all(em_vector_norm(em_sub(c, c), 2, NULL, 0, false)));
+    zero_norms = em_add(zero_norms, em_vector_norm(em_sub(c, c), 3, NULL, 0, false));
+    zero_norms = em_add(zero_norms, em_vector_norm(em_sub(c, c), 0.5, NULL, 0, false));
+    cr_assert_eq(em_backward(zero_norms), EM_OK, "%s", em_error());
+    double gc[6];
+    em_copy_to_host(c->grad, EM_F64, gc);
+    for (int i = 0; i < 6; i++)
+        cr_expect_eq(gc[i], 0.0, "grad[%d] %g", i, gc[i]);
+
+    /* the inf-norm's ties share the gradient, each with its sign */
+    em_tensor *t = em_requires_grad_(
+        em_from_data(EM_SHAPE(4), EM_F64, (double[]){-3, 1, 3, 2}), true);
+    cr_assert_eq(em_backward(em_vector_norm(t, INFINITY, NULL, 0, false)), EM_OK);
+    double gt[4];
+    em_copy_to_host(t->grad, EM_F64, gt);
+    cr_expect(gt[0] == -0.5 && gt[1] == 0 && gt[2] == 0.5 && gt[3] == 0);
+}

@@ -353,6 +353,59 @@ static em_tensor *c_var_1(em_tensor *const *x, em_device d)
     (void)d;
     return em_var(x[0], (int[]){1}, 1, 1, false);
 }
+static em_tensor *c_prod_1(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_prod(x[0], (int[]){1}, 1, false);
+}
+static em_tensor *c_prod_all(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_prod(x[0], NULL, 0, false);
+}
+/* a zero in row 0 and two in row 1 (x times a 0/1 mask): prod's rule at zeros */
+static em_tensor *c_prod_zeros(em_tensor *const *x, em_device d)
+{
+    double m[] = {1, 0, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1};
+    em_tensor *mask = on(em_from_data(EM_SHAPE(3, 4), EM_F64, m), d);
+    return em_prod(em_mul(x[0], em_to_dtype(mask, x[0]->dtype)), (int[]){-1}, 1, true);
+}
+static em_tensor *c_std_1(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_std(x[0], (int[]){1}, 1, 1, false);
+}
+static em_tensor *c_std_02_biased_keep(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_std(x[0], (int[]){0, 2}, 2, 0, true);
+}
+static em_tensor *c_logsumexp_1(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_logsumexp(x[0], (int[]){1}, 1, false);
+}
+static em_tensor *c_logsumexp_02_keep(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_logsumexp(x[0], (int[]){0, -1}, 2, true);
+}
+/* vector norms of each order over dim 1 (the -inf one over all dims, keepdim), summed */
+static em_tensor *c_vector_norms(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    const double ords[] = {2, 1, INFINITY, 3, 0.5, 1.5, 0};
+    em_tensor *r = em_vector_norm(x[0], -INFINITY, NULL, 0, true);
+    for (size_t i = 0; i < sizeof ords / sizeof ords[0]; i++)
+        r = em_add(r, em_mul_scalar(em_vector_norm(x[0], ords[i], (int[]){1}, 1, false),
+                                    (double)(i + 1)));
+    return r;
+}
+static em_tensor *c_vector_norm_2(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_vector_norm(x[0], 2, (int[]){0, 2}, 2, false);
+}
 static em_tensor *c_var_all0(em_tensor *const *x, em_device d)
 {
     (void)d;
@@ -1111,6 +1164,15 @@ const em_op_case em_op_cases[] = {
     {"amin_dims02", c_amin_02, 1, {IN(3, 4, 5)}, VIEWS},
     {"var_dim1", c_var_1, 1, {IN(3, 4, 5)}, VIEWS},
     {"var_all_biased", c_var_all0, 1, {IN(3, 4, 5)}, VIEWS},
+    {"prod_dim1", c_prod_1, 1, {WIDE(3, 4, 2)}, VIEWS},
+    {"prod_all", c_prod_all, 1, {WIDE(2, 3)}, VIEWS},
+    {"prod_zeros", c_prod_zeros, 1, {WIDE(3, 4)}, VIEWS},
+    {"std_dim1", c_std_1, 1, {IN(3, 4, 5)}, VIEWS},
+    {"std_dims02_biased_keepdim", c_std_02_biased_keep, 1, {IN(3, 4, 5)}, VIEWS},
+    {"logsumexp_dim1", c_logsumexp_1, 1, {WIDE(3, 4, 5)}, VIEWS},
+    {"logsumexp_dims02_keepdim", c_logsumexp_02_keep, 1, {WIDE(3, 4, 5)}, VIEWS},
+    {"vector_norms", c_vector_norms, 1, {WIDE(3, 5)}, VIEWS},
+    {"vector_norm_2_dims02", c_vector_norm_2, 1, {IN(3, 4, 2)}, VIEWS},
     {"sum_no_dims", c_sum_no_dims, 1, {IN(3, 4, 2)}, VIEWS},
     {"mean_dims20_keepdim", c_mean_20_keep, 1, {IN(3, 4, 2)}, VIEWS},
     {"mean_no_dims_keepdim", c_mean_no_dims_keep, 1, {IN(3, 4, 2)}, VIEWS},
