@@ -108,6 +108,10 @@ em_tensor *em_std(const em_tensor *t, const int *dims, int n_dims, int correctio
 em_tensor *em_prod(const em_tensor *t, const int *dims, int n_dims, bool keepdim);
 /* log(sum(exp(t))) over dims without overflow (float t; -inf where every element is -inf) */
 em_tensor *em_logsumexp(const em_tensor *t, const int *dims, int n_dims, bool keepdim);
+/* running sum / product along dim (float t; t's shape), accumulated in double as PyTorch's CPU
+ * does; cumprod's gradient is exact where t holds zeros */
+em_tensor *em_cumsum(const em_tensor *t, int dim);
+em_tensor *em_cumprod(const em_tensor *t, int dim);
 /* PyTorch's linalg.vector_norm: ord 2 (Euclidean), 1, inf (max |x|), -inf (min |x|), 0 (count
  * of non-zeros) or any p > 0 ((sum |x|^p)^(1/p)); float t; gradient 0 where the norm is 0 and
  * shared evenly between ties for +-inf, as PyTorch's */

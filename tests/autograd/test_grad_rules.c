@@ -382,3 +382,23 @@ Test(grad_rules, prod_std_and_norm_at_zero)
     em_copy_to_host(t->grad, EM_F64, gt);
     cr_expect(gt[0] == -0.5 && gt[1] == 0 && gt[2] == 0.5 && gt[3] == 0);
 }
+
+/* cumprod's gradient with zeros in a line, against the sum over k >= i of the product of x_j,
+ * j <= k, j != i (numpy, f64): finite differences agree but cannot reach an exact 0 input. */
+Test(grad_rules, cumprod_with_zeros_matches_the_product_rule)
+{
+    em_tensor *x = em_requires_grad_(
+        em_from_data(EM_SHAPE(3, 5), EM_F64, (double[]){2, 0, 3, 0, 4, 1.5, -2, 0.5, 4, 1,
+                                                         0, 2, 3, 1, 1}), true);
+    em_tensor *y = em_cumprod(x, 1);
+    cr_assert_not_null(y, "%s", em_error());
+    double yv[15], want_y[] = {2, 0, 0, 0, 0, 1.5, -3, -1.5, -6, -6, 0, 0, 0, 0, 0};
+    em_copy_to_host(y, EM_F64, yv);
+    cr_assert_eq(em_backward(em_sum_all(y)), EM_OK, "%s", em_error());
+    double g[15], want_g[] = {1, 8, 0, 0, 0, -10, 8.25, -27, -3, -6, 21, 0, 0, 0, 0};
+    em_copy_to_host(x->grad, EM_F64, g);
+    for (int i = 0; i < 15; i++) {
+        cr_expect_eq(yv[i], want_y[i], "y[%d] %g", i, yv[i]);
+        cr_expect(fabs(g[i] - want_g[i]) < 1e-12, "grad[%d] %g, want %g", i, g[i], want_g[i]);
+    }
+}

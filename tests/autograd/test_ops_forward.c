@@ -173,6 +173,15 @@ Test(ops_forward, logsumexp_std_prod_and_norms_match_pytorch)
     for (size_t i = 0; i < sizeof norms / sizeof norms[0]; i++)
         expect_values(em_vector_norm(x, norms[i].ord, (int[]){1}, 1, false), norms[i].want, 2,
                       1e-8);
+    /* np.cumsum / np.cumprod along each dim, and back from the end (cumsum's gradient) */
+    expect_values(em_cumsum(x, 1), (double[]){1, -1, 2, 0.5, 4.5, 3.5}, 6, 0);
+    expect_values(em_cumsum(x, 0), (double[]){1, -2, 3, 1.5, 2, 2}, 6, 0);
+    expect_values(em_cumprod(x, -1), (double[]){1, -2, -6, 0.5, 2, -2}, 6, 0);
+    em_tensor *xt = em_transpose(x, 0, 1); /* a strided view: (3, 2) */
+    expect_values(em_cumprod(xt, 0), (double[]){1, 0.5, -2, 2, -6, -2}, 6, 0);
+    cr_assert_null(em_cumsum(ints, 0));
+    cr_expect_str_eq(em_error(), "em_cumsum: t must be floating point with dim 0, not i32 [3]");
+    em_error_clear();
     cr_assert_null(em_vector_norm(x, -1, NULL, 0, false));
     cr_expect_str_eq(em_error(), "em_vector_norm: t must be floating point and ord >= 0, inf or "
                                  "-inf, not f64 and ord -1");

@@ -406,6 +406,26 @@ static em_tensor *c_vector_norm_2(em_tensor *const *x, em_device d)
     (void)d;
     return em_vector_norm(x[0], 2, (int[]){0, 2}, 2, false);
 }
+static em_tensor *c_cumsum_1(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cumsum(x[0], 1);
+}
+static em_tensor *c_cumsum_last(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cumsum(x[0], -1);
+}
+static em_tensor *c_cumprod_1(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cumprod(x[0], 1);
+}
+static em_tensor *c_cumprod_0(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cumprod(x[0], 0);
+}
 static em_tensor *c_var_all0(em_tensor *const *x, em_device d)
 {
     (void)d;
@@ -1167,6 +1187,10 @@ const em_op_case em_op_cases[] = {
     {"prod_dim1", c_prod_1, 1, {WIDE(3, 4, 2)}, VIEWS},
     {"prod_all", c_prod_all, 1, {WIDE(2, 3)}, VIEWS},
     {"prod_zeros", c_prod_zeros, 1, {WIDE(3, 4)}, VIEWS},
+    {"cumsum_dim1", c_cumsum_1, 1, {IN(3, 4, 5)}, VIEWS},
+    {"cumsum_last_dim", c_cumsum_last, 1, {IN(2, 7)}, VIEWS},
+    {"cumprod_dim1", c_cumprod_1, 1, {WIDE(3, 5, 2)}, VIEWS},
+    {"cumprod_dim0", c_cumprod_0, 1, {WIDE(4, 3)}, VIEWS},
     {"std_dim1", c_std_1, 1, {IN(3, 4, 5)}, VIEWS},
     {"std_dims02_biased_keepdim", c_std_02_biased_keep, 1, {IN(3, 4, 5)}, VIEWS},
     {"logsumexp_dim1", c_logsumexp_1, 1, {WIDE(3, 4, 5)}, VIEWS},
