@@ -63,6 +63,13 @@ static inline em_tensor *em_nn_scope_return(em_tensor *y)
     return y;
 }
 
+/* The losses' reductions (nn/losses.c): per-sample losses reduced as asked, the mean divided by
+ * total (a 0-d tensor on the losses' device) or, when total is NULL, by count; and the check
+ * that r is one of them (an error naming fn otherwise). */
+em_tensor *em_loss_reduce(em_tensor *per_sample, em_reduction r, const em_tensor *total,
+                          double count);
+bool em_loss_reduction_ok(em_reduction r, const char *fn);
+
 /* A host f32 copy of t's elements in row-major order (nn/host_copy.c), or NULL with an error
  * naming fn; the caller frees it. */
 float *em_host_f32(const em_tensor *t, const char *fn);

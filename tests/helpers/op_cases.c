@@ -794,6 +794,72 @@ static em_tensor *c_bce(em_tensor *const *x, em_device d)
     (void)d;
     return em_bce_with_logits(x[0], x[1], EM_REDUCTION_MEAN);
 }
+/* pos_weight (C) and weight (N, 1) broadcast against (N, C) */
+static em_tensor *c_bce_weighted(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_binary_cross_entropy_with_logits(
+        x[0], x[1], (em_bce_opts){.reduction = EM_REDUCTION_SUM, .pos_weight = x[2],
+                                  .weight = x[3]});
+}
+static em_tensor *c_bce_probs(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_binary_cross_entropy(em_sigmoid(x[0]), x[1],
+                                   (em_bce_opts){.reduction = EM_REDUCTION_MEAN});
+}
+static em_tensor *c_bce_probs_target_grad(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_binary_cross_entropy(em_sigmoid(x[0]), em_sigmoid(x[1]),
+                                   (em_bce_opts){.reduction = EM_REDUCTION_NONE});
+}
+/* |x - y| crosses beta = 0.7 (delta = 0.7) in the WIDE range: both branches */
+static em_tensor *c_smooth_l1(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_smooth_l1_loss(x[0], x[1], EM_REDUCTION_NONE, 0.7);
+}
+static em_tensor *c_huber(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_huber_loss(x[0], x[1], EM_REDUCTION_MEAN, 0.7);
+}
+/* input log-probabilities (log_softmax), target probabilities (softmax) or their logs */
+static em_tensor *c_kl_div(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_kl_div(em_log_softmax(x[0], 1), em_softmax(x[1], 1), EM_REDUCTION_BATCHMEAN,
+                     false);
+}
+static em_tensor *c_kl_div_log_target(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_kl_div(em_log_softmax(x[0], 1), em_log_softmax(x[1], 1), EM_REDUCTION_SUM, true);
+}
+static em_tensor *c_cosine_similarity(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cosine_similarity(x[0], x[1], 1, 1e-8);
+}
+static em_tensor *c_pairwise_distance(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_pairwise_distance(x[0], x[1], 2, 1e-6, false);
+}
+/* targets 1, -1, 1, -1, -1 (a fixed pattern; cos - margin crosses 0 somewhere) */
+static em_tensor *c_cosine_embedding(em_tensor *const *x, em_device d)
+{
+    em_tensor *y = on(em_from_data(EM_SHAPE(5), EM_F64, (double[]){1, -1, 1, -1, -1}), d);
+    return em_cosine_embedding_loss(x[0], x[1], em_to_dtype(y, x[0]->dtype), 0.1,
+                                    EM_REDUCTION_MEAN);
+}
+static em_tensor *c_margin_ranking(em_tensor *const *x, em_device d)
+{
+    em_tensor *y = on(em_from_data(EM_SHAPE(2, 3), EM_F64, (double[]){1, -1, -1, 1, 1, -1}), d);
+    return em_margin_ranking_loss(x[0], x[1], em_to_dtype(y, x[0]->dtype), 0.2,
+                                  EM_REDUCTION_SUM);
+}
 static em_tensor *c_layer_norm(em_tensor *const *x, em_device d)
 {
     (void)d;
@@ -1276,6 +1342,19 @@ const em_op_case em_op_cases[] = {
     {"mse_loss", c_mse, 2, {IN(4, 3), IN(4, 3)}, VIEWS},
     {"l1_loss", c_l1, 2, {IN(4, 3), FIXED(4, 3)}, VIEWS},
     {"bce_with_logits", c_bce, 2, {WIDE(4, 3), UNIT(4, 3)}, VIEWS},
+    {"bce_with_logits_weighted", c_bce_weighted, 4,
+     {WIDE(4, 3), UNIT(4, 3), POS(3), POS(4, 1)}, VIEWS},
+    {"binary_cross_entropy", c_bce_probs, 2, {WIDE(4, 3), UNIT(4, 3)}, VIEWS},
+    {"binary_cross_entropy_target_grad", c_bce_probs_target_grad, 2, {WIDE(4, 3), WIDE(4, 3)},
+     VIEWS},
+    {"smooth_l1_loss", c_smooth_l1, 2, {WIDE(4, 3), WIDE(4, 3)}, VIEWS},
+    {"huber_loss", c_huber, 2, {WIDE(4, 3), WIDE(4, 3)}, VIEWS},
+    {"kl_div", c_kl_div, 2, {WIDE(3, 4), WIDE(3, 4)}, VIEWS},
+    {"kl_div_log_target", c_kl_div_log_target, 2, {WIDE(3, 4), WIDE(3, 4)}, VIEWS},
+    {"cosine_similarity", c_cosine_similarity, 2, {IN(3, 4, 2), IN(4, 1)}, VIEWS},
+    {"pairwise_distance", c_pairwise_distance, 2, {IN(3, 5), IN(3, 5)}, VIEWS},
+    {"cosine_embedding_loss", c_cosine_embedding, 2, {IN(5, 4), IN(5, 4)}, VIEWS},
+    {"margin_ranking_loss", c_margin_ranking, 2, {IN(2, 3), IN(2, 3)}, VIEWS},
     {"layer_norm", c_layer_norm, 3, {IN(3, 6), IN(6), IN(6)}, VIEWS},
     {"batch_norm_training", c_batch_norm, 3, {IN(4, 3, 2, 2), IN(3), IN(3)}, VIEWS},
     {"batch_norm_running_stats", c_batch_norm_stats, 3, {IN(4, 3, 2, 2), IN(3), IN(3)},
