@@ -11,10 +11,11 @@ static em_tensor *scalar_like(const em_tensor *t, double v)
     return em_to_device(em_scalar(v, t->dtype), t->device);
 }
 
-/* Checks input and target have one shape and a float dtype. */
+/* Checks input and target are given, of one shape and a float dtype, and r. */
 static bool check_pair(const em_tensor *a, const em_tensor *b, em_reduction r, const char *fn)
 {
-    if (!em_loss_reduction_ok(r, fn))
+    if (!em_present(a, fn, "input") || !em_present(b, fn, "target") ||
+        !em_loss_reduction_ok(r, fn))
         return false;
     if (em_same_shape(a, b) && em_dtype_is_float(a->dtype) && em_dtype_is_float(b->dtype))
         return true;
@@ -34,8 +35,7 @@ static em_tensor *reduce_elementwise(em_tensor *ew, em_reduction r, const em_ten
 em_tensor *em_mse_loss(const em_tensor *input, const em_tensor *target, em_reduction r)
 {
     const char *fn = "em_mse_loss";
-    if (!em_present(input, fn, "input") || !em_present(target, fn, "target")
-        || !check_pair(input, target, r, fn))
+    if (!check_pair(input, target, r, fn))
         return NULL;
     em_scope_begin();
     em_tensor *loss = reduce_elementwise(em_square(em_sub(input, target)), r, input);
@@ -46,8 +46,7 @@ em_tensor *em_mse_loss(const em_tensor *input, const em_tensor *target, em_reduc
 em_tensor *em_l1_loss(const em_tensor *input, const em_tensor *target, em_reduction r)
 {
     const char *fn = "em_l1_loss";
-    if (!em_present(input, fn, "input") || !em_present(target, fn, "target")
-        || !check_pair(input, target, r, fn))
+    if (!check_pair(input, target, r, fn))
         return NULL;
     em_scope_begin();
     em_tensor *loss = reduce_elementwise(em_abs(em_sub(input, target)), r, input);
@@ -55,19 +54,12 @@ em_tensor *em_l1_loss(const em_tensor *input, const em_tensor *target, em_reduct
     return loss;
 }
 
-em_tensor *em_bce_with_logits(const em_tensor *logits, const em_tensor *target, em_reduction r)
-{
-    return em_binary_cross_entropy_with_logits(logits, target, (em_bce_opts){.reduction = r});
-}
-
 /* PyTorch's: (1 - t) x - w log_sigmoid(x), w = 1 + (pos_weight - 1) t; log_sigmoid keeps exp
  * from overflowing, and the gradient is 1 - t - w sigmoid(-x), exact also at x = 0 */
-em_tensor *em_binary_cross_entropy_with_logits(const em_tensor *logits, const em_tensor *target,
-                                               em_bce_opts o)
+static em_tensor *bce_logits(const char *fn, const em_tensor *logits, const em_tensor *target,
+                             em_bce_opts o)
 {
-    const char *fn = "em_binary_cross_entropy_with_logits";
-    if (!em_present(logits, fn, "logits") || !em_present(target, fn, "target")
-        || !check_pair(logits, target, o.reduction, fn))
+    if (!check_pair(logits, target, o.reduction, fn))
         return NULL;
     em_scope_begin();
     em_tensor *log_sig = em_logsigmoid(logits);
@@ -82,11 +74,21 @@ em_tensor *em_binary_cross_entropy_with_logits(const em_tensor *logits, const em
     return loss;
 }
 
+em_tensor *em_bce_with_logits(const em_tensor *logits, const em_tensor *target, em_reduction r)
+{
+    return bce_logits("em_bce_with_logits", logits, target, (em_bce_opts){.reduction = r});
+}
+
+em_tensor *em_binary_cross_entropy_with_logits(const em_tensor *logits, const em_tensor *target,
+                                               em_bce_opts o)
+{
+    return bce_logits("em_binary_cross_entropy_with_logits", logits, target, o);
+}
+
 em_tensor *em_binary_cross_entropy(const em_tensor *input, const em_tensor *target, em_bce_opts o)
 {
     const char *fn = "em_binary_cross_entropy";
-    if (!em_present(input, fn, "input") || !em_present(target, fn, "target")
-        || !check_pair(input, target, o.reduction, fn))
+    if (!check_pair(input, target, o.reduction, fn))
         return NULL;
     if (o.pos_weight) {
         em_set_error(EM_ERR_ARG, "%s: pos_weight is for em_binary_cross_entropy_with_logits", fn);
@@ -116,8 +118,7 @@ em_tensor *em_smooth_l1_loss(const em_tensor *input, const em_tensor *target, em
                              double beta)
 {
     const char *fn = "em_smooth_l1_loss";
-    if (!em_present(input, fn, "input") || !em_present(target, fn, "target")
-        || !check_pair(input, target, r, fn))
+    if (!check_pair(input, target, r, fn))
         return NULL;
     if (!(beta >= 0) || isinf(beta)) {
         em_set_error(EM_ERR_ARG, "%s: beta must be finite and >= 0, not %g", fn, beta);
@@ -136,8 +137,7 @@ em_tensor *em_huber_loss(const em_tensor *input, const em_tensor *target, em_red
                          double delta)
 {
     const char *fn = "em_huber_loss";
-    if (!em_present(input, fn, "input") || !em_present(target, fn, "target")
-        || !check_pair(input, target, r, fn))
+    if (!check_pair(input, target, r, fn))
         return NULL;
     if (!(delta > 0) || isinf(delta)) {
         em_set_error(EM_ERR_ARG, "%s: delta must be finite and > 0, not %g", fn, delta);
@@ -157,8 +157,7 @@ em_tensor *em_kl_div(const em_tensor *input, const em_tensor *target, em_reducti
 {
     const char *fn = "em_kl_div";
     em_reduction checked = r == EM_REDUCTION_BATCHMEAN ? EM_REDUCTION_SUM : r;
-    if (!em_present(input, fn, "input") || !em_present(target, fn, "target")
-        || !check_pair(input, target, checked, fn))
+    if (!check_pair(input, target, checked, fn))
         return NULL;
     em_scope_begin();
     em_tensor *loss;
