@@ -25,6 +25,20 @@ static em_status bce_backward(em_node *node, const em_tensor *g /* x's shape */,
     return EM_OK;
 }
 
+/* max(log v, -100) for v in [0, 1] (of_one_minus: max(log1p(-v), -100)), without making the
+ * -inf that anomaly mode would report: the log never sees 0. Grad mode off. */
+static em_tensor *log_at_least_minus_100(const em_tensor *v, bool of_one_minus)
+{
+    em_shape s0 = {.ndim = 0};
+    const char *fn = "em_binary_cross_entropy";
+    em_tensor *edge = em_raw_full(fn, &s0, v->dtype, v->device, of_one_minus ? 1 : 0);
+    em_tensor *away = em_raw_full(fn, &s0, v->dtype, v->device, of_one_minus ? 0 : 1);
+    em_tensor *lowest = em_raw_full(fn, &s0, v->dtype, v->device, -100);
+    em_tensor *inside = em_ne(v, edge), *safe = em_where(inside, v, away);
+    em_tensor *logged = of_one_minus ? em_log1p(em_neg(safe)) : em_log(safe);
+    return em_where(inside, em_clamp(logged, -100, INFINITY), lowest);
+}
+
 em_tensor *em_binary_cross_entropy_elementwise(const em_tensor *input, const em_tensor *target)
 {
     const char *fn = "em_binary_cross_entropy";
@@ -50,8 +64,8 @@ em_tensor *em_binary_cross_entropy_elementwise(const em_tensor *input, const em_
                                          ? target : em_to_dtype(target, input->dtype);
     em_op_begin("binary_cross_entropy", x);
     bool grad = em_set_grad_enabled(false); /* -(t log x + (1 - t) log(1 - x)), logs >= -100 */
-    em_tensor *log_x = em_clamp(em_log(x), -100, INFINITY);
-    em_tensor *log_1mx = em_clamp(em_log1p(em_neg(x)), -100, INFINITY);
+    em_tensor *log_x = log_at_least_minus_100(x, false);
+    em_tensor *log_1mx = log_at_least_minus_100(x, true);
     em_tensor *y = em_neg(em_add(em_mul(t, log_x),
                                  em_mul(em_add_scalar(em_neg(t), 1.0), log_1mx)));
     em_set_grad_enabled(grad);

@@ -80,6 +80,10 @@ Test(nn_losses_pointwise, binary_cross_entropy_on_probabilities)
     cr_expect(em_ref_close(loss, (double[]){0, 1.386294361, 1.64341772, 100}, 4, 1e-8));
     cr_assert_eq(em_backward(em_sum_all(loss)), EM_OK, "%s", em_error());
     cr_expect(em_ref_close(x->grad, (double[]){0, -4, 6.666666667, 1e12}, 4, 1e-8));
+    /* probabilities of exactly 0 and 1 are no anomaly: no op along the way makes an inf */
+    bool was = em_set_anomaly_mode(true);
+    cr_expect_not_null(em_binary_cross_entropy(x, t, (em_bce_opts){0}), "%s", em_error());
+    em_set_anomaly_mode(was);
     em_tensor *w = f64(EM_SHAPE(4), (double[]){1, 2, 0, 1});
     cr_expect(em_ref_close(em_binary_cross_entropy(x, t, (em_bce_opts){.weight = w}),
                            (double[]){(2 * 1.386294361 + 100) / 4}, 1, 1e-8));
