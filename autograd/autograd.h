@@ -66,7 +66,9 @@ em_tensor *em_leaky_relu(const em_tensor *t, double negative_slope);
 em_tensor *em_gelu(const em_tensor *t, bool tanh_approximation);
 em_tensor *em_silu(const em_tensor *t);
 em_tensor *em_softsign(const em_tensor *t); /* x / (1 + |x|) */
-/* PyTorch's activations of the same names, their gradients at the kinks included: */
+/* PyTorch's activations of the same names, their gradients at the kinks included; each is one
+ * formula and derivative in backend/unary_formula_impl_internal.h that the CPU and CUDA unary
+ * kernels run: */
 em_tensor *em_mish(const em_tensor *t); /* x tanh(softplus(x)) */
 /* log1p(exp(beta x)) / beta, and x itself where beta x > threshold (PyTorch: 1, 20) */
 em_tensor *em_softplus(const em_tensor *t, double beta, double threshold);
@@ -85,7 +87,8 @@ em_tensor *em_round(const em_tensor *t);
 em_tensor *em_clamp(const em_tensor *t, double min, double max);
 /* clamp with tensor bounds (either NULL for none) broadcast with t, in t's dtype -> the three's
  * broadcast shape; where min > max the result is max, as PyTorch's. Gradients as PyTorch's: t
- * where min <= t <= max; min where t < min < max; max where t > max or max < min. */
+ * where min <= t <= max; min where t < min < max; max where t > max or max < min. Runs on the
+ * maximum/minimum kernels, its backward on where and the comparisons (CPU and CUDA). */
 em_tensor *em_clamp_tensor(const em_tensor *t, const em_tensor *min, const em_tensor *max);
 em_tensor *em_where(const em_tensor *cond, const em_tensor *a, const em_tensor *b);
 /* comparisons: bool result, not differentiable */
@@ -102,6 +105,8 @@ em_tensor *em_mean(const em_tensor *t, const int *dims, int n_dims, bool keepdim
 em_tensor *em_amax(const em_tensor *t, const int *dims, int n_dims, bool keepdim);
 em_tensor *em_amin(const em_tensor *t, const int *dims, int n_dims, bool keepdim);
 em_tensor *em_var(const em_tensor *t, const int *dims, int n_dims, int correction, bool keepdim);
+/* std, prod: the reduce kernel (CPU and CUDA); logsumexp and vector_norm: composed of ops with
+ * both; cumsum, cumprod: the cumulative kernel (both). */
 /* sqrt(var) (correction 1: unbiased, 0: biased), gradient 0 where it is 0, as PyTorch's */
 em_tensor *em_std(const em_tensor *t, const int *dims, int n_dims, int correction, bool keepdim);
 /* integers give i64; gradient PyTorch's, exact where an element is 0 (no division by it) */
