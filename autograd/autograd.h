@@ -66,10 +66,30 @@ em_tensor *em_leaky_relu(const em_tensor *t, double negative_slope);
 em_tensor *em_gelu(const em_tensor *t, bool tanh_approximation);
 em_tensor *em_silu(const em_tensor *t);
 em_tensor *em_softsign(const em_tensor *t); /* x / (1 + |x|) */
+/* PyTorch's activations of the same names, their gradients at the kinks included; each is one
+ * formula and derivative in backend/unary_formula_impl_internal.h that the CPU and CUDA unary
+ * kernels run: */
+em_tensor *em_mish(const em_tensor *t); /* x tanh(softplus(x)) */
+/* log1p(exp(beta x)) / beta, and x itself where beta x > threshold (PyTorch: 1, 20) */
+em_tensor *em_softplus(const em_tensor *t, double beta, double threshold);
+/* clamp to [min_val, max_val] (min_val < max_val; PyTorch: -1, 1), but with gradient 0 at the
+ * bounds themselves (clamp passes it there) */
+em_tensor *em_hardtanh(const em_tensor *t, double min_val, double max_val);
+em_tensor *em_elu(const em_tensor *t, double alpha);  /* x > 0 ? x : alpha (exp(x) - 1) */
+em_tensor *em_selu(const em_tensor *t);               /* elu with PyTorch's alpha, times scale */
+em_tensor *em_hardswish(const em_tensor *t);          /* x relu6(x + 3) / 6 */
+em_tensor *em_logsigmoid(const em_tensor *t);         /* log(sigmoid(x)), stable for any x */
 em_tensor *em_floor(const em_tensor *t);
 em_tensor *em_ceil(const em_tensor *t);
 em_tensor *em_round(const em_tensor *t);
-em_tensor *em_clamp(const em_tensor *t, double min, double max); /* +-INFINITY for no bound */
+/* min(max(t, min), max): +-INFINITY for no bound. The gradient passes where min <= x <= max,
+ * bounds included, as PyTorch's clamp (1.13 and 2.x alike; hardtanh's stops at the bounds) */
+em_tensor *em_clamp(const em_tensor *t, double min, double max);
+/* clamp with tensor bounds (either NULL for none) broadcast with t, in t's dtype -> the three's
+ * broadcast shape; where min > max the result is max, as PyTorch's. Gradients as PyTorch's: t
+ * where min <= t <= max; min where t < min < max; max where t > max or max < min. Runs on the
+ * maximum/minimum kernels, its backward on where and the comparisons (CPU and CUDA). */
+em_tensor *em_clamp_tensor(const em_tensor *t, const em_tensor *min, const em_tensor *max);
 em_tensor *em_where(const em_tensor *cond, const em_tensor *a, const em_tensor *b);
 /* comparisons: bool result, not differentiable */
 em_tensor *em_eq(const em_tensor *a, const em_tensor *b);
@@ -85,6 +105,23 @@ em_tensor *em_mean(const em_tensor *t, const int *dims, int n_dims, bool keepdim
 em_tensor *em_amax(const em_tensor *t, const int *dims, int n_dims, bool keepdim);
 em_tensor *em_amin(const em_tensor *t, const int *dims, int n_dims, bool keepdim);
 em_tensor *em_var(const em_tensor *t, const int *dims, int n_dims, int correction, bool keepdim);
+/* std, prod: the reduce kernel (CPU and CUDA); logsumexp and vector_norm: composed of ops with
+ * both; cumsum, cumprod: the cumulative kernel (both). */
+/* sqrt(var) (correction 1: unbiased, 0: biased), gradient 0 where it is 0, as PyTorch's */
+em_tensor *em_std(const em_tensor *t, const int *dims, int n_dims, int correction, bool keepdim);
+/* integers give i64; gradient PyTorch's, exact where an element is 0 (no division by it) */
+em_tensor *em_prod(const em_tensor *t, const int *dims, int n_dims, bool keepdim);
+/* log(sum(exp(t))) over dims without overflow (float t; -inf where every element is -inf) */
+em_tensor *em_logsumexp(const em_tensor *t, const int *dims, int n_dims, bool keepdim);
+/* running sum / product along dim (float t; t's shape), accumulated in double as PyTorch's CPU
+ * does; cumprod's gradient is exact where t holds zeros */
+em_tensor *em_cumsum(const em_tensor *t, int dim);
+em_tensor *em_cumprod(const em_tensor *t, int dim);
+/* PyTorch's linalg.vector_norm: ord 2 (Euclidean), 1, inf (max |x|), -inf (min |x|), 0 (count
+ * of non-zeros) or any p > 0 ((sum |x|^p)^(1/p)); float t; gradient 0 where the norm is 0 and
+ * shared evenly between ties for +-inf, as PyTorch's */
+em_tensor *em_vector_norm(const em_tensor *t, double ord, const int *dims, int n_dims,
+                          bool keepdim);
 em_tensor *em_argmax(const em_tensor *t, int dim, bool keepdim); /* i64, not differentiable */
 em_tensor *em_argmin(const em_tensor *t, int dim, bool keepdim);
 em_tensor *em_sum_all(const em_tensor *t);  /* 0-d */
@@ -132,6 +169,10 @@ em_tensor *em_relu_max_pool2d(const em_tensor *x, em_pool2d_opts o);
  * max and log-sum rather than the log-probabilities (the two ops where the backend has no such
  * kernel). em_cross_entropy runs on it when no class weights, smoothing or ignored index apply. */
 em_tensor *em_cross_entropy_rows(const em_tensor *x, const em_tensor *target);
+/* -(t log x + (1 - t) log(1 - x)) per element of probabilities x and targets t (one shape, float),
+ * each log clamped at -100, with PyTorch's gradient g (x - t) / max(x (1 - x), 1e-12) (finite at
+ * 0 and 1); x outside [0, 1] gives NaN. em_binary_cross_entropy (nn/nn.h) weights and reduces it. */
+em_tensor *em_binary_cross_entropy_elementwise(const em_tensor *input, const em_tensor *target);
 
 /* Layer normalisation of each row of x (R, C), C > 0, with weight and bias (C) or NULL:
  * (x - mean) / sqrt(var + eps) * weight + bias, the variance biased, as one op whose backward
@@ -181,8 +222,10 @@ em_tensor *em_one_hot(const em_tensor *index /* i64 */, int64_t num_classes); /*
 
 /* ---- choosing by value, and sampling ---- */
 /* The k largest (or smallest) entries along dim, sorted, as PyTorch's topk (NaN counts as the
- * largest, ties go to the lower index): *values (differentiable) and *indices (i64; NULL: not
- * wanted) get t's shape with k along dim. */
+ * largest): *values (differentiable) and *indices (i64; NULL: not wanted) get t's shape with k
+ * along dim. Among equal values (-0 equals +0; NaNs are equal) ember puts the lower index first,
+ * on every device and every run, since it ranks on the host; PyTorch promises no order among
+ * ties, so its indices may differ there (its values do not). */
 em_status em_topk(const em_tensor *t, int64_t k, int dim, bool largest, em_tensor **values,
                   em_tensor **indices);
 /* num_samples class indices (i64) drawn from each row of probs (C) or (N, C) (weights, finite,

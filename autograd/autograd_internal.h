@@ -70,6 +70,12 @@ em_tensor *em_raw_binary(const char *fn, em_binary_op op, const em_tensor *a, co
 /* keepdim reduction over the dims set in mask (bit d = dim d) */
 em_tensor *em_raw_reduce(const char *fn, em_reduce_op op, em_reduce_params p, const em_tensor *x,
                          unsigned mask);
+/* The reduced dims of t (n 0: all) as a bit mask (bit d = dim d); false with an error naming fn
+ * for a dim out of range or repeated. */
+bool em_dims_mask(const char *fn, const em_tensor *t, const int *dims, int n, unsigned *mask);
+em_shape em_keep_shape(const em_shape *s, unsigned mask); /* s with 1 on the dims in mask */
+/* The keepdim result yk (contiguous) without its reduced dims, an alias outside the graph. */
+em_tensor *em_drop_dims(const em_tensor *yk, unsigned mask);
 /* alias of t with the same geometry, outside the graph */
 em_tensor *em_alias_of(const em_tensor *t);
 /* The end of an op's own scope: keeps y (NULL passes), ends the scope, returns y. */

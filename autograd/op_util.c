@@ -90,8 +90,8 @@ em_tensor *em_raw_reduce(const char *fn, em_reduce_op op, em_reduce_params p, co
     for (int d = 0; d < s.ndim; d++)
         if (mask & (1u << d))
             s.d[d] = 1;
-    /* as PyTorch: indices are i64, and so are sums of integers and bools (counting) */
-    bool int_sum = op == EM_REDUCE_SUM && !em_dtype_is_float(x->dtype);
+    /* as PyTorch: indices are i64, and so are sums and products of integers and bools */
+    bool int_sum = (op == EM_REDUCE_SUM || op == EM_REDUCE_PROD) && !em_dtype_is_float(x->dtype);
     em_dtype dt = (op == EM_REDUCE_ARGMAX || op == EM_REDUCE_ARGMIN || int_sum) ? EM_I64 : x->dtype;
     em_tensor *in = x->dtype == EM_BOOL && int_sum ? em_tensor_cast_raw(x, EM_I64) : em_retain(
                                                                                   (em_tensor *)x);
@@ -143,4 +143,44 @@ bool em_record(em_tensor *out, const char *op, em_backward_fn backward,
     if (node)
         *node = n;
     return true;
+}
+
+/* ---- reduced dims (ops_reduce.c, ops_vector_norm.c) ---- */
+
+/* The dims as a bit mask (bit d = dim d); n 0 means every dim. */
+bool em_dims_mask(const char *fn, const em_tensor *t /* (*) */, const int *dims, int n,
+                  unsigned *mask)
+{
+    *mask = n == 0 ? (1u << t->ndim) - 1 : 0;
+    for (int i = 0; i < n; i++) {
+        int d = em_norm_dim(dims[i], t->ndim);
+        if (d < 0 || (*mask & (1u << d))) {
+            char b[128];
+            em_set_error(EM_ERR_ARG, "%s: dim %d out of range or repeated for %s", fn, dims[i],
+                         em_shape_str(t, b, sizeof b));
+            return false;
+        }
+        *mask |= 1u << d;
+    }
+    return true;
+}
+
+em_shape em_keep_shape(const em_shape *s, unsigned mask)
+{
+    em_shape k = *s;
+    for (int d = 0; d < k.ndim; d++)
+        if (mask & (1u << d))
+            k.d[d] = 1;
+    return k;
+}
+
+em_tensor *em_drop_dims(const em_tensor *yk /* (*), 1 on the dims in mask */, unsigned mask)
+{
+    em_shape s = {.ndim = 0};
+    for (int d = 0; d < yk->ndim; d++)
+        if (!(mask & (1u << d)))
+            s.d[s.ndim++] = yk->shape[d];
+    int64_t strides[EM_MAX_DIMS];
+    em_contiguous_strides(&s, strides);
+    return em_tensor_alias(yk, s.ndim, s.d, strides, yk->offset);
 }

@@ -1,5 +1,7 @@
 /* Elementwise ops: unary functions (rule: the backend's unary_grad), broadcasting binary
  * arithmetic (rules summed back to each operand's shape), where, and the comparisons. */
+#include <math.h>
+
 #include "autograd/autograd_internal.h"
 
 /* ---- unary: t (*) -> y of t's shape; saved x, then a detached alias of y ---- */
@@ -35,12 +37,13 @@ static em_status unary_backward(em_node *node, const em_tensor *g /* x's shape *
     return st;
 }
 
-/* The unary ops autocast runs in f32 (PyTorch's list): exp and the log, power and reciprocal
- * families, whose results leave a half's range or precision. */
+/* The unary ops autocast runs in f32 (PyTorch's list): exp, softplus and the log, power and
+ * reciprocal families, whose results leave a half's range or precision. */
 static bool f32_under_autocast(em_unary_op op)
 {
     return op == EM_UNARY_EXP || op == EM_UNARY_LOG || op == EM_UNARY_LOG1P ||
-           op == EM_UNARY_POW_SCALAR || op == EM_UNARY_RSQRT || op == EM_UNARY_RECIPROCAL;
+           op == EM_UNARY_POW_SCALAR || op == EM_UNARY_RSQRT || op == EM_UNARY_RECIPROCAL ||
+           op == EM_UNARY_SOFTPLUS;
 }
 
 static em_tensor *unary(const char *fn, const char *op_name, em_unary_op op, em_unary_params p,
@@ -138,6 +141,50 @@ em_tensor *em_softsign(const em_tensor *t)
     return plain("em_softsign", "softsign", EM_UNARY_SOFTSIGN, t);
 }
 
+em_tensor *em_mish(const em_tensor *t) { return plain("em_mish", "mish", EM_UNARY_MISH, t); }
+em_tensor *em_selu(const em_tensor *t) { return plain("em_selu", "selu", EM_UNARY_SELU, t); }
+
+em_tensor *em_hardswish(const em_tensor *t)
+{
+    return plain("em_hardswish", "hardswish", EM_UNARY_HARDSWISH, t);
+}
+
+em_tensor *em_logsigmoid(const em_tensor *t)
+{
+    return plain("em_logsigmoid", "logsigmoid", EM_UNARY_LOGSIGMOID, t);
+}
+
+em_tensor *em_softplus(const em_tensor *t, double beta, double threshold)
+{
+    if (t && (!isfinite(beta) || beta == 0 || isnan(threshold))) {
+        em_set_error(EM_ERR_ARG, "em_softplus: beta must be finite and non-zero and threshold a "
+                     "number, not beta %g, threshold %g", beta, threshold);
+        return NULL;
+    }
+    return unary("em_softplus", "softplus", EM_UNARY_SOFTPLUS,
+                 (em_unary_params){.beta = beta, .threshold = threshold}, t);
+}
+
+em_tensor *em_hardtanh(const em_tensor *t, double min_val, double max_val)
+{
+    if (t && !(min_val < max_val)) {
+        em_set_error(EM_ERR_ARG, "em_hardtanh: min_val %g must be less than max_val %g", min_val,
+                     max_val);
+        return NULL;
+    }
+    return unary("em_hardtanh", "hardtanh", EM_UNARY_HARDTANH,
+                 (em_unary_params){.min = min_val, .max = max_val}, t);
+}
+
+em_tensor *em_elu(const em_tensor *t, double alpha)
+{
+    if (t && !isfinite(alpha)) {
+        em_set_error(EM_ERR_ARG, "em_elu: alpha must be finite, not %g", alpha);
+        return NULL;
+    }
+    return unary("em_elu", "elu", EM_UNARY_ELU, (em_unary_params){.alpha = alpha}, t);
+}
+
 em_tensor *em_leaky_relu(const em_tensor *t, double negative_slope)
 {
     return unary("em_leaky_relu", "leaky_relu", EM_UNARY_LEAKY_RELU,
@@ -169,6 +216,74 @@ em_tensor *em_clamp(const em_tensor *t, double min, double max)
     }
     return unary("em_clamp", "clamp", EM_UNARY_CLAMP,
                  (em_unary_params){.min = min, .max = max}, t);
+}
+
+/* ---- clamp with tensor bounds: t, min, max (either bound NULL) broadcast to y's shape ---- */
+
+static em_status clamp_tensor_backward(em_node *node, const em_tensor *g /* y's shape */,
+                                       em_tensor **grad_in)
+{
+    const em_tensor *x = node->saved[0], *lo = node->saved[1], *hi = node->saved[2];
+    em_tensor *zero = em_raw_full("em_backward", &(em_shape){.ndim = 0}, g->dtype, g->device, 0);
+    /* PyTorch's rule: x takes g where lo <= x <= hi; lo where x < lo < hi; hi where x > hi or
+     * hi < lo (y is hi there) */
+    em_tensor *gi[3] = {NULL, NULL, NULL};
+    if (node->inputs[0]) {
+        gi[0] = lo ? em_where(em_ge(x, lo), g, zero) : (em_tensor *)g;
+        gi[0] = hi ? em_where(em_le(x, hi), gi[0], zero) : gi[0];
+    }
+    if (lo && node->inputs[1])
+        gi[1] = em_where(em_lt(x, lo), hi ? em_where(em_lt(lo, hi), g, zero) : g, zero);
+    if (hi && node->inputs[2])
+        gi[2] = em_where(em_gt(x, hi), g, lo ? em_where(em_lt(hi, lo), g, zero) : zero);
+    for (int i = 0; i < 3; i++) {
+        em_shape s = node->inputs[i] ? em_shape_of(node->inputs[i]) : (em_shape){0};
+        if (node->inputs[i] && !(grad_in[i] = em_grad_sum_to(gi[i], &s)))
+            return em_error_status();
+    }
+    return EM_OK;
+}
+
+/* bound in t's dtype (a cast the gradient flows back through), on t's device; NULL passes */
+static bool clamp_bound(const em_tensor *t, const em_tensor **bound, const char *name)
+{
+    if (!*bound)
+        return true;
+    if ((*bound)->device != t->device) {
+        em_set_error(EM_ERR_ARG, "em_clamp_tensor: %s is on %s, t on %s", name,
+                     em_device_name((*bound)->device), em_device_name(t->device));
+        return false;
+    }
+    if ((*bound)->dtype != t->dtype)
+        *bound = em_to_dtype(*bound, t->dtype);
+    return *bound != NULL;
+}
+
+em_tensor *em_clamp_tensor(const em_tensor *t, const em_tensor *min, const em_tensor *max)
+{
+    const char *fn = "em_clamp_tensor";
+    if (!em_present(t, fn, "t"))
+        return NULL;
+    if (!min && !max) {
+        em_set_error(EM_ERR_ARG, "em_clamp_tensor: at least one of min and max must be given");
+        return NULL;
+    }
+    em_scope_begin();
+    if (!clamp_bound(t, &min, "min") || !clamp_bound(t, &max, "max"))
+        return em_scope_return(NULL);
+    em_op_begin("clamp_tensor", t);
+    em_tensor *y = (em_tensor *)t;
+    if (min)
+        y = em_raw_binary(fn, EM_BINARY_MAXIMUM, y, min);
+    if (y && max)
+        y = em_raw_binary(fn, EM_BINARY_MINIMUM, y, max);
+    em_tensor *in[3] = {(em_tensor *)t, (em_tensor *)min, (em_tensor *)max};
+    em_node *node;
+    if (!y || !em_record(y, "clamp_tensor", clamp_tensor_backward, in, 3, NULL, 0, &node))
+        return em_scope_return(NULL);
+    for (int i = 0; node && i < 3; i++)
+        node->saved[i] = in[i] ? em_retain(in[i]) : NULL;
+    return em_scope_return(y);
 }
 
 /* ---- binary: a and b broadcast to y's shape (comparisons give bool) ---- */

@@ -1,51 +1,34 @@
-/* Reductions over a list of dims (keepdim or not): sum, mean, amax/amin (ties share the gradient
- * evenly), var with a correction, and the non-differentiable argmax/argmin. */
+/* Reductions over a list of dims (keepdim or not): sum, mean, prod, amax/amin (ties share the
+ * gradient evenly), var and std with a correction, logsumexp, and the non-differentiable
+ * argmax/argmin. */
+#include <math.h>
+
 #include "autograd/autograd_internal.h"
-
-/* The dims as a bit mask (bit d = dim d); n 0 means every dim. */
-static bool dims_mask(const char *fn, const em_tensor *t /* (*) */, const int *dims, int n,
-                      unsigned *mask)
-{
-    *mask = n == 0 ? (1u << t->ndim) - 1 : 0;
-    for (int i = 0; i < n; i++) {
-        int d = em_norm_dim(dims[i], t->ndim);
-        if (d < 0 || (*mask & (1u << d))) {
-            char b[128];
-            em_set_error(EM_ERR_ARG, "%s: dim %d out of range or repeated for %s", fn, dims[i],
-                         em_shape_str(t, b, sizeof b));
-            return false;
-        }
-        *mask |= 1u << d;
-    }
-    return true;
-}
-
-static em_shape keep_shape(const em_shape *s, unsigned mask)
-{
-    em_shape k = *s;
-    for (int d = 0; d < k.ndim; d++)
-        if (mask & (1u << d))
-            k.d[d] = 1;
-    return k;
-}
-
-/* The keepdim result yk without its reduced dims (it is contiguous). */
-static em_tensor *drop_dims(const em_tensor *yk /* (*), 1 on the dims in mask */, unsigned mask)
-{
-    em_shape s = {.ndim = 0};
-    for (int d = 0; d < yk->ndim; d++)
-        if (!(mask & (1u << d)))
-            s.d[s.ndim++] = yk->shape[d];
-    int64_t strides[EM_MAX_DIMS];
-    em_contiguous_strides(&s, strides);
-    return em_tensor_alias(yk, s.ndim, s.d, strides, yk->offset);
-}
 
 typedef struct {
     em_reduce_op op;
     unsigned mask;  /* the reduced dims: bit d = dim d */
     int correction; /* var only */
+    bool root;      /* var: its square root, the standard deviation */
 } reduce_params;
+
+/* PyTorch's prod rule: y / x where the reduced set holds no zero; where it holds one, the
+ * product of the others at the zero and 0 elsewhere; where it holds more, 0. gk (x's shape with
+ * 1 on the reduced dims). */
+static em_tensor *prod_backward(const char *fn, const em_tensor *x, const em_tensor *gk,
+                                unsigned mask, const int *dims, int n)
+{
+    em_shape s0 = {.ndim = 0};
+    em_tensor *zero = em_raw_full(fn, &s0, x->dtype, x->device, 0);
+    em_tensor *one = em_raw_full(fn, &s0, x->dtype, x->device, 1);
+    em_tensor *is_zero = em_eq(x, zero);
+    em_tensor *zeros = em_sum(em_to_dtype(is_zero, x->dtype), dims, n, true);
+    em_tensor *nonzero = em_where(is_zero, one, x);
+    em_tensor *others = em_raw_reduce(fn, EM_REDUCE_PROD, (em_reduce_params){0}, nonzero, mask);
+    em_tensor *one_zero = em_where(em_eq(zeros, one), em_where(is_zero, others, zero), zero);
+    em_tensor *d = em_where(em_eq(zeros, zero), em_div(others, nonzero), one_zero);
+    return em_mul(d, gk);
+}
 
 /* saved: x, a detached alias of the keepdim output */
 static em_status reduce_backward(em_node *node, const em_tensor *g /* y's shape */,
@@ -55,7 +38,7 @@ static em_status reduce_backward(em_node *node, const em_tensor *g /* y's shape 
     const em_tensor *x = node->inputs[0];
     unsigned mask = p->mask;
     em_reduce_op op = p->op;
-    em_shape sx = em_shape_of(x), sk = keep_shape(&sx, mask);
+    em_shape sx = em_shape_of(x), sk = em_keep_shape(&sx, mask);
     int64_t count = 1;
     for (int d = 0; d < sx.ndim; d++)
         if (mask & (1u << d))
@@ -72,7 +55,16 @@ static em_status reduce_backward(em_node *node, const em_tensor *g /* y's shape 
     case EM_REDUCE_MEAN:
         gx = em_expand(em_mul_scalar(gk, 1.0 / (double)count), sx);
         break;
-    case EM_REDUCE_VAR: { /* 2 (x - mean) / (N - correction) */
+    case EM_REDUCE_PROD:
+        gx = prod_backward(node->op, x, gk, mask, dims, n);
+        break;
+    case EM_REDUCE_VAR: { /* 2 (x - mean) / (N - correction); std: times 1 / (2 std), 0 at 0 */
+        if (p->root) {
+            const em_tensor *y = node->saved[1];
+            em_tensor *zero = em_raw_full(node->op, &(em_shape){.ndim = 0}, y->dtype, y->device,
+                                          0);
+            gk = em_where(em_eq(y, zero), zero, em_div(gk, em_mul_scalar(y, 2.0)));
+        }
         em_tensor *mean = em_raw_reduce(node->op, EM_REDUCE_MEAN, (em_reduce_params){0}, x, mask);
         double scale = 2.0 / (double)(count - p->correction);
         gx = em_mul(em_mul_scalar(em_sub(x, mean), scale), gk);
@@ -88,75 +80,115 @@ static em_status reduce_backward(em_node *node, const em_tensor *g /* y's shape 
     return gx ? EM_OK : em_error_status();
 }
 
-static em_tensor *reduce(const char *fn, const char *op_name, em_reduce_op op,
-                         const em_tensor *t /* (*) */, const int *dims, int n_dims, bool keepdim,
-                         int correction)
+static em_tensor *reduce(const char *fn, const char *op_name, reduce_params p,
+                         const em_tensor *t /* (*) */, const int *dims, int n_dims, bool keepdim)
 {
-    unsigned mask;
-    if (!em_present(t, fn, "t") || !dims_mask(fn, t, dims, n_dims, &mask))
+    if (!em_present(t, fn, "t") || !em_dims_mask(fn, t, dims, n_dims, &p.mask))
         return NULL;
-    bool f32_policy = op == EM_REDUCE_SUM || op == EM_REDUCE_MEAN || op == EM_REDUCE_VAR;
+    bool f32_policy = p.op != EM_REDUCE_MAX && p.op != EM_REDUCE_MIN;
     if (f32_policy && em_autocast_needed(EM_AUTOCAST_F32, &t, 1)) { /* sums run in f32 */
         em_scope_begin();
         const em_tensor *c = t;
         bool ok = em_autocast_inputs(EM_AUTOCAST_F32, &c, 1);
-        return em_scope_return(ok ? reduce(fn, op_name, op, c, dims, n_dims, keepdim, correction)
-                                  : NULL);
+        return em_scope_return(ok ? reduce(fn, op_name, p, c, dims, n_dims, keepdim) : NULL);
     }
     em_scope_begin();
     em_op_begin(op_name, t);
     em_tensor *in = (em_tensor *)t;
-    em_tensor *yk = em_raw_reduce(fn, op, (em_reduce_params){.correction = correction}, t, mask);
-    em_tensor *y = yk && !keepdim ? drop_dims(yk, mask) : yk;
-    reduce_params params = {.op = op, .mask = mask, .correction = correction};
+    em_tensor *yk = em_raw_reduce(fn, p.op, (em_reduce_params){.correction = p.correction}, t,
+                                  p.mask);
+    if (yk && p.root)
+        yk = em_raw_unary(fn, EM_UNARY_SQRT, (em_unary_params){0}, yk);
+    em_tensor *y = yk && !keepdim ? em_drop_dims(yk, p.mask) : yk;
     em_node *node;
-    if (!y || !em_record(y, op_name, reduce_backward, &in, 1, &params, sizeof params, &node))
+    if (!y || !em_record(y, op_name, reduce_backward, &in, 1, &p, sizeof p, &node))
         return em_scope_return(NULL);
-    if (node) {
-        if (op == EM_REDUCE_MAX || op == EM_REDUCE_MIN) {
-            node->saved[1] = em_retain(em_alias_of(yk));
-            if (!node->saved[1])
-                return em_scope_return(NULL);
-        }
+    if (node && (p.op == EM_REDUCE_MAX || p.op == EM_REDUCE_MIN || p.root)) {
+        node->saved[1] = em_retain(em_alias_of(yk));
+        if (!node->saved[1])
+            return em_scope_return(NULL);
     }
     return em_scope_return(y);
+}
+
+/* A reduction of kind op (correction: var's). */
+static reduce_params kind(em_reduce_op op)
+{
+    return (reduce_params){.op = op};
 }
 
 /* ---- t (*) -> y without the reduced dims, or with them as 1 when keepdim ---- */
 
 em_tensor *em_sum(const em_tensor *t, const int *dims, int n_dims, bool keepdim)
 {
-    return reduce("em_sum", "sum", EM_REDUCE_SUM, t, dims, n_dims, keepdim, 0);
+    return reduce("em_sum", "sum", kind(EM_REDUCE_SUM), t, dims, n_dims, keepdim);
 }
 
 em_tensor *em_mean(const em_tensor *t, const int *dims, int n_dims, bool keepdim)
 {
-    return reduce("em_mean", "mean", EM_REDUCE_MEAN, t, dims, n_dims, keepdim, 0);
+    return reduce("em_mean", "mean", kind(EM_REDUCE_MEAN), t, dims, n_dims, keepdim);
+}
+
+em_tensor *em_prod(const em_tensor *t, const int *dims, int n_dims, bool keepdim)
+{
+    return reduce("em_prod", "prod", kind(EM_REDUCE_PROD), t, dims, n_dims, keepdim);
 }
 
 em_tensor *em_amax(const em_tensor *t, const int *dims, int n_dims, bool keepdim)
 {
-    return reduce("em_amax", "amax", EM_REDUCE_MAX, t, dims, n_dims, keepdim, 0);
+    return reduce("em_amax", "amax", kind(EM_REDUCE_MAX), t, dims, n_dims, keepdim);
 }
 
 em_tensor *em_amin(const em_tensor *t, const int *dims, int n_dims, bool keepdim)
 {
-    return reduce("em_amin", "amin", EM_REDUCE_MIN, t, dims, n_dims, keepdim, 0);
+    return reduce("em_amin", "amin", kind(EM_REDUCE_MIN), t, dims, n_dims, keepdim);
 }
 
 em_tensor *em_var(const em_tensor *t, const int *dims, int n_dims, int correction, bool keepdim)
 {
-    return reduce("em_var", "var", EM_REDUCE_VAR, t, dims, n_dims, keepdim, correction);
+    return reduce("em_var", "var", (reduce_params){.op = EM_REDUCE_VAR, .correction = correction},
+                  t, dims, n_dims, keepdim);
+}
+
+em_tensor *em_std(const em_tensor *t, const int *dims, int n_dims, int correction, bool keepdim)
+{
+    return reduce("em_std", "std",
+                  (reduce_params){.op = EM_REDUCE_VAR, .correction = correction, .root = true}, t,
+                  dims, n_dims, keepdim);
 }
 
 em_tensor *em_sum_all(const em_tensor *t)
 {
-    return reduce("em_sum_all", "sum", EM_REDUCE_SUM, t, NULL, 0, false, 0);
+    return reduce("em_sum_all", "sum", kind(EM_REDUCE_SUM), t, NULL, 0, false);
 }
 
 em_tensor *em_mean_all(const em_tensor *t)
 {
-    return reduce("em_mean_all", "mean", EM_REDUCE_MEAN, t, NULL, 0, false, 0);
+    return reduce("em_mean_all", "mean", kind(EM_REDUCE_MEAN), t, NULL, 0, false);
+}
+
+/* log(sum(exp(x - m))) + m with m the max over dims (outside the graph: its gradient terms
+ * cancel), 0 where it is infinite (a set of -inf gives -inf, not NaN) */
+em_tensor *em_logsumexp(const em_tensor *t, const int *dims, int n_dims, bool keepdim)
+{
+    const char *fn = "em_logsumexp";
+    unsigned mask;
+    if (!em_present(t, fn, "t") || !em_dims_mask(fn, t, dims, n_dims, &mask))
+        return NULL;
+    if (!em_dtype_is_float(t->dtype)) {
+        em_set_error(EM_ERR_ARG, "%s: t must be floating point, not %s", fn,
+                     em_dtype_name(t->dtype));
+        return NULL;
+    }
+    em_scope_begin();
+    em_shape s0 = {.ndim = 0};
+    em_tensor *zero = em_raw_full(fn, &s0, t->dtype, t->device, 0);
+    em_tensor *inf = em_raw_full(fn, &s0, t->dtype, t->device, INFINITY);
+    em_tensor *m = em_amax(em_detach(t), dims, n_dims, true);
+    m = em_where(em_eq(em_abs(m), inf), zero, m);
+    em_tensor *sum = em_sum(em_exp(em_sub(t, m)), dims, n_dims, keepdim);
+    em_tensor *m_out = keepdim || !m ? m : em_drop_dims(m, mask);
+    return em_scope_return(em_add(em_log(sum), m_out));
 }
 
 static em_tensor *arg_reduce(const char *fn, em_reduce_op op, const em_tensor *t /* (*) */, int dim,
@@ -173,7 +205,7 @@ static em_tensor *arg_reduce(const char *fn, em_reduce_op op, const em_tensor *t
     }
     em_scope_begin();
     em_tensor *yk = em_raw_reduce(fn, op, (em_reduce_params){0}, t, 1u << d);
-    return em_scope_return(yk && !keepdim ? drop_dims(yk, 1u << d) : yk);
+    return em_scope_return(yk && !keepdim ? em_drop_dims(yk, 1u << d) : yk);
 }
 
 em_tensor *em_argmax(const em_tensor *t, int dim, bool keepdim)

@@ -188,7 +188,8 @@ typedef struct em_backend {
     /* Read y when given, else x: EXP (y), SQRT (0.5/y), RSQRT (-0.5 y^3), RECIPROCAL (-y^2),
      * TANH (1-y^2), SIGMOID (y(1-y)). Read x: the others. Read neither (both may be NULL):
      * NEG, ADD_SCALAR, MUL_SCALAR, and SIGN/FLOOR/CEIL/ROUND (zero gradient). PyTorch's rules
-     * at kinks: relu'(0) = abs'(0) = 0, leaky_relu'(0) = slope, clamp passes min <= x <= max,
+     * at kinks: relu'(0) = abs'(0) = 0, leaky_relu'(0) = slope, clamp passes min <= x <= max
+     * (hardtanh only min < x < max),
      * pow_scalar with exponent 0 gives 0; GELU_TANH uses PyTorch's tanh-approximation
      * derivative. */
     int (*unary_grad)(em_unary_op op, const em_unary_params *p, const em_arr *gx,
@@ -201,6 +202,10 @@ typedef struct em_backend {
      * bool in -> SUM/PROD to any integer out (i64 accumulation, wrapping); MAX/MIN out = in;
      * ARGMAX/ARGMIN -> i64. Empty MAX/MIN/ARG* are unsupported; empty SUM 0, PROD 1, MEAN NaN. */
     int (*reduce)(em_reduce_op op, const em_reduce_params *p, const em_arr *out, const em_arr *in);
+    /* out = the running sum (prod: product) of in along dim, from the last element back when
+     * reverse; out and in share a shape and a float dtype, any strides; accumulated in double,
+     * one element after the other (PyTorch's CPU order), so every backend gives the same bits */
+    int (*cumulative)(bool prod, bool reverse, int dim, const em_arr *out, const em_arr *in);
 
     /* random numbers: element i of out (contiguous) takes Philox(seed, offset + i / 4) lane i % 4 */
     int (*rng_fill)(em_rng_dist dist, const em_rng_params *p, uint64_t seed, uint64_t offset,

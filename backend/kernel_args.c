@@ -83,6 +83,12 @@ bool em_reduce_args_ok(em_reduce_op op, const em_arr *out, const em_arr *in, int
     return !(*R == 0 && needs_element && em_arr_numel(out) > 0);
 }
 
+bool em_cumulative_args_ok(const em_arr *out, const em_arr *in, int dim)
+{
+    return out->dtype == in->dtype && em_dtype_is_float(out->dtype) && dim >= 0 &&
+           dim < out->ndim && em_arr_same_shape(out, in);
+}
+
 bool em_index_views_match(const em_arr *a, const em_arr *b, int dim)
 {
     if (a->ndim != b->ndim || dim < 0 || dim >= a->ndim || a->dtype != b->dtype)

@@ -24,6 +24,9 @@ const em_arr *em_unary_grad_source(em_unary_op op, const em_arr *gy, const em_ar
  * number of reduced elements per output. */
 bool em_reduce_args_ok(em_reduce_op op, const em_arr *out, const em_arr *in, int64_t *R);
 
+/* cumulative: out and in of one shape and float dtype, dim in range. */
+bool em_cumulative_args_ok(const em_arr *out, const em_arr *in, int dim);
+
 /* index_select and index_add: same rank and dtype, dim in range, same shape but along dim. */
 bool em_index_views_match(const em_arr *a, const em_arr *b, int dim);
 

@@ -41,13 +41,32 @@ EM_UNARY_FORMULA EM_UNARY_T EM_UNARY_FN(em_unary_value)(em_unary_op op, EM_UNARY
     case EM_UNARY_MUL_SCALAR: return v * (T)p->scalar;
     case EM_UNARY_POW_SCALAR: return pow(v, (T)p->exponent);
     case EM_UNARY_SOFTSIGN: return v / (one + fabs(v));
+    case EM_UNARY_MISH: return v * tanh(log1p(exp(v)));
+    case EM_UNARY_SOFTPLUS: {
+        const T b = (T)p->beta;
+        return v * b > (T)p->threshold ? v : log1p(exp(v * b)) / b;
+    }
+    case EM_UNARY_HARDTANH: {
+        const T lo = (T)p->min, hi = (T)p->max;
+        return v < lo ? lo : v > hi ? hi : v;
+    }
+    case EM_UNARY_ELU: return v > zero ? v : expm1(v) * (T)p->alpha;
+    case EM_UNARY_SELU:
+        return v > zero ? v * (T)EM_SELU_SCALE : expm1(v) * (T)(EM_SELU_ALPHA * EM_SELU_SCALE);
+    case EM_UNARY_HARDSWISH: {
+        const T r = v + (T)3 < zero ? zero : v + (T)3;
+        return v * (r > (T)6 ? (T)6 : r) / (T)6;
+    }
+    case EM_UNARY_LOGSIGMOID: return (v < zero ? v : zero) - log1p(exp(-fabs(v)));
     default: return v;
     }
 }
 
 /* gy * op'(x): v is x, or y where from_y (the ops em_unary_grad_source lets read y), and is not
  * read by the ops whose derivative needs neither. PyTorch's rules at kinks: relu'(0) = abs'(0) =
- * 0, leaky_relu'(0) = slope, clamp passes min <= x <= max, pow with exponent 0 gives 0. */
+ * 0, leaky_relu'(0) = slope, clamp passes min <= x <= max but hardtanh only min < x < max,
+ * elu'(0) = alpha (selu'(0) = scale alpha), hardswish' is x / 3 + 1/2 on [-3, 3], pow with
+ * exponent 0 gives 0. */
 EM_UNARY_FORMULA EM_UNARY_T EM_UNARY_FN(em_unary_grad_value)(em_unary_op op, bool from_y,
                                                              EM_UNARY_T g, EM_UNARY_T v,
                                                              const em_unary_params *p)
@@ -100,6 +119,24 @@ EM_UNARY_FORMULA EM_UNARY_T EM_UNARY_FN(em_unary_grad_value)(em_unary_op op, boo
     case EM_UNARY_SOFTSIGN: { /* 1 / (1 + |x|)^2 */
         const T d = one + fabs(v);
         return g / (d * d);
+    }
+    case EM_UNARY_MISH: { /* t + x s (1 - t^2), t = tanh(softplus(x)), s = sigmoid(x) */
+        const T s = one / (one + exp(-v)), t = tanh(log1p(exp(v)));
+        return g * (t + v * s * (one - t * t));
+    }
+    case EM_UNARY_SOFTPLUS: { /* z / (z + 1), z = exp(beta x); 1 where beta x > threshold */
+        const T b = (T)p->beta, z = exp(v * b);
+        return v * b > (T)p->threshold ? g : g * z / (z + one);
+    }
+    case EM_UNARY_HARDTANH: return v <= (T)p->min || v >= (T)p->max ? zero : g;
+    case EM_UNARY_ELU: return v > zero ? g : g * (T)p->alpha * exp(v);
+    case EM_UNARY_SELU:
+        return v > zero ? g * (T)EM_SELU_SCALE : g * (T)(EM_SELU_ALPHA * EM_SELU_SCALE) * exp(v);
+    case EM_UNARY_HARDSWISH:
+        return v < (T)-3 ? zero : v <= (T)3 ? g * (v / (T)3 + h) : g;
+    case EM_UNARY_LOGSIGMOID: { /* sigmoid(-x), from exp(-|x|) so it cannot overflow */
+        const T z = exp(-fabs(v));
+        return v < zero ? g * (one - z / (one + z)) : g * (z / (one + z));
     }
     default: return zero; /* SIGN, FLOOR, CEIL, ROUND */
     }

@@ -19,7 +19,8 @@
     X(EM_UNARY_RELU) X(EM_UNARY_LEAKY_RELU) X(EM_UNARY_GELU) X(EM_UNARY_GELU_TANH)                \
     X(EM_UNARY_SILU) X(EM_UNARY_FLOOR) X(EM_UNARY_CEIL) X(EM_UNARY_ROUND)                         \
     X(EM_UNARY_CLAMP) X(EM_UNARY_ADD_SCALAR) X(EM_UNARY_MUL_SCALAR) X(EM_UNARY_POW_SCALAR)      \
-    X(EM_UNARY_SOFTSIGN)
+    X(EM_UNARY_SOFTSIGN) X(EM_UNARY_MISH) X(EM_UNARY_SOFTPLUS) X(EM_UNARY_HARDTANH)             \
+    X(EM_UNARY_ELU) X(EM_UNARY_SELU) X(EM_UNARY_HARDSWISH) X(EM_UNARY_LOGSIGMOID)
 
 #define EM_UNARY_ENUM_ENTRY(op) op,
 typedef enum { EM_UNARY_OPS(EM_UNARY_ENUM_ENTRY) EM_UNARY_COUNT } em_unary_op;
@@ -27,7 +28,9 @@ typedef enum { EM_UNARY_OPS(EM_UNARY_ENUM_ENTRY) EM_UNARY_COUNT } em_unary_op;
 /* The scalars of the ops that take them; an op reads only its own fields (zero for the rest). */
 typedef struct {
     double negative_slope; /* LEAKY_RELU */
-    double min, max;       /* CLAMP: either may be -inf/+inf */
+    double min, max;       /* CLAMP: either may be -inf/+inf; HARDTANH: min < max, finite */
+    double alpha;          /* ELU: the negative branch's scale */
+    double beta, threshold; /* SOFTPLUS: log1p(exp(beta x)) / beta, x where beta x > threshold */
     double scalar;         /* ADD_SCALAR (x + scalar), MUL_SCALAR (x * scalar) */
     double exponent;       /* POW_SCALAR (x ^ exponent) */
 } em_unary_params;
@@ -43,6 +46,8 @@ typedef struct {
 #define EM_SQRT_HALF 0.70710678118654752440      /* 1 / sqrt(2) */
 #define EM_INV_SQRT_2PI 0.39894228040143267794   /* 1 / sqrt(2 pi) */
 #define EM_GELU_KAPPA 0.044715
+#define EM_SELU_ALPHA 1.6732632423543772848170429916717 /* PyTorch's SELU constants */
+#define EM_SELU_SCALE 1.0507009873554804934193349852946
 
 /* em_unary_value_f32 / em_unary_grad_value_f32 (float), em_unary_value_f64 /
  * em_unary_grad_value_f64 (double): the formulas at one type each. */

@@ -21,6 +21,7 @@ static const em_backend cpu_backend = {
     .binary = em_cpu_binary,
     .where = em_cpu_where,
     .reduce = em_cpu_reduce,
+    .cumulative = em_cpu_cumulative,
     .rng_fill = em_cpu_rng_fill,
     .gemm = em_cpu_gemm,
     .conv2d = em_cpu_conv2d,

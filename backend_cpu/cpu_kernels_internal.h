@@ -70,6 +70,8 @@ int em_cpu_binary(em_binary_op op, const em_arr *out, const em_arr *a, const em_
 int em_cpu_where(const em_arr *out, const em_arr *cond, const em_arr *a, const em_arr *b);
 int em_cpu_reduce(em_reduce_op op, const em_reduce_params *p, const em_arr *out,
                   const em_arr *in);
+/* cpu_cumulative.c */
+int em_cpu_cumulative(bool prod, bool reverse, int dim, const em_arr *out, const em_arr *in);
 
 /* cpu_gemm.c */
 int em_cpu_gemm(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,

@@ -27,6 +27,7 @@ static const em_backend cuda_backend = {
     .binary = em_cuda_binary,
     .where = em_cuda_where,
     .reduce = em_cuda_reduce,
+    .cumulative = em_cuda_cumulative,
     .rng_fill = em_cuda_rng_fill,
     .timer_start = em_cuda_timer_start,
     .timer_stop = em_cuda_timer_stop,

@@ -142,6 +142,9 @@ int em_cuda_where(const em_arr *out, const em_arr *cond, const em_arr *a, const 
 int em_cuda_reduce(em_reduce_op op, const em_reduce_params *p, const em_arr *out,
                    const em_arr *in);
 
+/* cuda_cumulative.cu */
+int em_cuda_cumulative(bool prod, bool reverse, int dim, const em_arr *out, const em_arr *in);
+
 /* cuda_rng.cu */
 int em_cuda_rng_fill(em_rng_dist dist, const em_rng_params *p, uint64_t seed, uint64_t offset,
                      const em_arr *out);

@@ -17,7 +17,8 @@ constexpr bool light_op(int op)
     return op == EM_UNARY_NEG || op == EM_UNARY_ABS || op == EM_UNARY_SIGN ||
            op == EM_UNARY_SQUARE || op == EM_UNARY_RELU || op == EM_UNARY_LEAKY_RELU ||
            op == EM_UNARY_CLAMP || op == EM_UNARY_ADD_SCALAR || op == EM_UNARY_MUL_SCALAR ||
-           op == EM_UNARY_FLOOR || op == EM_UNARY_CEIL || op == EM_UNARY_ROUND;
+           op == EM_UNARY_FLOOR || op == EM_UNARY_CEIL || op == EM_UNARY_ROUND ||
+           op == EM_UNARY_HARDTANH || op == EM_UNARY_HARDSWISH;
 }
 
 /* The formulas of unary_ops_internal.h by compute type C (float or double). */

@@ -21,9 +21,9 @@ typedef struct {
 /* Writes model as an ONNX file at path (atomically). example_input (B, ...) f32 is run through
  * the layers in eval mode to fix every shape but the batch; model's train/eval mode is restored.
  * Supported: Sequential, Linear, Conv2d, BatchNorm1d/2d, LayerNorm, MaxPool2d, AvgPool2d,
- * AdaptiveAvgPool2d, Flatten, Dropout, the activations and the types given an exporter with
- * em_onnx_register (below); any other module is an error that names it, and no file is
- * written. */
+ * AdaptiveAvgPool2d, Flatten, Dropout, the activations (Softplus with a threshold of 20 or
+ * more: ONNX's has none) and the types given an exporter with em_onnx_register (below); any
+ * other module is an error that names it, and no file is written. */
 em_status em_onnx_export(em_module *model, const em_tensor *example_input, const char *path,
                          em_onnx_opts o);
 

@@ -418,6 +418,56 @@ static em_status export_activation(exporter *e, const em_module *m, const char *
     return EM_OK;
 }
 
+/* Softplus(beta x) / beta: ONNX's Softplus has no threshold, so only thresholds of 20 and more
+ * export (where ember's x and ONNX's x + log1p(exp(-beta x)) / beta differ by 2e-9 / beta). */
+static em_status export_softplus(exporter *e, const char *layer, double beta, double threshold)
+{
+    if (!(threshold >= 20))
+        return em_set_error(EM_ERR_UNSUPPORTED, "em_onnx_export: %s: Softplus with threshold %g "
+                            "has no ONNX mapping (ONNX's Softplus has no threshold; 20 or more "
+                            "exports)", layer, threshold);
+    char b[NAME_MAX_LEN];
+    constant(e, layer, "beta", (float)beta, b);
+    binary_node(e, "Mul", layer, e->value, b);
+    simple_node(e, "Softplus", layer);
+    binary_node(e, "Div", layer, e->value, b);
+    return EM_OK;
+}
+
+/* The activations of ONNX's opset 17 with arguments, or composed: Mish x tanh(softplus(x)),
+ * Hardtanh as Clip, LogSigmoid -softplus(-x). */
+static em_status export_activation_more(exporter *e, const em_module *m, const char *layer)
+{
+    const char *t = m->type->type_name;
+    em_activation_config c = {0};
+    em_activation_layer_config(m, &c);
+    char x[NAME_MAX_LEN], lo[NAME_MAX_LEN], hi[NAME_MAX_LEN];
+    strcpy(x, e->value);
+    if (!strcmp(t, "Mish")) {
+        simple_node(e, "Softplus", layer);
+        simple_node(e, "Tanh", layer);
+        binary_node(e, "Mul", layer, x, e->value);
+    } else if (!strcmp(t, "Softplus")) {
+        return export_softplus(e, layer, c.beta, c.threshold);
+    } else if (!strcmp(t, "Hardtanh")) {
+        constant(e, layer, "min_val", (float)c.min_val, lo);
+        constant(e, layer, "max_val", (float)c.max_val, hi);
+        node(e, "Clip", layer, (const char *[]){x, lo, hi}, 3, NULL, 0);
+    } else if (!strcmp(t, "ELU")) {
+        em_onnx_attr alpha = {.name = "alpha", .kind = EM_ONNX_ATTR_FLOAT, .f = c.alpha};
+        node(e, "Elu", layer, (const char *[]){x}, 1, &alpha, 1);
+    } else if (!strcmp(t, "SELU")) { /* ONNX's default alpha and gamma are PyTorch's constants */
+        simple_node(e, "Selu", layer);
+    } else if (!strcmp(t, "Hardswish")) {
+        simple_node(e, "HardSwish", layer);
+    } else { /* LogSigmoid */
+        simple_node(e, "Neg", layer);
+        simple_node(e, "Softplus", layer);
+        simple_node(e, "Neg", layer);
+    }
+    return EM_OK;
+}
+
 /* Runs the example through m (and the BatchNorm folded after it) to move e->x on. */
 static em_status advance(exporter *e, em_module *m, em_module *folded)
 {
@@ -461,6 +511,13 @@ static const mapping builtin[] = {
     {&em_gelu_type, export_activation},
     {&em_silu_type, export_activation},
     {&em_softsign_type, export_activation},
+    {&em_mish_type, export_activation_more},
+    {&em_softplus_type, export_activation_more},
+    {&em_hardtanh_type, export_activation_more},
+    {&em_elu_type, export_activation_more},
+    {&em_selu_type, export_activation_more},
+    {&em_hardswish_type, export_activation_more},
+    {&em_logsigmoid_type, export_activation_more},
     {&em_tanh_type, export_activation},
     {&em_sigmoid_type, export_activation},
     {&em_softmax_type, export_activation},

@@ -1,11 +1,13 @@
-/* The parameter-free layers: ReLU, LeakyReLU, GELU, SiLU, Softsign, Tanh, Sigmoid, Softmax and
- * Flatten, one module type each over a shared layer that holds the kind and its settings. */
+/* The parameter-free layers: ReLU, LeakyReLU, GELU, SiLU, Softsign, Mish, Softplus, Hardtanh,
+ * ELU, SELU, Hardswish, LogSigmoid, Tanh, Sigmoid, Softmax and Flatten, one module type each over
+ * a shared layer that holds the kind and its settings. */
 #include <stdio.h>
 
 #include "nn/nn_internal.h"
 
-typedef enum { ACT_RELU, ACT_LEAKY_RELU, ACT_GELU, ACT_SILU, ACT_SOFTSIGN, ACT_TANH, ACT_SIGMOID,
-               ACT_SOFTMAX, ACT_FLATTEN, ACT_COUNT } act_kind;
+typedef enum { ACT_RELU, ACT_LEAKY_RELU, ACT_GELU, ACT_SILU, ACT_SOFTSIGN, ACT_MISH, ACT_SOFTPLUS,
+               ACT_HARDTANH, ACT_ELU, ACT_SELU, ACT_HARDSWISH, ACT_LOGSIGMOID, ACT_TANH,
+               ACT_SIGMOID, ACT_SOFTMAX, ACT_FLATTEN, ACT_COUNT } act_kind;
 
 typedef struct {
     em_module base;
@@ -22,6 +24,13 @@ static em_tensor *act_forward(em_module *m, const em_tensor *x)
     case ACT_GELU: return em_gelu(x, a->c.tanh_approximation);
     case ACT_SILU: return em_silu(x);
     case ACT_SOFTSIGN: return em_softsign(x);
+    case ACT_MISH: return em_mish(x);
+    case ACT_SOFTPLUS: return em_softplus(x, a->c.beta, a->c.threshold);
+    case ACT_HARDTANH: return em_hardtanh(x, a->c.min_val, a->c.max_val);
+    case ACT_ELU: return em_elu(x, a->c.alpha);
+    case ACT_SELU: return em_selu(x);
+    case ACT_HARDSWISH: return em_hardswish(x);
+    case ACT_LOGSIGMOID: return em_logsigmoid(x);
     case ACT_TANH: return em_tanh(x);
     case ACT_SIGMOID: return em_sigmoid(x);
     case ACT_SOFTMAX: return em_softmax(x, a->c.dim);
@@ -35,16 +44,21 @@ static em_tensor *act_forward(em_module *m, const em_tensor *x)
 static void act_describe(const em_module *m, char *buf, size_t n)
 {
     const act_layer *a = (const act_layer *)m;
-    if (a->kind == ACT_LEAKY_RELU)
-        snprintf(buf, n, "negative_slope=%g", a->c.negative_slope);
-    else if (a->kind == ACT_GELU)
-        snprintf(buf, n, "approximate='%s'", a->c.tanh_approximation ? "tanh" : "none");
-    else if (a->kind == ACT_SOFTMAX)
-        snprintf(buf, n, "dim=%d", a->c.dim);
-    else if (a->kind == ACT_FLATTEN)
-        snprintf(buf, n, "start_dim=1, end_dim=-1");
-    else if (n)
-        buf[0] = '\0';
+    const em_activation_config *c = &a->c;
+    switch (a->kind) {
+    case ACT_LEAKY_RELU: snprintf(buf, n, "negative_slope=%g", c->negative_slope); break;
+    case ACT_GELU:
+        snprintf(buf, n, "approximate='%s'", c->tanh_approximation ? "tanh" : "none");
+        break;
+    case ACT_SOFTPLUS: snprintf(buf, n, "beta=%g, threshold=%g", c->beta, c->threshold); break;
+    case ACT_HARDTANH: snprintf(buf, n, "min_val=%g, max_val=%g", c->min_val, c->max_val); break;
+    case ACT_ELU: snprintf(buf, n, "alpha=%g", c->alpha); break;
+    case ACT_SOFTMAX: snprintf(buf, n, "dim=%d", c->dim); break;
+    case ACT_FLATTEN: snprintf(buf, n, "start_dim=1, end_dim=-1"); break;
+    default:
+        if (n)
+            buf[0] = '\0';
+    }
 }
 
 const em_module_type em_relu_type = {"ReLU", act_forward, NULL, act_describe};
@@ -52,6 +66,13 @@ const em_module_type em_leaky_relu_type = {"LeakyReLU", act_forward, NULL, act_d
 const em_module_type em_gelu_type = {"GELU", act_forward, NULL, act_describe};
 const em_module_type em_silu_type = {"SiLU", act_forward, NULL, act_describe};
 const em_module_type em_softsign_type = {"Softsign", act_forward, NULL, act_describe};
+const em_module_type em_mish_type = {"Mish", act_forward, NULL, act_describe};
+const em_module_type em_softplus_type = {"Softplus", act_forward, NULL, act_describe};
+const em_module_type em_hardtanh_type = {"Hardtanh", act_forward, NULL, act_describe};
+const em_module_type em_elu_type = {"ELU", act_forward, NULL, act_describe};
+const em_module_type em_selu_type = {"SELU", act_forward, NULL, act_describe};
+const em_module_type em_hardswish_type = {"Hardswish", act_forward, NULL, act_describe};
+const em_module_type em_logsigmoid_type = {"LogSigmoid", act_forward, NULL, act_describe};
 const em_module_type em_tanh_type = {"Tanh", act_forward, NULL, act_describe};
 const em_module_type em_sigmoid_type = {"Sigmoid", act_forward, NULL, act_describe};
 const em_module_type em_softmax_type = {"Softmax", act_forward, NULL, act_describe};
@@ -60,7 +81,11 @@ const em_module_type em_flatten_type = {"Flatten", act_forward, NULL, act_descri
 static const em_module_type *const act_types[ACT_COUNT] = {
     [ACT_RELU] = &em_relu_type,         [ACT_LEAKY_RELU] = &em_leaky_relu_type,
     [ACT_GELU] = &em_gelu_type,         [ACT_SILU] = &em_silu_type,
-    [ACT_SOFTSIGN] = &em_softsign_type, [ACT_TANH] = &em_tanh_type,
+    [ACT_SOFTSIGN] = &em_softsign_type, [ACT_MISH] = &em_mish_type,
+    [ACT_SOFTPLUS] = &em_softplus_type, [ACT_HARDTANH] = &em_hardtanh_type,
+    [ACT_ELU] = &em_elu_type,           [ACT_SELU] = &em_selu_type,
+    [ACT_HARDSWISH] = &em_hardswish_type, [ACT_LOGSIGMOID] = &em_logsigmoid_type,
+    [ACT_TANH] = &em_tanh_type,
     [ACT_SIGMOID] = &em_sigmoid_type,   [ACT_SOFTMAX] = &em_softmax_type,
     [ACT_FLATTEN] = &em_flatten_type,
 };
@@ -107,6 +132,24 @@ em_module *em_gelu_layer(bool tanh_approximation)
 }
 em_module *em_silu_layer(void) { return plain_layer(ACT_SILU); }
 em_module *em_softsign_layer(void) { return plain_layer(ACT_SOFTSIGN); }
+em_module *em_mish_layer(void) { return plain_layer(ACT_MISH); }
+em_module *em_softplus_layer(double beta, double threshold)
+{
+    return act_layer_new(ACT_SOFTPLUS,
+                         (em_activation_config){.beta = beta, .threshold = threshold});
+}
+em_module *em_hardtanh_layer(double min_val, double max_val)
+{
+    return act_layer_new(ACT_HARDTANH,
+                         (em_activation_config){.min_val = min_val, .max_val = max_val});
+}
+em_module *em_elu_layer(double alpha)
+{
+    return act_layer_new(ACT_ELU, (em_activation_config){.alpha = alpha});
+}
+em_module *em_selu_layer(void) { return plain_layer(ACT_SELU); }
+em_module *em_hardswish_layer(void) { return plain_layer(ACT_HARDSWISH); }
+em_module *em_logsigmoid_layer(void) { return plain_layer(ACT_LOGSIGMOID); }
 em_module *em_tanh_layer(void) { return plain_layer(ACT_TANH); }
 em_module *em_sigmoid_layer(void) { return plain_layer(ACT_SIGMOID); }
 em_module *em_softmax_layer(int dim)

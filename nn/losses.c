@@ -1,14 +1,12 @@
-/* Losses: cross entropy (log_softmax + nll, with ignore_index, label smoothing and class
- * weights) over (N, C) or (N, C, d1, ...) as PyTorch, nll, mean squared and absolute error, and a
- * numerically stable binary cross entropy on logits. */
+/* The class losses: cross entropy (log_softmax + nll, with ignore_index, label smoothing and
+ * class weights) over (N, C) or (N, C, d1, ...) as PyTorch, and nll; the reductions every loss
+ * shares. */
 #include <stdlib.h>
 
 #include "nn/nn_internal.h"
 
-/* per-sample losses (N) reduced as asked; the mean divides by total (a 0-d tensor on the losses'
- * device) or, when total is NULL, by count */
-static em_tensor *reduce(em_tensor *per_sample, em_reduction r, const em_tensor *total,
-                         double count)
+em_tensor *em_loss_reduce(em_tensor *per_sample, em_reduction r, const em_tensor *total,
+                          double count)
 {
     switch (r) {
     case EM_REDUCTION_NONE: return per_sample;
@@ -16,16 +14,20 @@ static em_tensor *reduce(em_tensor *per_sample, em_reduction r, const em_tensor 
     case EM_REDUCTION_MEAN:
         return total ? em_div(em_sum_all(per_sample), total)
                      : em_mul_scalar(em_sum_all(per_sample), 1.0 / count);
+    case EM_REDUCTION_BATCHMEAN: break;
     }
     em_set_error(EM_ERR_ARG, "em_loss: unknown reduction %d", (int)r);
     return NULL;
 }
 
-static bool check_reduction(em_reduction r, const char *fn)
+bool em_loss_reduction_ok(em_reduction r, const char *fn)
 {
     if (r == EM_REDUCTION_MEAN || r == EM_REDUCTION_SUM || r == EM_REDUCTION_NONE)
         return true;
-    em_set_error(EM_ERR_ARG, "%s: unknown reduction %d", fn, (int)r);
+    if (r == EM_REDUCTION_BATCHMEAN)
+        em_set_error(EM_ERR_ARG, "%s: reduction batchmean is em_kl_div's only", fn);
+    else
+        em_set_error(EM_ERR_ARG, "%s: unknown reduction %d", fn, (int)r);
     return false;
 }
 
@@ -68,7 +70,7 @@ static bool check_targets(const em_tensor *lp, const em_tensor *target, em_cross
                      em_device_name(target->device));
         return false;
     }
-    if (!check_reduction(o.reduction, fn) || !check_weight(lp, o, fn))
+    if (!em_loss_reduction_ok(o.reduction, fn) || !check_weight(lp, o, fn))
         return false;
     if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1)) {
         em_set_error(EM_ERR_ARG, "%s: label_smoothing %g is outside [0, 1]", fn,
@@ -135,14 +137,14 @@ static em_tensor *nll(const em_tensor *lp, const em_tensor *target, em_cross_ent
         return NULL;
     }
     em_tensor *picked = em_reshape(t.weight ? em_mul(gathered, t.weight) : gathered, EM_SHAPE(n));
-    em_tensor *loss = reduce(em_neg(picked), o.reduction, t.total, (double)n);
+    em_tensor *loss = em_loss_reduce(em_neg(picked), o.reduction, t.total, (double)n);
     if (o.label_smoothing > 0) {
         const em_tensor *wlp = o.weight ? em_mul(lp, em_to_dtype(o.weight, lp->dtype)) : lp;
         em_tensor *all = em_sum(wlp, &one, 1, true);
         if (t.keep)
             all = em_mul(all, t.keep);
-        em_tensor *smooth = reduce(em_neg(em_reshape(all, EM_SHAPE(n))), o.reduction, t.total,
-                                   (double)n);
+        em_tensor *smooth = em_loss_reduce(em_neg(em_reshape(all, EM_SHAPE(n))), o.reduction,
+                                           t.total, (double)n);
         loss = em_add(em_mul_scalar(loss, 1.0 - o.label_smoothing),
                       em_mul_scalar(smooth, o.label_smoothing / (double)c));
     }
@@ -163,7 +165,7 @@ static em_tensor *plain_cross_entropy(const em_tensor *rows /* (M, C) */,
         name_bad_target(rows, target, fn, o);
         return NULL;
     }
-    return reduce(per_row, o.reduction, NULL, (double)rows->shape[0]);
+    return em_loss_reduce(per_row, o.reduction, NULL, (double)rows->shape[0]);
 }
 
 /* Input (N, C, d1, ...) and target (N, d1, ...) as the rows (M, C) and (M) the loss works on
@@ -234,66 +236,6 @@ em_tensor *em_cross_entropy(const em_tensor *logits, const em_tensor *target,
         return NULL;
     em_scope_begin();
     em_tensor *loss = em_keep(class_loss(logits, target, o, true, "em_cross_entropy"));
-    em_scope_end();
-    return loss;
-}
-
-/* Checks input and target have one shape and a float dtype. */
-static bool check_pair(const em_tensor *a, const em_tensor *b, em_reduction r, const char *fn)
-{
-    if (!check_reduction(r, fn))
-        return false;
-    if (em_same_shape(a, b) && em_dtype_is_float(a->dtype) && em_dtype_is_float(b->dtype))
-        return true;
-    char ba[64], bb[64];
-    em_set_error(EM_ERR_ARG, "%s: input %s %s and target %s %s must be floating point of one "
-                 "shape", fn, em_dtype_name(a->dtype), em_shape_str(a, ba, sizeof ba),
-                 em_dtype_name(b->dtype), em_shape_str(b, bb, sizeof bb));
-    return false;
-}
-
-/* elementwise loss ew, reduced: none keeps the input's shape, mean divides by numel */
-static em_tensor *reduce_elementwise(em_tensor *ew, em_reduction r, const em_tensor *input)
-{
-    return em_keep(reduce(ew, r, NULL, (double)em_numel(input)));
-}
-
-em_tensor *em_mse_loss(const em_tensor *input, const em_tensor *target, em_reduction r)
-{
-    const char *fn = "em_mse_loss";
-    if (!em_present(input, fn, "input") || !em_present(target, fn, "target")
-        || !check_pair(input, target, r, fn))
-        return NULL;
-    em_scope_begin();
-    em_tensor *loss = reduce_elementwise(em_square(em_sub(input, target)), r, input);
-    em_scope_end();
-    return loss;
-}
-
-em_tensor *em_l1_loss(const em_tensor *input, const em_tensor *target, em_reduction r)
-{
-    const char *fn = "em_l1_loss";
-    if (!em_present(input, fn, "input") || !em_present(target, fn, "target")
-        || !check_pair(input, target, r, fn))
-        return NULL;
-    em_scope_begin();
-    em_tensor *loss = reduce_elementwise(em_abs(em_sub(input, target)), r, input);
-    em_scope_end();
-    return loss;
-}
-
-/* softplus(x) - x y with softplus(x) = m + log1p(exp(x - 2m)), m = max(x, 0): x - 2m = -|x|
- * keeps exp from overflowing, and its gradient is exactly sigmoid(x) - y, also at x = 0 */
-em_tensor *em_bce_with_logits(const em_tensor *logits, const em_tensor *target, em_reduction r)
-{
-    const char *fn = "em_bce_with_logits";
-    if (!em_present(logits, fn, "logits") || !em_present(target, fn, "target")
-        || !check_pair(logits, target, r, fn))
-        return NULL;
-    em_scope_begin();
-    em_tensor *m = em_relu(logits);
-    em_tensor *softplus = em_add(m, em_log1p(em_exp(em_sub(logits, em_mul_scalar(m, 2.0)))));
-    em_tensor *loss = reduce_elementwise(em_sub(softplus, em_mul(logits, target)), r, logits);
     em_scope_end();
     return loss;
 }

@@ -168,6 +168,13 @@ em_module *em_leaky_relu_layer(double negative_slope);
 em_module *em_gelu_layer(bool tanh_approximation);
 em_module *em_silu_layer(void);
 em_module *em_softsign_layer(void);
+em_module *em_mish_layer(void);
+em_module *em_softplus_layer(double beta, double threshold); /* PyTorch's defaults: 1, 20 */
+em_module *em_hardtanh_layer(double min_val, double max_val); /* PyTorch's defaults: -1, 1 */
+em_module *em_elu_layer(double alpha);                         /* PyTorch's default: 1 */
+em_module *em_selu_layer(void);
+em_module *em_hardswish_layer(void);
+em_module *em_logsigmoid_layer(void);
 em_module *em_tanh_layer(void);
 em_module *em_sigmoid_layer(void);
 em_module *em_softmax_layer(int dim);
@@ -272,7 +279,9 @@ em_tensor *em_layer_norm(const em_tensor *x, int64_t normalized_size, const em_t
 em_tensor *em_adaptive_avg_pool2d(const em_tensor *x, int64_t out_h, int64_t out_w);
 
 /* ---- losses ---- */
-typedef enum { EM_REDUCTION_MEAN = 0, EM_REDUCTION_SUM, EM_REDUCTION_NONE } em_reduction;
+/* batchmean (the sum over the batch size, the first dim) is em_kl_div's only, as in PyTorch */
+typedef enum { EM_REDUCTION_MEAN = 0, EM_REDUCTION_SUM, EM_REDUCTION_NONE,
+               EM_REDUCTION_BATCHMEAN } em_reduction;
 typedef struct {
     em_reduction reduction;
     int64_t ignore_index;   /* used when has_ignore_index */
@@ -289,6 +298,47 @@ em_tensor *em_nll_loss(const em_tensor *log_probs, const em_tensor *target, em_c
 em_tensor *em_mse_loss(const em_tensor *input, const em_tensor *target, em_reduction r);
 em_tensor *em_l1_loss(const em_tensor *input, const em_tensor *target, em_reduction r);
 em_tensor *em_bce_with_logits(const em_tensor *logits, const em_tensor *target, em_reduction r);
+/* PyTorch's losses of the same names; input and target have one shape unless said otherwise,
+ * reduction none keeps it. All are composed of ops with CUDA kernels. */
+typedef struct {
+    em_reduction reduction;
+    const em_tensor *weight;     /* NULL, or broadcast with input: each element's weight */
+    const em_tensor *pos_weight; /* with logits only: NULL, or broadcast with target (often (C)):
+                                    the positive term's weight */
+} em_bce_opts;
+/* on probabilities in [0, 1] (outside gives NaN): each log clamped at -100, the gradient
+ * PyTorch's (em_binary_cross_entropy_elementwise) */
+em_tensor *em_binary_cross_entropy(const em_tensor *input, const em_tensor *target,
+                                   em_bce_opts o);
+/* (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x), stable for any x; em_bce_with_logits is
+ * this without weights */
+em_tensor *em_binary_cross_entropy_with_logits(const em_tensor *logits, const em_tensor *target,
+                                               em_bce_opts o);
+/* 0.5 d^2 / beta where d = |input - target| < beta, else d - 0.5 beta (beta >= 0; 0: l1) */
+em_tensor *em_smooth_l1_loss(const em_tensor *input, const em_tensor *target, em_reduction r,
+                             double beta);
+/* 0.5 d^2 where d < delta, else delta (d - 0.5 delta) (delta > 0) */
+em_tensor *em_huber_loss(const em_tensor *input, const em_tensor *target, em_reduction r,
+                         double delta);
+/* input log-probabilities; target probabilities, or log-probabilities when log_target:
+ * t (log t - input) (0 where t = 0) or exp(t) (t - input); batchmean divides the sum by the first
+ * dim, PyTorch's recommended reduction (mean divides by every element) */
+em_tensor *em_kl_div(const em_tensor *input, const em_tensor *target, em_reduction r,
+                     bool log_target);
+/* x1 and x2 broadcast; x . y / (max(|x|, eps) max(|y|, eps)) along dim (PyTorch 2.x's order;
+ * eps 0: 1e-8) -> the broadcast shape without dim */
+em_tensor *em_cosine_similarity(const em_tensor *x1, const em_tensor *x2, int dim, double eps);
+/* the p-norm of x1 - x2 + eps along the last dim (p 0 counts non-zeros, as vector_norm; PyTorch's
+ * defaults p 2, eps 1e-6) */
+em_tensor *em_pairwise_distance(const em_tensor *x1, const em_tensor *x2, double p, double eps,
+                                bool keepdim);
+/* x1, x2 (N, D) or (D), target of 1 or -1 (N) or () in their dtype: 1 - cos where target is 1,
+ * max(0, cos - margin) where it is -1 (cos with 1e-12 added to each squared norm) */
+em_tensor *em_cosine_embedding_loss(const em_tensor *x1, const em_tensor *x2,
+                                    const em_tensor *target, double margin, em_reduction r);
+/* max(0, -target (x1 - x2) + margin), all three of one shape */
+em_tensor *em_margin_ranking_loss(const em_tensor *x1, const em_tensor *x2,
+                                  const em_tensor *target, double margin, em_reduction r);
 
 /* ---- initialisation (in place, no grad), PyTorch's formulas ---- */
 typedef enum { EM_FAN_IN = 0, EM_FAN_OUT } em_fan_mode;

@@ -67,6 +67,13 @@ static inline em_tensor *em_nn_scope_return(em_tensor *y)
     return y;
 }
 
+/* The losses' reductions (nn/losses.c): per-sample losses reduced as asked, the mean divided by
+ * total (a 0-d tensor on the losses' device) or, when total is NULL, by count; and the check
+ * that r is one of them (an error naming fn otherwise). */
+em_tensor *em_loss_reduce(em_tensor *per_sample, em_reduction r, const em_tensor *total,
+                          double count);
+bool em_loss_reduction_ok(em_reduction r, const char *fn);
+
 /* A host f32 copy of t's elements in row-major order (nn/host_copy.c), or NULL with an error
  * naming fn; the caller frees it. */
 float *em_host_f32(const em_tensor *t, const char *fn);
@@ -76,8 +83,9 @@ float *em_host_f32(const em_tensor *t, const char *fn);
 extern const em_module_type em_sequential_type, em_linear_type, em_conv2d_type,
     em_max_pool2d_type, em_avg_pool2d_type, em_adaptive_avg_pool2d_type, em_batch_norm1d_type,
     em_batch_norm2d_type, em_layer_norm_type, em_dropout_type, em_relu_type, em_leaky_relu_type,
-    em_gelu_type, em_silu_type, em_softsign_type, em_tanh_type, em_sigmoid_type,
-    em_softmax_type, em_flatten_type;
+    em_gelu_type, em_silu_type, em_softsign_type, em_mish_type, em_softplus_type,
+    em_hardtanh_type, em_elu_type, em_selu_type, em_hardswish_type, em_logsigmoid_type,
+    em_tanh_type, em_sigmoid_type, em_softmax_type, em_flatten_type;
 /* m's type; for a module em_checkpoint_module or em_checkpoint_sequential changed, the type it
  * had before (nn/checkpointed_module.c). */
 const em_module_type *em_module_own_type(const em_module *m);
@@ -92,6 +100,9 @@ typedef struct {
     double negative_slope;   /* LeakyReLU */
     bool tanh_approximation; /* GELU */
     int dim;                 /* Softmax */
+    double beta, threshold;  /* Softplus */
+    double min_val, max_val; /* Hardtanh */
+    double alpha;            /* ELU */
 } em_activation_config;
 bool em_activation_layer_config(const em_module *m, em_activation_config *c); /* activations */
 bool em_batch_norm_layer_eps(const em_module *m, double *eps);

@@ -86,8 +86,9 @@ double em_prune_report(const em_module *model, FILE *f)
 
 static bool is_elementwise(const em_module *m)
 {
-    static const char *const names[] = {"ReLU", "LeakyReLU", "GELU", "SiLU", "Tanh", "Sigmoid",
-                                        "Dropout"};
+    static const char *const names[] = {"ReLU", "LeakyReLU", "GELU", "SiLU", "Softsign", "Mish",
+                                        "Softplus", "Hardtanh", "ELU", "SELU", "Tanh", "Sigmoid",
+                                        "Hardswish", "LogSigmoid", "Dropout"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(m->type->type_name, names[i]))
             return true;

@@ -271,3 +271,134 @@ Test(grad_rules, linear_relu_equals_the_two_ops)
         cr_assert_arr_eq(em_data_ptr(grads[0][i]), em_data_ptr(grads[1][i]),
                          (size_t)em_numel(grads[0][i]) * sizeof(float), "gradient %d", i);
 }
+
+/* PyTorch's clamp with tensor bounds (clamp_backward / clamp_backward_min_max in its
+ * FunctionsManual.cpp): x takes the gradient where min <= x <= max, bounds included; min where
+ * x < min < max; max where x > max or max < min, where the result is max. Hand-computed. */
+Test(grad_rules, clamp_tensor_matches_pytorch)
+{
+    double xv[] = {-2, -1, 0, 1, 2, 0.5}, lov[] = {-1, -1, -1, -1, -1, 1},
+           hiv[] = {1, 1, 1, 1, 1, 0}; /* the last column: min 1 > max 0 */
+    em_tensor *x = em_requires_grad_(em_from_data(EM_SHAPE(6), EM_F64, xv), true);
+    em_tensor *lo = em_requires_grad_(em_from_data(EM_SHAPE(6), EM_F64, lov), true);
+    em_tensor *hi = em_requires_grad_(em_from_data(EM_SHAPE(6), EM_F64, hiv), true);
+    em_tensor *y = em_clamp_tensor(x, lo, hi);
+    cr_assert_not_null(y, "%s", em_error());
+    double yv[6], gx[6], glo[6], ghi[6];
+    em_copy_to_host(y, EM_F64, yv);
+    double want_y[] = {-1, -1, 0, 1, 1, 0};
+    for (int i = 0; i < 6; i++)
+        cr_expect_eq(yv[i], want_y[i], "y[%d] %g", i, yv[i]);
+    cr_assert_eq(em_backward(em_sum_all(y)), EM_OK, "%s", em_error());
+    em_copy_to_host(x->grad, EM_F64, gx);
+    em_copy_to_host(lo->grad, EM_F64, glo);
+    em_copy_to_host(hi->grad, EM_F64, ghi);
+    double want_x[] = {0, 1, 1, 1, 0, 0}, want_lo[] = {1, 0, 0, 0, 0, 0},
+           want_hi[] = {0, 0, 0, 0, 1, 1};
+    for (int i = 0; i < 6; i++) {
+        cr_expect_eq(gx[i], want_x[i], "x.grad[%d] %g", i, gx[i]);
+        cr_expect_eq(glo[i], want_lo[i], "min.grad[%d] %g", i, glo[i]);
+        cr_expect_eq(ghi[i], want_hi[i], "max.grad[%d] %g", i, ghi[i]);
+    }
+}
+
+/* One bound, broadcast: a 0-d min over a row; its gradient sums the places x < min. */
+Test(grad_rules, clamp_tensor_one_broadcast_bound)
+{
+    em_tensor *x = em_requires_grad_(
+        em_from_data(EM_SHAPE(2, 3), EM_F32, (float[]){-2, 0.5, 3, 0.5, -1, 0.25}), true);
+    em_tensor *lo = em_requires_grad_(em_scalar(0.5, EM_F32), true);
+    em_tensor *y = em_clamp_tensor(x, lo, NULL);
+    cr_assert_not_null(y, "%s", em_error());
+    float yv[6], gx[6], glo;
+    em_copy_to_host(y, EM_F32, yv);
+    float want_y[] = {0.5f, 0.5f, 3, 0.5f, 0.5f, 0.5f}, want_gx[] = {0, 1, 1, 1, 0, 0};
+    cr_assert_eq(em_backward(em_sum_all(y)), EM_OK, "%s", em_error());
+    em_copy_to_host(x->grad, EM_F32, gx);
+    em_copy_to_host(lo->grad, EM_F32, &glo);
+    for (int i = 0; i < 6; i++) {
+        cr_expect_eq(yv[i], want_y[i]);
+        cr_expect_eq(gx[i], want_gx[i], "x.grad[%d] %g", i, gx[i]);
+    }
+    cr_expect_eq(glo, 3.0f); /* x = -2, -1, 0.25 lie below 0.5 */
+    cr_assert_null(em_clamp_tensor(x, NULL, NULL));
+    cr_assert_str_eq(em_error(), "em_clamp_tensor: at least one of min and max must be given");
+    em_error_clear();
+}
+
+/* hardtanh's gradient stops at its bounds; clamp's passes there (PyTorch 2.x and 1.13 alike) */
+Test(grad_rules, hardtanh_and_clamp_differ_at_the_bounds)
+{
+    for (int k = 0; k < 2; k++) {
+        em_tensor *x = em_requires_grad_(
+            em_from_data(EM_SHAPE(4), EM_F64, (double[]){-1, 0, 1, 2}), true);
+        em_tensor *y = k ? em_clamp(x, -1, 1) : em_hardtanh(x, -1, 1);
+        cr_assert_eq(em_backward(em_sum_all(y)), EM_OK, "%s", em_error());
+        double g[4];
+        em_copy_to_host(x->grad, EM_F64, g);
+        cr_expect(g[0] == k && g[1] == 1 && g[2] == k && g[3] == 0, "%s: %g %g %g %g",
+                  k ? "clamp" : "hardtanh", g[0], g[1], g[2], g[3]);
+    }
+    cr_assert_null(em_hardtanh(em_scalar(0, EM_F32), 1, 1));
+    cr_assert_str_eq(em_error(), "em_hardtanh: min_val 1 must be less than max_val 1");
+    em_error_clear();
+    cr_assert_null(em_softplus(em_scalar(0, EM_F32), 0, 20));
+    cr_assert_eq(em_error_status(), EM_ERR_ARG);
+    em_error_clear();
+    cr_assert_null(em_elu(em_scalar(0, EM_F32), NAN));
+    cr_assert_eq(em_error_status(), EM_ERR_ARG);
+    em_error_clear();
+}
+
+/* PyTorch's rules where finite differences cannot see them: prod at zeros (the product of the
+ * others at a lone zero, 0 with two), std and the norms where they are 0 (0, not NaN). */
+Test(grad_rules, prod_std_and_norm_at_zero)
+{
+    em_tensor *x = em_requires_grad_(
+        em_from_data(EM_SHAPE(3, 3), EM_F64, (double[]){2, 0, 3, 0, 0, 2, 1, 2, 4}), true);
+    cr_assert_eq(em_backward(em_sum_all(em_prod(x, (int[]){1}, 1, false))), EM_OK, "%s",
+                 em_error());
+    double g[9], want[] = {0, 6, 0, 0, 0, 0, 8, 4, 2};
+    em_copy_to_host(x->grad, EM_F64, g);
+    for (int i = 0; i < 9; i++)
+        cr_expect_eq(g[i], want[i], "prod grad[%d] %g", i, g[i]);
+
+    em_tensor *c = em_requires_grad_(em_full(EM_SHAPE(2, 3), EM_F64, 1.5), true);
+    em_tensor *zero_norms = em_add(em_sum_all(em_std(c, (int[]){1}, 1, 1, false)),
+                                   em_sum_all(em_vector_norm(em_sub(c, c), 2, NULL, 0, false)));
+    zero_norms = em_add(zero_norms, em_vector_norm(em_sub(c, c), 3, NULL, 0, false));
+    zero_norms = em_add(zero_norms, em_vector_norm(em_sub(c, c), 0.5, NULL, 0, false));
+    cr_assert_eq(em_backward(zero_norms), EM_OK, "%s", em_error());
+    double gc[6];
+    em_copy_to_host(c->grad, EM_F64, gc);
+    for (int i = 0; i < 6; i++)
+        cr_expect_eq(gc[i], 0.0, "grad[%d] %g", i, gc[i]);
+
+    /* the inf-norm's ties share the gradient, each with its sign */
+    em_tensor *t = em_requires_grad_(
+        em_from_data(EM_SHAPE(4), EM_F64, (double[]){-3, 1, 3, 2}), true);
+    cr_assert_eq(em_backward(em_vector_norm(t, INFINITY, NULL, 0, false)), EM_OK);
+    double gt[4];
+    em_copy_to_host(t->grad, EM_F64, gt);
+    cr_expect(gt[0] == -0.5 && gt[1] == 0 && gt[2] == 0.5 && gt[3] == 0);
+}
+
+/* cumprod's gradient with zeros in a line, against the sum over k >= i of the product of x_j,
+ * j <= k, j != i (numpy, f64): finite differences agree but cannot reach an exact 0 input. */
+Test(grad_rules, cumprod_with_zeros_matches_the_product_rule)
+{
+    em_tensor *x = em_requires_grad_(
+        em_from_data(EM_SHAPE(3, 5), EM_F64, (double[]){2, 0, 3, 0, 4, 1.5, -2, 0.5, 4, 1,
+                                                         0, 2, 3, 1, 1}), true);
+    em_tensor *y = em_cumprod(x, 1);
+    cr_assert_not_null(y, "%s", em_error());
+    double yv[15], want_y[] = {2, 0, 0, 0, 0, 1.5, -3, -1.5, -6, -6, 0, 0, 0, 0, 0};
+    em_copy_to_host(y, EM_F64, yv);
+    cr_assert_eq(em_backward(em_sum_all(y)), EM_OK, "%s", em_error());
+    double g[15], want_g[] = {1, 8, 0, 0, 0, -10, 8.25, -27, -3, -6, 21, 0, 0, 0, 0};
+    em_copy_to_host(x->grad, EM_F64, g);
+    for (int i = 0; i < 15; i++) {
+        cr_expect_eq(yv[i], want_y[i], "y[%d] %g", i, yv[i]);
+        cr_expect(fabs(g[i] - want_g[i]) < 1e-12, "grad[%d] %g, want %g", i, g[i], want_g[i]);
+    }
+}

@@ -139,6 +139,58 @@ Test(ops_forward, reductions_known)
     cr_expect_eq(em_sum_all(x)->ndim, 0);
 }
 
+/* Expected values: numpy (f64) on PyTorch's definitions: log(exp(x).sum(d)), x.std(d, ddof),
+ * x.prod(d), (abs(x) ** p).sum(d) ** (1 / p), abs(x).max / min for +-inf, count of non-zeros
+ * for 0. */
+Test(ops_forward, logsumexp_std_prod_and_norms_match_pytorch)
+{
+    em_tensor *x = mat(EM_SHAPE(2, 3), (double[]){1, -2, 3, 0.5, 4, -1});
+    expect_values(em_logsumexp(x, (int[]){1}, 1, false), (double[]){3.13284523, 4.03626957}, 2,
+                  1e-8);
+    em_tensor *all = em_logsumexp(x, NULL, 0, true);
+    cr_expect(all->ndim == 2 && all->shape[0] == 1 && all->shape[1] == 1);
+    expect_values(all, (double[]){4.37643484}, 1, 1e-8);
+    /* no overflow at 1000, and a row of -inf gives -inf, not NaN */
+    em_tensor *big = mat(EM_SHAPE(2, 2), (double[]){1000, 1000, -INFINITY, -INFINITY});
+    double lse[2];
+    cr_assert_eq(em_copy_to_host(em_logsumexp(big, (int[]){1}, 1, false), EM_F64, lse), EM_OK);
+    cr_expect(fabs(lse[0] - 1000.69314718) < 1e-8 && lse[1] == -INFINITY, "%g %g", lse[0],
+              lse[1]);
+    expect_values(em_std(x, (int[]){0}, 1, 1, false),
+                  (double[]){0.35355339, 4.24264069, 2.82842712}, 3, 1e-8);
+    cr_expect_float_eq(em_item(em_std(x, NULL, 0, 0, false)), 2.08998937, 1e-8);
+    expect_values(em_prod(x, (int[]){1}, 1, false), (double[]){-6, -2}, 2, 0);
+    em_tensor *ints = em_from_data(EM_SHAPE(3), EM_I32, (int32_t[]){3, -4, 100000});
+    em_tensor *ip = em_prod(ints, NULL, 0, false);
+    cr_expect_eq(ip->dtype, EM_I64); /* as PyTorch: no i32 overflow */
+    cr_expect_eq(em_item(ip), -1200000.0);
+    struct { double ord; double want[2]; } norms[] = {
+        {2, {3.74165739, 4.15331193}},   {1, {6, 5.5}},
+        {INFINITY, {3, 4}},              {-INFINITY, {1, 0.5}},
+        {3, {3.30192725, 4.02330150}},   {0.5, {17.19150823, 13.74264069}},
+        {0, {3, 3}},
+    };
+    for (size_t i = 0; i < sizeof norms / sizeof norms[0]; i++)
+        expect_values(em_vector_norm(x, norms[i].ord, (int[]){1}, 1, false), norms[i].want, 2,
+                      1e-8);
+    /* np.cumsum / np.cumprod along each dim, and back from the end (cumsum's gradient) */
+    expect_values(em_cumsum(x, 1), (double[]){1, -1, 2, 0.5, 4.5, 3.5}, 6, 0);
+    expect_values(em_cumsum(x, 0), (double[]){1, -2, 3, 1.5, 2, 2}, 6, 0);
+    expect_values(em_cumprod(x, -1), (double[]){1, -2, -6, 0.5, 2, -2}, 6, 0);
+    em_tensor *xt = em_transpose(x, 0, 1); /* a strided view: (3, 2) */
+    expect_values(em_cumprod(xt, 0), (double[]){1, 0.5, -2, 2, -6, -2}, 6, 0);
+    cr_assert_null(em_cumsum(ints, 0));
+    cr_expect_str_eq(em_error(), "em_cumsum: t must be floating point with dim 0, not i32 [3]");
+    em_error_clear();
+    cr_assert_null(em_vector_norm(x, -1, NULL, 0, false));
+    cr_expect_str_eq(em_error(), "em_vector_norm: t must be floating point and ord >= 0, inf or "
+                                 "-inf, not f64 and ord -1");
+    em_error_clear();
+    cr_assert_null(em_logsumexp(ints, NULL, 0, false));
+    cr_expect_eq(em_error_status(), EM_ERR_ARG);
+    em_error_clear();
+}
+
 Test(ops_forward, elementwise_and_where)
 {
     em_tensor *a = mat(EM_SHAPE(2, 1), (double[]){1, -2});

@@ -66,6 +66,9 @@ static em_unary_params op_params(em_unary_op op)
     case EM_UNARY_ADD_SCALAR: return (em_unary_params){.scalar = 2.5};
     case EM_UNARY_MUL_SCALAR: return (em_unary_params){.scalar = -3.0};
     case EM_UNARY_POW_SCALAR: return (em_unary_params){.exponent = 2.5};
+    case EM_UNARY_SOFTPLUS: return (em_unary_params){.beta = 1.5, .threshold = 3};
+    case EM_UNARY_HARDTANH: return (em_unary_params){.min = -1.0, .max = 1.5};
+    case EM_UNARY_ELU: return (em_unary_params){.alpha = 0.7};
     default: return no_params;
     }
 }
@@ -341,6 +344,22 @@ Test(cpu_unary_grad, kinks_follow_pytorch)
     gy[0] = 1;
     em_cpu_unary_grad(EM_UNARY_SOFTSIGN, &no_params, &agx, &agy, &ax, NULL); /* 1 / (1 + |x|)^2 */
     cr_assert(gx[0] == 1 && gx[1] == 0.25 && gx[2] == 1 / 6.25 && gx[3] == 1 / 9.0);
+    /* x = 0, -1, 1.5, 2, -2: hardtanh stops at its bounds (clamp's passes, above) */
+    em_cpu_unary_grad(EM_UNARY_HARDTANH, &(em_unary_params){.min = -1.0, .max = 1.5}, &agx, &agy,
+                      &ax, NULL);
+    cr_assert(gx[0] == 1 && gx[1] == 0 && gx[2] == 0 && gx[3] == 0 && gx[4] == 0);
+    em_cpu_unary_grad(EM_UNARY_ELU, &(em_unary_params){.alpha = 0.7}, &agx, &agy, &ax, NULL);
+    cr_assert(gx[0] == 0.7 && fabs(gx[1] - 0.7 * exp(-1.0)) < 1e-15 && gx[2] == 1); /* at 0: alpha */
+    em_cpu_unary_grad(EM_UNARY_SELU, &no_params, &agx, &agy, &ax, NULL); /* scale alpha at 0 */
+    cr_assert(fabs(gx[0] - EM_SELU_SCALE * EM_SELU_ALPHA) < 1e-15 && gx[2] == EM_SELU_SCALE);
+    /* softplus at beta x = threshold exactly (1.5 * 2 = 3) still takes the smooth branch */
+    em_cpu_unary_grad(EM_UNARY_SOFTPLUS, &(em_unary_params){.beta = 1.5, .threshold = 3}, &agx,
+                      &agy, &ax, NULL);
+    cr_assert(gx[0] == 0.5 && fabs(gx[3] - 1 / (1 + exp(-3.0))) < 1e-15);
+    double kinks[] = {-3.0, 3.0, -3.5, 0.0, 1.0}; /* hardswish: x / 3 + 1/2 on [-3, 3] */
+    em_arr ak = vec_of(kinks, EM_F64, 5);
+    em_cpu_unary_grad(EM_UNARY_HARDSWISH, &no_params, &agx, &agy, &ak, NULL);
+    cr_assert(gx[0] == -0.5 && gx[1] == 1.5 && gx[2] == 0 && gx[3] == 0.5 && gx[4] == 0.5 + 1 / 3.0);
 }
 
 Test(cpu_unary_grad, broadcast_gy_and_bf16)

@@ -166,6 +166,37 @@ Test(onnx, every_other_layer_matches_onnxruntime)
     check_export(m, EM_SHAPE(1, 2, 8, 8), NULL);
 }
 
+/* The activations with arguments or composed mappings; linear layers in between spread the
+ * values over every branch (scaled by 3 so hardswish's and softplus's kinks are reached). */
+Test(onnx, more_activations_match_onnxruntime)
+{
+    em_manual_seed(5);
+    em_scope_begin();
+    em_module *wide = em_linear_layer(12, 12, true);
+    em_copy_(wide->params[0].value, em_mul_scalar(wide->params[0].value, 3.0));
+    em_module *m = em_sequential(
+        12, em_linear_layer(4, 12, true), em_mish_layer(), wide, em_softplus_layer(2, 20),
+        em_hardswish_layer(), em_linear_layer(12, 12, true), em_hardtanh_layer(-0.5, 0.8),
+        em_elu_layer(0.7), em_linear_layer(12, 12, true), em_selu_layer(),
+        em_logsigmoid_layer(), em_linear_layer(12, 3, true));
+    em_scope_end();
+    check_export(m, EM_SHAPE(1, 4), NULL);
+}
+
+Test(onnx, softplus_below_threshold_20_is_refused)
+{
+    em_module *m = em_sequential(2, em_linear_layer(4, 3, true), em_softplus_layer(1, 5));
+    em_tensor *x = em_zeros(EM_SHAPE(2, 4), EM_F32);
+    cr_assert_eq(em_onnx_export(m, x, "/tmp/ember_never_written.onnx", (em_onnx_opts){0}),
+                 EM_ERR_UNSUPPORTED);
+    cr_assert(strstr(em_error(), "Softplus with threshold 5 has no ONNX mapping"), "%s",
+              em_error());
+    cr_assert_eq(access("/tmp/ember_never_written.onnx", F_OK), -1);
+    em_error_clear();
+    em_release(x);
+    em_module_free(m);
+}
+
 /* A user's module type: softmax(leaky_relu(x * weight, 0.2), dim -1), weight (F). */
 static em_tensor *scaled_act_forward(em_module *m, const em_tensor *x)
 {

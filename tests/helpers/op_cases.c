@@ -94,6 +94,47 @@ static em_tensor *c_softsign(em_tensor *const *x, em_device d)
     return em_softsign(x[0]);
 }
 
+static em_tensor *c_mish(em_tensor *const *x, em_device d) { (void)d; return em_mish(x[0]); }
+static em_tensor *c_selu(em_tensor *const *x, em_device d) { (void)d; return em_selu(x[0]); }
+static em_tensor *c_hardswish(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_hardswish(x[0]);
+}
+static em_tensor *c_logsigmoid(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_logsigmoid(x[0]);
+}
+/* beta x crosses the threshold at x = 1: both branches */
+static em_tensor *c_softplus(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_softplus(x[0], 2.0, 2.0);
+}
+static em_tensor *c_hardtanh(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_hardtanh(x[0], -0.5, 0.8);
+}
+static em_tensor *c_elu(em_tensor *const *x, em_device d) { (void)d; return em_elu(x[0], 0.7); }
+/* bounds that cross somewhere (min > max there), broadcast against t */
+static em_tensor *c_clamp_tensor(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_clamp_tensor(x[0], x[1], x[2]);
+}
+static em_tensor *c_clamp_tensor_min(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_clamp_tensor(x[0], x[1], NULL);
+}
+static em_tensor *c_clamp_tensor_max(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_clamp_tensor(x[0], NULL, x[1]);
+}
+
 static em_tensor *c_add(em_tensor *const *x, em_device d) { (void)d; return em_add(x[0], x[1]); }
 static em_tensor *c_sub(em_tensor *const *x, em_device d) { (void)d; return em_sub(x[0], x[1]); }
 static em_tensor *c_mul(em_tensor *const *x, em_device d) { (void)d; return em_mul(x[0], x[1]); }
@@ -311,6 +352,79 @@ static em_tensor *c_var_1(em_tensor *const *x, em_device d)
 {
     (void)d;
     return em_var(x[0], (int[]){1}, 1, 1, false);
+}
+static em_tensor *c_prod_1(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_prod(x[0], (int[]){1}, 1, false);
+}
+static em_tensor *c_prod_all(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_prod(x[0], NULL, 0, false);
+}
+/* a zero in row 0 and two in row 1 (x times a 0/1 mask): prod's rule at zeros */
+static em_tensor *c_prod_zeros(em_tensor *const *x, em_device d)
+{
+    double m[] = {1, 0, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1};
+    em_tensor *mask = on(em_from_data(EM_SHAPE(3, 4), EM_F64, m), d);
+    return em_prod(em_mul(x[0], em_to_dtype(mask, x[0]->dtype)), (int[]){-1}, 1, true);
+}
+static em_tensor *c_std_1(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_std(x[0], (int[]){1}, 1, 1, false);
+}
+static em_tensor *c_std_02_biased_keep(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_std(x[0], (int[]){0, 2}, 2, 0, true);
+}
+static em_tensor *c_logsumexp_1(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_logsumexp(x[0], (int[]){1}, 1, false);
+}
+static em_tensor *c_logsumexp_02_keep(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_logsumexp(x[0], (int[]){0, -1}, 2, true);
+}
+/* vector norms of each order over dim 1 (the -inf one over all dims, keepdim), summed */
+static em_tensor *c_vector_norms(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    const double ords[] = {2, 1, INFINITY, 3, 0.5, 1.5, 0};
+    em_tensor *r = em_vector_norm(x[0], -INFINITY, NULL, 0, true);
+    for (size_t i = 0; i < sizeof ords / sizeof ords[0]; i++)
+        r = em_add(r, em_mul_scalar(em_vector_norm(x[0], ords[i], (int[]){1}, 1, false),
+                                    (double)(i + 1)));
+    return r;
+}
+static em_tensor *c_vector_norm_2(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_vector_norm(x[0], 2, (int[]){0, 2}, 2, false);
+}
+static em_tensor *c_cumsum_1(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cumsum(x[0], 1);
+}
+static em_tensor *c_cumsum_last(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cumsum(x[0], -1);
+}
+static em_tensor *c_cumprod_1(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cumprod(x[0], 1);
+}
+static em_tensor *c_cumprod_0(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cumprod(x[0], 0);
 }
 static em_tensor *c_var_all0(em_tensor *const *x, em_device d)
 {
@@ -687,6 +801,72 @@ static em_tensor *c_bce(em_tensor *const *x, em_device d)
     (void)d;
     return em_bce_with_logits(x[0], x[1], EM_REDUCTION_MEAN);
 }
+/* pos_weight (C) and weight (N, 1) broadcast against (N, C) */
+static em_tensor *c_bce_weighted(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_binary_cross_entropy_with_logits(
+        x[0], x[1], (em_bce_opts){.reduction = EM_REDUCTION_SUM, .pos_weight = x[2],
+                                  .weight = x[3]});
+}
+static em_tensor *c_bce_probs(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_binary_cross_entropy(em_sigmoid(x[0]), x[1],
+                                   (em_bce_opts){.reduction = EM_REDUCTION_MEAN});
+}
+static em_tensor *c_bce_probs_target_grad(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_binary_cross_entropy(em_sigmoid(x[0]), em_sigmoid(x[1]),
+                                   (em_bce_opts){.reduction = EM_REDUCTION_NONE});
+}
+/* |x - y| crosses beta = 0.7 (delta = 0.7) in the WIDE range: both branches */
+static em_tensor *c_smooth_l1(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_smooth_l1_loss(x[0], x[1], EM_REDUCTION_NONE, 0.7);
+}
+static em_tensor *c_huber(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_huber_loss(x[0], x[1], EM_REDUCTION_MEAN, 0.7);
+}
+/* input log-probabilities (log_softmax), target probabilities (softmax) or their logs */
+static em_tensor *c_kl_div(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_kl_div(em_log_softmax(x[0], 1), em_softmax(x[1], 1), EM_REDUCTION_BATCHMEAN,
+                     false);
+}
+static em_tensor *c_kl_div_log_target(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_kl_div(em_log_softmax(x[0], 1), em_log_softmax(x[1], 1), EM_REDUCTION_SUM, true);
+}
+static em_tensor *c_cosine_similarity(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cosine_similarity(x[0], x[1], 1, 1e-8);
+}
+static em_tensor *c_pairwise_distance(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_pairwise_distance(x[0], x[1], 2, 1e-6, false);
+}
+/* targets 1, -1, 1, -1, -1 (a fixed pattern; cos - margin crosses 0 somewhere) */
+static em_tensor *c_cosine_embedding(em_tensor *const *x, em_device d)
+{
+    em_tensor *y = on(em_from_data(EM_SHAPE(5), EM_F64, (double[]){1, -1, 1, -1, -1}), d);
+    return em_cosine_embedding_loss(x[0], x[1], em_to_dtype(y, x[0]->dtype), 0.1,
+                                    EM_REDUCTION_MEAN);
+}
+static em_tensor *c_margin_ranking(em_tensor *const *x, em_device d)
+{
+    em_tensor *y = on(em_from_data(EM_SHAPE(2, 3), EM_F64, (double[]){1, -1, -1, 1, 1, -1}), d);
+    return em_margin_ranking_loss(x[0], x[1], em_to_dtype(y, x[0]->dtype), 0.2,
+                                  EM_REDUCTION_SUM);
+}
 static em_tensor *c_layer_norm(em_tensor *const *x, em_device d)
 {
     (void)d;
@@ -1006,6 +1186,16 @@ const em_op_case em_op_cases[] = {
     {"gelu_tanh", c_gelu_tanh, 1, {WIDE(3, 4)}, VIEWS},
     {"silu", c_silu, 1, {WIDE(3, 4)}, VIEWS},
     {"softsign", c_softsign, 1, {WIDE(3, 4)}, VIEWS},
+    {"mish", c_mish, 1, {WIDE(3, 4)}, VIEWS},
+    {"softplus", c_softplus, 1, {WIDE(3, 4)}, VIEWS},
+    {"hardtanh", c_hardtanh, 1, {IN(3, 4)}, VIEWS},
+    {"elu", c_elu, 1, {WIDE(3, 4)}, VIEWS},
+    {"selu", c_selu, 1, {WIDE(3, 4)}, VIEWS},
+    {"hardswish", c_hardswish, 1, {{.shape = EM_SHAPE(3, 4), .lo = -4, .hi = 4}}, VIEWS},
+    {"logsigmoid", c_logsigmoid, 1, {WIDE(3, 4)}, VIEWS},
+    {"clamp_tensor", c_clamp_tensor, 3, {IN(3, 4), IN(4), IN(3, 1)}, ALL_LAYOUTS},
+    {"clamp_tensor_min", c_clamp_tensor_min, 2, {IN(3, 4), IN(3, 4)}, ALL_LAYOUTS},
+    {"clamp_tensor_max", c_clamp_tensor_max, 2, {IN(2, 3), IN(3)}, ALL_LAYOUTS},
     {"floor", c_floor, 1, {WIDE(3, 4)}, VIEWS},
     {"ceil", c_ceil, 1, {WIDE(3, 4)}, VIEWS},
     {"round", c_round, 1, {WIDE(3, 4)}, VIEWS},
@@ -1077,6 +1267,19 @@ const em_op_case em_op_cases[] = {
     {"amin_dims02", c_amin_02, 1, {IN(3, 4, 5)}, VIEWS},
     {"var_dim1", c_var_1, 1, {IN(3, 4, 5)}, VIEWS},
     {"var_all_biased", c_var_all0, 1, {IN(3, 4, 5)}, VIEWS},
+    {"prod_dim1", c_prod_1, 1, {WIDE(3, 4, 2)}, VIEWS},
+    {"prod_all", c_prod_all, 1, {WIDE(2, 3)}, VIEWS},
+    {"prod_zeros", c_prod_zeros, 1, {WIDE(3, 4)}, VIEWS},
+    {"cumsum_dim1", c_cumsum_1, 1, {IN(3, 4, 5)}, VIEWS},
+    {"cumsum_last_dim", c_cumsum_last, 1, {IN(2, 7)}, VIEWS},
+    {"cumprod_dim1", c_cumprod_1, 1, {WIDE(3, 5, 2)}, VIEWS},
+    {"cumprod_dim0", c_cumprod_0, 1, {WIDE(4, 3)}, VIEWS},
+    {"std_dim1", c_std_1, 1, {IN(3, 4, 5)}, VIEWS},
+    {"std_dims02_biased_keepdim", c_std_02_biased_keep, 1, {IN(3, 4, 5)}, VIEWS},
+    {"logsumexp_dim1", c_logsumexp_1, 1, {WIDE(3, 4, 5)}, VIEWS},
+    {"logsumexp_dims02_keepdim", c_logsumexp_02_keep, 1, {WIDE(3, 4, 5)}, VIEWS},
+    {"vector_norms", c_vector_norms, 1, {WIDE(3, 5)}, VIEWS},
+    {"vector_norm_2_dims02", c_vector_norm_2, 1, {IN(3, 4, 2)}, VIEWS},
     {"sum_no_dims", c_sum_no_dims, 1, {IN(3, 4, 2)}, VIEWS},
     {"mean_dims20_keepdim", c_mean_20_keep, 1, {IN(3, 4, 2)}, VIEWS},
     {"mean_no_dims_keepdim", c_mean_no_dims_keep, 1, {IN(3, 4, 2)}, VIEWS},
@@ -1157,6 +1360,19 @@ const em_op_case em_op_cases[] = {
     {"mse_loss", c_mse, 2, {IN(4, 3), IN(4, 3)}, VIEWS},
     {"l1_loss", c_l1, 2, {IN(4, 3), FIXED(4, 3)}, VIEWS},
     {"bce_with_logits", c_bce, 2, {WIDE(4, 3), UNIT(4, 3)}, VIEWS},
+    {"bce_with_logits_weighted", c_bce_weighted, 4,
+     {WIDE(4, 3), UNIT(4, 3), POS(3), POS(4, 1)}, VIEWS},
+    {"binary_cross_entropy", c_bce_probs, 2, {WIDE(4, 3), UNIT(4, 3)}, VIEWS},
+    {"binary_cross_entropy_target_grad", c_bce_probs_target_grad, 2, {WIDE(4, 3), WIDE(4, 3)},
+     VIEWS},
+    {"smooth_l1_loss", c_smooth_l1, 2, {WIDE(4, 3), WIDE(4, 3)}, VIEWS},
+    {"huber_loss", c_huber, 2, {WIDE(4, 3), WIDE(4, 3)}, VIEWS},
+    {"kl_div", c_kl_div, 2, {WIDE(3, 4), WIDE(3, 4)}, VIEWS},
+    {"kl_div_log_target", c_kl_div_log_target, 2, {WIDE(3, 4), WIDE(3, 4)}, VIEWS},
+    {"cosine_similarity", c_cosine_similarity, 2, {IN(3, 4, 2), IN(4, 1)}, VIEWS},
+    {"pairwise_distance", c_pairwise_distance, 2, {IN(3, 5), IN(3, 5)}, VIEWS},
+    {"cosine_embedding_loss", c_cosine_embedding, 2, {IN(5, 4), IN(5, 4)}, VIEWS},
+    {"margin_ranking_loss", c_margin_ranking, 2, {IN(2, 3), IN(2, 3)}, VIEWS},
     {"layer_norm", c_layer_norm, 3, {IN(3, 6), IN(6), IN(6)}, VIEWS},
     {"layer_norm_no_affine", c_layer_norm_plain, 1, {IN(2, 3, 6)}, 0},
     {"layer_norm_weight_only", c_layer_norm_weight, 2, {IN(4, 6), IN(6)}, 0},

@@ -201,6 +201,18 @@ Test(nn_layers, activations_match_pytorch)
         {em_gelu_layer(true), {-0.04540229, -0.15428600, 0, 1.39957154}},
         {em_silu_layer(), {-0.23840584, -0.18877034, 0, 1.22636163}},
         {em_softsign_layer(), {-2 / 3.0, -1 / 3.0, 0, 0.6}}, /* x / (1 + |x|) */
+        /* numpy in f64 on PyTorch's formulas: x tanh(log1p(exp(x))); where(b x > t, x,
+         * log1p(exp(b x)) / b); clip(x, lo, hi); where(x > 0, x, a expm1(x)), SELU's with its
+         * alpha and scale; x clip(x + 3, 0, 6) / 6; min(x, 0) - log1p(exp(-|x|)) */
+        {em_mish_layer(), {-0.25250148, -0.22074377, 0, 1.40337827}},
+        {em_softplus_layer(1, 20), {0.12692801, 0.47407698, 0.69314718, 1.70141328}},
+        {em_softplus_layer(2, 1), {0.00907496, 0.15663084, 0.34657359, 1.5}},
+        {em_hardtanh_layer(-1, 1), {-1, -0.5, 0, 1}},
+        {em_elu_layer(1), {-0.86466472, -0.39346934, 0, 1.5}},
+        {em_elu_layer(0.5), {-0.43233236, -0.19673467, 0, 1.5}},
+        {em_selu_layer(), {-1.52016647, -0.69175819, 0, 1.57605148}},
+        {em_hardswish_layer(), {-1 / 3.0, -0.20833333, 0, 1.125}},
+        {em_logsigmoid_layer(), {-2.12692801, -0.97407698, -0.69314718, -0.20141328}},
         {em_tanh_layer(), {-0.96402758, -0.46211717, 0, 0.90514827}},
         {em_sigmoid_layer(), {0.11920292, 0.37754068, 0.5, 0.81757444}},
     };

@@ -339,6 +339,27 @@ Test(prune, shrink_gives_the_masked_outputs)
     em_module_free(m);
 }
 
+/* Shrinking looks through every elementwise activation between two linear layers: here Mish,
+ * Hardtanh and Softsign, whose f(b) a dead neuron sends on is folded into the next bias. */
+Test(prune, shrink_looks_through_every_elementwise_activation)
+{
+    em_manual_seed(10);
+    em_module *m = em_sequential(5, em_linear_layer(6, 8, true), em_mish_layer(),
+                                 em_hardtanh_layer(-0.5, 0.5), em_softsign_layer(),
+                                 em_linear_layer(8, 3, true));
+    cr_assert_eq(em_prune_ln_structured(m->children[0].module, "weight", 0.5, 2, 0), EM_OK);
+    em_tensor *x = em_randn(EM_SHAPE(4, 6), EM_F32, NULL);
+    float want[12], got[12];
+    forward_host(m, x, want);
+    cr_assert_eq(em_prune_shrink(m), 4, "%s", em_error());
+    cr_assert_eq(m->children[4].module->params[0].value->shape[1], 4);
+    forward_host(m, x, got);
+    for (int i = 0; i < 12; i++)
+        cr_assert(fabsf(got[i] - want[i]) <= 1e-5f, "y[%d] %g, masked %g", i, got[i], want[i]);
+    em_release(x);
+    em_module_free(m);
+}
+
 static char *temp_path(char *buf)
 {
     int fd = mkstemp(buf);
