@@ -14,12 +14,18 @@ typedef struct {
     const char *input_name;  /* NULL: "input" */
     const char *output_name; /* NULL: "output" */
     bool fixed_batch;        /* dim 0 as the example's size rather than the symbol "batch" */
+    bool dynamic_sequence;   /* dim 1 of the input and output as the symbol "sequence" (for
+                                sequence models: x (B, T, ...), or (T, B, ...) for an LSTM or GRU
+                                that is not batch_first) */
 } em_onnx_opts;
 
-/* Writes model as an ONNX file at path (atomically). example_input (B, ...) f32 is run through
- * the layers in eval mode to fix every shape but the batch; model's train/eval mode is restored.
- * Supported: Sequential, Linear, Conv2d, BatchNorm1d/2d, LayerNorm, MaxPool2d, AvgPool2d,
- * AdaptiveAvgPool2d, Flatten, Dropout, the activations and the types given an exporter with
+/* Writes model as an ONNX file at path (atomically). example_input (B, ...) f32, or i64 token
+ * ids (B, T) for a model that starts with an Embedding (GPT), is run through the layers in eval
+ * mode to fix every shape but the batch (and the sequence); model's train/eval mode is restored.
+ * Supported: Sequential, Residual, Linear, Conv2d, BatchNorm1d/2d, LayerNorm, MaxPool2d,
+ * AvgPool2d, AdaptiveAvgPool2d, Flatten, Dropout, the activations, Embedding, LSTM and GRU
+ * (ONNX LSTM/GRU, gates reordered), MultiheadAttention, TransformerEncoderLayer, GPT (once
+ * em_gpt has made one: models/ registers it) and the types given an exporter with
  * em_onnx_register (below); any other module is an error that names it, and no file is
  * written. */
 em_status em_onnx_export(em_module *model, const em_tensor *example_input, const char *path,
@@ -37,10 +43,15 @@ typedef em_status (*em_onnx_exporter)(em_onnx_builder *b, const em_module *m, co
 em_status em_onnx_register(const em_module_type *type, em_onnx_exporter fn);
 
 const char *em_onnx_value(const em_onnx_builder *b); /* the current value's name */
+/* Writes child (a module inside the one being written) through its own mapping as layer
+ * "<layer>.<local>", from the current value and example; the child's output becomes both.
+ * For a mapping of a module made of others (a GPT writes its blocks so). */
+em_status em_onnx_child(em_onnx_builder *b, em_module *child, const char *local);
 /* the example input as it reaches the layer (B, ...) f32, for shapes; dim 0 is the batch */
 const em_tensor *em_onnx_example(const em_onnx_builder *b);
-/* An f32 initializer holding t under "<layer>.<local>"; returns that name (valid until the
- * export ends), or NULL with an error. */
+/* An initializer holding t (i64 as i64, any other dtype as f32) under "<layer>.<local>";
+ * returns that name (valid until the export ends), or NULL with an error. A name already
+ * written is not written again: a tied weight is held once. */
 const char *em_onnx_initializer(em_onnx_builder *b, const char *local, const em_tensor *t);
 
 typedef enum { EM_ONNX_ATTR_INT, EM_ONNX_ATTR_FLOAT, EM_ONNX_ATTR_INTS } em_onnx_attr_kind;
