@@ -234,14 +234,14 @@ static em_status export_linear(exporter *e, const em_module *m, const char *laye
     return EM_OK;
 }
 
-/* Conv2d, with the BatchNorm2d that follows it (e->folded, or NULL) folded into its weight and
- * bias: w' = w g / sqrt(var + eps) per output channel,
+/* Conv2d or Conv1d, with the BatchNorm2d that follows a Conv2d (e->folded, or NULL) folded into
+ * its weight and bias: w' = w g / sqrt(var + eps) per output channel,
  * b' = (b - mean) g / sqrt(var + eps) + beta. */
 static em_status export_conv(exporter *e, const em_module *m, const char *layer)
 {
     const em_module *bn = e->folded;
     em_conv2d_opts o;
-    em_conv2d_layer_config(m, &o);
+    em_conv_layer_config(m, &o);
     const em_tensor *w = m->params[0].value, *b = m->n_params > 1 ? m->params[1].value : NULL;
     int64_t c_out = w->shape[0], per = em_numel(w) / c_out;
     float *wv = em_host_f32(w, "em_onnx_export");
@@ -276,11 +276,12 @@ static em_status export_conv(exporter *e, const em_module *m, const char *layer)
         next_value(e, out);
         const char *in[] = {e->value, wn, bname};
         em_pb n = node_begin(e, "Conv", layer, in, b || bn ? 3 : 2, out);
-        int64_t pads[4] = {o.padding[0], o.padding[1], o.padding[0], o.padding[1]};
-        attr_ints(&n, "kernel_shape", w->shape + 2, 2);
-        attr_ints(&n, "strides", o.stride, 2);
-        attr_ints(&n, "pads", pads, 4);
-        attr_ints(&n, "dilations", o.dilation, 2);
+        int sp = w->ndim - 2, at = 2 - sp; /* 2 spatial dims, or a Conv1d's width: [1] */
+        int64_t pads[4] = {o.padding[at], o.padding[1], o.padding[at], o.padding[1]};
+        attr_ints(&n, "kernel_shape", w->shape + 2, sp);
+        attr_ints(&n, "strides", o.stride + at, sp);
+        attr_ints(&n, "pads", pads, 2 * sp);
+        attr_ints(&n, "dilations", o.dilation + at, sp);
         attr_int(&n, "group", o.groups);
         node_end(e, &n);
         strcpy(e->value, out);
@@ -489,6 +490,7 @@ typedef struct {
 static const mapping builtin[] = {
     {&em_linear_type, export_linear},
     {&em_conv2d_type, export_conv},
+    {&em_conv1d_type, export_conv},
     {&em_max_pool2d_type, export_pool},
     {&em_avg_pool2d_type, export_pool},
     {&em_adaptive_avg_pool2d_type, export_adaptive_pool},
@@ -560,7 +562,10 @@ static em_status export_leaf(exporter *e, em_module *m, em_module *folded, const
     em_onnx_exporter fn = mapping_of(em_module_own_type(m));
     if (!fn)
         return em_set_error(EM_ERR_UNSUPPORTED, "em_onnx_export: layer '%s' (%s) has no ONNX "
-                            "mapping", *layer ? layer : "(root)", m->type->type_name);
+                            "mapping%s", *layer ? layer : "(root)", m->type->type_name,
+                            strncmp(m->type->type_name, "Quantized", 9) ? ""
+                            : ": ember's int8 kernels have no ONNX form; export the f32 model "
+                              "and quantize the file with onnxruntime's quantize_dynamic");
     const char *outer_layer = e->layer;
     const em_module *outer_folded = e->folded;
     em_tensor *x_in = em_retain(e->x); /* a mapping that writes children moves e->x on */

@@ -252,13 +252,16 @@ Test(onnx, registered_custom_type_matches_onnxruntime)
 
 Test(onnx, unsupported_layer_is_an_error_and_writes_nothing)
 {
-    em_module *m = em_sequential(2, em_linear_layer(4, 4, true),
-                                 em_conv1d_layer(1, 2, 3, (em_conv1d_layer_opts){0}));
+    em_module *q = em_sequential(1, em_linear_layer(4, 4, true));
+    cr_assert_eq(em_quantize_dynamic_(q, (em_quantize_opts){0}), EM_OK, "%s", em_error());
+    em_module *m = em_sequential(2, em_linear_layer(4, 4, true), q);
     em_tensor *x = em_zeros(EM_SHAPE(2, 4), EM_F32);
     const char *path = "/tmp/ember_onnx_unsupported.onnx";
     unlink(path);
     cr_assert_eq(em_onnx_export(m, x, path, (em_onnx_opts){0}), EM_ERR_UNSUPPORTED);
-    cr_assert(strstr(em_error(), "layer '1' (Conv1d) has no ONNX mapping"), "%s", em_error());
+    cr_assert(strstr(em_error(), "layer '1.0' (QuantizedLinear) has no ONNX mapping: ember's int8 kernels have no "
+                 "ONNX form; export the f32 model and quantize the file with onnxruntime's "
+                 "quantize_dynamic"), "%s", em_error());
     cr_assert_neq(access(path, F_OK), 0, "no file may be written");
     em_error_clear();
     cr_assert_eq(em_onnx_export(m, x, path, (em_onnx_opts){.opset = 13}), EM_ERR_ARG);
@@ -290,6 +293,20 @@ static em_module *redrawn(em_module *m, double std)
     for (int i = 0; i < n; i++)
         cr_assert_eq(em_normal_(refs[i].value, 0, std, &gen), EM_OK, "%s", em_error());
     return m;
+}
+
+Test(onnx, conv1d_matches_onnxruntime)
+{
+    em_manual_seed(13);
+    em_scope_begin();
+    em_module *m = em_sequential(
+        5, em_conv1d_layer(2, 4, 3, (em_conv1d_layer_opts){.stride = 2, .padding = 1,
+                                                           .groups = 2}),
+        em_relu_layer(), em_conv1d_layer(4, 3, 3, (em_conv1d_layer_opts){.dilation = 2,
+                                                                        .no_bias = true}),
+        em_flatten_layer(), em_linear_layer(3 * 4, 2, true));
+    em_scope_end();
+    check_export(m, EM_SHAPE(1, 2, 16), NULL);
 }
 
 Test(onnx, residual_blocks_match_onnxruntime)
