@@ -47,7 +47,8 @@ const char *em_onnx_value(const em_onnx_builder *b); /* the current value's name
  * "<layer>.<local>", from the current value and example; the child's output becomes both.
  * For a mapping of a module made of others (a GPT writes its blocks so). */
 em_status em_onnx_child(em_onnx_builder *b, em_module *child, const char *local);
-/* the example input as it reaches the layer (B, ...) f32, for shapes; dim 0 is the batch */
+/* the example input as it reaches the layer (B, ...), for shapes; dim 0 is the batch. After
+ * em_onnx_child, the example as it leaves that child. */
 const em_tensor *em_onnx_example(const em_onnx_builder *b);
 /* An initializer holding t (i64 as i64, any other dtype as f32) under "<layer>.<local>";
  * returns that name (valid until the export ends), or NULL with an error. A name already
