@@ -267,6 +267,14 @@ Test(onnx, unsupported_layer_is_an_error_and_writes_nothing)
     cr_assert_eq(em_onnx_export(m, x, path, (em_onnx_opts){.opset = 13}), EM_ERR_ARG);
     cr_assert(strstr(em_error(), "opset >= 17"), "%s", em_error());
     em_error_clear();
+    em_tensor *flat = em_zeros(EM_SHAPE(4), EM_F32);
+    cr_assert_eq(em_onnx_export(em_module_child(m, "0"), flat, path,
+                                (em_onnx_opts){.dynamic_sequence = true}), EM_ERR_ARG);
+    cr_assert(strstr(em_error(), "with a dim 1 for a dynamic sequence; got f32 with 1 dims"),
+              "%s", em_error());
+    cr_assert_neq(access(path, F_OK), 0, "no file may be written");
+    em_error_clear();
+    em_release(flat);
     em_release(x);
     em_module_free(m);
 }
