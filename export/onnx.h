@@ -1,5 +1,6 @@
 /* ONNX export: a module tree written as an ONNX model (opset 17 or later) that onnxruntime runs,
- * with a dynamic batch axis and every Conv2d followed by a BatchNorm2d folded into one Conv. */
+ * with a dynamic batch axis (and sequence axis, when asked) and every Conv2d followed by a
+ * BatchNorm2d folded into one Conv. */
 #ifndef EMBER_EXPORT_ONNX_H
 #define EMBER_EXPORT_ONNX_H
 
