@@ -1,10 +1,30 @@
-/* `ember export RECIPE --load FILE --onnx OUT [--opset N] [--allow-nonfinite]`: a saved recipe model written as an
- * ONNX file with a dynamic batch axis (Conv+BatchNorm folded), then a JSON summary line. */
+/* `ember export RECIPE --load FILE --onnx OUT [--opset N] [--allow-nonfinite]`: a saved recipe
+ * model written as an ONNX file with a dynamic batch axis (Conv+BatchNorm folded; gpt: token ids
+ * (batch, sequence) -> logits), then a JSON summary line. */
 #include <stdio.h>
 #include <sys/stat.h>
 
 #include "cli/args.h"
 #include "cli/cli_internal.h"
+
+/* The model saved at load and an example input: token ids (1, block_size) for gpt, else one
+ * image or flat sample. */
+static em_status load_model(const em_recipe *rc, const char *load, em_module **m,
+                            em_tensor **example)
+{
+    if (rc->build) {
+        *m = rc->build();
+        *example = rc->flat_input ? em_zeros(EM_SHAPE(1, 784), EM_F32)
+                                  : em_zeros(EM_SHAPE(1, 1, 28, 28), EM_F32);
+        return *m && *example ? em_load_model_any(*m, rc, load) : em_error_status();
+    }
+    em_char_vocab vocab;
+    em_gpt_config c;
+    em_status st = em_gpt_recipe_load(load, m, &vocab);
+    if (st == EM_OK && em_gpt_config_of(*m, &c))
+        *example = em_zeros(EM_SHAPE(1, c.block_size), EM_I64);
+    return st == EM_OK && !*example ? em_error_status() : st;
+}
 
 int em_cmd_export(int argc, char **argv)
 {
@@ -21,19 +41,20 @@ int em_cmd_export(int argc, char **argv)
     const em_cmd_spec spec = {
         .command = "ember export", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
         .about = "A saved recipe model as an ONNX file: dynamic batch axis, Conv+BatchNorm "
-                 "folded,\nthen a JSON summary line.",
-        .more_help = em_list_built_recipes, .opts = opts};
+                 "folded (gpt: token ids\n(batch, sequence) -> logits, the sequence up to the "
+                 "block size), then a JSON summary line.",
+        .more_help = em_list_recipes, .opts = opts};
     const em_recipe *rc;
-    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
+    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, false, &rc);
     if (parsed != EM_ARGS_RUN)
         return parsed;
-    em_module *m = rc->build();
-    em_tensor *example = rc->flat_input ? em_zeros(EM_SHAPE(1, 784), EM_F32)
-                                        : em_zeros(EM_SHAPE(1, 1, 28, 28), EM_F32);
-    em_status st = m && example ? em_load_model_any(m, rc, load) : em_error_status();
+    em_module *m = NULL;
+    em_tensor *example = NULL;
+    em_status st = load_model(rc, load, &m, &example);
     if (st == EM_OK)
         st = em_onnx_export(m, example, out, (em_onnx_opts){.opset = opset,
-                                                         .allow_nonfinite = allow_nonfinite});
+                                                         .allow_nonfinite = allow_nonfinite,
+                                                         .dynamic_sequence = !rc->build});
     em_release(example);
     em_module_free(m);
     if (st != EM_OK) {

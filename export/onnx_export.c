@@ -9,6 +9,7 @@
 
 #include "nn/nn_internal.h"
 #include "export/onnx.h"
+#include "export/onnx_internal.h"
 #include "io/atomic_file.h"
 #include "io/protobuf_internal.h"
 #include "io/utf8.h"
@@ -25,7 +26,7 @@ enum { ATTR_FLOAT = 1, ATTR_INT = 2, ATTR_INTS_TYPE = 7 };
 enum { TENSOR_DIMS = 1, TENSOR_DATA_TYPE = 2, TENSOR_NAME = 8, TENSOR_RAW = 9 };
 enum { VALUE_NAME = 1, VALUE_TYPE = 2, TYPE_TENSOR = 1, TTYPE_ELEM = 1, TTYPE_SHAPE = 2,
        SHAPE_DIM = 1, DIM_VALUE = 1, DIM_PARAM = 2 };
-enum { ONNX_FLOAT = 1, IR_VERSION = 8, DEFAULT_OPSET = 17 };
+enum { ONNX_FLOAT = 1, ONNX_INT64 = 7, IR_VERSION = 8, DEFAULT_OPSET = 17 };
 
 #define NAME_MAX_LEN 256
 /* A layer's dotted name leaves room in NAME_MAX_LEN for "/<op>_<node number>" and ".<tensor>" */
@@ -39,7 +40,7 @@ struct em_onnx_builder {
     em_tensor *x;            /* the example as it leaves the last exported layer (owned) */
     const char *layer;       /* the layer being written */
     const em_module *folded; /* the BatchNorm2d folded into the Conv2d being written, or NULL */
-    char **names;            /* (n_names) initializer names em_onnx_initializer handed out */
+    char **names;            /* (n_names) initializer names written so far */
     int n_names;
     bool allow_nonfinite;    /* em_onnx_opts.allow_nonfinite */
 };
@@ -130,13 +131,14 @@ static void simple_node(exporter *e, const char *op, const char *layer)
     node(e, op, layer, in, 1, NULL, 0);
 }
 
-/* An f32 initializer from host values with the given shape; NaN or Inf among them is an error
- * naming the tensor unless the caller allowed them. */
-static em_status initializer_f32(exporter *e, const char *name, const float *v, em_shape s)
+/* An initializer of onnx_type (f32 or i64) from host values v with the given shape; NaN or Inf
+ * among f32 values is an error naming the tensor unless the caller allowed them. */
+static em_status initializer_raw(exporter *e, const char *name, const void *v, int onnx_type,
+                                 em_shape s)
 {
     int64_t n = em_shape_numel(&s), bad = 0;
-    for (int64_t i = 0; i < n; i++)
-        bad += !isfinite(v[i]);
+    for (int64_t i = 0; onnx_type == ONNX_FLOAT && i < n; i++)
+        bad += !isfinite(((const float *)v)[i]);
     if (bad && !e->allow_nonfinite)
         return em_set_error(EM_ERR_NUMERIC, "em_onnx_export: '%s' holds %lld NaN or Inf values "
                             "of %lld (em_onnx_opts.allow_nonfinite writes them)", name,
@@ -144,9 +146,10 @@ static em_status initializer_f32(exporter *e, const char *name, const float *v, 
     em_pb t = {0};
     for (int i = 0; i < s.ndim; i++)
         em_pb_int(&t, TENSOR_DIMS, s.d[i]);
-    em_pb_int(&t, TENSOR_DATA_TYPE, ONNX_FLOAT);
+    em_pb_int(&t, TENSOR_DATA_TYPE, onnx_type);
     em_pb_string(&t, TENSOR_NAME, name);
-    em_pb_bytes(&t, TENSOR_RAW, v, sizeof *v * (size_t)n); /* little-endian hosts */
+    size_t size = onnx_type == ONNX_INT64 ? sizeof(int64_t) : sizeof(float);
+    em_pb_bytes(&t, TENSOR_RAW, v, size * (size_t)n); /* little-endian hosts */
     em_pb_message(&e->graph, GRAPH_INITIALIZER, &t);
     return EM_OK;
 }
@@ -160,16 +163,51 @@ static em_status tensor_name(const char *layer, const char *local, char *out)
     return EM_OK;
 }
 
-/* An initializer holding tensor t under "<layer>.<local>"; its name goes to out. */
+static em_status initializer_f32(exporter *e, const char *name, const float *v, em_shape s)
+{
+    return initializer_raw(e, name, v, ONNX_FLOAT, s);
+}
+
+/* Whether an initializer called name was written (a tied weight is written once), else
+ * remembers the name; false with an error when memory runs out. */
+static bool written_before(exporter *e, const char *name, em_status *st)
+{
+    *st = EM_OK;
+    for (int i = 0; i < e->n_names; i++)
+        if (!strcmp(e->names[i], name))
+            return true;
+    char **names = realloc(e->names, (size_t)(e->n_names + 1) * sizeof *names);
+    char *kept = names ? malloc(strlen(name) + 1) : NULL;
+    if (names)
+        e->names = names;
+    if (!kept)
+        *st = em_set_error(EM_ERR_MEMORY, "em_onnx_export: out of memory");
+    else
+        e->names[e->n_names++] = strcpy(kept, name);
+    return false;
+}
+
+/* An initializer holding tensor t (i64 kept, any other dtype as f32) under "<layer>.<local>";
+ * its name goes to out. A name written before is not written again. */
 static em_status initializer(exporter *e, const char *layer, const char *local,
                              const em_tensor *t, char *out)
 {
     if (tensor_name(layer, local, out) != EM_OK)
         return EM_ERR_ARG;
-    float *v = em_host_f32(t, "em_onnx_export");
-    if (!v)
+    em_status st;
+    if (written_before(e, out, &st) || st != EM_OK)
+        return st;
+    bool i64 = t->dtype == EM_I64;
+    void *v = i64 ? malloc(sizeof(int64_t) * (size_t)(em_numel(t) ? em_numel(t) : 1))
+                  : (void *)em_host_f32(t, "em_onnx_export");
+    if (i64 && v && em_copy_to_host(t, EM_I64, v) != EM_OK) {
+        free(v);
         return em_error_status();
-    em_status st = initializer_f32(e, out, v, em_shape_of(t));
+    }
+    if (!v)
+        return i64 ? em_set_error(EM_ERR_MEMORY, "em_onnx_export: out of memory")
+                   : em_error_status();
+    st = initializer_raw(e, out, v, i64 ? ONNX_INT64 : ONNX_FLOAT, em_shape_of(t));
     free(v);
     return st;
 }
@@ -216,14 +254,14 @@ static em_status export_linear(exporter *e, const em_module *m, const char *laye
     return EM_OK;
 }
 
-/* Conv2d, with the BatchNorm2d that follows it (e->folded, or NULL) folded into its weight and
- * bias: w' = w g / sqrt(var + eps) per output channel,
+/* Conv2d or Conv1d, with the BatchNorm2d that follows a Conv2d (e->folded, or NULL) folded into
+ * its weight and bias: w' = w g / sqrt(var + eps) per output channel,
  * b' = (b - mean) g / sqrt(var + eps) + beta. */
 static em_status export_conv(exporter *e, const em_module *m, const char *layer)
 {
     const em_module *bn = e->folded;
     em_conv2d_opts o;
-    em_conv2d_layer_config(m, &o);
+    em_conv_layer_config(m, &o);
     const em_tensor *w = m->params[0].value, *b = m->n_params > 1 ? m->params[1].value : NULL;
     int64_t c_out = w->shape[0], per = em_numel(w) / c_out;
     if (bn && em_numel(bn->params[0].value) != c_out)
@@ -264,11 +302,12 @@ static em_status export_conv(exporter *e, const em_module *m, const char *layer)
         next_value(e, out);
         const char *in[] = {e->value, wn, bname};
         em_pb n = node_begin(e, "Conv", layer, in, b || bn ? 3 : 2, out);
-        int64_t pads[4] = {o.padding[0], o.padding[1], o.padding[0], o.padding[1]};
-        attr_ints(&n, "kernel_shape", w->shape + 2, 2);
-        attr_ints(&n, "strides", o.stride, 2);
-        attr_ints(&n, "pads", pads, 4);
-        attr_ints(&n, "dilations", o.dilation, 2);
+        int sp = w->ndim - 2, at = 2 - sp; /* 2 spatial dims, or a Conv1d's width: [1] */
+        int64_t pads[4] = {o.padding[at], o.padding[1], o.padding[at], o.padding[1]};
+        attr_ints(&n, "kernel_shape", w->shape + 2, sp);
+        attr_ints(&n, "strides", o.stride + at, sp);
+        attr_ints(&n, "pads", pads, 2 * sp);
+        attr_ints(&n, "dilations", o.dilation + at, sp);
         attr_int(&n, "group", o.groups);
         node_end(e, &n);
         strcpy(e->value, out);
@@ -491,6 +530,34 @@ static em_status export_dropout(exporter *e, const em_module *m, const char *lay
     return EM_OK;
 }
 
+/* y = body(x) + shortcut(x): both branches start from the layer's input value and example. */
+static em_status export_residual(exporter *e, const em_module *m, const char *layer)
+{
+    char in[NAME_MAX_LEN], body[NAME_MAX_LEN];
+    strcpy(in, e->value);
+    em_tensor *x_in = em_retain(e->x);
+    em_status st = em_onnx_child(e, m->children[0].module, "body");
+    strcpy(body, e->value);
+    em_release(e->x);
+    e->x = x_in;
+    strcpy(e->value, in);
+    if (st == EM_OK && m->n_children > 1)
+        st = em_onnx_child(e, m->children[1].module, "shortcut");
+    if (st == EM_OK)
+        binary_node(e, "Add", layer, body, e->value);
+    return st;
+}
+
+/* Gather(weight, ids): ids i64 (B, ...) -> (B, ..., dim) */
+static em_status export_embedding(exporter *e, const em_module *m, const char *layer)
+{
+    char w[NAME_MAX_LEN];
+    if (initializer(e, layer, "weight", m->params[0].value, w) != EM_OK)
+        return em_error_status();
+    binary_node(e, "Gather", layer, w, e->value);
+    return EM_OK;
+}
+
 typedef struct {
     const em_module_type *type;
     em_onnx_exporter fn;
@@ -499,6 +566,7 @@ typedef struct {
 static const mapping builtin[] = {
     {&em_linear_type, export_linear},
     {&em_conv2d_type, export_conv},
+    {&em_conv1d_type, export_conv},
     {&em_max_pool2d_type, export_pool},
     {&em_avg_pool2d_type, export_pool},
     {&em_adaptive_avg_pool2d_type, export_adaptive_pool},
@@ -522,6 +590,12 @@ static const mapping builtin[] = {
     {&em_sigmoid_type, export_activation},
     {&em_softmax_type, export_activation},
     {&em_flatten_type, export_activation},
+    {&em_residual_type, export_residual},
+    {&em_embedding_type, export_embedding},
+    {&em_lstm_type, em_onnx_export_rnn},
+    {&em_gru_type, em_onnx_export_rnn},
+    {&em_multihead_attention_type, em_onnx_export_mha},
+    {&em_transformer_encoder_layer_type, em_onnx_export_transformer},
 };
 
 /* em_onnx_register's mappings, looked up before the built-in ones */
@@ -571,10 +645,20 @@ static em_status export_leaf(exporter *e, em_module *m, em_module *folded, const
     em_onnx_exporter fn = mapping_of(em_module_own_type(m));
     if (!fn)
         return em_set_error(EM_ERR_UNSUPPORTED, "em_onnx_export: layer '%s' (%s) has no ONNX "
-                            "mapping", *layer ? layer : "(root)", m->type->type_name);
+                            "mapping%s", *layer ? layer : "(root)", m->type->type_name,
+                            strncmp(m->type->type_name, "Quantized", 9) ? ""
+                            : ": ember's int8 kernels have no ONNX form; export the f32 model "
+                              "and quantize the file with onnxruntime's quantize_dynamic");
+    const char *outer_layer = e->layer;
+    const em_module *outer_folded = e->folded;
+    em_tensor *x_in = em_retain(e->x); /* a mapping that writes children moves e->x on */
     e->layer = layer;
     e->folded = folded;
     em_status st = fn(e, m, layer);
+    e->layer = outer_layer;
+    e->folded = outer_folded;
+    em_release(e->x);
+    e->x = x_in;
     return st == EM_OK ? advance(e, m, folded) : st;
 }
 
@@ -607,6 +691,45 @@ static em_status export_module(exporter *e, em_module *m, const char *prefix)
     return EM_OK;
 }
 
+em_status em_onnx_child(em_onnx_builder *b, em_module *child, const char *local)
+{
+    if (!b || !child || !local)
+        return em_set_error(EM_ERR_ARG, "em_onnx_child: builder, child and local name must be "
+                            "given");
+    char name[NAME_MAX_LEN];
+    snprintf(name, sizeof name, "%s%s%s", b->layer, *b->layer ? "." : "", local);
+    return export_module(b, child, name);
+}
+
+em_status em_onnx_op(em_onnx_builder *b, const char *op, const char *a, const char *second,
+                     const em_onnx_attr *attr)
+{
+    const char *in[] = {a, second};
+    node(b, op, b->layer, in, second ? 2 : 1, attr, attr ? 1 : 0);
+    return EM_OK;
+}
+
+const char *em_onnx_i64(em_onnx_builder *b, const char *local, em_shape s, const int64_t *v)
+{
+    em_tensor *t = em_from_data(s, EM_I64, v);
+    const char *name = t ? em_onnx_initializer(b, local, t) : NULL;
+    em_release(t);
+    return name;
+}
+
+const char *em_onnx_f32(em_onnx_builder *b, const char *local, float v)
+{
+    em_tensor *t = em_from_data(EM_SCALAR_SHAPE, EM_F32, &v);
+    const char *name = t ? em_onnx_initializer(b, local, t) : NULL;
+    em_release(t);
+    return name;
+}
+
+em_status em_onnx_gelu(em_onnx_builder *b, bool tanh_approximation)
+{
+    return export_gelu(b, b->layer, tanh_approximation);
+}
+
 const char *em_onnx_value(const em_onnx_builder *b)
 {
     return b ? b->value : NULL;
@@ -627,16 +750,10 @@ const char *em_onnx_initializer(em_onnx_builder *b, const char *local, const em_
     char name[NAME_MAX_LEN];
     if (initializer(b, b->layer, local, t, name) != EM_OK)
         return NULL;
-    char **names = realloc(b->names, (size_t)(b->n_names + 1) * sizeof *names);
-    char *kept = names ? malloc(strlen(name) + 1) : NULL;
-    if (names)
-        b->names = names;
-    if (!kept) {
-        em_set_error(EM_ERR_MEMORY, "em_onnx_initializer: out of memory");
-        return NULL;
-    }
-    b->names[b->n_names++] = kept;
-    return strcpy(kept, name);
+    for (int i = 0; i < b->n_names; i++) /* the builder's copy, valid until the export ends */
+        if (!strcmp(b->names[i], name))
+            return b->names[i];
+    return NULL;
 }
 
 em_status em_onnx_node(em_onnx_builder *b, const char *op, const char *const *inputs,
@@ -658,21 +775,24 @@ em_status em_onnx_node(em_onnx_builder *b, const char *op, const char *const *in
     return EM_OK;
 }
 
-/* A graph input or output: f32 with t's shape, dim 0 the symbol "batch" unless fixed. */
+/* A graph input or output: f32 (i64 for token ids) with t's shape, dim 0 the symbol "batch"
+ * unless fixed, dim 1 the symbol "sequence" when dynamic. */
 static void value_info(em_pb *graph, int field, const char *name, const em_tensor *t,
-                       bool fixed_batch)
+                       const em_onnx_opts *o)
 {
     em_pb shape = {0};
     for (int i = 0; i < t->ndim; i++) {
         em_pb d = {0};
-        if (i == 0 && !fixed_batch)
+        if (i == 0 && !o->fixed_batch)
             em_pb_string(&d, DIM_PARAM, "batch");
+        else if (i == 1 && o->dynamic_sequence)
+            em_pb_string(&d, DIM_PARAM, "sequence");
         else
             em_pb_int(&d, DIM_VALUE, t->shape[i]);
         em_pb_message(&shape, SHAPE_DIM, &d);
     }
     em_pb tensor_type = {0}, type = {0}, info = {0};
-    em_pb_int(&tensor_type, TTYPE_ELEM, ONNX_FLOAT);
+    em_pb_int(&tensor_type, TTYPE_ELEM, t->dtype == EM_I64 ? ONNX_INT64 : ONNX_FLOAT);
     em_pb_message(&tensor_type, TTYPE_SHAPE, &shape);
     em_pb_message(&type, TYPE_TENSOR, &tensor_type);
     em_pb_string(&info, VALUE_NAME, name);
@@ -699,9 +819,12 @@ em_status em_onnx_export(em_module *model, const em_tensor *example_input, const
     if (!model || !example_input || !path)
         return em_set_error(EM_ERR_ARG, "%s: model, example_input and path must be given", fn);
     int opset = o.opset ? o.opset : DEFAULT_OPSET;
-    if (opset < DEFAULT_OPSET || example_input->dtype != EM_F32 || example_input->ndim < 1)
+    em_dtype dt = example_input->dtype;
+    if (opset < DEFAULT_OPSET || (dt != EM_F32 && dt != EM_I64) || example_input->ndim < 1 ||
+        (o.dynamic_sequence && example_input->ndim < 2))
         return em_set_error(EM_ERR_ARG, "%s: need opset >= 17 (got %d) and an f32 example "
-                            "(B, ...), got %s with %d dims", fn, opset,
+                            "(B, ...) (i64 token ids (B, T)), with a dim 1 for a dynamic "
+                            "sequence; got %s with %d dims", fn, opset,
                             em_dtype_name(example_input->dtype), example_input->ndim);
     const char *in_name = o.input_name ? o.input_name : "input";
     const char *out_name = o.output_name ? o.output_name : "output";
@@ -723,8 +846,8 @@ em_status em_onnx_export(em_module *model, const em_tensor *example_input, const
         em_pb n = node_begin(&e, "Identity", "", in, 1, out_name);
         node_end(&e, &n);
         em_pb_string(&e.graph, GRAPH_NAME, "ember");
-        value_info(&e.graph, GRAPH_INPUT, in_name, example_input, o.fixed_batch);
-        value_info(&e.graph, GRAPH_OUTPUT, out_name, e.x, o.fixed_batch);
+        value_info(&e.graph, GRAPH_INPUT, in_name, example_input, &o);
+        value_info(&e.graph, GRAPH_OUTPUT, out_name, e.x, &o);
         em_pb model_pb = {0}, opset_pb = {0};
         em_pb_int(&model_pb, MODEL_IR_VERSION, IR_VERSION);
         em_pb_string(&model_pb, MODEL_PRODUCER, "ember");

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "models/gpt.h"
+#include "models/gpt_internal.h"
 #include "nn/nn_internal.h"
 
 typedef struct {
@@ -152,6 +153,7 @@ em_module *em_gpt(em_gpt_config c)
     if (!g)
         return NULL;
     g->config = c;
+    em_gpt_onnx_register(&gpt_type);
     em_module *m = &g->base, *blocks = em_module_list(0);
     em_transformer_opts block = {.dim_feedforward = 4 * c.n_embd, .dropout = c.dropout,
                                  .activation = EM_ACTIVATION_GELU, .norm_first = true,

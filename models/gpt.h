@@ -10,7 +10,7 @@
  * TransformerEncoderLayers: pre-LN, causal, GELU, feed-forward 4E) and ln_f; the LM head is
  * wte's weight (tied, held once). GPT-2's init: matrices and embeddings N(0, 0.02), out_proj and
  * linear2 weights N(0, 0.02 / sqrt(2 n_layer)), biases 0. em_forward(gpt, idx) = em_gpt_forward
- * without a cache. */
+ * without a cache. em_onnx_export writes it from i64 ids (B, T) (models/gpt_onnx.c). */
 typedef struct {
     int64_t vocab_size, block_size; /* tokens; the most positions a forward sees */
     int n_layer;

@@ -38,14 +38,19 @@ static void conv_describe(const em_module *m, char *buf, size_t n)
 }
 
 const em_module_type em_conv2d_type = {"Conv2d", conv2d_forward, NULL, conv_describe};
-static const em_module_type conv1d_type = {"Conv1d", conv1d_forward, NULL, conv_describe};
+const em_module_type em_conv1d_type = {"Conv1d", conv1d_forward, NULL, conv_describe};
 
-bool em_conv2d_layer_config(const em_module *m, em_conv2d_opts *o)
+bool em_conv_layer_config(const em_module *m, em_conv2d_opts *o)
 {
-    if (!m || m->type != &em_conv2d_type)
+    if (!m || (m->type != &em_conv2d_type && m->type != &em_conv1d_type))
         return false;
     *o = ((const conv2d_layer *)m)->opts;
     return true;
+}
+
+bool em_conv2d_layer_config(const em_module *m, em_conv2d_opts *o)
+{
+    return m && m->type == &em_conv2d_type && em_conv_layer_config(m, o);
 }
 
 /* A Conv2d (spatial 2) or Conv1d (spatial 1) with the given settings (0: the default). */
@@ -99,6 +104,6 @@ em_module *em_conv2d_layer(int64_t in_ch, int64_t out_ch, int64_t kernel, em_con
 
 em_module *em_conv1d_layer(int64_t in_ch, int64_t out_ch, int64_t kernel, em_conv1d_layer_opts o)
 {
-    return conv_new("em_conv1d_layer", &conv1d_type, 1, in_ch, out_ch, kernel, o.stride,
+    return conv_new("em_conv1d_layer", &em_conv1d_type, 1, in_ch, out_ch, kernel, o.stride,
                     o.padding, o.dilation, o.groups, !o.no_bias);
 }

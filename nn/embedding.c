@@ -20,8 +20,8 @@ static void embedding_describe(const em_module *m, char *buf, size_t n)
     snprintf(buf, n, "%lld, %lld", (long long)e->num, (long long)e->dim);
 }
 
-static const em_module_type embedding_type = {"Embedding", embedding_forward, NULL,
-                                              embedding_describe};
+const em_module_type em_embedding_type = {"Embedding", embedding_forward, NULL,
+                                          embedding_describe};
 
 em_module *em_embedding_layer(int64_t num, int64_t dim)
 {
@@ -30,7 +30,7 @@ em_module *em_embedding_layer(int64_t num, int64_t dim)
                      (long long)num, (long long)dim);
         return NULL;
     }
-    embedding_layer *e = (embedding_layer *)em_module_alloc(sizeof *e, &embedding_type);
+    embedding_layer *e = (embedding_layer *)em_module_alloc(sizeof *e, &em_embedding_type);
     if (!e)
         return NULL;
     e->num = num;

@@ -291,6 +291,11 @@ bool em_multihead_attention_causal(const em_module *m)
     return is_mha(m) && ((const mha_layer *)m)->causal;
 }
 
+int64_t em_multihead_attention_heads(const em_module *m)
+{
+    return is_mha(m) ? ((const mha_layer *)m)->num_heads : 0;
+}
+
 static em_tensor *mha_forward(em_module *m, const em_tensor *x)
 {
     return em_multihead_attention(m, x, x, x, (em_mha_call){
@@ -305,7 +310,8 @@ static void mha_describe(const em_module *m, char *buf, size_t n)
              l->causal ? ", causal" : "");
 }
 
-static const em_module_type mha_type = {"MultiheadAttention", mha_forward, NULL, mha_describe};
+const em_module_type em_multihead_attention_type = {"MultiheadAttention", mha_forward, NULL,
+                                                    mha_describe};
 
 em_module *em_multihead_attention_layer(int64_t embed_dim, int64_t num_heads, em_mha_opts o)
 {
@@ -316,7 +322,7 @@ em_module *em_multihead_attention_layer(int64_t embed_dim, int64_t num_heads, em
                      (long long)embed_dim, (long long)num_heads, o.dropout);
         return NULL;
     }
-    mha_layer *l = (mha_layer *)em_module_alloc(sizeof *l, &mha_type);
+    mha_layer *l = (mha_layer *)em_module_alloc(sizeof *l, &em_multihead_attention_type);
     if (!l)
         return NULL;
     l->embed_dim = embed_dim;

@@ -80,12 +80,14 @@ float *em_host_f32(const em_tensor *t, const char *fn);
 
 /* The built-in layer types, for code that picks what to do by a module's type (the ONNX
  * export's table of mappings). */
-extern const em_module_type em_sequential_type, em_linear_type, em_conv2d_type,
+extern const em_module_type em_sequential_type, em_linear_type, em_conv2d_type, em_conv1d_type,
     em_max_pool2d_type, em_avg_pool2d_type, em_adaptive_avg_pool2d_type, em_batch_norm1d_type,
     em_batch_norm2d_type, em_layer_norm_type, em_dropout_type, em_relu_type, em_leaky_relu_type,
     em_gelu_type, em_silu_type, em_softsign_type, em_mish_type, em_softplus_type,
     em_hardtanh_type, em_elu_type, em_selu_type, em_hardswish_type, em_logsigmoid_type,
-    em_tanh_type, em_sigmoid_type, em_softmax_type, em_flatten_type;
+    em_tanh_type, em_sigmoid_type, em_softmax_type, em_flatten_type, em_embedding_type,
+    em_residual_type, em_lstm_type, em_gru_type, em_multihead_attention_type,
+    em_transformer_encoder_layer_type;
 /* m's type; for a module em_checkpoint_module or em_checkpoint_sequential changed, the type it
  * had before (nn/checkpointed_module.c). */
 const em_module_type *em_module_own_type(const em_module *m);
@@ -93,6 +95,8 @@ const em_module_type *em_module_own_type(const em_module *m);
 /* What exporters and quantizers read of a layer beyond its tensors; each returns false (no
  * error set) when m is not of that type. */
 bool em_conv2d_layer_config(const em_module *m, em_conv2d_opts *o);         /* Conv2d */
+/* Conv2d, or Conv1d: its settings in the width's entries [1], height 1 */
+bool em_conv_layer_config(const em_module *m, em_conv2d_opts *o);
 bool em_pool2d_layer_config(const em_module *m, em_pool2d_opts *o);         /* Max/AvgPool2d */
 bool em_adaptive_pool_layer_size(const em_module *m, int64_t *h, int64_t *w);
 /* The settings of an activation layer: each kind sets its own fields, the others are zero. */
@@ -107,6 +111,9 @@ typedef struct {
 bool em_activation_layer_config(const em_module *m, em_activation_config *c); /* activations */
 bool em_batch_norm_layer_eps(const em_module *m, double *eps);
 bool em_layer_norm_layer_eps(const em_module *m, double *eps);
+int64_t em_multihead_attention_heads(const em_module *m); /* 0 for any other module */
+/* norm_first and the feed-forward activation of a TransformerEncoderLayer */
+bool em_transformer_layer_config(const em_module *m, bool *norm_first, em_activation *act);
 
 /* Quantized layers (quant/quantize.c, quant/quantize_static.c): w i8 (n, k) packed for the int8
  * kernel of its device (a new u8 tensor outside any scope), or NULL with an error naming fn;

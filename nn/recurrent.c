@@ -175,8 +175,8 @@ void em_rnn_describe(const em_module *m, char *buf, size_t n)
              r->batch_first ? "true" : "false", r->dropout);
 }
 
-static const em_module_type lstm_type = {"LSTM", em_rnn_forward, NULL, em_rnn_describe};
-static const em_module_type gru_type = {"GRU", em_rnn_forward, NULL, em_rnn_describe};
+const em_module_type em_lstm_type = {"LSTM", em_rnn_forward, NULL, em_rnn_describe};
+const em_module_type em_gru_type = {"GRU", em_rnn_forward, NULL, em_rnn_describe};
 
 /* true when m is a recurrent module of the kind wanted (lstm or GRU), else an error naming fn */
 static bool is_rnn(const em_module *m, bool lstm, const char *fn)
@@ -257,10 +257,10 @@ static em_module *rnn_new(const em_module_type *type, bool lstm, int64_t input_s
 
 em_module *em_lstm_layer(int64_t input_size, int64_t hidden_size, em_rnn_opts o)
 {
-    return rnn_new(&lstm_type, true, input_size, hidden_size, o);
+    return rnn_new(&em_lstm_type, true, input_size, hidden_size, o);
 }
 
 em_module *em_gru_layer(int64_t input_size, int64_t hidden_size, em_rnn_opts o)
 {
-    return rnn_new(&gru_type, false, input_size, hidden_size, o);
+    return rnn_new(&em_gru_type, false, input_size, hidden_size, o);
 }

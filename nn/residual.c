@@ -29,12 +29,11 @@ static void residual_describe(const em_module *m, char *buf, size_t n)
     snprintf(buf, n, "shortcut=%s", m->n_children > 1 ? "module" : "identity");
 }
 
-static const em_module_type residual_type = {"Residual", residual_forward, NULL,
-                                             residual_describe};
+const em_module_type em_residual_type = {"Residual", residual_forward, NULL, residual_describe};
 
 em_module *em_residual(em_module *body, em_module *shortcut)
 {
-    em_module *m = body ? em_module_alloc(sizeof(em_module), &residual_type) : NULL;
+    em_module *m = body ? em_module_alloc(sizeof(em_module), &em_residual_type) : NULL;
     if (!body && !em_has_error())
         em_set_error(EM_ERR_ARG, "em_residual: body is NULL");
     if (!m) {

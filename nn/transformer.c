@@ -79,8 +79,17 @@ static void transformer_describe(const em_module *m, char *buf, size_t n)
              l->norm_first ? "True" : "False");
 }
 
-static const em_module_type transformer_type = {"TransformerEncoderLayer", transformer_forward,
-                                                NULL, transformer_describe};
+const em_module_type em_transformer_encoder_layer_type = {
+    "TransformerEncoderLayer", transformer_forward, NULL, transformer_describe};
+
+bool em_transformer_layer_config(const em_module *m, bool *norm_first, em_activation *act)
+{
+    if (!m || strcmp(m->type->type_name, "TransformerEncoderLayer"))
+        return false;
+    *norm_first = ((const transformer_layer *)m)->norm_first;
+    *act = ((const transformer_layer *)m)->activation;
+    return true;
+}
 
 em_module *em_transformer_encoder_layer(int64_t d_model, int64_t nhead, em_transformer_opts o)
 {
@@ -93,7 +102,7 @@ em_module *em_transformer_encoder_layer(int64_t d_model, int64_t nhead, em_trans
         return NULL;
     }
     transformer_layer *l = (transformer_layer *)em_module_alloc(
-        sizeof *l, &transformer_type);
+        sizeof *l, &em_transformer_encoder_layer_type);
     if (!l)
         return NULL;
     l->d_model = d_model;

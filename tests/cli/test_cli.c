@@ -306,10 +306,10 @@ Test(cli, model_commands_read_the_recipe_from_the_file, .init = make_data, .fini
 }
 
 /* Commands that take only recipes with a model builder list only those in --help (gpt brings
- * its own loop); training commands list every recipe. */
+ * its own loop); training commands and export (which writes gpt too) list every recipe. */
 Test(cli, help_lists_the_recipes_a_command_takes)
 {
-    const char *built[] = {"serve", "summary", "quantize", "prune", "export", "bench infer",
+    const char *built[] = {"serve", "summary", "quantize", "prune", "bench infer",
                            "bench serve"};
     for (size_t i = 0; i < sizeof built / sizeof *built; i++) {
         char args[64];
@@ -320,6 +320,7 @@ Test(cli, help_lists_the_recipes_a_command_takes)
                   o.out);
     }
     expect("train --help", 0, "  gpt      ");
+    expect("export --help", 0, "  gpt      ");
     expect("serve --help", 0, "usage: ember serve [RECIPE] [options]");
     expect("summary nosuch", 2, "ember summary: unknown recipe 'nosuch'\n\nrecipes:\n  mlp");
     outcome o = run("summary nosuch");

@@ -1,7 +1,7 @@
 /* The gpt recipe through the `ember` command, on a small corpus written here: a few training
  * steps give a finite val loss in the JSON summary and a model file whose samples repeat for a
- * seed; a prompt outside the vocabulary, a model file of another recipe and a missing file are
- * clear errors. */
+ * seed and that `ember export gpt` writes as ONNX; a prompt outside the vocabulary, a model file
+ * of another recipe and a missing file are clear errors. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -117,6 +117,13 @@ Test(gpt_cli, train_sample_and_errors)
     o = run(args, false);
     cr_expect_eq(o.status, 0, "%s", o.out);
     cr_expect(strstr(o.out, "\"val_loss\":"), "%s", o.out);
+
+    /* the model as ONNX: token ids in, logits out (its values are checked in test_onnx) */
+    snprintf(args, sizeof args, "export gpt --load %s --onnx %s/gpt.onnx", model, dir);
+    o = run(args, true);
+    cr_expect_eq(o.status, 0, "%s", o.out);
+    cr_expect(strstr(o.out, "{\"recipe\":\"gpt\",\"onnx\":") && strstr(o.out, "\"opset\":17"),
+              "%s", o.out);
 }
 
 Test(gpt_cli, a_model_of_another_recipe_is_refused)
@@ -136,7 +143,7 @@ Test(gpt_cli, a_model_of_another_recipe_is_refused)
     cr_expect_eq(o.status, 1);
     cr_expect(strstr(o.out, "none.safetensors"), "%s", o.out);
     const char *model_commands[] = {"quantize gpt --load x --save y", "serve gpt --load x",
-                                    "bench serve --recipe gpt", "export gpt --load x --onnx y",
+                                    "bench serve --recipe gpt",
                                     "prune gpt --load x --save y --method l1 --amount 0.5",
                                     "summary gpt"};
     for (size_t i = 0; i < sizeof model_commands / sizeof *model_commands; i++) {

@@ -1,6 +1,7 @@
 /* ONNX export: the protobuf encoder's bytes against hand-encoded golden values, and exported
  * models (the MLP and CNN recipes' shapes, a CNN with folded BatchNorm, every other supported
- * layer, a user's module type with a registered exporter) checked by the real consumers in the
+ * layer, a user's module type with a registered exporter; residual blocks, LSTM, GRU, attention,
+ * transformer layers and GPT with dynamic batch and sequence axes) checked by the real consumers in the
  * setup venv: onnx.checker and onnxruntime, whose output on a batch of a different size than the
  * export example must match ember's within 1e-5. */
 #include <criterion/criterion.h>
@@ -44,48 +45,62 @@ Test(onnx, protobuf_encoding_golden_bytes)
     em_pb_free(&outer);
 }
 
-static void write_f32(const char *path, const em_tensor *t)
+/* t's elements as raw f32 (i64 for token ids) */
+static void write_raw(const char *path, const em_tensor *t)
 {
-    float *v = malloc(sizeof *v * (size_t)em_numel(t));
-    cr_assert_eq(em_copy_to_host(t, EM_F32, v), EM_OK, "%s", em_error());
+    size_t n = (size_t)em_numel(t), size = t->dtype == EM_I64 ? 8 : 4;
+    void *v = malloc(size * n);
+    cr_assert_eq(em_copy_to_host(t, t->dtype == EM_I64 ? EM_I64 : EM_F32, v), EM_OK, "%s",
+                 em_error());
     FILE *f = fopen(path, "wb");
     cr_assert_not_null(f);
-    cr_assert_eq(fwrite(v, sizeof *v, (size_t)em_numel(t), f), (size_t)em_numel(t));
+    cr_assert_eq(fwrite(v, size, n, f), n);
     fclose(f);
     free(v);
 }
 
-/* Exports m with an example of batch 2 and checks it with onnx_check.py on a batch of 5. */
-static void check_export(em_module *m, em_shape sample, const char *absent_op)
+/* Inputs of shape s: N(0, 1), or token ids in [0, vocab) when vocab > 0 */
+static em_tensor *input(em_shape s, int64_t vocab, em_generator *gen)
+{
+    return vocab ? em_randint(s, EM_I64, 0, vocab, gen) : em_randn(s, EM_F32, gen);
+}
+
+typedef struct {
+    em_shape example, run; /* the export's example and the input onnxruntime runs */
+    int64_t vocab;         /* > 0: token ids in [0, vocab) rather than f32 inputs */
+    em_onnx_opts opts;
+    const char *op_check;  /* "--absent OP" or "--present OP" for onnx_check.py, or NULL */
+} export_check;
+
+/* Exports m with an input of shape c.example and checks it with onnx_check.py on c.run. */
+static void check_export_with(em_module *m, export_check c)
 {
     cr_assert_not_null(m, "%s", em_error());
     if (em_test_venv_skip())
         return;
     em_generator gen = em_generator_new(7);
-    em_shape s2 = sample, s5 = sample;
-    s2.d[0] = 2;
-    s5.d[0] = 5;
-    em_tensor *example = em_randn(s2, EM_F32, &gen), *x = em_randn(s5, EM_F32, &gen);
+    em_shape s5 = c.run;
+    em_tensor *example = input(c.example, c.vocab, &gen), *x = input(s5, c.vocab, &gen);
     char dir[] = "/tmp/ember_onnx_XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
     char model[256], in[256], out[256], args[1024], shape[64] = "";
     snprintf(model, sizeof model, "%s/model.onnx", dir);
     snprintf(in, sizeof in, "%s/x.bin", dir);
     snprintf(out, sizeof out, "%s/y.bin", dir);
-    cr_assert_eq(em_onnx_export(m, example, model, (em_onnx_opts){0}), EM_OK, "%s", em_error());
+    cr_assert_eq(em_onnx_export(m, example, model, c.opts), EM_OK, "%s", em_error());
     cr_assert(m->training, "export restores train mode");
     em_module_eval(m);
     bool grad = em_set_grad_enabled(false);
     em_tensor *y = em_forward(m, x);
     em_set_grad_enabled(grad);
     cr_assert_not_null(y, "%s", em_error());
-    write_f32(in, x);
-    write_f32(out, y);
+    write_raw(in, x);
+    write_raw(out, y);
     for (int i = 0; i < s5.ndim; i++)
         snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", i ? "x" : "",
                  (long long)s5.d[i]);
     snprintf(args, sizeof args, "%s %s %s %s 1e-5 %s", model, in, shape, out,
-             absent_op ? absent_op : "");
+             c.op_check ? c.op_check : "");
     cr_assert_eq(em_test_venv_run("onnx_check.py", args), 0, "onnx_check.py failed");
     unlink(model);
     unlink(in);
@@ -95,6 +110,15 @@ static void check_export(em_module *m, em_shape sample, const char *absent_op)
     em_release(x);
     em_release(y);
     em_module_free(m);
+}
+
+/* Exports m with an example of batch 2 and checks it with onnx_check.py on a batch of 5. */
+static void check_export(em_module *m, em_shape sample, const char *op_check)
+{
+    em_shape s2 = sample, s5 = sample;
+    s2.d[0] = 2;
+    s5.d[0] = 5;
+    check_export_with(m, (export_check){.example = s2, .run = s5, .op_check = op_check});
 }
 
 Test(onnx, mlp_recipe_matches_onnxruntime)
@@ -260,17 +284,29 @@ Test(onnx, registered_custom_type_matches_onnxruntime)
 
 Test(onnx, unsupported_layer_is_an_error_and_writes_nothing)
 {
-    em_module *m = em_sequential(2, em_linear_layer(4, 4, true), em_embedding_layer(4, 2));
+    em_module *q = em_sequential(1, em_linear_layer(4, 4, true));
+    cr_assert_eq(em_quantize_dynamic_(q, (em_quantize_opts){0}), EM_OK, "%s", em_error());
+    em_module *m = em_sequential(2, em_linear_layer(4, 4, true), q);
     em_tensor *x = em_zeros(EM_SHAPE(2, 4), EM_F32);
     const char *path = "/tmp/ember_onnx_unsupported.onnx";
     unlink(path);
     cr_assert_eq(em_onnx_export(m, x, path, (em_onnx_opts){0}), EM_ERR_UNSUPPORTED);
-    cr_assert(strstr(em_error(), "layer '1' (Embedding) has no ONNX mapping"), "%s", em_error());
+    cr_assert(strstr(em_error(), "layer '1.0' (QuantizedLinear) has no ONNX mapping: ember's int8 kernels have no "
+                 "ONNX form; export the f32 model and quantize the file with onnxruntime's "
+                 "quantize_dynamic"), "%s", em_error());
     cr_assert_neq(access(path, F_OK), 0, "no file may be written");
     em_error_clear();
     cr_assert_eq(em_onnx_export(m, x, path, (em_onnx_opts){.opset = 13}), EM_ERR_ARG);
     cr_assert(strstr(em_error(), "opset >= 17"), "%s", em_error());
     em_error_clear();
+    em_tensor *flat = em_zeros(EM_SHAPE(4), EM_F32);
+    cr_assert_eq(em_onnx_export(em_module_child(m, "0"), flat, path,
+                                (em_onnx_opts){.dynamic_sequence = true}), EM_ERR_ARG);
+    cr_assert(strstr(em_error(), "with a dim 1 for a dynamic sequence; got f32 with 1 dims"),
+              "%s", em_error());
+    cr_assert_neq(access(path, F_OK), 0, "no file may be written");
+    em_error_clear();
+    em_release(flat);
     em_release(x);
     em_module_free(m);
 }
@@ -349,4 +385,123 @@ Test(onnx, batchnorm_of_other_channels_is_not_folded)
                    "em_onnx_export: layer '0': the BatchNorm2d after it has 3 channels, its "
                    "Conv2d 4 outputs");
     em_module_free(m);
+}
+
+/* Sequence models: exported from (2, 6, ...) and run on (5, 9, ...) (both dims dynamic). */
+static void check_sequence(em_module *m, int64_t features, int64_t vocab, const char *op_check)
+{
+    em_shape ex = vocab ? EM_SHAPE(2, 6) : EM_SHAPE(2, 6, features);
+    em_shape run = vocab ? EM_SHAPE(5, 9) : EM_SHAPE(5, 9, features);
+    check_export_with(m, (export_check){.example = ex, .run = run, .vocab = vocab,
+                                        .opts = {.dynamic_sequence = true},
+                                        .op_check = op_check});
+}
+
+/* Every parameter of m drawn again from N(0, std): biases and norms far from their initial
+ * zeros and ones, GPT's 0.02-scale weights large enough that a wrong mapping shows. */
+static em_module *redrawn(em_module *m, double std)
+{
+    cr_assert_not_null(m, "%s", em_error());
+    em_param_ref refs[64];
+    int n = em_module_parameters(m, refs, 64);
+    cr_assert(n > 0 && n <= 64);
+    em_generator gen = em_generator_new(31);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(em_normal_(refs[i].value, 0, std, &gen), EM_OK, "%s", em_error());
+    return m;
+}
+
+Test(onnx, conv1d_matches_onnxruntime)
+{
+    em_manual_seed(13);
+    em_scope_begin();
+    em_module *m = em_sequential(
+        5, em_conv1d_layer(2, 4, 3, (em_conv1d_layer_opts){.stride = 2, .padding = 1,
+                                                           .groups = 2}),
+        em_relu_layer(), em_conv1d_layer(4, 3, 3, (em_conv1d_layer_opts){.dilation = 2,
+                                                                        .no_bias = true}),
+        em_flatten_layer(), em_linear_layer(3 * 4, 2, true));
+    em_scope_end();
+    check_export(m, EM_SHAPE(1, 2, 16), NULL);
+}
+
+Test(onnx, residual_blocks_match_onnxruntime)
+{
+    em_manual_seed(6);
+    em_scope_begin();
+    em_conv2d_layer_opts pad1 = {.padding = 1}, down = {.stride = 2, .no_bias = true};
+    em_module *identity = em_residual(
+        em_sequential(4, em_conv2d_layer(4, 4, 3, pad1), trained_bn(4, 13), em_relu_layer(),
+                      em_conv2d_layer(4, 4, 3, pad1)), NULL);
+    em_module *projected = em_residual(
+        em_sequential(2, em_conv2d_layer(4, 6, 3, (em_conv2d_layer_opts){.stride = 2,
+                                                                         .padding = 1}),
+                      trained_bn(6, 14)),
+        em_sequential(2, em_conv2d_layer(4, 6, 1, down), trained_bn(6, 15)));
+    em_module *m = em_sequential(6, identity, em_relu_layer(), projected, em_relu_layer(),
+                                 em_flatten_layer(),
+                                 em_residual(em_linear_layer(6 * 4 * 4, 96, true), NULL));
+    em_scope_end();
+    check_export(m, EM_SHAPE(1, 4, 8, 8), "--absent BatchNormalization");
+}
+
+Test(onnx, lstm_matches_onnxruntime)
+{
+    em_manual_seed(7);
+    em_scope_begin();
+    em_module *m = em_sequential(2, em_lstm_layer(3, 5, (em_rnn_opts){.num_layers = 2,
+                                                                     .batch_first = true,
+                                                                     .dropout = 0.3}),
+                                 em_linear_layer(5, 2, true));
+    em_scope_end();
+    check_sequence(m, 3, 0, "--present LSTM");
+    /* (T, B, in), no biases */
+    check_sequence(em_lstm_layer(3, 4, (em_rnn_opts){.no_bias = true}), 3, 0, "--present LSTM");
+}
+
+Test(onnx, gru_matches_onnxruntime)
+{
+    em_manual_seed(8);
+    check_sequence(em_gru_layer(3, 5, (em_rnn_opts){.num_layers = 3, .batch_first = true}), 3,
+                   0, "--present GRU");
+    check_sequence(em_gru_layer(4, 3, (em_rnn_opts){.no_bias = true}), 4, 0, "--present GRU");
+}
+
+/* An unbatched sequence (T, in): dim 0 is the sequence, left dynamic as "batch". */
+Test(onnx, unbatched_gru_matches_onnxruntime)
+{
+    em_manual_seed(9);
+    check_export(em_gru_layer(3, 4, (em_rnn_opts){.num_layers = 2}), EM_SHAPE(1, 3), NULL);
+}
+
+Test(onnx, multihead_attention_matches_onnxruntime)
+{
+    em_manual_seed(10);
+    check_sequence(redrawn(em_multihead_attention_layer(8, 2, (em_mha_opts){0}), 0.5), 8, 0,
+                   NULL);
+    check_sequence(redrawn(em_multihead_attention_layer(8, 4, (em_mha_opts){.causal = true}),
+                           0.5),
+                   8, 0, "--present Trilu");
+    check_sequence(em_multihead_attention_layer(6, 3, (em_mha_opts){.no_bias = true}), 6, 0,
+                   NULL);
+}
+
+Test(onnx, transformer_layers_match_onnxruntime)
+{
+    em_manual_seed(11);
+    check_sequence(redrawn(em_transformer_encoder_layer(8, 2, (em_transformer_opts){
+                               .dim_feedforward = 16, .dropout = 0.1}), 0.3),
+                   8, 0, NULL);
+    check_sequence(redrawn(em_transformer_encoder_layer(8, 4, (em_transformer_opts){
+                               .dim_feedforward = 32, .activation = EM_ACTIVATION_GELU,
+                               .norm_first = true, .causal = true}), 0.3),
+                   8, 0, "--present Erf");
+}
+
+Test(onnx, gpt_matches_onnxruntime)
+{
+    em_manual_seed(12);
+    em_module *gpt = em_gpt((em_gpt_config){.vocab_size = 11, .block_size = 12, .n_layer = 2,
+                                            .n_head = 2, .n_embd = 8, .dropout = 0.1});
+    check_sequence(redrawn(gpt, 0.3), 0, 11, "--present Gather");
 }
