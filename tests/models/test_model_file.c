@@ -11,9 +11,16 @@
 #include "helpers/files.h"
 #include "helpers/venv.h"
 
-TestSuite(model_file, .init = em_scope_begin, .fini = em_scope_end);
-
 static char dir[256], path[300];
+
+static void finish(void)
+{
+    em_scope_end();
+    if (*dir)
+        em_test_remove_tree(dir);
+}
+
+TestSuite(model_file, .init = em_scope_begin, .fini = finish);
 
 static const char *model_path(void)
 {
