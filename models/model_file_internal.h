@@ -36,6 +36,13 @@ static inline void em_model_child_path(char out[EM_MODEL_PATH_CHARS], const char
     snprintf(out, EM_MODEL_PATH_CHARS, "%s%s%s", parent, *parent ? "." : "", name);
 }
 
+/* Linear's settings (in_features, out_features, bias), which QuantizedLinear shares: from w
+ * (out, in), read back, and the elements they make (models/model_types_nn.c). */
+em_status em_model_save_linear(const em_tensor *w, bool bias, em_model_settings *s);
+em_status em_model_read_linear(const em_model_settings *s, int64_t *in, int64_t *out,
+                               bool *bias);
+double em_model_linear_elements(const em_model_settings *s);
+
 /* The limit on every size setting of the built-in types: 2^31 - 1. */
 #define EM_MODEL_MAX_SIZE 2147483647LL
 

@@ -60,16 +60,20 @@ static const em_model_type residual = {&em_residual_type, save_nothing, build_re
                                        true};
 
 /* ---- Linear and Embedding: their sizes are their weight's shape ---- */
-static em_status save_linear(const em_module *m, em_model_settings *s)
+em_status em_model_save_linear(const em_tensor *w, bool bias, em_model_settings *s)
 {
-    const em_tensor *w = m->params[0].value; /* (out, in) */
     em_status st = em_model_settings_set_int(s, "in_features", w->shape[1]);
-    if (st == EM_OK)
-        st = em_model_settings_set_int(s, "out_features", w->shape[0]);
-    return st ? st : em_model_settings_set_bool(s, "bias", m->n_params > 1);
+    st = st ? st : em_model_settings_set_int(s, "out_features", w->shape[0]);
+    return st ? st : em_model_settings_set_bool(s, "bias", bias);
 }
 
-static em_status read_linear(const em_model_settings *s, int64_t *in, int64_t *out, bool *bias)
+static em_status save_linear(const em_module *m, em_model_settings *s)
+{
+    return em_model_save_linear(m->params[0].value, m->n_params > 1, s);
+}
+
+em_status em_model_read_linear(const em_model_settings *s, int64_t *in, int64_t *out,
+                               bool *bias)
 {
     em_status st = SIZE(s, "in_features", in);
     st = st ? st : SIZE(s, "out_features", out);
@@ -81,18 +85,18 @@ static em_module *build_linear(const em_model_settings *s, em_module **kids, int
     (void)kids, (void)n;
     int64_t in, out;
     bool bias;
-    return read_linear(s, &in, &out, &bias) ? NULL : em_linear_layer(in, out, bias);
+    return em_model_read_linear(s, &in, &out, &bias) ? NULL : em_linear_layer(in, out, bias);
 }
 
-static double linear_elements(const em_model_settings *s)
+double em_model_linear_elements(const em_model_settings *s)
 {
     int64_t in, out;
     bool bias;
-    return read_linear(s, &in, &out, &bias) ? -1 : (double)out * (double)(in + bias);
+    return em_model_read_linear(s, &in, &out, &bias) ? -1 : (double)out * (double)(in + bias);
 }
 
 static const em_model_type linear = {&em_linear_type, save_linear, build_linear,
-                                     linear_elements, false};
+                                     em_model_linear_elements, false};
 
 static em_status save_embedding(const em_module *m, em_model_settings *s)
 {

@@ -23,18 +23,9 @@ static em_status read_granularity(const em_model_settings *s, em_quant_granulari
 
 static em_status save_qlinear(const em_module *m, em_model_settings *s)
 {
-    const em_tensor *w = m->buffers[0].value; /* (out, in) */
-    em_status st = em_model_settings_set_int(s, "in_features", w->shape[1]);
-    st = st ? st : em_model_settings_set_int(s, "out_features", w->shape[0]);
-    st = st ? st : em_model_settings_set_bool(s, "bias", m->n_buffers > 2);
+    /* buffers: weight (out, in), weight_scale, bias when it has one */
+    em_status st = em_model_save_linear(m->buffers[0].value, m->n_buffers > 2, s);
     return st ? st : em_model_settings_set_bool(s, "per_tensor", per_tensor(m));
-}
-
-static em_status read_qlinear(const em_model_settings *s, int64_t *in, int64_t *out, bool *bias)
-{
-    em_status st = SIZE(s, "in_features", in);
-    st = st ? st : SIZE(s, "out_features", out);
-    return st ? st : em_model_settings_bool(s, "bias", bias);
 }
 
 static em_module *build_qlinear(const em_model_settings *s, em_module **kids, int n)
@@ -43,7 +34,7 @@ static em_module *build_qlinear(const em_model_settings *s, em_module **kids, in
     int64_t in, out;
     bool bias;
     em_quant_granularity g;
-    if (read_qlinear(s, &in, &out, &bias) || read_granularity(s, &g))
+    if (em_model_read_linear(s, &in, &out, &bias) || read_granularity(s, &g))
         return NULL;
     em_tensor *w = em_zeros(EM_SHAPE(out, in), EM_F32), *b = NULL;
     if (bias)
@@ -54,15 +45,8 @@ static em_module *build_qlinear(const em_model_settings *s, em_module **kids, in
     return m;
 }
 
-static double qlinear_elements(const em_model_settings *s)
-{
-    int64_t in, out;
-    bool bias;
-    return read_qlinear(s, &in, &out, &bias) ? -1 : (double)out * (double)(in + bias);
-}
-
 static const em_model_type qlinear = {&em_quantized_linear_type, save_qlinear, build_qlinear,
-                                      qlinear_elements, false};
+                                      em_model_linear_elements, false};
 
 /* ---- LSTM, GRU and their quantized forms ---- */
 static em_status save_rnn(const em_module *m, em_model_settings *s)
