@@ -364,3 +364,17 @@ Test(model_file, not_a_model_file)
     cr_assert_null(em_model_load("/nonexistent/model.safetensors"));
     em_error_clear();
 }
+
+Test(model_file, deep_trees_refused)
+{
+    char text[8192] = "{\"version\":1,\"training\":false,\"model\":";
+    for (int i = 0; i < 70; i++)
+        strcat(text, "{\"type\":\"Sequential\",\"settings\":{},\"children\":{\"0\":");
+    strcat(text, "{\"type\":\"ReLU\",\"settings\":{}}");
+    for (int i = 0; i < 70; i++)
+        strcat(text, "}}");
+    strcat(text, "}");
+    em_st_meta meta = {"ember.model", text};
+    cr_assert_eq(em_safetensors_save(model_path(), NULL, 0, &meta, 1), EM_OK, "%s", em_error());
+    assert_refused("the tree is deeper or larger than ember loads");
+}
