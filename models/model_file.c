@@ -34,7 +34,8 @@ static json_t *save_node(const em_module *m, const char *path, const char *file)
     const em_model_type *d = em_model_type_of(own);
     if (!d) {
         em_set_error(EM_ERR_ARG, "em_model_save: %s: module '%s' is a %s, a type whole-model "
-                     "files do not know (em_model_register_type adds one)", file, path,
+                     "files do not know (em_model_register_type adds one)", file,
+                     em_model_module_name(path),
                      own->type_name);
         return NULL;
     }

@@ -43,6 +43,12 @@ em_status em_model_read_linear(const em_model_settings *s, int64_t *in, int64_t 
                                bool *bias);
 double em_model_linear_elements(const em_model_settings *s);
 
+/* How errors name the module at path: its dotted name, or "(root)". */
+static inline const char *em_model_module_name(const char *path)
+{
+    return *path ? path : "(root)";
+}
+
 /* The limit on every size setting of the built-in types: 2^31 - 1. */
 #define EM_MODEL_MAX_SIZE 2147483647LL
 

@@ -20,7 +20,8 @@ typedef struct {
 
 static em_status corrupt(const tree_walk *w, const char *path, const char *what)
 {
-    return em_set_error(EM_ERR_IO, "em_model_load: %s: module '%s': %s", w->file, path, what);
+    return em_set_error(EM_ERR_IO, "em_model_load: %s: module '%s': %s", w->file,
+                        em_model_module_name(path), what);
 }
 
 /* node's type (known) and settings, or NULL with an error. */
@@ -36,7 +37,8 @@ static const em_model_type *node_type(const tree_walk *w, const json_t *node, co
     const em_model_type *d = em_model_type_named(name);
     if (!d) {
         em_set_error(EM_ERR_IO, "em_model_load: %s: module '%s' is a '%.64s', a type ember does "
-                     "not know (em_model_register_type adds one)", w->file, path, name);
+                     "not know (em_model_register_type adds one)", w->file,
+                     em_model_module_name(path), name);
         return NULL;
     }
     json_t *kids = json_object_get(node, "children");

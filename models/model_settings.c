@@ -36,7 +36,8 @@ static json_t *get(const em_model_settings *s, const char *key)
     json_t *v = s && key ? json_object_get(s->obj, key) : NULL;
     if (!v)
         em_set_error(EM_ERR_IO, "em_model_load: %s: %s '%s' has no setting '%s'",
-                     s ? s->file : "(null)", s ? s->type : "(null)", s ? s->module : "",
+                     s ? s->file : "(null)", s ? s->type : "(null)",
+                     em_model_module_name(s ? s->module : ""),
                      key ? key : "(null)");
     return v;
 }
@@ -44,7 +45,7 @@ static json_t *get(const em_model_settings *s, const char *key)
 static em_status bad(const em_model_settings *s, const char *key, const char *what)
 {
     return em_set_error(EM_ERR_IO, "em_model_load: %s: %s '%s': setting '%s' %s", s->file,
-                        s->type, s->module, key, what);
+                        s->type, em_model_module_name(s->module), key, what);
 }
 
 em_status em_model_settings_int(const em_model_settings *s, const char *key, int64_t min,

@@ -48,7 +48,7 @@ static em_module *build_residual(const em_model_settings *s, em_module **kids, i
         return em_residual(kids[0], n == 2 ? kids[1] : NULL);
     free_children(kids, 0, n);
     em_set_error(EM_ERR_IO, "em_model_load: %s: Residual '%s' has %d children, not 1 or 2",
-                 s->file, s->module, n);
+                 s->file, em_model_module_name(s->module), n);
     return NULL;
 }
 

@@ -230,6 +230,9 @@ Test(model_file, user_type_is_named_until_registered)
     cr_assert_eq(em_model_save(m, model_path()), EM_ERR_ARG);
     cr_assert(strstr(em_error(), "module '1' is a ScaledBlock"), "%s", em_error());
     em_error_clear();
+    cr_assert_eq(em_model_save(m->children[1].module, model_path()), EM_ERR_ARG);
+    cr_assert(strstr(em_error(), "module '(root)' is a ScaledBlock"), "%s", em_error());
+    em_error_clear();
     cr_assert_eq(em_model_register_type(&scaled_file), EM_OK, "%s", em_error());
     cr_assert_eq(em_model_register_type(&scaled_file), EM_ERR_ARG);
     cr_assert(strstr(em_error(), "'ScaledBlock' is already known"), "%s", em_error());
