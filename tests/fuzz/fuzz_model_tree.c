@@ -19,7 +19,8 @@ static em_module *zoo(void)
 {
     em_manual_seed(7);
     em_module *quantized = em_sequential(1, em_linear_layer(3, 2, true));
-    assert(em_quantize_dynamic_(quantized, (em_quantize_opts){0}) == EM_OK);
+    if (em_quantize_dynamic_(quantized, (em_quantize_opts){0}) != EM_OK)
+        abort(); /* a broken harness, not a finding */
     em_module *m = em_module_list(
         5,
         em_sequential(3, em_linear_layer(4, 3, true), em_relu_layer(),
@@ -29,37 +30,44 @@ static em_module *zoo(void)
         em_lstm_layer(2, 3, (em_rnn_opts){.batch_first = true}),
         em_transformer_encoder_layer(4, 2, (em_transformer_opts){.dim_feedforward = 8}),
         quantized);
-    assert(m);
+    if (!m)
+        abort();
     return m;
 }
 
 static json_t *header;    /* the zoo file's header, its "ember.model" replaced per input */
 static uint8_t *data;     /* its tensor bytes */
 static size_t data_len;
-static char saved[64];    /* where a rebuilt model is saved again */
+static char saved[64];    /* where a rebuilt model is saved again, removed at exit */
 
-/* Saves the zoo once and keeps its header and data. */
+static void remove_saved(void)
+{
+    unlink(saved);
+}
+
+/* Saves the zoo once and keeps its header and data; aborts when it cannot (a broken harness,
+ * not a finding). */
 static void init(void)
 {
     snprintf(saved, sizeof saved, "/tmp/fuzz_model_tree_%d.safetensors", (int)getpid());
+    atexit(remove_saved);
     em_module *m = zoo();
-    assert(em_model_save(m, saved) == EM_OK);
+    if (em_model_save(m, saved) != EM_OK)
+        abort();
     em_module_free(m);
     FILE *f = fopen(saved, "rb");
-    assert(f);
     uint64_t n = 0;
-    assert(fread(&n, 8, 1, f) == 1);
-    char *text = malloc(n);
-    assert(text && fread(text, 1, n, f) == n);
-    header = json_loadb(text, n, 0, NULL);
-    assert(header);
+    char *text = f && fread(&n, 8, 1, f) == 1 ? malloc(n) : NULL;
+    if (!text || fread(text, 1, n, f) != n || !(header = json_loadb(text, n, 0, NULL)))
+        abort();
     free(text);
     long start = ftell(f);
     fseek(f, 0, SEEK_END);
     data_len = (size_t)(ftell(f) - start);
     fseek(f, start, SEEK_SET);
     data = malloc(data_len);
-    assert(data && fread(data, 1, data_len, f) == data_len);
+    if (!data || fread(data, 1, data_len, f) != data_len)
+        abort();
     fclose(f);
 }
 
@@ -72,11 +80,13 @@ static uint8_t *file_with_tree(const uint8_t *tree, size_t size, size_t *len)
         return NULL;
     json_object_set_new(json_object_get(header, "__metadata__"), "ember.model", text);
     char *h = json_dumps(header, JSON_COMPACT);
-    assert(h);
+    if (!h)
+        abort();
     uint64_t n = strlen(h);
     *len = 8 + n + data_len;
     uint8_t *file = malloc(*len);
-    assert(file);
+    if (!file)
+        abort();
     memcpy(file, &n, 8); /* little-endian, as every machine ember fuzzes on */
     memcpy(file + 8, h, n);
     memcpy(file + 8 + n, data, data_len);
@@ -98,6 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *tree, size_t size)
     if (m) {
         em_status st = em_model_save(m, saved);
         assert(st == EM_OK);
+        (void)st;
         em_module_free(m);
     } else {
         assert(em_error()[0]);
