@@ -364,7 +364,18 @@ static em_status save_activation(const em_module *m, em_model_settings *s)
         return em_model_settings_set_bool(s, "tanh_approximation", c.tanh_approximation);
     if (m->type == &em_softmax_type)
         return em_model_settings_set_int(s, "dim", c.dim);
-    return EM_OK;
+    if (m->type == &em_elu_type)
+        return em_model_settings_set_real(s, "alpha", c.alpha);
+    const char *key[2] = {"beta", "threshold"};
+    double v[2] = {c.beta, c.threshold};
+    if (m->type == &em_hardtanh_type) {
+        key[0] = "min_val", key[1] = "max_val";
+        v[0] = c.min_val, v[1] = c.max_val;
+    } else if (m->type != &em_softplus_type) {
+        return EM_OK;
+    }
+    em_status st = em_model_settings_set_real(s, key[0], v[0]);
+    return st ? st : em_model_settings_set_real(s, key[1], v[1]);
 }
 
 static em_module *build_leaky_relu(const em_model_settings *s, em_module **kids, int n)
@@ -390,6 +401,35 @@ static em_module *build_softmax(const em_model_settings *s, em_module **kids, in
                ? NULL : em_softmax_layer((int)dim);
 }
 
+/* an activation of two real settings, key0 and key1 */
+static em_module *build_two_reals(const em_model_settings *s, const char *key0, const char *key1,
+                                  em_module *(*make)(double, double))
+{
+    double a, b;
+    return em_model_settings_real(s, key0, -1e300, 1e300, &a) ||
+                   em_model_settings_real(s, key1, -1e300, 1e300, &b)
+               ? NULL : make(a, b);
+}
+
+static em_module *build_softplus(const em_model_settings *s, em_module **kids, int n)
+{
+    (void)kids, (void)n;
+    return build_two_reals(s, "beta", "threshold", em_softplus_layer);
+}
+
+static em_module *build_hardtanh(const em_model_settings *s, em_module **kids, int n)
+{
+    (void)kids, (void)n;
+    return build_two_reals(s, "min_val", "max_val", em_hardtanh_layer);
+}
+
+static em_module *build_elu(const em_model_settings *s, em_module **kids, int n)
+{
+    (void)kids, (void)n;
+    double alpha;
+    return em_model_settings_real(s, "alpha", -1e300, 1e300, &alpha) ? NULL : em_elu_layer(alpha);
+}
+
 /* The activations without settings, by the type name the file gives. */
 static em_module *build_plain(const em_model_settings *s, em_module **kids, int n)
 {
@@ -399,7 +439,10 @@ static em_module *build_plain(const em_model_settings *s, em_module **kids, int 
         em_module *(*make)(void);
     } plain[] = {{&em_relu_type, em_relu_layer},       {&em_silu_type, em_silu_layer},
                  {&em_softsign_type, em_softsign_layer}, {&em_tanh_type, em_tanh_layer},
-                 {&em_sigmoid_type, em_sigmoid_layer},   {&em_flatten_type, em_flatten_layer}};
+                 {&em_sigmoid_type, em_sigmoid_layer},   {&em_flatten_type, em_flatten_layer},
+                 {&em_mish_type, em_mish_layer},         {&em_selu_type, em_selu_layer},
+                 {&em_hardswish_type, em_hardswish_layer},
+                 {&em_logsigmoid_type, em_logsigmoid_layer}};
     for (size_t i = 0; i < sizeof plain / sizeof *plain; i++)
         if (!strcmp(plain[i].type->type_name, s->type))
             return plain[i].make();
@@ -417,12 +460,21 @@ static const em_model_type activations[] = {
     {&em_sigmoid_type, save_activation, build_plain, NULL, false},
     {&em_softmax_type, save_activation, build_softmax, NULL, false},
     {&em_flatten_type, save_activation, build_plain, NULL, false},
+    {&em_mish_type, save_activation, build_plain, NULL, false},
+    {&em_softplus_type, save_activation, build_softplus, NULL, false},
+    {&em_hardtanh_type, save_activation, build_hardtanh, NULL, false},
+    {&em_elu_type, save_activation, build_elu, NULL, false},
+    {&em_selu_type, save_activation, build_plain, NULL, false},
+    {&em_hardswish_type, save_activation, build_plain, NULL, false},
+    {&em_logsigmoid_type, save_activation, build_plain, NULL, false},
 };
 
 const em_model_type *const em_model_layer_types[] = {
     &sequential, &module_list, &residual, &linear, &embedding, &conv1d, &conv2d, &max_pool,
     &avg_pool, &adaptive_pool, &batch_norm1d, &batch_norm2d, &layer_norm, &dropout,
     &activations[0], &activations[1], &activations[2], &activations[3], &activations[4],
-    &activations[5], &activations[6], &activations[7], &activations[8]};
+    &activations[5], &activations[6], &activations[7], &activations[8], &activations[9],
+    &activations[10], &activations[11], &activations[12], &activations[13], &activations[14],
+    &activations[15]};
 const int em_model_layer_type_count =
     (int)(sizeof em_model_layer_types / sizeof *em_model_layer_types);

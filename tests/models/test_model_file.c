@@ -116,6 +116,16 @@ Test(model_file, mlp_with_every_plain_activation_and_shortcut)
     round_trip(m, NULL, false);
 }
 
+Test(model_file, activations_with_and_without_settings)
+{
+    em_manual_seed(9);
+    em_module *m = em_sequential(
+        9, em_linear_layer(4, 6, true), em_mish_layer(), em_softplus_layer(2.5, 7.0),
+        em_hardtanh_layer(-0.75, 1.25), em_elu_layer(0.3), em_selu_layer(), em_hardswish_layer(),
+        em_logsigmoid_layer(), em_linear_layer(6, 2, true));
+    round_trip(m, em_randn(EM_SHAPE(3, 4), EM_F32, NULL), true);
+}
+
 Test(model_file, conv1d_and_embedding)
 {
     em_manual_seed(3);
