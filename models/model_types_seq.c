@@ -15,7 +15,7 @@ static bool per_tensor(const em_module *m) /* buffers: weight (out, in), weight_
 
 static em_status read_granularity(const em_model_settings *s, em_quant_granularity *g)
 {
-    bool t;
+    bool t = false;
     em_status st = em_model_settings_bool(s, "per_tensor", &t);
     *g = t ? EM_QUANT_PER_TENSOR : EM_QUANT_PER_CHANNEL;
     return st;

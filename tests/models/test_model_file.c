@@ -340,6 +340,16 @@ Test(model_file, truncated_and_edited_metadata)
     assert_refused("expected 'ember.model' {\"version\": 1");
 }
 
+Test(model_file, quantized_setting_missing)
+{
+    em_module *m = em_sequential(1, em_linear_layer(3, 2, true));
+    cr_assert_eq(em_quantize_dynamic_(m, (em_quantize_opts){0}), EM_OK);
+    cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
+    em_module_free(m);
+    rewrite("\"per_tensor\"", "\"per_tensOr\"");
+    assert_refused("QuantizedLinear '0' has no setting 'per_tensor'");
+}
+
 Test(model_file, missing_or_resized_weights)
 {
     save_small();
