@@ -21,6 +21,7 @@
 #include "ember/export/serialize.h"
 #include "ember/export/onnx.h"
 #include "ember/models/gpt.h"
+#include "ember/models/model_file.h"
 #include "ember/train/train.h"
 #include "ember/train/observer.h"
 #include "ember/train/train_checkpoint.h"

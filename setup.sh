@@ -9,7 +9,7 @@ packages=(cmake make gcc pkg-config libopenblas-dev libcriterion-dev zlib1g-dev 
           dataset-fashion-mnist fortunes clang libclang-rt-14-dev libopenmpi-dev openmpi-bin)
 # The tests' Python consumers of ember's files (PyPI), in the virtualenv build/venv; add a
 # package here and the next setup installs it.
-venv_packages=(onnx onnxruntime tensorboard)
+venv_packages=(onnx onnxruntime tensorboard safetensors)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

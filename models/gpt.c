@@ -104,7 +104,7 @@ static void gpt_describe(const em_module *m, char *buf, size_t n)
              (long long)c->n_head, (long long)c->n_embd, c->dropout);
 }
 
-static const em_module_type gpt_type = {"GPT", gpt_forward, NULL, gpt_describe};
+const em_module_type em_gpt_type = {"GPT", gpt_forward, NULL, gpt_describe};
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -149,11 +149,11 @@ em_module *em_gpt(em_gpt_config c)
                      (long long)c.n_head, (long long)c.n_embd, c.dropout);
         return NULL;
     }
-    gpt_model *g = (gpt_model *)em_module_alloc(sizeof *g, &gpt_type);
+    gpt_model *g = (gpt_model *)em_module_alloc(sizeof *g, &em_gpt_type);
     if (!g)
         return NULL;
     g->config = c;
-    em_gpt_onnx_register(&gpt_type);
+    em_gpt_onnx_register(&em_gpt_type);
     em_module *m = &g->base, *blocks = em_module_list(0);
     em_transformer_opts block = {.dim_feedforward = 4 * c.n_embd, .dropout = c.dropout,
                                  .activation = EM_ACTIVATION_GELU, .norm_first = true,

@@ -44,6 +44,14 @@ static void dropout_describe(const em_module *m, char *buf, size_t n)
 
 const em_module_type em_dropout_type = {"Dropout", dropout_forward, NULL, dropout_describe};
 
+bool em_dropout_layer_p(const em_module *m, double *p)
+{
+    if (!m || m->type != &em_dropout_type)
+        return false;
+    *p = ((const dropout_layer *)m)->p;
+    return true;
+}
+
 em_module *em_dropout_layer(double p)
 {
     if (!(p >= 0 && p <= 1)) {

@@ -4,18 +4,19 @@
 
 #include "nn/nn_internal.h"
 
-static const em_module_type module_list_type = {"ModuleList", NULL, NULL, NULL};
+const em_module_type em_module_list_type = {"ModuleList", NULL, NULL, NULL};
 
 em_module *em_module_list_append(em_module *list, em_module *m)
 {
-    return em_module_append_numbered(list, &module_list_type, m, "em_module_list_append");
+    return em_module_append_numbered(list, &em_module_list_type, m,
+                                     "em_module_list_append");
 }
 
 em_module *em_module_list(int n, ...)
 {
     va_list ap;
     va_start(ap, n);
-    em_module *list = em_module_numbered(&module_list_type, n, ap, "em_module_list");
+    em_module *list = em_module_numbered(&em_module_list_type, n, ap, "em_module_list");
     va_end(ap);
     return list;
 }

@@ -313,6 +313,18 @@ static void mha_describe(const em_module *m, char *buf, size_t n)
 const em_module_type em_multihead_attention_type = {"MultiheadAttention", mha_forward, NULL,
                                                     mha_describe};
 
+bool em_mha_layer_config(const em_module *m, int64_t *embed_dim, int64_t *num_heads,
+                         em_mha_opts *o)
+{
+    if (!m || m->type != &em_multihead_attention_type)
+        return false;
+    const mha_layer *l = (const mha_layer *)m;
+    *embed_dim = l->embed_dim;
+    *num_heads = l->num_heads;
+    *o = (em_mha_opts){.dropout = l->dropout, .no_bias = m->n_params < 2, .causal = l->causal};
+    return true;
+}
+
 em_module *em_multihead_attention_layer(int64_t embed_dim, int64_t num_heads, em_mha_opts o)
 {
     if (embed_dim <= 0 || num_heads <= 0 || embed_dim % num_heads || !(o.dropout >= 0 &&

@@ -87,7 +87,7 @@ extern const em_module_type em_sequential_type, em_linear_type, em_conv2d_type, 
     em_hardtanh_type, em_elu_type, em_selu_type, em_hardswish_type, em_logsigmoid_type,
     em_tanh_type, em_sigmoid_type, em_softmax_type, em_flatten_type, em_embedding_type,
     em_residual_type, em_lstm_type, em_gru_type, em_multihead_attention_type,
-    em_transformer_encoder_layer_type;
+    em_transformer_encoder_layer_type, em_module_list_type;
 /* m's type; for a module em_checkpoint_module or em_checkpoint_sequential changed, the type it
  * had before (nn/checkpointed_module.c). */
 const em_module_type *em_module_own_type(const em_module *m);
@@ -114,6 +114,12 @@ bool em_layer_norm_layer_eps(const em_module *m, double *eps);
 int64_t em_multihead_attention_heads(const em_module *m); /* 0 for any other module */
 /* norm_first and the feed-forward activation of a TransformerEncoderLayer */
 bool em_transformer_layer_config(const em_module *m, bool *norm_first, em_activation *act);
+/* Every setting a TransformerEncoderLayer was made with (layer_norm_eps read from norm1) */
+bool em_transformer_layer_settings(const em_module *m, int64_t *d_model, int64_t *nhead,
+                                   em_transformer_opts *o);
+bool em_dropout_layer_p(const em_module *m, double *p);                     /* Dropout */
+bool em_mha_layer_config(const em_module *m, int64_t *embed_dim, int64_t *num_heads,
+                         em_mha_opts *o);                                   /* MHA */
 
 /* Quantized layers (quant/quantize.c, quant/quantize_static.c): w i8 (n, k) packed for the int8
  * kernel of its device (a new u8 tensor outside any scope), or NULL with an error naming fn;
@@ -124,5 +130,8 @@ em_tensor *em_int8_packed(const em_tensor *w, const char *fn);
 em_status em_quant_check_scale(const em_module *m, int buffer, const char *layer);
 em_status em_quantize_static_repack(em_module *m, const char *layer);
 bool em_is_static_quantized(const em_module *m);
+/* The dynamic quantized layer types (quant/quantize.c, quant/quantize_rnn.c). */
+extern const em_module_type em_quantized_linear_type, em_quantized_lstm_type,
+    em_quantized_gru_type;
 
 #endif

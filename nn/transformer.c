@@ -91,6 +91,24 @@ bool em_transformer_layer_config(const em_module *m, bool *norm_first, em_activa
     return true;
 }
 
+bool em_transformer_layer_settings(const em_module *m, int64_t *d_model, int64_t *nhead,
+                                   em_transformer_opts *o)
+{
+    if (!m || m->type != &em_transformer_encoder_layer_type)
+        return false;
+    const transformer_layer *l = (const transformer_layer *)m;
+    double eps = 0;
+    em_layer_norm_layer_eps(m->children[NORM1].module, &eps);
+    *d_model = l->d_model;
+    *nhead = l->nhead;
+    *o = (em_transformer_opts){.dim_feedforward = l->dim_feedforward, .dropout = l->dropout,
+                               .activation = l->activation, .layer_norm_eps = eps,
+                               .norm_first = l->norm_first,
+                               .causal = em_multihead_attention_causal(
+                                   m->children[SELF_ATTN].module)};
+    return true;
+}
+
 em_module *em_transformer_encoder_layer(int64_t d_model, int64_t nhead, em_transformer_opts o)
 {
     int64_t ff = o.dim_feedforward ? o.dim_feedforward : 2048;

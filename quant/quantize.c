@@ -202,8 +202,8 @@ static void qlinear_describe(const em_module *m, char *buf, size_t n)
              em_numel(m->buffers[1].value) == 1 ? "per_tensor" : "per_channel");
 }
 
-static const em_module_type qlinear_type = {"QuantizedLinear", qlinear_forward, qlinear_destroy,
-                                            qlinear_describe};
+const em_module_type em_quantized_linear_type = {"QuantizedLinear", qlinear_forward,
+                                                 qlinear_destroy, qlinear_describe};
 
 em_tensor *em_int8_packed(const em_tensor *w, const char *fn)
 {
@@ -254,7 +254,7 @@ em_module *em_quantized_linear(const em_tensor *w, const em_tensor *b, em_quant_
     em_tensor *scale = NULL, *q = em_quantize_weight_s8(w, g, &scale);
     if (!q)
         return NULL;
-    qlinear_layer *l = (qlinear_layer *)em_module_alloc(sizeof *l, &qlinear_type);
+    qlinear_layer *l = (qlinear_layer *)em_module_alloc(sizeof *l, &em_quantized_linear_type);
     if (!l) {
         em_release(q);
         em_release(scale);
@@ -338,7 +338,7 @@ static em_status repack_tree(em_module *m, char *name, size_t len)
 {
     const char *layer = len ? name : "(the model)";
     em_status st = EM_OK;
-    if (m->type == &qlinear_type) {
+    if (m->type == &em_quantized_linear_type) {
         st = em_quant_check_scale(m, 1, layer);
         if (st == EM_OK)
             st = qlinear_pack((qlinear_layer *)m);
@@ -364,7 +364,7 @@ em_status em_quantize_repack(em_module *model)
 /* The first QuantizedLinear of the tree, or NULL. */
 static const em_module *first_quantized(const em_module *m)
 {
-    if (m->type == &qlinear_type)
+    if (m->type == &em_quantized_linear_type)
         return m;
     for (int i = 0; i < m->n_children; i++) {
         const em_module *q = first_quantized(m->children[i].module);

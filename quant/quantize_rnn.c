@@ -22,10 +22,10 @@ static void quantized_describe(const em_module *m, char *buf, size_t n)
     snprintf(buf, n, "%s, dtype=int8", settings);
 }
 
-static const em_module_type quantized_lstm_type = {"QuantizedLSTM", em_rnn_forward, NULL,
-                                                   quantized_describe};
-static const em_module_type quantized_gru_type = {"QuantizedGRU", em_rnn_forward, NULL,
-                                                  quantized_describe};
+const em_module_type em_quantized_lstm_type = {"QuantizedLSTM", em_rnn_forward, NULL,
+                                               quantized_describe};
+const em_module_type em_quantized_gru_type = {"QuantizedGRU", em_rnn_forward, NULL,
+                                              quantized_describe};
 
 bool em_is_float_rnn(const em_module *m)
 {
@@ -58,7 +58,7 @@ em_module *em_quantized_rnn(const em_module *rnn, em_quant_granularity g)
         return NULL;
     }
     const em_rnn_module *f = (const em_rnn_module *)rnn;
-    const em_module_type *type = f->lstm ? &quantized_lstm_type : &quantized_gru_type;
+    const em_module_type *type = f->lstm ? &em_quantized_lstm_type : &em_quantized_gru_type;
     em_rnn_module *q = (em_rnn_module *)em_module_alloc(sizeof *q, type);
     if (!q)
         return NULL;

@@ -1,0 +1,403 @@
+/* Whole-model files: every module type saved and rebuilt by em_model_load with the same
+ * forward (bit for bit), parameter names, summary and hash; a user's own type registered; the
+ * weights read by Python's safetensors; unknown types, bad, truncated or hostile metadata and
+ * missing weights refused with errors that name them, before anything large is allocated. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ember.h"
+#include "helpers/files.h"
+#include "helpers/venv.h"
+
+static char dir[256], path[300];
+
+static void finish(void)
+{
+    em_scope_end();
+    if (*dir)
+        em_test_remove_tree(dir);
+}
+
+TestSuite(model_file, .init = em_scope_begin, .fini = finish);
+
+static const char *model_path(void)
+{
+    if (!*dir)
+        cr_assert(em_test_make_dir(dir, sizeof dir, "model_file_"));
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    return path;
+}
+
+static char *summary_text(em_module *m, em_shape input)
+{
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    cr_assert(f);
+    cr_assert_eq(em_module_summary(m, input, f), EM_OK, "%s", em_error());
+    fclose(f);
+    return text;
+}
+
+static void assert_same_names(const em_module *a, const em_module *b)
+{
+    int n = em_module_parameters(a, NULL, 0);
+    cr_assert_eq(em_module_parameters(b, NULL, 0), n);
+    em_param_ref ra[n + 1], rb[n + 1];
+    em_module_parameters(a, ra, n);
+    em_module_parameters(b, rb, n);
+    for (int i = 0; i < n; i++)
+        cr_assert_str_eq(ra[i].name, rb[i].name);
+}
+
+static void assert_same_values(const em_tensor *a, const em_tensor *b)
+{
+    cr_assert(a && b, "%s", em_error());
+    cr_assert(em_same_shape(a, b));
+    em_tensor *ca = em_contiguous(a), *cb = em_contiguous(b);
+    size_t bytes = (size_t)em_numel(ca) * em_dtype_size(ca->dtype);
+    cr_assert_eq(memcmp(em_data_ptr(ca), em_data_ptr(cb), bytes), 0, "outputs differ");
+}
+
+/* m (eval mode) saved and loaded: the same tree, weights, names, summary and forward on x. */
+static void round_trip(em_module *m, const em_tensor *x, bool summary)
+{
+    cr_assert(m, "%s", em_error());
+    em_module_eval(m);
+    cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
+    em_module *r = em_model_load(model_path());
+    cr_assert(r, "%s", em_error());
+    cr_assert_eq(r->training, false);
+    cr_assert_eq(em_module_hash(r), em_module_hash(m));
+    assert_same_names(m, r);
+    if (x) {
+        assert_same_values(em_forward(m, x), em_forward(r, x));
+        if (summary) {
+            em_shape s = {.ndim = x->ndim};
+            memcpy(s.d, x->shape, sizeof x->shape[0] * (size_t)x->ndim);
+            char *a = summary_text(m, s), *b = summary_text(r, s);
+            cr_assert_str_eq(a, b);
+            free(a);
+            free(b);
+        }
+    }
+    em_module_free(r);
+    em_module_free(m);
+}
+
+Test(model_file, cnn_with_residual_pooling_norms_and_activations)
+{
+    em_manual_seed(1);
+    em_module *block = em_sequential(2, em_conv2d_layer(4, 4, 3, (em_conv2d_layer_opts){
+                                            .padding = 1, .no_bias = true}),
+                                     em_batch_norm2d_layer(4, 1e-3, 0.2));
+    em_module *m = em_sequential(
+        13, em_conv2d_layer(3, 4, 3, (em_conv2d_layer_opts){.stride = 1, .padding = 1}),
+        em_batch_norm2d_layer(4, 0, 0), em_relu_layer(), em_max_pool2d_layer(2, 0, 0),
+        em_residual(block, NULL), em_avg_pool2d_layer(3, 1, 1),
+        em_adaptive_avg_pool2d_layer(2, 1), em_flatten_layer(), em_dropout_layer(0.25),
+        em_linear_layer(8, 3, true), em_leaky_relu_layer(0.05), em_linear_layer(3, 2, false),
+        em_softmax_layer(1));
+    round_trip(m, em_randn(EM_SHAPE(2, 3, 8, 8), EM_F32, NULL), true);
+}
+
+Test(model_file, mlp_with_every_plain_activation_and_shortcut)
+{
+    em_manual_seed(2);
+    em_module *m = em_sequential(
+        11, em_linear_layer(5, 6, true), em_gelu_layer(true), em_silu_layer(),
+        em_softsign_layer(), em_tanh_layer(), em_sigmoid_layer(), em_layer_norm_layer(6, 1e-6),
+        em_batch_norm1d_layer(6, 0, 0.3), em_gelu_layer(false),
+        em_residual(em_linear_layer(6, 2, true), em_linear_layer(6, 2, false)),
+        em_module_list(1, em_relu_layer()));
+    /* a ModuleList has no forward: the tree, names and weights are compared */
+    round_trip(m, NULL, false);
+}
+
+Test(model_file, activations_with_and_without_settings)
+{
+    em_manual_seed(9);
+    em_module *m = em_sequential(
+        9, em_linear_layer(4, 6, true), em_mish_layer(), em_softplus_layer(2.5, 7.0),
+        em_hardtanh_layer(-0.75, 1.25), em_elu_layer(0.3), em_selu_layer(), em_hardswish_layer(),
+        em_logsigmoid_layer(), em_linear_layer(6, 2, true));
+    round_trip(m, em_randn(EM_SHAPE(3, 4), EM_F32, NULL), true);
+}
+
+Test(model_file, conv1d_and_embedding)
+{
+    em_manual_seed(3);
+    round_trip(em_sequential(3, em_conv1d_layer(2, 4, 3, (em_conv1d_layer_opts){
+                                    .stride = 2, .padding = 1, .dilation = 2, .groups = 2}),
+                             em_relu_layer(), em_flatten_layer()),
+               em_randn(EM_SHAPE(2, 2, 9), EM_F32, NULL), true);
+    em_tensor *ids = em_from_data(EM_SHAPE(2, 3), EM_I64, (int64_t[]){1, 4, 9, 0, 3, 3});
+    round_trip(em_sequential(2, em_embedding_layer(10, 4), em_linear_layer(4, 3, true)), ids,
+               false);
+}
+
+Test(model_file, lstm_and_gru)
+{
+    em_manual_seed(4);
+    em_module *m = em_sequential(
+        2, em_lstm_layer(3, 5, (em_rnn_opts){.num_layers = 2, .batch_first = true,
+                                             .dropout = 0.1}),
+        em_gru_layer(5, 4, (em_rnn_opts){.batch_first = true, .no_bias = true}));
+    round_trip(m, em_randn(EM_SHAPE(2, 6, 3), EM_F32, NULL), false);
+}
+
+Test(model_file, attention_transformer_and_gpt)
+{
+    em_manual_seed(5);
+    em_module *m = em_sequential(
+        2, em_multihead_attention_layer(8, 2, (em_mha_opts){.causal = true, .dropout = 0.1}),
+        em_transformer_encoder_layer(8, 2, (em_transformer_opts){
+            .dim_feedforward = 16, .activation = EM_ACTIVATION_GELU, .norm_first = true,
+            .causal = true, .layer_norm_eps = 1e-6, .dropout = 0.1}));
+    round_trip(m, em_randn(EM_SHAPE(2, 4, 8), EM_F32, NULL), false);
+    round_trip(em_multihead_attention_layer(4, 1, (em_mha_opts){.no_bias = true}),
+               em_randn(EM_SHAPE(1, 3, 4), EM_F32, NULL), false);
+    em_module *gpt = em_gpt((em_gpt_config){.vocab_size = 11, .block_size = 6, .n_layer = 2,
+                                            .n_head = 2, .n_embd = 8, .dropout = 0.1});
+    em_tensor *ids = em_from_data(EM_SHAPE(2, 4), EM_I64, (int64_t[]){1, 4, 10, 0, 3, 3, 2, 7});
+    round_trip(gpt, ids, false);
+}
+
+Test(model_file, dynamic_quantized_layers)
+{
+    em_manual_seed(6);
+    em_module *m = em_sequential(4, em_linear_layer(6, 5, true), em_relu_layer(),
+                                 em_linear_layer(5, 3, false),
+                                 em_lstm_layer(3, 4, (em_rnn_opts){.batch_first = true}));
+    cr_assert_eq(em_quantize_dynamic_(m, (em_quantize_opts){.granularity =
+                                                                EM_QUANT_PER_TENSOR}), EM_OK);
+    round_trip(m, em_randn(EM_SHAPE(2, 3, 6), EM_F32, NULL), false);
+    em_module *g = em_sequential(2, em_gru_layer(3, 4, (em_rnn_opts){0}),
+                                 em_linear_layer(4, 2, true));
+    cr_assert_eq(em_quantize_dynamic_(g, (em_quantize_opts){0}), EM_OK);
+    round_trip(g, em_randn(EM_SHAPE(5, 2, 3), EM_F32, NULL), false);
+}
+
+Test(model_file, training_mode_and_checkpointed_module_kept)
+{
+    em_module *m = em_sequential(2, em_checkpoint_module(em_linear_layer(3, 3, true)),
+                                 em_relu_layer());
+    cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
+    em_module *r = em_model_load(model_path());
+    cr_assert(r, "%s", em_error());
+    cr_assert(r->training);
+    cr_assert_eq(em_module_hash(r), em_module_hash(m));
+    em_module_free(r);
+    em_module_free(m);
+}
+
+/* ---- a user's own module type ---- */
+typedef struct {
+    em_module base;
+    double scale;
+} scaled_block; /* params: weight (width) */
+
+static em_tensor *scaled_forward(em_module *m, const em_tensor *x)
+{
+    return em_mul_scalar(em_mul(x, m->params[0].value), ((scaled_block *)m)->scale);
+}
+
+static const em_module_type scaled_type = {"ScaledBlock", scaled_forward, NULL, NULL};
+
+static em_module *scaled_new(int64_t width, double scale)
+{
+    scaled_block *b = calloc(1, sizeof *b);
+    em_module_init(&b->base, &scaled_type);
+    b->scale = scale;
+    em_module_add_param(&b->base, "weight", em_randn(EM_SHAPE(width), EM_F32, NULL));
+    return &b->base;
+}
+
+static em_status scaled_save(const em_module *m, em_model_settings *s)
+{
+    em_status st = em_model_settings_set_int(s, "width", m->params[0].value->shape[0]);
+    return st ? st : em_model_settings_set_real(s, "scale", ((const scaled_block *)m)->scale);
+}
+
+static em_module *scaled_build(const em_model_settings *s, em_module **kids, int n)
+{
+    (void)kids, (void)n;
+    int64_t w;
+    double scale;
+    if (em_model_settings_int(s, "width", 1, 4096, &w) ||
+        em_model_settings_real(s, "scale", -10, 10, &scale))
+        return NULL;
+    return scaled_new(w, scale);
+}
+
+static const em_model_type scaled_file = {&scaled_type, scaled_save, scaled_build, NULL, false};
+
+Test(model_file, user_type_is_named_until_registered)
+{
+    em_module *m = em_sequential(2, em_linear_layer(3, 4, true), scaled_new(4, 0.375));
+    cr_assert_eq(em_model_save(m, model_path()), EM_ERR_ARG);
+    cr_assert(strstr(em_error(), "module '1' is a ScaledBlock"), "%s", em_error());
+    em_error_clear();
+    cr_assert_eq(em_model_save(m->children[1].module, model_path()), EM_ERR_ARG);
+    cr_assert(strstr(em_error(), "module '(root)' is a ScaledBlock"), "%s", em_error());
+    em_error_clear();
+    cr_assert_eq(em_model_register_type(&scaled_file), EM_OK, "%s", em_error());
+    cr_assert_eq(em_model_register_type(&scaled_file), EM_ERR_ARG);
+    cr_assert(strstr(em_error(), "'ScaledBlock' is already known"), "%s", em_error());
+    em_error_clear();
+    round_trip(m, em_randn(EM_SHAPE(2, 3), EM_F32, NULL), false);
+}
+
+Test(model_file, weights_read_by_python_safetensors)
+{
+    if (em_test_venv_skip())
+        return;
+    em_module *m = em_sequential(2, em_linear_layer(2, 3, true), em_relu_layer());
+    cr_assert_eq(em_fill_(m->children[0].module->params[0].value, 0.25), EM_OK);
+    cr_assert_eq(em_fill_(m->children[0].module->params[1].value, -0.5), EM_OK);
+    cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
+    char *out = em_test_venv_output("safetensors_read.py", model_path());
+    cr_assert(out);
+    cr_assert_str_eq(out, "0.bias [3] -1.500000\n0.weight [3, 2] 1.500000\ntree\n");
+    free(out);
+    em_module_free(m);
+}
+
+/* ---- files that must be refused ---- */
+
+/* Rewrites the saved file with its metadata's first `from` replaced by `to` (to NULL: the
+ * text cut at from) and the tensor named drop (NULL: none) left out, or renamed to rename. */
+static void rewrite_tensors(const char *from, const char *to, const char *drop,
+                            const char *rename)
+{
+    em_safetensors *st = NULL;
+    cr_assert_eq(em_safetensors_load(model_path(), &st), EM_OK, "%s", em_error());
+    const char *text = em_safetensors_meta(st, "ember.model");
+    cr_assert(text);
+    const char *at = strstr(text, from);
+    cr_assert(at, "'%s' not in %s", from, text);
+    char edited[8192];
+    snprintf(edited, sizeof edited, "%.*s%s%s", (int)(at - text), text, to ? to : "",
+             to ? at + strlen(from) : "");
+    em_st_entry e[64];
+    int n = 0;
+    for (int i = 0; i < st->n_tensors; i++)
+        if (!drop || strcmp(st->names[i], drop))
+            e[n++] = (em_st_entry){st->names[i], st->tensors[i]};
+        else if (rename)
+            e[n++] = (em_st_entry){rename, st->tensors[i]};
+    em_st_meta meta = {"ember.model", edited};
+    cr_assert_eq(em_safetensors_save(model_path(), e, n, &meta, 1), EM_OK, "%s", em_error());
+    em_safetensors_free(st);
+}
+
+static void rewrite(const char *from, const char *to)
+{
+    rewrite_tensors(from, to, NULL, NULL);
+}
+
+static void save_small(void)
+{
+    em_module *m = em_sequential(3, em_linear_layer(4, 3, true), em_relu_layer(),
+                                 em_linear_layer(3, 2, true));
+    cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
+    em_module_free(m);
+}
+
+static void assert_refused(const char *message)
+{
+    em_error_clear();
+    cr_assert_null(em_model_load(model_path()));
+    cr_assert(strstr(em_error(), message), "expected '%s' in: %s", message, em_error());
+    em_error_clear();
+}
+
+Test(model_file, unknown_type_named)
+{
+    save_small();
+    rewrite("\"ReLU\"", "\"Swish9\"");
+    assert_refused("module '1' is a 'Swish9', a type ember does not know");
+}
+
+Test(model_file, truncated_and_edited_metadata)
+{
+    save_small();
+    rewrite("{\"type\":\"ReLU\"", NULL);
+    assert_refused("corrupt JSON");
+    save_small();
+    rewrite("\"out_features\":3", "\"out_features\":-3");
+    assert_refused("Linear '0': setting 'out_features' is -3, outside [1, 2147483647]");
+    save_small();
+    rewrite("\"bias\":true", "\"bias\":1");
+    assert_refused("Linear '0': setting 'bias' is not true or false");
+    save_small();
+    rewrite("\"in_features\":4,", "");
+    assert_refused("Linear '0' has no setting 'in_features'");
+    save_small();
+    rewrite("\"version\":1", "\"version\":2");
+    assert_refused("expected 'ember.model' {\"version\": 1");
+}
+
+Test(model_file, quantized_setting_missing)
+{
+    em_module *m = em_sequential(1, em_linear_layer(3, 2, true));
+    cr_assert_eq(em_quantize_dynamic_(m, (em_quantize_opts){0}), EM_OK);
+    cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
+    em_module_free(m);
+    rewrite("\"per_tensor\"", "\"per_tensOr\"");
+    assert_refused("QuantizedLinear '0' has no setting 'per_tensor'");
+}
+
+Test(model_file, missing_or_resized_weights)
+{
+    save_small();
+    rewrite_tensors("{", "{", "2.bias", NULL);
+    assert_refused("the settings make 23 tensor elements, the file holds 21");
+    save_small();
+    rewrite_tensors("{", "{", "2.bias", "2.shift");
+    assert_refused("the model's '2.bias' is not in the file");
+    save_small();
+    rewrite("\"out_features\":2", "\"out_features\":1");
+    assert_refused("the model's '2.weight' is [1,3], the file's [2,3]");
+}
+
+Test(model_file, hostile_sizes_refused_before_allocating)
+{
+    save_small();
+    rewrite("\"in_features\":4", "\"in_features\":2000000000");
+    em_memory_reset_peak(EM_CPU);
+    size_t before = em_memory_get_stats(EM_CPU).live_bytes;
+    assert_refused("the settings make 6000000011 tensor elements, the file holds 23");
+    cr_assert_lt(em_memory_get_stats(EM_CPU).peak_bytes - before, 1 << 20);
+    save_small();
+    rewrite("\"type\":\"Sequential\"", "\"type\":\"ModuleList\"");
+    em_module *m = em_model_load(model_path()); /* a list of the same layers loads */
+    cr_assert(m, "%s", em_error());
+    em_module_free(m);
+}
+
+Test(model_file, not_a_model_file)
+{
+    em_module *m = em_linear_layer(2, 2, true);
+    cr_assert_eq(em_module_save(m, model_path(), NULL, 0), EM_OK);
+    assert_refused("no 'ember.model' metadata: not a whole-model file");
+    em_module_free(m);
+    cr_assert_null(em_model_load("/nonexistent/model.safetensors"));
+    em_error_clear();
+}
+
+Test(model_file, deep_trees_refused)
+{
+    char text[8192] = "{\"version\":1,\"training\":false,\"model\":";
+    for (int i = 0; i < 70; i++)
+        strcat(text, "{\"type\":\"Sequential\",\"settings\":{},\"children\":{\"0\":");
+    strcat(text, "{\"type\":\"ReLU\",\"settings\":{}}");
+    for (int i = 0; i < 70; i++)
+        strcat(text, "}}");
+    strcat(text, "}");
+    em_st_meta meta = {"ember.model", text};
+    cr_assert_eq(em_safetensors_save(model_path(), NULL, 0, &meta, 1), EM_OK, "%s", em_error());
+    assert_refused("the tree is deeper or larger than ember loads");
+}
