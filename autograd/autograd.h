@@ -131,6 +131,24 @@ em_tensor *em_mean_all(const em_tensor *t); /* 0-d */
 /* PyTorch's matmul: 1-D and 2-D operands, and batched with broadcast batch dims */
 em_tensor *em_matmul(const em_tensor *a, const em_tensor *b);
 em_tensor *em_bmm(const em_tensor *a, const em_tensor *b); /* (B,M,K) x (B,K,N) */
+/* PyTorch's einsum: "ij,jk->ik", "bhqd,bhkd->bhqk", "i,j->ij", "ij->ji", "bij->bj", "ii->i"
+ * (a repeated subscript takes the diagonal), "...ij,...jk" ("..." broadcasts, right-aligned),
+ * any number of operands of one dtype and device, spaces ignored. Without "->" the output is
+ * "..." then the subscripts used once, A-Z before a-z (PyTorch's order). Subscripts of one
+ * name broadcast (size 1 with any). Operands are contracted left to right, each pair as one
+ * em_bmm after permutes and reshapes; subscripts no later operand nor the output holds are
+ * summed first. Composed of ops with CPU and CUDA kernels. A malformed equation, or one that
+ * does not fit the operands, is an error naming the equation and what is wrong. */
+em_tensor *em_einsum(const char *equation, em_tensor *const *operands, int n);
+em_tensor *em_outer(const em_tensor *a, const em_tensor *b); /* (n) x (m) -> (n, m) */
+/* beta input + alpha mat1 @ mat2: input broadcasts to (n, p), mat1 (n, m), mat2 (m, p); with
+ * beta 0 input is left out (its NaN and Inf do not reach the result), as PyTorch's. PyTorch's
+ * defaults: beta 1, alpha 1. Composed of matmul, mul and add (CPU and CUDA kernels). */
+em_tensor *em_addmm(const em_tensor *input, const em_tensor *mat1, const em_tensor *mat2,
+                    double beta, double alpha);
+/* addmm batched: input broadcasts to (B, n, p), batch1 (B, n, m), batch2 (B, m, p) */
+em_tensor *em_baddbmm(const em_tensor *input, const em_tensor *batch1, const em_tensor *batch2,
+                      double beta, double alpha);
 /* y = x @ w^T + b: x (*, in), w (out, in), b (out) or NULL */
 em_tensor *em_linear(const em_tensor *x, const em_tensor *w, const em_tensor *b);
 /* relu(em_linear(x, w, b)) as one op, equal to the two: the ReLU runs in place on the product's

@@ -61,6 +61,8 @@ em_status em_grad_accumulate(em_tensor **acc, em_tensor *g);
 int em_norm_dim(int dim, int ndim); /* dim in [0, ndim), or -1 */
 /* false, with "fn: not supported on <device>", when a backend entry is missing */
 bool em_kernel_present(const void *entry, const char *fn, const em_tensor *t);
+/* false, with an error naming fn and both, when a and b differ in dtype or device */
+bool em_check_pair(const char *fn, const em_tensor *a, const em_tensor *b);
 em_tensor *em_raw_full(const char *fn, const em_shape *s, em_dtype dt, em_device dev, double v);
 /* out = in broadcast to out's shape, converting dtype */
 em_status em_raw_copy_into(const char *fn, em_tensor *out, const em_tensor *in);

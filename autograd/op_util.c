@@ -184,3 +184,20 @@ em_tensor *em_drop_dims(const em_tensor *yk /* (*), 1 on the dims in mask */, un
     em_contiguous_strides(&s, strides);
     return em_tensor_alias(yk, s.ndim, s.d, strides, yk->offset);
 }
+
+bool em_check_pair(const char *fn, const em_tensor *a /* (*) */, const em_tensor *b /* (*) */)
+{
+    char sa[128], sb[128];
+    if (a->dtype != b->dtype) {
+        em_set_error(EM_ERR_ARG, "%s: dtypes differ: %s %s and %s %s", fn, em_dtype_name(a->dtype),
+                     em_shape_str(a, sa, sizeof sa), em_dtype_name(b->dtype),
+                     em_shape_str(b, sb, sizeof sb));
+        return false;
+    }
+    if (a->device != b->device) {
+        em_set_error(EM_ERR_ARG, "%s: tensors on different devices: %s and %s", fn,
+                     em_device_name(a->device), em_device_name(b->device));
+        return false;
+    }
+    return true;
+}

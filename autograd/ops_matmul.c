@@ -162,23 +162,6 @@ static em_tensor *mm(const char *fn, const em_tensor *a /* (batch.., m, k) */,
     return em_scope_return(y);
 }
 
-static bool check_pair(const char *fn, const em_tensor *a /* (*) */, const em_tensor *b /* (*) */)
-{
-    char sa[128], sb[128];
-    if (a->dtype != b->dtype) {
-        em_set_error(EM_ERR_ARG, "%s: dtypes differ: %s %s and %s %s", fn, em_dtype_name(a->dtype),
-                     em_shape_str(a, sa, sizeof sa), em_dtype_name(b->dtype),
-                     em_shape_str(b, sb, sizeof sb));
-        return false;
-    }
-    if (a->device != b->device) {
-        em_set_error(EM_ERR_ARG, "%s: tensors on different devices: %s and %s", fn,
-                     em_device_name(a->device), em_device_name(b->device));
-        return false;
-    }
-    return true;
-}
-
 /* op under autocast's low-precision policy: a and b cast to the region's dtype first */
 static em_tensor *autocast_pair(em_tensor *(*op)(const em_tensor *, const em_tensor *),
                                 const em_tensor *a /* (*) */, const em_tensor *b /* (*) */)
@@ -196,7 +179,7 @@ em_tensor *em_matmul(const em_tensor *a /* (m, k), (k) or (batch.., m, k) */,
         return NULL;
     if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){a, b}, 2))
         return autocast_pair(em_matmul, a, b);
-    if (!check_pair(fn, a, b))
+    if (!em_check_pair(fn, a, b))
         return NULL;
     char sa[128], sb[128];
     if (a->ndim == 0 || b->ndim == 0) {
@@ -228,7 +211,7 @@ em_tensor *em_bmm(const em_tensor *a /* (B, M, K) */, const em_tensor *b /* (B, 
         return NULL;
     if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){a, b}, 2))
         return autocast_pair(em_bmm, a, b);
-    if (!check_pair(fn, a, b))
+    if (!em_check_pair(fn, a, b))
         return NULL;
     if (a->ndim != 3 || b->ndim != 3 || a->shape[0] != b->shape[0] || a->shape[2] != b->shape[1]) {
         char sa[128], sb[128];
@@ -347,7 +330,7 @@ static em_tensor *linear(const char *fn, const em_tensor *x /* (*, in) */,
                          bool relu)
 {
     if (autocast ? !autocast_operands(fn, x, w, b, dt)
-                 : !check_pair(fn, x, w) || (b && !check_pair(fn, x, b)))
+                 : !em_check_pair(fn, x, w) || (b && !em_check_pair(fn, x, b)))
         return NULL;
     char sx[128], sw[128], sb[128];
     if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1] ||

@@ -512,6 +512,37 @@ static em_tensor *c_matmul_tt(em_tensor *const *x, em_device d)
     return em_matmul(em_transpose(x[0], 0, 1), em_transpose(x[1], 0, 1));
 }
 static em_tensor *c_bmm(em_tensor *const *x, em_device d) { (void)d; return em_bmm(x[0], x[1]); }
+/* einsum over the case's inputs; each equation below is one case */
+#define EINSUM_CASE(name, equation, n)                                                         \
+    static em_tensor *name(em_tensor *const *x, em_device d)                                   \
+    {                                                                                          \
+        (void)d;                                                                               \
+        return em_einsum(equation, x, n);                                                      \
+    }
+EINSUM_CASE(c_einsum_mm, "ij,jk->ik", 2)
+EINSUM_CASE(c_einsum_attention, "bhqd,bhkd->bhqk", 2)
+EINSUM_CASE(c_einsum_outer, "i,j->ij", 2)
+EINSUM_CASE(c_einsum_diagonal, "ii->i", 1)
+EINSUM_CASE(c_einsum_sum, "bij->bj", 1)
+EINSUM_CASE(c_einsum_implicit, "bj,ja", 2)
+EINSUM_CASE(c_einsum_ellipsis, "...ij,...jk->...ik", 2)
+EINSUM_CASE(c_einsum_chain, "ij,jk,kl->il", 3)
+EINSUM_CASE(c_einsum_trace_batch, "bii,bj->bj", 2)
+static em_tensor *c_outer(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_outer(x[0], x[1]);
+}
+static em_tensor *c_addmm(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_addmm(x[0], x[1], x[2], 0.5, -1.5);
+}
+static em_tensor *c_baddbmm(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_baddbmm(x[0], x[1], x[2], -2.0, 0.75);
+}
 static em_tensor *c_linear(em_tensor *const *x, em_device d)
 {
     (void)d;
@@ -1302,6 +1333,18 @@ const em_op_case em_op_cases[] = {
     {"matmul_matrix_batch", c_matmul, 2, {IN(3, 4), IN(2, 4, 2)}, ALL_LAYOUTS},
     {"matmul_batch_vector", c_matmul, 2, {IN(2, 2, 3), IN(3)}, ALL_LAYOUTS},
     {"bmm", c_bmm, 2, {IN(3, 4, 5), IN(3, 5, 2)}, VIEWS},
+    {"einsum_matmul", c_einsum_mm, 2, {IN(3, 4), IN(4, 2)}, ALL_LAYOUTS},
+    {"einsum_attention_scores", c_einsum_attention, 2, {IN(2, 2, 3, 4), IN(2, 2, 5, 4)}, VIEWS},
+    {"einsum_outer", c_einsum_outer, 2, {IN(3), IN(4)}, 0},
+    {"einsum_diagonal", c_einsum_diagonal, 1, {IN(4, 4)}, VIEWS},
+    {"einsum_sum", c_einsum_sum, 1, {IN(3, 4, 2)}, VIEWS},
+    {"einsum_implicit_output", c_einsum_implicit, 2, {IN(3, 4), IN(4, 2)}, VIEWS},
+    {"einsum_ellipsis_broadcast", c_einsum_ellipsis, 2, {IN(2, 1, 3, 4), IN(3, 4, 2)}, VIEWS},
+    {"einsum_three_operands", c_einsum_chain, 3, {IN(2, 3), IN(3, 4), IN(4, 2)}, VIEWS},
+    {"einsum_batch_trace", c_einsum_trace_batch, 2, {IN(2, 3, 3), IN(2, 4)}, VIEWS},
+    {"outer", c_outer, 2, {IN(4), IN(3)}, 0},
+    {"addmm", c_addmm, 3, {IN(1, 4), IN(3, 5), IN(5, 4)}, VIEWS},
+    {"baddbmm", c_baddbmm, 3, {IN(3, 1), IN(2, 3, 4), IN(2, 4, 5)}, VIEWS},
     {"linear", c_linear, 3, {IN(2, 3, 6), IN(4, 6), IN(4)}, VIEWS},
     {"linear_2d", c_linear, 3, {IN(5, 3), IN(4, 3), IN(4)}, VIEWS},
     {"linear_no_bias", c_linear_no_bias, 2, {IN(5, 3), IN(4, 3)}, VIEWS},
