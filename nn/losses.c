@@ -40,16 +40,25 @@ typedef struct {
     em_tensor *total;  // 0-d or NULL (N): the sum of weight, the mean's denominator (PyTorch's)
 } nll_targets;
 
-static bool check_weight(const em_tensor *lp, em_cross_entropy_opts o, const char *fn)
+bool em_cross_entropy_opts_ok(const em_tensor *in, int64_t c, em_cross_entropy_opts o,
+                              const char *fn)
 {
     char bl[64], bw[64];
-    if (!o.weight || (o.weight->ndim == 1 && o.weight->shape[0] == lp->shape[1] &&
-                      em_dtype_is_float(o.weight->dtype) && o.weight->device == lp->device))
-        return true;
-    em_set_error(EM_ERR_ARG, "%s: weight must be floating point (C) on the input's device for "
-                 "input %s, not %s %s", fn, em_shape_str(lp, bl, sizeof bl),
-                 em_dtype_name(o.weight->dtype), em_shape_str(o.weight, bw, sizeof bw));
-    return false;
+    if (!em_loss_reduction_ok(o.reduction, fn))
+        return false;
+    if (o.weight && !(o.weight->ndim == 1 && o.weight->shape[0] == c &&
+                      em_dtype_is_float(o.weight->dtype) && o.weight->device == in->device)) {
+        em_set_error(EM_ERR_ARG, "%s: weight must be floating point (C) on the input's device "
+                     "for input %s, not %s %s", fn, em_shape_str(in, bl, sizeof bl),
+                     em_dtype_name(o.weight->dtype), em_shape_str(o.weight, bw, sizeof bw));
+        return false;
+    }
+    if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1)) {
+        em_set_error(EM_ERR_ARG, "%s: label_smoothing %g is outside [0, 1]", fn,
+                     o.label_smoothing);
+        return false;
+    }
+    return true;
 }
 
 /* Checks log_probs (N, C), target i64 (N) and the options, and fills t; false on error. */
@@ -70,13 +79,8 @@ static bool check_targets(const em_tensor *lp, const em_tensor *target, em_cross
                      em_device_name(target->device));
         return false;
     }
-    if (!em_loss_reduction_ok(o.reduction, fn) || !check_weight(lp, o, fn))
+    if (!em_cross_entropy_opts_ok(lp, lp->shape[1], o, fn))
         return false;
-    if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1)) {
-        em_set_error(EM_ERR_ARG, "%s: label_smoothing %g is outside [0, 1]", fn,
-                     o.label_smoothing);
-        return false;
-    }
     int64_t n = lp->shape[0];
     em_tensor *column = em_reshape(target, EM_SHAPE(n, 1));
     *t = (nll_targets){.idx = column};
@@ -235,7 +239,7 @@ em_tensor *em_cross_entropy(const em_tensor *logits, const em_tensor *target,
         || !em_present(target, "em_cross_entropy", "target"))
         return NULL;
     em_scope_begin();
-    em_tensor *loss = em_keep(class_loss(logits, target, o, true, "em_cross_entropy"));
-    em_scope_end();
-    return loss;
+    return em_nn_scope_return(em_dtype_is_float(target->dtype)
+                                  ? em_cross_entropy_probs(logits, target, o)
+                                  : class_loss(logits, target, o, true, "em_cross_entropy"));
 }

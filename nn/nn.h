@@ -292,7 +292,13 @@ typedef struct {
 } em_cross_entropy_opts;
 /* logits (N, C) with target i64 (N), (N, C, d1, ...) with target (N, d1, ...) (per pixel, per
  * token), or (C) with a 0-d target, as PyTorch's; reduction none gives target's shape, mean
- * averages over the targets not ignored */
+ * averages over the targets not ignored.
+ * A floating target of the logits' shape (and dtype) holds class probabilities, as PyTorch 2.x:
+ * -sum_c weight[c] t[c] log_softmax(logits)[c] per sample, t mixed with the uniform distribution
+ * by label_smoothing (t (1 - s) + s / C); reduction none gives the logits' shape without C, mean
+ * divides the sum by the samples (N d1 ...), not by the weights. ignore_index is refused there
+ * (a negative one, which ignores nothing, is allowed), as PyTorch's; the target gets a
+ * gradient too. */
 em_tensor *em_cross_entropy(const em_tensor *logits, const em_tensor *target, em_cross_entropy_opts o);
 em_tensor *em_nll_loss(const em_tensor *log_probs, const em_tensor *target, em_cross_entropy_opts o);
 em_tensor *em_mse_loss(const em_tensor *input, const em_tensor *target, em_reduction r);

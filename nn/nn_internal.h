@@ -73,6 +73,13 @@ static inline em_tensor *em_nn_scope_return(em_tensor *y)
 em_tensor *em_loss_reduce(em_tensor *per_sample, em_reduction r, const em_tensor *total,
                           double count);
 bool em_loss_reduction_ok(em_reduction r, const char *fn);
+/* The options' checks (nn/losses.c): a reduction, weight (c) floating on in's device or NULL,
+ * label_smoothing in [0, 1]; false with an error naming fn. */
+bool em_cross_entropy_opts_ok(const em_tensor *in, int64_t c, em_cross_entropy_opts o,
+                              const char *fn);
+/* em_cross_entropy against class probabilities: a floating target (nn/losses_prob_target.c) */
+em_tensor *em_cross_entropy_probs(const em_tensor *logits, const em_tensor *target,
+                                  em_cross_entropy_opts o);
 
 /* A host f32 copy of t's elements in row-major order (nn/host_copy.c), or NULL with an error
  * naming fn; the caller frees it. */

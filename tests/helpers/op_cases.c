@@ -817,6 +817,19 @@ static em_tensor *c_cross_entropy_nd(em_tensor *const *x, em_device d)
     (void)d;
     return em_cross_entropy(x[0], x[1], (em_cross_entropy_opts){.reduction = EM_REDUCTION_NONE});
 }
+/* probability targets (a floating target of the logits' shape), with class weights */
+static em_tensor *c_cross_entropy_probs(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cross_entropy(x[0], x[1], (em_cross_entropy_opts){.weight = x[2],
+                                                                .label_smoothing = 0.2});
+}
+/* (N, C, d1) probabilities, unreduced */
+static em_tensor *c_cross_entropy_probs_nd(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_cross_entropy(x[0], x[1], (em_cross_entropy_opts){.reduction = EM_REDUCTION_NONE});
+}
 static em_tensor *c_mse(em_tensor *const *x, em_device d)
 {
     (void)d;
@@ -1400,6 +1413,9 @@ const em_op_case em_op_cases[] = {
     {"cross_entropy", c_cross_entropy, 2, {WIDE(6, 5), INDEX(5, 6)}, VIEWS},
     {"cross_entropy_smoothing_sum", c_cross_entropy_smooth, 2, {WIDE(6, 5), INDEX(5, 6)}, VIEWS},
     {"cross_entropy_nd", c_cross_entropy_nd, 2, {WIDE(2, 4, 3, 2), INDEX(4, 2, 3, 2)}, VIEWS},
+    {"cross_entropy_probs", c_cross_entropy_probs, 3, {WIDE(4, 5), IN(4, 5), FIXED(5)}, VIEWS},
+    {"cross_entropy_probs_nd", c_cross_entropy_probs_nd, 2, {WIDE(2, 3, 4), UNIT(2, 3, 4)},
+     VIEWS},
     {"mse_loss", c_mse, 2, {IN(4, 3), IN(4, 3)}, VIEWS},
     {"l1_loss", c_l1, 2, {IN(4, 3), FIXED(4, 3)}, VIEWS},
     {"bce_with_logits", c_bce, 2, {WIDE(4, 3), UNIT(4, 3)}, VIEWS},

@@ -249,8 +249,12 @@ Test(nn_losses, target_errors_name_the_problem)
     cr_assert_null(em_cross_entropy(x, neg, (em_cross_entropy_opts){0}));
     cr_assert(strstr(em_error(), "target -1 at index 1"), "%s", em_error());
     em_error_clear();
-    em_tensor *f = em_zeros(EM_SHAPE(4), EM_F32);
+    em_tensor *f = em_zeros(EM_SHAPE(4), EM_F32); /* neither indices nor probabilities */
     cr_assert_null(em_cross_entropy(x, f, (em_cross_entropy_opts){0}));
+    cr_assert(strstr(em_error(), "(class indices are i64): logits f64 [4,3] on cpu, target f32 "
+                                 "[4] on cpu"), "%s", em_error());
+    em_error_clear();
+    cr_assert_null(em_nll_loss(x, f, (em_cross_entropy_opts){0})); /* indices only */
     cr_assert(strstr(em_error(), "target must be i64 (N)"), "%s", em_error());
     em_error_clear();
     em_tensor *short_t = em_zeros(EM_SHAPE(3), EM_I64);
