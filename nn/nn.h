@@ -36,11 +36,29 @@ typedef struct {
 } em_named_module;
 
 /* A custom module embeds em_module as its first member:
- *   typedef struct { em_module base; float scale; } my_block;
+ *   typedef struct { em_module base; double scale; } my_block;
  *   static const em_module_type my_block_type = { "MyBlock", my_block_forward, NULL, NULL };
  *   my_block *b = calloc(1, sizeof *b); em_module_init(&b->base, &my_block_type);
  *   em_module_add_param(&b->base, "weight", em_randn(...));
- *   em_module_add_child(&b->base, "fc", em_linear_layer(8, 8, true)); */
+ *   em_module_add_child(&b->base, "fc", em_linear_layer(8, 8, true));
+ * Its forward returns a new tensor the caller owns as it owns any op's result, and frees its own
+ * temporaries: it opens a scope, em_keep()s the result (which hands it to the caller's scope, or
+ * to the caller itself outside any scope) and ends the scope, so every intermediate is released
+ * there, also when forward runs outside a scope (at inference). em_keep passes NULL on, so an
+ * error anywhere needs no extra check:
+ *   static em_tensor *my_block_forward(em_module *m, const em_tensor *x) // x (B, 8)
+ *   {
+ *       my_block *b = (my_block *)m;
+ *       em_scope_begin();
+ *       em_tensor *h = em_forward(m->children[0].module, x);               // (B, 8)
+ *       em_tensor *y = em_mul_scalar(em_mul(em_relu(h), m->params[0].value), b->scale);
+ *       y = em_keep(y);                                                     // (B, 8), kept
+ *       em_scope_end();                                                     // h etc. released
+ *       return y;
+ *   }
+ * Without the scope, h and the other temporaries would join the caller's scope (freed only
+ * when it ends), or leak when the caller has none. The scope owns what it holds: em_release
+ * only what you em_retain()ed yourself. */
 struct em_module {
     const em_module_type *type;
     bool training;

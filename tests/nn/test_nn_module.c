@@ -241,6 +241,55 @@ Test(nn_module, model_built_inside_a_scope_outlives_it)
     em_module_free(net);
 }
 
+/* nn.h's module-writing example, as written there */
+typedef struct {
+    em_module base;
+    double scale;
+} my_block;
+
+static em_tensor *my_block_forward(em_module *m, const em_tensor *x) // x (B, 8)
+{
+    my_block *b = (my_block *)m;
+    em_scope_begin();
+    em_tensor *h = em_forward(m->children[0].module, x);               // (B, 8)
+    em_tensor *y = em_mul_scalar(em_mul(em_relu(h), m->params[0].value), b->scale);
+    y = em_keep(y);                                                     // (B, 8), kept
+    em_scope_end();                                                     // h etc. released
+    return y;
+}
+
+static const em_module_type my_block_type = {"MyBlock", my_block_forward, NULL, NULL};
+
+Test(nn_module, documented_forward_frees_its_temporaries_outside_a_scope)
+{
+    my_block *b = calloc(1, sizeof *b);
+    em_module_init(&b->base, &my_block_type);
+    b->scale = 0.5;
+    em_module_add_param(&b->base, "weight", em_full(EM_SHAPE(8), EM_F32, 2.0));
+    em_module_add_child(&b->base, "fc", em_linear_layer(8, 8, true));
+    em_tensor *x = em_ones(EM_SHAPE(3, 8), EM_F32);
+    uint64_t before = em_memory_get_stats(EM_CPU).live_storages;
+    em_tensor *y = em_forward(&b->base, x); /* no scope open: the caller owns y */
+    cr_assert_not_null(y, "%s", em_error());
+    cr_assert_eq(em_scope_depth(), 0);
+    /* y holds its own storage and, through its graph, what backward needs; dropping it frees
+     * everything the forward made */
+    em_tensor *loss = em_sum_all(y);
+    cr_assert_eq(em_backward(loss), EM_OK, "%s", em_error());
+    em_module_zero_grad(&b->base);
+    em_release(loss);
+    em_release(y);
+    cr_assert_eq(em_memory_get_stats(EM_CPU).live_storages, before);
+
+    em_scope_begin(); /* in a scope: the result joins it, and nothing else does */
+    em_tensor *z = em_forward(&b->base, x);
+    cr_assert_not_null(z, "%s", em_error());
+    em_scope_end();
+    cr_assert_eq(em_memory_get_stats(EM_CPU).live_storages, before);
+    em_release(x);
+    em_module_free(&b->base);
+}
+
 Test(nn_module, empty_sequential_is_the_identity)
 {
     em_module *seq = em_sequential(0);
