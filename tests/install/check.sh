@@ -5,7 +5,9 @@
 #     like ours do not shadow them;
 #   - the package files name no folder of this machine;
 #   - C and C++ consumers build and run through pkg-config and through find_package(ember),
-#     the shared-library one also with the CUDA toolkit hidden from CMake;
+#     the shared-library one also with the CUDA toolkit hidden from CMake; the README's run-time
+#     advice holds: a pkg-config build needs LD_LIBRARY_PATH or -Wl,-rpath (and runs with the
+#     rpath alone), an installed find_package build runs with CMAKE_INSTALL_RPATH_USE_LINK_PATH;
 #   - the example programs (examples/: a CSV classifier in C, a residual CNN in C++) build through
 #     pkg-config and through find_package, train to their accuracy, reload bit for bit, and
 #     print the same results from both builds.
@@ -49,10 +51,26 @@ cc "$src/tests/install/consumer.c" -o "$work/consumer_pc" $(pkg-config --cflags 
 c++ "$src/tests/install/consumer.cpp" -o "$work/consumer_pc_cxx" $(pkg-config --cflags --libs ember)
 LD_LIBRARY_PATH="$libdir" "$work/consumer_pc"
 LD_LIBRARY_PATH="$libdir" "$work/consumer_pc_cxx"
+# the README's advice for a prefix outside the loader's path: pkg-config's flags alone leave
+# libember.so unfound at run time; -Wl,-rpath with pkg-config's libdir finds it
+if env -u LD_LIBRARY_PATH "$work/consumer_pc" >/dev/null 2>&1; then
+  echo "install check: a pkg-config build found libember without LD_LIBRARY_PATH or an rpath" >&2
+  exit 1
+fi
+cc "$src/tests/install/consumer.c" -o "$work/consumer_rpath" $(pkg-config --cflags --libs ember) \
+  -Wl,-rpath,"$(pkg-config --variable=libdir ember)"
+env -u LD_LIBRARY_PATH "$work/consumer_rpath"
 cmake -S "$src/tests/install" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/consumer" >/dev/null
 "$work/consumer/consumer"
 "$work/consumer/consumer_cxx"
+# find_package: the build tree's binaries carry the rpath; an installed one keeps it with
+# CMAKE_INSTALL_RPATH_USE_LINK_PATH
+cmake -S "$src/tests/install" -B "$work/consumer_inst" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_INSTALL_RPATH_USE_LINK_PATH=ON -DCMAKE_INSTALL_PREFIX="$work/consumer_prefix" >/dev/null
+cmake --build "$work/consumer_inst" >/dev/null
+cmake --install "$work/consumer_inst" >/dev/null
+env -u LD_LIBRARY_PATH "$work/consumer_prefix/bin/consumer_cxx"
 cmake -S "$src/tests/install" -B "$work/shared_only" -DCMAKE_PREFIX_PATH="$prefix" \
   -DEMBER_SHARED_ONLY=ON -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON >/dev/null
 cmake --build "$work/shared_only" >/dev/null
