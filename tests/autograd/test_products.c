@@ -55,6 +55,19 @@ Test(products, beta_zero_leaves_a_nan_input_out)
     cr_assert(isnan(em_get(em_addmm(nan, a, b, 1, 1), (int64_t[]){0, 0})));
 }
 
+Test(products, autocast_runs_them_in_its_low_dtype)
+{
+    em_tensor *in = em_ones(EM_SHAPE(2, 2), EM_F32), *m = em_ones(EM_SHAPE(2, 2), EM_F32);
+    em_tensor *b = em_ones(EM_SHAPE(1, 2, 2), EM_F32);
+    cr_assert_eq(em_autocast_begin(EM_BF16), EM_OK);
+    em_tensor *y = em_addmm(in, m, m, 1, 1), *yb = em_baddbmm(in, b, b, 0.5, 2);
+    cr_assert_eq(em_autocast_end(), EM_OK);
+    cr_assert(y && yb, "%s", em_error());
+    cr_assert(y->dtype == EM_BF16 && yb->dtype == EM_BF16);
+    cr_assert_eq(em_get(y, (int64_t[]){1, 1}), 3.0);               /* 1 + (1 + 1) */
+    cr_assert_eq(em_get(yb, (int64_t[]){0, 1, 0}), 4.5);            /* 0.5 + 2 (1 + 1) */
+}
+
 Test(products, bad_arguments_are_named)
 {
     em_tensor *m = em_zeros(EM_SHAPE(3, 4), EM_F32), *n = em_zeros(EM_SHAPE(5, 5), EM_F32);
