@@ -78,6 +78,16 @@ Test(einsum, outer_sums_diagonals_and_views_as_pytorch)
     expect("bij->bj", &s, 1, EM_SHAPE(2, 2),
            (double[]){2.0047836043, 2.0261918719, -1.9061790731, -2.0726246792});
 
+    /* a subscript of size 1 broadcasts against its other sizes, as PyTorch's: (2, 1) x (3) */
+    em_tensor *col = wave(EM_SHAPE(2, 1), 0.6, 0.1), *row = wave(EM_SHAPE(3), 1.3, 0.2);
+    em_tensor *bc = em_einsum("ij,j->ij", (em_tensor *[]){col, row}, 2);
+    cr_assert(bc && bc->ndim == 2 && bc->shape[0] == 2 && bc->shape[1] == 3, "%s", em_error());
+    for (int64_t i = 0; i < 2; i++)
+        for (int64_t j = 0; j < 3; j++) {
+            double want = sin(0.6 * (double)i + 0.1) * sin(1.3 * (double)j + 0.2);
+            cr_assert_float_eq(em_get(bc, (int64_t[]){i, j}), want, 1e-15);
+        }
+
     /* a permutation alone is a view of the operand */
     em_tensor *a = wave(EM_SHAPE(2, 3), 0.3, 0.1), *t = em_einsum("ij->ji", &a, 1);
     cr_assert_not_null(t, "%s", em_error());
