@@ -1,5 +1,5 @@
 /* Element conversion between all dtypes on the CPU: a 9x9 table of strided row converters,
- * generated from one load and one store rule per dtype, plus F16C bulk f32 <-> f16. */
+ * generated from one load and one store rule per dtype, plus vector bulk f32 <-> f16/bf16. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -89,22 +89,65 @@ __attribute__((target("avx,f16c"))) static void f16_to_f32_f16c(float *dst, cons
         dst[i] = em_f16_to_f32(src[i]);
 }
 
-void em_cpu_f32_to_f16_n(uint16_t *dst, const float *src, int64_t n)
+/* em_f32_to_bf16 eight lanes at a time: round to nearest even on the top 16 bits, NaN made quiet
+ * with its top payload bits kept. */
+__attribute__((target("avx2"))) static void f32_to_bf16_avx2(uint16_t *dst, const float *src,
+                                                              int64_t n)
 {
-    if (em_cpu_has_f16c()) {
-        f32_to_f16_f16c(dst, src, n);
-        return;
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i half_ulp = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+    const __m256i quiet = _mm256_set1_epi32(0x40);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i out[2];
+        for (int h = 0; h < 2; h++) {
+            __m256i f = _mm256_loadu_si256((const __m256i *)(src + i + 8 * h));
+            __m256i top = _mm256_srli_epi32(f, 16);
+            __m256i even = _mm256_add_epi32(half_ulp, _mm256_and_si256(top, one));
+            __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(f, even), 16);
+            __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(f, abs_mask), inf);
+            out[h] = _mm256_blendv_epi8(rounded, _mm256_or_si256(top, quiet), nan);
+        }
+        /* pack within 128-bit lanes (values < 2^16, so no saturation), then restore order */
+        __m256i packed = _mm256_packus_epi32(out[0], out[1]);
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_permute4x64_epi64(packed, 0xd8));
     }
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = em_f32_to_f16(src[i]);
+    for (; i < n; i++)
+        dst[i] = em_f32_to_bf16(src[i]);
 }
 
-void em_cpu_f16_to_f32_n(float *dst, const uint16_t *src, int64_t n)
+__attribute__((target("avx2"))) static void bf16_to_f32_avx2(float *dst, const uint16_t *src,
+                                                              int64_t n)
 {
-    if (em_cpu_has_f16c()) {
-        f16_to_f32_f16c(dst, src, n);
-        return;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i)));
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_slli_epi32(h, 16));
     }
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = em_f16_to_f32(src[i]);
+    for (; i < n; i++)
+        dst[i] = em_bf16_to_f32(src[i]);
+}
+
+void em_cpu_f32_to_half_n(em_dtype dt, uint16_t *dst, const float *src, int64_t n)
+{
+    if (dt == EM_F16 && em_cpu_has_f16c()) {
+        f32_to_f16_f16c(dst, src, n);
+    } else if (dt == EM_BF16 && em_cpu_has_avx2()) {
+        f32_to_bf16_avx2(dst, src, n);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = dt == EM_F16 ? em_f32_to_f16(src[i]) : em_f32_to_bf16(src[i]);
+    }
+}
+
+void em_cpu_half_to_f32_n(em_dtype dt, float *dst, const uint16_t *src, int64_t n)
+{
+    if (dt == EM_F16 && em_cpu_has_f16c()) {
+        f16_to_f32_f16c(dst, src, n);
+    } else if (dt == EM_BF16 && em_cpu_has_avx2()) {
+        bf16_to_f32_avx2(dst, src, n);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = dt == EM_F16 ? em_f16_to_f32(src[i]) : em_bf16_to_f32(src[i]);
+    }
 }

@@ -17,9 +17,10 @@ typedef void (*em_cpu_convert_fn)(char *dst, int64_t dst_step, const char *src, 
 /* The converter for a pair of valid dtypes. */
 em_cpu_convert_fn em_cpu_converter(em_dtype src, em_dtype dst);
 
-/* Contiguous bulk f32 <-> f16 conversion: F16C instructions when the CPU has them, else the
- * scalar em_f32_to_f16 / em_f16_to_f32; both give identical bits. */
-void em_cpu_f32_to_f16_n(uint16_t *dst, const float *src, int64_t n);
-void em_cpu_f16_to_f32_n(float *dst, const uint16_t *src, int64_t n);
+/* Contiguous bulk f32 <-> half (dt EM_F16 or EM_BF16) conversion: F16C (f16) or AVX2 (bf16)
+ * when the CPU has them, else the scalar em_f32_to_f16 / em_f16_to_f32 / em_f32_to_bf16 /
+ * em_bf16_to_f32; every path gives the scalar functions' bits. */
+void em_cpu_f32_to_half_n(em_dtype dt, uint16_t *dst, const float *src, int64_t n);
+void em_cpu_half_to_f32_n(em_dtype dt, float *dst, const uint16_t *src, int64_t n);
 
 #endif

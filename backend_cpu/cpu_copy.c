@@ -75,39 +75,22 @@ static void memcpy_row(char *dst, int64_t dst_step, const char *src, int64_t src
     memcpy(dst, src, (size_t)(n * dst_step));
 }
 
-static void f32_to_f16_row(char *dst, int64_t dst_step, const char *src, int64_t src_step,
-                           int64_t n)
-{
-    (void)dst_step, (void)src_step;
-    em_cpu_f32_to_f16_n((uint16_t *)dst, (const float *)src, n);
-}
-
-static void f16_to_f32_row(char *dst, int64_t dst_step, const char *src, int64_t src_step,
-                           int64_t n)
-{
-    (void)dst_step, (void)src_step;
-    em_cpu_f16_to_f32_n((float *)dst, (const uint16_t *)src, n);
-}
-
-static void f32_to_bf16_row(char *dst, int64_t dst_step, const char *src, int64_t src_step,
-                            int64_t n)
-{
-    (void)dst_step, (void)src_step;
-    uint16_t *d = (uint16_t *)dst;
-    const float *s = (const float *)src;
-    for (int64_t i = 0; i < n; i++)
-        d[i] = em_f32_to_bf16(s[i]);
-}
-
-static void bf16_to_f32_row(char *dst, int64_t dst_step, const char *src, int64_t src_step,
-                            int64_t n)
-{
-    (void)dst_step, (void)src_step;
-    float *d = (float *)dst;
-    const uint16_t *s = (const uint16_t *)src;
-    for (int64_t i = 0; i < n; i++)
-        d[i] = em_bf16_to_f32(s[i]);
-}
+/* Contiguous rows between f32 and a half dtype, on the bulk vector converters. */
+#define DEFINE_HALF_ROWS(H, DT)                                                               \
+    static void f32_to_##H##_row(char *dst, int64_t dst_step, const char *src,                \
+                                 int64_t src_step, int64_t n)                                 \
+    {                                                                                         \
+        (void)dst_step, (void)src_step;                                                       \
+        em_cpu_f32_to_half_n(DT, (uint16_t *)dst, (const float *)src, n);                     \
+    }                                                                                         \
+    static void H##_to_f32_row(char *dst, int64_t dst_step, const char *src,                  \
+                               int64_t src_step, int64_t n)                                   \
+    {                                                                                         \
+        (void)dst_step, (void)src_step;                                                       \
+        em_cpu_half_to_f32_n(DT, (float *)dst, (const uint16_t *)src, n);                     \
+    }
+DEFINE_HALF_ROWS(f16, EM_F16)
+DEFINE_HALF_ROWS(bf16, EM_BF16)
 
 /* The row function for the innermost dim of l. */
 static em_cpu_convert_fn pick_row(const copy_loop *l, em_dtype dt_out, em_dtype dt_in)

@@ -6,7 +6,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "backend_cpu/cpu_convert_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
+
+/* A contiguous conversion is cut into pieces of this many elements for the threads. */
+#define EM_CPU_CONVERT_PIECE 16384
 
 static inline bool em_cpu_is_half(em_dtype dt)
 {
@@ -23,30 +27,41 @@ void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *
 bool em_cpu_max_pool2d_2x2_grad_f32(const em_pool2d_shape *s, const float *gy,
                                     const em_pool_tap *argmax, float *gx);
 
+/* Between a packed f32 (rows, cols) matrix f and a half one h with row stride ld: f = h widened
+ * when widen, else h = f narrowed (round to nearest even); rows, or pieces of one long run, are
+ * spread over the threads. */
+static inline void em_cpu_half_f32_2d(em_dtype dt, bool widen, float *f, uint16_t *h,
+                                      int64_t rows, int64_t cols, int64_t ld)
+{
+    if (cols == ld) { /* one run */
+        cols = rows * cols;
+        rows = 1;
+    }
+    int64_t piece = rows > 1 ? cols : EM_CPU_CONVERT_PIECE;
+    int64_t pieces = rows > 1 ? rows : (cols + piece - 1) / piece;
+    #pragma omp parallel for if (rows * cols >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
+    for (int64_t p = 0; p < pieces; p++) {
+        int64_t r = rows > 1 ? p : 0, c0 = rows > 1 ? 0 : p * piece;
+        int64_t n = cols - c0 < piece ? cols - c0 : piece;
+        if (widen)
+            em_cpu_half_to_f32_n(dt, f + r * cols + c0, h + r * ld + c0, n);
+        else
+            em_cpu_f32_to_half_n(dt, h + r * ld + c0, f + r * cols + c0, n);
+    }
+}
+
 /* dst[i] = src[i] widened, for a (rows, cols) matrix with row stride ld; dst is packed. */
 static inline void em_cpu_half_to_f32_2d(em_dtype dt, float *dst, const void *src,
                                          int64_t rows, int64_t cols, int64_t ld)
 {
-    const uint16_t *s = src; // (rows, ld)
-    #pragma omp parallel for collapse(2) if (rows * cols >= EM_CPU_PARALLEL_MIN) \
-            num_threads(em_cpu_threads())
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++)
-            dst[r * cols + c] = dt == EM_F16 ? em_f16_to_f32(s[r * ld + c])
-                                             : em_bf16_to_f32(s[r * ld + c]);
+    em_cpu_half_f32_2d(dt, true, dst, (uint16_t *)src, rows, cols, ld);
 }
 
 /* dst = src narrowed (round to nearest even), for a (rows, cols) matrix; src is packed. */
 static inline void em_cpu_f32_to_half_2d(em_dtype dt, void *dst, const float *src,
                                          int64_t rows, int64_t cols, int64_t ld)
 {
-    uint16_t *d = dst; // (rows, ld)
-    #pragma omp parallel for collapse(2) if (rows * cols >= EM_CPU_PARALLEL_MIN) \
-            num_threads(em_cpu_threads())
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++)
-            d[r * ld + c] = dt == EM_F16 ? em_f32_to_f16(src[r * cols + c])
-                                         : em_f32_to_bf16(src[r * cols + c]);
+    em_cpu_half_f32_2d(dt, false, (float *)src, dst, rows, cols, ld);
 }
 
 /* A packed f32 copy of n half values, or NULL when out of memory. */

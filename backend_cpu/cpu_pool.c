@@ -41,6 +41,22 @@ static int64_t y_numel(const em_pool2d_shape *s)
 
 typedef enum { POOL_MAX, POOL_MAX_GRAD, POOL_AVG, POOL_AVG_GRAD } pool_kind;
 
+/* f32 max pooling and its gradient on the 2x2 kernels where they apply, else the general ones */
+static void max_pool_f32(const em_pool2d_shape *s, const float *x, float *y, em_pool_tap *argmax)
+{
+    if (em_cpu_max_pool2d_2x2_applies(s))
+        em_cpu_max_pool2d_2x2_f32(s, x, y, argmax);
+    else
+        pool_max_pool_f32(s, x, y, argmax);
+}
+
+static void max_pool_grad_f32(const em_pool2d_shape *s, const float *gy,
+                              const em_pool_tap *argmax, float *gx)
+{
+    if (!em_cpu_max_pool2d_2x2_applies(s) || !em_cpu_max_pool2d_2x2_grad_f32(s, gy, argmax, gx))
+        pool_max_pool_grad_f32(s, gy, argmax, gx);
+}
+
 /* f16/bf16: widen `in` (x for a forward kernel, gy for a gradient), run the f32 kernel, narrow. */
 static int pool_half(pool_kind kind, const em_pool2d_shape *s, em_dtype dt, const void *in,
                      void *out, em_pool_tap *argmax_out, const em_pool_tap *argmax_in)
@@ -53,10 +69,10 @@ static int pool_half(pool_kind kind, const em_pool2d_shape *s, em_dtype dt, cons
     if (rc == EM_KERNEL_OK) {
         switch (kind) {
         case POOL_MAX:
-            pool_max_pool_f32(s, fin, fout, argmax_out);
+            max_pool_f32(s, fin, fout, argmax_out);
             break;
         case POOL_MAX_GRAD:
-            pool_max_pool_grad_f32(s, fin, argmax_in, fout);
+            max_pool_grad_f32(s, fin, argmax_in, fout);
             break;
         case POOL_AVG:
             pool_avg_pool_f32(s, fin, fout);
@@ -77,10 +93,8 @@ int em_cpu_max_pool2d(const em_pool2d_shape *s, em_dtype dt, const void *x, void
 {
     if (!pool_shape_ok(s) || !pool_dtype_ok(dt))
         return EM_KERNEL_UNSUPPORTED;
-    if (dt == EM_F32 && em_cpu_max_pool2d_2x2_applies(s))
-        em_cpu_max_pool2d_2x2_f32(s, x, y, argmax);
-    else if (dt == EM_F32)
-        pool_max_pool_f32(s, x, y, argmax);
+    if (dt == EM_F32)
+        max_pool_f32(s, x, y, argmax);
     else if (dt == EM_F64)
         pool_max_pool_f64(s, x, y, argmax);
     else
@@ -93,11 +107,8 @@ int em_cpu_max_pool2d_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy
 {
     if (!pool_shape_ok(s) || !pool_dtype_ok(dt))
         return EM_KERNEL_UNSUPPORTED;
-    if (dt == EM_F32 && em_cpu_max_pool2d_2x2_applies(s) &&
-        em_cpu_max_pool2d_2x2_grad_f32(s, gy, argmax, gx))
-        return EM_KERNEL_OK;
     if (dt == EM_F32)
-        pool_max_pool_grad_f32(s, gy, argmax, gx);
+        max_pool_grad_f32(s, gy, argmax, gx);
     else if (dt == EM_F64)
         pool_max_pool_grad_f64(s, gy, argmax, gx);
     else

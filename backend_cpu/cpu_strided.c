@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend/convert_internal.h"
+#include "backend_cpu/cpu_convert_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 
 void em_iter_range(const em_iter *it, char *const *data, int64_t start, int64_t end,
@@ -114,8 +115,15 @@ void em_load_f32(em_dtype dt, const void *p, int64_t stride, int64_t n, float *d
     switch (dt) {
     case EM_F32: LOAD_LOOP(float, AS_IS); break;
     case EM_F64: LOAD_LOOP(double, (float)); break;
-    case EM_F16: LOAD_LOOP(uint16_t, em_f16_to_f32); break;
-    case EM_BF16: LOAD_LOOP(uint16_t, em_bf16_to_f32); break;
+    case EM_F16:
+    case EM_BF16:
+        if (stride == 1)
+            em_cpu_half_to_f32_n(dt, dst, p, n);
+        else if (dt == EM_F16)
+            LOAD_LOOP(uint16_t, em_f16_to_f32);
+        else
+            LOAD_LOOP(uint16_t, em_bf16_to_f32);
+        break;
     case EM_I8: LOAD_LOOP(int8_t, (float)); break;
     case EM_U8: LOAD_LOOP(uint8_t, (float)); break;
     case EM_I32: LOAD_LOOP(int32_t, (float)); break;
@@ -125,13 +133,33 @@ void em_load_f32(em_dtype dt, const void *p, int64_t stride, int64_t n, float *d
     }
 }
 
+/* n contiguous half values widened to f64, through the bulk f32 converter a block at a time */
+static void load_half_f64(em_dtype dt, const uint16_t *src, int64_t n, double *dst)
+{
+    enum { BLOCK = 256 };
+    float f[BLOCK];
+    for (int64_t i = 0; i < n; i += BLOCK) {
+        int64_t m = n - i < BLOCK ? n - i : BLOCK;
+        em_cpu_half_to_f32_n(dt, f, src + i, m);
+        for (int64_t j = 0; j < m; j++)
+            dst[i + j] = f[j];
+    }
+}
+
 void em_load_f64(em_dtype dt, const void *p, int64_t stride, int64_t n, double *dst)
 {
     switch (dt) {
     case EM_F32: LOAD_LOOP(float, (double)); break;
     case EM_F64: LOAD_LOOP(double, AS_IS); break;
-    case EM_F16: LOAD_LOOP(uint16_t, (double)em_f16_to_f32); break;
-    case EM_BF16: LOAD_LOOP(uint16_t, (double)em_bf16_to_f32); break;
+    case EM_F16:
+    case EM_BF16:
+        if (stride == 1)
+            load_half_f64(dt, p, n, dst);
+        else if (dt == EM_F16)
+            LOAD_LOOP(uint16_t, (double)em_f16_to_f32);
+        else
+            LOAD_LOOP(uint16_t, (double)em_bf16_to_f32);
+        break;
     case EM_I8: LOAD_LOOP(int8_t, (double)); break;
     case EM_U8: LOAD_LOOP(uint8_t, (double)); break;
     case EM_I32: LOAD_LOOP(int32_t, (double)); break;
@@ -173,8 +201,15 @@ void em_store_f32(em_dtype dt, void *p, int64_t stride, int64_t n, const float *
     switch (dt) {
     case EM_F32: STORE_LOOP(float, AS_IS); break;
     case EM_F64: STORE_LOOP(double, (double)); break;
-    case EM_F16: STORE_LOOP(uint16_t, em_f32_to_f16); break;
-    case EM_BF16: STORE_LOOP(uint16_t, em_f32_to_bf16); break;
+    case EM_F16:
+    case EM_BF16:
+        if (stride == 1)
+            em_cpu_f32_to_half_n(dt, p, src, n);
+        else if (dt == EM_F16)
+            STORE_LOOP(uint16_t, em_f32_to_f16);
+        else
+            STORE_LOOP(uint16_t, em_f32_to_bf16);
+        break;
     default: assert(!"em_store_f32: not a float dtype");
     }
 }

@@ -60,6 +60,14 @@ static void unary_i64(em_unary_op op, const em_unary_params *p, int64_t n, int64
     }
 }
 
+/* f32 over a contiguous run: GELU on its AVX2 kernel where the CPU has it, else the loop */
+static void unary_run_f32(em_unary_op op, const em_unary_params *p, int64_t n, float *y,
+                          const float *x)
+{
+    if (op != EM_UNARY_GELU || !em_cpu_gelu_f32(n, y, x))
+        unary_f32(op, p, n, y, x);
+}
+
 typedef struct {
     em_unary_op op;
     em_unary_params p;
@@ -72,8 +80,7 @@ static void unary_run(void *vctx, int64_t n, char *const *p, const int64_t *s)
 {
     const unary_ctx *c = vctx;
     if (s[0] == 1 && s[1] == 1 && c->dt == EM_F32) {
-        if (c->op != EM_UNARY_GELU || !em_cpu_gelu_f32(n, (float *)p[0], (const float *)p[1]))
-            unary_f32(c->op, &c->p, n, (float *)p[0], (const float *)p[1]);
+        unary_run_f32(c->op, &c->p, n, (float *)p[0], (const float *)p[1]);
         return;
     }
     if (s[0] == 1 && s[1] == 1 && c->dt == EM_F64) {
@@ -87,7 +94,7 @@ static void unary_run(void *vctx, int64_t n, char *const *p, const int64_t *s)
         const char *x = p[1] + i * s[1] * (int64_t)es;
         if (c->fam == FAM_F32) {
             float xb[EM_STAGE_BLOCK], yb[EM_STAGE_BLOCK];
-            unary_f32(c->op, &c->p, m, yb, em_view_f32(c->dt, x, s[1], m, xb));
+            unary_run_f32(c->op, &c->p, m, yb, em_view_f32(c->dt, x, s[1], m, xb));
             em_store_f32(c->dt, y, s[0], m, yb);
         } else if (c->fam == FAM_F64) {
             double xb[EM_STAGE_BLOCK], yb[EM_STAGE_BLOCK];
@@ -152,6 +159,14 @@ int em_cpu_unary(em_unary_op op, const em_unary_params *p, const em_arr *out, co
 DEFINE_UNARY_GRAD_FLOAT(unary_grad_f32, float)
 DEFINE_UNARY_GRAD_FLOAT(unary_grad_f64, double)
 
+/* f32 over a contiguous run: GELU's gradient on its AVX2 kernel where the CPU has it */
+static void unary_grad_run_f32(em_unary_op op, bool from_y, const em_unary_params *p, int64_t n,
+                               float *gx, const float *gy, const float *src)
+{
+    if (op != EM_UNARY_GELU || !em_cpu_gelu_grad_f32(n, gx, gy, src))
+        unary_grad_f32(op, from_y, p, n, gx, gy, src);
+}
+
 typedef struct {
     em_unary_op op;
     em_unary_params p;
@@ -164,11 +179,8 @@ static void unary_grad_run(void *vctx, int64_t n, char *const *p, const int64_t 
 {
     const grad_ctx *c = vctx;
     if (s[0] == 1 && s[1] == 1 && s[2] == 1 && c->dt == EM_F32) {
-        if (c->op != EM_UNARY_GELU || !em_cpu_gelu_grad_f32(n, (float *)p[0],
-                                                            (const float *)p[1],
-                                                            (const float *)p[2]))
-            unary_grad_f32(c->op, c->from_y, &c->p, n, (float *)p[0],
-                           (const float *)p[1], (const float *)p[2]);
+        unary_grad_run_f32(c->op, c->from_y, &c->p, n, (float *)p[0], (const float *)p[1],
+                           (const float *)p[2]);
         return;
     }
     if (s[0] == 1 && s[1] == 1 && s[2] == 1 && c->dt == EM_F64) {
@@ -189,9 +201,9 @@ static void unary_grad_run(void *vctx, int64_t n, char *const *p, const int64_t 
             em_store_f64(c->dt, gx, s[0], m, gxb);
         } else {
             float gyb[EM_STAGE_BLOCK], srcb[EM_STAGE_BLOCK], gxb[EM_STAGE_BLOCK];
-            unary_grad_f32(c->op, c->from_y, &c->p, m, gxb,
-                           em_view_f32(c->dt, gy, s[1], m, gyb),
-                           em_view_f32(c->dt, src, s[2], m, srcb));
+            unary_grad_run_f32(c->op, c->from_y, &c->p, m, gxb,
+                               em_view_f32(c->dt, gy, s[1], m, gyb),
+                               em_view_f32(c->dt, src, s[2], m, srcb));
             em_store_f32(c->dt, gx, s[0], m, gxb);
         }
     }

@@ -134,22 +134,30 @@ Test(dtype, bf16_round_trip_and_rounding)
     cr_assert_eq(em_f32_to_bf16(from_bits(0x00018000u)), 0x0002);
 }
 
-Test(dtype, f16c_matches_scalar_f16_to_f32)
+/* Every one of the 65536 values of dt, widened in bulk, has the scalar function's bits. */
+static void check_half_to_f32(em_dtype dt, float (*scalar)(uint16_t))
 {
     uint16_t *h = malloc(65536 * sizeof *h);
     float *f = malloc(65536 * sizeof *f);
     for (uint32_t i = 0; i < 65536; i++)
         h[i] = (uint16_t)i;
-    em_cpu_f16_to_f32_n(f, h, 65536);
+    em_cpu_half_to_f32_n(dt, f, h, 65536);
     for (uint32_t i = 0; i < 65536; i++)
-        cr_assert_eq(bits(f[i]), bits(em_f16_to_f32(h[i])), "%04x", i);
+        cr_assert_eq(bits(f[i]), bits(scalar(h[i])), "%s %04x", em_dtype_name(dt), i);
     free(h);
     free(f);
 }
 
-/* Compare bulk and scalar f32 -> f16 on n patterns made by pattern(i). */
-static void check_f32_to_f16(uint32_t (*pattern)(uint64_t), uint64_t n)
+Test(dtype, bulk_half_to_f32_matches_scalar)
 {
+    check_half_to_f32(EM_F16, em_f16_to_f32);
+    check_half_to_f32(EM_BF16, em_bf16_to_f32);
+}
+
+/* Compare bulk and scalar f32 -> dt on n patterns made by pattern(i). */
+static void check_f32_to_half(em_dtype dt, uint32_t (*pattern)(uint64_t), uint64_t n)
+{
+    uint16_t (*scalar)(float) = dt == EM_F16 ? em_f32_to_f16 : em_f32_to_bf16;
     enum { CHUNK = 1 << 20 };
     float *f = malloc(CHUNK * sizeof *f);
     uint16_t *h = malloc(CHUNK * sizeof *h);
@@ -157,11 +165,11 @@ static void check_f32_to_f16(uint32_t (*pattern)(uint64_t), uint64_t n)
         int64_t m = n - start < CHUNK ? (int64_t)(n - start) : CHUNK;
         for (int64_t i = 0; i < m; i++)
             f[i] = from_bits(pattern(start + (uint64_t)i));
-        em_cpu_f32_to_f16_n(h, f, m);
+        em_cpu_f32_to_half_n(dt, h, f, m);
         for (int64_t i = 0; i < m; i++)
-            if (h[i] != em_f32_to_f16(f[i]))
-                cr_assert_fail("f32 %08x: bulk %04x scalar %04x", bits(f[i]), h[i],
-                               em_f32_to_f16(f[i]));
+            if (h[i] != scalar(f[i]))
+                cr_assert_fail("f32 %08x to %s: bulk %04x scalar %04x", bits(f[i]),
+                               em_dtype_name(dt), h[i], scalar(f[i]));
     }
     free(f);
     free(h);
@@ -193,12 +201,26 @@ static uint32_t small_tie_pattern(uint64_t i)
     return e << 23 | prefix << s | (half - 1 + (uint32_t)(i % 3));
 }
 
-Test(dtype, f16c_matches_scalar_f32_to_f16)
+Test(dtype, bulk_f32_to_f16_matches_scalar)
 {
-    check_f32_to_f16(stride_pattern, (1ull << 32) / 251);
-    check_f32_to_f16(tie_pattern, 3ull << 19);
-    check_f32_to_f16(small_pattern, 2ull * (0x38800000u - 0x32f00000u) / 5);
-    check_f32_to_f16(small_tie_pattern, 10 * 1536);
+    check_f32_to_half(EM_F16, stride_pattern, (1ull << 32) / 251);
+    check_f32_to_half(EM_F16, tie_pattern, 3ull << 19);
+    check_f32_to_half(EM_F16, small_pattern, 2ull * (0x38800000u - 0x32f00000u) / 5);
+    check_f32_to_half(EM_F16, small_tie_pattern, 10 * 1536);
+}
+
+/* every f32 whose low 16 bits sit at, just below or just above a bf16 half-way point, over all
+ * exponents and signs (NaN and infinity included) */
+static uint32_t bf16_tie_pattern(uint64_t i)
+{
+    static const uint32_t low[3] = {0x7fff, 0x8000, 0x8001};
+    return (uint32_t)((i / 3) << 16) | low[i % 3];
+}
+
+Test(dtype, bulk_f32_to_bf16_matches_scalar)
+{
+    check_f32_to_half(EM_BF16, stride_pattern, (1ull << 32) / 251);
+    check_f32_to_half(EM_BF16, bf16_tie_pattern, 3ull << 16);
 }
 
 /* copy one element of src_dt at src into dst_dt at dst through the CPU copy kernel */
