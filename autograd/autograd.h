@@ -156,7 +156,8 @@ em_tensor *em_conv1d(const em_tensor *x, const em_tensor *w, const em_tensor *b,
 typedef struct {
     int64_t kernel[2];  /* required */
     int64_t stride[2];  /* default: kernel */
-    int64_t padding[2]; /* default 0 */
+    int64_t padding[2]; /* default 0; at most half the kernel */
+    int64_t dilation[2]; /* max_pool2d: taps this far apart, default 1 (avg_pool2d has none) */
     bool exclude_pad;   /* avg_pool2d: divide by in-bounds elements only (count_include_pad=False) */
     bool ceil_mode;     /* PyTorch's ceil_mode: a last, partial window where one starts inside */
 } em_pool2d_opts;

@@ -334,6 +334,8 @@ static em_status export_pool(exporter *e, const em_module *m, const char *layer)
     attr_ints(&n, "kernel_shape", o.kernel, 2);
     attr_ints(&n, "strides", o.stride, 2);
     attr_ints(&n, "pads", pads, 4);
+    if (max && (o.dilation[0] > 1 || o.dilation[1] > 1))
+        attr_ints(&n, "dilations", o.dilation, 2);
     if (!max)
         attr_int(&n, "count_include_pad", !o.exclude_pad);
     node_end(e, &n);

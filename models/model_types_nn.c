@@ -205,16 +205,21 @@ static em_status save_pool(const em_module *m, em_model_settings *s)
     em_pool2d_layer_config(m, &o);
     em_status st = em_model_settings_set_int(s, "kernel_size", o.kernel[0]);
     st = st ? st : em_model_settings_set_int(s, "stride", o.stride[0]);
-    return st ? st : em_model_settings_set_int(s, "padding", o.padding[0]);
+    st = st ? st : em_model_settings_set_int(s, "padding", o.padding[0]);
+    if (st == EM_OK && em_module_own_type(m) == &em_max_pool2d_type)
+        st = em_model_settings_set_int(s, "dilation", o.dilation[0]);
+    return st;
 }
 
 static em_module *build_pool(const em_model_settings *s, bool max)
 {
-    int64_t k, stride, padding;
+    int64_t k, stride, padding, dilation = 1;
     if (SIZE(s, "kernel_size", &k) || SIZE(s, "stride", &stride) ||
-        em_model_settings_int(s, "padding", 0, EM_MODEL_MAX_SIZE, &padding))
+        em_model_settings_int(s, "padding", 0, EM_MODEL_MAX_SIZE, &padding) ||
+        (max && em_model_settings_has(s, "dilation") && SIZE(s, "dilation", &dilation)))
         return NULL;
-    return max ? em_max_pool2d_layer(k, stride, padding) : em_avg_pool2d_layer(k, stride, padding);
+    return max ? em_max_pool2d_layer_dilated(k, stride, padding, dilation)
+               : em_avg_pool2d_layer(k, stride, padding);
 }
 
 static em_module *build_max_pool(const em_model_settings *s, em_module **kids, int n)

@@ -153,6 +153,9 @@ typedef struct {
 /* x (N, in_ch, L) -> (N, out_ch, L_out); weight (out_ch, in_ch / groups, kernel) */
 em_module *em_conv1d_layer(int64_t in_ch, int64_t out_ch, int64_t kernel, em_conv1d_layer_opts o);
 em_module *em_max_pool2d_layer(int64_t kernel, int64_t stride /* 0: kernel */, int64_t padding);
+/* MaxPool2d(kernel, stride, padding, dilation): taps dilation (>= 1) apart */
+em_module *em_max_pool2d_layer_dilated(int64_t kernel, int64_t stride /* 0: kernel */,
+                                       int64_t padding, int64_t dilation);
 em_module *em_avg_pool2d_layer(int64_t kernel, int64_t stride /* 0: kernel */, int64_t padding);
 em_module *em_adaptive_avg_pool2d_layer(int64_t out_h, int64_t out_w);
 em_module *em_batch_norm1d_layer(int64_t features, double eps /* 0: 1e-5 */, double momentum /* 0: 0.1 */);

@@ -120,8 +120,8 @@ Test(op_errors, conv_pool_index_arguments)
                      "em_conv2d: bad shapes x [1,3,4,4], w [2,3,3,3], b none (groups 2)");
     em_error_clear();
     cr_expect_null(em_max_pool2d(x, (em_pool2d_opts){.kernel = {5, 5}}));
-    cr_expect_str_eq(em_error(), "em_max_pool2d: kernel 5x5 stride 5x5 padding 0x0 does not fit "
-                                 "x [1,3,4,4]");
+    cr_expect_str_eq(em_error(), "em_max_pool2d: kernel 5x5 stride 5x5 padding 0x0 dilation 1x1 "
+                                 "does not fit x [1,3,4,4] (padding at most half the kernel)");
     em_error_clear();
     /* max pooling keeps each maximum's tap in its window in 2 bytes; average pooling has none */
     em_tensor *big = em_zeros(EM_SHAPE(1, 1, 182, 182), EM_F32);
