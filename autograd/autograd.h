@@ -138,9 +138,14 @@ em_tensor *em_linear(const em_tensor *x, const em_tensor *w, const em_tensor *b)
 em_tensor *em_linear_relu(const em_tensor *x, const em_tensor *w, const em_tensor *b);
 
 /* ---- convolution and pooling (NCHW); zero fields take PyTorch's defaults ---- */
+/* padding values beside sizes: PyTorch's padding="same" (stride 1 only: dilation (k - 1) in
+ * all per dim, half before, the odd one after: the output keeps the input's size) and "valid"
+ * (none, as 0). em_conv2d takes them as padding[0] (padding[1] 0 or the same constant). */
+#define EM_PADDING_SAME (-1)
+#define EM_PADDING_VALID (-2)
 typedef struct {
     int64_t stride[2];   /* default 1 */
-    int64_t padding[2];  /* default 0 */
+    int64_t padding[2];  /* default 0; or EM_PADDING_SAME / EM_PADDING_VALID */
     int64_t dilation[2]; /* default 1 */
     int64_t groups;      /* default 1 */
 } em_conv2d_opts;
@@ -149,7 +154,7 @@ em_tensor *em_conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *b,
 
 typedef struct {
     int64_t stride, padding, dilation, groups; /* zero takes the default (1, 0, 1, 1) */
-} em_conv1d_opts;
+} em_conv1d_opts; /* padding may be EM_PADDING_SAME or EM_PADDING_VALID */
 /* x (N, C_in, L), w (C_out, C_in/groups, K), b (C_out) or NULL -> (N, C_out, L_out) */
 em_tensor *em_conv1d(const em_tensor *x, const em_tensor *w, const em_tensor *b, em_conv1d_opts o);
 

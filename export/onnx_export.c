@@ -254,6 +254,24 @@ static em_status export_linear(exporter *e, const em_module *m, const char *laye
     return EM_OK;
 }
 
+/* ONNX's pads of a Conv2d or Conv1d with options o and weight w (C_out, C_in/groups, K[, K]):
+ * the begins of its spatial dims, then the ends; EM_PADDING_SAME as PyTorch's, the odd one at
+ * the end. */
+static void conv_pads(const em_conv2d_opts *o, const em_tensor *w, int64_t *pads)
+{
+    int sp = w->ndim - 2, at = 2 - sp;
+    for (int i = 0; i < sp; i++) {
+        int64_t begin = o->padding[at + i], end = begin;
+        if (o->padding[1] == EM_PADDING_SAME) {
+            int64_t total = o->dilation[at + i] * (w->shape[2 + i] - 1);
+            begin = total / 2;
+            end = total - begin;
+        }
+        pads[i] = begin;
+        pads[sp + i] = end;
+    }
+}
+
 /* Conv2d or Conv1d, with the BatchNorm2d that follows a Conv2d (e->folded, or NULL) folded into
  * its weight and bias: w' = w g / sqrt(var + eps) per output channel,
  * b' = (b - mean) g / sqrt(var + eps) + beta. */
@@ -303,7 +321,8 @@ static em_status export_conv(exporter *e, const em_module *m, const char *layer)
         const char *in[] = {e->value, wn, bname};
         em_pb n = node_begin(e, "Conv", layer, in, b || bn ? 3 : 2, out);
         int sp = w->ndim - 2, at = 2 - sp; /* 2 spatial dims, or a Conv1d's width: [1] */
-        int64_t pads[4] = {o.padding[at], o.padding[1], o.padding[at], o.padding[1]};
+        int64_t pads[4]; /* begins then ends, of the sp dims */
+        conv_pads(&o, w, pads);
         attr_ints(&n, "kernel_shape", w->shape + 2, sp);
         attr_ints(&n, "strides", o.stride + at, sp);
         attr_ints(&n, "pads", pads, 2 * sp);

@@ -155,7 +155,9 @@ static em_status read_conv(const em_model_settings *s, conv_settings *c)
     st = st ? st : SIZE(s, "out_channels", &c->out);
     st = st ? st : SIZE(s, "kernel_size", &c->kernel);
     st = st ? st : SIZE(s, "stride", &c->o.stride);
-    st = st ? st : em_model_settings_int(s, "padding", 0, EM_MODEL_MAX_SIZE, &c->o.padding);
+    /* padding -1 is EM_PADDING_SAME */
+    st = st ? st : em_model_settings_int(s, "padding", EM_PADDING_SAME, EM_MODEL_MAX_SIZE,
+                                         &c->o.padding);
     st = st ? st : SIZE(s, "dilation", &c->o.dilation);
     st = st ? st : SIZE(s, "groups", &c->o.groups);
     st = st ? st : em_model_settings_bool(s, "bias", &bias);

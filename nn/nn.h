@@ -141,6 +141,7 @@ em_module *em_residual(em_module *body, em_module *shortcut);
 
 /* ---- layers ---- */
 em_module *em_linear_layer(int64_t in_features, int64_t out_features, bool bias);
+/* padding may be EM_PADDING_SAME (stride 1 only) or EM_PADDING_VALID, as em_conv2d's */
 typedef struct {
     int64_t stride, padding, dilation, groups; /* zero takes the default (1, 0, 1, 1) */
     bool no_bias;

@@ -1,4 +1,4 @@
-/* max pooling with dilation, against
+/* padding "same" for conv2d and conv1d and max pooling with dilation, against
  * PyTorch 2.15's values (torch.nn.functional on the inputs below, in f64, printed to 10 digits);
  * gradients are checked by finite differences in f64, and bad arguments give clear errors. */
 #include <criterion/criterion.h>
@@ -24,6 +24,54 @@ static void expect_error(const em_tensor *t, const char *part)
     cr_assert_null(t);
     cr_assert_not_null(strstr(em_error(), part), "%s", em_error());
     em_error_clear();
+}
+
+/* ---- padding "same" ---- */
+
+Test(ops_conv_pool, conv2d_padding_same_as_pytorch)
+{
+    /* F.conv2d(x, w, b, padding="same", dilation=(1, 2)): 1 row of padding in all (the odd one
+     * at the bottom), 4 columns (2 each side) */
+    em_tensor *x = wave(EM_SHAPE(1, 2, 4, 5), 0.7, 0.3), *w = wave(EM_SHAPE(3, 2, 2, 3), 1.3, 0.1),
+              *b = wave(EM_SHAPE(3), 0.9, 0.5);
+    static const double want[60] = {
+        1.531808908, 3.664343635, 6.378673762, 3.466257962, 1.079711926, -1.802026581,
+        -3.256484019, -4.966933907, -1.400566099, 1.293646658, 3.700004357, 4.291542419,
+        4.780736763, 1.013654597, -1.645826473, -1.48365034, -1.026075369, -0.2846593438,
+        1.292016225, 2.304444251, -0.4731320814, -2.419664807, -4.829754836, -1.71717475,
+        0.7978359278, 3.598021108, 4.798088448, 6.134622932, 2.492950951, -0.2323307025,
+        -2.449088334, -2.75017778, -2.843301061, 0.8646550107, 3.453860791, 2.943457896,
+        2.34627822, 1.427276915, -0.01507617827, -0.9215435983, 2.593500646, 4.331364484,
+        6.409149521, 3.132650364, 0.5184617138, -2.167562685, -3.099265443, -4.046320913,
+        -0.3717511186, 2.352864209, 4.354208186, 4.361342905, 4.057310725, 0.451658968,
+        -2.03712087, -1.184434726, -0.4546043525, 0.631280692, 1.922515469, 2.712466696};
+    em_conv2d_opts o = {.padding = {EM_PADDING_SAME}, .dilation = {1, 2}};
+    em_tensor *y = em_conv2d(x, w, b, o);
+    cr_assert_not_null(y, "%s", em_error());
+    cr_assert(y->shape[1] == 3 && y->shape[2] == 4 && y->shape[3] == 5);
+    expect_values(y, want, 60, 1e-9);
+
+    o.stride[1] = 2;
+    expect_error(em_conv2d(x, w, b, o), "EM_PADDING_SAME needs stride 1");
+    em_conv2d_opts valid = {.padding = {EM_PADDING_VALID, EM_PADDING_VALID}};
+    y = em_conv2d(x, w, b, valid);
+    cr_assert(y && y->shape[2] == 3 && y->shape[3] == 3, "%s", em_error());
+    expect_error(em_conv2d(x, w, b, (em_conv2d_opts){.padding = {-3, 0}}), "padding -3x0");
+}
+
+Test(ops_conv_pool, conv1d_padding_same_as_pytorch)
+{
+    /* F.conv1d(x, w, padding="same"), kernel 4: 1 before, 2 after */
+    em_tensor *x = wave(EM_SHAPE(1, 2, 6), 0.7, 0.3), *w = wave(EM_SHAPE(2, 2, 4), 1.3, 0.1);
+    static const double want[12] = {-1.370040109, 1.005647907,  2.438011561,  2.723740283,
+                                    0.8408850026, -0.9983687477, 2.326942698, 1.562444547,
+                                    -0.2745930163, -1.982485193, -2.266144943, -0.5566338905};
+    em_tensor *y = em_conv1d(x, w, NULL, (em_conv1d_opts){.padding = EM_PADDING_SAME});
+    cr_assert_not_null(y, "%s", em_error());
+    cr_assert(y->ndim == 3 && y->shape[2] == 6);
+    expect_values(y, want, 12, 1e-9);
+    expect_error(em_conv1d(x, w, NULL, (em_conv1d_opts){.padding = EM_PADDING_SAME, .stride = 2}),
+                 "em_conv1d: padding EM_PADDING_SAME needs stride 1");
 }
 
 /* ---- max pooling with dilation ---- */
