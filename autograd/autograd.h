@@ -159,6 +159,19 @@ typedef struct {
 em_tensor *em_conv1d(const em_tensor *x, const em_tensor *w, const em_tensor *b, em_conv1d_opts o);
 
 typedef struct {
+    int64_t stride[2];         /* default 1 */
+    int64_t padding[2];        /* default 0: taken off each side of the output */
+    int64_t output_padding[2]; /* default 0: added at the end; below stride or dilation */
+    int64_t dilation[2];       /* default 1 */
+    int64_t groups;            /* default 1 */
+} em_conv_transpose2d_opts;
+/* The gradient of em_conv2d with respect to its input, as torch.nn.functional.conv_transpose2d:
+ * x (N, C_in, H, W), w (C_in, C_out/groups, KH, KW), b (C_out) or NULL -> (N, C_out, H_out,
+ * W_out), H_out = (H - 1) stride - 2 padding + dilation (KH - 1) + output_padding + 1. */
+em_tensor *em_conv_transpose2d(const em_tensor *x, const em_tensor *w, const em_tensor *b,
+                               em_conv_transpose2d_opts o);
+
+typedef struct {
     int64_t kernel[2];  /* required */
     int64_t stride[2];  /* default: kernel */
     int64_t padding[2]; /* default 0; at most half the kernel */

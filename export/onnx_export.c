@@ -227,17 +227,30 @@ static void binary_node(exporter *e, const char *op, const char *layer, const ch
     node(e, op, layer, in, 2, NULL, 0);
 }
 
+/* Layer m's weight and bias (where it has one) as initializers, and node n begun: op(the
+ * current value, weight[, bias]) into out, a new value name. */
+static em_status weighted_node_begin(exporter *e, const char *op, const em_module *m,
+                                     const char *layer, char *out, em_pb *n)
+{
+    const em_tensor *w = m->params[0].value, *b = m->n_params > 1 ? m->params[1].value : NULL;
+    char wn[NAME_MAX_LEN], bn[NAME_MAX_LEN];
+    if (initializer(e, layer, "weight", w, wn) != EM_OK ||
+        (b && initializer(e, layer, "bias", b, bn) != EM_OK))
+        return em_error_status();
+    next_value(e, out);
+    const char *in[] = {e->value, wn, bn};
+    *n = node_begin(e, op, layer, in, b ? 3 : 2, out);
+    return EM_OK;
+}
+
 static em_status export_linear(exporter *e, const em_module *m, const char *layer)
 {
     const em_tensor *w = m->params[0].value, *b = m->n_params > 1 ? m->params[1].value : NULL;
     char wn[NAME_MAX_LEN], bn[NAME_MAX_LEN], out[NAME_MAX_LEN];
     if (e->x->ndim == 2) { /* Gemm: y = x W^T + b */
-        if (initializer(e, layer, "weight", w, wn) != EM_OK ||
-            (b && initializer(e, layer, "bias", b, bn) != EM_OK))
+        em_pb n;
+        if (weighted_node_begin(e, "Gemm", m, layer, out, &n) != EM_OK)
             return em_error_status();
-        next_value(e, out);
-        const char *in[] = {e->value, wn, bn};
-        em_pb n = node_begin(e, "Gemm", layer, in, b ? 3 : 2, out);
         attr_int(&n, "transB", 1);
         node_end(e, &n);
         strcpy(e->value, out);
@@ -338,6 +351,28 @@ static em_status export_conv(exporter *e, const em_module *m, const char *layer)
     free(mean);
     free(var);
     return st;
+}
+
+/* ConvTranspose2d: ONNX's ConvTranspose has PyTorch's weight layout (C_in, C_out/group, KH, KW)
+ * and output size. */
+static em_status export_conv_transpose(exporter *e, const em_module *m, const char *layer)
+{
+    em_conv_transpose2d_opts o;
+    em_conv_transpose2d_layer_config(m, &o);
+    char out[NAME_MAX_LEN];
+    em_pb n;
+    if (weighted_node_begin(e, "ConvTranspose", m, layer, out, &n) != EM_OK)
+        return em_error_status();
+    int64_t pads[4] = {o.padding[0], o.padding[1], o.padding[0], o.padding[1]};
+    attr_ints(&n, "kernel_shape", m->params[0].value->shape + 2, 2);
+    attr_ints(&n, "strides", o.stride, 2);
+    attr_ints(&n, "pads", pads, 4);
+    attr_ints(&n, "output_padding", o.output_padding, 2);
+    attr_ints(&n, "dilations", o.dilation, 2);
+    attr_int(&n, "group", o.groups);
+    node_end(e, &n);
+    strcpy(e->value, out);
+    return EM_OK;
 }
 
 static em_status export_pool(exporter *e, const em_module *m, const char *layer)
@@ -588,6 +623,7 @@ static const mapping builtin[] = {
     {&em_linear_type, export_linear},
     {&em_conv2d_type, export_conv},
     {&em_conv1d_type, export_conv},
+    {&em_conv_transpose2d_type, export_conv_transpose},
     {&em_max_pool2d_type, export_pool},
     {&em_avg_pool2d_type, export_pool},
     {&em_adaptive_avg_pool2d_type, export_adaptive_pool},

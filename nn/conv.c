@@ -86,24 +86,28 @@ static em_module *conv_new(const char *fn, const em_module_type *type, int spati
     c->kernel = kernel;
     bool two = spatial == 2; /* a Conv1d has height 1: stride 1, no padding, dilation 1 */
     /* padding EM_PADDING_SAME: a Conv2d's both dims, a Conv1d's width (index 1) */
-    int64_t height = two ? kernel : 1;
     c->opts = (em_conv2d_opts){.stride = {two ? stride : 1, stride},
                                .padding = {two ? padding : 0, padding},
                                .dilation = {two ? dilation : 1, dilation}, .groups = groups};
     em_shape ws = two ? EM_SHAPE(out_ch, in_ch / groups, kernel, kernel)
                                : EM_SHAPE(out_ch, in_ch / groups, kernel);
-    em_tensor *w = em_module_add_param(&c->base, "weight", em_empty(ws, EM_F32));
+    return em_conv_layer_init(&c->base, ws, out_ch, bias);
+}
+
+em_module *em_conv_layer_init(em_module *m, em_shape ws, int64_t n_bias, bool bias)
+{
+    em_tensor *w = em_module_add_param(m, "weight", em_empty(ws, EM_F32));
     bool ok = w && em_init_kaiming_uniform_(w, sqrt(5.0), EM_FAN_IN, NULL) == EM_OK;
     if (ok && bias) {
-        double bound = 1.0 / sqrt((double)(in_ch / groups * kernel * height));
-        ok = em_module_add_param(&c->base, "bias",
-                                 em_uniform(EM_SHAPE(out_ch), EM_F32, -bound, bound, NULL)) != NULL;
+        double bound = 1.0 / sqrt((double)(em_numel(w) / ws.d[0])); /* 1 / sqrt(fan_in) */
+        ok = em_module_add_param(m, "bias",
+                                 em_uniform(EM_SHAPE(n_bias), EM_F32, -bound, bound, NULL)) != NULL;
     }
     if (!ok) {
-        em_module_free(&c->base);
+        em_module_free(m);
         return NULL;
     }
-    return &c->base;
+    return m;
 }
 
 em_module *em_conv2d_layer(int64_t in_ch, int64_t out_ch, int64_t kernel, em_conv2d_layer_opts o)

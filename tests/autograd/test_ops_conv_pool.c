@@ -1,9 +1,10 @@
-/* padding "same" for conv2d and conv1d and max pooling with dilation, against
+/* padding "same" for conv2d and conv1d, max pooling with dilation and conv_transpose2d, against
  * PyTorch 2.15's values (torch.nn.functional on the inputs below, in f64, printed to 10 digits);
  * gradients are checked by finite differences in f64, and bad arguments give clear errors. */
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "helpers/gradcheck.h"
 #include "helpers/reference.h"
 
 TestSuite(ops_conv_pool, .init = em_scope_begin, .fini = em_scope_end);
@@ -107,4 +108,79 @@ Test(ops_conv_pool, max_pool2d_dilation_as_pytorch)
                  "padding at most half the kernel");
     expect_error(em_max_pool2d(x, (em_pool2d_opts){.kernel = {3, 3}, .dilation = {4, 1}}),
                  "dilation 4x1 does not fit");
+}
+
+/* ---- conv_transpose2d ---- */
+
+static em_tensor *apply_conv_transpose(em_tensor *const *x, void *ctx)
+{
+    return em_conv_transpose2d(x[0], x[1], x[2], *(const em_conv_transpose2d_opts *)ctx);
+}
+
+Test(ops_conv_pool, conv_transpose2d_as_pytorch)
+{
+    /* F.conv_transpose2d(x, w, b, stride=(2, 1), padding=(1, 0), output_padding=(1, 0),
+     * groups=2, dilation=(1, 2)) */
+    em_tensor *x = wave(EM_SHAPE(1, 2, 2, 3), 0.7, 0.3), *w = wave(EM_SHAPE(2, 2, 3, 2), 1.3, 0.1),
+              *b = wave(EM_SHAPE(4), 0.9, 0.5);
+    static const double want[80] = {
+        0.6057249291, 0.8390533073, 0.6795926967, -0.1574018024, -0.2710688645, 0.3009074892,
+        -0.216752226, 0.3507131165, 0.7825542091, 0.1854149524, 0.7681049118, 0.4971962771,
+        -0.2932624341, 0.4479571895, 0.9424811172, -0.08274047499, 0.444819307, 1.199089661,
+        0.4923796349, 0.288806497, 0.7254818572, 0.2452112725, -0.09186427546, 0.4018684939,
+        0.2977053082, 1.810517567, 1.455010236, 1.314586578, 1.80729064, 1.806681613,
+        0.391247634, 0.9488713975, 1.055247863, 0.9566124975, 1.409788526, 1.329031821,
+        1.006600211, 1.326487472, 1.02560242, 0.3946043995, 1.256277589, 1.207141167,
+        0.2743442279, 0.143221277, 0.4907349284, -0.1190371301, -0.0312860538, 0.3250586659,
+        0.1112699042, -0.1279430753, 0.582984482, 0.3015148603, 0.4414147778, 1.325672049,
+        1.420411544, 1.022091478, 1.500176463, 1.558827958, 0.5693787273, 0.5405752146,
+        -0.8632069485, -0.7857515161, -1.116078478, -0.7360866566, -0.3451810469,
+        0.03433113647, -0.5423768846, -0.02738053649, 0.5367245221, -0.01213133071,
+        0.1981281422, 0.6418183914, 0.995185625, 0.5940096951, 0.7005787462, -0.1870181552,
+        -0.409542853, -0.7747201389, -0.8986324189, -1.035891379};
+    em_conv_transpose2d_opts o = {.stride = {2, 1}, .padding = {1, 0}, .output_padding = {1, 0},
+                                  .dilation = {1, 2}, .groups = 2};
+    em_tensor *y = em_conv_transpose2d(x, w, b, o);
+    cr_assert_not_null(y, "%s", em_error());
+    cr_assert(y->shape[1] == 4 && y->shape[2] == 4 && y->shape[3] == 5);
+    expect_values(y, want, 80, 1e-9);
+
+    em_tensor *leaves[3] = {em_gradcheck_leaf(EM_SHAPE(1, 2, 2, 3), -1, 1, 1),
+                            em_gradcheck_leaf(EM_SHAPE(2, 2, 3, 2), -1, 1, 2),
+                            em_gradcheck_leaf(EM_SHAPE(4), -1, 1, 3)};
+    cr_assert(em_test_gradcheck_default(apply_conv_transpose, &o, leaves, 3));
+}
+
+Test(ops_conv_pool, conv_transpose2d_output_padding_below_dilation)
+{
+    /* F.conv_transpose2d(x, w, stride=1, output_padding=1, dilation=2): output_padding at the
+     * stride, below the dilation; the last row and column get nothing */
+    em_tensor *x = wave(EM_SHAPE(1, 1, 2, 2), 0.7, 0.3), *w = wave(EM_SHAPE(1, 1, 2, 2), 1.3, 0.1);
+    static const double want[25] = {
+        0.02950279192, 0.08400692342, 0.2912203079, 0.8292273548, 0, 0.0990012862,
+        0.06743379713, 0.9772358197, 0.6656350089, 0, 0.1262993905, 0.3596277687,
+        -0.2236504298, -0.636827341, 0, 0.4238175879, 0.2886793732, -0.7504944031,
+        -0.5111922205, 0, 0, 0, 0, 0, 0};
+    em_conv_transpose2d_opts o = {.output_padding = {1, 1}, .dilation = {2, 2}};
+    expect_values(em_conv_transpose2d(x, w, NULL, o), want, 25, 1e-9);
+    em_tensor *leaves[3] = {em_gradcheck_leaf(EM_SHAPE(1, 1, 2, 2), -1, 1, 4),
+                            em_gradcheck_leaf(EM_SHAPE(1, 1, 2, 2), -1, 1, 5), NULL};
+    cr_assert(em_test_gradcheck_default(apply_conv_transpose, &o, leaves, 2));
+}
+
+Test(ops_conv_pool, conv_transpose2d_bad_arguments)
+{
+    em_tensor *x = wave(EM_SHAPE(1, 2, 3, 3), 0.7, 0.3), *w = wave(EM_SHAPE(2, 3, 2, 2), 1.3, 0.1);
+    expect_error(em_conv_transpose2d(x, w, NULL, (em_conv_transpose2d_opts){.output_padding = {1, 0}}),
+                 "output_padding 1x0 (below stride or dilation)");
+    expect_error(em_conv_transpose2d(x, wave(EM_SHAPE(3, 3, 2, 2), 1, 0), NULL,
+                                     (em_conv_transpose2d_opts){0}),
+                 "w [3,3,2,2] (C_in, C_out/groups, KH, KW)");
+    expect_error(em_conv_transpose2d(x, w, wave(EM_SHAPE(2), 1, 0), (em_conv_transpose2d_opts){0}),
+                 "b [2]");
+    expect_error(em_conv_transpose2d(x, w, NULL, (em_conv_transpose2d_opts){.padding = {3, 3}}),
+                 "padding 3x3");
+    expect_error(em_conv_transpose2d(x, em_to_dtype(w, EM_F32), NULL,
+                                     (em_conv_transpose2d_opts){0}),
+                 "must share dtype and device");
 }
