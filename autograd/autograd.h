@@ -269,8 +269,8 @@ em_tensor *em_triu(const em_tensor *t, int64_t diagonal);
 
 /* ---- mixed precision: autocast regions (per thread, nestable) ----
  * Inside a region begun with a low dtype (EM_F16 or EM_BF16), PyTorch's autocast policy:
- * matmul, bmm, linear and conv2d cast their f32 inputs to it and run there (the backend
- * accumulates in f32), giving low-precision outputs; softmax, log_softmax, sum, mean, var, exp,
+ * matmul, bmm, linear, conv2d and conv_transpose2d cast their f32 inputs to it and run there
+ * (the backend accumulates in f32), giving low-precision outputs; softmax, log_softmax, sum, mean, var, exp,
  * log, log1p, pow, pow_scalar, rsqrt and reciprocal cast f16/bf16 inputs up and run in f32 (so do
  * the losses and norms built on them); a binary op or where between two float dtypes promotes to
  * the wider one (f16 with bf16: f32); outside a region mixed dtypes stay an error. The casts are

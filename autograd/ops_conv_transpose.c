@@ -1,7 +1,7 @@
 /* 2-D transposed convolution (NCHW, groups, stride, padding, output_padding, dilation): the
  * input gradient of the conv2d that maps its output back to its input, so it runs on the
  * backend's conv kernels: forward conv2d_grad_input, x's gradient conv2d, w's conv2d_grad_weight
- * (CPU and CUDA both have them); the bias is added by em_add. */
+ * (CPU and CUDA both have them); the bias is added by em_add. Under autocast it runs low. */
 #include "autograd/autograd_internal.h"
 
 /* The options with PyTorch's defaults filled in: the node's parameters. */
@@ -104,14 +104,13 @@ static bool transpose_args(const em_tensor *x, const em_tensor *w, const em_tens
     return ok;
 }
 
-em_tensor *em_conv_transpose2d(const em_tensor *x /* (N, C_in, H, W) */,
-                               const em_tensor *w /* (C_in, C_out/groups, KH, KW) */,
-                               const em_tensor *b /* (C_out) or NULL */,
-                               em_conv_transpose2d_opts o)
+static em_tensor *conv_transpose2d(const em_tensor *x /* (N, C_in, H, W) */,
+                                   const em_tensor *w /* (C_in, C_out/groups, KH, KW) */,
+                                   const em_tensor *b /* (C_out) or NULL */,
+                                   em_conv_transpose2d_opts p)
 {
     const char *fn = "em_conv_transpose2d";
-    em_conv_transpose2d_opts p = transpose_params(o);
-    if (!em_present(x, fn, "x") || !em_present(w, fn, "w") || !transpose_args(x, w, b, &p))
+    if (!transpose_args(x, w, b, &p))
         return NULL;
     const em_backend *be = em_tensor_backend(x, fn);
     if (!be || !em_kernel_present((const void *)be->conv2d_grad_input, fn, x))
@@ -137,4 +136,23 @@ em_tensor *em_conv_transpose2d(const em_tensor *x /* (N, C_in, H, W) */,
     if (b)
         y = em_add(y, em_reshape(b, EM_SHAPE(1, s.c_in, 1, 1)));
     return em_scope_return(y); // (N, C_out, H_out, W_out)
+}
+
+/* Under autocast x, w and b are cast to the low dtype first (em_to_dtype: an f32 leaf gets its
+ * gradient in f32), as PyTorch's autocast does for conv_transpose2d. */
+em_tensor *em_conv_transpose2d(const em_tensor *x /* (N, C_in, H, W) */,
+                               const em_tensor *w /* (C_in, C_out/groups, KH, KW) */,
+                               const em_tensor *b /* (C_out) or NULL */,
+                               em_conv_transpose2d_opts o)
+{
+    const char *fn = "em_conv_transpose2d";
+    if (!em_present(x, fn, "x") || !em_present(w, fn, "w"))
+        return NULL;
+    em_conv_transpose2d_opts p = transpose_params(o);
+    const em_tensor *t[3] = {x, w, b};
+    if (!em_autocast_needed(EM_AUTOCAST_LOW, t, 3))
+        return conv_transpose2d(x, w, b, p);
+    em_scope_begin();
+    bool ok = em_autocast_inputs(EM_AUTOCAST_LOW, t, 3);
+    return em_scope_return(ok ? conv_transpose2d(t[0], t[1], t[2], p) : NULL);
 }

@@ -171,7 +171,8 @@ Test(ops_conv_pool, conv_transpose2d_output_padding_below_dilation)
 Test(ops_conv_pool, conv_transpose2d_bad_arguments)
 {
     em_tensor *x = wave(EM_SHAPE(1, 2, 3, 3), 0.7, 0.3), *w = wave(EM_SHAPE(2, 3, 2, 2), 1.3, 0.1);
-    expect_error(em_conv_transpose2d(x, w, NULL, (em_conv_transpose2d_opts){.output_padding = {1, 0}}),
+    em_conv_transpose2d_opts too_much = {.output_padding = {1, 0}};
+    expect_error(em_conv_transpose2d(x, w, NULL, too_much),
                  "output_padding 1x0 (below stride or dilation)");
     expect_error(em_conv_transpose2d(x, wave(EM_SHAPE(3, 3, 2, 2), 1, 0), NULL,
                                      (em_conv_transpose2d_opts){0}),
