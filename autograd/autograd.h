@@ -156,9 +156,14 @@ em_tensor *em_linear(const em_tensor *x, const em_tensor *w, const em_tensor *b)
 em_tensor *em_linear_relu(const em_tensor *x, const em_tensor *w, const em_tensor *b);
 
 /* ---- convolution and pooling (NCHW); zero fields take PyTorch's defaults ---- */
+/* padding values beside sizes: PyTorch's padding="same" (stride 1 only: dilation (k - 1) in
+ * all per dim, half before, the odd one after: the output keeps the input's size) and "valid"
+ * (none, as 0). em_conv2d takes them as padding[0] (padding[1] 0 or the same constant). */
+#define EM_PADDING_SAME (-1)
+#define EM_PADDING_VALID (-2)
 typedef struct {
     int64_t stride[2];   /* default 1 */
-    int64_t padding[2];  /* default 0 */
+    int64_t padding[2];  /* default 0; or EM_PADDING_SAME / EM_PADDING_VALID */
     int64_t dilation[2]; /* default 1 */
     int64_t groups;      /* default 1 */
 } em_conv2d_opts;
@@ -167,14 +172,28 @@ em_tensor *em_conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *b,
 
 typedef struct {
     int64_t stride, padding, dilation, groups; /* zero takes the default (1, 0, 1, 1) */
-} em_conv1d_opts;
+} em_conv1d_opts; /* padding may be EM_PADDING_SAME or EM_PADDING_VALID */
 /* x (N, C_in, L), w (C_out, C_in/groups, K), b (C_out) or NULL -> (N, C_out, L_out) */
 em_tensor *em_conv1d(const em_tensor *x, const em_tensor *w, const em_tensor *b, em_conv1d_opts o);
 
 typedef struct {
+    int64_t stride[2];         /* default 1 */
+    int64_t padding[2];        /* default 0: taken off each side of the output */
+    int64_t output_padding[2]; /* default 0: added at the end; below stride or dilation */
+    int64_t dilation[2];       /* default 1 */
+    int64_t groups;            /* default 1 */
+} em_conv_transpose2d_opts;
+/* The gradient of em_conv2d with respect to its input, as torch.nn.functional.conv_transpose2d:
+ * x (N, C_in, H, W), w (C_in, C_out/groups, KH, KW), b (C_out) or NULL -> (N, C_out, H_out,
+ * W_out), H_out = (H - 1) stride - 2 padding + dilation (KH - 1) + output_padding + 1. */
+em_tensor *em_conv_transpose2d(const em_tensor *x, const em_tensor *w, const em_tensor *b,
+                               em_conv_transpose2d_opts o);
+
+typedef struct {
     int64_t kernel[2];  /* required */
     int64_t stride[2];  /* default: kernel */
-    int64_t padding[2]; /* default 0 */
+    int64_t padding[2]; /* default 0; at most half the kernel */
+    int64_t dilation[2]; /* max_pool2d: taps this far apart, default 1 (avg_pool2d has none) */
     bool exclude_pad;   /* avg_pool2d: divide by in-bounds elements only (count_include_pad=False) */
     bool ceil_mode;     /* PyTorch's ceil_mode: a last, partial window where one starts inside */
 } em_pool2d_opts;
@@ -268,8 +287,8 @@ em_tensor *em_triu(const em_tensor *t, int64_t diagonal);
 
 /* ---- mixed precision: autocast regions (per thread, nestable) ----
  * Inside a region begun with a low dtype (EM_F16 or EM_BF16), PyTorch's autocast policy:
- * matmul, bmm, linear and conv2d cast their f32 inputs to it and run there (the backend
- * accumulates in f32), giving low-precision outputs; softmax, log_softmax, sum, mean, var, exp,
+ * matmul, bmm, linear, conv2d and conv_transpose2d cast their f32 inputs to it and run there
+ * (the backend accumulates in f32), giving low-precision outputs; softmax, log_softmax, sum, mean, var, exp,
  * log, log1p, pow, pow_scalar, rsqrt and reciprocal cast f16/bf16 inputs up and run in f32 (so do
  * the losses and norms built on them); a binary op or where between two float dtypes promotes to
  * the wider one (f16 with bf16: f32); outside a region mixed dtypes stay an error. The casts are

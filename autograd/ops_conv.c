@@ -10,6 +10,8 @@ static em_conv2d_opts conv_params(em_conv2d_opts o)
         o.dilation[i] = o.dilation[i] ? o.dilation[i] : 1;
     }
     o.groups = o.groups ? o.groups : 1;
+    for (int i = 0; i < 2; i++)
+        o.padding[i] = o.padding[i] == EM_PADDING_VALID ? 0 : o.padding[i];
     return o;
 }
 
@@ -92,9 +94,12 @@ static em_tensor *conv2d(const em_tensor *x /* (N, C_in, H, W) */,
          x->shape[3] + 2 * p.padding[1] >= p.dilation[1] * (w->shape[3] - 1) + 1;
     em_conv2d_shape s = ok ? conv_shape(x, w, &p) : (em_conv2d_shape){0};
     if (!ok) {
-        em_set_error(EM_ERR_ARG, "%s: bad shapes x %s, w %s, b %s (groups %lld)", fn,
+        em_set_error(EM_ERR_ARG, "%s: bad shapes x %s, w %s, b %s (stride %lldx%lld, padding "
+                     "%lldx%lld, dilation %lldx%lld, groups %lld)", fn,
                      em_shape_str(x, sx, sizeof sx), em_shape_str(w, sw, sizeof sw),
-                     b ? em_shape_str(b, sb, sizeof sb) : "none", (long long)p.groups);
+                     b ? em_shape_str(b, sb, sizeof sb) : "none", (long long)p.stride[0],
+                     (long long)p.stride[1], (long long)p.padding[0], (long long)p.padding[1],
+                     (long long)p.dilation[0], (long long)p.dilation[1], (long long)p.groups);
         return NULL;
     }
     const em_tensor *t[3] = {x, w, b};
@@ -137,12 +142,45 @@ static em_tensor *conv2d(const em_tensor *x /* (N, C_in, H, W) */,
     return em_scope_return(y);
 }
 
+/* padding = EM_PADDING_SAME as PyTorch: dilation (k - 1) in all per dim, total / 2 before. Where
+ * the total is odd the convolution pads its after-side amount on both sides and the first
+ * output row / column, the extra one before, is dropped: the same values, no padded copy of x. */
+static em_tensor *conv2d_same(const em_tensor *x /* (N, C_in, H, W) */,
+                              const em_tensor *w /* (C_out, C_in/groups, KH, KW) */,
+                              const em_tensor *b /* (C_out) or NULL */, em_conv2d_opts o)
+{
+    if (w->ndim != 4 || (o.stride[0] > 1 || o.stride[1] > 1) ||
+        (o.padding[1] != 0 && o.padding[1] != EM_PADDING_SAME)) {
+        char sw[128];
+        em_set_error(EM_ERR_ARG, "em_conv2d: padding EM_PADDING_SAME needs stride 1 (given "
+                     "%lldx%lld), padding[1] 0 or EM_PADDING_SAME (given %lld) and w (C_out, "
+                     "C_in/groups, KH, KW) (given %s)", (long long)o.stride[0],
+                     (long long)o.stride[1], (long long)o.padding[1],
+                     em_shape_str(w, sw, sizeof sw));
+        return NULL;
+    }
+    int64_t drop[2];
+    for (int i = 0; i < 2; i++) {
+        int64_t total = (o.dilation[i] ? o.dilation[i] : 1) * (w->shape[2 + i] - 1);
+        o.padding[i] = (total + 1) / 2;
+        drop[i] = total % 2;
+    }
+    em_scope_begin();
+    em_tensor *y = em_conv2d(x, w, b, o); // (N, C_out, H + drop[0], W + drop[1])
+    for (int i = 0; i < 2 && y; i++)
+        if (drop[i])
+            y = em_narrow(y, 2 + i, 1, y->shape[2 + i] - 1);
+    return em_scope_return(y); // (N, C_out, H, W)
+}
+
 em_tensor *em_conv2d(const em_tensor *x /* (N, C_in, H, W) */,
                      const em_tensor *w /* (C_out, C_in/groups, KH, KW) */,
                      const em_tensor *b /* (C_out) or NULL */, em_conv2d_opts o)
 {
     if (!em_present(x, "em_conv2d", "x") || !em_present(w, "em_conv2d", "w"))
         return NULL;
+    if (o.padding[0] == EM_PADDING_SAME)
+        return conv2d_same(x, w, b, o);
     if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *[]){x, w, b}, 3)) {
         em_scope_begin();
         const em_tensor *t[3] = {x, w, b};
@@ -167,7 +205,13 @@ em_tensor *em_conv1d(const em_tensor *x /* (N, C_in, L) */,
                      "K): %s, %s", em_shape_str(x, sx, sizeof sx), em_shape_str(w, sw, sizeof sw));
         return NULL;
     }
-    em_conv2d_opts o2 = {.stride = {1, o.stride}, .padding = {0, o.padding},
+    if (o.padding == EM_PADDING_SAME && o.stride > 1) {
+        em_set_error(EM_ERR_ARG, "em_conv1d: padding EM_PADDING_SAME needs stride 1 (given %lld)",
+                     (long long)o.stride);
+        return NULL;
+    }
+    int64_t pad_h = o.padding == EM_PADDING_SAME ? EM_PADDING_SAME : 0; /* height 1: none */
+    em_conv2d_opts o2 = {.stride = {1, o.stride}, .padding = {pad_h, o.padding},
                          .dilation = {1, o.dilation}, .groups = o.groups};
     em_scope_begin();
     em_tensor *y = em_conv2d(em_unsqueeze(x, 2), em_unsqueeze(w, 2), b, o2);

@@ -6,43 +6,56 @@
 #include "autograd/autograd_internal.h"
 
 /* Outputs along one dim, PyTorch's rule: with ceil_mode a partial last window counts when it
- * starts inside the input or its left padding. */
-static int64_t pooled_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, bool ceil_mode)
+ * starts inside the input or its left padding. A window spans dilation (kernel - 1) + 1. */
+static int64_t pooled_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
+                           int64_t dilation, bool ceil_mode)
 {
-    int64_t span = in + 2 * pad - kernel;
+    int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1;
     int64_t out = (span + (ceil_mode ? stride - 1 : 0)) / stride + 1;
     if (ceil_mode && (out - 1) * stride >= in + pad)
         out--;
     return out;
 }
 
-/* The node's parameters are the options with the stride's default filled in (pool_args). */
+/* The node's parameters are the options with the defaults filled in (pool_args). */
 static em_pool2d_shape pool_shape(const em_tensor *x /* (N, C, H, W) */, const em_pool2d_opts *p)
 {
     em_pool2d_shape s = {
         .n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
         .kernel = {p->kernel[0], p->kernel[1]}, .stride = {p->stride[0], p->stride[1]},
-        .pad = {p->padding[0], p->padding[1]}, .count_include_pad = !p->exclude_pad,
+        .pad = {p->padding[0], p->padding[1]}, .dilation = {p->dilation[0], p->dilation[1]},
+        .count_include_pad = !p->exclude_pad,
     };
-    s.h_out = pooled_size(s.h, s.kernel[0], s.stride[0], s.pad[0], p->ceil_mode);
-    s.w_out = pooled_size(s.w, s.kernel[1], s.stride[1], s.pad[1], p->ceil_mode);
+    s.h_out = pooled_size(s.h, s.kernel[0], s.stride[0], s.pad[0], s.dilation[0], p->ceil_mode);
+    s.w_out = pooled_size(s.w, s.kernel[1], s.stride[1], s.pad[1], s.dilation[1], p->ceil_mode);
     return s;
 }
 
-/* Check the arguments and fill in the stride's default; false with an error naming fn. */
-static bool pool_args(const char *fn, const em_tensor *x /* (N, C, H, W) */, em_pool2d_opts *p)
+/* Check the arguments and fill in the stride's and dilation's defaults; false with an error
+ * naming fn. PyTorch's rules: padding at most half the kernel, at least one output. */
+static bool pool_args(const char *fn, const em_tensor *x /* (N, C, H, W) */, em_pool2d_opts *p,
+                      bool dilation_allowed)
 {
-    for (int i = 0; i < 2; i++)
+    if (!dilation_allowed && (p->dilation[0] > 1 || p->dilation[1] > 1)) {
+        em_set_error(EM_ERR_ARG, "%s: takes no dilation (given %lldx%lld)", fn,
+                     (long long)p->dilation[0], (long long)p->dilation[1]);
+        return false;
+    }
+    for (int i = 0; i < 2; i++) {
         p->stride[i] = p->stride[i] ? p->stride[i] : p->kernel[i];
-    const int64_t *k = p->kernel, *st = p->stride, *pad = p->padding;
+        p->dilation[i] = p->dilation[i] ? p->dilation[i] : 1;
+    }
+    const int64_t *k = p->kernel, *st = p->stride, *pad = p->padding, *d = p->dilation;
     bool ok = x->ndim == 4 && k[0] > 0 && k[1] > 0 && st[0] > 0 && st[1] > 0 && pad[0] >= 0 &&
-              pad[1] >= 0 && 2 * pad[0] <= k[0] && 2 * pad[1] <= k[1];
-    ok = ok && x->shape[2] + 2 * pad[0] >= k[0] && x->shape[3] + 2 * pad[1] >= k[1];
+              pad[1] >= 0 && 2 * pad[0] <= k[0] && 2 * pad[1] <= k[1] && d[0] > 0 && d[1] > 0;
+    ok = ok && x->shape[2] + 2 * pad[0] > d[0] * (k[0] - 1) &&
+         x->shape[3] + 2 * pad[1] > d[1] * (k[1] - 1);
     if (!ok) {
         char b[128];
-        em_set_error(EM_ERR_ARG, "%s: kernel %lldx%lld stride %lldx%lld padding %lldx%lld does not "
-                     "fit x %s", fn, (long long)k[0], (long long)k[1], (long long)st[0],
-                     (long long)st[1], (long long)pad[0], (long long)pad[1],
+        em_set_error(EM_ERR_ARG, "%s: kernel %lldx%lld stride %lldx%lld padding %lldx%lld "
+                     "dilation %lldx%lld does not fit x %s (padding at most half the kernel)", fn,
+                     (long long)k[0], (long long)k[1], (long long)st[0], (long long)st[1],
+                     (long long)pad[0], (long long)pad[1], (long long)d[0], (long long)d[1],
                      em_shape_str(x, b, sizeof b));
         return false;
     }
@@ -83,9 +96,9 @@ typedef enum { POOL_AVG, POOL_MAX, POOL_RELU_MAX } pool_kind;
 static em_tensor *pool(const char *fn, const char *op, pool_kind kind,
                        const em_tensor *x /* (N, C, H, W) */, em_pool2d_opts o)
 {
-    if (!em_present(x, fn, "x") || !pool_args(fn, x, &o))
-        return NULL;
     const bool max = kind != POOL_AVG;
+    if (!em_present(x, fn, "x") || !pool_args(fn, x, &o, max))
+        return NULL;
     if (max && o.kernel[0] * o.kernel[1] > EM_POOL_MAX_TAPS) {
         em_set_error(EM_ERR_ARG, "%s: a %lldx%lld window has more than %d taps", fn,
                      (long long)o.kernel[0], (long long)o.kernel[1], EM_POOL_MAX_TAPS);

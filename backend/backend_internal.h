@@ -91,6 +91,7 @@ typedef struct {
     int64_t n, c, h, w;
     int64_t h_out, w_out;
     int64_t kernel[2], stride[2], pad[2];
+    int64_t dilation[2];    /* >= 1: taps dilation apart; average pooling takes 1 */
     bool count_include_pad; /* average pooling only */
     /* max pooling only: y = relu(the maximum), argmax -1 (no gradient) where the maximum is not
      * positive: max_pool2d(relu(x)) in one pass */

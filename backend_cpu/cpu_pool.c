@@ -21,7 +21,7 @@ static bool pool_shape_ok(const em_pool2d_shape *s)
 {
     return s->n >= 0 && s->c >= 0 && s->h >= 0 && s->w >= 0 && s->h_out >= 0 && s->w_out >= 0
            && s->kernel[0] >= 1 && s->kernel[1] >= 1 && s->stride[0] >= 1 && s->stride[1] >= 1
-           && s->pad[0] >= 0 && s->pad[1] >= 0;
+           && s->pad[0] >= 0 && s->pad[1] >= 0 && s->dilation[0] >= 1 && s->dilation[1] >= 1;
 }
 
 static bool pool_dtype_ok(em_dtype dt)

@@ -201,7 +201,8 @@ static void pool_row_2x2(const float *r0, const float *r1, int64_t w_out, float 
 bool em_cpu_max_pool2d_2x2_applies(const em_pool2d_shape *s)
 {
     return s->kernel[0] == 2 && s->kernel[1] == 2 && s->stride[0] == 2 && s->stride[1] == 2
-           && s->pad[0] == 0 && s->pad[1] == 0 && s->h_out == s->h / 2 && s->w_out == s->w / 2;
+           && s->pad[0] == 0 && s->pad[1] == 0 && s->dilation[0] == 1 && s->dilation[1] == 1
+           && s->h_out == s->h / 2 && s->w_out == s->w / 2;
 }
 
 void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *y,

@@ -5,8 +5,8 @@
 /* Outputs a window-inside plane handles per step, in SIMD lanes. */
 #define POOL_CHUNK 64
 
-/* best/tap of cnt outputs whose windows start s1 apart at base: each tap in turn, branch-free in
- * SIMD lanes, in row-major order so the first max wins. */
+/* best/tap of cnt outputs whose windows start s1 apart at base: each tap in turn (taps dilation
+ * apart), branch-free in SIMD lanes, in row-major order so the first max wins. */
 static void POOL_FN(max_chunk)(const em_pool2d_shape *s, const REAL *base, int64_t s1,
                                int64_t cnt, REAL *best, em_pool_tap *tap)
 {
@@ -15,7 +15,8 @@ static void POOL_FN(max_chunk)(const em_pool2d_shape *s, const REAL *base, int64
         tap[c] = 0;
     }
     for (int64_t t = 1; t < s->kernel[0] * s->kernel[1]; t++) {
-        const int64_t off = t / s->kernel[1] * s->w + t % s->kernel[1];
+        const int64_t off = t / s->kernel[1] * s->dilation[0] * s->w
+                            + t % s->kernel[1] * s->dilation[1];
         #pragma omp simd
         for (int64_t c = 0; c < cnt; c++) {
             const REAL v = base[off + c * s1];
@@ -49,8 +50,8 @@ static void POOL_FN(max_plane)(const em_pool2d_shape *s, const REAL *x, REAL *y,
                                em_pool_tap *argmax)
 {
     if (s->pad[0] == 0 && s->pad[1] == 0 && s->h_out > 0 && s->w_out > 0
-        && (s->h_out - 1) * s->stride[0] + s->kernel[0] <= s->h
-        && (s->w_out - 1) * s->stride[1] + s->kernel[1] <= s->w) {
+        && (s->h_out - 1) * s->stride[0] + s->dilation[0] * (s->kernel[0] - 1) < s->h
+        && (s->w_out - 1) * s->stride[1] + s->dilation[1] * (s->kernel[1] - 1) < s->w) {
         POOL_FN(max_plane_inside)(s, x, y, argmax);
         return;
     }
@@ -59,12 +60,15 @@ static void POOL_FN(max_plane)(const em_pool2d_shape *s, const REAL *x, REAL *y,
             const int64_t h0 = oh * s->stride[0] - s->pad[0], w0 = ow * s->stride[1] - s->pad[1];
             REAL best = -INFINITY;
             int64_t tap = -1;
-            for (int64_t ih = h0 > 0 ? h0 : 0; ih < h0 + s->kernel[0] && ih < s->h; ih++)
-                for (int64_t iw = w0 > 0 ? w0 : 0; iw < w0 + s->kernel[1] && iw < s->w; iw++) {
+            for (int64_t i = 0; i < s->kernel[0]; i++)
+                for (int64_t j = 0; j < s->kernel[1]; j++) {
+                    const int64_t ih = h0 + i * s->dilation[0], iw = w0 + j * s->dilation[1];
+                    if (ih < 0 || ih >= s->h || iw < 0 || iw >= s->w)
+                        continue;
                     const REAL v = x[ih * s->w + iw];
                     if (tap < 0 || v > best || (isnan(v) && !isnan(best))) {
                         best = v;
-                        tap = (ih - h0) * s->kernel[1] + iw - w0;
+                        tap = i * s->kernel[1] + j;
                     }
                 }
             y[oh * s->w_out + ow] = best;
@@ -111,8 +115,8 @@ static void POOL_FN(max_pool_grad)(const em_pool2d_shape *s, const REAL *gy,
         for (int64_t oh = 0; oh < s->h_out; oh++)
             for (int64_t ow = 0; ow < s->w_out; ow++) {
                 const int64_t o = p * hwo + oh * s->w_out + ow, tap = argmax[o];
-                const int64_t ih = oh * s->stride[0] - s->pad[0] + tap / k1;
-                const int64_t iw = ow * s->stride[1] - s->pad[1] + tap % k1;
+                const int64_t ih = oh * s->stride[0] - s->pad[0] + tap / k1 * s->dilation[0];
+                const int64_t iw = ow * s->stride[1] - s->pad[1] + tap % k1 * s->dilation[1];
                 if (tap >= 0 && ih >= 0 && ih < s->h && iw >= 0 && iw < s->w)
                     g[ih * s->w + iw] += gy[o];
             }

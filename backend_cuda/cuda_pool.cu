@@ -21,12 +21,15 @@ __global__ void max_pool_kernel(em_pool2d_shape s, const T *x, T *y, em_pool_tap
         const T *plane = x + p * s.h * s.w;
         acc_t<T> best = -INFINITY;
         int64_t arg = -1;
-        for (int64_t ih = h0 > 0 ? h0 : 0; ih < h0 + s.kernel[0] && ih < s.h; ih++)
-            for (int64_t iw = w0 > 0 ? w0 : 0; iw < w0 + s.kernel[1] && iw < s.w; iw++) {
+        for (int64_t i = 0; i < s.kernel[0]; i++)
+            for (int64_t j = 0; j < s.kernel[1]; j++) {
+                const int64_t ih = h0 + i * s.dilation[0], iw = w0 + j * s.dilation[1];
+                if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w)
+                    continue;
                 const acc_t<T> v = load(plane + ih * s.w + iw);
                 if (arg < 0 || v > best || (isnan(v) && !isnan(best))) {
                     best = v;
-                    arg = (ih - h0) * s.kernel[1] + iw - w0;
+                    arg = i * s.kernel[1] + j;
                 }
             }
         if (s.relu && !(best > 0))
@@ -39,8 +42,8 @@ __global__ void max_pool_kernel(em_pool2d_shape s, const T *x, T *y, em_pool_tap
     }
 }
 
-/* The outputs along one axis whose windows (start o * stride - pad, length k) hold position i:
- * [*lo, *hi). */
+/* The outputs along one axis whose windows (start o * stride - pad, span k) hold position i:
+ * [*lo, *hi); with dilation, only those whose taps land on i (a multiple of it from the start). */
 __device__ __forceinline__ void covering(int64_t i, int64_t stride, int64_t pad, int64_t k,
                                          int64_t out, int64_t *lo, int64_t *hi)
 {
@@ -62,15 +65,16 @@ __global__ void max_pool_grad_kernel(em_pool2d_shape s, const T *gy, const em_po
          e += (int64_t)gridDim.x * blockDim.x) {
         const int64_t p = e / hw, at = e % hw, ih = at / s.w, iw = at % s.w;
         int64_t oh0, oh1, ow0, ow1;
-        covering(ih, s.stride[0], s.pad[0], s.kernel[0], s.h_out, &oh0, &oh1);
-        covering(iw, s.stride[1], s.pad[1], s.kernel[1], s.w_out, &ow0, &ow1);
+        const int64_t d0 = s.dilation[0], d1 = s.dilation[1];
+        covering(ih, s.stride[0], s.pad[0], d0 * (s.kernel[0] - 1) + 1, s.h_out, &oh0, &oh1);
+        covering(iw, s.stride[1], s.pad[1], d1 * (s.kernel[1] - 1) + 1, s.w_out, &ow0, &ow1);
         acc_t<T> sum = 0;
         for (int64_t oh = oh0; oh < oh1; oh++)
             for (int64_t ow = ow0; ow < ow1; ow++) {
                 const int64_t o = p * hwo + oh * s.w_out + ow;
-                const int64_t tap = (ih - (oh * s.stride[0] - s.pad[0])) * s.kernel[1] + iw -
-                                    (ow * s.stride[1] - s.pad[1]);
-                if (argmax[o] == tap)
+                const int64_t dh = ih - (oh * s.stride[0] - s.pad[0]);
+                const int64_t dw = iw - (ow * s.stride[1] - s.pad[1]);
+                if (dh % d0 == 0 && dw % d1 == 0 && argmax[o] == dh / d0 * s.kernel[1] + dw / d1)
                     sum += load(gy + o);
             }
         store(gx + e, sum);
@@ -133,7 +137,8 @@ template <typename T> __global__ void avg_pool_grad_kernel(em_pool2d_shape s, co
 static bool shape_ok(const em_pool2d_shape *s)
 {
     return s->n >= 0 && s->c >= 0 && s->h >= 0 && s->w >= 0 && s->h_out >= 0 && s->w_out >= 0 &&
-           s->kernel[0] > 0 && s->kernel[1] > 0 && s->stride[0] > 0 && s->stride[1] > 0;
+           s->kernel[0] > 0 && s->kernel[1] > 0 && s->stride[0] > 0 && s->stride[1] > 0 &&
+           s->dilation[0] > 0 && s->dilation[1] > 0;
 }
 
 /* Checks s, then runs launch(T{}, grid) for dt's storage type T over n threads' work. */

@@ -227,17 +227,30 @@ static void binary_node(exporter *e, const char *op, const char *layer, const ch
     node(e, op, layer, in, 2, NULL, 0);
 }
 
+/* Layer m's weight and bias (where it has one) as initializers, and node n begun: op(the
+ * current value, weight[, bias]) into out, a new value name. */
+static em_status weighted_node_begin(exporter *e, const char *op, const em_module *m,
+                                     const char *layer, char *out, em_pb *n)
+{
+    const em_tensor *w = m->params[0].value, *b = m->n_params > 1 ? m->params[1].value : NULL;
+    char wn[NAME_MAX_LEN], bn[NAME_MAX_LEN];
+    if (initializer(e, layer, "weight", w, wn) != EM_OK ||
+        (b && initializer(e, layer, "bias", b, bn) != EM_OK))
+        return em_error_status();
+    next_value(e, out);
+    const char *in[] = {e->value, wn, bn};
+    *n = node_begin(e, op, layer, in, b ? 3 : 2, out);
+    return EM_OK;
+}
+
 static em_status export_linear(exporter *e, const em_module *m, const char *layer)
 {
     const em_tensor *w = m->params[0].value, *b = m->n_params > 1 ? m->params[1].value : NULL;
     char wn[NAME_MAX_LEN], bn[NAME_MAX_LEN], out[NAME_MAX_LEN];
     if (e->x->ndim == 2) { /* Gemm: y = x W^T + b */
-        if (initializer(e, layer, "weight", w, wn) != EM_OK ||
-            (b && initializer(e, layer, "bias", b, bn) != EM_OK))
+        em_pb n;
+        if (weighted_node_begin(e, "Gemm", m, layer, out, &n) != EM_OK)
             return em_error_status();
-        next_value(e, out);
-        const char *in[] = {e->value, wn, bn};
-        em_pb n = node_begin(e, "Gemm", layer, in, b ? 3 : 2, out);
         attr_int(&n, "transB", 1);
         node_end(e, &n);
         strcpy(e->value, out);
@@ -252,6 +265,24 @@ static em_status export_linear(exporter *e, const em_module *m, const char *laye
     if (b)
         binary_node(e, "Add", layer, e->value, bn);
     return EM_OK;
+}
+
+/* ONNX's pads of a Conv2d or Conv1d with options o and weight w (C_out, C_in/groups, K[, K]):
+ * the begins of its spatial dims, then the ends; EM_PADDING_SAME as PyTorch's, the odd one at
+ * the end. */
+static void conv_pads(const em_conv2d_opts *o, const em_tensor *w, int64_t *pads)
+{
+    int sp = w->ndim - 2, at = 2 - sp;
+    for (int i = 0; i < sp; i++) {
+        int64_t begin = o->padding[at + i], end = begin;
+        if (o->padding[1] == EM_PADDING_SAME) {
+            int64_t total = o->dilation[at + i] * (w->shape[2 + i] - 1);
+            begin = total / 2;
+            end = total - begin;
+        }
+        pads[i] = begin;
+        pads[sp + i] = end;
+    }
 }
 
 /* Conv2d or Conv1d, with the BatchNorm2d that follows a Conv2d (e->folded, or NULL) folded into
@@ -303,7 +334,8 @@ static em_status export_conv(exporter *e, const em_module *m, const char *layer)
         const char *in[] = {e->value, wn, bname};
         em_pb n = node_begin(e, "Conv", layer, in, b || bn ? 3 : 2, out);
         int sp = w->ndim - 2, at = 2 - sp; /* 2 spatial dims, or a Conv1d's width: [1] */
-        int64_t pads[4] = {o.padding[at], o.padding[1], o.padding[at], o.padding[1]};
+        int64_t pads[4]; /* begins then ends, of the sp dims */
+        conv_pads(&o, w, pads);
         attr_ints(&n, "kernel_shape", w->shape + 2, sp);
         attr_ints(&n, "strides", o.stride + at, sp);
         attr_ints(&n, "pads", pads, 2 * sp);
@@ -321,6 +353,28 @@ static em_status export_conv(exporter *e, const em_module *m, const char *layer)
     return st;
 }
 
+/* ConvTranspose2d: ONNX's ConvTranspose has PyTorch's weight layout (C_in, C_out/group, KH, KW)
+ * and output size. */
+static em_status export_conv_transpose(exporter *e, const em_module *m, const char *layer)
+{
+    em_conv_transpose2d_opts o;
+    em_conv_transpose2d_layer_config(m, &o);
+    char out[NAME_MAX_LEN];
+    em_pb n;
+    if (weighted_node_begin(e, "ConvTranspose", m, layer, out, &n) != EM_OK)
+        return em_error_status();
+    int64_t pads[4] = {o.padding[0], o.padding[1], o.padding[0], o.padding[1]};
+    attr_ints(&n, "kernel_shape", m->params[0].value->shape + 2, 2);
+    attr_ints(&n, "strides", o.stride, 2);
+    attr_ints(&n, "pads", pads, 4);
+    attr_ints(&n, "output_padding", o.output_padding, 2);
+    attr_ints(&n, "dilations", o.dilation, 2);
+    attr_int(&n, "group", o.groups);
+    node_end(e, &n);
+    strcpy(e->value, out);
+    return EM_OK;
+}
+
 static em_status export_pool(exporter *e, const em_module *m, const char *layer)
 {
     em_pool2d_opts o;
@@ -334,6 +388,8 @@ static em_status export_pool(exporter *e, const em_module *m, const char *layer)
     attr_ints(&n, "kernel_shape", o.kernel, 2);
     attr_ints(&n, "strides", o.stride, 2);
     attr_ints(&n, "pads", pads, 4);
+    if (max && (o.dilation[0] > 1 || o.dilation[1] > 1))
+        attr_ints(&n, "dilations", o.dilation, 2);
     if (!max)
         attr_int(&n, "count_include_pad", !o.exclude_pad);
     node_end(e, &n);
@@ -567,6 +623,7 @@ static const mapping builtin[] = {
     {&em_linear_type, export_linear},
     {&em_conv2d_type, export_conv},
     {&em_conv1d_type, export_conv},
+    {&em_conv_transpose2d_type, export_conv_transpose},
     {&em_max_pool2d_type, export_pool},
     {&em_avg_pool2d_type, export_pool},
     {&em_adaptive_avg_pool2d_type, export_adaptive_pool},

@@ -42,6 +42,11 @@ static json_t *get(const em_model_settings *s, const char *key)
     return v;
 }
 
+bool em_model_settings_has(const em_model_settings *s, const char *key)
+{
+    return s && key && json_object_get(s->obj, key);
+}
+
 static em_status bad(const em_model_settings *s, const char *key, const char *what)
 {
     return em_set_error(EM_ERR_IO, "em_model_load: %s: %s '%s': setting '%s' %s", s->file,

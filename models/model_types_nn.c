@@ -155,7 +155,9 @@ static em_status read_conv(const em_model_settings *s, conv_settings *c)
     st = st ? st : SIZE(s, "out_channels", &c->out);
     st = st ? st : SIZE(s, "kernel_size", &c->kernel);
     st = st ? st : SIZE(s, "stride", &c->o.stride);
-    st = st ? st : em_model_settings_int(s, "padding", 0, EM_MODEL_MAX_SIZE, &c->o.padding);
+    /* padding -1 is EM_PADDING_SAME */
+    st = st ? st : em_model_settings_int(s, "padding", EM_PADDING_SAME, EM_MODEL_MAX_SIZE,
+                                         &c->o.padding);
     st = st ? st : SIZE(s, "dilation", &c->o.dilation);
     st = st ? st : SIZE(s, "groups", &c->o.groups);
     st = st ? st : em_model_settings_bool(s, "bias", &bias);
@@ -198,6 +200,56 @@ static const em_model_type conv1d = {&em_conv1d_type, save_conv, build_conv1d, c
 static const em_model_type conv2d = {&em_conv2d_type, save_conv, build_conv2d, conv2d_elements,
                                      false};
 
+/* ---- ConvTranspose2d: weight (in, out / groups, kernel, kernel) ---- */
+static em_status save_conv_transpose(const em_module *m, em_model_settings *s)
+{
+    em_conv_transpose2d_opts o;
+    em_conv_transpose2d_layer_config(m, &o);
+    const em_tensor *w = m->params[0].value;
+    const char *keys[] = {"in_channels", "out_channels", "kernel_size", "stride", "padding",
+                          "output_padding", "dilation", "groups"};
+    int64_t values[] = {w->shape[0], w->shape[1] * o.groups, w->shape[2], o.stride[0],
+                        o.padding[0], o.output_padding[0], o.dilation[0], o.groups};
+    em_status st = EM_OK;
+    for (int i = 0; i < 8 && st == EM_OK; i++)
+        st = em_model_settings_set_int(s, keys[i], values[i]);
+    return st ? st : em_model_settings_set_bool(s, "bias", m->n_params > 1);
+}
+
+/* The sizes of a ConvTranspose2d's file entry: read_conv's, and output_padding into *out_pad. */
+static em_status read_conv_transpose(const em_model_settings *s, conv_settings *c,
+                                     int64_t *out_pad)
+{
+    em_status st = read_conv(s, c);
+    return st ? st : em_model_settings_int(s, "output_padding", 0, EM_MODEL_MAX_SIZE, out_pad);
+}
+
+static em_module *build_conv_transpose(const em_model_settings *s, em_module **kids, int n)
+{
+    (void)kids, (void)n;
+    conv_settings c = {0};
+    int64_t out_pad;
+    if (read_conv_transpose(s, &c, &out_pad))
+        return NULL;
+    return em_conv_transpose2d_layer(c.in, c.out, c.kernel, (em_conv_transpose2d_layer_opts){
+        .stride = c.o.stride, .padding = c.o.padding, .output_padding = out_pad,
+        .dilation = c.o.dilation, .groups = c.o.groups, .no_bias = c.o.no_bias});
+}
+
+static double conv_transpose_elements(const em_model_settings *s)
+{
+    conv_settings c = {0};
+    int64_t out_pad;
+    if (read_conv_transpose(s, &c, &out_pad))
+        return -1;
+    return (double)c.in * (double)(c.out / c.o.groups) * (double)c.kernel * (double)c.kernel +
+           (double)(c.o.no_bias ? 0 : c.out);
+}
+
+static const em_model_type conv_transpose2d = {&em_conv_transpose2d_type, save_conv_transpose,
+                                               build_conv_transpose, conv_transpose_elements,
+                                               false};
+
 /* ---- pooling ---- */
 static em_status save_pool(const em_module *m, em_model_settings *s)
 {
@@ -205,16 +257,21 @@ static em_status save_pool(const em_module *m, em_model_settings *s)
     em_pool2d_layer_config(m, &o);
     em_status st = em_model_settings_set_int(s, "kernel_size", o.kernel[0]);
     st = st ? st : em_model_settings_set_int(s, "stride", o.stride[0]);
-    return st ? st : em_model_settings_set_int(s, "padding", o.padding[0]);
+    st = st ? st : em_model_settings_set_int(s, "padding", o.padding[0]);
+    if (st == EM_OK && em_module_own_type(m) == &em_max_pool2d_type)
+        st = em_model_settings_set_int(s, "dilation", o.dilation[0]);
+    return st;
 }
 
 static em_module *build_pool(const em_model_settings *s, bool max)
 {
-    int64_t k, stride, padding;
+    int64_t k, stride, padding, dilation = 1;
     if (SIZE(s, "kernel_size", &k) || SIZE(s, "stride", &stride) ||
-        em_model_settings_int(s, "padding", 0, EM_MODEL_MAX_SIZE, &padding))
+        em_model_settings_int(s, "padding", 0, EM_MODEL_MAX_SIZE, &padding) ||
+        (max && em_model_settings_has(s, "dilation") && SIZE(s, "dilation", &dilation)))
         return NULL;
-    return max ? em_max_pool2d_layer(k, stride, padding) : em_avg_pool2d_layer(k, stride, padding);
+    return max ? em_max_pool2d_layer_dilated(k, stride, padding, dilation)
+               : em_avg_pool2d_layer(k, stride, padding);
 }
 
 static em_module *build_max_pool(const em_model_settings *s, em_module **kids, int n)
@@ -470,7 +527,8 @@ static const em_model_type activations[] = {
 };
 
 const em_model_type *const em_model_layer_types[] = {
-    &sequential, &module_list, &residual, &linear, &embedding, &conv1d, &conv2d, &max_pool,
+    &sequential, &module_list, &residual, &linear, &embedding, &conv1d, &conv2d,
+    &conv_transpose2d, &max_pool,
     &avg_pool, &adaptive_pool, &batch_norm1d, &batch_norm2d, &layer_norm, &dropout,
     &activations[0], &activations[1], &activations[2], &activations[3], &activations[4],
     &activations[5], &activations[6], &activations[7], &activations[8], &activations[9],

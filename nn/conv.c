@@ -30,9 +30,12 @@ static em_tensor *conv1d_forward(em_module *m, const em_tensor *x /* (N, C_in, L
 static void conv_describe(const em_module *m, char *buf, size_t n)
 {
     const conv2d_layer *c = (const conv2d_layer *)m;
-    snprintf(buf, n, "%lld, %lld, kernel_size=%lld, stride=%lld, padding=%lld, dilation=%lld, "
+    char padding[24] = "same";
+    if (c->opts.padding[1] != EM_PADDING_SAME)
+        snprintf(padding, sizeof padding, "%lld", (long long)c->opts.padding[1]);
+    snprintf(buf, n, "%lld, %lld, kernel_size=%lld, stride=%lld, padding=%s, dilation=%lld, "
              "groups=%lld, bias=%s", (long long)c->in_ch, (long long)c->out_ch,
-             (long long)c->kernel, (long long)c->opts.stride[1], (long long)c->opts.padding[1],
+             (long long)c->kernel, (long long)c->opts.stride[1], padding,
              (long long)c->opts.dilation[1], (long long)c->opts.groups,
              m->n_params > 1 ? "true" : "false");
 }
@@ -61,8 +64,14 @@ static em_module *conv_new(const char *fn, const em_module_type *type, int spati
     stride = stride ? stride : 1;
     dilation = dilation ? dilation : 1;
     groups = groups ? groups : 1;
+    padding = padding == EM_PADDING_VALID ? 0 : padding;
+    if (padding == EM_PADDING_SAME && stride > 1) {
+        em_set_error(EM_ERR_ARG, "%s: padding EM_PADDING_SAME needs stride 1 (given %lld)", fn,
+                     (long long)stride);
+        return NULL;
+    }
     if (in_ch <= 0 || out_ch <= 0 || kernel <= 0 || stride < 0 || dilation < 0 || groups < 0 ||
-        padding < 0 || in_ch % groups || out_ch % groups) {
+        (padding < 0 && padding != EM_PADDING_SAME) || in_ch % groups || out_ch % groups) {
         em_set_error(EM_ERR_ARG, "%s: bad sizes: in %lld, out %lld, kernel %lld, stride %lld, "
                      "padding %lld, dilation %lld, groups %lld", fn, (long long)in_ch,
                      (long long)out_ch, (long long)kernel, (long long)stride, (long long)padding,
@@ -76,24 +85,29 @@ static em_module *conv_new(const char *fn, const em_module_type *type, int spati
     c->out_ch = out_ch;
     c->kernel = kernel;
     bool two = spatial == 2; /* a Conv1d has height 1: stride 1, no padding, dilation 1 */
-    int64_t height = two ? kernel : 1;
+    /* padding EM_PADDING_SAME: a Conv2d's both dims, a Conv1d's width (index 1) */
     c->opts = (em_conv2d_opts){.stride = {two ? stride : 1, stride},
                                .padding = {two ? padding : 0, padding},
                                .dilation = {two ? dilation : 1, dilation}, .groups = groups};
     em_shape ws = two ? EM_SHAPE(out_ch, in_ch / groups, kernel, kernel)
                                : EM_SHAPE(out_ch, in_ch / groups, kernel);
-    em_tensor *w = em_module_add_param(&c->base, "weight", em_empty(ws, EM_F32));
+    return em_conv_layer_init(&c->base, ws, out_ch, bias);
+}
+
+em_module *em_conv_layer_init(em_module *m, em_shape ws, int64_t n_bias, bool bias)
+{
+    em_tensor *w = em_module_add_param(m, "weight", em_empty(ws, EM_F32));
     bool ok = w && em_init_kaiming_uniform_(w, sqrt(5.0), EM_FAN_IN, NULL) == EM_OK;
     if (ok && bias) {
-        double bound = 1.0 / sqrt((double)(in_ch / groups * kernel * height));
-        ok = em_module_add_param(&c->base, "bias",
-                                 em_uniform(EM_SHAPE(out_ch), EM_F32, -bound, bound, NULL)) != NULL;
+        double bound = 1.0 / sqrt((double)(em_numel(w) / ws.d[0])); /* 1 / sqrt(fan_in) */
+        ok = em_module_add_param(m, "bias",
+                                 em_uniform(EM_SHAPE(n_bias), EM_F32, -bound, bound, NULL)) != NULL;
     }
     if (!ok) {
-        em_module_free(&c->base);
+        em_module_free(m);
         return NULL;
     }
-    return &c->base;
+    return m;
 }
 
 em_module *em_conv2d_layer(int64_t in_ch, int64_t out_ch, int64_t kernel, em_conv2d_layer_opts o)

@@ -159,6 +159,7 @@ em_module *em_residual(em_module *body, em_module *shortcut);
 
 /* ---- layers ---- */
 em_module *em_linear_layer(int64_t in_features, int64_t out_features, bool bias);
+/* padding may be EM_PADDING_SAME (stride 1 only) or EM_PADDING_VALID, as em_conv2d's */
 typedef struct {
     int64_t stride, padding, dilation, groups; /* zero takes the default (1, 0, 1, 1) */
     bool no_bias;
@@ -170,7 +171,18 @@ typedef struct {
 } em_conv1d_layer_opts;
 /* x (N, in_ch, L) -> (N, out_ch, L_out); weight (out_ch, in_ch / groups, kernel) */
 em_module *em_conv1d_layer(int64_t in_ch, int64_t out_ch, int64_t kernel, em_conv1d_layer_opts o);
+typedef struct {
+    int64_t stride, padding, output_padding, dilation, groups; /* zero: (1, 0, 0, 1, 1) */
+    bool no_bias;
+} em_conv_transpose2d_layer_opts;
+/* x (N, in_ch, H, W) -> (N, out_ch, H_out, W_out) as em_conv_transpose2d; weight (in_ch,
+ * out_ch / groups, kernel, kernel) */
+em_module *em_conv_transpose2d_layer(int64_t in_ch, int64_t out_ch, int64_t kernel,
+                                     em_conv_transpose2d_layer_opts o);
 em_module *em_max_pool2d_layer(int64_t kernel, int64_t stride /* 0: kernel */, int64_t padding);
+/* MaxPool2d(kernel, stride, padding, dilation): taps dilation (>= 1) apart */
+em_module *em_max_pool2d_layer_dilated(int64_t kernel, int64_t stride /* 0: kernel */,
+                                       int64_t padding, int64_t dilation);
 em_module *em_avg_pool2d_layer(int64_t kernel, int64_t stride /* 0: kernel */, int64_t padding);
 em_module *em_adaptive_avg_pool2d_layer(int64_t out_h, int64_t out_w);
 em_module *em_batch_norm1d_layer(int64_t features, double eps /* 0: 1e-5 */, double momentum /* 0: 0.1 */);

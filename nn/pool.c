@@ -19,8 +19,11 @@ static em_tensor *pool2d_forward(em_module *m, const em_tensor *x)
 static void pool2d_describe(const em_module *m, char *buf, size_t n)
 {
     const pool2d_layer *p = (const pool2d_layer *)m;
-    snprintf(buf, n, "kernel_size=%lld, stride=%lld, padding=%lld", (long long)p->opts.kernel[0],
-             (long long)p->opts.stride[0], (long long)p->opts.padding[0]);
+    int k = snprintf(buf, n, "kernel_size=%lld, stride=%lld, padding=%lld",
+                     (long long)p->opts.kernel[0], (long long)p->opts.stride[0],
+                     (long long)p->opts.padding[0]);
+    if (p->max && k >= 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, ", dilation=%lld", (long long)p->opts.dilation[0]);
 }
 
 const em_module_type em_max_pool2d_type = {"MaxPool2d", pool2d_forward, NULL,
@@ -37,12 +40,13 @@ bool em_pool2d_layer_config(const em_module *m, em_pool2d_opts *o)
 }
 
 static em_module *pool2d_layer_new(bool max, int64_t kernel, int64_t stride, int64_t padding,
-                                   const char *fn)
+                                   int64_t dilation, const char *fn)
 {
-    if (kernel <= 0 || stride < 0 || padding < 0 || 2 * padding > kernel) {
-        em_set_error(EM_ERR_ARG, "%s: bad sizes: kernel %lld, stride %lld, padding %lld "
-                     "(padding must be at most half the kernel)", fn, (long long)kernel,
-                     (long long)stride, (long long)padding);
+    if (kernel <= 0 || stride < 0 || padding < 0 || 2 * padding > kernel || dilation <= 0) {
+        em_set_error(EM_ERR_ARG, "%s: bad sizes: kernel %lld, stride %lld, padding %lld, "
+                     "dilation %lld (padding must be at most half the kernel)", fn,
+                     (long long)kernel, (long long)stride, (long long)padding,
+                     (long long)dilation);
         return NULL;
     }
     pool2d_layer *p = (pool2d_layer *)em_module_alloc(
@@ -52,18 +56,25 @@ static em_module *pool2d_layer_new(bool max, int64_t kernel, int64_t stride, int
     p->max = max;
     stride = stride ? stride : kernel;
     p->opts = (em_pool2d_opts){.kernel = {kernel, kernel}, .stride = {stride, stride},
-                               .padding = {padding, padding}};
+                               .padding = {padding, padding}, .dilation = {dilation, dilation}};
     return &p->base;
 }
 
 em_module *em_max_pool2d_layer(int64_t kernel, int64_t stride, int64_t padding)
 {
-    return pool2d_layer_new(true, kernel, stride, padding, "em_max_pool2d_layer");
+    return pool2d_layer_new(true, kernel, stride, padding, 1, "em_max_pool2d_layer");
+}
+
+em_module *em_max_pool2d_layer_dilated(int64_t kernel, int64_t stride, int64_t padding,
+                                       int64_t dilation)
+{
+    return pool2d_layer_new(true, kernel, stride, padding, dilation,
+                            "em_max_pool2d_layer_dilated");
 }
 
 em_module *em_avg_pool2d_layer(int64_t kernel, int64_t stride, int64_t padding)
 {
-    return pool2d_layer_new(false, kernel, stride, padding, "em_avg_pool2d_layer");
+    return pool2d_layer_new(false, kernel, stride, padding, 1, "em_avg_pool2d_layer");
 }
 
 /* Adaptive average pooling of x (N, C, H, W) along dim (2 or 3) to out bins: avg_pool2d when

@@ -379,7 +379,7 @@ static bool quantizable(const em_module *m)
 {
     em_conv2d_opts o;
     return !strcmp(m->type->type_name, "Linear") ||
-           (em_conv2d_layer_config(m, &o) && o.groups == 1);
+           (em_conv2d_layer_config(m, &o) && o.groups == 1 && o.padding[1] >= 0);
 }
 
 static int find_targets(em_module *m, target *t, int n)

@@ -1,7 +1,8 @@
-/* Autocast: matmul, bmm, linear and conv2d run in f16/bf16 and match f32 within the rounding
- * bound; softmax, reductions, exp/log and losses come out f32; mixed binary ops promote; f32
- * leaves get f32 gradients matching an f32 run; regions nest; outside them nothing changes; an
- * MLP's graph holds about half the bytes (no low-precision copies of weights or input). */
+/* Autocast: matmul, bmm, linear, conv2d and conv_transpose2d run in f16/bf16 and match f32
+ * within the rounding bound; softmax, reductions, exp/log and losses come out f32; mixed binary
+ * ops promote; f32 leaves get f32 gradients matching an f32 run; regions nest; outside them
+ * nothing changes; an MLP's graph holds about half the bytes (no low-precision copies of weights
+ * or input). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -156,6 +157,35 @@ Test(autocast, conv2d_runs_low_and_weight_grad_is_f32)
         cr_expect_eq(w->grad->dtype, EM_F32);
         cr_expect_eq(x->grad->dtype, EM_F32);
         cr_expect_eq(w->requires_grad && !w->node, true, "w stays an f32 leaf");
+    }
+}
+
+Test(autocast, conv_transpose2d_runs_low_and_grads_are_f32)
+{
+    em_generator gen = em_generator_new(5);
+    em_tensor *x = em_requires_grad_(em_uniform(EM_SHAPE(2, 4, 5, 5), EM_F32, -1, 1, &gen), true);
+    em_tensor *w = em_requires_grad_(em_uniform(EM_SHAPE(4, 3, 3, 3), EM_F32, -1, 1, &gen), true);
+    em_tensor *b = em_uniform(EM_SHAPE(3), EM_F32, -1, 1, &gen);
+    em_conv_transpose2d_opts o = {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1}};
+    em_tensor *ref = em_conv_transpose2d(x, w, b, o);
+    em_dtype lows[2] = {EM_F16, EM_BF16};
+    for (int k = 0; k < 2; k++) {
+        em_zero_grad(w);
+        em_zero_grad(x);
+        cr_assert_eq(em_autocast_begin(lows[k]), EM_OK);
+        em_tensor *y = em_conv_transpose2d(x, w, b, o);
+        em_tensor *loss = em_sum_all(y);
+        em_autocast_end();
+        cr_assert_not_null(loss, "%s", em_error());
+        cr_expect_eq(y->dtype, lows[k]);
+        em_tensor *abs_y = em_add(em_conv_transpose2d(em_abs(x), em_abs(w), NULL, o),
+                                  em_reshape(em_abs(b), EM_SHAPE(1, 3, 1, 1)));
+        double *bound = product_bound(abs_y, lows[k]);
+        expect_within(y, ref, bound, "conv_transpose2d");
+        free(bound);
+        cr_assert_eq(em_backward(loss), EM_OK, "%s", em_error());
+        cr_expect_eq(w->grad->dtype, EM_F32);
+        cr_expect_eq(x->grad->dtype, EM_F32);
     }
 }
 

@@ -117,11 +117,12 @@ Test(op_errors, conv_pool_index_arguments)
     em_tensor *w = em_zeros(EM_SHAPE(2, 3, 3, 3), EM_F32);
     cr_expect_null(em_conv2d(x, w, NULL, (em_conv2d_opts){.groups = 2}));
     cr_expect_str_eq(em_error(),
-                     "em_conv2d: bad shapes x [1,3,4,4], w [2,3,3,3], b none (groups 2)");
+                     "em_conv2d: bad shapes x [1,3,4,4], w [2,3,3,3], b none (stride 1x1, "
+                     "padding 0x0, dilation 1x1, groups 2)");
     em_error_clear();
     cr_expect_null(em_max_pool2d(x, (em_pool2d_opts){.kernel = {5, 5}}));
-    cr_expect_str_eq(em_error(), "em_max_pool2d: kernel 5x5 stride 5x5 padding 0x0 does not fit "
-                                 "x [1,3,4,4]");
+    cr_expect_str_eq(em_error(), "em_max_pool2d: kernel 5x5 stride 5x5 padding 0x0 dilation 1x1 "
+                                 "does not fit x [1,3,4,4] (padding at most half the kernel)");
     em_error_clear();
     /* max pooling keeps each maximum's tap in its window in 2 bytes; average pooling has none */
     em_tensor *big = em_zeros(EM_SHAPE(1, 1, 182, 182), EM_F32);
@@ -155,7 +156,8 @@ Test(op_errors, conv_window_larger_than_padded_input)
     em_tensor *w = em_zeros(EM_SHAPE(1, 1, 3, 3), EM_F32);
     cr_expect_null(em_conv2d(x, w, NULL, (em_conv2d_opts){.groups = 1}));
     cr_expect_str_eq(em_error(),
-                     "em_conv2d: bad shapes x [1,1,2,2], w [1,1,3,3], b none (groups 1)");
+                     "em_conv2d: bad shapes x [1,1,2,2], w [1,1,3,3], b none (stride 1x1, "
+                     "padding 0x0, dilation 1x1, groups 1)");
     em_error_clear();
     cr_expect_not_null(em_conv2d(x, w, NULL, (em_conv2d_opts){.padding = {1, 1}}));
 }

@@ -392,7 +392,7 @@ static em_pool2d_shape pool_shape(int64_t n, int64_t c, int64_t h, int64_t w, in
 {
     return (em_pool2d_shape){.n = n, .c = c, .h = h, .w = w, .h_out = h_out, .w_out = w_out,
                              .kernel = {k, k}, .stride = {stride, stride}, .pad = {pad, pad},
-                             .count_include_pad = include_pad};
+                             .dilation = {1, 1}, .count_include_pad = include_pad};
 }
 
 /* The index in its plane of output o's window tap (o over the N*C planes' outputs). */

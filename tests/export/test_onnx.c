@@ -425,6 +425,29 @@ Test(onnx, conv1d_matches_onnxruntime)
     check_export(m, EM_SHAPE(1, 2, 16), NULL);
 }
 
+/* padding "same" with an odd total (explicit, asymmetric pads), a dilated max pool after a ReLU
+ * (ember runs the two as one op) and a ConvTranspose2d with output_padding and groups */
+Test(onnx, same_padding_dilated_pool_and_conv_transpose_match_onnxruntime)
+{
+    em_manual_seed(14);
+    em_scope_begin();
+    em_module *m = em_sequential(
+        6, em_conv2d_layer(2, 4, 4, (em_conv2d_layer_opts){.padding = EM_PADDING_SAME}),
+        em_relu_layer(), em_max_pool2d_layer_dilated(3, 1, 1, 2),
+        em_conv_transpose2d_layer(4, 6, 3, (em_conv_transpose2d_layer_opts){
+            .stride = 2, .padding = 1, .output_padding = 1, .dilation = 2, .groups = 2}),
+        em_flatten_layer(), em_linear_layer(6 * 12 * 10, 3, true));
+    em_scope_end();
+    check_export(m, EM_SHAPE(1, 2, 7, 6), "--present ConvTranspose");
+    em_scope_begin();
+    em_module *seq = em_sequential(
+        3, em_conv1d_layer(2, 3, 4, (em_conv1d_layer_opts){.padding = EM_PADDING_SAME,
+                                                           .dilation = 3}),
+        em_flatten_layer(), em_linear_layer(3 * 9, 2, true));
+    em_scope_end();
+    check_export(seq, EM_SHAPE(1, 2, 9), NULL);
+}
+
 Test(onnx, residual_blocks_match_onnxruntime)
 {
     em_manual_seed(6);

@@ -597,6 +597,37 @@ static em_tensor *c_conv_groups(em_tensor *const *x, em_device d)
     (void)d;
     return em_conv2d(x[0], x[1], x[2], (em_conv2d_opts){.padding = {1, 1}, .groups = 2});
 }
+static em_tensor *c_conv_same(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_conv2d(x[0], x[1], x[2],
+                     (em_conv2d_opts){.padding = {EM_PADDING_SAME}, .dilation = {1, 2}});
+}
+static em_tensor *c_conv_transpose(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_conv_transpose2d(x[0], x[1], x[2], (em_conv_transpose2d_opts){
+        .stride = {2, 1}, .padding = {1, 0}, .output_padding = {1, 0}, .dilation = {1, 2},
+        .groups = 2});
+}
+static em_tensor *c_conv_transpose_dilated(em_tensor *const *x, em_device d)
+{
+    (void)d; /* output_padding at the stride, below the dilation */
+    return em_conv_transpose2d(x[0], x[1], NULL, (em_conv_transpose2d_opts){
+        .padding = {1, 0}, .output_padding = {1, 1}, .dilation = {2, 2}});
+}
+static em_tensor *c_max_pool_dilated(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_max_pool2d(x[0], (em_pool2d_opts){.kernel = {2, 3}, .stride = {1, 2},
+                                                .padding = {1, 1}, .dilation = {2, 2}});
+}
+static em_tensor *c_max_pool_dilated_inside(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_max_pool2d(x[0], (em_pool2d_opts){.kernel = {3, 2}, .stride = {1, 1},
+                                                .dilation = {2, 3}});
+}
 static em_tensor *c_max_pool(em_tensor *const *x, em_device d)
 {
     (void)d;
@@ -734,6 +765,11 @@ static em_tensor *c_conv1d(em_tensor *const *x, em_device d)
 {
     (void)d;
     return em_conv1d(x[0], x[1], x[2], (em_conv1d_opts){.stride = 2, .padding = 1, .groups = 2});
+}
+static em_tensor *c_conv1d_same(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_conv1d(x[0], x[1], x[2], (em_conv1d_opts){.padding = EM_PADDING_SAME});
 }
 
 /* ---- indexing ---- */
@@ -1374,6 +1410,13 @@ const em_op_case em_op_cases[] = {
     {"conv2d_groups_stride", c_conv_groups_stride, 3, {IN(2, 2, 5, 4), IN(4, 1, 3, 2), IN(4)},
      VIEWS},
     {"conv1d", c_conv1d, 3, {IN(2, 4, 9), IN(6, 2, 3), IN(6)}, VIEWS},
+    {"conv2d_padding_same", c_conv_same, 3, {IN(1, 2, 4, 5), IN(3, 2, 2, 3), IN(3)}, VIEWS},
+    {"conv1d_padding_same", c_conv1d_same, 3, {IN(2, 2, 6), IN(3, 2, 4), IN(3)}, VIEWS},
+    {"conv_transpose2d", c_conv_transpose, 3, {IN(2, 2, 2, 3), IN(2, 2, 3, 2), IN(4)}, VIEWS},
+    {"conv_transpose2d_dilated", c_conv_transpose_dilated, 2, {IN(1, 2, 3, 2), IN(2, 3, 2, 2)},
+     VIEWS},
+    {"max_pool2d_dilated", c_max_pool_dilated, 1, {IN(1, 2, 6, 7)}, VIEWS},
+    {"max_pool2d_dilated_inside", c_max_pool_dilated_inside, 1, {IN(2, 1, 6, 7)}, VIEWS},
     {"max_pool2d", c_max_pool, 1, {IN(2, 3, 4, 6)}, VIEWS},
     {"max_pool2d_padded", c_max_pool_pad, 1, {IN(1, 2, 5, 7)}, VIEWS},
     {"max_pool2d_rect_padded", c_max_pool_rect_pad, 1, {IN(2, 3, 5, 6)}, VIEWS},

@@ -103,6 +103,48 @@ Test(model_file, cnn_with_residual_pooling_norms_and_activations)
     round_trip(m, em_randn(EM_SHAPE(2, 3, 8, 8), EM_F32, NULL), true);
 }
 
+Test(model_file, same_padding_conv_transpose_and_dilated_pool)
+{
+    em_manual_seed(10);
+    em_module *m = em_sequential(
+        4, em_conv2d_layer(2, 4, 4, (em_conv2d_layer_opts){.padding = EM_PADDING_SAME}),
+        em_max_pool2d_layer_dilated(3, 1, 1, 2),
+        em_conv_transpose2d_layer(4, 6, 3, (em_conv_transpose2d_layer_opts){
+            .stride = 2, .padding = 1, .output_padding = 1, .dilation = 2, .groups = 2}),
+        em_flatten_layer());
+    round_trip(m, em_randn(EM_SHAPE(2, 2, 7, 6), EM_F32, NULL), true);
+    round_trip(em_sequential(2, em_conv1d_layer(2, 3, 4, (em_conv1d_layer_opts){
+                                    .padding = EM_PADDING_SAME, .dilation = 3}),
+                             em_conv_transpose2d_layer(3, 2, 2, (em_conv_transpose2d_layer_opts){
+                                    .no_bias = true})),
+               NULL, false);
+}
+
+/* A MaxPool2d saved before pools had a dilation (no such setting) loads with dilation 1. */
+Test(model_file, max_pool_without_dilation_setting_loads)
+{
+    em_module *saved = em_max_pool2d_layer(2, 1, 1);
+    cr_assert_eq(em_model_save(saved, model_path()), EM_OK, "%s", em_error());
+    em_module_free(saved);
+    FILE *f = fopen(model_path(), "r+b");
+    cr_assert_not_null(f);
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    const char *key = ",\\\"dilation\\\":1"; /* inside the header's escaped JSON string */
+    char *at = n > 8 ? strstr(buf + 8, key) : NULL; /* past the header's 8-byte size */
+    cr_assert_not_null(at, "%s", buf + 8);
+    memset(at, ' ', strlen(key)); /* the same length: the header's size is unchanged */
+    cr_assert_eq(fseek(f, 0, SEEK_SET), 0);
+    cr_assert_eq(fwrite(buf, 1, n, f), n);
+    fclose(f);
+    em_module *r = em_model_load(model_path());
+    cr_assert_not_null(r, "%s", em_error());
+    em_tensor *y = em_forward(r, em_ones(EM_SHAPE(1, 1, 3, 3), EM_F32));
+    cr_assert(y && y->shape[2] == 4 && y->shape[3] == 4, "%s", em_error());
+    em_module_free(r);
+}
+
 Test(model_file, mlp_with_every_plain_activation_and_shortcut)
 {
     em_manual_seed(2);

@@ -266,6 +266,49 @@ Test(nn_layers, max_avg_and_adaptive_pooling)
     em_module_free(ad32);
 }
 
+Test(nn_layers, dilated_max_pool_same_padding_and_conv_transpose_layers)
+{
+    /* MaxPool2d(2, stride 1, dilation 2) on 0..15 as 4x4: the max of x[i..i+2][j..j+2] taps */
+    em_tensor *x = em_reshape(em_arange(0, 16, 1, EM_F32), EM_SHAPE(1, 1, 4, 4));
+    em_module *mp = em_max_pool2d_layer_dilated(2, 1, 0, 2);
+    expect(run(mp, x), EM_SHAPE(1, 1, 2, 2), (double[]){10, 11, 14, 15}, 0);
+    char desc[256];
+    mp->type->describe(mp, desc, sizeof desc);
+    cr_assert_str_eq(desc, "kernel_size=2, stride=1, padding=0, dilation=2");
+    cr_assert_null(em_max_pool2d_layer_dilated(2, 1, 0, -1));
+    cr_assert_not_null(strstr(em_error(), "dilation -1"), "%s", em_error());
+    em_error_clear();
+
+    em_module *same = em_conv2d_layer(1, 2, 4, (em_conv2d_layer_opts){.padding = EM_PADDING_SAME});
+    em_tensor *ys = run(same, x);
+    cr_assert(ys->shape[1] == 2 && ys->shape[2] == 4 && ys->shape[3] == 4);
+    same->type->describe(same, desc, sizeof desc);
+    cr_assert_str_eq(desc, "1, 2, kernel_size=4, stride=1, padding=same, dilation=1, groups=1, "
+                           "bias=true");
+    cr_assert_null(em_conv2d_layer(1, 2, 3, (em_conv2d_layer_opts){.padding = EM_PADDING_SAME,
+                                                                   .stride = 2}));
+    cr_assert_not_null(strstr(em_error(), "needs stride 1"), "%s", em_error());
+    em_error_clear();
+
+    em_module *up = em_conv_transpose2d_layer(1, 4, 3, (em_conv_transpose2d_layer_opts){
+        .stride = 2, .padding = 1, .output_padding = 1, .groups = 1});
+    cr_assert_eq(em_module_find(up, "weight")->shape[0], 1);
+    cr_assert_eq(em_module_find(up, "weight")->shape[1], 4);
+    em_tensor *yu = run(up, x); /* (4 - 1) 2 - 2 + 2 + 1 + 1 = 8 */
+    cr_assert(yu->shape[1] == 4 && yu->shape[2] == 8 && yu->shape[3] == 8);
+    up->type->describe(up, desc, sizeof desc);
+    cr_assert_str_eq(desc, "1, 4, kernel_size=3, stride=2, padding=1, output_padding=1, "
+                           "dilation=1, groups=1, bias=true");
+    cr_assert_null(em_conv_transpose2d_layer(2, 4, 3, (em_conv_transpose2d_layer_opts){
+        .stride = 2, .output_padding = 2}));
+    cr_assert_not_null(strstr(em_error(), "output_padding 2 (below stride or dilation)"), "%s",
+                       em_error());
+    em_error_clear();
+    em_module_free(mp);
+    em_module_free(same);
+    em_module_free(up);
+}
+
 Test(nn_layers, embedding_lookup)
 {
     em_module *e = em_embedding_layer(4, 3);
