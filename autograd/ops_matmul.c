@@ -248,10 +248,9 @@ static em_status relu_in_place(const char *fn, em_tensor *y /* (*) */)
     return em_kernel_status(be->unary(EM_UNARY_RELU, &(em_unary_params){0}, &a, &a), fn, y);
 }
 
-/* saved: x as (rows, in), as given, and w in the product's dtype (g's). Under autocast an f32 x
- * is cast again here, while w's cast is the forward's, kept so that the backward does not make
- * it again (2 bytes a weight element until the backward, as PyTorch's autocast keeps a weight's
- * cast). A grad is computed in g's dtype, then cast to its input's own. */
+/* saved: x as (rows, in), w, both as given. Under autocast an f32 leaf (x, w or b) stays f32
+ * while the product runs in g's dtype: it is cast again here, and its grad is computed in g's
+ * dtype, then cast to its own. */
 static em_status linear_backward(em_node *node, const em_tensor *g /* (*, out) */,
                                  em_tensor **grad_in)
 {
@@ -263,7 +262,8 @@ static em_status linear_backward(em_node *node, const em_tensor *g /* (*, out) *
     if (node->inputs[0]) {
         em_shape s = {.ndim = 2, .d = {x2->shape[0], x2->shape[1]}};
         em_tensor *gx = em_empty_on(s, g->dtype, g->device);
-        if (!gx || gemm_call(fn, gx, g2, false, w, false, 1.0, 0.0) != EM_OK)
+        const em_tensor *wc = em_as_dtype_raw(w, g->dtype);
+        if (!gx || !wc || gemm_call(fn, gx, g2, false, wc, false, 1.0, 0.0) != EM_OK)
             return em_error_status();
         em_tensor *gx_in = em_reshape(gx, em_shape_of(node->inputs[0]));
         if (!(grad_in[0] = (em_tensor *)em_as_dtype_raw(gx_in, node->inputs[0]->dtype)))
@@ -273,7 +273,7 @@ static em_status linear_backward(em_node *node, const em_tensor *g /* (*, out) *
         em_tensor *gw = em_empty_on(em_shape_of(w), g->dtype, g->device);
         const em_tensor *xc = em_as_dtype_raw(x2, g->dtype);
         if (!gw || !xc || gemm_call(fn, gw, g2, true, xc, false, 1.0, 0.0) != EM_OK ||
-            !(grad_in[1] = (em_tensor *)em_as_dtype_raw(gw, node->inputs[1]->dtype)))
+            !(grad_in[1] = (em_tensor *)em_as_dtype_raw(gw, w->dtype)))
             return em_error_status();
     }
     if (node->inputs[2]) {
@@ -362,7 +362,7 @@ static em_tensor *linear(const char *fn, const em_tensor *x /* (*, in) */,
         return em_scope_return(NULL);
     if (node) {
         node->saved[0] = em_retain(x2);
-        node->saved[1] = em_retain((em_tensor *)wc);
+        node->saved[1] = em_retain(in[1]);
         if (relu && !(node->saved[2] = em_retain(em_alias_of(y))))
             return em_scope_return(NULL);
     }
