@@ -184,3 +184,9 @@ em_tensor *em_drop_dims(const em_tensor *yk /* (*), 1 on the dims in mask */, un
     em_contiguous_strides(&s, strides);
     return em_tensor_alias(yk, s.ndim, s.d, strides, yk->offset);
 }
+
+em_tensor *em_index_on(const int64_t *idx /* (n) */, int64_t n, em_device dev)
+{
+    em_tensor *t = em_from_data(EM_SHAPE(n), EM_I64, idx);
+    return t && dev != EM_CPU ? em_to_device(t, dev) : t;
+}
