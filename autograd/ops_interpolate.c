@@ -141,14 +141,15 @@ static bool interp_axes(const em_tensor *x, const em_interpolate_opts *o, int k,
         /* a second entry of 0 repeats the first, as PyTorch's single number */
         int64_t size = o->size[i] != 0 || i == 0 ? o->size[i] : o->size[0];
         double scale = o->scale_factor[i] != 0 || i == 0 ? o->scale_factor[i] : o->scale_factor[0];
-        axes[i].in = x->shape[2 + i];
-        axes[i].out = by_size ? size : (int64_t)floor((double)axes[i].in * scale);
-        axes[i].scale_factor = by_scale && !o->recompute_scale_factor ? scale : 0;
-        if (by_scale && !(scale > 0 && isfinite(scale))) {
-            em_set_error(EM_ERR_ARG, "%s: scale_factor %g must be positive and finite", fn,
-                         scale);
+        double scaled = floor((double)x->shape[2 + i] * scale);
+        if (by_scale && !(scale > 0 && scaled < 0x1p62)) {
+            em_set_error(EM_ERR_ARG, "%s: scale_factor %g must be positive and leave a size "
+                         "below 2^62", fn, scale);
             return false;
         }
+        axes[i].in = x->shape[2 + i];
+        axes[i].out = by_size ? size : (int64_t)scaled;
+        axes[i].scale_factor = by_scale && !o->recompute_scale_factor ? scale : 0;
         if (axes[i].in <= 0 || axes[i].out <= 0) {
             char b[128];
             em_set_error(EM_ERR_ARG, "%s: input and output sizes must be > 0: input %s, output "

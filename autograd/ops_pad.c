@@ -6,6 +6,8 @@
 
 #include "autograd/autograd_internal.h"
 
+#define PAD_LIMIT ((int64_t)1 << 61) /* larger pads could overflow the padded size */
+
 static const char *const pad_mode_names[] = {"constant", "reflect", "replicate"};
 
 /* The source position of output position j along a dim of size n padded by l before it. */
@@ -76,7 +78,9 @@ static bool check_pad_dim(const em_tensor *x, int d, int64_t l, int64_t r, em_pa
 {
     int64_t n = x->shape[d];
     const char *why = NULL;
-    if (mode == EM_PAD_CONSTANT && n + l + r < 0)
+    if (l < -PAD_LIMIT || l > PAD_LIMIT || r < -PAD_LIMIT || r > PAD_LIMIT)
+        why = "is beyond 2^61";
+    else if (mode == EM_PAD_CONSTANT && n + l + r < 0)
         why = "leaves a negative size";
     else if (mode != EM_PAD_CONSTANT && n == 0)
         why = "pads an empty dim";

@@ -2,6 +2,7 @@
  * are PyTorch 2.15's (torch.nn.functional on the wave inputs below, printed to 10 digits), the
  * gradients are of sum(y * wave(y's shape, 0.3, 0.1)); then the argument checks. */
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "helpers/reference.h"
@@ -162,6 +163,9 @@ Test(ops_resample, pad_refuses_bad_arguments)
                  "em_pad: replicate padding of the last 3 dims needs a 4-d or 5-d input");
     expect_error(em_pad(x, p, 4, EM_PAD_REPLICATE, 1), "em_pad: replicate padding takes no value");
     expect_error(em_pad(x, p, 2, (em_pad_mode)7, 0), "em_pad: unknown mode 7");
+    expect_error(em_pad(x, (int64_t[]){INT64_MAX, 1}, 2, EM_PAD_CONSTANT, 0),
+                 "em_pad: constant padding (9223372036854775807, 1) of dim 3 of [1,2,3,4] is "
+                 "beyond 2^61");
 }
 
 Test(ops_resample, interpolate_refuses_bad_arguments)
@@ -178,7 +182,9 @@ Test(ops_resample, interpolate_refuses_bad_arguments)
                  "em_interpolate: input and output sizes must be > 0: input [1,2,5,7], output "
                  "size 0 along dim 2");
     expect_error(em_interpolate(x, (em_interpolate_opts){.scale_factor = {-2}}),
-                 "scale_factor -2 must be positive and finite");
+                 "scale_factor -2 must be positive and leave a size below 2^62");
+    expect_error(em_interpolate(x, (em_interpolate_opts){.scale_factor = {1e300}}),
+                 "scale_factor 1e+300 must be positive and leave a size below 2^62");
     expect_error(em_interpolate(x, (em_interpolate_opts){.size = {2}, .recompute_scale_factor = true}),
                  "recompute_scale_factor is meaningless with a size");
     em_tensor *x3 = em_zeros(EM_SHAPE(1, 2, 5), EM_F32);
