@@ -257,6 +257,29 @@ em_tensor *em_gather(const em_tensor *t, int dim, const em_tensor *index /* i64 
 em_tensor *em_embedding(const em_tensor *weight, const em_tensor *index);
 em_tensor *em_one_hot(const em_tensor *index /* i64 */, int64_t num_classes); /* i64 */
 
+/* ---- padding and resampling (PyTorch 2.x's F.pad and F.interpolate) ----
+ * Composed of index_select, cat and elementwise ops, so they run on the CPU and CUDA kernels
+ * those have, and their gradients sum into each source position. */
+typedef enum { EM_PAD_CONSTANT, EM_PAD_REFLECT, EM_PAD_REPLICATE } em_pad_mode;
+/* x padded by pads[0] before and pads[1] after its last dim, pads[2], pads[3] around the dim
+ * before it, ... (n_pads even, at most 2 x->ndim). Constant: with value, on any dims; a
+ * negative pad crops. Reflect (pad < the dim's size) and replicate: the last 1, 2 or 3 dims of
+ * an input with channels (and a batch) in front, i.e. n_pads 2 on 2-d or 3-d x, 4 on 3-d or 4-d,
+ * 6 on 4-d or 5-d; value must be 0. */
+em_tensor *em_pad(const em_tensor *x, const int64_t *pads, int n_pads, em_pad_mode mode,
+                  double value);
+typedef enum { EM_INTERP_NEAREST, EM_INTERP_LINEAR, EM_INTERP_BILINEAR } em_interp_mode;
+typedef struct {
+    em_interp_mode mode;         /* nearest (PyTorch's default, floor(dst * scale)); linear for
+                                  * (N, C, L), bilinear for (N, C, H, W) */
+    int64_t size[2];             /* output (H, W) or (L); a second 0 repeats the first */
+    double scale_factor[2];      /* or: output floor(in * scale_factor); a second 0 repeats */
+    bool align_corners;          /* linear modes: corner centres map onto corner centres */
+    bool recompute_scale_factor; /* map positions by in / out, not by 1 / scale_factor */
+} em_interpolate_opts;
+/* x (N, C, L) or (N, C, H, W) resampled to the size o gives, as F.interpolate. */
+em_tensor *em_interpolate(const em_tensor *x, em_interpolate_opts o);
+
 /* ---- choosing by value, and sampling ---- */
 /* The k largest (or smallest) entries along dim, sorted, as PyTorch's topk (NaN counts as the
  * largest): *values (differentiable) and *indices (i64; NULL: not wanted) get t's shape with k

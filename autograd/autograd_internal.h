@@ -78,6 +78,8 @@ bool em_dims_mask(const char *fn, const em_tensor *t, const int *dims, int n, un
 em_shape em_keep_shape(const em_shape *s, unsigned mask); /* s with 1 on the dims in mask */
 /* The keepdim result yk (contiguous) without its reduced dims, an alias outside the graph. */
 em_tensor *em_drop_dims(const em_tensor *yk, unsigned mask);
+/* n indices from the host as an i64 (n) tensor on dev (a temporary of the current scope) */
+em_tensor *em_index_on(const int64_t *idx, int64_t n, em_device dev);
 /* alias of t with the same geometry, outside the graph */
 em_tensor *em_alias_of(const em_tensor *t);
 /* The end of an op's own scope: keeps y (NULL passes), ends the scope, returns y. */

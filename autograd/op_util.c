@@ -109,6 +109,12 @@ em_tensor *em_raw_reduce(const char *fn, em_reduce_op op, em_reduce_params p, co
     return y;
 }
 
+em_tensor *em_index_on(const int64_t *idx /* (n) */, int64_t n, em_device dev)
+{
+    em_tensor *t = em_from_data(EM_SHAPE(n), EM_I64, idx);
+    return t && dev != EM_CPU ? em_to_device(t, dev) : t;
+}
+
 em_tensor *em_alias_of(const em_tensor *t)
 {
     return em_tensor_alias(t, t->ndim, t->shape, t->strides, t->offset);

@@ -27,7 +27,7 @@ typedef struct {
  * mode to fix every shape but the batch (and the sequence); model's train/eval mode is restored.
  * Supported: Sequential, Residual, Linear, Conv2d, Conv1d, BatchNorm1d/2d, LayerNorm, MaxPool2d,
  * AvgPool2d, AdaptiveAvgPool2d, Flatten, Dropout, the activations (Softplus with a threshold of
- * 20 or more: ONNX's has none), Embedding, LSTM and GRU (ONNX LSTM/GRU, gates reordered),
+ * 20 or more: ONNX's has none), Upsample (Resize), Pad, Embedding, LSTM and GRU (ONNX LSTM/GRU, gates reordered),
  * MultiheadAttention, TransformerEncoderLayer, GPT (once em_gpt has made one: models/ registers
  * it) and the types given an exporter with em_onnx_register (below); any other module is an
  * error that names it, and no file is written. */
@@ -58,7 +58,12 @@ const em_tensor *em_onnx_example(const em_onnx_builder *b);
  * written is not written again: a tied weight is held once. */
 const char *em_onnx_initializer(em_onnx_builder *b, const char *local, const em_tensor *t);
 
-typedef enum { EM_ONNX_ATTR_INT, EM_ONNX_ATTR_FLOAT, EM_ONNX_ATTR_INTS } em_onnx_attr_kind;
+typedef enum {
+    EM_ONNX_ATTR_INT,
+    EM_ONNX_ATTR_FLOAT,
+    EM_ONNX_ATTR_INTS,
+    EM_ONNX_ATTR_STRING,
+} em_onnx_attr_kind;
 typedef struct {
     const char *name;    /* "axis" */
     em_onnx_attr_kind kind;
@@ -66,6 +71,7 @@ typedef struct {
     double f;            /* EM_ONNX_ATTR_FLOAT (written as a float) */
     const int64_t *ints; /* (n_ints) EM_ONNX_ATTR_INTS */
     int n_ints;
+    const char *s;       /* EM_ONNX_ATTR_STRING */
 } em_onnx_attr;
 /* A node op (an ONNX operator of the default domain) on the named inputs with n_attrs
  * attributes; its output becomes the current value. */

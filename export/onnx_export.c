@@ -21,8 +21,8 @@ enum { OPSET_DOMAIN = 1, OPSET_VERSION = 2 };
 enum { GRAPH_NODE = 1, GRAPH_NAME = 2, GRAPH_INITIALIZER = 5, GRAPH_INPUT = 11,
        GRAPH_OUTPUT = 12 };
 enum { NODE_INPUT = 1, NODE_OUTPUT = 2, NODE_NAME = 3, NODE_OP = 4, NODE_ATTRIBUTE = 5 };
-enum { ATTR_NAME = 1, ATTR_F = 2, ATTR_I = 3, ATTR_INTS = 8, ATTR_TYPE = 20 };
-enum { ATTR_FLOAT = 1, ATTR_INT = 2, ATTR_INTS_TYPE = 7 };
+enum { ATTR_NAME = 1, ATTR_F = 2, ATTR_I = 3, ATTR_S = 4, ATTR_INTS = 8, ATTR_TYPE = 20 };
+enum { ATTR_FLOAT = 1, ATTR_INT = 2, ATTR_STRING = 3, ATTR_INTS_TYPE = 7 };
 enum { TENSOR_DIMS = 1, TENSOR_DATA_TYPE = 2, TENSOR_NAME = 8, TENSOR_RAW = 9 };
 enum { VALUE_NAME = 1, VALUE_TYPE = 2, TYPE_TENSOR = 1, TTYPE_ELEM = 1, TTYPE_SHAPE = 2,
        SHAPE_DIM = 1, DIM_VALUE = 1, DIM_PARAM = 2 };
@@ -74,6 +74,14 @@ static void attr_float(em_pb *node, const char *name, double v)
     em_pb_message(node, NODE_ATTRIBUTE, &a);
 }
 
+static void attr_string(em_pb *node, const char *name, const char *v)
+{
+    em_pb a = {0};
+    attr_begin(&a, name, ATTR_STRING);
+    em_pb_string(&a, ATTR_S, v);
+    em_pb_message(node, NODE_ATTRIBUTE, &a);
+}
+
 static void attr_ints(em_pb *node, const char *name, const int64_t *v, int n)
 {
     em_pb a = {0};
@@ -117,6 +125,8 @@ static void node(exporter *e, const char *op, const char *layer, const char *con
             attr_int(&n, a->name, a->i);
         else if (a->kind == EM_ONNX_ATTR_FLOAT)
             attr_float(&n, a->name, a->f);
+        else if (a->kind == EM_ONNX_ATTR_STRING)
+            attr_string(&n, a->name, a->s);
         else
             attr_ints(&n, a->name, a->ints, a->n_ints);
     }
@@ -649,6 +659,8 @@ static const mapping builtin[] = {
     {&em_flatten_type, export_activation},
     {&em_residual_type, export_residual},
     {&em_embedding_type, export_embedding},
+    {&em_upsample_type, em_onnx_export_upsample},
+    {&em_pad_type, em_onnx_export_pad},
     {&em_lstm_type, em_onnx_export_rnn},
     {&em_gru_type, em_onnx_export_rnn},
     {&em_multihead_attention_type, em_onnx_export_mha},
@@ -823,6 +835,7 @@ em_status em_onnx_node(em_onnx_builder *b, const char *op, const char *const *in
     for (int i = 0; ok && i < n_attrs; i++)
         ok = attrs[i].name && (attrs[i].kind == EM_ONNX_ATTR_INT ||
                                attrs[i].kind == EM_ONNX_ATTR_FLOAT ||
+                               (attrs[i].kind == EM_ONNX_ATTR_STRING && attrs[i].s) ||
                                (attrs[i].kind == EM_ONNX_ATTR_INTS && attrs[i].n_ints >= 0 &&
                                 (attrs[i].ints || !attrs[i].n_ints)));
     if (!ok)

@@ -19,6 +19,9 @@ em_status em_onnx_gelu(em_onnx_builder *b, bool tanh_approximation);
 
 em_status em_onnx_export_rnn(em_onnx_builder *b, const em_module *m, const char *layer);
 em_status em_onnx_export_mha(em_onnx_builder *b, const em_module *m, const char *layer);
+/* Upsample as Resize, Pad as Pad (export/onnx_resample.c) */
+em_status em_onnx_export_upsample(em_onnx_builder *b, const em_module *m, const char *layer);
+em_status em_onnx_export_pad(em_onnx_builder *b, const em_module *m, const char *layer);
 em_status em_onnx_export_transformer(em_onnx_builder *b, const em_module *m, const char *layer);
 
 #endif

@@ -18,12 +18,15 @@ struct em_model_settings {
 const em_model_type *em_model_type_named(const char *name);
 const em_model_type *em_model_type_of(const em_module_type *t);
 
-/* The built-in types, in two tables (models/model_types_nn.c: containers, layers and
- * activations; models/model_types_seq.c: recurrent, attention, GPT and quantized). */
+/* The built-in types, in three tables (models/model_types_nn.c: containers, layers and
+ * activations; models/model_types_seq.c: recurrent, attention, GPT and quantized;
+ * models/model_types_resample.c: Upsample and Pad). */
 extern const em_model_type *const em_model_layer_types[];
 extern const int em_model_layer_type_count;
 extern const em_model_type *const em_model_sequence_types[];
 extern const int em_model_sequence_type_count;
+extern const em_model_type *const em_model_resample_types[];
+extern const int em_model_resample_type_count;
 
 #define EM_MODEL_META_KEY "ember.model" /* the metadata entry that holds the tree */
 #define EM_MODEL_FORMAT_VERSION 1

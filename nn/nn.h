@@ -185,6 +185,11 @@ em_module *em_max_pool2d_layer_dilated(int64_t kernel, int64_t stride /* 0: kern
                                        int64_t padding, int64_t dilation);
 em_module *em_avg_pool2d_layer(int64_t kernel, int64_t stride /* 0: kernel */, int64_t padding);
 em_module *em_adaptive_avg_pool2d_layer(int64_t out_h, int64_t out_w);
+/* nn.Upsample: em_interpolate(x, o) (mode nearest, linear or bilinear; size or scale_factor) */
+em_module *em_upsample_layer(em_interpolate_opts o);
+/* em_pad(x, pads, n_pads (2, 4 or 6), mode, value): PyTorch's ZeroPad, ConstantPad,
+ * ReflectionPad and ReplicationPad 1d/2d/3d in one layer */
+em_module *em_pad_layer(const int64_t *pads, int n_pads, em_pad_mode mode, double value);
 em_module *em_batch_norm1d_layer(int64_t features, double eps /* 0: 1e-5 */, double momentum /* 0: 0.1 */);
 em_module *em_batch_norm2d_layer(int64_t channels, double eps, double momentum);
 /* eps and momentum of a BatchNorm1d/2d module; EM_ERR_ARG for any other module */

@@ -94,7 +94,8 @@ extern const em_module_type em_sequential_type, em_linear_type, em_conv2d_type, 
     em_hardtanh_type, em_elu_type, em_selu_type, em_hardswish_type, em_logsigmoid_type,
     em_tanh_type, em_sigmoid_type, em_softmax_type, em_flatten_type, em_embedding_type,
     em_residual_type, em_lstm_type, em_gru_type, em_multihead_attention_type,
-    em_transformer_encoder_layer_type, em_module_list_type, em_conv_transpose2d_type;
+    em_transformer_encoder_layer_type, em_module_list_type, em_conv_transpose2d_type,
+    em_upsample_type, em_pad_type;
 /* m's type; for a module em_checkpoint_module or em_checkpoint_sequential changed, the type it
  * had before (nn/checkpointed_module.c). */
 const em_module_type *em_module_own_type(const em_module *m);
@@ -111,6 +112,14 @@ bool em_conv_transpose2d_layer_config(const em_module *m, em_conv_transpose2d_op
  * numel(weight) / ws[0]. m, or NULL with m freed. */
 em_module *em_conv_layer_init(em_module *m, em_shape ws, int64_t n_bias, bool bias);
 bool em_adaptive_pool_layer_size(const em_module *m, int64_t *h, int64_t *w);
+bool em_upsample_layer_config(const em_module *m, em_interpolate_opts *o); /* Upsample */
+typedef struct {
+    int64_t pads[6]; /* (n_pads) em_pad's order: last dim's left, right, then the dim before */
+    int n_pads;
+    em_pad_mode mode;
+    double value;    /* constant mode's fill */
+} em_pad_config;
+bool em_pad_layer_config(const em_module *m, em_pad_config *c); /* Pad */
 /* The settings of an activation layer: each kind sets its own fields, the others are zero. */
 typedef struct {
     double negative_slope;   /* LeakyReLU */

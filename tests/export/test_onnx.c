@@ -207,6 +207,30 @@ Test(onnx, more_activations_match_onnxruntime)
     check_export(m, EM_SHAPE(1, 4), NULL);
 }
 
+/* Pad (constant with a crop, reflect, edge) and Resize (nearest by size and by scale, linear
+ * with align_corners and half_pixel, sizes recomputed from a scale) on odd sizes. */
+Test(onnx, upsample_and_pad_match_onnxruntime)
+{
+    em_module *m = em_sequential(
+        7, em_pad_layer((int64_t[]){1, 2, -1, 1}, 4, EM_PAD_CONSTANT, 0.5),
+        em_upsample_layer((em_interpolate_opts){.mode = EM_INTERP_BILINEAR, .size = {8, 3}}),
+        em_pad_layer((int64_t[]){2, 1, 1, 2}, 4, EM_PAD_REFLECT, 0),
+        em_upsample_layer((em_interpolate_opts){.scale_factor = {1.7}}),
+        em_pad_layer((int64_t[]){0, 3, 2, 0}, 4, EM_PAD_REPLICATE, 0),
+        em_upsample_layer((em_interpolate_opts){.mode = EM_INTERP_BILINEAR, .size = {9, 5},
+                                                .align_corners = true}),
+        em_upsample_layer((em_interpolate_opts){.mode = EM_INTERP_BILINEAR,
+                                                .scale_factor = {1.3, 0.7},
+                                                .recompute_scale_factor = true}));
+    check_export(m, EM_SHAPE(1, 3, 5, 7), "--present Resize");
+    em_module *n = em_sequential(
+        3, em_upsample_layer((em_interpolate_opts){.size = {11}}),
+        em_pad_layer((int64_t[]){3, 2}, 2, EM_PAD_REFLECT, 0),
+        em_upsample_layer((em_interpolate_opts){.mode = EM_INTERP_LINEAR,
+                                                .scale_factor = {1.7}}));
+    check_export(n, EM_SHAPE(1, 2, 7), "--present Pad");
+}
+
 Test(onnx, softplus_below_threshold_20_is_refused)
 {
     em_module *m = em_sequential(2, em_linear_layer(4, 3, true), em_softplus_layer(1, 5));

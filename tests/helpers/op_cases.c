@@ -426,6 +426,46 @@ static em_tensor *c_cumprod_0(em_tensor *const *x, em_device d)
     (void)d;
     return em_cumprod(x[0], 0);
 }
+/* ---- padding and resampling ---- */
+
+static em_tensor *c_pad_constant(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_pad(x[0], (int64_t[]){2, -1, 0, 1, 1, 1}, 6, EM_PAD_CONSTANT, 0.25);
+}
+static em_tensor *c_pad_reflect(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_pad(x[0], (int64_t[]){3, 2, 1, 2}, 4, EM_PAD_REFLECT, 0);
+}
+static em_tensor *c_pad_replicate(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_pad(x[0], (int64_t[]){2, 3}, 2, EM_PAD_REPLICATE, 0);
+}
+static em_tensor *c_nearest(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_interpolate(x[0], (em_interpolate_opts){.size = {8, 3}});
+}
+static em_tensor *c_bilinear(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_interpolate(x[0], (em_interpolate_opts){.mode = EM_INTERP_BILINEAR,
+                                                      .scale_factor = {1.7}});
+}
+static em_tensor *c_bilinear_corners(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_interpolate(x[0], (em_interpolate_opts){.mode = EM_INTERP_BILINEAR,
+                                                      .size = {8, 3}, .align_corners = true});
+}
+static em_tensor *c_interp_linear(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_interpolate(x[0], (em_interpolate_opts){.mode = EM_INTERP_LINEAR, .size = {3}});
+}
+
 static em_tensor *c_var_all0(em_tensor *const *x, em_device d)
 {
     (void)d;
@@ -1354,6 +1394,13 @@ const em_op_case em_op_cases[] = {
     {"cumsum_last_dim", c_cumsum_last, 1, {IN(2, 7)}, VIEWS},
     {"cumprod_dim1", c_cumprod_1, 1, {WIDE(3, 5, 2)}, VIEWS},
     {"cumprod_dim0", c_cumprod_0, 1, {WIDE(4, 3)}, VIEWS},
+    {"pad_constant_cropping", c_pad_constant, 1, {IN(2, 3, 4)}, VIEWS},
+    {"pad_reflect_2d", c_pad_reflect, 1, {IN(2, 3, 4)}, VIEWS},
+    {"pad_replicate_1d", c_pad_replicate, 1, {IN(2, 3, 4)}, VIEWS},
+    {"interpolate_nearest_5x7_to_8x3", c_nearest, 1, {IN(2, 2, 5, 7)}, VIEWS},
+    {"interpolate_bilinear_scale_1_7", c_bilinear, 1, {IN(2, 1, 5, 7)}, VIEWS},
+    {"interpolate_bilinear_align_corners", c_bilinear_corners, 1, {IN(1, 2, 5, 7)}, VIEWS},
+    {"interpolate_linear_7_to_3", c_interp_linear, 1, {IN(2, 3, 7)}, VIEWS},
     {"std_dim1", c_std_1, 1, {IN(3, 4, 5)}, VIEWS},
     {"std_dims02_biased_keepdim", c_std_02_biased_keep, 1, {IN(3, 4, 5)}, VIEWS},
     {"logsumexp_dim1", c_logsumexp_1, 1, {WIDE(3, 4, 5)}, VIEWS},

@@ -168,6 +168,24 @@ Test(model_file, activations_with_and_without_settings)
     round_trip(m, em_randn(EM_SHAPE(3, 4), EM_F32, NULL), true);
 }
 
+Test(model_file, upsample_and_pad_layers)
+{
+    em_manual_seed(6);
+    em_module *m = em_sequential(
+        6, em_pad_layer((int64_t[]){1, 2, -1, 0}, 4, EM_PAD_CONSTANT, 0.5),
+        em_upsample_layer((em_interpolate_opts){.mode = EM_INTERP_BILINEAR, .size = {8, 3},
+                                                .align_corners = true}),
+        em_pad_layer((int64_t[]){2, 1, 1, 2}, 4, EM_PAD_REFLECT, 0),
+        em_upsample_layer((em_interpolate_opts){.scale_factor = {1.7, 0.6}}),
+        em_pad_layer((int64_t[]){0, 3, 1, 0}, 4, EM_PAD_REPLICATE, 0),
+        em_upsample_layer((em_interpolate_opts){.mode = EM_INTERP_BILINEAR,
+                                                .scale_factor = {1.3},
+                                                .recompute_scale_factor = true}));
+    round_trip(m, em_randn(EM_SHAPE(2, 3, 5, 7), EM_F32, NULL), true);
+    round_trip(em_upsample_layer((em_interpolate_opts){.mode = EM_INTERP_LINEAR, .size = {4}}),
+               em_randn(EM_SHAPE(1, 2, 7), EM_F32, NULL), true);
+}
+
 Test(model_file, conv1d_and_embedding)
 {
     em_manual_seed(3);

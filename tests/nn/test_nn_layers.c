@@ -2,6 +2,7 @@
  * BatchNorm with running statistics, LayerNorm, activations, pooling, Embedding, Dropout). */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <string.h>
 
 #include "helpers/gradcheck.h"
 #include "nn/nn.h"
@@ -465,4 +466,42 @@ Test(nn_layers, gradcheck_dropout_under_a_fixed_seed)
     em_tensor *x = em_gradcheck_leaf(EM_SHAPE(3, 4), -1, 1, 5);
     cr_assert(em_test_gradcheck(dropout_fn, NULL, &x, 1, 1e-6, 1e-6), "%s", em_error());
     em_release(x);
+}
+
+/* Upsample and Pad: their forward is em_interpolate's and em_pad's with the settings they were
+ * made with (hand-computed values), what a summary prints, and settings refused when made. */
+Test(nn_layers, upsample_and_pad_layers)
+{
+    em_tensor *x = f32(EM_SHAPE(1, 1, 2, 2), (double[]){1, 2, 3, 4});
+    em_module *up = em_upsample_layer((em_interpolate_opts){.scale_factor = {2, 1}});
+    expect(em_forward(up, x), EM_SHAPE(1, 1, 4, 2), (double[]){1, 2, 1, 2, 3, 4, 3, 4}, 0);
+    char buf[128];
+    up->type->describe(up, buf, sizeof buf);
+    cr_assert_str_eq(buf, "scale_factor=(2, 1), mode='nearest'");
+    em_module *pad = em_pad_layer((int64_t[]){1, 0, 0, 1}, 4, EM_PAD_REPLICATE, 0);
+    expect(em_forward(pad, x), EM_SHAPE(1, 1, 3, 3), (double[]){1, 1, 2, 3, 3, 4, 3, 3, 4}, 0);
+    pad->type->describe(pad, buf, sizeof buf);
+    cr_assert_str_eq(buf, "mode='replicate', padding=(1, 0, 0, 1)");
+    em_module *zero = em_pad_layer((int64_t[]){0, 1}, 2, EM_PAD_CONSTANT, 0);
+    expect(em_forward(zero, x), EM_SHAPE(1, 1, 2, 3), (double[]){1, 2, 0, 3, 4, 0}, 0);
+    zero->type->describe(zero, buf, sizeof buf);
+    cr_assert_str_eq(buf, "mode='constant', padding=(0, 1), value=0");
+    em_module_free(up);
+    em_module_free(pad);
+    em_module_free(zero);
+
+    em_interpolate_opts bad[3] = {{.size = {4}, .scale_factor = {2}},
+                                  {.size = {4}, .align_corners = true},
+                                  {.scale_factor = {-2}}};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_null(em_upsample_layer(bad[i]));
+        cr_assert(strstr(em_error(), "em_upsample_layer: needs a known mode"), "%s", em_error());
+        em_error_clear();
+    }
+    cr_assert_null(em_pad_layer((int64_t[]){1, 1}, 3, EM_PAD_CONSTANT, 0));
+    cr_assert(strstr(em_error(), "em_pad_layer: needs 2, 4 or 6 pads (got 3)"), "%s", em_error());
+    em_error_clear();
+    cr_assert_null(em_pad_layer((int64_t[]){1, 1}, 2, EM_PAD_REFLECT, 2));
+    cr_assert(strstr(em_error(), "0 unless the mode is constant (got 2)"), "%s", em_error());
+    em_error_clear();
 }
