@@ -164,8 +164,7 @@ int em_split(const em_tensor *t /* (*) */, int64_t split_size, int dim,
 
 /* ---- index_select / embedding ---- */
 
-/* False with "fn: index must be i64, not f32" unless idx holds indices. */
-static bool check_index_dtype(const char *fn, const em_tensor *idx /* (*) */)
+bool em_check_index_dtype(const char *fn, const em_tensor *idx /* (*) */)
 {
     if (idx->dtype == EM_I64)
         return true;
@@ -173,10 +172,8 @@ static bool check_index_dtype(const char *fn, const em_tensor *idx /* (*) */)
     return false;
 }
 
-/* An index kernel's status; on EM_KERNEL_BAD_INDEX the message names the first index outside
- * [0, bound) (the indices are read on the host only on this error path). */
-static em_status index_kernel_status(int rc, const char *fn, const em_tensor *x /* (*) */,
-                                     const em_tensor *idx /* i64 (*) */, int64_t bound)
+em_status em_index_kernel_status(int rc, const char *fn, const em_tensor *x /* (*) */,
+                                 const em_tensor *idx /* i64 (*) */, int64_t bound)
 {
     if (rc != EM_KERNEL_BAD_INDEX)
         return em_kernel_status(rc, fn, x);
@@ -232,7 +229,7 @@ static em_tensor *index_select_impl(const char *fn, const em_tensor *t /* (*) */
                      dim, em_shape_str(index, bi, sizeof bi), em_shape_str(t, bt, sizeof bt));
         return NULL;
     }
-    if (!check_index_dtype(fn, index))
+    if (!em_check_index_dtype(fn, index))
         return NULL;
     const em_backend *be = em_tensor_backend(t, fn);
     if (!be || !em_kernel_present((const void *)be->index_select, fn, t))
@@ -246,7 +243,8 @@ static em_tensor *index_select_impl(const char *fn, const em_tensor *t /* (*) */
     if (!y)
         return em_scope_return(NULL);
     em_arr o = em_tensor_arr(y), in = em_tensor_arr(t), ai = em_tensor_arr(ic);
-    if (index_kernel_status(be->index_select(&o, &in, d, &ai), fn, t, ic, t->shape[d]) != EM_OK)
+    if (em_index_kernel_status(be->index_select(&o, &in, d, &ai), fn, t, ic, t->shape[d])
+        != EM_OK)
         return em_scope_return(NULL);
     em_tensor *x = (em_tensor *)t;
     index_params params = {.dim = d};
@@ -323,7 +321,7 @@ em_tensor *em_gather(const em_tensor *t /* (*) */, int dim,
                      em_shape_str(index, bi, sizeof bi), em_shape_str(t, bt, sizeof bt), dim);
         return NULL;
     }
-    if (!check_index_dtype(fn, index))
+    if (!em_check_index_dtype(fn, index))
         return NULL;
     const em_backend *be = em_tensor_backend(t, fn);
     if (!be || !em_kernel_present((const void *)be->gather, fn, t))
@@ -334,7 +332,7 @@ em_tensor *em_gather(const em_tensor *t /* (*) */, int dim,
     if (!y)
         return em_scope_return(NULL);
     em_arr o = em_tensor_arr(y), in = em_tensor_arr(t), ai = em_tensor_arr(index);
-    if (index_kernel_status(be->gather(&o, &in, d, &ai), fn, t, index, t->shape[d]) != EM_OK)
+    if (em_index_kernel_status(be->gather(&o, &in, d, &ai), fn, t, index, t->shape[d]) != EM_OK)
         return em_scope_return(NULL);
     em_tensor *x = (em_tensor *)t;
     index_params params = {.dim = d};
@@ -359,7 +357,7 @@ em_tensor *em_one_hot(const em_tensor *index /* i64 (*) */, int64_t num_classes)
                      em_shape_str(index, b, sizeof b));
         return NULL;
     }
-    if (!check_index_dtype(fn, index))
+    if (!em_check_index_dtype(fn, index))
         return NULL;
     em_scope_begin();
     em_tensor *classes = em_arange(0, (double)num_classes, 1, EM_I64);
