@@ -218,6 +218,10 @@ em_tensor *em_index_select(const em_tensor *t, int dim, const em_tensor *index /
 em_tensor *em_gather(const em_tensor *t, int dim, const em_tensor *index /* i64 */);
 /* weight (num, dim), index i64 (*) -> (*, dim) */
 em_tensor *em_embedding(const em_tensor *weight, const em_tensor *index);
+/* em_embedding whose row padding_idx (in [-num, num), negative counting from the end) gets no
+ * gradient, as PyTorch's embedding(..., padding_idx); its values are looked up as any row's */
+em_tensor *em_embedding_padded(const em_tensor *weight, const em_tensor *index,
+                               int64_t padding_idx);
 em_tensor *em_one_hot(const em_tensor *index /* i64 */, int64_t num_classes); /* i64 */
 
 /* ---- writing at indices (PyTorch's out-of-place forms: the result is a new tensor) ----

@@ -34,6 +34,8 @@ em_status em_model_settings_int(const em_model_settings *s, const char *key, int
 em_status em_model_settings_real(const em_model_settings *s, const char *key, double min,
                                  double max, double *v);
 em_status em_model_settings_bool(const em_model_settings *s, const char *key, bool *v);
+/* Whether s holds key: a setting a type saves only when it applies (Embedding's padding_idx) */
+bool em_model_settings_has(const em_model_settings *s, const char *key);
 
 /* How a module type is saved and rebuilt:
  *   static em_status block_save(const em_module *m, em_model_settings *s)

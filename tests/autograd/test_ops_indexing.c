@@ -260,3 +260,25 @@ Test(ops_indexing, index_put_errors)
                  "em_index_put: index must be i64, not f32");
 }
 
+/* ---- embedding's padding_idx ---- */
+
+Test(ops_indexing, embedding_padding_row_gets_no_gradient)
+{
+    const int64_t at[6] = {1, 3, 0, 3, 3, 2};
+    em_tensor *w = wave(EM_SHAPE(4, 3), 1, 0, true), *index = indices(EM_SHAPE(2, 3), at);
+    em_tensor *y = em_embedding_padded(w, index, -1); /* row 3: looked up, never trained */
+    double want_y[18] = {0.1411200081, -0.7568024953, -0.9589242747, 0.4121184852, -0.5440211109,
+                         -0.9999902066, 0, 0.8414709848, 0.9092974268, 0.4121184852,
+                         -0.5440211109, -0.9999902066, 0.4121184852, -0.5440211109,
+                         -0.9999902066, -0.2794154982, 0.6569865987, 0.9893582466};
+    expect_values(y, want_y, 18);
+    backward_weighted(y);
+    double want_gw[12] = {0.9092974268, 0.7457052122, 0.5155013718, 0.1986693308, 0.4794255386,
+                          0.7173560909, -0.9999232576, -0.9589242747, -0.8322674422, 0, 0, 0};
+    expect_values(w->grad, want_gw, 12);
+
+    expect_error(em_embedding_padded(w, index, 4),
+                 "em_embedding_padded: padding_idx 4 is outside [-4, 4) for weight [4,3]");
+    expect_error(em_embedding_padded(w, index, -5),
+                 "em_embedding_padded: padding_idx -5 is outside [-4, 4) for weight [4,3]");
+}

@@ -727,6 +727,13 @@ static em_tensor *c_embedding(em_tensor *const *x, em_device d)
     (void)d;
     return em_embedding(x[0], x[1]);
 }
+/* the padding row (the last) is never looked up here: its zero gradient is then the true one,
+ * which finite differences can check (tests/autograd/test_ops_indexing.c looks it up) */
+static em_tensor *c_embedding_padded(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_embedding_padded(x[0], x[1], -1);
+}
 static em_tensor *c_one_hot(em_tensor *const *x, em_device d)
 {
     (void)d;
@@ -1411,6 +1418,7 @@ const em_op_case em_op_cases[] = {
     {"index_select_dim1", c_index_select1, 2, {IN(3, 5, 2), INDEX(5, 4)}, VIEWS},
     {"gather", c_gather, 2, {IN(3, 6), INDEX(6, 3, 4)}, VIEWS},
     {"embedding", c_embedding, 2, {IN(7, 4), INDEX(7, 2, 5)}, VIEWS},
+    {"embedding_padded", c_embedding_padded, 2, {IN(7, 4), INDEX(6, 2, 5)}, VIEWS},
     {"scatter", c_scatter, 2, {IN(3, 5), IN(2, 3)}, ALL_LAYOUTS},
     {"scatter_wide_src", c_scatter_wide_src, 2, {IN(3, 4), IN(3, 5)}, VIEWS},
     {"scatter_value", c_scatter_value, 2, {IN(3, 4), INDEX(4, 3, 6)}, ALL_LAYOUTS},
