@@ -352,7 +352,8 @@ Test(model_file, embedding_padding_idx)
     em_module *r = em_model_load(model_path());
     cr_assert(r, "%s", em_error());
     cr_assert_eq(em_embedding_layer_config(r, &o), EM_OK);
-    cr_assert(o.has_padding_idx && o.padding_idx == 4, "padding_idx %lld", (long long)o.padding_idx);
+    cr_assert(o.has_padding_idx && o.padding_idx == 4, "padding_idx %lld",
+              (long long)o.padding_idx);
     em_tensor *ids = em_from_data(EM_SHAPE(2), EM_I64, (int64_t[]){4, 1});
     cr_assert_eq(em_backward(em_sum_all(em_forward(r, ids))), EM_OK, "%s", em_error());
     double g[10];
