@@ -255,6 +255,10 @@ em_tensor *em_index_select(const em_tensor *t, int dim, const em_tensor *index /
 em_tensor *em_gather(const em_tensor *t, int dim, const em_tensor *index /* i64 */);
 /* weight (num, dim), index i64 (*) -> (*, dim) */
 em_tensor *em_embedding(const em_tensor *weight, const em_tensor *index);
+/* em_embedding whose row padding_idx (in [-num, num), negative counting from the end) gets no
+ * gradient, as PyTorch's embedding(..., padding_idx); its values are looked up as any row's */
+em_tensor *em_embedding_padded(const em_tensor *weight, const em_tensor *index,
+                               int64_t padding_idx);
 em_tensor *em_one_hot(const em_tensor *index /* i64 */, int64_t num_classes); /* i64 */
 
 /* ---- padding and resampling (PyTorch 2.x's F.pad and F.interpolate) ----
@@ -279,6 +283,39 @@ typedef struct {
 } em_interpolate_opts;
 /* x (N, C, L) or (N, C, H, W) resampled to the size o gives, as F.interpolate. */
 em_tensor *em_interpolate(const em_tensor *x, em_interpolate_opts o);
+/* ---- writing at indices (PyTorch's out-of-place forms: the result is a new tensor) ----
+ * scatter: self with out[i][index[i][j]] = src[i][j] along dim (3-d: out[i][index[i][j][k]][k]
+ * for dim 1, ...); index is i64 with self's ndim, no larger than src in any dim nor than self
+ * outside dim, entries in [0, self.size(dim)). Where several entries of index meet one element,
+ * ember keeps the last along dim (deterministic on every device; PyTorch leaves it undefined).
+ * Gradients as PyTorch's: self's is zero at the written positions, src's is the gradient
+ * gathered at index (each duplicate gets it). CPU and CUDA kernels (backend scatter). */
+em_tensor *em_scatter(const em_tensor *self, int dim, const em_tensor *index /* i64 */,
+                      const em_tensor *src);
+/* scatter with every written element value (no src) */
+em_tensor *em_scatter_value(const em_tensor *self, int dim, const em_tensor *index /* i64 */,
+                            double value);
+/* out[i][index[i][j]] += src[i][j]: duplicates add up, in index order (deterministic); float
+ * dtypes. self's gradient is the gradient, src's the gradient gathered at index. CPU and CUDA
+ * kernels (backend scatter_add). */
+em_tensor *em_scatter_add(const em_tensor *self, int dim, const em_tensor *index /* i64 */,
+                          const em_tensor *src);
+/* self with value at every position whose coordinate along dim is in index (i64 (n) or (),
+ * entries in [-size, size), negative counting from the end); gradient zero there. Indices are
+ * checked on the host (on CUDA a copy back), then written with the scatter kernel. */
+em_tensor *em_index_fill(const em_tensor *self, int dim, const em_tensor *index /* i64 */,
+                         double value);
+/* PyTorch's index_put(self, (indices[0], ..), values, accumulate): the n (1 to self's ndim) i64
+ * index tensors broadcast together to shape B and pick positions self[i0, .., i(n-1), ...]
+ * (entries in [-size, size) of their dim); values (self's dtype) broadcasts to the indexed
+ * shape (B, self's dims from n on) and replaces them, or is added to them when accumulate
+ * (duplicates then add up; float dtypes). Without accumulate, where positions repeat the last
+ * in B's row-major order wins (deterministic; PyTorch leaves it undefined). Gradients: self's
+ * is zero at the written positions (the gradient itself when accumulate); values' is the
+ * gradient gathered at the positions, summed over its broadcast dims. Indices are checked on the
+ * host, then the scatter and scatter_add kernels write (CPU and CUDA). */
+em_tensor *em_index_put(const em_tensor *self, em_tensor *const *indices, int n,
+                        const em_tensor *values, bool accumulate);
 
 /* ---- choosing by value, and sampling ---- */
 /* The k largest (or smallest) entries along dim, sorted, as PyTorch's topk (NaN counts as the

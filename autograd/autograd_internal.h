@@ -99,6 +99,21 @@ bool em_record(em_tensor *out, const char *op, em_backward_fn backward,
                em_tensor *const *inputs, int n_inputs, const void *params, size_t params_size,
                em_node **node);
 
+/* ---- index arguments (ops_index.c) ---- */
+/* False with "fn: index must be i64, not f32" unless idx holds indices. */
+bool em_check_index_dtype(const char *fn, const em_tensor *idx);
+/* An index kernel's status; on EM_KERNEL_BAD_INDEX the message names the first index outside
+ * [0, bound) (the indices are read on the host only on this error path). */
+em_status em_index_kernel_status(int rc, const char *fn, const em_tensor *x,
+                                 const em_tensor *idx /* i64 (*) */, int64_t bound);
+
+/* ---- writing along a dim (ops_scatter.c) ---- */
+/* self with src (index's shape or larger; NULL: value) written, or added when add, at index
+ * along dim; recorded as op, errors naming fn. em_scatter, index_fill and index_put use it. */
+em_tensor *em_scatter_op(const char *fn, const char *op, const em_tensor *self, int dim,
+                         const em_tensor *index /* i64, self's ndim */, const em_tensor *src,
+                         double value, bool add);
+
 /* ---- autocast (autocast.c) ---- */
 typedef enum {
     EM_AUTOCAST_LOW, /* run in the region's low dtype: f32 (and other half) inputs are cast */

@@ -164,8 +164,7 @@ int em_split(const em_tensor *t /* (*) */, int64_t split_size, int dim,
 
 /* ---- index_select / embedding ---- */
 
-/* False with "fn: index must be i64, not f32" unless idx holds indices. */
-static bool check_index_dtype(const char *fn, const em_tensor *idx /* (*) */)
+bool em_check_index_dtype(const char *fn, const em_tensor *idx /* (*) */)
 {
     if (idx->dtype == EM_I64)
         return true;
@@ -173,10 +172,8 @@ static bool check_index_dtype(const char *fn, const em_tensor *idx /* (*) */)
     return false;
 }
 
-/* An index kernel's status; on EM_KERNEL_BAD_INDEX the message names the first index outside
- * [0, bound) (the indices are read on the host only on this error path). */
-static em_status index_kernel_status(int rc, const char *fn, const em_tensor *x /* (*) */,
-                                     const em_tensor *idx /* i64 (*) */, int64_t bound)
+em_status em_index_kernel_status(int rc, const char *fn, const em_tensor *x /* (*) */,
+                                 const em_tensor *idx /* i64 (*) */, int64_t bound)
 {
     if (rc != EM_KERNEL_BAD_INDEX)
         return em_kernel_status(rc, fn, x);
@@ -197,14 +194,27 @@ static em_status index_kernel_status(int rc, const char *fn, const em_tensor *x 
 /* index_select and gather: the dim they index along */
 typedef struct {
     int dim;
+    int64_t frozen; /* index_select: the position along dim that gets no gradient (an
+                       embedding's padding row), or -1 */
 } index_params;
+
+/* Zeroes position at along dim of t; a kernel's return code. */
+static int zero_along(const em_backend *be, em_tensor *t /* (*) */, int dim, int64_t at)
+{
+    em_tensor *line = em_narrow(t, dim, at, 1);
+    if (!line)
+        return EM_KERNEL_FAILED;
+    em_arr a = em_tensor_arr(line);
+    return be->fill(&a, 0.0);
+}
 
 /* saved[0] = the index, i64 (n) */
 static em_status index_select_backward(em_node *node, const em_tensor *g /* y's shape */,
                                        em_tensor **grad_in)
 {
     const em_tensor *x = node->inputs[0], *idx = node->saved[0];
-    int d = ((const index_params *)node->params)->dim;
+    const index_params *p = node->params;
+    int d = p->dim;
     em_shape s = em_shape_of(x);
     const em_backend *be = em_tensor_backend(x, "em_index_select");
     if (!be || !em_kernel_present((const void *)be->index_add, "em_index_select", x))
@@ -214,14 +224,17 @@ static em_status index_select_backward(em_node *node, const em_tensor *g /* y's 
         return em_error_status();
     em_arr o = em_tensor_arr(gx), src = em_tensor_arr(g), ai = em_tensor_arr(idx);
     int rc = be->index_add(&o, d, &ai, &src);
+    if (rc == EM_KERNEL_OK && p->frozen >= 0)
+        rc = zero_along(be, gx, d, p->frozen);
     if (em_kernel_status(rc, "em_index_select", x) != EM_OK)
         return em_error_status();
     grad_in[0] = gx;
     return EM_OK;
 }
 
+/* frozen: the position along dim whose gradient stays 0, or -1 */
 static em_tensor *index_select_impl(const char *fn, const em_tensor *t /* (*) */, int dim,
-                                    const em_tensor *index /* i64 (n) */)
+                                    const em_tensor *index /* i64 (n) */, int64_t frozen)
 {
     if (!em_present(t, fn, "t") || !em_present(index, fn, "index"))
         return NULL;
@@ -232,7 +245,7 @@ static em_tensor *index_select_impl(const char *fn, const em_tensor *t /* (*) */
                      dim, em_shape_str(index, bi, sizeof bi), em_shape_str(t, bt, sizeof bt));
         return NULL;
     }
-    if (!check_index_dtype(fn, index))
+    if (!em_check_index_dtype(fn, index))
         return NULL;
     const em_backend *be = em_tensor_backend(t, fn);
     if (!be || !em_kernel_present((const void *)be->index_select, fn, t))
@@ -246,10 +259,11 @@ static em_tensor *index_select_impl(const char *fn, const em_tensor *t /* (*) */
     if (!y)
         return em_scope_return(NULL);
     em_arr o = em_tensor_arr(y), in = em_tensor_arr(t), ai = em_tensor_arr(ic);
-    if (index_kernel_status(be->index_select(&o, &in, d, &ai), fn, t, ic, t->shape[d]) != EM_OK)
+    if (em_index_kernel_status(be->index_select(&o, &in, d, &ai), fn, t, ic, t->shape[d])
+        != EM_OK)
         return em_scope_return(NULL);
     em_tensor *x = (em_tensor *)t;
-    index_params params = {.dim = d};
+    index_params params = {.dim = d, .frozen = frozen};
     em_node *node;
     if (!em_record(y, "index_select", index_select_backward, &x, 1, &params, sizeof params,
                    &node))
@@ -262,27 +276,49 @@ static em_tensor *index_select_impl(const char *fn, const em_tensor *t /* (*) */
 em_tensor *em_index_select(const em_tensor *t /* (*) */, int dim,
                            const em_tensor *index /* i64 (n) */)
 {
-    return index_select_impl("em_index_select", t, dim, index);
+    return index_select_impl("em_index_select", t, dim, index, -1);
+}
+
+/* The rows of weight at index; padding_idx: the row that gets no gradient (negative counts from
+ * the end), or none when !padded. */
+static em_tensor *embedding_impl(const char *fn, const em_tensor *weight /* (num, dim) */,
+                                 const em_tensor *index /* i64 (*) */, bool padded,
+                                 int64_t padding_idx)
+{
+    if (!em_present(weight, fn, "weight") || !em_present(index, fn, "index"))
+        return NULL;
+    char bw[128], bi[128];
+    if (weight->ndim != 2 || index->ndim >= EM_MAX_DIMS) {
+        em_set_error(EM_ERR_ARG, "%s: expected weight (num, dim) and index (*): %s, %s", fn,
+                     em_shape_str(weight, bw, sizeof bw), em_shape_str(index, bi, sizeof bi));
+        return NULL;
+    }
+    const int64_t num = weight->shape[0];
+    if (padded && (padding_idx < -num || padding_idx >= num)) {
+        em_set_error(EM_ERR_ARG, "%s: padding_idx %lld is outside [-%lld, %lld) for weight %s",
+                     fn, (long long)padding_idx, (long long)num, (long long)num,
+                     em_shape_str(weight, bw, sizeof bw));
+        return NULL;
+    }
+    int64_t frozen = !padded ? -1 : padding_idx < 0 ? padding_idx + num : padding_idx;
+    em_scope_begin();
+    em_shape s = em_shape_of(index);
+    s.d[s.ndim++] = weight->shape[1];
+    em_tensor *flat = em_reshape(index, EM_SHAPE(em_numel(index)));
+    em_tensor *rows = flat ? index_select_impl(fn, weight, 0, flat, frozen) : NULL;
+    return em_scope_return(rows ? em_reshape(rows, s) : NULL);
 }
 
 em_tensor *em_embedding(const em_tensor *weight /* (num, dim) */,
                         const em_tensor *index /* i64 (*) */)
 {
-    const char *fn = "em_embedding";
-    if (!em_present(weight, fn, "weight") || !em_present(index, fn, "index"))
-        return NULL;
-    if (weight->ndim != 2 || index->ndim >= EM_MAX_DIMS) {
-        char bw[128], bi[128];
-        em_set_error(EM_ERR_ARG, "%s: expected weight (num, dim) and index (*): %s, %s", fn,
-                     em_shape_str(weight, bw, sizeof bw), em_shape_str(index, bi, sizeof bi));
-        return NULL;
-    }
-    em_scope_begin();
-    em_shape s = em_shape_of(index);
-    s.d[s.ndim++] = weight->shape[1];
-    em_tensor *flat = em_reshape(index, EM_SHAPE(em_numel(index)));
-    em_tensor *rows = flat ? index_select_impl(fn, weight, 0, flat) : NULL;
-    return em_scope_return(rows ? em_reshape(rows, s) : NULL);
+    return embedding_impl("em_embedding", weight, index, false, 0);
+}
+
+em_tensor *em_embedding_padded(const em_tensor *weight /* (num, dim) */,
+                               const em_tensor *index /* i64 (*) */, int64_t padding_idx)
+{
+    return embedding_impl("em_embedding_padded", weight, index, true, padding_idx);
 }
 
 /* ---- gather ---- */
@@ -323,7 +359,7 @@ em_tensor *em_gather(const em_tensor *t /* (*) */, int dim,
                      em_shape_str(index, bi, sizeof bi), em_shape_str(t, bt, sizeof bt), dim);
         return NULL;
     }
-    if (!check_index_dtype(fn, index))
+    if (!em_check_index_dtype(fn, index))
         return NULL;
     const em_backend *be = em_tensor_backend(t, fn);
     if (!be || !em_kernel_present((const void *)be->gather, fn, t))
@@ -334,10 +370,10 @@ em_tensor *em_gather(const em_tensor *t /* (*) */, int dim,
     if (!y)
         return em_scope_return(NULL);
     em_arr o = em_tensor_arr(y), in = em_tensor_arr(t), ai = em_tensor_arr(index);
-    if (index_kernel_status(be->gather(&o, &in, d, &ai), fn, t, index, t->shape[d]) != EM_OK)
+    if (em_index_kernel_status(be->gather(&o, &in, d, &ai), fn, t, index, t->shape[d]) != EM_OK)
         return em_scope_return(NULL);
     em_tensor *x = (em_tensor *)t;
-    index_params params = {.dim = d};
+    index_params params = {.dim = d, .frozen = -1};
     em_node *node;
     if (!em_record(y, "gather", gather_backward, &x, 1, &params, sizeof params, &node))
         return em_scope_return(NULL);
@@ -359,7 +395,7 @@ em_tensor *em_one_hot(const em_tensor *index /* i64 (*) */, int64_t num_classes)
                      em_shape_str(index, b, sizeof b));
         return NULL;
     }
-    if (!check_index_dtype(fn, index))
+    if (!em_check_index_dtype(fn, index))
         return NULL;
     em_scope_begin();
     em_tensor *classes = em_arange(0, (double)num_classes, 1, EM_I64);
@@ -367,7 +403,7 @@ em_tensor *em_one_hot(const em_tensor *index /* i64 (*) */, int64_t num_classes)
         classes = em_to_device(classes, index->device);
     /* selecting the classes by the index validates it on its device */
     em_tensor *flat = em_reshape(index, EM_SHAPE(em_numel(index)));
-    em_tensor *valid = classes && flat ? index_select_impl(fn, classes, 0, flat) : NULL;
+    em_tensor *valid = classes && flat ? index_select_impl(fn, classes, 0, flat, -1) : NULL;
     em_tensor *hit = valid ? em_eq(em_unsqueeze(index, -1), classes) : NULL;
     return em_scope_return(em_to_dtype(hit, EM_I64));
 }

@@ -270,6 +270,9 @@ typedef struct em_backend {
     int (*gather)(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
     /* out[i][idx[i][j]] += src[i][j] along dim; deterministic order */
     int (*scatter_add)(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
+    /* out[i][idx[i][j]] = src[i][j] along dim (any dtype); where several j of one line meet one
+     * element, the last j wins (deterministic) */
+    int (*scatter)(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
     /* after synchronize or copy_to_host gave EM_KERNEL_BAD_INDEX: the kernel whose index was out
      * of range ("gather"); NULL on a device whose index kernels report it themselves */
     const char *(*bad_index_kernel)(void);

@@ -43,6 +43,7 @@ static const em_backend cpu_backend = {
     .index_add = em_cpu_index_add,
     .gather = em_cpu_gather,
     .scatter_add = em_cpu_scatter_add,
+    .scatter = em_cpu_scatter,
     .sgd_update = em_cpu_sgd_update,
     .adam_update = em_cpu_adam_update,
     .rmsprop_update = em_cpu_rmsprop_update,

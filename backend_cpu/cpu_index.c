@@ -1,5 +1,6 @@
 /* CPU indexing kernels on strided views: index_select and gather (any dtype), index_add and
- * scatter_add (float dtypes, each output element summed in index order: deterministic).
+ * scatter_add (float dtypes, each output element summed in index order: deterministic), and
+ * scatter (any dtype; where indices meet, the last along dim wins).
  * A view is walked as (pre, along, post): the dims before `dim`, dim itself, the dims after. */
 #include <string.h>
 
@@ -289,9 +290,12 @@ int em_cpu_gather(const em_arr *out, const em_arr *in, int dim, const em_arr *id
     return EM_KERNEL_OK;
 }
 
-int em_cpu_scatter_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src)
+/* out[i][idx[i][j]] = src[i][j] (assign) or += src[i][j] along dim, j in order within each
+ * block of post positions: the last j wins an assignment, sums add in index order. */
+static int scatter_run(const em_arr *out, int dim, const em_arr *idx, const em_arr *src,
+                       bool assign)
 {
-    if (!em_gather_views_ok(src, out, idx, dim) || !float_dtype(out->dtype))
+    if (!em_gather_views_ok(src, out, idx, dim) || !(assign || float_dtype(out->dtype)))
         return EM_KERNEL_UNSUPPORTED;
     if (!arr_indices_ok(idx, src->shape, out->shape[dim]))
         return EM_KERNEL_BAD_INDEX;
@@ -313,11 +317,24 @@ int em_cpu_scatter_add(const em_arr *out, int dim, const em_arr *idx, const em_a
                 for (int64_t q = b * ADD_BLOCK; q < q1; q++) {
                     const int64_t at = ((const int64_t *)idx->data)[x + j * idx->strides[dim]
                                                                     + t.idx[q]];
-                    add_run(out->dtype, (char *)out->data + (o + at * out->strides[dim]) * es,
-                            t.out, (const char *)src->data + (s + j * src->strides[dim]) * es,
-                            t.in, q, q + 1);
+                    char *dst = (char *)out->data + (o + at * out->strides[dim]) * es;
+                    const char *from = (const char *)src->data + (s + j * src->strides[dim]) * es;
+                    if (assign)
+                        copy_elem((size_t)es, dst + t.out[q] * es, from + t.in[q] * es);
+                    else
+                        add_run(out->dtype, dst, t.out, from, t.in, q, q + 1);
                 }
         }
     tables_free(&t);
     return EM_KERNEL_OK;
+}
+
+int em_cpu_scatter(const em_arr *out, int dim, const em_arr *idx, const em_arr *src)
+{
+    return scatter_run(out, dim, idx, src, true);
+}
+
+int em_cpu_scatter_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src)
+{
+    return scatter_run(out, dim, idx, src, false);
 }

@@ -130,6 +130,7 @@ int em_cpu_index_select(const em_arr *out, const em_arr *in, int dim, const em_a
 int em_cpu_index_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
 int em_cpu_gather(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
 int em_cpu_scatter_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
+int em_cpu_scatter(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
 
 /* cpu_optim.c */
 int em_cpu_sgd_update(em_dtype dt, const em_sgd_hparams *h, const em_array_list *l);

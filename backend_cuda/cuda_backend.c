@@ -60,6 +60,7 @@ static const em_backend cuda_backend = {
     .index_add = em_cuda_index_add,
     .gather = em_cuda_gather,
     .scatter_add = em_cuda_scatter_add,
+    .scatter = em_cuda_scatter,
     .bad_index_kernel = em_cuda_bad_index_kernel,
     .take_failure = em_cuda_take_failure,
 };

@@ -7,7 +7,8 @@
  *
  * The adds go through a stable radix sort (CUB, part of the CUDA toolkit) of the entries by
  * their index: the entries that meet one output element end up side by side, still in index
- * order, and one thread adds each such run. */
+ * order, and one thread adds each such run. scatter (assignment, any dtype) sorts the same way
+ * and writes the last entry of each run: the last along dim wins, as on the CPU. */
 #define CCCL_DISABLE_NVTX
 #include <cub/device/device_radix_sort.cuh>
 
@@ -185,11 +186,56 @@ __global__ void __launch_bounds__(BLOCK)
     }
 }
 
-/* out += src along dim by the i64 indices of idx (a view with src's rank): one list of
- * src.shape[dim] indices for every line (index_add), or one index per src element
- * (scatter_add). The entries' keys are sorted when there are several. */
-int add_by_index(const em_arr *out, int dim, const em_arr *idx, const em_arr *src,
-                 bool one_list, int code)
+/* Threads over sorted entries s (scatter: each entry its own line's); the last entry of a run
+ * of one key on one line writes its src element to out at that key. */
+template <class R>
+__global__ void __launch_bounds__(BLOCK)
+    assign_last_kernel(lines g, uint64_t entries, const uint32_t *key, const uint32_t *val,
+                       uint32_t bound, const R *src, R *out)
+{
+#pragma unroll 1
+    for (uint64_t s = (uint64_t)blockIdx.x * BLOCK + threadIdx.x; s < entries;
+         s += (uint64_t)gridDim.x * BLOCK) {
+        const uint32_t x = key[s];
+        const uint64_t line = g.n_div.div(val[s]);
+        if (x == bound ||
+            (s + 1 < entries && key[s + 1] == x && g.n_div.div(val[s + 1]) == line))
+            continue; /* a bad index, or not the last entry of its run */
+        int64_t off[3];
+        line_offsets(g, line, off);
+        const uint64_t j = val[s] - line * g.n;
+        out[off[0] + (int64_t)x * g.step[0]] = src[off[1] + (int64_t)j * g.step[1]];
+    }
+}
+
+/* The runs of sorted entries applied to out: added (index_add, scatter_add) or assigned. */
+int apply_runs(const em_arr *out, const em_arr *src, const lines &g, uint64_t entries,
+               dim_div repeat, bool one_list, bool assign, const uint32_t *key,
+               const uint32_t *val, uint32_t bound)
+{
+    if (assign)
+        return dispatch_raw(em_dtype_size(out->dtype), [&](auto tag) {
+            typedef typename decltype(tag)::storage R;
+            assign_last_kernel<R><<<grid_for((int64_t)entries, BLOCK), BLOCK, 0,
+                                    em_cuda_stream()>>>(g, entries, key, val, bound,
+                                                        (const R *)src->data, (R *)out->data);
+            return em_cuda_launch_status();
+        });
+    return dispatch_float(out->dtype, [&](auto tag) {
+        typedef decltype(tag) T;
+        typedef typename T::storage S;
+        add_runs_kernel<T><<<grid_for((int64_t)(entries * repeat.d), BLOCK), BLOCK, 0,
+                             em_cuda_stream()>>>(g, entries, repeat, !one_list, key, val, bound,
+                                                 (const S *)src->data, (S *)out->data);
+        return em_cuda_launch_status();
+    });
+}
+
+/* out += src (out = src when assign) along dim by the i64 indices of idx (a view with src's
+ * rank): one list of src.shape[dim] indices for every line (index_add), or one index per src
+ * element (scatter_add, scatter). The entries' keys are sorted when there are several. */
+int write_by_index(const em_arr *out, int dim, const em_arr *idx, const em_arr *src,
+                 bool one_list, bool assign, int code)
 {
     const int64_t bound = out->shape[dim];
     lines g;
@@ -233,15 +279,8 @@ int add_by_index(const em_arr *out, int dim, const em_arr *idx, const em_arr *sr
         val = val_sorted;
     }
     if (rc == EM_KERNEL_OK && nrepeat > 0)
-        rc = dispatch_float(out->dtype, [&](auto tag) {
-            typedef decltype(tag) T;
-            typedef typename T::storage S;
-            add_runs_kernel<T><<<grid_for((int64_t)(entries * repeat.d), BLOCK), BLOCK, 0,
-                                 em_cuda_stream()>>>(g, entries, repeat, !one_list, key, val,
-                                                     (uint32_t)bound, (const S *)src->data,
-                                                     (S *)out->data);
-            return em_cuda_launch_status();
-        });
+        rc = apply_runs(out, src, g, entries, repeat, one_list, assign, key, val,
+                        (uint32_t)bound);
     em_cuda_scratch_free(scratch, bytes);
     return rc;
 }
@@ -270,7 +309,7 @@ extern "C" int em_cuda_index_add(const em_arr *out, int dim, const em_arr *idx, 
         !index_list_ok(idx, src->shape[dim]))
         return EM_KERNEL_UNSUPPORTED;
     const em_arr along = index_along(idx, src->ndim, src->shape, dim);
-    return add_by_index(out, dim, &along, src, true, EM_CUDA_INDEX_ADD);
+    return write_by_index(out, dim, &along, src, true, false, EM_CUDA_INDEX_ADD);
 }
 
 /* out[i][j] = in[i][idx[i][j]] along dim (idx i64 of out's shape) */
@@ -287,5 +326,13 @@ extern "C" int em_cuda_scatter_add(const em_arr *out, int dim, const em_arr *idx
 {
     if (!em_gather_views_ok(src, out, idx, dim) || !em_dtype_is_float(out->dtype))
         return EM_KERNEL_UNSUPPORTED;
-    return add_by_index(out, dim, idx, src, false, EM_CUDA_SCATTER_ADD);
+    return write_by_index(out, dim, idx, src, false, false, EM_CUDA_SCATTER_ADD);
+}
+
+/* out[i][idx[i][j]] = src[i][j] along dim (idx i64 of src's shape); the last j wins */
+extern "C" int em_cuda_scatter(const em_arr *out, int dim, const em_arr *idx, const em_arr *src)
+{
+    if (!em_gather_views_ok(src, out, idx, dim))
+        return EM_KERNEL_UNSUPPORTED;
+    return write_by_index(out, dim, idx, src, false, true, EM_CUDA_SCATTER);
 }

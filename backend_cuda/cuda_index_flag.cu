@@ -6,7 +6,7 @@
 __device__ int em_cuda_bad_index_flag;
 
 static const char *kernel_names[] = {"an index kernel", "index_select", "index_add", "gather",
-                                     "scatter_add", "cross_entropy"};
+                                     "scatter_add", "cross_entropy", "scatter"};
 static int last_raised; /* the code taken by the last report */
 
 extern "C" int *em_cuda_index_flag(void)
@@ -32,6 +32,6 @@ extern "C" int em_cuda_take_index_error(void)
 
 extern "C" const char *em_cuda_bad_index_kernel(void)
 {
-    return last_raised > 0 && last_raised <= EM_CUDA_CROSS_ENTROPY ? kernel_names[last_raised]
-                                                                 : kernel_names[0];
+    return last_raised > 0 && last_raised <= EM_CUDA_SCATTER ? kernel_names[last_raised]
+                                                           : kernel_names[0];
 }

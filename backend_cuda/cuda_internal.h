@@ -62,7 +62,8 @@ typedef enum {
     EM_CUDA_INDEX_ADD,
     EM_CUDA_GATHER,
     EM_CUDA_SCATTER_ADD,
-    EM_CUDA_CROSS_ENTROPY
+    EM_CUDA_CROSS_ENTROPY,
+    EM_CUDA_SCATTER
 } em_cuda_index_kernel;
 int *em_cuda_index_flag(void);
 int em_cuda_take_index_error(void);
@@ -164,6 +165,7 @@ int em_cuda_index_select(const em_arr *out, const em_arr *in, int dim, const em_
 int em_cuda_index_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
 int em_cuda_gather(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
 int em_cuda_scatter_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
+int em_cuda_scatter(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
 
 #ifdef __cplusplus
 }

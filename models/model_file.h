@@ -34,7 +34,8 @@ em_status em_model_settings_int(const em_model_settings *s, const char *key, int
 em_status em_model_settings_real(const em_model_settings *s, const char *key, double min,
                                  double max, double *v);
 em_status em_model_settings_bool(const em_model_settings *s, const char *key, bool *v);
-/* Whether the file gives key: a setting added later reads its default from older files. */
+/* Whether the file gives key: a setting added later reads its default from older files, and
+ * one a type saves only when it applies (Embedding's padding_idx) may be absent. */
 bool em_model_settings_has(const em_model_settings *s, const char *key);
 
 /* How a module type is saved and rebuilt:

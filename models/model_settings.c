@@ -30,6 +30,11 @@ em_status em_model_settings_set_bool(em_model_settings *s, const char *key, bool
     return set(s, key, json_boolean(v));
 }
 
+bool em_model_settings_has(const em_model_settings *s, const char *key)
+{
+    return s && key && json_object_get(s->obj, key);
+}
+
 /* The value of key, or NULL with an error saying it is missing. */
 static json_t *get(const em_model_settings *s, const char *key)
 {
@@ -40,11 +45,6 @@ static json_t *get(const em_model_settings *s, const char *key)
                      em_model_module_name(s ? s->module : ""),
                      key ? key : "(null)");
     return v;
-}
-
-bool em_model_settings_has(const em_model_settings *s, const char *key)
-{
-    return s && key && json_object_get(s->obj, key);
 }
 
 static em_status bad(const em_model_settings *s, const char *key, const char *what)

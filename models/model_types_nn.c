@@ -98,11 +98,16 @@ double em_model_linear_elements(const em_model_settings *s)
 static const em_model_type linear = {&em_linear_type, save_linear, build_linear,
                                      em_model_linear_elements, false};
 
+/* padding_idx is saved (from the start) only when the layer has one */
 static em_status save_embedding(const em_module *m, em_model_settings *s)
 {
     const em_tensor *w = m->params[0].value; /* (num, dim) */
-    em_status st = em_model_settings_set_int(s, "num_embeddings", w->shape[0]);
-    return st ? st : em_model_settings_set_int(s, "embedding_dim", w->shape[1]);
+    em_embedding_opts o;
+    em_status st = em_embedding_layer_config(m, &o);
+    st = st ? st : em_model_settings_set_int(s, "num_embeddings", w->shape[0]);
+    st = st ? st : em_model_settings_set_int(s, "embedding_dim", w->shape[1]);
+    return st || !o.has_padding_idx ? st : em_model_settings_set_int(s, "padding_idx",
+                                                                     o.padding_idx);
 }
 
 static em_status read_embedding(const em_model_settings *s, int64_t *num, int64_t *dim)
@@ -115,7 +120,11 @@ static em_module *build_embedding(const em_model_settings *s, em_module **kids, 
 {
     (void)kids, (void)n;
     int64_t num, dim;
-    return read_embedding(s, &num, &dim) ? NULL : em_embedding_layer(num, dim);
+    em_embedding_opts o = {.has_padding_idx = em_model_settings_has(s, "padding_idx")};
+    if (read_embedding(s, &num, &dim) ||
+        (o.has_padding_idx && em_model_settings_int(s, "padding_idx", 0, num - 1, &o.padding_idx)))
+        return NULL;
+    return em_embedding_layer_opts(num, dim, o);
 }
 
 static double embedding_elements(const em_model_settings *s)

@@ -197,6 +197,16 @@ em_status em_batch_norm_layer_config(const em_module *m, double *eps, double *mo
 em_module *em_layer_norm_layer(int64_t normalized_size, double eps /* 0: 1e-5 */);
 em_module *em_dropout_layer(double p);
 em_module *em_embedding_layer(int64_t num, int64_t dim);
+typedef struct {
+    int64_t padding_idx;  /* used when has_padding_idx: in [-num, num), negative from the end */
+    bool has_padding_idx; /* false: no padding row (PyTorch's padding_idx=None) */
+} em_embedding_opts;
+/* An Embedding whose padding row starts at zero and gets no gradient (em_embedding_padded), as
+ * PyTorch's nn.Embedding(num, dim, padding_idx=...); em_embedding_layer is the form without. */
+em_module *em_embedding_layer_opts(int64_t num, int64_t dim, em_embedding_opts o);
+/* An Embedding module's options, padding_idx counted from the start; EM_ERR_ARG for any other
+ * module */
+em_status em_embedding_layer_config(const em_module *m, em_embedding_opts *o);
 em_module *em_flatten_layer(void); /* flattens all dims after the first */
 em_module *em_relu_layer(void);
 em_module *em_leaky_relu_layer(double negative_slope);

@@ -435,6 +435,15 @@ static em_module *redrawn(em_module *m, double std)
     return m;
 }
 
+/* padding_idx changes only training: the export is the plain Gather, zero padding row and all */
+Test(onnx, padded_embedding_matches_onnxruntime)
+{
+    em_manual_seed(12);
+    em_module *emb = em_embedding_layer_opts(11, 4, (em_embedding_opts){.padding_idx = 0,
+                                                                        .has_padding_idx = true});
+    check_sequence(em_sequential(2, emb, em_linear_layer(4, 3, true)), 0, 11, "--present Gather");
+}
+
 Test(onnx, conv1d_matches_onnxruntime)
 {
     em_manual_seed(13);

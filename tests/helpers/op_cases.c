@@ -834,10 +834,79 @@ static em_tensor *c_embedding(em_tensor *const *x, em_device d)
     (void)d;
     return em_embedding(x[0], x[1]);
 }
+/* the padding row (the last) is never looked up here: its zero gradient is then the true one,
+ * which finite differences can check (tests/autograd/test_ops_indexing.c looks it up) */
+static em_tensor *c_embedding_padded(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_embedding_padded(x[0], x[1], -1);
+}
 static em_tensor *c_one_hot(em_tensor *const *x, em_device d)
 {
     (void)d;
     return em_one_hot(x[0], 5);
+}
+
+/* ---- writing at indices ---- */
+
+/* an i64 index of shape s on the case's device */
+static em_tensor *index_on(em_shape s, const int64_t *v, em_device d)
+{
+    return on(em_from_data(s, EM_I64, v), d);
+}
+/* distinct columns per row (a repeated write has no derivative for the overwritten src) */
+static em_tensor *c_scatter(em_tensor *const *x, em_device d)
+{
+    const int64_t at[6] = {0, 4, 2, 3, 1, 0};
+    return em_scatter(x[0], 1, index_on(EM_SHAPE(2, 3), at, d), x[1]);
+}
+/* src (3, 5) larger than the index (2, 4): its corner is written */
+static em_tensor *c_scatter_wide_src(em_tensor *const *x, em_device d)
+{
+    const int64_t at[8] = {2, 0, 1, 0, 0, 1, 2, 2};
+    return em_scatter(x[0], 0, index_on(EM_SHAPE(2, 4), at, d), x[1]);
+}
+static em_tensor *c_scatter_value(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_scatter_value(x[0], 1, x[1], -1.5);
+}
+static em_tensor *c_scatter_add0(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_scatter_add(x[0], 0, x[2], x[1]);
+}
+static em_tensor *c_scatter_add1(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_scatter_add(x[0], 1, x[2], x[1]);
+}
+static em_tensor *c_index_fill(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_index_fill(x[0], 1, x[1], 2.5);
+}
+/* x (4, 3) at rows (0, -1, 2) by columns ((1), (2)): six distinct positions, or (accumulate)
+ * rows (0, -1, 0), which meet twice */
+static em_tensor *index_put_grid(em_tensor *const *x, em_device d, bool accumulate)
+{
+    const int64_t rows[3] = {0, -1, accumulate ? 0 : 2}, cols[2] = {1, 2};
+    em_tensor *at[2] = {index_on(EM_SHAPE(3), rows, d), index_on(EM_SHAPE(2, 1), cols, d)};
+    return em_index_put(x[0], at, 2, x[1], accumulate);
+}
+static em_tensor *c_index_put(em_tensor *const *x, em_device d)
+{
+    return index_put_grid(x, d, false);
+}
+static em_tensor *c_index_put_accumulate(em_tensor *const *x, em_device d)
+{
+    return index_put_grid(x, d, true);
+}
+static em_tensor *c_index_put_rows(em_tensor *const *x, em_device d)
+{
+    const int64_t rows[2] = {2, 0};
+    em_tensor *at = index_on(EM_SHAPE(2), rows, d);
+    return em_index_put(x[0], &at, 1, x[1], false);
 }
 
 /* ---- masking, choosing by value, sampling ---- */
@@ -1495,6 +1564,17 @@ const em_op_case em_op_cases[] = {
     {"index_select_dim1", c_index_select1, 2, {IN(3, 5, 2), INDEX(5, 4)}, VIEWS},
     {"gather", c_gather, 2, {IN(3, 6), INDEX(6, 3, 4)}, VIEWS},
     {"embedding", c_embedding, 2, {IN(7, 4), INDEX(7, 2, 5)}, VIEWS},
+    {"embedding_padded", c_embedding_padded, 2, {IN(7, 4), INDEX(6, 2, 5)}, VIEWS},
+    {"scatter", c_scatter, 2, {IN(3, 5), IN(2, 3)}, ALL_LAYOUTS},
+    {"scatter_wide_src", c_scatter_wide_src, 2, {IN(3, 4), IN(3, 5)}, VIEWS},
+    {"scatter_value", c_scatter_value, 2, {IN(3, 4), INDEX(4, 3, 6)}, ALL_LAYOUTS},
+    {"scatter_add_dim0", c_scatter_add0, 3, {IN(3, 4), IN(5, 4), INDEX(3, 5, 4)}, ALL_LAYOUTS},
+    {"scatter_add_dim1_small_index", c_scatter_add1, 3,
+     {IN(2, 3, 4), IN(2, 5, 4), INDEX(3, 2, 5, 3)}, VIEWS},
+    {"index_fill", c_index_fill, 2, {IN(3, 4), INDEX(4, 3)}, ALL_LAYOUTS},
+    {"index_put", c_index_put, 2, {IN(4, 3), IN(3)}, VIEWS},
+    {"index_put_accumulate", c_index_put_accumulate, 2, {IN(4, 3), IN(2, 3)}, ALL_LAYOUTS},
+    {"index_put_rows", c_index_put_rows, 2, {IN(3, 2, 2), IN(2, 1)}, VIEWS},
     {"one_hot", c_one_hot, 1, {INDEX(5, 2, 3)}, EM_CASE_NO_GRAD | EM_CASE_EXACT},
     {"masked_fill", c_masked_fill, 2, {IN(3, 4), FIXED(4)}, VIEWS},
     {"tril", c_tril, 1, {IN(2, 3, 4)}, VIEWS},

@@ -400,6 +400,40 @@ Test(model_file, truncated_and_edited_metadata)
     assert_refused("expected 'ember.model' {\"version\": 1");
 }
 
+/* padding_idx only changes training: the loaded layer keeps it and its padding row gets no
+ * gradient; a layer without one saves no 'padding_idx' */
+Test(model_file, embedding_padding_idx)
+{
+    em_manual_seed(3);
+    em_embedding_opts o = {.padding_idx = -1, .has_padding_idx = true};
+    em_module *m = em_embedding_layer_opts(5, 2, o);
+    cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
+    em_module_free(m);
+    em_module *r = em_model_load(model_path());
+    cr_assert(r, "%s", em_error());
+    cr_assert_eq(em_embedding_layer_config(r, &o), EM_OK);
+    cr_assert(o.has_padding_idx && o.padding_idx == 4, "padding_idx %lld",
+              (long long)o.padding_idx);
+    em_tensor *ids = em_from_data(EM_SHAPE(2), EM_I64, (int64_t[]){4, 1});
+    cr_assert_eq(em_backward(em_sum_all(em_forward(r, ids))), EM_OK, "%s", em_error());
+    double g[10];
+    em_copy_to_host(em_module_find(r, "weight")->grad, EM_F64, g);
+    cr_assert(g[2] == 1 && g[3] == 1 && g[8] == 0 && g[9] == 0, "row 1 trained, row 4 not");
+    em_module_free(r);
+
+    rewrite("\"padding_idx\":4", "\"padding_idx\":5");
+    assert_refused("Embedding '(root)': setting 'padding_idx' is 5, outside [0, 4]");
+
+    m = em_embedding_layer(5, 2);
+    cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
+    em_module_free(m);
+    r = em_model_load(model_path());
+    cr_assert(r, "%s", em_error());
+    cr_assert_eq(em_embedding_layer_config(r, &o), EM_OK);
+    cr_assert(!o.has_padding_idx);
+    em_module_free(r);
+}
+
 Test(model_file, quantized_setting_missing)
 {
     em_module *m = em_sequential(1, em_linear_layer(3, 2, true));

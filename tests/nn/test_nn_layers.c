@@ -330,6 +330,35 @@ Test(nn_layers, embedding_lookup)
     em_module_free(big);
 }
 
+Test(nn_layers, embedding_padding_row_starts_at_zero_and_stays_there)
+{
+    em_module *e = em_embedding_layer_opts(4, 3, (em_embedding_opts){.padding_idx = -2,
+                                                                      .has_padding_idx = true});
+    cr_assert_not_null(e, "%s", em_error());
+    em_tensor *w = em_module_find(e, "weight");
+    double row2[3];
+    em_copy_to_host(em_narrow(w, 0, 2, 1), EM_F64, row2);
+    cr_assert(row2[0] == 0 && row2[1] == 0 && row2[2] == 0, "the padding row starts at zero");
+    em_embedding_opts o;
+    cr_assert_eq(em_embedding_layer_config(e, &o), EM_OK);
+    cr_assert(o.has_padding_idx && o.padding_idx == 2, "padding_idx counted from the start");
+
+    /* the gradient of every looked-up row but the padding one */
+    em_tensor *idx = em_from_data(EM_SHAPE(3), EM_I64, (int64_t[]){2, 0, 2});
+    cr_assert_eq(em_backward(em_sum_all(run(e, idx))), EM_OK, "%s", em_error());
+    expect(w->grad, EM_SHAPE(4, 3), (double[]){1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 0);
+    em_module_free(e);
+
+    cr_assert_null(em_embedding_layer_opts(4, 3, (em_embedding_opts){.padding_idx = 4,
+                                                                      .has_padding_idx = true}));
+    cr_assert_str_eq(em_error(), "em_embedding_layer: padding_idx 4 is outside [-4, 4)");
+    em_error_clear();
+    em_module *relu = em_relu_layer();
+    cr_assert_eq(em_embedding_layer_config(relu, &o), EM_ERR_ARG);
+    em_error_clear();
+    em_module_free(relu);
+}
+
 Test(nn_layers, dropout_rate_scaling_and_determinism)
 {
     em_module *d = em_dropout_layer(0.25);
