@@ -10,19 +10,18 @@
 static em_status update_running(const em_tensor *x, em_tensor *running_mean,
                                 em_tensor *running_var, double momentum)
 {
-    int positions = 2, samples = 0;
+    int position_dim = 2, sample_dim = 0;
     bool grad = em_set_grad_enabled(false);
     em_scope_begin();
     em_tensor *inst = em_reshape(x, EM_SHAPE(x->shape[0], x->shape[1], -1)); // (N, C, HW)
+    em_tensor *mean = em_mean(inst, &position_dim, 1, false);                // (N, C)
+    em_tensor *var = em_var(inst, &position_dim, 1, 1, false);               // (N, C) unbiased
     em_status st = EM_OK;
     if (running_mean)
-        st = em_norm_update_running(
-            running_mean, em_mean(em_mean(inst, &positions, 1, false), &samples, 1, false),
-            momentum);
+        st = em_norm_update_running(running_mean, em_mean(mean, &sample_dim, 1, false),
+                                    momentum);
     if (running_var && st == EM_OK)
-        st = em_norm_update_running(
-            running_var, em_mean(em_var(inst, &positions, 1, 1, false), &samples, 1, false),
-            momentum);
+        st = em_norm_update_running(running_var, em_mean(var, &sample_dim, 1, false), momentum);
     em_scope_end();
     em_set_grad_enabled(grad);
     return st;
