@@ -8,10 +8,12 @@ static void LN_FN(row)(int64_t cols, const REAL *x, const REAL *w, const REAL *b
                        REAL *y, double *st)
 {
     double sum = 0;
+    #pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < cols; j++)
         sum += x[j];
     const double mean = sum / (double)cols;
     double ss = 0;
+    #pragma omp simd reduction(+ : ss)
     for (int64_t j = 0; j < cols; j++) {
         const double d = x[j] - mean;
         ss += d * d;
@@ -42,6 +44,7 @@ static void LN_FN(row_grad)(int64_t cols, const REAL *x, const REAL *w, const do
 {
     const REAL m = (REAL)st[0], r = (REAL)st[1];
     double sg = 0, sgh = 0;
+    #pragma omp simd reduction(+ : sg, sgh)
     for (int64_t j = 0; j < cols; j++) {
         const REAL g = w ? gy[j] * w[j] : gy[j];
         sg += g;

@@ -2,6 +2,7 @@
  * per-channel sums go through em_dist_sum_over_ranks (whose backward sums the gradients over
  * ranks), mean first, then the variance around it, as one process over the whole batch would
  * compute them. Made by retyping a BatchNorm module in place: same parameters and buffers. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,14 @@ static em_tensor *per_channel(const em_tensor *v, const em_tensor *x)
     return em_reshape(v, s);
 }
 
+/* The factor a training step moves the running statistics by: momentum, or 1 / the batches
+ * counted with this one for EM_BN_CUMULATIVE_AVERAGE (NaN with em_item's error). */
+static double step_momentum(const em_module *m, const sync_type *t)
+{
+    return t->momentum == EM_BN_CUMULATIVE_AVERAGE ? 1.0 / (em_item(m->buffers[2].value) + 1)
+                                                    : t->momentum;
+}
+
 /* x (N, C, *) -> normalised over the whole distributed batch */
 static em_tensor *sync_forward_training(em_module *m, const sync_type *t, const em_tensor *x)
 {
@@ -62,10 +71,11 @@ static em_tensor *sync_forward_training(em_module *m, const sync_type *t, const 
     em_tensor *centred = em_sub(x, mean);                                     // (N, C, *)
     em_tensor *var = em_mul_scalar(sum_all_ranks(em_square(centred)), 1.0 / n); // (1, C, 1, ...)
     bool grad = em_set_grad_enabled(false);
-    em_status st = mean && var ? update_running(running_mean, mean, t->momentum)
-                               : em_error_status();
+    double momentum = step_momentum(m, t);
+    em_status st = mean && var && !isnan(momentum)
+                       ? update_running(running_mean, mean, momentum) : em_error_status();
     if (st == EM_OK)
-        st = update_running(running_var, em_mul_scalar(var, n / (n - 1)), t->momentum);
+        st = update_running(running_var, em_mul_scalar(var, n / (n - 1)), momentum);
     if (st == EM_OK)
         st = em_fill_(m->buffers[2].value, em_item(m->buffers[2].value) + 1);
     em_set_grad_enabled(grad);
@@ -85,9 +95,11 @@ static em_tensor *sync_forward(em_module *m, const em_tensor *x)
     }
     if (m->training && em_dist_initialized())
         return sync_forward_training(m, t, x);
-    em_tensor *y = em_batch_norm(x, m->buffers[0].value, m->buffers[1].value,
-                                 m->params[0].value, m->params[1].value, m->training,
-                                 t->momentum, t->eps);
+    double momentum = m->training ? step_momentum(m, t) : 0;
+    em_tensor *y = isnan(momentum) ? NULL
+                                   : em_batch_norm(x, m->buffers[0].value, m->buffers[1].value,
+                                                   m->params[0].value, m->params[1].value,
+                                                   m->training, momentum, t->eps);
     if (y && m->training)
         em_fill_(m->buffers[2].value, em_item(m->buffers[2].value) + 1);
     return y;

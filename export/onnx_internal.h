@@ -1,6 +1,7 @@
-/* What the ONNX exporter's files share beyond export/onnx.h: the mappings of the sequence and
- * attention layers (export/onnx_sequence.c, export/onnx_attention.c) that the table in
- * export/onnx_export.c names, and the GELU they write. Not installed. */
+/* What the ONNX exporter's files share beyond export/onnx.h: the mappings of the group and
+ * instance norms, sequence and attention layers (export/onnx_norm.c, export/onnx_sequence.c,
+ * export/onnx_attention.c) that the table in export/onnx_export.c names, and the GELU they
+ * write. Not installed. */
 #ifndef EMBER_EXPORT_ONNX_INTERNAL_H
 #define EMBER_EXPORT_ONNX_INTERNAL_H
 
@@ -17,6 +18,9 @@ const char *em_onnx_f32(em_onnx_builder *b, const char *local, float v);
 /* GELU of the current value: exact (erf) or with the tanh approximation */
 em_status em_onnx_gelu(em_onnx_builder *b, bool tanh_approximation);
 
+em_status em_onnx_export_group_norm(em_onnx_builder *b, const em_module *m, const char *layer);
+em_status em_onnx_export_instance_norm(em_onnx_builder *b, const em_module *m,
+                                       const char *layer);
 em_status em_onnx_export_rnn(em_onnx_builder *b, const em_module *m, const char *layer);
 em_status em_onnx_export_mha(em_onnx_builder *b, const em_module *m, const char *layer);
 /* Upsample as Resize, Pad as Pad (export/onnx_resample.c) */

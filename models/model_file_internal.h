@@ -19,10 +19,12 @@ const em_model_type *em_model_type_named(const char *name);
 const em_model_type *em_model_type_of(const em_module_type *t);
 
 /* The built-in types, in three tables (models/model_types_nn.c: containers, layers and
- * activations; models/model_types_seq.c: recurrent, attention, GPT and quantized;
- * models/model_types_resample.c: Upsample and Pad). */
+ * activations; models/model_types_norm.c: the normalisation layers; models/model_types_seq.c:
+ * recurrent, attention, GPT and quantized; models/model_types_resample.c: Upsample and Pad). */
 extern const em_model_type *const em_model_layer_types[];
 extern const int em_model_layer_type_count;
+extern const em_model_type *const em_model_norm_types[];
+extern const int em_model_norm_type_count;
 extern const em_model_type *const em_model_sequence_types[];
 extern const int em_model_sequence_type_count;
 extern const em_model_type *const em_model_resample_types[];
@@ -38,6 +40,12 @@ static inline void em_model_child_path(char out[EM_MODEL_PATH_CHARS], const char
 {
     snprintf(out, EM_MODEL_PATH_CHARS, "%s%s%s", parent, *parent ? "." : "", name);
 }
+
+/* A real setting that may be null (Python's None): set_none writes null under key; reading,
+ * *none says whether it is null, else *v is read as em_model_settings_real reads it. */
+em_status em_model_settings_set_none(em_model_settings *s, const char *key);
+em_status em_model_settings_real_or_none(const em_model_settings *s, const char *key,
+                                         double min, double max, double *v, bool *none);
 
 /* Linear's settings (in_features, out_features, bias), which QuantizedLinear shares: from w
  * (out, in), read back, and the elements they make (models/model_types_nn.c). */

@@ -18,6 +18,7 @@ static const em_model_type *find(const em_module_type *t, const char *name)
         const em_model_type *const *types;
         int n;
     } tables[] = {{em_model_layer_types, em_model_layer_type_count},
+                  {em_model_norm_types, em_model_norm_type_count},
                   {em_model_sequence_types, em_model_sequence_type_count},
                   {em_model_resample_types, em_model_resample_type_count},
                   {user_types, n_user_types}};

@@ -90,6 +90,19 @@ em_status em_model_settings_real(const em_model_settings *s, const char *key, do
     return EM_OK;
 }
 
+em_status em_model_settings_set_none(em_model_settings *s, const char *key)
+{
+    return set(s, key, json_null());
+}
+
+em_status em_model_settings_real_or_none(const em_model_settings *s, const char *key,
+                                         double min, double max, double *v, bool *none)
+{
+    json_t *j = s && key ? json_object_get(s->obj, key) : NULL;
+    *none = json_is_null(j);
+    return *none ? EM_OK : em_model_settings_real(s, key, min, max, v);
+}
+
 em_status em_model_settings_bool(const em_model_settings *s, const char *key, bool *v)
 {
     json_t *j = get(s, key);

@@ -318,91 +318,7 @@ static const em_model_type avg_pool = {&em_avg_pool2d_type, save_pool, build_avg
 static const em_model_type adaptive_pool = {&em_adaptive_avg_pool2d_type, save_adaptive,
                                             build_adaptive, NULL, false};
 
-/* ---- normalisation and dropout ---- */
-static em_status save_batch_norm(const em_module *m, em_model_settings *s)
-{
-    double eps, momentum;
-    em_status st = em_batch_norm_layer_config(m, &eps, &momentum);
-    st = st ? st : em_model_settings_set_int(s, "num_features", m->params[0].value->shape[0]);
-    st = st ? st : em_model_settings_set_real(s, "eps", eps);
-    return st ? st : em_model_settings_set_real(s, "momentum", momentum);
-}
-
-static em_status read_batch_norm(const em_model_settings *s, int64_t *f, double *eps,
-                                 double *momentum)
-{
-    em_status st = SIZE(s, "num_features", f);
-    st = st ? st : em_model_settings_real(s, "eps", 0, 1, eps);
-    return st ? st : em_model_settings_real(s, "momentum", 0, 1, momentum);
-}
-
-static em_module *build_batch_norm(const em_model_settings *s, bool two_d)
-{
-    int64_t f;
-    double eps, momentum;
-    if (read_batch_norm(s, &f, &eps, &momentum))
-        return NULL;
-    return two_d ? em_batch_norm2d_layer(f, eps, momentum)
-                 : em_batch_norm1d_layer(f, eps, momentum);
-}
-
-static em_module *build_batch_norm1d(const em_model_settings *s, em_module **kids, int n)
-{
-    (void)kids, (void)n;
-    return build_batch_norm(s, false);
-}
-
-static em_module *build_batch_norm2d(const em_model_settings *s, em_module **kids, int n)
-{
-    (void)kids, (void)n;
-    return build_batch_norm(s, true);
-}
-
-static double batch_norm_elements(const em_model_settings *s)
-{
-    int64_t f;
-    double eps, momentum;
-    /* weight, bias, running mean and variance, and the batch count */
-    return read_batch_norm(s, &f, &eps, &momentum) ? -1 : 4.0 * (double)f + 1;
-}
-
-static const em_model_type batch_norm1d = {&em_batch_norm1d_type, save_batch_norm,
-                                           build_batch_norm1d, batch_norm_elements, false};
-static const em_model_type batch_norm2d = {&em_batch_norm2d_type, save_batch_norm,
-                                           build_batch_norm2d, batch_norm_elements, false};
-
-static em_status save_layer_norm(const em_module *m, em_model_settings *s)
-{
-    double eps = 0;
-    em_layer_norm_layer_eps(m, &eps);
-    em_status st = em_model_settings_set_int(s, "normalized_shape", m->params[0].value->shape[0]);
-    return st ? st : em_model_settings_set_real(s, "eps", eps);
-}
-
-static em_status read_layer_norm(const em_model_settings *s, int64_t *size, double *eps)
-{
-    em_status st = SIZE(s, "normalized_shape", size);
-    return st ? st : em_model_settings_real(s, "eps", 0, 1, eps);
-}
-
-static em_module *build_layer_norm(const em_model_settings *s, em_module **kids, int n)
-{
-    (void)kids, (void)n;
-    int64_t size;
-    double eps;
-    return read_layer_norm(s, &size, &eps) ? NULL : em_layer_norm_layer(size, eps);
-}
-
-static double layer_norm_elements(const em_model_settings *s)
-{
-    int64_t size;
-    double eps;
-    return read_layer_norm(s, &size, &eps) ? -1 : 2.0 * (double)size;
-}
-
-static const em_model_type layer_norm = {&em_layer_norm_type, save_layer_norm, build_layer_norm,
-                                         layer_norm_elements, false};
-
+/* ---- dropout ---- */
 static em_status save_dropout(const em_module *m, em_model_settings *s)
 {
     double p = 0;
@@ -537,8 +453,7 @@ static const em_model_type activations[] = {
 
 const em_model_type *const em_model_layer_types[] = {
     &sequential, &module_list, &residual, &linear, &embedding, &conv1d, &conv2d,
-    &conv_transpose2d, &max_pool,
-    &avg_pool, &adaptive_pool, &batch_norm1d, &batch_norm2d, &layer_norm, &dropout,
+    &conv_transpose2d, &max_pool, &avg_pool, &adaptive_pool, &dropout,
     &activations[0], &activations[1], &activations[2], &activations[3], &activations[4],
     &activations[5], &activations[6], &activations[7], &activations[8], &activations[9],
     &activations[10], &activations[11], &activations[12], &activations[13], &activations[14],

@@ -1,54 +1,25 @@
 /* Batch normalisation as a composite of autograd ops (its gradients come from theirs): batch
- * statistics and a running-statistics update in training, the running statistics in eval. */
+ * statistics and a running-statistics update in training (an exponential moving average, or
+ * PyTorch's momentum=None cumulative average), the running statistics in eval. */
+#include <math.h>
 #include <stdio.h>
 
 #include "nn/nn_internal.h"
-
-/* (C) viewed as (1, C, 1, ...) to broadcast against x, in x's dtype */
-static em_tensor *per_channel(const em_tensor *v, const em_tensor *x)
-{
-    em_shape s = {.ndim = x->ndim};
-    for (int i = 0; i < x->ndim; i++)
-        s.d[i] = i == 1 ? x->shape[1] : 1;
-    em_tensor *r = em_reshape(v, s);
-    return r && r->dtype != x->dtype ? em_to_dtype(r, x->dtype) : r;
-}
-
-/* running = (1 - momentum) running + momentum stat, outside autograd */
-static em_status update_running(em_tensor *running, const em_tensor *stat, double momentum)
-{
-    em_tensor *old = em_to_dtype(em_reshape(running, em_shape_of(stat)), stat->dtype);
-    em_tensor *upd = em_add(em_mul_scalar(old, 1.0 - momentum), em_mul_scalar(stat, momentum));
-    return upd ? em_copy_(running, em_reshape(upd, em_shape_of(running))) : em_error_status();
-}
-
-static bool check_channel_vec(const em_tensor *v, int64_t c, const char *what, const em_tensor *x)
-{
-    if (!v || (v->ndim == 1 && v->shape[0] == c))
-        return true;
-    char bx[64], bv[64];
-    em_set_error(EM_ERR_ARG, "em_batch_norm: %s must have shape [%lld] for x %s, not %s", what,
-                 (long long)c, em_shape_str(x, bx, sizeof bx), em_shape_str(v, bv, sizeof bv));
-    return false;
-}
 
 /* x (N, C, *), running_mean, running_var, weight, bias (C) or NULL */
 em_tensor *em_batch_norm(const em_tensor *x, em_tensor *running_mean, em_tensor *running_var,
                          const em_tensor *weight, const em_tensor *bias, bool training,
                          double momentum, double eps)
 {
-    if (!em_present(x, "em_batch_norm", "x"))
+    const char *fn = "em_batch_norm";
+    if (!em_norm_check_input(fn, x))
         return NULL;
     char bx[64];
-    if (x->ndim < 2 || !em_dtype_is_float(x->dtype)) {
-        em_set_error(EM_ERR_ARG, "em_batch_norm: x must be floating point (N, C, *), not %s %s",
-                     em_dtype_name(x->dtype), em_shape_str(x, bx, sizeof bx));
-        return NULL;
-    }
     int64_t c = x->shape[1], n = c ? em_numel(x) / c : 0;
-    if (!check_channel_vec(running_mean, c, "running_mean", x) ||
-        !check_channel_vec(running_var, c, "running_var", x) ||
-        !check_channel_vec(weight, c, "weight", x) || !check_channel_vec(bias, c, "bias", x))
+    if (!em_norm_check_channels(fn, running_mean, "running_mean", x) ||
+        !em_norm_check_channels(fn, running_var, "running_var", x) ||
+        !em_norm_check_channels(fn, weight, "weight", x) ||
+        !em_norm_check_channels(fn, bias, "bias", x))
         return NULL;
     if (training && n <= 1) {
         em_set_error(EM_ERR_ARG, "em_batch_norm: training needs more than one value per channel: "
@@ -72,23 +43,23 @@ em_tensor *em_batch_norm(const em_tensor *x, em_tensor *running_mean, em_tensor 
         bool prev = em_set_grad_enabled(false);
         em_status st = EM_OK;
         if (mean && var && running_mean && running_var) {
-            st = update_running(running_mean, mean, momentum);
+            st = em_norm_update_running(running_mean, mean, momentum);
             em_tensor *unbiased = em_mul_scalar(var, (double)n / (double)(n - 1));
             if (st == EM_OK)
-                st = update_running(running_var, unbiased, momentum);
+                st = em_norm_update_running(running_var, unbiased, momentum);
         }
         em_set_grad_enabled(prev);
         if (st != EM_OK)
             mean = NULL; /* the error is set; the ops below pass the NULL on */
     } else {
-        mean = per_channel(running_mean, x);
-        var = per_channel(running_var, x);
+        mean = em_norm_per_channel(running_mean, x);
+        var = em_norm_per_channel(running_var, x);
     }
     em_tensor *y = em_mul(em_sub(x, mean), em_rsqrt(em_add_scalar(var, eps)));
     if (weight)
-        y = em_mul(y, per_channel(weight, x));
+        y = em_mul(y, em_norm_per_channel(weight, x));
     if (bias)
-        y = em_add(y, per_channel(bias, x));
+        y = em_add(y, em_norm_per_channel(bias, x));
     em_keep(y);
     em_scope_end();
     return y;
@@ -98,7 +69,7 @@ typedef struct {
     em_module base;
     int64_t features;
     int min_ndim, max_ndim; /* accepted input ranks */
-    double eps, momentum;
+    double eps, momentum; /* momentum: EM_BN_CUMULATIVE_AVERAGE or in (0, 1] */
 } batch_norm_layer; /* params: weight, bias (features); buffers: running_mean, running_var
                        (features), num_batches_tracked (i64 scalar) */
 
@@ -112,10 +83,15 @@ static em_tensor *batch_norm_forward(em_module *m, const em_tensor *x)
                      em_shape_str(x, buf, sizeof buf));
         return NULL;
     }
-    em_tensor *y = em_batch_norm(x, m->buffers[0].value, m->buffers[1].value, m->params[0].value,
-                                 m->params[1].value, m->training, b->momentum, b->eps);
-    if (y && m->training) { /* counted on the buffer's device: no read back to the host */
-        em_tensor *tracked = m->buffers[2].value;
+    em_tensor *tracked = m->buffers[2].value;
+    double momentum = b->momentum; /* the cumulative average weighs this batch 1 / batches */
+    if (m->training && momentum == EM_BN_CUMULATIVE_AVERAGE)
+        momentum = 1.0 / (em_item(tracked) + 1);
+    em_tensor *y = isnan(momentum) ? NULL /* em_item's error stays */
+                                   : em_batch_norm(x, m->buffers[0].value, m->buffers[1].value,
+                                                   m->params[0].value, m->params[1].value,
+                                                   m->training, momentum, b->eps);
+    if (y && m->training) { /* counted on the buffer's device, read back only just above */
         em_scope_begin();
         em_status st = em_copy_(tracked, em_add_scalar(tracked, 1));
         em_scope_end();
@@ -130,7 +106,10 @@ static em_tensor *batch_norm_forward(em_module *m, const em_tensor *x)
 static void batch_norm_describe(const em_module *m, char *buf, size_t n)
 {
     const batch_norm_layer *b = (const batch_norm_layer *)m;
-    snprintf(buf, n, "%lld, eps=%g, momentum=%g", (long long)b->features, b->eps, b->momentum);
+    if (b->momentum == EM_BN_CUMULATIVE_AVERAGE)
+        snprintf(buf, n, "%lld, eps=%g, momentum=None", (long long)b->features, b->eps);
+    else
+        snprintf(buf, n, "%lld, eps=%g, momentum=%g", (long long)b->features, b->eps, b->momentum);
 }
 
 const em_module_type em_batch_norm1d_type = {"BatchNorm1d", batch_norm_forward, NULL,
@@ -149,9 +128,11 @@ bool em_batch_norm_layer_eps(const em_module *m, double *eps)
 static em_module *batch_norm_layer_new(const em_module_type *type, int64_t features, double eps,
                                        double momentum, const char *fn)
 {
-    if (features <= 0 || eps < 0 || momentum < 0 || momentum > 1) {
-        em_set_error(EM_ERR_ARG, "%s: bad arguments: features %lld, eps %g, momentum %g", fn,
-                     (long long)features, eps, momentum);
+    bool cumulative = momentum == EM_BN_CUMULATIVE_AVERAGE;
+    if (features <= 0 || !(eps >= 0) || (!cumulative && !(momentum >= 0 && momentum <= 1))) {
+        em_set_error(EM_ERR_ARG, "%s: bad arguments: features %lld, eps %g, momentum %g (in "
+                     "[0, 1], or EM_BN_CUMULATIVE_AVERAGE)", fn, (long long)features, eps,
+                     momentum);
         return NULL;
     }
     batch_norm_layer *b = (batch_norm_layer *)em_module_alloc(sizeof *b, type);

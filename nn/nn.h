@@ -190,11 +190,33 @@ em_module *em_upsample_layer(em_interpolate_opts o);
 /* em_pad(x, pads, n_pads (2, 4 or 6), mode, value): PyTorch's ZeroPad, ConstantPad,
  * ReflectionPad and ReplicationPad 1d/2d/3d in one layer */
 em_module *em_pad_layer(const int64_t *pads, int n_pads, em_pad_mode mode, double value);
+/* BatchNorm's momentum for PyTorch's momentum=None: the running statistics are the cumulative
+ * average of every training batch's, running += (batch - running) / num_batches_tracked */
+#define EM_BN_CUMULATIVE_AVERAGE (-1.0)
+/* x (N, C) or (N, C, L) for 1d, (N, C, H, W) for 2d; buffers running_mean, running_var (C) and
+ * num_batches_tracked (i64 0-d), counted in each training step */
 em_module *em_batch_norm1d_layer(int64_t features, double eps /* 0: 1e-5 */, double momentum /* 0: 0.1 */);
 em_module *em_batch_norm2d_layer(int64_t channels, double eps, double momentum);
-/* eps and momentum of a BatchNorm1d/2d module; EM_ERR_ARG for any other module */
+/* eps and momentum of a BatchNorm1d/2d module (EM_BN_CUMULATIVE_AVERAGE for the cumulative
+ * average); EM_ERR_ARG for any other module */
 em_status em_batch_norm_layer_config(const em_module *m, double *eps, double *momentum);
 em_module *em_layer_norm_layer(int64_t normalized_size, double eps /* 0: 1e-5 */);
+/* nn.GroupNorm: x (N, channels, *), channels divisible by num_groups; affine: weight and bias
+ * (channels), as PyTorch's default affine=True */
+em_module *em_group_norm_layer(int64_t num_groups, int64_t channels, double eps /* 0: 1e-5 */,
+                               bool affine);
+typedef struct {
+    double eps;               /* 0: 1e-5 */
+    double momentum;          /* 0: 0.1 */
+    bool affine;              /* weight and bias (num_features); PyTorch's default false */
+    bool track_running_stats; /* running_mean, running_var (num_features) and
+                                 num_batches_tracked buffers, updated in training and used in
+                                 eval; PyTorch's default false */
+} em_instance_norm_opts;
+/* nn.InstanceNorm1d: x (N, C, L) or unbatched (C, L); nn.InstanceNorm2d: x (N, C, H, W) or
+ * (C, H, W). C must be num_features when affine or tracking. */
+em_module *em_instance_norm1d_layer(int64_t num_features, em_instance_norm_opts o);
+em_module *em_instance_norm2d_layer(int64_t num_features, em_instance_norm_opts o);
 em_module *em_dropout_layer(double p);
 em_module *em_embedding_layer(int64_t num, int64_t dim);
 typedef struct {
@@ -321,6 +343,17 @@ em_tensor *em_batch_norm(const em_tensor *x, em_tensor *running_mean, em_tensor 
                          double momentum, double eps);
 em_tensor *em_layer_norm(const em_tensor *x, int64_t normalized_size, const em_tensor *weight,
                          const em_tensor *bias, double eps);
+/* F.group_norm: x (N, C, *) normalised over each of num_groups groups of C / num_groups
+ * channels and all their positions, then weight and bias (C) or NULL per channel */
+em_tensor *em_group_norm(const em_tensor *x, int64_t num_groups, const em_tensor *weight,
+                         const em_tensor *bias, double eps);
+/* F.instance_norm: x (N, C, *) normalised per sample and channel over its positions
+ * (use_input_stats; running_mean, running_var (C) or NULL then move towards the batch's: the
+ * mean over samples of each instance's mean and unbiased variance), or by running_mean and
+ * running_var (use_input_stats false); weight and bias (C) or NULL */
+em_tensor *em_instance_norm(const em_tensor *x, em_tensor *running_mean, em_tensor *running_var,
+                            const em_tensor *weight, const em_tensor *bias, bool use_input_stats,
+                            double momentum, double eps);
 em_tensor *em_adaptive_avg_pool2d(const em_tensor *x, int64_t out_h, int64_t out_w);
 
 /* ---- losses ---- */

@@ -81,6 +81,20 @@ bool em_cross_entropy_opts_ok(const em_tensor *in, int64_t c, em_cross_entropy_o
 em_tensor *em_cross_entropy_probs(const em_tensor *logits, const em_tensor *target,
                                   em_cross_entropy_opts o);
 
+/* ---- the batch, instance and group norms (nn/norm_channels.c) ---- */
+/* Whether x is a floating-point (N, C, *); else false with an error naming fn. */
+bool em_norm_check_input(const char *fn, const em_tensor *x);
+/* Whether v is NULL or (C) for x (N, C, *); else false with an error naming fn and what. */
+bool em_norm_check_channels(const char *fn, const em_tensor *v, const char *what,
+                            const em_tensor *x);
+/* The positions of each channel of x (N, C, *): the product of the dims after C */
+int64_t em_norm_positions(const em_tensor *x);
+/* v (C) viewed as (1, C, 1, ...) to broadcast against x (N, C, *), in x's dtype */
+em_tensor *em_norm_per_channel(const em_tensor *v, const em_tensor *x);
+/* running = (1 - momentum) running + momentum stat (stat holding running's elements); the
+ * caller turns gradients off */
+em_status em_norm_update_running(em_tensor *running, const em_tensor *stat, double momentum);
+
 /* A host f32 copy of t's elements in row-major order (nn/host_copy.c), or NULL with an error
  * naming fn; the caller frees it. */
 float *em_host_f32(const em_tensor *t, const char *fn);
@@ -95,7 +109,8 @@ extern const em_module_type em_sequential_type, em_linear_type, em_conv2d_type, 
     em_tanh_type, em_sigmoid_type, em_softmax_type, em_flatten_type, em_embedding_type,
     em_residual_type, em_lstm_type, em_gru_type, em_multihead_attention_type,
     em_transformer_encoder_layer_type, em_module_list_type, em_conv_transpose2d_type,
-    em_upsample_type, em_pad_type;
+    em_upsample_type, em_pad_type, em_group_norm_type, em_instance_norm1d_type,
+    em_instance_norm2d_type;
 /* m's type; for a module em_checkpoint_module or em_checkpoint_sequential changed, the type it
  * had before (nn/checkpointed_module.c). */
 const em_module_type *em_module_own_type(const em_module *m);
@@ -131,6 +146,10 @@ typedef struct {
 } em_activation_config;
 bool em_activation_layer_config(const em_module *m, em_activation_config *c); /* activations */
 bool em_batch_norm_layer_eps(const em_module *m, double *eps);
+bool em_group_norm_layer_config(const em_module *m, int64_t *num_groups, int64_t *channels,
+                                double *eps, bool *affine);
+bool em_instance_norm_layer_config(const em_module *m, int64_t *features,
+                                   em_instance_norm_opts *o); /* InstanceNorm1d/2d */
 bool em_layer_norm_layer_eps(const em_module *m, double *eps);
 int64_t em_multihead_attention_heads(const em_module *m); /* 0 for any other module */
 /* norm_first and the feed-forward activation of a TransformerEncoderLayer */

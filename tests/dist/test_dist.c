@@ -347,6 +347,15 @@ Test(dist, equivalence_sync_batch_norm, .timeout = 300, .init = make_dir, .fini 
     cr_expect_leq(d, 1e-5, "largest parameter or buffer difference %g", d);
 }
 
+/* The same with the cumulative average (momentum=None) of every step's statistics. */
+Test(dist, equivalence_sync_batch_norm_cumulative_average, .timeout = 300, .init = make_dir,
+     .fini = remove_dir)
+{
+    int64_t per_step;
+    double d = equivalence("--syncbn 2", &per_step);
+    cr_expect_leq(d, 1e-5, "largest parameter or buffer difference %g", d);
+}
+
 /* 6 steps straight, against 3 steps, a checkpoint, and a new run resumed from it for 3 more:
  * bit for bit, with dropout drawing from each rank's own generator. */
 Test(dist, checkpoint_resume_is_bit_exact, .timeout = 300, .init = make_dir, .fini = remove_dir)

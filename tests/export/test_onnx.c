@@ -1,9 +1,10 @@
 /* ONNX export: the protobuf encoder's bytes against hand-encoded golden values, and exported
  * models (the MLP and CNN recipes' shapes, a CNN with folded BatchNorm, every other supported
- * layer, a user's module type with a registered exporter; residual blocks, LSTM, GRU, attention,
- * transformer layers and GPT with dynamic batch and sequence axes) checked by the real consumers in the
- * setup venv: onnx.checker and onnxruntime, whose output on a batch of a different size than the
- * export example must match ember's within 1e-5. */
+ * layer, the group and instance norms, a user's module type with a registered exporter;
+ * residual blocks, LSTM, GRU, attention, transformer layers and GPT with dynamic batch and
+ * sequence axes) checked by the real consumers in the setup venv: onnx.checker and onnxruntime,
+ * whose output on a batch of a different size than the export example must match ember's
+ * within 1e-5. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -479,6 +480,53 @@ Test(onnx, same_padding_dilated_pool_and_conv_transpose_match_onnxruntime)
         em_flatten_layer(), em_linear_layer(3 * 9, 2, true));
     em_scope_end();
     check_export(seq, EM_SHAPE(1, 2, 9), NULL);
+}
+
+/* m's weights and biases N(0.5, 1) and running variances in [0.2, 3), away from their defaults */
+static em_module *trained_norm(em_module *m, uint64_t seed)
+{
+    cr_assert_not_null(m, "%s", em_error());
+    em_generator gen = em_generator_new(seed);
+    for (int i = 0; i < m->n_params; i++)
+        em_copy_(m->params[i].value, em_normal(em_shape_of(m->params[i].value), EM_F32, 0.5, 1,
+                                               &gen));
+    em_tensor *mean = em_module_find(m, "running_mean"), *var = em_module_find(m, "running_var");
+    if (mean && var) {
+        em_copy_(mean, em_normal(em_shape_of(mean), EM_F32, 0, 0.5, &gen));
+        em_copy_(var, em_uniform(em_shape_of(var), EM_F32, 0.2, 3.0, &gen));
+    }
+    return m;
+}
+
+/* GroupNorm as Reshape, InstanceNormalization, Reshape, Mul, Add; InstanceNorm as
+ * InstanceNormalization, or BatchNormalization by the running statistics it tracks. */
+Test(onnx, group_and_instance_norms_match_onnxruntime)
+{
+    em_manual_seed(14);
+    em_scope_begin();
+    em_instance_norm_opts tracked = {.affine = true, .track_running_stats = true};
+    em_module *m = em_sequential(
+        9, em_conv2d_layer(2, 6, 3, (em_conv2d_layer_opts){.padding = 1}),
+        trained_norm(em_group_norm_layer(3, 6, 0, true), 21), em_relu_layer(),
+        trained_norm(em_instance_norm2d_layer(6, tracked), 22),
+        em_group_norm_layer(2, 6, 1e-3, false),
+        trained_norm(em_instance_norm2d_layer(6, (em_instance_norm_opts){.affine = true}), 23),
+        em_instance_norm2d_layer(6, (em_instance_norm_opts){0}), em_flatten_layer(),
+        em_linear_layer(6 * 5 * 5, 3, true));
+    em_module *m1 = em_sequential(
+        3, em_conv1d_layer(2, 4, 3, (em_conv1d_layer_opts){0}),
+        trained_norm(em_instance_norm1d_layer(4, (em_instance_norm_opts){.affine = true}), 24),
+        trained_norm(em_group_norm_layer(2, 4, 0, true), 25));
+    em_module *unbatched = trained_norm(em_instance_norm1d_layer(3, tracked), 26);
+    em_module *unbatched_plain = em_instance_norm1d_layer(3, (em_instance_norm_opts){0});
+    em_scope_end();
+    check_export(m, EM_SHAPE(1, 2, 5, 5), "--present InstanceNormalization");
+    check_export(m1, EM_SHAPE(1, 2, 9), "--present InstanceNormalization");
+    /* (C, L): dim 0 is the channels, fixed */
+    export_check fixed = {.example = EM_SHAPE(3, 6), .run = EM_SHAPE(3, 6),
+                          .opts = {.fixed_batch = true}};
+    check_export_with(unbatched, fixed);
+    check_export_with(unbatched_plain, fixed);
 }
 
 Test(onnx, residual_blocks_match_onnxruntime)

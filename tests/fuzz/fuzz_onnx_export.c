@@ -1,6 +1,6 @@
 /* libFuzzer target: module trees built from the input's bytes (Sequentials nested and appended
  * into, every layer type the ONNX exporter maps and some it refuses, odd shapes, odd and long
- * child names, NaN or Inf weights, odd batch norm statistics) exported with em_onnx_export. An
+ * child names, NaN or Inf weights, odd norm statistics) exported with em_onnx_export. An
  * export must fail with a message and leave no file, or write a file that parses as ONNX: every
  * field well formed, every string UTF-8, each initializer's bytes matching its dims, each value
  * defined once and before a node uses it. */
@@ -65,7 +65,7 @@ static em_module *make_layer(choices *c, const em_tensor *x)
     int64_t last = x && x->ndim ? x->shape[x->ndim - 1] : 4;
     int64_t ch = x && x->ndim > 1 ? x->shape[1] : 3;
     int64_t f = last + rarely(c, 8), k = 1 + pick(c, 3);
-    switch (pick(c, 22)) {
+    switch (pick(c, 25)) {
     case 0: return em_linear_layer(f, 1 + pick(c, 6), pick(c, 2));
     case 1: {
         int64_t out = 1 + pick(c, 4), groups = rarely(c, 3) ? ch : 1;
@@ -93,6 +93,12 @@ static em_module *make_layer(choices *c, const em_tensor *x)
     case 18: return em_residual(em_relu_layer(), NULL);    /* no ONNX mapping */
     case 19: return em_module_list(1, em_relu_layer());    /* no ONNX mapping */
     case 20: return em_conv1d_layer(ch, 2, k, (em_conv1d_layer_opts){0}); /* no mapping */
+    case 21: return em_group_norm_layer(pick(c, 2) ? 1 : ch, ch, 0, pick(c, 2));
+    case 22:
+    case 23: {
+        em_instance_norm_opts o = {.affine = pick(c, 2), .track_running_stats = pick(c, 2)};
+        return pick(c, 2) ? em_instance_norm2d_layer(ch, o) : em_instance_norm1d_layer(ch, o);
+    }
     default: return em_relu_layer();
     }
 }
@@ -253,7 +259,8 @@ static char *name_of(pb m, int num)
     return name;
 }
 
-/* An initializer: f32, its raw bytes 4 per element of its dims. */
+/* An initializer: f32 (type 1) or i64 (7, GroupNorm's shapes), its raw bytes 4 or 8 per element
+ * of its dims. */
 static void check_tensor(pb t)
 {
     int f;
@@ -267,7 +274,7 @@ static void check_tensor(pb t)
         else if (f == 9)
             raw = (uint64_t)(s.end - s.p);
     }
-    assert(type == 1 && raw == 4 * numel);
+    assert((type == 1 && raw == 4 * numel) || (type == 7 && raw == 8 * numel));
 }
 
 /* A node: inputs defined before, outputs new, op type and attribute names UTF-8. */

@@ -1088,6 +1088,40 @@ static em_tensor *c_batch_norm_stats(em_tensor *const *x, em_device d)
 {
     return batch_norm(x, d, true);
 }
+static em_tensor *c_group_norm(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_group_norm(x[0], 3, x[1], x[2], 1e-5);
+}
+static em_tensor *c_group_norm_plain(em_tensor *const *x, em_device d)
+{
+    (void)d;
+    return em_group_norm(x[0], 2, NULL, NULL, 1e-5);
+}
+/* instance norm over (N, C, L) by each instance's statistics, updating running statistics on
+ * the case's device (stats: those statistics after the step) */
+static em_tensor *instance_norm(em_tensor *const *x, em_device d, bool stats)
+{
+    em_tensor *mean = em_to_device(em_full(EM_SHAPE(3), x[0]->dtype, 0.2), d);
+    em_tensor *var = em_to_device(em_full(EM_SHAPE(3), x[0]->dtype, 1.5), d);
+    em_tensor *y = em_instance_norm(x[0], mean, var, x[1], x[2], true, 0.3, 1e-5);
+    return stats ? (y ? em_cat((em_tensor *[]){mean, var}, 2, 0) : NULL) : y;
+}
+static em_tensor *c_instance_norm(em_tensor *const *x, em_device d)
+{
+    return instance_norm(x, d, false);
+}
+static em_tensor *c_instance_norm_stats(em_tensor *const *x, em_device d)
+{
+    return instance_norm(x, d, true);
+}
+/* use_input_stats false: normalised by the running statistics */
+static em_tensor *c_instance_norm_running(em_tensor *const *x, em_device d)
+{
+    em_tensor *mean = em_to_device(em_full(EM_SHAPE(3), x[0]->dtype, 0.2), d);
+    em_tensor *var = em_to_device(em_full(EM_SHAPE(3), x[0]->dtype, 1.5), d);
+    return em_instance_norm(x[0], mean, var, x[1], x[2], false, 0.1, 1e-5);
+}
 
 /* ---- random numbers (global generator, seeded before each run) ---- */
 
@@ -1610,6 +1644,13 @@ const em_op_case em_op_cases[] = {
     {"batch_norm_training", c_batch_norm, 3, {IN(4, 3, 2, 2), IN(3), IN(3)}, VIEWS},
     {"batch_norm_running_stats", c_batch_norm_stats, 3, {IN(4, 3, 2, 2), IN(3), IN(3)},
      EM_CASE_NO_GRAD},
+    {"group_norm", c_group_norm, 3, {IN(2, 6, 2, 2), IN(6), IN(6)}, VIEWS},
+    {"group_norm_no_affine", c_group_norm_plain, 1, {IN(3, 4, 5)}, VIEWS},
+    {"instance_norm", c_instance_norm, 3, {IN(2, 3, 4), IN(3), IN(3)}, VIEWS},
+    {"instance_norm_running_stats", c_instance_norm_stats, 3, {IN(2, 3, 4), IN(3), IN(3)},
+     EM_CASE_NO_GRAD},
+    {"instance_norm_by_running_stats", c_instance_norm_running, 3, {IN(2, 3, 4), IN(3), IN(3)},
+     VIEWS},
     {"dropout", c_dropout, 1, {IN(5, 8)}, EM_CASE_RNG},
     {"rand_uniform", c_rand, 0, {NO_INPUT}, EM_CASE_NO_GRAD | EM_CASE_RNG | EM_CASE_EXACT},
     /* normal draws go through log/sin/cos, whose last bit may differ between libraries */

@@ -145,6 +145,43 @@ Test(model_file, max_pool_without_dilation_setting_loads)
     em_module_free(r);
 }
 
+/* GroupNorm, InstanceNorm (tracking or not, affine or not) and BatchNorm's cumulative average
+ * (momentum null in the file), after two training steps: the loaded model holds the same
+ * running statistics and batch count, and its next training step moves them the same way. */
+Test(model_file, group_instance_and_cumulative_batch_norms)
+{
+    em_manual_seed(10);
+    em_module *m = em_sequential(
+        7, em_conv2d_layer(3, 4, 3, (em_conv2d_layer_opts){.padding = 1}),
+        em_group_norm_layer(2, 4, 1e-4, true),
+        em_instance_norm2d_layer(4, (em_instance_norm_opts){
+            .momentum = 0.3, .affine = true, .track_running_stats = true}),
+        em_batch_norm2d_layer(4, 0, EM_BN_CUMULATIVE_AVERAGE), em_group_norm_layer(4, 4, 0, false),
+        em_instance_norm2d_layer(4, (em_instance_norm_opts){.eps = 1e-3}), em_flatten_layer());
+    cr_assert(m, "%s", em_error());
+    for (int step = 0; step < 2; step++)
+        cr_assert(em_forward(m, em_randn(EM_SHAPE(3, 3, 5, 5), EM_F32, NULL)), "%s", em_error());
+    cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
+    em_module *r = em_model_load(model_path());
+    cr_assert(r, "%s", em_error());
+    double eps, momentum;
+    cr_assert_eq(em_batch_norm_layer_config(em_module_child(r, "3"), &eps, &momentum),
+                 EM_OK);
+    cr_assert_eq(momentum, EM_BN_CUMULATIVE_AVERAGE);
+    cr_assert_eq(em_item(em_module_find(r, "3.num_batches_tracked")), 2);
+    em_tensor *x = em_randn(EM_SHAPE(2, 3, 5, 5), EM_F32, NULL);
+    assert_same_values(em_forward(m, x), em_forward(r, x));
+    const char *buffers[] = {"2.running_mean", "2.running_var", "3.running_mean",
+                             "3.running_var", "3.num_batches_tracked"};
+    for (int i = 0; i < 5; i++)
+        assert_same_values(em_module_find(m, buffers[i]), em_module_find(r, buffers[i]));
+    em_module_free(r);
+    round_trip(m, x, true);
+    round_trip(em_sequential(2, em_conv1d_layer(2, 3, 3, (em_conv1d_layer_opts){0}),
+                             em_instance_norm1d_layer(3, (em_instance_norm_opts){.affine = true})),
+               em_randn(EM_SHAPE(2, 2, 7), EM_F32, NULL), true);
+}
+
 Test(model_file, mlp_with_every_plain_activation_and_shortcut)
 {
     em_manual_seed(2);

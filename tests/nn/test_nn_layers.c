@@ -1,5 +1,6 @@
 /* nn layers: each forward against hand-computed or PyTorch-pinned values (Linear, Conv2d,
- * BatchNorm with running statistics, LayerNorm, activations, pooling, Embedding, Dropout). */
+ * BatchNorm with running statistics, LayerNorm, activations, pooling, Embedding, Dropout), and
+ * every layer's gradients by finite differences. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -460,6 +461,23 @@ Test(nn_layers, gradcheck_layer_norm)
 {
     gradcheck_layer(em_layer_norm_layer(5, 0), EM_SHAPE(3, 5), 1e-5);
     gradcheck_layer(em_layer_norm_layer(6, 0), EM_SHAPE(2, 2, 3), 1e-5);
+}
+
+Test(nn_layers, gradcheck_group_and_instance_norm)
+{
+    gradcheck_layer(em_group_norm_layer(2, 4, 0, true), EM_SHAPE(2, 4, 3), 1e-5);
+    gradcheck_layer(em_group_norm_layer(3, 6, 0, true), EM_SHAPE(2, 6, 2, 2), 1e-5);
+    gradcheck_layer(em_instance_norm1d_layer(3, (em_instance_norm_opts){.affine = true}),
+                    EM_SHAPE(2, 3, 4), 1e-5);
+    gradcheck_layer(em_instance_norm2d_layer(2, (em_instance_norm_opts){
+                        .affine = true, .track_running_stats = true}),
+                    EM_SHAPE(2, 2, 2, 3), 1e-5);
+    em_module *ev = em_instance_norm2d_layer(2, (em_instance_norm_opts){
+        .affine = true, .track_running_stats = true});
+    set_values(em_module_find(ev, "running_mean"), (double[]){0.5, -0.25});
+    set_values(em_module_find(ev, "running_var"), (double[]){2, 0.5});
+    em_module_eval(ev);
+    gradcheck_layer(ev, EM_SHAPE(2, 2, 2, 2), 1e-6);
 }
 
 Test(nn_layers, gradcheck_pooling_and_activations)
