@@ -82,13 +82,15 @@ em_tensor *em_logsigmoid(const em_tensor *t);         /* log(sigmoid(x)), stable
 em_tensor *em_floor(const em_tensor *t);
 em_tensor *em_ceil(const em_tensor *t);
 em_tensor *em_round(const em_tensor *t);
-/* min(max(t, min), max): +-INFINITY for no bound. The gradient passes where min <= x <= max,
- * bounds included, as PyTorch's clamp (1.13 and 2.x alike; hardtanh's stops at the bounds) */
+/* min(max(t, min), max): +-INFINITY for no bound. The gradient passes where min < x < max and
+ * is 0 at the bounds, as PyTorch 2.x's clamp (1.13's passed there too) and hardtanh's */
 em_tensor *em_clamp(const em_tensor *t, double min, double max);
 /* clamp with tensor bounds (either NULL for none) broadcast with t, in t's dtype -> the three's
- * broadcast shape; where min > max the result is max, as PyTorch's. Gradients as PyTorch's: t
- * where min <= t <= max; min where t < min < max; max where t > max or max < min. Runs on the
- * maximum/minimum kernels, its backward on where and the comparisons (CPU and CUDA). */
+ * broadcast shape; where min > max the result is max, as PyTorch's. Gradients as PyTorch 2.x's:
+ * with min < max, t where min < t < max, a bound where t lies beyond it, and half each to t and
+ * the bound t equals; with min == max, t where it equals them, else the bound it lies beyond;
+ * with min > max, max. Runs on the maximum/minimum kernels, its backward on where and the
+ * comparisons (CPU and CUDA). */
 em_tensor *em_clamp_tensor(const em_tensor *t, const em_tensor *min, const em_tensor *max);
 em_tensor *em_where(const em_tensor *cond, const em_tensor *a, const em_tensor *b);
 /* comparisons: bool result, not differentiable */

@@ -225,17 +225,33 @@ static em_status clamp_tensor_backward(em_node *node, const em_tensor *g /* y's 
 {
     const em_tensor *x = node->saved[0], *lo = node->saved[1], *hi = node->saved[2];
     em_tensor *zero = em_raw_full("em_backward", &(em_shape){.ndim = 0}, g->dtype, g->device, 0);
-    /* PyTorch's rule: x takes g where lo <= x <= hi; lo where x < lo < hi; hi where x > hi or
-     * hi < lo (y is hi there) */
+    em_tensor *half = em_mul_scalar(g, 0.5);
+    /* PyTorch 2.x's rule. With lo < hi (or one bound): x takes g strictly inside, and where it
+     * equals a bound shares g half and half with that bound; a bound takes g where x lies beyond
+     * it. With lo == hi: x takes g where it equals both, else the bound x lies beyond. With
+     * lo > hi (y is hi): hi takes g. */
     em_tensor *gi[3] = {NULL, NULL, NULL};
     if (node->inputs[0]) {
-        gi[0] = lo ? em_where(em_ge(x, lo), g, zero) : (em_tensor *)g;
-        gi[0] = hi ? em_where(em_le(x, hi), gi[0], zero) : gi[0];
+        em_tensor *at_lo = lo ? em_where(em_eq(x, lo), half, zero) : zero;
+        em_tensor *at_hi = hi ? em_where(em_eq(x, hi), half, zero) : zero;
+        em_tensor *below_hi = hi ? em_where(em_lt(x, hi), g, at_hi) : (em_tensor *)g;
+        gi[0] = lo ? em_where(em_gt(x, lo), below_hi, at_lo) : below_hi;
+        if (lo && hi)
+            gi[0] = em_where(em_lt(lo, hi), gi[0],
+                             em_where(em_eq(lo, hi), em_where(em_eq(x, lo), g, zero), zero));
     }
-    if (lo && node->inputs[1])
-        gi[1] = em_where(em_lt(x, lo), hi ? em_where(em_lt(lo, hi), g, zero) : g, zero);
-    if (hi && node->inputs[2])
-        gi[2] = em_where(em_gt(x, hi), g, lo ? em_where(em_lt(hi, lo), g, zero) : zero);
+    if (lo && node->inputs[1]) {
+        em_tensor *beyond = em_where(em_lt(x, lo), g, zero);
+        gi[1] = em_where(em_lt(x, lo), g, em_where(em_eq(x, lo), half, zero));
+        if (hi)
+            gi[1] = em_where(em_lt(lo, hi), gi[1], em_where(em_eq(lo, hi), beyond, zero));
+    }
+    if (hi && node->inputs[2]) {
+        em_tensor *beyond = em_where(em_gt(x, hi), g, zero);
+        gi[2] = em_where(em_gt(x, hi), g, em_where(em_eq(x, hi), half, zero));
+        if (lo)
+            gi[2] = em_where(em_lt(lo, hi), gi[2], em_where(em_eq(lo, hi), beyond, g));
+    }
     for (int i = 0; i < 3; i++) {
         em_shape s = node->inputs[i] ? em_shape_of(node->inputs[i]) : (em_shape){0};
         if (node->inputs[i] && !(grad_in[i] = em_grad_sum_to(gi[i], &s)))

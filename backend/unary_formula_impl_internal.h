@@ -109,7 +109,7 @@ EM_UNARY_FORMULA EM_UNARY_T EM_UNARY_FN(em_unary_grad_value)(em_unary_op op, boo
         const T e = one + exp(-v);
         return g / e * (one + v * (one - one / e));
     }
-    case EM_UNARY_CLAMP: return v >= (T)p->min && v <= (T)p->max ? g : zero;
+    case EM_UNARY_CLAMP: return v > (T)p->min && v < (T)p->max ? g : zero;
     case EM_UNARY_ADD_SCALAR: return g;
     case EM_UNARY_MUL_SCALAR: return g * (T)p->scalar;
     case EM_UNARY_POW_SCALAR: {

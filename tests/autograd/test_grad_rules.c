@@ -272,34 +272,40 @@ Test(grad_rules, linear_relu_equals_the_two_ops)
                          (size_t)em_numel(grads[0][i]) * sizeof(float), "gradient %d", i);
 }
 
-/* PyTorch's clamp with tensor bounds (clamp_backward / clamp_backward_min_max in its
- * FunctionsManual.cpp): x takes the gradient where min <= x <= max, bounds included; min where
- * x < min < max; max where x > max or max < min, where the result is max. Hand-computed. */
+/* clamp with tensor bounds against PyTorch 2.15 (torch.clamp(x, lo, hi).sum().backward() in
+ * f64): every order of x, lo and hi over {0, 1, 2}, ties and lo > hi included. */
 Test(grad_rules, clamp_tensor_matches_pytorch)
 {
-    double xv[] = {-2, -1, 0, 1, 2, 0.5}, lov[] = {-1, -1, -1, -1, -1, 1},
-           hiv[] = {1, 1, 1, 1, 1, 0}; /* the last column: min 1 > max 0 */
-    em_tensor *x = em_requires_grad_(em_from_data(EM_SHAPE(6), EM_F64, xv), true);
-    em_tensor *lo = em_requires_grad_(em_from_data(EM_SHAPE(6), EM_F64, lov), true);
-    em_tensor *hi = em_requires_grad_(em_from_data(EM_SHAPE(6), EM_F64, hiv), true);
+    double xv[27], lov[27], hiv[27];
+    for (int i = 0; i < 27; i++) {
+        xv[i] = i / 9;
+        lov[i] = i / 3 % 3;
+        hiv[i] = i % 3;
+    }
+    em_tensor *x = em_requires_grad_(em_from_data(EM_SHAPE(27), EM_F64, xv), true);
+    em_tensor *lo = em_requires_grad_(em_from_data(EM_SHAPE(27), EM_F64, lov), true);
+    em_tensor *hi = em_requires_grad_(em_from_data(EM_SHAPE(27), EM_F64, hiv), true);
     em_tensor *y = em_clamp_tensor(x, lo, hi);
     cr_assert_not_null(y, "%s", em_error());
-    double yv[6], gx[6], glo[6], ghi[6];
-    em_copy_to_host(y, EM_F64, yv);
-    double want_y[] = {-1, -1, 0, 1, 1, 0};
-    for (int i = 0; i < 6; i++)
-        cr_expect_eq(yv[i], want_y[i], "y[%d] %g", i, yv[i]);
     cr_assert_eq(em_backward(em_sum_all(y)), EM_OK, "%s", em_error());
+    double yv[27], gx[27], glo[27], ghi[27];
+    em_copy_to_host(y, EM_F64, yv);
     em_copy_to_host(x->grad, EM_F64, gx);
     em_copy_to_host(lo->grad, EM_F64, glo);
     em_copy_to_host(hi->grad, EM_F64, ghi);
-    double want_x[] = {0, 1, 1, 1, 0, 0}, want_lo[] = {1, 0, 0, 0, 0, 0},
-           want_hi[] = {0, 0, 0, 0, 1, 1};
-    for (int i = 0; i < 6; i++) {
-        cr_expect_eq(gx[i], want_x[i], "x.grad[%d] %g", i, gx[i]);
-        cr_expect_eq(glo[i], want_lo[i], "min.grad[%d] %g", i, glo[i]);
-        cr_expect_eq(ghi[i], want_hi[i], "max.grad[%d] %g", i, ghi[i]);
-    }
+    static const double want[27][4] = { /* y, x.grad, lo.grad, hi.grad */
+        {0, 1, 0, 0},   {0, .5, .5, 0}, {0, .5, .5, 0}, {0, 0, 0, 1}, {1, 0, 1, 0},
+        {1, 0, 1, 0},   {0, 0, 0, 1},   {1, 0, 0, 1},   {2, 0, 1, 0}, {0, 0, 0, 1},
+        {1, .5, 0, .5}, {1, 1, 0, 0},   {0, 0, 0, 1},   {1, 1, 0, 0}, {1, .5, .5, 0},
+        {0, 0, 0, 1},   {1, 0, 0, 1},   {2, 0, 1, 0},   {0, 0, 0, 1}, {1, 0, 0, 1},
+        {2, .5, 0, .5}, {0, 0, 0, 1},   {1, 0, 0, 1},   {2, .5, 0, .5}, {0, 0, 0, 1},
+        {1, 0, 0, 1},   {2, 1, 0, 0}};
+    for (int i = 0; i < 27; i++)
+        cr_expect(yv[i] == want[i][0] && gx[i] == want[i][1] && glo[i] == want[i][2] &&
+                      ghi[i] == want[i][3],
+                  "x %g lo %g hi %g: y %g, grads %g %g %g, want %g %g %g %g", xv[i], lov[i],
+                  hiv[i], yv[i], gx[i], glo[i], ghi[i], want[i][0], want[i][1], want[i][2],
+                  want[i][3]);
 }
 
 /* One bound, broadcast: a 0-d min over a row; its gradient sums the places x < min. */
@@ -312,7 +318,7 @@ Test(grad_rules, clamp_tensor_one_broadcast_bound)
     cr_assert_not_null(y, "%s", em_error());
     float yv[6], gx[6], glo;
     em_copy_to_host(y, EM_F32, yv);
-    float want_y[] = {0.5f, 0.5f, 3, 0.5f, 0.5f, 0.5f}, want_gx[] = {0, 1, 1, 1, 0, 0};
+    float want_y[] = {0.5f, 0.5f, 3, 0.5f, 0.5f, 0.5f}, want_gx[] = {0, 0.5f, 1, 0.5f, 0, 0};
     cr_assert_eq(em_backward(em_sum_all(y)), EM_OK, "%s", em_error());
     em_copy_to_host(x->grad, EM_F32, gx);
     em_copy_to_host(lo->grad, EM_F32, &glo);
@@ -320,14 +326,15 @@ Test(grad_rules, clamp_tensor_one_broadcast_bound)
         cr_expect_eq(yv[i], want_y[i]);
         cr_expect_eq(gx[i], want_gx[i], "x.grad[%d] %g", i, gx[i]);
     }
-    cr_expect_eq(glo, 3.0f); /* x = -2, -1, 0.25 lie below 0.5 */
+    cr_expect_eq(glo, 4.0f); /* x = -2, -1, 0.25 lie below 0.5; x = 0.5 twice shares half */
     cr_assert_null(em_clamp_tensor(x, NULL, NULL));
     cr_assert_str_eq(em_error(), "em_clamp_tensor: at least one of min and max must be given");
     em_error_clear();
 }
 
-/* hardtanh's gradient stops at its bounds; clamp's passes there (PyTorch 2.x and 1.13 alike) */
-Test(grad_rules, hardtanh_and_clamp_differ_at_the_bounds)
+/* hardtanh's gradient and clamp's stop at the bounds, as PyTorch 2.15's (torch.clamp(x, -1, 1)
+ * on x = -1, 0, 1, 2 gives 0, 1, 0, 0; 1.13's gave 1 at the bounds) */
+Test(grad_rules, hardtanh_and_clamp_stop_at_the_bounds)
 {
     for (int k = 0; k < 2; k++) {
         em_tensor *x = em_requires_grad_(
@@ -336,7 +343,7 @@ Test(grad_rules, hardtanh_and_clamp_differ_at_the_bounds)
         cr_assert_eq(em_backward(em_sum_all(y)), EM_OK, "%s", em_error());
         double g[4];
         em_copy_to_host(x->grad, EM_F64, g);
-        cr_expect(g[0] == k && g[1] == 1 && g[2] == k && g[3] == 0, "%s: %g %g %g %g",
+        cr_expect(g[0] == 0 && g[1] == 1 && g[2] == 0 && g[3] == 0, "%s: %g %g %g %g",
                   k ? "clamp" : "hardtanh", g[0], g[1], g[2], g[3]);
     }
     cr_assert_null(em_hardtanh(em_scalar(0, EM_F32), 1, 1));

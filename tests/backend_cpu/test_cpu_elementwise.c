@@ -330,8 +330,8 @@ Test(cpu_unary_grad, kinks_follow_pytorch)
     em_cpu_unary_grad(EM_UNARY_ABS, &no_params, &agx, &agy, &ax, NULL);
     cr_assert(gx[0] == 0 && gx[1] == -1 && gx[2] == 1);
     em_cpu_unary_grad(EM_UNARY_CLAMP, &(em_unary_params){.min = -1.0, .max = 1.5}, &agx, &agy, &ax,
-                      NULL); /* bounds pass */
-    cr_assert(gx[0] == 1 && gx[1] == 1 && gx[2] == 1 && gx[3] == 0 && gx[4] == 0);
+                      NULL); /* 0 at the bounds, as PyTorch 2.x's */
+    cr_assert(gx[0] == 1 && gx[1] == 0 && gx[2] == 0 && gx[3] == 0 && gx[4] == 0);
     em_cpu_unary_grad(EM_UNARY_LEAKY_RELU, &(em_unary_params){.negative_slope = 0.2}, &agx, &agy,
                       &ax, NULL);
     cr_assert(gx[0] == 0.2 && gx[1] == 0.2 && gx[2] == 1);
@@ -344,7 +344,7 @@ Test(cpu_unary_grad, kinks_follow_pytorch)
     gy[0] = 1;
     em_cpu_unary_grad(EM_UNARY_SOFTSIGN, &no_params, &agx, &agy, &ax, NULL); /* 1 / (1 + |x|)^2 */
     cr_assert(gx[0] == 1 && gx[1] == 0.25 && gx[2] == 1 / 6.25 && gx[3] == 1 / 9.0);
-    /* x = 0, -1, 1.5, 2, -2: hardtanh stops at its bounds (clamp's passes, above) */
+    /* x = 0, -1, 1.5, 2, -2: hardtanh stops at its bounds, as clamp does (above) */
     em_cpu_unary_grad(EM_UNARY_HARDTANH, &(em_unary_params){.min = -1.0, .max = 1.5}, &agx, &agy,
                       &ax, NULL);
     cr_assert(gx[0] == 1 && gx[1] == 0 && gx[2] == 0 && gx[3] == 0 && gx[4] == 0);
