@@ -129,64 +129,61 @@ Test(autocast, matmul_and_bmm_run_low)
     }
 }
 
-Test(autocast, conv2d_runs_low_and_weight_grad_is_f32)
+/* A convolution y = conv(x, w, b) (b (C_out) added per channel), in f32 and under each low
+ * autocast dtype: y comes out low within the product's rounding bound, and the f32 leaves x and
+ * w get f32 gradients while w stays a leaf. */
+typedef em_tensor *(*conv_fn)(const em_tensor *x, const em_tensor *w, const em_tensor *b);
+
+static void check_conv_low(conv_fn conv, const char *name, em_tensor *x, em_tensor *w,
+                           const em_tensor *b)
+{
+    em_tensor *ref = conv(x, w, b);
+    em_dtype lows[2] = {EM_F16, EM_BF16};
+    for (int k = 0; k < 2; k++) {
+        em_zero_grad(w);
+        em_zero_grad(x);
+        cr_assert_eq(em_autocast_begin(lows[k]), EM_OK);
+        em_tensor *y = conv(x, w, b);
+        em_tensor *loss = em_sum_all(y);
+        em_autocast_end();
+        cr_assert_not_null(loss, "%s: %s", name, em_error());
+        cr_expect_eq(y->dtype, lows[k], "%s", name);
+        cr_expect_eq(loss->dtype, EM_F32, "sum runs in f32");
+        em_tensor *abs_y = em_add(conv(em_abs(x), em_abs(w), NULL),
+                                  em_reshape(em_abs(b), EM_SHAPE(1, b->shape[0], 1, 1)));
+        double *bound = product_bound(abs_y, lows[k]);
+        expect_within(y, ref, bound, name);
+        free(bound);
+        cr_assert_eq(em_backward(loss), EM_OK, "%s", em_error());
+        cr_expect_eq(w->grad->dtype, EM_F32, "%s", name);
+        cr_expect_eq(x->grad->dtype, EM_F32, "%s", name);
+        cr_expect_eq(w->requires_grad && !w->node, true, "%s: w stays an f32 leaf", name);
+    }
+}
+
+static em_tensor *conv2d_padded(const em_tensor *x, const em_tensor *w, const em_tensor *b)
+{
+    return em_conv2d(x, w, b, (em_conv2d_opts){.padding = {1, 1}});
+}
+
+static em_tensor *conv_transpose2d_strided(const em_tensor *x, const em_tensor *w,
+                                           const em_tensor *b)
+{
+    return em_conv_transpose2d(x, w, b, (em_conv_transpose2d_opts){
+        .stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1}});
+}
+
+Test(autocast, convolutions_run_low_and_grads_are_f32)
 {
     em_generator gen = em_generator_new(3);
     em_tensor *x = em_requires_grad_(em_uniform(EM_SHAPE(2, 3, 6, 6), EM_F32, -1, 1, &gen), true);
     em_tensor *w = em_requires_grad_(em_uniform(EM_SHAPE(4, 3, 3, 3), EM_F32, -1, 1, &gen), true);
-    em_tensor *b = em_uniform(EM_SHAPE(4), EM_F32, -1, 1, &gen);
-    em_conv2d_opts o = {.padding = {1, 1}};
-    em_tensor *ref = em_conv2d(x, w, b, o);
-    em_dtype lows[2] = {EM_F16, EM_BF16};
-    for (int k = 0; k < 2; k++) {
-        em_zero_grad(w);
-        em_zero_grad(x);
-        cr_assert_eq(em_autocast_begin(lows[k]), EM_OK);
-        em_tensor *y = em_conv2d(x, w, b, o);
-        em_tensor *loss = em_sum_all(y);
-        em_autocast_end();
-        cr_assert_not_null(loss, "%s", em_error());
-        cr_expect_eq(y->dtype, lows[k]);
-        cr_expect_eq(loss->dtype, EM_F32, "sum runs in f32");
-        em_tensor *abs_y = em_add(em_conv2d(em_abs(x), em_abs(w), NULL, o),
-                                  em_reshape(em_abs(b), EM_SHAPE(1, 4, 1, 1)));
-        double *bound = product_bound(abs_y, lows[k]);
-        expect_within(y, ref, bound, "conv2d");
-        free(bound);
-        cr_assert_eq(em_backward(loss), EM_OK, "%s", em_error());
-        cr_expect_eq(w->grad->dtype, EM_F32);
-        cr_expect_eq(x->grad->dtype, EM_F32);
-        cr_expect_eq(w->requires_grad && !w->node, true, "w stays an f32 leaf");
-    }
-}
-
-Test(autocast, conv_transpose2d_runs_low_and_grads_are_f32)
-{
-    em_generator gen = em_generator_new(5);
-    em_tensor *x = em_requires_grad_(em_uniform(EM_SHAPE(2, 4, 5, 5), EM_F32, -1, 1, &gen), true);
-    em_tensor *w = em_requires_grad_(em_uniform(EM_SHAPE(4, 3, 3, 3), EM_F32, -1, 1, &gen), true);
-    em_tensor *b = em_uniform(EM_SHAPE(3), EM_F32, -1, 1, &gen);
-    em_conv_transpose2d_opts o = {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1}};
-    em_tensor *ref = em_conv_transpose2d(x, w, b, o);
-    em_dtype lows[2] = {EM_F16, EM_BF16};
-    for (int k = 0; k < 2; k++) {
-        em_zero_grad(w);
-        em_zero_grad(x);
-        cr_assert_eq(em_autocast_begin(lows[k]), EM_OK);
-        em_tensor *y = em_conv_transpose2d(x, w, b, o);
-        em_tensor *loss = em_sum_all(y);
-        em_autocast_end();
-        cr_assert_not_null(loss, "%s", em_error());
-        cr_expect_eq(y->dtype, lows[k]);
-        em_tensor *abs_y = em_add(em_conv_transpose2d(em_abs(x), em_abs(w), NULL, o),
-                                  em_reshape(em_abs(b), EM_SHAPE(1, 3, 1, 1)));
-        double *bound = product_bound(abs_y, lows[k]);
-        expect_within(y, ref, bound, "conv_transpose2d");
-        free(bound);
-        cr_assert_eq(em_backward(loss), EM_OK, "%s", em_error());
-        cr_expect_eq(w->grad->dtype, EM_F32);
-        cr_expect_eq(x->grad->dtype, EM_F32);
-    }
+    check_conv_low(conv2d_padded, "conv2d", x, w, em_uniform(EM_SHAPE(4), EM_F32, -1, 1, &gen));
+    gen = em_generator_new(5);
+    x = em_requires_grad_(em_uniform(EM_SHAPE(2, 4, 5, 5), EM_F32, -1, 1, &gen), true);
+    w = em_requires_grad_(em_uniform(EM_SHAPE(4, 3, 3, 3), EM_F32, -1, 1, &gen), true);
+    check_conv_low(conv_transpose2d_strided, "conv_transpose2d", x, w,
+                   em_uniform(EM_SHAPE(3), EM_F32, -1, 1, &gen));
 }
 
 Test(autocast, f32_ops_and_losses_come_out_f32)
