@@ -7,12 +7,17 @@ Philox-keyed), AdamW with weight decay on matrices only, warm-up + cosine, clipp
 
   gpt_torch.py train [--steps N --batch B --lr X --seed S --threads T]  one JSON summary line
   gpt_torch.py bench [--steps N --batch B --block T --threads T]   `gpt_bBATCH_tBLOCK tokens_per_s X`
+  gpt_torch.py sample --load FILE [--prompt TEXT --tokens N --temperature T --top-k K --seed S
+               --threads T --text]   `cache chars_per_s X` and `no_cache chars_per_s X`: `ember
+               sample gpt`'s generation from the same model file, with a key/value cache and
+               without; --text prints the cached run's characters instead (`text "..."`)
 """
 import argparse
 import json
 import math
 import os
 import statistics
+import struct
 import sys
 import time
 
@@ -214,9 +219,100 @@ def bench(a, vocab, ids, n_train):
           f"{a.batch * a.block / statistics.median(times):.0f}", flush=True)
 
 
+# ---- sampling: `ember sample gpt` (models/gpt_generate.c) from ember's model file ----
+def load_ember_model(path):
+    """The GPT and vocabulary of a model file `ember train gpt --save` wrote (safetensors, read
+    here with numpy; a training checkpoint prefixes the model's names with 'model.')."""
+    with open(path, "rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+        data = f.read()
+    meta = header.pop("__metadata__")
+    prefix = "model." if meta.get("ember.kind") == "train_checkpoint" else ""
+    state = {}
+    for name, t in header.items():
+        if name.startswith(prefix) and t["dtype"] == "F32":
+            begin, end = t["data_offsets"]
+            array = np.frombuffer(data[begin:end], np.float32).reshape(t["shape"])
+            state[name[len(prefix):]] = torch.from_numpy(array.copy())
+    model = GPT(len(meta["gpt.vocab"]), int(meta["gpt.block_size"]), int(meta["gpt.n_layer"]),
+                int(meta["gpt.n_head"]), int(meta["gpt.n_embd"]))
+    model.load_state_dict(state)
+    return model.eval(), meta["gpt.vocab"]
+
+
+def attend_cached(layer, x, cache, held):
+    """One pre-LN block on the new positions x (1, t, E) after the `held` cached ones: their
+    q/k/v from the block's in-projection, k/v written into the cache (2, 1, H, block, D)."""
+    attn, t = layer.self_attn, x.shape[1]
+    heads, width = attn.num_heads, x.shape[2]
+    q, k, v = F.linear(layer.norm1(x), attn.in_proj_weight, attn.in_proj_bias).split(width, -1)
+    q, k, v = (z.view(1, t, heads, width // heads).transpose(1, 2) for z in (q, k, v))
+    cache[0, :, :, held:held + t] = k
+    cache[1, :, :, held:held + t] = v
+    mask = None if t == 1 else torch.ones(t, held + t, dtype=torch.bool).tril(held)
+    y = F.scaled_dot_product_attention(q, cache[0, :, :, :held + t], cache[1, :, :, :held + t],
+                                       attn_mask=mask)  # (1, H, t, D)
+    x = x + attn.out_proj(y.transpose(1, 2).reshape(1, t, width))
+    return x + layer.linear2(layer.activation(layer.linear1(layer.norm2(x))))
+
+
+def logits_cached(model, ids, caches, held):
+    """The last position's logits (V) of ids (the positions after the `held` cached ones)."""
+    x = model.wte(ids) + model.wpe(torch.arange(held, held + ids.shape[1]))
+    for layer, cache in zip(model.h, caches):
+        x = attend_cached(layer, x, cache, held)
+    return F.linear(model.ln_f(x[:, -1]), model.wte.weight)[0]
+
+
+def pick(logits, temperature, top_k, gen):
+    """em_sample_logits: logits / temperature, the top k kept, one token drawn."""
+    logits = logits / temperature
+    if 0 < top_k < logits.shape[0]:
+        logits = logits.masked_fill(logits < torch.topk(logits, top_k).values[-1], float("-inf"))
+    return int(torch.multinomial(F.softmax(logits, -1), 1, generator=gen))
+
+
+def generate(model, prompt, n_new, a, cached):
+    """n_new tokens after prompt as em_gpt_generate makes them: with the cache, each step runs
+    the positions not yet in it, and a full cache restarts from the context's last block / 2;
+    without, the context's last block positions every step."""
+    block = model.wpe.weight.shape[0]
+    heads, width = model.h[0].self_attn.num_heads, model.wpe.weight.shape[1]
+    caches = [torch.empty(2, 1, heads, block, width // heads) for _ in model.h]
+    gen = torch.Generator().manual_seed(a.seed)
+    ctx, in_cache, held = list(prompt), 0, 0
+    while len(ctx) < len(prompt) + n_new:
+        n = len(ctx)
+        if not cached:
+            logits = model(torch.tensor([ctx[max(0, n - block):]]))[0, -1]
+        else:
+            if n - in_cache > block:
+                in_cache, held = n - (n if n <= block else max(block // 2, 1)), 0
+            logits = logits_cached(model, torch.tensor([ctx[in_cache + held:]]), caches, held)
+            held = n - in_cache
+        ctx.append(pick(logits, a.temperature, a.top_k, gen))
+    return ctx[len(prompt):]
+
+
+def sample(a):
+    model, vocab = load_ember_model(a.load)
+    prompt = [vocab.index(c) for c in a.prompt]
+    with torch.inference_mode():
+        if a.text:
+            out = generate(model, prompt, a.tokens, a, True)
+            print("text " + json.dumps("".join(vocab[i] for i in out)), flush=True)
+            return
+        for cached in (True, False):
+            generate(model, prompt, 8, a, cached)  # warm-up
+        for cached, name in ((True, "cache"), (False, "no_cache")):
+            t0 = time.perf_counter()
+            generate(model, prompt, a.tokens, a, cached)
+            print(f"{name} chars_per_s {a.tokens / (time.perf_counter() - t0):.1f}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["train", "bench"])
+    ap.add_argument("mode", choices=["train", "bench", "sample"])
     ap.add_argument("--data", default=FORTUNES)
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--batch", type=int, default=BATCH)
@@ -225,9 +321,17 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--load", help="sample: a model file of `ember train gpt --save`")
+    ap.add_argument("--prompt", default="\n")
+    ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--temperature", type=float, default=0.8)
+    ap.add_argument("--top-k", type=int, default=0)
+    ap.add_argument("--text", action="store_true")
     a = ap.parse_args()
     a.steps = a.steps or (STEPS if a.mode == "train" else 20)
     torch.set_num_threads(a.threads)
+    if a.mode == "sample":
+        return sample(a)
     vocab, ids, n_train = load_text(a.data)
     (train if a.mode == "train" else bench)(a, vocab, ids, n_train)
 

@@ -97,4 +97,19 @@ bool em_run_ort_script(const char *script, const char *args, em_torch_line_fn on
  * against (asked once per process); "" when it cannot be run. */
 const char *em_torch_about(void);
 
+/* bench/bench_sample.c: `ember bench sample`'s rounds, alternating ember's generation with and
+ * without the key/value cache and PyTorch's (bench/gpt_torch.py sample, from the same file
+ * unless torch is false); prints the characters/s and writes them to json unless it is NULL. */
+#define EM_BENCH_SAMPLE_MAX_ROUNDS 9
+typedef struct {
+    em_module *model;       /* a gpt, loaded from load */
+    const char *load, *prompt, *json;
+    const int64_t *ids;     /* (n_ids) the prompt's tokens */
+    int64_t n_ids, tokens;  /* tokens: characters to generate */
+    em_generate_opts opts;  /* sampling and seed; no_cache is set per run */
+    int threads, rounds;
+    bool torch;             /* run PyTorch beside */
+} em_bench_sample_setup;
+em_status em_bench_sample_run(const em_bench_sample_setup *s);
+
 #endif

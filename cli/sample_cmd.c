@@ -1,15 +1,14 @@
-/* `ember sample gpt`: text from a trained gpt model, and `ember bench sample`: its tokens/s with
- * and without the key/value cache. */
+/* `ember sample gpt`: text from a trained gpt model, and `ember bench sample`'s arguments (its
+ * measuring is bench/bench_sample.c). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/atomic_file.h"
 #include "recipes/recipes.h"
 #include "cli/args.h"
 #include "cli/cli_internal.h"
-
-#define MAX_ROUNDS 9
 
 typedef struct {
     const char *load, *prompt;
@@ -127,15 +126,21 @@ int em_bench_sample(int argc, char **argv)
 {
     sample_args a = {.prompt = "\n", .tokens = 256, .temperature = 0.8};
     int rounds = 3;
+    bool no_torch = false;
+    const char *json = NULL;
     const em_opt opts[] = {
         SAMPLE_OPTS(a),
         {"rounds", EM_OPT_INT, &rounds, "N", "timed rounds of each (default 3)",
-         .range = EM_RANGE(1, MAX_ROUNDS)},
+         .range = EM_RANGE(1, EM_BENCH_SAMPLE_MAX_ROUNDS)},
+        {"no-torch", EM_OPT_FLAG, &no_torch, NULL, .help = "ember's figures only"},
+        {"json", EM_OPT_STRING, &json, "FILE", .help = "also write the figures as JSON"},
         {0}};
     const em_cmd_spec spec = {
         .command = "ember bench sample",
         .about = "Characters/s of ember sample gpt with the key/value cache and without it "
-                 "(every step\nrunning the whole context), alternating, medians of the rounds.",
+                 "(every step\nrunning the whole context), beside PyTorch generating from the "
+                 "same model file with its\nown cache (bench/gpt_torch.py sample; $EMBER_PYTHON "
+                 "runs it); rounds alternate, medians.",
         .opts = opts};
     int parsed = em_args_parse(&spec, argc, argv);
     if (parsed != EM_ARGS_RUN)
@@ -143,46 +148,20 @@ int em_bench_sample(int argc, char **argv)
     em_module *model = NULL;
     em_char_vocab vocab;
     int64_t *ids = NULL, n = 0;
-    int64_t *out[2] = {malloc((size_t)a.tokens * sizeof(int64_t)),
-                       malloc((size_t)a.tokens * sizeof(int64_t))};
-    if (!out[0] || !out[1] || !prepare(spec.command, &a, &model, &vocab, &ids, &n)) {
-        free(out[0]);
-        free(out[1]);
+    if (json && em_atomic_check(json) != EM_OK) {
+        fprintf(stderr, "%s: --json: %s\n", spec.command, em_error());
         return 1;
     }
-    double secs[2][MAX_ROUNDS];
-    em_status st = EM_OK;
-    for (int r = 0; r < rounds && st == EM_OK; r++)
-        for (int c = 0; c < 2 && st == EM_OK; c++) {
-            double t0 = em_now_s();
-            st = em_gpt_generate(model, ids, n, a.tokens, generate_opts(&a, c == 1), out[c]);
-            secs[c][r] = em_now_s() - t0;
-        }
-    em_gpt_config cfg = {0};
-    em_gpt_config_of(model, &cfg);
-    if (st == EM_OK) {
-        int64_t same = 0;
-        while (same < a.tokens && out[0][same] == out[1][same])
-            same++;
-        em_sort_doubles(secs[0], rounds);
-        em_sort_doubles(secs[1], rounds);
-        double with = (double)a.tokens / secs[0][rounds / 2];
-        double without = (double)a.tokens / secs[1][rounds / 2];
-        printf("ember bench sample: %lld characters after a %lld-character prompt, block %lld, "
-               "%d threads, median of %d\n", (long long)a.tokens, (long long)n,
-               (long long)cfg.block_size, omp_get_max_threads(), rounds);
-        printf("%-24s %12s\n", "", "characters/s");
-        printf("%-24s %12.0f\n", "key/value cache", with);
-        printf("%-24s %12.0f\n", "whole context each step", without);
-        printf("%-24s %11.1fx\n", "cache speedup", with / without);
-        printf("the first %lld characters agree (the cache restarts once the context outgrows "
-               "the block)\n", (long long)same);
-    } else {
+    if (!prepare(spec.command, &a, &model, &vocab, &ids, &n))
+        return 1;
+    em_bench_sample_setup setup = {
+        .model = model, .load = a.load, .prompt = a.prompt, .json = json, .ids = ids,
+        .n_ids = n, .tokens = a.tokens, .opts = generate_opts(&a, false),
+        .threads = omp_get_max_threads(), .rounds = rounds, .torch = !no_torch};
+    em_status st = em_bench_sample_run(&setup);
+    if (st != EM_OK)
         fprintf(stderr, "%s: %s\n", spec.command, em_error());
-    }
     em_module_free(model);
     free(ids);
-    free(out[0]);
-    free(out[1]);
     return st == EM_OK ? 0 : 1;
 }
