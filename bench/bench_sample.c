@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/atomic_file.h"
 #include "io/json_internal.h"
 #include "cli/cli_internal.h"
 
@@ -152,15 +151,7 @@ static em_status write_json(const em_bench_sample_setup *s, const double ember[N
         set_figure(o, "ratio", torch[w] > 0 ? ember[w] / torch[w] : 0, 2);
         json_object_set_new(j, way_names[w], o);
     }
-    em_atomic_file af;
-    em_status st = em_atomic_open(&af, s->json);
-    if (st == EM_OK) {
-        st = em_json_print_line(af.f, j);
-        if (st == EM_OK)
-            st = em_atomic_commit(&af);
-        else
-            em_atomic_abort(&af);
-    }
+    em_status st = em_json_save(s->json, j);
     json_decref(j);
     return st;
 }

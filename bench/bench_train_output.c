@@ -2,7 +2,6 @@
  * bound and ember train's rate, the report's bars and the JSON object of the same figures. */
 #include <stdio.h>
 
-#include "io/atomic_file.h"
 #include "io/json_internal.h"
 #include "bench/bench_train.h"
 
@@ -133,12 +132,7 @@ em_status em_bench_train_json(const char *path, const bench_run_info *info,
     }
     if (!j)
         return em_set_error(EM_ERR_MEMORY, "ember bench train: --json: out of memory");
-    em_atomic_file af;
-    em_status st = em_atomic_open(&af, path);
-    if (st == EM_OK && (st = em_json_print_line(af.f, j)) == EM_OK)
-        st = em_atomic_commit(&af);
-    else if (st == EM_OK)
-        em_atomic_abort(&af);
+    em_status st = em_json_save(path, j);
     json_decref(j);
     return st;
 }

@@ -1,7 +1,9 @@
 /* ember's JSON rules on top of jansson (see io/json_internal.h). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
+#include "io/atomic_file.h"
 #include "io/json_internal.h"
 
 json_t *em_json_parse(const char *fn, const char *what, const char *text, size_t n)
@@ -50,4 +52,19 @@ em_status em_json_print_line(FILE *f, const json_t *v)
     if (rc < 0 || fflush(f) != 0)
         return em_set_error(EM_ERR_IO, "em_json_print_line: cannot write");
     return EM_OK;
+}
+
+em_status em_json_save(const char *path, const json_t *v)
+{
+    em_atomic_file af;
+    em_status st = em_atomic_open(&af, path);
+    if (st != EM_OK)
+        return st;
+    if ((st = em_json_print_line(af.f, v)) != EM_OK) {
+        em_atomic_abort(&af);
+        char prefix[4200];
+        snprintf(prefix, sizeof prefix, "cannot write '%s'", path);
+        return em_error_prefix(prefix);
+    }
+    return em_atomic_commit(&af);
 }

@@ -29,4 +29,8 @@ char *em_json_dump(const json_t *v);
 /* v as em_json_dump writes it, then a newline, to f; EM_ERR_IO or EM_ERR_MEMORY on failure. */
 em_status em_json_print_line(FILE *f, const json_t *v);
 
+/* v as one line in the file at path, written atomically: on any failure the error names path
+ * and nothing is left there (no partial file, no temporary). */
+em_status em_json_save(const char *path, const json_t *v);
+
 #endif

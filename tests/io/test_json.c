@@ -1,11 +1,17 @@
 /* ember's JSON rules (io/json_internal.h): strict parsing with the byte and reason of the
  * first problem, reals rounded as asked, and non-finite values written as null with a flag, so
- * every JSON ember writes parses. */
+ * every JSON ember writes parses; a file saved whole or not at all. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "helpers/files.h"
 #include "io/json_internal.h"
 
 static void fresh(void)
@@ -80,4 +86,43 @@ Test(json, deep_nesting_is_an_error_not_a_crash)
     cr_assert_null(em_json_parse("em_test", "deep", s, 2 * n));
     cr_assert_not_null(strstr(em_error(), "maximum parsing depth"), "%s", em_error());
     free(s);
+}
+
+/* em_json_save writes the line atomically; when the write fails (here a 16-byte file size limit
+ * in a child process, so the line cannot fit) the error names the path and the folder is left
+ * empty: no partial file, no temporary. */
+Test(json, save_writes_the_line_or_leaves_nothing)
+{
+    char dir[64];
+    cr_assert(em_test_make_dir(dir, sizeof dir, "ember_json_"));
+    char path[128];
+    snprintf(path, sizeof path, "%s/out.json", dir);
+    json_t *j = json_pack("{s:s, s:i}", "recipe", "a name longer than sixteen bytes", "n", 3);
+    cr_assert_eq(em_json_save(path, j), EM_OK, "%s", em_error());
+    char line[128] = {0};
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    cr_assert_not_null(fgets(line, sizeof line, f));
+    fclose(f);
+    cr_assert_str_eq(line, "{\"recipe\":\"a name longer than sixteen bytes\",\"n\":3}\n");
+    cr_assert_eq(unlink(path), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        setrlimit(RLIMIT_FSIZE, &(struct rlimit){16, 16});
+        em_status st = em_json_save(path, j);
+        _exit(st != EM_OK && strstr(em_error(), path) ? 0 : 1);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the failed save reported no error");
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    int left = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        left += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    cr_expect_eq(left, 0, "a failed save left %d files in %s", left, dir);
+    json_decref(j);
+    em_test_remove_tree(dir);
 }
