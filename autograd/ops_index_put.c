@@ -11,13 +11,9 @@
 static int64_t *host_indices(const char *fn, const em_tensor *idx, int dim, int64_t size)
 {
     int64_t n = em_numel(idx);
-    int64_t *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    int64_t *v = em_copy_to_host_new(idx, EM_I64);
     if (!v) {
-        em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
-        return NULL;
-    }
-    if (em_copy_to_host(idx, EM_I64, v) != EM_OK) {
-        free(v);
+        em_error_prefix(fn);
         return NULL;
     }
     for (int64_t i = 0; i < n; i++) {

@@ -111,13 +111,9 @@ em_dataset *em_time_windows_dataset(const em_tensor *series, em_time_windows_opt
     int64_t n = series->shape[0], cols = series->ndim == 2 ? series->shape[1] : 1;
     if (check_windows(fn, n, cols, &opts) != EM_OK)
         return NULL;
-    float *copy = malloc((size_t)(n * cols) * sizeof *copy);
+    float *copy = em_copy_to_host_new(series, EM_F32);
     if (!copy) {
-        em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
-        return NULL;
-    }
-    if (em_copy_to_host(series, EM_F32, copy) != EM_OK) {
-        free(copy);
+        em_error_prefix(fn);
         return NULL;
     }
     return windows_new(fn, copy, n, cols, opts);

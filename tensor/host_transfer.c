@@ -58,3 +58,26 @@ void em_event_free(em_device device, void *ev)
     if (ev && be && be->event_free)
         be->event_free(ev);
 }
+
+void *em_copy_to_host_new(const em_tensor *t, em_dtype dtype)
+{
+    if (!em_present(t, "em_copy_to_host_new", "t"))
+        return NULL;
+    size_t es = em_dtype_size(dtype);
+    if (es == 0) {
+        em_set_error(EM_ERR_ARG, "em_copy_to_host_new: dtype %d is not one of ember's", (int)dtype);
+        return NULL;
+    }
+    int64_t n = em_numel(t);
+    void *v = malloc(es * (size_t)(n > 0 ? n : 1));
+    if (!v) {
+        em_set_error(EM_ERR_MEMORY, "em_copy_to_host_new: out of memory for %lld elements",
+                     (long long)n);
+        return NULL;
+    }
+    if (em_copy_to_host(t, dtype, v) != EM_OK) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}

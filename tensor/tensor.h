@@ -110,6 +110,9 @@ double em_item(const em_tensor *t);      /* the single element as double; NAN + 
 double em_get(const em_tensor *t, const int64_t *index); /* one element; index has ndim entries */
 /* copy all elements, in row-major order, converted to dtype, into a host buffer of numel */
 int em_copy_to_host(const em_tensor *t, em_dtype dtype, void *dst);
+/* the same into a new malloc'd buffer (free() it); NULL with "em_copy_to_host_new: ..." when
+ * out of memory or the copy fails */
+void *em_copy_to_host_new(const em_tensor *t, em_dtype dtype);
 /* 64-bit FNV-1a over t's dtype, shape and row-major bytes (equal values: equal hashes, whatever
  * the device, strides or offset) */
 uint64_t em_tensor_hash(const em_tensor *t);

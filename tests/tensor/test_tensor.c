@@ -387,3 +387,22 @@ Test(tensor, hash_of_dtype_shape_and_values)
     em_release(x), em_release(x2), em_release(x64), em_release(near), em_release(col);
     em_release(m);
 }
+
+/* em_copy_to_host_new: a strided view's elements in row-major order, converted, in a new buffer;
+ * a bad dtype or a NULL tensor is an error naming it */
+Test(tensor, copy_to_host_new_converts_a_view)
+{
+    em_tensor *t = em_from_data(EM_SHAPE(2, 3), EM_F32, (float[]){1.5f, -2, 3, 4, 5, 6.75f});
+    em_tensor *tt = em_tensor_alias(t, 2, (int64_t[]){3, 2}, (int64_t[]){1, 3}, 0); /* t^T */
+    int64_t *v = em_copy_to_host_new(tt, EM_I64);
+    cr_assert_not_null(v, "%s", em_error());
+    int64_t want[6] = {1, 4, -2, 5, 3, 6};
+    cr_assert_arr_eq(v, want, sizeof want);
+    free(v);
+    cr_assert_null(em_copy_to_host_new(t, (em_dtype)99));
+    cr_assert_str_eq(em_error(), "em_copy_to_host_new: dtype 99 is not one of ember's");
+    em_error_clear();
+    cr_assert_null(em_copy_to_host_new(NULL, EM_F32));
+    cr_assert_str_eq(em_error(), "em_copy_to_host_new: t is NULL");
+    em_error_clear();
+}
