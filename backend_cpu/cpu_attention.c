@@ -68,6 +68,7 @@ static void att_mask_row(const em_arr *m, int64_t b, int64_t h, int64_t i, int64
 #undef REAL
 #undef ATT_FN
 #undef ATT_ROWS_REALS
+#undef ATT_PREFETCH_ROWS
 
 #define REAL double
 #define ATT_FN(name) att_##name##_f64
@@ -75,6 +76,7 @@ static void att_mask_row(const em_arr *m, int64_t b, int64_t h, int64_t i, int64
 #undef REAL
 #undef ATT_FN
 #undef ATT_ROWS_REALS
+#undef ATT_PREFETCH_ROWS
 
 /* a (n0, n1, n2, n3) 4-D array of dtype dt with a contiguous last dim */
 static bool arr4(const em_arr *a, em_dtype dt, int64_t n0, int64_t n1, int64_t n2, int64_t n3)

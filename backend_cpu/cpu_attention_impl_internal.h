@@ -8,10 +8,25 @@
  * row (bytes), keeping what follows aligned. */
 #define ATT_ROWS_REALS ((int64_t)(EM_ATT_BC * (sizeof(double) + 1) / sizeof(REAL)))
 
+/* How many rows ahead of the one being packed the packs ask for */
+#define ATT_PREFETCH_ROWS 16
+
 /* Element (b, h, i, 0) of a (B, H, L, X) array with a contiguous last dim. */
 static inline REAL *ATT_FN(row)(const em_arr *a, int64_t b, int64_t h, int64_t i)
 {
     return (REAL *)a->data + b * a->strides[0] + h * a->strides[1] + i * a->strides[2];
+}
+
+/* Asks for the n elements of row i of a's (b, h) matrix to be brought into cache, when the row
+ * exists: the packs below read rows far apart, one cache miss after another without it. */
+static inline void ATT_FN(prefetch_row)(const em_arr *a, int64_t b, int64_t h, int64_t i,
+                                        int64_t n)
+{
+    if (i >= a->shape[2])
+        return;
+    const char *p = (const char *)ATT_FN(row)(a, b, h, i);
+    for (int64_t at = 0; at < n * (int64_t)sizeof(REAL); at += 64)
+        __builtin_prefetch(p + at);
 }
 
 /* dst (rows, ldd) = scale * rows i0.. of a's (b, h) matrix, columns past n zeroed up to ldd */
@@ -21,6 +36,8 @@ static void ATT_FN(pack_rows)(REAL *dst, int64_t ldd, const em_arr *a, int64_t b
     for (int64_t r = 0; r < rows; r++) {
         const REAL *src = ATT_FN(row)(a, b, h, i0 + r);
         REAL *d = dst + r * ldd;
+        ATT_FN(prefetch_row)(a, b, h, i0 + r + ATT_PREFETCH_ROWS, n);
+        #pragma omp simd
         for (int64_t x = 0; x < n; x++)
             d[x] = scale * src[x];
         for (int64_t x = n; x < ldd; x++)
@@ -37,6 +54,7 @@ static void ATT_FN(pack_cols)(REAL *dst, int64_t ldd, const em_arr *a, int64_t b
             dst[x * ldd + c] = 0;
     for (int64_t c = 0; c < cols; c++) {
         const REAL *src = ATT_FN(row)(a, b, h, j0 + c);
+        ATT_FN(prefetch_row)(a, b, h, j0 + c + ATT_PREFETCH_ROWS, n);
         for (int64_t x = 0; x < n; x++)
             dst[x * ldd + c] = src[x];
     }
@@ -80,6 +98,7 @@ static void ATT_FN(forward_block)(const att_call *c, const em_att_tiles *t, REAL
     for (int64_t r = 0; r < rows; r++) {
         m[r] = -INFINITY;
         l[r] = 0;
+        #pragma omp simd
         for (int64_t x = 0; x < dvp; x++)
             acc[r * dvp + x] = 0;
     }
@@ -103,6 +122,7 @@ static void ATT_FN(forward_block)(const att_call *c, const em_att_tiles *t, REAL
             l[r] = l[r] * alpha + (REAL)t->exp_sum(cols, sr, mnew, sr);
             m[r] = mnew;
             if (alpha != 1)
+                #pragma omp simd
                 for (int64_t x = 0; x < dvp; x++)
                     acc[r * dvp + x] *= alpha;
             if (c->p->dropout_p > 0) {
@@ -117,6 +137,7 @@ static void ATT_FN(forward_block)(const att_call *c, const em_att_tiles *t, REAL
     for (int64_t r = 0; r < rows; r++) {
         REAL *o = ATT_FN(row)(c->out, b, h, i0 + r);
         REAL inv = l[r] > 0 || isnan(l[r]) ? 1 / l[r] : 0;
+        #pragma omp simd
         for (int64_t x = 0; x < dv; x++)
             o[x] = acc[r * dvp + x] * inv;
         lse[r] = l[r] > 0 || isnan(l[r]) ? m[r] + (REAL)log((double)l[r]) : -INFINITY;
@@ -164,9 +185,11 @@ static void ATT_FN(backward_head)(const att_call *c, const em_att_tiles *t, REAL
     for (int64_t i = 0; i < lq; i++) {
         const REAL *g = ATT_FN(row)(c->gout, b, h, i), *o = ATT_FN(row)(c->out, b, h, i);
         double sum = 0;
+        #pragma omp simd reduction(+ : sum)
         for (int64_t x = 0; x < dv; x++)
             sum += (double)g[x] * (double)o[x];
         delta[i] = (REAL)sum;
+        #pragma omp simd
         for (int64_t x = 0; x < dp; x++)
             dq[i * dp + x] = 0;
     }
@@ -174,8 +197,10 @@ static void ATT_FN(backward_head)(const att_call *c, const em_att_tiles *t, REAL
     const REAL drop_scale = (REAL)(1.0 / (1.0 - c->p->dropout_p));
     for (int64_t j0 = 0; j0 < lk; j0 += EM_ATT_BC) {
         int64_t cols = lk - j0 < EM_ATT_BC ? lk - j0 : EM_ATT_BC, ncols = em_att_pad(cols);
+        #pragma omp simd
         for (int64_t x = 0; x < EM_ATT_BC * dp; x++)
             dk[x] = 0;
+        #pragma omp simd
         for (int64_t x = 0; x < EM_ATT_BC * dvp; x++)
             dvb[x] = 0;
         for (int64_t i0 = c->p->causal ? j0 / EM_ATT_BR * EM_ATT_BR : 0; i0 < lq;
@@ -202,6 +227,7 @@ static void ATT_FN(backward_head)(const att_call *c, const em_att_tiles *t, REAL
                         pr[x] *= z;
                     }
                 } else {
+                    #pragma omp simd
                     for (int64_t x = 0; x < cols; x++)
                         dr[x] = pr[x] * (dr[x] - di);
                 }
@@ -212,8 +238,10 @@ static void ATT_FN(backward_head)(const att_call *c, const em_att_tiles *t, REAL
         }
         for (int64_t x = 0; x < cols; x++) {
             REAL *gk = ATT_FN(row)(c->gk, b, h, j0 + x), *gv = ATT_FN(row)(c->gv, b, h, j0 + x);
+            #pragma omp simd
             for (int64_t y = 0; y < d; y++)
                 gk[y] = dk[x * dp + y];
+            #pragma omp simd
             for (int64_t y = 0; y < dv; y++)
                 gv[y] = dvb[x * dvp + y];
         }
@@ -221,6 +249,7 @@ static void ATT_FN(backward_head)(const att_call *c, const em_att_tiles *t, REAL
     const REAL scale = (REAL)c->p->scale;
     for (int64_t i = 0; i < lq; i++) {
         REAL *gq = ATT_FN(row)(c->gq, b, h, i);
+        #pragma omp simd
         for (int64_t y = 0; y < d; y++)
             gq[y] = dq[i * dp + y] * scale;
     }
