@@ -487,92 +487,6 @@ static em_status export_gelu(exporter *e, const char *layer, bool tanh_approx)
     return EM_OK;
 }
 
-static em_status export_activation(exporter *e, const em_module *m, const char *layer)
-{
-    const char *t = m->type->type_name;
-    em_activation_config c = {0};
-    em_activation_layer_config(m, &c);
-    static const char *const same[][2] = {{"ReLU", "Relu"}, {"Tanh", "Tanh"},
-                                          {"Sigmoid", "Sigmoid"}, {"Softsign", "Softsign"}};
-    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
-        if (!strcmp(t, same[i][0])) {
-            simple_node(e, same[i][1], layer);
-            return EM_OK;
-        }
-    if (!strcmp(t, "GELU"))
-        return export_gelu(e, layer, c.tanh_approximation);
-    if (!strcmp(t, "SiLU")) {
-        char x[NAME_MAX_LEN];
-        strcpy(x, e->value);
-        simple_node(e, "Sigmoid", layer);
-        binary_node(e, "Mul", layer, x, e->value);
-        return EM_OK;
-    }
-    char out[NAME_MAX_LEN];
-    next_value(e, out);
-    const char *in[] = {e->value};
-    const char *op = !strcmp(t, "LeakyReLU") ? "LeakyRelu" : !strcmp(t, "Softmax") ? "Softmax"
-                                                                                   : "Flatten";
-    em_pb n = node_begin(e, op, layer, in, 1, out);
-    if (!strcmp(t, "LeakyReLU"))
-        attr_float(&n, "alpha", c.negative_slope);
-    else
-        attr_int(&n, "axis", !strcmp(t, "Softmax") ? c.dim : 1);
-    node_end(e, &n);
-    strcpy(e->value, out);
-    return EM_OK;
-}
-
-/* Softplus(beta x) / beta: ONNX's Softplus has no threshold, so only thresholds of 20 and more
- * export (where ember's x and ONNX's x + log1p(exp(-beta x)) / beta differ by 2e-9 / beta). */
-static em_status export_softplus(exporter *e, const char *layer, double beta, double threshold)
-{
-    if (!(threshold >= 20))
-        return em_set_error(EM_ERR_UNSUPPORTED, "em_onnx_export: %s: Softplus with threshold %g "
-                            "has no ONNX mapping (ONNX's Softplus has no threshold; 20 or more "
-                            "exports)", layer, threshold);
-    char b[NAME_MAX_LEN];
-    constant(e, layer, "beta", (float)beta, b);
-    binary_node(e, "Mul", layer, e->value, b);
-    simple_node(e, "Softplus", layer);
-    binary_node(e, "Div", layer, e->value, b);
-    return EM_OK;
-}
-
-/* The activations of ONNX's opset 17 with arguments, or composed: Mish x tanh(softplus(x)),
- * Hardtanh as Clip, LogSigmoid -softplus(-x). */
-static em_status export_activation_more(exporter *e, const em_module *m, const char *layer)
-{
-    const char *t = m->type->type_name;
-    em_activation_config c = {0};
-    em_activation_layer_config(m, &c);
-    char x[NAME_MAX_LEN], lo[NAME_MAX_LEN], hi[NAME_MAX_LEN];
-    strcpy(x, e->value);
-    if (!strcmp(t, "Mish")) {
-        simple_node(e, "Softplus", layer);
-        simple_node(e, "Tanh", layer);
-        binary_node(e, "Mul", layer, x, e->value);
-    } else if (!strcmp(t, "Softplus")) {
-        return export_softplus(e, layer, c.beta, c.threshold);
-    } else if (!strcmp(t, "Hardtanh")) {
-        constant(e, layer, "min_val", (float)c.min_val, lo);
-        constant(e, layer, "max_val", (float)c.max_val, hi);
-        node(e, "Clip", layer, (const char *[]){x, lo, hi}, 3, NULL, 0);
-    } else if (!strcmp(t, "ELU")) {
-        em_onnx_attr alpha = {.name = "alpha", .kind = EM_ONNX_ATTR_FLOAT, .f = c.alpha};
-        node(e, "Elu", layer, (const char *[]){x}, 1, &alpha, 1);
-    } else if (!strcmp(t, "SELU")) { /* ONNX's default alpha and gamma are PyTorch's constants */
-        simple_node(e, "Selu", layer);
-    } else if (!strcmp(t, "Hardswish")) {
-        simple_node(e, "HardSwish", layer);
-    } else { /* LogSigmoid */
-        simple_node(e, "Neg", layer);
-        simple_node(e, "Softplus", layer);
-        simple_node(e, "Neg", layer);
-    }
-    return EM_OK;
-}
-
 /* Runs the example through m (and the BatchNorm folded after it) to move e->x on. */
 static em_status advance(exporter *e, em_module *m, em_module *folded)
 {
@@ -624,12 +538,7 @@ static em_status export_embedding(exporter *e, const em_module *m, const char *l
     return EM_OK;
 }
 
-typedef struct {
-    const em_module_type *type;
-    em_onnx_exporter fn;
-} mapping;
-
-static const mapping builtin[] = {
+static const em_onnx_mapping builtin[] = {
     {&em_linear_type, export_linear},
     {&em_conv2d_type, export_conv},
     {&em_conv1d_type, export_conv},
@@ -644,22 +553,6 @@ static const mapping builtin[] = {
     {&em_instance_norm1d_type, em_onnx_export_instance_norm},
     {&em_instance_norm2d_type, em_onnx_export_instance_norm},
     {&em_dropout_type, export_dropout},
-    {&em_relu_type, export_activation},
-    {&em_leaky_relu_type, export_activation},
-    {&em_gelu_type, export_activation},
-    {&em_silu_type, export_activation},
-    {&em_softsign_type, export_activation},
-    {&em_mish_type, export_activation_more},
-    {&em_softplus_type, export_activation_more},
-    {&em_hardtanh_type, export_activation_more},
-    {&em_elu_type, export_activation_more},
-    {&em_selu_type, export_activation_more},
-    {&em_hardswish_type, export_activation_more},
-    {&em_logsigmoid_type, export_activation_more},
-    {&em_tanh_type, export_activation},
-    {&em_sigmoid_type, export_activation},
-    {&em_softmax_type, export_activation},
-    {&em_flatten_type, export_activation},
     {&em_residual_type, export_residual},
     {&em_embedding_type, export_embedding},
     {&em_upsample_type, em_onnx_export_upsample},
@@ -671,7 +564,7 @@ static const mapping builtin[] = {
 };
 
 /* em_onnx_register's mappings, looked up before the built-in ones */
-static mapping *registered;
+static em_onnx_mapping *registered;
 static int n_registered;
 static pthread_mutex_t registered_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -684,11 +577,11 @@ em_status em_onnx_register(const em_module_type *type, em_onnx_exporter fn)
     int i = 0;
     while (i < n_registered && registered[i].type != type)
         i++;
-    mapping *grown = i < n_registered ? registered
+    em_onnx_mapping *grown = i < n_registered ? registered
                                       : realloc(registered, (size_t)(i + 1) * sizeof *grown);
     if (grown) {
         registered = grown;
-        registered[i] = (mapping){type, fn};
+        registered[i] = (em_onnx_mapping){type, fn};
         n_registered += i == n_registered;
     } else {
         st = em_set_error(EM_ERR_MEMORY, "em_onnx_register: out of memory");
@@ -709,7 +602,7 @@ static em_onnx_exporter mapping_of(const em_module_type *type)
     for (size_t i = 0; i < sizeof builtin / sizeof builtin[0] && !fn; i++)
         if (builtin[i].type == type)
             fn = builtin[i].fn;
-    return fn;
+    return fn ? fn : em_onnx_activation_exporter(type);
 }
 
 static em_status export_leaf(exporter *e, em_module *m, em_module *folded, const char *layer)

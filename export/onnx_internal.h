@@ -1,7 +1,7 @@
-/* What the ONNX exporter's files share beyond export/onnx.h: the mappings of the group and
- * instance norms, sequence and attention layers (export/onnx_norm.c, export/onnx_sequence.c,
- * export/onnx_attention.c) that the table in export/onnx_export.c names, and the GELU they
- * write. Not installed. */
+/* What the ONNX exporter's files share beyond export/onnx.h: the mappings of the activation
+ * layers, the group and instance norms, sequence and attention layers (export/onnx_activations.c,
+ * export/onnx_norm.c, export/onnx_sequence.c, export/onnx_attention.c) that
+ * export/onnx_export.c looks up, and the GELU they write. Not installed. */
 #ifndef EMBER_EXPORT_ONNX_INTERNAL_H
 #define EMBER_EXPORT_ONNX_INTERNAL_H
 
@@ -17,6 +17,16 @@ const char *em_onnx_i64(em_onnx_builder *b, const char *local, em_shape s, const
 const char *em_onnx_f32(em_onnx_builder *b, const char *local, float v);
 /* GELU of the current value: exact (erf) or with the tanh approximation */
 em_status em_onnx_gelu(em_onnx_builder *b, bool tanh_approximation);
+
+/* A module type and the function that writes its layers */
+typedef struct {
+    const em_module_type *type;
+    em_onnx_exporter fn;
+} em_onnx_mapping;
+
+/* The activation layers' exporters, one per module type (export/onnx_activations.c): type's,
+ * or NULL when type is no activation layer. */
+em_onnx_exporter em_onnx_activation_exporter(const em_module_type *type);
 
 em_status em_onnx_export_group_norm(em_onnx_builder *b, const em_module *m, const char *layer);
 em_status em_onnx_export_instance_norm(em_onnx_builder *b, const em_module *m,
