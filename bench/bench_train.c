@@ -2,7 +2,7 @@
  * side in one run (same models, SGD momentum 0.9, random batches, median step time after warm-up),
  * on the CPU or a GPU, in f32 or under f16/bf16 autocast; per recipe also its FLOPs per sample,
  * the share of the GEMM bound the steps reach and the samples/s of `ember train`'s whole loop;
- * and the gpt recipe's tokens/s on the CPU in f32 (its own step: AdamW, clipping, its windows);
+ * and the gpt recipe's tokens/s on the CPU (its own step: AdamW, clipping, its windows);
  * with --report, as charts too, with --json, as one JSON object. */
 #include <omp.h>
 #include <stdio.h>
@@ -126,9 +126,11 @@ typedef struct {
 static const gpt_case gpt_cases[N_GPT_CASES] = {
     {"gpt_b32", 32, 128, 1.5}, {"gpt_b8_t256", 8, 256, 1.3}, {"gpt_b64_t256", 64, 256, 1.3}};
 
-/* Median tokens/s of `steps` gpt recipe training steps (forward, loss, backward, clipping at 1,
- * AdamW) of case g on the windows bench/gpt_torch.py's bench takes, after GPT_WARMUP steps. */
-static double ember_gpt_tokens_per_s(const em_gpt_text *text, const gpt_case *g, int steps)
+/* Median tokens/s of `steps` gpt recipe training steps (forward and loss under autocast to amp
+ * unless it is f32, backward, the grad scaler's unscaling for f16, clipping at 1, AdamW) of case
+ * g on the windows bench/gpt_torch.py's bench takes, after GPT_WARMUP steps. */
+static double ember_gpt_tokens_per_s(const em_gpt_text *text, const gpt_case *g, int steps,
+                                     em_dtype amp)
 {
     const int64_t batch = g->batch;
     em_gpt_config c = em_gpt_recipe_config(text->vocab.size);
@@ -137,13 +139,15 @@ static double ember_gpt_tokens_per_s(const em_gpt_text *text, const gpt_case *g,
     em_manual_seed(0);
     em_module *model = em_gpt(c);
     em_optim *opt = model ? em_gpt_recipe_optimizer(model, 1e-3) : NULL;
+    em_grad_scaler *scaler = amp == EM_F16 ? em_scaler_new((em_scaler_opts){0}) : NULL;
     em_sampler *s = em_random_sampler(text->n_train - t, (em_random_sampler_opts){
                                                              .replacement = true,
                                                              .num_samples = n});
     int64_t *starts = malloc((size_t)n * sizeof *starts), *xy = malloc(sizeof(int64_t) * 2 *
                                                                         batch * t);
     double *times = calloc((size_t)steps, sizeof *times), result = -1;
-    bool ok = opt && s && starts && xy && times && em_sampler_indices(s, 0, 0, starts) == EM_OK;
+    bool ok = opt && s && starts && xy && times && (amp != EM_F16 || scaler) &&
+              em_sampler_indices(s, 0, 0, starts) == EM_OK;
     for (int i = 0; ok && i < steps + GPT_WARMUP; i++) {
         for (int64_t b = 0; b < batch; b++)
             for (int64_t k = 0; k < t; k++) {
@@ -154,13 +158,20 @@ static double ember_gpt_tokens_per_s(const em_gpt_text *text, const gpt_case *g,
         em_tensor *x = em_from_data(EM_SHAPE(batch, t), EM_I64, xy);            // (B, T)
         em_tensor *y = em_from_data(EM_SHAPE(batch * t), EM_I64, xy + batch * t);
         double t0 = em_now_s();
-        em_tensor *logits = em_forward(model, x);                                   // (B, T, V)
+        ok = amp == EM_F32 || em_autocast_begin(amp) == EM_OK;
+        em_tensor *logits = ok ? em_forward(model, x) : NULL;                       // (B, T, V)
         em_tensor *loss = em_cross_entropy(em_reshape(logits, EM_SHAPE(-1, c.vocab_size)), y,
                                            (em_cross_entropy_opts){0});
-        ok = loss && em_backward(loss) == EM_OK;
+        if (ok && amp != EM_F32)
+            em_autocast_end();
+        ok = loss && em_backward(scaler ? em_scaler_scale(scaler, loss) : loss) == EM_OK &&
+             (!scaler || em_scaler_unscale(scaler, opt) == EM_OK);
         if (ok)
             em_clip_grad_norm_optim(opt, EM_GPT_CLIP, 2.0, false);
-        ok = ok && !em_has_error() && em_optim_step(opt) == EM_OK;
+        ok = ok && !em_has_error() &&
+             (scaler ? em_scaler_step(scaler, opt, NULL) == EM_OK &&
+                           em_scaler_update(scaler) == EM_OK
+                     : em_optim_step(opt) == EM_OK);
         em_optim_zero_grad(opt);
         if (i >= GPT_WARMUP)
             times[i - GPT_WARMUP] = em_now_s() - t0;
@@ -176,6 +187,7 @@ static double ember_gpt_tokens_per_s(const em_gpt_text *text, const gpt_case *g,
     free(xy);
     free(starts);
     em_sampler_free(s);
+    em_scaler_free(scaler);
     em_optim_free(opt);
     em_module_free(model);
     return result;
@@ -303,7 +315,7 @@ static void case_medians(const bench_setup *b, case_rounds *r, int rounds, bench
             openblas[k] = r[i].bound[k].openblas;
         }
         out[i] = (bench_case_result){
-            .name = b->cases[i].name, .goal = b->cases[i].goal,
+            .name = b->cases[i].name, .goal = b->amp == EM_F32 ? b->cases[i].goal : 0,
             .step = median(r[i].step, rounds), .torch = median(r[i].torch, rounds),
             .flops = em_matmul_train_flops(r[i].layers, r[i].n_layers),
             .bound_gflops = median(best, rounds), .openblas_gflops = median(openblas, rounds),
@@ -390,9 +402,10 @@ static void run_rounds(const train_bench_args *a, const bench_setup *b, bool fas
         for (int g = 0; gpt && g < N_GPT_CASES; g++) {
             char gpt_args[200];
             snprintf(gpt_args, sizeof gpt_args, "bench --threads %d --steps %d --batch %d "
-                     "--block %d", a->threads, a->gpt_steps, gpt_cases[g].batch,
-                     gpt_cases[g].block);
-            m->ember_gpt[g][r] = ember_gpt_tokens_per_s(text, &gpt_cases[g], a->gpt_steps);
+                     "--block %d --amp %s", a->threads, a->gpt_steps, gpt_cases[g].batch,
+                     gpt_cases[g].block, a->amp);
+            m->ember_gpt[g][r] = ember_gpt_tokens_per_s(text, &gpt_cases[g], a->gpt_steps,
+                                                        b->amp);
             m->torch = m->torch && em_run_torch_script("gpt_torch.py", gpt_args, torch_gpt_line,
                                                        &m->torch_gpt[g][r]);
         }
@@ -451,7 +464,7 @@ static int report_results(const train_bench_args *a, const bench_setup *b, bool 
     bench_gpt_result gpt_results[N_GPT_CASES];
     for (int g = 0; g < n_gpt; g++)
         gpt_results[g] = (bench_gpt_result){
-            .name = gpt_cases[g].name, .goal = gpt_cases[g].goal,
+            .name = gpt_cases[g].name, .goal = b->amp == EM_F32 ? gpt_cases[g].goal : 0,
             .tokens = median(m->ember_gpt[g], a->rounds),
             .torch = m->torch ? median(m->torch_gpt[g], a->rounds) : 0};
     if (n_gpt)
@@ -504,11 +517,11 @@ int em_bench_train(int argc, char **argv)
                      .amp = !strcmp(a.amp, "f16")    ? EM_F16
                             : !strcmp(a.amp, "bf16") ? EM_BF16
                                                      : EM_F32};
-    /* the gpt case runs on the CPU in f32 only */
+    /* the gpt case runs on the CPU only */
     bool fashion = !a.only || !strcmp(a.only, "fashion");
-    bool gpt = (!a.only || !strcmp(a.only, "gpt")) && !gpu && b.amp == EM_F32;
+    bool gpt = (!a.only || !strcmp(a.only, "gpt")) && !gpu;
     if (a.only && !strcmp(a.only, "gpt") && !gpt) {
-        fprintf(stderr, "ember bench train: the gpt case runs on the CPU without autocast\n");
+        fprintf(stderr, "ember bench train: the gpt case runs on the CPU only\n");
         return 1;
     }
     if (a.json && em_atomic_check(a.json) != EM_OK) { /* before any work */

@@ -12,7 +12,7 @@
 /* One Fashion-MNIST case's medians over the rounds; 0 for what did not run. */
 typedef struct {
     const char *name;    /* "mlp_b64" */
-    double goal;         /* the ratio to PyTorch we aim for */
+    double goal;         /* the ratio to PyTorch we aim for in f32; 0 under autocast */
     double step, torch;  /* samples/s of the timed steps, ember's and PyTorch's */
     double flops;        /* per sample of a training step (em_matmul_train_flops) */
     double bound_gflops; /* the step's products alone, each the faster way (em_gemm_bound) */
@@ -35,7 +35,7 @@ typedef struct {
 
 /* The two tables on stdout: samples/s next to PyTorch; FLOPs, bound and ember train's rate. */
 void em_bench_train_print(const bench_run_info *info, const bench_case_result *c, int n);
-/* A row of the first table, also gpt's tokens/s. */
+/* A row of the first table, also gpt's tokens/s: "-" for a PyTorch rate t or a goal of 0. */
 void em_bench_train_row(const char *name, double e, double t, double goal);
 /* Bars of ember beside PyTorch (0 where it did not run) onto r. */
 void em_bench_train_chart(em_report *r, const char *title, const char *unit, const char **names,

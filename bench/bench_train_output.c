@@ -7,10 +7,14 @@
 
 void em_bench_train_row(const char *name, double e, double t, double goal)
 {
-    if (t > 0)
-        printf("%-12s %16.0f %16.0f %7.2fx %5.1fx\n", name, e, t, e / t, goal);
-    else
-        printf("%-12s %16.0f %16s %8s %5.1fx\n", name, e, "-", "-", goal);
+    char torch[32] = "-", ratio[16] = "-", aim[16] = "-";
+    if (t > 0) {
+        snprintf(torch, sizeof torch, "%.0f", t);
+        snprintf(ratio, sizeof ratio, "%.2fx", e / t);
+    }
+    if (goal > 0)
+        snprintf(aim, sizeof aim, "%.1fx", goal);
+    printf("%-12s %16.0f %16s %8s %6s\n", name, e, torch, ratio, aim);
 }
 
 static double gflops(const bench_case_result *c)

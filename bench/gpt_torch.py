@@ -6,7 +6,8 @@ GPT-2's init scheme, the same windows in the same order (ember's random sampler 
 Philox-keyed), AdamW with weight decay on matrices only, warm-up + cosine, clipping at 1.
 
   gpt_torch.py train [--steps N --batch B --lr X --seed S --threads T]  one JSON summary line
-  gpt_torch.py bench [--steps N --batch B --block T --threads T]   `gpt_bBATCH_tBLOCK tokens_per_s X`
+  gpt_torch.py bench [--steps N --batch B --block T --threads T --amp off|f16|bf16]
+               `gpt_bBATCH_tBLOCK tokens_per_s X`
   gpt_torch.py sample --load FILE [--prompt TEXT --tokens N --temperature T --top-k K --seed S
                --threads T --text]   `cache chars_per_s X` and `no_cache chars_per_s X`: `ember
                sample gpt`'s generation from the same model file, with a key/value cache and
@@ -199,20 +200,32 @@ def train(a, vocab, ids, n_train):
 
 def bench(a, vocab, ids, n_train):
     """Tokens/s of training steps on windows of a.block characters (the recipe's model with that
-    many positions): the median step after 3 warm-up steps."""
+    many positions), forward and loss under autocast to a.amp unless it is off (f16 with a grad
+    scaler, unscaled before clipping): the median step after 3 warm-up steps."""
     torch.manual_seed(0)
     model = GPT(len(vocab), a.block, N_LAYER, N_HEAD, N_EMBD)
     opt = optimizer(model, a.lr)
+    amp = {"off": None, "f16": torch.float16, "bf16": torch.bfloat16}[a.amp]
+    scaler = torch.amp.GradScaler("cpu") if amp == torch.float16 else None
     starts = window_starts(a.seed, n_train - a.block, (a.steps + 3) * a.batch)
     times = []
     for step in range(a.steps + 3):
         x, y = batch_of(ids, starts[step * a.batch:(step + 1) * a.batch], a.block)
         t0 = time.perf_counter()
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        with torch.autocast("cpu", dtype=amp, enabled=amp is not None):
+            loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+        else:
+            loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
-        opt.step()
+        if scaler:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
         if step >= 3:
             times.append(time.perf_counter() - t0)
     print(f"gpt_b{a.batch}_t{a.block} tokens_per_s "
@@ -320,6 +333,8 @@ def main():
     ap.add_argument("--lr", type=float, default=LR)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--amp", choices=["off", "f16", "bf16"], default="off",
+                    help="bench: autocast dtype of the forward and loss")
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--load", help="sample: a model file of `ember train gpt --save`")
     ap.add_argument("--prompt", default="\n")

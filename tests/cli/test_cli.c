@@ -551,6 +551,33 @@ Test(cli, bench_train_writes_its_figures_as_json, .init = make_data, .fini = rem
     json_decref(j);
 }
 
+/* `ember bench train --only gpt` under f16 autocast (its grad scaler unscaling before the
+ * clipping) without PyTorch: the three gpt cases train, each with a rate and null beside it. */
+Test(cli, bench_train_runs_the_gpt_cases_under_autocast, .init = make_data, .fini = remove_data)
+{
+    char path[160], args[400];
+    snprintf(path, sizeof path, "%s/bench_gpt.json", data_dir);
+    snprintf(args, sizeof args, "bench train --only gpt --amp f16 --rounds 1 --gpt-steps 1 "
+             "--json %s", path);
+    setenv("EMBER_PYTHON", "/bin/false", 1);
+    outcome o = run(args);
+    unsetenv("EMBER_PYTHON");
+    cr_assert_eq(o.status, 0, "%s", o.out);
+    json_error_t e;
+    json_t *j = json_load_file(path, 0, &e);
+    unlink(path);
+    cr_assert(json_is_object(j), "%s", e.text);
+    cr_expect_str_eq(str(j, "amp"), "f16");
+    const char *names[] = {"gpt_b32", "gpt_b8_t256", "gpt_b64_t256"};
+    for (size_t i = 0; i < 3; i++) {
+        const json_t *g = json_object_get(j, names[i]);
+        cr_assert(json_is_object(g), "%s missing", names[i]);
+        cr_expect_gt(num(g, "tokens_per_s"), 0, "%s", names[i]);
+        cr_expect(json_is_null(json_object_get(g, "torch_tokens_per_s")), "%s", names[i]);
+    }
+    json_decref(j);
+}
+
 /* The stdout of `ember info` run under `env ENV` into out (n bytes); it must exit 0. */
 static void info_with(const char *env, char *out, size_t n)
 {
