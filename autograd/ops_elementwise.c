@@ -304,15 +304,25 @@ em_tensor *em_clamp_tensor(const em_tensor *t, const em_tensor *min, const em_te
 
 /* ---- binary: a and b broadcast to y's shape (comparisons give bool) ---- */
 
-/* Bring a and b to one dtype: a 0-d operand adapts to the other's; otherwise they must match,
- * except under autocast, where two float dtypes promote to the wider (em_autocast_promote).
- * Called inside the op's scope (the cast is a temporary of it). */
+/* Bring a and b to one device and dtype. A 0-d CPU operand that needs no gradient (em_scalar's)
+ * moves to the other's device; otherwise the devices must match. A 0-d operand adapts to the
+ * other's dtype; otherwise they must match, except under autocast, where two float dtypes
+ * promote to the wider (em_autocast_promote). Called inside the op's scope (the copy and the
+ * cast are temporaries of it). */
 static bool unify(const char *fn, const em_tensor **a /* (*) */, const em_tensor **b /* (*) */)
 {
     if ((*a)->device != (*b)->device) {
-        em_set_error(EM_ERR_ARG, "%s: tensors on different devices: %s and %s", fn,
-                     em_device_name((*a)->device), em_device_name((*b)->device));
-        return false;
+        if ((*a)->ndim == 0 && (*a)->device == EM_CPU && !(*a)->requires_grad)
+            *a = em_to_device(*a, (*b)->device);
+        else if ((*b)->ndim == 0 && (*b)->device == EM_CPU && !(*b)->requires_grad)
+            *b = em_to_device(*b, (*a)->device);
+        else {
+            em_set_error(EM_ERR_ARG, "%s: tensors on different devices: %s and %s", fn,
+                         em_device_name((*a)->device), em_device_name((*b)->device));
+            return false;
+        }
+        if (!*a || !*b)
+            return false;
     }
     if ((*a)->dtype == (*b)->dtype)
         return true;

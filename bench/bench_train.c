@@ -126,11 +126,12 @@ typedef struct {
 static const gpt_case gpt_cases[N_GPT_CASES] = {
     {"gpt_b32", 32, 128, 1.5}, {"gpt_b8_t256", 8, 256, 1.3}, {"gpt_b64_t256", 64, 256, 1.3}};
 
-/* Median tokens/s of `steps` gpt recipe training steps (forward and loss under autocast to amp
- * unless it is f32, backward, the grad scaler's unscaling for f16, clipping at 1, AdamW) of case
- * g on the windows bench/gpt_torch.py's bench takes, after GPT_WARMUP steps. */
+/* Median tokens/s of `steps` gpt recipe training steps on dev (forward and loss under autocast
+ * to amp unless it is f32, backward, the grad scaler's unscaling for f16, clipping at 1, AdamW)
+ * of case g on the windows bench/gpt_torch.py's bench takes, after GPT_WARMUP steps; a step's
+ * time includes copying its batch to dev and waiting for dev's queued work. */
 static double ember_gpt_tokens_per_s(const em_gpt_text *text, const gpt_case *g, int steps,
-                                     em_dtype amp)
+                                     em_dtype amp, em_device dev)
 {
     const int64_t batch = g->batch;
     em_gpt_config c = em_gpt_recipe_config(text->vocab.size);
@@ -138,6 +139,10 @@ static double ember_gpt_tokens_per_s(const em_gpt_text *text, const gpt_case *g,
     int64_t t = c.block_size, n = (int64_t)(steps + GPT_WARMUP) * batch;
     em_manual_seed(0);
     em_module *model = em_gpt(c);
+    if (model && em_module_to(model, dev) != EM_OK) {
+        em_module_free(model);
+        model = NULL;
+    }
     em_optim *opt = model ? em_gpt_recipe_optimizer(model, 1e-3) : NULL;
     em_grad_scaler *scaler = amp == EM_F16 ? em_scaler_new((em_scaler_opts){0}) : NULL;
     em_sampler *s = em_random_sampler(text->n_train - t, (em_random_sampler_opts){
@@ -155,10 +160,15 @@ static double ember_gpt_tokens_per_s(const em_gpt_text *text, const gpt_case *g,
                 xy[(batch + b) * t + k] = text->ids[starts[i * batch + b] + k + 1];
             }
         em_scope_begin();
+        ok = em_device_synchronize(dev) == EM_OK;
+        double t0 = em_now_s();
         em_tensor *x = em_from_data(EM_SHAPE(batch, t), EM_I64, xy);            // (B, T)
         em_tensor *y = em_from_data(EM_SHAPE(batch * t), EM_I64, xy + batch * t);
-        double t0 = em_now_s();
-        ok = amp == EM_F32 || em_autocast_begin(amp) == EM_OK;
+        if (dev != EM_CPU) {
+            x = em_to_device(x, dev);
+            y = em_to_device(y, dev);
+        }
+        ok = ok && (amp == EM_F32 || em_autocast_begin(amp) == EM_OK);
         em_tensor *logits = ok ? em_forward(model, x) : NULL;                       // (B, T, V)
         em_tensor *loss = em_cross_entropy(em_reshape(logits, EM_SHAPE(-1, c.vocab_size)), y,
                                            (em_cross_entropy_opts){0});
@@ -173,6 +183,7 @@ static double ember_gpt_tokens_per_s(const em_gpt_text *text, const gpt_case *g,
                            em_scaler_update(scaler) == EM_OK
                      : em_optim_step(opt) == EM_OK);
         em_optim_zero_grad(opt);
+        ok = ok && em_device_synchronize(dev) == EM_OK;
         if (i >= GPT_WARMUP)
             times[i - GPT_WARMUP] = em_now_s() - t0;
         em_scope_end();
@@ -326,14 +337,15 @@ static void case_medians(const bench_setup *b, case_rounds *r, int rounds, bench
 /* The command line of `ember bench train`. */
 typedef struct {
     int threads, steps, rounds, gpt_steps;
-    const char *data_dir, *device, *amp, *only, *report, *json;
+    const char *data_dir, *gpt_data_dir, *device, *amp, *only, *report, *json;
 } train_bench_args;
 
 /* Fills a from argv; EM_ARGS_RUN to go on, else the exit status. */
 static int parse_args(int argc, char **argv, train_bench_args *a)
 {
     *a = (train_bench_args){.threads = 2, .steps = 200, .rounds = 3, .gpt_steps = 10,
-                            .data_dir = EM_FASHION_MNIST_DIR, .device = "cpu", .amp = "off"};
+                            .data_dir = EM_FASHION_MNIST_DIR, .gpt_data_dir = EM_FORTUNES_DIR,
+                            .device = "cpu", .amp = "off"};
     const em_opt opts[] = {
         {"threads", EM_OPT_INT, &a->threads, "N", "OpenMP threads (default 2)",
          .range = EM_RANGE(1, 4096)},
@@ -344,6 +356,8 @@ static int parse_args(int argc, char **argv, train_bench_args *a)
         {"rounds", EM_OPT_INT, &a->rounds, "N", "rounds alternating ember and PyTorch (default 3)",
          .range = EM_RANGE(1, MAX_ROUNDS)},
         {"data", EM_OPT_STRING, &a->data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"gpt-data", EM_OPT_STRING, &a->gpt_data_dir, "DIR",
+         .help = "the fortunes' directory, gpt's text (default " EM_FORTUNES_DIR ")"},
         {"device", EM_OPT_CHOICE, &a->device, .choices = "cpu|cuda",
          .help = "where both frameworks train (default cpu)"},
         {"amp", EM_OPT_CHOICE, &a->amp, .choices = "off|f16|bf16",
@@ -400,12 +414,12 @@ static void run_rounds(const train_bench_args *a, const bench_setup *b, bool fas
                                               case_steps(&b->cases[i], gpu, a->steps));
         }
         for (int g = 0; gpt && g < N_GPT_CASES; g++) {
-            char gpt_args[200];
+            char gpt_args[1400];
             snprintf(gpt_args, sizeof gpt_args, "bench --threads %d --steps %d --batch %d "
-                     "--block %d --amp %s", a->threads, a->gpt_steps, gpt_cases[g].batch,
-                     gpt_cases[g].block, a->amp);
+                     "--block %d --amp %s --device %s --data %s", a->threads, a->gpt_steps,
+                     gpt_cases[g].batch, gpt_cases[g].block, a->amp, a->device, a->gpt_data_dir);
             m->ember_gpt[g][r] = ember_gpt_tokens_per_s(text, &gpt_cases[g], a->gpt_steps,
-                                                        b->amp);
+                                                        b->amp, b->device);
             m->torch = m->torch && em_run_torch_script("gpt_torch.py", gpt_args, torch_gpt_line,
                                                        &m->torch_gpt[g][r]);
         }
@@ -495,7 +509,7 @@ static bool load_inputs(const train_bench_args *a, const bench_setup *b, bool fa
     if ((fashion && load_all(a->data_dir, all) != EM_OK) ||
         (fashion && gpu &&
          (em_to_device_(all->x, EM_CUDA) != EM_OK || em_to_device_(all->y, EM_CUDA) != EM_OK)) ||
-        (gpt && em_gpt_text_load(NULL, text) != EM_OK)) {
+        (gpt && em_gpt_text_load(a->gpt_data_dir, text) != EM_OK)) {
         fprintf(stderr, "ember bench train: %s\n", em_error());
         return false;
     }
@@ -517,13 +531,8 @@ int em_bench_train(int argc, char **argv)
                      .amp = !strcmp(a.amp, "f16")    ? EM_F16
                             : !strcmp(a.amp, "bf16") ? EM_BF16
                                                      : EM_F32};
-    /* the gpt case runs on the CPU only */
     bool fashion = !a.only || !strcmp(a.only, "fashion");
-    bool gpt = (!a.only || !strcmp(a.only, "gpt")) && !gpu;
-    if (a.only && !strcmp(a.only, "gpt") && !gpt) {
-        fprintf(stderr, "ember bench train: the gpt case runs on the CPU only\n");
-        return 1;
-    }
+    bool gpt = !a.only || !strcmp(a.only, "gpt");
     if (a.json && em_atomic_check(a.json) != EM_OK) { /* before any work */
         fprintf(stderr, "ember bench train: --json: %s\n", em_error());
         return 2;

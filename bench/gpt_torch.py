@@ -122,8 +122,8 @@ class GPT(nn.Module):
 
     def forward(self, idx):
         t = idx.shape[1]
-        mask = torch.triu(torch.full((t, t), float("-inf")), 1)
-        x = self.drop(self.wte(idx) + self.wpe(torch.arange(t)))
+        mask = torch.triu(torch.full((t, t), float("-inf"), device=idx.device), 1)
+        x = self.drop(self.wte(idx) + self.wpe(torch.arange(t, device=idx.device)))
         for block in self.h:
             x = block(x, src_mask=mask)
         return F.linear(self.ln_f(x), self.wte.weight)
@@ -198,21 +198,29 @@ def train(a, vocab, ids, n_train):
           flush=True)
 
 
+def synchronize(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
 def bench(a, vocab, ids, n_train):
-    """Tokens/s of training steps on windows of a.block characters (the recipe's model with that
-    many positions), forward and loss under autocast to a.amp unless it is off (f16 with a grad
-    scaler, unscaled before clipping): the median step after 3 warm-up steps."""
+    """Tokens/s of training steps on a.device on windows of a.block characters (the recipe's
+    model with that many positions), forward and loss under autocast to a.amp unless it is off
+    (f16 with a grad scaler, unscaled before clipping): the median step after 3 warm-up steps, a
+    step's time including copying its batch to the device and waiting for the device."""
     torch.manual_seed(0)
-    model = GPT(len(vocab), a.block, N_LAYER, N_HEAD, N_EMBD)
+    model = GPT(len(vocab), a.block, N_LAYER, N_HEAD, N_EMBD).to(a.device)
     opt = optimizer(model, a.lr)
     amp = {"off": None, "f16": torch.float16, "bf16": torch.bfloat16}[a.amp]
-    scaler = torch.amp.GradScaler("cpu") if amp == torch.float16 else None
+    scaler = torch.amp.GradScaler(a.device) if amp == torch.float16 else None
     starts = window_starts(a.seed, n_train - a.block, (a.steps + 3) * a.batch)
     times = []
     for step in range(a.steps + 3):
         x, y = batch_of(ids, starts[step * a.batch:(step + 1) * a.batch], a.block)
+        synchronize(a.device)
         t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=amp, enabled=amp is not None):
+        x, y = x.to(a.device), y.to(a.device)
+        with torch.autocast(a.device, dtype=amp, enabled=amp is not None):
             loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
         opt.zero_grad(set_to_none=True)
         if scaler:
@@ -226,6 +234,7 @@ def bench(a, vocab, ids, n_train):
             scaler.update()
         else:
             opt.step()
+        synchronize(a.device)
         if step >= 3:
             times.append(time.perf_counter() - t0)
     print(f"gpt_b{a.batch}_t{a.block} tokens_per_s "
@@ -335,6 +344,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--amp", choices=["off", "f16", "bf16"], default="off",
                     help="bench: autocast dtype of the forward and loss")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="bench: where")
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--load", help="sample: a model file of `ember train gpt --save`")
     ap.add_argument("--prompt", default="\n")

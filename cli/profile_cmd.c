@@ -37,9 +37,9 @@ bool em_parse_step_range(const char *command, const char *option, const char *te
 
 int em_cmd_profile(int argc, char **argv)
 {
-    const char *recipe = NULL, *trace = NULL, *data_dir = NULL, *amp = "off";
+    const char *recipe = NULL, *trace = NULL, *data_dir = NULL, *amp = "off", *device = "cpu";
     int64_t steps = 20, warmup = 5, batch = 0;
-    int threads = 0, workers = em_recipe_default_workers(EM_CPU);
+    int threads = 0, workers = -1;
     const em_opt opts[] = {
         {"steps", EM_OPT_INT64, &steps, "N", "micro-batches profiled (default 20)",
          .range = EM_RANGE(1, 100000)},
@@ -51,9 +51,13 @@ int em_cmd_profile(int argc, char **argv)
          .range = EM_RANGE(1, INT_MAX)},
         {"amp", EM_OPT_CHOICE, &amp, NULL, "mixed precision (f16 adds a grad scaler)",
          .choices = "f16|bf16|off"},
+        {"device", EM_OPT_CHOICE, &device, NULL,
+         "where to train (default cpu; on cuda each op's kernels are timed with CUDA events)",
+         .choices = "cpu|cuda"},
         {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
         {"workers", EM_OPT_INT, &workers, "N",
-         "data loader threads (default 0: the steps' threads hold the cores)",
+         "data loader threads (default: the device's; 0 on the CPU, where the steps' threads "
+         "hold the cores)",
          .range = EM_RANGE(0, 256)},
         {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
         {0}};
@@ -74,17 +78,25 @@ int em_cmd_profile(int argc, char **argv)
         fprintf(stderr, "ember profile: --trace: %s\n", em_error());
         return 2;
     }
+    em_device dev;
+    int bad_device = em_cli_device("ember profile", device, false, &dev);
+    if (bad_device)
+        return bad_device;
+    if (workers < 0)
+        workers = em_recipe_default_workers(dev);
     if (threads)
         omp_set_num_threads(threads);
     em_train_opts o = {
-        .recipe = rc, .data_dir = data_dir, .epochs = 1, .batch = batch, .workers = workers,
+        .recipe = rc, .data_dir = data_dir, .device = dev, .epochs = 1, .batch = batch,
+        .workers = workers,
         .max_steps = warmup + steps, .skip_eval = true,
         .tech.amp = !strcmp(amp, "f16") ? EM_F16 : !strcmp(amp, "bf16") ? EM_BF16 : EM_F32,
         .observe = {.profile = trace ? trace : default_trace, .profile_first = warmup + 1,
                     .profile_last = warmup + steps, .log = stdout}};
-    printf("ember profile %s: micro-batches %lld to %lld of batch %lld (amp %s), %d threads, "
-           "%d loader workers\n", rc->name, (long long)warmup + 1, (long long)(warmup + steps),
-           (long long)(batch ? batch : rc->batch), amp, omp_get_max_threads(), workers);
+    printf("ember profile %s on %s: micro-batches %lld to %lld of batch %lld (amp %s), %d "
+           "threads, %d loader workers\n", rc->name, device, (long long)warmup + 1,
+           (long long)(warmup + steps), (long long)(batch ? batch : rc->batch), amp,
+           omp_get_max_threads(), workers);
     fflush(stdout);
     em_train_result r;
     if (em_recipe_train(&o, &r) != EM_OK) {

@@ -56,6 +56,8 @@ em_tensor *em_gpt_forward(em_module *m, const em_tensor *idx, em_kv_cache *cache
     int64_t t = idx->shape[1];
     em_scope_begin();
     em_tensor *pos = em_arange((double)at, (double)(at + t), 1, EM_I64);          // (T)
+    if (pos && idx->device != EM_CPU)
+        pos = em_to_device(pos, idx->device);
     em_tensor *x = em_add(em_forward(child(m, WTE), idx), em_forward(child(m, WPE), pos));
     x = em_forward(child(m, DROP), x);                                            // (B, T, E)
     em_module *blocks = child(m, BLOCKS);

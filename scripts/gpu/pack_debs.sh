@@ -13,9 +13,8 @@ cd "$(dirname "$0")/../.."
 debs=.gpu/debs root=.gpu/pack
 rm -rf "$debs" "$root" .gpu/root.tar.xz
 mkdir -p "$debs" "$root"
-# setup.sh's packages but the tools the GPU machine has, the fuzzing compiler and the gpt text (the
-# GPU benchmark trains the Fashion-MNIST recipes only)
-skip='cmake|make|gcc|pkg-config|python3-venv|libopenblas-dev|clang|libclang-rt-.*|fortunes'
+# setup.sh's packages but the tools the GPU machine has and the fuzzing compiler
+skip='cmake|make|gcc|pkg-config|python3-venv|libopenblas-dev|clang|libclang-rt-.*'
 wanted=$(sed -n '/^packages=(/,/)/p' setup.sh | tr -d '()' | sed 's/packages=//' | tr ' ' '\n' |
          grep -v -E "^($skip|)$")
 # the OpenBLAS build the GPU machine links (the pthread one, with its headers) and pkg-config

@@ -41,22 +41,53 @@ static double *host_values(const em_tensor *t, int64_t *n)
     return v;
 }
 
+/* Where got and want differ most: the first differing element, the worst one and their values,
+ * printed under a failing case so that one GPU run says enough to fix it offline. */
+typedef struct {
+    int64_t first, at;
+    double got, want;
+} difference;
+
+static void print_difference(const char *what, const em_tensor *want_t, difference d)
+{
+    char shape[128];
+    int len = snprintf(shape, sizeof shape, "(");
+    for (int i = 0; i < want_t->ndim && len < (int)sizeof shape - 24; i++)
+        len += snprintf(shape + len, sizeof shape - (size_t)len, "%s%lld", i ? ", " : "",
+                        (long long)want_t->shape[i]);
+    snprintf(shape + len, sizeof shape - (size_t)len, ")");
+    printf("      %s %s %s: first difference at flat index %lld, worst at %lld: cuda %.9g, "
+           "cpu %.9g\n", what, em_dtype_name(want_t->dtype), shape, (long long)d.first,
+           (long long)d.at, d.got, d.want);
+}
+
 /* The largest error of got against want in units of tol * (|want| + mean |want|); 0 when equal.
- * An element count mismatch or NaN where want is finite counts as infinite. */
-static double worst(const em_tensor *got_t, const em_tensor *want_t, double tol)
+ * An element count mismatch or NaN where want is finite counts as infinite. Prints where they
+ * differ when the error fails (> 1). */
+static double worst(const char *what, const em_tensor *got_t, const em_tensor *want_t, double tol)
 {
     int64_t n = 0, m = 0;
     double *got = host_values(got_t, &n), *want = host_values(want_t, &m);
     double scale = 0, err = n == m ? 0 : INFINITY;
+    difference d = {-1, -1, NAN, NAN};
     for (int64_t i = 0; i < m; i++)
         scale += fabs(want[i]) / (double)m;
     for (int64_t i = 0; n == m && i < n; i++) {
-        double d = fabs(got[i] - want[i]);
+        double diff = fabs(got[i] - want[i]);
         if (got[i] == want[i] || (isnan(got[i]) && isnan(want[i])))
             continue;
-        double e = tol > 0 ? d / (tol * (fabs(want[i]) + scale)) : INFINITY;
-        err = isnan(e) ? INFINITY : fmax(err, e);
+        double e = tol > 0 ? diff / (tol * (fabs(want[i]) + scale)) : INFINITY;
+        e = isnan(e) ? INFINITY : e;
+        if (e > 1 && d.first < 0)
+            d.first = i;
+        if (e > err || d.at < 0)
+            d = (difference){d.first, i, got[i], want[i]};
+        err = fmax(err, e);
     }
+    if (n != m)
+        printf("      %s: cuda has %lld elements, cpu %lld\n", what, (long long)n, (long long)m);
+    else if (err > 1)
+        print_difference(what, want_t, d);
     free(got);
     free(want);
     return err;
@@ -71,12 +102,19 @@ static double run_case(int k, unsigned layout, em_dtype dt, em_device dev, bool 
     em_scope_begin();
     em_tensor *in_cpu[EM_CASE_MAX_INPUTS], *in_dev[EM_CASE_MAX_INPUTS];
     cr_assert(em_op_case_inputs(k, layout, dt, EM_CPU, grads, in_cpu), "%s", em_error());
-    cr_assert(em_op_case_inputs(k, layout, dt, dev, grads, in_dev), "%s", em_error());
+    if (!em_op_case_inputs(k, layout, dt, dev, grads, in_dev)) {
+        printf("  %-28s %-10s %-4s inputs on %s: %s FAIL\n", c->name, lname, em_dtype_name(dt),
+               em_device_name(dev), em_error());
+        em_scope_end();
+        return INFINITY;
+    }
     em_tensor *want = em_op_case_apply(k, layout, in_cpu, EM_CPU);
     cr_assert(want, "%s %s on cpu: %s", c->name, lname, em_error());
     em_tensor *got = em_op_case_apply(k, layout, in_dev, dev);
     double tol = tolerance(dt, c->flags);
-    double err = got ? worst(got, want, tol) : INFINITY;
+    char what[96];
+    snprintf(what, sizeof what, "%s %s %s output", c->name, lname, em_dtype_name(dt));
+    double err = got ? worst(what, got, want, tol) : INFINITY;
     if (!got)
         printf("  %-28s %-10s %-4s error: %s\n", c->name, lname, em_dtype_name(dt), em_error());
     double gerr = 0;
@@ -90,8 +128,10 @@ static double run_case(int k, unsigned layout, em_dtype dt, em_device dev, bool 
             gerr = INFINITY;
         }
         for (int i = 0; i < c->n_inputs && gerr < INFINITY; i++)
-            if (in_cpu[i]->grad)
-                gerr = fmax(gerr, worst(in_dev[i]->grad, in_cpu[i]->grad, tol));
+            if (in_cpu[i]->grad) {
+                snprintf(what, sizeof what, "%s %s grad of input %d", c->name, lname, i);
+                gerr = fmax(gerr, worst(what, in_dev[i]->grad, in_cpu[i]->grad, tol));
+            }
     }
     em_scope_end();
     printf("  %-28s %-10s %-4s forward %8.3f%s", c->name, lname, em_dtype_name(dt), err,
@@ -107,6 +147,7 @@ Test(cuda_parity, every_op_case_matches_the_cpu)
     skip_without_cuda();
     const em_dtype dts[3] = {EM_F32, EM_F16, EM_BF16};
     int failed = 0;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each case's line reaches the log before a crash */
     printf("parity against the cpu (errors in units of the tolerance; > 1 fails):\n");
     for (int k = 0; k < em_n_op_cases; k++) {
         const em_op_case *c = &em_op_cases[k];

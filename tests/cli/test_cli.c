@@ -551,6 +551,14 @@ Test(cli, bench_train_writes_its_figures_as_json, .init = make_data, .fini = rem
     json_decref(j);
 }
 
+/* `ember bench train --gpt-data DIR` reads gpt's text from DIR, and names it when it cannot. */
+Test(cli, bench_train_names_a_missing_gpt_text)
+{
+    outcome o = run("bench train --only gpt --rounds 1 --gpt-steps 1 --gpt-data /nonexistent/text");
+    cr_expect_eq(o.status, 1, "%s", o.out);
+    cr_expect(strstr(o.out, "gpt: cannot read the fortunes in /nonexistent/text"), "%s", o.out);
+}
+
 /* `ember bench train --only gpt` under f16 autocast (its grad scaler unscaling before the
  * clipping) without PyTorch: the three gpt cases train, each with a rate and null beside it. */
 Test(cli, bench_train_runs_the_gpt_cases_under_autocast, .init = make_data, .fini = remove_data)

@@ -22,7 +22,7 @@ Test(observe_cli, profile_prints_the_tables_and_writes_a_trace)
     snprintf(trace, sizeof trace, "%s/mlp.json", dir);
     snprintf(args, sizeof args, "profile mlp --warmup 1 --steps 3 --threads 2 --trace %s", trace);
     cr_assert_eq(em_test_ember(args, out, sizeof out), 0, "%s", out);
-    cr_expect(strstr(out, "ember profile mlp: micro-batches 2 to 4 of batch 64"), "%s", out);
+    cr_expect(strstr(out, "ember profile mlp on cpu: micro-batches 2 to 4 of batch 64"), "%s", out);
     cr_expect(strstr(out, "ember profiler: 3 steps"), "%s", out);
     cr_expect(strstr(out, "linear_backward") && strstr(out, "optimizer.step") &&
               strstr(out, "loader.next"), "%s", out);
