@@ -1,62 +1,20 @@
 /* Scaled dot-product attention on CUDA with the CPU kernel's semantics (cpu_attention.c), never
- * holding the (Lq, Lk) matrix. Forward: a block per query row walks the keys in tiles of BLOCK
- * with an online softmax (running max and sum, the output rescaled as the max grows) and keeps
- * the row's log-sum-exp. Backward recomputes the weights from it: a block per query row sums its
- * query gradient over the keys, a block per key row its key and value gradients over the
- * queries, each sum in a fixed order (no atomics): deterministic. Simple rather than fast (one
- * thread per score, head dims up to MAX_DIM); f16/bf16 compute in f32. */
-#include <math.h>
-
-#include "backend/philox.h"
-#include "backend_cuda/cuda_real.cuh"
+ * holding the (Lq, Lk) matrix: the entry points, and the kernels for what the tiled ones
+ * (cuda_attention_tiled.cu: head dims up to TILED_MAX_DIM, not f64) do not take. Forward: a
+ * block per query row walks the keys in tiles of BLOCK with an online softmax (running max and
+ * sum, the output rescaled as the max grows) and keeps the row's log-sum-exp. Backward
+ * recomputes the weights from it: a block per query row sums its query gradient over the keys,
+ * a block per key row its key and value gradients over the queries, each sum in a fixed order
+ * (no atomics): deterministic. Simple rather than fast (one thread per score, head dims up to
+ * MAX_DIM); f16/bf16 compute in f32. */
+#include "backend_cuda/cuda_attention_internal.cuh"
 
 namespace {
 
+typedef attention_call call;
 const int BLOCK = 128;
 const int PER_THREAD = 4;                  /* head dims one thread accumulates */
 const int64_t MAX_DIM = BLOCK * PER_THREAD; /* D and Dv at most */
-
-/* One call's operands, by value in the kernels' parameters: q (B, H, Lq, D), k (B, H, Lk, D),
- * v (B, H, Lk, Dv), out and gout (B, H, Lq, Dv), lse (B, H, Lq) contiguous, mask broadcast to
- * (B, H, Lq, Lk) when has_mask; gradients with their inputs' shapes (backward only). */
-struct call {
-    em_attention_params p;
-    int64_t heads, lq, lk, d, dv;
-    bool has_mask;
-    em_arr q, k, v, mask, out, lse, gout, gq, gk, gv;
-};
-
-/* Element (b, h, i, 0) of a 4-D array with a contiguous last dim. */
-template <typename T>
-__device__ __forceinline__ T *row_at(const em_arr &a, int64_t b, int64_t h, int64_t i)
-{
-    return (T *)a.data + b * a.strides[0] + h * a.strides[1] + i * a.strides[2];
-}
-
-/* The mask's additive form at (b, h, i, j): 0 or -inf for bool, else its value. */
-__device__ double mask_add(const em_arr &m, int64_t b, int64_t h, int64_t i, int64_t j)
-{
-    const int64_t e = b * m.strides[0] + h * m.strides[1] + i * m.strides[2] + j * m.strides[3];
-    switch (m.dtype) {
-    case EM_BOOL:
-        return ((const bool *)m.data)[e] ? 0.0 : -INFINITY;
-    case EM_F32:
-        return ((const float *)m.data)[e];
-    case EM_F64:
-        return ((const double *)m.data)[e];
-    case EM_F16:
-        return __half2float(((const __half *)m.data)[e]);
-    default: /* bf16; checked on the host */
-        return __bfloat162float(((const __nv_bfloat16 *)m.data)[e]);
-    }
-}
-
-/* Whether dropout keeps weight idx of the flat (B, H, Lq, Lk) mask (em_bernoulli's draw). */
-__device__ bool kept(const em_attention_params &p, uint64_t idx)
-{
-    const em_philox_block blk = em_philox4x32_10(p.offset + idx / 4, p.seed);
-    return (double)em_philox_uniform(blk.v[idx % 4]) < 1.0 - p.dropout_p;
-}
 
 /* The masked score of query i (scaled, qs in shared memory) and key j. */
 template <typename T, typename A>
@@ -71,9 +29,6 @@ __device__ A score(const call &c, const A *qs, int64_t b, int64_t h, int64_t i, 
     return c.has_mask ? s + (A)mask_add(c.mask, b, h, i, j) : s;
 }
 
-struct op_max { /* NaN wins, as the CPU's row maximum */
-    template <class A> __device__ A operator()(A a, A b) const { return b > a || b != b ? b : a; }
-};
 struct op_add {
     template <class A> __device__ A operator()(A a, A b) const { return a + b; }
 };
@@ -167,20 +122,6 @@ template <typename T> __global__ void delta_kernel(call c, acc_t<T> *delta)
             sum += (double)load(g + x) * (double)load(o + x);
         delta[row] = (acc_t<T>)sum;
     }
-}
-
-/* The score gradient of weight (i, j) given its score s, and the dropped weight into *pw. */
-template <typename A>
-__device__ A score_grad(const call &c, A s, A lse, A dp, A delta, uint64_t idx, A *pw)
-{
-    const A p = (A)exp((double)(s - lse));
-    if (c.p.dropout_p <= 0) {
-        *pw = p;
-        return p * (dp - delta);
-    }
-    const A z = kept(c.p, idx) ? (A)(1.0 / (1.0 - c.p.dropout_p)) : (A)0;
-    *pw = p * z;
-    return p * (dp * z - delta);
 }
 
 /* gq row of query row blockIdx.x = scale * sum over its keys of ds(i, j) k_j */
@@ -361,6 +302,8 @@ extern "C" int em_cuda_attention(const em_attention_params *p, const em_arr *q, 
     return dispatch_float(q->dtype, [&](auto t) {
         typedef decltype(t) T;
         const size_t shared = (size_t)(c.d + 2 * BLOCK) * sizeof(acc_t<T>);
+        if (tiled_attention_fits(q->dtype, c.d, c.dv))
+            return tiled_attention(c, q->dtype);
         forward_kernel<T><<<(unsigned)rows, BLOCK, shared, em_cuda_stream()>>>(c);
         return em_cuda_launch_status();
     });
@@ -387,6 +330,14 @@ extern "C" int em_cuda_attention_grad(const em_attention_params *p, const em_arr
         int rc = EM_KERNEL_OK;
         if (qrows > 0) {
             delta_kernel<T><<<grid_for(qrows, BLOCK), BLOCK, 0, em_cuda_stream()>>>(c, delta);
+            rc = em_cuda_launch_status();
+        }
+        if (rc == EM_KERNEL_OK && tiled_attention_fits(q->dtype, c.d, c.dv)) {
+            rc = tiled_attention_grad(c, q->dtype, (const float *)delta); /* A is f32 there */
+            em_cuda_scratch_free(delta, bytes);
+            return rc;
+        }
+        if (rc == EM_KERNEL_OK && qrows > 0) {
             grad_q_kernel<T><<<(unsigned)qrows, BLOCK, shared, em_cuda_stream()>>>(c, delta);
             rc = em_cuda_launch_status();
         }

@@ -2,13 +2,14 @@
 # On a GPU machine with the NVIDIA driver, the CUDA toolkit, CMake and a C compiler but none of
 # ember's Debian packages: unpacks what scripts/gpu/pack_debs.sh packed (.gpu/root.tar.xz) into
 # .gpu/root, builds ember's CLI and CUDA suites for the GPU's architecture, runs the suites,
-# `ember train mlp|gpt --device cuda` with the recipes' defaults, compute-sanitizer over the
-# parity suite and the CUDA benchmarks next to PyTorch on the same GPU, and prints one table (also
-# $OUT/summary.txt). A lent GPU session has minutes, so the stages run most important first, each
-# cut off where the budget (EMBER_GPU_BUDGET_S seconds, default 450) would run out; the table
-# names what was cut or skipped. Logs go to $OUT (or .gpu/out): eight files, the most that come
-# back from a lent machine. EMBER_GPU_ROUNDS (default 1) sets the benchmark's rounds alternating
-# ember and PyTorch.
+# `ember train mlp|gpt --device cuda` with the recipes' defaults, compute-sanitizer (memcheck and
+# racecheck) over the parity suite, the CUDA benchmarks next to PyTorch on the same GPU, `ember
+# profile` and `ember compare` on the GPU, and prints one table (also $OUT/summary.txt). A lent
+# GPU session has minutes, so the stages run most important first, each cut off where the budget
+# (EMBER_GPU_BUDGET_S seconds, default 450) would run out; the table names what was cut or
+# skipped. Logs go to $OUT (or .gpu/out): eight files, the most that come back from a lent
+# machine. EMBER_GPU_ROUNDS (default 1) sets the benchmark's rounds alternating ember and
+# PyTorch; EMBER_GPU_BENCH_ONLY=fashion|gpt benchmarks and profiles those cases alone.
 # Usage: bash scripts/gpu/run.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit
@@ -122,11 +123,13 @@ for recipe in mlp gpt; do
         grep -oE '"(test_acc|val_loss|wall_s)": *[0-9.]+' | tr '\n' ' ')"
 done
 
-# ---- compute-sanitizer over the parity suite ----
+# ---- compute-sanitizer over the parity suite: memory errors, then shared-memory races ----
 : >"$out/sanitizer.log"
-within 240 "$out/sanitizer.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
-    build-gpu/tests/test_cuda_parity --jobs 1
-report "compute-sanitizer memcheck test_cuda_parity" $?
+for tool in memcheck racecheck; do
+    within 240 "$out/sanitizer.log" compute-sanitizer --tool $tool --error-exitcode 9 \
+        build-gpu/tests/test_cuda_parity --jobs 1
+    report "compute-sanitizer $tool test_cuda_parity" $?
+done
 
 # ---- the benchmarks next to PyTorch on the same GPU, f32 first ----
 # (PyTorch runs on the machine's own libraries, not on the unpacked Debian ones)
@@ -134,14 +137,18 @@ report "compute-sanitizer memcheck test_cuda_parity" $?
 bench() {
     within 120 "$out/bench.log" env EMBER_PYTHON="env -u LD_LIBRARY_PATH python3" \
         build-gpu/ember bench train --device cuda --amp "$1" --rounds "${EMBER_GPU_ROUNDS:-1}" \
-        --threads 8 --data "$data" --gpt-data "$fortunes" --gpt-steps 20
+        --threads 8 --data "$data" --gpt-data "$fortunes" --gpt-steps 20 \
+        ${EMBER_GPU_BENCH_ONLY:+--only "$EMBER_GPU_BENCH_ONLY"}
     report "bench train --amp $1" $?
 }
 bench off
 
 # ---- where the time goes on the GPU: each op's kernels timed with CUDA events ----
 : >"$out/profile.log"
-for recipe in "cnn --batch 512" "gpt"; do
+profiles=("cnn --batch 512" gpt)
+[ "${EMBER_GPU_BENCH_ONLY:-}" = gpt ] && profiles=(gpt)
+[ "${EMBER_GPU_BENCH_ONLY:-}" = fashion ] && profiles=("cnn --batch 512")
+for recipe in "${profiles[@]}"; do
     # shellcheck disable=SC2086 # the recipe and its options are words
     within 60 "$out/profile.log" build-gpu/ember profile $recipe --device cuda --steps 20 \
         --data "$([ "$recipe" = gpt ] && echo "$fortunes" || echo "$data")" \

@@ -5,8 +5,8 @@
  * after each step moves the losses of this run by at most 7e-4 relative in 200 steps at lr 0.01
  * (loss 2.30 -> 1.79). At lr 0.05 the run spikes near step 100 and the same 1e-7 grows to 1e-2 by
  * step 120, so no tolerance could tell a bug from rounding there. AdamW and f16 autocast with
- * the grad scaler for 50 steps within 1e-2 (f16 activations round at 2^-11). A model saved from CUDA loads on the CPU bit for bit. Skipped
- * where no GPU is present. */
+ * the grad scaler for 50 steps within 1e-2 (f16 activations round at 2^-11). A model saved from
+ * CUDA loads on the CPU bit for bit. Skipped where no GPU is present. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>

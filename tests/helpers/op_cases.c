@@ -1591,6 +1591,14 @@ const em_op_case em_op_cases[] = {
     {"sdpa_causal", c_sdpa_causal, 3, {IN(2, 2, 5, 4), IN(2, 2, 5, 4), IN(2, 2, 5, 3)}, VIEWS},
     {"sdpa_bool_mask", c_sdpa_mask, 4,
      {IN(1, 2, 4, 3), IN(1, 2, 6, 3), IN(1, 2, 6, 5), FIXED(1, 1, 4, 6)}, VIEWS},
+    /* more rows than one of CUDA's 32-row tiles, the last one partial */
+    {"sdpa_causal_over_tiles", c_sdpa_causal, 3,
+     {IN(1, 2, 45, 8), IN(1, 2, 45, 8), IN(1, 2, 45, 6)}, VIEWS},
+    {"sdpa_mask_over_tiles", c_sdpa_mask, 4,
+     {IN(1, 1, 40, 6), IN(1, 1, 37, 6), IN(1, 1, 37, 5), FIXED(1, 1, 40, 37)}, VIEWS},
+    /* head dims past what CUDA's tiled kernels hold */
+    {"sdpa_wide_heads", c_sdpa_causal, 3, {IN(1, 1, 3, 80), IN(1, 1, 4, 80), IN(1, 1, 4, 72)},
+     VIEWS},
     {"self_attention_packed", c_self_attention_packed, 1, {IN(2, 5, 12)}, 0},
     {"sdpa_dropout", c_sdpa_dropout, 3, {IN(2, 1, 6, 4), IN(2, 1, 7, 4), IN(2, 1, 7, 2)},
      EM_CASE_RNG},
