@@ -6,6 +6,8 @@
  * The same semantics and passes as cuda_attention.cu (online softmax and log-sum-exp forward;
  * backward recomputing the weights, query gradients per query tile, key and value gradients per
  * key tile, each sum in a fixed order, no atomics: deterministic); computes in f32. */
+#include <type_traits>
+
 #include "backend_cuda/cuda_attention_internal.cuh"
 
 namespace {
@@ -268,19 +270,15 @@ unsigned tile_blocks(const attention_call &c, int64_t rows)
     return (unsigned)(c.q.shape[0] * c.heads * ((rows + TILE - 1) / TILE));
 }
 
-/* f(T{}) for the storage type of dt: f32, f16 or bf16 */
+/* f(T{}) for the storage type of dt: f32, f16 or bf16 (no f64 kernels are built) */
 template <typename F> int dispatch_tiled(em_dtype dt, F f)
 {
-    switch (dt) {
-    case EM_F32:
-        return f(float{});
-    case EM_F16:
-        return f(__half{});
-    case EM_BF16:
-        return f(__nv_bfloat16{});
-    default:
-        return EM_KERNEL_UNSUPPORTED;
-    }
+    return dispatch_float(dt, [&](auto t) {
+        if constexpr (std::is_same<decltype(t), double>::value)
+            return (int)EM_KERNEL_UNSUPPORTED;
+        else
+            return f(t);
+    });
 }
 
 } // namespace

@@ -130,11 +130,21 @@ static em_status write_report(em_report *r, const em_recipe *rc, int64_t steps, 
 }
 
 /* Trains rc once per technique (steps optimizer steps of batch samples); res and logs get each
- * run's result and losses. */
+ * run's result and losses. A few untimed f32 steps go first, so that the first technique does
+ * not pay alone for what any first run pays (a GPU's libraries starting, the allocator's first
+ * blocks, the data's first reads); every run starts from the recipe's seed, so they change no
+ * result. */
 static em_status train_variants(const em_recipe *rc, const char *data_dir, em_device device,
                                 int64_t steps, int64_t batch, em_train_result *res,
                                 loss_log *logs)
 {
+    em_train_opts warm_up = {.recipe = rc, .data_dir = data_dir, .epochs = 1, .batch = batch,
+                             .max_steps = steps < 10 ? steps : 10, .skip_eval = true,
+                             .workers = em_recipe_default_workers(device), .device = device};
+    em_train_result ignored;
+    fprintf(stderr, "ember compare: warm-up ...\n");
+    if (em_recipe_train(&warm_up, &ignored) != EM_OK)
+        return em_error_prefix("warm-up");
     for (int v = 0; v < N_VARIANTS; v++) {
         const variant *va = &variants[v];
         logs[v].cap = steps * va->micro_split;
