@@ -59,7 +59,8 @@ int em_cmd_profile(int argc, char **argv)
          "data loader threads (default: the device's; 0 on the CPU, where the steps' threads "
          "hold the cores)",
          .range = EM_RANGE(0, 256)},
-        {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"data", EM_OPT_STRING, &data_dir, "DIR",
+         .help = "Fashion-MNIST directory (gpt: the fortunes' directory)"},
         {0}};
     const em_cmd_spec spec = {
         .command = "ember profile", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
