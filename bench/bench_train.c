@@ -522,12 +522,16 @@ int em_bench_train(int argc, char **argv)
     int parsed = parse_args(argc, argv, &a);
     if (parsed != EM_ARGS_RUN)
         return parsed;
+    em_device device;
+    int bad_device = em_cli_device("ember bench train", a.device, false, &device);
+    if (bad_device) /* before any work */
+        return bad_device;
     omp_set_num_threads(a.threads);
-    bool gpu = !strcmp(a.device, "cuda");
+    bool gpu = device == EM_CUDA;
     bench_setup b = {.cases = gpu ? gpu_cases : cpu_cases,
                      .n_cases = gpu ? (int)(sizeof gpu_cases / sizeof gpu_cases[0])
                                     : (int)(sizeof cpu_cases / sizeof cpu_cases[0]),
-                     .device = gpu ? EM_CUDA : EM_CPU,
+                     .device = device,
                      .amp = !strcmp(a.amp, "f16")    ? EM_F16
                             : !strcmp(a.amp, "bf16") ? EM_BF16
                                                      : EM_F32};

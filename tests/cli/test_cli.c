@@ -226,6 +226,7 @@ Test(cli, a_device_that_is_not_there_is_named_at_once)
     if (em_device_available(EM_CUDA)) {
         expect("train mlp " NO_DATA " --device cuda --tf32", 1, "/nonexistent/ember-test");
         expect("compare mlp " NO_DATA " --device cuda", 1, "/nonexistent/ember-test");
+        expect("profile mlp " NO_DATA " --device cuda", 1, "/nonexistent/ember-test");
         return;
     }
     expect("train mlp " NO_DATA " --device cuda", 2,
@@ -233,6 +234,10 @@ Test(cli, a_device_that_is_not_there_is_named_at_once)
     expect("train mlp " NO_DATA " --device cuda --tf32", 2, "--device cuda: no cuda device");
     expect("compare mlp " NO_DATA " --device cuda", 2,
            "ember compare: --device cuda: no cuda device is available");
+    expect("profile mlp " NO_DATA " --device cuda", 2,
+           "ember profile: --device cuda: no cuda device is available");
+    expect("bench train " NO_DATA " --device cuda", 2,
+           "ember bench train: --device cuda: no cuda device is available");
 }
 
 Test(cli, equals_spelling_reaches_the_run)
