@@ -12,6 +12,8 @@
 
 /* Below this many multiply-adds (B H Lq Lk (D + Dv)) a call runs on one thread. */
 #define ATT_PARALLEL_MIN_WORK 65536.0
+/* Forward hands out whole heads when there are at least this many per thread, else query blocks */
+#define ATT_HEADS_PER_THREAD 4
 
 /* One call's operands: q (B, H, Lq, D), k (B, H, Lk, D), v (B, H, Lk, Dv), out and gout
  * (B, H, Lq, Dv), lse (B, H, Lq); grads with their inputs' shapes; mask NULL or broadcast to
@@ -22,6 +24,19 @@ typedef struct {
     const em_arr *q, *k, *v, *mask, *out, *lse;
     const em_arr *gout, *gq, *gk, *gv;
 } att_call;
+
+/* Which head's keys and values a thread's scratch holds packed, and up to which key */
+typedef struct {
+    int64_t bh, keys;
+} att_packed_head;
+
+/* How many of the keys j0..j0+cols query i sees: all of them, or under the causal mask those
+ * up to i. Scores past it are never computed (their weights are 0). */
+static inline int64_t att_seen(const att_call *c, int64_t i, int64_t j0, int64_t cols)
+{
+    int64_t seen = c->p->causal ? i + 1 - j0 : cols;
+    return seen < 0 ? 0 : seen < cols ? seen : cols;
+}
 
 /* keep (n) = whether dropout keeps weights idx0.. of the flat (B, H, Lq, Lk) mask */
 static void att_keep_row(const em_attention_params *p, uint64_t idx0, int64_t n, uint8_t *keep)
@@ -69,6 +84,7 @@ static void att_mask_row(const em_arr *m, int64_t b, int64_t h, int64_t i, int64
 #undef ATT_FN
 #undef ATT_ROWS_REALS
 #undef ATT_PREFETCH_ROWS
+#undef ATT_OUT_AHEAD_ROWS
 
 #define REAL double
 #define ATT_FN(name) att_##name##_f64
@@ -77,6 +93,7 @@ static void att_mask_row(const em_arr *m, int64_t b, int64_t h, int64_t i, int64
 #undef ATT_FN
 #undef ATT_ROWS_REALS
 #undef ATT_PREFETCH_ROWS
+#undef ATT_OUT_AHEAD_ROWS
 
 /* a (n0, n1, n2, n3) 4-D array of dtype dt with a contiguous last dim */
 static bool arr4(const em_arr *a, em_dtype dt, int64_t n0, int64_t n1, int64_t n2, int64_t n3)

@@ -11,6 +11,7 @@
  * and products have widths rounded up to EM_ATT_NPAD columns. */
 #define EM_ATT_BR 64
 #define EM_ATT_BC 64
+_Static_assert(EM_ATT_BR == EM_ATT_BC, "a tile on the causal diagonal is square (em_att_tri)");
 #define EM_ATT_NPAD 16
 
 static inline int64_t em_att_pad(int64_t n)
@@ -18,17 +19,32 @@ static inline int64_t em_att_pad(int64_t n)
     return (n + EM_ATT_NPAD - 1) / EM_ATT_NPAD * EM_ATT_NPAD;
 }
 
+/* What a product on the causal diagonal (query block i0 == key block j0) may leave out: the
+ * elements of c above the diagonal (they are masked), or the terms of row i that a's zeros above
+ * (keys past i) or below (queries before i) the diagonal make 0. */
+typedef enum {
+    EM_ATT_FULL,      /* the whole product */
+    EM_ATT_C_LOWER,   /* c(i, j) only for j <= i; the rest is left as it is */
+    EM_ATT_A_LOWER,   /* a(i, l) == 0 for l > i */
+    EM_ATT_A_UPPER,   /* a(i, l) == 0 for l < i */
+} em_att_tri;
+
 /* Tile operations on one real type. */
 typedef struct {
     /* c (m, n) = (accumulate ? c : 0) + a @ b, with a(i, l) at a[i * a_row + l * a_col] for
      * l < k, b (k, n) row-major with row stride ldb and c with row stride ldc; n, ldb and ldc
-     * are multiples of EM_ATT_NPAD */
+     * are multiples of EM_ATT_NPAD; tri says what may be left out */
     void (*matmul)(int64_t m, int64_t n, int64_t k, const void *a, int64_t a_row, int64_t a_col,
-                   const void *b, int64_t ldb, void *c, int64_t ldc, bool accumulate);
+                   const void *b, int64_t ldb, void *c, int64_t ldc, bool accumulate,
+                   em_att_tri tri);
     /* y (n) = exp(x - sub), returned summed in double; an x of -inf gives 0 */
     double (*exp_sum)(int64_t n, const void *x, double sub, void *y);
     /* the largest of x (n), -inf when n is 0 */
     double (*row_max)(int64_t n, const void *x);
+    /* dst (n, ldd) = the first n elements of `rows` rows of src, transposed: dst[x * ldd + r] =
+     * src[r * src_row + x] */
+    void (*transpose)(int64_t rows, int64_t n, const void *src, int64_t src_row, void *dst,
+                      int64_t ldd);
 } em_att_tiles;
 
 /* f32 tiles on AVX2+FMA (avx2, where the CPU has them) or in portable C */

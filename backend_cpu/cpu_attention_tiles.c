@@ -1,6 +1,6 @@
 /* Tile products and score-row operations of the CPU attention kernels: portable C for f32 and
  * f64, and f32 on AVX2+FMA (a 4-row x 16-column register tile for the products, a polynomial
- * exp over 8 lanes). */
+ * exp over 8 lanes, 8 x 8 transposes in registers). */
 #include <immintrin.h>
 #include <math.h>
 
@@ -14,7 +14,7 @@
 #define DEFINE_PORTABLE_TILES(REAL, EXP, SUFFIX)                                                  \
     static void matmul_##SUFFIX(int64_t m, int64_t n, int64_t k, const void *a_, int64_t a_row,   \
                                 int64_t a_col, const void *b_, int64_t ldb, void *c_,             \
-                                int64_t ldc, bool accumulate)                                     \
+                                int64_t ldc, bool accumulate, em_att_tri tri)                     \
     {                                                                                             \
         const REAL *a = a_, *b = b_;                                                              \
         REAL *c = c_;                                                                             \
@@ -23,7 +23,9 @@
             if (!accumulate)                                                                      \
                 for (int64_t j = 0; j < n; j++)                                                   \
                     ci[j] = 0;                                                                    \
-            for (int64_t l = 0; l < k; l++) {                                                     \
+            int64_t l0 = tri == EM_ATT_A_UPPER ? i : 0;                                           \
+            int64_t l1 = tri == EM_ATT_A_LOWER && i + 1 < k ? i + 1 : k;                          \
+            for (int64_t l = l0; l < l1; l++) {                                                   \
                 const REAL ail = a[i * a_row + l * a_col];                                        \
                 const REAL *bl = b + l * ldb;                                                     \
                 for (int64_t j = 0; j < n; j++)                                                   \
@@ -50,8 +52,17 @@
             mx = x[j] > mx || isnan(x[j]) ? x[j] : mx;                                            \
         return mx;                                                                                \
     }                                                                                             \
+    static void transpose_##SUFFIX(int64_t rows, int64_t n, const void *src_, int64_t src_row,    \
+                                   void *dst_, int64_t ldd)                                       \
+    {                                                                                             \
+        const REAL *src = src_;                                                                   \
+        REAL *dst = dst_;                                                                         \
+        for (int64_t r = 0; r < rows; r++)                                                        \
+            for (int64_t x = 0; x < n; x++)                                                       \
+                dst[x * ldd + r] = src[r * src_row + x];                                          \
+    }                                                                                             \
     static const em_att_tiles tiles_##SUFFIX = {matmul_##SUFFIX, exp_sum_##SUFFIX,                \
-                                                row_max_##SUFFIX};
+                                                row_max_##SUFFIX, transpose_##SUFFIX};
 
 DEFINE_PORTABLE_TILES(float, expf, f32)
 DEFINE_PORTABLE_TILES(double, exp, f64)
@@ -115,19 +126,32 @@ EM_AVX2 static void tile_1x16(int64_t k, const float *a, int64_t a_col, const fl
     _mm256_storeu_ps(c + 8, c1);
 }
 
+/* The terms l0..l1 of rows i..i+rows of a product, tri as em_att_tiles.matmul's */
+static inline void tri_terms(em_att_tri tri, int64_t i, int64_t rows, int64_t k, int64_t *l0,
+                             int64_t *l1)
+{
+    *l0 = tri == EM_ATT_A_UPPER ? (i < k ? i : k) : 0;
+    *l1 = tri == EM_ATT_A_LOWER && i + rows < k ? i + rows : k;
+}
+
 EM_AVX2 static void matmul_avx2(int64_t m, int64_t n, int64_t k, const void *a_, int64_t a_row,
                              int64_t a_col, const void *b_, int64_t ldb, void *c_, int64_t ldc,
-                             bool accumulate)
+                             bool accumulate, em_att_tri tri)
 {
     const float *a = a_, *b = b_;
     float *c = c_;
     for (int64_t j = 0; j < n; j += 16) {
-        int64_t i = 0;
-        for (; i + 4 <= m; i += 4)
-            tile_4x16(k, a + i * a_row, a_row, a_col, b + j, ldb, c + i * ldc + j, ldc,
-                      accumulate);
-        for (; i < m; i++)
-            tile_1x16(k, a + i * a_row, a_col, b + j, ldb, c + i * ldc + j, accumulate);
+        int64_t i = tri == EM_ATT_C_LOWER ? j / 4 * 4 : 0, l0, l1; /* rows above j: masked */
+        for (; i + 4 <= m; i += 4) {
+            tri_terms(tri, i, 4, k, &l0, &l1);
+            tile_4x16(l1 - l0, a + i * a_row + l0 * a_col, a_row, a_col, b + l0 * ldb + j, ldb,
+                      c + i * ldc + j, ldc, accumulate);
+        }
+        for (; i < m; i++) {
+            tri_terms(tri, i, 1, k, &l0, &l1);
+            tile_1x16(l1 - l0, a + i * a_row + l0 * a_col, a_col, b + l0 * ldb + j, ldb,
+                      c + i * ldc + j, accumulate);
+        }
     }
 }
 
@@ -172,7 +196,59 @@ EM_AVX2 static double row_max_avx2(int64_t n, const void *x_)
     return m;
 }
 
-static const em_att_tiles tiles_avx2 = {matmul_avx2, exp_sum_avx2, row_max_avx2};
+/* How many rows past the 8 being transposed the transpose asks the cache for: the rows of one
+ * head lie far apart in a packed (B, T, 3 E) projection, a cache miss each without it. */
+#define TRANSPOSE_PREFETCH_ROWS 16
+
+/* The 8 rows at src (row stride src_row), columns x0.., prefetched TRANSPOSE_PREFETCH_ROWS on */
+EM_AVX2 static void transpose_8x8(const float *src, int64_t src_row, float *dst, int64_t ldd)
+{
+    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + src_row);
+    __m256 r2 = _mm256_loadu_ps(src + 2 * src_row), r3 = _mm256_loadu_ps(src + 3 * src_row);
+    __m256 r4 = _mm256_loadu_ps(src + 4 * src_row), r5 = _mm256_loadu_ps(src + 5 * src_row);
+    __m256 r6 = _mm256_loadu_ps(src + 6 * src_row), r7 = _mm256_loadu_ps(src + 7 * src_row);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(dst + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(dst + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(dst + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(dst + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+/* Blocks of 8 x 8 in registers; the edges of rows or n not a multiple of 8 element by element */
+EM_AVX2 static void transpose_avx2(int64_t rows, int64_t n, const void *src_, int64_t src_row,
+                                   void *dst_, int64_t ldd)
+{
+    const float *src = src_;
+    float *dst = dst_;
+    const int64_t rows8 = rows / 8 * 8, n8 = n / 8 * 8;
+    for (int64_t r = 0; r < rows8; r += 8) {
+        for (int64_t ahead = r + TRANSPOSE_PREFETCH_ROWS;
+             ahead < r + TRANSPOSE_PREFETCH_ROWS + 8 && ahead < rows; ahead++)
+            for (int64_t x = 0; x < n; x += 16)
+                __builtin_prefetch(src + ahead * src_row + x);
+        for (int64_t x = 0; x < n8; x += 8)
+            transpose_8x8(src + r * src_row + x, src_row, dst + x * ldd + r, ldd);
+        for (int64_t x = n8; x < n; x++)
+            for (int64_t i = r; i < r + 8; i++)
+                dst[x * ldd + i] = src[i * src_row + x];
+    }
+    for (int64_t r = rows8; r < rows; r++)
+        for (int64_t x = 0; x < n; x++)
+            dst[x * ldd + r] = src[r * src_row + x];
+}
+
+static const em_att_tiles tiles_avx2 = {matmul_avx2, exp_sum_avx2, row_max_avx2, transpose_avx2};
 
 const em_att_tiles *em_cpu_att_tiles_f32(bool avx2)
 {
