@@ -1,5 +1,6 @@
 /* Matrix products on the backend's gemm: matmul (PyTorch semantics, broadcast batch dims), bmm,
- * and linear (one gemm with the bias preloaded into C, then optionally a ReLU in place).
+ * and linear (the backend's Linear kernel with its bias where it has one, else one gemm with the
+ * bias preloaded into C; then optionally a ReLU in place).
  * Transposed 2-D views go to gemm as trans=true; other layouts are made contiguous first. */
 #include "autograd/autograd_internal.h"
 
@@ -248,6 +249,28 @@ static em_status relu_in_place(const char *fn, em_tensor *y /* (*) */)
     return em_kernel_status(be->unary(EM_UNARY_RELU, &(em_unary_params){0}, &a, &a), fn, y);
 }
 
+/* y2 (rows, out) = x2 (rows, in) @ w^T + b: the backend's Linear kernel where it has one for
+ * these operands (rows with unit stride, b of y2's dtype), else b copied into y2 and a gemm
+ * adding onto it. */
+static em_status linear_product(const char *fn, em_tensor *y2, const em_tensor *x2,
+                                const em_tensor *w, const em_tensor *b)
+{
+    const em_backend *be = em_tensor_backend(y2, fn);
+    if (!be)
+        return em_error_status();
+    if (be->linear && x2->strides[1] == 1 && w->strides[1] == 1 &&
+        (!b || (b->dtype == y2->dtype && (b->shape[0] < 2 || b->strides[0] == 1)))) {
+        int rc = be->linear(y2->dtype, y2->shape[0], y2->shape[1], x2->shape[1], em_data_ptr(x2),
+                            x2->strides[0], em_data_ptr(w), w->strides[0],
+                            b ? em_data_ptr(b) : NULL, em_data_ptr(y2), y2->strides[0]);
+        if (rc != EM_KERNEL_UNSUPPORTED)
+            return em_kernel_status(rc, fn, y2);
+    }
+    if (b && em_raw_copy_into(fn, y2, b) != EM_OK)
+        return em_error_status();
+    return gemm_call(fn, y2, x2, false, w, true, 1.0, b ? 1.0 : 0.0);
+}
+
 /* saved: x as (rows, in), w, both as given. Under autocast an f32 leaf (x, w or b) stays f32
  * while the product runs in g's dtype: it is cast again here, and its grad is computed in g's
  * dtype, then cast to its own. */
@@ -352,8 +375,7 @@ static em_tensor *linear(const char *fn, const em_tensor *x /* (*, in) */,
         return em_scope_return(NULL);
     int64_t shape[2] = {x2->shape[0], w->shape[0]}, strides[2] = {w->shape[0], 1};
     em_tensor *y2 = em_tensor_alias(y, 2, shape, strides, y->offset);
-    if (!y2 || (b && em_raw_copy_into(fn, y2, b) != EM_OK) ||
-        gemm_call(fn, y2, xc, false, wc, true, 1.0, b ? 1.0 : 0.0) != EM_OK ||
+    if (!y2 || linear_product(fn, y2, xc, wc, b) != EM_OK ||
         (relu && relu_in_place(fn, y) != EM_OK))
         return em_scope_return(NULL);
     em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)w, (em_tensor *)b};

@@ -219,6 +219,12 @@ typedef struct em_backend {
                 const void *b, int64_t ldb, int64_t stride_b,
                 double beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch);
 
+    /* Optional (NULL, or EM_KERNEL_UNSUPPORTED for a call: the op copies b into y and calls gemm
+     * with beta 1). A Linear's forward with its bias: y (m, n) = x (m, k) @ w^T + b, w (n, k),
+     * b (n) or NULL, all of dtype dt; ld* are row strides. */
+    int (*linear)(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *x, int64_t ldx,
+                  const void *w, int64_t ldw, const void *b, void *y, int64_t ldy);
+
     int (*conv2d)(const em_conv2d_shape *s, em_dtype dt, const void *x, const void *w,
                   const void *bias /* (C_out) or NULL */, void *y);
     int (*conv2d_grad_input)(const em_conv2d_shape *s, em_dtype dt, const void *gy,

@@ -24,6 +24,7 @@ static const em_backend cpu_backend = {
     .cumulative = em_cpu_cumulative,
     .rng_fill = em_cpu_rng_fill,
     .gemm = em_cpu_gemm,
+    .linear = em_cpu_linear,
     .conv2d = em_cpu_conv2d,
     .conv2d_grad_input = em_cpu_conv2d_grad_input,
     .conv2d_grad_weight = em_cpu_conv2d_grad_weight,

@@ -209,7 +209,8 @@ static void real_gemm(em_dtype dt, const gemm_dims *g, const void *a, int64_t st
 {
     if (dt == EM_F32 && batch == 1 && !g->ta && g->tb && g->alpha == 1.0 &&
         (g->beta == 0.0 || g->beta == 1.0) &&
-        em_cpu_gemm_nt_f32(g->m, g->n, g->k, a, g->lda, b, g->ldb, g->beta == 1.0, c, g->ldc))
+        em_cpu_gemm_nt_f32(g->m, g->n, g->k, a, g->lda, b, g->ldb, NULL, g->beta == 1.0, c,
+                           g->ldc))
         return; /* a Linear's x @ w^T, cpu_gemm_nt.c */
     size_t es = em_dtype_size(dt);
     int nt = em_cpu_threads();

@@ -1,5 +1,5 @@
-/* The f32 product of a Linear's forward, c (m, n) = a (m, k) @ b^T + (beta ? c : 0) with b
- * (n, k), on AVX2+FMA: b is copied once per call into panels of 16 of its rows, transposed
+/* The f32 product of a Linear's forward, c (m, n) = a (m, k) @ b^T + its bias (or + c, or
+ * nothing) with b (n, k), on AVX2+FMA: b is copied once per call into panels of 16 of its rows, transposed
  * (k, 16), and each 6 x 16 tile of c is summed over all of k in 12 registers, reading the 6 rows
  * of a where they lie. OpenBLAS copies a into panels too; at a Linear's sizes (k of a few hundred,
  * thousands of rows) skipping that copy measured 10-20% faster on 2 threads (4096 x 512 x 128:
@@ -23,17 +23,26 @@
 /* Bytes of b's panels that one sweep over a block of rows reuses, kept in the core's L2. */
 #define PANELS_BYTES (256 * 1024)
 
-/* c (rows, 16) = (load ? c : 0) + a (rows, k) @ panel (k, 16); rows <= TILE_ROWS, a constant at
- * each call, so each call unrolls into its own register tile. */
+/* What a tile of c starts from: 16 bias values for every row, else c itself (load) or 0 */
+typedef struct {
+    const float *bias;
+    bool load;
+} tile_start;
+
+/* c (rows, 16) = start + a (rows, k) @ panel (k, 16); rows <= TILE_ROWS, a constant at each call,
+ * so each call unrolls into its own register tile. */
 EM_AVX2 static inline __attribute__((always_inline)) void
 tile(const int rows, int64_t k, const float *a, int64_t lda, const float *panel, float *c,
-     int64_t ldc, bool load)
+     int64_t ldc, tile_start start)
 {
     __m256 acc[TILE_ROWS][2];
+    const __m256 zero = _mm256_setzero_ps();
+    const __m256 b0 = start.bias ? _mm256_loadu_ps(start.bias) : zero;
+    const __m256 b1 = start.bias ? _mm256_loadu_ps(start.bias + 8) : zero;
     #pragma GCC unroll 6
     for (int r = 0; r < rows; r++) {
-        acc[r][0] = load ? _mm256_loadu_ps(c + r * ldc) : _mm256_setzero_ps();
-        acc[r][1] = load ? _mm256_loadu_ps(c + r * ldc + 8) : _mm256_setzero_ps();
+        acc[r][0] = start.load ? _mm256_loadu_ps(c + r * ldc) : b0;
+        acc[r][1] = start.load ? _mm256_loadu_ps(c + r * ldc + 8) : b1;
     }
     for (int64_t l = 0; l < k; l++, panel += PANEL) {
         __m256 b0 = _mm256_load_ps(panel), b1 = _mm256_load_ps(panel + 8);
@@ -53,26 +62,30 @@ tile(const int rows, int64_t k, const float *a, int64_t lda, const float *panel,
 
 /* The tile of `rows` rows at a, c, with rows given at run time */
 EM_AVX2 static void tile_rows(int64_t rows, int64_t k, const float *a, int64_t lda,
-                              const float *panel, float *c, int64_t ldc, bool load)
+                              const float *panel, float *c, int64_t ldc, tile_start start)
 {
     switch (rows) {
-    case 6: tile(6, k, a, lda, panel, c, ldc, load); break;
-    case 5: tile(5, k, a, lda, panel, c, ldc, load); break;
-    case 4: tile(4, k, a, lda, panel, c, ldc, load); break;
-    case 3: tile(3, k, a, lda, panel, c, ldc, load); break;
-    case 2: tile(2, k, a, lda, panel, c, ldc, load); break;
-    default: tile(1, k, a, lda, panel, c, ldc, load); break;
+    case 6: tile(6, k, a, lda, panel, c, ldc, start); break;
+    case 5: tile(5, k, a, lda, panel, c, ldc, start); break;
+    case 4: tile(4, k, a, lda, panel, c, ldc, start); break;
+    case 3: tile(3, k, a, lda, panel, c, ldc, start); break;
+    case 2: tile(2, k, a, lda, panel, c, ldc, start); break;
+    default: tile(1, k, a, lda, panel, c, ldc, start); break;
     }
 }
 
 /* The tile at c whose panel holds only `cols` (< 16) real columns: through a 16-wide copy */
 EM_AVX2 static void tile_edge(int64_t rows, int64_t cols, int64_t k, const float *a, int64_t lda,
-                              const float *panel, float *c, int64_t ldc, bool load)
+                              const float *panel, float *c, int64_t ldc, tile_start start)
 {
-    float part[TILE_ROWS * PANEL] = {0};
-    for (int64_t r = 0; load && r < rows; r++)
+    float part[TILE_ROWS * PANEL] = {0}, bias[PANEL] = {0};
+    for (int64_t r = 0; start.load && r < rows; r++)
         memcpy(part + r * PANEL, c + r * ldc, (size_t)cols * sizeof(float));
-    tile_rows(rows, k, a, lda, panel, part, PANEL, load);
+    if (start.bias) {
+        memcpy(bias, start.bias, (size_t)cols * sizeof(float));
+        start.bias = bias;
+    }
+    tile_rows(rows, k, a, lda, panel, part, PANEL, start);
     for (int64_t r = 0; r < rows; r++)
         memcpy(c + r * ldc, part + r * PANEL, (size_t)cols * sizeof(float));
 }
@@ -93,8 +106,8 @@ static void pack_panels(const float *b, int64_t ldb, int64_t n, int64_t k, float
 
 /* Rows [r0, r1) of c against panels [p0, p1) */
 EM_AVX2 static void tiles(const float *a, int64_t lda, const float *panels, int64_t n, int64_t k,
-                          float *c, int64_t ldc, bool load, int64_t r0, int64_t r1, int64_t p0,
-                          int64_t p1)
+                          const float *bias, bool load, float *c, int64_t ldc, int64_t r0,
+                          int64_t r1, int64_t p0, int64_t p1)
 {
     for (int64_t i = r0; i < r1; i += TILE_ROWS) {
         int64_t rows = r1 - i < TILE_ROWS ? r1 - i : TILE_ROWS;
@@ -102,18 +115,20 @@ EM_AVX2 static void tiles(const float *a, int64_t lda, const float *panels, int6
             const float *panel = panels + p * k * PANEL;
             float *ct = c + i * ldc + p * PANEL;
             int64_t cols = n - p * PANEL;
+            tile_start start = {bias ? bias + p * PANEL : NULL, load};
             if (cols >= PANEL && rows == TILE_ROWS)
-                tile(TILE_ROWS, k, a + i * lda, lda, panel, ct, ldc, load);
+                tile(TILE_ROWS, k, a + i * lda, lda, panel, ct, ldc, start);
             else if (cols >= PANEL)
-                tile_rows(rows, k, a + i * lda, lda, panel, ct, ldc, load);
+                tile_rows(rows, k, a + i * lda, lda, panel, ct, ldc, start);
             else
-                tile_edge(rows, cols, k, a + i * lda, lda, panel, ct, ldc, load);
+                tile_edge(rows, cols, k, a + i * lda, lda, panel, ct, ldc, start);
         }
     }
 }
 
 bool em_cpu_gemm_nt_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                        const float *b, int64_t ldb, bool beta_one, float *c, int64_t ldc)
+                        const float *b, int64_t ldb, const float *bias, bool beta_one, float *c,
+                        int64_t ldc)
 {
     if (m < NT_MIN_ROWS || k > NT_MAX_K || !em_cpu_has_avx2())
         return false;
@@ -131,9 +146,17 @@ bool em_cpu_gemm_nt_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t
         int64_t r0 = blocks * me / nt * TILE_ROWS, r1 = blocks * (me + 1) / nt * TILE_ROWS;
         r1 = r1 < m ? r1 : m;
         for (int64_t p0 = 0; p0 < count; p0 += group)
-            tiles(a, lda, panels, n, k, c, ldc, beta_one, r0, r1, p0,
+            tiles(a, lda, panels, n, k, bias, beta_one && !bias, c, ldc, r0, r1, p0,
                   p0 + group < count ? p0 + group : count);
     }
     em_cpu_scratch_free(panels);
     return true;
+}
+
+int em_cpu_linear(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *x, int64_t ldx,
+                  const void *w, int64_t ldw, const void *b, void *y, int64_t ldy)
+{
+    return dt == EM_F32 && em_cpu_gemm_nt_f32(m, n, k, x, ldx, w, ldw, b, false, y, ldy)
+               ? EM_KERNEL_OK
+               : EM_KERNEL_UNSUPPORTED;
 }

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 
 static uint64_t rng_state = 12345;
@@ -169,6 +170,44 @@ Test(cpu_gemm, f32_linear_products_in_register_tiles)
     check_gemm(EM_F32, false, true, 700, 130, 200, 1.0, 0.0, 1, 2);
     check_gemm(EM_F32, false, true, 100, 40, 30, 0.5, 1.0, 1, 0);
     check_gemm(EM_F32, false, true, 100, 40, 30, 1.0, -2.0, 1, 1);
+}
+
+/* em_cpu_linear (y = x @ w^T + b with the bias in the register tiles) against the naive sum, with
+ * and without a bias, a partial last panel and padded rows; unsupported where it does not apply */
+Test(cpu_gemm, linear_adds_its_bias_in_the_tiles)
+{
+    const int64_t m = 71, n = 37, k = 45, ldx = 50, ldw = 47, ldy = 40;
+    float *x = random_buf(EM_F32, m * ldx), *w = random_buf(EM_F32, n * ldw);
+    float *b = random_buf(EM_F32, n), *y = malloc(sizeof(float) * (size_t)(m * ldy));
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        for (int64_t i = 0; i < m * ldy; i++)
+            y[i] = NAN;
+        int rc = em_cpu_linear(EM_F32, m, n, k, x, ldx, w, ldw, with_bias ? b : NULL, y, ldy);
+        if (!em_cpu_has_avx2()) {
+            cr_assert_eq(rc, EM_KERNEL_UNSUPPORTED);
+            continue;
+        }
+        cr_assert_eq(rc, EM_KERNEL_OK);
+        for (int64_t i = 0; i < m; i++) {
+            for (int64_t j = 0; j < n; j++) {
+                double want = with_bias ? b[j] : 0;
+                for (int64_t l = 0; l < k; l++)
+                    want += (double)x[i * ldx + l] * w[j * ldw + l];
+                cr_assert(fabs(y[i * ldy + j] - want) <= 1e-5 * (1 + sqrt((double)k)),
+                          "bias %d (%ld, %ld): got %g want %g", with_bias, (long)i, (long)j,
+                          y[i * ldy + j], want);
+            }
+            for (int64_t j = n; j < ldy; j++)
+                cr_assert(isnan(y[i * ldy + j]), "the gap past column n was written");
+        }
+    }
+    cr_expect_eq(em_cpu_linear(EM_F32, 8, n, k, x, ldx, w, ldw, b, y, ldy), EM_KERNEL_UNSUPPORTED,
+                 "8 rows: left to gemm");
+    cr_expect_eq(em_cpu_linear(EM_F64, m, n, k, x, ldx, w, ldw, b, y, ldy), EM_KERNEL_UNSUPPORTED);
+    free(x);
+    free(w);
+    free(b);
+    free(y);
 }
 
 Test(cpu_gemm, f64_all_transposes)
