@@ -207,11 +207,11 @@ static gemm_cut thread_cut(const gemm_dims *g, int nt, int64_t batch)
 static void real_gemm(em_dtype dt, const gemm_dims *g, const void *a, int64_t stride_a,
                       const void *b, int64_t stride_b, void *c, int64_t stride_c, int64_t batch)
 {
-    if (dt == EM_F32 && batch == 1 && !g->ta && g->tb && g->alpha == 1.0 &&
+    if (dt == EM_F32 && batch == 1 && !g->ta && g->alpha == 1.0 &&
         (g->beta == 0.0 || g->beta == 1.0) &&
-        em_cpu_gemm_nt_f32(g->m, g->n, g->k, a, g->lda, b, g->ldb, NULL, g->beta == 1.0, c,
-                           g->ldc))
-        return; /* a Linear's x @ w^T, cpu_gemm_nt.c */
+        em_cpu_gemm_tiles_f32(g->m, g->n, g->k, a, g->lda, b, g->ldb, g->tb, NULL, g->beta == 1.0,
+                           c, g->ldc))
+        return; /* a Linear's x @ w^T or g @ w, cpu_gemm_tiles.c */
     size_t es = em_dtype_size(dt);
     int nt = em_cpu_threads();
     gemm_cut cut = dt == EM_F32 && batch == 1 ? small_cut(g) : (gemm_cut){0, 0, 0};

@@ -78,7 +78,7 @@ int em_cpu_gemm(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, i
                 double alpha, const void *a, int64_t lda, int64_t stride_a,
                 const void *b, int64_t ldb, int64_t stride_b,
                 double beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch);
-/* f32 on AVX2+FMA where the product is large enough (cpu_gemm_nt.c), else unsupported */
+/* f32 on AVX2+FMA where the product is large enough (cpu_gemm_tiles.c), else unsupported */
 int em_cpu_linear(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *x, int64_t ldx,
                   const void *w, int64_t ldw, const void *b, void *y, int64_t ldy);
 

@@ -1,6 +1,6 @@
 /* The CPU GEMM kernel against a naive triple loop: every transpose combination, odd sizes,
  * padded leading dimensions, batches with gaps, f32/f64/f16/bf16, beta 0 over NaN, k = 0, and the
- * register-tile kernel of a Linear's x @ w^T. */
+ * register-tile kernel of a Linear's x @ w^T and g @ w. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -157,12 +157,15 @@ Test(cpu_gemm, f32_products_in_small_matrix_blocks)
     check_gemm(EM_F32, true, false, 40, 1000, 70, -1.0, 1.0, 1, 2);
 }
 
-/* A Linear's x @ w^T (cpu_gemm_nt.c's register tiles over panels of w): rows not a multiple of
- * the tile's 6, a last panel of fewer than 16 columns, padded leading dimensions, beta 0 over NaN
- * and beta 1 (a bias preloaded in C), k of 1, several sweeps over panels (k 1000), rows split
- * over threads; and what it leaves to OpenBLAS (alpha != 1, beta other than 0 and 1). */
+/* A Linear's x @ w^T and g @ w (cpu_gemm_tiles.c's register tiles over panels of w): rows not a
+ * multiple of the tile's 6, a last panel of fewer than 16 columns, padded leading dimensions,
+ * beta 0 over NaN and beta 1 (a bias preloaded in C), k of 1, several sweeps over panels (k
+ * 1000), rows split over threads; and what it leaves to OpenBLAS (alpha != 1, beta other than 0
+ * and 1). */
 Test(cpu_gemm, f32_linear_products_in_register_tiles)
 {
+    check_gemm(EM_F32, false, false, 67, 37, 53, 1.0, 0.0, 1, 2); /* g @ w: b as it is */
+    check_gemm(EM_F32, false, false, 100, 130, 300, 1.0, 1.0, 1, 0);
     check_gemm(EM_F32, false, true, 67, 37, 53, 1.0, 0.0, 1, 0);
     check_gemm(EM_F32, false, true, 101, 16, 128, 1.0, 1.0, 1, 3);
     check_gemm(EM_F32, false, true, 64, 97, 1, 1.0, 0.0, 1, 1);

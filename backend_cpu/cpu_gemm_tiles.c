@@ -1,9 +1,12 @@
-/* The f32 product of a Linear's forward, c (m, n) = a (m, k) @ b^T + its bias (or + c, or
- * nothing) with b (n, k), on AVX2+FMA: b is copied once per call into panels of 16 of its rows, transposed
- * (k, 16), and each 6 x 16 tile of c is summed over all of k in 12 registers, reading the 6 rows
- * of a where they lie. OpenBLAS copies a into panels too; at a Linear's sizes (k of a few hundred,
- * thousands of rows) skipping that copy measured 10-20% faster on 2 threads (4096 x 512 x 128:
- * 4.0 -> 3.5 ms). Each element of c is one sum in the order of k, on any number of threads. */
+/* f32 products of a Linear, c (m, n) = a (m, k) @ op(b) + its bias (or + c, or nothing), op(b)
+ * being b^T with b (n, k) (the forward's x @ w^T) or b (k, n) itself (the input gradient's
+ * g @ w), on AVX2+FMA: op(b) is copied once per call into panels of 16 columns (k, 16), and each
+ * 6 x 16 tile of c is summed over all of k in 12 registers, reading the 6 rows of a where they
+ * lie. OpenBLAS copies a into panels too; at a Linear's sizes (k of a few hundred, thousands of
+ * rows) skipping that copy measured 10-20% faster on 2 threads for x @ w^T (4096 x 512 x 128:
+ * 4.0 -> 3.2 ms) and about even for g @ w. Each element of c is one sum in the order of k, on any
+ * number of threads. Weight gradients (a^T b over the rows) stay with OpenBLAS: read unpacked,
+ * their long sums ran at half its speed. */
 #include <immintrin.h>
 #include <omp.h>
 #include <string.h>
@@ -15,11 +18,13 @@
 #define TILE_ROWS 6
 #define PANEL 16
 /* Products with fewer rows of c than this go to OpenBLAS: the copy of b would not pay. */
-#define NT_MIN_ROWS 64
+#define TILES_MIN_ROWS 64
 /* ... and with a longer k: a's rows would no longer stay in cache across a row of tiles. */
-#define NT_MAX_K 1024
+#define TILES_MAX_K 1024
+/* ... and with a b of more elements: its copy would be a large allocation of its own. */
+#define TILES_MAX_B (1 << 20)
 /* A product below this many multiply-adds runs on one thread. */
-#define NT_PARALLEL_MIN_MNK (1 << 18)
+#define TILES_PARALLEL_MIN_MNK (1 << 18)
 /* Bytes of b's panels that one sweep over a block of rows reuses, kept in the core's L2. */
 #define PANELS_BYTES (256 * 1024)
 
@@ -90,18 +95,26 @@ EM_AVX2 static void tile_edge(int64_t rows, int64_t cols, int64_t k, const float
         memcpy(c + r * ldc, part + r * PANEL, (size_t)cols * sizeof(float));
 }
 
-/* panels (ceil(n / 16), k, 16) = b (n, k) in groups of 16 rows, transposed, zero past row n */
-static void pack_panels(const float *b, int64_t ldb, int64_t n, int64_t k, float *panels)
+/* panels (ceil(n / 16), k, 16) = op(b) (k, n) in groups of 16 columns, zero past column n:
+ * b (n, k) transposed when tb, else b (k, n) as it is */
+static void pack_panels(const float *b, int64_t ldb, bool tb, int64_t n, int64_t k,
+                        float *panels)
 {
     const int64_t count = (n + PANEL - 1) / PANEL;
     #pragma omp for schedule(static)
-    for (int64_t p = 0; p < count; p++)
-        for (int64_t j = 0; j < PANEL; j++) {
-            const float *row = p * PANEL + j < n ? b + (p * PANEL + j) * ldb : NULL;
-            float *dst = panels + p * k * PANEL + j;
+    for (int64_t p = 0; p < count; p++) {
+        const int64_t j0 = p * PANEL, cols = n - j0 < PANEL ? n - j0 : PANEL;
+        float *panel = panels + p * k * PANEL;
+        for (int64_t j = 0; tb && j < PANEL; j++) {
+            const float *row = j < cols ? b + (j0 + j) * ldb : NULL;
             for (int64_t l = 0; l < k; l++)
-                dst[l * PANEL] = row ? row[l] : 0.0f;
+                panel[l * PANEL + j] = row ? row[l] : 0.0f;
         }
+        for (int64_t l = 0; !tb && l < k; l++) {
+            memcpy(panel + l * PANEL, b + l * ldb + j0, (size_t)cols * sizeof(float));
+            memset(panel + l * PANEL + cols, 0, (size_t)(PANEL - cols) * sizeof(float));
+        }
+    }
 }
 
 /* Rows [r0, r1) of c against panels [p0, p1) */
@@ -126,11 +139,11 @@ EM_AVX2 static void tiles(const float *a, int64_t lda, const float *panels, int6
     }
 }
 
-bool em_cpu_gemm_nt_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                        const float *b, int64_t ldb, const float *bias, bool beta_one, float *c,
-                        int64_t ldc)
+bool em_cpu_gemm_tiles_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                        const float *b, int64_t ldb, bool tb, const float *bias, bool beta_one,
+                        float *c, int64_t ldc)
 {
-    if (m < NT_MIN_ROWS || k > NT_MAX_K || !em_cpu_has_avx2())
+    if (m < TILES_MIN_ROWS || k > TILES_MAX_K || n * k > TILES_MAX_B || !em_cpu_has_avx2())
         return false;
     const int64_t count = (n + PANEL - 1) / PANEL;
     float *panels = em_cpu_scratch((size_t)(count * k * PANEL) * sizeof(float));
@@ -139,9 +152,9 @@ bool em_cpu_gemm_nt_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t
     int64_t group = PANELS_BYTES / (k * PANEL * (int64_t)sizeof(float)); /* panels per sweep */
     group = group < 1 ? 1 : group;
     const int64_t blocks = (m + TILE_ROWS - 1) / TILE_ROWS;
-    #pragma omp parallel num_threads(m * n * k >= NT_PARALLEL_MIN_MNK ? em_cpu_threads() : 1)
+    #pragma omp parallel num_threads(m * n * k >= TILES_PARALLEL_MIN_MNK ? em_cpu_threads() : 1)
     {
-        pack_panels(b, ldb, n, k, panels);
+        pack_panels(b, ldb, tb, n, k, panels);
         int nt = omp_get_num_threads(), me = omp_get_thread_num();
         int64_t r0 = blocks * me / nt * TILE_ROWS, r1 = blocks * (me + 1) / nt * TILE_ROWS;
         r1 = r1 < m ? r1 : m;
@@ -156,7 +169,7 @@ bool em_cpu_gemm_nt_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t
 int em_cpu_linear(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *x, int64_t ldx,
                   const void *w, int64_t ldw, const void *b, void *y, int64_t ldy)
 {
-    return dt == EM_F32 && em_cpu_gemm_nt_f32(m, n, k, x, ldx, w, ldw, b, false, y, ldy)
+    return dt == EM_F32 && em_cpu_gemm_tiles_f32(m, n, k, x, ldx, w, ldw, true, b, false, y, ldy)
                ? EM_KERNEL_OK
                : EM_KERNEL_UNSUPPORTED;
 }
