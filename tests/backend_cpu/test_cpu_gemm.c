@@ -164,22 +164,22 @@ Test(cpu_gemm, f32_products_in_small_matrix_blocks)
  * and 1). */
 Test(cpu_gemm, f32_linear_products_in_register_tiles)
 {
-    check_gemm(EM_F32, false, false, 67, 37, 53, 1.0, 0.0, 1, 2); /* g @ w: b as it is */
-    check_gemm(EM_F32, false, false, 100, 130, 300, 1.0, 1.0, 1, 0);
-    check_gemm(EM_F32, false, true, 67, 37, 53, 1.0, 0.0, 1, 0);
-    check_gemm(EM_F32, false, true, 101, 16, 128, 1.0, 1.0, 1, 3);
-    check_gemm(EM_F32, false, true, 64, 97, 1, 1.0, 0.0, 1, 1);
-    check_gemm(EM_F32, false, true, 70, 200, 1000, 1.0, 1.0, 1, 0);
+    check_gemm(EM_F32, false, false, 517, 37, 53, 1.0, 0.0, 1, 2); /* g @ w: b as it is */
+    check_gemm(EM_F32, false, false, 600, 130, 300, 1.0, 1.0, 1, 0);
+    check_gemm(EM_F32, false, true, 517, 37, 53, 1.0, 0.0, 1, 0);
+    check_gemm(EM_F32, false, true, 521, 16, 128, 1.0, 1.0, 1, 3);
+    check_gemm(EM_F32, false, true, 512, 97, 1, 1.0, 0.0, 1, 1);
+    check_gemm(EM_F32, false, true, 514, 200, 1000, 1.0, 1.0, 1, 0);
     check_gemm(EM_F32, false, true, 700, 130, 200, 1.0, 0.0, 1, 2);
-    check_gemm(EM_F32, false, true, 100, 40, 30, 0.5, 1.0, 1, 0);
-    check_gemm(EM_F32, false, true, 100, 40, 30, 1.0, -2.0, 1, 1);
+    check_gemm(EM_F32, false, true, 600, 40, 30, 0.5, 1.0, 1, 0);
+    check_gemm(EM_F32, false, true, 600, 40, 30, 1.0, -2.0, 1, 1);
 }
 
 /* em_cpu_linear (y = x @ w^T + b with the bias in the register tiles) against the naive sum, with
  * and without a bias, a partial last panel and padded rows; unsupported where it does not apply */
 Test(cpu_gemm, linear_adds_its_bias_in_the_tiles)
 {
-    const int64_t m = 71, n = 37, k = 45, ldx = 50, ldw = 47, ldy = 40;
+    const int64_t m = 521, n = 37, k = 45, ldx = 50, ldw = 47, ldy = 40;
     float *x = random_buf(EM_F32, m * ldx), *w = random_buf(EM_F32, n * ldw);
     float *b = random_buf(EM_F32, n), *y = malloc(sizeof(float) * (size_t)(m * ldy));
     for (int with_bias = 0; with_bias < 2; with_bias++) {
@@ -204,8 +204,8 @@ Test(cpu_gemm, linear_adds_its_bias_in_the_tiles)
                 cr_assert(isnan(y[i * ldy + j]), "the gap past column n was written");
         }
     }
-    cr_expect_eq(em_cpu_linear(EM_F32, 8, n, k, x, ldx, w, ldw, b, y, ldy), EM_KERNEL_UNSUPPORTED,
-                 "8 rows: left to gemm");
+    cr_expect_eq(em_cpu_linear(EM_F32, 64, n, k, x, ldx, w, ldw, b, y, ldy),
+                 EM_KERNEL_UNSUPPORTED, "64 rows: left to gemm");
     cr_expect_eq(em_cpu_linear(EM_F64, m, n, k, x, ldx, w, ldw, b, y, ldy), EM_KERNEL_UNSUPPORTED);
     free(x);
     free(w);
