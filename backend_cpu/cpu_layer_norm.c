@@ -3,8 +3,10 @@
 #include <math.h>
 
 #include "backend_cpu/cpu_kernels_internal.h"
+#include "backend_cpu/cpu_simd_internal.h"
 
 #define LN_BLOCK_ROWS 64 /* rows per partial sum of the weight and bias gradients */
+#define LN_LANES 8       /* partial sums of a row's statistics, added in a fixed tree of 8 */
 
 #define REAL float
 #define LN_FN(name) layer_norm_##name##_f32
