@@ -142,6 +142,7 @@ Test(attention, matches_the_composition_in_f64)
         {2, 2, 5, 3, 64, 40},     /* shorter than one tile */
         {1, 2, 1, 100, 48, 48},   /* one query (decoding) */
         {1, 1, 128, 128, 96, 80}, /* whole tiles */
+        {4, 3, 130, 130, 16, 16}, /* heads enough that a thread takes all blocks of one */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int causal = 0; causal < 2; causal++)
@@ -218,8 +219,8 @@ Test(attention, avx2_and_portable_paths_agree)
     if (!em_cpu_has_avx2())
         cr_skip_test("no AVX2+FMA on this CPU");
     const dims shapes[] = {{2, 2, 67, 131, 24, 40}, {1, 3, 129, 129, 64, 64},
-                           {1, 1, 3, 200, 128, 16}};
-    for (int i = 0; i < 3; i++)
+                           {1, 1, 3, 200, 128, 16}, {4, 4, 129, 129, 32, 32}};
+    for (int i = 0; i < 4; i++)
         for (int causal = 0; causal < 2; causal++) {
             em_attention_params p = {.scale = 0.125, .causal = causal, .dropout_p = 0.1,
                                      .seed = 3, .offset = 100};
