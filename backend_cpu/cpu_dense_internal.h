@@ -29,11 +29,11 @@ bool em_cpu_max_pool2d_2x2_grad_f32(const em_pool2d_shape *s, const float *gy,
 
 /* cpu_gemm_tiles.c: c (m, n) = a (m, k) @ op(b) + (bias ? bias : beta_one ? c : 0), op(b) b^T
  * of b (n, k) when tb, else b (k, n); bias (n) added to every row; row strides lda, ldb, ldc; on
- * AVX2+FMA. False (nothing done) where it does not apply (few rows, a long k, a large b, no AVX2)
- * or its copy of op(b) could not be had. */
+ * AVX2+FMA. False (nothing done) where it does not apply (few rows, k 0 or long, a large b, no
+ * AVX2) or its copy of op(b) could not be had. */
 bool em_cpu_gemm_tiles_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                        const float *b, int64_t ldb, bool tb, const float *bias, bool beta_one,
-                        float *c, int64_t ldc);
+                           const float *b, int64_t ldb, bool tb, const float *bias, bool beta_one,
+                           float *c, int64_t ldc);
 
 /* Between a packed f32 (rows, cols) matrix f and a half one h with row stride ld: f = h widened
  * when widen, else h = f narrowed (round to nearest even); rows, or pieces of one long run, are

@@ -142,10 +142,11 @@ EM_AVX2 static void tiles(const float *a, int64_t lda, const float *panels, int6
 }
 
 bool em_cpu_gemm_tiles_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                        const float *b, int64_t ldb, bool tb, const float *bias, bool beta_one,
-                        float *c, int64_t ldc)
+                           const float *b, int64_t ldb, bool tb, const float *bias, bool beta_one,
+                           float *c, int64_t ldc)
 {
-    if (m < TILES_MIN_ROWS || k > TILES_MAX_K || n * k > TILES_MAX_B || !em_cpu_has_avx2())
+    if (m < TILES_MIN_ROWS || k < 1 || k > TILES_MAX_K || n < 1 || n * k > TILES_MAX_B ||
+        !em_cpu_has_avx2())
         return false;
     const int64_t count = (n + PANEL - 1) / PANEL;
     float *panels = em_cpu_scratch((size_t)(count * k * PANEL) * sizeof(float));

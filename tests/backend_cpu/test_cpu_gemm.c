@@ -207,6 +207,8 @@ Test(cpu_gemm, linear_adds_its_bias_in_the_tiles)
     cr_expect_eq(em_cpu_linear(EM_F32, 64, n, k, x, ldx, w, ldw, b, y, ldy),
                  EM_KERNEL_UNSUPPORTED, "64 rows: left to gemm");
     cr_expect_eq(em_cpu_linear(EM_F64, m, n, k, x, ldx, w, ldw, b, y, ldy), EM_KERNEL_UNSUPPORTED);
+    cr_expect_eq(em_cpu_linear(EM_F32, m, n, 0, x, ldx, w, ldw, b, y, ldy), EM_KERNEL_UNSUPPORTED,
+                 "k 0: left to gemm, which writes the bias alone");
     free(x);
     free(w);
     free(b);
