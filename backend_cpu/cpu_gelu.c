@@ -1,8 +1,10 @@
-/* GELU with erf (PyTorch's default gelu) and its gradient over contiguous f32, 8 lanes at a time
+/* GELU with erf (PyTorch's default gelu) and its gradient over contiguous f32, 32 lanes at a time
  * on AVX2+FMA. With u = x / sqrt(2), 1 + erf(u) is erfc(-u) for u < 0 and 2 - erfc(u) otherwise,
  * and erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2), the Chebyshev fit of Numerical Recipes'
  * erfcc: relative error below 1.2e-7 for every z >= 0, so gelu keeps f32 accuracy even far into
  * the negative tail where 1 + erf is tiny. */
+#include <string.h>
+
 #include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "backend_cpu/cpu_simd_internal.h"
@@ -10,63 +12,100 @@
 #define SQRT_HALF 0.70710678118654752440f   /* 1 / sqrt(2) */
 #define INV_SQRT_2PI 0.39894228040143267794f /* 1 / sqrt(2 pi) */
 
-/* 1 + erf(u) of 8 lanes; *gauss gets exp(-u^2) (the gradient's density term) */
-EM_AVX2 static inline __m256 one_plus_erf(__m256 u, __m256 *gauss)
+/* Vectors in flight at once: one vector's chain (a divide, 10 dependent multiply-adds, an exp)
+ * runs ~100 cycles, and alone it left the core waiting (2M elements on 2 threads: 1.7 -> 1.2 ms
+ * with 4 vectors interleaved instead of 1). */
+#define VECTORS 4
+#define BLOCK (8 * VECTORS)
+
+/* 1 + erf(u) of VECTORS x 8 lanes, their steps interleaved; gauss (when not NULL) gets
+ * exp(-u^2), the gradient's density term */
+EM_AVX2 static inline __attribute__((always_inline)) void one_plus_erf(const __m256 *u,
+                                                                        __m256 *out,
+                                                                        __m256 *gauss)
 {
     static const float c[10] = {-1.26551223f, 1.00002368f, 0.37409196f, 0.09678418f,
                                 -0.18628806f, 0.27886807f, -1.13520398f, 1.48851587f,
                                 -0.82215223f, 0.17087277f};
     const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
-    __m256 z = _mm256_andnot_ps(sign, u);                                  // |u|
-    __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.5f), z, one));
-    __m256 p = _mm256_set1_ps(c[9]);
-    for (int i = 8; i >= 0; i--)
-        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(c[i]));
-    __m256 z2 = _mm256_mul_ps(z, z);
-    *gauss = em_exp8_avx2(_mm256_xor_ps(z2, sign));
-    __m256 erfc = _mm256_mul_ps(t, em_exp8_avx2(_mm256_sub_ps(p, z2)));   // erfc(|u|)
-    __m256 neg = _mm256_cmp_ps(u, _mm256_setzero_ps(), _CMP_LT_OQ);
-    return _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(2.0f), erfc), erfc, neg);
+    __m256 z[VECTORS], t[VECTORS], p[VECTORS];
+    _Pragma("GCC unroll 4") for (int j = 0; j < VECTORS; j++) {
+        z[j] = _mm256_andnot_ps(sign, u[j]); /* |u| */
+        t[j] = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.5f), z[j], one));
+        p[j] = _mm256_set1_ps(c[9]);
+    }
+    _Pragma("GCC unroll 9") for (int i = 8; i >= 0; i--)
+        _Pragma("GCC unroll 4") for (int j = 0; j < VECTORS; j++)
+            p[j] = _mm256_fmadd_ps(p[j], t[j], _mm256_set1_ps(c[i]));
+    _Pragma("GCC unroll 4") for (int j = 0; j < VECTORS; j++) {
+        __m256 z2 = _mm256_mul_ps(z[j], z[j]);
+        if (gauss)
+            gauss[j] = em_exp8_avx2(_mm256_xor_ps(z2, sign));
+        __m256 erfc = _mm256_mul_ps(t[j], em_exp8_avx2(_mm256_sub_ps(p[j], z2))); /* erfc(|u|) */
+        __m256 neg = _mm256_cmp_ps(u[j], _mm256_setzero_ps(), _CMP_LT_OQ);
+        out[j] = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(2.0f), erfc), erfc, neg);
+    }
 }
 
-/* y (n) = x / 2 (1 + erf(x / sqrt 2)); the tail that fills no whole vector runs padded */
+/* y (BLOCK) = x / 2 (1 + erf(x / sqrt 2)) */
+EM_AVX2 static inline __attribute__((always_inline)) void gelu_block(float *y, const float *x)
+{
+    __m256 v[VECTORS], u[VECTORS], e[VECTORS];
+    _Pragma("GCC unroll 4") for (int j = 0; j < VECTORS; j++) {
+        v[j] = _mm256_loadu_ps(x + 8 * j);
+        u[j] = _mm256_mul_ps(v[j], _mm256_set1_ps(SQRT_HALF));
+    }
+    one_plus_erf(u, e, NULL);
+    _Pragma("GCC unroll 4") for (int j = 0; j < VECTORS; j++)
+        _mm256_storeu_ps(y + 8 * j,
+                         _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v[j]), e[j]));
+}
+
+/* gx (BLOCK) = gy (1/2 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi)) */
+EM_AVX2 static inline __attribute__((always_inline)) void gelu_grad_block(float *gx,
+                                                                          const float *gy,
+                                                                          const float *x)
+{
+    __m256 v[VECTORS], u[VECTORS], e[VECTORS], g[VECTORS];
+    _Pragma("GCC unroll 4") for (int j = 0; j < VECTORS; j++) {
+        v[j] = _mm256_loadu_ps(x + 8 * j);
+        u[j] = _mm256_mul_ps(v[j], _mm256_set1_ps(SQRT_HALF));
+    }
+    one_plus_erf(u, e, g);
+    _Pragma("GCC unroll 4") for (int j = 0; j < VECTORS; j++) {
+        __m256 cdf = _mm256_mul_ps(_mm256_set1_ps(0.5f), e[j]);
+        __m256 d = _mm256_fmadd_ps(_mm256_mul_ps(v[j], _mm256_set1_ps(INV_SQRT_2PI)), g[j], cdf);
+        _mm256_storeu_ps(gx + 8 * j, _mm256_mul_ps(_mm256_loadu_ps(gy + 8 * j), d));
+    }
+}
+
+/* y (n) = gelu(x); the tail that fills no whole block runs padded */
 EM_AVX2 static void gelu_avx2(int64_t n, float *y, const float *x)
 {
-    const __m256 half = _mm256_set1_ps(0.5f), s = _mm256_set1_ps(SQRT_HALF);
-    for (int64_t i = 0; i < n; i += 8) {
-        float in[8] = {0}, out[8];
-        int64_t m = n - i < 8 ? n - i : 8;
-        const float *src = m == 8 ? x + i : in;
-        for (int64_t k = 0; m < 8 && k < m; k++)
-            in[k] = x[i + k];
-        __m256 v = _mm256_loadu_ps(src), g;
-        __m256 r = _mm256_mul_ps(_mm256_mul_ps(half, v), one_plus_erf(_mm256_mul_ps(v, s), &g));
-        _mm256_storeu_ps(m == 8 ? y + i : out, r);
-        for (int64_t k = 0; m < 8 && k < m; k++)
-            y[i + k] = out[k];
-    }
+    int64_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK)
+        gelu_block(y + i, x + i);
+    if (i == n)
+        return;
+    float in[BLOCK] = {0}, out[BLOCK];
+    memcpy(in, x + i, (size_t)(n - i) * sizeof(float));
+    gelu_block(out, in);
+    memcpy(y + i, out, (size_t)(n - i) * sizeof(float));
 }
 
-/* gx (n) = gy (1/2 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi)) */
+/* gx (n) = gelu'(x) gy */
 EM_AVX2 static void gelu_grad_avx2(int64_t n, float *gx, const float *gy, const float *x)
 {
-    const __m256 half = _mm256_set1_ps(0.5f), s = _mm256_set1_ps(SQRT_HALF);
-    const __m256 k = _mm256_set1_ps(INV_SQRT_2PI);
-    for (int64_t i = 0; i < n; i += 8) {
-        float xin[8] = {0}, gin[8] = {0}, out[8];
-        int64_t m = n - i < 8 ? n - i : 8;
-        for (int64_t j = 0; m < 8 && j < m; j++) {
-            xin[j] = x[i + j];
-            gin[j] = gy[i + j];
-        }
-        __m256 v = _mm256_loadu_ps(m == 8 ? x + i : xin), g;
-        __m256 cdf = _mm256_mul_ps(half, one_plus_erf(_mm256_mul_ps(v, s), &g));
-        __m256 d = _mm256_fmadd_ps(_mm256_mul_ps(v, k), g, cdf);
-        __m256 r = _mm256_mul_ps(_mm256_loadu_ps(m == 8 ? gy + i : gin), d);
-        _mm256_storeu_ps(m == 8 ? gx + i : out, r);
-        for (int64_t j = 0; m < 8 && j < m; j++)
-            gx[i + j] = out[j];
-    }
+    int64_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK)
+        gelu_grad_block(gx + i, gy + i, x + i);
+    if (i == n)
+        return;
+    float xin[BLOCK] = {0}, gin[BLOCK] = {0}, out[BLOCK];
+    memcpy(xin, x + i, (size_t)(n - i) * sizeof(float));
+    memcpy(gin, gy + i, (size_t)(n - i) * sizeof(float));
+    gelu_grad_block(out, gin, xin);
+    memcpy(gx + i, out, (size_t)(n - i) * sizeof(float));
 }
 
 bool em_cpu_gelu_f32(int64_t n, float *y, const float *x)

@@ -635,4 +635,18 @@ Test(cpu_unary, gelu_avx2_keeps_f32_accuracy)
         cr_assert(fabs(g[i] - dwant) <= tol * fabs(dwant) + 1e-7, "gelu'(%.9g) = %.9g, want %.9g",
                   v, g[i], dwant);
     }
+    /* runs shorter than a block of 32 and ones ending inside a block: the same values, nothing
+     * written past their end */
+    const int64_t lens[] = {1, 7, 31, 33, 64, 95};
+    for (size_t t = 0; t < sizeof lens / sizeof lens[0]; t++) {
+        const int64_t n = lens[t], at = 1234;
+        float py[100], pg[100];
+        py[n] = pg[n] = 42.0f;
+        em_cpu_gelu_f32(n, py, x + at);
+        em_cpu_gelu_grad_f32(n, pg, ones, x + at);
+        for (int64_t i = 0; i < n; i++)
+            cr_assert(py[i] == y[at + i] && pg[i] == g[at + i], "run of %ld, element %ld",
+                      (long)n, (long)i);
+        cr_assert(py[n] == 42.0f && pg[n] == 42.0f, "run of %ld: written past its end", (long)n);
+    }
 }
