@@ -35,6 +35,18 @@ bool em_cpu_gemm_tiles_f32(int64_t m, int64_t n, int64_t k, const float *a, int6
                            const float *b, int64_t ldb, bool tb, const float *bias, bool beta_one,
                            float *c, int64_t ldc);
 
+/* cpu_log_softmax_avx2.c: log_softmax of f32 rows (rows, cols) and its gradient, and
+ * em_cpu_cross_entropy and its gradient for f32, on AVX2+FMA (the caller checks the CPU has
+ * them); the cross-entropy is false when a target is outside [0, cols). */
+void em_cpu_log_softmax_f32_avx2(int64_t rows, int64_t cols, const float *x, float *y);
+void em_cpu_log_softmax_grad_f32_avx2(int64_t rows, int64_t cols, const float *gy,
+                                      const float *y, float *gx);
+bool em_cpu_cross_entropy_f32_avx2(int64_t rows, int64_t cols, const float *x, const int64_t *t,
+                                   float *loss, double *stats);
+void em_cpu_cross_entropy_grad_f32_avx2(int64_t rows, int64_t cols, const float *x,
+                                        const int64_t *t, const double *stats, const float *g,
+                                        float *gx);
+
 /* Between a packed f32 (rows, cols) matrix f and a half one h with row stride ld: f = h widened
  * when widen, else h = f narrowed (round to nearest even); rows, or pieces of one long run, are
  * spread over the threads. */

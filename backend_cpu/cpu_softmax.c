@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "backend_cpu/cpu_dense_internal.h"
+#include "backend_cpu/cpu_features_internal.h"
 
 #define REAL float
 #define REAL_EXP expf
@@ -25,12 +26,30 @@
 #undef REAL_LOG
 #undef SM_FN
 
+/* f32 rows: log_softmax on AVX2+FMA where the CPU has them (cpu_log_softmax_avx2.c) */
+static void softmax_rows_f32(bool log, int64_t rows, int64_t cols, const float *x, float *y)
+{
+    if (log && em_cpu_has_avx2())
+        em_cpu_log_softmax_f32_avx2(rows, cols, x, y);
+    else
+        softmax_softmax_f32(log, rows, cols, x, y);
+}
+
+static void softmax_rows_grad_f32(bool log, int64_t rows, int64_t cols, const float *gy,
+                                  const float *y, float *gx)
+{
+    if (log && em_cpu_has_avx2())
+        em_cpu_log_softmax_grad_f32_avx2(rows, cols, gy, y, gx);
+    else
+        softmax_grad_f32(log, rows, cols, gy, y, gx);
+}
+
 int em_cpu_softmax(em_dtype dt, bool log, int64_t rows, int64_t cols, const void *x, void *y)
 {
     if (rows < 0 || cols < 0)
         return EM_KERNEL_UNSUPPORTED;
     if (dt == EM_F32) {
-        softmax_softmax_f32(log, rows, cols, x, y);
+        softmax_rows_f32(log, rows, cols, x, y);
         return EM_KERNEL_OK;
     }
     if (dt == EM_F64) {
@@ -43,7 +62,7 @@ int em_cpu_softmax(em_dtype dt, bool log, int64_t rows, int64_t cols, const void
     float *fy = em_cpu_f32_buffer(rows * cols);
     int rc = fx && fy ? EM_KERNEL_OK : EM_KERNEL_FAILED;
     if (rc == EM_KERNEL_OK) {
-        softmax_softmax_f32(log, rows, cols, fx, fy);
+        softmax_rows_f32(log, rows, cols, fx, fy);
         em_cpu_f32_to_half_2d(dt, y, fy, 1, rows * cols, rows * cols);
     }
     em_cpu_scratch_free(fx);
@@ -57,7 +76,7 @@ int em_cpu_softmax_grad(em_dtype dt, bool log, int64_t rows, int64_t cols, const
     if (rows < 0 || cols < 0)
         return EM_KERNEL_UNSUPPORTED;
     if (dt == EM_F32) {
-        softmax_grad_f32(log, rows, cols, gy, y, gx);
+        softmax_rows_grad_f32(log, rows, cols, gy, y, gx);
         return EM_KERNEL_OK;
     }
     if (dt == EM_F64) {
@@ -71,7 +90,7 @@ int em_cpu_softmax_grad(em_dtype dt, bool log, int64_t rows, int64_t cols, const
     float *fgx = em_cpu_f32_buffer(rows * cols);
     int rc = fgy && fy && fgx ? EM_KERNEL_OK : EM_KERNEL_FAILED;
     if (rc == EM_KERNEL_OK) {
-        softmax_grad_f32(log, rows, cols, fgy, fy, fgx);
+        softmax_rows_grad_f32(log, rows, cols, fgy, fy, fgx);
         em_cpu_f32_to_half_2d(dt, gx, fgx, 1, rows * cols, rows * cols);
     }
     em_cpu_scratch_free(fgy);
@@ -85,8 +104,10 @@ int em_cpu_cross_entropy(em_dtype dt, int64_t rows, int64_t cols, const void *x,
 {
     if (rows < 0 || cols < 0 || (dt != EM_F32 && dt != EM_F64))
         return EM_KERNEL_UNSUPPORTED;
-    bool ok = dt == EM_F32 ? softmax_xent_f32(rows, cols, x, target, loss, stats)
-                           : softmax_xent_f64(rows, cols, x, target, loss, stats);
+    bool ok = dt == EM_F64 ? softmax_xent_f64(rows, cols, x, target, loss, stats)
+              : em_cpu_has_avx2()
+                  ? em_cpu_cross_entropy_f32_avx2(rows, cols, x, target, loss, stats)
+                  : softmax_xent_f32(rows, cols, x, target, loss, stats);
     return ok ? EM_KERNEL_OK : EM_KERNEL_BAD_INDEX;
 }
 
@@ -96,7 +117,9 @@ int em_cpu_cross_entropy_grad(em_dtype dt, int64_t rows, int64_t cols, const voi
 {
     if (rows < 0 || cols < 0 || (dt != EM_F32 && dt != EM_F64))
         return EM_KERNEL_UNSUPPORTED;
-    if (dt == EM_F32)
+    if (dt == EM_F32 && em_cpu_has_avx2())
+        em_cpu_cross_entropy_grad_f32_avx2(rows, cols, x, target, stats, g, gx);
+    else if (dt == EM_F32)
         softmax_xent_grad_f32(rows, cols, x, target, stats, g, gx);
     else
         softmax_xent_grad_f64(rows, cols, x, target, stats, g, gx);

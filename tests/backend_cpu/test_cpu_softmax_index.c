@@ -133,6 +133,78 @@ Test(cpu_softmax, f32_gradient_and_half_types)
     cr_assert_eq(em_cpu_softmax(EM_I32, false, 2, 4, x, y), EM_KERNEL_UNSUPPORTED);
 }
 
+/* f32 log_softmax and cross-entropy (vector rows on AVX2, widths inside and past whole 8-lane
+ * blocks), forward and gradient, against the formulas in f64 from the same f32 inputs; a row
+ * with a NaN gives NaN, and -inf logits (masked classes) get -inf and no gradient. */
+Test(cpu_softmax, f32_log_softmax_and_cross_entropy_against_f64)
+{
+    enum { ROWS = 3, MAX = 97 };
+    const int64_t widths[] = {1, 7, 8, 13, 97};
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+        const int64_t cols = widths[w], n = ROWS * cols;
+        float x[ROWS * MAX], y[ROWS * MAX], gy[ROWS * MAX], gx[ROWS * MAX], g[ROWS], loss[ROWS];
+        float xgx[ROWS * MAX];
+        int64_t t[ROWS];
+        double stats[2 * ROWS];
+        for (int64_t i = 0; i < n; i++) {
+            x[i] = (float)(rnd() * 6);
+            gy[i] = (float)rnd();
+        }
+        for (int r = 0; r < ROWS; r++) {
+            g[r] = (float)rnd();
+            t[r] = (r * 5) % cols;
+        }
+        cr_assert_eq(em_cpu_softmax(EM_F32, true, ROWS, cols, x, y), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_softmax_grad(EM_F32, true, ROWS, cols, gy, y, gx), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_cross_entropy(EM_F32, ROWS, cols, x, t, loss, stats), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_cross_entropy_grad(EM_F32, ROWS, cols, x, t, stats, g, xgx),
+                     EM_KERNEL_OK);
+        for (int r = 0; r < ROWS; r++) {
+            const float *xr = x + r * cols;
+            double mx = -INFINITY, sum = 0, gsum = 0;
+            for (int64_t j = 0; j < cols; j++)
+                mx = fmax(mx, xr[j]);
+            for (int64_t j = 0; j < cols; j++) {
+                sum += exp(xr[j] - mx);
+                gsum += gy[r * cols + j];
+            }
+            for (int64_t j = 0; j < cols; j++) {
+                const int64_t i = r * cols + j;
+                double want = xr[j] - mx - log(sum), p = exp(want);
+                double dwant = gy[i] - p * gsum, xwant = -g[r] * ((j == t[r]) - p);
+                cr_assert(fabs(y[i] - want) <= 1e-6 * (1 + fabs(want)), "cols %ld [%ld]: %.9g "
+                          "vs %.9g", (long)cols, (long)i, y[i], want);
+                cr_assert(fabs(gx[i] - dwant) <= 1e-6 * (1 + fabs(gsum)), "grad cols %ld [%ld]",
+                          (long)cols, (long)i);
+                cr_assert(fabs(xgx[i] - xwant) <= 1e-6, "xent grad cols %ld [%ld]: %.9g vs %.9g",
+                          (long)cols, (long)i, xgx[i], xwant);
+            }
+            double lwant = -(xr[t[r]] - mx - log(sum));
+            cr_assert(fabs(loss[r] - lwant) <= 1e-6 * (1 + lwant), "loss cols %ld row %d",
+                      (long)cols, r);
+        }
+    }
+    float x[10] = {1, 2, NAN, 4, 5, 6, 7, 8, 9, 10}, y[10], gy[10] = {0}, gx[10], loss;
+    int64_t t = 0;
+    double stats[2];
+    em_cpu_softmax(EM_F32, true, 1, 10, x, y);
+    em_cpu_cross_entropy(EM_F32, 1, 10, x, &t, &loss, stats);
+    for (int j = 0; j < 10; j++)
+        cr_assert(isnan(y[j]), "a NaN in the row: [%d] %g", j, y[j]);
+    cr_assert(isnan(loss));
+    x[2] = -INFINITY;
+    x[9] = -INFINITY;
+    gy[0] = 1;
+    em_cpu_softmax(EM_F32, true, 1, 10, x, y);
+    em_cpu_softmax_grad(EM_F32, true, 1, 10, gy, y, gx);
+    cr_assert(isinf(y[2]) && y[2] < 0 && isinf(y[9]) && y[9] < 0);
+    cr_assert(gx[2] == 0 && gx[9] == 0, "masked classes: gradient %g, %g", gx[2], gx[9]);
+    double sum = 0;
+    for (int j = 0; j < 10; j++)
+        sum += j == 2 || j == 9 ? 0 : exp(x[j] - 8.0);
+    cr_assert(fabs(y[8] - (1.0 - log(sum))) < 1e-6, "y[8] %.9g", y[8]);
+}
+
 /* ---- indexing ---- */
 
 /* A view of `data` with shape and strides given (dtype dt). */
