@@ -271,6 +271,33 @@ static em_status linear_product(const char *fn, em_tensor *y2, const em_tensor *
     return gemm_call(fn, y2, x2, false, w, true, 1.0, b ? 1.0 : 0.0);
 }
 
+/* gx (rows, in) = g2 (rows, out) @ w (out, in); with want_gb, where the backend's Linear input
+ * gradient takes these operands, *gb (out) = the sums of g2's columns from the same pass, else
+ * *gb NULL and the caller sums them. */
+static em_status input_grad(const char *fn, em_tensor *gx, const em_tensor *g2,
+                            const em_tensor *w, bool want_gb, em_tensor **gb)
+{
+    *gb = NULL;
+    const em_backend *be = em_tensor_backend(gx, fn);
+    if (!be)
+        return em_error_status();
+    if (want_gb && be->linear_grad_input && g2->strides[1] == 1 && w->strides[1] == 1) {
+        em_shape s = {.ndim = 1, .d = {w->shape[0]}};
+        em_tensor *sums = em_empty_on(s, g2->dtype, g2->device);
+        if (!sums)
+            return em_error_status();
+        int rc = be->linear_grad_input(g2->dtype, gx->shape[0], gx->shape[1], g2->shape[1],
+                                       em_data_ptr(g2), g2->strides[0], em_data_ptr(w),
+                                       w->strides[0], em_data_ptr(gx), gx->strides[0],
+                                       em_data_ptr(sums));
+        if (rc != EM_KERNEL_UNSUPPORTED) {
+            *gb = rc == EM_KERNEL_OK ? sums : NULL;
+            return em_kernel_status(rc, fn, gx);
+        }
+    }
+    return gemm_call(fn, gx, g2, false, w, false, 1.0, 0.0);
+}
+
 /* saved: x as (rows, in), w, both as given. Under autocast an f32 leaf (x, w or b) stays f32
  * while the product runs in g's dtype: it is cast again here, and its grad is computed in g's
  * dtype, then cast to its own. */
@@ -282,11 +309,12 @@ static em_status linear_backward(em_node *node, const em_tensor *g /* (*, out) *
     em_tensor *g2 = rows_of(g);
     if (!g2)
         return em_error_status();
+    em_tensor *gb = NULL; /* (out) the bias gradient, where the input gradient's pass summed it */
     if (node->inputs[0]) {
         em_shape s = {.ndim = 2, .d = {x2->shape[0], x2->shape[1]}};
         em_tensor *gx = em_empty_on(s, g->dtype, g->device);
         const em_tensor *wc = em_as_dtype_raw(w, g->dtype);
-        if (!gx || !wc || gemm_call(fn, gx, g2, false, wc, false, 1.0, 0.0) != EM_OK)
+        if (!gx || !wc || input_grad(fn, gx, g2, wc, node->inputs[2] != NULL, &gb) != EM_OK)
             return em_error_status();
         em_tensor *gx_in = em_reshape(gx, em_shape_of(node->inputs[0]));
         if (!(grad_in[0] = (em_tensor *)em_as_dtype_raw(gx_in, node->inputs[0]->dtype)))
@@ -299,13 +327,15 @@ static em_status linear_backward(em_node *node, const em_tensor *g /* (*, out) *
             !(grad_in[1] = (em_tensor *)em_as_dtype_raw(gw, w->dtype)))
             return em_error_status();
     }
-    if (node->inputs[2]) {
-        em_tensor *gb = em_raw_reduce(fn, EM_REDUCE_SUM, (em_reduce_params){0}, g2, 1u);
+    if (node->inputs[2] && !gb) {
+        em_tensor *sums = em_raw_reduce(fn, EM_REDUCE_SUM, (em_reduce_params){0}, g2, 1u);
         int64_t n = w->shape[0], one = 1;
-        em_tensor *gb1 = gb ? em_tensor_alias(gb, 1, &n, &one, gb->offset) : NULL;
-        if (!gb1 || !(grad_in[2] = (em_tensor *)em_as_dtype_raw(gb1, node->inputs[2]->dtype)))
+        if (!sums || !(gb = em_tensor_alias(sums, 1, &n, &one, sums->offset)))
             return em_error_status();
     }
+    if (node->inputs[2] &&
+        !(grad_in[2] = (em_tensor *)em_as_dtype_raw(gb, node->inputs[2]->dtype)))
+        return em_error_status();
     return EM_OK;
 }
 

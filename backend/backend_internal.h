@@ -224,6 +224,12 @@ typedef struct em_backend {
      * b (n) or NULL, all of dtype dt; ld* are row strides. */
     int (*linear)(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *x, int64_t ldx,
                   const void *w, int64_t ldw, const void *b, void *y, int64_t ldy);
+    /* Optional, as linear (the op calls gemm and sums g's columns). A Linear's input gradient
+     * with its bias gradient: gx (m, n) = g (m, k) @ w, w (k, n), and gb (k) = the sums of g's
+     * columns over its rows, all of dtype dt; ld* are row strides. */
+    int (*linear_grad_input)(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *g,
+                             int64_t ldg, const void *w, int64_t ldw, void *gx, int64_t ldgx,
+                             void *gb);
 
     int (*conv2d)(const em_conv2d_shape *s, em_dtype dt, const void *x, const void *w,
                   const void *bias /* (C_out) or NULL */, void *y);

@@ -25,6 +25,7 @@ static const em_backend cpu_backend = {
     .rng_fill = em_cpu_rng_fill,
     .gemm = em_cpu_gemm,
     .linear = em_cpu_linear,
+    .linear_grad_input = em_cpu_linear_grad_input,
     .conv2d = em_cpu_conv2d,
     .conv2d_grad_input = em_cpu_conv2d_grad_input,
     .conv2d_grad_weight = em_cpu_conv2d_grad_weight,

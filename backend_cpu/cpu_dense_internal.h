@@ -27,12 +27,18 @@ void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *
 bool em_cpu_max_pool2d_2x2_grad_f32(const em_pool2d_shape *s, const float *gy,
                                     const em_pool_tap *argmax, float *gx);
 
-/* cpu_gemm_tiles.c: c (m, n) = a (m, k) @ op(b) + (bias ? bias : beta_one ? c : 0), op(b) b^T
- * of b (n, k) when tb, else b (k, n); bias (n) added to every row; row strides lda, ldb, ldc; on
- * AVX2+FMA. False (nothing done) where it does not apply (few rows, k 0 or long, a large b, no
- * AVX2) or its copy of op(b) could not be had. */
+/* What em_cpu_gemm_tiles_f32 does beyond c = a @ op(b) */
+typedef struct {
+    const float *bias; /* (n) added to every row of c, or NULL */
+    bool add_to_c;     /* c += a @ op(b), where there is no bias */
+    float *a_col_sums; /* (k) overwritten with the sums of a's columns (a bias gradient), or NULL */
+} em_tiles_extras;
+
+/* cpu_gemm_tiles.c: c (m, n) = a (m, k) @ op(b) and the extras, op(b) b^T of b (n, k) when tb,
+ * else b (k, n); row strides lda, ldb, ldc; on AVX2+FMA. False (nothing done) where it does not
+ * apply (few rows, k 0 or long, a large b, no AVX2) or its scratch could not be had. */
 bool em_cpu_gemm_tiles_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                           const float *b, int64_t ldb, bool tb, const float *bias, bool beta_one,
+                           const float *b, int64_t ldb, bool tb, em_tiles_extras extras,
                            float *c, int64_t ldc);
 
 /* cpu_log_softmax_avx2.c: log_softmax of f32 rows (rows, cols) and its gradient, and

@@ -209,8 +209,8 @@ static void real_gemm(em_dtype dt, const gemm_dims *g, const void *a, int64_t st
 {
     if (dt == EM_F32 && batch == 1 && !g->ta && g->alpha == 1.0 &&
         (g->beta == 0.0 || g->beta == 1.0) &&
-        em_cpu_gemm_tiles_f32(g->m, g->n, g->k, a, g->lda, b, g->ldb, g->tb, NULL, g->beta == 1.0,
-                           c, g->ldc))
+        em_cpu_gemm_tiles_f32(g->m, g->n, g->k, a, g->lda, b, g->ldb, g->tb,
+                              (em_tiles_extras){.add_to_c = g->beta == 1.0}, c, g->ldc))
         return; /* a Linear's x @ w^T or g @ w, cpu_gemm_tiles.c */
     size_t es = em_dtype_size(dt);
     int nt = em_cpu_threads();

@@ -119,10 +119,24 @@ static void pack_panels(const float *b, int64_t ldb, bool tb, int64_t n, int64_t
     }
 }
 
-/* Rows [r0, r1) of c against panels [p0, p1) */
+/* sums (k) += the rows of a (rows, k), each element widened to double */
+EM_AVX2 static void add_rows(int64_t rows, int64_t k, const float *a, int64_t lda, double *sums)
+{
+    for (int64_t r = 0; r < rows; r++, a += lda) {
+        int64_t l = 0;
+        for (; l + 4 <= k; l += 4)
+            _mm256_storeu_pd(sums + l, _mm256_add_pd(_mm256_loadu_pd(sums + l),
+                                                     _mm256_cvtps_pd(_mm_loadu_ps(a + l))));
+        for (; l < k; l++)
+            sums[l] += a[l];
+    }
+}
+
+/* Rows [r0, r1) of c against panels [p0, p1); a's rows summed into a_sums (k) when not NULL,
+ * while they are in cache */
 EM_AVX2 static void tiles(const float *a, int64_t lda, const float *panels, int64_t n, int64_t k,
                           const float *bias, bool load, float *c, int64_t ldc, int64_t r0,
-                          int64_t r1, int64_t p0, int64_t p1)
+                          int64_t r1, int64_t p0, int64_t p1, double *a_sums)
 {
     for (int64_t i = r0; i < r1; i += TILE_ROWS) {
         int64_t rows = r1 - i < TILE_ROWS ? r1 - i : TILE_ROWS;
@@ -138,32 +152,50 @@ EM_AVX2 static void tiles(const float *a, int64_t lda, const float *panels, int6
             else
                 tile_edge(rows, cols, k, a + i * lda, lda, panel, ct, ldc, start);
         }
+        if (a_sums)
+            add_rows(rows, k, a + i * lda, lda, a_sums);
     }
 }
 
 bool em_cpu_gemm_tiles_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                           const float *b, int64_t ldb, bool tb, const float *bias, bool beta_one,
+                           const float *b, int64_t ldb, bool tb, em_tiles_extras extras,
                            float *c, int64_t ldc)
 {
     if (m < TILES_MIN_ROWS || k < 1 || k > TILES_MAX_K || n < 1 || n * k > TILES_MAX_B ||
         !em_cpu_has_avx2())
         return false;
     const int64_t count = (n + PANEL - 1) / PANEL;
-    float *panels = em_cpu_scratch((size_t)(count * k * PANEL) * sizeof(float));
+    const int nt = m * n * k >= TILES_PARALLEL_MIN_MNK ? em_cpu_threads() : 1;
+    /* the panels, then each thread's sums of a's columns (aligned: panels are 16 floats wide) */
+    const int64_t sums = extras.a_col_sums ? nt * k : 0;
+    float *panels = em_cpu_scratch((size_t)(count * k * PANEL) * sizeof(float) +
+                                   (size_t)sums * sizeof(double));
     if (!panels)
         return false;
+    double *thread_sums = (double *)(panels + count * k * PANEL);
+    for (int64_t l = 0; l < sums; l++)
+        thread_sums[l] = 0;
     int64_t group = PANELS_BYTES / (k * PANEL * (int64_t)sizeof(float)); /* panels per sweep */
     group = group < 1 ? 1 : group;
     const int64_t blocks = (m + TILE_ROWS - 1) / TILE_ROWS;
-    #pragma omp parallel num_threads(m * n * k >= TILES_PARALLEL_MIN_MNK ? em_cpu_threads() : 1)
+    const bool load = extras.add_to_c && !extras.bias;
+    #pragma omp parallel num_threads(nt)
     {
         pack_panels(b, ldb, tb, n, k, panels);
-        int nt = omp_get_num_threads(), me = omp_get_thread_num();
-        int64_t r0 = blocks * me / nt * TILE_ROWS, r1 = blocks * (me + 1) / nt * TILE_ROWS;
+        int threads = omp_get_num_threads(), me = omp_get_thread_num();
+        int64_t r0 = blocks * me / threads * TILE_ROWS;
+        int64_t r1 = blocks * (me + 1) / threads * TILE_ROWS;
         r1 = r1 < m ? r1 : m;
         for (int64_t p0 = 0; p0 < count; p0 += group)
-            tiles(a, lda, panels, n, k, bias, beta_one && !bias, c, ldc, r0, r1, p0,
-                  p0 + group < count ? p0 + group : count);
+            tiles(a, lda, panels, n, k, extras.bias, load, c, ldc, r0, r1, p0,
+                  p0 + group < count ? p0 + group : count,
+                  sums && p0 == 0 ? thread_sums + me * k : NULL);
+    }
+    for (int64_t l = 0; sums && l < k; l++) { /* the threads' sums in thread order */
+        double sum = 0;
+        for (int t = 0; t < nt; t++)
+            sum += thread_sums[t * k + l];
+        extras.a_col_sums[l] = (float)sum;
     }
     em_cpu_scratch_free(panels);
     return true;
@@ -172,7 +204,18 @@ bool em_cpu_gemm_tiles_f32(int64_t m, int64_t n, int64_t k, const float *a, int6
 int em_cpu_linear(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *x, int64_t ldx,
                   const void *w, int64_t ldw, const void *b, void *y, int64_t ldy)
 {
-    return dt == EM_F32 && em_cpu_gemm_tiles_f32(m, n, k, x, ldx, w, ldw, true, b, false, y, ldy)
+    return dt == EM_F32 && em_cpu_gemm_tiles_f32(m, n, k, x, ldx, w, ldw, true,
+                                                 (em_tiles_extras){.bias = b}, y, ldy)
+               ? EM_KERNEL_OK
+               : EM_KERNEL_UNSUPPORTED;
+}
+
+int em_cpu_linear_grad_input(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *g,
+                             int64_t ldg, const void *w, int64_t ldw, void *gx, int64_t ldgx,
+                             void *gb)
+{
+    return dt == EM_F32 && em_cpu_gemm_tiles_f32(m, n, k, g, ldg, w, ldw, false,
+                                                 (em_tiles_extras){.a_col_sums = gb}, gx, ldgx)
                ? EM_KERNEL_OK
                : EM_KERNEL_UNSUPPORTED;
 }

@@ -215,6 +215,49 @@ Test(cpu_gemm, linear_adds_its_bias_in_the_tiles)
     free(y);
 }
 
+/* em_cpu_linear_grad_input (gx = g @ w with the bias gradient, g's column sums, from the same
+ * pass over g) against naive sums: rows over threads, a partial last panel, padded rows, a k
+ * that is no multiple of the sums' 4 lanes; unsupported where the tiles do not apply */
+Test(cpu_gemm, linear_input_gradient_sums_the_bias_gradient)
+{
+    const int64_t m = 533, n = 37, k = 45, ldg = 50, ldw = 41, ldx = 40;
+    float *g = random_buf(EM_F32, m * ldg), *w = random_buf(EM_F32, k * ldw);
+    float *gx = malloc(sizeof(float) * (size_t)(m * ldx)), gb[45];
+    for (int64_t i = 0; i < m * ldx; i++)
+        gx[i] = NAN;
+    int rc = em_cpu_linear_grad_input(EM_F32, m, n, k, g, ldg, w, ldw, gx, ldx, gb);
+    if (!em_cpu_has_avx2()) {
+        cr_assert_eq(rc, EM_KERNEL_UNSUPPORTED);
+        cr_skip_test("no AVX2+FMA on this CPU");
+    }
+    cr_assert_eq(rc, EM_KERNEL_OK);
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j = 0; j < n; j++) {
+            double want = 0;
+            for (int64_t l = 0; l < k; l++)
+                want += (double)g[i * ldg + l] * w[l * ldw + j];
+            cr_assert(fabs(gx[i * ldx + j] - want) <= 1e-5 * (1 + sqrt((double)k)),
+                      "gx (%ld, %ld): got %g want %g", (long)i, (long)j, gx[i * ldx + j], want);
+        }
+        for (int64_t j = n; j < ldx; j++)
+            cr_assert(isnan(gx[i * ldx + j]), "the gap past column n was written");
+    }
+    for (int64_t l = 0; l < k; l++) {
+        double want = 0;
+        for (int64_t i = 0; i < m; i++)
+            want += g[i * ldg + l];
+        cr_assert(fabs(gb[l] - want) <= 1e-6 * (1 + fabs(want)), "gb[%ld]: got %.9g want %.9g",
+                  (long)l, gb[l], want);
+    }
+    cr_expect_eq(em_cpu_linear_grad_input(EM_F32, 64, n, k, g, ldg, w, ldw, gx, ldx, gb),
+                 EM_KERNEL_UNSUPPORTED, "64 rows: left to gemm and a column sum");
+    cr_expect_eq(em_cpu_linear_grad_input(EM_F64, m, n, k, g, ldg, w, ldw, gx, ldx, gb),
+                 EM_KERNEL_UNSUPPORTED);
+    free(g);
+    free(w);
+    free(gx);
+}
+
 Test(cpu_gemm, f64_all_transposes)
 {
     for (int t = 0; t < 4; t++) {
