@@ -41,14 +41,12 @@ bool em_cpu_gemm_tiles_f32(int64_t m, int64_t n, int64_t k, const float *a, int6
                            const float *b, int64_t ldb, bool tb, em_tiles_extras extras,
                            float *c, int64_t ldc);
 
-/* cpu_log_softmax_avx2.c: log_softmax of f32 rows (rows, cols) and its gradient, and
- * em_cpu_cross_entropy and its gradient for f32, on AVX2+FMA (the caller checks the CPU has
- * them); the cross-entropy is false when a target is outside [0, cols). */
-void em_cpu_log_softmax_f32_avx2(int64_t rows, int64_t cols, const float *x, float *y);
+/* cpu_log_softmax_avx2.c, f32 rows on AVX2+FMA: a row's max and log of its sum of exp(x - max)
+ * (false, nothing done, without AVX2); the gradients of log_softmax and of em_cpu_cross_entropy
+ * (the caller checks the CPU has AVX2). */
+bool em_cpu_log_softmax_stats_f32(int64_t n, const float *x, float *max, float *log_sum);
 void em_cpu_log_softmax_grad_f32_avx2(int64_t rows, int64_t cols, const float *gy,
                                       const float *y, float *gx);
-bool em_cpu_cross_entropy_f32_avx2(int64_t rows, int64_t cols, const float *x, const int64_t *t,
-                                   float *loss, double *stats);
 void em_cpu_cross_entropy_grad_f32_avx2(int64_t rows, int64_t cols, const float *x,
                                         const int64_t *t, const double *stats, const float *g,
                                         float *gx);

@@ -1,9 +1,10 @@
-/* log_softmax and cross-entropy (against class indices) of f32 rows, and their gradients, on
- * AVX2+FMA: each row's max and sum of exp in 8 lanes with the vector exp (2 ulp) where
- * cpu_softmax.c calls libm's expf per element (the language model's (4096, 97) logits: 1.9 ->
- * 0.3 ms forward and as much again backward, 2 threads). Both ops take a row's stats from
- * row_stats and the same formulas, so the fused loss and its gradient keep the bits of
- * log_softmax and a gather, as on the portable path. */
+/* log_softmax and cross-entropy (against class indices) of f32 rows on AVX2+FMA: a row's max
+ * and log of its sum of exp in 8 lanes with the vector exp (2 ulp), for cpu_softmax.c's
+ * forwards (its SM_ROW_STATS), and both gradients, where cpu_softmax.c calls libm's expf per
+ * element (the language model's (4096, 97) logits: 1.9 -> 0.3 ms forward and as much again
+ * backward, 2 threads). Both ops take a row's stats from here and the same formulas, so the
+ * fused loss and its gradient keep the bits of log_softmax and a gather, as on the portable
+ * path. */
 #include <math.h>
 #include <omp.h>
 
@@ -23,7 +24,7 @@ EM_AVX2 static inline __m256 load_row(const float *x, int64_t j, int64_t n)
 }
 
 /* The row's max (NaN where it holds one, as cpu_softmax.c's) and log of its sum of exp(x - max) */
-EM_AVX2 static void row_stats(int64_t n, const float *x, float *max, float *log_sum)
+EM_AVX2 static void row_stats_avx2(int64_t n, const float *x, float *max, float *log_sum)
 {
     __m256 mx = _mm256_set1_ps(-INFINITY), nan = _mm256_setzero_ps();
     for (int64_t j = 0; j < n; j += 8) {
@@ -43,25 +44,12 @@ EM_AVX2 static void row_stats(int64_t n, const float *x, float *max, float *log_
     *log_sum = logf(em_hsum8_avx2(sum));
 }
 
-bool em_cpu_cross_entropy_f32_avx2(int64_t rows, int64_t cols, const float *x, const int64_t *t,
-                                   float *loss, double *stats)
+bool em_cpu_log_softmax_stats_f32(int64_t n, const float *x, float *max, float *log_sum)
 {
-    bool ok = true;
-    #pragma omp parallel for reduction(&& : ok) \
-            if (rows > 1 && rows * cols >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
-    for (int64_t r = 0; r < rows; r++) {
-        if (t[r] < 0 || t[r] >= cols) {
-            ok = false;
-            continue;
-        }
-        const float *xr = x + r * cols;
-        float mx, lse;
-        row_stats(cols, xr, &mx, &lse);
-        loss[r] = -((xr[t[r]] - mx) - lse);
-        stats[2 * r] = mx;
-        stats[2 * r + 1] = lse;
-    }
-    return ok;
+    if (!em_cpu_has_avx2())
+        return false;
+    row_stats_avx2(n, x, max, log_sum);
+    return true;
 }
 
 /* out (n) = the gradient of the row's loss given its g, from the forward's stats */
@@ -94,27 +82,6 @@ void em_cpu_cross_entropy_grad_f32_avx2(int64_t rows, int64_t cols, const float 
             num_threads(em_cpu_threads())
     for (int64_t r = 0; r < rows; r++)
         row_grad(cols, x + r * cols, t[r], stats + 2 * r, g[r], gx + r * cols);
-}
-
-/* y (n) = x - max - log(sum of exp(x - max)) */
-EM_AVX2 static void log_softmax_row(int64_t n, const float *x, float *y)
-{
-    float mx, lse;
-    row_stats(n, x, &mx, &lse);
-    const __m256 vm = _mm256_set1_ps(mx), vl = _mm256_set1_ps(lse);
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        _mm256_storeu_ps(y + j, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), vm), vl));
-    for (; j < n; j++)
-        y[j] = (x[j] - mx) - lse;
-}
-
-void em_cpu_log_softmax_f32_avx2(int64_t rows, int64_t cols, const float *x, float *y)
-{
-    #pragma omp parallel for if (rows > 1 && rows * cols >= EM_CPU_PARALLEL_MIN) \
-            num_threads(em_cpu_threads())
-    for (int64_t r = 0; r < rows; r++)
-        log_softmax_row(cols, x + r * cols, y + r * cols);
 }
 
 /* gx (n) = gy - exp(y) sum(gy), the sum in double in the order of the row */

@@ -10,31 +10,27 @@
 #define REAL_EXP expf
 #define REAL_LOG logf
 #define SM_FN(name) softmax_##name##_f32
+#define SM_ROW_STATS(n, x, mx, lse) em_cpu_log_softmax_stats_f32(n, x, mx, lse)
 #include "backend_cpu/cpu_softmax_impl_internal.h"
 #undef REAL
 #undef REAL_EXP
 #undef REAL_LOG
 #undef SM_FN
+#undef SM_ROW_STATS
 
 #define REAL double
 #define REAL_EXP exp
 #define REAL_LOG log
 #define SM_FN(name) softmax_##name##_f64
+#define SM_ROW_STATS(n, x, mx, lse) false
 #include "backend_cpu/cpu_softmax_impl_internal.h"
 #undef REAL
 #undef REAL_EXP
 #undef REAL_LOG
 #undef SM_FN
+#undef SM_ROW_STATS
 
-/* f32 rows: log_softmax on AVX2+FMA where the CPU has them (cpu_log_softmax_avx2.c) */
-static void softmax_rows_f32(bool log, int64_t rows, int64_t cols, const float *x, float *y)
-{
-    if (log && em_cpu_has_avx2())
-        em_cpu_log_softmax_f32_avx2(rows, cols, x, y);
-    else
-        softmax_softmax_f32(log, rows, cols, x, y);
-}
-
+/* f32 rows: log_softmax's gradient on AVX2+FMA where the CPU has them (cpu_log_softmax_avx2.c) */
 static void softmax_rows_grad_f32(bool log, int64_t rows, int64_t cols, const float *gy,
                                   const float *y, float *gx)
 {
@@ -49,7 +45,7 @@ int em_cpu_softmax(em_dtype dt, bool log, int64_t rows, int64_t cols, const void
     if (rows < 0 || cols < 0)
         return EM_KERNEL_UNSUPPORTED;
     if (dt == EM_F32) {
-        softmax_rows_f32(log, rows, cols, x, y);
+        softmax_softmax_f32(log, rows, cols, x, y);
         return EM_KERNEL_OK;
     }
     if (dt == EM_F64) {
@@ -62,7 +58,7 @@ int em_cpu_softmax(em_dtype dt, bool log, int64_t rows, int64_t cols, const void
     float *fy = em_cpu_f32_buffer(rows * cols);
     int rc = fx && fy ? EM_KERNEL_OK : EM_KERNEL_FAILED;
     if (rc == EM_KERNEL_OK) {
-        softmax_rows_f32(log, rows, cols, fx, fy);
+        softmax_softmax_f32(log, rows, cols, fx, fy);
         em_cpu_f32_to_half_2d(dt, y, fy, 1, rows * cols, rows * cols);
     }
     em_cpu_scratch_free(fx);
@@ -104,10 +100,8 @@ int em_cpu_cross_entropy(em_dtype dt, int64_t rows, int64_t cols, const void *x,
 {
     if (rows < 0 || cols < 0 || (dt != EM_F32 && dt != EM_F64))
         return EM_KERNEL_UNSUPPORTED;
-    bool ok = dt == EM_F64 ? softmax_xent_f64(rows, cols, x, target, loss, stats)
-              : em_cpu_has_avx2()
-                  ? em_cpu_cross_entropy_f32_avx2(rows, cols, x, target, loss, stats)
-                  : softmax_xent_f32(rows, cols, x, target, loss, stats);
+    bool ok = dt == EM_F32 ? softmax_xent_f32(rows, cols, x, target, loss, stats)
+                           : softmax_xent_f64(rows, cols, x, target, loss, stats);
     return ok ? EM_KERNEL_OK : EM_KERNEL_BAD_INDEX;
 }
 

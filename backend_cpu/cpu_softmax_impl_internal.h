@@ -1,6 +1,7 @@
 /* The typed body of the CPU softmax kernels, included by cpu_softmax.c once per real type.
- * Expects REAL (float or double), REAL_EXP and REAL_LOG (its exp and log) and SM_FN(name),
- * which names a function for that type. Rows are spread over OpenMP threads. */
+ * Expects REAL (float or double), REAL_EXP and REAL_LOG (its exp and log), SM_FN(name), which
+ * names a function for that type, and SM_ROW_STATS(cols, x, mx, lse), a row's max and log-sum
+ * from a vector kernel, false where it has none. Rows are spread over OpenMP threads. */
 
 /* A row's max (*mx) and its sum of exp(x - max) in double, each exp also stored in e when given. */
 static double SM_FN(exp_sum)(int64_t cols, const REAL *x, REAL *mx, REAL *e)
@@ -19,17 +20,25 @@ static double SM_FN(exp_sum)(int64_t cols, const REAL *x, REAL *mx, REAL *e)
     return sum;
 }
 
+/* A row's max (*mx) and the log of its sum of exp(x - max) (*lse): the includer's vector
+ * SM_ROW_STATS where it takes the row, else exp_sum's */
+static void SM_FN(stats)(int64_t cols, const REAL *x, REAL *mx, REAL *lse)
+{
+    if (!SM_ROW_STATS(cols, x, mx, lse))
+        *lse = (REAL)REAL_LOG((REAL)SM_FN(exp_sum)(cols, x, mx, NULL));
+}
+
 /* y = softmax(x) or log_softmax(x) of one row, with the row's max subtracted first. */
 static void SM_FN(row)(bool logsm, int64_t cols, const REAL *x, REAL *y)
 {
-    REAL mx;
-    const double sum = SM_FN(exp_sum)(cols, x, &mx, logsm ? NULL : y);
+    REAL mx, lse;
     if (logsm) {
-        const REAL lse = (REAL)REAL_LOG((REAL)sum);
+        SM_FN(stats)(cols, x, &mx, &lse);
         #pragma omp simd
         for (int64_t j = 0; j < cols; j++)
             y[j] = (x[j] - mx) - lse;
     } else {
+        const double sum = SM_FN(exp_sum)(cols, x, &mx, y);
         const REAL inv = (REAL)(1.0 / sum);
         #pragma omp simd
         for (int64_t j = 0; j < cols; j++)
@@ -83,8 +92,8 @@ static bool SM_FN(xent)(int64_t rows, int64_t cols, const REAL *x, const int64_t
             continue;
         }
         const REAL *xr = x + r * cols;
-        REAL mx;
-        const REAL lse = (REAL)REAL_LOG((REAL)SM_FN(exp_sum)(cols, xr, &mx, NULL));
+        REAL mx, lse;
+        SM_FN(stats)(cols, xr, &mx, &lse);
         loss[r] = -((xr[t[r]] - mx) - lse);
         stats[2 * r] = mx;
         stats[2 * r + 1] = lse;
