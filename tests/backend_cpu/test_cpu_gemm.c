@@ -3,7 +3,9 @@
  * register-tile kernel of a Linear's x @ w^T and g @ w. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
@@ -217,7 +219,8 @@ Test(cpu_gemm, linear_adds_its_bias_in_the_tiles)
 
 /* em_cpu_linear_grad_input (gx = g @ w with the bias gradient, g's column sums, from the same
  * pass over g) against naive sums: rows over threads, a partial last panel, padded rows, a k
- * that is no multiple of the sums' 4 lanes; unsupported where the tiles do not apply */
+ * that is no multiple of the sums' 4 lanes; the same bits on 1, 2 and 3 threads; unsupported
+ * where the tiles do not apply */
 Test(cpu_gemm, linear_input_gradient_sums_the_bias_gradient)
 {
     const int64_t m = 533, n = 37, k = 45, ldg = 50, ldw = 41, ldx = 40;
@@ -248,6 +251,19 @@ Test(cpu_gemm, linear_input_gradient_sums_the_bias_gradient)
             want += g[i * ldg + l];
         cr_assert(fabs(gb[l] - want) <= 1e-6 * (1 + fabs(want)), "gb[%ld]: got %.9g want %.9g",
                   (long)l, gb[l], want);
+    }
+    /* the same bits on any number of threads (rows go to threads in chunks as they come free) */
+    const int threads = omp_get_max_threads();
+    for (int t = 1; t <= 3; t += 2) {
+        float *again = malloc(sizeof(float) * (size_t)(m * ldx)), gb_again[45];
+        memcpy(again, gx, sizeof(float) * (size_t)(m * ldx));
+        omp_set_num_threads(t);
+        cr_assert_eq(em_cpu_linear_grad_input(EM_F32, m, n, k, g, ldg, w, ldw, again, ldx,
+                                              gb_again), EM_KERNEL_OK);
+        omp_set_num_threads(threads);
+        cr_assert_arr_eq(again, gx, sizeof(float) * (size_t)(m * ldx), "gx on %d threads", t);
+        cr_assert_arr_eq(gb_again, gb, sizeof gb, "gb on %d threads", t);
+        free(again);
     }
     cr_expect_eq(em_cpu_linear_grad_input(EM_F32, 64, n, k, g, ldg, w, ldw, gx, ldx, gb),
                  EM_KERNEL_UNSUPPORTED, "64 rows: left to gemm and a column sum");
