@@ -271,31 +271,40 @@ static em_status linear_product(const char *fn, em_tensor *y2, const em_tensor *
     return gemm_call(fn, y2, x2, false, w, true, 1.0, b ? 1.0 : 0.0);
 }
 
-/* gx (rows, in) = g2 (rows, out) @ w (out, in); with want_gb, where the backend's Linear input
- * gradient takes these operands, *gb (out) = the sums of g2's columns from the same pass, else
- * *gb NULL and the caller sums them. */
-static em_status input_grad(const char *fn, em_tensor *gx, const em_tensor *g2,
-                            const em_tensor *w, bool want_gb, em_tensor **gb)
+/* gx (rows, in) = g2 (rows, out) @ w (out, in), gw (out, in) = g2^T @ x2 (rows, in) where gw is
+ * not NULL, *gb (out) = g2's column sums where want_gb: in one call of the backend's Linear
+ * gradient kernel where it takes these operands, else gx and gw by gemm and *gb NULL (the
+ * caller sums g2's columns). */
+static em_status linear_grads(const char *fn, em_tensor *gx, em_tensor *gw, const em_tensor *g2,
+                              const em_tensor *w, const em_tensor *x2, bool want_gb,
+                              em_tensor **gb)
 {
     *gb = NULL;
     const em_backend *be = em_tensor_backend(gx, fn);
     if (!be)
         return em_error_status();
-    if (want_gb && be->linear_grad_input && g2->strides[1] == 1 && w->strides[1] == 1) {
-        em_shape s = {.ndim = 1, .d = {w->shape[0]}};
-        em_tensor *sums = em_empty_on(s, g2->dtype, g2->device);
-        if (!sums)
+    if (be->linear_grad && g2->strides[1] == 1 && w->strides[1] == 1 &&
+        (!gw || x2->strides[1] == 1)) {
+        em_tensor *sums = NULL;
+        if (want_gb && !(sums = em_empty_on((em_shape){.ndim = 1, .d = {w->shape[0]}},
+                                            g2->dtype, g2->device)))
             return em_error_status();
-        int rc = be->linear_grad_input(g2->dtype, gx->shape[0], gx->shape[1], g2->shape[1],
-                                       em_data_ptr(g2), g2->strides[0], em_data_ptr(w),
-                                       w->strides[0], em_data_ptr(gx), gx->strides[0],
-                                       em_data_ptr(sums));
+        em_linear_grads a = {
+            .m = gx->shape[0], .n = gx->shape[1], .k = g2->shape[1],
+            .g = em_data_ptr(g2), .w = em_data_ptr(w), .x = gw ? em_data_ptr(x2) : NULL,
+            .ldg = g2->strides[0], .ldw = w->strides[0], .ldx = gw ? x2->strides[0] : 0,
+            .gx = em_data_ptr(gx), .gb = sums ? em_data_ptr(sums) : NULL,
+            .gw = gw ? em_data_ptr(gw) : NULL,
+            .ldgx = gx->strides[0], .ldgw = gw ? gw->strides[0] : 0};
+        int rc = be->linear_grad(g2->dtype, &a);
         if (rc != EM_KERNEL_UNSUPPORTED) {
             *gb = rc == EM_KERNEL_OK ? sums : NULL;
             return em_kernel_status(rc, fn, gx);
         }
     }
-    return gemm_call(fn, gx, g2, false, w, false, 1.0, 0.0);
+    if (gemm_call(fn, gx, g2, false, w, false, 1.0, 0.0) != EM_OK)
+        return em_error_status();
+    return gw ? gemm_call(fn, gw, g2, true, x2, false, 1.0, 0.0) : EM_OK;
 }
 
 /* saved: x as (rows, in), w, both as given. Under autocast an f32 leaf (x, w or b) stays f32
@@ -309,24 +318,27 @@ static em_status linear_backward(em_node *node, const em_tensor *g /* (*, out) *
     em_tensor *g2 = rows_of(g);
     if (!g2)
         return em_error_status();
-    em_tensor *gb = NULL; /* (out) the bias gradient, where the input gradient's pass summed it */
+    em_tensor *gb = NULL; /* (out) the bias gradient, where the gradients' pass summed it */
+    em_tensor *gw = NULL; /* (out, in) */
+    const em_tensor *xc = NULL;
+    if (node->inputs[1] && (!(gw = em_empty_on(em_shape_of(w), g->dtype, g->device)) ||
+                            !(xc = em_as_dtype_raw(x2, g->dtype))))
+        return em_error_status();
     if (node->inputs[0]) {
         em_shape s = {.ndim = 2, .d = {x2->shape[0], x2->shape[1]}};
         em_tensor *gx = em_empty_on(s, g->dtype, g->device);
         const em_tensor *wc = em_as_dtype_raw(w, g->dtype);
-        if (!gx || !wc || input_grad(fn, gx, g2, wc, node->inputs[2] != NULL, &gb) != EM_OK)
+        if (!gx || !wc ||
+            linear_grads(fn, gx, gw, g2, wc, xc, node->inputs[2] != NULL, &gb) != EM_OK)
             return em_error_status();
         em_tensor *gx_in = em_reshape(gx, em_shape_of(node->inputs[0]));
         if (!(grad_in[0] = (em_tensor *)em_as_dtype_raw(gx_in, node->inputs[0]->dtype)))
             return em_error_status();
+    } else if (gw && gemm_call(fn, gw, g2, true, xc, false, 1.0, 0.0) != EM_OK) {
+        return em_error_status();
     }
-    if (node->inputs[1]) {
-        em_tensor *gw = em_empty_on(em_shape_of(w), g->dtype, g->device);
-        const em_tensor *xc = em_as_dtype_raw(x2, g->dtype);
-        if (!gw || !xc || gemm_call(fn, gw, g2, true, xc, false, 1.0, 0.0) != EM_OK ||
-            !(grad_in[1] = (em_tensor *)em_as_dtype_raw(gw, w->dtype)))
-            return em_error_status();
-    }
+    if (gw && !(grad_in[1] = (em_tensor *)em_as_dtype_raw(gw, w->dtype)))
+        return em_error_status();
     if (node->inputs[2] && !gb) {
         em_tensor *sums = em_raw_reduce(fn, EM_REDUCE_SUM, (em_reduce_params){0}, g2, 1u);
         int64_t n = w->shape[0], one = 1;

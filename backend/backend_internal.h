@@ -69,6 +69,17 @@ typedef struct {
     double p;         /* BERNOULLI */
 } em_rng_params;
 
+/* The gradients of a Linear y = x @ w^T + b from g = dL/dy: gx (m, n) = g (m, k) @ w, w (k, n);
+ * gb (k) = the sums of g's columns over its rows, where gb is not NULL; gw (k, n) = g^T @ x,
+ * x (m, n), where gw is not NULL. One dtype for all; ld* are row strides. */
+typedef struct {
+    int64_t m, n, k;
+    const void *g, *w, *x;
+    int64_t ldg, ldw, ldx;
+    void *gx, *gb, *gw;
+    int64_t ldgx, ldgw;
+} em_linear_grads;
+
 /* Shapes of a 2-D convolution; x (N, C_in, H, W), w (C_out, C_in/groups, KH, KW),
  * y (N, C_out, H_out, W_out); all contiguous. */
 typedef struct {
@@ -224,12 +235,10 @@ typedef struct em_backend {
      * b (n) or NULL, all of dtype dt; ld* are row strides. */
     int (*linear)(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *x, int64_t ldx,
                   const void *w, int64_t ldw, const void *b, void *y, int64_t ldy);
-    /* Optional, as linear (the op calls gemm and sums g's columns). A Linear's input gradient
-     * with its bias gradient: gx (m, n) = g (m, k) @ w, w (k, n), and gb (k) = the sums of g's
-     * columns over its rows, all of dtype dt; ld* are row strides. */
-    int (*linear_grad_input)(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *g,
-                             int64_t ldg, const void *w, int64_t ldw, void *gx, int64_t ldgx,
-                             void *gb);
+    /* Optional, as linear (the op calls gemm for each gradient and sums g's columns). A
+     * Linear's gradients in one call, so that the backend can spread them over its threads
+     * together (em_linear_grads). */
+    int (*linear_grad)(em_dtype dt, const em_linear_grads *a);
 
     int (*conv2d)(const em_conv2d_shape *s, em_dtype dt, const void *x, const void *w,
                   const void *bias /* (C_out) or NULL */, void *y);

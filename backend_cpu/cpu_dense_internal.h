@@ -32,11 +32,17 @@ typedef struct {
     const float *bias; /* (n) added to every row of c, or NULL */
     bool add_to_c;     /* c += a @ op(b), where there is no bias */
     float *a_col_sums; /* (k) overwritten with the sums of a's columns (a bias gradient), or NULL */
+    /* other work for the same threads, handed out before the tiles so that the tiles' chunks
+     * even out the threads' ends: side(side_ctx, t) for t < side_tasks, each on one thread */
+    int64_t side_tasks;
+    void (*side)(void *side_ctx, int64_t task);
+    void *side_ctx;
 } em_tiles_extras;
 
 /* cpu_gemm_tiles.c: c (m, n) = a (m, k) @ op(b) and the extras, op(b) b^T of b (n, k) when tb,
- * else b (k, n); row strides lda, ldb, ldc; on AVX2+FMA. False (nothing done) where it does not
- * apply (few rows, k 0 or long, a large b, no AVX2) or its scratch could not be had. */
+ * else b (k, n); row strides lda, ldb, ldc; on AVX2+FMA. False (nothing done, the side tasks
+ * included) where it does not apply (few rows, k 0 or long, a large b, no AVX2) or its scratch
+ * could not be had. */
 bool em_cpu_gemm_tiles_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                            const float *b, int64_t ldb, bool tb, em_tiles_extras extras,
                            float *c, int64_t ldc);

@@ -264,6 +264,15 @@ static int half_gemm(em_dtype dt, const gemm_dims *g, const void *a, int64_t str
     return rc;
 }
 
+/* One BLAS thread per call: ember splits the work over its OpenMP threads. Only a pthreads
+ * build is told so; an OpenMP build already runs single-threaded inside ember's parallel
+ * regions, and its setter would also set ember's own OpenMP thread count to 1. */
+void em_cpu_blas_one_thread(void)
+{
+    if (openblas_get_parallel() == 1 && openblas_get_num_threads() != 1)
+        openblas_set_num_threads(1);
+}
+
 int em_cpu_gemm(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                 double alpha, const void *a, int64_t lda, int64_t stride_a,
                 const void *b, int64_t ldb, int64_t stride_b,
@@ -281,11 +290,7 @@ int em_cpu_gemm(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, i
     if (!fix_ld(trans_a ? k : m, trans_a ? m : k, &g.lda)
         || !fix_ld(trans_b ? n : k, trans_b ? k : n, &g.ldb) || !fix_ld(m, n, &g.ldc))
         return EM_KERNEL_UNSUPPORTED;
-    /* One BLAS thread per call: ember splits the work over its OpenMP threads. Only a pthreads
-     * build is told so; an OpenMP build already runs single-threaded inside ember's parallel
-     * regions, and its setter would also set ember's own OpenMP thread count to 1. */
-    if (openblas_get_parallel() == 1 && openblas_get_num_threads() != 1)
-        openblas_set_num_threads(1);
+    em_cpu_blas_one_thread();
     if (em_cpu_is_half(dt))
         return half_gemm(dt, &g, a, stride_a, b, stride_b, c, stride_c, batch);
     real_gemm(dt, &g, a, stride_a, b, stride_b, c, stride_c, batch);

@@ -81,9 +81,9 @@ int em_cpu_gemm(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, i
 /* f32 on AVX2+FMA where the product is large enough (cpu_gemm_tiles.c), else unsupported */
 int em_cpu_linear(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *x, int64_t ldx,
                   const void *w, int64_t ldw, const void *b, void *y, int64_t ldy);
-int em_cpu_linear_grad_input(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *g,
-                             int64_t ldg, const void *w, int64_t ldw, void *gx, int64_t ldgx,
-                             void *gb);
+int em_cpu_linear_grad(em_dtype dt, const em_linear_grads *a);
+/* Leaves OpenBLAS to one thread of its own (ember's OpenMP threads split the products). */
+void em_cpu_blas_one_thread(void);
 
 /* cpu_conv.c */
 int em_cpu_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, const void *w,

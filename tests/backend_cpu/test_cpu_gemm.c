@@ -216,18 +216,24 @@ Test(cpu_gemm, linear_adds_its_bias_in_the_tiles)
     free(y);
 }
 
-/* em_cpu_linear_grad_input (gx = g @ w with the bias gradient, g's column sums, from the same
- * pass over g) against naive sums: rows over threads, a partial last panel, padded rows, a k
- * that is no multiple of the sums' 4 lanes; the same bits on 1, 2 and 3 threads; unsupported
- * where the tiles do not apply */
-Test(cpu_gemm, linear_input_gradient_sums_the_bias_gradient)
+/* em_cpu_linear_grad (gx = g @ w; the bias gradient, g's column sums, from the same pass over g;
+ * the weight gradient g^T x beside it on the same threads) against naive sums: rows over
+ * threads, a partial last panel, padded rows, a k that is no multiple of the sums' 4 lanes and
+ * leaves the weight gradient a partial last block; the same bits on 1, 2 and 3 threads; unsupported where the
+ * tiles do not apply */
+Test(cpu_gemm, linear_gradients_in_one_pass)
 {
-    const int64_t m = 533, n = 37, k = 45, ldg = 50, ldw = 41, ldx = 40;
+    const int64_t m = 533, n = 37, k = 601, ldg = 602, ldw = 41, ldx = 40, ldgx = 39, ldgw = 38;
     float *g = random_buf(EM_F32, m * ldg), *w = random_buf(EM_F32, k * ldw);
-    float *gx = malloc(sizeof(float) * (size_t)(m * ldx)), gb[45];
-    for (int64_t i = 0; i < m * ldx; i++)
+    float *x = random_buf(EM_F32, m * ldx), *gx = malloc(sizeof(float) * (size_t)(m * ldgx));
+    float *gb = malloc(sizeof(float) * (size_t)k), *gw = malloc(sizeof(float) * (size_t)(k * ldgw));
+    for (int64_t i = 0; i < m * ldgx; i++)
         gx[i] = NAN;
-    int rc = em_cpu_linear_grad_input(EM_F32, m, n, k, g, ldg, w, ldw, gx, ldx, gb);
+    for (int64_t i = 0; i < k * ldgw; i++)
+        gw[i] = NAN;
+    em_linear_grads a = {.m = m, .n = n, .k = k, .g = g, .w = w, .x = x, .ldg = ldg, .ldw = ldw,
+                         .ldx = ldx, .gx = gx, .gb = gb, .gw = gw, .ldgx = ldgx, .ldgw = ldgw};
+    int rc = em_cpu_linear_grad(EM_F32, &a);
     if (!em_cpu_has_avx2()) {
         cr_assert_eq(rc, EM_KERNEL_UNSUPPORTED);
         cr_skip_test("no AVX2+FMA on this CPU");
@@ -238,11 +244,11 @@ Test(cpu_gemm, linear_input_gradient_sums_the_bias_gradient)
             double want = 0;
             for (int64_t l = 0; l < k; l++)
                 want += (double)g[i * ldg + l] * w[l * ldw + j];
-            cr_assert(fabs(gx[i * ldx + j] - want) <= 1e-5 * (1 + sqrt((double)k)),
-                      "gx (%ld, %ld): got %g want %g", (long)i, (long)j, gx[i * ldx + j], want);
+            cr_assert(fabs(gx[i * ldgx + j] - want) <= 1e-5 * (1 + sqrt((double)k)),
+                      "gx (%ld, %ld): got %g want %g", (long)i, (long)j, gx[i * ldgx + j], want);
         }
-        for (int64_t j = n; j < ldx; j++)
-            cr_assert(isnan(gx[i * ldx + j]), "the gap past column n was written");
+        for (int64_t j = n; j < ldgx; j++)
+            cr_assert(isnan(gx[i * ldgx + j]), "the gap past column n of gx was written");
     }
     for (int64_t l = 0; l < k; l++) {
         double want = 0;
@@ -250,28 +256,51 @@ Test(cpu_gemm, linear_input_gradient_sums_the_bias_gradient)
             want += g[i * ldg + l];
         cr_assert(fabs(gb[l] - want) <= 1e-6 * (1 + fabs(want)), "gb[%ld]: got %.9g want %.9g",
                   (long)l, gb[l], want);
+        for (int64_t j = 0; j < n; j++) {
+            want = 0;
+            for (int64_t i = 0; i < m; i++)
+                want += (double)g[i * ldg + l] * x[i * ldx + j];
+            cr_assert(fabs(gw[l * ldgw + j] - want) <= 1e-5 * (1 + sqrt((double)m)),
+                      "gw (%ld, %ld): got %g want %g", (long)l, (long)j, gw[l * ldgw + j], want);
+        }
+        for (int64_t j = n; j < ldgw; j++)
+            cr_assert(isnan(gw[l * ldgw + j]), "the gap past column n of gw was written");
     }
     /* the same bits on any number of threads (rows go to threads in chunks as they come free) */
     const int threads = omp_get_max_threads();
     for (int t = 1; t <= 3; t += 2) {
-        float *again = malloc(sizeof(float) * (size_t)(m * ldx)), gb_again[45];
-        for (int64_t i = 0; i < m * ldx; i++) /* as gx before its call: the gaps stay NaN */
+        float *again = malloc(sizeof(float) * (size_t)(m * ldgx));
+        float *gb_again = malloc(sizeof(float) * (size_t)k);
+        float *gw_again = malloc(sizeof(float) * (size_t)(k * ldgw));
+        for (int64_t i = 0; i < m * ldgx; i++) /* as gx before its call: the gaps stay NaN */
             again[i] = NAN;
+        for (int64_t i = 0; i < k * ldgw; i++)
+            gw_again[i] = NAN;
+        em_linear_grads b = a;
+        b.gx = again;
+        b.gb = gb_again;
+        b.gw = gw_again;
         omp_set_num_threads(t);
-        cr_assert_eq(em_cpu_linear_grad_input(EM_F32, m, n, k, g, ldg, w, ldw, again, ldx,
-                                              gb_again), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_linear_grad(EM_F32, &b), EM_KERNEL_OK);
         omp_set_num_threads(threads);
-        cr_assert_arr_eq(again, gx, sizeof(float) * (size_t)(m * ldx), "gx on %d threads", t);
-        cr_assert_arr_eq(gb_again, gb, sizeof gb, "gb on %d threads", t);
+        cr_assert_arr_eq(again, gx, sizeof(float) * (size_t)(m * ldgx), "gx on %d threads", t);
+        cr_assert_arr_eq(gb_again, gb, sizeof(float) * (size_t)k, "gb on %d threads", t);
+        cr_assert_arr_eq(gw_again, gw, sizeof(float) * (size_t)(k * ldgw), "gw on %d threads", t);
         free(again);
+        free(gb_again);
+        free(gw_again);
     }
-    cr_expect_eq(em_cpu_linear_grad_input(EM_F32, 64, n, k, g, ldg, w, ldw, gx, ldx, gb),
-                 EM_KERNEL_UNSUPPORTED, "64 rows: left to gemm and a column sum");
-    cr_expect_eq(em_cpu_linear_grad_input(EM_F64, m, n, k, g, ldg, w, ldw, gx, ldx, gb),
-                 EM_KERNEL_UNSUPPORTED);
+    em_linear_grads few = a;
+    few.m = 64;
+    cr_expect_eq(em_cpu_linear_grad(EM_F32, &few), EM_KERNEL_UNSUPPORTED,
+                 "64 rows: left to gemm and a column sum");
+    cr_expect_eq(em_cpu_linear_grad(EM_F64, &a), EM_KERNEL_UNSUPPORTED);
     free(g);
     free(w);
+    free(x);
     free(gx);
+    free(gb);
+    free(gw);
 }
 
 Test(cpu_gemm, f64_all_transposes)
