@@ -613,7 +613,7 @@ Test(cpu_where, selects_with_broadcast_condition)
 }
 
 /* The AVX2 GELU keeps f32 accuracy across the range, the negative tail included, against the
- * f64 formula written with erfc (1 + erf cancels there): within 4 ulp (the erfc fit's 1.2e-7
+ * f64 formula written with erfc (1 + erf cancels there): within 4 ulp (the erfc fit's 1.1e-7
  * and the vector exp's 2 ulp), growing with x^2 (x^2 / 2 rounded in f32), and for the gradient
  * 1e-7 absolute near its zero. */
 Test(cpu_unary, gelu_avx2_keeps_f32_accuracy)
