@@ -155,6 +155,15 @@ EM_AVX2 static void matmul_avx2(int64_t m, int64_t n, int64_t k, const void *a_,
     }
 }
 
+/* The lanes of a vector before `count`, as a mask for the loads and stores of a row's tail */
+EM_AVX2 static inline __m256i lanes_before(int64_t count)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)count),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The tail of a row (under 8 values, as rows on the causal diagonal mostly end) in one masked
+ * vector: its missing lanes read -inf, whose exp is 0 in the sum, and are not stored. */
 EM_AVX2 static double exp_sum_avx2(int64_t n, const void *x_, double sub, void *y_)
 {
     const float *x = x_;
@@ -166,18 +175,15 @@ EM_AVX2 static double exp_sum_avx2(int64_t n, const void *x_, double sub, void *
         _mm256_storeu_ps(y + j, e);
         acc = _mm256_add_ps(acc, e);
     }
-    double sum = em_hsum8_avx2(acc);
     if (j < n) {
-        float in[8] = {0}, out[8];
-        for (int64_t t = j; t < n; t++)
-            in[t - j] = x[t];
-        _mm256_storeu_ps(out, em_exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(in), s)));
-        for (int64_t t = j; t < n; t++) {
-            y[t] = out[t - j];
-            sum += out[t - j];
-        }
+        __m256i in = lanes_before(n - j);
+        __m256 v = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_maskload_ps(x + j, in),
+                                    _mm256_castsi256_ps(in));
+        __m256 e = em_exp8_avx2(_mm256_sub_ps(v, s));
+        _mm256_maskstore_ps(y + j, in, e);
+        acc = _mm256_add_ps(acc, e);
     }
-    return sum;
+    return em_hsum8_avx2(acc);
 }
 
 EM_AVX2 static double row_max_avx2(int64_t n, const void *x_)
