@@ -178,6 +178,29 @@ Test(cpu_gemm, f32_linear_products_in_register_tiles)
 
 /* em_cpu_linear (y = x @ w^T + b with the bias in the register tiles) against the naive sum, with
  * and without a bias, a partial last panel and padded rows; unsupported where it does not apply */
+/* c (rows, cols; row stride ldc) against start[j] (0 where start is NULL) plus the sums over
+ * l < depth of a(i, l) b(l, j), a(i, l) at a[i * a_row + l * a_col] and b(l, j) at
+ * b[l * b_row + j * b_col]; c's gap past column cols must still hold NaN */
+static void expect_product(const char *what, int64_t rows, int64_t cols, int64_t depth,
+                           const float *a, int64_t a_row, int64_t a_col, const float *b,
+                           int64_t b_row, int64_t b_col, const float *start, const float *c,
+                           int64_t ldc)
+{
+    for (int64_t i = 0; i < rows; i++) {
+        for (int64_t j = 0; j < cols; j++) {
+            double want = start ? start[j] : 0;
+            for (int64_t l = 0; l < depth; l++)
+                want += (double)a[i * a_row + l * a_col] * b[l * b_row + j * b_col];
+            cr_assert(fabs(c[i * ldc + j] - want) <= 1e-5 * (1 + sqrt((double)depth)),
+                      "%s (%ld, %ld): got %g want %g", what, (long)i, (long)j, c[i * ldc + j],
+                      want);
+        }
+        for (int64_t j = cols; j < ldc; j++)
+            cr_assert(isnan(c[i * ldc + j]), "%s: the gap past column %ld was written", what,
+                      (long)cols);
+    }
+}
+
 Test(cpu_gemm, linear_adds_its_bias_in_the_tiles)
 {
     const int64_t m = 521, n = 37, k = 45, ldx = 50, ldw = 47, ldy = 40;
@@ -192,18 +215,8 @@ Test(cpu_gemm, linear_adds_its_bias_in_the_tiles)
             continue;
         }
         cr_assert_eq(rc, EM_KERNEL_OK);
-        for (int64_t i = 0; i < m; i++) {
-            for (int64_t j = 0; j < n; j++) {
-                double want = with_bias ? b[j] : 0;
-                for (int64_t l = 0; l < k; l++)
-                    want += (double)x[i * ldx + l] * w[j * ldw + l];
-                cr_assert(fabs(y[i * ldy + j] - want) <= 1e-5 * (1 + sqrt((double)k)),
-                          "bias %d (%ld, %ld): got %g want %g", with_bias, (long)i, (long)j,
-                          y[i * ldy + j], want);
-            }
-            for (int64_t j = n; j < ldy; j++)
-                cr_assert(isnan(y[i * ldy + j]), "the gap past column n was written");
-        }
+        expect_product(with_bias ? "y with bias" : "y", m, n, k, x, ldx, 1, w, 1, ldw,
+                       with_bias ? b : NULL, y, ldy);
     }
     cr_expect_eq(em_cpu_linear(EM_F32, 64, n, k, x, ldx, w, ldw, b, y, ldy),
                  EM_KERNEL_UNSUPPORTED, "64 rows: left to gemm");
@@ -219,8 +232,8 @@ Test(cpu_gemm, linear_adds_its_bias_in_the_tiles)
 /* em_cpu_linear_grad (gx = g @ w; the bias gradient, g's column sums, from the same pass over g;
  * the weight gradient g^T x beside it on the same threads) against naive sums: rows over
  * threads, a partial last panel, padded rows, a k that is no multiple of the sums' 4 lanes and
- * leaves the weight gradient a partial last block; the same bits on 1, 2 and 3 threads; unsupported where the
- * tiles do not apply */
+ * leaves the weight gradient a partial last block; the same bits on 1, 2 and 3 threads;
+ * unsupported where the tiles do not apply */
 Test(cpu_gemm, linear_gradients_in_one_pass)
 {
     const int64_t m = 533, n = 37, k = 601, ldg = 602, ldw = 41, ldx = 40, ldgx = 39, ldgw = 38;
@@ -239,32 +252,14 @@ Test(cpu_gemm, linear_gradients_in_one_pass)
         cr_skip_test("no AVX2+FMA on this CPU");
     }
     cr_assert_eq(rc, EM_KERNEL_OK);
-    for (int64_t i = 0; i < m; i++) {
-        for (int64_t j = 0; j < n; j++) {
-            double want = 0;
-            for (int64_t l = 0; l < k; l++)
-                want += (double)g[i * ldg + l] * w[l * ldw + j];
-            cr_assert(fabs(gx[i * ldgx + j] - want) <= 1e-5 * (1 + sqrt((double)k)),
-                      "gx (%ld, %ld): got %g want %g", (long)i, (long)j, gx[i * ldgx + j], want);
-        }
-        for (int64_t j = n; j < ldgx; j++)
-            cr_assert(isnan(gx[i * ldgx + j]), "the gap past column n of gx was written");
-    }
+    expect_product("gx", m, n, k, g, ldg, 1, w, ldw, 1, NULL, gx, ldgx);
+    expect_product("gw", k, n, m, g, 1, ldg, x, ldx, 1, NULL, gw, ldgw);
     for (int64_t l = 0; l < k; l++) {
         double want = 0;
         for (int64_t i = 0; i < m; i++)
             want += g[i * ldg + l];
         cr_assert(fabs(gb[l] - want) <= 1e-6 * (1 + fabs(want)), "gb[%ld]: got %.9g want %.9g",
                   (long)l, gb[l], want);
-        for (int64_t j = 0; j < n; j++) {
-            want = 0;
-            for (int64_t i = 0; i < m; i++)
-                want += (double)g[i * ldg + l] * x[i * ldx + j];
-            cr_assert(fabs(gw[l * ldgw + j] - want) <= 1e-5 * (1 + sqrt((double)m)),
-                      "gw (%ld, %ld): got %g want %g", (long)l, (long)j, gw[l * ldgw + j], want);
-        }
-        for (int64_t j = n; j < ldgw; j++)
-            cr_assert(isnan(gw[l * ldgw + j]), "the gap past column n of gw was written");
     }
     /* the same bits on any number of threads (rows go to threads in chunks as they come free) */
     const int threads = omp_get_max_threads();
