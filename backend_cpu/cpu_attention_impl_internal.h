@@ -35,9 +35,9 @@ static inline __attribute__((always_inline)) void ATT_FN(prefetch_row)(const em_
         __builtin_prefetch(p + at);
 }
 
-/* dst (rows, ldd) = scale * rows i0.. of a's (b, h) matrix, columns past n zeroed up to ldd */
+/* dst (rows, ldd) = rows i0.. of a's (b, h) matrix, columns past n zeroed up to ldd */
 static void ATT_FN(pack_rows)(REAL *dst, int64_t ldd, const em_arr *a, int64_t b, int64_t h,
-                              int64_t i0, int64_t rows, int64_t n, REAL scale)
+                              int64_t i0, int64_t rows, int64_t n)
 {
     for (int64_t r = 0; r < rows; r++) {
         const REAL *src = ATT_FN(row)(a, b, h, i0 + r);
@@ -45,21 +45,21 @@ static void ATT_FN(pack_rows)(REAL *dst, int64_t ldd, const em_arr *a, int64_t b
         ATT_FN(prefetch_row)(a, b, h, i0 + r + ATT_PREFETCH_ROWS, n);
         #pragma omp simd
         for (int64_t x = 0; x < n; x++)
-            d[x] = scale * src[x];
+            d[x] = src[x];
         for (int64_t x = n; x < ldd; x++)
             d[x] = 0;
     }
 }
 
-/* dst (n, ldd) = the first n elements of `cols` rows at src (row stride src_row), transposed;
- * columns past cols zeroed */
+/* dst (n, ldd) = scale * the first n elements of `cols` rows at src (row stride src_row),
+ * transposed; columns past cols zeroed */
 static void ATT_FN(transpose_rows)(const em_att_tiles *t, REAL *dst, int64_t ldd, const REAL *src,
-                                   int64_t src_row, int64_t cols, int64_t n)
+                                   int64_t src_row, int64_t cols, int64_t n, REAL scale)
 {
     for (int64_t x = 0; x < n; x++)
         for (int64_t c = cols; c < ldd; c++)
             dst[x * ldd + c] = 0;
-    t->transpose(cols, n, src, src_row, dst, ldd);
+    t->transpose(cols, n, src, src_row, (double)scale, dst, ldd);
 }
 
 /* Adds the caller's mask to the score tile s (rows, EM_ATT_BC) of query rows i0.. and key
@@ -75,8 +75,8 @@ static void ATT_FN(mask_tile)(const att_call *c, REAL *s, int64_t b, int64_t h, 
     }
 }
 
-/* Packs keys (transposed, per block of EM_ATT_BC) and values of head bh into the thread's kt
- * and vp, up to key `until`, unless the thread's last task left them there. */
+/* Packs keys (transposed per block of EM_ATT_BC, times the scale) and values of head bh into the
+ * thread's kt and vp, up to key `until`, unless the thread's last task left them there. */
 static void ATT_FN(pack_head)(const att_call *c, const em_att_tiles *t, REAL *kt, REAL *vp,
                               att_packed_head *packed, int64_t bh, int64_t until)
 {
@@ -86,29 +86,29 @@ static void ATT_FN(pack_head)(const att_call *c, const em_att_tiles *t, REAL *kt
     for (; packed->keys < until; packed->keys += EM_ATT_BC) {
         int64_t j0 = packed->keys, cols = c->lk - j0 < EM_ATT_BC ? c->lk - j0 : EM_ATT_BC;
         ATT_FN(transpose_rows)(t, kt + j0 * d, EM_ATT_BC, ATT_FN(row)(c->k, b, h, j0),
-                               c->k->strides[2], cols, d);
-        ATT_FN(pack_rows)(vp + j0 * dvp, dvp, c->v, b, h, j0, cols, c->dv, 1);
+                               c->k->strides[2], cols, d, (REAL)c->p->scale);
+        ATT_FN(pack_rows)(vp + j0 * dvp, dvp, c->v, b, h, j0, cols, c->dv);
     }
 }
 
 /* Out rows i0..i0+EM_ATT_BR of (b, h): the running max and sum of each row's scores over the
- * key blocks seen so far, the output accumulated in their scale, rescaled as the max grows. */
+ * key blocks seen so far, the output accumulated in their scale, rescaled as the max grows. The
+ * scores are q (read where it lies) @ (scale k^T), as backward recomputes them. */
 static void ATT_FN(forward_block)(const att_call *c, const em_att_tiles *t, REAL *scratch,
                                   att_packed_head *packed, int64_t bh, int64_t i0)
 {
     const int64_t b = bh / c->heads, h = bh % c->heads, d = c->d, dv = c->dv;
-    const int64_t dp = em_att_pad(d), dvp = em_att_pad(dv);
+    const int64_t dvp = em_att_pad(dv);
     const int64_t rows = c->lq - i0 < EM_ATT_BR ? c->lq - i0 : EM_ATT_BR;
     double *add = (double *)scratch;                 // (EM_ATT_BC) one mask row
     uint8_t *keep = (uint8_t *)(add + EM_ATT_BC);    // (EM_ATT_BC) one dropout row
     const int64_t lkp = (c->lk + EM_ATT_BC - 1) / EM_ATT_BC * EM_ATT_BC;
-    REAL *qs = scratch + ATT_ROWS_REALS;   // (EM_ATT_BR, dp) scaled queries
-    REAL *kt = qs + EM_ATT_BR * dp;    // (lkp / EM_ATT_BC, d, EM_ATT_BC) keys, transposed per block
+    const REAL *q = ATT_FN(row)(c->q, b, h, i0); // (rows, d), rows c->q->strides[2] apart
+    REAL *kt = scratch + ATT_ROWS_REALS; // (lkp / EM_ATT_BC, d, EM_ATT_BC) scale k^T per block
     REAL *vp = kt + d * lkp;           // (lkp, dvp) values
     REAL *s = vp + lkp * dvp;          // (EM_ATT_BR, EM_ATT_BC) scores, then weights
     REAL *acc = s + EM_ATT_BR * EM_ATT_BC; // (EM_ATT_BR, dvp) output, unnormalised
     REAL *m = acc + EM_ATT_BR * dvp, *l = m + EM_ATT_BR; // (EM_ATT_BR) running max and sum
-    ATT_FN(pack_rows)(qs, dp, c->q, b, h, i0, rows, d, (REAL)c->p->scale);
     for (int64_t r = 0; r < rows; r++) {
         m[r] = -INFINITY;
         l[r] = 0;
@@ -122,8 +122,8 @@ static void ATT_FN(forward_block)(const att_call *c, const em_att_tiles *t, REAL
     for (int64_t j0 = 0; j0 < jend; j0 += EM_ATT_BC) {
         int64_t cols = jend - j0 < EM_ATT_BC ? jend - j0 : EM_ATT_BC;
         const bool diag = c->p->causal && j0 == i0; /* the tiles of the causal diagonal */
-        t->matmul(rows, em_att_pad(cols), d, qs, dp, 1, kt + j0 * d, EM_ATT_BC, s, EM_ATT_BC,
-                  false, diag ? EM_ATT_C_LOWER : EM_ATT_FULL);
+        t->matmul(rows, em_att_pad(cols), d, q, c->q->strides[2], 1, kt + j0 * d, EM_ATT_BC, s,
+                  EM_ATT_BC, false, diag ? EM_ATT_C_LOWER : EM_ATT_FULL);
         ATT_FN(mask_tile)(c, s, b, h, i0, rows, j0, cols, add);
         for (int64_t r = 0; r < rows; r++) {
             REAL *sr = s + r * EM_ATT_BC;
@@ -166,10 +166,10 @@ static void ATT_FN(forward_block)(const att_call *c, const em_att_tiles *t, REAL
 /* REALs of one thread's forward scratch (mask and dropout rows included) */
 static int64_t ATT_FN(forward_scratch)(const att_call *c)
 {
-    int64_t dp = em_att_pad(c->d), dvp = em_att_pad(c->dv);
+    int64_t dvp = em_att_pad(c->dv);
     int64_t lkp = (c->lk + EM_ATT_BC - 1) / EM_ATT_BC * EM_ATT_BC;
-    return EM_ATT_BR * dp + c->d * lkp + lkp * dvp + EM_ATT_BR * EM_ATT_BC + EM_ATT_BR * dvp +
-           2 * EM_ATT_BR + ATT_ROWS_REALS;
+    return c->d * lkp + lkp * dvp + EM_ATT_BR * EM_ATT_BC + EM_ATT_BR * dvp + 2 * EM_ATT_BR +
+           ATT_ROWS_REALS;
 }
 
 /* The gradients of (b, h): per key block, its key and value gradients summed over the query
@@ -183,27 +183,28 @@ static void ATT_FN(backward_head)(const att_call *c, const em_att_tiles *t, REAL
     const int64_t kblocks = (lk + EM_ATT_BC - 1) / EM_ATT_BC;
     double *add = (double *)scratch;                 // (EM_ATT_BC) one mask row
     uint8_t *keep = (uint8_t *)(add + EM_ATT_BC);    // (EM_ATT_BC) one dropout row
-    REAL *qs = scratch + ATT_ROWS_REALS;    // (lq, dp) scaled queries
+    REAL *qs = scratch + ATT_ROWS_REALS;    // (lq, dp) queries
     REAL *go = qs + lq * dp;            // (lq, dvp) output gradient
-    REAL *kt = go + lq * dvp;           // (kblocks, d, EM_ATT_BC) keys, transposed per block
+    REAL *kt = go + lq * dvp;           // (kblocks, d, EM_ATT_BC) scale k^T per block
     REAL *kp = kt + kblocks * d * EM_ATT_BC; // (lk, dp) keys
     REAL *vt = kp + lk * dp;            // (kblocks, dv, EM_ATT_BC) values, transposed per block
     REAL *p = vt + kblocks * dv * EM_ATT_BC; // (EM_ATT_BR, EM_ATT_BC) weights, then dropped
     REAL *ds = p + EM_ATT_BR * EM_ATT_BC; // (EM_ATT_BR, EM_ATT_BC) weight, then score grads
-    REAL *dk = ds + EM_ATT_BR * EM_ATT_BC; // (EM_ATT_BC, dp)
+    REAL *dk = ds + EM_ATT_BR * EM_ATT_BC; // (EM_ATT_BC, dp) key gradient / scale
     REAL *dvb = dk + EM_ATT_BC * dp;    // (EM_ATT_BC, dvp)
     REAL *delta = dvb + EM_ATT_BC * dvp; // (lq) rowsum(gout * out)
     REAL *dq = delta + lq;              // (lq, dp) query gradient / scale
     for (int64_t i = 0; i < ATT_OUT_AHEAD_ROWS; i++) /* read below, after the packs */
         ATT_FN(prefetch_row)(c->out, b, h, i, dv);
-    ATT_FN(pack_rows)(qs, dp, c->q, b, h, 0, lq, d, (REAL)c->p->scale);
-    ATT_FN(pack_rows)(go, dvp, c->gout, b, h, 0, lq, dv, 1);
-    ATT_FN(pack_rows)(kp, dp, c->k, b, h, 0, lk, d, 1);
+    const REAL scale = (REAL)c->p->scale;
+    ATT_FN(pack_rows)(qs, dp, c->q, b, h, 0, lq, d);
+    ATT_FN(pack_rows)(go, dvp, c->gout, b, h, 0, lq, dv);
+    ATT_FN(pack_rows)(kp, dp, c->k, b, h, 0, lk, d);
     for (int64_t j0 = 0; j0 < lk; j0 += EM_ATT_BC) {
         int64_t cols = lk - j0 < EM_ATT_BC ? lk - j0 : EM_ATT_BC;
         ATT_FN(transpose_rows)(t, vt + j0 * dv, EM_ATT_BC, ATT_FN(row)(c->v, b, h, j0),
-                               c->v->strides[2], cols, dv);
-        ATT_FN(transpose_rows)(t, kt + j0 * d, EM_ATT_BC, kp + j0 * dp, dp, cols, d); /* from kp */
+                               c->v->strides[2], cols, dv, 1);
+        ATT_FN(transpose_rows)(t, kt + j0 * d, EM_ATT_BC, kp + j0 * dp, dp, cols, d, scale);
     }
     for (int64_t i = 0; i < lq; i++) {
         const REAL *g = go + i * dvp, *o = ATT_FN(row)(c->out, b, h, i);
@@ -268,13 +269,12 @@ static void ATT_FN(backward_head)(const att_call *c, const em_att_tiles *t, REAL
             REAL *gk = ATT_FN(row)(c->gk, b, h, j0 + x), *gv = ATT_FN(row)(c->gv, b, h, j0 + x);
             #pragma omp simd
             for (int64_t y = 0; y < d; y++)
-                gk[y] = dk[x * dp + y];
+                gk[y] = dk[x * dp + y] * scale;
             #pragma omp simd
             for (int64_t y = 0; y < dv; y++)
                 gv[y] = dvb[x * dvp + y];
         }
     }
-    const REAL scale = (REAL)c->p->scale;
     for (int64_t i = 0; i < lq; i++) {
         REAL *gq = ATT_FN(row)(c->gq, b, h, i);
         #pragma omp simd

@@ -41,10 +41,10 @@ typedef struct {
     double (*exp_sum)(int64_t n, const void *x, double sub, void *y);
     /* the largest of x (n), -inf when n is 0 */
     double (*row_max)(int64_t n, const void *x);
-    /* dst (n, ldd) = the first n elements of `rows` rows of src, transposed: dst[x * ldd + r] =
-     * src[r * src_row + x] */
-    void (*transpose)(int64_t rows, int64_t n, const void *src, int64_t src_row, void *dst,
-                      int64_t ldd);
+    /* dst (n, ldd) = scale * the first n elements of `rows` rows of src, transposed:
+     * dst[x * ldd + r] = scale * src[r * src_row + x] */
+    void (*transpose)(int64_t rows, int64_t n, const void *src, int64_t src_row, double scale,
+                      void *dst, int64_t ldd);
 } em_att_tiles;
 
 /* f32 tiles on AVX2+FMA (avx2, where the CPU has them) or in portable C */

@@ -53,13 +53,13 @@
         return mx;                                                                                \
     }                                                                                             \
     static void transpose_##SUFFIX(int64_t rows, int64_t n, const void *src_, int64_t src_row,    \
-                                   void *dst_, int64_t ldd)                                       \
+                                   double scale, void *dst_, int64_t ldd)                         \
     {                                                                                             \
         const REAL *src = src_;                                                                   \
         REAL *dst = dst_;                                                                         \
         for (int64_t r = 0; r < rows; r++)                                                        \
             for (int64_t x = 0; x < n; x++)                                                       \
-                dst[x * ldd + r] = src[r * src_row + x];                                          \
+                dst[x * ldd + r] = (REAL)scale * src[r * src_row + x];                            \
     }                                                                                             \
     static const em_att_tiles tiles_##SUFFIX = {matmul_##SUFFIX, exp_sum_##SUFFIX,                \
                                                 row_max_##SUFFIX, transpose_##SUFFIX};
@@ -206,13 +206,18 @@ EM_AVX2 static double row_max_avx2(int64_t n, const void *x_)
  * head lie far apart in a packed (B, T, 3 E) projection, a cache miss each without it. */
 #define TRANSPOSE_PREFETCH_ROWS 16
 
-/* The 8 rows at src (row stride src_row), columns x0.., prefetched TRANSPOSE_PREFETCH_ROWS on */
-EM_AVX2 static void transpose_8x8(const float *src, int64_t src_row, float *dst, int64_t ldd)
+/* dst (8, 8) = s * the 8 x 8 block at src (row stride src_row), transposed */
+EM_AVX2 static void transpose_8x8(const float *src, int64_t src_row, __m256 s, float *dst,
+                                  int64_t ldd)
 {
-    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + src_row);
-    __m256 r2 = _mm256_loadu_ps(src + 2 * src_row), r3 = _mm256_loadu_ps(src + 3 * src_row);
-    __m256 r4 = _mm256_loadu_ps(src + 4 * src_row), r5 = _mm256_loadu_ps(src + 5 * src_row);
-    __m256 r6 = _mm256_loadu_ps(src + 6 * src_row), r7 = _mm256_loadu_ps(src + 7 * src_row);
+    __m256 r0 = _mm256_mul_ps(s, _mm256_loadu_ps(src));
+    __m256 r1 = _mm256_mul_ps(s, _mm256_loadu_ps(src + src_row));
+    __m256 r2 = _mm256_mul_ps(s, _mm256_loadu_ps(src + 2 * src_row));
+    __m256 r3 = _mm256_mul_ps(s, _mm256_loadu_ps(src + 3 * src_row));
+    __m256 r4 = _mm256_mul_ps(s, _mm256_loadu_ps(src + 4 * src_row));
+    __m256 r5 = _mm256_mul_ps(s, _mm256_loadu_ps(src + 5 * src_row));
+    __m256 r6 = _mm256_mul_ps(s, _mm256_loadu_ps(src + 6 * src_row));
+    __m256 r7 = _mm256_mul_ps(s, _mm256_loadu_ps(src + 7 * src_row));
     __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
     __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
     __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
@@ -231,12 +236,15 @@ EM_AVX2 static void transpose_8x8(const float *src, int64_t src_row, float *dst,
     _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
 }
 
-/* Blocks of 8 x 8 in registers; the edges of rows or n not a multiple of 8 element by element */
+/* Blocks of 8 x 8 in registers, the rows TRANSPOSE_PREFETCH_ROWS on asked for; the edges of
+ * rows or n not a multiple of 8 element by element */
 EM_AVX2 static void transpose_avx2(int64_t rows, int64_t n, const void *src_, int64_t src_row,
-                                   void *dst_, int64_t ldd)
+                                   double scale, void *dst_, int64_t ldd)
 {
     const float *src = src_;
     float *dst = dst_;
+    const float sc = (float)scale;
+    const __m256 s = _mm256_set1_ps(sc);
     const int64_t rows8 = rows / 8 * 8, n8 = n / 8 * 8;
     for (int64_t r = 0; r < rows8; r += 8) {
         for (int64_t ahead = r + TRANSPOSE_PREFETCH_ROWS;
@@ -244,14 +252,14 @@ EM_AVX2 static void transpose_avx2(int64_t rows, int64_t n, const void *src_, in
             for (int64_t x = 0; x < n; x += 16)
                 __builtin_prefetch(src + ahead * src_row + x);
         for (int64_t x = 0; x < n8; x += 8)
-            transpose_8x8(src + r * src_row + x, src_row, dst + x * ldd + r, ldd);
+            transpose_8x8(src + r * src_row + x, src_row, s, dst + x * ldd + r, ldd);
         for (int64_t x = n8; x < n; x++)
             for (int64_t i = r; i < r + 8; i++)
-                dst[x * ldd + i] = src[i * src_row + x];
+                dst[x * ldd + i] = sc * src[i * src_row + x];
     }
     for (int64_t r = rows8; r < rows; r++)
         for (int64_t x = 0; x < n; x++)
-            dst[x * ldd + r] = src[r * src_row + x];
+            dst[x * ldd + r] = sc * src[r * src_row + x];
 }
 
 static const em_att_tiles tiles_avx2 = {matmul_avx2, exp_sum_avx2, row_max_avx2, transpose_avx2};
