@@ -20,7 +20,10 @@
  * thread down or up. A thread of the team that waits for a core holds up the whole region at
  * its end, so a team larger than the free cores is slower than one that fits them.
  * The kernels compute each output in an order that does not depend on the thread count (fixed
- * blocks, fixed partial-sum order), so the team size never changes a result, only its speed. */
+ * blocks, fixed partial-sum order), so the team size never changes their results, only their
+ * speed. One exception: a product of the A^T B form (a weight gradient) that em_cpu_gemm cuts
+ * into one block of rows per thread, since OpenBLAS's sums for a row depend on the block it is in;
+ * a Linear's weight gradient (em_cpu_linear_grad) is cut in fixed blocks instead. */
 
 #define WINDOW_NS 100000000LL /* 100 ms between samples */
 /* A run-queue wait above this share of the window shrinks the team. Measured on 2 cores with 2
