@@ -69,15 +69,18 @@ typedef struct {
     double p;         /* BERNOULLI */
 } em_rng_params;
 
-/* The gradients of a Linear y = x @ w^T + b from g = dL/dy: gx (m, n) = g (m, k) @ w, w (k, n);
- * gb (k) = the sums of g's columns over its rows, where gb is not NULL; gw (k, n) = g^T @ x,
- * x (m, n), where gw is not NULL. One dtype for all; ld* are row strides. */
+/* The gradients of a Linear y = x @ w^T + b from g = dL/dy: gx (m, n) = g (m, k) @ w, w (k, n),
+ * where gx is not NULL; gb (k) = the sums of g's columns over its rows, where gb is not NULL;
+ * gw (k, n) = g^T @ x, x (m, n), where gw is not NULL. One dtype for all but gw and gb, which
+ * are param_dt: the dtype itself, or f32 under a half one (f32 parameters under autocast; a
+ * backend that cannot write it returns EM_KERNEL_UNSUPPORTED); ld* are row strides. */
 typedef struct {
     int64_t m, n, k;
     const void *g, *w, *x;
     int64_t ldg, ldw, ldx;
     void *gx, *gb, *gw;
     int64_t ldgx, ldgw;
+    em_dtype param_dt;
 } em_linear_grads;
 
 /* Shapes of a 2-D convolution; x (N, C_in, H, W), w (C_out, C_in/groups, KH, KW),
