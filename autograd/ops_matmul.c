@@ -2,6 +2,7 @@
  * and linear (the backend's Linear kernel with its bias where it has one, else one gemm with the
  * bias preloaded into C; then optionally a ReLU in place).
  * Transposed 2-D views go to gemm as trans=true; other layouts are made contiguous first. */
+#include "autograd/autocast_copies_internal.h"
 #include "autograd/autograd_internal.h"
 
 /* How the last two dims of t map onto gemm: row-major with row stride ld (trans false), or the
@@ -426,8 +427,8 @@ static em_tensor *linear(const char *fn, const em_tensor *x /* (*, in) */,
     em_scope_begin();
     em_op_begin(op, x);
     em_tensor *x2 = rows_of(x);
-    const em_tensor *xc = x2 ? em_as_dtype_raw(x2, dt) : NULL, *wc = em_as_dtype_raw(w, dt);
-    const em_tensor *bc = b ? em_as_dtype_raw(b, dt) : NULL;
+    const em_tensor *xc = x2 ? em_autocast_weight(x2, dt) : NULL, *wc = em_autocast_weight(w, dt);
+    const em_tensor *bc = b ? em_autocast_weight(b, dt) : NULL;
     em_shape s = em_shape_of(x);
     s.d[s.ndim - 1] = w->shape[0];
     em_tensor *y = em_empty_on(s, dt, x->device);

@@ -134,13 +134,18 @@ typedef struct {
 /* The arrays one fused launch goes over: n arrays of one dtype, array i holding numel[i]
  * contiguous elements in the device's memory; these lists of pointers and counts are host memory.
  * The optimizer updates read grad and update data (the parameters) and state[k], the rule's k-th
- * state buffer of each array (a NULL list where the rule keeps no such state). */
+ * state buffer of each array (a NULL list where the rule keeps no such state), and write low[i],
+ * where the list and its entry are not NULL, with the new parameter rounded to low_dtype (an
+ * f32 parameter's copy under autocast; a backend without this returns EM_KERNEL_UNSUPPORTED
+ * for such a list, before it changes anything). */
 typedef struct {
     int n;
     const int64_t *numel;    /* (n) */
     void *const *data;       /* (n) */
     const void *const *grad; /* (n) */
     void *const *state[3];   /* (n) each, or NULL */
+    void *const *low;        /* (n), or NULL */
+    em_dtype low_dtype;
 } em_array_list;
 
 /* Scaled dot-product attention of one call (the kernels' view of em_scaled_dot_product_attention):

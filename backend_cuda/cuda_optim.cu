@@ -42,9 +42,12 @@ template <typename T> __global__ void sgd_kernel(list_chunk c, sgd_consts<T> k)
     }
 }
 
-/* Launches kernel(chunk, consts) over every LIST_MAX arrays of l. */
+/* Launches kernel(chunk, consts) over every LIST_MAX arrays of l. Low-precision copies of the
+ * parameters (l->low) are not written here: the optimizer casts them after the update. */
 template <typename K, typename C> static int launch_list(const em_array_list *l, K kernel, C k)
 {
+    if (l->low)
+        return EM_KERNEL_UNSUPPORTED;
     for (int first = 0; first < l->n; first += LIST_MAX) {
         int64_t longest;
         list_chunk c = chunk_of_list(l, first, &longest);
