@@ -110,16 +110,23 @@ dnnl_data_type_t em_dnnl_dtype(em_dtype dt);
  * (m, k), op(B) (k, n), C (m, n), ld* row strides, s* batch strides (0: one matrix for every b);
  * the transposed operand is stored (k, m) or (n, k). Dtypes: a and b bf16 (c f32 or bf16), f32
  * (c f32), or a u8 and b s8 (c s32, alpha 1, beta 0); bias (n) of bias_dt, or NULL. beta is 0
- * or 1 (the sum post-op). */
+ * or 1 (the sum post-op). With b_packed (u8 x s8, one matrix) b is in the layout
+ * em_dnnl_matmul_pack wrote for the same desc (any m, lda, ldc), and a product whose primitive
+ * would take another layout is EM_KERNEL_UNSUPPORTED. */
 typedef struct {
     em_dtype a_dt, b_dt, c_dt, bias_dt;
     bool ta, tb;
     int64_t m, n, k, batch;
     int64_t lda, ldb, ldc, sa, sb, sc;
     float alpha, beta;
+    bool b_packed;
 } em_dnnl_matmul_desc;
 int em_dnnl_matmul(const em_dnnl_matmul_desc *d, const void *a, const void *b, const void *bias,
                    void *c);
+/* A b_packed desc's packed right-hand operand: its bytes (0 where oneDNN has no such product),
+ * and packing it from b as the desc's tb and ldb describe it. */
+int64_t em_dnnl_matmul_packed_size(const em_dnnl_matmul_desc *d);
+int em_dnnl_matmul_pack(const em_dnnl_matmul_desc *d, const void *b, void *packed);
 /* The implementation oneDNN chose for d into buf (em_dnnl_impl); false where there is none. */
 bool em_dnnl_matmul_impl(const em_dnnl_matmul_desc *d, char *buf, size_t n);
 

@@ -151,6 +151,8 @@ typedef enum {
     EM_CPU_INT8_PORTABLE,
     EM_CPU_INT8_AVX2, /* AVX2 + FMA: maddubs / madd */
     EM_CPU_INT8_VNNI, /* AVX-512 F, BW, VL and VNNI: vpdpbusd */
+    EM_CPU_INT8_DNNL, /* oneDNN's u8 x s8 matmul (the best where the CPU has VNNI or AMX-INT8);
+                       * a convolution's products run on the best of the others */
     EM_CPU_INT8_PATHS
 } em_cpu_int8_path;
 bool em_cpu_int8_path_supported(em_cpu_int8_path path);
