@@ -27,7 +27,7 @@ static void stream_free(void *s)
 
 static void engine_init(void)
 {
-    if (getenv("EMBER_CPU_ISA") && !strcmp(getenv("EMBER_CPU_ISA"), "avx2"))
+    if (em_cpu_isa_capped())
         dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2);
     if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
         engine = NULL;
@@ -338,11 +338,11 @@ static void choose(em_cpu_product p, em_cpu_engine *e)
         [EM_CPU_PRODUCT_INT8] = {"int8", "AMX-INT8 or AVX-512 VNNI", em_cpu_has_amx_int8,
                                  em_cpu_has_avx512_vnni, "amx", "vnni"},
     };
-    const char *dnnl_env = getenv("EMBER_DNNL"), *isa_env = getenv("EMBER_CPU_ISA");
+    const char *dnnl_env = getenv("EMBER_DNNL");
     char impl[64] = "";
     if (dnnl_env && dnnl_env[0] == '0') {
         snprintf(e->isa, sizeof e->isa, "EMBER_DNNL=0");
-    } else if (isa_env && !strcmp(isa_env, "avx2")) {
+    } else if (em_cpu_isa_capped()) {
         snprintf(e->isa, sizeof e->isa, "EMBER_CPU_ISA=avx2");
     } else if (!kinds[p].amx() && !kinds[p].avx512()) {
         snprintf(e->isa, sizeof e->isa, "no %s", kinds[p].needs);
@@ -367,4 +367,29 @@ const em_cpu_engine *em_cpu_engine_for(em_cpu_product p)
 {
     pthread_once(&engines_once, choose_all);
     return &engines[p];
+}
+
+/* The tiles an int8 product below oneDNN's rows (or where oneDNN is not chosen) runs on. */
+static const char *int8_tiles(void)
+{
+    return em_cpu_has_avx512_vnni() ? "AVX-512 VNNI" : em_cpu_has_avx2() ? "AVX2" : "portable";
+}
+
+void em_cpu_products_describe(char *buf, size_t n)
+{
+    const em_cpu_engine *bf16 = em_cpu_engine_for(EM_CPU_PRODUCT_BF16);
+    const em_cpu_engine *int8 = em_cpu_engine_for(EM_CPU_PRODUCT_INT8);
+    char blas[160], bf16_line[96], int8_line[128];
+    em_cpu_blas_describe(blas, sizeof blas);
+    if (bf16->dnnl)
+        snprintf(bf16_line, sizeof bf16_line, "oneDNN %s", bf16->isa);
+    else
+        snprintf(bf16_line, sizeof bf16_line, "ember, widened to f32 (%s)", bf16->isa);
+    if (int8->dnnl)
+        snprintf(int8_line, sizeof int8_line, "oneDNN %s from 16 rows, ember's %s tiles below",
+                 int8->isa, int8_tiles());
+    else
+        snprintf(int8_line, sizeof int8_line, "ember's %s tiles (%s)", int8_tiles(), int8->isa);
+    snprintf(buf, n, "f32   ember: %s, %s tiles\nbf16  %s\nf16   ember, widened to f32\n"
+             "int8  %s", blas, em_cpu_has_avx2() ? "AVX2" : "portable", bf16_line, int8_line);
 }

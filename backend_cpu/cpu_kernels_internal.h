@@ -43,6 +43,10 @@ void em_cpu_describe(char *buf, size_t n);
 void *em_cpu_scratch(size_t nbytes);
 void em_cpu_scratch_free(void *ptr); /* NULL is fine */
 
+/* cpu_dnnl.c: what multiplies each kind of product on this CPU, engine and ISA, a line per kind
+ * (f32, bf16, f16, int8) into buf: "bf16  oneDNN avx512_core_bf16" */
+void em_cpu_products_describe(char *buf, size_t n);
+
 /* cpu_blas_core.c: at discovery, OpenBLAS's widest kernel set for this CPU where OpenBLAS did not
  * recognise it; a line naming the set in use ("OpenBLAS SkylakeX kernels") into buf */
 void em_cpu_blas_choose_core(void);

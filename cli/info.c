@@ -35,7 +35,10 @@ int em_cmd_info(int argc, char **argv)
     printf("CPU features:");
     for (size_t i = 0; i < sizeof features / sizeof features[0]; i++)
         printf("%s %s %s", i ? "," : "", features[i].name, features[i].has() ? "yes" : "no");
-    printf(" (AVX512_BF16 and AMX detected only: no kernel uses them yet)\n");
+    printf("\n");
+    char products[640];
+    em_cpu_products_describe(products, sizeof products);
+    printf("products on the cpu (engine, ISA):\n%s\n", products);
     for (int d = 0; d < EM_NDEVICES; d++) {
         char about[256];
         printf("device %-5s %s\n", em_device_name((em_device)d),

@@ -644,6 +644,23 @@ Test(cli, openblas_runs_the_widest_kernels_the_cpu_has_unless_the_user_names_a_s
     }
 }
 
+/* `ember info` names what multiplies each kind of product: oneDNN on the CPU's bf16 instructions
+ * where it has them, ember's own kernels with EMBER_DNNL=0 or EMBER_CPU_ISA=avx2. */
+Test(cli, info_names_the_engine_of_each_product)
+{
+    char out[2048];
+    info_with("-u EMBER_DNNL -u EMBER_CPU_ISA", out, sizeof out);
+    bool bf16 = __builtin_cpu_supports("avx512bf16"); /* AMX-BF16 CPUs have it too */
+    cr_expect(strstr(out, bf16 ? "\nbf16  oneDNN " : "\nbf16  ember, widened to f32 ("), "%s",
+              out);
+    info_with("EMBER_DNNL=0", out, sizeof out);
+    cr_expect(strstr(out, "\nbf16  ember, widened to f32 (EMBER_DNNL=0)\n"), "%s", out);
+    cr_expect(strstr(out, " tiles (EMBER_DNNL=0)\n"), "%s", out);
+    info_with("EMBER_CPU_ISA=avx2", out, sizeof out);
+    cr_expect(strstr(out, "AVX-512 no"), "%s", out);
+    cr_expect(strstr(out, "\nbf16  ember, widened to f32 (EMBER_CPU_ISA=avx2)\n"), "%s", out);
+}
+
 /* `ember export` refuses NaN weights, naming the tensor, and writes them with --allow-nonfinite. */
 Test(cli, export_refuses_nonfinite_weights_unless_allowed)
 {
