@@ -23,7 +23,9 @@ typedef struct {
 } em_cpu_load;
 /* The team after window w: one smaller when the thread waited for a core over 10% of it, one
  * larger when 0.7 of a CPU sat idle, within [1, ceiling]; the ceiling when a signal it needs is
- * unknown. */
+ * unknown or the window is EM_CPU_STALE_WINDOW_NS or longer (the thread ran no kernels for
+ * most of it). */
+#define EM_CPU_STALE_WINDOW_NS 1000000000LL
 int em_cpu_team_next(const em_cpu_load *w, int team, int ceiling);
 /* /proc/thread-self/schedstat's text -> the run-queue wait in ns (its second field) */
 bool em_cpu_parse_schedstat(const char *text, int64_t *wait_ns);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend_cpu/cpu_kernels_internal.h"
 #include "io/atomic_file.h"
 #include "cli/args.h"
 #include "bench/bench_train.h"
@@ -58,7 +59,7 @@ static em_status load_all(const char *data_dir, em_batch *all)
 /* Median samples/s of `steps` timed training steps after 10 warm-up steps; a device's queued
  * work is waited for inside each timed step. */
 static double ember_samples_per_s(const bench_setup *b, const bench_case *c, const em_batch *all,
-                                  int steps)
+                                  int steps, double *team)
 {
     const em_recipe *rc = em_recipe_find(c->recipe);
     em_manual_seed(0);
@@ -81,6 +82,8 @@ static double ember_samples_per_s(const bench_setup *b, const bench_case *c, con
             x = em_reshape(x, EM_SHAPE(c->batch, 1, 28, 28));
         em_tensor *y = em_index_select(all->y, 0, idx); // (B)
         bool ok = em_device_synchronize(b->device) == EM_OK;
+        if (i >= 10)
+            *team += (double)em_cpu_threads() / steps;
         double t = em_now_s();
         if (b->amp != EM_F32)
             em_autocast_begin(b->amp);
@@ -131,7 +134,7 @@ static const gpt_case gpt_cases[N_GPT_CASES] = {
  * of case g on the windows bench/gpt_torch.py's bench takes, after GPT_WARMUP steps; a step's
  * time includes copying its batch to dev and waiting for dev's queued work. */
 static double ember_gpt_tokens_per_s(const em_gpt_text *text, const gpt_case *g, int steps,
-                                     em_dtype amp, em_device dev)
+                                     em_dtype amp, em_device dev, double *team)
 {
     const int64_t batch = g->batch;
     em_gpt_config c = em_gpt_recipe_config(text->vocab.size);
@@ -161,6 +164,8 @@ static double ember_gpt_tokens_per_s(const em_gpt_text *text, const gpt_case *g,
             }
         em_scope_begin();
         ok = em_device_synchronize(dev) == EM_OK;
+        if (i >= GPT_WARMUP)
+            *team += (double)em_cpu_threads() / steps;
         double t0 = em_now_s();
         em_tensor *x = em_from_data(EM_SHAPE(batch, t), EM_I64, xy);            // (B, T)
         em_tensor *y = em_from_data(EM_SHAPE(batch * t), EM_I64, xy + batch * t);
@@ -286,6 +291,7 @@ static double median(double *v, int n)
 /* What the rounds measure of one Fashion-MNIST case. */
 typedef struct {
     double step[MAX_ROUNDS], torch[MAX_ROUNDS]; /* samples/s */
+    double team;                                /* the threads the steps forked, on average */
     em_gemm_bound bound[MAX_ROUNDS];            /* GEMM bounds in GFLOP/s (not on a GPU) */
     double train[MAX_ROUNDS];                   /* samples/s of ember train's loop */
     em_matmul_layer layers[MAX_LAYERS];         /* the model's products */
@@ -327,6 +333,7 @@ static void case_medians(const bench_setup *b, case_rounds *r, int rounds, bench
         }
         out[i] = (bench_case_result){
             .name = b->cases[i].name, .goal = b->amp == EM_F32 ? b->cases[i].goal : 0,
+            .team = r[i].team / rounds,
             .step = median(r[i].step, rounds), .torch = median(r[i].torch, rounds),
             .flops = em_matmul_train_flops(r[i].layers, r[i].n_layers),
             .bound_gflops = median(best, rounds), .openblas_gflops = median(openblas, rounds),
@@ -380,6 +387,7 @@ static int parse_args(int argc, char **argv, train_bench_args *a)
 typedef struct {
     case_rounds per_case[N_MAX_CASES];
     double ember_gpt[N_GPT_CASES][MAX_ROUNDS], torch_gpt[N_GPT_CASES][MAX_ROUNDS];
+    double gpt_team[N_GPT_CASES]; /* the threads the gpt steps forked, summed over the rounds */
     bool torch; /* every PyTorch script ran */
 } train_bench_rounds;
 
@@ -398,7 +406,8 @@ static void run_rounds(const train_bench_args *a, const bench_setup *b, bool fas
     for (int r = 0; r < a->rounds; r++) {
         for (int i = 0; fashion && i < b->n_cases; i++)
             m->per_case[i].step[r] = ember_samples_per_s(b, &b->cases[i], all,
-                                                         case_steps(&b->cases[i], gpu, a->steps));
+                                                         case_steps(&b->cases[i], gpu, a->steps),
+                                                         &m->per_case[i].team);
         torch_round round_torch = {.b = b};
         if (fashion)
             m->torch = m->torch &&
@@ -419,7 +428,7 @@ static void run_rounds(const train_bench_args *a, const bench_setup *b, bool fas
                      "--block %d --amp %s --device %s --data %s", a->threads, a->gpt_steps,
                      gpt_cases[g].batch, gpt_cases[g].block, a->amp, a->device, a->gpt_data_dir);
             m->ember_gpt[g][r] = ember_gpt_tokens_per_s(text, &gpt_cases[g], a->gpt_steps,
-                                                        b->amp, b->device);
+                                                        b->amp, b->device, &m->gpt_team[g]);
             m->torch = m->torch && em_run_torch_script("gpt_torch.py", gpt_args, torch_gpt_line,
                                                        &m->torch_gpt[g][r]);
         }
@@ -480,12 +489,14 @@ static int report_results(const train_bench_args *a, const bench_setup *b, bool 
         gpt_results[g] = (bench_gpt_result){
             .name = gpt_cases[g].name, .goal = b->amp == EM_F32 ? gpt_cases[g].goal : 0,
             .tokens = median(m->ember_gpt[g], a->rounds),
-            .torch = m->torch ? median(m->torch_gpt[g], a->rounds) : 0};
+            .torch = m->torch ? median(m->torch_gpt[g], a->rounds) : 0,
+            .team = m->gpt_team[g] / a->rounds};
     if (n_gpt)
-        printf("%-12s %16s %16s\n", "", "ember tokens/s", "torch tokens/s");
+        printf("%-12s %16s %16s %8s %6s %5s\n", "", "ember tokens/s", "torch tokens/s", "", "",
+               "team");
     for (int g = 0; g < n_gpt; g++)
         em_bench_train_row(gpt_results[g].name, gpt_results[g].tokens, gpt_results[g].torch,
-                           gpt_results[g].goal);
+                           gpt_results[g].goal, gpt_results[g].team);
     int status = 0;
     if (a->json &&
         em_bench_train_json(a->json, &info, results, n_cases, gpt_results, n_gpt) != EM_OK) {

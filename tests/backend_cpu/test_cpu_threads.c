@@ -55,6 +55,14 @@ Test(cpu_threads, steady_when_neither_signal_fires)
     cr_assert_eq(next(load(0, 0, 0), 3, 4), 3);        /* an empty window */
 }
 
+Test(cpu_threads, a_window_without_kernels_starts_again_at_the_users_count)
+{
+    const int64_t stale_ms = EM_CPU_STALE_WINDOW_NS / MS;
+    cr_assert_eq(next(load(stale_ms, 0, 0.0), 1, 2), 2); /* a PyTorch round in between */
+    cr_assert_eq(next(load(stale_ms * 5, stale_ms * 4, 0.0), 1, 4), 4);
+    cr_assert_eq(next(load(stale_ms - 1, 0, 0.0), 1, 2), 1); /* shorter: judged as before */
+}
+
 Test(cpu_threads, never_above_the_ceiling)
 {
     cr_assert_eq(next(load(100, 0, 1.5), 2, 2), 2);

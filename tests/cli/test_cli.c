@@ -512,7 +512,7 @@ Test(cli, bench_infer_runs_the_exported_model_in_onnxruntime, .init = make_data,
 
 /* `ember bench train --json` on the noise data without PyTorch: every case with the FLOPs per
  * sample computed by hand (tests/nn/test_flops.c), a GEMM bound, ember train's rate beside the
- * step rate, and null where PyTorch did not run. */
+ * step rate, the team its steps ran with, and null where PyTorch did not run. */
 Test(cli, bench_train_writes_its_figures_as_json, .init = make_data, .fini = remove_data)
 {
     char path[160], args[400];
@@ -548,6 +548,9 @@ Test(cli, bench_train_writes_its_figures_as_json, .init = make_data, .fini = rem
                       names[i]);
         cr_expect_geq(num(c, "openblas_bound_pct"), num(c, "gemm_bound_pct"), "%s", names[i]);
         cr_expect_gt(num(c, "train_samples_per_s"), 0);
+        /* the governor's team: the 2 threads a test runs with, fewer while others are busy */
+        cr_expect(num(c, "team") >= 1 && num(c, "team") <= 2, "%s: team %g", names[i],
+                  num(c, "team"));
         /* samples/s is written rounded to a whole number, GFLOP/s to 2 places */
         cr_expect(fabs(num(c, "gflops") - flops[i] * num(c, "samples_per_s") * 1e-9) <=
                   flops[i] * 0.5e-9 + 0.005, "%s: %g GFLOP/s", names[i], num(c, "gflops"));
