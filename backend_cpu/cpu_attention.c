@@ -1,7 +1,8 @@
 /* CPU scaled dot-product attention without the (Lq, Lk) score matrix: FlashAttention's tiles
  * with an online softmax in forward, keeping each row's log-sum-exp; backward recomputes the
  * weights tile by tile from it. f32 runs on AVX2+FMA tiles where the CPU has them (else portable
- * C), f64 in portable C, f16/bf16 through f32 copies. The typed body is
+ * C), f64 in portable C, bf16 on the CPU's bf16 dot products where it has them
+ * (cpu_attention_bf16.c), other f16/bf16 calls through f32 copies. The typed body is
  * cpu_attention_impl_internal.h, the tiles cpu_attention_tiles.c. */
 #include <math.h>
 #include <omp.h>
@@ -190,6 +191,12 @@ static int att_run(att_call *c, bool avx2, bool grad)
 {
     if (!att_check(c, grad))
         return EM_KERNEL_UNSUPPORTED;
+    const int rc = avx2 ? em_cpu_attention_bf16(c->p, c->batch, c->heads, c->lq, c->lk, c->d,
+                                                c->dv, c->q, c->k, c->v, c->mask, c->out, c->lse,
+                                                c->gout, c->gq, c->gk, c->gv)
+                        : EM_KERNEL_UNSUPPORTED;
+    if (rc != EM_KERNEL_UNSUPPORTED)
+        return rc;
     if (c->q->dtype == EM_F32)
         return att_run_f32(c, em_cpu_att_tiles_f32(avx2), grad) ? EM_KERNEL_OK
                                                                  : EM_KERNEL_FAILED;

@@ -137,6 +137,15 @@ int em_cpu_attention_grad_path(bool avx2, const em_attention_params *p, const em
                                const em_arr *out, const em_arr *lse, const em_arr *gout,
                                const em_arr *gq, const em_arr *gk, const em_arr *gv);
 
+/* cpu_attention_bf16.c: em_cpu_attention (gout NULL) or em_cpu_attention_grad on bf16 operands
+ * with AVX512_BF16 dot products, where the call has no mask or dropout and even head dims (with
+ * rows an even number of elements apart); EM_KERNEL_UNSUPPORTED (nothing done) elsewhere. */
+int em_cpu_attention_bf16(const em_attention_params *p, int64_t batch, int64_t heads,
+                          int64_t lq, int64_t lk, int64_t d, int64_t dv, const em_arr *q,
+                          const em_arr *k, const em_arr *v, const em_arr *mask, const em_arr *out,
+                          const em_arr *lse, const em_arr *gout, const em_arr *gq,
+                          const em_arr *gk, const em_arr *gv);
+
 /* cpu_index.c */
 int em_cpu_index_select(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
 int em_cpu_index_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
