@@ -134,6 +134,22 @@ BF16_DOT static void dot(int64_t m, int64_t n, int64_t k2, const uint32_t *a, in
     }
 }
 
+/* Rows ahead of the one being packed that the packs ask for: the rows of a head lie far apart
+ * (a packed projection's), one cache miss after another without it. */
+#define PREFETCH_ROWS 16
+
+/* Asks for row r of a bf16 matrix (rows ld apart, n values) to be brought into cache, when it
+ * exists. Always inlined: as a function of its own GCC finds it free of effects and drops it. */
+static inline __attribute__((always_inline)) void prefetch_row(const uint16_t *src, int64_t ld,
+                                                               int64_t rows, int64_t r,
+                                                               int64_t n)
+{
+    if (r >= rows)
+        return;
+    for (int64_t at = 0; at < n * (int64_t)sizeof(uint16_t); at += 64)
+        __builtin_prefetch((const char *)(src + r * ld) + at);
+}
+
 /* dst (n2, ldd) words = rows r0 .. r0 + rows of a bf16 matrix (src, rows ld apart) transposed
  * word by word: dst[x][r] = the pair x of row r (a right operand summed along its rows' pairs);
  * columns past `rows` up to cols zeroed. */
@@ -145,6 +161,7 @@ BF16_DOT static void transpose_pairs(const uint16_t *src, int64_t ld, int64_t ro
             dst[x * ldd + r] = 0;
     for (int64_t r = 0; r < rows; r++) {
         const uint16_t *s = src + r * ld;
+        prefetch_row(src, ld, rows, r + PREFETCH_ROWS, 2 * n2);
         for (int64_t x = 0; x < n2; x++)
             dst[x * ldd + r] = pair(s[2 * x], s[2 * x + 1]);
     }
@@ -159,6 +176,8 @@ BF16_DOT static void interleave_rows(const uint16_t *src, int64_t ld, int64_t ro
     for (int64_t r = 0; r < rows; r += 2) {
         const uint16_t *lo = src + r * ld, *hi = r + 1 < rows ? lo + ld : NULL;
         uint32_t *d = dst + r / 2 * ldd;
+        prefetch_row(src, ld, rows, r + PREFETCH_ROWS, n);
+        prefetch_row(src, ld, rows, r + PREFETCH_ROWS + 1, n);
         if (hi) {
             #pragma omp simd
             for (int64_t y = 0; y < n; y++)
