@@ -26,6 +26,12 @@ void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *
  * false (nothing done) where the dense kernel needs AVX-512 the CPU lacks */
 bool em_cpu_max_pool2d_2x2_grad_f32(const em_pool2d_shape *s, const float *gy,
                                     const em_pool_tap *argmax, float *gx);
+/* The same pooling and gradient on bf16 where the CPU has AVX-512; false (nothing done)
+ * elsewhere. */
+bool em_cpu_max_pool2d_2x2_bf16(const em_pool2d_shape *s, const uint16_t *x, uint16_t *y,
+                                em_pool_tap *argmax);
+bool em_cpu_max_pool2d_2x2_grad_bf16(const em_pool2d_shape *s, const uint16_t *gy,
+                                     const em_pool_tap *argmax, uint16_t *gx);
 
 /* What em_cpu_gemm_tiles_f32 does beyond c = a @ op(b) */
 typedef struct {
