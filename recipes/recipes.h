@@ -1,4 +1,4 @@
-/* The reference recipes: Fashion-MNIST models whose definitions match ../bench/torch_ref.py's,
+/* The reference recipes: Fashion-MNIST models whose definitions match bench/bench_torch.py's,
  * each with the defaults that reach its accuracy target, and the loop that trains them; and a
  * character-level GPT on the fortunes' text, which brings its own data and loop. */
 #ifndef EMBER_RECIPES_H
