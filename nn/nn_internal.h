@@ -4,6 +4,7 @@
 #define EMBER_NN_INTERNAL_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #include "nn/nn.h"
 
@@ -36,16 +37,33 @@ em_module *em_module_append_numbered(em_module *m, const em_module_type *type, e
 /* A new module of type (a bare em_module) holding the n modules of ap as children "0".."n-1";
  * NULL with an error naming fn (every module freed) on failure. */
 em_module *em_module_numbered(const em_module_type *type, int n, va_list ap, const char *fn);
+/* The build of such a container: a new module of type holding children "0".."n-1" */
+em_module *em_module_build_numbered(const em_module_type *type, const void *options,
+                                    em_module **children, int n);
 
 /* ---- recurrent modules (nn/recurrent.c): LSTM, GRU and their quantized forms share one
  * recurrence and differ in how a layer projects its input and its hidden state ---- */
+typedef struct {
+    int64_t input_size, hidden_size, num_layers;
+    bool batch_first, bias;
+    double dropout;  /* on each layer's output but the last, in training */
+    bool per_tensor; /* the quantized forms: one weight scale per projection, not per row */
+} em_rnn_options;
+/* The settings of LSTM and GRU, which the quantized forms' begin with */
+#define EM_RNN_SETTINGS                                                                      \
+    EM_SIZE_SETTING(em_rnn_options, input_size, 1, 0),                     \
+    EM_SIZE_SETTING(em_rnn_options, hidden_size, 1, 0),                    \
+    {.name = "num_layers", .kind = EM_SETTING_INT, .offset = offsetof(em_rnn_options, num_layers), \
+     .min = 1, .max = EM_RNN_MAX_LAYERS, .def = 1},                                          \
+    EM_BOOL_SETTING(em_rnn_options, batch_first, 0),                                         \
+    EM_BOOL_SETTING(em_rnn_options, bias, 1),                                                \
+    EM_REAL_SETTING(em_rnn_options, dropout, 0, 1, 0)
+#define EM_RNN_MAX_LAYERS 64
 typedef struct em_rnn_module em_rnn_module;
 struct em_rnn_module {
     em_module base;
+    em_rnn_options o;
     bool lstm; /* LSTM: gates i, f, g, o and a cell state; else GRU: gates r, z, n */
-    int64_t input_size, hidden_size, num_layers;
-    bool batch_first;
-    double dropout; /* on each layer's output but the last, in training */
     /* layer's input (hidden false) or hidden state (true) projected with its bias:
      * x (*, in) -> (*, gates * hidden_size) */
     em_tensor *(*project)(const em_rnn_module *r, int layer, bool hidden, const em_tensor *x);
@@ -54,6 +72,11 @@ struct em_rnn_module {
 em_tensor *em_rnn_forward(em_module *m, const em_tensor *x);
 /* "LSTM(input_size=..., ...)" settings of a recurrent module, for describe */
 void em_rnn_describe(const em_module *m, char *buf, size_t n);
+/* The FLOPs of a recurrent module's forward giving y, and the elements of an LSTM's or GRU's
+ * parameters, shared with the quantized forms */
+double em_rnn_flops(const em_module *m, const em_tensor *x, const em_tensor *y);
+double em_lstm_tensor_elements(const void *options);
+double em_gru_tensor_elements(const void *options);
 
 /* Adds kids[i] as child names[i] of m, in order; false with an error when one is NULL or
  * cannot be added, every kid then freed (those added with m later). */
@@ -91,6 +114,9 @@ bool em_norm_check_channels(const char *fn, const em_tensor *v, const char *what
 int64_t em_norm_positions(const em_tensor *x);
 /* v (C) viewed as (1, C, 1, ...) to broadcast against x (N, C, *), in x's dtype */
 em_tensor *em_norm_per_channel(const em_tensor *v, const em_tensor *x);
+/* The FLOPs of a norm's forward giving y: per element 4 for statistics from the batch (a sum,
+ * and a subtract, square and sum), 2 to normalise, 2 for the affine (nn/batch_norm.c) */
+double em_norm_flops(const em_tensor *y, bool batch_statistics, bool affine);
 /* running = (1 - momentum) running + momentum stat (stat holding running's elements); the
  * caller turns gradients off */
 em_status em_norm_update_running(em_tensor *running, const em_tensor *stat, double momentum);
@@ -99,67 +125,163 @@ em_status em_norm_update_running(em_tensor *running, const em_tensor *stat, doub
  * naming fn; the caller frees it. */
 float *em_host_f32(const em_tensor *t, const char *fn);
 
-/* The built-in layer types, for code that picks what to do by a module's type (the ONNX
- * export's table of mappings). */
-extern const em_module_type em_sequential_type, em_linear_type, em_conv2d_type, em_conv1d_type,
-    em_max_pool2d_type, em_avg_pool2d_type, em_adaptive_avg_pool2d_type, em_batch_norm1d_type,
-    em_batch_norm2d_type, em_layer_norm_type, em_dropout_type, em_relu_type, em_leaky_relu_type,
-    em_gelu_type, em_silu_type, em_softsign_type, em_mish_type, em_softplus_type,
-    em_hardtanh_type, em_elu_type, em_selu_type, em_hardswish_type, em_logsigmoid_type,
-    em_tanh_type, em_sigmoid_type, em_softmax_type, em_flatten_type, em_embedding_type,
-    em_residual_type, em_lstm_type, em_gru_type, em_multihead_attention_type,
-    em_transformer_encoder_layer_type, em_module_list_type, em_conv_transpose2d_type,
-    em_upsample_type, em_pad_type, em_group_norm_type, em_instance_norm1d_type,
-    em_instance_norm2d_type;
-/* m's type; for a module em_checkpoint_module or em_checkpoint_sequential changed, the type it
- * had before (nn/checkpointed_module.c). */
+/* A built-in module type: `EM_MODULE_TYPE(em_linear_type) = {.type_name = "Linear", ...};`
+ * defines it, and the build collects every such line of the library's sources into the list of
+ * types whole-model files know (CMakeLists.txt: module_types.c), so a layer joins that list
+ * from its own file and a static link keeps every type. */
+#define EM_MODULE_TYPE(name) const em_module_type name
+
+/* ---- a type's description, read (nn/module_type.c) ---- */
+/* m's options struct (NULL for a type without settings) */
+const void *em_module_options(const em_module *m);
+/* t's setting of that name, or NULL */
+const em_setting *em_type_setting(const em_module_type *t, const char *name);
+/* A setting's value in an options struct read into v or written from it (an INTS value's
+ * count is the count setting's, already in options), its default, and its count (INTS). */
+void em_setting_read(const em_setting *s, const void *options, em_setting_value *v);
+void em_setting_write(const em_setting *s, void *options, const em_setting_value *v);
+void em_setting_default(const em_setting *s, em_setting_value *v);
+int64_t em_setting_count(const em_setting *s, const void *options);
+/* Whether v is in s's range; else false with why: "setting 'x' is 0, outside [1, 8]" */
+bool em_setting_in_range(const em_setting *s, const em_setting_value *v, char *why, size_t n);
+/* Whether every setting of options is in range and t's check passes; else false with why. */
+bool em_options_check(const em_module_type *t, const void *options, char *why, size_t n);
+/* m's settings as em_module_describe shows them without a describe hook: "name=value" each (the
+ * value alone for a positional one), None left out where files leave it out */
+void em_describe_settings(const em_module *m, char *buf, size_t n);
+/* The FLOPs m's type counts for its own part of one forward from x to y. */
+double em_module_own_flops(const em_module *m, const em_tensor *x, const em_tensor *y);
+/* The flops of a type that does no arithmetic (Flatten, Pad, Embedding's lookup): 0 */
+double em_no_flops(const em_module *m, const em_tensor *x, const em_tensor *y);
+/* The input of the forward whose hook runs now (em_forward sets it around the hook call). */
+const em_tensor *em_forward_hook_input(void);
+
+/* The built-in types that code elsewhere compares modules with. */
+extern const em_module_type em_linear_type, em_conv2d_type, em_max_pool2d_type,
+    em_batch_norm1d_type, em_batch_norm2d_type, em_layer_norm_type, em_instance_norm2d_type,
+    em_relu_type, em_multihead_attention_type, em_transformer_encoder_layer_type, em_lstm_type,
+    em_gru_type;
+/* m's type; for a module whose type wraps another (checkpointed, pruned, synchronised), the
+ * original type (nn/checkpointed_module.c). */
 const em_module_type *em_module_own_type(const em_module *m);
 
-/* What exporters and quantizers read of a layer beyond its tensors; each returns false (no
- * error set) when m is not of that type. */
-bool em_conv2d_layer_config(const em_module *m, em_conv2d_opts *o);         /* Conv2d */
-/* Conv2d, or Conv1d: its settings in the width's entries [1], height 1 */
-bool em_conv_layer_config(const em_module *m, em_conv2d_opts *o);
-bool em_pool2d_layer_config(const em_module *m, em_pool2d_opts *o);         /* Max/AvgPool2d */
-bool em_conv_transpose2d_layer_config(const em_module *m, em_conv_transpose2d_opts *o);
+/* The largest size setting of the built-in types: 2^31 - 1 */
+#define EM_MAX_SIZE 2147483647.0
+/* Settings named as the options' fields they live in: an int in [least, EM_MAX_SIZE] (default
+ * least), a real in [lo, hi], a bool; flags EM_SETTING_*. */
+#define EM_SIZE_SETTING(options, field, least, flag_bits)                                    \
+    {.name = #field, .kind = EM_SETTING_INT, .offset = offsetof(options, field), .min = (least), \
+     .max = EM_MAX_SIZE, .def = (least), .flags = (flag_bits)}
+#define EM_REAL_SETTING(options, field, lo, hi, default_value)                               \
+    {.name = #field, .kind = EM_SETTING_REAL, .offset = offsetof(options, field), .min = (lo), \
+     .max = (hi), .def = (default_value)}
+#define EM_BOOL_SETTING(options, field, default_value)                                       \
+    {.name = #field, .kind = EM_SETTING_BOOL, .offset = offsetof(options, field),           \
+     .def = (default_value)}
+
+/* ---- the options each built-in layer keeps, which its type's settings point into: what
+ * exporters, quantizers and pruning read of a layer beyond its tensors. Every value is the one
+ * the layer runs with (defaults filled in). ---- */
+typedef struct {
+    int64_t in_features, out_features;
+    bool bias;
+} em_linear_options;
+/* Linear's settings, which QuantizedLinear's begin with (its options begin with Linear's) */
+#define EM_LINEAR_SETTINGS(options)                                                          \
+    EM_SIZE_SETTING(options, in_features, 1, EM_SETTING_IN_UNITS),     \
+    EM_SIZE_SETTING(options, out_features, 1, EM_SETTING_OUT_UNITS),   \
+    EM_BOOL_SETTING(options, bias, 1)
+/* The FLOPs of a Linear's forward (2 per multiply-accumulate, 1 per bias add) giving y (*, out) */
+double em_linear_flops(int64_t in_features, bool bias, const em_tensor *y);
+
+typedef struct {
+    int64_t num_embeddings, embedding_dim;
+    int64_t padding_idx; /* in [0, num_embeddings), or -1 for none */
+} em_embedding_options;
+
+/* Conv1d and Conv2d: square kernels, strides, paddings (EM_PADDING_SAME) and dilations */
+typedef struct {
+    int64_t in_channels, out_channels, kernel_size, stride, padding, dilation, groups;
+    bool bias;
+} em_conv_options;
+/* A Conv2d's or Conv1d's options as em_conv2d takes them (a Conv1d's in the width's [1]) */
+em_conv2d_opts em_conv_opts_2d(const em_conv_options *o, int spatial);
+typedef struct {
+    int64_t in_channels, out_channels, kernel_size, stride, padding, output_padding, dilation,
+        groups;
+    bool bias;
+} em_conv_transpose_options;
 /* A convolution layer's parameters, PyTorch's _ConvNd.reset_parameters: weight ws
  * kaiming_uniform_(a = sqrt 5), and with bias a bias (n_bias) U(+-1/sqrt fan_in), fan_in =
  * numel(weight) / ws[0]. m, or NULL with m freed. */
 em_module *em_conv_layer_init(em_module *m, em_shape ws, int64_t n_bias, bool bias);
-bool em_adaptive_pool_layer_size(const em_module *m, int64_t *h, int64_t *w);
-bool em_upsample_layer_config(const em_module *m, em_interpolate_opts *o); /* Upsample */
+
+/* MaxPool2d and AvgPool2d (square; an AvgPool2d's dilation is 1) */
 typedef struct {
-    int64_t pads[6]; /* (n_pads) em_pad's order: last dim's left, right, then the dim before */
-    int n_pads;
+    int64_t kernel_size, stride, padding, dilation;
+} em_pool_options;
+em_pool2d_opts em_pool_opts_2d(const em_pool_options *o); /* as em_max_pool2d takes them */
+typedef struct {
+    int64_t out_h, out_w;
+} em_adaptive_pool_options;
+
+typedef struct {
+    int64_t num_features;
+    double eps, momentum; /* momentum EM_BN_CUMULATIVE_AVERAGE: PyTorch's None */
+} em_batch_norm_options;
+typedef struct {
+    int64_t normalized_shape;
+    double eps;
+} em_layer_norm_options;
+typedef struct {
+    int64_t num_groups, num_channels;
+    double eps;
+    bool affine;
+} em_group_norm_options;
+typedef struct {
+    int64_t num_features;
+    double eps, momentum;
+    bool affine, track_running_stats;
+} em_instance_norm_options;
+
+typedef struct {
+    int64_t pads[6];  /* (n_pads) em_pad's order: last dim's left, right, then the dim before */
+    int64_t n_pads;
     em_pad_mode mode;
-    double value;    /* constant mode's fill */
-} em_pad_config;
-bool em_pad_layer_config(const em_module *m, em_pad_config *c); /* Pad */
-/* The settings of an activation layer: each kind sets its own fields, the others are zero. */
+    double value;     /* constant mode's fill */
+} em_pad_options;
+
+/* The settings of an activation layer: each type's settings point at its own fields. */
 typedef struct {
     double negative_slope;   /* LeakyReLU */
     bool tanh_approximation; /* GELU */
-    int dim;                 /* Softmax */
+    int64_t dim;             /* Softmax */
     double beta, threshold;  /* Softplus */
     double min_val, max_val; /* Hardtanh */
-    double alpha;            /* ELU */
-} em_activation_config;
-bool em_activation_layer_config(const em_module *m, em_activation_config *c); /* activations */
-bool em_batch_norm_layer_eps(const em_module *m, double *eps);
-bool em_group_norm_layer_config(const em_module *m, int64_t *num_groups, int64_t *channels,
-                                double *eps, bool *affine);
-bool em_instance_norm_layer_config(const em_module *m, int64_t *features,
-                                   em_instance_norm_opts *o); /* InstanceNorm1d/2d */
-bool em_layer_norm_layer_eps(const em_module *m, double *eps);
-int64_t em_multihead_attention_heads(const em_module *m); /* 0 for any other module */
-/* norm_first and the feed-forward activation of a TransformerEncoderLayer */
-bool em_transformer_layer_config(const em_module *m, bool *norm_first, em_activation *act);
-/* Every setting a TransformerEncoderLayer was made with (layer_norm_eps read from norm1) */
-bool em_transformer_layer_settings(const em_module *m, int64_t *d_model, int64_t *nhead,
-                                   em_transformer_opts *o);
-bool em_dropout_layer_p(const em_module *m, double *p);                     /* Dropout */
-bool em_mha_layer_config(const em_module *m, int64_t *embed_dim, int64_t *num_heads,
-                         em_mha_opts *o);                                   /* MHA */
+    double alpha;            /* ELU, CELU */
+} em_activation_options;
+
+typedef struct {
+    double p;
+} em_dropout_options;
+
+typedef struct {
+    int64_t embed_dim, num_heads;
+    double dropout;
+    bool bias, causal;
+} em_mha_options;
+typedef struct {
+    int64_t d_model, nhead, dim_feedforward;
+    double dropout;
+    bool gelu; /* the feed-forward activation: GELU (exact), else ReLU */
+    double layer_norm_eps;
+    bool norm_first, causal;
+} em_transformer_options;
+/* The FLOPs of a MultiheadAttention's self-attention of y (B, T, E) without its out_proj:
+ * the in-projection, the scores, their softmax and the weighted values. */
+double em_mha_flops(const em_mha_options *o, const em_tensor *y);
+double em_mha_tensor_elements(double embed_dim, bool bias);
+double em_transformer_layer_elements(double d_model, double dim_feedforward);
 
 /* Quantized layers (quant/quantize.c, quant/quantize_static.c): w i8 (n, k) packed for the int8
  * kernel of its device (a new u8 tensor outside any scope), or NULL with an error naming fn;
@@ -170,8 +292,5 @@ em_tensor *em_int8_packed(const em_tensor *w, const char *fn);
 em_status em_quant_check_scale(const em_module *m, int buffer, const char *layer);
 em_status em_quantize_static_repack(em_module *m, const char *layer);
 bool em_is_static_quantized(const em_module *m);
-/* The dynamic quantized layer types (quant/quantize.c, quant/quantize_rnn.c). */
-extern const em_module_type em_quantized_linear_type, em_quantized_lstm_type,
-    em_quantized_gru_type;
 
 #endif

@@ -50,7 +50,7 @@ Test(flops, cnn_recipe)
 Test(flops, conv1d_after_a_parameter_layer)
 {
     const want_layer want[] = {{6, 12, 8, true}};
-    check_layers(em_sequential(2, em_layer_norm_layer(10, 0),
+    check_layers(em_sequential(2, em_layer_norm_layer(10, (em_layer_norm_opts){0}),
                                em_conv1d_layer(4, 6, 3, (em_conv1d_layer_opts){0})),
                  EM_SHAPE(4, 10), want, 1, 3456);
 }
