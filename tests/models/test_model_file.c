@@ -510,6 +510,111 @@ Test(model_file, missing_or_resized_weights)
     assert_refused("the model's '2.weight' is [1,3], the file's [2,3]");
 }
 
+/* m saved, then its metadata's first `from` replaced by `to`: refused with message */
+static void assert_edit_refused(em_module *m, const char *from, const char *to,
+                                const char *message)
+{
+    cr_assert(m, "%s", em_error());
+    cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
+    em_module_free(m);
+    rewrite(from, to);
+    assert_refused(message);
+}
+
+/* Settings no layer can run with are refused at load, naming the module and the setting,
+ * before a forward meets them: what the settings' ranges cannot say is each type's check. */
+Test(model_file, settings_that_cannot_run_refused)
+{
+    assert_edit_refused(em_sequential(2, em_linear_layer(2, 2, true), em_hardtanh_layer(-1, 1)),
+                        "\"min_val\":-1.0", "\"min_val\":2.0",
+                        "Hardtanh '1': setting 'min_val' is 2, above max_val 1");
+    assert_edit_refused(em_softplus_layer(2, 20), "\"beta\":2.0", "\"beta\":0.0",
+                        "Softplus '(root)': setting 'beta' is 0; it divides, so it must not be");
+    assert_edit_refused(em_sequential(2, em_relu_layer(),
+                                      em_group_norm_layer(2, 4, (em_group_norm_opts){0})),
+                        "\"num_channels\":4", "\"num_channels\":5",
+                        "GroupNorm '1': setting 'num_groups' is 2, which does not divide "
+                        "num_channels 5");
+    assert_edit_refused(em_conv2d_layer(4, 6, 3, (em_conv2d_layer_opts){.groups = 2}),
+                        "\"groups\":2", "\"groups\":4",
+                        "Conv2d '(root)': setting 'groups' is 4, which does not divide "
+                        "in_channels 4 and out_channels 6");
+    assert_edit_refused(em_conv2d_layer(4, 6, 3,
+                                        (em_conv2d_layer_opts){.padding = EM_PADDING_SAME}),
+                        "\"stride\":1", "\"stride\":2",
+                        "Conv2d '(root)': setting 'padding' is 'same' (-1), which needs stride 1");
+    assert_edit_refused(em_max_pool2d_layer(2, (em_pool2d_layer_opts){.padding = 1}),
+                        "\"kernel_size\":2", "\"kernel_size\":1",
+                        "MaxPool2d '(root)': setting 'padding' is 1, more than half kernel_size 1");
+    assert_edit_refused(em_multihead_attention_layer(8, 2, (em_mha_opts){0}),
+                        "\"num_heads\":2", "\"num_heads\":3",
+                        "MultiheadAttention '(root)': setting 'num_heads' is 3, which does not "
+                        "divide embed_dim 8");
+    assert_edit_refused(em_pad_layer((int64_t[]){1, 1}, 2, EM_PAD_REFLECT, 0),
+                        "\"value\":0.0", "\"value\":3.0",
+                        "Pad '(root)': setting 'value' is 3; only constant padding has one");
+    assert_edit_refused(em_upsample_layer((em_interpolate_opts){.scale_factor = {2}}),
+                        "\"mode\":0", "\"mode\":7",
+                        "Upsample '(root)': setting 'mode' is 7, not the index of one of its 3 "
+                        "choices");
+    assert_edit_refused(em_dropout_layer(0.5), "\"p\":0.5", "\"p\":1.5",
+                        "Dropout '(root)': setting 'p' is 1.5, outside [0, 1]");
+}
+
+/* A key that is none of the type's settings (a misspelt or invented one) is refused, not
+ * ignored. */
+Test(model_file, unknown_setting_refused)
+{
+    save_small();
+    rewrite("\"bias\":true", "\"bias\":true,\"biass\":false");
+    assert_refused("Linear '0': setting 'biass' is not one of a Linear's (in_features, "
+                   "out_features, bias)");
+    assert_edit_refused(em_relu_layer(), "\"settings\":{}", "\"settings\":{\"inplace\":true}",
+                        "ReLU '(root)': setting 'inplace' is not one of a ReLU's (none)");
+    assert_edit_refused(em_pad_layer((int64_t[]){1, 1}, 2, EM_PAD_CONSTANT, 0),
+                        "\"pad_1\":1", "\"pad_1\":1,\"pad_2\":1",
+                        "Pad '(root)': setting 'pad_2' is not one of a Pad's (mode, n_pads, "
+                        "pad_N, value)");
+}
+
+/* The file's tensor name cast to dtype, the rest of the file as it was. */
+static void recast_tensor(const char *name, em_dtype dtype)
+{
+    em_safetensors *st = NULL;
+    cr_assert_eq(em_safetensors_load(model_path(), &st), EM_OK, "%s", em_error());
+    em_st_entry e[16];
+    for (int i = 0; i < st->n_tensors; i++)
+        e[i] = (em_st_entry){st->names[i], strcmp(st->names[i], name)
+                                               ? st->tensors[i]
+                                               : em_to_dtype(st->tensors[i], dtype)};
+    em_st_meta meta = {"ember.model", em_safetensors_meta(st, "ember.model")};
+    cr_assert_eq(em_safetensors_save(model_path(), e, st->n_tensors, &meta, 1), EM_OK, "%s",
+                 em_error());
+    em_safetensors_free(st);
+}
+
+/* Weights stored as bool, i64 or u8 where a layer wants floats are refused, not converted; an
+ * f64 weight reads into the f32 one. */
+Test(model_file, weights_of_another_kind_refused)
+{
+    const em_dtype kinds[] = {EM_BOOL, EM_I64, EM_U8};
+    const char *messages[] = {"the model's '0.weight' is f32, the file's bool",
+                              "the model's '0.weight' is f32, the file's i64",
+                              "the model's '2.bias' is f32, the file's u8"};
+    const char *names[] = {"0.weight", "0.weight", "2.bias"};
+    for (int k = 0; k < 3; k++) {
+        save_small();
+        recast_tensor(names[k], kinds[k]);
+        assert_refused(messages[k]);
+    }
+    save_small();
+    recast_tensor("0.weight", EM_F64);
+    em_module *m = em_model_load(model_path());
+    cr_assert_not_null(m, "%s", em_error());
+    cr_assert_eq(em_module_find(m, "0.weight")->dtype, EM_F32);
+    em_module_free(m);
+}
+
 Test(model_file, hostile_sizes_refused_before_allocating)
 {
     save_small();
