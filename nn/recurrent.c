@@ -176,12 +176,13 @@ void em_rnn_describe(const em_module *m, char *buf, size_t n)
 }
 
 /* Per step and layer: the input's and the hidden state's projections (2 FLOPs a
- * multiply-accumulate, 1 per bias add) and the gates' elementwise work (LSTM 13 H: the sum of
- * the projections 4 H, three sigmoids, two tanh, c = f c + i g 3 H, h = o tanh(c) 1 H more; GRU
- * 10 H: the r and z sums 2 H and sigmoid 2 H, n's sum, product and tanh 3 H, h = n + z (h - n)
- * 3 H). */
+ * multiply-accumulate, 1 per bias add), unless child modules make them (the quantized forms':
+ * they count their own), and the gates' elementwise work (LSTM 13 H: the sum of the projections
+ * 4 H, three sigmoids and two tanh 5 H, c = f c + i g 3 H, h = o tanh(c) 1 H; GRU 10 H: the r
+ * and z sums 2 H and sigmoids 2 H, n's sum, product and tanh 3 H, h = n + z (h - n) 3 H). */
 double em_rnn_flops(const em_module *m, const em_tensor *x, const em_tensor *y)
 {
+    (void)x;
     const em_rnn_module *r = (const em_rnn_module *)m;
     const em_rnn_options *o = &r->o;
     double h = (double)o->hidden_size, rows = (double)gates(r) * h;
@@ -189,9 +190,10 @@ double em_rnn_flops(const em_module *m, const em_tensor *x, const em_tensor *y)
     double flops = 0;
     for (int64_t l = 0; l < o->num_layers; l++) {
         double in = (double)(l ? o->hidden_size : o->input_size);
-        flops += 2 * rows * (in + h) + (o->bias ? 2 * rows : 0) + (r->lstm ? 13 : 10) * h;
+        if (m->n_children == 0)
+            flops += 2 * rows * (in + h) + (o->bias ? 2 * rows : 0);
+        flops += (r->lstm ? 13 : 10) * h;
     }
-    (void)x;
     return steps * flops;
 }
 
