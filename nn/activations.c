@@ -1,6 +1,6 @@
 /* The parameter-free layers: ReLU, LeakyReLU, GELU, SiLU, Softsign, Mish, Softplus, Hardtanh,
- * ELU, SELU, Hardswish, LogSigmoid, Tanh, Sigmoid, Softmax and Flatten, one module type each over
- * a shared layer that holds the settings of every kind. */
+ * ELU, CELU, SELU, Hardswish, LogSigmoid, Tanh, Sigmoid, Softmax and Flatten, one module type
+ * each over a shared layer that holds the settings of every kind. */
 #include <float.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -173,13 +173,18 @@ static em_tensor *softplus_forward(em_module *m, const em_tensor *x)
     return em_softplus(x, options_of(m)->beta, options_of(m)->threshold);
 }
 
+/* Whether setting name's value v, which the layer divides by, is not 0; else false with why. */
+static bool divisor_check(const char *name, double v, char *why, size_t n)
+{
+    if (v != 0)
+        return true;
+    snprintf(why, n, "setting '%s' is 0; it divides, so it must not be", name);
+    return false;
+}
+
 static bool softplus_check(const void *options, char *why, size_t n)
 {
-    const em_activation_options *o = options;
-    if (o->beta != 0)
-        return true;
-    snprintf(why, n, "setting 'beta' is 0; it divides, so it must not be");
-    return false;
+    return divisor_check("beta", ((const em_activation_options *)options)->beta, why, n);
 }
 
 static const em_setting softplus_settings[] = {REAL(beta, 1), REAL(threshold, 20)};
@@ -238,6 +243,30 @@ EM_MODULE_TYPE(em_elu_type) = {.type_name = "ELU", .forward = elu_forward, ACTIV
 em_module *em_elu_layer(double alpha)
 {
     return act_new(&em_elu_type, (em_activation_options){.alpha = alpha}, "em_elu_layer");
+}
+
+/* ---- CELU(alpha): max(0, x) + min(0, alpha (exp(x / alpha) - 1)), which is alpha ELU(x / alpha)
+ * with ELU's alpha 1 ---- */
+static em_tensor *celu_forward(em_module *m, const em_tensor *x)
+{
+    double alpha = options_of(m)->alpha;
+    em_scope_begin();
+    em_tensor *y = em_mul_scalar(em_elu(em_mul_scalar(x, 1 / alpha), 1), alpha);
+    return em_nn_scope_return(y);
+}
+
+static bool celu_check(const void *options, char *why, size_t n)
+{
+    return divisor_check("alpha", ((const em_activation_options *)options)->alpha, why, n);
+}
+
+EM_MODULE_TYPE(em_celu_type) = {.type_name = "CELU", .forward = celu_forward, ACTIVATION,
+                                EM_SETTINGS(alpha_settings), .check = celu_check,
+                                .onnx = {.op = "Celu", .attributes = {{"alpha", "alpha"}}}};
+
+em_module *em_celu_layer(double alpha)
+{
+    return act_new(&em_celu_type, (em_activation_options){.alpha = alpha}, "em_celu_layer");
 }
 
 /* ---- Softmax(dim) and Flatten: not elementwise ---- */

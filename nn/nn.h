@@ -361,6 +361,7 @@ em_module *em_mish_layer(void);
 em_module *em_softplus_layer(double beta, double threshold); /* PyTorch's defaults: 1, 20 */
 em_module *em_hardtanh_layer(double min_val, double max_val); /* PyTorch's defaults: -1, 1 */
 em_module *em_elu_layer(double alpha);                         /* PyTorch's default: 1 */
+em_module *em_celu_layer(double alpha); /* alpha ELU(x / alpha); PyTorch's default 1, not 0 */
 em_module *em_selu_layer(void);
 em_module *em_hardswish_layer(void);
 em_module *em_logsigmoid_layer(void);

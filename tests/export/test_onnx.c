@@ -235,6 +235,18 @@ Test(onnx, upsample_and_pad_match_onnxruntime)
     check_export(n, EM_SHAPE(1, 2, 7), "--present Pad");
 }
 
+/* CELU as ONNX's Celu, its alpha from the layer's setting, on values of both signs */
+Test(onnx, celu_matches_onnxruntime)
+{
+    em_manual_seed(15);
+    em_scope_begin();
+    em_module *wide = em_linear_layer(4, 8, true);
+    em_copy_(wide->params[0].value, em_mul_scalar(wide->params[0].value, 3.0));
+    em_scope_end();
+    check_export(em_sequential(3, wide, em_celu_layer(0.6), em_linear_layer(8, 3, true)),
+                 EM_SHAPE(1, 4), "--present Celu");
+}
+
 Test(onnx, softplus_below_threshold_20_is_refused)
 {
     em_module *m = em_sequential(2, em_linear_layer(4, 3, true), em_softplus_layer(1, 5));

@@ -615,6 +615,27 @@ Test(model_file, weights_of_another_kind_refused)
     em_module_free(m);
 }
 
+/* CELU, a layer added through its description alone: saved, loaded with its alpha, and refused
+ * with alpha 0 */
+Test(model_file, celu_layer)
+{
+    em_manual_seed(8);
+    round_trip(em_sequential(3, em_linear_layer(3, 5, true), em_celu_layer(0.6),
+                             em_linear_layer(5, 2, true)),
+               em_randn(EM_SHAPE(4, 3), EM_F32, NULL), true);
+    em_module *m = em_celu_layer(0.6);
+    cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
+    em_module_free(m);
+    em_module *r = em_model_load(model_path());
+    em_setting_value alpha;
+    cr_assert(r && em_module_setting(r, "alpha", &alpha) == EM_OK, "%s", em_error());
+    cr_assert_str_eq(r->type->type_name, "CELU");
+    cr_assert_eq(alpha.r, 0.6);
+    em_module_free(r);
+    rewrite("\"alpha\":0.59999999999999998", "\"alpha\":0");
+    assert_refused("CELU '(root)': setting 'alpha' is 0; it divides, so it must not be");
+}
+
 Test(model_file, hostile_sizes_refused_before_allocating)
 {
     save_small();

@@ -159,6 +159,7 @@ Test(flops, every_layer_type_counted_by_hand)
         {em_softplus_layer(1, 20), EM_SHAPE(2, 5), 10},
         {em_hardtanh_layer(-1, 1), EM_SHAPE(2, 5), 10},
         {em_elu_layer(1), EM_SHAPE(2, 5), 10},
+        {em_celu_layer(2), EM_SHAPE(2, 5), 10},
         {em_selu_layer(), EM_SHAPE(2, 5), 10},
         {em_hardswish_layer(), EM_SHAPE(2, 5), 10},
         {em_logsigmoid_layer(), EM_SHAPE(2, 5), 10},

@@ -212,6 +212,9 @@ Test(nn_layers, activations_match_pytorch)
         {em_hardtanh_layer(-1, 1), {-1, -0.5, 0, 1}},
         {em_elu_layer(1), {-0.86466472, -0.39346934, 0, 1.5}},
         {em_elu_layer(0.5), {-0.43233236, -0.19673467, 0, 1.5}},
+        /* where(x > 0, x, a expm1(x / a)): CELU(1) is ELU(1) */
+        {em_celu_layer(2), {-1.26424112, -0.44239843, 0, 1.5}},
+        {em_celu_layer(1), {-0.86466472, -0.39346934, 0, 1.5}},
         {em_selu_layer(), {-1.52016647, -0.69175819, 0, 1.57605148}},
         {em_hardswish_layer(), {-1 / 3.0, -0.20833333, 0, 1.125}},
         {em_logsigmoid_layer(), {-2.12692801, -0.97407698, -0.69314718, -0.20141328}},
@@ -431,6 +434,22 @@ static void gradcheck_layer(em_module *m, em_shape x_shape, double tol)
     for (int i = 0; i <= m->n_params; i++)
         em_release(leaves[i]);
     em_module_free(m);
+}
+
+/* d CELU / dx = exp(x / alpha) below 0, 1 above: by hand at alpha 2, then by finite
+ * differences; alpha 0 (a divisor) is refused */
+Test(nn_layers, celu_gradient)
+{
+    em_module *m = em_celu_layer(2);
+    em_tensor *x = em_requires_grad_(f32(EM_SHAPE(4), (double[]){-2, -0.5, 0.25, 1.5}), true);
+    cr_assert_eq(em_backward(em_sum_all(run(m, x))), EM_OK, "%s", em_error());
+    expect(x->grad, EM_SHAPE(4), (double[]){0.36787944, 0.77880078, 1, 1}, 1e-6);
+    em_module_free(m);
+    gradcheck_layer(em_celu_layer(0.7), EM_SHAPE(2, 5), 1e-6);
+    cr_assert_null(em_celu_layer(0));
+    cr_assert_str_eq(em_error(), "em_celu_layer: setting 'alpha' is 0; it divides, so it must "
+                                 "not be");
+    em_error_clear();
 }
 
 Test(nn_layers, gradcheck_linear)
