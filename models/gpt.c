@@ -125,11 +125,7 @@ static double gpt_elements(const void *options)
 static bool gpt_check(const void *options, char *why, size_t n)
 {
     const gpt_options *o = options;
-    if (o->n_embd % o->n_head == 0)
-        return true;
-    snprintf(why, n, "setting 'n_head' is %lld, which does not divide n_embd %lld",
-             (long long)o->n_head, (long long)o->n_embd);
-    return false;
+    return em_check_divides("n_head", o->n_head, "n_embd", o->n_embd, why, n);
 }
 
 static em_module *gpt_build(const em_module_type *type, const void *options,

@@ -71,15 +71,13 @@ static double conv2d_elements(const void *options) { return conv_elements(option
 static bool conv_check(const void *options, char *why, size_t n)
 {
     const em_conv_options *o = options;
-    if (o->in_channels % o->groups || o->out_channels % o->groups)
-        snprintf(why, n, "setting 'groups' is %lld, which does not divide in_channels %lld and "
-                 "out_channels %lld", (long long)o->groups, (long long)o->in_channels,
-                 (long long)o->out_channels);
-    else if (o->padding == EM_PADDING_SAME && o->stride != 1)
-        snprintf(why, n, "setting 'padding' is 'same' (-1), which needs stride 1, not %lld",
-                 (long long)o->stride);
-    else
+    if (!em_check_divides("groups", o->groups, "in_channels", o->in_channels, why, n) ||
+        !em_check_divides("groups", o->groups, "out_channels", o->out_channels, why, n))
+        return false;
+    if (o->padding != EM_PADDING_SAME || o->stride == 1)
         return true;
+    snprintf(why, n, "setting 'padding' is 'same' (-1), which needs stride 1, not %lld",
+             (long long)o->stride);
     return false;
 }
 
@@ -117,33 +115,15 @@ static const em_setting conv_settings[] = {
     EM_BOOL_SETTING(em_conv_options, bias, 1),
 };
 
-EM_MODULE_TYPE(em_conv2d_type) = {
-    .type_name = "Conv2d",
-    .forward = conv2d_forward,
-    .describe = conv_describe,
-    EM_SETTINGS(conv_settings),
-    .options_offset = offsetof(conv_layer, o),
-    .options_size = sizeof(em_conv_options),
-    .traits = EM_TRAIT_MATMUL,
-    .build = conv_build,
-    .check = conv_check,
-    .tensor_elements = conv2d_elements,
-    .flops = conv_flops,
-};
-
-EM_MODULE_TYPE(em_conv1d_type) = {
-    .type_name = "Conv1d",
-    .forward = conv1d_forward,
-    .describe = conv_describe,
-    EM_SETTINGS(conv_settings),
-    .options_offset = offsetof(conv_layer, o),
-    .options_size = sizeof(em_conv_options),
-    .traits = EM_TRAIT_MATMUL,
-    .build = conv_build,
-    .check = conv_check,
-    .tensor_elements = conv1d_elements,
-    .flops = conv_flops,
-};
+/* What Conv1d's and Conv2d's descriptions share */
+#define CONV                                                                                  \
+    .describe = conv_describe, EM_SETTINGS(conv_settings),                                   \
+    .options_offset = offsetof(conv_layer, o), .options_size = sizeof(em_conv_options),      \
+    .traits = EM_TRAIT_MATMUL, .build = conv_build, .check = conv_check, .flops = conv_flops
+EM_MODULE_TYPE(em_conv2d_type) = {.type_name = "Conv2d", .forward = conv2d_forward, CONV,
+                                  .tensor_elements = conv2d_elements};
+EM_MODULE_TYPE(em_conv1d_type) = {.type_name = "Conv1d", .forward = conv1d_forward, CONV,
+                                  .tensor_elements = conv1d_elements};
 
 em_module *em_conv_layer_init(em_module *m, em_shape ws, int64_t n_bias, bool bias)
 {

@@ -41,16 +41,13 @@ static double conv_transpose2d_elements(const void *options)
 static bool conv_transpose2d_check(const void *options, char *why, size_t n)
 {
     const em_conv_transpose_options *o = options;
-    if (o->in_channels % o->groups || o->out_channels % o->groups)
-        snprintf(why, n, "setting 'groups' is %lld, which does not divide in_channels %lld and "
-                 "out_channels %lld", (long long)o->groups, (long long)o->in_channels,
-                 (long long)o->out_channels);
-    else if (o->output_padding >= o->stride && o->output_padding >= o->dilation)
-        snprintf(why, n, "setting 'output_padding' is %lld, not below stride %lld or dilation "
-                 "%lld", (long long)o->output_padding, (long long)o->stride,
-                 (long long)o->dilation);
-    else
+    if (!em_check_divides("groups", o->groups, "in_channels", o->in_channels, why, n) ||
+        !em_check_divides("groups", o->groups, "out_channels", o->out_channels, why, n))
+        return false;
+    if (o->output_padding < o->stride || o->output_padding < o->dilation)
         return true;
+    snprintf(why, n, "setting 'output_padding' is %lld, not below stride %lld or dilation %lld",
+             (long long)o->output_padding, (long long)o->stride, (long long)o->dilation);
     return false;
 }
 

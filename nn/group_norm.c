@@ -61,11 +61,8 @@ static double group_norm_elements(const void *options)
 static bool group_norm_check(const void *options, char *why, size_t n)
 {
     const em_group_norm_options *o = options;
-    if (o->num_channels % o->num_groups == 0)
-        return true;
-    snprintf(why, n, "setting 'num_groups' is %lld, which does not divide num_channels %lld",
-             (long long)o->num_groups, (long long)o->num_channels);
-    return false;
+    return em_check_divides("num_groups", o->num_groups, "num_channels", o->num_channels, why,
+                            n);
 }
 
 static em_module *group_norm_new(const em_module_type *type, em_group_norm_options o)

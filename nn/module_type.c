@@ -128,6 +128,16 @@ bool em_setting_in_range(const em_setting *s, const em_setting_value *v, char *w
     return true;
 }
 
+bool em_check_divides(const char *name, int64_t d, const char *of, int64_t total, char *why,
+                      size_t n)
+{
+    if (total % d == 0)
+        return true;
+    snprintf(why, n, "setting '%s' is %lld, which does not divide %s %lld", name, (long long)d,
+             of, (long long)total);
+    return false;
+}
+
 bool em_options_check(const em_module_type *t, const void *options, char *why, size_t n)
 {
     for (int i = 0; i < t->n_settings; i++) {

@@ -328,11 +328,7 @@ static double mha_elements(const void *options)
 static bool mha_check(const void *options, char *why, size_t n)
 {
     const em_mha_options *o = options;
-    if (o->embed_dim % o->num_heads == 0)
-        return true;
-    snprintf(why, n, "setting 'num_heads' is %lld, which does not divide embed_dim %lld",
-             (long long)o->num_heads, (long long)o->embed_dim);
-    return false;
+    return em_check_divides("num_heads", o->num_heads, "embed_dim", o->embed_dim, why, n);
 }
 
 static em_module *mha_build(const em_module_type *type, const void *options,

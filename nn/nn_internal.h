@@ -144,6 +144,10 @@ void em_setting_default(const em_setting *s, em_setting_value *v);
 int64_t em_setting_count(const em_setting *s, const void *options);
 /* Whether v is in s's range; else false with why: "setting 'x' is 0, outside [1, 8]" */
 bool em_setting_in_range(const em_setting *s, const em_setting_value *v, char *why, size_t n);
+/* A check hook's part: whether setting name's value d divides the setting of's value total;
+ * else false with why ("setting 'groups' is 4, which does not divide out_channels 6"). */
+bool em_check_divides(const char *name, int64_t d, const char *of, int64_t total, char *why,
+                      size_t n);
 /* Whether every setting of options is in range and t's check passes; else false with why. */
 bool em_options_check(const em_module_type *t, const void *options, char *why, size_t n);
 /* m's settings as em_module_describe shows them without a describe hook: "name=value" each (the

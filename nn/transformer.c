@@ -103,11 +103,7 @@ static double transformer_elements(const void *options)
 static bool transformer_check(const void *options, char *why, size_t n)
 {
     const em_transformer_options *o = options;
-    if (o->d_model % o->nhead == 0)
-        return true;
-    snprintf(why, n, "setting 'nhead' is %lld, which does not divide d_model %lld",
-             (long long)o->nhead, (long long)o->d_model);
-    return false;
+    return em_check_divides("nhead", o->nhead, "d_model", o->d_model, why, n);
 }
 
 static em_module *transformer_build(const em_module_type *type, const void *options,

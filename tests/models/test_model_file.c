@@ -538,7 +538,7 @@ Test(model_file, settings_that_cannot_run_refused)
     assert_edit_refused(em_conv2d_layer(4, 6, 3, (em_conv2d_layer_opts){.groups = 2}),
                         "\"groups\":2", "\"groups\":4",
                         "Conv2d '(root)': setting 'groups' is 4, which does not divide "
-                        "in_channels 4 and out_channels 6");
+                        "out_channels 6");
     assert_edit_refused(em_conv2d_layer(4, 6, 3,
                                         (em_conv2d_layer_opts){.padding = EM_PADDING_SAME}),
                         "\"stride\":1", "\"stride\":2",
