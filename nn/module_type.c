@@ -54,7 +54,7 @@ void em_setting_read(const em_setting *s, const void *options, em_setting_value 
         v->none = s->kind == EM_SETTING_REAL_OR_NONE && v->r == s->none_value;
         break;
     case EM_SETTING_BOOL:
-        v->i = *(const bool *)p != ((s->flags & EM_SETTING_NEGATED) != 0);
+        v->i = *(const bool *)p;
         break;
     case EM_SETTING_CHOICE:
         v->i = *(const int *)p;
@@ -80,7 +80,7 @@ void em_setting_write(const em_setting *s, void *options, const em_setting_value
         *(double *)p = v->none ? s->none_value : v->r;
         break;
     case EM_SETTING_BOOL:
-        *(bool *)p = (v->i != 0) != ((s->flags & EM_SETTING_NEGATED) != 0);
+        *(bool *)p = v->i != 0;
         break;
     case EM_SETTING_CHOICE:
         *(int *)p = (int)v->i;

@@ -29,7 +29,7 @@ typedef enum {
                                 the word */
     EM_SETTING_INT_OR_NONE,  /* int64_t in [min, max], or none_value for Python's None */
     EM_SETTING_REAL_OR_NONE, /* double in [min, max], or none_value for None */
-    EM_SETTING_INTS,         /* int64_t[] each in [min, max], as many as the int at
+    EM_SETTING_INTS,         /* int64_t[] each in [min, max], as many as the count at
                                 count_offset says; files hold NAME_0, NAME_1, ... */
 } em_setting_kind;
 
@@ -37,13 +37,12 @@ enum {
     EM_SETTING_ADDED_LATER = 1 << 0,  /* files written before the type had it leave it out:
                                          they read its default (any other setting a file
                                          leaves out is an error) */
-    EM_SETTING_NEGATED = 1 << 1,      /* a bool held negated (the options' no_bias is the
-                                         setting "bias") */
-    EM_SETTING_NONE_OMITTED = 1 << 2, /* None is written by leaving the setting out, not as
+    EM_SETTING_NONE_OMITTED = 1 << 1, /* None is written by leaving the setting out, not as
                                          null (files and summaries) */
-    EM_SETTING_POSITIONAL = 1 << 3,   /* shown by its value alone: "4, 8, kernel_size=3" */
-    EM_SETTING_IN_UNITS = 1 << 4,     /* a matrix-product layer's input units (weight dim 1) */
-    EM_SETTING_OUT_UNITS = 1 << 5,    /* its output units (weight dim 0) */
+    EM_SETTING_POSITIONAL = 1 << 2,   /* shown by its value alone: "4, 8, kernel_size=3" */
+    EM_SETTING_IN_UNITS = 1 << 3,     /* a matrix-product layer's input units (weight dim 1):
+                                         pruning resizes a layer through it */
+    EM_SETTING_OUT_UNITS = 1 << 4,    /* its output units (weight dim 0) */
 };
 
 typedef struct {
@@ -54,7 +53,8 @@ typedef struct {
     double def;                 /* the default (a bool's: 0 or 1; None's: none_value) */
     double none_value;          /* *_OR_NONE: the value held for None */
     const char *const *choices; /* CHOICE: the words, NULL-terminated */
-    size_t count_offset;        /* INTS: offsetof the count (an int) in the options struct */
+    size_t count_offset;        /* INTS: offsetof its count (an int64_t, an INT setting listed
+                                   before it) in the options struct */
     unsigned flags;             /* EM_SETTING_* */
 } em_setting;
 
@@ -226,8 +226,8 @@ void em_module_zero_grad(em_module *m);
  * quantized layer's int8 weights, scales and bias (buffers) count as non-trainable parameters. */
 em_status em_module_summary(em_module *m, em_shape input, FILE *f);
 
-/* A layer whose forward is a matrix product (Linear, Conv1d, Conv2d): for one sample it makes
- * rows x positions outputs, each a sum of k products. */
+/* A layer whose forward is a matrix product (its type's EM_TRAIT_MATMUL: Linear, Conv1d,
+ * Conv2d): for one sample it makes rows x positions outputs, each a sum of k products. */
 typedef struct {
     const em_module *layer;
     int64_t rows;      /* output features or channels: the weight's first dim */
