@@ -295,6 +295,33 @@ Test(model_file, training_mode_and_checkpointed_module_kept)
     em_module_free(m);
 }
 
+/* A pruned layer keeps its original's description but cannot be rebuilt from a file (its masks
+ * are not settings): refused, naming it; a SyncBatchNorm is saved as the BatchNorm it wraps. */
+Test(model_file, pruned_refused_and_sync_batch_norm_saved_as_batch_norm)
+{
+    em_module *m = em_sequential(2, em_linear_layer(4, 3, true), em_relu_layer());
+    cr_assert_eq(em_prune_l1_unstructured(m->children[0].module, "weight", 0.5), EM_OK, "%s",
+                 em_error());
+    cr_assert_eq(em_model_save(m, model_path()), EM_ERR_ARG);
+    cr_assert(strstr(em_error(), "module '0' is a Linear, a type whole-model files cannot "
+                                 "rebuild (a pruned layer: em_prune_remove it)"), "%s", em_error());
+    em_error_clear();
+    em_module_free(m);
+
+    em_module *bn = em_sync_batch_norm_layer(3, (em_batch_norm_opts){.eps = 1e-3});
+    cr_assert_not_null(bn, "%s", em_error());
+    cr_assert_str_eq(bn->type->type_name, "SyncBatchNorm");
+    em_module_eval(bn);
+    cr_assert_eq(em_model_save(bn, model_path()), EM_OK, "%s", em_error());
+    em_module *r = em_model_load(model_path());
+    cr_assert_not_null(r, "%s", em_error());
+    cr_assert_str_eq(r->type->type_name, "BatchNorm2d");
+    em_tensor *x = em_randn(EM_SHAPE(2, 3, 2, 2), EM_F32, NULL);
+    assert_same_values(em_forward(bn, x), em_forward(r, x));
+    em_module_free(r);
+    em_module_free(bn);
+}
+
 /* ---- a user's own module type, described by its settings ---- */
 typedef struct {
     int64_t width;
