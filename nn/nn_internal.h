@@ -1,11 +1,13 @@
-/* What the nn/ files share beyond nn.h: the traced forward the summary and the FLOP count use,
- * and the allocation every layer constructor starts with. Not installed. */
+/* What the nn/ files share beyond nn.h: reading a module type's description, the traced forward
+ * the summary and the FLOP count use, the allocation every layer constructor starts with, and
+ * (nn/layer_options_internal.h) the options each built-in layer keeps. Not installed. */
 #ifndef EMBER_NN_INTERNAL_H
 #define EMBER_NN_INTERNAL_H
 
 #include <stdarg.h>
 #include <stddef.h>
 
+#include "nn/layer_options_internal.h"
 #include "nn/nn.h"
 
 /* Whether a forward hook is installed on this thread (Sequential then runs every module). */
@@ -20,6 +22,11 @@ bool em_module_is_linear(const em_module *m); /* nn/linear.c */
 bool em_module_is_relu(const em_module *m);   /* nn/activations.c */
 /* relu(linear m(x)) through em_linear_relu, m a Linear (nn/linear.c) */
 em_tensor *em_linear_relu_forward(em_module *m, const em_tensor *x);
+
+/* A convolution layer's parameters, PyTorch's _ConvNd.reset_parameters: weight ws
+ * kaiming_uniform_(a = sqrt 5), and with bias a bias (n_bias) U(+-1/sqrt fan_in), fan_in =
+ * numel(weight) / ws[0]. m, or NULL with m freed. */
+em_module *em_conv_layer_init(em_module *m, em_shape ws, int64_t n_bias, bool bias);
 
 /* Allocates a module of size bytes (a struct that embeds em_module first) and inits it;
  * NULL with an error when memory runs out. */
@@ -43,22 +50,6 @@ em_module *em_module_build_numbered(const em_module_type *type, const void *opti
 
 /* ---- recurrent modules (nn/recurrent.c): LSTM, GRU and their quantized forms share one
  * recurrence and differ in how a layer projects its input and its hidden state ---- */
-typedef struct {
-    int64_t input_size, hidden_size, num_layers;
-    bool batch_first, bias;
-    double dropout;  /* on each layer's output but the last, in training */
-    bool per_tensor; /* the quantized forms: one weight scale per projection, not per row */
-} em_rnn_options;
-/* The settings of LSTM and GRU, which the quantized forms' begin with */
-#define EM_RNN_SETTINGS                                                                      \
-    EM_SIZE_SETTING(em_rnn_options, input_size, 1, 0),                     \
-    EM_SIZE_SETTING(em_rnn_options, hidden_size, 1, 0),                    \
-    {.name = "num_layers", .kind = EM_SETTING_INT, .offset = offsetof(em_rnn_options, num_layers), \
-     .min = 1, .max = EM_RNN_MAX_LAYERS, .def = 1},                                          \
-    EM_BOOL_SETTING(em_rnn_options, batch_first, 0),                                         \
-    EM_BOOL_SETTING(em_rnn_options, bias, 1),                                                \
-    EM_REAL_SETTING(em_rnn_options, dropout, 0, 1, 0)
-#define EM_RNN_MAX_LAYERS 64
 typedef struct em_rnn_module em_rnn_module;
 struct em_rnn_module {
     em_module base;
@@ -168,124 +159,6 @@ extern const em_module_type em_linear_type, em_conv2d_type, em_max_pool2d_type,
 /* m's type; for a module whose type wraps another (checkpointed, pruned, synchronised), the
  * original type (nn/checkpointed_module.c). */
 const em_module_type *em_module_own_type(const em_module *m);
-
-/* The largest size setting of the built-in types: 2^31 - 1 */
-#define EM_MAX_SIZE 2147483647.0
-/* Settings named as the options' fields they live in: an int in [least, EM_MAX_SIZE] (default
- * least), a real in [lo, hi], a bool; flags EM_SETTING_*. */
-#define EM_SIZE_SETTING(options, field, least, flag_bits)                                    \
-    {.name = #field, .kind = EM_SETTING_INT, .offset = offsetof(options, field), .min = (least), \
-     .max = EM_MAX_SIZE, .def = (least), .flags = (flag_bits)}
-#define EM_REAL_SETTING(options, field, lo, hi, default_value)                               \
-    {.name = #field, .kind = EM_SETTING_REAL, .offset = offsetof(options, field), .min = (lo), \
-     .max = (hi), .def = (default_value)}
-#define EM_BOOL_SETTING(options, field, default_value)                                       \
-    {.name = #field, .kind = EM_SETTING_BOOL, .offset = offsetof(options, field),           \
-     .def = (default_value)}
-
-/* ---- the options each built-in layer keeps, which its type's settings point into: what
- * exporters, quantizers and pruning read of a layer beyond its tensors. Every value is the one
- * the layer runs with (defaults filled in). ---- */
-typedef struct {
-    int64_t in_features, out_features;
-    bool bias;
-} em_linear_options;
-/* Linear's settings, which QuantizedLinear's begin with (its options begin with Linear's) */
-#define EM_LINEAR_SETTINGS(options)                                                          \
-    EM_SIZE_SETTING(options, in_features, 1, EM_SETTING_IN_UNITS),     \
-    EM_SIZE_SETTING(options, out_features, 1, EM_SETTING_OUT_UNITS),   \
-    EM_BOOL_SETTING(options, bias, 1)
-/* The FLOPs of a Linear's forward (2 per multiply-accumulate, 1 per bias add) giving y (*, out) */
-double em_linear_flops(int64_t in_features, bool bias, const em_tensor *y);
-
-typedef struct {
-    int64_t num_embeddings, embedding_dim;
-    int64_t padding_idx; /* in [0, num_embeddings), or -1 for none */
-} em_embedding_options;
-
-/* Conv1d and Conv2d: square kernels, strides, paddings (EM_PADDING_SAME) and dilations */
-typedef struct {
-    int64_t in_channels, out_channels, kernel_size, stride, padding, dilation, groups;
-    bool bias;
-} em_conv_options;
-/* A Conv2d's or Conv1d's options as em_conv2d takes them (a Conv1d's in the width's [1]) */
-em_conv2d_opts em_conv_opts_2d(const em_conv_options *o, int spatial);
-typedef struct {
-    int64_t in_channels, out_channels, kernel_size, stride, padding, output_padding, dilation,
-        groups;
-    bool bias;
-} em_conv_transpose_options;
-/* A convolution layer's parameters, PyTorch's _ConvNd.reset_parameters: weight ws
- * kaiming_uniform_(a = sqrt 5), and with bias a bias (n_bias) U(+-1/sqrt fan_in), fan_in =
- * numel(weight) / ws[0]. m, or NULL with m freed. */
-em_module *em_conv_layer_init(em_module *m, em_shape ws, int64_t n_bias, bool bias);
-
-/* MaxPool2d and AvgPool2d (square; an AvgPool2d's dilation is 1) */
-typedef struct {
-    int64_t kernel_size, stride, padding, dilation;
-} em_pool_options;
-em_pool2d_opts em_pool_opts_2d(const em_pool_options *o); /* as em_max_pool2d takes them */
-typedef struct {
-    int64_t out_h, out_w;
-} em_adaptive_pool_options;
-
-typedef struct {
-    int64_t num_features;
-    double eps, momentum; /* momentum EM_BN_CUMULATIVE_AVERAGE: PyTorch's None */
-} em_batch_norm_options;
-typedef struct {
-    int64_t normalized_shape;
-    double eps;
-} em_layer_norm_options;
-typedef struct {
-    int64_t num_groups, num_channels;
-    double eps;
-    bool affine;
-} em_group_norm_options;
-typedef struct {
-    int64_t num_features;
-    double eps, momentum;
-    bool affine, track_running_stats;
-} em_instance_norm_options;
-
-typedef struct {
-    int64_t pads[6];  /* (n_pads) em_pad's order: last dim's left, right, then the dim before */
-    int64_t n_pads;
-    em_pad_mode mode;
-    double value;     /* constant mode's fill */
-} em_pad_options;
-
-/* The settings of an activation layer: each type's settings point at its own fields. */
-typedef struct {
-    double negative_slope;   /* LeakyReLU */
-    bool tanh_approximation; /* GELU */
-    int64_t dim;             /* Softmax */
-    double beta, threshold;  /* Softplus */
-    double min_val, max_val; /* Hardtanh */
-    double alpha;            /* ELU, CELU */
-} em_activation_options;
-
-typedef struct {
-    double p;
-} em_dropout_options;
-
-typedef struct {
-    int64_t embed_dim, num_heads;
-    double dropout;
-    bool bias, causal;
-} em_mha_options;
-typedef struct {
-    int64_t d_model, nhead, dim_feedforward;
-    double dropout;
-    bool gelu; /* the feed-forward activation: GELU (exact), else ReLU */
-    double layer_norm_eps;
-    bool norm_first, causal;
-} em_transformer_options;
-/* The FLOPs of a MultiheadAttention's self-attention of y (B, T, E) without its out_proj:
- * the in-projection, the scores, their softmax and the weighted values. */
-double em_mha_flops(const em_mha_options *o, const em_tensor *y);
-double em_mha_tensor_elements(double embed_dim, bool bias);
-double em_transformer_layer_elements(double d_model, double dim_feedforward);
 
 /* Quantized layers (quant/quantize.c, quant/quantize_static.c): w i8 (n, k) packed for the int8
  * kernel of its device (a new u8 tensor outside any scope), or NULL with an error naming fn;
