@@ -61,9 +61,10 @@ int em_model_types(const em_module_type **out, int max)
 
 em_status em_model_register_type(const em_module_type *t)
 {
-    if (!t || !t->type_name || !*t->type_name || !t->build || (t->n_settings && !t->settings))
-        return em_set_error(EM_ERR_ARG, "em_model_register_type: a type needs a name, its "
-                            "settings and build");
+    if (!t || !t->type_name || !*t->type_name || !t->build ||
+        (t->n_settings && (!t->settings || !t->options_size)))
+        return em_set_error(EM_ERR_ARG, "em_model_register_type: a type needs a name, build, "
+                            "and for its settings an options struct");
     em_status st = EM_OK;
     pthread_mutex_lock(&lock);
     if (find(t->type_name))
