@@ -136,7 +136,8 @@ static em_module *build_node(const tree_walk *w, const json_t *node, const char 
     bool container = t && (t->traits & EM_TRAIT_CONTAINER);
     int n = 0;
     em_module **kids = container ? build_children(w, node, path, &n) : NULL;
-    em_module *m = t && (!container || kids) ? t->build(t, options, kids, n) : NULL;
+    bool built = t && (!container || kids); /* else the error is the type's or a child's */
+    em_module *m = built ? t->build(t, options, kids, n) : NULL;
     free(kids);
     free(options);
     if (m && (m->type != t || (container && !same_child_names(m, node)))) {
@@ -144,7 +145,7 @@ static em_module *build_node(const tree_walk *w, const json_t *node, const char 
         corrupt(w, path, "the module built is not the one saved");
         return NULL;
     }
-    if (!m && t && (!container || kids)) { /* the build's own error, naming the module */
+    if (!m && built) { /* the build's own error, named by the module's place */
         char why[512];
         snprintf(why, sizeof why, "%s", em_has_error() ? em_error() : "its build failed");
         corrupt(w, path, why);
