@@ -242,7 +242,8 @@ Test(cpu_unary, unsupported_combinations)
     cr_assert_eq(em_cpu_unary(EM_UNARY_SQRT, &no_params, &oi, &ii), EM_KERNEL_UNSUPPORTED);
     cr_assert_eq(em_cpu_unary(EM_UNARY_NEG, &no_params, &od, &of), EM_KERNEL_UNSUPPORTED);
     cr_assert_eq(em_cpu_unary(EM_UNARY_NEG, &no_params, &ob, &ib), EM_KERNEL_UNSUPPORTED);
-    cr_assert_eq(em_cpu_unary(EM_UNARY_COUNT, &no_params, &of, &of), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_unary((em_unary_op)EM_UNARY_COUNT, &no_params, &of, &of),
+                 EM_KERNEL_UNSUPPORTED);
     cr_assert_eq(em_cpu_unary_grad(EM_UNARY_NEG, &no_params, &oi, &ii, &ii, &ii),
                  EM_KERNEL_UNSUPPORTED);
     cr_assert_eq(em_cpu_unary_grad(EM_UNARY_LOG, &no_params, &of, &of, NULL, &of),
