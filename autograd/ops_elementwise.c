@@ -411,10 +411,11 @@ static em_tensor *binary(const char *fn, const char *op_name, em_binary_op op,
     em_scope_begin();
     if (!unify(fn, &a, &b))
         return em_scope_return(NULL);
-    if (op < EM_BINARY_EQ) /* comparisons record no node */
+    const bool compare = em_binary_is_compare(op); /* records no node */
+    if (!compare)
         em_op_begin(op_name, a);
     em_tensor *y = em_raw_binary(fn, op, a, b);
-    if (!y || op >= EM_BINARY_EQ)
+    if (!y || compare)
         return em_scope_return(y);
     em_tensor *in[2] = {(em_tensor *)a, (em_tensor *)b};
     binary_params params = {.op = op};

@@ -13,7 +13,8 @@
 #define EMBER_BACKEND_INTERNAL_H
 
 #include "backend/dtype.h"
-#include "backend/unary_ops_internal.h" /* em_unary_op, em_unary_params */
+#include "backend/binary_ops_internal.h" /* em_binary_op */
+#include "backend/unary_ops_internal.h"  /* em_unary_op, em_unary_params */
 
 /* What a kernel returns: 0 on success, or one of these. */
 enum {
@@ -34,13 +35,6 @@ typedef struct {
     int64_t shape[EM_MAX_DIMS];
     int64_t strides[EM_MAX_DIMS];
 } em_arr;
-
-typedef enum {
-    EM_BINARY_ADD, EM_BINARY_SUB, EM_BINARY_MUL, EM_BINARY_DIV, EM_BINARY_POW,
-    EM_BINARY_MAXIMUM, EM_BINARY_MINIMUM,
-    EM_BINARY_EQ, EM_BINARY_NE, EM_BINARY_LT, EM_BINARY_LE, EM_BINARY_GT, EM_BINARY_GE, /* out: bool */
-    EM_BINARY_COUNT
-} em_binary_op;
 
 typedef enum {
     EM_REDUCE_SUM, EM_REDUCE_MEAN, EM_REDUCE_PROD,
@@ -206,6 +200,8 @@ typedef struct em_backend {
      * derivative. */
     int (*unary_grad)(em_unary_op op, const em_unary_params *p, const em_arr *gx,
                       const em_arr *gy, const em_arr *x, const em_arr *y);
+    /* out = a op b with the formulas of binary_ops_internal.h: a and b of one dtype, out of it
+     * (bool for the comparisons); integers take the ops em_binary_int_supported names */
     int (*binary)(em_binary_op op, const em_arr *out, const em_arr *a, const em_arr *b);
     int (*where)(const em_arr *out, const em_arr *cond, const em_arr *a, const em_arr *b);
 

@@ -49,6 +49,28 @@ const em_arr *em_unary_grad_source(em_unary_op op, const em_arr *gy, const em_ar
     return reads == READS_NOTHING ? gy : *from_y ? y : x;
 }
 
+bool em_binary_int_supported(em_binary_op op)
+{
+    switch (op) {
+    case EM_BINARY_ADD: case EM_BINARY_SUB: case EM_BINARY_MUL: case EM_BINARY_MAXIMUM:
+    case EM_BINARY_MINIMUM: return true;
+    case EM_BINARY_DIV: case EM_BINARY_POW: return false; /* true division, real powers */
+    EM_BINARY_COMPARE_OPS(EM_OP_CASE) return true;
+    }
+    return false; /* not an op */
+}
+
+bool em_binary_args_ok(em_binary_op op, const em_arr *out, const em_arr *a, const em_arr *b)
+{
+    if ((unsigned)op >= EM_BINARY_COUNT || a->dtype != b->dtype || !em_dtype_valid(a->dtype) ||
+        !em_arr_same_shape(out, a) || !em_arr_same_shape(out, b))
+        return false;
+    if (em_binary_is_compare(op))
+        return out->dtype == EM_BOOL;
+    const bool int_ok = em_dtype_is_int(a->dtype) && em_binary_int_supported(op);
+    return out->dtype == a->dtype && (em_dtype_is_float(a->dtype) || int_ok);
+}
+
 static bool reduce_dtypes_ok(em_reduce_op op, em_dtype in, em_dtype out)
 {
     const bool fl = em_dtype_is_float(in), it = em_dtype_is_int(in) || in == EM_BOOL;

@@ -1,4 +1,5 @@
-/* Kernel tests for the CPU unary, unary_grad, binary and where kernels: libm formulas, finite
+/* Kernel tests for the CPU unary, unary_grad, binary and where kernels: the registries' formulas
+ * (backend/unary_ops_internal.h, backend/binary_ops_internal.h) as the reference, finite
  * differences, naive broadcast loops, strided inputs, integer wrapping and unsupported dtypes. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -387,27 +388,8 @@ Test(cpu_unary_grad, broadcast_gy_and_bf16)
     }
 }
 
-/* ---- binary ---- */
-
-static double ref_binary(em_binary_op op, double a, double b)
-{
-    switch (op) {
-    case EM_BINARY_ADD: return a + b;
-    case EM_BINARY_SUB: return a - b;
-    case EM_BINARY_MUL: return a * b;
-    case EM_BINARY_DIV: return a / b;
-    case EM_BINARY_POW: return pow(a, b);
-    case EM_BINARY_MAXIMUM: return isnan(a) || isnan(b) ? NAN : fmax(a, b);
-    case EM_BINARY_MINIMUM: return isnan(a) || isnan(b) ? NAN : fmin(a, b);
-    case EM_BINARY_EQ: return a == b;
-    case EM_BINARY_NE: return a != b;
-    case EM_BINARY_LT: return a < b;
-    case EM_BINARY_LE: return a <= b;
-    case EM_BINARY_GT: return a > b;
-    case EM_BINARY_GE: return a >= b;
-    default: return NAN;
-    }
-}
+/* ---- binary against the formulas (backend/binary_ops_internal.h, checked in
+ * tests/backend/test_op_formulas.c) ---- */
 
 /* Value of a broadcast operand for output (r, c): b_kind 0 full (N,C), 1 row (C), 2 column
  * (N,1), 3 scalar; 4 full but stored transposed. */
@@ -443,13 +425,14 @@ Test(cpu_binary, every_op_with_broadcasting_and_strides)
             for (int ka = 0; ka < 5; ka++)
                 for (int kb = 0; kb < 5; kb++) {
                     em_arr a = operand(ka, sa, N, C), b = operand(kb, sb, N, C);
-                    bool cmp = op >= EM_BINARY_EQ;
+                    bool cmp = em_binary_is_compare(op);
                     em_arr o = arr_of(cmp ? (void *)yb : y, cmp ? EM_BOOL : EM_F64, 2,
                                       (int64_t[]){N, C});
                     cr_assert_eq(em_cpu_binary(op, &o, &a, &b), EM_KERNEL_OK);
                     for (int64_t r = 0; r < N; r++)
                         for (int64_t c = 0; c < C; c++) {
-                            double want = ref_binary(op, operand_at(&a, r, c), operand_at(&b, r, c));
+                            double want = em_binary_value_f64(op, operand_at(&a, r, c),
+                                                              operand_at(&b, r, c));
                             double got = cmp ? yb[r * C + c] : y[r * C + c];
                             cr_assert(close_to(got, want, 1e-15, 0),
                                       "op %d kinds %d/%d at (%ld,%ld): %g vs %g", op, ka, kb,
@@ -557,6 +540,8 @@ Test(cpu_binary, low_precision_and_unsupported)
     cr_assert_eq(em_cpu_binary(EM_BINARY_ADD, &oi, &x1, &xf), EM_KERNEL_UNSUPPORTED);
     cr_assert_eq(em_cpu_binary(EM_BINARY_EQ, &oi, &x1, &x2), EM_KERNEL_UNSUPPORTED);
     cr_assert_eq(em_cpu_binary(EM_BINARY_ADD, &xf, &x1, &x2), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_binary((em_binary_op)EM_BINARY_COUNT, &xf, &xf, &xf),
+                 EM_KERNEL_UNSUPPORTED);
 }
 
 /* ---- where ---- */
