@@ -203,6 +203,11 @@ typedef struct em_backend {
     /* out = a op b with the formulas of binary_ops_internal.h: a and b of one dtype, out of it
      * (bool for the comparisons); integers take the ops em_binary_int_supported names */
     int (*binary)(em_binary_op op, const em_arr *out, const em_arr *a, const em_arr *b);
+    /* gx = g times the partial derivative of y = a op b by a (wrt_b false) or by b, with the
+     * same header's formulas; g, a, b and y of gx's shape (a and b broadcast by strides) and
+     * one float dtype; not for the comparisons */
+    int (*binary_grad)(em_binary_op op, bool wrt_b, const em_arr *gx, const em_arr *g,
+                       const em_arr *a, const em_arr *b, const em_arr *y);
     int (*where)(const em_arr *out, const em_arr *cond, const em_arr *a, const em_arr *b);
 
     /* reduction: out has in's ndim, with size 1 on every reduced dim */

@@ -1,4 +1,5 @@
-/* The binary elementwise ops of the kernel table: their list, and each op's formula, written once (binary_formula_impl_internal.h) for the CPU kernels, the CUDA
+/* The binary elementwise ops of the kernel table: their list, and each op's formula and partial
+ * derivatives, written once (binary_formula_impl_internal.h) for the CPU kernels, the CUDA
  * kernels (__host__ __device__ under nvcc) and the tests' references (op_formula_internal.h). */
 #ifndef EMBER_BINARY_OPS_INTERNAL_H
 #define EMBER_BINARY_OPS_INTERNAL_H
@@ -46,7 +47,22 @@ EM_FORMULA bool em_binary_holds(em_binary_op op, bool lt, bool eq, bool gt)
     return false;
 }
 
-/* em_binary_value_f32 (float), em_binary_value_f64 (double): the formulas at one type each. */
+/* Whether op's partial derivative by a (wrt_b false) or by b is 1, so that the gradient is g
+ * itself and needs no kernel (em_binary_grad_value gives g there too). */
+EM_FORMULA bool em_binary_grad_is_g(em_binary_op op, bool wrt_b)
+{
+    switch (op) {
+    case EM_BINARY_ADD: return true;
+    case EM_BINARY_SUB: return !wrt_b;
+    case EM_BINARY_MUL: case EM_BINARY_DIV: case EM_BINARY_POW: case EM_BINARY_MAXIMUM:
+    case EM_BINARY_MINIMUM: return false;
+    EM_BINARY_COMPARE_OPS(EM_OP_CASE) return false;
+    }
+    return false; /* not an op */
+}
+
+/* em_binary_value_f32 / em_binary_grad_value_f32 (float), em_binary_value_f64 /
+ * em_binary_grad_value_f64 (double): the formulas at one type each. */
 #define EM_BINARY_T float
 #define EM_BINARY_FN(name) name##_f32
 #include "backend/binary_formula_impl_internal.h"
@@ -80,6 +96,9 @@ EM_FORMULA int64_t em_binary_int_value(em_binary_op op, int64_t a, int64_t b)
 #define em_binary_value(op, a, b)                                                                \
     _Generic((a), float: em_binary_value_f32, double: em_binary_value_f64,                       \
              int64_t: em_binary_int_value)(op, a, b)
+#define em_binary_grad_value(op, wrt_b, g, a, b, y)                                              \
+    _Generic((g), float: em_binary_grad_value_f32, double: em_binary_grad_value_f64)(op, wrt_b,  \
+                                                                                      g, a, b, y)
 #endif
 
 #endif

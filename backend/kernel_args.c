@@ -71,6 +71,19 @@ bool em_binary_args_ok(em_binary_op op, const em_arr *out, const em_arr *a, cons
     return out->dtype == a->dtype && (em_dtype_is_float(a->dtype) || int_ok);
 }
 
+bool em_binary_grad_args_ok(em_binary_op op, const em_arr *gx, const em_arr *g, const em_arr *a,
+                            const em_arr *b, const em_arr *y)
+{
+    const em_arr *in[4] = {g, a, b, y};
+    if ((unsigned)op >= EM_BINARY_COUNT || em_binary_is_compare(op) ||
+        !em_dtype_is_float(gx->dtype))
+        return false;
+    for (int k = 0; k < 4; k++)
+        if (in[k]->dtype != gx->dtype || !em_arr_same_shape(gx, in[k]))
+            return false;
+    return true;
+}
+
 static bool reduce_dtypes_ok(em_reduce_op op, em_dtype in, em_dtype out)
 {
     const bool fl = em_dtype_is_float(in), it = em_dtype_is_int(in) || in == EM_BOOL;

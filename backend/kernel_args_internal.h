@@ -20,6 +20,11 @@ bool em_binary_int_supported(em_binary_op op);
  * comparison, else of a's dtype, a float or (em_binary_int_supported) an integer one. */
 bool em_binary_args_ok(em_binary_op op, const em_arr *out, const em_arr *a, const em_arr *b);
 
+/* Whether binary_grad(op) takes gx, g, a, b and y: op not a comparison, all of one float dtype
+ * and of gx's shape. */
+bool em_binary_grad_args_ok(em_binary_op op, const em_arr *gx, const em_arr *g, const em_arr *a,
+                            const em_arr *b, const em_arr *y);
+
 /* The operand unary_grad reads for op: y when op's derivative reads its output and y is given
  * (*from_y then true), else x, or gy itself when the derivative reads neither; NULL when the
  * operand needed is missing. */

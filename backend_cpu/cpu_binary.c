@@ -1,4 +1,4 @@
-/* Binary elementwise kernels on the CPU, with the formulas of
+/* Binary elementwise kernels and their gradients on the CPU, with the formulas of
  * backend/binary_ops_internal.h (arithmetic, maximum/minimum, comparisons to bool), and where();
  * broadcast inputs arrive with stride 0 and run as scalar-operand loops. f16/bf16 compute in f32,
  * integers and bool in i64. */
@@ -170,6 +170,146 @@ int em_cpu_binary(em_binary_op op, const em_arr *out, const em_arr *a, const em_
     em_iter it;
     em_iter_init(&it, out->ndim, out->shape, 3, (const em_arr *[]){out, a, b}, 0);
     em_iter_run(&it, 1, binary_run, &c);
+    return EM_KERNEL_OK;
+}
+
+/* ---- gradients: gx[i] = g[i] times op's partial derivative at (a[i], b[i], y[i]) ---- */
+
+/* Comparisons that may raise FP exceptions made where C's order would skip them (ember reads no
+ * exception flags): maximum's and minimum's share of g then vectorizes, branch-free. */
+#define NO_TRAPS __attribute__((optimize("no-trapping-math")))
+
+/* The gradient kernels, once per compute type T (em_binary_grad_value picks the derivatives of
+ * T): a loop per op and operand, in which both are constants. gx, a, b, y (n); g (n), or one
+ * element where sg is 0 (the gradient of a sum or a mean). binary_grad_f32, binary_grad_f64. */
+#define GMAP(op, wrt_b)                                                                           \
+    do {                                                                                          \
+        if (sg) {                                                                                 \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++)                                   \
+                gx[i] = em_binary_grad_value(op, wrt_b, g[i], a[i], b[i], y[i]);                  \
+        } else {                                                                                  \
+            const __auto_type g0 = g[0];                                                          \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++)                                   \
+                gx[i] = em_binary_grad_value(op, wrt_b, g0, a[i], b[i], y[i]);                    \
+        }                                                                                         \
+    } while (0)
+#define GRAD_CASE(op)                                                                             \
+    case op:                                                                                      \
+        if (wrt_b)                                                                                \
+            GMAP(op, true);                                                                       \
+        else                                                                                      \
+            GMAP(op, false);                                                                      \
+        break;
+#define DEFINE_BINARY_GRAD(NAME, T)                                                               \
+    NO_TRAPS static void NAME(em_binary_op op, bool wrt_b, int64_t n, T *restrict gx,             \
+                              const T *restrict g, int64_t sg, const T *restrict a,               \
+                              const T *restrict b, const T *restrict y)                           \
+    {                                                                                             \
+        switch (op) {                                                                             \
+            EM_BINARY_OPS(GRAD_CASE)                                                              \
+        }                                                                                         \
+    }
+
+DEFINE_BINARY_GRAD(binary_grad_f32, float)
+DEFINE_BINARY_GRAD(binary_grad_f64, double)
+
+typedef struct {
+    em_binary_op op;
+    bool wrt_b;
+    em_dtype dt;
+} grad_ctx;
+
+/* The kernel of c's dtype (f32 for f16/bf16) over m elements: gx (m), v = g, a, b, y (m), g one
+ * element where sg is 0. */
+static void grad_compute(const grad_ctx *c, int64_t m, void *gx, const void *const *v, int64_t sg)
+{
+    if (c->dt == EM_F64)
+        binary_grad_f64(c->op, c->wrt_b, m, gx, v[0], sg, v[1], v[2], v[3]);
+    else
+        binary_grad_f32(c->op, c->wrt_b, m, gx, v[0], sg, v[1], v[2], v[3]);
+}
+
+/* m compute values of c's dtype at p (stride s): p itself or buf (em_view_f32/f64). */
+static const void *grad_view(const grad_ctx *c, const char *p, int64_t s, int64_t m, void *buf)
+{
+    if (c->dt == EM_F64)
+        return em_view_f64(c->dt, p, s, m, buf);
+    return em_view_f32(c->dt, p, s, m, buf);
+}
+
+/* buf (m) = m copies of the element at p, as grad_view with stride 0. */
+static const void *grad_splat(const grad_ctx *c, const char *p, int64_t m, void *buf)
+{
+    if (c->dt == EM_F64) {
+        const double v = *(const double *)p;
+        double *d = buf;
+#pragma omp simd
+        for (int64_t i = 0; i < m; i++)
+            d[i] = v;
+    } else {
+        float v, *d = buf;
+        em_load_f32(c->dt, p, 0, 1, &v);
+#pragma omp simd
+        for (int64_t i = 0; i < m; i++)
+            d[i] = v;
+    }
+    return buf;
+}
+
+/* operands: 0 = gx, 1 = g, 2 = a, 3 = b, 4 = y. A run of contiguous f32 or f64 operands (g also
+ * one broadcast element) goes to the kernel whole; others in blocks: g as one element, a
+ * broadcast a, b or y as one block of copies of its element, the rest viewed in place or
+ * converted, and gx written in place where it is contiguous f32/f64. */
+static void binary_grad_run(void *vctx, int64_t n, char *const *p, const int64_t *s)
+{
+    const grad_ctx *c = vctx;
+    const int64_t es = (int64_t)em_dtype_size(c->dt);
+    const bool out_in_place = s[0] == 1 && (c->dt == EM_F32 || c->dt == EM_F64);
+    const int64_t sg = s[1] != 0;
+    bool flat = out_in_place && s[1] <= 1;
+    for (int k = 2; k <= 4; k++)
+        flat = flat && s[k] == 1;
+    if (flat) {
+        grad_compute(c, n, p[0], (const void *[]){p[1], p[2], p[3], p[4]}, sg);
+        return;
+    }
+    union {
+        float f[EM_STAGE_BLOCK];
+        double d[EM_STAGE_BLOCK];
+    } in_buf[4], out_buf;
+    const void *v[4];
+    if (!sg)
+        v[0] = grad_view(c, p[1], 0, 1, &in_buf[0]);
+    for (int k = 1; k < 4; k++)
+        if (s[k + 1] == 0)
+            v[k] = grad_splat(c, p[k + 1], n < EM_STAGE_BLOCK ? n : EM_STAGE_BLOCK, &in_buf[k]);
+    for (int64_t i = 0; i < n; i += EM_STAGE_BLOCK) {
+        const int64_t m = n - i < EM_STAGE_BLOCK ? n - i : EM_STAGE_BLOCK;
+        for (int k = 0; k < 4; k++)
+            if (s[k + 1] != 0)
+                v[k] = grad_view(c, p[k + 1] + i * s[k + 1] * es, s[k + 1], m, &in_buf[k]);
+        char *gx = p[0] + i * s[0] * es;
+        if (out_in_place) {
+            grad_compute(c, m, gx, v, sg);
+            continue;
+        }
+        grad_compute(c, m, &out_buf, v, sg);
+        if (c->dt == EM_F64)
+            em_store_f64(c->dt, gx, s[0], m, out_buf.d);
+        else
+            em_store_f32(c->dt, gx, s[0], m, out_buf.f);
+    }
+}
+
+int em_cpu_binary_grad(em_binary_op op, bool wrt_b, const em_arr *gx, const em_arr *g,
+                       const em_arr *a, const em_arr *b, const em_arr *y)
+{
+    if (!em_binary_grad_args_ok(op, gx, g, a, b, y))
+        return EM_KERNEL_UNSUPPORTED;
+    grad_ctx c = {op, wrt_b, gx->dtype};
+    em_iter it;
+    em_iter_init(&it, gx->ndim, gx->shape, 5, (const em_arr *[]){gx, g, a, b, y}, 0);
+    em_iter_run(&it, 1, binary_grad_run, &c);
     return EM_KERNEL_OK;
 }
 

@@ -1,4 +1,4 @@
-/* Binary elementwise kernels on CUDA, with the formulas of
+/* Binary elementwise kernels and their gradients on CUDA, with the formulas of
  * backend/binary_ops_internal.h that the CPU kernels run too (arithmetic, maximum/minimum,
  * comparisons to bool), and where(): f16/bf16 computed in f32, integers and bool in i64.
  * Broadcast inputs arrive with stride 0. */
@@ -22,10 +22,20 @@ __device__ __forceinline__ int64_t value(int op, int64_t a, int64_t b)
 {
     return em_binary_int_value((em_binary_op)op, a, b);
 }
+__device__ __forceinline__ float grad_value(int op, bool wrt_b, float g, float a, float b, float y)
+{
+    return em_binary_grad_value_f32((em_binary_op)op, wrt_b, g, a, b, y);
+}
+__device__ __forceinline__ double grad_value(int op, bool wrt_b, double g, double a, double b,
+                                             double y)
+{
+    return em_binary_grad_value_f64((em_binary_op)op, wrt_b, g, a, b, y);
+}
 
-/* What a functor needs at run time: the op. */
+/* What a functor needs at run time: the op, and for a gradient the operand it is taken by. */
 struct binary_args {
     int op;
+    bool wrt_b;
 };
 
 /* a op b as a functor on compute type C: OP fixed at compile time, or OP = -1 for the run-time
@@ -34,6 +44,16 @@ template <class C, int OP> struct binary_fn {
     static constexpr bool heavy() { return OP < 0; }
     binary_args p;
     __device__ C operator()(C a, C b) const { return value(OP < 0 ? p.op : OP, a, b); }
+};
+
+/* g times the partial derivative of y = a op b by a or b, as binary_fn. */
+template <class C, int OP> struct binary_grad_fn {
+    static constexpr bool heavy() { return OP < 0; }
+    binary_args p;
+    __device__ C operator()(C g, C a, C b, C y) const
+    {
+        return grad_value(OP < 0 ? p.op : OP, p.wrt_b, g, a, b, y);
+    }
 };
 
 /* 1 when comparison op holds, else 0: one kernel per dtype, the comparison chosen at run time
@@ -100,12 +120,28 @@ extern "C" int em_cuda_binary(em_binary_op op, const em_arr *out, const em_arr *
         });
     auto run = [&](auto tag) {
         typedef decltype(tag) T;
-        return by_op<binary_fn, typename T::compute>({op}, [&](auto flat, auto any) {
+        return by_op<binary_fn, typename T::compute>({op, false}, [&](auto flat, auto any) {
             return elementwise<T, T, T>(flat, any, out, ab);
         });
     };
     return em_dtype_is_float(a->dtype) ? dispatch_float(a->dtype, run)
                                        : dispatch_int(a->dtype, run);
+}
+
+/* gx = g times the partial derivative of y = a op b by a or b (em_binary_grad_args_ok) */
+extern "C" int em_cuda_binary_grad(em_binary_op op, bool wrt_b, const em_arr *gx,
+                                   const em_arr *g, const em_arr *a, const em_arr *b,
+                                   const em_arr *y)
+{
+    if (!em_binary_grad_args_ok(op, gx, g, a, b, y))
+        return EM_KERNEL_UNSUPPORTED;
+    const em_arr *in[4] = {g, a, b, y};
+    return dispatch_float(gx->dtype, [&](auto tag) {
+        typedef decltype(tag) T;
+        return by_op<binary_grad_fn, typename T::compute>({op, wrt_b}, [&](auto flat, auto any) {
+            return elementwise<T, T, T, T, T>(flat, any, gx, in);
+        });
+    });
 }
 
 /* out = cond ? a : b elementwise; cond bool, a and b of out's dtype, all of out's shape */

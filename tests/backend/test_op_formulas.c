@@ -39,3 +39,21 @@ Test(binary_formulas, match_libm_and_hand_values)
     cr_assert_eq(em_binary_int_value(EM_BINARY_GE, 9, 9), 1);
     cr_assert_eq(em_binary_int_value(EM_BINARY_LT, 9, 9), 0);
 }
+
+Test(binary_formulas, the_gradient_is_g_where_the_registry_says_so)
+{
+    const double pts[][3] = {{2.5, -1.25, 0.5}, {-3.0, 3.0, -2.0}, {0.0, 0.0, 1e300}};
+    for (int op = 0; op < EM_BINARY_COUNT; op++)
+        for (int wrt_b = 0; wrt_b < 2; wrt_b++)
+            for (int i = 0; i < 3; i++) {
+                const double a = pts[i][0], b = pts[i][1], g = pts[i][2];
+                const double got =
+                    em_binary_grad_value_f64(op, wrt_b, g, a, b, em_binary_value_f64(op, a, b));
+                if (em_binary_grad_is_g(op, wrt_b))
+                    cr_assert_eq(got, g, "op %d by %d", op, wrt_b);
+                if (em_binary_is_compare(op))
+                    cr_assert_eq(got, 0, "comparison %d", op);
+            }
+    cr_assert(em_binary_grad_is_g(EM_BINARY_ADD, true));
+    cr_assert(!em_binary_grad_is_g(EM_BINARY_SUB, true));
+}
