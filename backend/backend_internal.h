@@ -14,6 +14,7 @@
 
 #include "backend/dtype.h"
 #include "backend/binary_ops_internal.h" /* em_binary_op */
+#include "backend/reduce_ops_internal.h" /* em_reduce_op, em_reduce_params */
 #include "backend/unary_ops_internal.h"  /* em_unary_op, em_unary_params */
 
 /* What a kernel returns: 0 on success, or one of these. */
@@ -35,19 +36,6 @@ typedef struct {
     int64_t shape[EM_MAX_DIMS];
     int64_t strides[EM_MAX_DIMS];
 } em_arr;
-
-typedef enum {
-    EM_REDUCE_SUM, EM_REDUCE_MEAN, EM_REDUCE_PROD,
-    EM_REDUCE_MAX, EM_REDUCE_MIN,
-    EM_REDUCE_ARGMAX, EM_REDUCE_ARGMIN, /* out: i64, exactly one reduced dim; first index on ties */
-    EM_REDUCE_VAR,
-    EM_REDUCE_COUNT
-} em_reduce_op;
-
-/* The parameters of the reductions that take them (zero for the rest). */
-typedef struct {
-    double correction; /* VAR: divides by R - correction (1 = unbiased) */
-} em_reduce_params;
 
 typedef enum {
     EM_RNG_UNIFORM,   /* [low, high) */
@@ -210,7 +198,8 @@ typedef struct em_backend {
                        const em_arr *a, const em_arr *b, const em_arr *y);
     int (*where)(const em_arr *out, const em_arr *cond, const em_arr *a, const em_arr *b);
 
-    /* reduction: out has in's ndim, with size 1 on every reduced dim */
+    /* reduction: out has in's ndim, with size 1 on every reduced dim; what each op folds and
+     * divides by is reduce_ops_internal.h's */
     /* Dtypes: float in -> any float out (accumulated in double; MEAN/VAR float only); integer or
      * bool in -> SUM/PROD to any integer out (i64 accumulation, wrapping); MAX/MIN out = in;
      * ARGMAX/ARGMIN -> i64. Empty MAX/MIN/ARG* are unsupported; empty SUM 0, PROD 1, MEAN NaN. */

@@ -96,9 +96,8 @@ static bool reduce_dtypes_ok(em_reduce_op op, em_dtype in, em_dtype out)
         return (fl || it) && out == in;
     case EM_REDUCE_ARGMAX: case EM_REDUCE_ARGMIN:
         return (fl || it) && out == EM_I64;
-    default:
-        return false;
     }
+    return false; /* not an op */
 }
 
 bool em_reduce_args_ok(em_reduce_op op, const em_arr *out, const em_arr *in, int64_t *R)
@@ -113,8 +112,8 @@ bool em_reduce_args_ok(em_reduce_op op, const em_arr *out, const em_arr *in, int
         if (out->shape[d] != in->shape[d])
             *R *= in->shape[d];
     }
-    const bool needs_element = op == EM_REDUCE_MAX || op == EM_REDUCE_MIN ||
-                               op == EM_REDUCE_ARGMAX || op == EM_REDUCE_ARGMIN;
+    const em_fold k = em_reduce_fold(op); /* max, min and the arg folds pick an element */
+    const bool needs_element = k == EM_FOLD_MAX || k == EM_FOLD_MIN || em_fold_is_arg(k);
     return !(*R == 0 && needs_element && em_arr_numel(out) > 0);
 }
 
