@@ -8,6 +8,7 @@
 
 #include "export/serialize.h"
 #include "models/model_file_internal.h"
+#include "models/model_file_meta.h"
 #include "nn/nn_internal.h"
 
 static json_t *save_node(const em_module *m, const char *path, const char *file);
@@ -56,8 +57,7 @@ static json_t *save_node(const em_module *m, const char *path, const char *file)
     return node;
 }
 
-/* The metadata text for m, or NULL with an error. */
-static char *tree_text(const em_module *m, const char *file)
+char *em_model_tree_text(const em_module *m, const char *file)
 {
     json_t *model = save_node(m, "", file);
     json_t *root = model ? json_pack("{s:i, s:b, s:o}", "version", EM_MODEL_FORMAT_VERSION,
@@ -72,13 +72,5 @@ static char *tree_text(const em_module *m, const char *file)
 
 em_status em_model_save(const em_module *m, const char *path)
 {
-    if (!m || !path)
-        return em_set_error(EM_ERR_ARG, "em_model_save: NULL %s", m ? "path" : "module");
-    char *text = tree_text(m, path);
-    if (!text)
-        return em_error_status();
-    em_st_meta meta = {EM_MODEL_META_KEY, text};
-    em_status st = em_module_save(m, path, &meta, 1);
-    free(text);
-    return st;
+    return em_model_save_meta(m, path, NULL, 0);
 }

@@ -19,7 +19,9 @@ em_status em_model_save(const em_module *m, const char *path);
 /* A new model rebuilt from a file em_model_save wrote, its weights loaded, in the mode (train
  * or eval) it was saved in; NULL with an error on any problem, nothing left allocated. Every
  * type must be known, every setting in range, and the tensors the settings imply are checked
- * against the file before any is allocated; then every name and shape must match. */
+ * against the file before any is allocated; then every name and shape must match. Tensors
+ * under names that start with "ember." (a training checkpoint's optimizer state) are not the
+ * model's and are passed by. */
 em_module *em_model_load(const char *path);
 
 /* A module's construction settings: named integers, reals and booleans. */

@@ -140,8 +140,24 @@ static em_module *build_node(const tree_walk *w, const json_t *node, const char 
     return m;
 }
 
+/* Whether the file's tensor of that name is no model's: a name under "ember." (a training
+ * checkpoint's optimizer state). */
+static bool beside_model(const char *name)
+{
+    return !strncmp(name, "ember.", 6);
+}
+
+/* The file's tensors that are the model's. */
+static int model_tensors(const em_safetensors *st)
+{
+    int n = 0;
+    for (int i = 0; i < st->n_tensors; i++)
+        n += !beside_model(st->names[i]);
+    return n;
+}
+
 /* Copies st's tensors into m by name once every one of m's is found with its shape and the
- * file holds no others. */
+ * file holds no others (beside those under "ember."). */
 static em_status load_weights(em_module *m, const em_safetensors *st, const char *file)
 {
     int n = em_module_state(m, NULL, 0);
@@ -163,9 +179,9 @@ static em_status load_weights(em_module *m, const em_safetensors *st, const char
                                   em_shape_str(e[i].tensor, want, sizeof want),
                                   em_shape_str(t, got, sizeof got));
     }
-    if (status == EM_OK && st->n_tensors != n)
+    if (status == EM_OK && model_tensors(st) != n)
         status = em_set_error(EM_ERR_IO, "em_model_load: %s: the file holds %d tensors, the "
-                              "model %d", file, st->n_tensors, n);
+                              "model %d", file, model_tensors(st), n);
     for (int i = 0; i < n && status == EM_OK; i++)
         status = em_copy_(e[i].tensor, em_safetensors_get(st, e[i].name));
     free(e);
@@ -176,7 +192,7 @@ static double file_elements(const em_safetensors *st)
 {
     double n = 0;
     for (int i = 0; i < st->n_tensors; i++)
-        n += (double)em_numel(st->tensors[i]);
+        n += beside_model(st->names[i]) ? 0 : (double)em_numel(st->tensors[i]);
     return n;
 }
 
