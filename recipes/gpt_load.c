@@ -72,7 +72,9 @@ static long block_of(const char *name)
 static em_status check_tensors(const em_safetensors *f, const em_gpt_config *c, const char *path)
 {
     const char *kind = em_safetensors_meta(f, "ember.kind");
-    const char *prefix = kind && !strcmp(kind, "train_checkpoint") ? "model." : "";
+    bool version_1 = kind && !strcmp(kind, "train_checkpoint") &&
+                     !em_safetensors_meta(f, "ember.checkpoint_version");
+    const char *prefix = version_1 ? "model." : "";
     size_t skip = strlen(prefix);
     int64_t e = c->n_embd;
     char wte[64], wpe[64], by_vocab[96], by_block[96], by_embd[48];
