@@ -4,7 +4,7 @@
 #include <omp.h>
 #include <stdio.h>
 
-#include "cli/args.h"
+#include "cmd/args.h"
 #include "cli/cli_internal.h"
 
 #define MAX_REPS 9

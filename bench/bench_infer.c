@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "recipes/recipes.h"
-#include "cli/args.h"
-#include "cli/report.h"
+#include "cmd/args.h"
+#include "cmd/report.h"
 #include "cli/cli_internal.h"
 
 

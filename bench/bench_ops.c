@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "backend/backend_internal.h"
-#include "cli/args.h"
+#include "cmd/args.h"
 #include "cli/cli_internal.h"
 
 #define MAX_REPS 15

@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "serve/engine.h"
-#include "cli/args.h"
-#include "bench/http_client.h"
-#include "serve/http_server.h"
+#include "cmd/args.h"
+#include "http/http_client.h"
+#include "http/http_server.h"
 #include "cli/cli_internal.h"
 
 #define HOT_IMAGES 256

@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "io/atomic_file.h"
-#include "cli/args.h"
+#include "cmd/args.h"
 #include "bench/bench_train.h"
 
 

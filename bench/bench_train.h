@@ -3,7 +3,7 @@
 #ifndef EMBER_BENCH_BENCH_TRAIN_H
 #define EMBER_BENCH_BENCH_TRAIN_H
 
-#include "cli/report.h"
+#include "cmd/report.h"
 #include "cli/cli_internal.h"
 
 #define N_MAX_CASES 4

@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "recipes/recipes.h"
-#include "cli/args.h"
+#include "cmd/args.h"
 
 int em_cmd_info(int argc, char **argv);     /* cli/info.c: build, devices, threads */
 int em_cmd_demo(int argc, char **argv);     /* cli/demo.c: a small regression with autograd */
@@ -41,7 +41,7 @@ const char *em_cli_wait_policy(void);
 bool em_parse_step_range(const char *command, const char *option, const char *text,
                          int64_t *first, int64_t *last);
 
-/* cli/recipe_choice.c: */
+/* cmd/recipe_choice.c: */
 void em_list_recipes(FILE *f);       /* the recipes, for a command's --help */
 void em_list_built_recipes(FILE *f); /* those with a model builder (all but gpt) */
 /* Parses the arguments of a command about one recipe (*name, once parsed) and finds it:

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "recipes/recipes.h"
-#include "cli/args.h"
-#include "cli/report.h"
+#include "cmd/args.h"
+#include "cmd/report.h"
 #include "cli/cli_internal.h"
 
 typedef struct {

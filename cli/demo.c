@@ -3,7 +3,7 @@
 #include <stdio.h>
 
 #include "ember.h"
-#include "cli/args.h"
+#include "cmd/args.h"
 #include "cli/cli_internal.h"
 
 static void sgd_update(em_tensor *param, double lr)

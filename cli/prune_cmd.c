@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "io/json_internal.h"
-#include "cli/args.h"
+#include "cmd/args.h"
 #include "cli/cli_internal.h"
 
 

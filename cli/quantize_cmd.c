@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "io/json_internal.h"
-#include "cli/args.h"
+#include "cmd/args.h"
 #include "cli/cli_internal.h"
 
 

@@ -7,7 +7,7 @@
 
 #include "io/atomic_file.h"
 #include "recipes/recipes.h"
-#include "cli/args.h"
+#include "cmd/args.h"
 #include "cli/cli_internal.h"
 
 typedef struct {

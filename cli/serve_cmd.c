@@ -7,8 +7,8 @@
 #include <stdlib.h>
 
 #include "serve/request.h"
-#include "cli/args.h"
-#include "serve/http_server.h"
+#include "cmd/args.h"
+#include "http/http_server.h"
 #include "cli/cli_internal.h"
 
 em_shape em_recipe_sample_shape(const em_recipe *rc)

@@ -2,7 +2,7 @@
  * a fresh model or of a saved one (quantized, pruned), whose file names its recipe. */
 #include <stdio.h>
 
-#include "cli/args.h"
+#include "cmd/args.h"
 #include "cli/cli_internal.h"
 
 /* The recipe from the operand or the model file; NULL after printing why. */

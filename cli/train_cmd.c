@@ -10,7 +10,7 @@
 #include "io/atomic_file.h"
 #include "io/json_internal.h"
 #include "observe/tensorboard.h"
-#include "cli/args.h"
+#include "cmd/args.h"
 #include "cli/cli_internal.h"
 
 

@@ -1,11 +1,11 @@
-/* The command-line parser of the `ember` tools (cli/args.c): both option spellings, whole
+/* The command-line parser of the `ember` tools (cmd/args.c): both option spellings, whole
  * numbers only, ranges, word lists, required options and operands, --help and --version. */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <limits.h>
 #include <stdint.h>
 
-#include "cli/args.h"
+#include "cmd/args.h"
 
 typedef struct {
     int epochs;

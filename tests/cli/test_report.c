@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "helpers/venv.h"
-#include "cli/report.h"
+#include "cmd/report.h"
 
 Test(report, a_page_read_back_as_a_browser_takes_it)
 {

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "ember.h"
-#include "serve/http_server.h"
+#include "http/http_server.h"
 
 #define READ_TIMEOUT_S 0.5 /* the server closes a connection that has sent no whole request */
 #define WAIT_S 3           /* how long a reply or the end of the connection may take */

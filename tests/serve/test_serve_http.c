@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "ember.h"
-#include "bench/http_client.h"
+#include "http/http_client.h"
 
 static char model_path[64]; /* one per test: Criterion runs them in parallel processes */
 static pid_t server;

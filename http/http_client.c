@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "bench/http_client.h"
+#include "http/http_client.h"
 
 void em_http_conn_close(em_http_conn *c)
 {

@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "io/atomic_file.h"
-#include "cli/report.h"
+#include "cmd/report.h"
 
 #define WIDTH 760
 #define N_COLORS 10

@@ -1,6 +1,6 @@
 /* The HTTP front of the engine: libmicrohttpd with a thread per connection (a request's thread
  * waits on its future, so concurrent requests become one batch), a bounded body, connections
- * bounded in number and in the time they take to send a request (serve/http_guard.h), JSON in
+ * bounded in number and in the time they take to send a request (http/http_guard.h), JSON in
  * and out through serve/request.h, and a drain on stop. */
 #include <arpa/inet.h>
 #include <math.h>
@@ -14,8 +14,8 @@
 
 #include "serve/request.h"
 #include "io/json_internal.h"
-#include "serve/http_guard.h"
-#include "serve/http_server.h"
+#include "http/http_guard.h"
+#include "http/http_server.h"
 
 /* connections libmicrohttpd takes beyond max_connections, so that a new one can close one that
  * is waiting, or be answered 503, rather than wait unaccepted */

@@ -2,7 +2,7 @@
  * must deliver a whole request (headers and body) within a read timeout of opening or of its
  * last answer, else it is closed; a connection beyond the limit closes the one that has waited
  * longest for its request, or, when every other one is busy answering, is refused 503. Part of
- * serve/http_server.c (libmicrohttpd, the `ember` program). */
+ * http/http_server.c (libmicrohttpd, the `ember` program). */
 #ifndef EMBER_SERVE_HTTP_GUARD_H
 #define EMBER_SERVE_HTTP_GUARD_H
 

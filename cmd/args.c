@@ -1,5 +1,5 @@
-/* Strict command-line parsing for the `ember` commands (see cli/args.h). */
-#include "cli/args.h"
+/* Strict command-line parsing for the `ember` commands (see cmd/args.h). */
+#include "cmd/args.h"
 
 #include <errno.h>
 #include <limits.h>
