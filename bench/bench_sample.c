@@ -14,7 +14,7 @@ static const char *const way_rows[N_WAYS] = {"key/value cache", "whole context e
 
 /* What the rounds measure: characters/s per way and round, ember's and PyTorch's. */
 typedef struct {
-    double ember[N_WAYS][EM_BENCH_SAMPLE_MAX_ROUNDS], torch[N_WAYS][EM_BENCH_SAMPLE_MAX_ROUNDS];
+    double ember[N_WAYS][BENCH_SAMPLE_MAX_ROUNDS], torch[N_WAYS][BENCH_SAMPLE_MAX_ROUNDS];
     bool torch_ran;  /* every PyTorch round ran */
     int64_t agree;   /* the leading characters ember's cached and uncached runs share */
 } sample_rounds;
@@ -47,13 +47,13 @@ static void shell_quote(const char *s, char *out, size_t n)
 
 static double median(double *v, int n)
 {
-    em_sort_doubles(v, n);
+    bench_sort_doubles(v, n);
     return v[n / 2];
 }
 
 /* The rounds: ember with the cache, ember without, PyTorch both ways; ember's tokens into out
  * (two arrays of s->tokens). */
-static em_status run_rounds(const em_bench_sample_setup *s, int64_t *out[N_WAYS],
+static em_status run_rounds(const bench_sample_setup *s, int64_t *out[N_WAYS],
                             sample_rounds *m)
 {
     char load[1100], prompt[2100], args[4000];
@@ -68,13 +68,13 @@ static em_status run_rounds(const em_bench_sample_setup *s, int64_t *out[N_WAYS]
         for (int w = 0; w < N_WAYS; w++) {
             em_generate_opts o = s->opts;
             o.no_cache = w == NO_CACHE;
-            double t0 = em_now_s();
+            double t0 = bench_now_s();
             if (em_gpt_generate(s->model, s->ids, s->n_ids, s->tokens, o, out[w]) != EM_OK)
                 return em_error_status();
-            m->ember[w][r] = (double)s->tokens / (em_now_s() - t0);
+            m->ember[w][r] = (double)s->tokens / (bench_now_s() - t0);
         }
         double per_way[N_WAYS] = {0};
-        m->torch_ran = m->torch_ran && em_run_torch_script("gpt_torch.py", args, torch_line,
+        m->torch_ran = m->torch_ran && bench_run_torch_script("gpt_torch.py", args, torch_line,
                                                            per_way);
         for (int w = 0; w < N_WAYS; w++)
             m->torch[w][r] = per_way[w];
@@ -86,7 +86,7 @@ static em_status run_rounds(const em_bench_sample_setup *s, int64_t *out[N_WAYS]
 }
 
 /* The medians of the rounds into ember[] and torch[] (0 where PyTorch did not run). */
-static void medians(const em_bench_sample_setup *s, sample_rounds *m, double ember[N_WAYS],
+static void medians(const bench_sample_setup *s, sample_rounds *m, double ember[N_WAYS],
                     double torch[N_WAYS])
 {
     for (int w = 0; w < N_WAYS; w++) {
@@ -95,7 +95,7 @@ static void medians(const em_bench_sample_setup *s, sample_rounds *m, double emb
     }
 }
 
-static void print_table(const em_bench_sample_setup *s, const sample_rounds *m,
+static void print_table(const bench_sample_setup *s, const sample_rounds *m,
                         const double ember[N_WAYS], const double torch[N_WAYS])
 {
     em_gpt_config c = {0};
@@ -112,7 +112,7 @@ static void print_table(const em_bench_sample_setup *s, const sample_rounds *m,
             printf("%-24s %14.0f\n", way_rows[w], ember[w]);
         printf("%-24s %13.1fx\n", "cache speedup", ember[CACHE] / ember[NO_CACHE]);
     } else {
-        printf("beside %s\n", em_torch_about());
+        printf("beside %s\n", bench_torch_about());
         printf("%-24s %14s %14s %12s\n", "", "ember chars/s", "torch chars/s", "ember/torch");
         for (int w = 0; w < N_WAYS; w++)
             printf("%-24s %14.0f %14.0f %11.2fx\n", way_rows[w], ember[w], torch[w],
@@ -135,14 +135,14 @@ static void set_figure(json_t *obj, const char *key, double v, int decimals)
 
 /* {"threads","rounds","tokens","prompt_chars","torch","cache":{"chars_per_s",
  * "torch_chars_per_s","ratio"},"no_cache":{...}} with null where PyTorch did not run */
-static em_status write_json(const em_bench_sample_setup *s, const double ember[N_WAYS],
+static em_status write_json(const bench_sample_setup *s, const double ember[N_WAYS],
                             const double torch[N_WAYS])
 {
     json_t *j = json_pack("{s:i, s:i, s:I, s:I}", "threads", s->threads, "rounds", s->rounds,
                           "tokens", (json_int_t)s->tokens, "prompt_chars", (json_int_t)s->n_ids);
     if (!j)
         return em_set_error(EM_ERR_MEMORY, "ember bench sample: --json: out of memory");
-    json_object_set_new(j, "torch", torch[CACHE] > 0 ? json_string(em_torch_about())
+    json_object_set_new(j, "torch", torch[CACHE] > 0 ? json_string(bench_torch_about())
                                                      : json_null());
     for (int w = 0; w < N_WAYS; w++) {
         json_t *o = json_object();
@@ -156,7 +156,7 @@ static em_status write_json(const em_bench_sample_setup *s, const double ember[N
     return st;
 }
 
-em_status em_bench_sample_run(const em_bench_sample_setup *s)
+em_status bench_sample_run(const bench_sample_setup *s)
 {
     int64_t *out[N_WAYS] = {malloc((size_t)s->tokens * sizeof(int64_t)),
                             malloc((size_t)s->tokens * sizeof(int64_t))};

@@ -13,25 +13,25 @@ typedef struct {
 } command;
 
 static const command commands[] = {
-    {"info", NULL, em_cmd_info, "build options, devices and threads"},
-    {"demo", NULL, em_cmd_demo, "fit a small linear regression with autograd"},
-    {"train", NULL, em_cmd_train, "train a reference recipe (mlp, cnn, deepmlp) on Fashion-MNIST"},
-    {"eval", NULL, em_cmd_eval, "test accuracy of a saved recipe model"},
-    {"summary", NULL, em_cmd_summary, "a recipe's modules, output shapes and parameter counts"},
-    {"compare", NULL, em_cmd_compare, "each training technique off and on, side by side"},
-    {"profile", NULL, em_cmd_profile, "where a training step's time goes: a table and a trace"},
-    {"bench", "ops", em_bench_ops, "kernel throughput next to BLAS and memcpy references"},
-    {"bench", "train", em_bench_train, "training samples/s of the recipes, ember vs PyTorch"},
-    {"bench", "dist", em_bench_dist, "allreduce vs MPI, 1 x N threads vs N x 1 DDP (mpirun)"},
-    {"quantize", NULL, em_cmd_quantize, "dynamic INT8 quantization of a saved recipe model"},
-    {"prune", NULL, em_cmd_prune, "prune (and fine-tune, shrink) a saved recipe model"},
-    {"export", NULL, em_cmd_export, "write a saved recipe model as an ONNX file"},
-    {"serve", NULL, em_cmd_serve, "serve a saved recipe model over HTTP/JSON (batching, cache)"},
-    {"bench", "serve", em_bench_serve, "the inference server under load: batching, cache, priorities"},
-    {"bench", "infer", em_bench_infer, "inference latency of f32, int8, pruned vs PyTorch"},
-    {"bench", "attention", em_bench_attention, "fused attention vs the composition: bytes, time"},
-    {"sample", NULL, em_cmd_sample, "text from a trained gpt model"},
-    {"bench", "sample", em_bench_sample, "gpt sampling speed with and without the KV cache"},
+    {"info", NULL, cli_cmd_info, "build options, devices and threads"},
+    {"demo", NULL, cli_cmd_demo, "fit a small linear regression with autograd"},
+    {"train", NULL, cli_cmd_train, "train a reference recipe (mlp, cnn, deepmlp) on Fashion-MNIST"},
+    {"eval", NULL, cli_cmd_eval, "test accuracy of a saved recipe model"},
+    {"summary", NULL, cli_cmd_summary, "a recipe's modules, output shapes and parameter counts"},
+    {"compare", NULL, cli_cmd_compare, "each training technique off and on, side by side"},
+    {"profile", NULL, cli_cmd_profile, "where a training step's time goes: a table and a trace"},
+    {"bench", "ops", bench_ops, "kernel throughput next to BLAS and memcpy references"},
+    {"bench", "train", bench_train, "training samples/s of the recipes, ember vs PyTorch"},
+    {"bench", "dist", bench_dist, "allreduce vs MPI, 1 x N threads vs N x 1 DDP (mpirun)"},
+    {"quantize", NULL, cli_cmd_quantize, "dynamic INT8 quantization of a saved recipe model"},
+    {"prune", NULL, cli_cmd_prune, "prune (and fine-tune, shrink) a saved recipe model"},
+    {"export", NULL, cli_cmd_export, "write a saved recipe model as an ONNX file"},
+    {"serve", NULL, cli_cmd_serve, "serve a saved recipe model over HTTP/JSON (batching, cache)"},
+    {"bench", "serve", bench_serve, "the inference server under load: batching, cache, priorities"},
+    {"bench", "infer", bench_infer, "inference latency of f32, int8, pruned vs PyTorch"},
+    {"bench", "attention", bench_attention, "fused attention vs the composition: bytes, time"},
+    {"sample", NULL, cli_cmd_sample, "text from a trained gpt model"},
+    {"bench", "sample", bench_sample, "gpt sampling speed with and without the KV cache"},
 };
 
 static void usage(FILE *f, const char *group)
@@ -56,7 +56,7 @@ static bool is_help(const char *a)
 
 int main(int argc, char **argv)
 {
-    em_cli_wait_policy_init(argv);
+    cli_wait_policy_init(argv);
     if (argc < 2 || is_help(argv[1])) {
         usage(argc < 2 ? stderr : stdout, NULL);
         return argc < 2 ? 2 : 0;

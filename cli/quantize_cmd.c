@@ -17,7 +17,7 @@
 typedef struct {
     double acc, loss;
     int64_t bytes;
-    em_latency b1, b64;
+    bench_latency b1, b64;
 } model_figures;
 
 static em_status measure(em_module *m, const em_dataset *test, const em_tensor *x64,
@@ -32,8 +32,8 @@ static em_status measure(em_module *m, const em_dataset *test, const em_tensor *
         st = em_error_status();
     if (st == EM_OK) {
         f->bytes = em_module_nbytes(m);
-        f->b1 = em_measure_latency(m, x1, 50, 300);
-        f->b64 = em_measure_latency(m, x64, 5, 40);
+        f->b1 = bench_measure_latency(m, x1, 50, 300);
+        f->b64 = bench_measure_latency(m, x64, 5, 40);
     }
     em_release(x1);
     return st;
@@ -57,9 +57,9 @@ static bool source_pruned(const char *path)
 }
 
 /* The first n shuffled training batches of 64 (n tensors, the caller's), or false. */
-static bool calibration_batches(const em_recipe *rc, const char *data_dir, int n, em_tensor **out)
+static bool calibration_batches(const recipe_spec *rc, const char *data_dir, int n, em_tensor **out)
 {
-    em_dataset *ds = em_fashion_mnist(data_dir, true, rc->flat_input);
+    em_dataset *ds = recipe_fashion_mnist(data_dir, true, rc->flat_input);
     em_loader *dl = ds ? em_loader_new(ds, (em_loader_opts){.batch_size = 64, .shuffle = true})
                        : NULL;
     int got = 0;
@@ -73,17 +73,17 @@ static bool calibration_batches(const em_recipe *rc, const char *data_dir, int n
 }
 
 /* f32, dynamic and static INT8 side by side: the static model is saved. */
-static int quantize_static(const em_recipe *rc, const char *load, const char *save,
+static int quantize_static(const recipe_spec *rc, const char *load, const char *save,
                            const char *data_dir, int n_calib, em_calib_observer_kind observer)
 {
     em_module *m[3] = {rc->build(), rc->build(), rc->build()};
-    em_dataset *test = em_fashion_mnist(data_dir, false, rc->flat_input);
-    em_tensor *x64 = test ? em_test_batch(rc, data_dir, 64) : NULL;
+    em_dataset *test = recipe_fashion_mnist(data_dir, false, rc->flat_input);
+    em_tensor *x64 = test ? bench_test_batch(rc, data_dir, 64) : NULL;
     em_tensor **calib = calloc((size_t)n_calib, sizeof *calib);
     model_figures f[3] = {0};
     em_status st = x64 && calib && m[0] && m[1] && m[2] ? EM_OK : em_error_status();
     for (int i = 0; i < 3 && st == EM_OK; i++)
-        st = em_load_model_any(m[i], rc, load);
+        st = recipe_load_model_any(m[i], rc, load);
     if (st == EM_OK)
         st = em_quantize_dynamic_(m[1], (em_quantize_opts){0});
     if (st == EM_OK && !calibration_batches(rc, data_dir, n_calib, calib))
@@ -96,7 +96,7 @@ static int quantize_static(const em_recipe *rc, const char *load, const char *sa
         st = measure(m[i], test, x64, &f[i]);
     for (int round = 0; round < 2 && st == EM_OK; round++) /* interleaved: noise hits all alike */
         for (int i = 0; i < 3; i++) {
-            em_latency b64 = em_measure_latency(m[i], x64, 5, 40);
+            bench_latency b64 = bench_measure_latency(m[i], x64, 5, 40);
             f[i].b64.p50_us = b64.p50_us < f[i].b64.p50_us ? b64.p50_us : f[i].b64.p50_us;
         }
     em_st_meta meta[3] = {{"recipe", rc->name}};
@@ -134,44 +134,44 @@ typedef struct {
     bool per_tensor, static_int8;
 } quantize_args;
 
-/* Reads argv into a and *rc; EM_ARGS_RUN to go on, else the exit status. */
-static int parse_quantize_args(int argc, char **argv, quantize_args *a, const em_recipe **rc)
+/* Reads argv into a and *rc; CMD_ARGS_RUN to go on, else the exit status. */
+static int parse_quantize_args(int argc, char **argv, quantize_args *a, const recipe_spec **rc)
 {
-    const em_opt opts[] = {
-        {"load", EM_OPT_STRING, &a->load, "FILE", "the f32 model file or checkpoint",
+    const cmd_opt opts[] = {
+        {"load", CMD_OPT_STRING, &a->load, "FILE", "the f32 model file or checkpoint",
          .required = true},
-        {"save", EM_OPT_STRING, &a->save, "FILE", "where the quantized model goes", .required = true},
-        {"per-tensor", EM_OPT_FLAG, &a->per_tensor, NULL,
+        {"save", CMD_OPT_STRING, &a->save, "FILE", "where the quantized model goes", .required = true},
+        {"per-tensor", CMD_OPT_FLAG, &a->per_tensor, NULL,
          .help = "one scale per tensor (default: per row)"},
-        {"threads", EM_OPT_INT, &a->threads, "N", "OpenMP threads (default 2)",
-         .range = EM_RANGE(1, 4096)},
-        {"static", EM_OPT_FLAG, &a->static_int8, NULL, .help = "static INT8 of Linear and Conv2d, "
+        {"threads", CMD_OPT_INT, &a->threads, "N", "OpenMP threads (default 2)",
+         .range = CMD_RANGE(1, 4096)},
+        {"static", CMD_OPT_FLAG, &a->static_int8, NULL, .help = "static INT8 of Linear and Conv2d, "
          "calibrated; reported next to f32 and dynamic"},
-        {"calib-batches", EM_OPT_INT, &a->calib_batches, "N", "training batches of 64 to calibrate "
-         "on (default 32)", .range = EM_RANGE(1, 937)},
-        {"observer", EM_OPT_CHOICE, &a->observer, NULL, "activation ranges: min/max or the "
+        {"calib-batches", CMD_OPT_INT, &a->calib_batches, "N", "training batches of 64 to calibrate "
+         "on (default 32)", .range = CMD_RANGE(1, 937)},
+        {"observer", CMD_OPT_CHOICE, &a->observer, NULL, "activation ranges: min/max or the "
          "99.99th percentile (default minmax)", .choices = "minmax|percentile"},
-        {"data", EM_OPT_STRING, &a->data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"data", CMD_OPT_STRING, &a->data_dir, "DIR", .help = "Fashion-MNIST directory"},
         {0}};
-    const em_cmd_spec spec = {
+    const cmd_spec spec = {
         .command = "ember quantize", .operands = "RECIPE", .n_operands = 1, .operand = &a->recipe,
         .about = "Dynamic INT8 quantization of a saved model's Linear layers, or (--static) static "
                  "INT8 of\nits Linear and Conv2d layers calibrated on training batches: accuracy, "
                  "size and\nlatency before and after, then a JSON summary line.",
-        .more_help = em_list_built_recipes, .opts = opts};
-    int parsed = em_parse_recipe_command(&spec, argc, argv, &a->recipe, true, rc);
-    if (parsed != EM_ARGS_RUN)
+        .more_help = cmd_list_built_recipes, .opts = opts};
+    int parsed = cmd_parse_recipe_command(&spec, argc, argv, &a->recipe, true, rc);
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
     if (a->static_int8 && a->per_tensor) {
         fprintf(stderr, "ember quantize: --static quantizes weights per channel; drop "
                 "--per-tensor\n");
         return 2;
     }
-    return EM_ARGS_RUN;
+    return CMD_ARGS_RUN;
 }
 
 /* Dynamic INT8's one-line JSON summary: f32 before, quantized after. */
-static em_status print_dynamic_summary(const em_recipe *rc, em_quant_granularity g,
+static em_status print_dynamic_summary(const recipe_spec *rc, em_quant_granularity g,
                                        const model_figures *f32, const model_figures *q,
                                        long long f32_file, long long q_file)
 {
@@ -196,19 +196,19 @@ static em_status print_dynamic_summary(const em_recipe *rc, em_quant_granularity
 
 /* Dynamic INT8 of the model in a->load, measured before and after, saved to a->save; the exit
  * status. */
-static int quantize_dynamic(const em_recipe *rc, const quantize_args *a)
+static int quantize_dynamic(const recipe_spec *rc, const quantize_args *a)
 {
     em_quantize_opts qo = {.granularity = a->per_tensor ? EM_QUANT_PER_TENSOR
                                                         : EM_QUANT_PER_CHANNEL};
     em_module *m = rc->build();
-    em_dataset *test = em_fashion_mnist(a->data_dir, false, rc->flat_input);
-    em_tensor *x64 = test ? em_test_batch(rc, a->data_dir, 64) : NULL;
+    em_dataset *test = recipe_fashion_mnist(a->data_dir, false, rc->flat_input);
+    em_tensor *x64 = test ? bench_test_batch(rc, a->data_dir, 64) : NULL;
     model_figures f32 = {0}, q = {0};
     char f32_path[] = "/tmp/ember_quantize_f32XXXXXX";
     int fd = mkstemp(f32_path);
     if (fd >= 0)
         close(fd);
-    em_status st = m && x64 ? em_load_model_any(m, rc, a->load) : em_error_status();
+    em_status st = m && x64 ? recipe_load_model_any(m, rc, a->load) : em_error_status();
     if (st == EM_OK)
         st = measure(m, test, x64, &f32);
     if (st == EM_OK && fd >= 0)
@@ -237,12 +237,12 @@ static int quantize_dynamic(const em_recipe *rc, const quantize_args *a)
                                                                                           : 1;
 }
 
-int em_cmd_quantize(int argc, char **argv)
+int cli_cmd_quantize(int argc, char **argv)
 {
     quantize_args a = {.observer = "minmax", .threads = 2, .calib_batches = 32};
-    const em_recipe *rc;
+    const recipe_spec *rc;
     int parsed = parse_quantize_args(argc, argv, &a, &rc);
-    if (parsed != EM_ARGS_RUN)
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
     omp_set_num_threads(a.threads);
     if (a.static_int8)

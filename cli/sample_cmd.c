@@ -27,7 +27,7 @@ static bool prepare(const char *command, const sample_args *a, em_module **model
     size_t len = strlen(a->prompt);
     uint8_t *bytes = malloc(len > 0 ? len : 1);
     *ids = malloc((len > 0 ? len : 1) * sizeof **ids);
-    em_status st = bytes && *ids ? em_gpt_recipe_load(a->load, model, vocab)
+    em_status st = bytes && *ids ? recipe_gpt_load(a->load, model, vocab)
                                  : em_set_error(EM_ERR_MEMORY, "out of memory");
     if (st == EM_OK && len == 0)
         st = em_set_error(EM_ERR_ARG, "the prompt is empty");
@@ -57,36 +57,36 @@ static em_generate_opts generate_opts(const sample_args *a, bool no_cache)
 }
 
 #define SAMPLE_OPTS(a)                                                                         \
-    {"load", EM_OPT_STRING, &(a).load, "FILE", .help = "a model saved by ember train gpt --save", \
+    {"load", CMD_OPT_STRING, &(a).load, "FILE", .help = "a model saved by ember train gpt --save", \
      .required = true},                                                                        \
-    {"prompt", EM_OPT_STRING, &(a).prompt, "TEXT",                                              \
+    {"prompt", CMD_OPT_STRING, &(a).prompt, "TEXT",                                              \
      .help = "the text to continue (default: a newline)"},                                     \
-    {"tokens", EM_OPT_INT64, &(a).tokens, "N", "characters to generate (default 256)",         \
-     .range = EM_RANGE(1, 1e6)},                                                               \
-    {"temperature", EM_OPT_REAL, &(a).temperature, "T", "divides the logits (default 0.8)",     \
-     .range = EM_ABOVE(0)},                                                                    \
-    {"top-k", EM_OPT_INT64, &(a).top_k, "K", "sample among the K likeliest (default 0: all)", \
-     .range = EM_AT_LEAST(0)},                                                                 \
-    {"seed", EM_OPT_UINT64, &(a).seed, "S", .help = "random seed (default 0)"},               \
-    {"threads", EM_OPT_INT, &(a).threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)}
+    {"tokens", CMD_OPT_INT64, &(a).tokens, "N", "characters to generate (default 256)",         \
+     .range = CMD_RANGE(1, 1e6)},                                                               \
+    {"temperature", CMD_OPT_REAL, &(a).temperature, "T", "divides the logits (default 0.8)",     \
+     .range = CMD_ABOVE(0)},                                                                    \
+    {"top-k", CMD_OPT_INT64, &(a).top_k, "K", "sample among the K likeliest (default 0: all)", \
+     .range = CMD_AT_LEAST(0)},                                                                 \
+    {"seed", CMD_OPT_UINT64, &(a).seed, "S", .help = "random seed (default 0)"},               \
+    {"threads", CMD_OPT_INT, &(a).threads, "N", "OpenMP threads", .range = CMD_RANGE(1, 4096)}
 
-int em_cmd_sample(int argc, char **argv)
+int cli_cmd_sample(int argc, char **argv)
 {
     sample_args a = {.prompt = "\n", .tokens = 256, .temperature = 0.8};
     const char *recipe = NULL;
     bool no_cache = false;
-    const em_opt opts[] = {
+    const cmd_opt opts[] = {
         SAMPLE_OPTS(a),
-        {"no-cache", EM_OPT_FLAG, &no_cache, NULL,
+        {"no-cache", CMD_OPT_FLAG, &no_cache, NULL,
          .help = "recompute the whole context every step"},
         {0}};
-    const em_cmd_spec spec = {
+    const cmd_spec spec = {
         .command = "ember sample", .operands = "gpt", .n_operands = 1, .operand = &recipe,
         .about = "Continues the prompt with text sampled from a trained gpt model: the text goes "
                  "to stdout,\ntokens/s to stderr. The same seed gives the same text.",
         .opts = opts};
-    int parsed = em_args_parse(&spec, argc, argv);
-    if (parsed != EM_ARGS_RUN)
+    int parsed = cmd_args_parse(&spec, argc, argv);
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
     if (strcmp(recipe, "gpt")) {
         fprintf(stderr, "ember sample: only the gpt recipe samples text, not '%s'\n", recipe);
@@ -101,9 +101,9 @@ int em_cmd_sample(int argc, char **argv)
         free(text);
         return 1;
     }
-    double t0 = em_now_s();
+    double t0 = bench_now_s();
     em_status st = em_gpt_generate(model, ids, n, a.tokens, generate_opts(&a, no_cache), out);
-    double secs = em_now_s() - t0;
+    double secs = bench_now_s() - t0;
     if (st == EM_OK)
         st = em_char_vocab_decode(&vocab, out, (size_t)a.tokens, text);
     if (st == EM_OK) {
@@ -122,28 +122,28 @@ int em_cmd_sample(int argc, char **argv)
     return st == EM_OK ? 0 : 1;
 }
 
-int em_bench_sample(int argc, char **argv)
+int bench_sample(int argc, char **argv)
 {
     sample_args a = {.prompt = "\n", .tokens = 256, .temperature = 0.8};
     int rounds = 3;
     bool no_torch = false;
     const char *json = NULL;
-    const em_opt opts[] = {
+    const cmd_opt opts[] = {
         SAMPLE_OPTS(a),
-        {"rounds", EM_OPT_INT, &rounds, "N", "timed rounds of each (default 3)",
-         .range = EM_RANGE(1, EM_BENCH_SAMPLE_MAX_ROUNDS)},
-        {"no-torch", EM_OPT_FLAG, &no_torch, NULL, .help = "ember's figures only"},
-        {"json", EM_OPT_STRING, &json, "FILE", .help = "also write the figures as JSON"},
+        {"rounds", CMD_OPT_INT, &rounds, "N", "timed rounds of each (default 3)",
+         .range = CMD_RANGE(1, BENCH_SAMPLE_MAX_ROUNDS)},
+        {"no-torch", CMD_OPT_FLAG, &no_torch, NULL, .help = "ember's figures only"},
+        {"json", CMD_OPT_STRING, &json, "FILE", .help = "also write the figures as JSON"},
         {0}};
-    const em_cmd_spec spec = {
+    const cmd_spec spec = {
         .command = "ember bench sample",
         .about = "Characters/s of ember sample gpt with the key/value cache and without it "
                  "(every step\nrunning the whole context), beside PyTorch generating from the "
                  "same model file with its\nown cache (bench/gpt_torch.py sample; $EMBER_PYTHON "
                  "runs it); rounds alternate, medians.",
         .opts = opts};
-    int parsed = em_args_parse(&spec, argc, argv);
-    if (parsed != EM_ARGS_RUN)
+    int parsed = cmd_args_parse(&spec, argc, argv);
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
     em_module *model = NULL;
     em_char_vocab vocab;
@@ -154,11 +154,11 @@ int em_bench_sample(int argc, char **argv)
     }
     if (!prepare(spec.command, &a, &model, &vocab, &ids, &n))
         return 1;
-    em_bench_sample_setup setup = {
+    bench_sample_setup setup = {
         .model = model, .load = a.load, .prompt = a.prompt, .json = json, .ids = ids,
         .n_ids = n, .tokens = a.tokens, .opts = generate_opts(&a, false),
         .threads = omp_get_max_threads(), .rounds = rounds, .torch = !no_torch};
-    em_status st = em_bench_sample_run(&setup);
+    em_status st = bench_sample_run(&setup);
     if (st != EM_OK)
         fprintf(stderr, "%s: %s\n", spec.command, em_error());
     em_module_free(model);

@@ -6,40 +6,40 @@
 #include "cli/cli_internal.h"
 
 /* The recipe from the operand or the model file; NULL after printing why. */
-static const em_recipe *settle_recipe(const char *command, const em_recipe *rc, const char *load)
+static const recipe_spec *settle_recipe(const char *command, const recipe_spec *rc, const char *load)
 {
     if (rc || load)
-        return rc ? rc : em_recipe_of_model_file(command, load);
+        return rc ? rc : cmd_recipe_of_model_file(command, load);
     fprintf(stderr, "%s: give RECIPE or --load FILE (see '%s --help')\n", command, command);
     return NULL;
 }
 
-int em_cmd_summary(int argc, char **argv)
+int cli_cmd_summary(int argc, char **argv)
 {
     const char *recipe = NULL, *load = NULL;
-    const em_opt opts[] = {
-        {"load", EM_OPT_STRING, &load, "FILE",
+    const cmd_opt opts[] = {
+        {"load", CMD_OPT_STRING, &load, "FILE",
          .help = "a saved model (quantized, pruned) or checkpoint instead of fresh weights"},
         {0}};
-    const em_cmd_spec spec = {
+    const cmd_spec spec = {
         .command = "ember summary", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
         .operands_optional = true,
         .about = "A recipe's modules: each layer's output shape for one sample and its parameter "
                  "count,\nthen the totals. RECIPE: by default the one --load's file names.",
-        .more_help = em_list_built_recipes, .opts = opts};
-    const em_recipe *rc;
-    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
-    if (parsed != EM_ARGS_RUN)
+        .more_help = cmd_list_built_recipes, .opts = opts};
+    const recipe_spec *rc;
+    int parsed = cmd_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
     if (!(rc = settle_recipe(spec.command, rc, load)))
         return 2;
-    em_shape sample = em_recipe_sample_shape(rc), input = {.ndim = sample.ndim + 1, .d = {1}};
+    em_shape sample = recipe_sample_shape(rc), input = {.ndim = sample.ndim + 1, .d = {1}};
     for (int i = 0; i < sample.ndim; i++)
         input.d[i + 1] = sample.d[i];
     em_module *model = rc->build();
     em_status st = model ? EM_OK : em_error_status();
     if (st == EM_OK && load)
-        st = em_load_model_any(model, rc, load);
+        st = recipe_load_model_any(model, rc, load);
     if (st == EM_OK)
         st = em_module_summary(model, input, stdout);
     em_module_free(model);

@@ -3,8 +3,8 @@
  * last answer, else it is closed; a connection beyond the limit closes the one that has waited
  * longest for its request, or, when every other one is busy answering, is refused 503. Part of
  * http/http_server.c (libmicrohttpd, the `ember` program). */
-#ifndef EMBER_SERVE_HTTP_GUARD_H
-#define EMBER_SERVE_HTTP_GUARD_H
+#ifndef EMBER_HTTP_HTTP_GUARD_H
+#define EMBER_HTTP_HTTP_GUARD_H
 
 #include <microhttpd.h>
 #include <stdbool.h>

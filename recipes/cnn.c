@@ -1,7 +1,7 @@
 /* The CNN recipe: two 3x3 conv-ReLU-maxpool stages and two linear layers on (1, 28, 28) images. */
 #include "recipes/recipes.h"
 
-em_module *em_recipe_cnn_build(void)
+em_module *recipe_cnn_build(void)
 {
     return em_sequential(10,
                          em_conv2d_layer(1, 32, 3, (em_conv2d_layer_opts){.padding = 1}),

@@ -13,19 +13,19 @@
 #include "recipes/recipes.h"
 
 /* 4 pre-LN blocks of 4 heads, width 128, over 128 characters: 0.8M parameters that train to
- * English-like text (val loss 1.80 nats/char) in EM_GPT_STEPS steps of 32 windows at lr 3e-3:
+ * English-like text (val loss 1.80 nats/char) in RECIPE_GPT_STEPS steps of 32 windows at lr 3e-3:
  * 4.1M characters, a few minutes on 2 cores. At 2000 steps of lr 1e-3 the run took three
  * times as long; 1000 steps at 1e-3 reach only 2.02. */
-em_gpt_config em_gpt_recipe_config(int64_t vocab_size)
+em_gpt_config recipe_gpt_config(int64_t vocab_size)
 {
     return (em_gpt_config){.vocab_size = vocab_size, .block_size = 128, .n_layer = 4,
                            .n_head = 4, .n_embd = 128};
 }
 
-em_optim *em_gpt_recipe_optimizer(em_module *model, double lr)
+em_optim *recipe_gpt_optimizer(em_module *model, double lr)
 {
-    em_optim *o = em_adamw(NULL, (em_adam_opts){.lr = lr, .beta2 = EM_GPT_BETA2,
-                                                .weight_decay = EM_GPT_WEIGHT_DECAY});
+    em_optim *o = em_adamw(NULL, (em_adam_opts){.lr = lr, .beta2 = RECIPE_GPT_BETA2,
+                                                .weight_decay = RECIPE_GPT_WEIGHT_DECAY});
     if (o && em_optim_add_module_no_decay_1d(o, model) != EM_OK) {
         em_optim_free(o);
         return NULL;
@@ -53,9 +53,9 @@ static em_tensor *sequence_loss(void *ctx, const em_tensor *logits, const em_ten
 
 /* The val loss's samples: every fourth non-overlapping window of the val split (a quarter of
  * it, spread over all of it, so that evaluating costs little next to training). */
-static em_dataset *val_windows(const em_gpt_text *t, int64_t block)
+static em_dataset *val_windows(const recipe_gpt_text *t, int64_t block)
 {
-    return em_char_windows_dataset(t->ids + t->n_train, t->n_val, block, EM_GPT_VAL_STRIDE * block);
+    return em_char_windows_dataset(t->ids + t->n_train, t->n_val, block, RECIPE_GPT_VAL_STRIDE * block);
 }
 
 /* The metadata saved with a model: the recipe, the vocabulary's characters and the size. */
@@ -83,7 +83,7 @@ static void make_meta(gpt_meta *m, const em_char_vocab *v, const em_gpt_config *
 
 /* Everything one run holds; released by run_free whatever state it stopped in. */
 typedef struct {
-    em_gpt_text text;
+    recipe_gpt_text text;
     em_module *model;
     em_optim *optim;
     em_scheduler *sched;
@@ -105,7 +105,7 @@ static void run_free(run *r)
     em_scheduler_free(r->sched);
     em_optim_free(r->optim);
     em_module_free(r->model);
-    em_gpt_text_free(&r->text);
+    recipe_gpt_text_free(&r->text);
 }
 
 static em_status make_schedule(const char *name, run *r, double lr, int64_t updates)
@@ -115,7 +115,7 @@ static em_status make_schedule(const char *name, run *r, double lr, int64_t upda
     if (!strcmp(name, "cosine"))
         r->sched = em_cosine_annealing_lr(r->optim, updates, 0.0);
     else if (!strcmp(name, "warmup-cosine"))
-        r->sched = em_warmup_cosine_lr(r->optim, updates > EM_GPT_WARMUP ? EM_GPT_WARMUP : 1,
+        r->sched = em_warmup_cosine_lr(r->optim, updates > RECIPE_GPT_WARMUP ? RECIPE_GPT_WARMUP : 1,
                                        updates, lr / 10);
     else
         return em_set_error(EM_ERR_ARG, "gpt: unknown schedule '%s' (warmup-cosine, cosine, "
@@ -124,13 +124,13 @@ static em_status make_schedule(const char *name, run *r, double lr, int64_t upda
 }
 
 /* Model, optimizer, data, loader, schedule and trainer of a run. */
-static em_status start_run(const em_train_opts *o, em_train_result *res, run *r, int64_t steps)
+static em_status start_run(const recipe_train_opts *o, recipe_result *res, run *r, int64_t steps)
 {
-    const em_recipe *rc = o->recipe;
-    em_status st = em_gpt_text_load(o->data_dir, &r->text);
+    const recipe_spec *rc = o->recipe;
+    em_status st = recipe_gpt_text_load(o->data_dir, &r->text);
     if (st != EM_OK)
         return st;
-    em_gpt_config c = em_gpt_recipe_config(r->text.vocab.size);
+    em_gpt_config c = recipe_gpt_config(r->text.vocab.size);
     em_manual_seed(o->seed);
     double lr = o->lr > 0 ? o->lr : rc->lr;
     r->model = em_gpt(c);
@@ -140,8 +140,8 @@ static em_status start_run(const em_train_opts *o, em_train_result *res, run *r,
         return em_error_status();
     const char *optim = o->optim ? o->optim : rc->optim;
     r->optim = !r->model ? NULL : !strcmp(optim, "adamw")
-                                      ? em_gpt_recipe_optimizer(r->model, lr)
-                                      : em_recipe_optimizer(optim, r->model, lr, rc->momentum);
+                                      ? recipe_gpt_optimizer(r->model, lr)
+                                      : recipe_optimizer(optim, r->model, lr, rc->momentum);
     r->train = em_char_windows_dataset(r->text.ids, r->text.n_train, c.block_size, 1);
     r->val = val_windows(&r->text, c.block_size);
     int accum = o->tech.grad_accum > 1 ? o->tech.grad_accum : 1;
@@ -181,11 +181,11 @@ static em_status start_run(const em_train_opts *o, em_train_result *res, run *r,
     return r->trainer ? EM_OK : em_error_status();
 }
 
-em_status em_recipe_gpt_train(const em_train_opts *o, em_train_result *res)
+em_status recipe_gpt_train(const recipe_train_opts *o, recipe_result *res)
 {
     double t_start = now_s();
-    int64_t steps = o->max_steps ? o->max_steps : EM_GPT_STEPS;
-    *res = (em_train_result){.epochs = 1, .batch = (int)(o->batch ? o->batch : o->recipe->batch),
+    int64_t steps = o->max_steps ? o->max_steps : RECIPE_GPT_STEPS;
+    *res = (recipe_result){.epochs = 1, .batch = (int)(o->batch ? o->batch : o->recipe->batch),
                              .scale = 1, .test_acc = NAN, .test_loss = NAN};
     if (o->resume_path || o->find_batch || o->epochs > 1)
         return em_set_error(EM_ERR_ARG, "gpt: --resume, --find-batch and --epochs are not "
@@ -224,17 +224,17 @@ em_status em_recipe_gpt_train(const em_train_opts *o, em_train_result *res)
     return st;
 }
 
-em_status em_recipe_gpt_eval(const char *data_dir, const char *load_path, em_train_result *res)
+em_status recipe_gpt_eval(const char *data_dir, const char *load_path, recipe_result *res)
 {
     double t0 = now_s();
-    *res = (em_train_result){.scale = 1, .test_acc = NAN, .test_loss = NAN};
+    *res = (recipe_result){.scale = 1, .test_acc = NAN, .test_loss = NAN};
     em_module *model = NULL;
     em_char_vocab vocab;
-    em_gpt_text text = {0};
+    recipe_gpt_text text = {0};
     em_dataset *val = NULL;
-    em_status st = em_gpt_recipe_load(load_path, &model, &vocab);
+    em_status st = recipe_gpt_load(load_path, &model, &vocab);
     if (st == EM_OK)
-        st = em_gpt_text_load(data_dir, &text);
+        st = recipe_gpt_text_load(data_dir, &text);
     em_gpt_config c;
     if (st == EM_OK && (vocab.size != text.vocab.size ||
                         memcmp(vocab.chars, text.vocab.chars, (size_t)vocab.size)))
@@ -254,7 +254,7 @@ em_status em_recipe_gpt_eval(const char *data_dir, const char *load_path, em_tra
     res->peak_bytes = em_memory_get_stats(EM_CPU).peak_bytes;
     res->wall_s = now_s() - t0;
     em_dataset_free(val);
-    em_gpt_text_free(&text);
+    recipe_gpt_text_free(&text);
     em_module_free(model);
     return st;
 }

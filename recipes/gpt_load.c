@@ -137,7 +137,7 @@ static em_status read_config(const em_safetensors *f, const char *path, em_gpt_c
     return check_tensors(f, c, path);
 }
 
-em_status em_gpt_recipe_load(const char *path, em_module **model, em_char_vocab *vocab)
+em_status recipe_gpt_load(const char *path, em_module **model, em_char_vocab *vocab)
 {
     *model = NULL;
     em_safetensors *f = NULL;
@@ -149,7 +149,7 @@ em_status em_gpt_recipe_load(const char *path, em_module **model, em_char_vocab 
     if (st != EM_OK)
         return st;
     *model = em_gpt(c);
-    st = *model ? em_load_model_any(*model, em_recipe_find("gpt"), path) : em_error_status();
+    st = *model ? recipe_load_model_any(*model, recipe_find("gpt"), path) : em_error_status();
     if (st != EM_OK) {
         em_module_free(*model);
         *model = NULL;

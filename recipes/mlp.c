@@ -1,7 +1,7 @@
 /* The MLP recipe: 784-512-256-10 with ReLU on flattened Fashion-MNIST images. */
 #include "recipes/recipes.h"
 
-em_module *em_recipe_mlp_build(void)
+em_module *recipe_mlp_build(void)
 {
     return em_sequential(5,
                          em_linear_layer(784, 512, true), // (B, 784) -> (B, 512)

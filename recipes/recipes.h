@@ -6,8 +6,8 @@
 
 #include "ember.h"
 
-struct em_train_opts;
-struct em_train_result;
+struct recipe_train_opts;
+struct recipe_result;
 
 typedef struct {
     const char *name;   /* "mlp" */
@@ -20,40 +20,40 @@ typedef struct {
     double lr;
     double momentum;
     const char *optim;  /* "sgd", "adam", "adamw" or "rmsprop" */
-    const char *schedule; /* one of EM_RECIPE_SCHEDULES */
+    const char *schedule; /* one of RECIPE_SCHEDULES */
     double clip;        /* gradient 2-norm clipped to this unless --clip says; 0: none */
     /* a recipe with data and a task of its own (gpt) trains and evaluates itself, taking the
      * same options and filling the same result; build is then NULL */
-    em_status (*train)(const struct em_train_opts *o, struct em_train_result *r);
-    em_status (*eval)(const char *data_dir, const char *load_path, struct em_train_result *r);
-} em_recipe;
+    em_status (*train)(const struct recipe_train_opts *o, struct recipe_result *r);
+    em_status (*eval)(const char *data_dir, const char *load_path, struct recipe_result *r);
+} recipe_spec;
 
-const em_recipe *em_recipe_find(const char *name); /* NULL when unknown */
-const em_recipe *em_recipe_at(int i);               /* the i-th recipe, NULL past the end */
+const recipe_spec *recipe_find(const char *name); /* NULL when unknown */
+const recipe_spec *recipe_at(int i);               /* the i-th recipe, NULL past the end */
 
-em_module *em_recipe_mlp_build(void);
-em_module *em_recipe_cnn_build(void);
-em_module *em_recipe_deepmlp_build(void);
+em_module *recipe_mlp_build(void);
+em_module *recipe_cnn_build(void);
+em_module *recipe_deepmlp_build(void);
 
-#define EM_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+#define RECIPE_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
 
-typedef struct em_train_opts {
-    const em_recipe *recipe;
-    const char *data_dir;   /* NULL: the recipe's (EM_FASHION_MNIST_DIR, EM_FORTUNES_DIR) */
+typedef struct recipe_train_opts {
+    const recipe_spec *recipe;
+    const char *data_dir;   /* NULL: the recipe's (RECIPE_FASHION_MNIST_DIR, RECIPE_FORTUNES_DIR) */
     int epochs;             /* 0: the recipe's */
     int64_t batch;          /* 0: the recipe's */
     double lr;              /* 0: the recipe's */
     double momentum;        /* 0: the recipe's (sgd's) */
     const char *optim;      /* NULL: the recipe's */
     const char *schedule;   /* NULL: the recipe's */
-    int workers;            /* loader threads (em_recipe_default_workers: the usual choice) */
+    int workers;            /* loader threads (recipe_default_workers: the usual choice) */
     uint64_t seed;
     const char *save_path;  /* training checkpoint written after every epoch and at the end */
     int64_t save_every;     /* and every this many micro-batches; 0: not between epochs */
     const char *resume_path;
     int64_t max_steps;      /* stop after this many micro-batch steps; 0: run every epoch */
     em_techniques tech;
-    const char *preset;     /* the preset the options came from (em_recipe_preset), or NULL */
+    const char *preset;     /* the preset the options came from (recipe_preset), or NULL */
     em_device device;       /* where the model trains (the CPU by default): the model moves
                                there before its optimizer is built, batches arrive there */
     size_t mem_budget;      /* hold the device's memory to this many bytes; 0: no budget */
@@ -65,9 +65,9 @@ typedef struct em_train_opts {
     em_trainer_callbacks callbacks; /* more hooks into the loop (ember compare's loss curves) */
     bool ddp;               /* data-parallel over the process group (em_dist_init first): batch
                                is per process; rank 0 validates, evaluates and shows progress */
-} em_train_opts;
+} recipe_train_opts;
 
-typedef struct em_train_result {
+typedef struct recipe_result {
     double test_acc, test_loss;   /* gpt: NaN and the val loss in nats per character */
     double train_loss;            /* mean loss over the last 20 micro-batches */
     double train_samples_per_s;   /* training steps only, evaluation excluded; with ddp, of all
@@ -85,7 +85,7 @@ typedef struct em_train_result {
     int64_t largest_batch;  /* with find_batch: the largest batch that fit */
     int epochs, batch;
     int64_t tokens_per_sample; /* positions trained per sample: gpt's block size; 0 otherwise */
-} em_train_result;
+} recipe_result;
 
 /* The learning-rate schedules of a run of total_updates optimizer updates from the lr o has;
  * *out gets the scheduler (NULL for constant), which the trainer steps:
@@ -98,8 +98,8 @@ typedef struct em_train_result {
  *   step           the lr times 0.1 after every third of the run (StepLR)
  *   plateau        the lr times 0.1 once two epochs in a row did not improve the validation
  *                  loss (ReduceLROnPlateau with patience 1; the training loss with --no-val) */
-#define EM_RECIPE_SCHEDULES "constant|cosine|warmup-cosine|onecycle|step|plateau"
-em_status em_recipe_schedule(const char *name, em_optim *o, int64_t total_updates,
+#define RECIPE_SCHEDULES "constant|cosine|warmup-cosine|onecycle|step|plateau"
+em_status recipe_schedule(const char *name, em_optim *o, int64_t total_updates,
                              em_scheduler **out);
 
 /* Bundles of techniques (`ember train --preset`), each adding to the one before:
@@ -108,31 +108,31 @@ em_status em_recipe_schedule(const char *name, em_optim *o, int64_t total_update
  *   advanced  basic + bf16 autocast + the warmup-cosine schedule
  *   ultra     advanced + gradient accumulation over 2 micro-batches + activation checkpointing
  * Sets those fields of o, and o->preset. */
-#define EM_RECIPE_PRESETS "basic|advanced|ultra"
-em_status em_recipe_preset(const char *name, em_train_opts *o);
+#define RECIPE_PRESETS "basic|advanced|ultra"
+em_status recipe_preset(const char *name, recipe_train_opts *o);
 
-em_status em_recipe_train(const em_train_opts *o, em_train_result *r);
-em_status em_recipe_gpt_train(const em_train_opts *o, em_train_result *r);
+em_status recipe_train(const recipe_train_opts *o, recipe_result *r);
+em_status recipe_gpt_train(const recipe_train_opts *o, recipe_result *r);
 /* Test accuracy and mean loss of a recipe's model loaded from a model file or a checkpoint. */
-em_status em_recipe_eval(const em_recipe *rc, const char *data_dir, const char *load_path,
-                         em_train_result *r);
-em_status em_recipe_gpt_eval(const char *data_dir, const char *load_path, em_train_result *r);
+em_status recipe_eval(const recipe_spec *rc, const char *data_dir, const char *load_path,
+                         recipe_result *r);
+em_status recipe_gpt_eval(const char *data_dir, const char *load_path, recipe_result *r);
 
 /* An optimizer by name ("sgd", "adam", "adamw", "rmsprop") over all of model's parameters. */
-em_optim *em_recipe_optimizer(const char *name, em_module *model, double lr, double momentum);
+em_optim *recipe_optimizer(const char *name, em_module *model, double lr, double momentum);
 /* Loader threads a recipe trains with unless told (ember train, profile, compare, bench train):
  * none when the steps run on the CPU, whose cores the steps' OpenMP threads already hold (a
  * worker's batch only takes time from them: on 2 cores the MLP's ember train ran at 0.95 of its
  * step rate with none, 0.88 with two), two when they run on a GPU. */
-int em_recipe_default_workers(em_device device);
+int recipe_default_workers(em_device device);
 /* The recipe's datasets (train or test split) from a Fashion-MNIST directory. */
-em_dataset *em_fashion_mnist(const char *data_dir, bool train, bool flat);
+em_dataset *recipe_fashion_mnist(const char *data_dir, bool train, bool flat);
 /* Loads a model file (em_module_save) or the model part of a training checkpoint; a file that
  * names another recipe than rc (when rc is given) is an error saying which it holds. */
-em_status em_load_model_any(em_module *model, const em_recipe *rc, const char *path);
+em_status recipe_load_model_any(em_module *model, const recipe_spec *rc, const char *path);
 
 /* ---- the gpt recipe ---- */
-#define EM_FORTUNES_DIR "/usr/share/games/fortunes"
+#define RECIPE_FORTUNES_DIR "/usr/share/games/fortunes"
 
 /* The recipe's text (recipes/gpt_data.c): every fortune file of dir but the ASCII art, in name
  * order, backspace overstrikes undone, only printable ASCII, tabs and newlines kept, each file
@@ -141,22 +141,22 @@ typedef struct {
     em_char_vocab vocab;
     uint8_t *ids;             /* (n) the encoded text */
     int64_t n, n_train, n_val; /* train: ids[0, n_train); val: ids[n_train, n) */
-} em_gpt_text;
-em_status em_gpt_text_load(const char *dir /* NULL: EM_FORTUNES_DIR */, em_gpt_text *t);
-void em_gpt_text_free(em_gpt_text *t);
+} recipe_gpt_text;
+em_status recipe_gpt_text_load(const char *dir /* NULL: RECIPE_FORTUNES_DIR */, recipe_gpt_text *t);
+void recipe_gpt_text_free(recipe_gpt_text *t);
 
 /* The default model for a vocabulary of vocab_size, and its training defaults. */
-em_gpt_config em_gpt_recipe_config(int64_t vocab_size);
-#define EM_GPT_STEPS 1000     /* optimizer steps of a default run */
-#define EM_GPT_WARMUP 100     /* of them, warm-up steps */
-#define EM_GPT_WEIGHT_DECAY 0.1
-#define EM_GPT_BETA2 0.99
-#define EM_GPT_CLIP 1.0
-#define EM_GPT_VAL_STRIDE 4   /* the val loss reads every 4th block-long window of val */
+em_gpt_config recipe_gpt_config(int64_t vocab_size);
+#define RECIPE_GPT_STEPS 1000     /* optimizer steps of a default run */
+#define RECIPE_GPT_WARMUP 100     /* of them, warm-up steps */
+#define RECIPE_GPT_WEIGHT_DECAY 0.1
+#define RECIPE_GPT_BETA2 0.99
+#define RECIPE_GPT_CLIP 1.0
+#define RECIPE_GPT_VAL_STRIDE 4   /* the val loss reads every 4th block-long window of val */
 /* The recipe's AdamW: weight decay on matrices (2-D parameters) only. */
-em_optim *em_gpt_recipe_optimizer(em_module *model, double lr);
+em_optim *recipe_gpt_optimizer(em_module *model, double lr);
 /* A gpt model saved by `ember train gpt --save` (a model file or training checkpoint) with its
  * vocabulary; a file of another recipe, or without the gpt metadata, is an error naming it. */
-em_status em_gpt_recipe_load(const char *path, em_module **model, em_char_vocab *vocab);
+em_status recipe_gpt_load(const char *path, em_module **model, em_char_vocab *vocab);
 
 #endif

@@ -16,22 +16,22 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-em_dataset *em_fashion_mnist(const char *data_dir, bool train, bool flat)
+em_dataset *recipe_fashion_mnist(const char *data_dir, bool train, bool flat)
 {
     char images[1024], labels[1024];
     const char *split = train ? "train" : "t10k";
-    const char *dir = data_dir ? data_dir : EM_FASHION_MNIST_DIR;
+    const char *dir = data_dir ? data_dir : RECIPE_FASHION_MNIST_DIR;
     snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, split);
     snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, split);
     return em_idx_dataset(images, labels, (em_idx_opts){.flat = flat});
 }
 
-int em_recipe_default_workers(em_device device)
+int recipe_default_workers(em_device device)
 {
     return device == EM_CPU ? 0 : 2;
 }
 
-em_optim *em_recipe_optimizer(const char *name, em_module *model, double lr, double momentum)
+em_optim *recipe_optimizer(const char *name, em_module *model, double lr, double momentum)
 {
     if (!strcmp(name, "sgd"))
         return em_sgd(model, (em_sgd_opts){.lr = lr, .momentum = momentum});
@@ -41,12 +41,12 @@ em_optim *em_recipe_optimizer(const char *name, em_module *model, double lr, dou
         return em_adamw(model, (em_adam_opts){.lr = lr});
     if (!strcmp(name, "rmsprop"))
         return em_rmsprop(model, (em_rmsprop_opts){.lr = lr});
-    em_set_error(EM_ERR_ARG, "em_recipe_optimizer: unknown optimizer '%s' (sgd, adam, adamw, "
+    em_set_error(EM_ERR_ARG, "recipe_optimizer: unknown optimizer '%s' (sgd, adam, adamw, "
                  "rmsprop)", name);
     return NULL;
 }
 
-em_status em_load_model_any(em_module *model, const em_recipe *rc, const char *path)
+em_status recipe_load_model_any(em_module *model, const recipe_spec *rc, const char *path)
 {
     em_safetensors *f = NULL;
     em_status st = em_safetensors_load(path, &f);
@@ -104,7 +104,7 @@ static void run_free(run *r)
     em_module_free(r->model);
 }
 
-em_status em_recipe_schedule(const char *name, em_optim *o, int64_t total_updates,
+em_status recipe_schedule(const char *name, em_optim *o, int64_t total_updates,
                              em_scheduler **out)
 {
     int64_t total = total_updates > 0 ? total_updates : 1;
@@ -123,8 +123,8 @@ em_status em_recipe_schedule(const char *name, em_optim *o, int64_t total_update
     else if (!strcmp(name, "plateau"))
         *out = em_reduce_lr_on_plateau(o, (em_plateau_opts){.patience = 1});
     else
-        return em_set_error(EM_ERR_ARG, "em_recipe_schedule: unknown schedule '%s' (%s)", name,
-                            EM_RECIPE_SCHEDULES);
+        return em_set_error(EM_ERR_ARG, "recipe_schedule: unknown schedule '%s' (%s)", name,
+                            RECIPE_SCHEDULES);
     return *out ? EM_OK : em_error_status();
 }
 
@@ -132,8 +132,8 @@ em_status em_recipe_schedule(const char *name, em_optim *o, int64_t total_update
  * random data of the recipe's shape, with the run's techniques. */
 static em_status try_batch(void *ctx, int64_t batch, double *samples_per_s)
 {
-    const em_train_opts *o = ctx;
-    const em_recipe *rc = o->recipe;
+    const recipe_train_opts *o = ctx;
+    const recipe_spec *rc = o->recipe;
     em_module *model = rc->build();
     if (model && em_module_to(model, o->device) != EM_OK) {
         em_module_free(model);
@@ -164,7 +164,7 @@ static em_status try_batch(void *ctx, int64_t batch, double *samples_per_s)
     return st;
 }
 
-static em_status find_batch(const em_train_opts *o, em_train_result *res)
+static em_status find_batch(const recipe_train_opts *o, recipe_result *res)
 {
     em_batch_search found;
     em_status st = em_find_batch_size(try_batch, (void *)o, o->device, 8, 8192, o->mem_budget,
@@ -177,19 +177,19 @@ static em_status find_batch(const em_train_opts *o, em_train_result *res)
 }
 
 /* Model, optimizer, data, loader, schedule and trainer of a run, resumed when asked. */
-static em_status start_run(const em_train_opts *o, const em_train_result *res, run *r)
+static em_status start_run(const recipe_train_opts *o, const recipe_result *res, run *r)
 {
-    const em_recipe *rc = o->recipe;
+    const recipe_spec *rc = o->recipe;
     em_manual_seed(o->seed);
     r->model = rc->build();
     if (r->model && em_module_to(r->model, o->device) != EM_OK)
         return em_error_status();
-    r->optim = r->model ? em_recipe_optimizer(o->optim ? o->optim : rc->optim, r->model,
+    r->optim = r->model ? recipe_optimizer(o->optim ? o->optim : rc->optim, r->model,
                                               o->lr > 0 ? o->lr : rc->lr,
                                               o->momentum > 0 ? o->momentum : rc->momentum)
                         : NULL;
-    r->train = em_fashion_mnist(o->data_dir, true, rc->flat_input);
-    r->test = r->train ? em_fashion_mnist(o->data_dir, false, rc->flat_input) : NULL;
+    r->train = recipe_fashion_mnist(o->data_dir, true, rc->flat_input);
+    r->test = r->train ? recipe_fashion_mnist(o->data_dir, false, rc->flat_input) : NULL;
     if (r->test && o->ddp) {
         r->ddp = r->optim ? em_ddp_new(r->model, (em_ddp_opts){0}) : NULL;
         em_sampler *shuffled = em_random_sampler(em_dataset_len(r->train),
@@ -209,7 +209,7 @@ static em_status start_run(const em_train_opts *o, const em_train_result *res, r
         return em_error_status();
     int accum = o->tech.grad_accum > 1 ? o->tech.grad_accum : 1;
     int64_t updates = res->epochs * ((em_loader_num_batches(r->loader) + accum - 1) / accum);
-    em_status st = em_recipe_schedule(o->schedule ? o->schedule : rc->schedule, r->optim,
+    em_status st = recipe_schedule(o->schedule ? o->schedule : rc->schedule, r->optim,
                                       updates, &r->sched);
     if (st != EM_OK)
         return st;
@@ -239,7 +239,7 @@ static em_status start_run(const em_train_opts *o, const em_train_result *res, r
 }
 
 /* Test accuracy and loss: the last epoch's validation when it ran on the finished model. */
-static em_status test(const em_train_opts *o, run *r, em_train_result *res)
+static em_status test(const recipe_train_opts *o, run *r, recipe_result *res)
 {
     em_trainer_stats s = em_trainer_get_stats(r->trainer);
     if (o->validate && s.last_epoch.epochs && s.last_epoch.epoch == res->epochs - 1) {
@@ -255,7 +255,7 @@ static em_status test(const em_train_opts *o, run *r, em_train_result *res)
 }
 
 /* With ddp: every rank's samples over the slowest rank's training time. */
-static double samples_per_s(const em_train_opts *o, const em_trainer_stats *s)
+static double samples_per_s(const recipe_train_opts *o, const em_trainer_stats *s)
 {
     if (!o->ddp)
         return s->samples_per_s;
@@ -270,7 +270,7 @@ static double samples_per_s(const em_train_opts *o, const em_trainer_stats *s)
     return v;
 }
 
-static void fill_result(const em_train_opts *o, const run *r, em_train_result *res)
+static void fill_result(const recipe_train_opts *o, const run *r, recipe_result *res)
 {
     em_trainer_stats s = em_trainer_get_stats(r->trainer);
     res->train_loss = s.recent_loss;
@@ -283,20 +283,20 @@ static void fill_result(const em_train_opts *o, const run *r, em_train_result *r
     res->lr = em_optim_get_lr(r->optim, 0);
 }
 
-em_status em_recipe_train(const em_train_opts *o, em_train_result *res)
+em_status recipe_train(const recipe_train_opts *o, recipe_result *res)
 {
-    const em_recipe *rc = o->recipe;
+    const recipe_spec *rc = o->recipe;
     if (o->batch < 0 || o->batch > INT_MAX) /* the result's batch is an int */
-        return em_set_error(EM_ERR_ARG, "em_recipe_train: batch %lld is outside [1, %d] (0: the "
+        return em_set_error(EM_ERR_ARG, "recipe_train: batch %lld is outside [1, %d] (0: the "
                             "recipe's)", (long long)o->batch, INT_MAX);
     if (rc->train)
         return rc->train(o, res);
     double t_start = now_s();
-    *res = (em_train_result){.epochs = o->epochs ? o->epochs : rc->epochs,
+    *res = (recipe_result){.epochs = o->epochs ? o->epochs : rc->epochs,
                              .batch = (int)(o->batch ? o->batch : rc->batch), .scale = 1};
     em_status st = o->mem_budget ? em_memory_set_budget(o->device, o->mem_budget) : EM_OK;
     if (o->ddp && o->find_batch)
-        st = em_set_error(EM_ERR_ARG, "em_recipe_train: the batch finder does not run "
+        st = em_set_error(EM_ERR_ARG, "recipe_train: the batch finder does not run "
                           "data-parallel (pick --batch per process)");
     if (st == EM_OK && o->find_batch)
         st = find_batch(o, res);
@@ -327,16 +327,16 @@ em_status em_recipe_train(const em_train_opts *o, em_train_result *res)
     return st;
 }
 
-em_status em_recipe_eval(const em_recipe *rc, const char *data_dir, const char *load_path,
-                         em_train_result *res)
+em_status recipe_eval(const recipe_spec *rc, const char *data_dir, const char *load_path,
+                         recipe_result *res)
 {
     if (rc->eval)
         return rc->eval(data_dir, load_path, res);
     double t0 = now_s();
-    *res = (em_train_result){.scale = 1};
+    *res = (recipe_result){.scale = 1};
     em_module *model = rc->build();
-    em_dataset *test = em_fashion_mnist(data_dir, false, rc->flat_input);
-    em_status st = model && test ? em_load_model_any(model, rc, load_path) : em_error_status();
+    em_dataset *test = recipe_fashion_mnist(data_dir, false, rc->flat_input);
+    em_status st = model && test ? recipe_load_model_any(model, rc, load_path) : em_error_status();
     em_eval_result e = {0};
     if (st == EM_OK)
         st = em_evaluate(model, test, (em_eval_opts){0}, &e);

@@ -244,7 +244,7 @@ Test(gpt_cli, a_fifo_given_to_load_is_refused, .timeout = 60)
     char fifo[128], args[256];
     snprintf(fifo, sizeof fifo, "%s/fifo.safetensors", dir);
     cr_assert_eq(mkfifo(fifo, 0600), 0);
-    /* what `sample gpt` loads through, and em_load_model_any of the other recipes */
+    /* what `sample gpt` loads through, and recipe_load_model_any of the other recipes */
     const char *commands[] = {"sample gpt --load %s", "export mlp --load %s --onnx /dev/null"};
     for (int i = 0; i < 2; i++) {
         char cmd[160];

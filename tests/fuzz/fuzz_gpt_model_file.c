@@ -1,6 +1,6 @@
 /* libFuzzer target: whole gpt model files loaded the way `ember sample gpt --load` loads them
- * (em_gpt_recipe_load: the metadata's sizes checked against limits and the file's tensors, the
- * model built, then em_load_model_any), then three tokens sampled with the key/value cache and
+ * (recipe_gpt_load: the metadata's sizes checked against limits and the file's tensors, the
+ * model built, then recipe_load_model_any), then three tokens sampled with the key/value cache and
  * without it. Any input must load or fail with a message, never crash, leak, read past the file
  * or build a model out of proportion to it (the run's memory cap). */
 #include <assert.h>
@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     em_error_clear();
     em_module *m = NULL;
     em_char_vocab vocab;
-    if (em_gpt_recipe_load(path, &m, &vocab) != EM_OK) {
+    if (recipe_gpt_load(path, &m, &vocab) != EM_OK) {
         assert(!m && em_error()[0]);
         em_error_clear();
         return 0;

@@ -1,5 +1,5 @@
 /* libFuzzer target: model files of arbitrary bytes loaded into a small model the way `ember eval`
- * loads them (em_load_model_any: plain, pruned or quantized model files and the model part of
+ * loads them (recipe_load_model_any: plain, pruned or quantized model files and the model part of
  * training checkpoints), then a forward pass over what was loaded; any input must load or fail
  * with a message, never crash, leak or read past the file. */
 #include <assert.h>
@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     em_module *m = em_sequential(4, em_linear_layer(4, 3, true), em_batch_norm1d_layer(3, 0, 0),
                                  em_relu_layer(), em_linear_layer(3, 2, true));
     assert(m);
-    if (em_load_model_any(m, NULL, path) == EM_OK) {
+    if (recipe_load_model_any(m, NULL, path) == EM_OK) {
         em_module_eval(m);
         em_scope_begin();
         em_tensor *y = em_forward(m, em_ones(EM_SHAPE(2, 4), EM_F32));
