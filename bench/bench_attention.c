@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "cmd/args.h"
-#include "cli/cli_internal.h"
+#include "bench/bench.h"
 
 #define MAX_REPS 9
 

@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "ember.h"
-#include "cli/cli_internal.h"
+#include "bench/bench.h"
 
 double bench_now_s(void)
 {

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "cmd/args.h"
-#include "cli/cli_internal.h"
+#include "bench/bench.h"
 
 #define MAX_ROUNDS 9
 #define N_SIZES 3

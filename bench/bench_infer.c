@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "recipes/recipes.h"
-#include "cmd/args.h"
 #include "cmd/report.h"
-#include "cli/cli_internal.h"
+#include "cmd/cmd.h"
+#include "bench/bench.h"
 
 
 bench_latency bench_measure_latency(em_module *model, const em_tensor *x, int warmup, int iters)

@@ -9,7 +9,7 @@
 
 #include "backend/backend_internal.h"
 #include "cmd/args.h"
-#include "cli/cli_internal.h"
+#include "bench/bench.h"
 
 #define MAX_REPS 15
 

@@ -12,10 +12,10 @@
 #include <unistd.h>
 
 #include "serve/engine.h"
-#include "cmd/args.h"
 #include "http/http_client.h"
 #include "http/http_server.h"
-#include "cli/cli_internal.h"
+#include "cmd/cmd.h"
+#include "bench/bench.h"
 
 #define HOT_IMAGES 256
 /* Critical clients send one request per 20 ms: urgent traffic is rare, and a client that sent

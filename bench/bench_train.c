@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "io/atomic_file.h"
-#include "cmd/args.h"
+#include "cmd/cmd.h"
 #include "bench/bench_train.h"
 
 

@@ -4,7 +4,7 @@
 #define EMBER_BENCH_BENCH_TRAIN_H
 
 #include "cmd/report.h"
-#include "cli/cli_internal.h"
+#include "bench/bench.h"
 
 #define BENCH_MAX_CASES 4
 #define BENCH_GPT_CASES 3

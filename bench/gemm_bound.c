@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "backend/backend_internal.h"
-#include "cli/cli_internal.h"
+#include "bench/bench.h"
 
 /* The operands of the largest layer; inputs x and w stay as filled, so every rep multiplies
  * the same values. */

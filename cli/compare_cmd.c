@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "recipes/recipes.h"
-#include "cmd/args.h"
+#include "cmd/cmd.h"
 #include "cmd/report.h"
 #include "cli/cli_internal.h"
 

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "cmd/args.h"
+#include "cmd/cmd.h"
 #include "cli/cli_internal.h"
 
 /* The model saved at load and an example input: token ids (1, block_size) for gpt, else one

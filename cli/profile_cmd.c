@@ -10,7 +10,7 @@
 
 #include "recipes/recipes.h"
 #include "io/atomic_file.h"
-#include "cmd/args.h"
+#include "cmd/cmd.h"
 #include "cli/cli_internal.h"
 
 bool cli_parse_step_range(const char *command, const char *option, const char *text,

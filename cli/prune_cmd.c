@@ -9,7 +9,8 @@
 #include <sys/stat.h>
 
 #include "io/json_internal.h"
-#include "cmd/args.h"
+#include "cmd/cmd.h"
+#include "bench/bench.h"
 #include "cli/cli_internal.h"
 
 

@@ -10,7 +10,8 @@
 #include <unistd.h>
 
 #include "io/json_internal.h"
-#include "cmd/args.h"
+#include "cmd/cmd.h"
+#include "bench/bench.h"
 #include "cli/cli_internal.h"
 
 

@@ -7,14 +7,9 @@
 #include <stdlib.h>
 
 #include "serve/request.h"
-#include "cmd/args.h"
+#include "cmd/cmd.h"
 #include "http/http_server.h"
 #include "cli/cli_internal.h"
-
-em_shape recipe_sample_shape(const recipe_spec *rc)
-{
-    return rc->flat_input ? EM_SHAPE(784) : EM_SHAPE(1, 28, 28);
-}
 
 /* What `ember serve`'s command line sets. */
 typedef struct {

@@ -2,7 +2,7 @@
  * a fresh model or of a saved one (quantized, pruned), whose file names its recipe. */
 #include <stdio.h>
 
-#include "cmd/args.h"
+#include "cmd/cmd.h"
 #include "cli/cli_internal.h"
 
 /* The recipe from the operand or the model file; NULL after printing why. */

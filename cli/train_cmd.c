@@ -10,7 +10,7 @@
 #include "io/atomic_file.h"
 #include "io/json_internal.h"
 #include "observe/tensorboard.h"
-#include "cmd/args.h"
+#include "cmd/cmd.h"
 #include "cli/cli_internal.h"
 
 
@@ -98,21 +98,6 @@ static void apply_preset(const char *preset, recipe_train_opts *o, bool given_am
         o->tech.grad_accum = mine.tech.grad_accum;
     o->tech.guard |= mine.tech.guard;
     o->tech.checkpoint_activations |= mine.tech.checkpoint_activations;
-}
-
-int cmd_device(const char *command, const char *name, bool tf32, em_device *out)
-{
-    *out = !strcmp(name, "cuda") ? EM_CUDA : EM_CPU;
-    if (!em_device_available(*out)) {
-        fprintf(stderr, "%s: --device %s: no %s device is available (ember was built without "
-                "its backend, or no device and driver were found)\n", command, name, name);
-        return 2;
-    }
-    if (tf32 && em_set_tf32(true) != EM_OK) {
-        fprintf(stderr, "%s: --tf32: %s\n", command, em_error());
-        return 2;
-    }
-    return 0;
 }
 
 /* What `ember train`'s command line sets: the training options and the words and flags that

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/cli_internal.h"
+#include "cmd/cmd.h"
 
 static void list(FILE *f, bool built_only)
 {

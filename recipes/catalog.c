@@ -30,3 +30,8 @@ const recipe_spec *recipe_find(const char *name)
             return recipe_at(i);
     return NULL;
 }
+
+em_shape recipe_sample_shape(const recipe_spec *rc)
+{
+    return rc->flat_input ? EM_SHAPE(784) : EM_SHAPE(1, 28, 28);
+}

@@ -30,6 +30,8 @@ typedef struct {
 
 const recipe_spec *recipe_find(const char *name); /* NULL when unknown */
 const recipe_spec *recipe_at(int i);               /* the i-th recipe, NULL past the end */
+/* A recipe's sample shape without the batch dim: (784) or (1, 28, 28). */
+em_shape recipe_sample_shape(const recipe_spec *rc);
 
 em_module *recipe_mlp_build(void);
 em_module *recipe_cnn_build(void);
