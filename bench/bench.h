@@ -6,7 +6,7 @@
 
 #include <stdbool.h>
 
-#include "recipes/recipes.h"
+#include "ember.h"
 
 /* One benchmark: `ember bench NAME ARGS...` runs run(argc, argv) with argv[0] "NAME". */
 typedef struct {
@@ -32,8 +32,8 @@ typedef struct {
     double samples_per_s; /* batch / mean */
 } bench_latency;
 bench_latency bench_measure_latency(em_module *model, const em_tensor *x, int warmup, int iters);
-/* The first n test samples of a recipe's dataset (x only), or NULL with an error. */
-em_tensor *bench_test_batch(const recipe_spec *rc, const char *data_dir, int64_t n);
+/* The first n samples of ds (x only), or NULL with an error. */
+em_tensor *bench_test_batch(const em_dataset *ds, int64_t n);
 
 /* GFLOP/s of the matrix products of a training step of n layers at batch alone, on `threads`
  * threads (bench/gemm_bound.c): per layer over the whole batch (rows = batch x positions), the

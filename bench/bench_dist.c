@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "recipes/recipes.h"
 #include "cmd/args.h"
 #include "bench/bench.h"
 
@@ -122,7 +123,7 @@ static double train_samples_per_s(const train_case *c, size_t cap, em_ddp_stats 
     em_status st = EM_OK;
     if (!alone || rank == 0) {
         em_manual_seed(1);
-        em_module *m = c->rc->build();
+        em_module *m = c->rc->build(NULL);
         em_ddp *d = alone ? NULL : em_ddp_new(m, (em_ddp_opts){.bucket_bytes = cap});
         em_optim *o = em_sgd(m, (em_sgd_opts){.lr = 0.01, .momentum = 0.9});
         int64_t n = alone ? c->batch : c->batch / world, first = alone ? 0 : rank * n;
@@ -234,7 +235,9 @@ int bench_dist(int argc, char **argv)
         bench_allreduce(rounds, iters);
         train_case c = {.rc = recipe_find(recipe), .steps = steps};
         c.batch = c.rc->batch;
-        em_shape xs = c.rc->flat_input ? EM_SHAPE(c.batch, 784) : EM_SHAPE(c.batch, 1, 28, 28);
+        em_shape xs = {.ndim = c.rc->sample.ndim + 1, .d = {c.batch}};
+        for (int i = 0; i < c.rc->sample.ndim; i++)
+            xs.d[i + 1] = c.rc->sample.d[i];
         em_generator g = em_generator_new(3);
         c.x = em_rand(xs, EM_F32, &g);
         c.y = em_randint(EM_SHAPE(c.batch), EM_I64, 0, 10, &g);

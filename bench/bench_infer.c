@@ -1,4 +1,4 @@
-/* `ember bench infer RECIPE --load FILE`: inference latency (mean, p50, p95, p99) and
+/* `ember bench infer [RECIPE] --load FILE`: inference latency (mean, p50, p95, p99) and
  * throughput at batch 1 and 64 of the f32, int8 and structured-pruned variants of a saved
  * model, side by side in one run, with PyTorch's f32 and quantize_dynamic on the same weights
  * and onnxruntime's f32 and dynamic int8 on the ONNX file ember exports of it; with --report, as
@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "recipes/recipes.h"
+#include "recipes/run.h"
 #include "cmd/report.h"
 #include "cmd/cmd.h"
 #include "bench/bench.h"
@@ -53,14 +53,12 @@ bench_latency bench_measure_latency(em_module *model, const em_tensor *x, int wa
     return r;
 }
 
-em_tensor *bench_test_batch(const recipe_spec *rc, const char *data_dir, int64_t n)
+em_tensor *bench_test_batch(const em_dataset *ds, int64_t n)
 {
-    em_dataset *ds = recipe_fashion_mnist(data_dir, false, rc->flat_input);
-    em_loader *dl = ds ? em_loader_new(ds, (em_loader_opts){.batch_size = n}) : NULL;
+    em_loader *dl = em_loader_new(ds, (em_loader_opts){.batch_size = n});
     em_batch b = {0};
     em_status st = dl ? em_loader_next(dl, &b) : em_error_status();
     em_loader_free(dl);
-    em_dataset_free(ds);
     if (st != EM_OK)
         return NULL;
     em_release(b.y);
@@ -193,28 +191,27 @@ static em_status write_report(cmd_report *r, const char *note, const variant *v)
     return cmd_report_close(r);
 }
 
-static void print_row(const char *name, int batch, const bench_latency *l, const bench_latency *base)
+static void print_row(const char *name, int batch, const bench_latency *l,
+                      const bench_latency *base)
 {
     printf("%-13s %5d %10.1f %10.1f %10.1f %10.1f %12.0f %7.2fx\n", name, batch, l->mean_us,
            l->p50_us, l->p95_us, l->p99_us, l->samples_per_s,
            l->p50_us > 0 ? base->p50_us / l->p50_us : 0);
 }
 
-/* The three ember variants of rc from load (the pruned one from pruned when given, else pruned
- * here) and the f32 model written to f32_path for PyTorch's half (*made: the file exists). */
+/* The three ember variants of the model in load (the pruned one from pruned when given, else
+ * pruned here; rc: the RECIPE operand, or NULL) and the f32 model written to f32_path for
+ * PyTorch's half (*made: the file exists). */
 static em_status prepare_models(const recipe_spec *rc, const char *load, const char *pruned,
-                                em_module *m[3], char *f32_path, bool *made)
+                                recipe_model m[3], char *f32_path, bool *made)
 {
     em_status st = EM_OK;
-    for (int i = 0; i < 3 && st == EM_OK; i++) {
-        m[i] = rc->build();
-        st = m[i] ? recipe_load_model_any(m[i], rc, i == VAR_PRUNED && pruned ? pruned : load)
-                  : em_error_status();
-    }
+    for (int i = 0; i < 3 && st == EM_OK; i++)
+        st = recipe_model_load(i == VAR_PRUNED && pruned ? pruned : load, rc, &m[i]);
     if (st == EM_OK)
-        st = em_quantize_dynamic_(m[VAR_INT8], (em_quantize_opts){0});
+        st = em_quantize_dynamic_(m[VAR_INT8].model, (em_quantize_opts){0});
     if (st == EM_OK && !pruned)
-        st = prune_half(m[VAR_PRUNED]);
+        st = prune_half(m[VAR_PRUNED].model);
     if (st != EM_OK)
         return st;
     int fd = mkstemp(f32_path);
@@ -222,18 +219,18 @@ static em_status prepare_models(const recipe_spec *rc, const char *load, const c
         return em_set_error(EM_ERR_IO, "ember bench infer: cannot create %s", f32_path);
     close(fd);
     *made = true;
-    return em_module_save(m[VAR_F32], f32_path, NULL, 0);
+    return em_module_save(m[VAR_F32].model, f32_path, NULL, 0);
 }
 
 /* Latencies of the ember variants at batch 1 (x1) and 64 (x64): the better of two rounds,
  * interleaved so that a busy neighbour slows every variant alike. */
-static void measure(em_module *m[3], const em_tensor *x1, const em_tensor *x64, int iters,
-                    variant *v)
+static void measure(const recipe_model m[3], const em_tensor *x1, const em_tensor *x64,
+                    int iters, variant *v)
 {
     for (int round = 0; round < 2; round++)
         for (int i = 0; i < 3; i++) {
-            bench_latency b1 = bench_measure_latency(m[i], x1, 100, iters / 2);
-            bench_latency b64 = bench_measure_latency(m[i], x64, 10, iters / 20 + 10);
+            bench_latency b1 = bench_measure_latency(m[i].model, x1, 100, iters / 2);
+            bench_latency b64 = bench_measure_latency(m[i].model, x64, 10, iters / 20 + 10);
             if (round == 0 || b1.mean_us < v[i].b1.mean_us)
                 v[i].b1 = b1;
             if (round == 0 || b64.mean_us < v[i].b64.mean_us)
@@ -252,16 +249,16 @@ static void print_versus(const variant *v, int ember, int other)
                v[other].b64.p50_us / v[ember].b64.p50_us);
 }
 
-static void print_table(const recipe_spec *rc, int threads, int iters, em_module *m[3],
-                        const variant *v)
+static void print_table(int threads, int iters, const recipe_model m[3], const variant *v)
 {
     printf("\nember bench infer %s: %d threads; per variant the better of two interleaved runs "
-           "of %d (batch 1) / %d (batch 64) timed calls after warm-up\n", rc->name, threads,
-           iters / 2, iters / 20 + 10);
+           "of %d (batch 1) / %d (batch 64) timed calls after warm-up\n", cmd_model_name(&m[0]),
+           threads, iters / 2, iters / 20 + 10);
     printf("sizes: f32 %lld B, int8 %lld B, pruned %lld B (%lld params)\n",
-           (long long)em_module_nbytes(m[VAR_F32]), (long long)em_module_nbytes(m[VAR_INT8]),
-           (long long)em_module_nbytes(m[VAR_PRUNED]),
-           (long long)em_module_num_params(m[VAR_PRUNED]));
+           (long long)em_module_nbytes(m[VAR_F32].model),
+           (long long)em_module_nbytes(m[VAR_INT8].model),
+           (long long)em_module_nbytes(m[VAR_PRUNED].model),
+           (long long)em_module_num_params(m[VAR_PRUNED].model));
     printf("%-13s %5s %10s %10s %10s %10s %12s %8s\n", "variant", "batch", "mean_us", "p50_us",
            "p95_us", "p99_us", "samples/s", "vs f32");
     printf("(samples/s = batch / mean; 'vs f32' = the same library's f32 p50 / this p50, "
@@ -286,11 +283,13 @@ typedef struct {
 } halves;
 
 /* Measures, prints and writes the report; the exit status. */
-static int run(const recipe_spec *rc, em_module *m[3], const char *f32_path, const char *data_dir,
+static int run(const recipe_model m[3], const char *f32_path, const char *data_dir,
                int threads, int iters, halves h, cmd_report *page)
 {
-    em_tensor *x64 = bench_test_batch(rc, data_dir, 64);
+    em_dataset *test = recipe_model_images(&m[0], data_dir, false);
+    em_tensor *x64 = test ? bench_test_batch(test, 64) : NULL;
     em_tensor *x1 = x64 ? em_narrow(x64, 0, 0, 1) : NULL;
+    em_dataset_free(test);
     if (!x1) {
         em_release(x64);
         fprintf(stderr, "ember bench infer: %s\n", em_error());
@@ -305,11 +304,11 @@ static int run(const recipe_spec *rc, em_module *m[3], const char *f32_path, con
              data_dir ? " --data " : "", data_dir ? data_dir : "");
     if (h.torch && !torch_half(f32_path, args, v))
         printf("PyTorch half did not complete\n");
-    if (h.ort && !ort_half(m[VAR_F32], x1, args, v))
+    if (h.ort && !ort_half(m[VAR_F32].model, x1, args, v))
         printf("onnxruntime half did not complete\n");
     em_release(x1);
     em_release(x64);
-    print_table(rc, threads, iters, m, v);
+    print_table(threads, iters, m, v);
     if (!page)
         return 0;
     char note[256];
@@ -337,7 +336,7 @@ int bench_infer(int argc, char **argv)
          .range = CMD_RANGE(1, 4096)},
         {"iters", CMD_OPT_INT, &iters, "N", "timed batch-1 calls (default 1000)",
          .range = CMD_RANGE(20, 100000000)},
-        {"data", CMD_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"data", CMD_OPT_STRING, &data_dir, "DIR", .help = CMD_DATA_HELP},
         {"no-torch", CMD_OPT_FLAG, &no_torch, NULL, .help = "leave out the PyTorch half"},
         {"no-ort", CMD_OPT_FLAG, &no_ort, NULL, .help = "leave out the onnxruntime half"},
         {"report", CMD_OPT_STRING, &report, "FILE.html",
@@ -345,28 +344,29 @@ int bench_infer(int argc, char **argv)
         {0}};
     const cmd_spec spec = {
         .command = "ember bench infer", .operands = "RECIPE", .n_operands = 1,
-        .operand = &recipe, .about = "Inference latency and throughput at batch 1 and 64 of the "
-                                     "f32, int8 and pruned models, next to PyTorch's and "
-                                     "onnxruntime's.",
-        .more_help = cmd_list_built_recipes, .opts = opts};
+        .operand = &recipe, .operands_optional = true,
+        .about = "Inference latency and throughput at batch 1 and 64 of the f32, int8 and pruned "
+                 "models, next to\nPyTorch's and onnxruntime's. RECIPE: only for a file of "
+                 "weights alone.",
+        .more_help = cmd_list_image_recipes, .opts = opts};
     const recipe_spec *rc;
     int parsed = cmd_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
     if (parsed != CMD_ARGS_RUN)
         return parsed;
     char title[128];
-    snprintf(title, sizeof title, "ember bench infer %s", rc->name);
+    snprintf(title, sizeof title, "ember bench infer %s", rc ? rc->name : load);
     cmd_report *page = report ? cmd_report_open(report, title) : NULL;
     if (report && !page) { /* before any work */
         fprintf(stderr, "ember bench infer: --report: %s\n", em_error());
         return 2;
     }
     omp_set_num_threads(threads);
-    em_module *m[3] = {0};
+    recipe_model m[3] = {0};
     char f32_path[] = "/tmp/ember_bench_inferXXXXXX";
     bool made = false;
     int status;
     if (prepare_models(rc, load, pruned, m, f32_path, &made) == EM_OK) {
-        status = run(rc, m, f32_path, data_dir, threads, iters,
+        status = run(m, f32_path, data_dir, threads, iters,
                      (halves){.torch = !no_torch, .ort = !no_ort}, page);
     } else {
         fprintf(stderr, "ember bench infer: %s\n", em_error());
@@ -377,6 +377,6 @@ int bench_infer(int argc, char **argv)
     if (made)
         unlink(f32_path);
     for (int i = 0; i < 3; i++)
-        em_module_free(m[i]);
+        recipe_model_free(&m[i]);
     return status;
 }

@@ -368,11 +368,11 @@ static void print_json(const char *recipe, int clients, bool batching, bool cach
 }
 
 /* Batching, the cache and priorities compared (or the ones only names): the table and JSON. */
-static void compare(const bench_ctx *bc, const recipe_spec *rc, const char *load, int threads,
+static void compare(const bench_ctx *bc, const char *name, const char *load, int threads,
                     const char *only, em_engine_opts off, em_engine_opts on)
 {
     printf("ember bench serve: %s (%s), %d clients, %.0f s per row, %d OpenMP threads per "
-           "worker; the machine's cores are shared, figures are noisy\n", rc->name,
+           "worker; the machine's cores are shared, figures are noisy\n", name,
            load ? load : "fresh weights", bc->clients, bc->seconds, threads);
     printf("%-34s %7s %9s %8s %8s %8s %7s %7s\n", "scenario", "clients", "req/s", "p50_ms",
            "p95_ms", "p99_ms", "errors", "503s");
@@ -386,7 +386,7 @@ static void compare(const bench_ctx *bc, const recipe_spec *rc, const char *load
         cache_rows(bc, on, &r);
     if (priority)
         priority_rows(bc, on, &r);
-    print_json(rc->name, bc->clients, batching, cache, priority, &r);
+    print_json(name, bc->clients, batching, cache, priority, &r);
 }
 
 static void free_bodies(bodies *b)
@@ -398,6 +398,20 @@ static void free_bodies(bodies *b)
     free(b);
 }
 
+/* The model served: the one in load (rc: --recipe, or NULL), else rc's fresh one (default cnn);
+ * 0, or the exit status after printing why. */
+static int get_model(const recipe_spec *rc, const char *load, recipe_model *m)
+{
+    if (load)
+        return cmd_load_model("ember bench serve", load, rc, NULL, true, m);
+    rc = rc ? rc : recipe_find("cnn");
+    *m = (recipe_model){.model = rc->build(NULL), .recipe = rc, .input = rc->sample};
+    if (m->model)
+        return 0;
+    fprintf(stderr, "ember bench serve: %s\n", em_error());
+    return 1;
+}
+
 int bench_serve(int argc, char **argv)
 {
     const char *recipe = NULL, *load = NULL, *data_dir = NULL, *only = NULL;
@@ -405,12 +419,12 @@ int bench_serve(int argc, char **argv)
     double seconds = 8, soak_s = 0, target_p95_ms = 20;
     const cmd_opt opts[] = {
         {"recipe", CMD_OPT_STRING, &recipe, "NAME",
-         .help = "the model (default: the one --load names, else cnn)"},
-        {"load", CMD_OPT_STRING, &load, "FILE", .help = "its weights (default: fresh ones)"},
+         .help = "the model's recipe (default: the one --load names, else cnn)"},
+        {"load", CMD_OPT_STRING, &load, "FILE", .help = "the model (default: fresh weights)"},
         {"clients", CMD_OPT_INT, &clients, "N", "concurrent clients (default 64)",
          .range = CMD_RANGE(2, 512)},
-        {"seconds", CMD_OPT_REAL, &seconds, "X", "each measurement's length (default 8; the priority rows twice that)",
-         .range = CMD_RANGE(0.5, 3600)},
+        {"seconds", CMD_OPT_REAL, &seconds, "X", "each measurement's length (default 8; the "
+         "priority rows twice that)", .range = CMD_RANGE(0.5, 3600)},
         {"max-batch", CMD_OPT_INT, &max_batch, "N", "batch size with batching on (default 32)",
          .range = CMD_RANGE(2, EM_ENGINE_MAX_BATCH)},
         {"target-p95-ms", CMD_OPT_REAL, &target_p95_ms, "X", "the adaptive batching row's target "
@@ -421,39 +435,39 @@ int bench_serve(int argc, char **argv)
          .choices = "batching|cache|priority"},
         {"soak", CMD_OPT_REAL, &soak_s, "S", "instead: a soak of S seconds", .range =
          CMD_RANGE(10, 86400)},
-        {"data", CMD_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"data", CMD_OPT_STRING, &data_dir, "DIR", .help = CMD_DATA_HELP},
         {0}};
     const cmd_spec spec = {
         .command = "ember bench serve",
         .about = "The inference server under load from concurrent loopback clients: batching "
                  "off vs on vs\nadaptive, the cache off vs on at a 50% repeat rate, critical "
                  "latency alone and\nunder a low-priority flood; or --soak S.",
-        .more_help = cmd_list_built_recipes, .opts = opts};
+        .more_help = cmd_list_image_recipes, .opts = opts};
     const recipe_spec *rc;
     int parsed = cmd_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
     if (parsed != CMD_ARGS_RUN)
         return parsed;
-    if (!rc)
-        rc = load ? cmd_recipe_of_model_file(spec.command, load) : recipe_find("cnn");
-    if (!rc)
-        return 2;
-    em_module *m = rc->build();
-    em_tensor *x = m ? bench_test_batch(rc, data_dir, HOT_IMAGES) : NULL;
-    if (!x || (load && recipe_load_model_any(m, rc, load) != EM_OK)) {
+    recipe_model m;
+    int status = get_model(rc, load, &m);
+    if (status)
+        return status;
+    em_dataset *test = recipe_model_images(&m, data_dir, false);
+    em_tensor *x = test ? bench_test_batch(test, HOT_IMAGES) : NULL;
+    em_dataset_free(test);
+    if (!x) {
         fprintf(stderr, "ember bench serve: %s\n", em_error());
-        em_module_free(m);
+        recipe_model_free(&m);
         return 1;
     }
     bodies *b = make_bodies(x);
     em_release(x);
-    bench_ctx bc = {.model = m, .sample = recipe_sample_shape(rc), .b = b,
+    bench_ctx bc = {.model = m.model, .sample = m.input, .b = b,
                     .seconds = seconds, .clients = clients, .target_p95_ms = target_p95_ms};
     em_engine_opts off = {.workers = 1, .max_batch = 1, .max_queue = 4096,
                           .threads_per_worker = threads};
     em_engine_opts on = off;
     on.max_batch = max_batch;
     on.max_wait_ms = 2;
-    int status = 0;
     if (soak_s > 0) {
         on.cache = (em_cache_opts){.max_entries = 4096};
         on.workers = 2;
@@ -462,9 +476,9 @@ int bench_serve(int argc, char **argv)
         on.max_queue = 256;
         status = soak(&bc, on, soak_s);
     } else {
-        compare(&bc, rc, load, threads, only, off, on);
+        compare(&bc, cmd_model_name(&m), load, threads, only, off, on);
     }
     free_bodies(b);
-    em_module_free(m);
+    recipe_model_free(&m);
     return status;
 }

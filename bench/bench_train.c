@@ -46,7 +46,7 @@ typedef struct {
 /* The whole training split as one batch: x (60000, 784), y (60000). */
 static em_status load_all(const char *data_dir, em_batch *all)
 {
-    em_dataset *ds = recipe_fashion_mnist(data_dir, true, true);
+    em_dataset *ds = recipe_fashion_mnist(data_dir, true, EM_SHAPE(784));
     em_loader *dl = ds ? em_loader_new(ds, (em_loader_opts){.batch_size = em_dataset_len(ds)})
                        : NULL;
     em_status st = dl ? em_loader_next(dl, all) : em_error_status();
@@ -62,7 +62,7 @@ static double ember_samples_per_s(const bench_setup *b, const bench_case *c, con
 {
     const recipe_spec *rc = recipe_find(c->recipe);
     em_manual_seed(0);
-    em_module *model = rc->build();
+    em_module *model = rc->build(NULL);
     if (model && em_module_to(model, b->device) != EM_OK) {
         em_module_free(model);
         model = NULL;
@@ -77,7 +77,7 @@ static double ember_samples_per_s(const bench_setup *b, const bench_case *c, con
         if (b->device != EM_CPU)
             idx = em_to_device(idx, b->device);
         em_tensor *x = em_index_select(all->x, 0, idx); // (B, 784)
-        if (!rc->flat_input)
+        if (rc->sample.ndim != 1)
             x = em_reshape(x, EM_SHAPE(c->batch, 1, 28, 28));
         em_tensor *y = em_index_select(all->y, 0, idx); // (B)
         bool ok = em_device_synchronize(b->device) == EM_OK;
@@ -143,7 +143,7 @@ static double ember_gpt_tokens_per_s(const recipe_gpt_text *text, const gpt_case
         em_module_free(model);
         model = NULL;
     }
-    em_optim *opt = model ? recipe_gpt_optimizer(model, 1e-3) : NULL;
+    em_optim *opt = model ? recipe_optimizer(&recipe_gpt, "adamw", model, 1e-3, 0) : NULL;
     em_grad_scaler *scaler = amp == EM_F16 ? em_scaler_new((em_scaler_opts){0}) : NULL;
     em_sampler *s = em_random_sampler(text->n_train - t, (em_random_sampler_opts){
                                                              .replacement = true,
@@ -177,7 +177,7 @@ static double ember_gpt_tokens_per_s(const recipe_gpt_text *text, const gpt_case
         ok = loss && em_backward(scaler ? em_scaler_scale(scaler, loss) : loss) == EM_OK &&
              (!scaler || em_scaler_unscale(scaler, opt) == EM_OK);
         if (ok)
-            em_clip_grad_norm_optim(opt, RECIPE_GPT_CLIP, 2.0, false);
+            em_clip_grad_norm_optim(opt, recipe_gpt.clip, 2.0, false);
         ok = ok && !em_has_error() &&
              (scaler ? em_scaler_step(scaler, opt, NULL) == EM_OK &&
                            em_scaler_update(scaler) == EM_OK
@@ -296,10 +296,8 @@ typedef struct {
 static bool model_products(const bench_case *c, case_rounds *r)
 {
     const recipe_spec *rc = recipe_find(c->recipe);
-    em_module *model = rc->build();
-    r->n_layers = model ? em_module_matmul_layers(model, recipe_sample_shape(rc), r->layers,
-                                                  MAX_LAYERS)
-                        : -1;
+    em_module *model = rc->build(NULL);
+    r->n_layers = model ? em_module_matmul_layers(model, rc->sample, r->layers, MAX_LAYERS) : -1;
     em_module_free(model);
     if (r->n_layers < 0 || r->n_layers > MAX_LAYERS) {
         fprintf(stderr, "ember bench train: %s: %s\n", c->name,
@@ -344,8 +342,8 @@ typedef struct {
 static int parse_args(int argc, char **argv, train_bench_args *a)
 {
     *a = (train_bench_args){.threads = 2, .steps = 200, .rounds = 3, .gpt_steps = 10,
-                            .data_dir = RECIPE_FASHION_MNIST_DIR, .gpt_data_dir = RECIPE_FORTUNES_DIR,
-                            .device = "cpu", .amp = "off"};
+                            .data_dir = RECIPE_FASHION_MNIST_DIR,
+                            .gpt_data_dir = RECIPE_FORTUNES_DIR, .device = "cpu", .amp = "off"};
     const cmd_opt opts[] = {
         {"threads", CMD_OPT_INT, &a->threads, "N", "OpenMP threads (default 2)",
          .range = CMD_RANGE(1, 4096)},
@@ -355,9 +353,12 @@ static int parse_args(int argc, char **argv, train_bench_args *a)
          .range = CMD_RANGE(1, 1000000)},
         {"rounds", CMD_OPT_INT, &a->rounds, "N", "rounds alternating ember and PyTorch (default 3)",
          .range = CMD_RANGE(1, MAX_ROUNDS)},
-        {"data", CMD_OPT_STRING, &a->data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"data", CMD_OPT_STRING, &a->data_dir, "DIR",
+         .help = "Fashion-MNIST's folder (default " RECIPE_FASHION_MNIST_DIR ",\nDebian's "
+                 "fashion-mnist)"},
         {"gpt-data", CMD_OPT_STRING, &a->gpt_data_dir, "DIR",
-         .help = "the fortunes' directory, gpt's text (default " RECIPE_FORTUNES_DIR ")"},
+         .help = "the fortunes' folder, gpt's text (default " RECIPE_FORTUNES_DIR ",\nDebian's "
+                 "fortunes)"},
         {"device", CMD_OPT_CHOICE, &a->device, .choices = "cpu|cuda",
          .help = "where both frameworks train (default cpu)"},
         {"amp", CMD_OPT_CHOICE, &a->amp, .choices = "off|f16|bf16",
@@ -437,7 +438,8 @@ static bool write_report(cmd_report *page, const train_bench_args *a, const char
              a->device, about, a->amp, a->threads, a->rounds);
     cmd_report_note(page, note);
     const char *names[BENCH_MAX_CASES + BENCH_GPT_CASES];
-    double ember_median[BENCH_MAX_CASES + BENCH_GPT_CASES], torch_median[BENCH_MAX_CASES + BENCH_GPT_CASES];
+    double ember_median[BENCH_MAX_CASES + BENCH_GPT_CASES];
+    double torch_median[BENCH_MAX_CASES + BENCH_GPT_CASES];
     for (int i = 0; i < n_cases; i++) {
         names[i] = results[i].name;
         ember_median[i] = results[i].step;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "recipes/recipes.h"
+#include "recipes/run.h"
 #include "cmd/cmd.h"
 #include "cmd/report.h"
 #include "cli/cli_internal.h"
@@ -200,8 +200,7 @@ int cli_cmd_compare(int argc, char **argv)
         {"batch", CMD_OPT_INT64, &batch, "N", "samples per optimizer step (default: the recipe's)",
          .range = CMD_RANGE(4, INT_MAX)},
         {"threads", CMD_OPT_INT, &threads, "N", "OpenMP threads", .range = CMD_RANGE(1, 4096)},
-        {"data", CMD_OPT_STRING, &data_dir, "DIR",
-         .help = "Fashion-MNIST directory (gpt: the fortunes' directory)"},
+        {"data", CMD_OPT_STRING, &data_dir, "DIR", .help = CMD_DATA_HELP},
         {"report", CMD_OPT_STRING, &report, "FILE.html",
          .help = "also write the results as a page of charts"},
         {"device", CMD_OPT_CHOICE, &device_name, NULL, "where to train (default cpu)",

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "recipes/recipes.h"
+#include "recipes/run.h"
 #include "io/atomic_file.h"
 #include "cmd/cmd.h"
 #include "cli/cli_internal.h"
@@ -59,8 +59,7 @@ int cli_cmd_profile(int argc, char **argv)
          "data loader threads (default: the device's; 0 on the CPU, where the steps' threads "
          "hold the cores)",
          .range = CMD_RANGE(0, 256)},
-        {"data", CMD_OPT_STRING, &data_dir, "DIR",
-         .help = "Fashion-MNIST directory (gpt: the fortunes' directory)"},
+        {"data", CMD_OPT_STRING, &data_dir, "DIR", .help = CMD_DATA_HELP},
         {0}};
     const cmd_spec spec = {
         .command = "ember profile", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,

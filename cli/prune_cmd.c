@@ -1,6 +1,7 @@
-/* `ember prune RECIPE --load FILE ...`: prune a saved model's weights (L1, random or L-n
+/* `ember prune [RECIPE] --load FILE ...`: prune a saved model's weights (L1, random or L-n
  * structured, per layer or global), in N rounds with fine-tuning between them, optionally shrink
- * it, report sparsity, accuracy, size and latency, save it, and end with a JSON summary line. */
+ * it, report sparsity, accuracy, size and latency, save it as a whole-model file, and end with a
+ * JSON summary line. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@
 
 
 typedef struct {
-    const char *recipe, *load, *save, *data_dir, *method;
+    const char *recipe, *load, *save, *data_dir, *method, *input_shape;
     double amount, n, lr;
     int dim, iterations, finetune_epochs, threads;
     bool global, shrink, structured;
@@ -49,17 +50,22 @@ static em_status prune_round(em_module *m, const prune_opts *o, double amount, e
     return EM_OK;
 }
 
-/* epochs of the recipe's optimizer, at o->lr, over the training split. */
-static em_status finetune(const recipe_spec *rc, em_module *m, const prune_opts *o, int round)
+/* The training settings of a model that names no recipe: AdamW in batches of 64. */
+static const recipe_spec no_recipe = {.optim = "adamw", .batch = 64, .lr = 1e-3};
+
+/* epochs of the recipe's optimizer (one without: AdamW), at o->lr, over the training split. */
+static em_status finetune(const recipe_model *rm, const prune_opts *o, int round)
 {
-    em_dataset *train = recipe_fashion_mnist(o->data_dir, true, rc->flat_input);
+    const recipe_spec *rc = rm->recipe ? rm->recipe : &no_recipe;
+    em_module *m = rm->model;
+    em_dataset *train = recipe_model_images(rm, o->data_dir, true);
     em_loader *dl = train ? em_loader_new(train, (em_loader_opts){.batch_size = rc->batch,
                                                                   .shuffle = true,
                                                                   .seed = o->seed + round,
                                                                   .num_workers = 2,
                                                                   .persistent_workers = true})
                           : NULL;
-    em_optim *opt = dl ? recipe_optimizer(rc->optim, m, o->lr, rc->momentum) : NULL;
+    em_optim *opt = dl ? recipe_optimizer(rc, rc->optim, m, o->lr, rc->momentum) : NULL;
     em_trainer *t = opt ? em_trainer_new(m, opt, NULL, (em_trainer_opts){0}) : NULL;
     em_status st = t ? EM_OK : em_error_status();
     em_module_train(m, true);
@@ -104,8 +110,10 @@ static int parse_prune_args(int argc, char **argv, prune_opts *o, const recipe_s
     const char **recipe = &o->recipe;
     bool dim_given = false;
     const cmd_opt opts[] = {
-        {"load", CMD_OPT_STRING, &o->load, "FILE", "the model file or checkpoint", .required = true},
-        {"save", CMD_OPT_STRING, &o->save, "FILE", "where the pruned model goes", .required = true},
+        {"load", CMD_OPT_STRING, &o->load, "FILE", "the model file or checkpoint",
+         .required = true},
+        {"save", CMD_OPT_STRING, &o->save, "FILE", "where the pruned model goes",
+         .required = true},
         {"method", CMD_OPT_CHOICE, &o->method, NULL, "how weights are chosen", .required = true,
          .choices = "l1|random|ln"},
         {"amount", CMD_OPT_REAL, &o->amount, "A", "final sparsity after all rounds",
@@ -118,23 +126,27 @@ static int parse_prune_args(int argc, char **argv, prune_opts *o, const recipe_s
          .range = {.min = 0, .max = INFINITY, .open_min = true}},
         {"iterations", CMD_OPT_INT, &o->iterations, "N", "rounds of pruning (default 1)",
          .range = CMD_RANGE(1, 1000)},
-        {"finetune-epochs", CMD_OPT_INT, &o->finetune_epochs, "E", "epochs of fine-tuning per round",
-         .range = CMD_RANGE(0, 1000)},
+        {"finetune-epochs", CMD_OPT_INT, &o->finetune_epochs, "E",
+         "epochs of fine-tuning per round", .range = CMD_RANGE(0, 1000)},
         {"lr", CMD_OPT_REAL, &o->lr, "X", "fine-tuning learning rate (default: the recipe's / 5)",
          .range = CMD_ABOVE(0)},
         {"shrink", CMD_OPT_FLAG, &o->shrink, NULL, .help = "remove pruned rows and channels"},
         {"seed", CMD_OPT_UINT64, &o->seed, "S", .help = "random seed (default 0)"},
         {"threads", CMD_OPT_INT, &o->threads, "N", "OpenMP threads (default 2)",
          .range = CMD_RANGE(1, 4096)},
-        {"data", CMD_OPT_STRING, &o->data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"data", CMD_OPT_STRING, &o->data_dir, "DIR", .help = CMD_DATA_HELP},
+        CMD_INPUT_SHAPE_OPT(o->input_shape),
         {0}};
     const cmd_spec spec = {
         .command = "ember prune", .operands = "RECIPE", .n_operands = 1, .operand = recipe,
+        .operands_optional = true,
         .about = "l1: L1 unstructured; random: random unstructured, or structured along --dim "
                  "when given;\nln: L-n structured along --dim (default 0) with --n (default 2). "
                  "Structured pruning\nleaves the output layer's rows alone. --amount is the final "
-                 "sparsity after all rounds.",
-        .more_help = cmd_list_built_recipes, .opts = opts};
+                 "sparsity after all rounds. The images\nand the fine-tuning's optimizer are the "
+                 "recipe's; a model that names none takes the IDX files\nin --data and AdamW "
+                 "(lr 2e-4) in batches of 64. RECIPE: only for a file of weights alone.",
+        .more_help = cmd_list_image_recipes, .opts = opts};
     int parsed = cmd_parse_recipe_command(&spec, argc, argv, recipe, true, rc);
     if (parsed != CMD_ARGS_RUN)
         return parsed;
@@ -144,8 +156,6 @@ static int parse_prune_args(int argc, char **argv, prune_opts *o, const recipe_s
                         "random without --dim)\n");
         return 2;
     }
-    if (o->lr <= 0)
-        o->lr = (*rc)->lr / 5;
     return CMD_ARGS_RUN;
 }
 
@@ -158,10 +168,11 @@ typedef struct {
 
 /* Prunes m in o->iterations rounds (fine-tuning between them), shrinks or makes the pruning
  * permanent, measures and saves; f gets the figures. */
-static em_status prune_model(const recipe_spec *rc, const prune_opts *o, em_module *m,
+static em_status prune_model(const recipe_model *rm, const prune_opts *o,
                              const em_dataset *test, const em_tensor *x1, const em_tensor *x64,
                              prune_figures *f)
 {
+    em_module *m = rm->model;
     em_generator gen = em_generator_new(o->seed);
     f->base_params = em_module_num_params(m);
     em_status st = test_accuracy(m, test, &f->base_acc);
@@ -172,7 +183,7 @@ static em_status prune_model(const recipe_spec *rc, const prune_opts *o, em_modu
     for (int r = 0; r < o->iterations && st == EM_OK; r++) {
         st = prune_round(m, o, a, &gen);
         if (st == EM_OK && o->finetune_epochs)
-            st = finetune(rc, m, o, r);
+            st = finetune(rm, o, r);
         if (st == EM_OK)
             st = test_accuracy(m, test, &f->acc);
         if (st == EM_OK)
@@ -190,15 +201,15 @@ static em_status prune_model(const recipe_spec *rc, const prune_opts *o, em_modu
         return st;
     f->l1 = bench_measure_latency(m, x1, 50, 300);
     f->l64 = bench_measure_latency(m, x64, 5, 40);
-    em_st_meta meta[2] = {{"recipe", rc->name}};
-    return em_module_save(m, o->save, meta, 1 + em_prune_meta(meta + 1));
+    return cmd_save_model(rm, o->save);
 }
 
 /* The run's one-line JSON summary on stdout. */
 static em_status print_prune_summary(const recipe_spec *rc, const prune_opts *o,
                                      const em_module *m, const prune_figures *f)
 {
-    json_t *j = json_pack("{s:s, s:s, s:b, s:b}", "recipe", rc->name, "method", o->method,
+    json_t *j = json_pack("{s:o, s:s, s:b, s:b}", "recipe",
+                          rc ? json_string(rc->name) : json_null(), "method", o->method,
                           "structured", o->structured, "global", o->global);
     em_json_set_real(j, "amount", o->amount, 4);
     json_object_set_new(j, "iterations", json_integer(o->iterations));
@@ -222,6 +233,26 @@ static em_status print_prune_summary(const recipe_spec *rc, const prune_opts *o,
     return st;
 }
 
+/* Prunes the loaded model m as o says, prints the summary; the exit status. */
+static int prune(recipe_model *m, prune_opts *o)
+{
+    if (o->lr <= 0)
+        o->lr = (m->recipe ? m->recipe->lr : no_recipe.lr) / 5;
+    em_dataset *test = recipe_model_images(m, o->data_dir, false);
+    em_tensor *x64 = test ? bench_test_batch(test, 64) : NULL;
+    em_tensor *x1 = x64 ? em_narrow(x64, 0, 0, 1) : NULL;
+    prune_figures f = {0};
+    em_status st = x1 ? prune_model(m, o, test, x1, x64, &f) : em_error_status();
+    if (st == EM_OK)
+        st = print_prune_summary(m->recipe, o, m->model, &f);
+    else
+        fprintf(stderr, "ember prune: %s\n", em_error());
+    em_release(x1);
+    em_release(x64);
+    em_dataset_free(test);
+    return st == EM_OK ? 0 : 1;
+}
+
 int cli_cmd_prune(int argc, char **argv)
 {
     prune_opts o = {.n = 2, .iterations = 1, .threads = 2};
@@ -230,21 +261,10 @@ int cli_cmd_prune(int argc, char **argv)
     if (parsed != CMD_ARGS_RUN)
         return parsed;
     omp_set_num_threads(o.threads);
-    em_module *m = rc->build();
-    em_dataset *test = recipe_fashion_mnist(o.data_dir, false, rc->flat_input);
-    em_tensor *x64 = test ? bench_test_batch(rc, o.data_dir, 64) : NULL;
-    em_tensor *x1 = x64 ? em_narrow(x64, 0, 0, 1) : NULL;
-    em_status st = m && x1 ? recipe_load_model_any(m, rc, o.load) : em_error_status();
-    prune_figures f = {0};
-    if (st == EM_OK)
-        st = prune_model(rc, &o, m, test, x1, x64, &f);
-    if (st == EM_OK)
-        st = print_prune_summary(rc, &o, m, &f);
-    else
-        fprintf(stderr, "ember prune: %s\n", em_error());
-    em_release(x1);
-    em_release(x64);
-    em_dataset_free(test);
-    em_module_free(m);
-    return st == EM_OK ? 0 : 1;
+    recipe_model m;
+    int status = cmd_load_model("ember prune", o.load, rc, o.input_shape, true, &m);
+    if (!status)
+        status = prune(&m, &o);
+    recipe_model_free(&m);
+    return status;
 }

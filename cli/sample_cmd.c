@@ -1,4 +1,5 @@
-/* `ember sample gpt`: text from a trained gpt model, the characters/s on stderr. */
+/* `ember sample [gpt] --load FILE`: text from a trained GPT (its vocabulary in the same file),
+ * the characters/s on stderr. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +20,15 @@ int cli_cmd_sample(int argc, char **argv)
         {0}};
     const cmd_spec spec = {
         .command = "ember sample", .operands = "gpt", .n_operands = 1, .operand = &recipe,
-        .about = "Continues the prompt with text sampled from a trained gpt model: the text goes "
-                 "to stdout,\ntokens/s to stderr. The same seed gives the same text.",
+        .operands_optional = true,
+        .about = "Continues the prompt with text sampled from a trained gpt model (a GPT whose "
+                 "file holds its\nvocabulary, gpt.vocab): the text goes to stdout, tokens/s to "
+                 "stderr. The same seed gives the\nsame text.",
         .opts = opts};
     int parsed = cmd_args_parse(&spec, argc, argv);
     if (parsed != CMD_ARGS_RUN)
         return parsed;
-    if (strcmp(recipe, "gpt")) {
+    if (recipe && strcmp(recipe, "gpt")) {
         fprintf(stderr, "ember sample: only the gpt recipe samples text, not '%s'\n", recipe);
         return 2;
     }
@@ -39,7 +42,8 @@ int cli_cmd_sample(int argc, char **argv)
         return 1;
     }
     double t0 = bench_now_s();
-    em_status st = em_gpt_generate(model, ids, n, a.tokens, cmd_sample_generate_opts(&a, no_cache), out);
+    em_status st = em_gpt_generate(model, ids, n, a.tokens,
+                                   cmd_sample_generate_opts(&a, no_cache), out);
     double secs = bench_now_s() - t0;
     if (st == EM_OK)
         st = em_char_vocab_decode(&vocab, out, (size_t)a.tokens, text);

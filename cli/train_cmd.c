@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "recipes/recipes.h"
+#include "recipes/run.h"
 #include "io/atomic_file.h"
 #include "io/json_internal.h"
 #include "observe/tensorboard.h"
@@ -66,7 +66,8 @@ static void print_summary(const recipe_train_opts *o, const recipe_result *r)
 /* `ember eval`'s line: what the evaluation measured, nothing of training. */
 static void print_eval(const recipe_spec *rc, const char *load, const recipe_result *r)
 {
-    json_t *j = json_pack("{s:s, s:s}", "recipe", rc->name, "load", load);
+    json_t *j = json_pack("{s:o, s:s}", "recipe", rc ? json_string(rc->name) : json_null(),
+                          "load", load);
     if (!j)
         return;
     if (r->tokens_per_sample) { /* a language model: the loss in nats per token */
@@ -131,10 +132,9 @@ static int parse_train_args(int argc, char **argv, train_args *a)
          "data loader threads (default: 0 on the CPU, 2 on a GPU)",
          .range = CMD_RANGE(0, 256)},
         {"seed", CMD_OPT_UINT64, &a->o.seed, "N", .help = "random seed (default 0)"},
-        {"data", CMD_OPT_STRING, &a->o.data_dir, "DIR",
-         .help = "Fashion-MNIST directory (gpt: the fortunes' directory)"},
+        {"data", CMD_OPT_STRING, &a->o.data_dir, "DIR", .help = CMD_DATA_HELP},
         {"save", CMD_OPT_STRING, &a->o.save_path, "FILE",
-         .help = "write a training checkpoint every epoch"},
+         .help = "write a training checkpoint every epoch (a whole-model file)"},
         {"save-every", CMD_OPT_INT64, &a->o.save_every, "N",
          "with --save: also write it every N steps (a killed run loses at most N)",
          .range = CMD_AT_LEAST(1)},
@@ -148,7 +148,8 @@ static int parse_train_args(int argc, char **argv, train_args *a)
          .range = CMD_AT_LEAST(1)},
         {"clip", CMD_OPT_REAL, &a->o.tech.clip, "X", "clip the total gradient 2-norm to X",
          .range = CMD_ABOVE(0)},
-        {"guard", CMD_OPT_FLAG, &a->o.tech.guard, NULL, .help = "skip non-finite or outlier updates"},
+        {"guard", CMD_OPT_FLAG, &a->o.tech.guard, NULL,
+         .help = "skip non-finite or outlier updates"},
         {"checkpoint-activations", CMD_OPT_FLAG, &a->o.tech.checkpoint_activations, NULL,
          .help = "recompute activations in backward"},
         {"device", CMD_OPT_CHOICE, &a->device, NULL, "where to train (default cpu)",
@@ -267,30 +268,41 @@ int cli_cmd_train(int argc, char **argv)
 
 int cli_cmd_eval(int argc, char **argv)
 {
-    recipe_train_opts o = {0};
-    const char *recipe = NULL, *load = NULL;
+    const char *recipe = NULL, *load = NULL, *data_dir = NULL, *input_shape = NULL;
     int threads = 0;
     const cmd_opt opts[] = {
         {"load", CMD_OPT_STRING, &load, "FILE", "a model file or training checkpoint",
          .required = true},
-        {"data", CMD_OPT_STRING, &o.data_dir, "DIR",
-         .help = "Fashion-MNIST directory (gpt: the fortunes' directory)"},
+        {"data", CMD_OPT_STRING, &data_dir, "DIR", .help = CMD_DATA_HELP},
+        CMD_INPUT_SHAPE_OPT(input_shape),
         {"threads", CMD_OPT_INT, &threads, "N", "OpenMP threads", .range = CMD_RANGE(1, 4096)},
         {0}};
     const cmd_spec spec = {
         .command = "ember eval", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
-        .about = "Test accuracy and loss of a saved model, checkpoint, quantized or pruned model.",
+        .operands_optional = true,
+        .about = "Test accuracy and loss (gpt: val loss) of a saved model, checkpoint, quantized "
+                 "or pruned\nmodel, on the data of the recipe its file names. A model that names "
+                 "none is an image\nclassifier, scored on the test split of the IDX files in "
+                 "--data in samples of its input\nshape. RECIPE: only for a file of weights "
+                 "alone.",
         .more_help = cmd_list_recipes, .opts = opts};
-    int parsed = cmd_parse_recipe_command(&spec, argc, argv, &recipe, false, &o.recipe);
+    const recipe_spec *rc;
+    int parsed = cmd_parse_recipe_command(&spec, argc, argv, &recipe, false, &rc);
     if (parsed != CMD_ARGS_RUN)
         return parsed;
     if (threads)
         omp_set_num_threads(threads);
+    recipe_model m;
+    int status = cmd_load_model(spec.command, load, rc, input_shape, false, &m);
+    if (status)
+        return status;
     recipe_result r;
-    if (recipe_eval(o.recipe, o.data_dir, load, &r) != EM_OK) {
+    if (recipe_eval(&m, data_dir, &r) != EM_OK) {
         fprintf(stderr, "ember eval: %s\n", em_error());
+        recipe_model_free(&m);
         return 1;
     }
-    print_eval(o.recipe, load, &r);
+    print_eval(m.recipe, load, &r);
+    recipe_model_free(&m);
     return 0;
 }

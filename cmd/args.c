@@ -224,8 +224,14 @@ void cmd_args_usage(const cmd_spec *s, FILE *f)
         char left[96], meta[64];
         meta_of(o, meta, sizeof meta);
         snprintf(left, sizeof left, "--%s%s", o->name, meta);
-        fprintf(f,
-         "  %-32s %s%s\n", left, o->help ? o->help : "", o->required ? " (required)" : "");
+        fprintf(f, "  %-32s ", left);
+        /* a help of several lines goes on under its first */
+        for (const char *h = o->help ? o->help : ""; *h; h++)
+            if (*h == '\n')
+                fprintf(f, "\n%35s", "");
+            else
+                fputc(*h, f);
+        fprintf(f, "%s\n", o->required ? " (required)" : "");
     }
     fprintf(f, "  %-32s %s\n  %-32s %s\n", "-h, --help", "show this help and exit", "--version",
             "show ember's version and exit");

@@ -5,7 +5,22 @@
 #include <string.h>
 
 #include "cmd/sample.h"
-#include "recipes/recipes.h"
+#include "recipes/model_file.h"
+
+/* The gpt model in path with its vocabulary (a file that names a recipe names gpt). */
+static em_status load_gpt(const char *path, em_module **model, em_char_vocab *vocab)
+{
+    recipe_model m;
+    em_gpt_config c;
+    em_status st = recipe_model_load(path, recipe_find("gpt"), &m);
+    if (st == EM_OK && (st = recipe_model_gpt(&m, path, &c)) == EM_OK) {
+        *model = m.model;
+        *vocab = m.vocab;
+        m.model = NULL;
+    }
+    recipe_model_free(&m);
+    return st;
+}
 
 bool cmd_sample_prepare(const char *command, const cmd_sample_args *a, em_module **model,
                         em_char_vocab *vocab, int64_t **ids, int64_t *n)
@@ -14,8 +29,9 @@ bool cmd_sample_prepare(const char *command, const cmd_sample_args *a, em_module
         omp_set_num_threads(a->threads);
     size_t len = strlen(a->prompt);
     uint8_t *bytes = malloc(len > 0 ? len : 1);
+    *model = NULL;
     *ids = malloc((len > 0 ? len : 1) * sizeof **ids);
-    em_status st = bytes && *ids ? recipe_gpt_load(a->load, model, vocab)
+    em_status st = bytes && *ids ? load_gpt(a->load, model, vocab)
                                  : em_set_error(EM_ERR_MEMORY, "out of memory");
     if (st == EM_OK && len == 0)
         st = em_set_error(EM_ERR_ARG, "the prompt is empty");

@@ -15,18 +15,18 @@ typedef struct {
 } cmd_sample_args;
 
 /* The options that set a cmd_sample_args, as entries of a cmd_opt table. */
-#define CMD_SAMPLE_OPTS(a)                                                                         \
-    {"load", CMD_OPT_STRING, &(a).load, "FILE", .help = "a model saved by ember train gpt --save", \
-     .required = true},                                                                        \
-    {"prompt", CMD_OPT_STRING, &(a).prompt, "TEXT",                                              \
-     .help = "the text to continue (default: a newline)"},                                     \
-    {"tokens", CMD_OPT_INT64, &(a).tokens, "N", "characters to generate (default 256)",         \
-     .range = CMD_RANGE(1, 1e6)},                                                               \
-    {"temperature", CMD_OPT_REAL, &(a).temperature, "T", "divides the logits (default 0.8)",     \
-     .range = CMD_ABOVE(0)},                                                                    \
+#define CMD_SAMPLE_OPTS(a)                                                                   \
+    {"load", CMD_OPT_STRING, &(a).load, "FILE", .help = "a gpt model (ember train gpt --save)",  \
+     .required = true},                                                                      \
+    {"prompt", CMD_OPT_STRING, &(a).prompt, "TEXT",                                          \
+     .help = "the text to continue (default: a newline)"},                                   \
+    {"tokens", CMD_OPT_INT64, &(a).tokens, "N", "characters to generate (default 256)",      \
+     .range = CMD_RANGE(1, 1e6)},                                                            \
+    {"temperature", CMD_OPT_REAL, &(a).temperature, "T", "divides the logits (default 0.8)", \
+     .range = CMD_ABOVE(0)},                                                                 \
     {"top-k", CMD_OPT_INT64, &(a).top_k, "K", "sample among the K likeliest (default 0: all)", \
-     .range = CMD_AT_LEAST(0)},                                                                 \
-    {"seed", CMD_OPT_UINT64, &(a).seed, "S", .help = "random seed (default 0)"},               \
+     .range = CMD_AT_LEAST(0)},                                                              \
+    {"seed", CMD_OPT_UINT64, &(a).seed, "S", .help = "random seed (default 0)"},             \
     {"threads", CMD_OPT_INT, &(a).threads, "N", "OpenMP threads", .range = CMD_RANGE(1, 4096)}
 
 /* The gpt model a->load holds with its vocabulary, and the prompt's ids (*n of them, malloc'd);

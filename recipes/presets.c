@@ -1,7 +1,7 @@
 /* The presets of `ember train --preset`: named bundles of techniques (see recipes.h). */
 #include <string.h>
 
-#include "recipes/recipes.h"
+#include "recipes/run.h"
 
 em_status recipe_preset(const char *name, recipe_train_opts *o)
 {
