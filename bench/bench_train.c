@@ -354,11 +354,11 @@ static int parse_args(int argc, char **argv, train_bench_args *a)
         {"rounds", CMD_OPT_INT, &a->rounds, "N", "rounds alternating ember and PyTorch (default 3)",
          .range = CMD_RANGE(1, MAX_ROUNDS)},
         {"data", CMD_OPT_STRING, &a->data_dir, "DIR",
-         .help = "Fashion-MNIST's folder (default " RECIPE_FASHION_MNIST_DIR ",\nDebian's "
-                 "fashion-mnist)"},
+         .help = "Fashion-MNIST's IDX files; by default in\n" RECIPE_FASHION_MNIST_DIR
+                 " (Debian's fashion-mnist)"},
         {"gpt-data", CMD_OPT_STRING, &a->gpt_data_dir, "DIR",
-         .help = "the fortunes' folder, gpt's text (default " RECIPE_FORTUNES_DIR ",\nDebian's "
-                 "fortunes)"},
+         .help = "gpt's text, the fortunes; by default in\n" RECIPE_FORTUNES_DIR
+                 " (Debian's fortunes)"},
         {"device", CMD_OPT_CHOICE, &a->device, .choices = "cpu|cuda",
          .help = "where both frameworks train (default cpu)"},
         {"amp", CMD_OPT_CHOICE, &a->amp, .choices = "off|f16|bf16",

@@ -113,6 +113,21 @@ Test(cli, every_command_has_help)
     expect("bench", 2, "usage: ember bench WHAT");
 }
 
+/* Every command that reads data says in its --help where the recipes' data lives: Debian's
+ * Fashion-MNIST and fortunes folders. */
+Test(cli, every_data_option_says_where_the_data_lives)
+{
+    const char *cmds[] = {"train", "eval", "compare", "profile", "quantize", "prune",
+                          "bench infer", "bench serve", "bench train"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char args[64];
+        snprintf(args, sizeof args, "%s --help", cmds[i]);
+        expect(args, 0, "--data DIR");
+        expect(args, 0, "/usr/share/datasets/fashion-mnist (Debian's fashion-mnist)");
+        expect(args, 0, "/usr/share/games/fortunes (Debian's fortunes)");
+    }
+}
+
 Test(cli, version)
 {
     expect("--version", 0, "ember 0.");
