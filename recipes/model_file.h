@@ -18,7 +18,6 @@ typedef struct {
     em_shape input;            /* one input sample: the file's input_shape, else its recipe's;
                                   ndim 0 when neither says */
     em_char_vocab vocab;       /* a language model's characters; size 0 for the others */
-    bool older_kind;           /* not a whole-model file (static INT8 is saved as one of those) */
 } recipe_model;
 
 /* Loads the model in path into *out. rc: the recipe a command was given, or NULL; a file that

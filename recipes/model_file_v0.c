@@ -177,6 +177,5 @@ em_status recipe_model_load_v0(const char *path, const recipe_spec *rc, recipe_m
     else
         st = load_model_file(out->model, f, path);
     em_safetensors_free(f);
-    out->older_kind = true;
     return st;
 }

@@ -1,4 +1,4 @@
-/* The reference recipes: Fashion-MNIST models whose definitions match ../bench/torch_ref.py's,
+/* The reference recipes: Fashion-MNIST models whose definitions match bench/bench_torch.py's,
  * each with the defaults that reach its accuracy target, and a character-level GPT on the
  * fortunes' text. A recipe is data and hooks (its data, model, loss, metadata, defaults); one
  * driver trains every recipe (recipes/run.h). */

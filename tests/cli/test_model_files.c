@@ -4,7 +4,7 @@
  * checkpoints still resume as they did; the files ember writes now (`train --save`, quantize,
  * prune) are whole-model files that em_model_load opens and every command takes without a
  * recipe; and a user's own model saved with em_model_save is evaluated, summarised, served,
- * exported, quantized and pruned given only its input shape. */
+ * exported, quantized and pruned given only its input shape (read whole: "1,28,28"). */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
@@ -22,6 +22,7 @@
 #include "helpers/ember_cli.h"
 #include "helpers/files.h"
 #include "http/http_client.h"
+#include "recipes/model_file.h"
 
 static char dir[64], data[128], text[128];
 static char out[32768];
@@ -333,4 +334,21 @@ Test(model_files, a_users_model_loads_without_a_recipe)
     ember(1, "quantize --static --load %s --data %s --save %s", mine, data, at("mine_s"));
     cr_expect(strstr(out, "names no recipe, and static INT8 layers cannot be saved as a "
                           "whole-model file yet"), "%s", out);
+}
+
+/* --input-shape and the metadata input_shape: 1 to 7 sizes in [1, 2^31), nothing else. */
+Test(model_files, input_shapes_are_read_whole)
+{
+    em_shape s;
+    cr_assert(recipe_shape_parse("1,28,28", &s));
+    cr_expect(s.ndim == 3 && s.d[0] == 1 && s.d[1] == 28 && s.d[2] == 28);
+    cr_assert(recipe_shape_parse("2147483647", &s));
+    cr_expect(s.ndim == 1 && s.d[0] == 2147483647);
+    const char *bad[] = {"", ",", "784,", ",784", "1,,2", "0", "-1", "+5", "2147483648",
+                         "1,2,3,4,5,6,7,8", "12a", "1 2", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        cr_expect(!recipe_shape_parse(bad[i], &s), "'%s' was read", bad[i]);
+    char text[96];
+    recipe_shape_text(EM_SHAPE(1, 28, 28), text, sizeof text);
+    cr_expect_str_eq(text, "1,28,28");
 }
