@@ -1,21 +1,11 @@
-/* Whole-model files with the caller's metadata, whether a model can be described, and the tree
- * as a metadata entry (models/model_file_meta.h). */
+/* Whole-model files with the caller's metadata, and the tree as a metadata entry
+ * (models/model_file_meta.h; em_model_describable is beside em_model_save). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "export/serialize.h"
 #include "models/model_file_internal.h"
 #include "models/model_file_meta.h"
-#include "nn/nn_internal.h"
-
-bool em_model_describable(const em_module *m)
-{
-    const em_model_type *d = em_model_type_of(em_module_own_type(m));
-    for (int i = 0; d && d->container && i < m->n_children; i++)
-        if (!em_model_describable(m->children[i].module))
-            return false;
-    return d != NULL;
-}
 
 em_status em_model_tree_meta(const em_module *m, const char *file, em_st_meta *out)
 {

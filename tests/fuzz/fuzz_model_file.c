@@ -14,8 +14,9 @@
 static em_module *small_model(const recipe_data *d)
 {
     (void)d;
-    return em_sequential(4, em_linear_layer(4, 3, true), em_batch_norm1d_layer(3, 0, 0),
-                         em_relu_layer(), em_linear_layer(3, 2, true));
+    return em_sequential(4, em_linear_layer(4, 3, true),
+                         em_batch_norm1d_layer(3, (em_batch_norm_opts){0}), em_relu_layer(),
+                         em_linear_layer(3, 2, true));
 }
 
 static const recipe_spec small = {.name = "small", .build = small_model, .sample = {1, {4}}};

@@ -96,7 +96,7 @@ static em_tensor *same_forward(em_module *m, const em_tensor *x)
     return em_mul_scalar(x, 1.0);
 }
 
-static const em_module_type unknown_type = {"TestUnknown", same_forward, NULL, NULL};
+static const em_module_type unknown_type = {.type_name = "TestUnknown", .forward = same_forward};
 
 Test(model_file_meta, describable_says_what_model_files_know)
 {

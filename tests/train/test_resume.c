@@ -236,7 +236,7 @@ static em_tensor *scale_forward(em_module *m, const em_tensor *x)
     return em_mul(x, m->params[0].value);
 }
 
-static const em_module_type scale_type = {"TestScale", scale_forward, NULL, NULL};
+static const em_module_type scale_type = {.type_name = "TestScale", .forward = scale_forward};
 
 /* A model with a module of an unknown type still checkpoints and resumes; only its tree is left
  * out, so em_model_load says the file is no whole-model file. */
