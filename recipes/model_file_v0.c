@@ -137,7 +137,7 @@ static em_module *structure(const recipe_spec *rc, const em_safetensors *f, cons
     return read_config(f, prefix, path, &c) == EM_OK ? em_gpt(c) : NULL;
 }
 
-/* The model part of a version-1 training checkpoint into model (the generator left as it was). */
+/* The model part of a training checkpoint into model (the generator left as it was). */
 static em_status load_checkpoint_model(em_module *model, const char *path)
 {
     em_generator saved = *em_default_generator();
@@ -169,7 +169,8 @@ em_status recipe_model_load_v0(const char *path, const recipe_spec *rc, recipe_m
         return st;
     const char *kind = em_safetensors_meta(f, "ember.kind");
     bool checkpoint = kind && !strcmp(kind, "train_checkpoint");
-    out->model = structure(rc, f, checkpoint ? "model." : "", path);
+    bool version_1 = checkpoint && !em_safetensors_meta(f, "ember.checkpoint_version");
+    out->model = structure(rc, f, version_1 ? "model." : "", path);
     if (!out->model)
         st = em_error_status();
     else if (checkpoint)
