@@ -8,6 +8,7 @@
 
 #include "export/serialize.h"
 #include "models/model_file_internal.h"
+#include "models/model_file_meta.h"
 #include "nn/nn_internal.h"
 
 static json_t *save_node(const em_module *m, const char *path, const char *file);
@@ -27,11 +28,27 @@ static json_t *save_children(const em_module *m, const char *path, const char *f
     return kids;
 }
 
+/* Whether m's own type is one files know and can rebuild. */
+static bool savable(const em_module *m)
+{
+    const em_module_type *own = em_module_own_type(m);
+    return em_model_type_named(own->type_name) == own && m->type->build;
+}
+
+bool em_model_describable(const em_module *m)
+{
+    bool container = em_module_own_type(m)->traits & EM_TRAIT_CONTAINER;
+    for (int i = 0; savable(m) && container && i < m->n_children; i++)
+        if (!em_model_describable(m->children[i].module))
+            return false;
+    return savable(m);
+}
+
 /* m's node, or NULL with an error naming the module that cannot be saved. */
 static json_t *save_node(const em_module *m, const char *path, const char *file)
 {
     const em_module_type *own = em_module_own_type(m);
-    if (em_model_type_named(own->type_name) != own || !m->type->build) {
+    if (!savable(m)) {
         em_set_error(EM_ERR_ARG, "em_model_save: %s: module '%s' is a %s, a type whole-model "
                      "files %s", file, em_model_module_name(path), own->type_name,
                      m->type->build ? "do not know (em_model_register_type adds one)"
@@ -57,8 +74,7 @@ static json_t *save_node(const em_module *m, const char *path, const char *file)
     return node;
 }
 
-/* The metadata text for m, or NULL with an error. */
-static char *tree_text(const em_module *m, const char *file)
+char *em_model_tree_text(const em_module *m, const char *file)
 {
     json_t *model = save_node(m, "", file);
     json_t *root = model ? json_pack("{s:i, s:b, s:o}", "version", EM_MODEL_FORMAT_VERSION,
@@ -73,13 +89,5 @@ static char *tree_text(const em_module *m, const char *file)
 
 em_status em_model_save(const em_module *m, const char *path)
 {
-    if (!m || !path)
-        return em_set_error(EM_ERR_ARG, "em_model_save: NULL %s", m ? "path" : "module");
-    char *text = tree_text(m, path);
-    if (!text)
-        return em_error_status();
-    em_st_meta meta = {EM_MODEL_META_KEY, text};
-    em_status st = em_module_save(m, path, &meta, 1);
-    free(text);
-    return st;
+    return em_model_save_meta(m, path, NULL, 0);
 }

@@ -23,7 +23,8 @@ em_status em_model_save(const em_module *m, const char *path);
  * type must be known, every setting one of its type's and in range (errors name the module and
  * the setting), and the tensors the settings imply are checked against the file before any is
  * allocated; then every name, shape and kind of dtype must match (a floating tensor is not read
- * from a bool or integer one). */
+ * from a bool or integer one). Tensors under names that start with "ember." (a training
+ * checkpoint's optimizer state) are not the model's and are passed by. */
 em_module *em_model_load(const char *path);
 
 /* Adds t (it must outlive every save and load) to the types em_model_save and em_model_load

@@ -13,6 +13,9 @@ const em_module_type *em_model_type_named(const char *name);
 extern const em_module_type *const em_builtin_module_types[];
 
 #define EM_MODEL_META_KEY "ember.model" /* the metadata entry that holds the tree */
+/* m's tree as that entry's text (malloc'd), or NULL with an error naming what cannot be saved;
+ * file names the file in errors. */
+char *em_model_tree_text(const em_module *m, const char *file);
 #define EM_MODEL_FORMAT_VERSION 1
 #define EM_MODEL_PATH_CHARS 512 /* a module's dotted name in errors, cut to fit */
 

@@ -153,6 +153,22 @@ static em_module *build_node(const tree_walk *w, const json_t *node, const char 
     return m;
 }
 
+/* Whether the file's tensor of that name is no model's: a name under "ember." (a training
+ * checkpoint's optimizer state). */
+static bool beside_model(const char *name)
+{
+    return !strncmp(name, "ember.", 6);
+}
+
+/* The file's tensors that are the model's. */
+static int model_tensors(const em_safetensors *st)
+{
+    int n = 0;
+    for (int i = 0; i < st->n_tensors; i++)
+        n += !beside_model(st->names[i]);
+    return n;
+}
+
 /* Whether a tensor of dtype want is read from one of dtype got: floating from floating (of any
  * width), any other dtype from itself. */
 static bool same_kind(em_dtype want, em_dtype got)
@@ -161,7 +177,7 @@ static bool same_kind(em_dtype want, em_dtype got)
 }
 
 /* Copies st's tensors into m by name once every one of m's is found with its shape and kind of
- * dtype and the file holds no others. */
+ * dtype and the file holds no others (beside those under "ember."). */
 static em_status load_weights(em_module *m, const em_safetensors *st, const char *file)
 {
     int n = em_module_state(m, NULL, 0);
@@ -188,9 +204,9 @@ static em_status load_weights(em_module *m, const em_safetensors *st, const char
                                   "any other from its own dtype)", file, e[i].name,
                                   em_dtype_name(e[i].tensor->dtype), em_dtype_name(t->dtype));
     }
-    if (status == EM_OK && st->n_tensors != n)
+    if (status == EM_OK && model_tensors(st) != n)
         status = em_set_error(EM_ERR_IO, "em_model_load: %s: the file holds %d tensors, the "
-                              "model %d", file, st->n_tensors, n);
+                              "model %d", file, model_tensors(st), n);
     for (int i = 0; i < n && status == EM_OK; i++)
         status = em_copy_(e[i].tensor, em_safetensors_get(st, e[i].name));
     free(e);
@@ -201,7 +217,7 @@ static double file_elements(const em_safetensors *st)
 {
     double n = 0;
     for (int i = 0; i < st->n_tensors; i++)
-        n += (double)em_numel(st->tensors[i]);
+        n += beside_model(st->names[i]) ? 0 : (double)em_numel(st->tensors[i]);
     return n;
 }
 

@@ -1,8 +1,9 @@
 /* The CNN recipe: two 3x3 conv-ReLU-maxpool stages and two linear layers on (1, 28, 28) images. */
 #include "recipes/recipes.h"
 
-em_module *em_recipe_cnn_build(void)
+em_module *recipe_cnn_build(const recipe_data *d)
 {
+    (void)d; /* the same model whatever the data */
     em_pool2d_layer_opts halve = {0}; /* stride: the kernel's 2 */
     return em_sequential(10,
                          em_conv2d_layer(1, 32, 3, (em_conv2d_layer_opts){.padding = 1}),

@@ -34,7 +34,7 @@ static void check_layers(em_module *m, em_shape sample, const want_layer *want, 
 Test(flops, mlp_recipe)
 {
     const want_layer want[] = {{512, 784, 1, false}, {256, 512, 1, true}, {10, 256, 1, true}};
-    check_layers(em_recipe_mlp_build(), EM_SHAPE(784), want, 3, 2407424);
+    check_layers(recipe_mlp_build(NULL), EM_SHAPE(784), want, 3, 2407424);
 }
 
 /* conv1 32 x (1x3x3) x 28x28 = 225,792 MACs; conv2 64 x (32x3x3) x 14x14 = 3,612,672;
@@ -44,7 +44,7 @@ Test(flops, cnn_recipe)
 {
     const want_layer want[] = {{32, 9, 784, false}, {64, 288, 196, true},
                                {128, 3136, 1, true}, {10, 128, 1, true}};
-    check_layers(em_recipe_cnn_build(), EM_SHAPE(1, 28, 28), want, 4, 24995328);
+    check_layers(recipe_cnn_build(NULL), EM_SHAPE(1, 28, 28), want, 4, 24995328);
 }
 
 /* A LayerNorm's parameters come first, so the Conv1d computes its input's gradient: 6 channels
@@ -59,7 +59,7 @@ Test(flops, conv1d_after_a_parameter_layer)
 
 Test(flops, counts_beyond_max_and_keeps_the_mode)
 {
-    em_module *m = em_recipe_mlp_build();
+    em_module *m = recipe_mlp_build(NULL);
     cr_assert_not_null(m);
     em_module_train(m, true);
     cr_expect_eq(em_module_matmul_layers(m, EM_SHAPE(784), NULL, 0), 3, "%s", em_error());
@@ -69,7 +69,7 @@ Test(flops, counts_beyond_max_and_keeps_the_mode)
 
 Test(flops, bad_input_is_an_error)
 {
-    em_module *m = em_recipe_mlp_build();
+    em_module *m = recipe_mlp_build(NULL);
     cr_assert_not_null(m);
     cr_expect_eq(em_module_matmul_layers(NULL, EM_SHAPE(784), NULL, 0), -1);
     cr_expect(strstr(em_error(), "em_module_matmul_layers"), "%s", em_error());

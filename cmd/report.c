@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "io/atomic_file.h"
-#include "cli/report.h"
+#include "cmd/report.h"
 
 #define WIDTH 760
 #define N_COLORS 10
@@ -15,7 +15,7 @@
 static const char *colors[N_COLORS] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                                        "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
 
-struct em_report {
+struct cmd_report {
     em_atomic_file af;
     FILE *f;
 };
@@ -34,11 +34,11 @@ static void esc(FILE *f, const char *s)
     }
 }
 
-em_report *em_report_open(const char *path, const char *title)
+cmd_report *cmd_report_open(const char *path, const char *title)
 {
-    em_report *r = calloc(1, sizeof *r);
+    cmd_report *r = calloc(1, sizeof *r);
     if (!r) {
-        em_set_error(EM_ERR_MEMORY, "em_report_open: out of memory");
+        em_set_error(EM_ERR_MEMORY, "cmd_report_open: out of memory");
         return NULL;
     }
     if (em_atomic_open(&r->af, path) != EM_OK) {
@@ -66,21 +66,21 @@ em_report *em_report_open(const char *path, const char *title)
     return r;
 }
 
-void em_report_heading(em_report *r, const char *text)
+void cmd_report_heading(cmd_report *r, const char *text)
 {
     fputs("<h2>", r->f);
     esc(r->f, text);
     fputs("</h2>\n", r->f);
 }
 
-void em_report_note(em_report *r, const char *text)
+void cmd_report_note(cmd_report *r, const char *text)
 {
     fputs("<p>", r->f);
     esc(r->f, text);
     fputs("</p>\n", r->f);
 }
 
-void em_report_table(em_report *r, const char *const *header, int n_cols,
+void cmd_report_table(cmd_report *r, const char *const *header, int n_cols,
                      const char *const *cells, int n_rows)
 {
     fputs("<table><tr>", r->f);
@@ -146,8 +146,8 @@ static void legend_entry(FILE *f, int x, int y, int k, const char *name)
     fputs("</text>\n", f);
 }
 
-void em_report_line_chart(em_report *r, const char *title, const char *x_label,
-                          const char *y_label, const em_report_series *series, int n_series)
+void cmd_report_line_chart(cmd_report *r, const char *title, const char *x_label,
+                          const char *y_label, const cmd_report_series *series, int n_series)
 {
     enum { HEIGHT = 380, LEFT = 70, RIGHT = 200, TOP = 40, BOTTOM = 50 };
     const int plot_w = WIDTH - LEFT - RIGHT, plot_h = HEIGHT - TOP - BOTTOM;
@@ -206,7 +206,7 @@ static int decimals(double v)
     return a >= 100 || a == 0 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : 3;
 }
 
-void em_report_bar_chart(em_report *r, const em_report_bars *b)
+void cmd_report_bar_chart(cmd_report *r, const cmd_report_bars *b)
 {
     enum { LABEL = 190, VALUE = 230, BAR = 18, GAP = 12, TOP = 34 };
     const int bar_w = WIDTH - LABEL - VALUE - 10;
@@ -245,13 +245,13 @@ void em_report_bar_chart(em_report *r, const em_report_bars *b)
     fputs("</svg>\n", f);
 }
 
-void em_report_abort(em_report *r)
+void cmd_report_abort(cmd_report *r)
 {
     em_atomic_abort(&r->af);
     free(r);
 }
 
-em_status em_report_close(em_report *r)
+em_status cmd_report_close(cmd_report *r)
 {
     fputs("</body></html>\n", r->f);
     em_status st = em_atomic_commit(&r->af);

@@ -1,6 +1,6 @@
 /* The HTTP front of the engine: libmicrohttpd with a thread per connection (a request's thread
  * waits on its future, so concurrent requests become one batch), a bounded body, connections
- * bounded in number and in the time they take to send a request (serve/http_guard.h), JSON in
+ * bounded in number and in the time they take to send a request (http/http_guard.h), JSON in
  * and out through serve/request.h, and a drain on stop. */
 #include <arpa/inet.h>
 #include <math.h>
@@ -14,18 +14,18 @@
 
 #include "serve/request.h"
 #include "io/json_internal.h"
-#include "serve/http_guard.h"
-#include "serve/http_server.h"
+#include "http/http_guard.h"
+#include "http/http_server.h"
 
 /* connections libmicrohttpd takes beyond max_connections, so that a new one can close one that
  * is waiting, or be answered 503, rather than wait unaccepted */
 #define ADMISSION_SLOTS 16
 
-struct em_http_server {
+struct http_server {
     struct MHD_Daemon *daemon;
     http_guard *guard;
     em_engine *engine;
-    em_http_opts o;
+    http_server_opts o;
     int port;
     atomic_int in_flight; /* requests received and being answered */
     atomic_bool draining;
@@ -87,7 +87,7 @@ static double now_ms(void)
 
 /* Runs req's samples (one, or each row of a batch) through the engine, all submitted before
  * any is waited for, within timeout_ms in all: EM_OK with ys[0..n), or the first failure. */
-static em_status run_samples(em_http_server *s, const em_predict_request *req, double timeout_ms,
+static em_status run_samples(http_server *s, const em_predict_request *req, double timeout_ms,
                              em_tensor **ys, int64_t n)
 {
     em_future **f = calloc((size_t)n, sizeof *f);
@@ -111,7 +111,7 @@ static em_status run_samples(em_http_server *s, const em_predict_request *req, d
     return st;
 }
 
-static enum MHD_Result predict(em_http_server *s, struct MHD_Connection *c, const upload *u)
+static enum MHD_Result predict(http_server *s, struct MHD_Connection *c, const upload *u)
 {
     char err[256];
     if (u->too_large) {
@@ -149,7 +149,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                               size_t *data_size, void **con_cls)
 {
     (void)version;
-    em_http_server *s = cls;
+    http_server *s = cls;
     upload *u = *con_cls;
     if (!u) { /* the first call: headers only */
         u = calloc(1, sizeof *u);
@@ -208,7 +208,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
                       enum MHD_RequestTerminationCode code)
 {
     (void)code;
-    em_http_server *s = cls;
+    http_server *s = cls;
     upload *u = *con_cls;
     if (!u)
         return;
@@ -221,9 +221,9 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
-em_http_server *em_http_start(em_engine *engine, em_http_opts o)
+http_server *http_server_start(em_engine *engine, http_server_opts o)
 {
-    em_http_server *s = calloc(1, sizeof *s);
+    http_server *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->engine = engine;
@@ -262,12 +262,12 @@ em_http_server *em_http_start(em_engine *engine, em_http_opts o)
     return s;
 }
 
-int em_http_port(const em_http_server *s)
+int http_server_port(const http_server *s)
 {
     return s->port;
 }
 
-int em_http_stop(em_http_server *s, double drain_s)
+int http_server_stop(http_server *s, double drain_s)
 {
     atomic_store(&s->draining, true);
     MHD_socket listen = MHD_quiesce_daemon(s->daemon);

@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "serve/http_guard.h"
+#include "http/http_guard.h"
 
 typedef enum { WAITING, ANSWERING, CLOSING } conn_state;
 

@@ -2,9 +2,9 @@
  * must deliver a whole request (headers and body) within a read timeout of opening or of its
  * last answer, else it is closed; a connection beyond the limit closes the one that has waited
  * longest for its request, or, when every other one is busy answering, is refused 503. Part of
- * serve/http_server.c (libmicrohttpd, the `ember` program). */
-#ifndef EMBER_SERVE_HTTP_GUARD_H
-#define EMBER_SERVE_HTTP_GUARD_H
+ * http/http_server.c (libmicrohttpd, the `ember` program). */
+#ifndef EMBER_HTTP_HTTP_GUARD_H
+#define EMBER_HTTP_HTTP_GUARD_H
 
 #include <microhttpd.h>
 #include <stdbool.h>

@@ -1,5 +1,5 @@
-/* Strict command-line parsing for the `ember` commands (see cli/args.h). */
-#include "cli/args.h"
+/* Strict command-line parsing for the `ember` commands (see cmd/args.h). */
+#include "cmd/args.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -12,12 +12,12 @@
 #error "EMBER_VERSION must be defined by the build"
 #endif
 
-static bool has_range(const em_opt_range *r)
+static bool has_range(const cmd_opt_range *r)
 {
     return r->min != 0 || r->max != 0 || r->open_min || r->open_max;
 }
 
-static bool in_range(const em_opt_range *r, double v)
+static bool in_range(const cmd_opt_range *r, double v)
 {
     if (!has_range(r))
         return true;
@@ -25,7 +25,7 @@ static bool in_range(const em_opt_range *r, double v)
 }
 
 /* "must be >= 1", "must be in [0, 1)" */
-static void describe_range(const em_opt_range *r, char *buf, size_t n)
+static void describe_range(const cmd_opt_range *r, char *buf, size_t n)
 {
     if (isinf(r->max))
         snprintf(buf, n, "must be %s %g", r->open_min ? ">" : ">=", r->min);
@@ -34,13 +34,13 @@ static void describe_range(const em_opt_range *r, char *buf, size_t n)
                  r->open_max ? ')' : ']');
 }
 
-static bool bad_value(const em_cmd_spec *s, const em_opt *o, const char *v, const char *what)
+static bool bad_value(const cmd_spec *s, const cmd_opt *o, const char *v, const char *what)
 {
     fprintf(stderr, "%s: --%s: '%s' is not %s\n", s->command, o->name, v, what);
     return false;
 }
 
-static bool out_of_range(const em_cmd_spec *s, const em_opt *o, const char *v)
+static bool out_of_range(const cmd_spec *s, const cmd_opt *o, const char *v)
 {
     char why[96];
     describe_range(&o->range, why, sizeof why);
@@ -51,7 +51,7 @@ static bool out_of_range(const em_cmd_spec *s, const em_opt *o, const char *v)
 /* The integers an option of a type holding [lo, hi] accepts: its range, rounded inward to
  * whole numbers, within [lo, hi]. Integers are then compared as integers, in 64 bits, so no
  * value is rounded through a double on its way to a check. */
-static void int_bounds(const em_opt_range *r, long double lo, long double hi, long double *min,
+static void int_bounds(const cmd_opt_range *r, long double lo, long double hi, long double *min,
                        long double *max)
 {
     *min = lo;
@@ -65,7 +65,7 @@ static void int_bounds(const em_opt_range *r, long double lo, long double hi, lo
 }
 
 /* "ember train: --batch: 4294967297 is out of range (must be in [1, 2147483647])"; false */
-static bool int_out_of_range(const em_cmd_spec *s, const em_opt *o, const char *v,
+static bool int_out_of_range(const cmd_spec *s, const cmd_opt *o, const char *v,
                              long double lo, long double hi)
 {
     long double min, max;
@@ -76,7 +76,7 @@ static bool int_out_of_range(const em_cmd_spec *s, const em_opt *o, const char *
 }
 
 /* A whole base-10 integer: an optional sign (only where allowed), then digits, nothing else. */
-static bool parse_integer(const em_cmd_spec *s, const em_opt *o, const char *v, bool sign_ok,
+static bool parse_integer(const cmd_spec *s, const cmd_opt *o, const char *v, bool sign_ok,
                           long long lo, long long hi, long long *out)
 {
     const char *p = v + (v[0] == '+' || (sign_ok && v[0] == '-'));
@@ -95,7 +95,7 @@ static bool parse_integer(const em_cmd_spec *s, const em_opt *o, const char *v, 
     return true;
 }
 
-static bool parse_unsigned(const em_cmd_spec *s, const em_opt *o, const char *v,
+static bool parse_unsigned(const cmd_spec *s, const cmd_opt *o, const char *v,
                            unsigned long long hi, unsigned long long *out)
 {
     const char *p = v + (v[0] == '+');
@@ -114,7 +114,7 @@ static bool parse_unsigned(const em_cmd_spec *s, const em_opt *o, const char *v,
     return true;
 }
 
-static bool parse_real(const em_cmd_spec *s, const em_opt *o, const char *v, double *out)
+static bool parse_real(const cmd_spec *s, const cmd_opt *o, const char *v, double *out)
 {
     char *end;
     errno = 0;
@@ -130,7 +130,7 @@ static bool parse_real(const em_cmd_spec *s, const em_opt *o, const char *v, dou
     return true;
 }
 
-static bool parse_choice(const em_cmd_spec *s, const em_opt *o, char *v)
+static bool parse_choice(const cmd_spec *s, const cmd_opt *o, char *v)
 {
     size_t n = strlen(v);
     for (const char *c = o->choices; *c;) {
@@ -151,66 +151,66 @@ static bool parse_choice(const em_cmd_spec *s, const em_opt *o, char *v)
     return false;
 }
 
-static bool set_value(const em_cmd_spec *s, const em_opt *o, char *v)
+static bool set_value(const cmd_spec *s, const cmd_opt *o, char *v)
 {
     long long i;
     unsigned long long u;
     switch (o->kind) {
-    case EM_OPT_FLAG:
+    case CMD_OPT_FLAG:
         *(bool *)o->value = true;
         return true;
-    case EM_OPT_INT:
+    case CMD_OPT_INT:
         if (!parse_integer(s, o, v, true, INT_MIN, INT_MAX, &i))
             return false;
         *(int *)o->value = (int)i;
         return true;
-    case EM_OPT_INT64:
+    case CMD_OPT_INT64:
         if (!parse_integer(s, o, v, true, LLONG_MIN, LLONG_MAX, &i))
             return false;
         *(int64_t *)o->value = (int64_t)i;
         return true;
-    case EM_OPT_UINT64:
+    case CMD_OPT_UINT64:
         if (!parse_unsigned(s, o, v, UINT64_MAX, &u))
             return false;
         *(uint64_t *)o->value = (uint64_t)u;
         return true;
-    case EM_OPT_SIZE:
+    case CMD_OPT_SIZE:
         if (!parse_unsigned(s, o, v, SIZE_MAX, &u))
             return false;
         *(size_t *)o->value = (size_t)u;
         return true;
-    case EM_OPT_REAL:
+    case CMD_OPT_REAL:
         return parse_real(s, o, v, (double *)o->value);
-    case EM_OPT_STRING:
+    case CMD_OPT_STRING:
         if (!*v) {
             fprintf(stderr, "%s: --%s: the value is empty\n", s->command, o->name);
             return false;
         }
         *(const char **)o->value = v;
         return true;
-    case EM_OPT_CHOICE:
+    case CMD_OPT_CHOICE:
         return parse_choice(s, o, v);
     }
     return false;
 }
 
-static const em_opt *find_opt(const em_cmd_spec *s, const char *name, size_t len)
+static const cmd_opt *find_opt(const cmd_spec *s, const char *name, size_t len)
 {
-    for (const em_opt *o = s->opts; o && o->name; o++)
+    for (const cmd_opt *o = s->opts; o && o->name; o++)
         if (strlen(o->name) == len && !strncmp(o->name, name, len))
             return o;
     return NULL;
 }
 
-static void meta_of(const em_opt *o, char *buf, size_t n)
+static void meta_of(const cmd_opt *o, char *buf, size_t n)
 {
-    if (o->kind == EM_OPT_FLAG)
+    if (o->kind == CMD_OPT_FLAG)
         buf[0] = 0;
     else
-        snprintf(buf, n, " %s", o->kind == EM_OPT_CHOICE ? o->choices : o->meta ? o->meta : "V");
+        snprintf(buf, n, " %s", o->kind == CMD_OPT_CHOICE ? o->choices : o->meta ? o->meta : "V");
 }
 
-void em_args_usage(const em_cmd_spec *s, FILE *f)
+void cmd_args_usage(const cmd_spec *s, FILE *f)
 {
     const char *open = s->operands_optional ? "[" : "", *close = s->operands_optional ? "]" : "";
     if (s->operands)
@@ -220,12 +220,18 @@ void em_args_usage(const em_cmd_spec *s, FILE *f)
     if (s->about)
         fprintf(f, "\n%s\n", s->about);
     fprintf(f, "\noptions:\n");
-    for (const em_opt *o = s->opts; o && o->name; o++) {
+    for (const cmd_opt *o = s->opts; o && o->name; o++) {
         char left[96], meta[64];
         meta_of(o, meta, sizeof meta);
         snprintf(left, sizeof left, "--%s%s", o->name, meta);
-        fprintf(f,
-         "  %-32s %s%s\n", left, o->help ? o->help : "", o->required ? " (required)" : "");
+        fprintf(f, "  %-32s ", left);
+        /* a help of several lines goes on under its first */
+        for (const char *h = o->help ? o->help : ""; *h; h++)
+            if (*h == '\n')
+                fprintf(f, "\n%35s", "");
+            else
+                fputc(*h, f);
+        fprintf(f, "%s\n", o->required ? " (required)" : "");
     }
     fprintf(f, "  %-32s %s\n  %-32s %s\n", "-h, --help", "show this help and exit", "--version",
             "show ember's version and exit");
@@ -234,23 +240,23 @@ void em_args_usage(const em_cmd_spec *s, FILE *f)
 }
 
 /* One `--name`, `--name=value` or `--name value` at argv[*i]; false after printing why not. */
-static bool take_option(const em_cmd_spec *s, int argc, char **argv, int *i, bool *seen)
+static bool take_option(const cmd_spec *s, int argc, char **argv, int *i, bool *seen)
 {
     char *a = argv[*i] + 2;
     char *eq = strchr(a, '=');
     size_t len = eq ? (size_t)(eq - a) : strlen(a);
-    const em_opt *o = find_opt(s, a, len);
+    const cmd_opt *o = find_opt(s, a, len);
     if (!o) {
         fprintf(stderr, "%s: unknown option '--%.*s' (see '%s --help')\n", s->command, (int)len,
                 a, s->command);
         return false;
     }
     char *v = eq ? eq + 1 : NULL;
-    if (o->kind == EM_OPT_FLAG && v) {
+    if (o->kind == CMD_OPT_FLAG && v) {
         fprintf(stderr, "%s: --%s takes no value\n", s->command, o->name);
         return false;
     }
-    if (o->kind != EM_OPT_FLAG && !v) {
+    if (o->kind != CMD_OPT_FLAG && !v) {
         if (*i + 1 >= argc || !strncmp(argv[*i + 1], "--", 2)) {
             fprintf(stderr, "%s: --%s needs a value\n", s->command, o->name);
             return false;
@@ -263,7 +269,7 @@ static bool take_option(const em_cmd_spec *s, int argc, char **argv, int *i, boo
     return set_value(s, o, v);
 }
 
-int em_args_parse(const em_cmd_spec *s, int argc, char **argv)
+int cmd_args_parse(const cmd_spec *s, int argc, char **argv)
 {
     int n_opts = 0;
     while (s->opts && s->opts[n_opts].name)
@@ -275,7 +281,7 @@ int em_args_parse(const em_cmd_spec *s, int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         char *a = argv[i];
         if (!options_done && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
-            em_args_usage(s, stdout);
+            cmd_args_usage(s, stdout);
             return 0;
         }
         if (!options_done && !strcmp(a, "--version")) {
@@ -315,5 +321,5 @@ int em_args_parse(const em_cmd_spec *s, int argc, char **argv)
             fprintf(stderr, "%s: --%s%s is required\n", s->command, s->opts[k].name, meta);
             return 2;
         }
-    return EM_ARGS_RUN;
+    return CMD_ARGS_RUN;
 }

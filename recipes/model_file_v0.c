@@ -1,19 +1,20 @@
-/* Loading a gpt model file (`ember sample gpt --load`, `ember eval gpt`): the size its metadata
- * gives is checked against sane limits and against the tensors the file holds before the model
- * is built, so a small file cannot make ember allocate a model of any size it names. */
+/* The model files of ember 0.1.0's older kinds, which hold no module tree: a training checkpoint
+ * of version 1 (the model's tensors under "model."), a recipe's model file (em_module_save with
+ * "recipe"; a pruned, shrunk or quantized one says so in its metadata: "ember.pruned",
+ * "ember.quantized") and parameters alone. The model is the recipe's: built by it, or, for gpt,
+ * sized by the file's gpt.* metadata, whose sizes are checked against sane limits and against the
+ * tensors the file holds before the model is built, so that a small file cannot make ember
+ * allocate a model of any size it names. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "recipes/recipes.h"
+#include "recipes/model_file.h"
 
 /* The largest sizes a gpt file may name: far above what the recipe trains, far below what
- * would exhaust memory before the tensor checks could matter. The key/value cache of one
- * sampled sequence (n_layer x block_size x n_embd keys and as many values) is bounded too, as
- * its size is no multiple of the file's: 2^27 keys and values take 1 GiB (GPT-2 XL's 2^26.2). */
+ * would exhaust memory before the tensor checks could matter. */
 enum { MAX_LAYERS = 1024, MAX_EMBD = 1 << 16, MAX_BLOCK = 1 << 20 };
-#define MAX_CACHE_KEYS ((int64_t)1 << 27)
 
 /* The integer metadata entry key of f in [1, max], or -1 with an error naming the file, the
  * field and its value. */
@@ -69,10 +70,9 @@ static long block_of(const char *name)
  * are: wte.weight (vocab, E), wpe.weight (block_size, E) and each of the n_layer blocks'
  * h.<l>.self_attn.in_proj_weight (3E, E). The model built from c is then at most a few times
  * the size of the file. */
-static em_status check_tensors(const em_safetensors *f, const em_gpt_config *c, const char *path)
+static em_status check_tensors(const em_safetensors *f, const em_gpt_config *c,
+                               const char *prefix, const char *path)
 {
-    const char *kind = em_safetensors_meta(f, "ember.kind");
-    const char *prefix = kind && !strcmp(kind, "train_checkpoint") ? "model." : "";
     size_t skip = strlen(prefix);
     int64_t e = c->n_embd;
     char wte[64], wpe[64], by_vocab[96], by_block[96], by_embd[48];
@@ -105,17 +105,13 @@ static em_status check_tensors(const em_safetensors *f, const em_gpt_config *c, 
     return EM_OK;
 }
 
-/* The config f's metadata gives, checked; vocab gets the vocabulary. */
-static em_status read_config(const em_safetensors *f, const char *path, em_gpt_config *c,
-                             em_char_vocab *vocab)
+/* The config f's metadata gives (its tensors' names start with prefix), checked. */
+static em_status read_config(const em_safetensors *f, const char *prefix, const char *path,
+                             em_gpt_config *c)
 {
-    const char *recipe = em_safetensors_meta(f, "recipe");
     const char *chars = em_safetensors_meta(f, "gpt.vocab");
-    if (!recipe || strcmp(recipe, "gpt"))
-        return em_set_error(EM_ERR_ARG, "%s holds %s%s%s, not a gpt model", path,
-                            recipe ? "a model of recipe '" : "no recipe's model",
-                            recipe ? recipe : "", recipe ? "'" : "");
-    if (!chars || em_char_vocab_from(chars, strlen(chars), vocab) != EM_OK)
+    em_char_vocab vocab;
+    if (!chars || em_char_vocab_from(chars, strlen(chars), &vocab) != EM_OK)
         return em_set_error(EM_ERR_IO, "%s: the gpt vocabulary is missing or bad", path);
     int64_t n_layer = meta_int(f, "gpt.n_layer", MAX_LAYERS, path);
     int64_t n_embd = n_layer > 0 ? meta_int(f, "gpt.n_embd", MAX_EMBD, path) : -1;
@@ -126,31 +122,61 @@ static em_status read_config(const em_safetensors *f, const char *path, em_gpt_c
     if (n_embd % n_head)
         return em_set_error(EM_ERR_IO, "%s: gpt.n_embd = %lld is not a multiple of gpt.n_head = "
                             "%lld", path, (long long)n_embd, (long long)n_head);
-    if (n_layer * block * n_embd > MAX_CACHE_KEYS) /* at most 2^10 x 2^20 x 2^16 */
-        return em_set_error(EM_ERR_IO, "%s: gpt.n_layer = %lld x gpt.block_size = %lld x "
-                            "gpt.n_embd = %lld keys to cache a sequence are more than 2^27",
-                            path, (long long)n_layer, (long long)block, (long long)n_embd);
-    *c = (em_gpt_config){.vocab_size = vocab->size, .n_layer = (int)n_layer, .n_head = n_head,
+    *c = (em_gpt_config){.vocab_size = vocab.size, .n_layer = (int)n_layer, .n_head = n_head,
                          .n_embd = n_embd, .block_size = block};
-    return check_tensors(f, c, path);
+    return check_tensors(f, c, prefix, path);
 }
 
-em_status em_gpt_recipe_load(const char *path, em_module **model, em_char_vocab *vocab)
+/* The model of rc's structure for f: rc's model, or a gpt of the size f's metadata gives. */
+static em_module *structure(const recipe_spec *rc, const em_safetensors *f, const char *prefix,
+                            const char *path)
 {
-    *model = NULL;
+    em_gpt_config c;
+    if (!rc->language_model)
+        return rc->build(NULL);
+    return read_config(f, prefix, path, &c) == EM_OK ? em_gpt(c) : NULL;
+}
+
+/* The model part of a training checkpoint into model (the generator left as it was). */
+static em_status load_checkpoint_model(em_module *model, const char *path)
+{
+    em_generator saved = *em_default_generator();
+    em_train_state s = {.model = model};
+    em_status st = em_train_checkpoint_load(path, &s);
+    *em_default_generator() = saved;
+    return st;
+}
+
+/* A model file of f's structure (pruned, shrunk or quantized as its metadata says) into model. */
+static em_status load_model_file(em_module *model, const em_safetensors *f, const char *path)
+{
+    em_status st = em_prune_prepare_load(model, f);
+    if (st == EM_OK)
+        st = em_quantize_prepare_load(model, f);
+    if (st == EM_OK)
+        st = em_module_load(model, path);
+    return st == EM_OK ? em_quantize_repack(model) : st;
+}
+
+em_status recipe_model_load_v0(const char *path, const recipe_spec *rc, recipe_model *out)
+{
+    if (!rc)
+        return em_set_error(EM_ERR_ARG, "'%s' holds no module tree and names no recipe (a file "
+                            "of weights alone): name the recipe whose model it holds", path);
     em_safetensors *f = NULL;
     em_status st = em_safetensors_load(path, &f);
-    em_gpt_config c = {0};
-    if (st == EM_OK)
-        st = read_config(f, path, &c, vocab);
-    em_safetensors_free(f);
     if (st != EM_OK)
         return st;
-    *model = em_gpt(c);
-    st = *model ? em_load_model_any(*model, em_recipe_find("gpt"), path) : em_error_status();
-    if (st != EM_OK) {
-        em_module_free(*model);
-        *model = NULL;
-    }
+    const char *kind = em_safetensors_meta(f, "ember.kind");
+    bool checkpoint = kind && !strcmp(kind, "train_checkpoint");
+    bool version_1 = checkpoint && !em_safetensors_meta(f, "ember.checkpoint_version");
+    out->model = structure(rc, f, version_1 ? "model." : "", path);
+    if (!out->model)
+        st = em_error_status();
+    else if (checkpoint)
+        st = load_checkpoint_model(out->model, path);
+    else
+        st = load_model_file(out->model, f, path);
+    em_safetensors_free(f);
     return st;
 }

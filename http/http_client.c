@@ -10,16 +10,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "bench/http_client.h"
+#include "http/http_client.h"
 
-void em_http_conn_close(em_http_conn *c)
+void http_client_close(http_client *c)
 {
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
 }
 
-static bool conn_open(em_http_conn *c)
+static bool conn_open(http_client *c)
 {
     c->fd = socket(AF_INET, SOCK_STREAM, 0);
     if (c->fd < 0)
@@ -29,7 +29,7 @@ static bool conn_open(em_http_conn *c)
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)c->port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(c->fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        em_http_conn_close(c);
+        http_client_close(c);
         return false;
     }
     return true;
@@ -48,7 +48,7 @@ static bool send_all(int fd, const char *p, size_t n)
 }
 
 /* Reads one response into c->buf; false when the connection failed or the reply is malformed. */
-static bool read_response(em_http_conn *c, int *status)
+static bool read_response(http_client *c, int *status)
 {
     size_t have = 0;
     char *end = NULL;
@@ -82,7 +82,7 @@ static bool read_response(em_http_conn *c, int *status)
     return true;
 }
 
-bool em_http_request(em_http_conn *c, const char *method, const char *path, const char *body,
+bool http_client_request(http_client *c, const char *method, const char *path, const char *body,
                      size_t n, int *status)
 {
     for (int attempt = 0; attempt < 2; attempt++) { /* one reconnect after a closed connection */
@@ -95,7 +95,7 @@ bool em_http_request(em_http_conn *c, const char *method, const char *path, cons
         if (send_all(c->fd, head, (size_t)k) && send_all(c->fd, body, n) &&
             read_response(c, status))
             return true;
-        em_http_conn_close(c);
+        http_client_close(c);
     }
     return false;
 }
