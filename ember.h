@@ -22,6 +22,7 @@
 #include "ember/export/onnx.h"
 #include "ember/models/gpt.h"
 #include "ember/models/model_file.h"
+#include "ember/models/model_file_meta.h"
 #include "ember/train/train.h"
 #include "ember/train/observer.h"
 #include "ember/train/train_checkpoint.h"

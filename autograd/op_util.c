@@ -69,7 +69,7 @@ em_tensor *em_raw_binary(const char *fn, em_binary_op op, const em_tensor *a, co
     const em_backend *be = em_tensor_backend(a, fn);
     if (!be || !em_kernel_present((const void *)be->binary, fn, a))
         return NULL;
-    em_dtype dt = op >= EM_BINARY_EQ ? EM_BOOL : a->dtype;
+    em_dtype dt = em_binary_is_compare(op) ? EM_BOOL : a->dtype;
     em_tensor *y = em_empty_on(s, dt, a->device);
     if (!y)
         return NULL;

@@ -351,55 +351,40 @@ typedef struct {
     em_binary_op op;
 } binary_params;
 
-/* saved: a, b, a detached alias of y */
+/* g (y's shape) times the partial derivative of y = a op b by a or b (wrt_b), from the
+ * backend's binary_grad; g itself where that derivative is 1. */
+static em_tensor *binary_partial(const em_node *node, em_binary_op op, bool wrt_b,
+                                 const em_tensor *g)
+{
+    if (em_binary_grad_is_g(op, wrt_b))
+        return (em_tensor *)g;
+    const em_tensor *a = node->saved[0], *b = node->saved[1], *y = node->saved[2];
+    const em_backend *be = em_tensor_backend(g, node->op);
+    if (!be || !em_kernel_present((const void *)be->binary_grad, node->op, g))
+        return NULL;
+    em_shape s = em_shape_of(g);
+    em_tensor *gx = em_empty_on(s, g->dtype, g->device);
+    if (!gx)
+        return NULL;
+    em_arr o = em_tensor_arr(gx), ag = em_tensor_arr(g), aa = em_tensor_arr_broadcast(a, &s),
+           ab = em_tensor_arr_broadcast(b, &s), ay = em_tensor_arr(y);
+    if (em_kernel_status(be->binary_grad(op, wrt_b, &o, &ag, &aa, &ab, &ay), node->op, g) != EM_OK)
+        return NULL;
+    return gx;
+}
+
+/* saved: a, b, a detached alias of y; each input's gradient summed back to its shape */
 static em_status binary_backward(em_node *node, const em_tensor *g /* y's shape */,
                                  em_tensor **grad_in)
 {
-    em_binary_op op = ((const binary_params *)node->params)->op;
-    const em_tensor *a = node->saved[0], *b = node->saved[1], *y = node->saved[2];
-    em_shape sa = em_shape_of(a), sb = em_shape_of(b);
-    em_tensor *ga = NULL, *gb = NULL;
-    bool need_a = node->inputs[0] != NULL, need_b = node->inputs[1] != NULL;
-    switch (op) {
-    case EM_BINARY_ADD:
-        ga = (em_tensor *)g;
-        gb = (em_tensor *)g;
-        break;
-    case EM_BINARY_SUB:
-        ga = (em_tensor *)g;
-        gb = need_b ? em_neg(g) : NULL;
-        break;
-    case EM_BINARY_MUL:
-        ga = need_a ? em_mul(g, b) : NULL;
-        gb = need_b ? em_mul(g, a) : NULL;
-        break;
-    case EM_BINARY_DIV: /* d(a/b)/db = -y / b */
-        ga = need_a ? em_div(g, b) : NULL;
-        gb = need_b ? em_neg(em_div(em_mul(g, y), b)) : NULL;
-        break;
-    case EM_BINARY_POW: { /* PyTorch's: b a^(b-1), 0 where b = 0; y log(a), 0 where a = 0 <= b */
-        em_tensor *zero = em_raw_full("em_backward", &(em_shape){.ndim = 0}, g->dtype, g->device, 0);
-        em_tensor *da = need_a ? em_mul(b, em_pow(a, em_add_scalar(b, -1.0))) : NULL;
-        em_tensor *db = need_b ? em_mul(y, em_log(a)) : NULL;
-        ga = need_a ? em_mul(g, em_where(em_eq(b, zero), zero, da)) : NULL;
-        gb = need_b ? em_mul(g, em_where(em_eq(a, zero), em_where(em_ge(b, zero), zero, db), db))
-                    : NULL;
-        break;
+    const em_binary_op op = ((const binary_params *)node->params)->op;
+    for (int k = 0; k < 2; k++) {
+        if (!node->inputs[k])
+            continue;
+        em_shape s = em_shape_of(node->saved[k]);
+        if (!(grad_in[k] = em_grad_sum_to(binary_partial(node, op, k == 1, g), &s)))
+            return em_error_status();
     }
-    default: { /* maximum/minimum: the winner takes g, ties split it evenly */
-        em_tensor *win = em_to_dtype(op == EM_BINARY_MAXIMUM ? em_gt(a, b) : em_lt(a, b),
-                                     a->dtype);
-        em_tensor *tie = em_to_dtype(em_eq(a, b), a->dtype);
-        em_tensor *wa = em_add(win, em_mul_scalar(tie, 0.5));
-        ga = need_a ? em_mul(g, wa) : NULL;
-        gb = need_b ? em_mul(g, em_add_scalar(em_neg(wa), 1.0)) : NULL;
-        break;
-    }
-    }
-    if (need_a && !(grad_in[0] = em_grad_sum_to(ga, &sa)))
-        return em_error_status();
-    if (need_b && !(grad_in[1] = em_grad_sum_to(gb, &sb)))
-        return em_error_status();
     return EM_OK;
 }
 
@@ -411,10 +396,11 @@ static em_tensor *binary(const char *fn, const char *op_name, em_binary_op op,
     em_scope_begin();
     if (!unify(fn, &a, &b))
         return em_scope_return(NULL);
-    if (op < EM_BINARY_EQ) /* comparisons record no node */
+    const bool compare = em_binary_is_compare(op); /* records no node */
+    if (!compare)
         em_op_begin(op_name, a);
     em_tensor *y = em_raw_binary(fn, op, a, b);
-    if (!y || op >= EM_BINARY_EQ)
+    if (!y || compare)
         return em_scope_return(y);
     em_tensor *in[2] = {(em_tensor *)a, (em_tensor *)b};
     binary_params params = {.op = op};

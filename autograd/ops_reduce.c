@@ -70,11 +70,15 @@ static em_status reduce_backward(em_node *node, const em_tensor *g /* y's shape 
         gx = em_mul(em_mul_scalar(em_sub(x, mean), scale), gk);
         break;
     }
-    default: { /* amax/amin: the elements equal to the extreme share g evenly */
+    case EM_REDUCE_MAX:
+    case EM_REDUCE_MIN: { /* the elements equal to the extreme share g evenly */
         em_tensor *hit = em_to_dtype(em_eq(x, node->saved[1]), x->dtype);
         gx = em_mul(hit, em_div(gk, em_sum(hit, dims, n, true)));
         break;
     }
+    case EM_REDUCE_ARGMAX:
+    case EM_REDUCE_ARGMIN: /* positions: em_argmax and em_argmin record no node */
+        return em_set_error(EM_ERR_STATE, "em_backward: %s has no gradient", node->op);
     }
     grad_in[0] = gx;
     return gx ? EM_OK : em_error_status();

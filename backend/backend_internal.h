@@ -13,7 +13,9 @@
 #define EMBER_BACKEND_INTERNAL_H
 
 #include "backend/dtype.h"
-#include "backend/unary_ops_internal.h" /* em_unary_op, em_unary_params */
+#include "backend/binary_ops_internal.h" /* em_binary_op */
+#include "backend/reduce_ops_internal.h" /* em_reduce_op, em_reduce_params */
+#include "backend/unary_ops_internal.h"  /* em_unary_op, em_unary_params */
 
 /* What a kernel returns: 0 on success, or one of these. */
 enum {
@@ -34,26 +36,6 @@ typedef struct {
     int64_t shape[EM_MAX_DIMS];
     int64_t strides[EM_MAX_DIMS];
 } em_arr;
-
-typedef enum {
-    EM_BINARY_ADD, EM_BINARY_SUB, EM_BINARY_MUL, EM_BINARY_DIV, EM_BINARY_POW,
-    EM_BINARY_MAXIMUM, EM_BINARY_MINIMUM,
-    EM_BINARY_EQ, EM_BINARY_NE, EM_BINARY_LT, EM_BINARY_LE, EM_BINARY_GT, EM_BINARY_GE, /* out: bool */
-    EM_BINARY_COUNT
-} em_binary_op;
-
-typedef enum {
-    EM_REDUCE_SUM, EM_REDUCE_MEAN, EM_REDUCE_PROD,
-    EM_REDUCE_MAX, EM_REDUCE_MIN,
-    EM_REDUCE_ARGMAX, EM_REDUCE_ARGMIN, /* out: i64, exactly one reduced dim; first index on ties */
-    EM_REDUCE_VAR,
-    EM_REDUCE_COUNT
-} em_reduce_op;
-
-/* The parameters of the reductions that take them (zero for the rest). */
-typedef struct {
-    double correction; /* VAR: divides by R - correction (1 = unbiased) */
-} em_reduce_params;
 
 typedef enum {
     EM_RNG_UNIFORM,   /* [low, high) */
@@ -214,10 +196,18 @@ typedef struct em_backend {
      * derivative. */
     int (*unary_grad)(em_unary_op op, const em_unary_params *p, const em_arr *gx,
                       const em_arr *gy, const em_arr *x, const em_arr *y);
+    /* out = a op b with the formulas of binary_ops_internal.h: a and b of one dtype, out of it
+     * (bool for the comparisons); integers take the ops em_binary_int_supported names */
     int (*binary)(em_binary_op op, const em_arr *out, const em_arr *a, const em_arr *b);
+    /* gx = g times the partial derivative of y = a op b by a (wrt_b false) or by b, with the
+     * same header's formulas; g, a, b and y of gx's shape (a and b broadcast by strides) and
+     * one float dtype; not for the comparisons */
+    int (*binary_grad)(em_binary_op op, bool wrt_b, const em_arr *gx, const em_arr *g,
+                       const em_arr *a, const em_arr *b, const em_arr *y);
     int (*where)(const em_arr *out, const em_arr *cond, const em_arr *a, const em_arr *b);
 
-    /* reduction: out has in's ndim, with size 1 on every reduced dim */
+    /* reduction: out has in's ndim, with size 1 on every reduced dim; what each op folds and
+     * divides by is reduce_ops_internal.h's */
     /* Dtypes: float in -> any float out (accumulated in double; MEAN/VAR float only); integer or
      * bool in -> SUM/PROD to any integer out (i64 accumulation, wrapping); MAX/MIN out = in;
      * ARGMAX/ARGMIN -> i64. Empty MAX/MIN/ARG* are unsupported; empty SUM 0, PROD 1, MEAN NaN. */

@@ -49,6 +49,41 @@ const em_arr *em_unary_grad_source(em_unary_op op, const em_arr *gy, const em_ar
     return reads == READS_NOTHING ? gy : *from_y ? y : x;
 }
 
+bool em_binary_int_supported(em_binary_op op)
+{
+    switch (op) {
+    case EM_BINARY_ADD: case EM_BINARY_SUB: case EM_BINARY_MUL: case EM_BINARY_MAXIMUM:
+    case EM_BINARY_MINIMUM: return true;
+    case EM_BINARY_DIV: case EM_BINARY_POW: return false; /* true division, real powers */
+    EM_BINARY_COMPARE_OPS(EM_OP_CASE) return true;
+    }
+    return false; /* not an op */
+}
+
+bool em_binary_args_ok(em_binary_op op, const em_arr *out, const em_arr *a, const em_arr *b)
+{
+    if ((unsigned)op >= EM_BINARY_COUNT || a->dtype != b->dtype || !em_dtype_valid(a->dtype) ||
+        !em_arr_same_shape(out, a) || !em_arr_same_shape(out, b))
+        return false;
+    if (em_binary_is_compare(op))
+        return out->dtype == EM_BOOL;
+    const bool int_ok = em_dtype_is_int(a->dtype) && em_binary_int_supported(op);
+    return out->dtype == a->dtype && (em_dtype_is_float(a->dtype) || int_ok);
+}
+
+bool em_binary_grad_args_ok(em_binary_op op, const em_arr *gx, const em_arr *g, const em_arr *a,
+                            const em_arr *b, const em_arr *y)
+{
+    const em_arr *in[4] = {g, a, b, y};
+    if ((unsigned)op >= EM_BINARY_COUNT || em_binary_is_compare(op) ||
+        !em_dtype_is_float(gx->dtype))
+        return false;
+    for (int k = 0; k < 4; k++)
+        if (in[k]->dtype != gx->dtype || !em_arr_same_shape(gx, in[k]))
+            return false;
+    return true;
+}
+
 static bool reduce_dtypes_ok(em_reduce_op op, em_dtype in, em_dtype out)
 {
     const bool fl = em_dtype_is_float(in), it = em_dtype_is_int(in) || in == EM_BOOL;
@@ -61,9 +96,8 @@ static bool reduce_dtypes_ok(em_reduce_op op, em_dtype in, em_dtype out)
         return (fl || it) && out == in;
     case EM_REDUCE_ARGMAX: case EM_REDUCE_ARGMIN:
         return (fl || it) && out == EM_I64;
-    default:
-        return false;
     }
+    return false; /* not an op */
 }
 
 bool em_reduce_args_ok(em_reduce_op op, const em_arr *out, const em_arr *in, int64_t *R)
@@ -78,8 +112,8 @@ bool em_reduce_args_ok(em_reduce_op op, const em_arr *out, const em_arr *in, int
         if (out->shape[d] != in->shape[d])
             *R *= in->shape[d];
     }
-    const bool needs_element = op == EM_REDUCE_MAX || op == EM_REDUCE_MIN ||
-                               op == EM_REDUCE_ARGMAX || op == EM_REDUCE_ARGMIN;
+    const em_fold k = em_reduce_fold(op); /* max, min and the arg folds pick an element */
+    const bool needs_element = k == EM_FOLD_MAX || k == EM_FOLD_MIN || em_fold_is_arg(k);
     return !(*R == 0 && needs_element && em_arr_numel(out) > 0);
 }
 

@@ -13,6 +13,18 @@ extern "C" { /* also declared for the C++ of CUDA kernel files */
 /* The unary ops integer dtypes take (neg, abs, sign, square, relu, clamp, add/mul by a scalar). */
 bool em_unary_int_supported(em_unary_op op);
 
+/* The binary ops integer dtypes take (all but div and pow). */
+bool em_binary_int_supported(em_binary_op op);
+
+/* Whether binary(op) takes out, a and b: a and b of one dtype and of out's shape; out bool for a
+ * comparison, else of a's dtype, a float or (em_binary_int_supported) an integer one. */
+bool em_binary_args_ok(em_binary_op op, const em_arr *out, const em_arr *a, const em_arr *b);
+
+/* Whether binary_grad(op) takes gx, g, a, b and y: op not a comparison, all of one float dtype
+ * and of gx's shape. */
+bool em_binary_grad_args_ok(em_binary_op op, const em_arr *gx, const em_arr *g, const em_arr *a,
+                            const em_arr *b, const em_arr *y);
+
 /* The operand unary_grad reads for op: y when op's derivative reads its output and y is given
  * (*from_y then true), else x, or gy itself when the derivative reads neither; NULL when the
  * operand needed is missing. */

@@ -12,7 +12,7 @@ extern "C" { /* also declared for the C++ of CUDA kernel files */
 
 #include "backend/backend_internal.h"
 
-#define EM_ITER_MAX_OPS 4
+#define EM_ITER_MAX_OPS 5 /* binary_grad: gx, g, a, b, y */
 
 /* Iteration over shape for nops operands. Dims are outermost first after setup. */
 typedef struct {

@@ -4,8 +4,8 @@
  * CUDA overloads under nvcc), so f32 computes in f32. */
 
 /* op(v); p holds the op's parameters. */
-EM_UNARY_FORMULA EM_UNARY_T EM_UNARY_FN(em_unary_value)(em_unary_op op, EM_UNARY_T v,
-                                                        const em_unary_params *p)
+EM_FORMULA EM_UNARY_T EM_UNARY_FN(em_unary_value)(em_unary_op op, EM_UNARY_T v,
+                                                  const em_unary_params *p)
 {
     typedef EM_UNARY_T T;
     const T h = (T)0.5, one = (T)1, zero = (T)0;
@@ -58,8 +58,8 @@ EM_UNARY_FORMULA EM_UNARY_T EM_UNARY_FN(em_unary_value)(em_unary_op op, EM_UNARY
         return v * (r > (T)6 ? (T)6 : r) / (T)6;
     }
     case EM_UNARY_LOGSIGMOID: return (v < zero ? v : zero) - log1p(exp(-fabs(v)));
-    default: return v;
     }
+    return v; /* not an op: the kernels take none but the list's */
 }
 
 /* gy * op'(x): v is x, or y where from_y (the ops em_unary_grad_source lets read y), and is not
@@ -67,9 +67,9 @@ EM_UNARY_FORMULA EM_UNARY_T EM_UNARY_FN(em_unary_value)(em_unary_op op, EM_UNARY
  * 0, leaky_relu'(0) = slope, clamp passes min <= x <= max but hardtanh only min < x < max,
  * elu'(0) = alpha (selu'(0) = scale alpha), hardswish' is x / 3 + 1/2 on [-3, 3], pow with
  * exponent 0 gives 0. */
-EM_UNARY_FORMULA EM_UNARY_T EM_UNARY_FN(em_unary_grad_value)(em_unary_op op, bool from_y,
-                                                             EM_UNARY_T g, EM_UNARY_T v,
-                                                             const em_unary_params *p)
+EM_FORMULA EM_UNARY_T EM_UNARY_FN(em_unary_grad_value)(em_unary_op op, bool from_y,
+                                                       EM_UNARY_T g, EM_UNARY_T v,
+                                                       const em_unary_params *p)
 {
     typedef EM_UNARY_T T;
     const T h = (T)0.5, one = (T)1, two = (T)2, zero = (T)0;
@@ -138,6 +138,8 @@ EM_UNARY_FORMULA EM_UNARY_T EM_UNARY_FN(em_unary_grad_value)(em_unary_op op, boo
         const T z = exp(-fabs(v));
         return v < zero ? g * (one - z / (one + z)) : g * (z / (one + z));
     }
-    default: return zero; /* SIGN, FLOOR, CEIL, ROUND */
+    case EM_UNARY_SIGN: case EM_UNARY_FLOOR: case EM_UNARY_CEIL: case EM_UNARY_ROUND:
+        return zero; /* piecewise constant */
     }
+    return zero; /* not an op: the kernels take none but the list's */
 }

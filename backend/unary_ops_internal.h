@@ -1,7 +1,7 @@
 /* The unary elementwise ops of the kernel table: their list, their named parameters, and each
  * op's formula and derivative, written once (unary_formula_impl_internal.h) for the CPU kernels,
- * the CUDA kernels (__host__ __device__ under nvcc) and the tests' references. C includers get
- * <tgmath.h>, which the formulas use to call the float or double math function by type. */
+ * the CUDA kernels (__host__ __device__ under nvcc) and the tests' references
+ * (op_formula_internal.h). */
 #ifndef EMBER_UNARY_OPS_INTERNAL_H
 #define EMBER_UNARY_OPS_INTERNAL_H
 
@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "backend/convert_internal.h"
+#include "backend/op_formula_internal.h"
 
 /* Every unary op in enum order, as X(op): the kernels expand a loop per op from the list. */
 #define EM_UNARY_OPS(X)                                                                          \
@@ -22,8 +23,8 @@
     X(EM_UNARY_SOFTSIGN) X(EM_UNARY_MISH) X(EM_UNARY_SOFTPLUS) X(EM_UNARY_HARDTANH)             \
     X(EM_UNARY_ELU) X(EM_UNARY_SELU) X(EM_UNARY_HARDSWISH) X(EM_UNARY_LOGSIGMOID)
 
-#define EM_UNARY_ENUM_ENTRY(op) op,
-typedef enum { EM_UNARY_OPS(EM_UNARY_ENUM_ENTRY) EM_UNARY_COUNT } em_unary_op;
+typedef enum { EM_UNARY_OPS(EM_OP_ENUM_ENTRY) } em_unary_op;
+enum { EM_UNARY_COUNT = 0 EM_UNARY_OPS(EM_OP_COUNT_ONE) };
 
 /* The scalars of the ops that take them; an op reads only its own fields (zero for the rest). */
 typedef struct {
@@ -34,13 +35,6 @@ typedef struct {
     double scalar;         /* ADD_SCALAR (x + scalar), MUL_SCALAR (x * scalar) */
     double exponent;       /* POW_SCALAR (x ^ exponent) */
 } em_unary_params;
-
-#ifdef __CUDACC__
-#define EM_UNARY_FORMULA static __host__ __device__ __forceinline__
-#else
-#include <tgmath.h>
-#define EM_UNARY_FORMULA static inline __attribute__((always_inline))
-#endif
 
 #define EM_SQRT_2_OVER_PI 0.79788456080286535588 /* sqrt(2 / pi) */
 #define EM_SQRT_HALF 0.70710678118654752440      /* 1 / sqrt(2) */
@@ -86,7 +80,7 @@ static inline em_unary_int_params em_unary_int_params_of(const em_unary_params *
     return q;
 }
 
-EM_UNARY_FORMULA int64_t em_unary_int_value(em_unary_op op, int64_t v, const em_unary_int_params *p)
+EM_FORMULA int64_t em_unary_int_value(em_unary_op op, int64_t v, const em_unary_int_params *p)
 {
     switch (op) {
     case EM_UNARY_NEG: return (int64_t)(0 - (uint64_t)v);
@@ -97,8 +91,16 @@ EM_UNARY_FORMULA int64_t em_unary_int_value(em_unary_op op, int64_t v, const em_
     case EM_UNARY_CLAMP: return (v < p->lo ? p->lo : v) > p->hi ? p->hi : (v < p->lo ? p->lo : v);
     case EM_UNARY_ADD_SCALAR: return (int64_t)((uint64_t)v + (uint64_t)p->scalar);
     case EM_UNARY_MUL_SCALAR: return (int64_t)((uint64_t)v * (uint64_t)p->scalar);
-    default: return 0;
+    case EM_UNARY_EXP: case EM_UNARY_LOG: case EM_UNARY_LOG1P: case EM_UNARY_SQRT:
+    case EM_UNARY_RSQRT: case EM_UNARY_RECIPROCAL: case EM_UNARY_SIN: case EM_UNARY_COS:
+    case EM_UNARY_TANH: case EM_UNARY_SIGMOID: case EM_UNARY_LEAKY_RELU: case EM_UNARY_GELU:
+    case EM_UNARY_GELU_TANH: case EM_UNARY_SILU: case EM_UNARY_FLOOR: case EM_UNARY_CEIL:
+    case EM_UNARY_ROUND: case EM_UNARY_POW_SCALAR: case EM_UNARY_SOFTSIGN: case EM_UNARY_MISH:
+    case EM_UNARY_SOFTPLUS: case EM_UNARY_HARDTANH: case EM_UNARY_ELU: case EM_UNARY_SELU:
+    case EM_UNARY_HARDSWISH: case EM_UNARY_LOGSIGMOID:
+        break; /* float ops only: the kernels take no integers for them */
     }
+    return 0;
 }
 
 #endif

@@ -19,6 +19,7 @@ static const em_backend cpu_backend = {
     .unary = em_cpu_unary,
     .unary_grad = em_cpu_unary_grad,
     .binary = em_cpu_binary,
+    .binary_grad = em_cpu_binary_grad,
     .where = em_cpu_where,
     .reduce = em_cpu_reduce,
     .cumulative = em_cpu_cumulative,

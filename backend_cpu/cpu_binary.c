@@ -1,25 +1,20 @@
-/* Binary elementwise kernels (arithmetic, maximum/minimum, comparisons to bool) and where() on the
- * CPU; broadcast inputs arrive with stride 0 and run as scalar-operand loops. */
-#include <tgmath.h>
-
+/* Binary elementwise kernels and their gradients on the CPU, with the formulas of
+ * backend/binary_ops_internal.h (arithmetic, maximum/minimum, comparisons to bool), and where();
+ * broadcast inputs arrive with stride 0 and run as scalar-operand loops. f16/bf16 compute in f32,
+ * integers and bool in i64. */
+#include "backend/binary_ops_internal.h"
+#include "backend/kernel_args_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "backend_cpu/cpu_strided_internal.h"
 
-typedef enum { FAM_F32, FAM_F64, FAM_I64, FAM_NONE } family;
+typedef enum { FAM_F32, FAM_F64, FAM_I64 } family;
 
 /* Compute family of an input dtype; bool compares as an integer. */
 static family family_of(em_dtype dt)
 {
     if (dt == EM_F32 || dt == EM_F16 || dt == EM_BF16)
         return FAM_F32;
-    if (dt == EM_F64)
-        return FAM_F64;
-    return em_dtype_is_int(dt) || dt == EM_BOOL ? FAM_I64 : FAM_NONE;
-}
-
-static bool is_compare(em_binary_op op)
-{
-    return op >= EM_BINARY_EQ && op <= EM_BINARY_GE;
+    return dt == EM_F64 ? FAM_F64 : FAM_I64;
 }
 
 /* y[i] = expr with a = pa[i * sa], b = pb[i * sb]; sa, sb are 0 (broadcast) or 1, not both 0. */
@@ -49,59 +44,35 @@ static bool is_compare(em_binary_op op)
         }                                                                                         \
     } while (0)
 
-/* Float arithmetic once per compute type T; maximum/minimum propagate NaN like PyTorch. */
-#define DEFINE_BINARY_FLOAT(NAME, T)                                                              \
-    static void NAME(em_binary_op op, int64_t n, T *restrict y, const T *restrict pa, int64_t sa,  \
-                     const T *restrict pb, int64_t sb)                                            \
-    {                                                                                             \
-        switch (op) {                                                                             \
-        case EM_BINARY_ADD: MAP2(a + b); break;                                                   \
-        case EM_BINARY_SUB: MAP2(a - b); break;                                                   \
-        case EM_BINARY_MUL: MAP2(a * b); break;                                                   \
-        case EM_BINARY_DIV: MAP2(a / b); break;                                                   \
-        case EM_BINARY_POW: MAP2(pow(a, b)); break;                                               \
-        case EM_BINARY_MAXIMUM: MAP2(a != a || a > b ? a : b); break;                             \
-        case EM_BINARY_MINIMUM: MAP2(a != a || a < b ? a : b); break;                             \
-        default: break;                                                                           \
-        }                                                                                         \
-    }
-
-DEFINE_BINARY_FLOAT(binary_f32, float)
-DEFINE_BINARY_FLOAT(binary_f64, double)
-
-/* Integer arithmetic wraps (two's complement through uint64_t). */
-static void binary_i64(em_binary_op op, int64_t n, int64_t *restrict y, const int64_t *restrict pa,
-                       int64_t sa, const int64_t *restrict pb, int64_t sb)
-{
-    switch (op) {
-    case EM_BINARY_ADD: MAP2((int64_t)((uint64_t)a + (uint64_t)b)); break;
-    case EM_BINARY_SUB: MAP2((int64_t)((uint64_t)a - (uint64_t)b)); break;
-    case EM_BINARY_MUL: MAP2((int64_t)((uint64_t)a * (uint64_t)b)); break;
-    case EM_BINARY_MAXIMUM: MAP2(a > b ? a : b); break;
-    case EM_BINARY_MINIMUM: MAP2(a < b ? a : b); break;
-    default: break;
-    }
-}
-
-/* Comparisons write 0/1 bytes; NaN compares unequal to everything. */
-#define DEFINE_COMPARE(NAME, T)                                                                   \
-    static void NAME(em_binary_op op, int64_t n, uint8_t *restrict y, const T *restrict pa,       \
+/* The kernels, once per compute type T (em_binary_value picks the formulas of T): a loop per op
+ * of the kernel's kind, in which the op is a constant; y (n), pa, pb (n) or one broadcast
+ * element. binary_f32, binary_f64, binary_i64 write T; compare_f32, compare_f64, compare_i64
+ * write 0/1 bytes. */
+#define BINARY_CASE(op)                                                                           \
+    case op:                                                                                      \
+        if (!em_binary_is_compare(op))                                                            \
+            MAP2(em_binary_value(op, a, b));                                                      \
+        break;
+#define COMPARE_CASE(op)                                                                          \
+    case op:                                                                                      \
+        if (em_binary_is_compare(op))                                                             \
+            MAP2(em_binary_value(op, a, b) != 0);                                                 \
+        break;
+#define DEFINE_BINARY(NAME, CASE, T, OUT)                                                         \
+    static void NAME(em_binary_op op, int64_t n, OUT *restrict y, const T *restrict pa,           \
                      int64_t sa, const T *restrict pb, int64_t sb)                                \
     {                                                                                             \
         switch (op) {                                                                             \
-        case EM_BINARY_EQ: MAP2(a == b); break;                                                   \
-        case EM_BINARY_NE: MAP2(a != b); break;                                                   \
-        case EM_BINARY_LT: MAP2(a < b); break;                                                    \
-        case EM_BINARY_LE: MAP2(a <= b); break;                                                   \
-        case EM_BINARY_GT: MAP2(a > b); break;                                                    \
-        case EM_BINARY_GE: MAP2(a >= b); break;                                                   \
-        default: break;                                                                           \
+            EM_BINARY_OPS(CASE)                                                                   \
         }                                                                                         \
     }
 
-DEFINE_COMPARE(compare_f32, float)
-DEFINE_COMPARE(compare_f64, double)
-DEFINE_COMPARE(compare_i64, int64_t)
+DEFINE_BINARY(binary_f32, BINARY_CASE, float, float)
+DEFINE_BINARY(binary_f64, BINARY_CASE, double, double)
+DEFINE_BINARY(binary_i64, BINARY_CASE, int64_t, int64_t)
+DEFINE_BINARY(compare_f32, COMPARE_CASE, float, uint8_t)
+DEFINE_BINARY(compare_f64, COMPARE_CASE, double, uint8_t)
+DEFINE_BINARY(compare_i64, COMPARE_CASE, int64_t, uint8_t)
 
 typedef struct {
     em_binary_op op;
@@ -111,17 +82,19 @@ typedef struct {
 } binary_ctx;
 
 /* Runs the compute kernel on contiguous-or-broadcast operands (steps 0 or 1). */
+#define COMPUTE(T)                                                                                \
+    if (c->compare)                                                                               \
+        compare_##T(c->op, n, y, a, sa, b, sb);                                                   \
+    else                                                                                          \
+        binary_##T(c->op, n, y, a, sa, b, sb);                                                    \
+    break;
 static void binary_compute(const binary_ctx *c, int64_t n, void *y, const void *a, int64_t sa,
                            const void *b, int64_t sb)
 {
-    switch (c->fam * 2 + c->compare) {
-    case FAM_F32 * 2: binary_f32(c->op, n, y, a, sa, b, sb); break;
-    case FAM_F64 * 2: binary_f64(c->op, n, y, a, sa, b, sb); break;
-    case FAM_I64 * 2: binary_i64(c->op, n, y, a, sa, b, sb); break;
-    case FAM_F32 * 2 + 1: compare_f32(c->op, n, y, a, sa, b, sb); break;
-    case FAM_F64 * 2 + 1: compare_f64(c->op, n, y, a, sa, b, sb); break;
-    case FAM_I64 * 2 + 1: compare_i64(c->op, n, y, a, sa, b, sb); break;
-    default: break;
+    switch (c->fam) {
+    case FAM_F32: COMPUTE(f32)
+    case FAM_F64: COMPUTE(f64)
+    case FAM_I64: COMPUTE(i64)
     }
 }
 
@@ -189,29 +162,154 @@ static void binary_run(void *vctx, int64_t n, char *const *p, const int64_t *s)
     }
 }
 
-static bool arith_supported(em_binary_op op, family fam)
-{
-    if (fam == FAM_F32 || fam == FAM_F64)
-        return true;
-    return fam == FAM_I64 && op != EM_BINARY_DIV && op != EM_BINARY_POW;
-}
-
 int em_cpu_binary(em_binary_op op, const em_arr *out, const em_arr *a, const em_arr *b)
 {
-    if ((unsigned)op >= EM_BINARY_COUNT || a->dtype != b->dtype || !em_arr_same_shape(out, a) ||
-        !em_arr_same_shape(out, b))
+    if (!em_binary_args_ok(op, out, a, b))
         return EM_KERNEL_UNSUPPORTED;
-    const family fam = family_of(a->dtype);
-    const bool compare = is_compare(op);
-    if (fam == FAM_NONE)
-        return EM_KERNEL_UNSUPPORTED;
-    if (compare ? out->dtype != EM_BOOL
-                : out->dtype != a->dtype || a->dtype == EM_BOOL || !arith_supported(op, fam))
-        return EM_KERNEL_UNSUPPORTED;
-    binary_ctx c = {op, a->dtype, out->dtype, fam, compare};
+    binary_ctx c = {op, a->dtype, out->dtype, family_of(a->dtype), em_binary_is_compare(op)};
     em_iter it;
     em_iter_init(&it, out->ndim, out->shape, 3, (const em_arr *[]){out, a, b}, 0);
     em_iter_run(&it, 1, binary_run, &c);
+    return EM_KERNEL_OK;
+}
+
+/* ---- gradients: gx[i] = g[i] times op's partial derivative at (a[i], b[i], y[i]) ---- */
+
+/* Comparisons that may raise FP exceptions made where C's order would skip them (ember reads no
+ * exception flags): maximum's and minimum's share of g then vectorizes, branch-free. */
+#define NO_TRAPS __attribute__((optimize("no-trapping-math")))
+
+/* The gradient kernels, once per compute type T (em_binary_grad_value picks the derivatives of
+ * T): a loop per op and operand, in which both are constants. gx, a, b, y (n); g (n), or one
+ * element where sg is 0 (the gradient of a sum or a mean). binary_grad_f32, binary_grad_f64. */
+#define GMAP(op, wrt_b)                                                                           \
+    do {                                                                                          \
+        if (sg) {                                                                                 \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++)                                   \
+                gx[i] = em_binary_grad_value(op, wrt_b, g[i], a[i], b[i], y[i]);                  \
+        } else {                                                                                  \
+            const __auto_type g0 = g[0];                                                          \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++)                                   \
+                gx[i] = em_binary_grad_value(op, wrt_b, g0, a[i], b[i], y[i]);                    \
+        }                                                                                         \
+    } while (0)
+#define GRAD_CASE(op)                                                                             \
+    case op:                                                                                      \
+        if (wrt_b)                                                                                \
+            GMAP(op, true);                                                                       \
+        else                                                                                      \
+            GMAP(op, false);                                                                      \
+        break;
+#define DEFINE_BINARY_GRAD(NAME, T)                                                               \
+    NO_TRAPS static void NAME(em_binary_op op, bool wrt_b, int64_t n, T *restrict gx,             \
+                              const T *restrict g, int64_t sg, const T *restrict a,               \
+                              const T *restrict b, const T *restrict y)                           \
+    {                                                                                             \
+        switch (op) {                                                                             \
+            EM_BINARY_OPS(GRAD_CASE)                                                              \
+        }                                                                                         \
+    }
+
+DEFINE_BINARY_GRAD(binary_grad_f32, float)
+DEFINE_BINARY_GRAD(binary_grad_f64, double)
+
+typedef struct {
+    em_binary_op op;
+    bool wrt_b;
+    em_dtype dt;
+} grad_ctx;
+
+/* The kernel of c's dtype (f32 for f16/bf16) over m elements: gx (m), v = g, a, b, y (m), g one
+ * element where sg is 0. */
+static void grad_compute(const grad_ctx *c, int64_t m, void *gx, const void *const *v, int64_t sg)
+{
+    if (c->dt == EM_F64)
+        binary_grad_f64(c->op, c->wrt_b, m, gx, v[0], sg, v[1], v[2], v[3]);
+    else
+        binary_grad_f32(c->op, c->wrt_b, m, gx, v[0], sg, v[1], v[2], v[3]);
+}
+
+/* m compute values of c's dtype at p (stride s): p itself or buf (em_view_f32/f64). */
+static const void *grad_view(const grad_ctx *c, const char *p, int64_t s, int64_t m, void *buf)
+{
+    if (c->dt == EM_F64)
+        return em_view_f64(c->dt, p, s, m, buf);
+    return em_view_f32(c->dt, p, s, m, buf);
+}
+
+/* buf (m) = m copies of the element at p, as grad_view with stride 0. */
+static const void *grad_splat(const grad_ctx *c, const char *p, int64_t m, void *buf)
+{
+    if (c->dt == EM_F64) {
+        const double v = *(const double *)p;
+        double *d = buf;
+#pragma omp simd
+        for (int64_t i = 0; i < m; i++)
+            d[i] = v;
+    } else {
+        float v, *d = buf;
+        em_load_f32(c->dt, p, 0, 1, &v);
+#pragma omp simd
+        for (int64_t i = 0; i < m; i++)
+            d[i] = v;
+    }
+    return buf;
+}
+
+/* operands: 0 = gx, 1 = g, 2 = a, 3 = b, 4 = y. A run of contiguous f32 or f64 operands (g also
+ * one broadcast element) goes to the kernel whole; others in blocks: g as one element, a
+ * broadcast a, b or y as one block of copies of its element, the rest viewed in place or
+ * converted, and gx written in place where it is contiguous f32/f64. */
+static void binary_grad_run(void *vctx, int64_t n, char *const *p, const int64_t *s)
+{
+    const grad_ctx *c = vctx;
+    const int64_t es = (int64_t)em_dtype_size(c->dt);
+    const bool out_in_place = s[0] == 1 && (c->dt == EM_F32 || c->dt == EM_F64);
+    const int64_t sg = s[1] != 0;
+    bool flat = out_in_place && s[1] <= 1;
+    for (int k = 2; k <= 4; k++)
+        flat = flat && s[k] == 1;
+    if (flat) {
+        grad_compute(c, n, p[0], (const void *[]){p[1], p[2], p[3], p[4]}, sg);
+        return;
+    }
+    union {
+        float f[EM_STAGE_BLOCK];
+        double d[EM_STAGE_BLOCK];
+    } in_buf[4], out_buf;
+    const void *v[4];
+    if (!sg)
+        v[0] = grad_view(c, p[1], 0, 1, &in_buf[0]);
+    for (int k = 1; k < 4; k++)
+        if (s[k + 1] == 0)
+            v[k] = grad_splat(c, p[k + 1], n < EM_STAGE_BLOCK ? n : EM_STAGE_BLOCK, &in_buf[k]);
+    for (int64_t i = 0; i < n; i += EM_STAGE_BLOCK) {
+        const int64_t m = n - i < EM_STAGE_BLOCK ? n - i : EM_STAGE_BLOCK;
+        for (int k = 0; k < 4; k++)
+            if (s[k + 1] != 0)
+                v[k] = grad_view(c, p[k + 1] + i * s[k + 1] * es, s[k + 1], m, &in_buf[k]);
+        char *gx = p[0] + i * s[0] * es;
+        if (out_in_place) {
+            grad_compute(c, m, gx, v, sg);
+            continue;
+        }
+        grad_compute(c, m, &out_buf, v, sg);
+        if (c->dt == EM_F64)
+            em_store_f64(c->dt, gx, s[0], m, out_buf.d);
+        else
+            em_store_f32(c->dt, gx, s[0], m, out_buf.f);
+    }
+}
+
+int em_cpu_binary_grad(em_binary_op op, bool wrt_b, const em_arr *gx, const em_arr *g,
+                       const em_arr *a, const em_arr *b, const em_arr *y)
+{
+    if (!em_binary_grad_args_ok(op, gx, g, a, b, y))
+        return EM_KERNEL_UNSUPPORTED;
+    grad_ctx c = {op, wrt_b, gx->dtype};
+    em_iter it;
+    em_iter_init(&it, gx->ndim, gx->shape, 5, (const em_arr *[]){gx, g, a, b, y}, 0);
+    em_iter_run(&it, 1, binary_grad_run, &c);
     return EM_KERNEL_OK;
 }
 

@@ -73,6 +73,8 @@ int em_cpu_unary(em_unary_op op, const em_unary_params *p, const em_arr *out, co
 int em_cpu_unary_grad(em_unary_op op, const em_unary_params *p, const em_arr *gx,
                       const em_arr *gy, const em_arr *x, const em_arr *y);
 int em_cpu_binary(em_binary_op op, const em_arr *out, const em_arr *a, const em_arr *b);
+int em_cpu_binary_grad(em_binary_op op, bool wrt_b, const em_arr *gx, const em_arr *g,
+                       const em_arr *a, const em_arr *b, const em_arr *y);
 int em_cpu_where(const em_arr *out, const em_arr *cond, const em_arr *a, const em_arr *b);
 int em_cpu_reduce(em_reduce_op op, const em_reduce_params *p, const em_arr *out,
                   const em_arr *in);

@@ -1,11 +1,12 @@
-/* Reductions on the CPU: sum, mean, prod, max/min, argmax/argmin and var over any set of dims.
- * Row reductions walk the reduced dims innermost, column reductions accumulate whole rows of kept
- * elements; floats accumulate in double, integers in i64 (wrapping). The reduced space is cut in
- * fixed chunks, so results are the same for any thread count. */
-#include <math.h>
+/* Reductions on the CPU: sum, mean, prod, max/min, argmax/argmin and var over any set of dims,
+ * with the folds of backend/reduce_ops_internal.h. Row reductions walk the reduced dims
+ * innermost, column reductions accumulate whole rows of kept elements; floats accumulate in
+ * double, integers in i64 (wrapping). The reduced space is cut in fixed chunks, so results are
+ * the same for any thread count. */
 #include <stdlib.h>
 
 #include "backend/kernel_args_internal.h"
+#include "backend/reduce_ops_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "backend_cpu/cpu_simd_internal.h"
 #include "backend_cpu/cpu_strided_internal.h"
@@ -14,8 +15,6 @@
 #define COLS 512     /* kept columns per column-reduction task */
 #define MIN_COLS 8   /* narrower kept rows reduce as strided rows instead */
 
-typedef enum { K_SUM, K_PROD, K_MAX, K_MIN, K_ARGMAX, K_ARGMIN, K_SQDEV } kind;
-
 /* The running result of one output over part of its reduced space. */
 typedef struct {
     double f;    /* float inputs */
@@ -23,9 +22,10 @@ typedef struct {
     int64_t idx; /* arg ops: position in the row-major order of the reduced dims */
 } acc;
 
-/* One reduction pass. var runs two: the mean (K_SUM / R), then squared deviations (K_SQDEV). */
+/* One reduction pass. var runs two: the mean (EM_FOLD_SUM / R), then squared deviations
+ * (EM_FOLD_SQDEV). */
 typedef struct {
-    kind k;
+    em_fold k;
     bool fl;     /* float input: double accumulators; else i64 */
     double div;  /* float result = accumulated / div */
     em_dtype in_dt, out_dt;
@@ -34,73 +34,59 @@ typedef struct {
     int64_t R;    /* reduced elements per output */
 } pass;
 
-static void acc_init(kind k, acc *a, int64_t pos)
+/* The start of a fold over positions from pos on: an arg fold holds pos until an element takes
+ * its place, so that a range of equal extremes (all -inf, say) gives its first position. */
+static void acc_init(em_fold k, acc *a, int64_t pos)
 {
+    a->f = em_fold_identity_f(k);
+    a->i = em_fold_identity_i(k);
     a->idx = pos;
-    switch (k) {
-    case K_PROD: a->f = 1; a->i = 1; break;
-    case K_MAX: case K_ARGMAX: a->f = -INFINITY; a->i = INT64_MIN; break;
-    case K_MIN: case K_ARGMIN: a->f = INFINITY; a->i = INT64_MAX; break;
-    default: a->f = 0; a->i = 0; break;
+}
+
+/* Folds x (at position pos, after every position folded so far) into v, and for an arg fold its
+ * position into idx where x takes the best one's place. */
+static inline void update_f(em_fold k, double *v, int64_t *idx, double x, int64_t pos)
+{
+    if (!em_fold_is_arg(k)) {
+        *v = em_fold_step_f(k, *v, x, 0);
+    } else if (em_fold_arg_takes_f(k == EM_FOLD_ARGMAX, x, *v)) {
+        *v = x;
+        *idx = pos;
     }
 }
 
-/* Folds x (at position pos) into v; NaN wins max/min and the first NaN wins argmax/argmin, as in
- * PyTorch; ties keep the earlier position. K_SQDEV takes x already centred. */
-static inline void update_f(kind k, double *v, int64_t *idx, double x, int64_t pos)
+static inline void update_i(em_fold k, int64_t *v, int64_t *idx, int64_t x, int64_t pos)
 {
-    switch (k) {
-    case K_SUM: *v += x; break;
-    case K_SQDEV: *v += x * x; break;
-    case K_PROD: *v *= x; break;
-    case K_MAX: *v = x > *v || x != x ? x : *v; break;
-    case K_MIN: *v = x < *v || x != x ? x : *v; break;
-    case K_ARGMAX:
-        if (x > *v || (x != x && *v == *v)) {
-            *v = x;
-            *idx = pos;
-        }
-        break;
-    case K_ARGMIN:
-        if (x < *v || (x != x && *v == *v)) {
-            *v = x;
-            *idx = pos;
-        }
-        break;
-    }
-}
-
-static inline void update_i(kind k, int64_t *v, int64_t *idx, int64_t x, int64_t pos)
-{
-    switch (k) {
-    case K_SUM: *v = (int64_t)((uint64_t)*v + (uint64_t)x); break;
-    case K_PROD: *v = (int64_t)((uint64_t)*v * (uint64_t)x); break;
-    case K_MAX: *v = x > *v ? x : *v; break;
-    case K_MIN: *v = x < *v ? x : *v; break;
-    case K_ARGMAX:
-        if (x > *v) {
-            *v = x;
-            *idx = pos;
-        }
-        break;
-    case K_ARGMIN:
-        if (x < *v) {
-            *v = x;
-            *idx = pos;
-        }
-        break;
-    case K_SQDEV: break;
+    if (!em_fold_is_arg(k)) {
+        *v = em_fold_step_i(k, *v, x);
+    } else if (em_fold_arg_takes_i(k == EM_FOLD_ARGMAX, x, *v)) {
+        *v = x;
+        *idx = pos;
     }
 }
 
 /* Merges a later partial b into a. */
-static void combine(const pass *ps, acc *a, const acc *b)
+static inline void merge(em_fold k, bool fl, acc *a, const acc *b)
 {
-    const kind k = ps->k == K_SQDEV ? K_SUM : ps->k;
-    if (ps->fl)
+    if (fl && !em_fold_is_arg(k))
+        a->f = em_fold_combine_f(k, a->f, b->f);
+    else if (fl)
         update_f(k, &a->f, &a->idx, b->f, b->idx);
     else
         update_i(k, &a->i, &a->idx, b->i, b->idx);
+}
+
+/* Merges the w later partials b into a, a loop per fold in which the fold is a constant. */
+#define COMBINE_CASE(K)                                                                           \
+    case K:                                                                                       \
+        for (int64_t j = 0; j < w; j++)                                                           \
+            merge(K, ps->fl, &a[j], &b[j]);                                                       \
+        break;
+static void combine(const pass *ps, acc *a, const acc *b, int64_t w)
+{
+    switch (ps->k) {
+        EM_FOLDS(COMBINE_CASE)
+    }
 }
 
 /* Eight independent lanes (vectorizable, fixed order), combined pairwise. */
@@ -109,7 +95,8 @@ static double lanes_total(const double *l)
     return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
 }
 
-/* Sums of x[i] and of (x[i] - mean)^2 over a contiguous run of T (float or double). */
+/* Sums of x[i] and of (x[i] - mean)^2 (the SUM and SQDEV folds) over a contiguous run of T
+ * (float or double), in eight lanes. */
 #define DEFINE_LANE_SUMS(SUM, SQDEV, T)                                                           \
     static double SUM(const T *x, int64_t m)                                                      \
     {                                                                                             \
@@ -117,9 +104,9 @@ static double lanes_total(const double *l)
         int64_t i = 0;                                                                            \
         for (; i + 8 <= m; i += 8)                                                                \
             for (int j = 0; j < 8; j++)                                                           \
-                l[j] += x[i + j];                                                                 \
+                l[j] = em_fold_step_f(EM_FOLD_SUM, l[j], x[i + j], 0);                            \
         for (int j = 0; i < m; i++, j++)                                                          \
-            l[j] += x[i];                                                                         \
+            l[j] = em_fold_step_f(EM_FOLD_SUM, l[j], x[i], 0);                                    \
         return lanes_total(l);                                                                    \
     }                                                                                             \
     static double SQDEV(const T *x, int64_t m, double mean)                                       \
@@ -128,9 +115,9 @@ static double lanes_total(const double *l)
         int64_t i = 0;                                                                            \
         for (; i + 8 <= m; i += 8)                                                                \
             for (int j = 0; j < 8; j++)                                                           \
-                l[j] += (x[i + j] - mean) * (x[i + j] - mean);                                    \
+                l[j] = em_fold_step_f(EM_FOLD_SQDEV, l[j], x[i + j], mean);                       \
         for (int j = 0; i < m; i++, j++)                                                          \
-            l[j] += (x[i] - mean) * (x[i] - mean);                                                \
+            l[j] = em_fold_step_f(EM_FOLD_SQDEV, l[j], x[i], mean);                               \
         return lanes_total(l);                                                                    \
     }
 
@@ -142,29 +129,30 @@ DEFINE_LANE_SUMS(sum_lanes_f32, sqdev_lanes_f32, float)
     for (int64_t i = 0; i < m; i++)                                                               \
         UPDATE(K, &a->V, &a->idx, x[i], pos + i)
 
-static void row_block_f(kind k, acc *a, const double *x, int64_t m, int64_t pos, double mean)
+/* A loop per fold, in which the fold is a constant. */
+static void row_block_f(em_fold k, acc *a, const double *x, int64_t m, int64_t pos, double mean)
 {
     switch (k) {
-    case K_SUM: a->f += sum_lanes(x, m); break;
-    case K_SQDEV: a->f += sqdev_lanes(x, m, mean); break;
-    case K_PROD: EACH(update_f, K_PROD, f); break;
-    case K_MAX: EACH(update_f, K_MAX, f); break;
-    case K_MIN: EACH(update_f, K_MIN, f); break;
-    case K_ARGMAX: EACH(update_f, K_ARGMAX, f); break;
-    case K_ARGMIN: EACH(update_f, K_ARGMIN, f); break;
+    case EM_FOLD_SUM: a->f += sum_lanes(x, m); break;
+    case EM_FOLD_SQDEV: a->f += sqdev_lanes(x, m, mean); break;
+    case EM_FOLD_PROD: EACH(update_f, EM_FOLD_PROD, f); break;
+    case EM_FOLD_MAX: EACH(update_f, EM_FOLD_MAX, f); break;
+    case EM_FOLD_MIN: EACH(update_f, EM_FOLD_MIN, f); break;
+    case EM_FOLD_ARGMAX: EACH(update_f, EM_FOLD_ARGMAX, f); break;
+    case EM_FOLD_ARGMIN: EACH(update_f, EM_FOLD_ARGMIN, f); break;
     }
 }
 
-static void row_block_i(kind k, acc *a, const int64_t *x, int64_t m, int64_t pos)
+static void row_block_i(em_fold k, acc *a, const int64_t *x, int64_t m, int64_t pos)
 {
     switch (k) {
-    case K_SUM: EACH(update_i, K_SUM, i); break;
-    case K_PROD: EACH(update_i, K_PROD, i); break;
-    case K_MAX: EACH(update_i, K_MAX, i); break;
-    case K_MIN: EACH(update_i, K_MIN, i); break;
-    case K_ARGMAX: EACH(update_i, K_ARGMAX, i); break;
-    case K_ARGMIN: EACH(update_i, K_ARGMIN, i); break;
-    case K_SQDEV: break;
+    case EM_FOLD_SUM: EACH(update_i, EM_FOLD_SUM, i); break;
+    case EM_FOLD_PROD: EACH(update_i, EM_FOLD_PROD, i); break;
+    case EM_FOLD_MAX: EACH(update_i, EM_FOLD_MAX, i); break;
+    case EM_FOLD_MIN: EACH(update_i, EM_FOLD_MIN, i); break;
+    case EM_FOLD_ARGMAX: EACH(update_i, EM_FOLD_ARGMAX, i); break;
+    case EM_FOLD_ARGMIN: EACH(update_i, EM_FOLD_ARGMIN, i); break;
+    case EM_FOLD_SQDEV: break; /* float only: VAR takes float inputs */
     }
 }
 
@@ -180,9 +168,9 @@ static void row_run(void *vctx, int64_t n, char *const *p, const int64_t *s)
 {
     row_ctx *c = vctx;
     const pass *ps = c->ps;
-    if (ps->in_dt == EM_F32 && s[0] == 1 && (ps->k == K_SUM || ps->k == K_SQDEV)) {
+    if (ps->in_dt == EM_F32 && s[0] == 1 && (ps->k == EM_FOLD_SUM || ps->k == EM_FOLD_SQDEV)) {
         const float *x = (const float *)p[0];
-        c->a->f += ps->k == K_SUM ? sum_lanes_f32(x, n) : sqdev_lanes_f32(x, n, c->mean);
+        c->a->f += ps->k == EM_FOLD_SUM ? sum_lanes_f32(x, n) : sqdev_lanes_f32(x, n, c->mean);
         return;
     }
     const int64_t es = (int64_t)ps->red.elsize[0];
@@ -205,13 +193,13 @@ static void reduce_row_range(const pass *ps, char *in, const char *mean, int64_t
                              acc *a)
 {
     acc_init(ps->k, a, r0);
-    row_ctx c = {ps, a, r0, ps->k == K_SQDEV ? *(const double *)mean : 0};
+    row_ctx c = {ps, a, r0, ps->k == EM_FOLD_SQDEV ? *(const double *)mean : 0};
     em_iter_range(&ps->red, &in, r0, r1, row_run, &c);
 }
 
 static void store_result(const pass *ps, const acc *a, char *out)
 {
-    if (ps->k == K_ARGMAX || ps->k == K_ARGMIN) {
+    if (em_fold_is_arg(ps->k)) {
         em_store_i64(EM_I64, out, 1, 1, &a->idx);
     } else if (ps->fl) {
         const double v = a->f / ps->div;
@@ -255,7 +243,7 @@ static int run_rows(const pass *ps)
     for (int64_t o = 0; o < nout; o++) {
         acc a = part[o * nchunk];
         for (int64_t c = 1; c < nchunk; c++)
-            combine(ps, &a, &part[o * nchunk + c]);
+            combine(ps, &a, &part[o * nchunk + c], 1);
         char *ptr[3];
         em_iter_offsets(&ps->kept, ps->kept.data, o, ptr);
         store_result(ps, &a, ptr[0]);
@@ -290,36 +278,60 @@ typedef struct {
                 sum[j] = f[j0 + j];                                                               \
             for (int64_t q = 0; q < rows; q++)                                                    \
                 _Pragma("omp simd") for (int j = 0; j < COL_SUM_LANES; j++)                       \
-                    sum[j] += x[q * stride + j0 + j];                                             \
+                    sum[j] = em_fold_step_f(EM_FOLD_SUM, sum[j], x[q * stride + j0 + j], 0);      \
             for (int j = 0; j < COL_SUM_LANES; j++)                                               \
                 f[j0 + j] = sum[j];                                                               \
         }                                                                                         \
         for (int64_t q = 0; q < rows; q++)                                                        \
             for (int64_t j = j0; j < w; j++)                                                      \
-                f[j] += x[q * stride + j];                                                        \
+                f[j] = em_fold_step_f(EM_FOLD_SUM, f[j], x[q * stride + j], 0);                  \
     }
 
 DEFINE_COL_SUM(col_sum_f64, double)
 DEFINE_COL_SUM(col_sum_f32, float)
 
-/* Folds one row of w kept columns (contiguous T values) into the column accumulators; sums
- * are col_run's. */
+/* Folds one row of w kept columns (contiguous T values) into the column accumulators, a loop per
+ * fold in which the fold is a constant; sums are col_run's. */
+#define COL_EACH(K)                                                                               \
+    for (int64_t j = 0; j < w; j++)                                                               \
+        update_f(K, &f[j], &c->idx[j], x[j], c->pos)
 #define DEFINE_COL_ROW(NAME, T)                                                                   \
     static void NAME(col_ctx *c, const T *x)                                                      \
     {                                                                                             \
         const int64_t w = c->w;                                                                   \
         double *restrict f = c->f;                                                                \
-        if (c->ps->k == K_SQDEV) {                                                                \
+        switch (c->ps->k) {                                                                       \
+        case EM_FOLD_SQDEV:                                                                       \
             _Pragma("omp simd") for (int64_t j = 0; j < w; j++)                                   \
-                f[j] += (x[j] - c->mean[j]) * (x[j] - c->mean[j]);                                \
-            return;                                                                               \
+                f[j] = em_fold_step_f(EM_FOLD_SQDEV, f[j], x[j], c->mean[j]);                     \
+            break;                                                                                \
+        case EM_FOLD_SUM: COL_EACH(EM_FOLD_SUM); break;                                           \
+        case EM_FOLD_PROD: COL_EACH(EM_FOLD_PROD); break;                                         \
+        case EM_FOLD_MAX: COL_EACH(EM_FOLD_MAX); break;                                           \
+        case EM_FOLD_MIN: COL_EACH(EM_FOLD_MIN); break;                                           \
+        case EM_FOLD_ARGMAX: COL_EACH(EM_FOLD_ARGMAX); break;                                     \
+        case EM_FOLD_ARGMIN: COL_EACH(EM_FOLD_ARGMIN); break;                                     \
         }                                                                                         \
-        for (int64_t j = 0; j < w; j++)                                                           \
-            update_f(c->ps->k, &f[j], &c->idx[j], x[j], c->pos);                                  \
     }
 
 DEFINE_COL_ROW(col_row_f, double)
 DEFINE_COL_ROW(col_row_f32, float)
+
+#define COL_EACH_I(K)                                                                             \
+    for (int64_t j = 0; j < c->w; j++)                                                            \
+        update_i(K, &c->i[j], &c->idx[j], x[j], c->pos)
+static void col_row_i(col_ctx *c, const int64_t *x)
+{
+    switch (c->ps->k) {
+    case EM_FOLD_SUM: COL_EACH_I(EM_FOLD_SUM); break;
+    case EM_FOLD_PROD: COL_EACH_I(EM_FOLD_PROD); break;
+    case EM_FOLD_MAX: COL_EACH_I(EM_FOLD_MAX); break;
+    case EM_FOLD_MIN: COL_EACH_I(EM_FOLD_MIN); break;
+    case EM_FOLD_ARGMAX: COL_EACH_I(EM_FOLD_ARGMAX); break;
+    case EM_FOLD_ARGMIN: COL_EACH_I(EM_FOLD_ARGMIN); break;
+    case EM_FOLD_SQDEV: break; /* float only: VAR takes float inputs */
+    }
+}
 
 /* A run of reduced positions (operand 0 = in); each position is one row of w kept columns. */
 static void col_run(void *vctx, int64_t n, char *const *p, const int64_t *s)
@@ -327,7 +339,7 @@ static void col_run(void *vctx, int64_t n, char *const *p, const int64_t *s)
     col_ctx *c = vctx;
     const pass *ps = c->ps;
     const int64_t es = (int64_t)ps->red.elsize[0];
-    if (ps->k == K_SUM && ps->fl) { /* the run's rows at once where they are f32 or f64 in place */
+    if (ps->k == EM_FOLD_SUM && ps->fl) { /* the run's rows at once, f32 or f64 in place */
         if (ps->in_dt == EM_F32 && c->cstride == 1)
             col_sum_f32(c->w, n, s[0], c->f, (const float *)p[0]);
         else if (ps->in_dt == EM_F64 && c->cstride == 1)
@@ -350,9 +362,7 @@ static void col_run(void *vctx, int64_t n, char *const *p, const int64_t *s)
             col_row_f(c, em_view_f64(ps->in_dt, row, c->cstride, c->w, buf));
         } else {
             int64_t buf[COLS];
-            const int64_t *x = em_view_i64(ps->in_dt, row, c->cstride, c->w, buf);
-            for (int64_t j = 0; j < c->w; j++)
-                update_i(ps->k, &c->i[j], &c->idx[j], x[j], c->pos);
+            col_row_i(c, em_view_i64(ps->in_dt, row, c->cstride, c->w, buf));
         }
     }
 }
@@ -368,9 +378,9 @@ static void reduce_col_range(const pass *ps, char *const *ptr, int64_t w, int64_
     for (int64_t j = 0; j < w; j++) {
         c.f[j] = a.f;
         c.i[j] = a.i;
-        c.idx[j] = r0;
+        c.idx[j] = a.idx;
     }
-    if (ps->k == K_SQDEV)
+    if (ps->k == EM_FOLD_SQDEV)
         em_load_f64(EM_F64, ptr[2], ps->kept.strides[2][inner], w, c.mean);
     em_iter_range(&ps->red, &ptr[1], r0, r1, col_run, &c);
     for (int64_t j = 0; j < w; j++)
@@ -381,7 +391,7 @@ static void store_cols(const pass *ps, char *out, int64_t w, const acc *a)
 {
     const int inner = ps->kept.ndim - 1;
     const int64_t stride = ps->kept.strides[0][inner];
-    if (ps->fl && ps->k != K_ARGMAX && ps->k != K_ARGMIN) { /* float results in one store */
+    if (ps->fl && !em_fold_is_arg(ps->k)) { /* float results in one store */
         double v[COLS];
         for (int64_t j = 0; j < w; j++)
             v[j] = a[j].f / ps->div;
@@ -419,8 +429,7 @@ static int run_cols(const pass *ps)
         const int64_t first = g / ncb * C + c0;
         acc *a = &part[first * nrc];
         for (int64_t rc = 1; rc < nrc; rc++)
-            for (int64_t j = 0; j < w; j++)
-                combine(ps, &a[j], &a[rc * w + j]);
+            combine(ps, a, &a[rc * w], w);
         char *ptr[3];
         em_iter_offsets(kt, kt->data, first, ptr);
         store_cols(ps, ptr[0], w, a);
@@ -429,8 +438,9 @@ static int run_cols(const pass *ps)
     return EM_KERNEL_OK;
 }
 
-/* Builds a pass of kind k writing out; mean (f64, out's shape) feeds K_SQDEV. */
-static int run_pass(kind k, double div, const em_arr *out, const em_arr *in, const em_arr *mean)
+/* Builds a pass of fold k writing out; mean (f64, out's shape) feeds EM_FOLD_SQDEV. */
+static int run_pass(em_fold k, double div, const em_arr *out, const em_arr *in,
+                    const em_arr *mean)
 {
     pass ps = {.k = k, .fl = em_dtype_is_float(in->dtype), .div = div, .in_dt = in->dtype,
                .out_dt = out->dtype, .R = 1};
@@ -441,9 +451,9 @@ static int run_pass(kind k, double div, const em_arr *out, const em_arr *in, con
         rshape[d] = reduced ? in->shape[d] : 1;
         ps.R *= rshape[d];
     }
-    const bool args = k == K_ARGMAX || k == K_ARGMIN;
     em_iter_init(&ps.kept, in->ndim, kshape, 3, (const em_arr *[]){out, in, mean}, 0);
-    em_iter_init(&ps.red, in->ndim, rshape, 1, (const em_arr *[]){in}, args ? EM_ITER_KEEP_ORDER : 0);
+    em_iter_init(&ps.red, in->ndim, rshape, 1, (const em_arr *[]){in},
+                 em_fold_is_arg(k) ? EM_ITER_KEEP_ORDER : 0);
     if (ps.kept.numel == 0)
         return EM_KERNEL_OK;
     const int64_t ks = ps.kept.strides[1][ps.kept.ndim - 1];
@@ -453,8 +463,17 @@ static int run_pass(kind k, double div, const em_arr *out, const em_arr *in, con
     return cols ? run_cols(&ps) : run_rows(&ps);
 }
 
-static int reduce_var(double correction, const em_arr *out, const em_arr *in, int64_t R)
+/* op's pass, after one for the means (f64, out's shape) where op's fold reads them (var) */
+int em_cpu_reduce(em_reduce_op op, const em_reduce_params *p, const em_arr *out,
+                  const em_arr *in)
 {
+    int64_t R;
+    if (!em_reduce_args_ok(op, out, in, &R))
+        return EM_KERNEL_UNSUPPORTED;
+    const em_fold k = em_reduce_fold(op);
+    const double div = em_reduce_divisor(op, p, R);
+    if (k != EM_FOLD_SQDEV)
+        return run_pass(k, div, out, in, out);
     const int64_t nout = em_arr_numel(out);
     em_arr mean = {.data = em_cpu_scratch((size_t)(nout > 0 ? nout : 1) * sizeof(double)),
                    .dtype = EM_F64, .ndim = out->ndim};
@@ -466,28 +485,9 @@ static int reduce_var(double correction, const em_arr *out, const em_arr *in, in
         mean.strides[d] = step;
         step *= out->shape[d];
     }
-    const double dof = (double)R - correction;
-    int rc = run_pass(K_SUM, (double)R, &mean, in, &mean);
+    int rc = run_pass(EM_FOLD_SUM, em_reduce_divisor(EM_REDUCE_MEAN, p, R), &mean, in, &mean);
     if (rc == EM_KERNEL_OK)
-        rc = run_pass(K_SQDEV, dof > 0 ? dof : 0, out, in, &mean);
+        rc = run_pass(k, div, out, in, &mean);
     em_cpu_scratch_free(mean.data);
     return rc;
-}
-
-int em_cpu_reduce(em_reduce_op op, const em_reduce_params *p, const em_arr *out,
-                  const em_arr *in)
-{
-    int64_t R;
-    if (!em_reduce_args_ok(op, out, in, &R))
-        return EM_KERNEL_UNSUPPORTED;
-    switch (op) {
-    case EM_REDUCE_SUM: return run_pass(K_SUM, 1, out, in, out);
-    case EM_REDUCE_MEAN: return run_pass(K_SUM, (double)R, out, in, out);
-    case EM_REDUCE_PROD: return run_pass(K_PROD, 1, out, in, out);
-    case EM_REDUCE_MAX: return run_pass(K_MAX, 1, out, in, out);
-    case EM_REDUCE_MIN: return run_pass(K_MIN, 1, out, in, out);
-    case EM_REDUCE_ARGMAX: return run_pass(K_ARGMAX, 1, out, in, out);
-    case EM_REDUCE_ARGMIN: return run_pass(K_ARGMIN, 1, out, in, out);
-    default: return reduce_var(p->correction, out, in, R);
-    }
 }

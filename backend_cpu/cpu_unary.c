@@ -38,14 +38,14 @@ static family family_of(em_dtype dt)
         const em_unary_params pv = *p;                                                            \
         switch (op) {                                                                             \
             EM_UNARY_OPS(UNARY_CASE)                                                              \
-        default: break;                                                                           \
         }                                                                                         \
     }
 
 DEFINE_UNARY_FLOAT(unary_f32, float)
 DEFINE_UNARY_FLOAT(unary_f64, double)
 
-/* The integer ops (em_unary_int_supported), wrapping. y (n), x (n). */
+/* The integer ops (em_unary_int_supported), wrapping: a loop per op, as above (the float-only
+ * ops' loops are never reached). y (n), x (n). */
 #define INT_CASE(op)                                                                              \
     case op: MAP(em_unary_int_value(op, v, &q)); break;
 static void unary_i64(em_unary_op op, const em_unary_params *p, int64_t n, int64_t *restrict y,
@@ -53,10 +53,7 @@ static void unary_i64(em_unary_op op, const em_unary_params *p, int64_t n, int64
 {
     const em_unary_int_params q = em_unary_int_params_of(p);
     switch (op) {
-    INT_CASE(EM_UNARY_NEG) INT_CASE(EM_UNARY_ABS) INT_CASE(EM_UNARY_SIGN)
-    INT_CASE(EM_UNARY_SQUARE) INT_CASE(EM_UNARY_RELU) INT_CASE(EM_UNARY_CLAMP)
-    INT_CASE(EM_UNARY_ADD_SCALAR) INT_CASE(EM_UNARY_MUL_SCALAR)
-    default: break;
+        EM_UNARY_OPS(INT_CASE)
     }
 }
 
@@ -152,7 +149,6 @@ int em_cpu_unary(em_unary_op op, const em_unary_params *p, const em_arr *out, co
         const em_unary_params pv = *p;                                                            \
         switch (op) {                                                                             \
             EM_UNARY_OPS(GRAD_CASE)                                                               \
-        default: break;                                                                           \
         }                                                                                         \
     }
 

@@ -25,6 +25,7 @@ static const em_backend cuda_backend = {
     .unary = em_cuda_unary,
     .unary_grad = em_cuda_unary_grad,
     .binary = em_cuda_binary,
+    .binary_grad = em_cuda_binary_grad,
     .where = em_cuda_where,
     .reduce = em_cuda_reduce,
     .cumulative = em_cuda_cumulative,

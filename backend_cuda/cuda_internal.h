@@ -137,6 +137,8 @@ int em_cuda_unary_grad(em_unary_op op, const em_unary_params *p, const em_arr *g
 
 /* cuda_binary.cu */
 int em_cuda_binary(em_binary_op op, const em_arr *out, const em_arr *a, const em_arr *b);
+int em_cuda_binary_grad(em_binary_op op, bool wrt_b, const em_arr *gx, const em_arr *g,
+                        const em_arr *a, const em_arr *b, const em_arr *y);
 int em_cuda_where(const em_arr *out, const em_arr *cond, const em_arr *a, const em_arr *b);
 
 /* cuda_reduce.cu */

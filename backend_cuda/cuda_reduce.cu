@@ -1,8 +1,8 @@
 /* Reductions on CUDA: sum, mean, prod, max/min, argmax/argmin and var over any set of dims, with
- * backend_cpu/cpu_reduce.c's dtype rules (floats accumulate in double, integers in i64 wrapping,
- * NaN wins max/min, the first index wins arg ties) and deterministic results: the launch shape
- * depends only on the shapes, every thread folds fixed positions in order and partial results
- * combine in a fixed tree (no atomics).
+ * the folds of backend/reduce_ops_internal.h that the CPU kernels run too (floats accumulate in
+ * double, integers in i64 wrapping, NaN wins max/min, the first index wins arg ties) and
+ * deterministic results: the launch shape depends only on the shapes, every thread folds fixed
+ * positions in order and partial results combine in a fixed tree (no atomics).
  *
  * The input is seen as K outputs (the kept dims) by R reduced positions. A block serves several
  * outputs: in row mode (reduced dims innermost in memory) lanes along x share an output's
@@ -65,85 +65,60 @@ __device__ void store_i64_as(em_dtype dt, char *p, int64_t v)
     }
 }
 
-/* ---- the reduction kinds: accumulator, identity, fold of one element, combination of two
- * partial results (the earlier first), and the stored result ---- */
+/* ---- the reduction kinds, from the folds of reduce_ops_internal.h: accumulator, identity, fold
+ * of one element, combination of two partial results (the earlier first), and the stored
+ * result ---- */
 
-struct sum_f {
-    typedef double acc;
-    static __device__ acc init() { return 0; }
-    static __device__ acc fold(acc a, double x, int64_t, double) { return a + x; }
-    static __device__ acc combine(acc a, acc b) { return a + b; }
+__device__ __forceinline__ double identity(em_fold k, double) { return em_fold_identity_f(k); }
+__device__ __forceinline__ int64_t identity(em_fold k, int64_t) { return em_fold_identity_i(k); }
+__device__ __forceinline__ double step(em_fold k, double a, double x, double mean)
+{
+    return em_fold_step_f(k, a, x, mean);
+}
+__device__ __forceinline__ int64_t step(em_fold k, int64_t a, int64_t x, double)
+{
+    return em_fold_step_i(k, a, x);
+}
+__device__ __forceinline__ double combination(em_fold k, double a, double b)
+{
+    return em_fold_combine_f(k, a, b);
+}
+__device__ __forceinline__ int64_t combination(em_fold k, int64_t a, int64_t b)
+{
+    return em_fold_step_i(k, a, b);
+}
+__device__ __forceinline__ bool arg_better(bool max, double x, int64_t pos, double v, int64_t at)
+{
+    return em_fold_arg_better_f(max, x, pos, v, at);
+}
+__device__ __forceinline__ bool arg_better(bool max, int64_t x, int64_t pos, int64_t v,
+                                           int64_t at)
+{
+    return em_fold_arg_better_i(max, x, pos, v, at);
+}
+
+/* Fold K of values V: double for float inputs (stored divided by s.div), int64_t for integers. */
+template <int K, class V> struct value_kind {
+    typedef V acc;
+    static __device__ acc init() { return identity((em_fold)K, V()); }
+    static __device__ acc fold(acc a, V x, int64_t, double mean)
+    {
+        return step((em_fold)K, a, x, mean);
+    }
+    static __device__ acc combine(acc a, acc b) { return combination((em_fold)K, a, b); }
     static __device__ void store(const red_shape &s, char *p, acc a)
     {
-        store_f64_as(s.out_dt, p, a / s.div);
+        if constexpr (std::is_floating_point<V>::value)
+            store_f64_as(s.out_dt, p, a / s.div);
+        else
+            store_i64_as(s.out_dt, p, a);
     }
 };
 
-/* squared deviations from the output's mean (var's second pass) */
-struct sqdev_f : sum_f {
-    static __device__ acc fold(acc a, double x, int64_t, double mean)
-    {
-        return a + (x - mean) * (x - mean);
-    }
-};
-
-struct prod_f : sum_f {
-    static __device__ acc init() { return 1; }
-    static __device__ acc fold(acc a, double x, int64_t, double) { return a * x; }
-    static __device__ acc combine(acc a, acc b) { return a * b; }
-};
-
-struct max_f : sum_f {
-    static __device__ acc init() { return -INFINITY; }
-    static __device__ acc fold(acc a, double x, int64_t, double) { return x > a || x != x ? x : a; }
-    static __device__ acc combine(acc a, acc b) { return fold(a, b, 0, 0); }
-};
-
-struct min_f : sum_f {
-    static __device__ acc init() { return INFINITY; }
-    static __device__ acc fold(acc a, double x, int64_t, double) { return x < a || x != x ? x : a; }
-    static __device__ acc combine(acc a, acc b) { return fold(a, b, 0, 0); }
-};
-
-struct sum_i {
-    typedef int64_t acc;
-    static __device__ acc init() { return 0; }
-    static __device__ acc fold(acc a, int64_t x, int64_t, double)
-    {
-        return (int64_t)((uint64_t)a + (uint64_t)x);
-    }
-    static __device__ acc combine(acc a, acc b) { return fold(a, b, 0, 0); }
-    static __device__ void store(const red_shape &s, char *p, acc a)
-    {
-        store_i64_as(s.out_dt, p, a);
-    }
-};
-
-struct prod_i : sum_i {
-    static __device__ acc init() { return 1; }
-    static __device__ acc fold(acc a, int64_t x, int64_t, double)
-    {
-        return (int64_t)((uint64_t)a * (uint64_t)x);
-    }
-    static __device__ acc combine(acc a, acc b) { return fold(a, b, 0, 0); }
-};
-
-struct max_i : sum_i {
-    static __device__ acc init() { return INT64_MIN; }
-    static __device__ acc fold(acc a, int64_t x, int64_t, double) { return x > a ? x : a; }
-    static __device__ acc combine(acc a, acc b) { return fold(a, b, 0, 0); }
-};
-
-struct min_i : sum_i {
-    static __device__ acc init() { return INT64_MAX; }
-    static __device__ acc fold(acc a, int64_t x, int64_t, double) { return x < a ? x : a; }
-    static __device__ acc combine(acc a, acc b) { return fold(a, b, 0, 0); }
-};
-
-/* argmax/argmin: the best value and its position. "Better" is a total order (NaN above every
- * number, the lower position on equal values), so the first NaN, else the first extreme value,
- * wins however the partial results meet: the CPU's sequential answer. */
-template <class V, bool MAX> struct arg_kind {
+/* argmax/argmin (K): the best value and its position; em_fold_arg_better is a total order, so
+ * the first NaN, else the first extreme value, wins however the partial results meet: the CPU's
+ * sequential answer. */
+template <int K, class V> struct arg_kind {
     struct acc {
         V v;
         int64_t i;
@@ -151,30 +126,30 @@ template <class V, bool MAX> struct arg_kind {
     static __device__ acc init()
     {
         acc a;
-        if constexpr (std::is_floating_point<V>::value)
-            a.v = MAX ? -INFINITY : INFINITY;
-        else
-            a.v = MAX ? INT64_MIN : INT64_MAX;
-        a.i = INT64_MAX; /* after every position */
+        a.v = identity((em_fold)K, V());
+        a.i = EM_ARG_NONE;
         return a;
-    }
-    static __device__ bool better(const acc &b, const acc &a)
-    {
-        if (b.v != b.v || a.v != a.v) /* only floats: NaN first, then the lower position */
-            return b.v != b.v && (a.v == a.v || b.i < a.i);
-        if (b.v != a.v)
-            return MAX ? b.v > a.v : b.v < a.v;
-        return b.i < a.i;
     }
     static __device__ acc fold(acc a, V x, int64_t pos, double)
     {
         acc b;
         b.v = x;
         b.i = pos;
-        return better(b, a) ? b : a;
+        return combine(a, b);
     }
-    static __device__ acc combine(acc a, acc b) { return better(b, a) ? b : a; }
+    static __device__ acc combine(acc a, acc b)
+    {
+        return arg_better(K == EM_FOLD_ARGMAX, b.v, b.i, a.v, a.i) ? b : a;
+    }
     static __device__ void store(const red_shape &, char *p, acc a) { *(int64_t *)p = a.i; }
+};
+
+/* The kind of fold K over V. */
+template <int K, class V> struct kind : value_kind<K, V> {
+};
+template <class V> struct kind<EM_FOLD_ARGMAX, V> : arg_kind<EM_FOLD_ARGMAX, V> {
+};
+template <class V> struct kind<EM_FOLD_ARGMIN, V> : arg_kind<EM_FOLD_ARGMIN, V> {
 };
 
 /* Folds the block's lanes of each output into lane 0's result, pairwise in a fixed tree. */
@@ -337,26 +312,43 @@ template <class In, class Kind> int run(const plan &p, char *out, const double *
     return rc;
 }
 
-/* var: the means (K, f64) in a first pass, the squared deviations from them in a second. */
-template <class In> int run_var(plan p, double correction, char *out)
+/* A pass of fold K (run_kind) or k (run_fold) over input dtype In, accumulated in V (double or
+ * int64_t). */
+template <class In, class V, int K> int run_kind(const plan &p, char *out, const double *mean)
+{
+    if constexpr (K == EM_FOLD_SQDEV && !std::is_floating_point<V>::value)
+        return EM_KERNEL_UNSUPPORTED; /* float only: VAR takes float inputs */
+    else
+        return run<In, kind<K, V>>(p, out, mean);
+}
+
+#define FOLD_CASE(K)                                                                              \
+    case K: return run_kind<In, V, K>(p, out, mean);
+template <class In, class V> int run_fold(em_fold k, const plan &p, char *out, const double *mean)
+{
+    switch (k) {
+        EM_FOLDS(FOLD_CASE)
+    }
+    return EM_KERNEL_UNSUPPORTED; /* not a fold */
+}
+
+/* var: the means (K, f64) in a first pass, the squared deviations from them in a second (its
+ * divisor already in p). */
+template <class In> int run_var(plan p, const em_reduce_params *params, char *out)
 {
     const size_t bytes = (size_t)p.s.K * sizeof(double);
     double *mean = (double *)em_cuda_scratch(bytes);
     if (!mean)
         return EM_KERNEL_FAILED;
-    const em_dtype out_dt = p.s.out_dt;
-    const double dof = (double)p.s.R - correction;
+    const red_shape var = p.s;
     p.s.out_dt = EM_F64;
     p.s.out_elsize = sizeof(double);
     p.s.linear_out = true;
-    p.s.div = (double)p.s.R;
-    int rc = run<In, sum_f>(p, (char *)mean, NULL);
-    p.s.out_dt = out_dt;
-    p.s.out_elsize = (int64_t)em_dtype_size(out_dt);
-    p.s.linear_out = false;
-    p.s.div = dof > 0 ? dof : 0;
+    p.s.div = em_reduce_divisor(EM_REDUCE_MEAN, params, (int64_t)p.s.R);
+    int rc = run_kind<In, double, EM_FOLD_SUM>(p, (char *)mean, NULL);
+    p.s = var;
     if (rc == EM_KERNEL_OK)
-        rc = run<In, sqdev_f>(p, out, mean);
+        rc = run_kind<In, double, EM_FOLD_SQDEV>(p, out, mean);
     em_cuda_scratch_free(mean, bytes);
     return rc;
 }
@@ -375,33 +367,18 @@ extern "C" int em_cuda_reduce(em_reduce_op op, const em_reduce_params *params, c
         return EM_KERNEL_OK;
     if ((K + RBLOCK - 1) / RBLOCK >= ((int64_t)1 << 31))
         return EM_KERNEL_UNSUPPORTED; /* more blocks than a grid holds */
+    const em_fold k = em_reduce_fold(op);
     plan p;
-    make_plan(&p, out, in, op == EM_REDUCE_ARGMAX || op == EM_REDUCE_ARGMIN);
+    make_plan(&p, out, in, em_fold_is_arg(k));
+    p.s.div = em_reduce_divisor(op, params, R);
     char *o = (char *)out->data;
     return dispatch_dtype(in->dtype, [&](auto tag) {
         typedef decltype(tag) In;
-        if constexpr (std::is_floating_point<typename In::compute>::value) {
-            switch (op) {
-            case EM_REDUCE_SUM: return run<In, sum_f>(p, o, NULL);
-            case EM_REDUCE_MEAN:
-                p.s.div = (double)R;
-                return run<In, sum_f>(p, o, NULL);
-            case EM_REDUCE_PROD: return run<In, prod_f>(p, o, NULL);
-            case EM_REDUCE_MAX: return run<In, max_f>(p, o, NULL);
-            case EM_REDUCE_MIN: return run<In, min_f>(p, o, NULL);
-            case EM_REDUCE_ARGMAX: return run<In, arg_kind<double, true>>(p, o, NULL);
-            case EM_REDUCE_ARGMIN: return run<In, arg_kind<double, false>>(p, o, NULL);
-            default: return run_var<In>(p, params->correction, o);
-            }
-        } else {
-            switch (op) {
-            case EM_REDUCE_SUM: return run<In, sum_i>(p, o, NULL);
-            case EM_REDUCE_PROD: return run<In, prod_i>(p, o, NULL);
-            case EM_REDUCE_MAX: return run<In, max_i>(p, o, NULL);
-            case EM_REDUCE_MIN: return run<In, min_i>(p, o, NULL);
-            case EM_REDUCE_ARGMAX: return run<In, arg_kind<int64_t, true>>(p, o, NULL);
-            default: return run<In, arg_kind<int64_t, false>>(p, o, NULL); /* ARGMIN */
-            }
-        }
+        if constexpr (!std::is_floating_point<typename In::compute>::value)
+            return run_fold<In, int64_t>(k, p, o, NULL);
+        else if (k == EM_FOLD_SQDEV)
+            return run_var<In>(p, params, o);
+        else
+            return run_fold<In, double>(k, p, o, NULL);
     });
 }

@@ -40,7 +40,7 @@ __device__ __forceinline__ void block_values(int dist, const em_rng_params &p, e
             v[j] = __dadd_rn(p.low, k < range ? k : __dsub_rn(range, 1.0));
         }
         break;
-    default: /* EM_RNG_BERNOULLI */
+    case EM_RNG_BERNOULLI:
         for (int j = 0; j < 4; j++)
             v[j] = u[j] < p.p ? 1.0 : 0.0;
         break;

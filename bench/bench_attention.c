@@ -4,8 +4,8 @@
 #include <omp.h>
 #include <stdio.h>
 
-#include "cli/args.h"
-#include "cli/cli_internal.h"
+#include "cmd/args.h"
+#include "bench/bench.h"
 
 #define MAX_REPS 9
 
@@ -35,12 +35,12 @@ static double step(bool fused, const attention_size *a, int64_t t, size_t *peak)
         x[i] = em_requires_grad_(em_randn(s, EM_F32, NULL), true);
     size_t before = em_memory_get_stats(EM_CPU).live_bytes;
     em_memory_reset_peak(EM_CPU);
-    double t0 = em_now_s();
+    double t0 = bench_now_s();
     em_tensor *y = fused ? em_scaled_dot_product_attention(x[0], x[1], x[2],
                                                             (em_sdpa_opts){.is_causal = true})
                          : composed(x[0], x[1], x[2]);
     bool ok = y && em_backward_grad(y, w) == EM_OK;
-    double secs = em_now_s() - t0;
+    double secs = bench_now_s() - t0;
     *peak = em_memory_get_stats(EM_CPU).peak_bytes - before;
     em_scope_end();
     if (!ok) {
@@ -59,30 +59,30 @@ static double median_step(bool fused, const attention_size *a, int64_t t, int re
     for (int r = 0; r < reps; r++)
         if ((times[r] = step(fused, a, t, peak)) < 0)
             return -1;
-    em_sort_doubles(times, reps);
+    bench_sort_doubles(times, reps);
     return times[reps / 2];
 }
 
-int em_bench_attention(int argc, char **argv)
+int bench_attention(int argc, char **argv)
 {
     attention_size a = {.batch = 4, .heads = 6, .dim = 64};
     int threads = 2, reps = 3;
-    const em_opt opts[] = {
-        {"batch", EM_OPT_INT64, &a.batch, "B", "sequences (default 4)", .range = EM_AT_LEAST(1)},
-        {"heads", EM_OPT_INT64, &a.heads, "H", "heads (default 6)", .range = EM_AT_LEAST(1)},
-        {"dim", EM_OPT_INT64, &a.dim, "D", "head size (default 64)", .range = EM_RANGE(1, 4096)},
-        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads (default 2)",
-         .range = EM_RANGE(1, 4096)},
-        {"reps", EM_OPT_INT, &reps, "N", "timed repetitions (default 3)",
-         .range = EM_RANGE(1, MAX_REPS)},
+    const cmd_opt opts[] = {
+        {"batch", CMD_OPT_INT64, &a.batch, "B", "sequences (default 4)", .range = CMD_AT_LEAST(1)},
+        {"heads", CMD_OPT_INT64, &a.heads, "H", "heads (default 6)", .range = CMD_AT_LEAST(1)},
+        {"dim", CMD_OPT_INT64, &a.dim, "D", "head size (default 64)", .range = CMD_RANGE(1, 4096)},
+        {"threads", CMD_OPT_INT, &threads, "N", "OpenMP threads (default 2)",
+         .range = CMD_RANGE(1, 4096)},
+        {"reps", CMD_OPT_INT, &reps, "N", "timed repetitions (default 3)",
+         .range = CMD_RANGE(1, MAX_REPS)},
         {0}};
-    const em_cmd_spec spec = {
+    const cmd_spec spec = {
         .command = "ember bench attention",
         .about = "Peak bytes and time of one causal attention forward + backward at T = 256, 512 "
                  "and 1024:\nthe fused op next to the composition softmax(q k^T / sqrt(D)) v.",
         .opts = opts};
-    int parsed = em_args_parse(&spec, argc, argv);
-    if (parsed != EM_ARGS_RUN)
+    int parsed = cmd_args_parse(&spec, argc, argv);
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
     omp_set_num_threads(threads);
     printf("ember bench attention: causal, f32, B %lld H %lld D %lld, %d threads; forward + "

@@ -7,9 +7,9 @@
 #include <time.h>
 
 #include "ember.h"
-#include "cli/cli_internal.h"
+#include "bench/bench.h"
 
-double em_now_s(void)
+double bench_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -22,7 +22,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-void em_sort_doubles(double *v, int n)
+void bench_sort_doubles(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
 }
@@ -46,7 +46,7 @@ static const char *ort_python(void)
  * why) when python cannot import module or the script failed. */
 static bool run_script(const char *half, const char *python, const char *module,
                        const char *install, const char *script, const char *args,
-                       em_torch_line_fn on_line, void *ctx)
+                       bench_line_fn on_line, void *ctx)
 {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "%s -c 'import %s' >/dev/null 2>&1", python, module);
@@ -69,7 +69,7 @@ static bool run_script(const char *half, const char *python, const char *module,
     return pclose(p) == 0;
 }
 
-bool em_run_torch_script(const char *script, const char *args, em_torch_line_fn on_line,
+bool bench_run_torch_script(const char *script, const char *args, bench_line_fn on_line,
                          void *ctx)
 {
     return run_script("PyTorch", torch_python(), "torch",
@@ -77,7 +77,7 @@ bool em_run_torch_script(const char *script, const char *args, em_torch_line_fn 
                       "or apt-get install python3-torch", script, args, on_line, ctx);
 }
 
-bool em_run_ort_script(const char *script, const char *args, em_torch_line_fn on_line,
+bool bench_run_ort_script(const char *script, const char *args, bench_line_fn on_line,
                        void *ctx)
 {
     return run_script("onnxruntime", ort_python(), "onnxruntime",
@@ -90,11 +90,11 @@ static void about_line(void *ctx, const char *line)
     snprintf(ctx, 256, "%.*s", (int)strcspn(line, "\n"), line);
 }
 
-const char *em_torch_about(void)
+const char *bench_torch_about(void)
 {
     static char about[256];
     static bool asked;
-    if (!asked && !em_run_torch_script("torch_about.py", "", about_line, about))
+    if (!asked && !bench_run_torch_script("torch_about.py", "", about_line, about))
         about[0] = '\0';
     asked = true;
     return about;

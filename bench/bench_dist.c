@@ -12,8 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/args.h"
-#include "cli/cli_internal.h"
+#include "recipes/recipes.h"
+#include "cmd/args.h"
+#include "bench/bench.h"
 
 #define MAX_ROUNDS 9
 #define N_SIZES 3
@@ -27,7 +28,7 @@ static int rank, world;
 
 static double median(double *v, int n)
 {
-    em_sort_doubles(v, n);
+    bench_sort_doubles(v, n);
     return v[n / 2];
 }
 
@@ -45,10 +46,10 @@ static double mpi_allreduce_s(float *buf, int n, int iters)
     for (int i = 0; i < WARMUP; i++)
         MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = em_now_s();
+    double t0 = bench_now_s();
     for (int i = 0; i < iters; i++)
         MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    return slowest((em_now_s() - t0) / iters);
+    return slowest((bench_now_s() - t0) / iters);
 }
 
 /* Seconds per em_dist_allreduce of t, the same loop. */
@@ -57,11 +58,11 @@ static double ember_allreduce_s(em_tensor *t, int iters)
     for (int i = 0; i < WARMUP; i++)
         em_dist_allreduce(t, EM_DIST_SUM);
     em_dist_barrier();
-    double t0 = em_now_s();
+    double t0 = bench_now_s();
     for (int i = 0; i < iters; i++)
         if (em_dist_allreduce(t, EM_DIST_SUM) != EM_OK)
             return -1;
-    return slowest((em_now_s() - t0) / iters);
+    return slowest((bench_now_s() - t0) / iters);
 }
 
 static void bench_allreduce(int rounds, int iters)
@@ -92,7 +93,7 @@ static void bench_allreduce(int rounds, int iters)
 }
 
 typedef struct {
-    const em_recipe *rc;
+    const recipe_spec *rc;
     int64_t batch; /* global */
     int steps;
     em_tensor *x, *y; /* (batch, sample) the global batch, the same every step */
@@ -122,7 +123,7 @@ static double train_samples_per_s(const train_case *c, size_t cap, em_ddp_stats 
     em_status st = EM_OK;
     if (!alone || rank == 0) {
         em_manual_seed(1);
-        em_module *m = c->rc->build();
+        em_module *m = c->rc->build(NULL);
         em_ddp *d = alone ? NULL : em_ddp_new(m, (em_ddp_opts){.bucket_bytes = cap});
         em_optim *o = em_sgd(m, (em_sgd_opts){.lr = 0.01, .momentum = 0.9});
         int64_t n = alone ? c->batch : c->batch / world, first = alone ? 0 : rank * n;
@@ -130,10 +131,10 @@ static double train_samples_per_s(const train_case *c, size_t cap, em_ddp_stats 
         for (int i = 0; st == EM_OK && i < WARMUP; i++)
             st = step(c, m, o, first, n);
         em_ddp_stats before = em_ddp_get_stats(d);
-        double t0 = em_now_s();
+        double t0 = bench_now_s();
         for (int i = 0; st == EM_OK && i < c->steps; i++)
             st = step(c, m, o, first, n);
-        elapsed = em_now_s() - t0;
+        elapsed = bench_now_s() - t0;
         if (stats) {
             em_ddp_stats after = em_ddp_get_stats(d);
             *stats = after;
@@ -190,27 +191,27 @@ static void bench_training(train_case *c, int rounds)
     }
 }
 
-int em_bench_dist(int argc, char **argv)
+int bench_dist(int argc, char **argv)
 {
     int rounds = 3, steps = 20, iters = 20;
     const char *recipe = "cnn";
-    const em_opt opts[] = {
-        {"rounds", EM_OPT_INT, &rounds, "N", "rounds alternating the compared sides (default 3)",
-         .range = EM_RANGE(1, MAX_ROUNDS)},
-        {"steps", EM_OPT_INT, &steps, "N", "timed training steps per measurement (default 20)",
-         .range = EM_RANGE(1, 100000)},
-        {"iters", EM_OPT_INT, &iters, "N", "allreduces per timing (default 20)",
-         .range = EM_RANGE(1, 100000)},
-        {"recipe", EM_OPT_CHOICE, &recipe, .help = "the model trained", .choices =
+    const cmd_opt opts[] = {
+        {"rounds", CMD_OPT_INT, &rounds, "N", "rounds alternating the compared sides (default 3)",
+         .range = CMD_RANGE(1, MAX_ROUNDS)},
+        {"steps", CMD_OPT_INT, &steps, "N", "timed training steps per measurement (default 20)",
+         .range = CMD_RANGE(1, 100000)},
+        {"iters", CMD_OPT_INT, &iters, "N", "allreduces per timing (default 20)",
+         .range = CMD_RANGE(1, 100000)},
+        {"recipe", CMD_OPT_CHOICE, &recipe, .help = "the model trained", .choices =
          "mlp|cnn|deepmlp"},
         {0}};
-    const em_cmd_spec spec = {
+    const cmd_spec spec = {
         .command = "ember bench dist", .opts = opts,
         .about = "Run under mpirun -np N: allreduce through ember next to MPI's own, and a "
                  "recipe's samples/s as 1 process x N threads against N processes x 1 thread "
                  "with DDP's bucketing figures."};
-    int parsed = em_args_parse(&spec, argc, argv);
-    if (parsed != EM_ARGS_RUN)
+    int parsed = cmd_args_parse(&spec, argc, argv);
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
     int level = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &level);
@@ -232,9 +233,11 @@ int em_bench_dist(int argc, char **argv)
         rc = 2;
     } else {
         bench_allreduce(rounds, iters);
-        train_case c = {.rc = em_recipe_find(recipe), .steps = steps};
+        train_case c = {.rc = recipe_find(recipe), .steps = steps};
         c.batch = c.rc->batch;
-        em_shape xs = c.rc->flat_input ? EM_SHAPE(c.batch, 784) : EM_SHAPE(c.batch, 1, 28, 28);
+        em_shape xs = {.ndim = c.rc->sample.ndim + 1, .d = {c.batch}};
+        for (int i = 0; i < c.rc->sample.ndim; i++)
+            xs.d[i + 1] = c.rc->sample.d[i];
         em_generator g = em_generator_new(3);
         c.x = em_rand(xs, EM_F32, &g);
         c.y = em_randint(EM_SHAPE(c.batch), EM_I64, 0, 10, &g);

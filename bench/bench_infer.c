@@ -1,4 +1,4 @@
-/* `ember bench infer RECIPE --load FILE`: inference latency (mean, p50, p95, p99) and
+/* `ember bench infer [RECIPE] --load FILE`: inference latency (mean, p50, p95, p99) and
  * throughput at batch 1 and 64 of the f32, int8 and structured-pruned variants of a saved
  * model, side by side in one run, with PyTorch's f32 and quantize_dynamic on the same weights
  * and onnxruntime's f32 and dynamic int8 on the ONNX file ember exports of it; with --report, as
@@ -10,23 +10,23 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "recipes/recipes.h"
-#include "cli/args.h"
-#include "cli/report.h"
-#include "cli/cli_internal.h"
+#include "recipes/run.h"
+#include "cmd/report.h"
+#include "cmd/cmd.h"
+#include "bench/bench.h"
 
 
-em_latency em_measure_latency(em_module *model, const em_tensor *x, int warmup, int iters)
+bench_latency bench_measure_latency(em_module *model, const em_tensor *x, int warmup, int iters)
 {
-    em_latency r = {0};
+    bench_latency r = {0};
     double *t = calloc((size_t)iters, sizeof *t);
     bool grad = em_set_grad_enabled(false), was = model->training;
     em_module_eval(model);
     for (int i = 0; t && i < warmup + iters; i++) {
         em_scope_begin();
-        double t0 = em_now_s();
+        double t0 = bench_now_s();
         em_tensor *y = em_forward(model, x);
-        double dt = em_now_s() - t0;
+        double dt = bench_now_s() - t0;
         em_scope_end();
         if (!y) {
             free(t);
@@ -43,7 +43,7 @@ em_latency em_measure_latency(em_module *model, const em_tensor *x, int warmup, 
     double sum = 0;
     for (int i = 0; i < iters; i++)
         sum += t[i];
-    em_sort_doubles(t, iters);
+    bench_sort_doubles(t, iters);
     r.mean_us = 1e6 * sum / iters;
     r.p50_us = 1e6 * t[iters / 2];
     r.p95_us = 1e6 * t[(int)(0.95 * (iters - 1))];
@@ -53,14 +53,12 @@ em_latency em_measure_latency(em_module *model, const em_tensor *x, int warmup, 
     return r;
 }
 
-em_tensor *em_test_batch(const em_recipe *rc, const char *data_dir, int64_t n)
+em_tensor *bench_test_batch(const em_dataset *ds, int64_t n)
 {
-    em_dataset *ds = em_fashion_mnist(data_dir, false, rc->flat_input);
-    em_loader *dl = ds ? em_loader_new(ds, (em_loader_opts){.batch_size = n}) : NULL;
+    em_loader *dl = em_loader_new(ds, (em_loader_opts){.batch_size = n});
     em_batch b = {0};
     em_status st = dl ? em_loader_next(dl, &b) : em_error_status();
     em_loader_free(dl);
-    em_dataset_free(ds);
     if (st != EM_OK)
         return NULL;
     em_release(b.y);
@@ -73,7 +71,7 @@ static const char *var_names[N_VARS] = {"ember_f32",  "ember_int8", "ember_prune
                                         "torch_int8", "ort_f32",    "ort_int8"};
 
 typedef struct {
-    em_latency b1, b64;
+    bench_latency b1, b64;
     bool have;
 } variant;
 
@@ -85,7 +83,7 @@ static void python_line(void *ctx, const char *line)
     variant *v = ctx;
     char name[64];
     int batch;
-    em_latency l;
+    bench_latency l;
     if (sscanf(line, "%63s b%d mean_us %lf p50_us %lf p95_us %lf p99_us %lf samples_per_s %lf",
                name, &batch, &l.mean_us, &l.p50_us, &l.p95_us, &l.p99_us,
                &l.samples_per_s) != 7) {
@@ -107,7 +105,7 @@ static bool torch_half(const char *model_path, const char *args, variant *v)
 {
     char all[4096];
     snprintf(all, sizeof all, "--model %s %s", model_path, args);
-    return em_run_torch_script("bench_torch_infer.py", all, python_line, v);
+    return bench_run_torch_script("bench_torch_infer.py", all, python_line, v);
 }
 
 /* Exports the f32 model to ONNX (example x1) and runs bench/bench_ort_infer.py on it; fills the
@@ -127,7 +125,7 @@ static bool ort_half(em_module *f32, const em_tensor *x1, const char *args, vari
     } else {
         char all[4096];
         snprintf(all, sizeof all, "--model %s %s", path, args);
-        ok = em_run_ort_script("bench_ort_infer.py", all, python_line, v);
+        ok = bench_run_ort_script("bench_ort_infer.py", all, python_line, v);
     }
     unlink(path);
     return ok;
@@ -157,7 +155,7 @@ static const variant *base_of(const variant *v, int i)
 
 /* The latency percentiles at both batch sizes and the throughput at 64 of every variant that
  * ran, into r (closed). */
-static em_status write_report(em_report *r, const char *note, const variant *v)
+static em_status write_report(cmd_report *r, const char *note, const variant *v)
 {
     const char *names[N_VARS], *pcts[] = {"p50", "p95", "p99"};
     double lat[2][N_VARS * 3], sps[N_VARS], sps_x[N_VARS];
@@ -167,7 +165,7 @@ static em_status write_report(em_report *r, const char *note, const variant *v)
             continue;
         const variant *base = base_of(v, i);
         for (int b = 0; b < 2; b++) {
-            const em_latency *l = b ? &v[i].b64 : &v[i].b1;
+            const bench_latency *l = b ? &v[i].b64 : &v[i].b1;
             lat[b][3 * n] = l->p50_us;
             lat[b][3 * n + 1] = l->p95_us;
             lat[b][3 * n + 2] = l->p99_us;
@@ -177,44 +175,43 @@ static em_status write_report(em_report *r, const char *note, const variant *v)
         sps_x[n] = base->b64.samples_per_s > 0 ? sps[n] / base->b64.samples_per_s : 0;
         n++;
     }
-    em_report_note(r, note);
-    em_report_heading(r, "Latency");
+    cmd_report_note(r, note);
+    cmd_report_heading(r, "Latency");
     for (int b = 0; b < 2; b++)
-        em_report_bar_chart(r, &(em_report_bars){
+        cmd_report_bar_chart(r, &(cmd_report_bars){
             .title = b ? "latency of a batch of 64 (percentiles of the timed calls)"
                        : "latency of one sample (percentiles of the timed calls)",
             .unit = "us", .groups = names, .n_groups = n, .series = pcts, .n_series = 3,
             .values = lat[b]});
-    em_report_heading(r, "Throughput");
-    em_report_bar_chart(r, &(em_report_bars){
+    cmd_report_heading(r, "Throughput");
+    cmd_report_bar_chart(r, &(cmd_report_bars){
         .title = "samples/s at batch 64 (ratio to the same library's f32)", .unit = "samples/s",
         .ratio_of = "f32", .groups = names, .n_groups = n, .n_series = 1, .values = sps,
         .ratio = sps_x});
-    return em_report_close(r);
+    return cmd_report_close(r);
 }
 
-static void print_row(const char *name, int batch, const em_latency *l, const em_latency *base)
+static void print_row(const char *name, int batch, const bench_latency *l,
+                      const bench_latency *base)
 {
     printf("%-13s %5d %10.1f %10.1f %10.1f %10.1f %12.0f %7.2fx\n", name, batch, l->mean_us,
            l->p50_us, l->p95_us, l->p99_us, l->samples_per_s,
            l->p50_us > 0 ? base->p50_us / l->p50_us : 0);
 }
 
-/* The three ember variants of rc from load (the pruned one from pruned when given, else pruned
- * here) and the f32 model written to f32_path for PyTorch's half (*made: the file exists). */
-static em_status prepare_models(const em_recipe *rc, const char *load, const char *pruned,
-                                em_module *m[3], char *f32_path, bool *made)
+/* The three ember variants of the model in load (the pruned one from pruned when given, else
+ * pruned here; rc: the RECIPE operand, or NULL) and the f32 model written to f32_path for
+ * PyTorch's half (*made: the file exists). */
+static em_status prepare_models(const recipe_spec *rc, const char *load, const char *pruned,
+                                recipe_model m[3], char *f32_path, bool *made)
 {
     em_status st = EM_OK;
-    for (int i = 0; i < 3 && st == EM_OK; i++) {
-        m[i] = rc->build();
-        st = m[i] ? em_load_model_any(m[i], rc, i == VAR_PRUNED && pruned ? pruned : load)
-                  : em_error_status();
-    }
+    for (int i = 0; i < 3 && st == EM_OK; i++)
+        st = recipe_model_load(i == VAR_PRUNED && pruned ? pruned : load, rc, &m[i]);
     if (st == EM_OK)
-        st = em_quantize_dynamic_(m[VAR_INT8], (em_quantize_opts){0});
+        st = em_quantize_dynamic_(m[VAR_INT8].model, (em_quantize_opts){0});
     if (st == EM_OK && !pruned)
-        st = prune_half(m[VAR_PRUNED]);
+        st = prune_half(m[VAR_PRUNED].model);
     if (st != EM_OK)
         return st;
     int fd = mkstemp(f32_path);
@@ -222,18 +219,18 @@ static em_status prepare_models(const em_recipe *rc, const char *load, const cha
         return em_set_error(EM_ERR_IO, "ember bench infer: cannot create %s", f32_path);
     close(fd);
     *made = true;
-    return em_module_save(m[VAR_F32], f32_path, NULL, 0);
+    return em_module_save(m[VAR_F32].model, f32_path, NULL, 0);
 }
 
 /* Latencies of the ember variants at batch 1 (x1) and 64 (x64): the better of two rounds,
  * interleaved so that a busy neighbour slows every variant alike. */
-static void measure(em_module *m[3], const em_tensor *x1, const em_tensor *x64, int iters,
-                    variant *v)
+static void measure(const recipe_model m[3], const em_tensor *x1, const em_tensor *x64,
+                    int iters, variant *v)
 {
     for (int round = 0; round < 2; round++)
         for (int i = 0; i < 3; i++) {
-            em_latency b1 = em_measure_latency(m[i], x1, 100, iters / 2);
-            em_latency b64 = em_measure_latency(m[i], x64, 10, iters / 20 + 10);
+            bench_latency b1 = bench_measure_latency(m[i].model, x1, 100, iters / 2);
+            bench_latency b64 = bench_measure_latency(m[i].model, x64, 10, iters / 20 + 10);
             if (round == 0 || b1.mean_us < v[i].b1.mean_us)
                 v[i].b1 = b1;
             if (round == 0 || b64.mean_us < v[i].b64.mean_us)
@@ -252,16 +249,16 @@ static void print_versus(const variant *v, int ember, int other)
                v[other].b64.p50_us / v[ember].b64.p50_us);
 }
 
-static void print_table(const em_recipe *rc, int threads, int iters, em_module *m[3],
-                        const variant *v)
+static void print_table(int threads, int iters, const recipe_model m[3], const variant *v)
 {
     printf("\nember bench infer %s: %d threads; per variant the better of two interleaved runs "
-           "of %d (batch 1) / %d (batch 64) timed calls after warm-up\n", rc->name, threads,
-           iters / 2, iters / 20 + 10);
+           "of %d (batch 1) / %d (batch 64) timed calls after warm-up\n", cmd_model_name(&m[0]),
+           threads, iters / 2, iters / 20 + 10);
     printf("sizes: f32 %lld B, int8 %lld B, pruned %lld B (%lld params)\n",
-           (long long)em_module_nbytes(m[VAR_F32]), (long long)em_module_nbytes(m[VAR_INT8]),
-           (long long)em_module_nbytes(m[VAR_PRUNED]),
-           (long long)em_module_num_params(m[VAR_PRUNED]));
+           (long long)em_module_nbytes(m[VAR_F32].model),
+           (long long)em_module_nbytes(m[VAR_INT8].model),
+           (long long)em_module_nbytes(m[VAR_PRUNED].model),
+           (long long)em_module_num_params(m[VAR_PRUNED].model));
     printf("%-13s %5s %10s %10s %10s %10s %12s %8s\n", "variant", "batch", "mean_us", "p50_us",
            "p95_us", "p99_us", "samples/s", "vs f32");
     printf("(samples/s = batch / mean; 'vs f32' = the same library's f32 p50 / this p50, "
@@ -277,7 +274,7 @@ static void print_table(const em_recipe *rc, int threads, int iters, em_module *
     print_versus(v, VAR_INT8, VAR_TORCH_INT8);
     print_versus(v, VAR_F32, VAR_ORT_F32);
     print_versus(v, VAR_INT8, VAR_ORT_INT8);
-    printf("beside %s\n", v[VAR_TORCH_F32].have ? em_torch_about() : "no PyTorch");
+    printf("beside %s\n", v[VAR_TORCH_F32].have ? bench_torch_about() : "no PyTorch");
 }
 
 /* Which halves run beside ember's. */
@@ -286,16 +283,18 @@ typedef struct {
 } halves;
 
 /* Measures, prints and writes the report; the exit status. */
-static int run(const em_recipe *rc, em_module *m[3], const char *f32_path, const char *data_dir,
-               int threads, int iters, halves h, em_report *page)
+static int run(const recipe_model m[3], const char *f32_path, const char *data_dir,
+               int threads, int iters, halves h, cmd_report *page)
 {
-    em_tensor *x64 = em_test_batch(rc, data_dir, 64);
+    em_dataset *test = recipe_model_images(&m[0], data_dir, false);
+    em_tensor *x64 = test ? bench_test_batch(test, 64) : NULL;
     em_tensor *x1 = x64 ? em_narrow(x64, 0, 0, 1) : NULL;
+    em_dataset_free(test);
     if (!x1) {
         em_release(x64);
         fprintf(stderr, "ember bench infer: %s\n", em_error());
         if (page)
-            em_report_abort(page);
+            cmd_report_abort(page);
         return 1;
     }
     variant v[N_VARS] = {0};
@@ -305,11 +304,11 @@ static int run(const em_recipe *rc, em_module *m[3], const char *f32_path, const
              data_dir ? " --data " : "", data_dir ? data_dir : "");
     if (h.torch && !torch_half(f32_path, args, v))
         printf("PyTorch half did not complete\n");
-    if (h.ort && !ort_half(m[VAR_F32], x1, args, v))
+    if (h.ort && !ort_half(m[VAR_F32].model, x1, args, v))
         printf("onnxruntime half did not complete\n");
     em_release(x1);
     em_release(x64);
-    print_table(rc, threads, iters, m, v);
+    print_table(threads, iters, m, v);
     if (!page)
         return 0;
     char note[256];
@@ -323,60 +322,61 @@ static int run(const em_recipe *rc, em_module *m[3], const char *f32_path, const
     return 0;
 }
 
-int em_bench_infer(int argc, char **argv)
+int bench_infer(int argc, char **argv)
 {
     const char *recipe = NULL, *load = NULL, *pruned = NULL, *data_dir = NULL, *report = NULL;
     int threads = 2, iters = 1000;
     bool no_torch = false, no_ort = false;
-    const em_opt opts[] = {
-        {"load", EM_OPT_STRING, &load, "FILE", "the f32 model file or checkpoint",
+    const cmd_opt opts[] = {
+        {"load", CMD_OPT_STRING, &load, "FILE", "the f32 model file or checkpoint",
          .required = true},
-        {"pruned", EM_OPT_STRING, &pruned, "FILE",
+        {"pruned", CMD_OPT_STRING, &pruned, "FILE",
          .help = "a pruned model (default: 50% L2 of --load)"},
-        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads (default 2)",
-         .range = EM_RANGE(1, 4096)},
-        {"iters", EM_OPT_INT, &iters, "N", "timed batch-1 calls (default 1000)",
-         .range = EM_RANGE(20, 100000000)},
-        {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
-        {"no-torch", EM_OPT_FLAG, &no_torch, NULL, .help = "leave out the PyTorch half"},
-        {"no-ort", EM_OPT_FLAG, &no_ort, NULL, .help = "leave out the onnxruntime half"},
-        {"report", EM_OPT_STRING, &report, "FILE.html",
+        {"threads", CMD_OPT_INT, &threads, "N", "OpenMP threads (default 2)",
+         .range = CMD_RANGE(1, 4096)},
+        {"iters", CMD_OPT_INT, &iters, "N", "timed batch-1 calls (default 1000)",
+         .range = CMD_RANGE(20, 100000000)},
+        {"data", CMD_OPT_STRING, &data_dir, "DIR", .help = CMD_DATA_HELP},
+        {"no-torch", CMD_OPT_FLAG, &no_torch, NULL, .help = "leave out the PyTorch half"},
+        {"no-ort", CMD_OPT_FLAG, &no_ort, NULL, .help = "leave out the onnxruntime half"},
+        {"report", CMD_OPT_STRING, &report, "FILE.html",
          .help = "also write the results as a page of charts"},
         {0}};
-    const em_cmd_spec spec = {
+    const cmd_spec spec = {
         .command = "ember bench infer", .operands = "RECIPE", .n_operands = 1,
-        .operand = &recipe, .about = "Inference latency and throughput at batch 1 and 64 of the "
-                                     "f32, int8 and pruned models, next to PyTorch's and "
-                                     "onnxruntime's.",
-        .more_help = em_list_built_recipes, .opts = opts};
-    const em_recipe *rc;
-    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
-    if (parsed != EM_ARGS_RUN)
+        .operand = &recipe, .operands_optional = true,
+        .about = "Inference latency and throughput at batch 1 and 64 of the f32, int8 and pruned "
+                 "models, next to\nPyTorch's and onnxruntime's. RECIPE: only for a file of "
+                 "weights alone.",
+        .more_help = cmd_list_image_recipes, .opts = opts};
+    const recipe_spec *rc;
+    int parsed = cmd_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
     char title[128];
-    snprintf(title, sizeof title, "ember bench infer %s", rc->name);
-    em_report *page = report ? em_report_open(report, title) : NULL;
+    snprintf(title, sizeof title, "ember bench infer %s", rc ? rc->name : load);
+    cmd_report *page = report ? cmd_report_open(report, title) : NULL;
     if (report && !page) { /* before any work */
         fprintf(stderr, "ember bench infer: --report: %s\n", em_error());
         return 2;
     }
     omp_set_num_threads(threads);
-    em_module *m[3] = {0};
+    recipe_model m[3] = {0};
     char f32_path[] = "/tmp/ember_bench_inferXXXXXX";
     bool made = false;
     int status;
     if (prepare_models(rc, load, pruned, m, f32_path, &made) == EM_OK) {
-        status = run(rc, m, f32_path, data_dir, threads, iters,
+        status = run(m, f32_path, data_dir, threads, iters,
                      (halves){.torch = !no_torch, .ort = !no_ort}, page);
     } else {
         fprintf(stderr, "ember bench infer: %s\n", em_error());
         if (page)
-            em_report_abort(page);
+            cmd_report_abort(page);
         status = 1;
     }
     if (made)
         unlink(f32_path);
     for (int i = 0; i < 3; i++)
-        em_module_free(m[i]);
+        recipe_model_free(&m[i]);
     return status;
 }

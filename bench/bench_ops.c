@@ -8,8 +8,8 @@
 #include <time.h>
 
 #include "backend/backend_internal.h"
-#include "cli/args.h"
-#include "cli/cli_internal.h"
+#include "cmd/args.h"
+#include "bench/bench.h"
 
 #define MAX_REPS 15
 
@@ -33,11 +33,11 @@ static double time_median(const bench *b, int reps)
         if (b->run(b) != EM_KERNEL_OK)
             return -1;
     for (int i = 0; i < reps; i++) {
-        double t0 = em_now_s();
+        double t0 = bench_now_s();
         b->run(b);
-        t[i] = em_now_s() - t0;
+        t[i] = bench_now_s() - t0;
     }
-    em_sort_doubles(t, reps);
+    bench_sort_doubles(t, reps);
     return t[reps / 2];
 }
 
@@ -273,13 +273,13 @@ static int bench_elementwise(const em_backend *be, row *rows)
     return rc;
 }
 
-int em_bench_ops(int argc, char **argv)
+int bench_ops(int argc, char **argv)
 {
-    const em_cmd_spec spec = {.command = "ember bench ops",
+    const cmd_spec spec = {.command = "ember bench ops",
                               .about = "Matmul, conv2d and elementwise throughput next to "
                                        "cblas_sgemm and memcpy."};
-    int parsed = em_args_parse(&spec, argc, argv);
-    if (parsed != EM_ARGS_RUN)
+    int parsed = cmd_args_parse(&spec, argc, argv);
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
     const em_backend *be = em_backend_get(EM_CPU);
     const int nt = omp_get_max_threads();

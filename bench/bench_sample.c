@@ -1,12 +1,28 @@
-/* `ember bench sample`'s measuring: characters/s of em_gpt_generate with the key/value cache and
- * without it, in rounds alternating with PyTorch generating from the same model file
- * (bench/gpt_torch.py sample: its own cache, the same restarts), then the table and the JSON. */
+/* `ember bench sample`: characters/s of em_gpt_generate with the key/value cache and without it,
+ * in rounds alternating with PyTorch generating from the same model file (bench/gpt_torch.py
+ * sample: its own cache, the same restarts), then the table and the JSON. */
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/atomic_file.h"
 #include "io/json_internal.h"
-#include "cli/cli_internal.h"
+#include "bench/bench.h"
+#include "cmd/sample.h"
+
+#define MAX_ROUNDS 9
+
+/* The rounds' setting: the model, the prompt, what to generate and how often. */
+typedef struct {
+    em_module *model;       /* a gpt, loaded from load */
+    const char *load, *prompt, *json;
+    const int64_t *ids;     /* (n_ids) the prompt's tokens */
+    int64_t n_ids, tokens;  /* tokens: characters to generate */
+    em_generate_opts opts;  /* sampling and seed; no_cache is set per run */
+    int threads, rounds;
+    bool torch;             /* run PyTorch beside */
+} sample_setup;
 
 enum { CACHE, NO_CACHE, N_WAYS };
 static const char *const way_names[N_WAYS] = {"cache", "no_cache"};
@@ -14,7 +30,7 @@ static const char *const way_rows[N_WAYS] = {"key/value cache", "whole context e
 
 /* What the rounds measure: characters/s per way and round, ember's and PyTorch's. */
 typedef struct {
-    double ember[N_WAYS][EM_BENCH_SAMPLE_MAX_ROUNDS], torch[N_WAYS][EM_BENCH_SAMPLE_MAX_ROUNDS];
+    double ember[N_WAYS][MAX_ROUNDS], torch[N_WAYS][MAX_ROUNDS];
     bool torch_ran;  /* every PyTorch round ran */
     int64_t agree;   /* the leading characters ember's cached and uncached runs share */
 } sample_rounds;
@@ -47,13 +63,13 @@ static void shell_quote(const char *s, char *out, size_t n)
 
 static double median(double *v, int n)
 {
-    em_sort_doubles(v, n);
+    bench_sort_doubles(v, n);
     return v[n / 2];
 }
 
 /* The rounds: ember with the cache, ember without, PyTorch both ways; ember's tokens into out
  * (two arrays of s->tokens). */
-static em_status run_rounds(const em_bench_sample_setup *s, int64_t *out[N_WAYS],
+static em_status run_rounds(const sample_setup *s, int64_t *out[N_WAYS],
                             sample_rounds *m)
 {
     char load[1100], prompt[2100], args[4000];
@@ -68,13 +84,13 @@ static em_status run_rounds(const em_bench_sample_setup *s, int64_t *out[N_WAYS]
         for (int w = 0; w < N_WAYS; w++) {
             em_generate_opts o = s->opts;
             o.no_cache = w == NO_CACHE;
-            double t0 = em_now_s();
+            double t0 = bench_now_s();
             if (em_gpt_generate(s->model, s->ids, s->n_ids, s->tokens, o, out[w]) != EM_OK)
                 return em_error_status();
-            m->ember[w][r] = (double)s->tokens / (em_now_s() - t0);
+            m->ember[w][r] = (double)s->tokens / (bench_now_s() - t0);
         }
         double per_way[N_WAYS] = {0};
-        m->torch_ran = m->torch_ran && em_run_torch_script("gpt_torch.py", args, torch_line,
+        m->torch_ran = m->torch_ran && bench_run_torch_script("gpt_torch.py", args, torch_line,
                                                            per_way);
         for (int w = 0; w < N_WAYS; w++)
             m->torch[w][r] = per_way[w];
@@ -86,7 +102,7 @@ static em_status run_rounds(const em_bench_sample_setup *s, int64_t *out[N_WAYS]
 }
 
 /* The medians of the rounds into ember[] and torch[] (0 where PyTorch did not run). */
-static void medians(const em_bench_sample_setup *s, sample_rounds *m, double ember[N_WAYS],
+static void medians(const sample_setup *s, sample_rounds *m, double ember[N_WAYS],
                     double torch[N_WAYS])
 {
     for (int w = 0; w < N_WAYS; w++) {
@@ -95,7 +111,7 @@ static void medians(const em_bench_sample_setup *s, sample_rounds *m, double emb
     }
 }
 
-static void print_table(const em_bench_sample_setup *s, const sample_rounds *m,
+static void print_table(const sample_setup *s, const sample_rounds *m,
                         const double ember[N_WAYS], const double torch[N_WAYS])
 {
     em_gpt_config c = {0};
@@ -112,7 +128,7 @@ static void print_table(const em_bench_sample_setup *s, const sample_rounds *m,
             printf("%-24s %14.0f\n", way_rows[w], ember[w]);
         printf("%-24s %13.1fx\n", "cache speedup", ember[CACHE] / ember[NO_CACHE]);
     } else {
-        printf("beside %s\n", em_torch_about());
+        printf("beside %s\n", bench_torch_about());
         printf("%-24s %14s %14s %12s\n", "", "ember chars/s", "torch chars/s", "ember/torch");
         for (int w = 0; w < N_WAYS; w++)
             printf("%-24s %14.0f %14.0f %11.2fx\n", way_rows[w], ember[w], torch[w],
@@ -135,14 +151,14 @@ static void set_figure(json_t *obj, const char *key, double v, int decimals)
 
 /* {"threads","rounds","tokens","prompt_chars","torch","cache":{"chars_per_s",
  * "torch_chars_per_s","ratio"},"no_cache":{...}} with null where PyTorch did not run */
-static em_status write_json(const em_bench_sample_setup *s, const double ember[N_WAYS],
+static em_status write_json(const sample_setup *s, const double ember[N_WAYS],
                             const double torch[N_WAYS])
 {
     json_t *j = json_pack("{s:i, s:i, s:I, s:I}", "threads", s->threads, "rounds", s->rounds,
                           "tokens", (json_int_t)s->tokens, "prompt_chars", (json_int_t)s->n_ids);
     if (!j)
         return em_set_error(EM_ERR_MEMORY, "ember bench sample: --json: out of memory");
-    json_object_set_new(j, "torch", torch[CACHE] > 0 ? json_string(em_torch_about())
+    json_object_set_new(j, "torch", torch[CACHE] > 0 ? json_string(bench_torch_about())
                                                      : json_null());
     for (int w = 0; w < N_WAYS; w++) {
         json_t *o = json_object();
@@ -156,7 +172,8 @@ static em_status write_json(const em_bench_sample_setup *s, const double ember[N
     return st;
 }
 
-em_status em_bench_sample_run(const em_bench_sample_setup *s)
+/* Runs the rounds, prints the table and writes the JSON (when asked). */
+static em_status run(const sample_setup *s)
 {
     int64_t *out[N_WAYS] = {malloc((size_t)s->tokens * sizeof(int64_t)),
                             malloc((size_t)s->tokens * sizeof(int64_t))};
@@ -172,4 +189,48 @@ em_status em_bench_sample_run(const em_bench_sample_setup *s)
     medians(s, &m, ember, torch);
     print_table(s, &m, ember, torch);
     return s->json ? write_json(s, ember, torch) : EM_OK;
+}
+
+int bench_sample(int argc, char **argv)
+{
+    cmd_sample_args a = {.prompt = "\n", .tokens = 256, .temperature = 0.8};
+    int rounds = 3;
+    bool no_torch = false;
+    const char *json = NULL;
+    const cmd_opt opts[] = {
+        CMD_SAMPLE_OPTS(a),
+        {"rounds", CMD_OPT_INT, &rounds, "N", "timed rounds of each (default 3)",
+         .range = CMD_RANGE(1, MAX_ROUNDS)},
+        {"no-torch", CMD_OPT_FLAG, &no_torch, NULL, .help = "ember's figures only"},
+        {"json", CMD_OPT_STRING, &json, "FILE", .help = "also write the figures as JSON"},
+        {0}};
+    const cmd_spec spec = {
+        .command = "ember bench sample",
+        .about = "Characters/s of ember sample gpt with the key/value cache and without it "
+                 "(every step\nrunning the whole context), beside PyTorch generating from the "
+                 "same model file with its\nown cache (bench/gpt_torch.py sample; $EMBER_PYTHON "
+                 "runs it); rounds alternate, medians.",
+        .opts = opts};
+    int parsed = cmd_args_parse(&spec, argc, argv);
+    if (parsed != CMD_ARGS_RUN)
+        return parsed;
+    em_module *model = NULL;
+    em_char_vocab vocab;
+    int64_t *ids = NULL, n = 0;
+    if (json && em_atomic_check(json) != EM_OK) {
+        fprintf(stderr, "%s: --json: %s\n", spec.command, em_error());
+        return 1;
+    }
+    if (!cmd_sample_prepare(spec.command, &a, &model, &vocab, &ids, &n))
+        return 1;
+    sample_setup setup = {
+        .model = model, .load = a.load, .prompt = a.prompt, .json = json, .ids = ids,
+        .n_ids = n, .tokens = a.tokens, .opts = cmd_sample_generate_opts(&a, false),
+        .threads = omp_get_max_threads(), .rounds = rounds, .torch = !no_torch};
+    em_status st = run(&setup);
+    if (st != EM_OK)
+        fprintf(stderr, "%s: %s\n", spec.command, em_error());
+    em_module_free(model);
+    free(ids);
+    return st == EM_OK ? 0 : 1;
 }

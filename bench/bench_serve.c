@@ -12,10 +12,10 @@
 #include <unistd.h>
 
 #include "serve/engine.h"
-#include "cli/args.h"
-#include "bench/http_client.h"
-#include "serve/http_server.h"
-#include "cli/cli_internal.h"
+#include "http/http_client.h"
+#include "http/http_server.h"
+#include "cmd/cmd.h"
+#include "bench/bench.h"
 
 #define HOT_IMAGES 256
 /* Critical clients send one request per 20 ms: urgent traffic is rare, and a client that sent
@@ -51,12 +51,12 @@ static atomic_llong fresh_counter;
 static void *client_main(void *p)
 {
     client *c = p;
-    em_http_conn *conn = calloc(1, sizeof *conn);
+    http_client *conn = calloc(1, sizeof *conn);
     conn->port = c->port;
     conn->fd = -1;
     char *body = malloc(16384);
     uint64_t rng = 0x9e3779b97f4a7c15ULL * (uint64_t)(c->id + 1);
-    while (em_now_s() < c->until_s) {
+    while (bench_now_s() < c->until_s) {
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
         int img = (int)(rng % HOT_IMAGES);
         bool hot = (double)(rng >> 11) / 9007199254740992.0 < c->repeat;
@@ -67,9 +67,9 @@ static void *client_main(void *p)
         k += snprintf(body + k, 16384 - (size_t)k, ",\"priority\":\"%s\"}",
                       em_priority_name(c->priority));
         int status = 0;
-        double t0 = em_now_s();
-        bool ok = em_http_request(conn, "POST", "/predict", body, (size_t)k, &status);
-        double ms = (em_now_s() - t0) * 1e3;
+        double t0 = bench_now_s();
+        bool ok = http_client_request(conn, "POST", "/predict", body, (size_t)k, &status);
+        double ms = (bench_now_s() - t0) * 1e3;
         if (ok && status == 200) {
             if (c->n == c->cap) {
                 c->cap = c->cap ? 2 * c->cap : 4096;
@@ -81,11 +81,11 @@ static void *client_main(void *p)
         } else {
             c->errors++;
         }
-        double idle_s = t0 + c->interval_s - em_now_s();
+        double idle_s = t0 + c->interval_s - bench_now_s();
         if (idle_s > 0)
             nanosleep(&(struct timespec){.tv_nsec = (long)(idle_s * 1e9)}, NULL);
     }
-    em_http_conn_close(conn);
+    http_client_close(conn);
     free(conn);
     free(body);
     return NULL;
@@ -112,7 +112,7 @@ static void run_load(int port, const bodies *b, int n, em_priority p, int n_crit
     int total = n + n_crit;
     client *cs = calloc((size_t)total, sizeof *cs);
     pthread_t *t = calloc((size_t)total, sizeof *t);
-    double start = em_now_s();
+    double start = bench_now_s();
     for (int i = 0; i < total; i++) {
         cs[i] = (client){.port = port, .b = b, .until_s = start + seconds,
                          .priority = i < n ? p : EM_PRIORITY_CRITICAL, .repeat = repeat,
@@ -121,7 +121,7 @@ static void run_load(int port, const bodies *b, int n, em_priority p, int n_crit
     }
     for (int i = 0; i < total; i++)
         pthread_join(t[i], NULL);
-    double wall = em_now_s() - start;
+    double wall = bench_now_s() - start;
     for (int group = 0; group < 2; group++) {
         load_result *r = group ? crit : bulk;
         if (!r)
@@ -139,7 +139,7 @@ static void run_load(int port, const bodies *b, int n, em_priority p, int n_crit
             r->errors += cs[i].errors;
             r->rejected += cs[i].rejected;
         }
-        em_sort_doubles(all, (int)count);
+        bench_sort_doubles(all, (int)count);
         r->ok = count;
         r->rps = (double)count / wall;
         r->p50 = pct(all, count, 0.50);
@@ -170,10 +170,10 @@ typedef struct {
     double target_p95_ms; /* the adaptive row's */
 } bench_ctx;
 
-static em_http_server *start(const bench_ctx *bc, em_engine_opts eo, em_engine **e)
+static http_server *start(const bench_ctx *bc, em_engine_opts eo, em_engine **e)
 {
     *e = em_engine_new(bc->model, bc->sample, eo);
-    em_http_server *s = *e ? em_http_start(*e, (em_http_opts){.max_connections = 1024}) : NULL;
+    http_server *s = *e ? http_server_start(*e, (http_server_opts){.max_connections = 1024}) : NULL;
     if (!s) {
         fprintf(stderr, "ember bench serve: %s\n", em_error());
         em_engine_free(*e);
@@ -181,9 +181,9 @@ static em_http_server *start(const bench_ctx *bc, em_engine_opts eo, em_engine *
     return s;
 }
 
-static void stop(em_http_server *s, em_engine *e)
+static void stop(http_server *s, em_engine *e)
 {
-    em_http_stop(s, 10);
+    http_server_stop(s, 10);
     em_engine_free(e);
 }
 
@@ -204,18 +204,18 @@ static long rss_kib(void)
 static int soak(const bench_ctx *bc, em_engine_opts eo, double seconds)
 {
     em_engine *e;
-    em_http_server *s = start(bc, eo, &e);
+    http_server *s = start(bc, eo, &e);
     if (!s)
         return 1;
     load_result warm;
-    run_load(em_http_port(s), bc->b, bc->clients, EM_PRIORITY_NORMAL, 0, 0.5, 5, &warm, NULL);
+    run_load(http_server_port(s), bc->b, bc->clients, EM_PRIORITY_NORMAL, 0, 0.5, 5, &warm, NULL);
     long first = rss_kib(), peak = first, last = first, half = first;
     int64_t ok = 0, errors = 0, rejected = 0;
     printf("soak: %d clients (one critical, the others low), 50%% repeats, %.0f s; RSS after a 5 s "
            "warm-up %ld KiB\n", bc->clients, seconds, first);
     for (double done = 0; done < seconds; done += 10) {
         load_result bulk, crit; /* 10 s slices: low-priority clients and one critical one */
-        run_load(em_http_port(s), bc->b, bc->clients - 1, EM_PRIORITY_LOW, 1, 0.5, 10, &bulk,
+        run_load(http_server_port(s), bc->b, bc->clients - 1, EM_PRIORITY_LOW, 1, 0.5, 10, &bulk,
                  &crit);
         ok += bulk.ok + crit.ok;
         errors += bulk.errors + crit.errors;
@@ -273,10 +273,10 @@ static void measure_row(const bench_ctx *bc, em_engine_opts eo, double repeat, c
                         load_result *out)
 {
     em_engine *e;
-    em_http_server *s = start(bc, eo, &e);
+    http_server *s = start(bc, eo, &e);
     if (!s)
         return;
-    run_load(em_http_port(s), bc->b, bc->clients, EM_PRIORITY_NORMAL, 0, repeat, bc->seconds,
+    run_load(http_server_port(s), bc->b, bc->clients, EM_PRIORITY_NORMAL, 0, repeat, bc->seconds,
              out, NULL);
     stop(s, e);
     print_row(label, bc->clients, out);
@@ -296,15 +296,15 @@ static void cache_rows(const bench_ctx *bc, em_engine_opts on, serve_rows *r)
 {
     measure_row(bc, on, 0.5, "batching on, cache off, 50% repeats", &r->cache_off);
     em_engine *e;
-    em_http_server *s;
+    http_server *s;
     em_engine_opts cached = on;
     cached.cache = (em_cache_opts){.max_entries = 1 << 16, .max_bytes = 512LL << 20};
     if ((s = start(bc, cached, &e))) {
         load_result warm; /* every hot image sent once: repeats can hit from the start */
-        run_load(em_http_port(s), bc->b, bc->clients, EM_PRIORITY_NORMAL, 0, 1.0, 1, &warm,
+        run_load(http_server_port(s), bc->b, bc->clients, EM_PRIORITY_NORMAL, 0, 1.0, 1, &warm,
                  NULL);
         em_cache_stats before = em_engine_stats_get(e).cache;
-        run_load(em_http_port(s), bc->b, bc->clients, EM_PRIORITY_NORMAL, 0, 0.5, bc->seconds,
+        run_load(http_server_port(s), bc->b, bc->clients, EM_PRIORITY_NORMAL, 0, 0.5, bc->seconds,
                  &r->cache_on, NULL);
         r->cache = em_engine_stats_get(e).cache;
         r->cache.hits -= before.hits;
@@ -317,16 +317,16 @@ static void cache_rows(const bench_ctx *bc, em_engine_opts on, serve_rows *r)
 static void priority_rows(const bench_ctx *bc, em_engine_opts on, serve_rows *r)
 {
     em_engine *e;
-    em_http_server *s;
+    http_server *s;
     double seconds = PRIORITY_ROWS * bc->seconds;
     em_engine_opts prio = on;
     prio.workers = 2;
     prio.reserved_workers = 1;
     prio.max_queue = 256;
     if ((s = start(bc, prio, &e))) {
-        run_load(em_http_port(s), bc->b, 0, EM_PRIORITY_LOW, 1, 0, seconds, NULL, &r->alone);
+        run_load(http_server_port(s), bc->b, 0, EM_PRIORITY_LOW, 1, 0, seconds, NULL, &r->alone);
         print_row("critical alone", 1, &r->alone);
-        run_load(em_http_port(s), bc->b, bc->clients, EM_PRIORITY_LOW, 1, 0, seconds, &r->flood,
+        run_load(http_server_port(s), bc->b, bc->clients, EM_PRIORITY_LOW, 1, 0, seconds, &r->flood,
                  &r->crit);
         stop(s, e);
         print_row("low-priority flood", bc->clients, &r->flood);
@@ -334,7 +334,7 @@ static void priority_rows(const bench_ctx *bc, em_engine_opts on, serve_rows *r)
     }
     prio.bulk_nice = BULK_NICE;
     if ((s = start(bc, prio, &e))) {
-        run_load(em_http_port(s), bc->b, bc->clients, EM_PRIORITY_LOW, 1, 0, seconds,
+        run_load(http_server_port(s), bc->b, bc->clients, EM_PRIORITY_LOW, 1, 0, seconds,
                  &r->flood_nice, &r->crit_nice);
         stop(s, e);
         print_row("low-priority flood, bulk nice " STR(BULK_NICE), bc->clients, &r->flood_nice);
@@ -368,11 +368,11 @@ static void print_json(const char *recipe, int clients, bool batching, bool cach
 }
 
 /* Batching, the cache and priorities compared (or the ones only names): the table and JSON. */
-static void compare(const bench_ctx *bc, const em_recipe *rc, const char *load, int threads,
+static void compare(const bench_ctx *bc, const char *name, const char *load, int threads,
                     const char *only, em_engine_opts off, em_engine_opts on)
 {
     printf("ember bench serve: %s (%s), %d clients, %.0f s per row, %d OpenMP threads per "
-           "worker; the machine's cores are shared, figures are noisy\n", rc->name,
+           "worker; the machine's cores are shared, figures are noisy\n", name,
            load ? load : "fresh weights", bc->clients, bc->seconds, threads);
     printf("%-34s %7s %9s %8s %8s %8s %7s %7s\n", "scenario", "clients", "req/s", "p50_ms",
            "p95_ms", "p99_ms", "errors", "503s");
@@ -386,7 +386,7 @@ static void compare(const bench_ctx *bc, const em_recipe *rc, const char *load, 
         cache_rows(bc, on, &r);
     if (priority)
         priority_rows(bc, on, &r);
-    print_json(rc->name, bc->clients, batching, cache, priority, &r);
+    print_json(name, bc->clients, batching, cache, priority, &r);
 }
 
 static void free_bodies(bodies *b)
@@ -398,62 +398,76 @@ static void free_bodies(bodies *b)
     free(b);
 }
 
-int em_bench_serve(int argc, char **argv)
+/* The model served: the one in load (rc: --recipe, or NULL), else rc's fresh one (default cnn);
+ * 0, or the exit status after printing why. */
+static int get_model(const recipe_spec *rc, const char *load, recipe_model *m)
+{
+    if (load)
+        return cmd_load_model("ember bench serve", load, rc, NULL, true, m);
+    rc = rc ? rc : recipe_find("cnn");
+    *m = (recipe_model){.model = rc->build(NULL), .recipe = rc, .input = rc->sample};
+    if (m->model)
+        return 0;
+    fprintf(stderr, "ember bench serve: %s\n", em_error());
+    return 1;
+}
+
+int bench_serve(int argc, char **argv)
 {
     const char *recipe = NULL, *load = NULL, *data_dir = NULL, *only = NULL;
     int clients = 64, threads = 2, max_batch = 32;
     double seconds = 8, soak_s = 0, target_p95_ms = 20;
-    const em_opt opts[] = {
-        {"recipe", EM_OPT_STRING, &recipe, "NAME",
-         .help = "the model (default: the one --load names, else cnn)"},
-        {"load", EM_OPT_STRING, &load, "FILE", .help = "its weights (default: fresh ones)"},
-        {"clients", EM_OPT_INT, &clients, "N", "concurrent clients (default 64)",
-         .range = EM_RANGE(2, 512)},
-        {"seconds", EM_OPT_REAL, &seconds, "X", "each measurement's length (default 8; the priority rows twice that)",
-         .range = EM_RANGE(0.5, 3600)},
-        {"max-batch", EM_OPT_INT, &max_batch, "N", "batch size with batching on (default 32)",
-         .range = EM_RANGE(2, EM_ENGINE_MAX_BATCH)},
-        {"target-p95-ms", EM_OPT_REAL, &target_p95_ms, "X", "the adaptive batching row's target "
-         "(default 20)", .range = EM_RANGE(0.01, 1e6)},
-        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads per worker (default 2)",
-         .range = EM_RANGE(1, 4096)},
-        {"only", EM_OPT_CHOICE, &only, NULL, "run only one of the three comparisons",
+    const cmd_opt opts[] = {
+        {"recipe", CMD_OPT_STRING, &recipe, "NAME",
+         .help = "the model's recipe (default: the one --load names, else cnn)"},
+        {"load", CMD_OPT_STRING, &load, "FILE", .help = "the model (default: fresh weights)"},
+        {"clients", CMD_OPT_INT, &clients, "N", "concurrent clients (default 64)",
+         .range = CMD_RANGE(2, 512)},
+        {"seconds", CMD_OPT_REAL, &seconds, "X", "each measurement's length (default 8; the "
+         "priority rows twice that)", .range = CMD_RANGE(0.5, 3600)},
+        {"max-batch", CMD_OPT_INT, &max_batch, "N", "batch size with batching on (default 32)",
+         .range = CMD_RANGE(2, EM_ENGINE_MAX_BATCH)},
+        {"target-p95-ms", CMD_OPT_REAL, &target_p95_ms, "X", "the adaptive batching row's target "
+         "(default 20)", .range = CMD_RANGE(0.01, 1e6)},
+        {"threads", CMD_OPT_INT, &threads, "N", "OpenMP threads per worker (default 2)",
+         .range = CMD_RANGE(1, 4096)},
+        {"only", CMD_OPT_CHOICE, &only, NULL, "run only one of the three comparisons",
          .choices = "batching|cache|priority"},
-        {"soak", EM_OPT_REAL, &soak_s, "S", "instead: a soak of S seconds", .range =
-         EM_RANGE(10, 86400)},
-        {"data", EM_OPT_STRING, &data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"soak", CMD_OPT_REAL, &soak_s, "S", "instead: a soak of S seconds", .range =
+         CMD_RANGE(10, 86400)},
+        {"data", CMD_OPT_STRING, &data_dir, "DIR", .help = CMD_DATA_HELP},
         {0}};
-    const em_cmd_spec spec = {
+    const cmd_spec spec = {
         .command = "ember bench serve",
         .about = "The inference server under load from concurrent loopback clients: batching "
                  "off vs on vs\nadaptive, the cache off vs on at a 50% repeat rate, critical "
                  "latency alone and\nunder a low-priority flood; or --soak S.",
-        .more_help = em_list_built_recipes, .opts = opts};
-    const em_recipe *rc;
-    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
-    if (parsed != EM_ARGS_RUN)
+        .more_help = cmd_list_image_recipes, .opts = opts};
+    const recipe_spec *rc;
+    int parsed = cmd_parse_recipe_command(&spec, argc, argv, &recipe, true, &rc);
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
-    if (!rc)
-        rc = load ? em_recipe_of_model_file(spec.command, load) : em_recipe_find("cnn");
-    if (!rc)
-        return 2;
-    em_module *m = rc->build();
-    em_tensor *x = m ? em_test_batch(rc, data_dir, HOT_IMAGES) : NULL;
-    if (!x || (load && em_load_model_any(m, rc, load) != EM_OK)) {
+    recipe_model m;
+    int status = get_model(rc, load, &m);
+    if (status)
+        return status;
+    em_dataset *test = recipe_model_images(&m, data_dir, false);
+    em_tensor *x = test ? bench_test_batch(test, HOT_IMAGES) : NULL;
+    em_dataset_free(test);
+    if (!x) {
         fprintf(stderr, "ember bench serve: %s\n", em_error());
-        em_module_free(m);
+        recipe_model_free(&m);
         return 1;
     }
     bodies *b = make_bodies(x);
     em_release(x);
-    bench_ctx bc = {.model = m, .sample = em_recipe_sample_shape(rc), .b = b,
+    bench_ctx bc = {.model = m.model, .sample = m.input, .b = b,
                     .seconds = seconds, .clients = clients, .target_p95_ms = target_p95_ms};
     em_engine_opts off = {.workers = 1, .max_batch = 1, .max_queue = 4096,
                           .threads_per_worker = threads};
     em_engine_opts on = off;
     on.max_batch = max_batch;
     on.max_wait_ms = 2;
-    int status = 0;
     if (soak_s > 0) {
         on.cache = (em_cache_opts){.max_entries = 4096};
         on.workers = 2;
@@ -462,9 +476,9 @@ int em_bench_serve(int argc, char **argv)
         on.max_queue = 256;
         status = soak(&bc, on, soak_s);
     } else {
-        compare(&bc, rc, load, threads, only, off, on);
+        compare(&bc, cmd_model_name(&m), load, threads, only, off, on);
     }
     free_bodies(b);
-    em_module_free(m);
+    recipe_model_free(&m);
     return status;
 }

@@ -28,7 +28,7 @@ def mlp():
 
 
 class CNN(nn.Module):
-    """Written as ../shared/bench/torch_ref.py writes it, so the figures compare with its."""
+    """The cnn recipe (recipes/cnn.c) layer for layer, so the figures compare with ember's."""
 
     def __init__(self):
         super().__init__()

@@ -12,7 +12,7 @@
 
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "io/atomic_file.h"
-#include "cli/args.h"
+#include "cmd/cmd.h"
 #include "bench/bench_train.h"
 
 
@@ -33,7 +33,7 @@ static const bench_case gpu_cases[] = {
     {"mlp_b64", "mlp", 64, 1.0},   {"mlp_b1024", "mlp", 1024, 1.0},
     {"cnn_b64", "cnn", 64, 1.0},   {"cnn_b512", "cnn", 512, 1.0},
 };
-#define N_MAX_CASES 4
+#define BENCH_MAX_CASES 4
 
 /* What one run measures: the cases, where, and in which precision. */
 typedef struct {
@@ -47,7 +47,7 @@ typedef struct {
 /* The whole training split as one batch: x (60000, 784), y (60000). */
 static em_status load_all(const char *data_dir, em_batch *all)
 {
-    em_dataset *ds = em_fashion_mnist(data_dir, true, true);
+    em_dataset *ds = recipe_fashion_mnist(data_dir, true, EM_SHAPE(784));
     em_loader *dl = ds ? em_loader_new(ds, (em_loader_opts){.batch_size = em_dataset_len(ds)})
                        : NULL;
     em_status st = dl ? em_loader_next(dl, all) : em_error_status();
@@ -61,9 +61,9 @@ static em_status load_all(const char *data_dir, em_batch *all)
 static double ember_samples_per_s(const bench_setup *b, const bench_case *c, const em_batch *all,
                                   int steps, double *team)
 {
-    const em_recipe *rc = em_recipe_find(c->recipe);
+    const recipe_spec *rc = recipe_find(c->recipe);
     em_manual_seed(0);
-    em_module *model = rc->build();
+    em_module *model = rc->build(NULL);
     if (model && em_module_to(model, b->device) != EM_OK) {
         em_module_free(model);
         model = NULL;
@@ -78,13 +78,13 @@ static double ember_samples_per_s(const bench_setup *b, const bench_case *c, con
         if (b->device != EM_CPU)
             idx = em_to_device(idx, b->device);
         em_tensor *x = em_index_select(all->x, 0, idx); // (B, 784)
-        if (!rc->flat_input)
+        if (rc->sample.ndim != 1)
             x = em_reshape(x, EM_SHAPE(c->batch, 1, 28, 28));
         em_tensor *y = em_index_select(all->y, 0, idx); // (B)
         bool ok = em_device_synchronize(b->device) == EM_OK;
         if (i >= 10)
             *team += (double)em_cpu_threads() / steps;
-        double t = em_now_s();
+        double t = bench_now_s();
         if (b->amp != EM_F32)
             em_autocast_begin(b->amp);
         em_tensor *logits = em_forward(model, x);
@@ -99,7 +99,7 @@ static double ember_samples_per_s(const bench_setup *b, const bench_case *c, con
         em_optim_zero_grad(opt);
         ok = ok && em_device_synchronize(b->device) == EM_OK;
         if (i >= 10)
-            times[i - 10] = em_now_s() - t;
+            times[i - 10] = bench_now_s() - t;
         em_scope_end();
         if (!ok) {
             fprintf(stderr, "ember bench train: %s: %s\n", c->name, em_error());
@@ -107,7 +107,7 @@ static double ember_samples_per_s(const bench_setup *b, const bench_case *c, con
         }
     }
     if (model && opt && times) {
-        em_sort_doubles(times, steps);
+        bench_sort_doubles(times, steps);
         result = (double)c->batch / times[steps / 2];
     }
 done:
@@ -126,18 +126,18 @@ typedef struct {
     int batch, block;
     double goal; /* the ratio to PyTorch we aim for */
 } gpt_case;
-static const gpt_case gpt_cases[N_GPT_CASES] = {
+static const gpt_case gpt_cases[BENCH_GPT_CASES] = {
     {"gpt_b32", 32, 128, 1.5}, {"gpt_b8_t256", 8, 256, 1.3}, {"gpt_b64_t256", 64, 256, 1.3}};
 
 /* Median tokens/s of `steps` gpt recipe training steps on dev (forward and loss under autocast
  * to amp unless it is f32, backward, the grad scaler's unscaling for f16, clipping at 1, AdamW)
  * of case g on the windows bench/gpt_torch.py's bench takes, after GPT_WARMUP steps; a step's
  * time includes copying its batch to dev and waiting for dev's queued work. */
-static double ember_gpt_tokens_per_s(const em_gpt_text *text, const gpt_case *g, int steps,
+static double ember_gpt_tokens_per_s(const recipe_gpt_text *text, const gpt_case *g, int steps,
                                      em_dtype amp, em_device dev, double *team)
 {
     const int64_t batch = g->batch;
-    em_gpt_config c = em_gpt_recipe_config(text->vocab.size);
+    em_gpt_config c = recipe_gpt_config(text->vocab.size);
     c.block_size = g->block;
     int64_t t = c.block_size, n = (int64_t)(steps + GPT_WARMUP) * batch;
     em_manual_seed(0);
@@ -146,7 +146,7 @@ static double ember_gpt_tokens_per_s(const em_gpt_text *text, const gpt_case *g,
         em_module_free(model);
         model = NULL;
     }
-    em_optim *opt = model ? em_gpt_recipe_optimizer(model, 1e-3) : NULL;
+    em_optim *opt = model ? recipe_optimizer(&recipe_gpt, "adamw", model, 1e-3, 0) : NULL;
     em_grad_scaler *scaler = amp == EM_F16 ? em_scaler_new((em_scaler_opts){0}) : NULL;
     em_sampler *s = em_random_sampler(text->n_train - t, (em_random_sampler_opts){
                                                              .replacement = true,
@@ -166,7 +166,7 @@ static double ember_gpt_tokens_per_s(const em_gpt_text *text, const gpt_case *g,
         ok = em_device_synchronize(dev) == EM_OK;
         if (i >= GPT_WARMUP)
             *team += (double)em_cpu_threads() / steps;
-        double t0 = em_now_s();
+        double t0 = bench_now_s();
         em_tensor *x = em_from_data(EM_SHAPE(batch, t), EM_I64, xy);            // (B, T)
         em_tensor *y = em_from_data(EM_SHAPE(batch * t), EM_I64, xy + batch * t);
         if (dev != EM_CPU) {
@@ -182,7 +182,7 @@ static double ember_gpt_tokens_per_s(const em_gpt_text *text, const gpt_case *g,
         ok = loss && em_backward(scaler ? em_scaler_scale(scaler, loss) : loss) == EM_OK &&
              (!scaler || em_scaler_unscale(scaler, opt) == EM_OK);
         if (ok)
-            em_clip_grad_norm_optim(opt, EM_GPT_CLIP, 2.0, false);
+            em_clip_grad_norm_optim(opt, recipe_gpt.clip, 2.0, false);
         ok = ok && !em_has_error() &&
              (scaler ? em_scaler_step(scaler, opt, NULL) == EM_OK &&
                            em_scaler_update(scaler) == EM_OK
@@ -190,11 +190,11 @@ static double ember_gpt_tokens_per_s(const em_gpt_text *text, const gpt_case *g,
         em_optim_zero_grad(opt);
         ok = ok && em_device_synchronize(dev) == EM_OK;
         if (i >= GPT_WARMUP)
-            times[i - GPT_WARMUP] = em_now_s() - t0;
+            times[i - GPT_WARMUP] = bench_now_s() - t0;
         em_scope_end();
     }
     if (ok) {
-        em_sort_doubles(times, steps);
+        bench_sort_doubles(times, steps);
         result = (double)(batch * t) / times[steps / 2];
     } else {
         fprintf(stderr, "ember bench train: gpt: %s\n", em_error());
@@ -220,7 +220,7 @@ static void clock_step(void *ctx, const em_progress *p)
     (void)p;
     step_clock *c = ctx;
     if (c->seen < c->n)
-        c->at[c->seen++] = em_now_s();
+        c->at[c->seen++] = bench_now_s();
 }
 
 /* Samples/s of `ember train`'s loop (cli/train_cmd.c) on case c: the recipe's data through
@@ -232,13 +232,13 @@ static double train_samples_per_s(const bench_setup *b, const bench_case *c,
 {
     step_clock clk = {.at = calloc((size_t)steps + 11, sizeof(double)), .n = steps + 11};
     /* epochs enough for the steps even on a dataset of one batch (max_steps stops the run) */
-    em_train_opts o = {.recipe = em_recipe_find(c->recipe), .data_dir = data_dir, .epochs = clk.n,
+    recipe_train_opts o = {.recipe = recipe_find(c->recipe), .data_dir = data_dir, .epochs = clk.n,
                        .batch = c->batch, .lr = 0.05, .momentum = 0.9, .optim = "sgd",
                        .workers = workers, .max_steps = clk.n, .tech = {.amp = b->amp},
                        .device = b->device, .skip_eval = true,
                        .callbacks = {.ctx = &clk, .on_step = clock_step}};
-    em_train_result r;
-    if (!clk.at || em_recipe_train(&o, &r) != EM_OK || clk.seen != clk.n) {
+    recipe_result r;
+    if (!clk.at || recipe_train(&o, &r) != EM_OK || clk.seen != clk.n) {
         fprintf(stderr, "ember bench train: %s: ember train: %s\n", c->name,
                 clk.at ? em_error() : "out of memory");
         free(clk.at);
@@ -246,7 +246,7 @@ static double train_samples_per_s(const bench_setup *b, const bench_case *c,
     }
     for (int i = 0; i < steps; i++) /* iteration i + 11 ran between the clocks of i+10, i+11 */
         clk.at[i] = clk.at[i + 11] - clk.at[i + 10];
-    em_sort_doubles(clk.at, steps);
+    bench_sort_doubles(clk.at, steps);
     double sps = (double)c->batch / clk.at[steps / 2];
     free(clk.at);
     return sps;
@@ -262,7 +262,7 @@ static void torch_gpt_line(void *ctx, const char *line)
 /* What a line of bench/bench_torch.py is read into. */
 typedef struct {
     const bench_setup *b;
-    double sps[N_MAX_CASES];
+    double sps[BENCH_MAX_CASES];
 } torch_round;
 
 /* One line of bench/bench_torch.py: "CASE samples_per_s N". */
@@ -282,7 +282,7 @@ static void torch_line(void *ctx, const char *line)
 
 static double median(double *v, int n)
 {
-    em_sort_doubles(v, n);
+    bench_sort_doubles(v, n);
     return v[n / 2];
 }
 
@@ -292,7 +292,7 @@ static double median(double *v, int n)
 typedef struct {
     double step[MAX_ROUNDS], torch[MAX_ROUNDS]; /* samples/s */
     double team;                                /* the threads the steps forked, on average */
-    em_gemm_bound bound[MAX_ROUNDS];            /* GEMM bounds in GFLOP/s (not on a GPU) */
+    bench_gemm_bound bound[MAX_ROUNDS];         /* GEMM bounds in GFLOP/s (not on a GPU) */
     double train[MAX_ROUNDS];                   /* samples/s of ember train's loop */
     em_matmul_layer layers[MAX_LAYERS];         /* the model's products */
     int n_layers;
@@ -301,11 +301,9 @@ typedef struct {
 /* The products of case c's model, or false after saying why. */
 static bool model_products(const bench_case *c, case_rounds *r)
 {
-    const em_recipe *rc = em_recipe_find(c->recipe);
-    em_module *model = rc->build();
-    r->n_layers = model ? em_module_matmul_layers(model, em_recipe_sample_shape(rc), r->layers,
-                                                  MAX_LAYERS)
-                        : -1;
+    const recipe_spec *rc = recipe_find(c->recipe);
+    em_module *model = rc->build(NULL);
+    r->n_layers = model ? em_module_matmul_layers(model, rc->sample, r->layers, MAX_LAYERS) : -1;
     em_module_free(model);
     if (r->n_layers < 0 || r->n_layers > MAX_LAYERS) {
         fprintf(stderr, "ember bench train: %s: %s\n", c->name,
@@ -347,53 +345,56 @@ typedef struct {
     const char *data_dir, *gpt_data_dir, *device, *amp, *only, *report, *json;
 } train_bench_args;
 
-/* Fills a from argv; EM_ARGS_RUN to go on, else the exit status. */
+/* Fills a from argv; CMD_ARGS_RUN to go on, else the exit status. */
 static int parse_args(int argc, char **argv, train_bench_args *a)
 {
     *a = (train_bench_args){.threads = 2, .steps = 200, .rounds = 3, .gpt_steps = 10,
-                            .data_dir = EM_FASHION_MNIST_DIR, .gpt_data_dir = EM_FORTUNES_DIR,
-                            .device = "cpu", .amp = "off"};
-    const em_opt opts[] = {
-        {"threads", EM_OPT_INT, &a->threads, "N", "OpenMP threads (default 2)",
-         .range = EM_RANGE(1, 4096)},
-        {"steps", EM_OPT_INT, &a->steps, "N", "timed steps per case (default 200)",
-         .range = EM_RANGE(10, 1000000)},
-        {"gpt-steps", EM_OPT_INT, &a->gpt_steps, "N", "timed steps of the gpt case (default 10)",
-         .range = EM_RANGE(1, 1000000)},
-        {"rounds", EM_OPT_INT, &a->rounds, "N", "rounds alternating ember and PyTorch (default 3)",
-         .range = EM_RANGE(1, MAX_ROUNDS)},
-        {"data", EM_OPT_STRING, &a->data_dir, "DIR", .help = "Fashion-MNIST directory"},
-        {"gpt-data", EM_OPT_STRING, &a->gpt_data_dir, "DIR",
-         .help = "the fortunes' directory, gpt's text (default " EM_FORTUNES_DIR ")"},
-        {"device", EM_OPT_CHOICE, &a->device, .choices = "cpu|cuda",
+                            .data_dir = RECIPE_FASHION_MNIST_DIR,
+                            .gpt_data_dir = RECIPE_FORTUNES_DIR, .device = "cpu", .amp = "off"};
+    const cmd_opt opts[] = {
+        {"threads", CMD_OPT_INT, &a->threads, "N", "OpenMP threads (default 2)",
+         .range = CMD_RANGE(1, 4096)},
+        {"steps", CMD_OPT_INT, &a->steps, "N", "timed steps per case (default 200)",
+         .range = CMD_RANGE(10, 1000000)},
+        {"gpt-steps", CMD_OPT_INT, &a->gpt_steps, "N", "timed steps of the gpt case (default 10)",
+         .range = CMD_RANGE(1, 1000000)},
+        {"rounds", CMD_OPT_INT, &a->rounds, "N", "rounds alternating ember and PyTorch (default 3)",
+         .range = CMD_RANGE(1, MAX_ROUNDS)},
+        {"data", CMD_OPT_STRING, &a->data_dir, "DIR",
+         .help = "Fashion-MNIST's IDX files; by default in\n" RECIPE_FASHION_MNIST_DIR
+                 " (Debian's fashion-mnist)"},
+        {"gpt-data", CMD_OPT_STRING, &a->gpt_data_dir, "DIR",
+         .help = "gpt's text, the fortunes; by default in\n" RECIPE_FORTUNES_DIR
+                 " (Debian's fortunes)"},
+        {"device", CMD_OPT_CHOICE, &a->device, .choices = "cpu|cuda",
          .help = "where both frameworks train (default cpu)"},
-        {"amp", EM_OPT_CHOICE, &a->amp, .choices = "off|f16|bf16",
+        {"amp", CMD_OPT_CHOICE, &a->amp, .choices = "off|f16|bf16",
          .help = "autocast dtype (f16 with a grad scaler; default off)"},
-        {"only", EM_OPT_CHOICE, &a->only, NULL, "run only the Fashion-MNIST cases or only gpt",
+        {"only", CMD_OPT_CHOICE, &a->only, NULL, "run only the Fashion-MNIST cases or only gpt",
          .choices = "fashion|gpt"},
-        {"report", EM_OPT_STRING, &a->report, "FILE.html",
+        {"report", CMD_OPT_STRING, &a->report, "FILE.html",
          .help = "also write the results as a chart"},
-        {"json", EM_OPT_STRING, &a->json, "FILE", .help = "also write the results as JSON"},
+        {"json", CMD_OPT_STRING, &a->json, "FILE", .help = "also write the results as JSON"},
         {0}};
-    const em_cmd_spec spec = {
+    const cmd_spec spec = {
         .command = "ember bench train", .opts = opts,
         .about = "Training samples/s of the recipes (tokens/s of gpt), ember and PyTorch side "
                  "by side; FLOPs per\nsample, the share of the GEMM bound and ember train's "
                  "samples/s beside them."};
-    return em_args_parse(&spec, argc, argv);
+    return cmd_args_parse(&spec, argc, argv);
 }
 
 /* What a run measures: per case and round, and the gpt case's tokens/s per round. */
 typedef struct {
-    case_rounds per_case[N_MAX_CASES];
-    double ember_gpt[N_GPT_CASES][MAX_ROUNDS], torch_gpt[N_GPT_CASES][MAX_ROUNDS];
-    double gpt_team[N_GPT_CASES]; /* the threads the gpt steps forked, summed over the rounds */
+    case_rounds per_case[BENCH_MAX_CASES];
+    double ember_gpt[BENCH_GPT_CASES][MAX_ROUNDS], torch_gpt[BENCH_GPT_CASES][MAX_ROUNDS];
+    double gpt_team[BENCH_GPT_CASES]; /* the threads the gpt steps forked, summed over rounds */
     bool torch; /* every PyTorch script ran */
 } train_bench_rounds;
 
 /* The rounds, alternating ember and PyTorch so that both see the same machine. */
 static void run_rounds(const train_bench_args *a, const bench_setup *b, bool fashion, bool gpt,
-                       const em_batch *all, const em_gpt_text *text, train_bench_rounds *m)
+                       const em_batch *all, const recipe_gpt_text *text, train_bench_rounds *m)
 {
     bool gpu = b->device == EM_CUDA;
     char args[1400], names[256] = "";
@@ -411,32 +412,32 @@ static void run_rounds(const train_bench_args *a, const bench_setup *b, bool fas
         torch_round round_torch = {.b = b};
         if (fashion)
             m->torch = m->torch &&
-                       em_run_torch_script("bench_torch.py", args, torch_line, &round_torch);
+                       bench_run_torch_script("bench_torch.py", args, torch_line, &round_torch);
         for (int i = 0; fashion && i < b->n_cases; i++) {
             case_rounds *c = &m->per_case[i];
             c->torch[r] = round_torch.sps[i];
             if (!gpu)
-                c->bound[r] = em_gemm_bound_gflops(c->layers, c->n_layers, b->cases[i].batch,
+                c->bound[r] = bench_gemm_bound_gflops(c->layers, c->n_layers, b->cases[i].batch,
                                                    a->threads, 20);
             c->train[r] = train_samples_per_s(b, &b->cases[i], a->data_dir,
-                                              em_recipe_default_workers(b->device),
+                                              recipe_default_workers(b->device),
                                               case_steps(&b->cases[i], gpu, a->steps));
         }
-        for (int g = 0; gpt && g < N_GPT_CASES; g++) {
+        for (int g = 0; gpt && g < BENCH_GPT_CASES; g++) {
             char gpt_args[1400];
             snprintf(gpt_args, sizeof gpt_args, "bench --threads %d --steps %d --batch %d "
                      "--block %d --amp %s --device %s --data %s", a->threads, a->gpt_steps,
                      gpt_cases[g].batch, gpt_cases[g].block, a->amp, a->device, a->gpt_data_dir);
             m->ember_gpt[g][r] = ember_gpt_tokens_per_s(text, &gpt_cases[g], a->gpt_steps,
                                                         b->amp, b->device, &m->gpt_team[g]);
-            m->torch = m->torch && em_run_torch_script("gpt_torch.py", gpt_args, torch_gpt_line,
+            m->torch = m->torch && bench_run_torch_script("gpt_torch.py", gpt_args, torch_gpt_line,
                                                        &m->torch_gpt[g][r]);
         }
     }
 }
 
 /* The report page's note and charts; false after saying why. */
-static bool write_report(em_report *page, const train_bench_args *a, const char *about,
+static bool write_report(cmd_report *page, const train_bench_args *a, const char *about,
                          const bench_case_result *results, int n_cases,
                          const bench_gpt_result *gpt, int n_gpt)
 {
@@ -444,16 +445,17 @@ static bool write_report(em_report *page, const train_bench_args *a, const char 
     snprintf(note, sizeof note, "%s (%s), autocast %s, %d threads; per round the median step "
              "after warm-up, then the median of %d rounds alternating ember and PyTorch.",
              a->device, about, a->amp, a->threads, a->rounds);
-    em_report_note(page, note);
-    const char *names[N_MAX_CASES + N_GPT_CASES];
-    double ember_median[N_MAX_CASES + N_GPT_CASES], torch_median[N_MAX_CASES + N_GPT_CASES];
+    cmd_report_note(page, note);
+    const char *names[BENCH_MAX_CASES + BENCH_GPT_CASES];
+    double ember_median[BENCH_MAX_CASES + BENCH_GPT_CASES];
+    double torch_median[BENCH_MAX_CASES + BENCH_GPT_CASES];
     for (int i = 0; i < n_cases; i++) {
         names[i] = results[i].name;
         ember_median[i] = results[i].step;
         torch_median[i] = results[i].torch;
     }
     if (n_cases)
-        em_bench_train_chart(page, "training samples/s (median of the rounds)", "samples/s",
+        bench_train_chart(page, "training samples/s (median of the rounds)", "samples/s",
                              names, n_cases, ember_median, torch_median);
     for (int g = 0; g < n_gpt; g++) {
         names[g] = gpt[g].name;
@@ -461,9 +463,9 @@ static bool write_report(em_report *page, const train_bench_args *a, const char 
         torch_median[g] = gpt[g].torch;
     }
     if (n_gpt)
-        em_bench_train_chart(page, "gpt training tokens/s (median of the rounds)", "tokens/s",
+        bench_train_chart(page, "gpt training tokens/s (median of the rounds)", "tokens/s",
                              names, n_gpt, ember_median, torch_median);
-    if (em_report_close(page) != EM_OK) {
+    if (cmd_report_close(page) != EM_OK) {
         fprintf(stderr, "ember bench train: --report: %s\n", em_error());
         return false;
     }
@@ -472,19 +474,19 @@ static bool write_report(em_report *page, const train_bench_args *a, const char 
 
 /* Prints the tables, writes the JSON and the report; the command's exit status. */
 static int report_results(const train_bench_args *a, const bench_setup *b, bool fashion, bool gpt,
-                          train_bench_rounds *m, em_report *page)
+                          train_bench_rounds *m, cmd_report *page)
 {
     char about[256];
     bench_run_info info = {.device = a->device, .amp = a->amp, .threads = a->threads,
                            .rounds = a->rounds,
-                           .train_workers = em_recipe_default_workers(b->device),
+                           .train_workers = recipe_default_workers(b->device),
                            .about = em_device_describe(b->device, about, sizeof about),
-                           .torch = m->torch && *em_torch_about() ? em_torch_about() : NULL};
-    bench_case_result results[N_MAX_CASES] = {0};
-    int n_cases = fashion ? b->n_cases : 0, n_gpt = gpt ? N_GPT_CASES : 0;
+                           .torch = m->torch && *bench_torch_about() ? bench_torch_about() : NULL};
+    bench_case_result results[BENCH_MAX_CASES] = {0};
+    int n_cases = fashion ? b->n_cases : 0, n_gpt = gpt ? BENCH_GPT_CASES : 0;
     case_medians(b, m->per_case, a->rounds, results);
-    em_bench_train_print(&info, results, n_cases);
-    bench_gpt_result gpt_results[N_GPT_CASES];
+    bench_train_print(&info, results, n_cases);
+    bench_gpt_result gpt_results[BENCH_GPT_CASES];
     for (int g = 0; g < n_gpt; g++)
         gpt_results[g] = (bench_gpt_result){
             .name = gpt_cases[g].name, .goal = b->amp == EM_F32 ? gpt_cases[g].goal : 0,
@@ -495,11 +497,11 @@ static int report_results(const train_bench_args *a, const bench_setup *b, bool 
         printf("%-12s %16s %16s %8s %6s %5s\n", "", "ember tokens/s", "torch tokens/s", "", "",
                "team");
     for (int g = 0; g < n_gpt; g++)
-        em_bench_train_row(gpt_results[g].name, gpt_results[g].tokens, gpt_results[g].torch,
-                           gpt_results[g].goal, gpt_results[g].team);
+        bench_train_row(gpt_results[g].name, gpt_results[g].tokens, gpt_results[g].torch,
+                        gpt_results[g].goal, gpt_results[g].team);
     int status = 0;
     if (a->json &&
-        em_bench_train_json(a->json, &info, results, n_cases, gpt_results, n_gpt) != EM_OK) {
+        bench_train_json(a->json, &info, results, n_cases, gpt_results, n_gpt) != EM_OK) {
         fprintf(stderr, "ember bench train: --json: %s\n", em_error());
         status = 1;
     }
@@ -511,7 +513,7 @@ static int report_results(const train_bench_args *a, const bench_setup *b, bool 
 /* The Fashion-MNIST data (on the bench's device) and the gpt text the chosen cases need, and
  * each case's products; false after saying why. */
 static bool load_inputs(const train_bench_args *a, const bench_setup *b, bool fashion, bool gpt,
-                        train_bench_rounds *m, em_batch *all, em_gpt_text *text)
+                        train_bench_rounds *m, em_batch *all, recipe_gpt_text *text)
 {
     for (int i = 0; fashion && i < b->n_cases; i++)
         if (!model_products(&b->cases[i], &m->per_case[i]))
@@ -520,21 +522,21 @@ static bool load_inputs(const train_bench_args *a, const bench_setup *b, bool fa
     if ((fashion && load_all(a->data_dir, all) != EM_OK) ||
         (fashion && gpu &&
          (em_to_device_(all->x, EM_CUDA) != EM_OK || em_to_device_(all->y, EM_CUDA) != EM_OK)) ||
-        (gpt && em_gpt_text_load(a->gpt_data_dir, text) != EM_OK)) {
+        (gpt && recipe_gpt_text_load(a->gpt_data_dir, text) != EM_OK)) {
         fprintf(stderr, "ember bench train: %s\n", em_error());
         return false;
     }
     return true;
 }
 
-int em_bench_train(int argc, char **argv)
+int bench_train(int argc, char **argv)
 {
     train_bench_args a;
     int parsed = parse_args(argc, argv, &a);
-    if (parsed != EM_ARGS_RUN)
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
     em_device device;
-    int bad_device = em_cli_device("ember bench train", a.device, false, &device);
+    int bad_device = cmd_device("ember bench train", a.device, false, &device);
     if (bad_device) /* before any work */
         return bad_device;
     omp_set_num_threads(a.threads);
@@ -552,14 +554,14 @@ int em_bench_train(int argc, char **argv)
         fprintf(stderr, "ember bench train: --json: %s\n", em_error());
         return 2;
     }
-    em_report *page = a.report ? em_report_open(a.report, "ember bench train") : NULL;
+    cmd_report *page = a.report ? cmd_report_open(a.report, "ember bench train") : NULL;
     if (a.report && !page) {
         fprintf(stderr, "ember bench train: --report: %s\n", em_error());
         return 2;
     }
     train_bench_rounds m = {0};
     em_batch all = {0};
-    em_gpt_text text = {0};
+    recipe_gpt_text text = {0};
     int status = 1;
     if (load_inputs(&a, &b, fashion, gpt, &m, &all, &text)) {
         run_rounds(&a, &b, fashion, gpt, &all, &text, &m);
@@ -568,8 +570,8 @@ int em_bench_train(int argc, char **argv)
     }
     em_release(all.x);
     em_release(all.y);
-    em_gpt_text_free(&text);
+    recipe_gpt_text_free(&text);
     if (page)
-        em_report_abort(page);
+        cmd_report_abort(page);
     return status;
 }

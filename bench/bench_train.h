@@ -3,11 +3,11 @@
 #ifndef EMBER_BENCH_BENCH_TRAIN_H
 #define EMBER_BENCH_BENCH_TRAIN_H
 
-#include "cli/report.h"
-#include "cli/cli_internal.h"
+#include "cmd/report.h"
+#include "bench/bench.h"
 
-#define N_MAX_CASES 4
-#define N_GPT_CASES 3
+#define BENCH_MAX_CASES 4
+#define BENCH_GPT_CASES 3
 
 /* One Fashion-MNIST case's medians over the rounds; 0 for what did not run. */
 typedef struct {
@@ -15,7 +15,7 @@ typedef struct {
     double goal;         /* the ratio to PyTorch we aim for in f32; 0 under autocast */
     double step, torch;  /* samples/s of the timed steps, ember's and PyTorch's */
     double flops;        /* per sample of a training step (em_matmul_train_flops) */
-    double bound_gflops; /* the step's products alone, each the faster way (em_gemm_bound) */
+    double bound_gflops; /* the step's products alone, each the faster way (bench_gemm_bound) */
     double openblas_gflops; /* the same products through OpenBLAS's threads alone */
     double train;        /* samples/s of ember train's loop, median iteration */
     double team;         /* the threads ember's timed steps forked, on average (the governor's) */
@@ -31,21 +31,21 @@ typedef struct {
 /* The run's setting, said once above the tables and in the JSON. */
 typedef struct {
     const char *device, *about, *amp;
-    const char *torch; /* em_torch_about() of the PyTorch that ran beside; NULL when none did */
+    const char *torch; /* bench_torch_about() of the PyTorch that ran beside; NULL when none did */
     int threads, rounds, train_workers;
 } bench_run_info;
 
 /* The two tables on stdout: samples/s next to PyTorch; FLOPs, bound and ember train's rate. */
-void em_bench_train_print(const bench_run_info *info, const bench_case_result *c, int n);
+void bench_train_print(const bench_run_info *info, const bench_case_result *c, int n);
 /* A row of the first table, also gpt's tokens/s: "-" for a PyTorch rate t or a goal of 0;
  * team: the threads ember's steps forked, on average. */
-void em_bench_train_row(const char *name, double e, double t, double goal, double team);
+void bench_train_row(const char *name, double e, double t, double goal, double team);
 /* Bars of ember beside PyTorch (0 where it did not run) onto r. */
-void em_bench_train_chart(em_report *r, const char *title, const char *unit, const char **names,
+void bench_train_chart(cmd_report *r, const char *title, const char *unit, const char **names,
                           int n, const double *ember, const double *torch);
 /* Everything the tables show as one JSON object into path (written atomically), the n_gpt gpt
  * cases each under its name. */
-em_status em_bench_train_json(const char *path, const bench_run_info *info,
+em_status bench_train_json(const char *path, const bench_run_info *info,
                               const bench_case_result *c, int n, const bench_gpt_result *gpt,
                               int n_gpt);
 

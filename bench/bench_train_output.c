@@ -5,7 +5,7 @@
 #include "io/json_internal.h"
 #include "bench/bench_train.h"
 
-void em_bench_train_row(const char *name, double e, double t, double goal, double team)
+void bench_train_row(const char *name, double e, double t, double goal, double team)
 {
     char torch[32] = "-", ratio[16] = "-", aim[16] = "-";
     if (t > 0) {
@@ -38,7 +38,7 @@ static const char *percent(char *buf, size_t n, double part, double whole)
     return figure(buf, n, "%.0f%%", whole > 0 ? 100 * part / whole : 0);
 }
 
-void em_bench_train_print(const bench_run_info *info, const bench_case_result *c, int n)
+void bench_train_print(const bench_run_info *info, const bench_case_result *c, int n)
 {
     printf("\nember bench train on %s (%s), autocast %s: %d threads; per round the median step "
            "after warm-up, then the median of %d rounds\n", info->device, info->about,
@@ -49,7 +49,7 @@ void em_bench_train_print(const bench_run_info *info, const bench_case_result *c
     printf("%-12s %16s %16s %8s %6s %5s\n", "case", "ember samples/s", "torch samples/s",
            "ratio", "goal", "team");
     for (int i = 0; i < n; i++)
-        em_bench_train_row(c[i].name, c[i].step, c[i].torch, c[i].goal, c[i].team);
+        bench_train_row(c[i].name, c[i].step, c[i].torch, c[i].goal, c[i].team);
     printf("\nFLOPs: the Linear and Conv products of a step exactly (2 per multiply-add forward, "
            "weight gradient,\ninput gradient but the first layer's); bound: the same products "
            "over the whole batch on %d threads,\neach the faster of OpenBLAS's threads and "
@@ -73,18 +73,18 @@ void em_bench_train_print(const bench_run_info *info, const bench_case_result *c
     }
 }
 
-void em_bench_train_chart(em_report *r, const char *title, const char *unit, const char **names,
+void bench_train_chart(cmd_report *r, const char *title, const char *unit, const char **names,
                           int n, const double *ember, const double *torch)
 {
     const char *libs[] = {"ember", "PyTorch"};
-    double values[2 * N_MAX_CASES], ratio[2 * N_MAX_CASES];
+    double values[2 * BENCH_MAX_CASES], ratio[2 * BENCH_MAX_CASES];
     for (int i = 0; i < n; i++) {
         values[2 * i] = ember[i];
         values[2 * i + 1] = torch[i];
         ratio[2 * i] = torch[i] > 0 ? ember[i] / torch[i] : 0;
         ratio[2 * i + 1] = 0;
     }
-    em_report_bar_chart(r, &(em_report_bars){
+    cmd_report_bar_chart(r, &(cmd_report_bars){
         .title = title, .unit = unit, .ratio_of = "PyTorch", .groups = names, .n_groups = n,
         .series = libs, .n_series = 2, .values = values, .ratio = ratio});
 }
@@ -116,7 +116,7 @@ static json_t *case_json(const bench_case_result *c)
     return j;
 }
 
-em_status em_bench_train_json(const char *path, const bench_run_info *info,
+em_status bench_train_json(const char *path, const bench_run_info *info,
                               const bench_case_result *c, int n, const bench_gpt_result *gpt,
                               int n_gpt)
 {

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "backend/backend_internal.h"
-#include "cli/cli_internal.h"
+#include "bench/bench.h"
 
 /* The operands of the largest layer; inputs x and w stay as filled, so every rep multiplies
  * the same values. */
@@ -60,11 +60,11 @@ static double median_time(void (*run)(const product *), const product *p, double
 {
     run(p);
     for (int r = 0; r < reps; r++) {
-        double t0 = em_now_s();
+        double t0 = bench_now_s();
         run(p);
-        times[r] = em_now_s() - t0;
+        times[r] = bench_now_s() - t0;
     }
-    em_sort_doubles(times, reps);
+    bench_sort_doubles(times, reps);
     return times[reps / 2];
 }
 
@@ -114,7 +114,7 @@ static float *filled(int64_t count)
     return p;
 }
 
-em_gemm_bound em_gemm_bound_gflops(const em_matmul_layer *l, int n_layers, int64_t batch,
+bench_gemm_bound bench_gemm_bound_gflops(const em_matmul_layer *l, int n_layers, int64_t batch,
                                    int threads, int reps)
 {
     int64_t big = 0; /* the largest operand */
@@ -127,11 +127,11 @@ em_gemm_bound em_gemm_bound_gflops(const em_matmul_layer *l, int n_layers, int64
     operands o = {filled(big), filled(big), filled(big), filled(big), filled(big)};
     /* reps times, then OpenBLAS's median of each product (3 per layer, 0 where not run) */
     double *times = calloc((size_t)(reps + 3 * n_layers), sizeof *times);
-    em_gemm_bound result = {-1, -1};
+    bench_gemm_bound result = {-1, -1};
     if (o.x && o.w && o.y && o.dw && o.dx && times && reps > 0) {
         double gflop = em_matmul_train_flops(l, n_layers) * (double)batch * 1e-9;
         step_times t = step_seconds(l, n_layers, batch, threads, &o, times, reps);
-        result = (em_gemm_bound){.best = gflop / t.best, .openblas = gflop / t.openblas};
+        result = (bench_gemm_bound){.best = gflop / t.best, .openblas = gflop / t.openblas};
     }
     free(times);
     free(o.x);

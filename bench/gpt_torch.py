@@ -244,15 +244,18 @@ def bench(a, vocab, ids, n_train):
 # ---- sampling: `ember sample gpt` (models/gpt_generate.c) from ember's model file ----
 def load_ember_model(path):
     """The GPT and vocabulary of a model file `ember train gpt --save` wrote (safetensors, read
-    here with numpy; a training checkpoint prefixes the model's names with 'model.')."""
+    here with numpy): the model's tensors by their own names beside the optimizer's under
+    'ember.'; a training checkpoint of version 1 prefixed the model's names with 'model.'."""
     with open(path, "rb") as f:
         header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
         data = f.read()
     meta = header.pop("__metadata__")
-    prefix = "model." if meta.get("ember.kind") == "train_checkpoint" else ""
+    version_1 = meta.get("ember.kind") == "train_checkpoint" and \
+        "ember.checkpoint_version" not in meta
+    prefix = "model." if version_1 else ""
     state = {}
     for name, t in header.items():
-        if name.startswith(prefix) and t["dtype"] == "F32":
+        if name.startswith(prefix) and not name.startswith("ember.") and t["dtype"] == "F32":
             begin, end = t["data_offsets"]
             array = np.frombuffer(data[begin:end], np.float32).reshape(t["shape"])
             state[name[len(prefix):]] = torch.from_numpy(array.copy())

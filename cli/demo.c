@@ -3,7 +3,7 @@
 #include <stdio.h>
 
 #include "ember.h"
-#include "cli/args.h"
+#include "cmd/args.h"
 #include "cli/cli_internal.h"
 
 static void sgd_update(em_tensor *param, double lr)
@@ -16,12 +16,12 @@ static void sgd_update(em_tensor *param, double lr)
     em_zero_grad(param);
 }
 
-int em_cmd_demo(int argc, char **argv)
+int cli_cmd_demo(int argc, char **argv)
 {
-    const em_cmd_spec spec = {.command = "ember demo",
+    const cmd_spec spec = {.command = "ember demo",
                               .about = "Fits a small linear regression with autograd."};
-    int parsed = em_args_parse(&spec, argc, argv);
-    if (parsed != EM_ARGS_RUN)
+    int parsed = cmd_args_parse(&spec, argc, argv);
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
     em_manual_seed(0);
     const double true_w[3] = {2.0, -3.0, 0.5};

@@ -5,15 +5,15 @@
 #include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "ember.h"
-#include "cli/args.h"
+#include "cmd/args.h"
 #include "cli/cli_internal.h"
 
-int em_cmd_info(int argc, char **argv)
+int cli_cmd_info(int argc, char **argv)
 {
-    const em_cmd_spec spec = {.command = "ember info",
+    const cmd_spec spec = {.command = "ember info",
                               .about = "Devices, dtypes and threads of this build."};
-    int parsed = em_args_parse(&spec, argc, argv);
-    if (parsed != EM_ARGS_RUN)
+    int parsed = cmd_args_parse(&spec, argc, argv);
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
     printf("ember threads: %d (OMP_NUM_THREADS)\n", omp_get_max_threads());
     printf("thread governor: %s\n",
@@ -21,7 +21,7 @@ int em_cmd_info(int argc, char **argv)
                ? "on (fewer threads while other processes hold the cores; "
                  "EMBER_ADAPTIVE_THREADS=0 turns it off)"
                : "off (EMBER_ADAPTIVE_THREADS=0)");
-    printf("OpenMP wait policy: %s\n", em_cli_wait_policy());
+    printf("OpenMP wait policy: %s\n", cli_wait_policy());
     const struct {
         const char *name;
         bool (*has)(void);

@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "recipes/recipes.h"
+#include "recipes/run.h"
 #include "io/atomic_file.h"
-#include "cli/args.h"
+#include "cmd/cmd.h"
 #include "cli/cli_internal.h"
 
-bool em_parse_step_range(const char *command, const char *option, const char *text,
+bool cli_parse_step_range(const char *command, const char *option, const char *text,
                          int64_t *first, int64_t *last)
 {
     char *end;
@@ -35,43 +35,42 @@ bool em_parse_step_range(const char *command, const char *option, const char *te
     return true;
 }
 
-int em_cmd_profile(int argc, char **argv)
+int cli_cmd_profile(int argc, char **argv)
 {
     const char *recipe = NULL, *trace = NULL, *data_dir = NULL, *amp = "off", *device = "cpu";
     int64_t steps = 20, warmup = 5, batch = 0;
     int threads = 0, workers = -1;
-    const em_opt opts[] = {
-        {"steps", EM_OPT_INT64, &steps, "N", "micro-batches profiled (default 20)",
-         .range = EM_RANGE(1, 100000)},
-        {"warmup", EM_OPT_INT64, &warmup, "N", "micro-batches trained first (default 5)",
-         .range = EM_RANGE(0, 100000)},
-        {"trace", EM_OPT_STRING, &trace, "FILE.json",
+    const cmd_opt opts[] = {
+        {"steps", CMD_OPT_INT64, &steps, "N", "micro-batches profiled (default 20)",
+         .range = CMD_RANGE(1, 100000)},
+        {"warmup", CMD_OPT_INT64, &warmup, "N", "micro-batches trained first (default 5)",
+         .range = CMD_RANGE(0, 100000)},
+        {"trace", CMD_OPT_STRING, &trace, "FILE.json",
          .help = "the Chrome trace (default ember-profile-RECIPE.json)"},
-        {"batch", EM_OPT_INT64, &batch, "N", "samples per batch (default: the recipe's)",
-         .range = EM_RANGE(1, INT_MAX)},
-        {"amp", EM_OPT_CHOICE, &amp, NULL, "mixed precision (f16 adds a grad scaler)",
+        {"batch", CMD_OPT_INT64, &batch, "N", "samples per batch (default: the recipe's)",
+         .range = CMD_RANGE(1, INT_MAX)},
+        {"amp", CMD_OPT_CHOICE, &amp, NULL, "mixed precision (f16 adds a grad scaler)",
          .choices = "f16|bf16|off"},
-        {"device", EM_OPT_CHOICE, &device, NULL,
+        {"device", CMD_OPT_CHOICE, &device, NULL,
          "where to train (default cpu; on cuda each op's kernels are timed with CUDA events)",
          .choices = "cpu|cuda"},
-        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
-        {"workers", EM_OPT_INT, &workers, "N",
+        {"threads", CMD_OPT_INT, &threads, "N", "OpenMP threads", .range = CMD_RANGE(1, 4096)},
+        {"workers", CMD_OPT_INT, &workers, "N",
          "data loader threads (default: the device's; 0 on the CPU, where the steps' threads "
          "hold the cores)",
-         .range = EM_RANGE(0, 256)},
-        {"data", EM_OPT_STRING, &data_dir, "DIR",
-         .help = "Fashion-MNIST directory (gpt: the fortunes' directory)"},
+         .range = CMD_RANGE(0, 256)},
+        {"data", CMD_OPT_STRING, &data_dir, "DIR", .help = CMD_DATA_HELP},
         {0}};
-    const em_cmd_spec spec = {
+    const cmd_spec spec = {
         .command = "ember profile", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
         .about = "Trains the recipe for --warmup then --steps micro-batches with the profiler on "
                  "for the latter;\nprints where the time went (ops forward and backward, the "
                  "optimizer, the loader, each layer)\nand writes a Chrome trace for Perfetto or "
                  "chrome://tracing.",
-        .more_help = em_list_recipes, .opts = opts};
-    const em_recipe *rc;
-    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, false, &rc);
-    if (parsed != EM_ARGS_RUN)
+        .more_help = cmd_list_recipes, .opts = opts};
+    const recipe_spec *rc;
+    int parsed = cmd_parse_recipe_command(&spec, argc, argv, &recipe, false, &rc);
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
     char default_trace[128];
     snprintf(default_trace, sizeof default_trace, "ember-profile-%s.json", rc->name);
@@ -80,14 +79,14 @@ int em_cmd_profile(int argc, char **argv)
         return 2;
     }
     em_device dev;
-    int bad_device = em_cli_device("ember profile", device, false, &dev);
+    int bad_device = cmd_device("ember profile", device, false, &dev);
     if (bad_device)
         return bad_device;
     if (workers < 0)
-        workers = em_recipe_default_workers(dev);
+        workers = recipe_default_workers(dev);
     if (threads)
         omp_set_num_threads(threads);
-    em_train_opts o = {
+    recipe_train_opts o = {
         .recipe = rc, .data_dir = data_dir, .device = dev, .epochs = 1, .batch = batch,
         .workers = workers,
         .max_steps = warmup + steps, .skip_eval = true,
@@ -99,8 +98,8 @@ int em_cmd_profile(int argc, char **argv)
            (long long)(warmup + steps), (long long)(batch ? batch : rc->batch), amp,
            omp_get_max_threads(), workers);
     fflush(stdout);
-    em_train_result r;
-    if (em_recipe_train(&o, &r) != EM_OK) {
+    recipe_result r;
+    if (recipe_train(&o, &r) != EM_OK) {
         fprintf(stderr, "ember profile: %s\n", em_error());
         return 1;
     }

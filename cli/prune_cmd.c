@@ -1,6 +1,7 @@
-/* `ember prune RECIPE --load FILE ...`: prune a saved model's weights (L1, random or L-n
+/* `ember prune [RECIPE] --load FILE ...`: prune a saved model's weights (L1, random or L-n
  * structured, per layer or global), in N rounds with fine-tuning between them, optionally shrink
- * it, report sparsity, accuracy, size and latency, save it, and end with a JSON summary line. */
+ * it, report sparsity, accuracy, size and latency, save it as a whole-model file, and end with a
+ * JSON summary line. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -9,12 +10,13 @@
 #include <sys/stat.h>
 
 #include "io/json_internal.h"
-#include "cli/args.h"
+#include "cmd/cmd.h"
+#include "bench/bench.h"
 #include "cli/cli_internal.h"
 
 
 typedef struct {
-    const char *recipe, *load, *save, *data_dir, *method;
+    const char *recipe, *load, *save, *data_dir, *method, *input_shape;
     double amount, n, lr;
     int dim, iterations, finetune_epochs, threads;
     bool global, shrink, structured;
@@ -48,17 +50,22 @@ static em_status prune_round(em_module *m, const prune_opts *o, double amount, e
     return EM_OK;
 }
 
-/* epochs of the recipe's optimizer, at o->lr, over the training split. */
-static em_status finetune(const em_recipe *rc, em_module *m, const prune_opts *o, int round)
+/* The training settings of a model that names no recipe: AdamW in batches of 64. */
+static const recipe_spec no_recipe = {.optim = "adamw", .batch = 64, .lr = 1e-3};
+
+/* epochs of the recipe's optimizer (one without: AdamW), at o->lr, over the training split. */
+static em_status finetune(const recipe_model *rm, const prune_opts *o, int round)
 {
-    em_dataset *train = em_fashion_mnist(o->data_dir, true, rc->flat_input);
+    const recipe_spec *rc = rm->recipe ? rm->recipe : &no_recipe;
+    em_module *m = rm->model;
+    em_dataset *train = recipe_model_images(rm, o->data_dir, true);
     em_loader *dl = train ? em_loader_new(train, (em_loader_opts){.batch_size = rc->batch,
                                                                   .shuffle = true,
                                                                   .seed = o->seed + round,
                                                                   .num_workers = 2,
                                                                   .persistent_workers = true})
                           : NULL;
-    em_optim *opt = dl ? em_recipe_optimizer(rc->optim, m, o->lr, rc->momentum) : NULL;
+    em_optim *opt = dl ? recipe_optimizer(rc, rc->optim, m, o->lr, rc->momentum) : NULL;
     em_trainer *t = opt ? em_trainer_new(m, opt, NULL, (em_trainer_opts){0}) : NULL;
     em_status st = t ? EM_OK : em_error_status();
     em_module_train(m, true);
@@ -97,45 +104,51 @@ static long long file_bytes(const char *path)
     return stat(path, &s) == 0 ? (long long)s.st_size : -1;
 }
 
-/* Reads argv into o and *rc; EM_ARGS_RUN to go on, else the exit status. */
-static int parse_prune_args(int argc, char **argv, prune_opts *o, const em_recipe **rc)
+/* Reads argv into o and *rc; CMD_ARGS_RUN to go on, else the exit status. */
+static int parse_prune_args(int argc, char **argv, prune_opts *o, const recipe_spec **rc)
 {
     const char **recipe = &o->recipe;
     bool dim_given = false;
-    const em_opt opts[] = {
-        {"load", EM_OPT_STRING, &o->load, "FILE", "the model file or checkpoint", .required = true},
-        {"save", EM_OPT_STRING, &o->save, "FILE", "where the pruned model goes", .required = true},
-        {"method", EM_OPT_CHOICE, &o->method, NULL, "how weights are chosen", .required = true,
+    const cmd_opt opts[] = {
+        {"load", CMD_OPT_STRING, &o->load, "FILE", "the model file or checkpoint",
+         .required = true},
+        {"save", CMD_OPT_STRING, &o->save, "FILE", "where the pruned model goes",
+         .required = true},
+        {"method", CMD_OPT_CHOICE, &o->method, NULL, "how weights are chosen", .required = true,
          .choices = "l1|random|ln"},
-        {"amount", EM_OPT_REAL, &o->amount, "A", "final sparsity after all rounds",
+        {"amount", CMD_OPT_REAL, &o->amount, "A", "final sparsity after all rounds",
          .range = {.min = 0, .max = 1, .open_max = true}, .required = true},
-        {"global", EM_OPT_FLAG, &o->global, NULL,
+        {"global", CMD_OPT_FLAG, &o->global, NULL,
          .help = "rank weights across layers (unstructured)"},
-        {"dim", EM_OPT_INT, &o->dim, "D", "prune whole slices along D (structured)",
-         .range = EM_RANGE(-8, 7), .given = &dim_given},
-        {"n", EM_OPT_REAL, &o->n, "N", "the norm of ln (default 2; inf allowed)",
+        {"dim", CMD_OPT_INT, &o->dim, "D", "prune whole slices along D (structured)",
+         .range = CMD_RANGE(-8, 7), .given = &dim_given},
+        {"n", CMD_OPT_REAL, &o->n, "N", "the norm of ln (default 2; inf allowed)",
          .range = {.min = 0, .max = INFINITY, .open_min = true}},
-        {"iterations", EM_OPT_INT, &o->iterations, "N", "rounds of pruning (default 1)",
-         .range = EM_RANGE(1, 1000)},
-        {"finetune-epochs", EM_OPT_INT, &o->finetune_epochs, "E", "epochs of fine-tuning per round",
-         .range = EM_RANGE(0, 1000)},
-        {"lr", EM_OPT_REAL, &o->lr, "X", "fine-tuning learning rate (default: the recipe's / 5)",
-         .range = EM_ABOVE(0)},
-        {"shrink", EM_OPT_FLAG, &o->shrink, NULL, .help = "remove pruned rows and channels"},
-        {"seed", EM_OPT_UINT64, &o->seed, "S", .help = "random seed (default 0)"},
-        {"threads", EM_OPT_INT, &o->threads, "N", "OpenMP threads (default 2)",
-         .range = EM_RANGE(1, 4096)},
-        {"data", EM_OPT_STRING, &o->data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"iterations", CMD_OPT_INT, &o->iterations, "N", "rounds of pruning (default 1)",
+         .range = CMD_RANGE(1, 1000)},
+        {"finetune-epochs", CMD_OPT_INT, &o->finetune_epochs, "E",
+         "epochs of fine-tuning per round", .range = CMD_RANGE(0, 1000)},
+        {"lr", CMD_OPT_REAL, &o->lr, "X", "fine-tuning learning rate (default: the recipe's / 5)",
+         .range = CMD_ABOVE(0)},
+        {"shrink", CMD_OPT_FLAG, &o->shrink, NULL, .help = "remove pruned rows and channels"},
+        {"seed", CMD_OPT_UINT64, &o->seed, "S", .help = "random seed (default 0)"},
+        {"threads", CMD_OPT_INT, &o->threads, "N", "OpenMP threads (default 2)",
+         .range = CMD_RANGE(1, 4096)},
+        {"data", CMD_OPT_STRING, &o->data_dir, "DIR", .help = CMD_DATA_HELP},
+        CMD_INPUT_SHAPE_OPT(o->input_shape),
         {0}};
-    const em_cmd_spec spec = {
+    const cmd_spec spec = {
         .command = "ember prune", .operands = "RECIPE", .n_operands = 1, .operand = recipe,
+        .operands_optional = true,
         .about = "l1: L1 unstructured; random: random unstructured, or structured along --dim "
                  "when given;\nln: L-n structured along --dim (default 0) with --n (default 2). "
                  "Structured pruning\nleaves the output layer's rows alone. --amount is the final "
-                 "sparsity after all rounds.",
-        .more_help = em_list_built_recipes, .opts = opts};
-    int parsed = em_parse_recipe_command(&spec, argc, argv, recipe, true, rc);
-    if (parsed != EM_ARGS_RUN)
+                 "sparsity after all rounds. The images\nand the fine-tuning's optimizer are the "
+                 "recipe's; a model that names none takes the IDX files\nin --data and AdamW "
+                 "(lr 2e-4) in batches of 64. RECIPE: only for a file of weights alone.",
+        .more_help = cmd_list_image_recipes, .opts = opts};
+    int parsed = cmd_parse_recipe_command(&spec, argc, argv, recipe, true, rc);
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
     o->structured = !strcmp(o->method, "ln") || dim_given;
     if (o->global && o->structured) {
@@ -143,35 +156,34 @@ static int parse_prune_args(int argc, char **argv, prune_opts *o, const em_recip
                         "random without --dim)\n");
         return 2;
     }
-    if (o->lr <= 0)
-        o->lr = (*rc)->lr / 5;
-    return EM_ARGS_RUN;
+    return CMD_ARGS_RUN;
 }
 
 /* What a pruning run measures before and after. */
 typedef struct {
     double base_acc, acc, sparsity;
-    em_latency base1, base64, l1, l64; /* batch 1 and 64 */
+    bench_latency base1, base64, l1, l64; /* batch 1 and 64 */
     int64_t base_params, removed;      /* neurons removed by shrinking */
 } prune_figures;
 
 /* Prunes m in o->iterations rounds (fine-tuning between them), shrinks or makes the pruning
  * permanent, measures and saves; f gets the figures. */
-static em_status prune_model(const em_recipe *rc, const prune_opts *o, em_module *m,
+static em_status prune_model(const recipe_model *rm, const prune_opts *o,
                              const em_dataset *test, const em_tensor *x1, const em_tensor *x64,
                              prune_figures *f)
 {
+    em_module *m = rm->model;
     em_generator gen = em_generator_new(o->seed);
     f->base_params = em_module_num_params(m);
     em_status st = test_accuracy(m, test, &f->base_acc);
-    f->base1 = em_measure_latency(m, x1, 50, 300);
-    f->base64 = em_measure_latency(m, x64, 5, 40);
+    f->base1 = bench_measure_latency(m, x1, 50, 300);
+    f->base64 = bench_measure_latency(m, x64, 5, 40);
     /* each round prunes a of what remains: (1 - a)^N = 1 - amount */
     double a = 1 - pow(1 - o->amount, 1.0 / o->iterations);
     for (int r = 0; r < o->iterations && st == EM_OK; r++) {
         st = prune_round(m, o, a, &gen);
         if (st == EM_OK && o->finetune_epochs)
-            st = finetune(rc, m, o, r);
+            st = finetune(rm, o, r);
         if (st == EM_OK)
             st = test_accuracy(m, test, &f->acc);
         if (st == EM_OK)
@@ -187,17 +199,17 @@ static em_status prune_model(const em_recipe *rc, const prune_opts *o, em_module
         st = test_accuracy(m, test, &f->acc);
     if (st != EM_OK)
         return st;
-    f->l1 = em_measure_latency(m, x1, 50, 300);
-    f->l64 = em_measure_latency(m, x64, 5, 40);
-    em_st_meta meta[2] = {{"recipe", rc->name}};
-    return em_module_save(m, o->save, meta, 1 + em_prune_meta(meta + 1));
+    f->l1 = bench_measure_latency(m, x1, 50, 300);
+    f->l64 = bench_measure_latency(m, x64, 5, 40);
+    return cmd_save_model(rm, o->save);
 }
 
 /* The run's one-line JSON summary on stdout. */
-static em_status print_prune_summary(const em_recipe *rc, const prune_opts *o,
+static em_status print_prune_summary(const recipe_spec *rc, const prune_opts *o,
                                      const em_module *m, const prune_figures *f)
 {
-    json_t *j = json_pack("{s:s, s:s, s:b, s:b}", "recipe", rc->name, "method", o->method,
+    json_t *j = json_pack("{s:o, s:s, s:b, s:b}", "recipe",
+                          rc ? json_string(rc->name) : json_null(), "method", o->method,
                           "structured", o->structured, "global", o->global);
     em_json_set_real(j, "amount", o->amount, 4);
     json_object_set_new(j, "iterations", json_integer(o->iterations));
@@ -221,29 +233,38 @@ static em_status print_prune_summary(const em_recipe *rc, const prune_opts *o,
     return st;
 }
 
-int em_cmd_prune(int argc, char **argv)
+/* Prunes the loaded model m as o says, prints the summary; the exit status. */
+static int prune(recipe_model *m, prune_opts *o)
 {
-    prune_opts o = {.n = 2, .iterations = 1, .threads = 2};
-    const em_recipe *rc;
-    int parsed = parse_prune_args(argc, argv, &o, &rc);
-    if (parsed != EM_ARGS_RUN)
-        return parsed;
-    omp_set_num_threads(o.threads);
-    em_module *m = rc->build();
-    em_dataset *test = em_fashion_mnist(o.data_dir, false, rc->flat_input);
-    em_tensor *x64 = test ? em_test_batch(rc, o.data_dir, 64) : NULL;
+    if (o->lr <= 0)
+        o->lr = (m->recipe ? m->recipe->lr : no_recipe.lr) / 5;
+    em_dataset *test = recipe_model_images(m, o->data_dir, false);
+    em_tensor *x64 = test ? bench_test_batch(test, 64) : NULL;
     em_tensor *x1 = x64 ? em_narrow(x64, 0, 0, 1) : NULL;
-    em_status st = m && x1 ? em_load_model_any(m, rc, o.load) : em_error_status();
     prune_figures f = {0};
+    em_status st = x1 ? prune_model(m, o, test, x1, x64, &f) : em_error_status();
     if (st == EM_OK)
-        st = prune_model(rc, &o, m, test, x1, x64, &f);
-    if (st == EM_OK)
-        st = print_prune_summary(rc, &o, m, &f);
+        st = print_prune_summary(m->recipe, o, m->model, &f);
     else
         fprintf(stderr, "ember prune: %s\n", em_error());
     em_release(x1);
     em_release(x64);
     em_dataset_free(test);
-    em_module_free(m);
     return st == EM_OK ? 0 : 1;
+}
+
+int cli_cmd_prune(int argc, char **argv)
+{
+    prune_opts o = {.n = 2, .iterations = 1, .threads = 2};
+    const recipe_spec *rc;
+    int parsed = parse_prune_args(argc, argv, &o, &rc);
+    if (parsed != CMD_ARGS_RUN)
+        return parsed;
+    omp_set_num_threads(o.threads);
+    recipe_model m;
+    int status = cmd_load_model("ember prune", o.load, rc, o.input_shape, true, &m);
+    if (!status)
+        status = prune(&m, &o);
+    recipe_model_free(&m);
+    return status;
 }

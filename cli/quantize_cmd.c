@@ -1,7 +1,9 @@
-/* `ember quantize RECIPE --load FILE --save FILE [--static --calib-batches N]`: dynamic INT8
+/* `ember quantize [RECIPE] --load FILE --save FILE [--static --calib-batches N]`: dynamic INT8
  * quantization of a saved model's Linear layers, or static INT8 of its Linear and Conv2d layers
  * calibrated on training batches; test accuracy, size and latency before and after (static: next
- * to f32 and dynamic), then a JSON summary line. */
+ * to f32 and dynamic), then a JSON summary line. The dynamic model is saved as a whole-model
+ * file; the static one, whose layers whole-model files cannot describe yet, as a file of the
+ * older kind its recipe rebuilds (recipe, input_shape, ember.quantized and ember.pruned). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,14 +12,15 @@
 #include <unistd.h>
 
 #include "io/json_internal.h"
-#include "cli/args.h"
+#include "cmd/cmd.h"
+#include "bench/bench.h"
 #include "cli/cli_internal.h"
 
 
 typedef struct {
     double acc, loss;
     int64_t bytes;
-    em_latency b1, b64;
+    bench_latency b1, b64;
 } model_figures;
 
 static em_status measure(em_module *m, const em_dataset *test, const em_tensor *x64,
@@ -32,8 +35,8 @@ static em_status measure(em_module *m, const em_dataset *test, const em_tensor *
         st = em_error_status();
     if (st == EM_OK) {
         f->bytes = em_module_nbytes(m);
-        f->b1 = em_measure_latency(m, x1, 50, 300);
-        f->b64 = em_measure_latency(m, x64, 5, 40);
+        f->b1 = bench_measure_latency(m, x1, 50, 300);
+        f->b64 = bench_measure_latency(m, x64, 5, 40);
     }
     em_release(x1);
     return st;
@@ -45,21 +48,11 @@ static long long file_bytes(const char *path)
     return stat(path, &s) == 0 ? (long long)s.st_size : -1;
 }
 
-/* The source file's "ember.pruned" marker, carried over so a shrunk model loads again. */
-static bool source_pruned(const char *path)
-{
-    em_safetensors *f = NULL;
-    if (em_safetensors_load(path, &f) != EM_OK)
-        return false;
-    bool pruned = em_safetensors_meta(f, "ember.pruned") != NULL;
-    em_safetensors_free(f);
-    return pruned;
-}
-
 /* The first n shuffled training batches of 64 (n tensors, the caller's), or false. */
-static bool calibration_batches(const em_recipe *rc, const char *data_dir, int n, em_tensor **out)
+static bool calibration_batches(const recipe_model *m, const char *data_dir, int n,
+                                em_tensor **out)
 {
-    em_dataset *ds = em_fashion_mnist(data_dir, true, rc->flat_input);
+    em_dataset *ds = recipe_model_images(m, data_dir, true);
     em_loader *dl = ds ? em_loader_new(ds, (em_loader_opts){.batch_size = 64, .shuffle = true})
                        : NULL;
     int got = 0;
@@ -72,44 +65,62 @@ static bool calibration_batches(const em_recipe *rc, const char *data_dir, int n
     return got == n;
 }
 
+/* The static INT8 model written as a file of the older kind, which the recipe's model, pruned
+ * (its layers of the file's sizes) and quantized as the metadata says, rebuilds. */
+static em_status save_static(const recipe_model *m, const em_module *q, const char *path)
+{
+    recipe_meta meta;
+    recipe_model_meta(m, &meta);
+    em_st_meta all[RECIPE_MAX_META + 3];
+    memcpy(all, meta.entries, sizeof *all * (size_t)meta.n);
+    int n = meta.n + em_quantize_meta(q, all + meta.n);
+    n += em_prune_meta(all + n);
+    return em_module_save(q, path, all, n);
+}
+
 /* f32, dynamic and static INT8 side by side: the static model is saved. */
-static int quantize_static(const em_recipe *rc, const char *load, const char *save,
+static int quantize_static(const recipe_spec *rc, const char *load, const char *save,
                            const char *data_dir, int n_calib, em_calib_observer_kind observer)
 {
-    em_module *m[3] = {rc->build(), rc->build(), rc->build()};
-    em_dataset *test = em_fashion_mnist(data_dir, false, rc->flat_input);
-    em_tensor *x64 = test ? em_test_batch(rc, data_dir, 64) : NULL;
-    em_tensor **calib = calloc((size_t)n_calib, sizeof *calib);
+    recipe_model m[3] = {0};
+    em_dataset *test = NULL;
+    em_tensor *x64 = NULL, **calib = calloc((size_t)n_calib, sizeof *calib);
     model_figures f[3] = {0};
-    em_status st = x64 && calib && m[0] && m[1] && m[2] ? EM_OK : em_error_status();
+    em_status st = calib ? EM_OK : em_set_error(EM_ERR_MEMORY, "out of memory");
     for (int i = 0; i < 3 && st == EM_OK; i++)
-        st = em_load_model_any(m[i], rc, load);
+        st = recipe_model_load(load, rc, &m[i]);
+    if (st == EM_OK && !m[0].recipe)
+        st = em_set_error(EM_ERR_ARG, "--static: '%s' names no recipe, and static INT8 layers "
+                          "cannot be saved as a whole-model file yet", load);
+    if (st == EM_OK && !(test = recipe_model_images(&m[0], data_dir, false)))
+        st = em_error_status();
+    if (st == EM_OK && !(x64 = bench_test_batch(test, 64)))
+        st = em_error_status();
     if (st == EM_OK)
-        st = em_quantize_dynamic_(m[1], (em_quantize_opts){0});
-    if (st == EM_OK && !calibration_batches(rc, data_dir, n_calib, calib))
+        st = em_quantize_dynamic_(m[1].model, (em_quantize_opts){0});
+    if (st == EM_OK && !calibration_batches(&m[0], data_dir, n_calib, calib))
         st = em_has_error() ? em_error_status()
                             : em_set_error(EM_ERR_ARG, "fewer than %d training batches", n_calib);
     if (st == EM_OK)
-        st = em_quantize_static_(m[2], calib, n_calib,
+        st = em_quantize_static_(m[2].model, calib, n_calib,
                                  (em_static_quant_opts){.observer = {.kind = observer}});
     for (int i = 0; i < 3 && st == EM_OK; i++)
-        st = measure(m[i], test, x64, &f[i]);
+        st = measure(m[i].model, test, x64, &f[i]);
     for (int round = 0; round < 2 && st == EM_OK; round++) /* interleaved: noise hits all alike */
         for (int i = 0; i < 3; i++) {
-            em_latency b64 = em_measure_latency(m[i], x64, 5, 40);
+            bench_latency b64 = bench_measure_latency(m[i].model, x64, 5, 40);
             f[i].b64.p50_us = b64.p50_us < f[i].b64.p50_us ? b64.p50_us : f[i].b64.p50_us;
         }
-    em_st_meta meta[3] = {{"recipe", rc->name}};
-    int n_meta = 1 + em_quantize_meta(m[2], meta + 1);
     if (st == EM_OK)
-        st = em_module_save(m[2], save, meta, n_meta);
+        st = save_static(&m[2], m[2].model, save);
     for (int i = 0; i < n_calib && calib; i++)
         em_release(calib[i]);
     free(calib);
     em_release(x64);
     em_dataset_free(test);
+    const char *name = m[0].recipe ? m[0].recipe->name : NULL;
     for (int i = 0; i < 3; i++)
-        em_module_free(m[i]);
+        recipe_model_free(&m[i]);
     if (st != EM_OK) {
         fprintf(stderr, "ember quantize: %s\n", em_error());
         return 1;
@@ -120,7 +131,7 @@ static int quantize_static(const em_recipe *rc, const char *load, const char *sa
            "\"f32_latency_b1_p50_us\":%.1f,\"dynamic_latency_b1_p50_us\":%.1f,"
            "\"static_latency_b1_p50_us\":%.1f,\"f32_b64_samples_per_s_p50\":%.0f,"
            "\"dynamic_b64_samples_per_s_p50\":%.0f,\"static_b64_samples_per_s_p50\":%.0f}\n",
-           rc->name, observer == EM_CALIB_PERCENTILE ? "percentile" : "minmax", n_calib,
+           name, observer == EM_CALIB_PERCENTILE ? "percentile" : "minmax", n_calib,
            f[0].acc, f[1].acc, f[2].acc, (long long)f[0].bytes, (long long)f[1].bytes,
            (long long)f[2].bytes, f[0].b1.p50_us, f[1].b1.p50_us, f[2].b1.p50_us,
            64e6 / f[0].b64.p50_us, 64e6 / f[1].b64.p50_us, 64e6 / f[2].b64.p50_us);
@@ -129,54 +140,59 @@ static int quantize_static(const em_recipe *rc, const char *load, const char *sa
 
 /* What `ember quantize`'s command line sets. */
 typedef struct {
-    const char *recipe, *load, *save, *data_dir, *observer;
+    const char *recipe, *load, *save, *data_dir, *observer, *input_shape;
     int threads, calib_batches;
     bool per_tensor, static_int8;
 } quantize_args;
 
-/* Reads argv into a and *rc; EM_ARGS_RUN to go on, else the exit status. */
-static int parse_quantize_args(int argc, char **argv, quantize_args *a, const em_recipe **rc)
+/* Reads argv into a and *rc; CMD_ARGS_RUN to go on, else the exit status. */
+static int parse_quantize_args(int argc, char **argv, quantize_args *a, const recipe_spec **rc)
 {
-    const em_opt opts[] = {
-        {"load", EM_OPT_STRING, &a->load, "FILE", "the f32 model file or checkpoint",
+    const cmd_opt opts[] = {
+        {"load", CMD_OPT_STRING, &a->load, "FILE", "the f32 model file or checkpoint",
          .required = true},
-        {"save", EM_OPT_STRING, &a->save, "FILE", "where the quantized model goes", .required = true},
-        {"per-tensor", EM_OPT_FLAG, &a->per_tensor, NULL,
+        {"save", CMD_OPT_STRING, &a->save, "FILE", "where the quantized model goes",
+         .required = true},
+        {"per-tensor", CMD_OPT_FLAG, &a->per_tensor, NULL,
          .help = "one scale per tensor (default: per row)"},
-        {"threads", EM_OPT_INT, &a->threads, "N", "OpenMP threads (default 2)",
-         .range = EM_RANGE(1, 4096)},
-        {"static", EM_OPT_FLAG, &a->static_int8, NULL, .help = "static INT8 of Linear and Conv2d, "
+        {"threads", CMD_OPT_INT, &a->threads, "N", "OpenMP threads (default 2)",
+         .range = CMD_RANGE(1, 4096)},
+        {"static", CMD_OPT_FLAG, &a->static_int8, NULL, .help = "static INT8 of Linear and Conv2d, "
          "calibrated; reported next to f32 and dynamic"},
-        {"calib-batches", EM_OPT_INT, &a->calib_batches, "N", "training batches of 64 to calibrate "
-         "on (default 32)", .range = EM_RANGE(1, 937)},
-        {"observer", EM_OPT_CHOICE, &a->observer, NULL, "activation ranges: min/max or the "
+        {"calib-batches", CMD_OPT_INT, &a->calib_batches, "N", "training batches of 64 to "
+         "calibrate on (default 32)", .range = CMD_RANGE(1, 937)},
+        {"observer", CMD_OPT_CHOICE, &a->observer, NULL, "activation ranges: min/max or the "
          "99.99th percentile (default minmax)", .choices = "minmax|percentile"},
-        {"data", EM_OPT_STRING, &a->data_dir, "DIR", .help = "Fashion-MNIST directory"},
+        {"data", CMD_OPT_STRING, &a->data_dir, "DIR", .help = CMD_DATA_HELP},
+        CMD_INPUT_SHAPE_OPT(a->input_shape),
         {0}};
-    const em_cmd_spec spec = {
+    const cmd_spec spec = {
         .command = "ember quantize", .operands = "RECIPE", .n_operands = 1, .operand = &a->recipe,
+        .operands_optional = true,
         .about = "Dynamic INT8 quantization of a saved model's Linear layers, or (--static) static "
                  "INT8 of\nits Linear and Conv2d layers calibrated on training batches: accuracy, "
-                 "size and\nlatency before and after, then a JSON summary line.",
-        .more_help = em_list_built_recipes, .opts = opts};
-    int parsed = em_parse_recipe_command(&spec, argc, argv, &a->recipe, true, rc);
-    if (parsed != EM_ARGS_RUN)
+                 "size and\nlatency before and after, then a JSON summary line. The images are "
+                 "its recipe's; a model\nthat names none takes the IDX files in --data. RECIPE: "
+                 "only for a file of weights alone.",
+        .more_help = cmd_list_image_recipes, .opts = opts};
+    int parsed = cmd_parse_recipe_command(&spec, argc, argv, &a->recipe, true, rc);
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
     if (a->static_int8 && a->per_tensor) {
         fprintf(stderr, "ember quantize: --static quantizes weights per channel; drop "
                 "--per-tensor\n");
         return 2;
     }
-    return EM_ARGS_RUN;
+    return CMD_ARGS_RUN;
 }
 
 /* Dynamic INT8's one-line JSON summary: f32 before, quantized after. */
-static em_status print_dynamic_summary(const em_recipe *rc, em_quant_granularity g,
+static em_status print_dynamic_summary(const recipe_spec *rc, em_quant_granularity g,
                                        const model_figures *f32, const model_figures *q,
                                        long long f32_file, long long q_file)
 {
-    json_t *j = json_pack("{s:s, s:s}", "recipe", rc->name, "qscheme",
-                          g == EM_QUANT_PER_TENSOR ? "per_tensor" : "per_channel");
+    json_t *j = json_pack("{s:o, s:s}", "recipe", rc ? json_string(rc->name) : json_null(),
+                          "qscheme", g == EM_QUANT_PER_TENSOR ? "per_tensor" : "per_channel");
     em_json_set_real(j, "f32_test_acc", f32->acc, 4);
     em_json_set_real(j, "test_acc", q->acc, 4);
     json_object_set_new(j, "f32_size_bytes", json_integer(f32->bytes));
@@ -194,60 +210,56 @@ static em_status print_dynamic_summary(const em_recipe *rc, em_quant_granularity
     return st;
 }
 
-/* Dynamic INT8 of the model in a->load, measured before and after, saved to a->save; the exit
- * status. */
-static int quantize_dynamic(const em_recipe *rc, const quantize_args *a)
+/* Dynamic INT8 of m, measured before and after, saved to a->save; the exit status. */
+static int quantize_dynamic(recipe_model *m, const quantize_args *a)
 {
     em_quantize_opts qo = {.granularity = a->per_tensor ? EM_QUANT_PER_TENSOR
                                                         : EM_QUANT_PER_CHANNEL};
-    em_module *m = rc->build();
-    em_dataset *test = em_fashion_mnist(a->data_dir, false, rc->flat_input);
-    em_tensor *x64 = test ? em_test_batch(rc, a->data_dir, 64) : NULL;
+    em_dataset *test = recipe_model_images(m, a->data_dir, false);
+    em_tensor *x64 = test ? bench_test_batch(test, 64) : NULL;
     model_figures f32 = {0}, q = {0};
     char f32_path[] = "/tmp/ember_quantize_f32XXXXXX";
     int fd = mkstemp(f32_path);
     if (fd >= 0)
         close(fd);
-    em_status st = m && x64 ? em_load_model_any(m, rc, a->load) : em_error_status();
-    if (st == EM_OK)
-        st = measure(m, test, x64, &f32);
+    em_status st = x64 ? measure(m->model, test, x64, &f32) : em_error_status();
     if (st == EM_OK && fd >= 0)
-        st = em_module_save(m, f32_path, NULL, 0); /* the f32 file, for the size ratio */
+        st = cmd_save_model(m, f32_path); /* the f32 file, for the size ratio */
     if (st == EM_OK)
-        st = em_quantize_dynamic_(m, qo);
+        st = em_quantize_dynamic_(m->model, qo);
     if (st == EM_OK)
-        st = measure(m, test, x64, &q);
-    em_st_meta meta[4] = {{"recipe", rc->name}};
-    int n_meta = 1 + em_quantize_meta(m, meta + 1);
-    if (source_pruned(a->load))
-        n_meta += em_prune_meta(meta + n_meta);
+        st = measure(m->model, test, x64, &q);
     if (st == EM_OK)
-        st = em_module_save(m, a->save, meta, n_meta);
+        st = cmd_save_model(m, a->save);
     long long f32_file = file_bytes(f32_path), q_file = file_bytes(a->save);
     if (fd >= 0)
         unlink(f32_path);
     em_release(x64);
     em_dataset_free(test);
-    em_module_free(m);
     if (st != EM_OK) {
         fprintf(stderr, "ember quantize: %s\n", em_error());
         return 1;
     }
-    return print_dynamic_summary(rc, qo.granularity, &f32, &q, f32_file, q_file) == EM_OK ? 0
-                                                                                          : 1;
+    return print_dynamic_summary(m->recipe, qo.granularity, &f32, &q, f32_file, q_file) == EM_OK
+               ? 0 : 1;
 }
 
-int em_cmd_quantize(int argc, char **argv)
+int cli_cmd_quantize(int argc, char **argv)
 {
     quantize_args a = {.observer = "minmax", .threads = 2, .calib_batches = 32};
-    const em_recipe *rc;
+    const recipe_spec *rc;
     int parsed = parse_quantize_args(argc, argv, &a, &rc);
-    if (parsed != EM_ARGS_RUN)
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
     omp_set_num_threads(a.threads);
     if (a.static_int8)
         return quantize_static(rc, a.load, a.save, a.data_dir, a.calib_batches,
                                !strcmp(a.observer, "percentile") ? EM_CALIB_PERCENTILE
                                                                  : EM_CALIB_MINMAX);
-    return quantize_dynamic(rc, &a);
+    recipe_model m;
+    int status = cmd_load_model("ember quantize", a.load, rc, a.input_shape, true, &m);
+    if (!status)
+        status = quantize_dynamic(&m, &a);
+    recipe_model_free(&m);
+    return status;
 }

@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "recipes/recipes.h"
+#include "recipes/run.h"
 #include "io/atomic_file.h"
 #include "io/json_internal.h"
 #include "observe/tensorboard.h"
-#include "cli/args.h"
+#include "cmd/cmd.h"
 #include "cli/cli_internal.h"
 
 
@@ -21,7 +21,7 @@ static const char *amp_name(em_dtype amp)
 
 /* The run's one-line JSON summary on stdout (non-finite values as null, named in
  * "non_finite"): the results, then the settings that made them. */
-static void print_summary(const em_train_opts *o, const em_train_result *r)
+static void print_summary(const recipe_train_opts *o, const recipe_result *r)
 {
     json_t *j = json_pack("{s:s, s:i, s:i}", "recipe", o->recipe->name, "epochs", r->epochs,
                           "batch", r->batch);
@@ -64,9 +64,10 @@ static void print_summary(const em_train_opts *o, const em_train_result *r)
 }
 
 /* `ember eval`'s line: what the evaluation measured, nothing of training. */
-static void print_eval(const em_recipe *rc, const char *load, const em_train_result *r)
+static void print_eval(const recipe_spec *rc, const char *load, const recipe_result *r)
 {
-    json_t *j = json_pack("{s:s, s:s}", "recipe", rc->name, "load", load);
+    json_t *j = json_pack("{s:o, s:s}", "recipe", rc ? json_string(rc->name) : json_null(),
+                          "load", load);
     if (!j)
         return;
     if (r->tokens_per_sample) { /* a language model: the loss in nats per token */
@@ -82,11 +83,11 @@ static void print_eval(const em_recipe *rc, const char *load, const em_train_res
 }
 
 /* The preset's techniques, under those the command line set itself. */
-static void apply_preset(const char *preset, em_train_opts *o, bool given_amp,
+static void apply_preset(const char *preset, recipe_train_opts *o, bool given_amp,
                          bool given_schedule)
 {
-    em_train_opts mine = *o;
-    if (em_recipe_preset(preset, o) != EM_OK)
+    recipe_train_opts mine = *o;
+    if (recipe_preset(preset, o) != EM_OK)
         return; /* the option's choices admit only known presets */
     if (given_amp)
         o->tech.amp = mine.tech.amp;
@@ -100,98 +101,83 @@ static void apply_preset(const char *preset, em_train_opts *o, bool given_amp,
     o->tech.checkpoint_activations |= mine.tech.checkpoint_activations;
 }
 
-int em_cli_device(const char *command, const char *name, bool tf32, em_device *out)
-{
-    *out = !strcmp(name, "cuda") ? EM_CUDA : EM_CPU;
-    if (!em_device_available(*out)) {
-        fprintf(stderr, "%s: --device %s: no %s device is available (ember was built without "
-                "its backend, or no device and driver were found)\n", command, name, name);
-        return 2;
-    }
-    if (tf32 && em_set_tf32(true) != EM_OK) {
-        fprintf(stderr, "%s: --tf32: %s\n", command, em_error());
-        return 2;
-    }
-    return 0;
-}
-
 /* What `ember train`'s command line sets: the training options and the words and flags that
  * settle them. */
 typedef struct {
-    em_train_opts o;
+    recipe_train_opts o;
     const char *recipe, *amp, *profile_steps, *preset, *device;
     int threads;
     bool no_val, given_amp, given_schedule, tf32;
     double dist_timeout;
 } train_args;
 
-/* Reads argv into a; EM_ARGS_RUN to go on, else the exit status. */
+/* Reads argv into a; CMD_ARGS_RUN to go on, else the exit status. */
 static int parse_train_args(int argc, char **argv, train_args *a)
 {
-    const em_opt opts[] = {
-        {"epochs", EM_OPT_INT, &a->o.epochs, "N", "epochs to train (default: the recipe's)",
-         .range = EM_AT_LEAST(1)},
-        {"batch", EM_OPT_INT64, &a->o.batch, "N", "samples per batch (default: the recipe's)",
-         .range = EM_RANGE(1, INT_MAX)},
-        {"lr", EM_OPT_REAL, &a->o.lr, "X", "learning rate (default: the recipe's)",
-         .range = EM_ABOVE(0)},
-        {"optim", EM_OPT_CHOICE, &a->o.optim, NULL, "optimizer (default: the recipe's)",
+    const cmd_opt opts[] = {
+        {"epochs", CMD_OPT_INT, &a->o.epochs, "N", "epochs to train (default: the recipe's)",
+         .range = CMD_AT_LEAST(1)},
+        {"batch", CMD_OPT_INT64, &a->o.batch, "N", "samples per batch (default: the recipe's)",
+         .range = CMD_RANGE(1, INT_MAX)},
+        {"lr", CMD_OPT_REAL, &a->o.lr, "X", "learning rate (default: the recipe's)",
+         .range = CMD_ABOVE(0)},
+        {"optim", CMD_OPT_CHOICE, &a->o.optim, NULL, "optimizer (default: the recipe's)",
          .choices = "sgd|adam|adamw|rmsprop"},
-        {"schedule", EM_OPT_CHOICE, &a->o.schedule, NULL, "learning-rate schedule (default: the "
-         "recipe's)", .choices = EM_RECIPE_SCHEDULES, .given = &a->given_schedule},
-        {"preset", EM_OPT_CHOICE, &a->preset, NULL, "a bundle of techniques; options given here "
-         "win", .choices = EM_RECIPE_PRESETS},
-        {"threads", EM_OPT_INT, &a->threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
-        {"workers", EM_OPT_INT, &a->o.workers, "N",
+        {"schedule", CMD_OPT_CHOICE, &a->o.schedule, NULL, "learning-rate schedule (default: the "
+         "recipe's)", .choices = RECIPE_SCHEDULES, .given = &a->given_schedule},
+        {"preset", CMD_OPT_CHOICE, &a->preset, NULL, "a bundle of techniques; options given here "
+         "win", .choices = RECIPE_PRESETS},
+        {"threads", CMD_OPT_INT, &a->threads, "N", "OpenMP threads", .range = CMD_RANGE(1, 4096)},
+        {"workers", CMD_OPT_INT, &a->o.workers, "N",
          "data loader threads (default: 0 on the CPU, 2 on a GPU)",
-         .range = EM_RANGE(0, 256)},
-        {"seed", EM_OPT_UINT64, &a->o.seed, "N", .help = "random seed (default 0)"},
-        {"data", EM_OPT_STRING, &a->o.data_dir, "DIR",
-         .help = "Fashion-MNIST directory (gpt: the fortunes' directory)"},
-        {"save", EM_OPT_STRING, &a->o.save_path, "FILE",
-         .help = "write a training checkpoint every epoch"},
-        {"save-every", EM_OPT_INT64, &a->o.save_every, "N",
+         .range = CMD_RANGE(0, 256)},
+        {"seed", CMD_OPT_UINT64, &a->o.seed, "N", .help = "random seed (default 0)"},
+        {"data", CMD_OPT_STRING, &a->o.data_dir, "DIR", .help = CMD_DATA_HELP},
+        {"save", CMD_OPT_STRING, &a->o.save_path, "FILE",
+         .help = "write a training checkpoint every epoch (a whole-model file)"},
+        {"save-every", CMD_OPT_INT64, &a->o.save_every, "N",
          "with --save: also write it every N steps (a killed run loses at most N)",
-         .range = EM_AT_LEAST(1)},
-        {"resume", EM_OPT_STRING, &a->o.resume_path, "FILE",
+         .range = CMD_AT_LEAST(1)},
+        {"resume", CMD_OPT_STRING, &a->o.resume_path, "FILE",
          .help = "continue from a training checkpoint"},
-        {"max-steps", EM_OPT_INT64, &a->o.max_steps, "N", "stop after N steps",
-         .range = EM_AT_LEAST(1)},
-        {"amp", EM_OPT_CHOICE, &a->amp, NULL, "mixed precision (f16 adds a grad scaler)",
+        {"max-steps", CMD_OPT_INT64, &a->o.max_steps, "N", "stop after N steps",
+         .range = CMD_AT_LEAST(1)},
+        {"amp", CMD_OPT_CHOICE, &a->amp, NULL, "mixed precision (f16 adds a grad scaler)",
          .choices = "f16|bf16|off", .given = &a->given_amp},
-        {"grad-accum", EM_OPT_INT, &a->o.tech.grad_accum, "N", "micro-batches per optimizer step",
-         .range = EM_AT_LEAST(1)},
-        {"clip", EM_OPT_REAL, &a->o.tech.clip, "X", "clip the total gradient 2-norm to X",
-         .range = EM_ABOVE(0)},
-        {"guard", EM_OPT_FLAG, &a->o.tech.guard, NULL, .help = "skip non-finite or outlier updates"},
-        {"checkpoint-activations", EM_OPT_FLAG, &a->o.tech.checkpoint_activations, NULL,
+        {"grad-accum", CMD_OPT_INT, &a->o.tech.grad_accum, "N", "micro-batches per optimizer step",
+         .range = CMD_AT_LEAST(1)},
+        {"clip", CMD_OPT_REAL, &a->o.tech.clip, "X", "clip the total gradient 2-norm to X",
+         .range = CMD_ABOVE(0)},
+        {"guard", CMD_OPT_FLAG, &a->o.tech.guard, NULL,
+         .help = "skip non-finite or outlier updates"},
+        {"checkpoint-activations", CMD_OPT_FLAG, &a->o.tech.checkpoint_activations, NULL,
          .help = "recompute activations in backward"},
-        {"device", EM_OPT_CHOICE, &a->device, NULL, "where to train (default cpu)",
+        {"device", CMD_OPT_CHOICE, &a->device, NULL, "where to train (default cpu)",
          .choices = "cpu|cuda"},
-        {"tf32", EM_OPT_FLAG, &a->tf32, NULL,
+        {"tf32", CMD_OPT_FLAG, &a->tf32, NULL,
          .help = "f32 matrix products on TF32 tensor cores (cuda; off by default)"},
-        {"mem-budget", EM_OPT_SIZE, &a->o.mem_budget, "BYTES", "hold the device's memory to BYTES",
-         .range = EM_AT_LEAST(1)},
-        {"find-batch", EM_OPT_FLAG, &a->o.find_batch, NULL,
+        {"mem-budget", CMD_OPT_SIZE, &a->o.mem_budget, "BYTES", "hold the device's memory to BYTES",
+         .range = CMD_AT_LEAST(1)},
+        {"find-batch", CMD_OPT_FLAG, &a->o.find_batch, NULL,
          .help = "first find the batch with the best samples/s that fits"},
-        {"no-val", EM_OPT_FLAG, &a->no_val, NULL,
+        {"no-val", CMD_OPT_FLAG, &a->no_val, NULL,
          .help = "evaluate the test split only at the end, not after every epoch"},
-        {"profile", EM_OPT_STRING, &a->o.observe.profile, "FILE.json",
+        {"profile", CMD_OPT_STRING, &a->o.observe.profile, "FILE.json",
          .help = "profile micro-batches into a Chrome trace; the table goes to stderr"},
-        {"profile-steps", EM_OPT_STRING, &a->profile_steps, "A:B",
+        {"profile-steps", CMD_OPT_STRING, &a->profile_steps, "A:B",
          .help = "the micro-batches --profile records, counting from 1 (default 6:25)"},
-        {"tensorboard", EM_OPT_STRING, &a->o.observe.tensorboard, "DIR",
+        {"tensorboard", CMD_OPT_STRING, &a->o.observe.tensorboard, "DIR",
          .help = "write TensorBoard event files (scalars, histograms) into DIR"},
-        {"histogram-every", EM_OPT_INT, &a->o.observe.histogram_every, "N",
+        {"histogram-every", CMD_OPT_INT, &a->o.observe.histogram_every, "N",
          "micro-batches between weight and gradient histograms (default 200)",
-         .range = EM_AT_LEAST(1)},
-        {"ddp", EM_OPT_FLAG, &a->o.ddp, NULL,
+         .range = CMD_AT_LEAST(1)},
+        {"ddp", CMD_OPT_FLAG, &a->o.ddp, NULL,
          .help = "data-parallel on every process of `mpirun -np N` (--batch per process)"},
-        {"dist-timeout", EM_OPT_REAL, &a->dist_timeout, "S",
+        {"dist-timeout", CMD_OPT_REAL, &a->dist_timeout, "S",
          "with --ddp: a collective waits at most S seconds for a rank (default 300)",
-         .range = EM_ABOVE(0)},
+         .range = CMD_ABOVE(0)},
         {0}};
-    const em_cmd_spec spec = {
+    const cmd_spec spec = {
         .command = "ember train", .operands = "RECIPE", .n_operands = 1, .operand = &a->recipe,
         .about = "Trains a reference recipe (on Fashion-MNIST; gpt on the fortunes' text). "
                  "Progress and a line\nper epoch go to stderr; stdout gets only a one-line JSON "
@@ -201,20 +187,20 @@ static int parse_train_args(int argc, char **argv, train_args *a)
                  "run); plateau (x0.1 after two epochs without a better validation loss).\n"
                  "Presets: basic (--guard --clip 1); advanced (basic, --amp bf16, --schedule "
                  "warmup-cosine);\nultra (advanced, --grad-accum 2, --checkpoint-activations).",
-        .more_help = em_list_recipes, .opts = opts};
-    return em_parse_recipe_command(&spec, argc, argv, &a->recipe, false, &a->o.recipe);
+        .more_help = cmd_list_recipes, .opts = opts};
+    return cmd_parse_recipe_command(&spec, argc, argv, &a->recipe, false, &a->o.recipe);
 }
 
 /* The options' consequences checked before any data loads (device, files, preset, profiled
  * steps); 0 to go on, else the exit status. */
 static int settle_train_args(train_args *a)
 {
-    em_train_opts *o = &a->o;
-    int bad_device = em_cli_device("ember train", a->device, a->tf32, &o->device);
+    recipe_train_opts *o = &a->o;
+    int bad_device = cmd_device("ember train", a->device, a->tf32, &o->device);
     if (bad_device)
         return bad_device;
     if (o->workers < 0)
-        o->workers = em_recipe_default_workers(o->device);
+        o->workers = recipe_default_workers(o->device);
     if (o->save_path && em_atomic_check(o->save_path) != EM_OK) { /* before any data loads */
         fprintf(stderr, "ember train: --save: %s\n", em_error());
         return 2;
@@ -240,7 +226,7 @@ static int settle_train_args(train_args *a)
         return 2;
     }
     if (a->profile_steps &&
-        !em_parse_step_range("ember train", "--profile-steps", a->profile_steps,
+        !cli_parse_step_range("ember train", "--profile-steps", a->profile_steps,
                              &o->observe.profile_first, &o->observe.profile_last))
         return 2;
     return 0;
@@ -249,15 +235,15 @@ static int settle_train_args(train_args *a)
 /* Trains (on every rank with --ddp) and prints the summary; the exit status. */
 static int run_train(train_args *a)
 {
-    em_train_opts *o = &a->o;
+    recipe_train_opts *o = &a->o;
     if (a->threads)
         omp_set_num_threads(a->threads);
     if (o->ddp && em_dist_init((em_dist_opts){.timeout_s = a->dist_timeout}) != EM_OK) {
         fprintf(stderr, "ember train: %s\n", em_error());
         return 1;
     }
-    em_train_result r;
-    em_status st = em_recipe_train(o, &r);
+    recipe_result r;
+    em_status st = recipe_train(o, &r);
     if (st != EM_OK && o->ddp)
         fprintf(stderr, "ember train (rank %d of %d): %s\n", em_dist_rank(),
                 em_dist_world_size(), em_error());
@@ -270,42 +256,53 @@ static int run_train(train_args *a)
     return st == EM_OK ? 0 : 1;
 }
 
-int em_cmd_train(int argc, char **argv)
+int cli_cmd_train(int argc, char **argv)
 {
     train_args a = {.o = {.workers = -1, .progress = true}, .amp = "off", .device = "cpu"};
     int status = parse_train_args(argc, argv, &a);
-    if (status != EM_ARGS_RUN)
+    if (status != CMD_ARGS_RUN)
         return status;
     status = settle_train_args(&a);
     return status ? status : run_train(&a);
 }
 
-int em_cmd_eval(int argc, char **argv)
+int cli_cmd_eval(int argc, char **argv)
 {
-    em_train_opts o = {0};
-    const char *recipe = NULL, *load = NULL;
+    const char *recipe = NULL, *load = NULL, *data_dir = NULL, *input_shape = NULL;
     int threads = 0;
-    const em_opt opts[] = {
-        {"load", EM_OPT_STRING, &load, "FILE", "a model file or training checkpoint",
+    const cmd_opt opts[] = {
+        {"load", CMD_OPT_STRING, &load, "FILE", "a model file or training checkpoint",
          .required = true},
-        {"data", EM_OPT_STRING, &o.data_dir, "DIR",
-         .help = "Fashion-MNIST directory (gpt: the fortunes' directory)"},
-        {"threads", EM_OPT_INT, &threads, "N", "OpenMP threads", .range = EM_RANGE(1, 4096)},
+        {"data", CMD_OPT_STRING, &data_dir, "DIR", .help = CMD_DATA_HELP},
+        CMD_INPUT_SHAPE_OPT(input_shape),
+        {"threads", CMD_OPT_INT, &threads, "N", "OpenMP threads", .range = CMD_RANGE(1, 4096)},
         {0}};
-    const em_cmd_spec spec = {
+    const cmd_spec spec = {
         .command = "ember eval", .operands = "RECIPE", .n_operands = 1, .operand = &recipe,
-        .about = "Test accuracy and loss of a saved model, checkpoint, quantized or pruned model.",
-        .more_help = em_list_recipes, .opts = opts};
-    int parsed = em_parse_recipe_command(&spec, argc, argv, &recipe, false, &o.recipe);
-    if (parsed != EM_ARGS_RUN)
+        .operands_optional = true,
+        .about = "Test accuracy and loss (gpt: val loss) of a saved model, checkpoint, quantized "
+                 "or pruned\nmodel, on the data of the recipe its file names. A model that names "
+                 "none is an image\nclassifier, scored on the test split of the IDX files in "
+                 "--data in samples of its input\nshape. RECIPE: only for a file of weights "
+                 "alone.",
+        .more_help = cmd_list_recipes, .opts = opts};
+    const recipe_spec *rc;
+    int parsed = cmd_parse_recipe_command(&spec, argc, argv, &recipe, false, &rc);
+    if (parsed != CMD_ARGS_RUN)
         return parsed;
     if (threads)
         omp_set_num_threads(threads);
-    em_train_result r;
-    if (em_recipe_eval(o.recipe, o.data_dir, load, &r) != EM_OK) {
+    recipe_model m;
+    int status = cmd_load_model(spec.command, load, rc, input_shape, false, &m);
+    if (status)
+        return status;
+    recipe_result r;
+    if (recipe_eval(&m, data_dir, &r) != EM_OK) {
         fprintf(stderr, "ember eval: %s\n", em_error());
+        recipe_model_free(&m);
         return 1;
     }
-    print_eval(o.recipe, load, &r);
+    print_eval(m.recipe, load, &r);
+    recipe_model_free(&m);
     return 0;
 }

@@ -18,7 +18,7 @@
 
 static char policy[96] = "libgomp's default (GOMP_SPINCOUNT 300000)";
 
-void em_cli_wait_policy_init(char **argv)
+void cli_wait_policy_init(char **argv)
 {
     const char *spin = getenv("GOMP_SPINCOUNT"), *wait = getenv("OMP_WAIT_POLICY");
     if (getenv(MARK)) { /* the second start: libgomp has read it */
@@ -39,7 +39,7 @@ void em_cli_wait_policy_init(char **argv)
     unsetenv(MARK);
 }
 
-const char *em_cli_wait_policy(void)
+const char *cli_wait_policy(void)
 {
     return policy;
 }

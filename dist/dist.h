@@ -107,7 +107,7 @@ em_ddp_stats em_ddp_get_stats(const em_ddp *d);
  * Batch normalisation whose batch statistics (mean, then variance) are reduced over all ranks in
  * training mode, so N ranks of batch b normalise as one process of batch N*b; eval mode and a
  * run without a group behave as BatchNorm. Same parameters and buffers as BatchNorm. */
-em_module *em_sync_batch_norm_layer(int64_t features, double eps, double momentum);
+em_module *em_sync_batch_norm_layer(int64_t features, em_batch_norm_opts o);
 /* Turns every BatchNorm1d/2d in m's tree into a SyncBatchNorm in place (names, parameters and
  * buffers stay); returns how many, or -1 with an error. Call before em_ddp_new. */
 int em_sync_batch_norm_convert(em_module *m);

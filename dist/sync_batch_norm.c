@@ -8,12 +8,20 @@
 
 #include "autograd/autograd_internal.h"
 #include "dist/dist.h"
+#include "nn/nn_internal.h"
 
+/* A BatchNorm module's type retyped: its description kept (its options, eps and momentum,
+ * read through it), the forward synchronised. */
 typedef struct {
     em_module_type type;
     const em_module_type *inner; /* the BatchNorm type it replaced */
-    double eps, momentum;
 } sync_type;
+
+/* The BatchNorm options every SyncBatchNorm keeps (nn/batch_norm.c) */
+static const em_batch_norm_options *options_of(const em_module *m)
+{
+    return em_module_options(m);
+}
 
 /* The sum of x over every dim but 1, over every rank: (1, C, 1, ...) */
 static em_tensor *sum_all_ranks(const em_tensor *x)
@@ -45,14 +53,15 @@ static em_tensor *per_channel(const em_tensor *v, const em_tensor *x)
 
 /* The factor a training step moves the running statistics by: momentum, or 1 / the batches
  * counted with this one for EM_BN_CUMULATIVE_AVERAGE (NaN with em_item's error). */
-static double step_momentum(const em_module *m, const sync_type *t)
+static double step_momentum(const em_module *m)
 {
-    return t->momentum == EM_BN_CUMULATIVE_AVERAGE ? 1.0 / (em_item(m->buffers[2].value) + 1)
-                                                    : t->momentum;
+    double momentum = options_of(m)->momentum;
+    return momentum == EM_BN_CUMULATIVE_AVERAGE ? 1.0 / (em_item(m->buffers[2].value) + 1)
+                                                : momentum;
 }
 
 /* x (N, C, *) -> normalised over the whole distributed batch */
-static em_tensor *sync_forward_training(em_module *m, const sync_type *t, const em_tensor *x)
+static em_tensor *sync_forward_training(em_module *m, const em_tensor *x)
 {
     em_tensor *weight = m->params[0].value, *bias = m->params[1].value;
     em_tensor *running_mean = m->buffers[0].value, *running_var = m->buffers[1].value;
@@ -71,7 +80,7 @@ static em_tensor *sync_forward_training(em_module *m, const sync_type *t, const 
     em_tensor *centred = em_sub(x, mean);                                     // (N, C, *)
     em_tensor *var = em_mul_scalar(sum_all_ranks(em_square(centred)), 1.0 / n); // (1, C, 1, ...)
     bool grad = em_set_grad_enabled(false);
-    double momentum = step_momentum(m, t);
+    double momentum = step_momentum(m);
     em_status st = mean && var && !isnan(momentum)
                        ? update_running(running_mean, mean, momentum) : em_error_status();
     if (st == EM_OK)
@@ -79,14 +88,14 @@ static em_tensor *sync_forward_training(em_module *m, const sync_type *t, const 
     if (st == EM_OK)
         st = em_fill_(m->buffers[2].value, em_item(m->buffers[2].value) + 1);
     em_set_grad_enabled(grad);
-    em_tensor *y = st == EM_OK ? em_mul(centred, em_rsqrt(em_add_scalar(var, t->eps))) : NULL;
+    double eps = options_of(m)->eps;
+    em_tensor *y = st == EM_OK ? em_mul(centred, em_rsqrt(em_add_scalar(var, eps))) : NULL;
     y = em_add(em_mul(y, per_channel(weight, x)), per_channel(bias, x));
     return em_scope_return(y);
 }
 
 static em_tensor *sync_forward(em_module *m, const em_tensor *x)
 {
-    const sync_type *t = (const sync_type *)m->type;
     if (x->ndim < 2 || x->shape[1] != em_numel(m->params[0].value)) {
         char b[64];
         em_set_error(EM_ERR_ARG, "SyncBatchNorm: expected (N, %lld, *), got %s",
@@ -94,22 +103,16 @@ static em_tensor *sync_forward(em_module *m, const em_tensor *x)
         return NULL;
     }
     if (m->training && em_dist_initialized())
-        return sync_forward_training(m, t, x);
-    double momentum = m->training ? step_momentum(m, t) : 0;
+        return sync_forward_training(m, x);
+    double momentum = m->training ? step_momentum(m) : 0;
     em_tensor *y = isnan(momentum) ? NULL
                                    : em_batch_norm(x, m->buffers[0].value, m->buffers[1].value,
                                                    m->params[0].value, m->params[1].value,
-                                                   m->training, momentum, t->eps);
+                                                   m->training, momentum,
+                                                   options_of(m)->eps);
     if (y && m->training)
         em_fill_(m->buffers[2].value, em_item(m->buffers[2].value) + 1);
     return y;
-}
-
-static void sync_describe(const em_module *m, char *buf, size_t n)
-{
-    const sync_type *t = (const sync_type *)m->type;
-    if (t->inner->describe)
-        t->inner->describe(m, buf, n);
 }
 
 static void sync_destroy(em_module *m)
@@ -123,24 +126,24 @@ static void sync_destroy(em_module *m)
 /* Retype one BatchNorm module; false with an error when m is none or memory runs out. */
 static bool convert_one(em_module *m)
 {
-    double eps, momentum;
-    if (em_batch_norm_layer_config(m, &eps, &momentum) != EM_OK)
-        return false;
     sync_type *t = calloc(1, sizeof *t);
     if (!t) {
         em_set_error(EM_ERR_MEMORY, "em_sync_batch_norm_convert: out of memory");
         return false;
     }
-    *t = (sync_type){.type = {"SyncBatchNorm", sync_forward, sync_destroy, sync_describe},
-                     .inner = m->type, .eps = eps, .momentum = momentum};
+    t->inner = m->type;
+    t->type = *m->type; /* the BatchNorm's description: saved and described as one */
+    t->type.type_name = "SyncBatchNorm";
+    t->type.forward = sync_forward;
+    t->type.destroy = sync_destroy;
+    t->type.wraps = m->type;
     m->type = &t->type;
     return true;
 }
 
 static bool is_batch_norm(const em_module *m)
 {
-    return !strcmp(m->type->type_name, "BatchNorm1d") ||
-           !strcmp(m->type->type_name, "BatchNorm2d");
+    return m->type == &em_batch_norm1d_type || m->type == &em_batch_norm2d_type;
 }
 
 int em_sync_batch_norm_convert(em_module *m)
@@ -164,9 +167,9 @@ int em_sync_batch_norm_convert(em_module *m)
     return n;
 }
 
-em_module *em_sync_batch_norm_layer(int64_t features, double eps, double momentum)
+em_module *em_sync_batch_norm_layer(int64_t features, em_batch_norm_opts o)
 {
-    em_module *m = em_batch_norm2d_layer(features, eps, momentum);
+    em_module *m = em_batch_norm2d_layer(features, o);
     if (m && !convert_one(m)) {
         em_module_free(m);
         return NULL;

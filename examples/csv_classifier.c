@@ -5,9 +5,11 @@
  * Reads DATA.csv (a header naming the columns: an id, which is no feature, the features f1 to
  * f4, and the species by name; a missing feature reads as 0), holds out a fifth of the rows for
  * validation, trains a small MLP with em_trainer (AdamW, warmup-cosine schedule, validation
- * after every epoch), saves the model, loads it into a fresh one and checks that both give the
- * same logits bit for bit. Prints one line: "accuracy 0.9750 classes 3 (a b c) rows 400".
- * Exits 1 with ember's message on any error. */
+ * after every epoch), saves it as a whole-model file (the module tree beside the weights, and
+ * the shape of its input, so that `ember summary --load` or `ember serve --load` take it as it
+ * is), loads it back with em_model_load, which needs no code that builds it, and checks that both
+ * give the same logits bit for bit. Prints one line: "accuracy 0.9750 classes 3 (a b c) rows
+ * 400". Exits 1 with ember's message on any error. */
 #include <ember/ember.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,14 +73,14 @@ static em_status run(const char *csv_path, const char *model_path)
     em_eval_result r = {0};
     if (st == EM_OK)
         st = em_evaluate(model, split[1], (em_eval_opts){0}, &r);
-    em_st_meta meta[] = {{"program", "csv_classifier"}};
+    char input_shape[24];
+    snprintf(input_shape, sizeof input_shape, "%lld", (long long)features);
+    em_st_meta meta[] = {{"program", "csv_classifier"}, {"input_shape", input_shape}};
     if (st == EM_OK)
-        st = em_module_save(model, model_path, meta, 1);
+        st = em_model_save_meta(model, model_path, meta, 2);
 
-    em_module *again = st == EM_OK ? build(features, classes) : NULL;
-    if (again)
-        st = em_module_load(again, model_path);
-    else if (st == EM_OK)
+    em_module *again = st == EM_OK ? em_model_load(model_path) : NULL;
+    if (!again && st == EM_OK)
         st = em_error_status();
     em_tensor *a = st == EM_OK ? logits_of(model, split[1]) : NULL;
     em_tensor *b = a ? logits_of(again, split[1]) : NULL;

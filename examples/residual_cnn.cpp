@@ -25,7 +25,8 @@ em_module *conv_bn(int64_t in, int64_t out)
     em_conv2d_layer_opts o{};
     o.padding = 1;
     o.no_bias = true;
-    return em_sequential(2, em_conv2d_layer(in, out, 3, o), em_batch_norm2d_layer(out, 0, 0));
+    return em_sequential(2, em_conv2d_layer(in, out, 3, o),
+                         em_batch_norm2d_layer(out, em_batch_norm_opts{}));
 }
 
 // A ResNet basic block: relu(x + bn(conv(relu(bn(conv(x)))))).

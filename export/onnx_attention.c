@@ -96,22 +96,24 @@ static em_status attention(em_onnx_builder *b, int64_t head_dim, bool causal, co
 }
 
 /* Self-attention x (B, T, E) -> (B, T, E), causal when the layer is. */
-em_status em_onnx_export_mha(em_onnx_builder *b, const em_module *m, const char *layer)
+static em_status export_mha(em_onnx_builder *b, const em_module *m, const char *layer)
 {
     (void)layer;
-    int64_t e = m->params[0].value->shape[1], heads = em_multihead_attention_heads(m);
+    const em_mha_options *o = em_module_options(m);
+    int64_t e = o->embed_dim, heads = o->num_heads;
     char x[VALUE_LEN];
     strcpy(x, em_onnx_value(b));
     const int64_t merge[] = {0, 0, e}, perm[] = {0, 2, 1, 3};
     const char *shape = em_onnx_i64(b, "merged_shape", EM_SHAPE(3), merge);
     if (!shape || in_projection(b, m, heads) != EM_OK ||
-        attention(b, e / heads, em_multihead_attention_causal(m), x) != EM_OK)
+        attention(b, e / heads, o->causal, x) != EM_OK)
         return em_error_status();
     em_onnx_attr p = perm_attr(perm, 4);
     em_onnx_op(b, "Transpose", em_onnx_value(b), NULL, &p); // (B, T, H, D)
     em_onnx_op(b, "Reshape", em_onnx_value(b), shape, NULL); // (B, T, E)
     return em_onnx_child(b, m->children[0].module, "out_proj");
 }
+EM_ONNX_MAPPING(em_multihead_attention_type, export_mha);
 
 /* Child i of m by its name in PyTorch's TransformerEncoderLayer */
 static em_status child(em_onnx_builder *b, const em_module *m, const char *name)
@@ -124,29 +126,28 @@ static em_status child(em_onnx_builder *b, const em_module *m, const char *name)
 }
 
 /* linear2(activation(linear1(current))) */
-static em_status feed_forward(em_onnx_builder *b, const em_module *m, em_activation act)
+static em_status feed_forward(em_onnx_builder *b, const em_module *m, bool gelu)
 {
     if (child(b, m, "linear1") != EM_OK)
         return em_error_status();
-    em_status st = act == EM_ACTIVATION_GELU ? em_onnx_gelu(b, false)
-                                            : em_onnx_op(b, "Relu", em_onnx_value(b), NULL, NULL);
+    em_status st = gelu ? em_onnx_gelu(b, false)
+                        : em_onnx_op(b, "Relu", em_onnx_value(b), NULL, NULL);
     return st == EM_OK ? child(b, m, "linear2") : st;
 }
 
 /* norm_first: x + sa(norm1(x)), then y + ff(norm2(y)); else norm1(x + sa(x)), then
  * norm2(y + ff(y)). Dropouts are off in eval. */
-em_status em_onnx_export_transformer(em_onnx_builder *b, const em_module *m, const char *layer)
+static em_status export_transformer(em_onnx_builder *b, const em_module *m, const char *layer)
 {
     (void)layer;
-    bool norm_first;
-    em_activation act;
-    em_transformer_layer_config(m, &norm_first, &act);
+    const em_transformer_options *o = em_module_options(m);
+    bool norm_first = o->norm_first;
     char x[VALUE_LEN];
     for (int block = 0; block < 2; block++) {
         strcpy(x, em_onnx_value(b));
         em_status st = norm_first ? child(b, m, block ? "norm2" : "norm1") : EM_OK;
         if (st == EM_OK)
-            st = block ? feed_forward(b, m, act) : child(b, m, "self_attn");
+            st = block ? feed_forward(b, m, o->gelu) : child(b, m, "self_attn");
         if (st != EM_OK)
             return st;
         em_onnx_op(b, "Add", x, em_onnx_value(b), NULL);
@@ -155,3 +156,4 @@ em_status em_onnx_export_transformer(em_onnx_builder *b, const em_module *m, con
     }
     return EM_OK;
 }
+EM_ONNX_MAPPING(em_transformer_encoder_layer_type, export_transformer);

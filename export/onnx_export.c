@@ -13,6 +13,8 @@
 #include "io/atomic_file.h"
 #include "io/protobuf_internal.h"
 #include "io/utf8.h"
+#include "prune/prune.h"
+#include "quant/quantize.h"
 
 /* onnx.proto field numbers */
 enum { MODEL_IR_VERSION = 1, MODEL_PRODUCER = 2, MODEL_PRODUCER_VERSION = 3, MODEL_GRAPH = 7,
@@ -276,23 +278,30 @@ static em_status export_linear(exporter *e, const em_module *m, const char *laye
         binary_node(e, "Add", layer, e->value, bn);
     return EM_OK;
 }
+EM_ONNX_MAPPING(em_linear_type, export_linear);
 
-/* ONNX's pads of a Conv2d or Conv1d with options o and weight w (C_out, C_in/groups, K[, K]):
- * the begins of its spatial dims, then the ends; EM_PADDING_SAME as PyTorch's, the odd one at
- * the end. */
-static void conv_pads(const em_conv2d_opts *o, const em_tensor *w, int64_t *pads)
+/* ONNX's pads of a Conv2d or Conv1d with options o over sp spatial dims: the begins, then the
+ * ends; EM_PADDING_SAME as PyTorch's, the odd one at the end. */
+static void conv_pads(const em_conv_options *o, int sp, int64_t *pads)
 {
-    int sp = w->ndim - 2, at = 2 - sp;
+    int64_t begin = o->padding, end = begin;
+    if (o->padding == EM_PADDING_SAME) {
+        int64_t total = o->dilation * (o->kernel_size - 1);
+        begin = total / 2;
+        end = total - begin;
+    }
     for (int i = 0; i < sp; i++) {
-        int64_t begin = o->padding[at + i], end = begin;
-        if (o->padding[1] == EM_PADDING_SAME) {
-            int64_t total = o->dilation[at + i] * (w->shape[2 + i] - 1);
-            begin = total / 2;
-            end = total - begin;
-        }
         pads[i] = begin;
         pads[sp + i] = end;
     }
+}
+
+/* n copies of v into out: a square layer's per-dim attribute */
+static const int64_t *each_dim(int64_t v, int n, int64_t *out)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = v;
+    return out;
 }
 
 /* Conv2d or Conv1d, with the BatchNorm2d that follows a Conv2d (e->folded, or NULL) folded into
@@ -301,8 +310,7 @@ static void conv_pads(const em_conv2d_opts *o, const em_tensor *w, int64_t *pads
 static em_status export_conv(exporter *e, const em_module *m, const char *layer)
 {
     const em_module *bn = e->folded;
-    em_conv2d_opts o;
-    em_conv_layer_config(m, &o);
+    const em_conv_options *o = em_module_options(m);
     const em_tensor *w = m->params[0].value, *b = m->n_params > 1 ? m->params[1].value : NULL;
     int64_t c_out = w->shape[0], per = em_numel(w) / c_out;
     if (bn && em_numel(bn->params[0].value) != c_out)
@@ -316,8 +324,7 @@ static em_status export_conv(exporter *e, const em_module *m, const char *layer)
     if (st == EM_OK && b && em_copy_to_host(b, EM_F32, bv) != EM_OK)
         st = em_error_status();
     if (st == EM_OK && bn) {
-        double eps;
-        em_batch_norm_layer_eps(bn, &eps);
+        double eps = ((const em_batch_norm_options *)em_module_options(bn))->eps;
         g = em_host_f32(bn->params[0].value, "em_onnx_export");
         beta = em_host_f32(bn->params[1].value, "em_onnx_export");
         mean = em_host_f32(bn->buffers[0].value, "em_onnx_export");
@@ -343,14 +350,14 @@ static em_status export_conv(exporter *e, const em_module *m, const char *layer)
         next_value(e, out);
         const char *in[] = {e->value, wn, bname};
         em_pb n = node_begin(e, "Conv", layer, in, b || bn ? 3 : 2, out);
-        int sp = w->ndim - 2, at = 2 - sp; /* 2 spatial dims, or a Conv1d's width: [1] */
-        int64_t pads[4]; /* begins then ends, of the sp dims */
-        conv_pads(&o, w, pads);
+        int sp = w->ndim - 2; /* 2 spatial dims, or a Conv1d's 1 */
+        int64_t pads[4] = {0}, v[2] = {0}; /* pads: begins then ends, of the sp dims */
+        conv_pads(o, sp, pads);
         attr_ints(&n, "kernel_shape", w->shape + 2, sp);
-        attr_ints(&n, "strides", o.stride + at, sp);
+        attr_ints(&n, "strides", each_dim(o->stride, sp, v), sp);
         attr_ints(&n, "pads", pads, 2 * sp);
-        attr_ints(&n, "dilations", o.dilation + at, sp);
-        attr_int(&n, "group", o.groups);
+        attr_ints(&n, "dilations", each_dim(o->dilation, sp, v), sp);
+        attr_int(&n, "group", o->groups);
         node_end(e, &n);
         strcpy(e->value, out);
     }
@@ -362,55 +369,58 @@ static em_status export_conv(exporter *e, const em_module *m, const char *layer)
     free(var);
     return st;
 }
+EM_ONNX_MAPPING(em_conv2d_type, export_conv);
+EM_ONNX_MAPPING(em_conv1d_type, export_conv);
 
 /* ConvTranspose2d: ONNX's ConvTranspose has PyTorch's weight layout (C_in, C_out/group, KH, KW)
  * and output size. */
 static em_status export_conv_transpose(exporter *e, const em_module *m, const char *layer)
 {
-    em_conv_transpose2d_opts o;
-    em_conv_transpose2d_layer_config(m, &o);
+    const em_conv_transpose_options *o = em_module_options(m);
     char out[NAME_MAX_LEN];
     em_pb n;
     if (weighted_node_begin(e, "ConvTranspose", m, layer, out, &n) != EM_OK)
         return em_error_status();
-    int64_t pads[4] = {o.padding[0], o.padding[1], o.padding[0], o.padding[1]};
+    int64_t v[4];
     attr_ints(&n, "kernel_shape", m->params[0].value->shape + 2, 2);
-    attr_ints(&n, "strides", o.stride, 2);
-    attr_ints(&n, "pads", pads, 4);
-    attr_ints(&n, "output_padding", o.output_padding, 2);
-    attr_ints(&n, "dilations", o.dilation, 2);
-    attr_int(&n, "group", o.groups);
+    attr_ints(&n, "strides", each_dim(o->stride, 2, v), 2);
+    attr_ints(&n, "pads", each_dim(o->padding, 4, v), 4);
+    attr_ints(&n, "output_padding", each_dim(o->output_padding, 2, v), 2);
+    attr_ints(&n, "dilations", each_dim(o->dilation, 2, v), 2);
+    attr_int(&n, "group", o->groups);
     node_end(e, &n);
     strcpy(e->value, out);
     return EM_OK;
 }
+EM_ONNX_MAPPING(em_conv_transpose2d_type, export_conv_transpose);
 
 static em_status export_pool(exporter *e, const em_module *m, const char *layer)
 {
-    em_pool2d_opts o;
-    em_pool2d_layer_config(m, &o);
+    const em_pool_options *o = em_module_options(m);
     bool max = em_module_own_type(m) == &em_max_pool2d_type;
     char out[NAME_MAX_LEN];
     next_value(e, out);
     const char *in[] = {e->value};
     em_pb n = node_begin(e, max ? "MaxPool" : "AveragePool", layer, in, 1, out);
-    int64_t pads[4] = {o.padding[0], o.padding[1], o.padding[0], o.padding[1]};
-    attr_ints(&n, "kernel_shape", o.kernel, 2);
-    attr_ints(&n, "strides", o.stride, 2);
-    attr_ints(&n, "pads", pads, 4);
-    if (max && (o.dilation[0] > 1 || o.dilation[1] > 1))
-        attr_ints(&n, "dilations", o.dilation, 2);
-    if (!max)
-        attr_int(&n, "count_include_pad", !o.exclude_pad);
+    int64_t v[4];
+    attr_ints(&n, "kernel_shape", each_dim(o->kernel_size, 2, v), 2);
+    attr_ints(&n, "strides", each_dim(o->stride, 2, v), 2);
+    attr_ints(&n, "pads", each_dim(o->padding, 4, v), 4);
+    if (max && o->dilation > 1)
+        attr_ints(&n, "dilations", each_dim(o->dilation, 2, v), 2);
+    if (!max) /* the layer counts the padding in each window's mean, as PyTorch's default */
+        attr_int(&n, "count_include_pad", 1);
     node_end(e, &n);
     strcpy(e->value, out);
     return EM_OK;
 }
+EM_ONNX_MAPPING(em_max_pool2d_type, export_pool);
+EM_ONNX_MAPPING(em_avg_pool2d_type, export_pool);
 
 static em_status export_adaptive_pool(exporter *e, const em_module *m, const char *layer)
 {
-    int64_t oh, ow;
-    em_adaptive_pool_layer_size(m, &oh, &ow);
+    const em_adaptive_pool_options *o = em_module_options(m);
+    int64_t oh = o->out_h, ow = o->out_w;
     if (oh == 1 && ow == 1) {
         simple_node(e, "GlobalAveragePool", layer);
         return EM_OK;
@@ -431,17 +441,16 @@ static em_status export_adaptive_pool(exporter *e, const em_module *m, const cha
     strcpy(e->value, out);
     return EM_OK;
 }
+EM_ONNX_MAPPING(em_adaptive_avg_pool2d_type, export_adaptive_pool);
 
 /* BatchNormalization (inference) or LayerNormalization over the last dim. */
 static em_status export_norm(exporter *e, const em_module *m, const char *layer)
 {
     bool batch = em_module_own_type(m) != &em_layer_norm_type;
-    double eps;
+    em_setting_value eps;
     char names[4][NAME_MAX_LEN], out[NAME_MAX_LEN];
-    if (batch)
-        em_batch_norm_layer_eps(m, &eps);
-    else
-        em_layer_norm_layer_eps(m, &eps);
+    if (em_module_setting(m, "eps", &eps) != EM_OK)
+        return em_error_status();
     if (initializer(e, layer, "weight", m->params[0].value, names[0]) != EM_OK ||
         initializer(e, layer, "bias", m->params[1].value, names[1]) != EM_OK ||
         (batch && (initializer(e, layer, "running_mean", m->buffers[0].value, names[2]) ||
@@ -451,13 +460,16 @@ static em_status export_norm(exporter *e, const em_module *m, const char *layer)
     const char *in[] = {e->value, names[0], names[1], names[2], names[3]};
     em_pb n = node_begin(e, batch ? "BatchNormalization" : "LayerNormalization", layer, in,
                          batch ? 5 : 3, out);
-    attr_float(&n, "epsilon", eps);
+    attr_float(&n, "epsilon", eps.r);
     if (!batch)
         attr_int(&n, "axis", -1);
     node_end(e, &n);
     strcpy(e->value, out);
     return EM_OK;
 }
+EM_ONNX_MAPPING(em_batch_norm1d_type, export_norm);
+EM_ONNX_MAPPING(em_batch_norm2d_type, export_norm);
+EM_ONNX_MAPPING(em_layer_norm_type, export_norm);
 
 /* GELU in opset-17 operators: 0.5 x (1 + erf(x / sqrt 2)), or with the tanh approximation
  * 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). */
@@ -509,6 +521,7 @@ static em_status export_dropout(exporter *e, const em_module *m, const char *lay
     simple_node(e, "Identity", layer);
     return EM_OK;
 }
+EM_ONNX_MAPPING(em_dropout_type, export_dropout);
 
 /* y = body(x) + shortcut(x): both branches start from the layer's input value and example. */
 static em_status export_residual(exporter *e, const em_module *m, const char *layer)
@@ -527,6 +540,7 @@ static em_status export_residual(exporter *e, const em_module *m, const char *la
         binary_node(e, "Add", layer, body, e->value);
     return st;
 }
+EM_ONNX_MAPPING(em_residual_type, export_residual);
 
 /* Gather(weight, ids): ids i64 (B, ...) -> (B, ..., dim) */
 static em_status export_embedding(exporter *e, const em_module *m, const char *layer)
@@ -537,31 +551,28 @@ static em_status export_embedding(exporter *e, const em_module *m, const char *l
     binary_node(e, "Gather", layer, w, e->value);
     return EM_OK;
 }
+EM_ONNX_MAPPING(em_embedding_type, export_embedding);
 
-static const em_onnx_mapping builtin[] = {
-    {&em_linear_type, export_linear},
-    {&em_conv2d_type, export_conv},
-    {&em_conv1d_type, export_conv},
-    {&em_conv_transpose2d_type, export_conv_transpose},
-    {&em_max_pool2d_type, export_pool},
-    {&em_avg_pool2d_type, export_pool},
-    {&em_adaptive_avg_pool2d_type, export_adaptive_pool},
-    {&em_batch_norm1d_type, export_norm},
-    {&em_batch_norm2d_type, export_norm},
-    {&em_layer_norm_type, export_norm},
-    {&em_group_norm_type, em_onnx_export_group_norm},
-    {&em_instance_norm1d_type, em_onnx_export_instance_norm},
-    {&em_instance_norm2d_type, em_onnx_export_instance_norm},
-    {&em_dropout_type, export_dropout},
-    {&em_residual_type, export_residual},
-    {&em_embedding_type, export_embedding},
-    {&em_upsample_type, em_onnx_export_upsample},
-    {&em_pad_type, em_onnx_export_pad},
-    {&em_lstm_type, em_onnx_export_rnn},
-    {&em_gru_type, em_onnx_export_rnn},
-    {&em_multihead_attention_type, em_onnx_export_mha},
-    {&em_transformer_encoder_layer_type, em_onnx_export_transformer},
-};
+/* A layer whose type names its ONNX operator: that operator on the current value, each
+ * attribute its setting's value (a real as a float, an int or bool as an int). */
+static em_status export_declared(exporter *e, const em_module *m, const char *layer)
+{
+    const em_module_type *t = em_module_own_type(m);
+    em_onnx_attr attrs[2];
+    int n = 0;
+    for (int i = 0; i < 2 && t->onnx.attributes[i].attribute; i++, n++) {
+        em_setting_value v;
+        if (em_module_setting(m, t->onnx.attributes[i].setting, &v) != EM_OK)
+            return em_error_status();
+        bool real = v.kind == EM_SETTING_REAL || v.kind == EM_SETTING_REAL_OR_NONE;
+        attrs[n] = (em_onnx_attr){.name = t->onnx.attributes[i].attribute,
+                                  .kind = real ? EM_ONNX_ATTR_FLOAT : EM_ONNX_ATTR_INT,
+                                  .f = v.r, .i = v.i};
+    }
+    const char *in[] = {e->value};
+    node(e, t->onnx.op, layer, in, 1, attrs, n);
+    return EM_OK;
+}
 
 /* em_onnx_register's mappings, looked up before the built-in ones */
 static em_onnx_mapping *registered;
@@ -599,19 +610,23 @@ static em_onnx_exporter mapping_of(const em_module_type *type)
         if (registered[i].type == type)
             fn = registered[i].fn;
     pthread_mutex_unlock(&registered_lock);
-    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0] && !fn; i++)
-        if (builtin[i].type == type)
-            fn = builtin[i].fn;
-    return fn ? fn : em_onnx_activation_exporter(type);
+    for (int i = 0; em_onnx_builtin_mappings[i] && !fn; i++)
+        if (em_onnx_builtin_mappings[i]->type == type)
+            fn = em_onnx_builtin_mappings[i]->fn;
+    return fn ? fn : type->onnx.op ? export_declared : NULL;
 }
 
 static em_status export_leaf(exporter *e, em_module *m, em_module *folded, const char *layer)
 {
+    if (em_prune_is_pruned(m))
+        return em_set_error(EM_ERR_UNSUPPORTED, "em_onnx_export: layer '%s' (%s) holds pruned "
+                            "parameters (em_prune_remove_all makes them plain first)",
+                            *layer ? layer : "(root)", m->type->type_name);
     em_onnx_exporter fn = mapping_of(em_module_own_type(m));
     if (!fn)
         return em_set_error(EM_ERR_UNSUPPORTED, "em_onnx_export: layer '%s' (%s) has no ONNX "
                             "mapping%s", *layer ? layer : "(root)", m->type->type_name,
-                            strncmp(m->type->type_name, "Quantized", 9) ? ""
+                            !em_is_quantized(m) ? ""
                             : ": ember's int8 kernels have no ONNX form; export the f32 model "
                               "and quantize the file with onnxruntime's quantize_dynamic");
     const char *outer_layer = e->layer;
@@ -632,9 +647,14 @@ static bool is_type(const em_module *m, const em_module_type *type)
     return m && em_module_own_type(m) == type;
 }
 
+static bool is_sequential(const em_module *m)
+{
+    return m->type->traits & EM_TRAIT_SEQUENTIAL;
+}
+
 static em_status export_module(exporter *e, em_module *m, const char *prefix)
 {
-    if (!is_type(m, &em_sequential_type))
+    if (!is_sequential(m))
         return export_leaf(e, m, NULL, prefix);
     for (int i = 0; i < m->n_children; i++) {
         em_module *c = m->children[i].module;
@@ -647,8 +667,8 @@ static em_status export_module(exporter *e, em_module *m, const char *prefix)
             return em_set_error(EM_ERR_ARG, "em_onnx_export: the dotted name of layer '%s' is "
                                 "longer than %d bytes (a tree too deep, or long names)",
                                 m->children[i].name, LAYER_MAX_LEN - 1);
-        em_status st = is_type(c, &em_sequential_type) ? export_module(e, c, name)
-                                                       : export_leaf(e, c, folded, name);
+        em_status st = is_sequential(c) ? export_module(e, c, name)
+                                        : export_leaf(e, c, folded, name);
         if (st != EM_OK)
             return st;
         i += folded != NULL;

@@ -1,7 +1,6 @@
-/* What the ONNX exporter's files share beyond export/onnx.h: the mappings of the activation
- * layers, the group and instance norms, sequence and attention layers (export/onnx_activations.c,
- * export/onnx_norm.c, export/onnx_sequence.c, export/onnx_attention.c) that
- * export/onnx_export.c looks up, and the GELU they write. Not installed. */
+/* What the ONNX exporter's files share beyond export/onnx.h: the builder's helpers, the GELU
+ * they write, and the mappings of module types to the functions that write them. Not
+ * installed. */
 #ifndef EMBER_EXPORT_ONNX_INTERNAL_H
 #define EMBER_EXPORT_ONNX_INTERNAL_H
 
@@ -18,24 +17,18 @@ const char *em_onnx_f32(em_onnx_builder *b, const char *local, float v);
 /* GELU of the current value: exact (erf) or with the tanh approximation */
 em_status em_onnx_gelu(em_onnx_builder *b, bool tanh_approximation);
 
-/* A module type and the function that writes its layers */
+/* A module type and the function that writes its layers. A built-in mapping is declared in
+ * its exporter's file, `EM_ONNX_MAPPING(em_conv2d_type, export_conv);`, and the build collects
+ * every such line into em_onnx_builtin_mappings (CMakeLists.txt: onnx_mappings.c). A layer that
+ * is one ONNX operator needs none: its type's description names the operator
+ * (em_module_type.onnx). */
 typedef struct {
     const em_module_type *type;
     em_onnx_exporter fn;
 } em_onnx_mapping;
-
-/* The activation layers' exporters, one per module type (export/onnx_activations.c): type's,
- * or NULL when type is no activation layer. */
-em_onnx_exporter em_onnx_activation_exporter(const em_module_type *type);
-
-em_status em_onnx_export_group_norm(em_onnx_builder *b, const em_module *m, const char *layer);
-em_status em_onnx_export_instance_norm(em_onnx_builder *b, const em_module *m,
-                                       const char *layer);
-em_status em_onnx_export_rnn(em_onnx_builder *b, const em_module *m, const char *layer);
-em_status em_onnx_export_mha(em_onnx_builder *b, const em_module *m, const char *layer);
-/* Upsample as Resize, Pad as Pad (export/onnx_resample.c) */
-em_status em_onnx_export_upsample(em_onnx_builder *b, const em_module *m, const char *layer);
-em_status em_onnx_export_pad(em_onnx_builder *b, const em_module *m, const char *layer);
-em_status em_onnx_export_transformer(em_onnx_builder *b, const em_module *m, const char *layer);
+#define EM_ONNX_MAPPING(type, exporter)                                                       \
+    extern const em_module_type type;                                                         \
+    const em_onnx_mapping em_onnx_mapping_##type = {&type, exporter}
+extern const em_onnx_mapping *const em_onnx_builtin_mappings[]; /* NULL-terminated */
 
 #endif

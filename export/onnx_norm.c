@@ -44,13 +44,11 @@ static em_status instance_normalization(em_onnx_builder *b, const char *scale, c
                          : em_error_status();
 }
 
-em_status em_onnx_export_group_norm(em_onnx_builder *b, const em_module *m, const char *layer)
+static em_status export_group_norm(em_onnx_builder *b, const em_module *m, const char *layer)
 {
     (void)layer;
-    int64_t groups, channels;
-    double eps;
-    bool affine;
-    em_group_norm_layer_config(m, &groups, &channels, &eps, &affine);
+    const em_group_norm_options *o = em_module_options(m);
+    int64_t groups = o->num_groups;
     int ndim = em_onnx_example(b)->ndim;
     char x[256];
     snprintf(x, sizeof x, "%s", em_onnx_value(b));
@@ -62,10 +60,10 @@ em_status em_onnx_export_group_norm(em_onnx_builder *b, const em_module *m, cons
     snprintf(x_shape, sizeof x_shape, "%s", em_onnx_value(b));
     if (em_onnx_op(b, "Reshape", x, to_groups, NULL) != EM_OK || // (N, G, C/G *)
         instance_normalization(b, filled(b, "group_ones", groups, 1),
-                               filled(b, "group_zeros", groups, 0), eps) != EM_OK ||
+                               filled(b, "group_zeros", groups, 0), o->eps) != EM_OK ||
         em_onnx_op(b, "Reshape", em_onnx_value(b), x_shape, NULL) != EM_OK) // (N, C, *)
         return em_error_status();
-    if (!affine)
+    if (!o->affine)
         return EM_OK;
     const char *w = channel_initializer(b, "weight", m->params[0].value, ndim);
     const char *bias = channel_initializer(b, "bias", m->params[1].value, ndim);
@@ -73,6 +71,7 @@ em_status em_onnx_export_group_norm(em_onnx_builder *b, const em_module *m, cons
         return em_error_status();
     return em_onnx_op(b, "Add", em_onnx_value(b), bias, NULL);
 }
+EM_ONNX_MAPPING(em_group_norm_type, export_group_norm);
 
 /* BatchNormalization of the current value by m's running statistics. */
 static em_status by_running_stats(em_onnx_builder *b, const em_module *m, const char *scale,
@@ -87,27 +86,27 @@ static em_status by_running_stats(em_onnx_builder *b, const em_module *m, const 
     return em_onnx_node(b, "BatchNormalization", in, 5, &epsilon, 1);
 }
 
-em_status em_onnx_export_instance_norm(em_onnx_builder *b, const em_module *m,
-                                       const char *layer)
+static em_status export_instance_norm(em_onnx_builder *b, const em_module *m,
+                                      const char *layer)
 {
     (void)layer;
-    int64_t features;
-    em_instance_norm_opts o;
-    em_instance_norm_layer_config(m, &features, &o);
+    const em_instance_norm_options *o = em_module_options(m);
     const em_tensor *x = em_onnx_example(b); // (N, C, *) or unbatched (C, *)
     bool unbatched = x->ndim == (em_module_own_type(m) == &em_instance_norm2d_type ? 3 : 2);
     int64_t c = x->shape[unbatched ? 0 : 1];
-    const char *scale = o.affine ? em_onnx_initializer(b, "weight", m->params[0].value)
+    const char *scale = o->affine ? em_onnx_initializer(b, "weight", m->params[0].value)
                                  : filled(b, "ones", c, 1);
-    const char *bias = o.affine ? em_onnx_initializer(b, "bias", m->params[1].value)
+    const char *bias = o->affine ? em_onnx_initializer(b, "bias", m->params[1].value)
                                 : filled(b, "zeros", c, 0);
     const int64_t zero = 0;
     const char *axis0 = unbatched ? em_onnx_i64(b, "axis_0", EM_SHAPE(1), &zero) : NULL;
     if (unbatched && (!axis0 || em_onnx_op(b, "Unsqueeze", em_onnx_value(b), axis0, NULL)))
         return em_error_status();
-    em_status st = o.track_running_stats ? by_running_stats(b, m, scale, bias, o.eps)
-                                         : instance_normalization(b, scale, bias, o.eps);
+    em_status st = o->track_running_stats ? by_running_stats(b, m, scale, bias, o->eps)
+                                          : instance_normalization(b, scale, bias, o->eps);
     if (st != EM_OK || !unbatched)
         return st;
     return em_onnx_op(b, "Squeeze", em_onnx_value(b), axis0, NULL);
 }
+EM_ONNX_MAPPING(em_instance_norm1d_type, export_instance_norm);
+EM_ONNX_MAPPING(em_instance_norm2d_type, export_instance_norm);

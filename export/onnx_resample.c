@@ -28,10 +28,9 @@ static em_status resize_sizes(em_onnx_builder *b, const char *x, const int64_t *
     return st;
 }
 
-em_status em_onnx_export_upsample(em_onnx_builder *b, const em_module *m, const char *layer)
+static em_status export_upsample(em_onnx_builder *b, const em_module *m, const char *layer)
 {
-    em_interpolate_opts o;
-    em_upsample_layer_config(m, &o);
+    em_interpolate_opts o = *(const em_interpolate_opts *)em_module_options(m);
     const em_tensor *x = em_onnx_example(b);
     int k = x->ndim - 2;
     if (k < 1 || k > 2) {
@@ -71,23 +70,24 @@ em_status em_onnx_export_upsample(em_onnx_builder *b, const em_module *m, const 
     const char *inputs[4] = {in, "", scales, sizes};
     return em_onnx_node(b, "Resize", inputs, *sizes ? 4 : 3, attrs, nearest ? 3 : 2);
 }
+EM_ONNX_MAPPING(em_upsample_type, export_upsample);
 
-em_status em_onnx_export_pad(em_onnx_builder *b, const em_module *m, const char *layer)
+static em_status export_pad(em_onnx_builder *b, const em_module *m, const char *layer)
 {
     (void)layer;
-    em_pad_config c;
-    em_pad_layer_config(m, &c);
+    const em_pad_options *o = em_module_options(m);
     int rank = em_onnx_example(b)->ndim;
     int64_t pads[2 * EM_MAX_DIMS] = {0}; /* ONNX's: every axis's begin, then every axis's end */
-    for (int i = 0; i < c.n_pads; i++)
-        pads[(i % 2) * rank + rank - 1 - i / 2] = c.pads[i];
+    for (int i = 0; i < o->n_pads; i++)
+        pads[(i % 2) * rank + rank - 1 - i / 2] = o->pads[i];
     static const char *const modes[] = {"constant", "reflect", "edge"};
-    bool constant = c.mode == EM_PAD_CONSTANT;
+    bool constant = o->mode == EM_PAD_CONSTANT;
     const char *pads_name = em_onnx_i64(b, "pads", EM_SHAPE(2 * rank), pads);
-    const char *value = pads_name && constant ? em_onnx_f32(b, "value", (float)c.value) : "";
+    const char *value = pads_name && constant ? em_onnx_f32(b, "value", (float)o->value) : "";
     if (!pads_name || !value)
         return em_error_status();
     const char *inputs[3] = {em_onnx_value(b), pads_name, value};
-    em_onnx_attr mode = {.name = "mode", .kind = EM_ONNX_ATTR_STRING, .s = modes[c.mode]};
+    em_onnx_attr mode = {.name = "mode", .kind = EM_ONNX_ATTR_STRING, .s = modes[o->mode]};
     return em_onnx_node(b, "Pad", inputs, constant ? 3 : 2, &mode, 1);
 }
+EM_ONNX_MAPPING(em_pad_type, export_pad);

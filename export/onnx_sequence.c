@@ -30,7 +30,7 @@ static em_status layer_weights(em_onnx_builder *b, const em_rnn_module *r, int l
                                const char *names[3])
 {
     const em_module *m = &r->base;
-    int g = r->lstm ? 4 : 3, per = m->n_params / (int)r->num_layers, at = l * per;
+    int g = r->lstm ? 4 : 3, per = m->n_params / (int)r->o.num_layers, at = l * per;
     const int *order = r->lstm ? lstm_order : gru_order;
     char local[3][32];
     snprintf(local[0], sizeof local[0], "W_l%d", l);
@@ -61,7 +61,7 @@ static em_status rnn_layer(em_onnx_builder *b, const em_rnn_module *r, int l, co
         return em_error_status();
     const char *in[] = {em_onnx_value(b), w[0], w[1], w[2]};
     em_onnx_attr attrs[] = {
-        {.name = "hidden_size", .kind = EM_ONNX_ATTR_INT, .i = r->hidden_size},
+        {.name = "hidden_size", .kind = EM_ONNX_ATTR_INT, .i = r->o.hidden_size},
         {.name = "linear_before_reset", .kind = EM_ONNX_ATTR_INT, .i = 1}};
     if (em_onnx_node(b, r->lstm ? "LSTM" : "GRU", in, w[2] ? 4 : 3, attrs,
                      r->lstm ? 1 : 2) != EM_OK) // Y (T, 1, B, H)
@@ -69,7 +69,7 @@ static em_status rnn_layer(em_onnx_builder *b, const em_rnn_module *r, int l, co
     return em_onnx_op(b, "Squeeze", em_onnx_value(b), axis1, NULL);
 }
 
-em_status em_onnx_export_rnn(em_onnx_builder *b, const em_module *m, const char *layer)
+static em_status export_rnn(em_onnx_builder *b, const em_module *m, const char *layer)
 {
     (void)layer;
     const em_rnn_module *r = (const em_rnn_module *)m;
@@ -81,12 +81,14 @@ em_status em_onnx_export_rnn(em_onnx_builder *b, const em_module *m, const char 
     em_onnx_attr perm = {.name = "perm", .kind = EM_ONNX_ATTR_INTS, .ints = swap, .n_ints = 3};
     if (unbatched) /* (T, in) -> (T, 1, in) */
         em_onnx_op(b, "Unsqueeze", em_onnx_value(b), axis1, NULL);
-    else if (r->batch_first) /* (B, T, in) -> (T, B, in) */
+    else if (r->o.batch_first) /* (B, T, in) -> (T, B, in) */
         em_onnx_op(b, "Transpose", em_onnx_value(b), NULL, &perm);
-    for (int l = 0; l < r->num_layers; l++) /* dropout between layers is off in eval */
+    for (int l = 0; l < r->o.num_layers; l++) /* dropout between layers is off in eval */
         if (rnn_layer(b, r, l, axis1) != EM_OK)
             return em_error_status();
     if (unbatched)
         return em_onnx_op(b, "Squeeze", em_onnx_value(b), axis1, NULL);
-    return r->batch_first ? em_onnx_op(b, "Transpose", em_onnx_value(b), NULL, &perm) : EM_OK;
+    return r->o.batch_first ? em_onnx_op(b, "Transpose", em_onnx_value(b), NULL, &perm) : EM_OK;
 }
+EM_ONNX_MAPPING(em_lstm_type, export_rnn);
+EM_ONNX_MAPPING(em_gru_type, export_rnn);

@@ -499,7 +499,9 @@ static em_status read_tensors(const char *path, FILE *f, const load_item *items,
     return EM_OK;
 }
 
-em_status em_safetensors_load(const char *path, em_safetensors **out)
+/* The file into a new *out: its metadata, and its tensors when with_tensors (the header is
+ * checked whole either way). */
+static em_status load(const char *path, bool with_tensors, em_safetensors **out)
 {
     if (!path || !out)
         return em_set_error(EM_ERR_ARG, "em_safetensors_load: NULL path or output");
@@ -522,7 +524,7 @@ em_status em_safetensors_load(const char *path, em_safetensors **out)
         rc = em_set_error(EM_ERR_MEMORY, "em_safetensors_load: out of memory");
     if (rc == EM_OK && meta)
         rc = take_metadata(path, meta, st);
-    if (rc == EM_OK)
+    if (rc == EM_OK && with_tensors)
         rc = read_tensors(path, f, items, n_items, st);
     fclose(f);
     free(items);
@@ -534,6 +536,16 @@ em_status em_safetensors_load(const char *path, em_safetensors **out)
     }
     *out = st;
     return EM_OK;
+}
+
+em_status em_safetensors_load(const char *path, em_safetensors **out)
+{
+    return load(path, true, out);
+}
+
+em_status em_safetensors_load_meta(const char *path, em_safetensors **out)
+{
+    return load(path, false, out);
 }
 
 em_tensor *em_safetensors_get(const em_safetensors *st, const char *name)

@@ -39,6 +39,9 @@ em_status em_safetensors_save(const char *path, const em_st_entry *tensors, int 
 /* Read the whole file into a new *out. On failure *out is untouched and the status is EM_ERR_IO
  * (or EM_ERR_UNSUPPORTED for a dtype ember lacks) with a message naming the file and problem. */
 em_status em_safetensors_load(const char *path, em_safetensors **out);
+/* Read the file's header alone into a new *out: its metadata, no tensors (n_tensors 0), from
+ * a file checked as em_safetensors_load checks its header, without reading its data. */
+em_status em_safetensors_load_meta(const char *path, em_safetensors **out);
 /* Copy the file's tensors into existing ones by name (shapes must match; dtypes convert). Every
  * name, shape and the file are checked before any tensor is written: on failure none is. */
 em_status em_safetensors_load_into(const char *path, const em_st_entry *dst, int n);

@@ -3,6 +3,7 @@
  * LayerNorm and an LM head tied to the token embedding; GPT-2's initialisation; a forward that
  * reads and extends a key/value cache for generation. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,9 +11,15 @@
 #include "models/gpt_internal.h"
 #include "nn/nn_internal.h"
 
+/* em_gpt_config's values as the type's settings hold them */
+typedef struct {
+    int64_t vocab_size, block_size, n_layer, n_head, n_embd;
+    double dropout;
+} gpt_options;
+
 typedef struct {
     em_module base;
-    em_gpt_config config;
+    gpt_options o;
 } gpt_model;
 
 /* the children */
@@ -23,19 +30,17 @@ static em_module *child(em_module *m, int i)
     return m->children[i].module;
 }
 
-static bool is_gpt(const em_module *m)
-{
-    return m && !strcmp(m->type->type_name, "GPT");
-}
-
 bool em_gpt_config_of(const em_module *m, em_gpt_config *c)
 {
-    if (!is_gpt(m)) {
+    if (!m || em_module_own_type(m) != &em_gpt_type) {
         em_set_error(EM_ERR_ARG, "em_gpt: the module is %s, not a GPT",
                      m ? m->type->type_name : "NULL");
         return false;
     }
-    *c = ((const gpt_model *)m)->config;
+    const gpt_options *o = &((const gpt_model *)m)->o;
+    *c = (em_gpt_config){.vocab_size = o->vocab_size, .block_size = o->block_size,
+                         .n_layer = (int)o->n_layer, .n_head = o->n_head, .n_embd = o->n_embd,
+                         .dropout = o->dropout};
     return true;
 }
 
@@ -98,15 +103,62 @@ static em_tensor *gpt_forward(em_module *m, const em_tensor *idx)
     return em_gpt_forward(m, idx, NULL);
 }
 
-static void gpt_describe(const em_module *m, char *buf, size_t n)
+/* Its own part of a forward: the positions' add (1 per embedding element) and the LM head's
+ * product, 2 E V per token (the blocks, embeddings and ln_f count their own). */
+static double gpt_flops(const em_module *m, const em_tensor *x, const em_tensor *y)
 {
-    const em_gpt_config *c = &((const gpt_model *)m)->config;
-    snprintf(buf, n, "vocab_size=%lld, block_size=%lld, n_layer=%d, n_head=%lld, n_embd=%lld, "
-             "dropout=%g", (long long)c->vocab_size, (long long)c->block_size, c->n_layer,
-             (long long)c->n_head, (long long)c->n_embd, c->dropout);
+    (void)x;
+    const gpt_options *o = em_module_options(m);
+    double tokens = (double)(em_numel(y) / o->vocab_size), e = (double)o->n_embd;
+    return tokens * (e + 2 * e * (double)o->vocab_size);
 }
 
-const em_module_type em_gpt_type = {"GPT", gpt_forward, NULL, gpt_describe};
+/* token and position embeddings, the blocks (feed-forward 4E), ln_f */
+static double gpt_elements(const void *options)
+{
+    const gpt_options *o = options;
+    double e = (double)o->n_embd;
+    return ((double)o->vocab_size + (double)o->block_size) * e +
+           (double)o->n_layer * em_transformer_layer_elements(e, 4 * e) + 2 * e;
+}
+
+static bool gpt_check(const void *options, char *why, size_t n)
+{
+    const gpt_options *o = options;
+    return em_check_divides("n_head", o->n_head, "n_embd", o->n_embd, why, n);
+}
+
+static em_module *gpt_build(const em_module_type *type, const void *options,
+                            em_module **children, int n)
+{
+    (void)type, (void)children, (void)n;
+    const gpt_options *o = options;
+    return em_gpt((em_gpt_config){.vocab_size = o->vocab_size, .block_size = o->block_size,
+                                  .n_layer = (int)o->n_layer, .n_head = o->n_head,
+                                  .n_embd = o->n_embd, .dropout = o->dropout});
+}
+
+static const em_setting gpt_settings[] = {
+    EM_SIZE_SETTING(gpt_options, vocab_size, 1, 0),
+    EM_SIZE_SETTING(gpt_options, block_size, 1, 0),
+    {.name = "n_layer", .kind = EM_SETTING_INT, .offset = offsetof(gpt_options, n_layer),
+     .min = 1, .max = 100000},
+    EM_SIZE_SETTING(gpt_options, n_head, 1, 0),
+    EM_SIZE_SETTING(gpt_options, n_embd, 1, 0),
+    EM_REAL_SETTING(gpt_options, dropout, 0, 1, 0),
+};
+
+EM_MODULE_TYPE(em_gpt_type) = {
+    .type_name = "GPT",
+    .forward = gpt_forward,
+    EM_SETTINGS(gpt_settings),
+    .options_offset = offsetof(gpt_model, o),
+    .options_size = sizeof(gpt_options),
+    .build = gpt_build,
+    .check = gpt_check,
+    .tensor_elements = gpt_elements,
+    .flops = gpt_flops,
+};
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -154,7 +206,9 @@ em_module *em_gpt(em_gpt_config c)
     gpt_model *g = (gpt_model *)em_module_alloc(sizeof *g, &em_gpt_type);
     if (!g)
         return NULL;
-    g->config = c;
+    g->o = (gpt_options){.vocab_size = c.vocab_size, .block_size = c.block_size,
+                         .n_layer = c.n_layer, .n_head = c.n_head, .n_embd = c.n_embd,
+                         .dropout = c.dropout};
     em_gpt_onnx_register(&em_gpt_type);
     em_module *m = &g->base, *blocks = em_module_list(0);
     em_transformer_opts block = {.dim_feedforward = 4 * c.n_embd, .dropout = c.dropout,
@@ -164,10 +218,11 @@ em_module *em_gpt(em_gpt_config c)
         blocks = em_module_list_append(blocks,
                                        em_transformer_encoder_layer(c.n_embd, c.n_head, block));
     const char *names[N_CHILDREN] = {"wte", "wpe", "drop", "h", "ln_f"};
-    em_module *kids[N_CHILDREN] = {em_embedding_layer(c.vocab_size, c.n_embd),
-                                   em_embedding_layer(c.block_size, c.n_embd),
+    em_embedding_opts plain = {0};
+    em_module *kids[N_CHILDREN] = {em_embedding_layer(c.vocab_size, c.n_embd, plain),
+                                   em_embedding_layer(c.block_size, c.n_embd, plain),
                                    em_dropout_layer(c.dropout), blocks,
-                                   em_layer_norm_layer(c.n_embd, 1e-5)};
+                                   em_layer_norm_layer(c.n_embd, (em_layer_norm_opts){1e-5})};
     bool ok = em_module_add_children(m, N_CHILDREN, names, kids);
     if (!ok || gpt2_init(m, c.n_layer) != EM_OK) {
         em_module_free(m);

@@ -8,6 +8,7 @@
 
 #include "export/serialize.h"
 #include "models/model_file_internal.h"
+#include "models/model_file_meta.h"
 #include "nn/nn_internal.h"
 
 static json_t *save_node(const em_module *m, const char *path, const char *file);
@@ -27,25 +28,42 @@ static json_t *save_children(const em_module *m, const char *path, const char *f
     return kids;
 }
 
+/* Whether m's own type is one files know and can rebuild. */
+static bool savable(const em_module *m)
+{
+    const em_module_type *own = em_module_own_type(m);
+    return em_model_type_named(own->type_name) == own && m->type->build;
+}
+
+bool em_model_describable(const em_module *m)
+{
+    bool container = em_module_own_type(m)->traits & EM_TRAIT_CONTAINER;
+    for (int i = 0; savable(m) && container && i < m->n_children; i++)
+        if (!em_model_describable(m->children[i].module))
+            return false;
+    return savable(m);
+}
+
 /* m's node, or NULL with an error naming the module that cannot be saved. */
 static json_t *save_node(const em_module *m, const char *path, const char *file)
 {
     const em_module_type *own = em_module_own_type(m);
-    const em_model_type *d = em_model_type_of(own);
-    if (!d) {
+    if (!savable(m)) {
         em_set_error(EM_ERR_ARG, "em_model_save: %s: module '%s' is a %s, a type whole-model "
-                     "files do not know (em_model_register_type adds one)", file,
-                     em_model_module_name(path),
-                     own->type_name);
+                     "files %s", file, em_model_module_name(path), own->type_name,
+                     m->type->build ? "do not know (em_model_register_type adds one)"
+                                    : "cannot rebuild (a pruned layer: em_prune_remove it)");
         return NULL;
     }
+    bool container = own->traits & EM_TRAIT_CONTAINER;
     json_t *node = json_object(), *settings = json_object();
-    em_model_settings s = {settings, file, path, own->type_name};
     bool ok = node && settings && !json_object_set_new(node, "type",
                                                        json_string(own->type_name));
-    ok = ok && !json_object_set(node, "settings", settings) && d->save(m, &s) == EM_OK;
-    json_t *kids = ok && d->container ? save_children(m, path, file) : NULL;
-    ok = ok && (!d->container || (kids && !json_object_set_new(node, "children", kids)));
+    ok = ok && !json_object_set(node, "settings", settings) &&
+         em_model_settings_write(own, em_module_options(m), settings,
+                                 (em_model_place){file, path}) == EM_OK;
+    json_t *kids = ok && container ? save_children(m, path, file) : NULL;
+    ok = ok && (!container || (kids && !json_object_set_new(node, "children", kids)));
     json_decref(settings);
     if (!ok) {
         if (!em_has_error())
@@ -56,8 +74,7 @@ static json_t *save_node(const em_module *m, const char *path, const char *file)
     return node;
 }
 
-/* The metadata text for m, or NULL with an error. */
-static char *tree_text(const em_module *m, const char *file)
+char *em_model_tree_text(const em_module *m, const char *file)
 {
     json_t *model = save_node(m, "", file);
     json_t *root = model ? json_pack("{s:i, s:b, s:o}", "version", EM_MODEL_FORMAT_VERSION,
@@ -72,13 +89,5 @@ static char *tree_text(const em_module *m, const char *file)
 
 em_status em_model_save(const em_module *m, const char *path)
 {
-    if (!m || !path)
-        return em_set_error(EM_ERR_ARG, "em_model_save: NULL %s", m ? "path" : "module");
-    char *text = tree_text(m, path);
-    if (!text)
-        return em_error_status();
-    em_st_meta meta = {EM_MODEL_META_KEY, text};
-    em_status st = em_module_save(m, path, &meta, 1);
-    free(text);
-    return st;
+    return em_model_save_meta(m, path, NULL, 0);
 }

@@ -24,9 +24,10 @@ static em_status corrupt(const tree_walk *w, const char *path, const char *what)
                         em_model_module_name(path), what);
 }
 
-/* node's type (known) and settings, or NULL with an error. */
-static const em_model_type *node_type(const tree_walk *w, const json_t *node, const char *path,
-                                      em_model_settings *s)
+/* node's type (known), with its settings read into a new options struct *options (the
+ * caller frees it), or NULL with an error. */
+static const em_module_type *node_type(const tree_walk *w, const json_t *node, const char *path,
+                                       void **options)
 {
     const char *name = json_string_value(json_object_get(node, "type"));
     json_t *settings = json_object_get(node, "settings");
@@ -34,35 +35,43 @@ static const em_model_type *node_type(const tree_walk *w, const json_t *node, co
         corrupt(w, path, "expected {\"type\": NAME, \"settings\": {...}}");
         return NULL;
     }
-    const em_model_type *d = em_model_type_named(name);
-    if (!d) {
+    const em_module_type *t = em_model_type_named(name);
+    if (!t) {
         em_set_error(EM_ERR_IO, "em_model_load: %s: module '%s' is a '%.64s', a type ember does "
                      "not know (em_model_register_type adds one)", w->file,
                      em_model_module_name(path), name);
         return NULL;
     }
+    bool container = t->traits & EM_TRAIT_CONTAINER;
     json_t *kids = json_object_get(node, "children");
-    if (d->container != (kids != NULL) || (kids && !json_is_object(kids))) {
-        corrupt(w, path, d->container ? "a container needs an object \"children\""
-                                      : "only a container has \"children\"");
+    if (container != (kids != NULL) || (kids && !json_is_object(kids))) {
+        corrupt(w, path, container ? "a container needs an object \"children\""
+                                   : "only a container has \"children\"");
         return NULL;
     }
-    *s = (em_model_settings){settings, w->file, path, d->module_type->type_name};
-    return d;
+    *options = calloc(1, t->options_size ? t->options_size : 1);
+    if (!*options) {
+        em_set_error(EM_ERR_MEMORY, "em_model_load: out of memory");
+        return NULL;
+    }
+    if (em_model_settings_read(t, settings, *options, (em_model_place){w->file, path}) != EM_OK) {
+        free(*options);
+        return NULL;
+    }
+    return t;
 }
 
 /* Checks node and every node below it; adds up their modules and elements. */
 static em_status check_node(tree_walk *w, const json_t *node, const char *path, int depth)
 {
-    em_model_settings s;
-    const em_model_type *d = node_type(w, node, path, &s);
-    if (!d)
+    void *options;
+    const em_module_type *t = node_type(w, node, path, &options);
+    if (!t)
         return em_error_status();
+    double n = t->tensor_elements ? t->tensor_elements(options) : 0;
+    free(options);
     if (depth > MAX_DEPTH || ++w->modules > MAX_MODULES)
         return corrupt(w, path, "the tree is deeper or larger than ember loads");
-    double n = d->tensor_elements ? d->tensor_elements(&s) : 0;
-    if (n < 0)
-        return em_error_status();
     w->elements += n;
     const char *name;
     json_t *kid;
@@ -122,26 +131,53 @@ static bool same_child_names(const em_module *m, const json_t *node)
 
 static em_module *build_node(const tree_walk *w, const json_t *node, const char *path)
 {
-    em_model_settings s;
-    const em_model_type *d = node_type(w, node, path, &s);
+    void *options = NULL;
+    const em_module_type *t = node_type(w, node, path, &options);
+    bool container = t && (t->traits & EM_TRAIT_CONTAINER);
     int n = 0;
-    em_module **kids = d && d->container ? build_children(w, node, path, &n) : NULL;
-    if (!d || (d->container && !kids))
-        return NULL;
-    em_module *m = d->build(&s, kids, n);
+    em_module **kids = container ? build_children(w, node, path, &n) : NULL;
+    bool built = t && (!container || kids); /* else the error is the type's or a child's */
+    em_module *m = built ? t->build(t, options, kids, n) : NULL;
     free(kids);
-    if (m && (m->type != d->module_type || (d->container && !same_child_names(m, node)))) {
+    free(options);
+    if (m && (m->type != t || (container && !same_child_names(m, node)))) {
         em_module_free(m);
         corrupt(w, path, "the module built is not the one saved");
         return NULL;
     }
-    if (!m && !em_has_error())
-        corrupt(w, path, "its type's build failed without saying why");
+    if (!m && built) { /* the build's own error, named by the module's place */
+        char why[512];
+        snprintf(why, sizeof why, "%s", em_has_error() ? em_error() : "its build failed");
+        corrupt(w, path, why);
+    }
     return m;
 }
 
-/* Copies st's tensors into m by name once every one of m's is found with its shape and the
- * file holds no others. */
+/* Whether the file's tensor of that name is no model's: a name under "ember." (a training
+ * checkpoint's optimizer state). */
+static bool beside_model(const char *name)
+{
+    return !strncmp(name, "ember.", 6);
+}
+
+/* The file's tensors that are the model's. */
+static int model_tensors(const em_safetensors *st)
+{
+    int n = 0;
+    for (int i = 0; i < st->n_tensors; i++)
+        n += !beside_model(st->names[i]);
+    return n;
+}
+
+/* Whether a tensor of dtype want is read from one of dtype got: floating from floating (of any
+ * width), any other dtype from itself. */
+static bool same_kind(em_dtype want, em_dtype got)
+{
+    return em_dtype_is_float(want) ? em_dtype_is_float(got) : want == got;
+}
+
+/* Copies st's tensors into m by name once every one of m's is found with its shape and kind of
+ * dtype and the file holds no others (beside those under "ember."). */
 static em_status load_weights(em_module *m, const em_safetensors *st, const char *file)
 {
     int n = em_module_state(m, NULL, 0);
@@ -162,10 +198,15 @@ static em_status load_weights(em_module *m, const em_safetensors *st, const char
                                   "file's %s", file, e[i].name,
                                   em_shape_str(e[i].tensor, want, sizeof want),
                                   em_shape_str(t, got, sizeof got));
+        else if (!same_kind(e[i].tensor->dtype, t->dtype))
+            status = em_set_error(EM_ERR_IO, "em_model_load: %s: the model's '%s' is %s, the "
+                                  "file's %s (a floating tensor is read from a floating one, "
+                                  "any other from its own dtype)", file, e[i].name,
+                                  em_dtype_name(e[i].tensor->dtype), em_dtype_name(t->dtype));
     }
-    if (status == EM_OK && st->n_tensors != n)
+    if (status == EM_OK && model_tensors(st) != n)
         status = em_set_error(EM_ERR_IO, "em_model_load: %s: the file holds %d tensors, the "
-                              "model %d", file, st->n_tensors, n);
+                              "model %d", file, model_tensors(st), n);
     for (int i = 0; i < n && status == EM_OK; i++)
         status = em_copy_(e[i].tensor, em_safetensors_get(st, e[i].name));
     free(e);
@@ -176,7 +217,7 @@ static double file_elements(const em_safetensors *st)
 {
     double n = 0;
     for (int i = 0; i < st->n_tensors; i++)
-        n += (double)em_numel(st->tensors[i]);
+        n += beside_model(st->names[i]) ? 0 : (double)em_numel(st->tensors[i]);
     return n;
 }
 

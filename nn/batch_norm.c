@@ -2,6 +2,7 @@
  * statistics and a running-statistics update in training (an exponential moving average, or
  * PyTorch's momentum=None cumulative average), the running statistics in eval. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "nn/nn_internal.h"
@@ -67,11 +68,10 @@ em_tensor *em_batch_norm(const em_tensor *x, em_tensor *running_mean, em_tensor 
 
 typedef struct {
     em_module base;
-    int64_t features;
+    em_batch_norm_options o;
     int min_ndim, max_ndim; /* accepted input ranks */
-    double eps, momentum; /* momentum: EM_BN_CUMULATIVE_AVERAGE or in (0, 1] */
-} batch_norm_layer; /* params: weight, bias (features); buffers: running_mean, running_var
-                       (features), num_batches_tracked (i64 scalar) */
+} batch_norm_layer; /* params: weight, bias (num_features); buffers: running_mean, running_var
+                       (num_features), num_batches_tracked (i64 scalar) */
 
 static em_tensor *batch_norm_forward(em_module *m, const em_tensor *x)
 {
@@ -84,13 +84,13 @@ static em_tensor *batch_norm_forward(em_module *m, const em_tensor *x)
         return NULL;
     }
     em_tensor *tracked = m->buffers[2].value;
-    double momentum = b->momentum; /* the cumulative average weighs this batch 1 / batches */
+    double momentum = b->o.momentum; /* the cumulative average weighs this batch 1 / batches */
     if (m->training && momentum == EM_BN_CUMULATIVE_AVERAGE)
         momentum = 1.0 / (em_item(tracked) + 1);
     em_tensor *y = isnan(momentum) ? NULL /* em_item's error stays */
                                    : em_batch_norm(x, m->buffers[0].value, m->buffers[1].value,
                                                    m->params[0].value, m->params[1].value,
-                                                   m->training, momentum, b->eps);
+                                                   m->training, momentum, b->o.eps);
     if (y && m->training) { /* counted on the buffer's device, read back only just above */
         em_scope_begin();
         em_status st = em_copy_(tracked, em_add_scalar(tracked, 1));
@@ -103,51 +103,39 @@ static em_tensor *batch_norm_forward(em_module *m, const em_tensor *x)
     return y;
 }
 
-static void batch_norm_describe(const em_module *m, char *buf, size_t n)
+/* Per element: the statistics (a sum, and a subtract, square and sum) in training, then the
+ * subtract and multiply that normalise and the affine's multiply and add. */
+double em_norm_flops(const em_tensor *y, bool batch_statistics, bool affine)
 {
-    const batch_norm_layer *b = (const batch_norm_layer *)m;
-    if (b->momentum == EM_BN_CUMULATIVE_AVERAGE)
-        snprintf(buf, n, "%lld, eps=%g, momentum=None", (long long)b->features, b->eps);
-    else
-        snprintf(buf, n, "%lld, eps=%g, momentum=%g", (long long)b->features, b->eps, b->momentum);
+    return (double)em_numel(y) * ((batch_statistics ? 4 : 0) + 2 + (affine ? 2 : 0));
 }
 
-const em_module_type em_batch_norm1d_type = {"BatchNorm1d", batch_norm_forward, NULL,
-                                             batch_norm_describe};
-const em_module_type em_batch_norm2d_type = {"BatchNorm2d", batch_norm_forward, NULL,
-                                             batch_norm_describe};
-
-bool em_batch_norm_layer_eps(const em_module *m, double *eps)
+static double batch_norm_flops(const em_module *m, const em_tensor *x, const em_tensor *y)
 {
-    if (!m || (m->type != &em_batch_norm1d_type && m->type != &em_batch_norm2d_type))
-        return false;
-    *eps = ((const batch_norm_layer *)m)->eps;
-    return true;
+    (void)x;
+    return em_norm_flops(y, m->training, true);
 }
 
-static em_module *batch_norm_layer_new(const em_module_type *type, int64_t features, double eps,
-                                       double momentum, const char *fn)
+/* weight, bias, running mean and variance, and the batch count */
+static double batch_norm_elements(const void *options)
 {
-    bool cumulative = momentum == EM_BN_CUMULATIVE_AVERAGE;
-    if (features <= 0 || !(eps >= 0) || (!cumulative && !(momentum >= 0 && momentum <= 1))) {
-        em_set_error(EM_ERR_ARG, "%s: bad arguments: features %lld, eps %g, momentum %g (in "
-                     "[0, 1], or EM_BN_CUMULATIVE_AVERAGE)", fn, (long long)features, eps,
-                     momentum);
-        return NULL;
-    }
+    return 4.0 * (double)((const em_batch_norm_options *)options)->num_features + 1;
+}
+
+static em_module *batch_norm_new(const em_module_type *type, em_batch_norm_options o)
+{
     batch_norm_layer *b = (batch_norm_layer *)em_module_alloc(sizeof *b, type);
     if (!b)
         return NULL;
-    b->features = features;
-    b->eps = eps ? eps : 1e-5;
-    b->momentum = momentum ? momentum : 0.1;
+    b->o = o;
     b->min_ndim = type == &em_batch_norm2d_type ? 4 : 2;
     b->max_ndim = type == &em_batch_norm2d_type ? 4 : 3;
     em_module *m = &b->base;
-    if (!em_module_add_param(m, "weight", em_ones(EM_SHAPE(features), EM_F32)) ||
-        !em_module_add_param(m, "bias", em_zeros(EM_SHAPE(features), EM_F32)) ||
-        !em_module_add_buffer(m, "running_mean", em_zeros(EM_SHAPE(features), EM_F32)) ||
-        !em_module_add_buffer(m, "running_var", em_ones(EM_SHAPE(features), EM_F32)) ||
+    int64_t f = o.num_features;
+    if (!em_module_add_param(m, "weight", em_ones(EM_SHAPE(f), EM_F32)) ||
+        !em_module_add_param(m, "bias", em_zeros(EM_SHAPE(f), EM_F32)) ||
+        !em_module_add_buffer(m, "running_mean", em_zeros(EM_SHAPE(f), EM_F32)) ||
+        !em_module_add_buffer(m, "running_var", em_ones(EM_SHAPE(f), EM_F32)) ||
         !em_module_add_buffer(m, "num_batches_tracked", em_zeros(EM_SCALAR_SHAPE, EM_I64))) {
         em_module_free(m);
         return NULL;
@@ -155,25 +143,52 @@ static em_module *batch_norm_layer_new(const em_module_type *type, int64_t featu
     return m;
 }
 
-em_module *em_batch_norm1d_layer(int64_t features, double eps, double momentum)
+static em_module *batch_norm_build(const em_module_type *type, const void *options,
+                                   em_module **children, int n)
 {
-    return batch_norm_layer_new(&em_batch_norm1d_type, features, eps, momentum,
-                                "em_batch_norm1d_layer");
+    (void)children, (void)n;
+    return batch_norm_new(type, *(const em_batch_norm_options *)options);
 }
 
-em_module *em_batch_norm2d_layer(int64_t channels, double eps, double momentum)
+/* momentum None (PyTorch's cumulative average) is null in files */
+static const em_setting batch_norm_settings[] = {
+    EM_SIZE_SETTING(em_batch_norm_options, num_features, 1,
+                    EM_SETTING_POSITIONAL),
+    EM_REAL_SETTING(em_batch_norm_options, eps, 0, 1, 1e-5),
+    {.name = "momentum", .kind = EM_SETTING_REAL_OR_NONE,
+     .offset = offsetof(em_batch_norm_options, momentum), .min = 0, .max = 1, .def = 0.1,
+     .none_value = EM_BN_CUMULATIVE_AVERAGE},
+};
+
+#define BATCH_NORM                                                                            \
+    .forward = batch_norm_forward, EM_SETTINGS(batch_norm_settings),                         \
+    .options_offset = offsetof(batch_norm_layer, o),                                          \
+    .options_size = sizeof(em_batch_norm_options), .build = batch_norm_build,                 \
+    .tensor_elements = batch_norm_elements, .flops = batch_norm_flops
+EM_MODULE_TYPE(em_batch_norm1d_type) = {.type_name = "BatchNorm1d", BATCH_NORM};
+EM_MODULE_TYPE(em_batch_norm2d_type) = {.type_name = "BatchNorm2d", BATCH_NORM};
+
+static em_module *batch_norm_layer_new(const em_module_type *type, int64_t features,
+                                   em_batch_norm_opts o, const char *fn)
 {
-    return batch_norm_layer_new(&em_batch_norm2d_type, channels, eps, momentum,
-                                "em_batch_norm2d_layer");
+    bool cumulative = o.momentum == EM_BN_CUMULATIVE_AVERAGE;
+    if (features <= 0 || !(o.eps >= 0) || (!cumulative && !(o.momentum >= 0 && o.momentum <= 1))) {
+        em_set_error(EM_ERR_ARG, "%s: bad arguments: features %lld, eps %g, momentum %g (in "
+                     "[0, 1], or EM_BN_CUMULATIVE_AVERAGE)", fn, (long long)features, o.eps,
+                     o.momentum);
+        return NULL;
+    }
+    return batch_norm_new(type, (em_batch_norm_options){
+        .num_features = features, .eps = o.eps ? o.eps : 1e-5,
+        .momentum = o.momentum ? o.momentum : 0.1});
 }
 
-em_status em_batch_norm_layer_config(const em_module *m, double *eps, double *momentum)
+em_module *em_batch_norm1d_layer(int64_t num_features, em_batch_norm_opts o)
 {
-    if (!m || (m->type != &em_batch_norm1d_type && m->type != &em_batch_norm2d_type))
-        return em_set_error(EM_ERR_ARG, "em_batch_norm_layer_config: not a BatchNorm1d or "
-                                        "BatchNorm2d module");
-    const batch_norm_layer *b = (const batch_norm_layer *)m;
-    *eps = b->eps;
-    *momentum = b->momentum;
-    return EM_OK;
+    return batch_norm_layer_new(&em_batch_norm1d_type, num_features, o, "em_batch_norm1d_layer");
+}
+
+em_module *em_batch_norm2d_layer(int64_t num_features, em_batch_norm_opts o)
+{
+    return batch_norm_layer_new(&em_batch_norm2d_type, num_features, o, "em_batch_norm2d_layer");
 }

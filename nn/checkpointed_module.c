@@ -82,6 +82,8 @@ static void checkpoint_describe(const em_module *m, char *buf, size_t n)
     char own[192] = "";
     if (t->inner->describe)
         t->inner->describe(m, own, sizeof own);
+    else
+        em_describe_settings(m, own, sizeof own);
     if (t->n_segments)
         snprintf(buf, n, "%s%scheckpointed in %d segments", own, *own ? ", " : "",
                  t->n_segments);
@@ -96,7 +98,10 @@ static bool is_checkpointed(const em_module *m)
 
 const em_module_type *em_module_own_type(const em_module *m)
 {
-    return is_checkpointed(m) ? type_of(m)->inner : m->type;
+    const em_module_type *t = m->type;
+    while (t->wraps)
+        t = t->wraps;
+    return t;
 }
 
 /* Give m a checkpoint type over its own; NULL with an error when out of memory. */
@@ -109,12 +114,11 @@ static checkpoint_type *retype(em_module *m, int n_segments, const char *fn)
     }
     t->inner = m->type;
     t->n_segments = n_segments;
-    t->type = (em_module_type){
-        .type_name = m->type->type_name,
-        .forward = n_segments ? segmented_forward : checkpointed_forward,
-        .destroy = checkpoint_destroy,
-        .describe = checkpoint_describe,
-    };
+    t->type = *m->type; /* the description stays the module's own */
+    t->type.forward = n_segments ? segmented_forward : checkpointed_forward;
+    t->type.destroy = checkpoint_destroy;
+    t->type.describe = checkpoint_describe;
+    t->type.wraps = m->type;
     m->type = &t->type;
     return t;
 }
@@ -139,7 +143,7 @@ em_module *em_checkpoint_sequential(em_module *seq, int n_segments)
             em_set_error(EM_ERR_ARG, "%s: module is NULL", fn);
         return NULL;
     }
-    if (strcmp(seq->type->type_name, "Sequential") || is_checkpointed(seq)) {
+    if (!(seq->type->traits & EM_TRAIT_SEQUENTIAL) || is_checkpointed(seq)) {
         em_set_error(EM_ERR_ARG, "%s: needs a Sequential not yet checkpointed, got %s%s", fn,
                      is_checkpointed(seq) ? "a checkpointed " : "", seq->type->type_name);
         return NULL;

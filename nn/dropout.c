@@ -1,5 +1,6 @@
 /* Dropout: zeroes each element with probability p and scales the rest by 1 / (1 - p) in
  * training, with a Bernoulli mask from the generator; the identity in eval or when p is 0. */
+#include <stddef.h>
 #include <stdio.h>
 
 #include "nn/nn_internal.h"
@@ -29,28 +30,40 @@ em_tensor *em_dropout(const em_tensor *x, double p, bool training, em_generator 
 
 typedef struct {
     em_module base;
-    double p;
+    em_dropout_options o;
 } dropout_layer;
 
 static em_tensor *dropout_forward(em_module *m, const em_tensor *x)
 {
-    return em_dropout(x, ((dropout_layer *)m)->p, m->training, NULL);
+    return em_dropout(x, ((dropout_layer *)m)->o.p, m->training, NULL);
 }
 
-static void dropout_describe(const em_module *m, char *buf, size_t n)
+/* the mask's multiply in training; nothing in eval */
+static double dropout_flops(const em_module *m, const em_tensor *x, const em_tensor *y)
 {
-    snprintf(buf, n, "p=%g", ((const dropout_layer *)m)->p);
+    (void)x;
+    return m->training && ((const dropout_layer *)m)->o.p > 0 ? (double)em_numel(y) : 0;
 }
 
-const em_module_type em_dropout_type = {"Dropout", dropout_forward, NULL, dropout_describe};
-
-bool em_dropout_layer_p(const em_module *m, double *p)
+static em_module *dropout_build(const em_module_type *type, const void *options,
+                                em_module **children, int n)
 {
-    if (!m || m->type != &em_dropout_type)
-        return false;
-    *p = ((const dropout_layer *)m)->p;
-    return true;
+    (void)type, (void)children, (void)n;
+    return em_dropout_layer(((const em_dropout_options *)options)->p);
 }
+
+static const em_setting dropout_settings[] = {EM_REAL_SETTING(em_dropout_options, p, 0, 1, 0.5)};
+
+EM_MODULE_TYPE(em_dropout_type) = {
+    .type_name = "Dropout",
+    .forward = dropout_forward,
+    EM_SETTINGS(dropout_settings),
+    .options_offset = offsetof(dropout_layer, o),
+    .options_size = sizeof(em_dropout_options),
+    .traits = EM_TRAIT_ELEMENTWISE,
+    .build = dropout_build,
+    .flops = dropout_flops,
+};
 
 em_module *em_dropout_layer(double p)
 {
@@ -61,6 +74,6 @@ em_module *em_dropout_layer(double p)
     dropout_layer *d = (dropout_layer *)em_module_alloc(sizeof *d, &em_dropout_type);
     if (!d)
         return NULL;
-    d->p = p;
+    d->o.p = p;
     return &d->base;
 }

@@ -1,5 +1,6 @@
-/* The matrix products of a model: which layers multiply (Linear, Conv1d, Conv2d), their sizes
- * for one sample, and the FLOPs of a training step over them; read off a traced forward. */
+/* FLOP counts read off a traced forward: every module's own FLOPs as its type counts them, and
+ * the matrix products of a model (the layers of matmul trait: Linear, Conv1d, Conv2d), their
+ * sizes for one sample and the FLOPs of a training step over them. */
 #include <string.h>
 
 #include "nn/nn_internal.h"
@@ -12,8 +13,7 @@ typedef struct {
 
 static bool is_matmul(const em_module *m)
 {
-    const char *t = m->type->type_name;
-    return !strcmp(t, "Linear") || !strcmp(t, "Conv1d") || !strcmp(t, "Conv2d");
+    return m->type->traits & EM_TRAIT_MATMUL;
 }
 
 static void record_matmul(em_module *m, const em_tensor *out, void *ctx)
@@ -58,4 +58,22 @@ double em_matmul_train_flops(const em_matmul_layer *l, int n)
     for (int i = 0; i < n; i++)
         flops += 2 * em_matmul_macs(&l[i]) * (l[i].input_grad ? 3 : 2);
     return flops;
+}
+
+static void add_flops(em_module *m, const em_tensor *out, void *ctx)
+{
+    const em_tensor *x = em_forward_hook_input();
+    if (out && x)
+        *(double *)ctx += em_module_own_flops(m, x, out);
+}
+
+double em_module_flops(em_module *m, em_shape input)
+{
+    if (!m || input.ndim < 1 || input.ndim > EM_MAX_DIMS) {
+        em_set_error(EM_ERR_ARG, "em_module_flops: need a module and an input shape (batch "
+                     "first) of 1 to %d dims", EM_MAX_DIMS);
+        return -1;
+    }
+    double flops = 0;
+    return em_module_trace(m, input, add_flops, &flops) == EM_OK ? flops : -1;
 }

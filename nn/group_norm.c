@@ -2,6 +2,7 @@
  * into groups, each group normalised over its channels and positions as one row of
  * em_layer_norm_rows (the fused row kernel on CPU; CUDA composes it of kernels it has), then a
  * per-channel weight and bias. */
+#include <stddef.h>
 #include <stdio.h>
 
 #include "nn/nn_internal.h"
@@ -35,60 +36,87 @@ em_tensor *em_group_norm(const em_tensor *x, int64_t num_groups, const em_tensor
 
 typedef struct {
     em_module base;
-    int64_t num_groups, channels;
-    double eps;
-} group_norm_layer; /* params (when affine): weight, bias (channels) */
+    em_group_norm_options o;
+} group_norm_layer; /* params (when affine): weight, bias (num_channels) */
 
 static em_tensor *group_norm_forward(em_module *m, const em_tensor *x)
 {
-    group_norm_layer *g = (group_norm_layer *)m;
-    bool affine = m->n_params == 2;
-    return em_group_norm(x, g->num_groups, affine ? m->params[0].value : NULL,
-                         affine ? m->params[1].value : NULL, g->eps);
+    const em_group_norm_options *o = &((group_norm_layer *)m)->o;
+    return em_group_norm(x, o->num_groups, o->affine ? m->params[0].value : NULL,
+                         o->affine ? m->params[1].value : NULL, o->eps);
 }
 
-static void group_norm_describe(const em_module *m, char *buf, size_t n)
+static double group_norm_flops(const em_module *m, const em_tensor *x, const em_tensor *y)
 {
-    const group_norm_layer *g = (const group_norm_layer *)m;
-    snprintf(buf, n, "%lld, %lld, eps=%g, affine=%s", (long long)g->num_groups,
-             (long long)g->channels, g->eps, m->n_params ? "True" : "False");
+    (void)x;
+    return em_norm_flops(y, true, ((const group_norm_layer *)m)->o.affine);
 }
 
-const em_module_type em_group_norm_type = {"GroupNorm", group_norm_forward, NULL,
-                                           group_norm_describe};
-
-bool em_group_norm_layer_config(const em_module *m, int64_t *num_groups, int64_t *channels,
-                                double *eps, bool *affine)
+static double group_norm_elements(const void *options)
 {
-    if (!m || m->type != &em_group_norm_type)
-        return false;
-    const group_norm_layer *g = (const group_norm_layer *)m;
-    *num_groups = g->num_groups;
-    *channels = g->channels;
-    *eps = g->eps;
-    *affine = m->n_params == 2;
-    return true;
+    const em_group_norm_options *o = options;
+    return 2.0 * (double)o->num_channels * o->affine;
 }
 
-em_module *em_group_norm_layer(int64_t num_groups, int64_t channels, double eps, bool affine)
+static bool group_norm_check(const void *options, char *why, size_t n)
 {
-    if (num_groups <= 0 || channels <= 0 || channels % num_groups || !(eps >= 0)) {
-        em_set_error(EM_ERR_ARG, "em_group_norm_layer: channels (%lld) must be divisible by "
-                     "num_groups (%lld), both > 0, and eps (%g) >= 0", (long long)channels,
-                     (long long)num_groups, eps);
-        return NULL;
-    }
-    group_norm_layer *g = (group_norm_layer *)em_module_alloc(sizeof *g, &em_group_norm_type);
+    const em_group_norm_options *o = options;
+    return em_check_divides("num_groups", o->num_groups, "num_channels", o->num_channels, why,
+                            n);
+}
+
+static em_module *group_norm_new(const em_module_type *type, em_group_norm_options o)
+{
+    group_norm_layer *g = (group_norm_layer *)em_module_alloc(sizeof *g, type);
     if (!g)
         return NULL;
-    g->num_groups = num_groups;
-    g->channels = channels;
-    g->eps = eps ? eps : 1e-5;
-    if (affine && (!em_module_add_param(&g->base, "weight", em_ones(EM_SHAPE(channels), EM_F32)) ||
-                   !em_module_add_param(&g->base, "bias",
-                                        em_zeros(EM_SHAPE(channels), EM_F32)))) {
+    g->o = o;
+    int64_t c = o.num_channels;
+    if (o.affine && (!em_module_add_param(&g->base, "weight", em_ones(EM_SHAPE(c), EM_F32)) ||
+                     !em_module_add_param(&g->base, "bias", em_zeros(EM_SHAPE(c), EM_F32)))) {
         em_module_free(&g->base);
         return NULL;
     }
     return &g->base;
+}
+
+static em_module *group_norm_build(const em_module_type *type, const void *options,
+                                   em_module **children, int n)
+{
+    (void)children, (void)n;
+    return group_norm_new(type, *(const em_group_norm_options *)options);
+}
+
+static const em_setting group_norm_settings[] = {
+    EM_SIZE_SETTING(em_group_norm_options, num_groups, 1,
+                    EM_SETTING_POSITIONAL),
+    EM_SIZE_SETTING(em_group_norm_options, num_channels, 1,
+                    EM_SETTING_POSITIONAL),
+    EM_REAL_SETTING(em_group_norm_options, eps, 0, 1, 1e-5),
+    EM_BOOL_SETTING(em_group_norm_options, affine, 1),
+};
+
+EM_MODULE_TYPE(em_group_norm_type) = {
+    .type_name = "GroupNorm",
+    .forward = group_norm_forward,
+    EM_SETTINGS(group_norm_settings),
+    .options_offset = offsetof(group_norm_layer, o),
+    .options_size = sizeof(em_group_norm_options),
+    .build = group_norm_build,
+    .check = group_norm_check,
+    .tensor_elements = group_norm_elements,
+    .flops = group_norm_flops,
+};
+
+em_module *em_group_norm_layer(int64_t num_groups, int64_t channels, em_group_norm_opts o)
+{
+    if (num_groups <= 0 || channels <= 0 || channels % num_groups || !(o.eps >= 0)) {
+        em_set_error(EM_ERR_ARG, "em_group_norm_layer: channels (%lld) must be divisible by "
+                     "num_groups (%lld), both > 0, and eps (%g) >= 0", (long long)channels,
+                     (long long)num_groups, o.eps);
+        return NULL;
+    }
+    return group_norm_new(&em_group_norm_type, (em_group_norm_options){
+        .num_groups = num_groups, .num_channels = channels, .eps = o.eps ? o.eps : 1e-5,
+        .affine = !o.no_affine});
 }

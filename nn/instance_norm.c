@@ -2,6 +2,7 @@
  * each channel of each sample normalised over its positions (group norm with a group per
  * channel), or with running statistics in their place; the running statistics, when given, move
  * towards the batch's mean over samples of each instance's mean and unbiased variance. */
+#include <stddef.h>
 #include <stdio.h>
 
 #include "nn/nn_internal.h"
@@ -69,16 +70,16 @@ em_tensor *em_instance_norm(const em_tensor *x, em_tensor *running_mean, em_tens
 
 typedef struct {
     em_module base;
-    int64_t features;
+    em_instance_norm_options o;
     int sample_ndim; /* the dims of an unbatched input: 2 (C, L) or 3 (C, H, W) */
-    em_instance_norm_opts o;
-} instance_norm_layer; /* params (affine): weight, bias (features); buffers (tracking):
-                          running_mean, running_var (features), num_batches_tracked (i64 0-d,
-                          kept at 0 as PyTorch's InstanceNorm keeps it) */
+} instance_norm_layer; /* params (affine): weight, bias (num_features); buffers (tracking):
+                          running_mean, running_var (num_features), num_batches_tracked (i64
+                          0-d, kept at 0 as PyTorch's InstanceNorm keeps it) */
 
 static em_tensor *instance_norm_forward(em_module *m, const em_tensor *x)
 {
     instance_norm_layer *l = (instance_norm_layer *)m;
+    const em_instance_norm_options *o = &l->o;
     char buf[64];
     int feature_dim = x->ndim - l->sample_ndim;
     if (feature_dim != 0 && feature_dim != 1) {
@@ -86,56 +87,86 @@ static em_tensor *instance_norm_forward(em_module *m, const em_tensor *x)
                      l->sample_ndim, l->sample_ndim + 1, em_shape_str(x, buf, sizeof buf));
         return NULL;
     }
-    if ((l->o.affine || l->o.track_running_stats) && x->shape[feature_dim] != l->features) {
+    if ((o->affine || o->track_running_stats) && x->shape[feature_dim] != o->num_features) {
         em_set_error(EM_ERR_ARG, "%s: expected input's size at dim=%d to match num_features "
                      "(%lld), but got %s", m->type->type_name, feature_dim,
-                     (long long)l->features, em_shape_str(x, buf, sizeof buf));
+                     (long long)o->num_features, em_shape_str(x, buf, sizeof buf));
         return NULL;
     }
-    bool track = l->o.track_running_stats;
+    bool track = o->track_running_stats;
     em_scope_begin();
     const em_tensor *batch = feature_dim ? x : em_unsqueeze(x, 0); // (N, C, *)
     em_tensor *y = em_instance_norm(batch, track ? m->buffers[0].value : NULL,
                                     track ? m->buffers[1].value : NULL,
-                                    l->o.affine ? m->params[0].value : NULL,
-                                    l->o.affine ? m->params[1].value : NULL,
-                                    m->training || !track, l->o.momentum, l->o.eps);
+                                    o->affine ? m->params[0].value : NULL,
+                                    o->affine ? m->params[1].value : NULL,
+                                    m->training || !track, o->momentum, o->eps);
     return em_nn_scope_return(feature_dim ? y : em_squeeze(y, 0));
 }
 
-static void instance_norm_describe(const em_module *m, char *buf, size_t n)
+/* the statistics come from the input unless it tracks them and runs in eval */
+static double instance_norm_flops(const em_module *m, const em_tensor *x, const em_tensor *y)
 {
-    const instance_norm_layer *l = (const instance_norm_layer *)m;
-    snprintf(buf, n, "%lld, eps=%g, momentum=%g, affine=%s, track_running_stats=%s",
-             (long long)l->features, l->o.eps, l->o.momentum, l->o.affine ? "True" : "False",
-             l->o.track_running_stats ? "True" : "False");
+    (void)x;
+    const em_instance_norm_options *o = em_module_options(m);
+    return em_norm_flops(y, m->training || !o->track_running_stats, o->affine);
 }
 
-const em_module_type em_instance_norm1d_type = {"InstanceNorm1d", instance_norm_forward, NULL,
-                                                instance_norm_describe};
-const em_module_type em_instance_norm2d_type = {"InstanceNorm2d", instance_norm_forward, NULL,
-                                                instance_norm_describe};
-
-bool em_instance_norm_layer_config(const em_module *m, int64_t *features,
-                                   em_instance_norm_opts *o)
+/* weight and bias when affine; running mean and variance and the batch count when tracking */
+static double instance_norm_elements(const void *options)
 {
-    if (!m || (m->type != &em_instance_norm1d_type && m->type != &em_instance_norm2d_type))
-        return false;
-    const instance_norm_layer *l = (const instance_norm_layer *)m;
-    *features = l->features;
-    *o = l->o;
-    return true;
+    const em_instance_norm_options *o = options;
+    double f = (double)o->num_features;
+    return 2.0 * f * o->affine + (2.0 * f + 1) * o->track_running_stats;
 }
 
-static bool add_tensors(em_module *m, int64_t f, em_instance_norm_opts o)
+static bool add_tensors(em_module *m, int64_t f, const em_instance_norm_options *o)
 {
-    return (!o.affine || (em_module_add_param(m, "weight", em_ones(EM_SHAPE(f), EM_F32)) &&
-                          em_module_add_param(m, "bias", em_zeros(EM_SHAPE(f), EM_F32)))) &&
-           (!o.track_running_stats ||
+    return (!o->affine || (em_module_add_param(m, "weight", em_ones(EM_SHAPE(f), EM_F32)) &&
+                           em_module_add_param(m, "bias", em_zeros(EM_SHAPE(f), EM_F32)))) &&
+           (!o->track_running_stats ||
             (em_module_add_buffer(m, "running_mean", em_zeros(EM_SHAPE(f), EM_F32)) &&
              em_module_add_buffer(m, "running_var", em_ones(EM_SHAPE(f), EM_F32)) &&
              em_module_add_buffer(m, "num_batches_tracked", em_zeros(EM_SCALAR_SHAPE, EM_I64))));
 }
+
+static em_module *instance_norm_new(const em_module_type *type, em_instance_norm_options o)
+{
+    instance_norm_layer *l = (instance_norm_layer *)em_module_alloc(sizeof *l, type);
+    if (!l)
+        return NULL;
+    l->o = o;
+    l->sample_ndim = type == &em_instance_norm2d_type ? 3 : 2;
+    if (!add_tensors(&l->base, o.num_features, &o)) {
+        em_module_free(&l->base);
+        return NULL;
+    }
+    return &l->base;
+}
+
+static em_module *instance_norm_build(const em_module_type *type, const void *options,
+                                      em_module **children, int n)
+{
+    (void)children, (void)n;
+    return instance_norm_new(type, *(const em_instance_norm_options *)options);
+}
+
+static const em_setting instance_norm_settings[] = {
+    EM_SIZE_SETTING(em_instance_norm_options, num_features, 1,
+                    EM_SETTING_POSITIONAL),
+    EM_REAL_SETTING(em_instance_norm_options, eps, 0, 1, 1e-5),
+    EM_REAL_SETTING(em_instance_norm_options, momentum, 0, 1, 0.1),
+    EM_BOOL_SETTING(em_instance_norm_options, affine, 0),
+    EM_BOOL_SETTING(em_instance_norm_options, track_running_stats, 0),
+};
+
+#define INSTANCE_NORM                                                                         \
+    .forward = instance_norm_forward, EM_SETTINGS(instance_norm_settings),                   \
+    .options_offset = offsetof(instance_norm_layer, o),                                       \
+    .options_size = sizeof(em_instance_norm_options), .build = instance_norm_build,           \
+    .tensor_elements = instance_norm_elements, .flops = instance_norm_flops
+EM_MODULE_TYPE(em_instance_norm1d_type) = {.type_name = "InstanceNorm1d", INSTANCE_NORM};
+EM_MODULE_TYPE(em_instance_norm2d_type) = {.type_name = "InstanceNorm2d", INSTANCE_NORM};
 
 static em_module *instance_norm_layer_new(const em_module_type *type, int64_t features,
                                           em_instance_norm_opts o, const char *fn)
@@ -145,19 +176,10 @@ static em_module *instance_norm_layer_new(const em_module_type *type, int64_t fe
                      "momentum %g (in [0, 1])", fn, (long long)features, o.eps, o.momentum);
         return NULL;
     }
-    instance_norm_layer *l = (instance_norm_layer *)em_module_alloc(sizeof *l, type);
-    if (!l)
-        return NULL;
-    l->features = features;
-    l->sample_ndim = type == &em_instance_norm2d_type ? 3 : 2;
-    l->o = o;
-    l->o.eps = o.eps ? o.eps : 1e-5;
-    l->o.momentum = o.momentum ? o.momentum : 0.1;
-    if (!add_tensors(&l->base, features, o)) {
-        em_module_free(&l->base);
-        return NULL;
-    }
-    return &l->base;
+    return instance_norm_new(type, (em_instance_norm_options){
+        .num_features = features, .eps = o.eps ? o.eps : 1e-5,
+        .momentum = o.momentum ? o.momentum : 0.1, .affine = o.affine,
+        .track_running_stats = o.track_running_stats});
 }
 
 em_module *em_instance_norm1d_layer(int64_t num_features, em_instance_norm_opts o)

@@ -1,6 +1,7 @@
 /* Layer normalisation over the last normalized_size elements of each sample (the trailing dims
  * whose sizes multiply to it), with an elementwise weight and bias: em_layer_norm_rows over the
  * samples' rows. */
+#include <stddef.h>
 #include <stdio.h>
 
 #include "nn/nn_internal.h"
@@ -41,49 +42,78 @@ em_tensor *em_layer_norm(const em_tensor *x, int64_t normalized_size, const em_t
 
 typedef struct {
     em_module base;
-    int64_t normalized_size;
-    double eps;
-} layer_norm_layer; /* params: weight, bias (normalized_size) */
+    em_layer_norm_options o;
+} layer_norm_layer; /* params: weight, bias (normalized_shape) */
 
 static em_tensor *layer_norm_forward(em_module *m, const em_tensor *x)
 {
-    layer_norm_layer *l = (layer_norm_layer *)m;
-    return em_layer_norm(x, l->normalized_size, m->params[0].value, m->params[1].value, l->eps);
+    const em_layer_norm_options *o = &((layer_norm_layer *)m)->o;
+    return em_layer_norm(x, o->normalized_shape, m->params[0].value, m->params[1].value, o->eps);
 }
 
 static void layer_norm_describe(const em_module *m, char *buf, size_t n)
 {
-    const layer_norm_layer *l = (const layer_norm_layer *)m;
-    snprintf(buf, n, "(%lld,), eps=%g", (long long)l->normalized_size, l->eps);
+    const em_layer_norm_options *o = &((const layer_norm_layer *)m)->o;
+    snprintf(buf, n, "(%lld,), eps=%g", (long long)o->normalized_shape, o->eps);
 }
 
-const em_module_type em_layer_norm_type = {"LayerNorm", layer_norm_forward, NULL,
-                                           layer_norm_describe};
-
-bool em_layer_norm_layer_eps(const em_module *m, double *eps)
+static double layer_norm_flops(const em_module *m, const em_tensor *x, const em_tensor *y)
 {
-    if (!m || m->type != &em_layer_norm_type)
-        return false;
-    *eps = ((const layer_norm_layer *)m)->eps;
-    return true;
+    (void)m, (void)x;
+    return em_norm_flops(y, true, true);
 }
 
-em_module *em_layer_norm_layer(int64_t normalized_size, double eps)
+static double layer_norm_elements(const void *options)
 {
-    if (normalized_size <= 0 || eps < 0) {
-        em_set_error(EM_ERR_ARG, "em_layer_norm_layer: bad arguments: normalized_size %lld, "
-                     "eps %g", (long long)normalized_size, eps);
-        return NULL;
-    }
-    layer_norm_layer *l = (layer_norm_layer *)em_module_alloc(sizeof *l, &em_layer_norm_type);
+    return 2.0 * (double)((const em_layer_norm_options *)options)->normalized_shape;
+}
+
+static em_module *layer_norm_new(const em_module_type *type, em_layer_norm_options o)
+{
+    layer_norm_layer *l = (layer_norm_layer *)em_module_alloc(sizeof *l, type);
     if (!l)
         return NULL;
-    l->normalized_size = normalized_size;
-    l->eps = eps ? eps : 1e-5;
-    if (!em_module_add_param(&l->base, "weight", em_ones(EM_SHAPE(normalized_size), EM_F32)) ||
-        !em_module_add_param(&l->base, "bias", em_zeros(EM_SHAPE(normalized_size), EM_F32))) {
+    l->o = o;
+    int64_t size = o.normalized_shape;
+    if (!em_module_add_param(&l->base, "weight", em_ones(EM_SHAPE(size), EM_F32)) ||
+        !em_module_add_param(&l->base, "bias", em_zeros(EM_SHAPE(size), EM_F32))) {
         em_module_free(&l->base);
         return NULL;
     }
     return &l->base;
+}
+
+static em_module *layer_norm_build(const em_module_type *type, const void *options,
+                                   em_module **children, int n)
+{
+    (void)children, (void)n;
+    return layer_norm_new(type, *(const em_layer_norm_options *)options);
+}
+
+static const em_setting layer_norm_settings[] = {
+    EM_SIZE_SETTING(em_layer_norm_options, normalized_shape, 1, 0),
+    EM_REAL_SETTING(em_layer_norm_options, eps, 0, 1, 1e-5),
+};
+
+EM_MODULE_TYPE(em_layer_norm_type) = {
+    .type_name = "LayerNorm",
+    .forward = layer_norm_forward,
+    .describe = layer_norm_describe,
+    EM_SETTINGS(layer_norm_settings),
+    .options_offset = offsetof(layer_norm_layer, o),
+    .options_size = sizeof(em_layer_norm_options),
+    .build = layer_norm_build,
+    .tensor_elements = layer_norm_elements,
+    .flops = layer_norm_flops,
+};
+
+em_module *em_layer_norm_layer(int64_t normalized_size, em_layer_norm_opts o)
+{
+    if (normalized_size <= 0 || !(o.eps >= 0)) {
+        em_set_error(EM_ERR_ARG, "em_layer_norm_layer: bad arguments: normalized_size %lld, "
+                     "eps %g", (long long)normalized_size, o.eps);
+        return NULL;
+    }
+    return layer_norm_new(&em_layer_norm_type,
+                          (em_layer_norm_options){normalized_size, o.eps ? o.eps : 1e-5});
 }

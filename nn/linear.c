@@ -1,13 +1,13 @@
 /* Linear: y = x W^T + b with weight (out, in) and bias (out), initialised as PyTorch does
  * (kaiming_uniform_(a = sqrt 5) for W, U(-1/sqrt(in), 1/sqrt(in)) for b). */
 #include <math.h>
-#include <stdio.h>
+#include <stddef.h>
 
 #include "nn/nn_internal.h"
 
 typedef struct {
     em_module base;
-    int64_t in_features, out_features;
+    em_linear_options o;
 } linear_layer; /* params: weight (out_features, in_features), bias (out_features) if any */
 
 static em_tensor *linear_forward(em_module *m, const em_tensor *x)
@@ -20,14 +20,45 @@ em_tensor *em_linear_relu_forward(em_module *m, const em_tensor *x)
     return em_linear_relu(x, m->params[0].value, m->n_params > 1 ? m->params[1].value : NULL);
 }
 
-static void linear_describe(const em_module *m, char *buf, size_t n)
+double em_linear_flops(int64_t in_features, bool bias, const em_tensor *y)
 {
-    const linear_layer *l = (const linear_layer *)m;
-    snprintf(buf, n, "in_features=%lld, out_features=%lld, bias=%s", (long long)l->in_features,
-             (long long)l->out_features, m->n_params > 1 ? "true" : "false");
+    return (double)em_numel(y) * (2.0 * (double)in_features + bias);
 }
 
-const em_module_type em_linear_type = {"Linear", linear_forward, NULL, linear_describe};
+static double linear_flops(const em_module *m, const em_tensor *x, const em_tensor *y)
+{
+    (void)x;
+    const em_linear_options *o = em_module_options(m);
+    return em_linear_flops(o->in_features, o->bias, y);
+}
+
+static double linear_elements(const void *options)
+{
+    const em_linear_options *o = options;
+    return (double)o->out_features * (double)(o->in_features + o->bias);
+}
+
+static em_module *linear_build(const em_module_type *type, const void *options,
+                               em_module **children, int n)
+{
+    (void)type, (void)children, (void)n;
+    const em_linear_options *o = options;
+    return em_linear_layer(o->in_features, o->out_features, o->bias);
+}
+
+static const em_setting linear_settings[] = {EM_LINEAR_SETTINGS(em_linear_options)};
+
+EM_MODULE_TYPE(em_linear_type) = {
+    .type_name = "Linear",
+    .forward = linear_forward,
+    EM_SETTINGS(linear_settings),
+    .options_offset = offsetof(linear_layer, o),
+    .options_size = sizeof(em_linear_options),
+    .traits = EM_TRAIT_MATMUL,
+    .build = linear_build,
+    .tensor_elements = linear_elements,
+    .flops = linear_flops,
+};
 
 bool em_module_is_linear(const em_module *m)
 {
@@ -44,8 +75,7 @@ em_module *em_linear_layer(int64_t in_features, int64_t out_features, bool bias)
     linear_layer *l = (linear_layer *)em_module_alloc(sizeof *l, &em_linear_type);
     if (!l)
         return NULL;
-    l->in_features = in_features;
-    l->out_features = out_features;
+    l->o = (em_linear_options){in_features, out_features, bias};
     em_tensor *w = em_module_add_param(&l->base, "weight",
                                        em_empty(EM_SHAPE(out_features, in_features), EM_F32));
     bool ok = w && em_init_kaiming_uniform_(w, sqrt(5.0), EM_FAN_IN, NULL) == EM_OK;

@@ -13,6 +13,7 @@
 
 static _Thread_local em_forward_hook forward_hook;
 static _Thread_local void *forward_hook_ctx;
+static _Thread_local const em_tensor *forward_hook_input; /* the x of the hook's forward */
 
 em_forward_hook em_set_forward_hook(em_forward_hook hook, void *ctx, void **prev_ctx)
 {
@@ -27,6 +28,11 @@ em_forward_hook em_set_forward_hook(em_forward_hook hook, void *ctx, void **prev
 bool em_forward_hooked(void)
 {
     return forward_hook != NULL;
+}
+
+const em_tensor *em_forward_hook_input(void)
+{
+    return forward_hook_input;
 }
 
 /* A root module's dotted names handed out by em_module_parameters and em_module_buffers. */
@@ -300,6 +306,19 @@ em_module *em_module_numbered(const em_module_type *type, int n, va_list ap, con
     return m;
 }
 
+em_module *em_module_build_numbered(const em_module_type *type, const void *options,
+                                    em_module **children, int n)
+{
+    (void)options;
+    em_module *m = em_module_alloc(sizeof(em_module), type);
+    for (int i = 0; i < n; i++)
+        if (m)
+            m = em_module_append_numbered(m, type, children[i], type->type_name);
+        else
+            em_module_free(children[i]);
+    return m;
+}
+
 em_module *em_module_child(const em_module *m, const char *dotted_name)
 {
     if (!m || !dotted_name) {
@@ -390,8 +409,12 @@ em_tensor *em_forward(em_module *m, const em_tensor *x)
         return NULL;
     }
     em_tensor *y = EM_PROFILING() ? profiled_forward(m, x) : m->type->forward(m, x);
-    if (forward_hook)
+    if (forward_hook) {
+        const em_tensor *outer = forward_hook_input;
+        forward_hook_input = x;
         forward_hook(m, y, forward_hook_ctx);
+        forward_hook_input = outer;
+    }
     return y;
 }
 

@@ -4,7 +4,11 @@
 
 #include "nn/nn_internal.h"
 
-const em_module_type em_module_list_type = {"ModuleList", NULL, NULL, NULL};
+EM_MODULE_TYPE(em_module_list_type) = {
+    .type_name = "ModuleList",
+    .traits = EM_TRAIT_CONTAINER,
+    .build = em_module_build_numbered,
+};
 
 em_module *em_module_list_append(em_module *list, em_module *m)
 {

@@ -1,12 +1,11 @@
 /* One traced forward of a model on zeros (eval mode, no grad) with a hook after every module's
  * forward: what the summary and the FLOP count read a model's layers by. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "nn/nn_internal.h"
 
-/* The dtype and device a forward expects: i64 indices for an Embedding first, else those of
- * the first parameter (f32 on the cpu when there is none). */
+/* The dtype and device a forward expects: i64 indices for a layer of the index-input trait
+ * (Embedding) first, else those of the first parameter (f32 on the cpu when there is none). */
 static void input_kind(const em_module *m, em_dtype *dtype, em_device *device)
 {
     const em_module *leaf = m;
@@ -14,8 +13,8 @@ static void input_kind(const em_module *m, em_dtype *dtype, em_device *device)
         leaf = leaf->children[0].module;
     em_param_ref first;
     bool any = em_module_parameters(m, &first, 1) > 0;
-    *dtype = !strcmp(leaf->type->type_name, "Embedding") ? EM_I64 : any ? first.value->dtype
-                                                                          : EM_F32;
+    *dtype = leaf->type->traits & EM_TRAIT_INDEX_INPUT ? EM_I64
+             : any ? first.value->dtype : EM_F32;
     *device = any ? first.value->device : EM_CPU;
 }
 

@@ -3,6 +3,7 @@
  * scaled dot-product attention, out_proj; and the key/value cache that lets a decoder attend
  * to earlier positions without recomputing them. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,15 +13,12 @@
 
 typedef struct {
     em_module base;
-    int64_t embed_dim, num_heads;
-    double dropout;
-    bool causal;
+    em_mha_options o;
 } mha_layer; /* params: in_proj_weight (3E, E), in_proj_bias (3E) if any; child out_proj */
 
-/* by name: a checkpointed layer has a type of its own */
 static bool is_mha(const em_module *m)
 {
-    return m && !strcmp(m->type->type_name, "MultiheadAttention");
+    return m && em_module_own_type(m) == &em_multihead_attention_type;
 }
 
 struct em_kv_cache {
@@ -116,7 +114,7 @@ static em_tensor *split_heads(const em_tensor *x, int64_t heads)
 static em_tensor *projection(const mha_layer *l, const em_tensor *x, int which)
 {
     const em_module *m = &l->base;
-    int64_t e = l->embed_dim;
+    int64_t e = l->o.embed_dim;
     em_tensor *w = em_narrow(m->params[0].value, 0, which * e, e);
     em_tensor *b = m->n_params > 1 ? em_narrow(m->params[1].value, 0, which * e, e) : NULL;
     if (!w || (m->n_params > 1 && !b))
@@ -146,7 +144,7 @@ static em_tensor *sdpa_mask(const mha_layer *l, const em_mha_call *c, int64_t b,
     if (c->attn_mask) {
         const em_tensor *m = c->attn_mask;
         bool two = m->ndim == 2 && m->shape[0] == lq && m->shape[1] == lk;
-        bool three = m->ndim == 3 && m->shape[0] == b * l->num_heads && m->shape[1] == lq &&
+        bool three = m->ndim == 3 && m->shape[0] == b * l->o.num_heads && m->shape[1] == lq &&
                      m->shape[2] == lk;
         if (!two && !three) {
             em_set_error(EM_ERR_ARG, "%s: attn_mask %s must be (Lq, Lk) = (%lld, %lld) or "
@@ -156,7 +154,7 @@ static em_tensor *sdpa_mask(const mha_layer *l, const em_mha_call *c, int64_t b,
         }
         add = m->dtype == EM_BOOL ? em_where(m, ninf, zero) : em_to_dtype(m, dt);
         if (three)
-            add = em_reshape(add, EM_SHAPE(b, l->num_heads, lq, lk));
+            add = em_reshape(add, EM_SHAPE(b, l->o.num_heads, lq, lk));
     }
     if (c->key_padding_mask) {
         const em_tensor *k = c->key_padding_mask;
@@ -191,7 +189,7 @@ static bool call_masks(const mha_layer *l, const em_mha_call *c, int64_t b, int6
 static em_sdpa_opts sdpa_opts(const mha_layer *l, em_tensor *mask, bool causal)
 {
     return (em_sdpa_opts){.attn_mask = mask, .is_causal = causal,
-                          .dropout_p = l->base.training ? l->dropout : 0};
+                          .dropout_p = l->base.training ? l->o.dropout : 0};
 }
 
 /* Self-attention without a cache: one in-projection (B, T, 3E) that the packed attention op
@@ -206,7 +204,7 @@ static em_tensor *self_attention(const mha_layer *l, const em_tensor *x, const e
     if (!qkv || !call_masks(l, c, x->shape[0], x->shape[1], x->shape[1], qkv->dtype, &mask,
                             &causal))
         return NULL;
-    return em_self_attention_packed(qkv, l->num_heads, sdpa_opts(l, mask, causal));
+    return em_self_attention_packed(qkv, l->o.num_heads, sdpa_opts(l, mask, causal));
 }
 
 /* Attention of separate query, key and value (each its own block of the in-projection), or of
@@ -215,7 +213,7 @@ static em_tensor *attention(const mha_layer *l, const em_tensor *query, const em
                             const em_tensor *value, const em_mha_call *c)
 {
     const char *fn = "em_multihead_attention";
-    int64_t lq = query->shape[1], h = l->num_heads;
+    int64_t lq = query->shape[1], h = l->o.num_heads;
     em_tensor *q = split_heads(projection(l, query, 0), h);
     em_tensor *k = split_heads(projection(l, key, 1), h);
     em_tensor *v = split_heads(projection(l, value, 2), h);
@@ -261,11 +259,11 @@ em_tensor *em_multihead_attention(em_module *m, const em_tensor *query, const em
     const em_tensor *in[3] = {query, key, value};
     char bq[64], bk[64], bv[64];
     for (int i = 0; i < 3; i++)
-        if (in[i]->ndim != 3 || in[i]->shape[2] != l->embed_dim ||
+        if (in[i]->ndim != 3 || in[i]->shape[2] != l->o.embed_dim ||
             in[i]->shape[0] != query->shape[0] || (i == 2 && key->shape[1] != value->shape[1])) {
             em_set_error(EM_ERR_ARG, "%s: query, key, value must be (B, Lq, %lld), (B, Lk, %lld) "
-                         "and (B, Lk, %lld): %s, %s, %s", fn, (long long)l->embed_dim,
-                         (long long)l->embed_dim, (long long)l->embed_dim,
+                         "and (B, Lk, %lld): %s, %s, %s", fn, (long long)l->o.embed_dim,
+                         (long long)l->o.embed_dim, (long long)l->o.embed_dim,
                          em_shape_str(query, bq, sizeof bq), em_shape_str(key, bk, sizeof bk),
                          em_shape_str(value, bv, sizeof bv));
             return NULL;
@@ -276,7 +274,7 @@ em_tensor *em_multihead_attention(em_module *m, const em_tensor *query, const em
                      "in [0, %d), not layer %d", fn, c.cache->n_layers, c.layer);
         return NULL;
     }
-    int64_t b = query->shape[0], lq = query->shape[1], e = l->embed_dim;
+    int64_t b = query->shape[0], lq = query->shape[1], e = l->o.embed_dim;
     em_scope_begin();
     em_tensor *y = key == query && value == query && !c.cache ? self_attention(l, query, &c)
                                                               : attention(l, query, key, value,
@@ -286,44 +284,82 @@ em_tensor *em_multihead_attention(em_module *m, const em_tensor *query, const em
     return em_nn_scope_return(em_forward(m->children[0].module, y));
 }
 
-bool em_multihead_attention_causal(const em_module *m)
-{
-    return is_mha(m) && ((const mha_layer *)m)->causal;
-}
-
-int64_t em_multihead_attention_heads(const em_module *m)
-{
-    return is_mha(m) ? ((const mha_layer *)m)->num_heads : 0;
-}
-
 static em_tensor *mha_forward(em_module *m, const em_tensor *x)
 {
     return em_multihead_attention(m, x, x, x, (em_mha_call){
-        .is_causal = ((mha_layer *)m)->causal});
+        .is_causal = ((mha_layer *)m)->o.causal});
 }
 
 static void mha_describe(const em_module *m, char *buf, size_t n)
 {
-    const mha_layer *l = (const mha_layer *)m;
+    const em_mha_options *o = &((const mha_layer *)m)->o;
     snprintf(buf, n, "embed_dim=%lld, num_heads=%lld, dropout=%g, batch_first=True%s",
-             (long long)l->embed_dim, (long long)l->num_heads, l->dropout,
-             l->causal ? ", causal" : "");
+             (long long)o->embed_dim, (long long)o->num_heads, o->dropout,
+             o->causal ? ", causal" : "");
 }
 
-const em_module_type em_multihead_attention_type = {"MultiheadAttention", mha_forward, NULL,
-                                                    mha_describe};
-
-bool em_mha_layer_config(const em_module *m, int64_t *embed_dim, int64_t *num_heads,
-                         em_mha_opts *o)
+/* Per sample of T positions: the in-projection 2 T E 3E (+ 3 T E for its bias), the scores
+ * q k^T 2 T T E, their softmax 3 H T T and the weighted values 2 T T E. */
+double em_mha_flops(const em_mha_options *o, const em_tensor *y)
 {
-    if (!m || m->type != &em_multihead_attention_type)
-        return false;
-    const mha_layer *l = (const mha_layer *)m;
-    *embed_dim = l->embed_dim;
-    *num_heads = l->num_heads;
-    *o = (em_mha_opts){.dropout = l->dropout, .no_bias = m->n_params < 2, .causal = l->causal};
-    return true;
+    double b = (double)y->shape[0], t = (double)y->shape[1], e = (double)o->embed_dim;
+    double h = (double)o->num_heads;
+    return b * (6 * t * e * e + (o->bias ? 3 * t * e : 0) + 4 * t * t * e + 3 * h * t * t);
 }
+
+static double mha_flops(const em_module *m, const em_tensor *x, const em_tensor *y)
+{
+    (void)x;
+    return em_mha_flops(em_module_options(m), y);
+}
+
+/* in_proj (3E, E) and out_proj (E, E), with their biases */
+double em_mha_tensor_elements(double e, bool bias)
+{
+    return 4 * e * e + (bias ? 4 * e : 0);
+}
+
+static double mha_elements(const void *options)
+{
+    const em_mha_options *o = options;
+    return em_mha_tensor_elements((double)o->embed_dim, o->bias);
+}
+
+static bool mha_check(const void *options, char *why, size_t n)
+{
+    const em_mha_options *o = options;
+    return em_check_divides("num_heads", o->num_heads, "embed_dim", o->embed_dim, why, n);
+}
+
+static em_module *mha_build(const em_module_type *type, const void *options,
+                            em_module **children, int n)
+{
+    (void)type, (void)children, (void)n;
+    const em_mha_options *o = options;
+    return em_multihead_attention_layer(o->embed_dim, o->num_heads, (em_mha_opts){
+        .dropout = o->dropout, .no_bias = !o->bias, .causal = o->causal});
+}
+
+static const em_setting mha_settings[] = {
+    EM_SIZE_SETTING(em_mha_options, embed_dim, 1, 0),
+    EM_SIZE_SETTING(em_mha_options, num_heads, 1, 0),
+    EM_REAL_SETTING(em_mha_options, dropout, 0, 1, 0),
+    EM_BOOL_SETTING(em_mha_options, bias, 1),
+    EM_BOOL_SETTING(em_mha_options, causal, 0),
+};
+
+EM_MODULE_TYPE(em_multihead_attention_type) = {
+    .type_name = "MultiheadAttention",
+    .forward = mha_forward,
+    .describe = mha_describe,
+    EM_SETTINGS(mha_settings),
+    .options_offset = offsetof(mha_layer, o),
+    .options_size = sizeof(em_mha_options),
+    .build = mha_build,
+    .check = mha_check,
+    .tensor_elements = mha_elements,
+    .flops = mha_flops,
+};
 
 em_module *em_multihead_attention_layer(int64_t embed_dim, int64_t num_heads, em_mha_opts o)
 {
@@ -337,10 +373,8 @@ em_module *em_multihead_attention_layer(int64_t embed_dim, int64_t num_heads, em
     mha_layer *l = (mha_layer *)em_module_alloc(sizeof *l, &em_multihead_attention_type);
     if (!l)
         return NULL;
-    l->embed_dim = embed_dim;
-    l->num_heads = num_heads;
-    l->dropout = o.dropout;
-    l->causal = o.causal;
+    l->o = (em_mha_options){.embed_dim = embed_dim, .num_heads = num_heads,
+                            .dropout = o.dropout, .bias = !o.no_bias, .causal = o.causal};
     em_tensor *w = em_module_add_param(&l->base, "in_proj_weight",
                                        em_empty(EM_SHAPE(3 * embed_dim, embed_dim), EM_F32));
     /* PyTorch's init: xavier_uniform_ over the whole (3E, E) matrix, zero biases */

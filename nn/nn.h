@@ -16,14 +16,120 @@ extern "C" {
 
 typedef struct em_module em_module;
 
-/* What a module type provides; a custom module fills one of these (static const). */
+/* ---- module types, each described once ----
+ * A module type names its forward and describes its settings: name, kind, where the value
+ * lives in the type's options struct (the struct every module of the type keeps at
+ * options_offset), range and default. Whole-model files, summaries, FLOP counts, the ONNX
+ * export and pruning read that one description. */
+typedef enum {
+    EM_SETTING_INT,          /* int64_t in [min, max] */
+    EM_SETTING_REAL,         /* double in [min, max] (finite) */
+    EM_SETTING_BOOL,         /* bool */
+    EM_SETTING_CHOICE,       /* an enum (int) indexing choices: files hold the index, summaries
+                                the word */
+    EM_SETTING_INT_OR_NONE,  /* int64_t in [min, max], or none_value for Python's None */
+    EM_SETTING_REAL_OR_NONE, /* double in [min, max], or none_value for None */
+    EM_SETTING_INTS,         /* int64_t[] each in [min, max], as many as the count at
+                                count_offset says; files hold NAME_0, NAME_1, ... */
+} em_setting_kind;
+
+enum {
+    EM_SETTING_ADDED_LATER = 1 << 0,  /* files written before the type had it leave it out:
+                                         they read its default (any other setting a file
+                                         leaves out is an error) */
+    EM_SETTING_NONE_OMITTED = 1 << 1, /* None is written by leaving the setting out, not as
+                                         null (files and summaries) */
+    EM_SETTING_POSITIONAL = 1 << 2,   /* shown by its value alone: "4, 8, kernel_size=3" */
+    EM_SETTING_IN_UNITS = 1 << 3,     /* a matrix-product layer's input units (weight dim 1):
+                                         pruning resizes a layer through it */
+    EM_SETTING_OUT_UNITS = 1 << 4,    /* its output units (weight dim 0) */
+};
+
 typedef struct {
+    const char *name;           /* the key in files, the word in summaries: "in_features" */
+    em_setting_kind kind;
+    size_t offset;              /* offsetof the value in the options struct */
+    double min, max;            /* the range of a number */
+    double def;                 /* the default (a bool's: 0 or 1; None's: none_value) */
+    double none_value;          /* *_OR_NONE: the value held for None */
+    const char *const *choices; /* CHOICE: the words, NULL-terminated */
+    size_t count_offset;        /* INTS: offsetof its count (an int64_t, an INT setting listed
+                                   before it) in the options struct */
+    unsigned flags;             /* EM_SETTING_* */
+} em_setting;
+
+/* What a module type is, beyond its settings. */
+enum {
+    EM_TRAIT_CONTAINER = 1 << 0,   /* its children are saved with it and handed to build */
+    EM_TRAIT_SEQUENTIAL = 1 << 1,  /* runs its children in order, each on the last's output */
+    EM_TRAIT_ELEMENTWISE = 1 << 2, /* each output element is a function of the input element
+                                      at its place (activations, Dropout): 1 FLOP per element
+                                      unless flops says otherwise */
+    EM_TRAIT_MATMUL = 1 << 3,      /* a matrix product whose weight (params[0]) rows are its
+                                      output units (Linear, Conv1d, Conv2d) */
+    EM_TRAIT_INDEX_INPUT = 1 << 4, /* its input is i64 indices (Embedding) */
+};
+
+typedef struct em_module_type em_module_type;
+/* What a module type provides; a custom module fills one of these (static const) with
+ * designated initializers. Only forward is needed to run; a type with settings (and build) is
+ * also saved in whole-model files once registered (models/model_file.h). */
+struct em_module_type {
     const char *type_name;                                  /* "Linear" */
     em_tensor *(*forward)(em_module *m, const em_tensor *x); /* new tensor, or NULL + error */
     void (*destroy)(em_module *m);                          /* frees what init allocated; NULL ok */
-    /* "in_features=784, out_features=512" for summaries; NULL ok */
+    /* "in_features=784, out_features=512" for summaries; NULL: from the settings */
     void (*describe)(const em_module *m, char *buf, size_t n);
-} em_module_type;
+
+    const em_setting *settings; /* (n_settings), in the order files and summaries list them */
+    int n_settings;
+    size_t options_offset;      /* offsetof the options struct in the module's struct */
+    size_t options_size;        /* its size */
+    unsigned traits;            /* EM_TRAIT_* */
+    /* A new module of type from options (every setting in range and check passed) and, for a
+     * container, its n children (ownership taken, freed on failure); NULL with an error. */
+    em_module *(*build)(const em_module_type *type, const void *options, em_module **children,
+                        int n);
+    /* What the settings' ranges cannot say (Hardtanh's min_val <= max_val): false with why
+     * ("setting 'min_val' is 2, above max_val 1"). NULL: nothing to check. */
+    bool (*check)(const void *options, char *why, size_t n);
+    /* The parameter and buffer elements build makes from options (checked against a file
+     * before anything is allocated). NULL: none. */
+    double (*tensor_elements)(const void *options);
+    /* The FLOPs of one forward of m from x to y, its children's not counted (they count their
+     * own). NULL: none for a container, 1 per element of y for an elementwise type. */
+    double (*flops)(const em_module *m, const em_tensor *x, const em_tensor *y);
+    /* A type made over another (a checkpointed, pruned or synchronised module's) names the
+     * original, whose description it copies; NULL for an original type. */
+    const em_module_type *wraps;
+    /* A layer that is one ONNX operator: its name and up to two attributes, each a setting's
+     * value (an int, bool or real): {"LeakyRelu", {{"alpha", "negative_slope"}}} */
+    struct {
+        const char *op;
+        struct {
+            const char *attribute, *setting;
+        } attributes[2];
+    } onnx;
+};
+
+/* A type's settings from an array: `EM_SETTINGS(linear_settings),` in its initializer */
+#define EM_SETTINGS(array) .settings = (array), .n_settings = (int)(sizeof(array) / sizeof *(array))
+
+/* A setting's value read through its module's type (em_module_setting). */
+typedef struct {
+    em_setting_kind kind;
+    bool none;            /* *_OR_NONE: None */
+    int64_t i;            /* INT, INT_OR_NONE, BOOL (0 or 1), CHOICE (the index) */
+    double r;             /* REAL, REAL_OR_NONE */
+    const char *word;     /* CHOICE: the word */
+    int n;                /* INTS: the count */
+    const int64_t *ints;  /* INTS: the values (valid while the module lives) */
+} em_setting_value;
+/* The setting name of m (its own type's, through a checkpointed module too) into v;
+ * EM_ERR_ARG naming the type when it has no such setting. */
+em_status em_module_setting(const em_module *m, const char *name, em_setting_value *v);
+/* m's settings as a summary shows them ("in_features=4, out_features=2, bias=true") */
+void em_module_describe(const em_module *m, char *buf, size_t n);
 
 typedef struct {
     char *name;       /* local name: "weight", "running_mean" */
@@ -37,7 +143,8 @@ typedef struct {
 
 /* A custom module embeds em_module as its first member:
  *   typedef struct { em_module base; double scale; } my_block;
- *   static const em_module_type my_block_type = { "MyBlock", my_block_forward, NULL, NULL };
+ *   static const em_module_type my_block_type = {.type_name = "MyBlock",
+ *                                                .forward = my_block_forward};
  *   my_block *b = calloc(1, sizeof *b); em_module_init(&b->base, &my_block_type);
  *   em_module_add_param(&b->base, "weight", em_randn(...));
  *   em_module_add_child(&b->base, "fc", em_linear_layer(8, 8, true));
@@ -119,8 +226,8 @@ void em_module_zero_grad(em_module *m);
  * quantized layer's int8 weights, scales and bias (buffers) count as non-trainable parameters. */
 em_status em_module_summary(em_module *m, em_shape input, FILE *f);
 
-/* A layer whose forward is a matrix product (Linear, Conv1d, Conv2d): for one sample it makes
- * rows x positions outputs, each a sum of k products. */
+/* A layer whose forward is a matrix product (its type's EM_TRAIT_MATMUL: Linear, Conv1d,
+ * Conv2d): for one sample it makes rows x positions outputs, each a sum of k products. */
 typedef struct {
     const em_module *layer;
     int64_t rows;      /* output features or channels: the weight's first dim */
@@ -138,6 +245,13 @@ double em_matmul_macs(const em_matmul_layer *l); /* multiply-accumulates per sam
  * input_grad, for the input gradient. Bias, activations, pooling, loss and optimizer are not
  * counted. */
 double em_matmul_train_flops(const em_matmul_layer *l, int n);
+
+/* The FLOPs of one eval forward of m on an input of shape `input` (batch first), each module
+ * counting its own as its type describes (em_module_type.flops): 2 per multiply-accumulate of a
+ * product, 1 per add of a bias or residual, 1 per element of an elementwise activation, and
+ * each type's own rule beyond (norms, pools, softmax, attention, recurrences); -1 with an error
+ * when the forward fails. */
+double em_module_flops(em_module *m, em_shape input);
 
 /* The child at a dotted path of child names ("blocks.3", "features.0"), or NULL with an error
  * naming the missing part; the child stays m's. */
@@ -179,11 +293,15 @@ typedef struct {
  * out_ch / groups, kernel, kernel) */
 em_module *em_conv_transpose2d_layer(int64_t in_ch, int64_t out_ch, int64_t kernel,
                                      em_conv_transpose2d_layer_opts o);
-em_module *em_max_pool2d_layer(int64_t kernel, int64_t stride /* 0: kernel */, int64_t padding);
-/* MaxPool2d(kernel, stride, padding, dilation): taps dilation (>= 1) apart */
-em_module *em_max_pool2d_layer_dilated(int64_t kernel, int64_t stride /* 0: kernel */,
-                                       int64_t padding, int64_t dilation);
-em_module *em_avg_pool2d_layer(int64_t kernel, int64_t stride /* 0: kernel */, int64_t padding);
+typedef struct {
+    int64_t stride;   /* 0: the kernel size */
+    int64_t padding;  /* at most half the kernel */
+    int64_t dilation; /* 0: 1; MaxPool2d's taps this far apart */
+} em_pool2d_layer_opts;
+/* MaxPool2d(kernel_size, stride, padding, dilation) and AvgPool2d(kernel_size, stride, padding)
+ * over kernel x kernel windows; an AvgPool2d takes no dilation */
+em_module *em_max_pool2d_layer(int64_t kernel, em_pool2d_layer_opts o);
+em_module *em_avg_pool2d_layer(int64_t kernel, em_pool2d_layer_opts o);
 em_module *em_adaptive_avg_pool2d_layer(int64_t out_h, int64_t out_w);
 /* nn.Upsample: em_interpolate(x, o) (mode nearest, linear or bilinear; size or scale_factor) */
 em_module *em_upsample_layer(em_interpolate_opts o);
@@ -193,18 +311,26 @@ em_module *em_pad_layer(const int64_t *pads, int n_pads, em_pad_mode mode, doubl
 /* BatchNorm's momentum for PyTorch's momentum=None: the running statistics are the cumulative
  * average of every training batch's, running += (batch - running) / num_batches_tracked */
 #define EM_BN_CUMULATIVE_AVERAGE (-1.0)
+typedef struct {
+    double eps;      /* 0: 1e-5 */
+    double momentum; /* 0: 0.1; EM_BN_CUMULATIVE_AVERAGE for PyTorch's None */
+} em_batch_norm_opts;
 /* x (N, C) or (N, C, L) for 1d, (N, C, H, W) for 2d; buffers running_mean, running_var (C) and
  * num_batches_tracked (i64 0-d), counted in each training step */
-em_module *em_batch_norm1d_layer(int64_t features, double eps /* 0: 1e-5 */, double momentum /* 0: 0.1 */);
-em_module *em_batch_norm2d_layer(int64_t channels, double eps, double momentum);
-/* eps and momentum of a BatchNorm1d/2d module (EM_BN_CUMULATIVE_AVERAGE for the cumulative
- * average); EM_ERR_ARG for any other module */
-em_status em_batch_norm_layer_config(const em_module *m, double *eps, double *momentum);
-em_module *em_layer_norm_layer(int64_t normalized_size, double eps /* 0: 1e-5 */);
-/* nn.GroupNorm: x (N, channels, *), channels divisible by num_groups; affine: weight and bias
- * (channels), as PyTorch's default affine=True */
-em_module *em_group_norm_layer(int64_t num_groups, int64_t channels, double eps /* 0: 1e-5 */,
-                               bool affine);
+em_module *em_batch_norm1d_layer(int64_t num_features, em_batch_norm_opts o);
+em_module *em_batch_norm2d_layer(int64_t num_features, em_batch_norm_opts o);
+typedef struct {
+    double eps; /* 0: 1e-5 */
+} em_layer_norm_opts;
+/* over the trailing dims holding normalized_size elements; weight and bias (normalized_size) */
+em_module *em_layer_norm_layer(int64_t normalized_size, em_layer_norm_opts o);
+typedef struct {
+    double eps;     /* 0: 1e-5 */
+    bool no_affine; /* leave out weight and bias (PyTorch's affine=False) */
+} em_group_norm_opts;
+/* nn.GroupNorm: x (N, channels, *), channels divisible by num_groups; weight and bias
+ * (channels) unless no_affine */
+em_module *em_group_norm_layer(int64_t num_groups, int64_t channels, em_group_norm_opts o);
 typedef struct {
     double eps;               /* 0: 1e-5 */
     double momentum;          /* 0: 0.1 */
@@ -218,17 +344,13 @@ typedef struct {
 em_module *em_instance_norm1d_layer(int64_t num_features, em_instance_norm_opts o);
 em_module *em_instance_norm2d_layer(int64_t num_features, em_instance_norm_opts o);
 em_module *em_dropout_layer(double p);
-em_module *em_embedding_layer(int64_t num, int64_t dim);
 typedef struct {
     int64_t padding_idx;  /* used when has_padding_idx: in [-num, num), negative from the end */
     bool has_padding_idx; /* false: no padding row (PyTorch's padding_idx=None) */
 } em_embedding_opts;
-/* An Embedding whose padding row starts at zero and gets no gradient (em_embedding_padded), as
- * PyTorch's nn.Embedding(num, dim, padding_idx=...); em_embedding_layer is the form without. */
-em_module *em_embedding_layer_opts(int64_t num, int64_t dim, em_embedding_opts o);
-/* An Embedding module's options, padding_idx counted from the start; EM_ERR_ARG for any other
- * module */
-em_status em_embedding_layer_config(const em_module *m, em_embedding_opts *o);
+/* nn.Embedding(num, dim): weight (num, dim) N(0, 1); a padding row starts at zero and gets no
+ * gradient (em_embedding_padded) */
+em_module *em_embedding_layer(int64_t num, int64_t dim, em_embedding_opts o);
 em_module *em_flatten_layer(void); /* flattens all dims after the first */
 em_module *em_relu_layer(void);
 em_module *em_leaky_relu_layer(double negative_slope);
@@ -239,6 +361,7 @@ em_module *em_mish_layer(void);
 em_module *em_softplus_layer(double beta, double threshold); /* PyTorch's defaults: 1, 20 */
 em_module *em_hardtanh_layer(double min_val, double max_val); /* PyTorch's defaults: -1, 1 */
 em_module *em_elu_layer(double alpha);                         /* PyTorch's default: 1 */
+em_module *em_celu_layer(double alpha); /* alpha ELU(x / alpha); PyTorch's default 1, not 0 */
 em_module *em_selu_layer(void);
 em_module *em_hardswish_layer(void);
 em_module *em_logsigmoid_layer(void);
@@ -287,7 +410,6 @@ typedef struct {
  * (3E, E) (xavier uniform), in_proj_bias (3E) (zeros), out_proj (Linear E -> E, zero bias).
  * em_forward(m, x) is the self-attention of x (B, T, E) -> (B, T, E). */
 em_module *em_multihead_attention_layer(int64_t embed_dim, int64_t num_heads, em_mha_opts o);
-bool em_multihead_attention_causal(const em_module *m); /* the layer's causal option */
 
 typedef struct {
     const em_tensor *attn_mask;        /* NULL, or (Lq, Lk) or (B * num_heads, Lq, Lk): bool

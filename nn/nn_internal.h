@@ -1,10 +1,13 @@
-/* What the nn/ files share beyond nn.h: the traced forward the summary and the FLOP count use,
- * and the allocation every layer constructor starts with. Not installed. */
+/* What the nn/ files share beyond nn.h: reading a module type's description, the traced forward
+ * the summary and the FLOP count use, the allocation every layer constructor starts with, and
+ * (nn/layer_options_internal.h) the options each built-in layer keeps. Not installed. */
 #ifndef EMBER_NN_INTERNAL_H
 #define EMBER_NN_INTERNAL_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
+#include "nn/layer_options_internal.h"
 #include "nn/nn.h"
 
 /* Whether a forward hook is installed on this thread (Sequential then runs every module). */
@@ -19,6 +22,11 @@ bool em_module_is_linear(const em_module *m); /* nn/linear.c */
 bool em_module_is_relu(const em_module *m);   /* nn/activations.c */
 /* relu(linear m(x)) through em_linear_relu, m a Linear (nn/linear.c) */
 em_tensor *em_linear_relu_forward(em_module *m, const em_tensor *x);
+
+/* A convolution layer's parameters, PyTorch's _ConvNd.reset_parameters: weight ws
+ * kaiming_uniform_(a = sqrt 5), and with bias a bias (n_bias) U(+-1/sqrt fan_in), fan_in =
+ * numel(weight) / ws[0]. m, or NULL with m freed. */
+em_module *em_conv_layer_init(em_module *m, em_shape ws, int64_t n_bias, bool bias);
 
 /* Allocates a module of size bytes (a struct that embeds em_module first) and inits it;
  * NULL with an error when memory runs out. */
@@ -36,16 +44,17 @@ em_module *em_module_append_numbered(em_module *m, const em_module_type *type, e
 /* A new module of type (a bare em_module) holding the n modules of ap as children "0".."n-1";
  * NULL with an error naming fn (every module freed) on failure. */
 em_module *em_module_numbered(const em_module_type *type, int n, va_list ap, const char *fn);
+/* The build of such a container: a new module of type holding children "0".."n-1" */
+em_module *em_module_build_numbered(const em_module_type *type, const void *options,
+                                    em_module **children, int n);
 
 /* ---- recurrent modules (nn/recurrent.c): LSTM, GRU and their quantized forms share one
  * recurrence and differ in how a layer projects its input and its hidden state ---- */
 typedef struct em_rnn_module em_rnn_module;
 struct em_rnn_module {
     em_module base;
+    em_rnn_options o;
     bool lstm; /* LSTM: gates i, f, g, o and a cell state; else GRU: gates r, z, n */
-    int64_t input_size, hidden_size, num_layers;
-    bool batch_first;
-    double dropout; /* on each layer's output but the last, in training */
     /* layer's input (hidden false) or hidden state (true) projected with its bias:
      * x (*, in) -> (*, gates * hidden_size) */
     em_tensor *(*project)(const em_rnn_module *r, int layer, bool hidden, const em_tensor *x);
@@ -54,6 +63,11 @@ struct em_rnn_module {
 em_tensor *em_rnn_forward(em_module *m, const em_tensor *x);
 /* "LSTM(input_size=..., ...)" settings of a recurrent module, for describe */
 void em_rnn_describe(const em_module *m, char *buf, size_t n);
+/* The FLOPs of a recurrent module's forward giving y, and the elements of an LSTM's or GRU's
+ * parameters, shared with the quantized forms */
+double em_rnn_flops(const em_module *m, const em_tensor *x, const em_tensor *y);
+double em_lstm_tensor_elements(const void *options);
+double em_gru_tensor_elements(const void *options);
 
 /* Adds kids[i] as child names[i] of m, in order; false with an error when one is NULL or
  * cannot be added, every kid then freed (those added with m later). */
@@ -91,6 +105,9 @@ bool em_norm_check_channels(const char *fn, const em_tensor *v, const char *what
 int64_t em_norm_positions(const em_tensor *x);
 /* v (C) viewed as (1, C, 1, ...) to broadcast against x (N, C, *), in x's dtype */
 em_tensor *em_norm_per_channel(const em_tensor *v, const em_tensor *x);
+/* The FLOPs of a norm's forward giving y: per element 4 for statistics from the batch (a sum,
+ * and a subtract, square and sum), 2 to normalise, 2 for the affine (nn/batch_norm.c) */
+double em_norm_flops(const em_tensor *y, bool batch_statistics, bool affine);
 /* running = (1 - momentum) running + momentum stat (stat holding running's elements); the
  * caller turns gradients off */
 em_status em_norm_update_running(em_tensor *running, const em_tensor *stat, double momentum);
@@ -99,67 +116,49 @@ em_status em_norm_update_running(em_tensor *running, const em_tensor *stat, doub
  * naming fn; the caller frees it. */
 float *em_host_f32(const em_tensor *t, const char *fn);
 
-/* The built-in layer types, for code that picks what to do by a module's type (the ONNX
- * export's table of mappings). */
-extern const em_module_type em_sequential_type, em_linear_type, em_conv2d_type, em_conv1d_type,
-    em_max_pool2d_type, em_avg_pool2d_type, em_adaptive_avg_pool2d_type, em_batch_norm1d_type,
-    em_batch_norm2d_type, em_layer_norm_type, em_dropout_type, em_relu_type, em_leaky_relu_type,
-    em_gelu_type, em_silu_type, em_softsign_type, em_mish_type, em_softplus_type,
-    em_hardtanh_type, em_elu_type, em_selu_type, em_hardswish_type, em_logsigmoid_type,
-    em_tanh_type, em_sigmoid_type, em_softmax_type, em_flatten_type, em_embedding_type,
-    em_residual_type, em_lstm_type, em_gru_type, em_multihead_attention_type,
-    em_transformer_encoder_layer_type, em_module_list_type, em_conv_transpose2d_type,
-    em_upsample_type, em_pad_type, em_group_norm_type, em_instance_norm1d_type,
-    em_instance_norm2d_type;
-/* m's type; for a module em_checkpoint_module or em_checkpoint_sequential changed, the type it
- * had before (nn/checkpointed_module.c). */
-const em_module_type *em_module_own_type(const em_module *m);
+/* A built-in module type: `EM_MODULE_TYPE(em_linear_type) = {.type_name = "Linear", ...};`
+ * defines it, and the build collects every such line of the library's sources into the list of
+ * types whole-model files know (CMakeLists.txt: module_types.c), so a layer joins that list
+ * from its own file and a static link keeps every type. */
+#define EM_MODULE_TYPE(name) const em_module_type name
 
-/* What exporters and quantizers read of a layer beyond its tensors; each returns false (no
- * error set) when m is not of that type. */
-bool em_conv2d_layer_config(const em_module *m, em_conv2d_opts *o);         /* Conv2d */
-/* Conv2d, or Conv1d: its settings in the width's entries [1], height 1 */
-bool em_conv_layer_config(const em_module *m, em_conv2d_opts *o);
-bool em_pool2d_layer_config(const em_module *m, em_pool2d_opts *o);         /* Max/AvgPool2d */
-bool em_conv_transpose2d_layer_config(const em_module *m, em_conv_transpose2d_opts *o);
-/* A convolution layer's parameters, PyTorch's _ConvNd.reset_parameters: weight ws
- * kaiming_uniform_(a = sqrt 5), and with bias a bias (n_bias) U(+-1/sqrt fan_in), fan_in =
- * numel(weight) / ws[0]. m, or NULL with m freed. */
-em_module *em_conv_layer_init(em_module *m, em_shape ws, int64_t n_bias, bool bias);
-bool em_adaptive_pool_layer_size(const em_module *m, int64_t *h, int64_t *w);
-bool em_upsample_layer_config(const em_module *m, em_interpolate_opts *o); /* Upsample */
-typedef struct {
-    int64_t pads[6]; /* (n_pads) em_pad's order: last dim's left, right, then the dim before */
-    int n_pads;
-    em_pad_mode mode;
-    double value;    /* constant mode's fill */
-} em_pad_config;
-bool em_pad_layer_config(const em_module *m, em_pad_config *c); /* Pad */
-/* The settings of an activation layer: each kind sets its own fields, the others are zero. */
-typedef struct {
-    double negative_slope;   /* LeakyReLU */
-    bool tanh_approximation; /* GELU */
-    int dim;                 /* Softmax */
-    double beta, threshold;  /* Softplus */
-    double min_val, max_val; /* Hardtanh */
-    double alpha;            /* ELU */
-} em_activation_config;
-bool em_activation_layer_config(const em_module *m, em_activation_config *c); /* activations */
-bool em_batch_norm_layer_eps(const em_module *m, double *eps);
-bool em_group_norm_layer_config(const em_module *m, int64_t *num_groups, int64_t *channels,
-                                double *eps, bool *affine);
-bool em_instance_norm_layer_config(const em_module *m, int64_t *features,
-                                   em_instance_norm_opts *o); /* InstanceNorm1d/2d */
-bool em_layer_norm_layer_eps(const em_module *m, double *eps);
-int64_t em_multihead_attention_heads(const em_module *m); /* 0 for any other module */
-/* norm_first and the feed-forward activation of a TransformerEncoderLayer */
-bool em_transformer_layer_config(const em_module *m, bool *norm_first, em_activation *act);
-/* Every setting a TransformerEncoderLayer was made with (layer_norm_eps read from norm1) */
-bool em_transformer_layer_settings(const em_module *m, int64_t *d_model, int64_t *nhead,
-                                   em_transformer_opts *o);
-bool em_dropout_layer_p(const em_module *m, double *p);                     /* Dropout */
-bool em_mha_layer_config(const em_module *m, int64_t *embed_dim, int64_t *num_heads,
-                         em_mha_opts *o);                                   /* MHA */
+/* ---- a type's description, read (nn/module_type.c) ---- */
+/* m's options struct (NULL for a type without settings) */
+const void *em_module_options(const em_module *m);
+/* t's setting of that name, or NULL */
+const em_setting *em_type_setting(const em_module_type *t, const char *name);
+/* A setting's value in an options struct read into v or written from it (an INTS value's
+ * count is the count setting's, already in options), its default, and its count (INTS). */
+void em_setting_read(const em_setting *s, const void *options, em_setting_value *v);
+void em_setting_write(const em_setting *s, void *options, const em_setting_value *v);
+void em_setting_default(const em_setting *s, em_setting_value *v);
+int64_t em_setting_count(const em_setting *s, const void *options);
+/* Whether v is in s's range; else false with why: "setting 'x' is 0, outside [1, 8]" */
+bool em_setting_in_range(const em_setting *s, const em_setting_value *v, char *why, size_t n);
+/* A check hook's part: whether setting name's value d divides the setting of's value total;
+ * else false with why ("setting 'groups' is 4, which does not divide out_channels 6"). */
+bool em_check_divides(const char *name, int64_t d, const char *of, int64_t total, char *why,
+                      size_t n);
+/* Whether every setting of options is in range and t's check passes; else false with why. */
+bool em_options_check(const em_module_type *t, const void *options, char *why, size_t n);
+/* m's settings as em_module_describe shows them without a describe hook: "name=value" each (the
+ * value alone for a positional one), None left out where files leave it out */
+void em_describe_settings(const em_module *m, char *buf, size_t n);
+/* The FLOPs m's type counts for its own part of one forward from x to y. */
+double em_module_own_flops(const em_module *m, const em_tensor *x, const em_tensor *y);
+/* The flops of a type that does no arithmetic (Flatten, Pad, Embedding's lookup): 0 */
+double em_no_flops(const em_module *m, const em_tensor *x, const em_tensor *y);
+/* The input of the forward whose hook runs now (em_forward sets it around the hook call). */
+const em_tensor *em_forward_hook_input(void);
+
+/* The built-in types that code elsewhere compares modules with. */
+extern const em_module_type em_linear_type, em_conv2d_type, em_max_pool2d_type,
+    em_batch_norm1d_type, em_batch_norm2d_type, em_layer_norm_type, em_instance_norm2d_type,
+    em_relu_type, em_multihead_attention_type, em_transformer_encoder_layer_type, em_lstm_type,
+    em_gru_type;
+/* m's type; for a module whose type wraps another (checkpointed, pruned, synchronised), the
+ * original type (nn/checkpointed_module.c). */
+const em_module_type *em_module_own_type(const em_module *m);
 
 /* Quantized layers (quant/quantize.c, quant/quantize_static.c): w i8 (n, k) packed for the int8
  * kernel of its device (a new u8 tensor outside any scope), or NULL with an error naming fn;
@@ -170,8 +169,5 @@ em_tensor *em_int8_packed(const em_tensor *w, const char *fn);
 em_status em_quant_check_scale(const em_module *m, int buffer, const char *layer);
 em_status em_quantize_static_repack(em_module *m, const char *layer);
 bool em_is_static_quantized(const em_module *m);
-/* The dynamic quantized layer types (quant/quantize.c, quant/quantize_rnn.c). */
-extern const em_module_type em_quantized_linear_type, em_quantized_lstm_type,
-    em_quantized_gru_type;
 
 #endif

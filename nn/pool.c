@@ -1,80 +1,123 @@
 /* Pooling layers: max and average over k x k windows, and adaptive average pooling with
  * PyTorch's bins (start = floor(i H / out), end = ceil((i + 1) H / out)). */
+#include <stddef.h>
 #include <stdio.h>
 
 #include "nn/nn_internal.h"
 
 typedef struct {
     em_module base;
-    bool max;
-    em_pool2d_opts opts;
+    em_pool_options o;
+    em_pool2d_opts opts; /* o as em_max_pool2d and em_avg_pool2d take it */
 } pool2d_layer;
 
-static em_tensor *pool2d_forward(em_module *m, const em_tensor *x)
+static em_tensor *max_pool2d_forward(em_module *m, const em_tensor *x)
 {
-    pool2d_layer *p = (pool2d_layer *)m;
-    return p->max ? em_max_pool2d(x, p->opts) : em_avg_pool2d(x, p->opts);
+    return em_max_pool2d(x, ((pool2d_layer *)m)->opts);
 }
 
-static void pool2d_describe(const em_module *m, char *buf, size_t n)
+static em_tensor *avg_pool2d_forward(em_module *m, const em_tensor *x)
 {
-    const pool2d_layer *p = (const pool2d_layer *)m;
-    int k = snprintf(buf, n, "kernel_size=%lld, stride=%lld, padding=%lld",
-                     (long long)p->opts.kernel[0], (long long)p->opts.stride[0],
-                     (long long)p->opts.padding[0]);
-    if (p->max && k >= 0 && (size_t)k < n)
-        snprintf(buf + k, n - (size_t)k, ", dilation=%lld", (long long)p->opts.dilation[0]);
+    return em_avg_pool2d(x, ((pool2d_layer *)m)->opts);
 }
 
-const em_module_type em_max_pool2d_type = {"MaxPool2d", pool2d_forward, NULL,
-                                           pool2d_describe};
-const em_module_type em_avg_pool2d_type = {"AvgPool2d", pool2d_forward, NULL,
-                                           pool2d_describe};
-
-bool em_pool2d_layer_config(const em_module *m, em_pool2d_opts *o)
+/* kernel x kernel taps read (compared or summed) per output */
+static double pool2d_flops(const em_module *m, const em_tensor *x, const em_tensor *y)
 {
-    if (!m || (m->type != &em_max_pool2d_type && m->type != &em_avg_pool2d_type))
-        return false;
-    *o = ((const pool2d_layer *)m)->opts;
-    return true;
+    (void)x;
+    const em_pool_options *o = em_module_options(m);
+    return (double)em_numel(y) * (double)(o->kernel_size * o->kernel_size);
 }
 
-static em_module *pool2d_layer_new(bool max, int64_t kernel, int64_t stride, int64_t padding,
-                                   int64_t dilation, const char *fn)
+static bool pool2d_check(const void *options, char *why, size_t n)
 {
-    if (kernel <= 0 || stride < 0 || padding < 0 || 2 * padding > kernel || dilation <= 0) {
-        em_set_error(EM_ERR_ARG, "%s: bad sizes: kernel %lld, stride %lld, padding %lld, "
-                     "dilation %lld (padding must be at most half the kernel)", fn,
-                     (long long)kernel, (long long)stride, (long long)padding,
-                     (long long)dilation);
-        return NULL;
-    }
-    pool2d_layer *p = (pool2d_layer *)em_module_alloc(
-        sizeof *p, max ? &em_max_pool2d_type : &em_avg_pool2d_type);
+    const em_pool_options *o = options;
+    if (2 * o->padding <= o->kernel_size)
+        return true;
+    snprintf(why, n, "setting 'padding' is %lld, more than half kernel_size %lld",
+             (long long)o->padding, (long long)o->kernel_size);
+    return false;
+}
+
+em_pool2d_opts em_pool_opts_2d(const em_pool_options *o)
+{
+    return (em_pool2d_opts){.kernel = {o->kernel_size, o->kernel_size},
+                            .stride = {o->stride, o->stride}, .padding = {o->padding, o->padding},
+                            .dilation = {o->dilation, o->dilation}};
+}
+
+static em_module *pool2d_new(const em_module_type *type, em_pool_options o)
+{
+    pool2d_layer *p = (pool2d_layer *)em_module_alloc(sizeof *p, type);
     if (!p)
         return NULL;
-    p->max = max;
-    stride = stride ? stride : kernel;
-    p->opts = (em_pool2d_opts){.kernel = {kernel, kernel}, .stride = {stride, stride},
-                               .padding = {padding, padding}, .dilation = {dilation, dilation}};
+    p->o = o;
+    p->opts = em_pool_opts_2d(&o);
     return &p->base;
 }
 
-em_module *em_max_pool2d_layer(int64_t kernel, int64_t stride, int64_t padding)
+static em_module *pool2d_build(const em_module_type *type, const void *options,
+                               em_module **children, int n)
 {
-    return pool2d_layer_new(true, kernel, stride, padding, 1, "em_max_pool2d_layer");
+    (void)children, (void)n;
+    return pool2d_new(type, *(const em_pool_options *)options);
 }
 
-em_module *em_max_pool2d_layer_dilated(int64_t kernel, int64_t stride, int64_t padding,
-                                       int64_t dilation)
+/* AvgPool2d's are the first three (it has no dilation) */
+static const em_setting pool2d_settings[] = {
+    EM_SIZE_SETTING(em_pool_options, kernel_size, 1, 0),
+    EM_SIZE_SETTING(em_pool_options, stride, 1, 0),
+    EM_SIZE_SETTING(em_pool_options, padding, 0, 0),
+    EM_SIZE_SETTING(em_pool_options, dilation, 1, EM_SETTING_ADDED_LATER),
+};
+
+EM_MODULE_TYPE(em_max_pool2d_type) = {
+    .type_name = "MaxPool2d",
+    .forward = max_pool2d_forward,
+    EM_SETTINGS(pool2d_settings),
+    .options_offset = offsetof(pool2d_layer, o),
+    .options_size = sizeof(em_pool_options),
+    .build = pool2d_build,
+    .check = pool2d_check,
+    .flops = pool2d_flops,
+};
+
+EM_MODULE_TYPE(em_avg_pool2d_type) = {
+    .type_name = "AvgPool2d",
+    .forward = avg_pool2d_forward,
+    .settings = pool2d_settings,
+    .n_settings = 3,
+    .options_offset = offsetof(pool2d_layer, o),
+    .options_size = sizeof(em_pool_options),
+    .build = pool2d_build,
+    .check = pool2d_check,
+    .flops = pool2d_flops,
+};
+
+static em_module *pool2d_layer_new(const em_module_type *type, int64_t kernel,
+                               em_pool2d_layer_opts o, const char *fn)
 {
-    return pool2d_layer_new(true, kernel, stride, padding, dilation,
-                            "em_max_pool2d_layer_dilated");
+    em_pool_options p = {.kernel_size = kernel, .stride = o.stride ? o.stride : kernel,
+                         .padding = o.padding, .dilation = o.dilation ? o.dilation : 1};
+    if (kernel <= 0 || o.stride < 0 || o.padding < 0 || 2 * o.padding > kernel ||
+        o.dilation < 0 || (type == &em_avg_pool2d_type && p.dilation != 1)) {
+        em_set_error(EM_ERR_ARG, "%s: bad sizes: kernel %lld, stride %lld, padding %lld, "
+                     "dilation %lld (padding must be at most half the kernel; an AvgPool2d has "
+                     "no dilation)", fn, (long long)kernel, (long long)o.stride,
+                     (long long)o.padding, (long long)o.dilation);
+        return NULL;
+    }
+    return pool2d_new(type, p);
 }
 
-em_module *em_avg_pool2d_layer(int64_t kernel, int64_t stride, int64_t padding)
+em_module *em_max_pool2d_layer(int64_t kernel, em_pool2d_layer_opts o)
 {
-    return pool2d_layer_new(false, kernel, stride, padding, 1, "em_avg_pool2d_layer");
+    return pool2d_layer_new(&em_max_pool2d_type, kernel, o, "em_max_pool2d_layer");
+}
+
+em_module *em_avg_pool2d_layer(int64_t kernel, em_pool2d_layer_opts o)
+{
+    return pool2d_layer_new(&em_avg_pool2d_type, kernel, o, "em_avg_pool2d_layer");
 }
 
 /* Adaptive average pooling of x (N, C, H, W) along dim (2 or 3) to out bins: avg_pool2d when
@@ -116,32 +159,51 @@ em_tensor *em_adaptive_avg_pool2d(const em_tensor *x, int64_t out_h, int64_t out
 
 typedef struct {
     em_module base;
-    int64_t out_h, out_w;
+    em_adaptive_pool_options o;
 } adaptive_pool_layer;
 
 static em_tensor *adaptive_forward(em_module *m, const em_tensor *x)
 {
-    adaptive_pool_layer *p = (adaptive_pool_layer *)m;
-    return em_adaptive_avg_pool2d(x, p->out_h, p->out_w);
+    const em_adaptive_pool_options *o = &((adaptive_pool_layer *)m)->o;
+    return em_adaptive_avg_pool2d(x, o->out_h, o->out_w);
 }
 
 static void adaptive_describe(const em_module *m, char *buf, size_t n)
 {
-    const adaptive_pool_layer *p = (const adaptive_pool_layer *)m;
-    snprintf(buf, n, "output_size=(%lld, %lld)", (long long)p->out_h, (long long)p->out_w);
+    const em_adaptive_pool_options *o = &((const adaptive_pool_layer *)m)->o;
+    snprintf(buf, n, "output_size=(%lld, %lld)", (long long)o->out_h, (long long)o->out_w);
 }
 
-const em_module_type em_adaptive_avg_pool2d_type = {"AdaptiveAvgPool2d", adaptive_forward,
-                                                    NULL, adaptive_describe};
-
-bool em_adaptive_pool_layer_size(const em_module *m, int64_t *h, int64_t *w)
+/* every input element summed once (in its bin) */
+static double adaptive_flops(const em_module *m, const em_tensor *x, const em_tensor *y)
 {
-    if (!m || m->type != &em_adaptive_avg_pool2d_type)
-        return false;
-    *h = ((const adaptive_pool_layer *)m)->out_h;
-    *w = ((const adaptive_pool_layer *)m)->out_w;
-    return true;
+    (void)m, (void)y;
+    return (double)em_numel(x);
 }
+
+static em_module *adaptive_build(const em_module_type *type, const void *options,
+                                 em_module **children, int n)
+{
+    (void)type, (void)children, (void)n;
+    const em_adaptive_pool_options *o = options;
+    return em_adaptive_avg_pool2d_layer(o->out_h, o->out_w);
+}
+
+static const em_setting adaptive_settings[] = {
+    EM_SIZE_SETTING(em_adaptive_pool_options, out_h, 1, 0),
+    EM_SIZE_SETTING(em_adaptive_pool_options, out_w, 1, 0),
+};
+
+EM_MODULE_TYPE(em_adaptive_avg_pool2d_type) = {
+    .type_name = "AdaptiveAvgPool2d",
+    .forward = adaptive_forward,
+    .describe = adaptive_describe,
+    EM_SETTINGS(adaptive_settings),
+    .options_offset = offsetof(adaptive_pool_layer, o),
+    .options_size = sizeof(em_adaptive_pool_options),
+    .build = adaptive_build,
+    .flops = adaptive_flops,
+};
 
 em_module *em_adaptive_avg_pool2d_layer(int64_t out_h, int64_t out_w)
 {
@@ -154,8 +216,6 @@ em_module *em_adaptive_avg_pool2d_layer(int64_t out_h, int64_t out_w)
         (adaptive_pool_layer *)em_module_alloc(sizeof *p, &em_adaptive_avg_pool2d_type);
     if (!p)
         return NULL;
-    p->out_h = out_h;
-    p->out_w = out_w;
+    p->o = (em_adaptive_pool_options){out_h, out_w};
     return &p->base;
 }
-

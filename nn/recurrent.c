@@ -4,12 +4,12 @@
  * gradients are theirs; each layer's projections go through the module's project hook, which the
  * quantized forms replace. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "nn/nn_internal.h"
 
-#define RNN_MAX_LAYERS 64
 
 static int64_t gates(const em_rnn_module *r)
 {
@@ -21,8 +21,8 @@ static em_tensor *linear_project(const em_rnn_module *r, int layer, bool hidden,
                                  const em_tensor *x /* (*, in) */)
 {
     const em_module *m = &r->base;
-    int per_layer = m->n_params / (int)r->num_layers, at = layer * per_layer;
-    const em_tensor *b = per_layer == 4 ? m->params[at + 2 + hidden].value : NULL;
+    int per_layer = m->n_params / (int)r->o.num_layers, at = layer * per_layer;
+    const em_tensor *b = r->o.bias ? m->params[at + 2 + hidden].value : NULL;
     return em_linear(x, m->params[at + hidden].value, b);
 }
 
@@ -62,7 +62,7 @@ static em_tensor *run_layer(const em_rnn_module *r, int layer,
                             const em_tensor *seq /* (T, B, in) */, em_tensor **h /* (B, H) */,
                             em_tensor **c /* (B, H) */)
 {
-    int64_t steps = seq->shape[0], hs = r->hidden_size;
+    int64_t steps = seq->shape[0], hs = r->o.hidden_size;
     em_tensor *xw = r->project(r, layer, false, seq); // (T, B, G H)
     em_tensor **outs = malloc((size_t)(steps > 0 ? steps : 1) * sizeof *outs);
     if (!xw || !outs) {
@@ -93,23 +93,23 @@ static bool check_shapes(const em_rnn_module *r, const em_tensor *x, const em_te
 {
     const char *fn = r->base.type->type_name;
     char bx[128], bs[128];
-    if ((x->ndim != 2 && x->ndim != 3) || x->shape[x->ndim - 1] != r->input_size ||
+    if ((x->ndim != 2 && x->ndim != 3) || x->shape[x->ndim - 1] != r->o.input_size ||
         !em_dtype_is_float(x->dtype) || x->shape[0] == 0 || (x->ndim == 3 && x->shape[1] == 0)) {
         em_set_error(EM_ERR_ARG, "%s: expected floating x (%s, %lld) with at least one step: "
-                     "%s %s", fn, r->batch_first ? "B, T" : "T, B", (long long)r->input_size,
+                     "%s %s", fn, r->o.batch_first ? "B, T" : "T, B", (long long)r->o.input_size,
                      em_dtype_name(x->dtype), em_shape_str(x, bx, sizeof bx));
         return false;
     }
     if (!s)
         return true;
-    int64_t batch = x->ndim == 2 ? 0 : x->shape[r->batch_first ? 0 : 1];
-    bool ok = s->ndim == x->ndim && s->shape[0] == r->num_layers &&
-              s->shape[s->ndim - 1] == r->hidden_size && (!batch || s->shape[1] == batch) &&
+    int64_t batch = x->ndim == 2 ? 0 : x->shape[r->o.batch_first ? 0 : 1];
+    bool ok = s->ndim == x->ndim && s->shape[0] == r->o.num_layers &&
+              s->shape[s->ndim - 1] == r->o.hidden_size && (!batch || s->shape[1] == batch) &&
               s->dtype == x->dtype && s->device == x->device;
     if (!ok)
         em_set_error(EM_ERR_ARG, "%s: %s must be (%lld, %s%lld) like x: %s %s for x %s", fn,
-                     what, (long long)r->num_layers, batch ? "B, " : "",
-                     (long long)r->hidden_size, em_dtype_name(s->dtype),
+                     what, (long long)r->o.num_layers, batch ? "B, " : "",
+                     (long long)r->o.hidden_size, em_dtype_name(s->dtype),
                      em_shape_str(s, bs, sizeof bs), em_shape_str(x, bx, sizeof bx));
     return ok;
 }
@@ -129,23 +129,23 @@ static em_tensor *run(em_module *m, const em_tensor *x, const em_tensor *h0, con
         return NULL;
     bool unbatched = x->ndim == 2;
     em_scope_begin();
-    const em_tensor *seq = unbatched ? em_unsqueeze(x, 1) : r->batch_first ? em_transpose(x, 0, 1)
+    const em_tensor *seq = unbatched ? em_unsqueeze(x, 1) : r->o.batch_first ? em_transpose(x, 0, 1)
                                                                            : x; // (T, B, in)
     const em_tensor *h0b = h0 && unbatched ? em_unsqueeze(h0, 1) : h0;         // (L, B, H)
     const em_tensor *c0b = c0 && unbatched ? em_unsqueeze(c0, 1) : c0;
-    int64_t batch = seq ? seq->shape[1] : 0, hs = r->hidden_size, layers = r->num_layers;
-    em_tensor *h_last[RNN_MAX_LAYERS], *c_last[RNN_MAX_LAYERS];
+    int64_t batch = seq ? seq->shape[1] : 0, hs = r->o.hidden_size, layers = r->o.num_layers;
+    em_tensor *h_last[EM_RNN_MAX_LAYERS], *c_last[EM_RNN_MAX_LAYERS];
     for (int l = 0; l < layers && seq; l++) {
         em_tensor *h = h0b ? em_select(h0b, 0, l) : zero_state(x, batch, hs);
         em_tensor *c = !r->lstm ? NULL : c0b ? em_select(c0b, 0, l) : zero_state(x, batch, hs);
         seq = run_layer(r, l, seq, &h, &c);
-        if (seq && r->dropout > 0 && l + 1 < layers)
-            seq = em_dropout(seq, r->dropout, m->training, NULL);
+        if (seq && r->o.dropout > 0 && l + 1 < layers)
+            seq = em_dropout(seq, r->o.dropout, m->training, NULL);
         h_last[l] = h;
         c_last[l] = c;
     }
     em_tensor *y = !seq ? NULL : unbatched ? em_squeeze(seq, 1)
-                               : r->batch_first ? em_transpose(seq, 0, 1) : (em_tensor *)seq;
+                               : r->o.batch_first ? em_transpose(seq, 0, 1) : (em_tensor *)seq;
     if (y && h_n)
         *h_n = stack_states(h_last, layers, unbatched);
     if (y && c_n)
@@ -169,14 +169,66 @@ em_tensor *em_rnn_forward(em_module *m, const em_tensor *x)
 
 void em_rnn_describe(const em_module *m, char *buf, size_t n)
 {
-    const em_rnn_module *r = (const em_rnn_module *)m;
+    const em_rnn_options *o = &((const em_rnn_module *)m)->o;
     snprintf(buf, n, "%lld, %lld, num_layers=%lld, batch_first=%s, dropout=%g",
-             (long long)r->input_size, (long long)r->hidden_size, (long long)r->num_layers,
-             r->batch_first ? "true" : "false", r->dropout);
+             (long long)o->input_size, (long long)o->hidden_size, (long long)o->num_layers,
+             o->batch_first ? "true" : "false", o->dropout);
 }
 
-const em_module_type em_lstm_type = {"LSTM", em_rnn_forward, NULL, em_rnn_describe};
-const em_module_type em_gru_type = {"GRU", em_rnn_forward, NULL, em_rnn_describe};
+/* Per step and layer: the input's and the hidden state's projections (2 FLOPs a
+ * multiply-accumulate, 1 per bias add), unless child modules make them (the quantized forms':
+ * they count their own), and the gates' elementwise work (LSTM 13 H: the sum of the projections
+ * 4 H, three sigmoids and two tanh 5 H, c = f c + i g 3 H, h = o tanh(c) 1 H; GRU 10 H: the r
+ * and z sums 2 H and sigmoids 2 H, n's sum, product and tanh 3 H, h = n + z (h - n) 3 H). */
+double em_rnn_flops(const em_module *m, const em_tensor *x, const em_tensor *y)
+{
+    (void)x;
+    const em_rnn_module *r = (const em_rnn_module *)m;
+    const em_rnn_options *o = &r->o;
+    double h = (double)o->hidden_size, rows = (double)gates(r) * h;
+    double steps = (double)(em_numel(y) / o->hidden_size); /* time steps x batch */
+    double flops = 0;
+    for (int64_t l = 0; l < o->num_layers; l++) {
+        double in = (double)(l ? o->hidden_size : o->input_size);
+        if (m->n_children == 0)
+            flops += 2 * rows * (in + h) + (o->bias ? 2 * rows : 0);
+        flops += (r->lstm ? 13 : 10) * h;
+    }
+    return steps * flops;
+}
+
+/* Weights and biases of the layers: gates * hidden rows over each layer's input and hidden. */
+static double rnn_elements(const em_rnn_options *o, int gates)
+{
+    double rows = (double)gates * (double)o->hidden_size, n = 0;
+    for (int64_t l = 0; l < o->num_layers; l++)
+        n += rows * ((double)(l ? o->hidden_size : o->input_size) + (double)o->hidden_size +
+                     (o->bias ? 2 : 0));
+    return n;
+}
+
+double em_lstm_tensor_elements(const void *options) { return rnn_elements(options, 4); }
+double em_gru_tensor_elements(const void *options) { return rnn_elements(options, 3); }
+
+static em_module *rnn_new(const em_module_type *type, bool lstm, em_rnn_options o);
+
+static em_module *rnn_build(const em_module_type *type, const void *options,
+                            em_module **children, int n)
+{
+    (void)children, (void)n;
+    return rnn_new(type, type == &em_lstm_type, *(const em_rnn_options *)options);
+}
+
+static const em_setting rnn_settings[] = {EM_RNN_SETTINGS};
+
+#define RNN                                                                                   \
+    .forward = em_rnn_forward, .describe = em_rnn_describe, EM_SETTINGS(rnn_settings),       \
+    .options_offset = offsetof(em_rnn_module, o), .options_size = sizeof(em_rnn_options),    \
+    .build = rnn_build, .flops = em_rnn_flops
+EM_MODULE_TYPE(em_lstm_type) = {.type_name = "LSTM", RNN,
+                                .tensor_elements = em_lstm_tensor_elements};
+EM_MODULE_TYPE(em_gru_type) = {.type_name = "GRU", RNN,
+                               .tensor_elements = em_gru_tensor_elements};
 
 /* true when m is a recurrent module of the kind wanted (lstm or GRU), else an error naming fn */
 static bool is_rnn(const em_module *m, bool lstm, const char *fn)
@@ -228,39 +280,44 @@ static bool add_layer_params(em_module *m, int layer, int64_t in, int64_t hs, in
     return true;
 }
 
-static em_module *rnn_new(const em_module_type *type, bool lstm, int64_t input_size,
-                          int64_t hidden_size, em_rnn_opts o)
+static em_module *rnn_new(const em_module_type *type, bool lstm, em_rnn_options o)
 {
-    int64_t layers = o.num_layers ? o.num_layers : 1;
-    if (input_size <= 0 || hidden_size <= 0 || layers < 1 || layers > RNN_MAX_LAYERS ||
-        !(o.dropout >= 0 && o.dropout < 1)) {
-        em_set_error(EM_ERR_ARG, "em_%s_layer: bad sizes: input %lld, hidden %lld, layers %lld, "
-                     "dropout %g", lstm ? "lstm" : "gru", (long long)input_size,
-                     (long long)hidden_size, (long long)layers, o.dropout);
-        return NULL;
-    }
     em_rnn_module *r = (em_rnn_module *)em_module_alloc(sizeof *r, type);
     if (!r)
         return NULL;
-    *r = (em_rnn_module){.base = r->base, .lstm = lstm, .input_size = input_size,
-                         .hidden_size = hidden_size, .num_layers = layers,
-                         .batch_first = o.batch_first, .dropout = o.dropout,
-                         .project = linear_project};
-    for (int l = 0; l < layers; l++)
-        if (!add_layer_params(&r->base, l, l ? hidden_size : input_size, hidden_size, gates(r),
-                              !o.no_bias)) {
+    *r = (em_rnn_module){.base = r->base, .o = o, .lstm = lstm, .project = linear_project};
+    for (int l = 0; l < o.num_layers; l++)
+        if (!add_layer_params(&r->base, l, l ? o.hidden_size : o.input_size, o.hidden_size,
+                              gates(r), o.bias)) {
             em_module_free(&r->base);
             return NULL;
         }
     return &r->base;
 }
 
+/* An LSTM or GRU from a constructor's arguments (0: the default), checked. */
+static em_module *rnn_layer(const em_module_type *type, bool lstm, int64_t input_size,
+                            int64_t hidden_size, em_rnn_opts o)
+{
+    int64_t layers = o.num_layers ? o.num_layers : 1;
+    if (input_size <= 0 || hidden_size <= 0 || layers < 1 || layers > EM_RNN_MAX_LAYERS ||
+        !(o.dropout >= 0 && o.dropout < 1)) {
+        em_set_error(EM_ERR_ARG, "em_%s_layer: bad sizes: input %lld, hidden %lld, layers %lld, "
+                     "dropout %g", lstm ? "lstm" : "gru", (long long)input_size,
+                     (long long)hidden_size, (long long)layers, o.dropout);
+        return NULL;
+    }
+    return rnn_new(type, lstm, (em_rnn_options){
+        .input_size = input_size, .hidden_size = hidden_size, .num_layers = layers,
+        .batch_first = o.batch_first, .bias = !o.no_bias, .dropout = o.dropout});
+}
+
 em_module *em_lstm_layer(int64_t input_size, int64_t hidden_size, em_rnn_opts o)
 {
-    return rnn_new(&em_lstm_type, true, input_size, hidden_size, o);
+    return rnn_layer(&em_lstm_type, true, input_size, hidden_size, o);
 }
 
 em_module *em_gru_layer(int64_t input_size, int64_t hidden_size, em_rnn_opts o)
 {
-    return rnn_new(&em_gru_type, false, input_size, hidden_size, o);
+    return rnn_layer(&em_gru_type, false, input_size, hidden_size, o);
 }

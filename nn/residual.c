@@ -29,7 +29,34 @@ static void residual_describe(const em_module *m, char *buf, size_t n)
     snprintf(buf, n, "shortcut=%s", m->n_children > 1 ? "module" : "identity");
 }
 
-const em_module_type em_residual_type = {"Residual", residual_forward, NULL, residual_describe};
+/* the sum of the two branches: 1 per element */
+static double residual_flops(const em_module *m, const em_tensor *x, const em_tensor *y)
+{
+    (void)m, (void)x;
+    return (double)em_numel(y);
+}
+
+static em_module *residual_build(const em_module_type *type, const void *options,
+                                 em_module **children, int n)
+{
+    (void)options;
+    if (n == 1 || n == 2)
+        return em_residual(children[0], n == 2 ? children[1] : NULL);
+    for (int i = 0; i < n; i++)
+        em_module_free(children[i]);
+    em_set_error(EM_ERR_ARG, "%s: %d children, not 1 or 2 (body and shortcut)",
+                 type->type_name, n);
+    return NULL;
+}
+
+EM_MODULE_TYPE(em_residual_type) = {
+    .type_name = "Residual",
+    .forward = residual_forward,
+    .describe = residual_describe,
+    .traits = EM_TRAIT_CONTAINER,
+    .build = residual_build,
+    .flops = residual_flops,
+};
 
 em_module *em_residual(em_module *body, em_module *shortcut)
 {

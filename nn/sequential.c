@@ -2,7 +2,6 @@
  * inside the forward's own scope. A ReLU followed by max pooling, and a Linear followed by a
  * ReLU, run as one op. */
 #include <stdarg.h>
-#include <string.h>
 
 #include "nn/nn_internal.h"
 #include "observe/profiler_internal.h"
@@ -12,8 +11,10 @@
  * watches each module's output. */
 static bool relu_then_max_pool(const em_module *a, const em_module *b, em_pool2d_opts *o)
 {
-    return !em_forward_hooked() && em_module_is_relu(a) &&
-           !strcmp(b->type->type_name, "MaxPool2d") && em_pool2d_layer_config(b, o);
+    if (em_forward_hooked() || !em_module_is_relu(a) || b->type != &em_max_pool2d_type)
+        return false;
+    *o = em_pool_opts_2d(em_module_options(b));
+    return true;
 }
 
 /* Whether a then b is Linear then ReLU: they run as em_linear_relu, the same values and
@@ -50,7 +51,12 @@ static em_tensor *sequential_forward(em_module *m, const em_tensor *x)
     return h;
 }
 
-const em_module_type em_sequential_type = {"Sequential", sequential_forward, NULL, NULL};
+EM_MODULE_TYPE(em_sequential_type) = {
+    .type_name = "Sequential",
+    .forward = sequential_forward,
+    .traits = EM_TRAIT_CONTAINER | EM_TRAIT_SEQUENTIAL,
+    .build = em_module_build_numbered,
+};
 
 em_module *em_sequential_append(em_module *seq, em_module *m)
 {

@@ -9,8 +9,8 @@
 #include "prune/prune_internal.h"
 #include "tensor/core_internal.h"
 
-/* A pruned module's type: the original's name, destroy and describe with pruned_forward. One per
- * original type, made on first use and never freed. */
+/* A pruned module's type: the original's description with pruned_forward and without build.
+ * One per original type, made on first use and never freed. */
 typedef struct {
     em_module_type type; /* first: a module's type pointer points here */
     const em_module_type *orig;
@@ -42,9 +42,11 @@ static const em_module_type *pruned_type_of(const em_module_type *orig, const ch
             found = &registry[i].type;
     if (!found && n_registered < MAX_PRUNED_TYPES) {
         pruned_type *p = &registry[n_registered++];
-        *p = (pruned_type){.type = {orig->type_name, pruned_forward, orig->destroy,
-                                    orig->describe},
-                           .orig = orig};
+        /* the original's description, but no build: a file cannot rebuild the masks */
+        *p = (pruned_type){.type = *orig, .orig = orig};
+        p->type.forward = pruned_forward;
+        p->type.build = NULL;
+        p->type.wraps = orig;
         found = &p->type;
     }
     pthread_mutex_unlock(&registry_lock);

@@ -1,13 +1,47 @@
-/* After pruning: the sparsity report, shrinking Linear stacks to the neurons that remain, and
- * rebuilding a pruned or shrunk model's structure from a file before loading it. */
+/* After pruning: the sparsity report, shrinking stacks of dense layers (matrix products over a
+ * weight (out, in), as Linear) to the neurons that remain, and rebuilding a pruned or shrunk
+ * model's structure from a file before loading it. Layers are told apart by their types'
+ * traits and resized through their descriptions. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/nn_internal.h"
 #include "prune/prune_internal.h"
 
-static bool is_linear(const em_module *m)
+/* A layer whose weight (out, in) multiplies its input (the matmul trait and a 2-d weight), and
+ * whose type's settings name its input and output units: one that can be resized. */
+static bool is_dense(const em_module *m)
 {
-    return !strcmp(m->type->type_name, "Linear");
+    em_tensor *w = (m->type->traits & EM_TRAIT_MATMUL) ? em_prune_param(m, "weight") : NULL;
+    bool dense = w && w->ndim == 2;
+    em_release(w);
+    return dense;
+}
+
+/* A new layer of like's type and settings but in and out units (every unit-setting so flagged),
+ * its tensors as the type makes them; NULL with an error. */
+static em_module *resized(const em_module *like, int64_t in, int64_t out)
+{
+    const em_module_type *t = em_module_own_type(like);
+    void *options = malloc(t->options_size ? t->options_size : 1);
+    if (!options) {
+        em_set_error(EM_ERR_MEMORY, "em_prune_shrink: out of memory");
+        return NULL;
+    }
+    memcpy(options, em_module_options(like), t->options_size);
+    for (int i = 0; i < t->n_settings; i++) {
+        const em_setting *s = &t->settings[i];
+        em_setting_value v = {.kind = s->kind, .i = s->flags & EM_SETTING_IN_UNITS ? in : out};
+        if (s->flags & (EM_SETTING_IN_UNITS | EM_SETTING_OUT_UNITS))
+            em_setting_write(s, options, &v);
+    }
+    em_module *m = t->build ? t->build(t, options, NULL, 0) : NULL;
+    if (!t->build)
+        em_set_error(EM_ERR_ARG, "em_prune_shrink: a %s cannot be rebuilt", t->type_name);
+    free(options);
+    if (m)
+        m->training = like->training;
+    return m;
 }
 
 /* ---- sparsity ---- */
@@ -86,13 +120,7 @@ double em_prune_report(const em_module *model, FILE *f)
 
 static bool is_elementwise(const em_module *m)
 {
-    static const char *const names[] = {"ReLU", "LeakyReLU", "GELU", "SiLU", "Softsign", "Mish",
-                                        "Softplus", "Hardtanh", "ELU", "SELU", "Tanh", "Sigmoid",
-                                        "Hardswish", "LogSigmoid", "Dropout"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(m->type->type_name, names[i]))
-            return true;
-    return false;
+    return m->type->traits & EM_TRAIT_ELEMENTWISE;
 }
 
 /* act[r] = the layers seq[from..to) applied to the value bias[r] (eval mode, no grad). */
@@ -113,11 +141,11 @@ static em_status constant_outputs(em_module *seq, int from, int to, const float 
     return st;
 }
 
-/* A Linear (in, out) whose weight and bias take the given host values. */
-static em_module *linear_from(int64_t in, int64_t out, const float *w, const float *b,
-                              const char *fn)
+/* A layer like `like` resized to (in, out) whose weight and bias take the given host values. */
+static em_module *dense_from(const em_module *like, int64_t in, int64_t out, const float *w,
+                             const float *b, const char *fn)
 {
-    em_module *l = em_linear_layer(in, out, b != NULL);
+    em_module *l = resized(like, in, out);
     if (l && (em_prune_write(l->params[0].value, w, fn) != EM_OK ||
               (b && em_prune_write(l->params[1].value, b, fn) != EM_OK))) {
         em_module_free(l);
@@ -150,7 +178,7 @@ static void dense_close(dense *d)
     free(d->b);
 }
 
-/* Shrinks the hidden neurons between Linear children i and j of seq; returns how many went. */
+/* Shrinks the hidden neurons between dense children i and j of seq; returns how many went. */
 static int64_t shrink_pair(em_module *seq, int i, int j)
 {
     const char *fn = "em_prune_shrink";
@@ -163,8 +191,9 @@ static int64_t shrink_pair(em_module *seq, int i, int j)
     float *w1 = ok ? malloc(sizeof *w1 * (size_t)(a.in * h)) : NULL;
     float *w2 = ok ? malloc(sizeof *w2 * (size_t)(c.out * h)) : NULL;
     if (ok && c.in != h)
-        em_set_error(EM_ERR_ARG, "%s: Linear %s gives %lld features but %s takes %lld", fn,
-                     seq->children[i].name, (long long)h, seq->children[j].name, (long long)c.in);
+        em_set_error(EM_ERR_ARG, "%s: %s %s gives %lld features but %s takes %lld", fn,
+                     m1->type->type_name, seq->children[i].name, (long long)h,
+                     seq->children[j].name, (long long)c.in);
     else if (ok && (!keep || !fold || !act || !zero || !w1 || !w2))
         em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
     else if (ok && constant_outputs(seq, i + 1, j, a.b ? a.b : zero, h, act) == EM_OK) {
@@ -181,7 +210,7 @@ static int64_t shrink_pair(em_module *seq, int i, int j)
             kept += keep[r];
         }
         if (kept == 0)
-            kept = keep[0] = 1; /* a Linear needs one output; neuron 0 then computes zeros */
+            kept = keep[0] = 1; /* a layer needs one output; neuron 0 then computes zeros */
         for (int64_t r = 0; r < h; r++)
             for (int64_t q = 0; fold[r] && q < c.out; q++)
                 c.b[q] += c.w[q * h + r] * act[r];
@@ -196,11 +225,9 @@ static int64_t shrink_pair(em_module *seq, int i, int j)
                 w2[q * kept + at] = c.w[q * h + r];
             at++;
         }
-        em_module *n1 = kept < h ? linear_from(a.in, kept, w1, a.b, fn) : NULL;
-        em_module *n2 = n1 ? linear_from(kept, c.out, w2, c.b, fn) : NULL;
+        em_module *n1 = kept < h ? dense_from(m1, a.in, kept, w1, a.b, fn) : NULL;
+        em_module *n2 = n1 ? dense_from(m2, kept, c.out, w2, c.b, fn) : NULL;
         if (n2) {
-            n1->training = m1->training;
-            n2->training = m2->training;
             em_module_free(em_module_set_child(seq, i, n1));
             em_module_free(em_module_set_child(seq, j, n2));
             removed = h - kept;
@@ -223,14 +250,14 @@ static int64_t shrink_pair(em_module *seq, int i, int j)
 static int64_t shrink_tree(em_module *m)
 {
     int64_t removed = 0;
-    bool seq = !strcmp(m->type->type_name, "Sequential");
+    bool seq = m->type->traits & EM_TRAIT_SEQUENTIAL;
     for (int i = 0; seq && i < m->n_children; i++) {
-        if (!is_linear(m->children[i].module))
+        if (!is_dense(m->children[i].module))
             continue;
         int j = i + 1;
         while (j < m->n_children && is_elementwise(m->children[j].module))
             j++;
-        if (j >= m->n_children || !is_linear(m->children[j].module))
+        if (j >= m->n_children || !is_dense(m->children[j].module))
             continue;
         int64_t r = shrink_pair(m, i, j);
         if (r < 0)
@@ -276,7 +303,7 @@ static const em_tensor *file_param(const em_safetensors *st, const char *prefix,
     return t ? t : em_safetensors_get(st, name);
 }
 
-/* Linear children take the file's sizes; parameters with a mask in the file are pruned. */
+/* Dense children take the file's sizes; parameters with a mask in the file are pruned. */
 static em_status prepare(em_module *m, const em_safetensors *st, const char *prefix)
 {
     const char *fn = "em_prune_prepare_load";
@@ -285,15 +312,13 @@ static em_status prepare(em_module *m, const em_safetensors *st, const char *pre
         snprintf(p, sizeof p, "%s%s.", prefix, m->children[i].name);
         em_module *c = m->children[i].module;
         const em_tensor *w = file_param(st, p, "weight");
-        em_tensor *cw = is_linear(c) ? em_prune_param(c, "weight") : NULL;
+        em_tensor *cw = is_dense(c) ? em_prune_param(c, "weight") : NULL;
         bool resize = w && cw && w->ndim == 2 && !em_same_shape(w, cw);
         em_release(cw);
         if (resize) {
-            em_module *n = em_linear_layer(w->shape[1], w->shape[0],
-                                           file_param(st, p, "bias") != NULL);
+            em_module *n = resized(c, w->shape[1], w->shape[0]);
             if (!n)
                 return em_error_status();
-            n->training = c->training;
             em_module_free(em_module_set_child(m, i, n));
             c = n;
         }

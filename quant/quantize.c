@@ -144,9 +144,15 @@ em_tensor *em_dequantize_weight_s8(const em_tensor *q, const em_tensor *scale)
 
 /* ---- the layer ---- */
 
+/* Linear's settings, and whether the weight has one scale */
+typedef struct {
+    int64_t in_features, out_features;
+    bool bias, per_tensor;
+} qlinear_options;
+
 typedef struct {
     em_module base;
-    int64_t in_features, out_features;
+    qlinear_options o;
     em_tensor *packed; /* u8 (the backend's int8_packed_size): weight in the kernel's layout */
 } qlinear_layer; /* buffers: weight i8 (out, in), weight_scale f32 (out) or (1), bias f32 (out) */
 
@@ -157,9 +163,9 @@ static em_tensor *qlinear_forward(em_module *m, const em_tensor *x)
     const em_tensor *scale = m->buffers[1].value, *bias = m->n_buffers > 2 ? m->buffers[2].value
                                                                             : NULL;
     char sx[64];
-    if (x->dtype != EM_F32 || x->ndim < 1 || x->shape[x->ndim - 1] != l->in_features) {
+    if (x->dtype != EM_F32 || x->ndim < 1 || x->shape[x->ndim - 1] != l->o.in_features) {
         em_set_error(EM_ERR_ARG, "%s: expected f32 x (*, %lld): %s %s", fn,
-                     (long long)l->in_features, em_dtype_name(x->dtype),
+                     (long long)l->o.in_features, em_dtype_name(x->dtype),
                      em_shape_str(x, sx, sizeof sx));
         return NULL;
     }
@@ -173,11 +179,11 @@ static em_tensor *qlinear_forward(em_module *m, const em_tensor *x)
     }
     em_tensor *xc = em_tensor_contiguous_raw(x);
     em_shape s = em_shape_of(x);
-    s.d[s.ndim - 1] = l->out_features;
+    s.d[s.ndim - 1] = l->o.out_features;
     em_tensor *y = xc ? em_empty_on(s, EM_F32, x->device) : NULL;
     if (y) {
-        int64_t rows = l->in_features ? em_numel(x) / l->in_features : 0;
-        int rc = be->qlinear_dynamic(rows, l->out_features, l->in_features, em_data_ptr(xc),
+        int64_t rows = l->o.in_features ? em_numel(x) / l->o.in_features : 0;
+        int rc = be->qlinear_dynamic(rows, l->o.out_features, l->o.in_features, em_data_ptr(xc),
                                      em_data_ptr(l->packed), em_data_ptr(scale), em_numel(scale),
                                      bias ? em_data_ptr(bias) : NULL, em_data_ptr(y));
         if (em_kernel_status(rc, fn, x) != EM_OK) {
@@ -198,12 +204,58 @@ static void qlinear_describe(const em_module *m, char *buf, size_t n)
 {
     const qlinear_layer *l = (const qlinear_layer *)m;
     snprintf(buf, n, "in_features=%lld, out_features=%lld, dtype=int8, %s",
-             (long long)l->in_features, (long long)l->out_features,
+             (long long)l->o.in_features, (long long)l->o.out_features,
              em_numel(m->buffers[1].value) == 1 ? "per_tensor" : "per_channel");
 }
 
-const em_module_type em_quantized_linear_type = {"QuantizedLinear", qlinear_forward,
-                                                 qlinear_destroy, qlinear_describe};
+static double qlinear_flops(const em_module *m, const em_tensor *x, const em_tensor *y)
+{
+    (void)x;
+    const qlinear_options *o = em_module_options(m);
+    return em_linear_flops(o->in_features, o->bias, y);
+}
+
+/* weight (out, in), its scales (out) or (1), bias (out) */
+static double qlinear_elements(const void *options)
+{
+    const qlinear_options *o = options;
+    double out = (double)o->out_features;
+    return out * (double)o->in_features + (o->per_tensor ? 1 : out) + (o->bias ? out : 0);
+}
+
+/* Zero weights quantized as options say; the file's are loaded into them. */
+static em_module *qlinear_build(const em_module_type *type, const void *options,
+                                em_module **children, int n)
+{
+    (void)type, (void)children, (void)n;
+    const qlinear_options *o = options;
+    em_tensor *w = em_zeros(EM_SHAPE(o->out_features, o->in_features), EM_F32), *b = NULL;
+    if (o->bias)
+        b = em_zeros(EM_SHAPE(o->out_features), EM_F32);
+    em_module *m = w && (b || !o->bias)
+                       ? em_quantized_linear(w, b, o->per_tensor ? EM_QUANT_PER_TENSOR
+                                                                 : EM_QUANT_PER_CHANNEL)
+                       : NULL;
+    em_release(w);
+    em_release(b);
+    return m;
+}
+
+static const em_setting qlinear_settings[] = {
+    EM_LINEAR_SETTINGS(qlinear_options), EM_BOOL_SETTING(qlinear_options, per_tensor, 0)};
+
+EM_MODULE_TYPE(em_quantized_linear_type) = {
+    .type_name = "QuantizedLinear",
+    .forward = qlinear_forward,
+    .destroy = qlinear_destroy,
+    .describe = qlinear_describe,
+    EM_SETTINGS(qlinear_settings),
+    .options_offset = offsetof(qlinear_layer, o),
+    .options_size = sizeof(qlinear_options),
+    .build = qlinear_build,
+    .tensor_elements = qlinear_elements,
+    .flops = qlinear_flops,
+};
 
 em_tensor *em_int8_packed(const em_tensor *w, const char *fn)
 {
@@ -260,8 +312,8 @@ em_module *em_quantized_linear(const em_tensor *w, const em_tensor *b, em_quant_
         em_release(scale);
         return NULL;
     }
-    l->in_features = w->shape[1];
-    l->out_features = w->shape[0];
+    l->o = (qlinear_options){.in_features = w->shape[1], .out_features = w->shape[0],
+                             .bias = b != NULL, .per_tensor = g == EM_QUANT_PER_TENSOR};
     /* a failing add_buffer releases the tensor it was given */
     bool ok = em_module_add_buffer(&l->base, "weight", q) != NULL;
     if (!ok)
@@ -278,7 +330,7 @@ em_module *em_quantized_linear(const em_tensor *w, const em_tensor *b, em_quant_
 
 static bool is_linear(const em_module *m)
 {
-    return !strcmp(m->type->type_name, "Linear");
+    return em_module_own_type(m) == &em_linear_type;
 }
 
 em_status em_quantize_dynamic_(em_module *model, em_quantize_opts o)
@@ -390,7 +442,7 @@ int em_quantize_meta(const em_module *model, em_st_meta *out)
         return 0;
     out[0] = (em_st_meta){"ember.quantized", "dynamic_int8"};
     out[1] = (em_st_meta){"ember.qscheme", em_numel(q->buffers[1].value) == 1 &&
-                                                   ((const qlinear_layer *)q)->out_features > 1
+                                                   ((const qlinear_layer *)q)->o.out_features > 1
                                                ? "per_tensor" : "per_channel"};
     return 2;
 }

@@ -1,8 +1,8 @@
 /* Dynamic INT8 LSTM and GRU (PyTorch's quantize_dynamic of nn.LSTM and nn.GRU): every layer's
  * input and hidden projections become QuantizedLinear children ih_l{k} and hh_l{k}; the
  * recurrence itself is the f32 module's, in f32. Inference only. */
+#include <stddef.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "nn/nn_internal.h"
 #include "prune/prune.h"
@@ -22,14 +22,26 @@ static void quantized_describe(const em_module *m, char *buf, size_t n)
     snprintf(buf, n, "%s, dtype=int8", settings);
 }
 
-const em_module_type em_quantized_lstm_type = {"QuantizedLSTM", em_rnn_forward, NULL,
-                                               quantized_describe};
-const em_module_type em_quantized_gru_type = {"QuantizedGRU", em_rnn_forward, NULL,
-                                              quantized_describe};
+static em_module *quantized_build(const em_module_type *type, const void *options,
+                                  em_module **children, int n);
+
+/* The float forms' settings, and whether each projection has one weight scale */
+static const em_setting quantized_settings[] = {
+    EM_RNN_SETTINGS, EM_BOOL_SETTING(em_rnn_options, per_tensor, 0)};
+
+#define QUANTIZED_RNN                                                                         \
+    .forward = em_rnn_forward, .describe = quantized_describe,                                \
+    EM_SETTINGS(quantized_settings), .options_offset = offsetof(em_rnn_module, o),           \
+    .options_size = sizeof(em_rnn_options), .build = quantized_build, .flops = em_rnn_flops
+EM_MODULE_TYPE(em_quantized_lstm_type) = {.type_name = "QuantizedLSTM", QUANTIZED_RNN,
+                                          .tensor_elements = em_lstm_tensor_elements};
+EM_MODULE_TYPE(em_quantized_gru_type) = {.type_name = "QuantizedGRU", QUANTIZED_RNN,
+                                         .tensor_elements = em_gru_tensor_elements};
 
 bool em_is_float_rnn(const em_module *m)
 {
-    return m && (!strcmp(m->type->type_name, "LSTM") || !strcmp(m->type->type_name, "GRU"));
+    const em_module_type *t = m ? em_module_own_type(m) : NULL;
+    return t == &em_lstm_type || t == &em_gru_type;
 }
 
 /* The QuantizedLinear of one projection of rnn's layer (its weight as forward uses it). */
@@ -64,10 +76,11 @@ em_module *em_quantized_rnn(const em_module *rnn, em_quant_granularity g)
         return NULL;
     *q = *f; /* the settings; the module part starts empty */
     q->base = (em_module){.type = type, .training = rnn->training};
+    q->o.per_tensor = g == EM_QUANT_PER_TENSOR;
     q->project = quantized_project;
     bool grad = em_set_grad_enabled(false);
     bool ok = true;
-    for (int l = 0; ok && l < f->num_layers; l++)
+    for (int l = 0; ok && l < f->o.num_layers; l++)
         for (int hidden = 0; ok && hidden < 2; hidden++) {
             char name[32];
             snprintf(name, sizeof name, "%s_l%d", hidden ? "hh" : "ih", l);
@@ -80,4 +93,22 @@ em_module *em_quantized_rnn(const em_module *rnn, em_quant_granularity g)
         return NULL;
     }
     return &q->base;
+}
+
+/* The float layer of options quantized; its weights are the file's to load. */
+static em_module *quantized_build(const em_module_type *type, const void *options,
+                                  em_module **children, int n)
+{
+    (void)children, (void)n;
+    const em_rnn_options *o = options;
+    em_rnn_opts f = {.num_layers = o->num_layers, .batch_first = o->batch_first,
+                     .no_bias = !o->bias, .dropout = o->dropout};
+    em_module *rnn = type == &em_quantized_lstm_type
+                         ? em_lstm_layer(o->input_size, o->hidden_size, f)
+                         : em_gru_layer(o->input_size, o->hidden_size, f);
+    em_module *q = rnn ? em_quantized_rnn(rnn, o->per_tensor ? EM_QUANT_PER_TENSOR
+                                                             : EM_QUANT_PER_CHANNEL)
+                       : NULL;
+    em_module_free(rnn);
+    return q;
 }

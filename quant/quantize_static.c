@@ -242,10 +242,22 @@ static void qstatic_describe(const em_module *m, char *buf, size_t n)
              l->relu ? ", relu fused" : "");
 }
 
-static const em_module_type qstatic_linear_type = {"QuantizedLinear", qstatic_forward,
-                                                   qstatic_destroy, qstatic_describe};
-static const em_module_type qstatic_conv_type = {"QuantizedConv2d", qstatic_forward,
-                                                 qstatic_destroy, qstatic_describe};
+/* 2 per multiply-accumulate of every output (in of them: a Conv2d's C_in KH KW), 1 per bias
+ * add; a fused ReLU's 1 per element */
+static double qstatic_flops(const em_module *m, const em_tensor *x, const em_tensor *y)
+{
+    (void)x;
+    const qstatic_layer *l = (const qstatic_layer *)m;
+    return (double)em_numel(y) * (2.0 * (double)l->in + (m->n_buffers > 4) + l->relu);
+}
+
+/* Static layers are rebuilt by em_quantize_static_structure_, not from whole-model files. */
+static const em_module_type qstatic_linear_type = {
+    .type_name = "QuantizedLinear", .forward = qstatic_forward, .destroy = qstatic_destroy,
+    .describe = qstatic_describe, .flops = qstatic_flops};
+static const em_module_type qstatic_conv_type = {
+    .type_name = "QuantizedConv2d", .forward = qstatic_forward, .destroy = qstatic_destroy,
+    .describe = qstatic_describe, .flops = qstatic_flops};
 
 static bool is_static(const em_module *m)
 {
@@ -295,8 +307,7 @@ bool em_is_static_quantized(const em_module *m)
 /* A static layer from a Linear or Conv2d f with activation parameters qp. */
 static em_module *qstatic_new(const em_module *f, em_qparams qp, em_quant_granularity g)
 {
-    em_conv2d_opts co;
-    bool conv = em_conv2d_layer_config(f, &co);
+    bool conv = em_module_own_type(f) == &em_conv2d_type;
     const em_tensor *w = f->params[0].value, *b = f->n_params > 1 ? f->params[1].value : NULL;
     em_tensor *w2 = em_reshape(w, EM_SHAPE(w->shape[0], em_numel(w) / w->shape[0]));
     em_tensor *scale = NULL, *q = w2 ? em_quantize_weight_s8(w2, g, &scale) : NULL;
@@ -316,7 +327,7 @@ static em_module *qstatic_new(const em_module *f, em_qparams qp, em_quant_granul
         l->c_in = w->shape[1];
         l->kh = w->shape[2];
         l->kw = w->shape[3];
-        l->opts = co;
+        l->opts = em_conv_opts_2d(em_module_options(f), 2);
     }
     bool ok = em_module_add_buffer(&l->base, "weight", q) != NULL;
     if (!ok)
@@ -349,8 +360,10 @@ static void identity_describe(const em_module *m, char *buf, size_t n)
     snprintf(buf, n, "ReLU fused into the layer before");
 }
 
-static const em_module_type identity_type = {"Identity", identity_forward, NULL,
-                                             identity_describe};
+static const em_module_type identity_type = {.type_name = "Identity",
+                                             .forward = identity_forward,
+                                             .describe = identity_describe,
+                                             .flops = em_no_flops};
 
 /* ---- calibration ---- */
 
@@ -373,13 +386,16 @@ static em_tensor *observing_forward(em_module *m, const em_tensor *x)
     return em_calib_observer_update(t->ob, x) == EM_OK ? em_forward(t->layer, x) : NULL;
 }
 
-static const em_module_type observing_type = {"Observing", observing_forward, NULL, NULL};
+static const em_module_type observing_type = {.type_name = "Observing",
+                                              .forward = observing_forward,
+                                              .flops = em_no_flops};
 
 static bool quantizable(const em_module *m)
 {
-    em_conv2d_opts o;
-    return !strcmp(m->type->type_name, "Linear") ||
-           (em_conv2d_layer_config(m, &o) && o.groups == 1 && o.padding[1] >= 0);
+    const em_module_type *t = em_module_own_type(m);
+    const em_conv_options *o = em_module_options(m);
+    return t == &em_linear_type ||
+           (t == &em_conv2d_type && o->groups == 1 && o->padding >= 0);
 }
 
 static int find_targets(em_module *m, target *t, int n)
@@ -402,8 +418,8 @@ static em_status convert(target *t, int n, const em_qparams *qp, em_quant_granul
     em_status st = EM_OK;
     for (int i = 0; i < n && st == EM_OK; i++) {
         em_module *p = t[i].parent;
-        bool fuse = !strcmp(p->type->type_name, "Sequential") && t[i].index + 1 < p->n_children &&
-                    !strcmp(p->children[t[i].index + 1].module->type->type_name, "ReLU");
+        bool fuse = (p->type->traits & EM_TRAIT_SEQUENTIAL) && t[i].index + 1 < p->n_children &&
+                    em_module_own_type(p->children[t[i].index + 1].module) == &em_relu_type;
         q[i] = qstatic_new(t[i].layer, qp[i], g);
         id[i] = fuse ? em_module_alloc(sizeof(em_module), &identity_type) : NULL;
         if (!q[i] || (fuse && !id[i]))

@@ -18,8 +18,9 @@ static em_module *he_linear(int64_t in, int64_t out)
     return fc;
 }
 
-em_module *em_recipe_deepmlp_build(void)
+em_module *recipe_deepmlp_build(const recipe_data *d)
 {
+    (void)d; /* the same model whatever the data */
     em_module *net = em_sequential(0);
     for (int i = 0; i < DEEPMLP_HIDDEN_LAYERS && net; i++) {
         int64_t in = i == 0 ? 784 : DEEPMLP_WIDTH;

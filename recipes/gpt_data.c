@@ -111,10 +111,10 @@ static bool append_clean(const char *path, char **out, size_t *len, size_t *cap)
     return true;
 }
 
-em_status em_gpt_text_load(const char *dir, em_gpt_text *t)
+em_status recipe_gpt_text_load(const char *dir, recipe_gpt_text *t)
 {
-    *t = (em_gpt_text){0};
-    dir = dir ? dir : EM_FORTUNES_DIR;
+    *t = (recipe_gpt_text){0};
+    dir = dir ? dir : RECIPE_FORTUNES_DIR;
     int n = 0;
     char **names = corpus_files(dir, &n);
     if (!names)
@@ -147,8 +147,8 @@ em_status em_gpt_text_load(const char *dir, em_gpt_text *t)
     return EM_OK;
 }
 
-void em_gpt_text_free(em_gpt_text *t)
+void recipe_gpt_text_free(recipe_gpt_text *t)
 {
     free(t->ids);
-    *t = (em_gpt_text){0};
+    *t = (recipe_gpt_text){0};
 }

@@ -1,8 +1,9 @@
 /* The MLP recipe: 784-512-256-10 with ReLU on flattened Fashion-MNIST images. */
 #include "recipes/recipes.h"
 
-em_module *em_recipe_mlp_build(void)
+em_module *recipe_mlp_build(const recipe_data *d)
 {
+    (void)d; /* the same model whatever the data */
     return em_sequential(5,
                          em_linear_layer(784, 512, true), // (B, 784) -> (B, 512)
                          em_relu_layer(),

@@ -1,106 +1,142 @@
-/* The reference recipes: Fashion-MNIST models whose definitions match ../bench/torch_ref.py's,
- * each with the defaults that reach its accuracy target, and the loop that trains them; and a
- * character-level GPT on the fortunes' text, which brings its own data and loop. */
+/* The reference recipes: Fashion-MNIST models whose definitions match bench/bench_torch.py's,
+ * each with the defaults that reach its accuracy target, and a character-level GPT on the
+ * fortunes' text. A recipe is data and hooks (its data, model, loss, metadata, defaults); one
+ * driver trains every recipe (recipes/run.h). */
 #ifndef EMBER_RECIPES_H
 #define EMBER_RECIPES_H
 
 #include "ember.h"
 
-struct em_train_opts;
-struct em_train_result;
+#define RECIPE_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+#define RECIPE_FORTUNES_DIR "/usr/share/games/fortunes"
 
+typedef struct recipe_spec recipe_spec;
+typedef struct recipe_train_opts recipe_train_opts;
+
+/* What a recipe trains on and is scored on, loaded by its hooks and freed by recipe_data_free. */
 typedef struct {
-    const char *name;   /* "mlp" */
-    const char *about;  /* one line for --help */
-    em_module *(*build)(void);
-    bool flat_input;    /* samples as (784) rather than (1, 28, 28) */
+    em_dataset *train;     /* NULL when only evaluating */
+    em_sampler *sampler;   /* train's order for the whole run, or NULL: shuffled each epoch
+                              (split over the processes with ddp) */
+    em_dataset *val;       /* Fashion-MNIST's test split; gpt's val windows */
+    em_char_vocab vocab;   /* a language model's characters (size 0 for the others) */
+    int64_t tokens_per_sample; /* a language model's positions per sample; 0 for the others */
+} recipe_data;
+void recipe_data_free(recipe_data *d);
+
+/* The metadata saved with a model (keys never "ember.", which are the library's). */
+#define RECIPE_MAX_META 8
+typedef struct {
+    em_st_meta entries[RECIPE_MAX_META];
+    char text[RECIPE_MAX_META][272]; /* the values: the longest is a vocabulary of 256 */
+    int n;
+} recipe_meta;
+/* Adds key (a static string) with the value fmt makes; a full list takes no more. */
+void recipe_meta_put(recipe_meta *m, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* "784", "1,28,28": a shape as the metadata "input_shape" holds it, into buf (n bytes). */
+void recipe_shape_text(em_shape s, char *buf, size_t n);
+
+struct recipe_spec {
+    const char *name;      /* "mlp" */
+    const char *about;     /* one line for --help */
+    /* the data of run o (the loader's batch given) */
+    em_status (*train_data)(const recipe_train_opts *o, int64_t batch, recipe_data *d);
+    /* the split model (loaded from a file that names this recipe, with the file's vocabulary
+     * for a language model) is scored on, from dir (NULL: the recipe's) */
+    em_status (*eval_data)(const recipe_spec *rc, const char *dir, const em_module *model,
+                           const em_char_vocab *vocab, recipe_data *d);
+    /* a new model for the data (d NULL: for a recipe whose model needs none, a fresh one) */
+    em_module *(*build)(const recipe_data *d);
+    em_shape sample;       /* one input sample (mlp (784), cnn (1, 28, 28)); ndim 0 for gpt,
+                              whose input is token ids of its block size */
+    /* activation checkpointing of a built model; NULL: the trainer's (em_checkpoint_sequential) */
+    em_status (*checkpoint_activations)(em_module *model);
+    em_loss_fn loss;       /* NULL: cross-entropy against class indices */
+    int64_t val_batch;     /* samples per evaluation batch; 0: em_evaluate's */
+    /* what its model files say beside "recipe": the input shape, a vocabulary (vocab: the
+     * model's, size 0 for the others) */
+    void (*meta)(const recipe_spec *rc, const em_module *model, const em_char_vocab *vocab,
+                 recipe_meta *out);
+    bool language_model;   /* scored by its loss per token (gpt) rather than accuracy */
+    bool one_pass;         /* a run is one pass of --max-steps random windows (gpt): no --resume,
+                              --find-batch, --epochs or --ddp */
     /* defaults of `ember train` */
     int epochs;
     int64_t batch;
     double lr;
     double momentum;
-    const char *optim;  /* "sgd", "adam", "adamw" or "rmsprop" */
-    const char *schedule; /* one of EM_RECIPE_SCHEDULES */
-    double clip;        /* gradient 2-norm clipped to this unless --clip says; 0: none */
-    /* a recipe with data and a task of its own (gpt) trains and evaluates itself, taking the
-     * same options and filling the same result; build is then NULL */
-    em_status (*train)(const struct em_train_opts *o, struct em_train_result *r);
-    em_status (*eval)(const char *data_dir, const char *load_path, struct em_train_result *r);
-} em_recipe;
+    const char *optim;      /* "sgd", "adam", "adamw" or "rmsprop" */
+    em_adam_opts adamw;     /* AdamW's settings besides the lr */
+    bool decay_matrices_only; /* AdamW's weight decay on 2-D parameters only */
+    const char *schedule;   /* one of RECIPE_SCHEDULES */
+    int64_t warmup_updates; /* warmup-cosine's warm-up; 0: 5% of the run (see recipe_schedule) */
+    double final_lr_divisor; /* warmup-cosine decays to lr / this; 0: to 0 */
+    double clip;            /* gradient 2-norm clipped to this unless --clip says; 0: none */
+    int64_t steps;          /* optimizer updates of a one-pass run unless --max-steps says */
+};
 
-const em_recipe *em_recipe_find(const char *name); /* NULL when unknown */
-const em_recipe *em_recipe_at(int i);               /* the i-th recipe, NULL past the end */
+const recipe_spec *recipe_find(const char *name); /* NULL when unknown */
+const recipe_spec *recipe_at(int i);               /* the i-th recipe, NULL past the end */
 
-em_module *em_recipe_mlp_build(void);
-em_module *em_recipe_cnn_build(void);
-em_module *em_recipe_deepmlp_build(void);
+/* The models of the Fashion-MNIST recipes (d may be NULL: they need no data). */
+em_module *recipe_mlp_build(const recipe_data *d);
+em_module *recipe_cnn_build(const recipe_data *d);
+em_module *recipe_deepmlp_build(const recipe_data *d);
 
-#define EM_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+/* ---- Fashion-MNIST (recipes/fashion.c) ---- */
+/* The train or test split of a folder of IDX files in Fashion-MNIST's names (NULL:
+ * RECIPE_FASHION_MNIST_DIR), each sample of shape sample: (784) flat, or (1, 28, 28). */
+em_dataset *recipe_fashion_mnist(const char *dir, bool train, em_shape sample);
+/* The Fashion-MNIST recipes' hooks: the training and test splits, the test split, and the
+ * input shape of their model files ("input_shape"). */
+em_status recipe_fashion_train_data(const recipe_train_opts *o, int64_t batch, recipe_data *d);
+em_status recipe_fashion_eval_data(const recipe_spec *rc, const char *dir,
+                                   const em_module *model, const em_char_vocab *vocab,
+                                   recipe_data *d);
+void recipe_fashion_meta(const recipe_spec *rc, const em_module *model,
+                         const em_char_vocab *vocab, recipe_meta *out);
 
-typedef struct em_train_opts {
-    const em_recipe *recipe;
-    const char *data_dir;   /* NULL: the recipe's (EM_FASHION_MNIST_DIR, EM_FORTUNES_DIR) */
-    int epochs;             /* 0: the recipe's */
-    int64_t batch;          /* 0: the recipe's */
-    double lr;              /* 0: the recipe's */
-    double momentum;        /* 0: the recipe's (sgd's) */
-    const char *optim;      /* NULL: the recipe's */
-    const char *schedule;   /* NULL: the recipe's */
-    int workers;            /* loader threads (em_recipe_default_workers: the usual choice) */
-    uint64_t seed;
-    const char *save_path;  /* training checkpoint written after every epoch and at the end */
-    int64_t save_every;     /* and every this many micro-batches; 0: not between epochs */
-    const char *resume_path;
-    int64_t max_steps;      /* stop after this many micro-batch steps; 0: run every epoch */
-    em_techniques tech;
-    const char *preset;     /* the preset the options came from (em_recipe_preset), or NULL */
-    em_device device;       /* where the model trains (the CPU by default): the model moves
-                               there before its optimizer is built, batches arrive there */
-    size_t mem_budget;      /* hold the device's memory to this many bytes; 0: no budget */
-    bool find_batch;        /* first find the batch with the best samples/s that fits */
-    bool skip_eval;         /* leave test_acc/test_loss at 0 */
-    bool validate;          /* evaluate the test split after every epoch */
-    bool progress;          /* the trainer's progress display on stderr */
-    em_observe_opts observe; /* TensorBoard, the profiler, memory warnings (train/observer.h) */
-    em_trainer_callbacks callbacks; /* more hooks into the loop (ember compare's loss curves) */
-    bool ddp;               /* data-parallel over the process group (em_dist_init first): batch
-                               is per process; rank 0 validates, evaluates and shows progress */
-} em_train_opts;
+/* ---- the gpt recipe (recipes/gpt.c, recipes/gpt_data.c) ---- */
+/* The recipe's text: every fortune file of dir but the ASCII art, in name order, backspace
+ * overstrikes undone, only printable ASCII, tabs and newlines kept, each file ending in a '%'
+ * line; encoded with the vocabulary of its characters; the last tenth is val. */
+typedef struct {
+    em_char_vocab vocab;
+    uint8_t *ids;              /* (n) the encoded text */
+    int64_t n, n_train, n_val; /* train: ids[0, n_train); val: ids[n_train, n) */
+} recipe_gpt_text;
+em_status recipe_gpt_text_load(const char *dir /* NULL: RECIPE_FORTUNES_DIR */,
+                               recipe_gpt_text *t);
+void recipe_gpt_text_free(recipe_gpt_text *t);
+/* The recipe's model for a vocabulary of vocab_size. */
+em_gpt_config recipe_gpt_config(int64_t vocab_size);
+/* Whether m is a GPT (its config into *c), asked without an error being left behind. */
+bool recipe_is_gpt(const em_module *m, em_gpt_config *c);
+extern const recipe_spec recipe_gpt; /* its entry of the list, for bench/'s gpt cases */
 
-typedef struct em_train_result {
-    double test_acc, test_loss;   /* gpt: NaN and the val loss in nats per character */
-    double train_loss;            /* mean loss over the last 20 micro-batches */
-    double train_samples_per_s;   /* training steps only, evaluation excluded; with ddp, of all
-                                     processes together */
-    double wall_s;
-    size_t peak_bytes;      /* the most device memory held at once while training */
-    size_t peak_step_bytes; /* the peak above what was held before the first step: activations,
-                               gradients, optimizer state and temporaries */
-    size_t activation_bytes; /* the most bytes one forward held for its backward */
-    int64_t steps;          /* micro-batches trained */
-    int64_t updates;        /* optimizer updates taken */
-    int64_t skipped_steps;  /* optimizer updates skipped (grad scaler or guard) */
-    double scale;           /* the grad scaler's final scale; 1 without one */
-    double lr;              /* group 0's learning rate at the end */
-    int64_t largest_batch;  /* with find_batch: the largest batch that fit */
-    int epochs, batch;
-    int64_t tokens_per_sample; /* positions trained per sample: gpt's block size; 0 otherwise */
-} em_train_result;
+/* ---- choices a run makes ---- */
+/* An optimizer by name ("sgd", "adam", "adamw": rc's AdamW settings, "rmsprop") over all of
+ * model's parameters. */
+em_optim *recipe_optimizer(const recipe_spec *rc, const char *name, em_module *model, double lr,
+                           double momentum);
 
 /* The learning-rate schedules of a run of total_updates optimizer updates from the lr o has;
  * *out gets the scheduler (NULL for constant), which the trainer steps:
  *   constant       the lr stays
  *   cosine         cosine decay to 0 over the run, every update (CosineAnnealingLR)
- *   warmup-cosine  linear warmup over the first 5% of the updates (at least one), then cosine
- *                  decay to 0
+ *   warmup-cosine  linear warm-up, then cosine decay to lr / rc->final_lr_divisor (to 0 when
+ *                  0); the warm-up takes rc->warmup_updates when the run is longer than that,
+ *                  else one update, and, for a recipe that names none, 5% of the run (at least
+ *                  one)
  *   onecycle       OneCycleLR with max_lr the lr: up from lr / 25 over 30% of the run, then
  *                  down to lr / 25e4
  *   step           the lr times 0.1 after every third of the run (StepLR)
  *   plateau        the lr times 0.1 once two epochs in a row did not improve the validation
  *                  loss (ReduceLROnPlateau with patience 1; the training loss with --no-val) */
-#define EM_RECIPE_SCHEDULES "constant|cosine|warmup-cosine|onecycle|step|plateau"
-em_status em_recipe_schedule(const char *name, em_optim *o, int64_t total_updates,
-                             em_scheduler **out);
+#define RECIPE_SCHEDULES "constant|cosine|warmup-cosine|onecycle|step|plateau"
+em_status recipe_schedule(const recipe_spec *rc, const char *name, em_optim *o,
+                          int64_t total_updates, em_scheduler **out);
 
 /* Bundles of techniques (`ember train --preset`), each adding to the one before:
  *   basic     the guard (updates with a non-finite or outlier loss or gradient are skipped) and
@@ -108,55 +144,13 @@ em_status em_recipe_schedule(const char *name, em_optim *o, int64_t total_update
  *   advanced  basic + bf16 autocast + the warmup-cosine schedule
  *   ultra     advanced + gradient accumulation over 2 micro-batches + activation checkpointing
  * Sets those fields of o, and o->preset. */
-#define EM_RECIPE_PRESETS "basic|advanced|ultra"
-em_status em_recipe_preset(const char *name, em_train_opts *o);
+#define RECIPE_PRESETS "basic|advanced|ultra"
+em_status recipe_preset(const char *name, recipe_train_opts *o);
 
-em_status em_recipe_train(const em_train_opts *o, em_train_result *r);
-em_status em_recipe_gpt_train(const em_train_opts *o, em_train_result *r);
-/* Test accuracy and mean loss of a recipe's model loaded from a model file or a checkpoint. */
-em_status em_recipe_eval(const em_recipe *rc, const char *data_dir, const char *load_path,
-                         em_train_result *r);
-em_status em_recipe_gpt_eval(const char *data_dir, const char *load_path, em_train_result *r);
-
-/* An optimizer by name ("sgd", "adam", "adamw", "rmsprop") over all of model's parameters. */
-em_optim *em_recipe_optimizer(const char *name, em_module *model, double lr, double momentum);
 /* Loader threads a recipe trains with unless told (ember train, profile, compare, bench train):
  * none when the steps run on the CPU, whose cores the steps' OpenMP threads already hold (a
  * worker's batch only takes time from them: on 2 cores the MLP's ember train ran at 0.95 of its
  * step rate with none, 0.88 with two), two when they run on a GPU. */
-int em_recipe_default_workers(em_device device);
-/* The recipe's datasets (train or test split) from a Fashion-MNIST directory. */
-em_dataset *em_fashion_mnist(const char *data_dir, bool train, bool flat);
-/* Loads a model file (em_module_save) or the model part of a training checkpoint; a file that
- * names another recipe than rc (when rc is given) is an error saying which it holds. */
-em_status em_load_model_any(em_module *model, const em_recipe *rc, const char *path);
-
-/* ---- the gpt recipe ---- */
-#define EM_FORTUNES_DIR "/usr/share/games/fortunes"
-
-/* The recipe's text (recipes/gpt_data.c): every fortune file of dir but the ASCII art, in name
- * order, backspace overstrikes undone, only printable ASCII, tabs and newlines kept, each file
- * ending in a '%' line; encoded with the vocabulary of its characters; the last tenth is val. */
-typedef struct {
-    em_char_vocab vocab;
-    uint8_t *ids;             /* (n) the encoded text */
-    int64_t n, n_train, n_val; /* train: ids[0, n_train); val: ids[n_train, n) */
-} em_gpt_text;
-em_status em_gpt_text_load(const char *dir /* NULL: EM_FORTUNES_DIR */, em_gpt_text *t);
-void em_gpt_text_free(em_gpt_text *t);
-
-/* The default model for a vocabulary of vocab_size, and its training defaults. */
-em_gpt_config em_gpt_recipe_config(int64_t vocab_size);
-#define EM_GPT_STEPS 1000     /* optimizer steps of a default run */
-#define EM_GPT_WARMUP 100     /* of them, warm-up steps */
-#define EM_GPT_WEIGHT_DECAY 0.1
-#define EM_GPT_BETA2 0.99
-#define EM_GPT_CLIP 1.0
-#define EM_GPT_VAL_STRIDE 4   /* the val loss reads every 4th block-long window of val */
-/* The recipe's AdamW: weight decay on matrices (2-D parameters) only. */
-em_optim *em_gpt_recipe_optimizer(em_module *model, double lr);
-/* A gpt model saved by `ember train gpt --save` (a model file or training checkpoint) with its
- * vocabulary; a file of another recipe, or without the gpt metadata, is an error naming it. */
-em_status em_gpt_recipe_load(const char *path, em_module **model, em_char_vocab *vocab);
+int recipe_default_workers(em_device device);
 
 #endif

@@ -17,5 +17,6 @@ for split, n in (("train", 96), ("t10k", 32)):
         f.write(struct.pack(">2I", 0x801, n) + bytes(i % 10 for i in range(n)))
 PY
 "$ember" train mlp --data "$dir" --epochs 1 --max-steps 2 --batch 16 --save "$dir/run.st"
-"$ember" eval mlp --data "$dir" --load "$dir/run.st"
+"$ember" eval --data "$dir" --load "$dir/run.st"
+"$ember" summary --load "$dir/run.st" >/dev/null
 echo "cli_smoke: ok"

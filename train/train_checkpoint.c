@@ -1,5 +1,7 @@
-/* Training checkpoints over safetensors: prefixed tensor names (model, optimizer, grad scaler,
- * scheduler), integers as metadata strings. */
+/* Training checkpoints over safetensors: a whole-model file (the module tree, the model's
+ * tensors by their own names) whose optimizer, grad scaler and scheduler tensors go under
+ * "ember." names, integers as metadata strings. Files of version 1 (before the tree) prefixed
+ * every part, the model's "model.", and still load. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,13 +9,19 @@
 #include <string.h>
 
 #include "export/serialize.h"
+#include "models/model_file_meta.h"
 #include "train/train_checkpoint.h"
 
-#define N_OWN_META 11 /* kind, scheduler step, generator (2), loader (3), counters (3), optimizer */
+/* kind, version, scheduler step, generator (2), loader (3), counters (3), optimizer, tree */
+#define N_OWN_META 13
+#define VERSION 2
 
-/* The parts of a checkpoint, in file order, and their tensor name prefixes. */
+/* The parts of a checkpoint, in file order, and their tensor name prefixes by file version. */
 enum { PART_MODEL, PART_OPTIM, PART_SCALER, PART_SCHED, N_PARTS };
-static const char *const part_prefix[N_PARTS] = {"model.", "optim.", "scaler.", "sched."};
+typedef const char *const prefixes[N_PARTS];
+static prefixes version_prefixes[VERSION] = {
+    {"model.", "optim.", "scaler.", "sched."},
+    {"", "ember.optim.", "ember.scaler.", "ember.sched."}};
 
 /* Where each part's entries are in the list collect makes. */
 typedef struct {
@@ -30,8 +38,8 @@ static char *prefixed(const char *prefix, const char *name)
     return s;
 }
 
-/* The entries of every part, names prefixed (freed by free_entries). */
-static em_st_entry *collect(const em_train_state *s, layout *l)
+/* The entries of every part, names prefixed as part_prefix says (freed by free_entries). */
+static em_st_entry *collect(const em_train_state *s, prefixes part_prefix, layout *l)
 {
     *l = (layout){.n = {em_module_state(s->model, NULL, 0),
                         s->optim ? em_optim_state(s->optim, NULL, 0) : 0,
@@ -70,11 +78,11 @@ static em_st_entry *collect(const em_train_state *s, layout *l)
 
 /* A part's entries as the file holds them, names without the prefix, into refs (n of them). */
 static void file_refs(const em_safetensors *f, const em_st_entry *e, const layout *l, int part,
-                      em_param_ref *refs)
+                      const char *prefix, em_param_ref *refs)
 {
     for (int i = 0; i < l->n[part]; i++) {
         const em_st_entry *entry = &e[l->first[part] + i];
-        refs[i].name = entry->name + strlen(part_prefix[part]);
+        refs[i].name = entry->name + strlen(prefix);
         refs[i].value = em_safetensors_get(f, entry->name);
     }
 }
@@ -104,11 +112,13 @@ put_meta(own_meta *o, const char *key, const char *fmt, ...)
     o->n++;
 }
 
-/* Everything of s that is stored as metadata; the optimizer's settings are the caller's. */
+/* Everything of s that is stored as metadata; the optimizer's settings and the tree are the
+ * caller's. */
 static void own_metadata(const em_train_state *s, own_meta *o)
 {
     em_generator *rng = s->rng ? s->rng : em_default_generator();
     put_meta(o, "ember.kind", "train_checkpoint");
+    put_meta(o, "ember.checkpoint_version", "%d", VERSION);
     put_meta(o, "ember.scheduler_step", "%" PRId64,
              s->scheduler ? em_scheduler_last_step(s->scheduler) : -1);
     put_meta(o, "ember.rng_seed", "%" PRIu64, rng->seed);
@@ -136,11 +146,16 @@ em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
     char *optim = s->optim ? em_optim_settings(s->optim) : NULL;
     if (optim)
         own.m[own.n++] = (em_st_meta){.key = "ember.optim", .value = optim};
+    /* the tree, where every module's type is one whole-model files know */
+    em_st_meta tree = {0};
+    em_status st = em_model_describable(s->model) ? em_model_tree_meta(s->model, path, &tree)
+                                                   : EM_OK;
+    if (tree.value)
+        own.m[own.n++] = tree;
     em_st_meta *all = calloc((size_t)n_meta + N_OWN_META, sizeof *all);
     layout l;
-    em_st_entry *e = collect(s, &l);
-    em_status st = EM_OK;
-    if (s->optim && !optim) {
+    em_st_entry *e = collect(s, version_prefixes[VERSION - 1], &l);
+    if (st != EM_OK || (s->optim && !optim)) {
         st = em_error_status();
     } else if (!all || !e) {
         st = all ? em_error_status() : em_set_error(EM_ERR_MEMORY, "em_train_checkpoint_save: "
@@ -159,6 +174,7 @@ em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
     free_entries(e, e ? l.total : 0);
     free(all);
     free(optim);
+    free((char *)tree.value);
     return st;
 }
 
@@ -194,8 +210,8 @@ static em_status check_part(const em_safetensors *f, const char *path, const em_
     return EM_OK;
 }
 
-/* The scaler's entries in the file (refs, n of them), checked by loading them into a scratch scaler; *present is
- * false when the file has none: the scaler is then left as it is. */
+/* The scaler's entries in the file (refs, n of them), checked by loading them into a scratch
+ * scaler; *present is false when the file has none: the scaler is then left as it is. */
 static em_status check_scaler(const char *path, const em_param_ref *refs, int n, bool *present)
 {
     int found = 0;
@@ -269,7 +285,7 @@ static em_status read_counters(const em_safetensors *f, const char *path, em_tra
 /* The file's optimizer must be this run's: the same kind and settings, and its state entries
  * exactly the ones this optimizer keeps. */
 static em_status check_optim(const em_safetensors *f, const char *path, const em_optim *o,
-                             const em_st_entry *e, const layout *l)
+                             const char *prefix, const em_st_entry *e, const layout *l)
 {
     const char *saved = em_safetensors_meta(f, "ember.optim");
     char *mine = em_optim_settings(o);
@@ -281,9 +297,8 @@ static em_status check_optim(const em_safetensors *f, const char *path, const em
                           "%s; this run's is %s", path, saved, mine);
     free(mine);
     int in_file = 0;
-    size_t prefix_len = strlen(part_prefix[PART_OPTIM]);
     for (int i = 0; i < f->n_tensors; i++)
-        in_file += !strncmp(f->names[i], part_prefix[PART_OPTIM], prefix_len);
+        in_file += !strncmp(f->names[i], prefix, strlen(prefix));
     if (st == EM_OK)
         st = check_part(f, path, e, l, PART_OPTIM);
     if (st == EM_OK && in_file != l->n[PART_OPTIM])
@@ -293,15 +308,33 @@ static em_status check_optim(const em_safetensors *f, const char *path, const em
     return st;
 }
 
+/* The tensor name prefixes of f's version (1 when it says none), or NULL with an error when f
+ * is no training checkpoint ember reads. */
+static const char *const *file_prefixes(const em_safetensors *f, const char *path)
+{
+    const char *kind = em_safetensors_meta(f, "ember.kind");
+    uint64_t version = 1;
+    if (!kind || strcmp(kind, "train_checkpoint")) {
+        em_set_error(EM_ERR_IO, "em_train_checkpoint_load: %s: not a training checkpoint", path);
+        return NULL;
+    }
+    if (em_safetensors_meta(f, "ember.checkpoint_version") &&
+        (meta_int(f, path, "ember.checkpoint_version", &version) != EM_OK || version < 1 ||
+         version > VERSION)) {
+        em_set_error(EM_ERR_IO, "em_train_checkpoint_load: %s: checkpoint version '%s' (this "
+                     "ember reads 1 to %d)", path,
+                     em_safetensors_meta(f, "ember.checkpoint_version"), VERSION);
+        return NULL;
+    }
+    return version_prefixes[version - 1];
+}
+
 /* Everything is checked before anything changes; the optimizer's load checks itself first. */
 static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
-                         const em_st_entry *e, const layout *l, em_param_ref *refs)
+                         prefixes part_prefix, const em_st_entry *e, const layout *l,
+                         em_param_ref *refs)
 {
     uint64_t sched_step, seed, offset;
-    const char *kind = em_safetensors_meta(f, "ember.kind");
-    if (!kind || strcmp(kind, "train_checkpoint"))
-        return em_set_error(EM_ERR_IO, "em_train_checkpoint_load: %s: not a training checkpoint",
-                            path);
     em_status st = meta_int(f, path, "ember.scheduler_step", &sched_step);
     if (st == EM_OK)
         st = meta_int(f, path, "ember.rng_seed", &seed);
@@ -322,9 +355,9 @@ static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
     if (st == EM_OK)
         st = check_part(f, path, e, l, PART_SCHED);
     if (st == EM_OK && s->optim)
-        st = check_optim(f, path, s->optim, e, l);
+        st = check_optim(f, path, s->optim, part_prefix[PART_OPTIM], e, l);
     for (int p = PART_OPTIM; p < N_PARTS; p++)
-        file_refs(f, e, l, p, refs + l->first[p]);
+        file_refs(f, e, l, p, part_prefix[p], refs + l->first[p]);
     bool scaler_present = false;
     if (st == EM_OK && s->scaler)
         st = check_scaler(path, refs + l->first[PART_SCALER], l->n[PART_SCALER],
@@ -358,12 +391,13 @@ em_status em_train_checkpoint_load(const char *path, em_train_state *s)
     em_status st = em_safetensors_load(path, &f);
     if (st != EM_OK)
         return st;
+    const char *const *part_prefix = file_prefixes(f, path);
     layout l;
-    em_st_entry *e = collect(s, &l);
+    em_st_entry *e = part_prefix ? collect(s, part_prefix, &l) : NULL;
     em_param_ref *refs = e ? calloc((size_t)l.total + 1, sizeof *refs) : NULL;
     if (e && !refs)
         em_set_error(EM_ERR_MEMORY, "em_train_checkpoint_load: out of memory");
-    st = refs ? restore(f, path, s, e, &l, refs) : em_error_status();
+    st = refs ? restore(f, path, s, part_prefix, e, &l, refs) : em_error_status();
     free(refs);
     free_entries(e, e ? l.total : 0);
     em_safetensors_free(f);

@@ -1,5 +1,6 @@
 /* Training checkpoints: model, optimizer, scheduler, random generator and loader position in one
- * safetensors file, written atomically, from which a resumed run continues bit for bit. */
+ * safetensors file, written atomically, from which a resumed run continues bit for bit. The file
+ * is a whole-model file too (models/model_file_meta.h): em_model_load opens it as the model. */
 #ifndef EMBER_TRAIN_CHECKPOINT_H
 #define EMBER_TRAIN_CHECKPOINT_H
 
@@ -29,15 +30,19 @@ typedef struct {
     em_train_counters *counters; /* or NULL; a file without them leaves them as they are */
 } em_train_state;
 
-/* Tensors are stored as "model.<name>", "optim.<name>", "scaler.<name>" and "sched.<name>" (a
- * plateau scheduler's state); the scheduler's step, the generator, the loader's position and
- * its batches per epoch and the counters as metadata, next to the caller's own (keys must not
- * start with "ember."). */
+/* The model's tensors are stored by their own dotted names, with its module tree in the
+ * metadata entry "ember.model" (left out, so that em_model_load refuses the file, when a module
+ * is of a type whole-model files do not know: em_model_register_type adds one); the optimizer's
+ * as "ember.optim.<name>", the grad scaler's as "ember.scaler.<name>" and a plateau scheduler's
+ * as "ember.sched.<name>"; the scheduler's step, the generator, the loader's position and its
+ * batches per epoch and the counters as metadata ("ember.checkpoint_version" 2), next to the
+ * caller's own (keys must not start with "ember."). */
 em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
                                    const em_st_meta *meta, int n_meta);
-/* Restores everything s points at. The whole file is checked against the model, optimizer,
- * scaler and loader (the same batches per epoch) first: on any mismatch or a damaged file
- * nothing is changed. */
+/* Restores everything s points at, from a file of version 2 or of version 1 (every part's
+ * tensors prefixed: "model.", "optim.", "scaler.", "sched."). The whole file is checked against
+ * the model, optimizer, scaler and loader (the same batches per epoch) first: on any mismatch or
+ * a damaged file nothing is changed. */
 em_status em_train_checkpoint_load(const char *path, em_train_state *s);
 
 #ifdef __cplusplus

@@ -161,7 +161,7 @@ Test(checkpoint, checkpointed_child_inside_a_sequential)
     cr_assert_not_null(net, "%s", em_error());
     cr_expect_not_null(em_module_find(net, "0.0.weight"), "names stay");
     char buf[256] = "";
-    net->children[0].module->type->describe(net->children[0].module, buf, sizeof buf);
+    em_module_describe(net->children[0].module, buf, sizeof buf);
     cr_expect_str_eq(buf, "checkpointed");
     cr_expect_str_eq(net->children[0].module->type->type_name, "Sequential");
     em_tensor *x = em_ones(EM_SHAPE(3, 4), EM_F32);

@@ -1,11 +1,16 @@
 /* The op-case table (helpers/op_cases.c) on the CPU, every case in each of its input layouts:
  * every differentiable case passes the f64 finite-difference gradient check and leaves its fixed
  * and index inputs without a gradient, and every case's f32, f16 and bf16 forward values agree
- * with its f64 values on the same (rounded) inputs. */
+ * with its f64 values on the same (rounded) inputs; and every op of the unary and binary op
+ * lists (backend/unary_ops_internal.h, backend/binary_ops_internal.h) has a case. */
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "backend/binary_ops_internal.h"
+#include "backend/unary_ops_internal.h"
 #include "helpers/gradcheck.h"
 #include "helpers/op_cases.h"
 
@@ -151,4 +156,34 @@ Test(op_cases, rng_cases_repeat_for_a_seed)
         free(a);
         free(b);
     }
+}
+
+/* Whether a case is named for the op enum_name (less prefix, in lower case): that name itself,
+ * or it and a suffix after '_' ("add_broadcast"). */
+static bool has_case_for(const char *enum_name, const char *prefix)
+{
+    char name[64];
+    const char *op = enum_name + strlen(prefix);
+    size_t n = 0;
+    for (; op[n] && n + 1 < sizeof name; n++)
+        name[n] = (char)tolower((unsigned char)op[n]);
+    name[n] = '\0';
+    for (int k = 0; k < em_n_op_cases; k++) {
+        const char *c = em_op_cases[k].name;
+        if (strncmp(c, name, n) == 0 && (c[n] == '\0' || c[n] == '_'))
+            return true;
+    }
+    return false;
+}
+
+#define OP_NAME(op) #op,
+Test(op_cases, every_unary_and_binary_op_has_a_case)
+{
+    static const char *const unary[] = {EM_UNARY_OPS(OP_NAME)};
+    static const char *const binary[] = {EM_BINARY_OPS(OP_NAME)};
+    for (size_t i = 0; i < sizeof unary / sizeof unary[0]; i++)
+        cr_expect(has_case_for(unary[i], "EM_UNARY_"), "no op case for %s", unary[i]);
+    for (size_t i = 0; i < sizeof binary / sizeof binary[0]; i++)
+        cr_expect(has_case_for(binary[i], "EM_BINARY_"), "no op case for %s", binary[i]);
+    cr_assert(!has_case_for("EM_BINARY_ATAN2", "EM_BINARY_")); /* the check can fail */
 }

@@ -1,5 +1,7 @@
-/* Kernel tests for the CPU unary, unary_grad, binary and where kernels: libm formulas, finite
- * differences, naive broadcast loops, strided inputs, integer wrapping and unsupported dtypes. */
+/* Kernel tests for the CPU unary, unary_grad, binary, binary_grad and where kernels: the
+ * registries' formulas (backend/unary_ops_internal.h, backend/binary_ops_internal.h) as the
+ * reference, finite differences, naive broadcast loops, strided inputs, integer wrapping and
+ * unsupported dtypes. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -242,7 +244,8 @@ Test(cpu_unary, unsupported_combinations)
     cr_assert_eq(em_cpu_unary(EM_UNARY_SQRT, &no_params, &oi, &ii), EM_KERNEL_UNSUPPORTED);
     cr_assert_eq(em_cpu_unary(EM_UNARY_NEG, &no_params, &od, &of), EM_KERNEL_UNSUPPORTED);
     cr_assert_eq(em_cpu_unary(EM_UNARY_NEG, &no_params, &ob, &ib), EM_KERNEL_UNSUPPORTED);
-    cr_assert_eq(em_cpu_unary(EM_UNARY_COUNT, &no_params, &of, &of), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_unary((em_unary_op)EM_UNARY_COUNT, &no_params, &of, &of),
+                 EM_KERNEL_UNSUPPORTED);
     cr_assert_eq(em_cpu_unary_grad(EM_UNARY_NEG, &no_params, &oi, &ii, &ii, &ii),
                  EM_KERNEL_UNSUPPORTED);
     cr_assert_eq(em_cpu_unary_grad(EM_UNARY_LOG, &no_params, &of, &of, NULL, &of),
@@ -386,27 +389,8 @@ Test(cpu_unary_grad, broadcast_gy_and_bf16)
     }
 }
 
-/* ---- binary ---- */
-
-static double ref_binary(em_binary_op op, double a, double b)
-{
-    switch (op) {
-    case EM_BINARY_ADD: return a + b;
-    case EM_BINARY_SUB: return a - b;
-    case EM_BINARY_MUL: return a * b;
-    case EM_BINARY_DIV: return a / b;
-    case EM_BINARY_POW: return pow(a, b);
-    case EM_BINARY_MAXIMUM: return isnan(a) || isnan(b) ? NAN : fmax(a, b);
-    case EM_BINARY_MINIMUM: return isnan(a) || isnan(b) ? NAN : fmin(a, b);
-    case EM_BINARY_EQ: return a == b;
-    case EM_BINARY_NE: return a != b;
-    case EM_BINARY_LT: return a < b;
-    case EM_BINARY_LE: return a <= b;
-    case EM_BINARY_GT: return a > b;
-    case EM_BINARY_GE: return a >= b;
-    default: return NAN;
-    }
-}
+/* ---- binary against the formulas (backend/binary_ops_internal.h, checked in
+ * tests/backend/test_op_formulas.c) ---- */
 
 /* Value of a broadcast operand for output (r, c): b_kind 0 full (N,C), 1 row (C), 2 column
  * (N,1), 3 scalar; 4 full but stored transposed. */
@@ -442,13 +426,14 @@ Test(cpu_binary, every_op_with_broadcasting_and_strides)
             for (int ka = 0; ka < 5; ka++)
                 for (int kb = 0; kb < 5; kb++) {
                     em_arr a = operand(ka, sa, N, C), b = operand(kb, sb, N, C);
-                    bool cmp = op >= EM_BINARY_EQ;
+                    bool cmp = em_binary_is_compare(op);
                     em_arr o = arr_of(cmp ? (void *)yb : y, cmp ? EM_BOOL : EM_F64, 2,
                                       (int64_t[]){N, C});
                     cr_assert_eq(em_cpu_binary(op, &o, &a, &b), EM_KERNEL_OK);
                     for (int64_t r = 0; r < N; r++)
                         for (int64_t c = 0; c < C; c++) {
-                            double want = ref_binary(op, operand_at(&a, r, c), operand_at(&b, r, c));
+                            double want = em_binary_value_f64(op, operand_at(&a, r, c),
+                                                              operand_at(&b, r, c));
                             double got = cmp ? yb[r * C + c] : y[r * C + c];
                             cr_assert(close_to(got, want, 1e-15, 0),
                                       "op %d kinds %d/%d at (%ld,%ld): %g vs %g", op, ka, kb,
@@ -556,6 +541,211 @@ Test(cpu_binary, low_precision_and_unsupported)
     cr_assert_eq(em_cpu_binary(EM_BINARY_ADD, &oi, &x1, &xf), EM_KERNEL_UNSUPPORTED);
     cr_assert_eq(em_cpu_binary(EM_BINARY_EQ, &oi, &x1, &x2), EM_KERNEL_UNSUPPORTED);
     cr_assert_eq(em_cpu_binary(EM_BINARY_ADD, &xf, &x1, &x2), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_binary((em_binary_op)EM_BINARY_COUNT, &xf, &xf, &xf),
+                 EM_KERNEL_UNSUPPORTED);
+}
+
+/* ---- binary gradients against central differences of the forward kernel ---- */
+
+/* Points where every op is smooth: a, b > 0 (pow) and a != b (maximum, minimum). */
+static const double grad_pts_a[NPTS] = {0.7, 1.9, 2.6, 0.3, 3.3, 1.1, 0.45, 2.2};
+static const double grad_pts_b[NPTS] = {1.3, 0.6, 2.9, 1.7, 0.8, 2.4, 1.5, 0.25};
+
+static void binary_f64(em_binary_op op, const double *a, const double *b, double *y)
+{
+    em_arr o = vec_of(y, EM_F64, NPTS), xa = vec_of((void *)a, EM_F64, NPTS),
+           xb = vec_of((void *)b, EM_F64, NPTS);
+    cr_assert_eq(em_cpu_binary(op, &o, &xa, &xb), EM_KERNEL_OK);
+}
+
+/* gx of op by a or b (wrt_b) at the NPTS points a, b, with y = a op b; contiguous f64. */
+static void binary_grad_f64(em_binary_op op, bool wrt_b, const double *g, const double *a,
+                            const double *b, double *gx)
+{
+    double y[NPTS];
+    binary_f64(op, a, b, y);
+    em_arr agx = vec_of(gx, EM_F64, NPTS), ag = vec_of((void *)g, EM_F64, NPTS),
+           aa = vec_of((void *)a, EM_F64, NPTS), ab = vec_of((void *)b, EM_F64, NPTS),
+           ay = vec_of(y, EM_F64, NPTS);
+    cr_assert_eq(em_cpu_binary_grad(op, wrt_b, &agx, &ag, &aa, &ab, &ay), EM_KERNEL_OK,
+                 "op %d", op);
+}
+
+Test(cpu_binary_grad, every_op_f64_matches_finite_differences)
+{
+    const double h = 1e-6;
+    double g[NPTS];
+    for (int i = 0; i < NPTS; i++)
+        g[i] = 0.7 - 0.3 * i;
+    for (int op = 0; op < EM_BINARY_COUNT; op++) {
+        if (em_binary_is_compare(op))
+            continue;
+        for (int wrt_b = 0; wrt_b < 2; wrt_b++) {
+            const double *x = wrt_b ? grad_pts_b : grad_pts_a;
+            double xp[NPTS], xm[NPTS], yp[NPTS], ym[NPTS], gx[NPTS];
+            for (int i = 0; i < NPTS; i++) {
+                xp[i] = x[i] + h;
+                xm[i] = x[i] - h;
+            }
+            binary_f64(op, wrt_b ? grad_pts_a : xp, wrt_b ? xp : grad_pts_b, yp);
+            binary_f64(op, wrt_b ? grad_pts_a : xm, wrt_b ? xm : grad_pts_b, ym);
+            binary_grad_f64(op, wrt_b, g, grad_pts_a, grad_pts_b, gx);
+            for (int i = 0; i < NPTS; i++) {
+                const double want = g[i] * (yp[i] - ym[i]) / (2 * h);
+                cr_assert(close_to(gx[i], want, 1e-6, 1e-7), "op %d by %c at %d: %.12g vs %.12g",
+                          op, wrt_b ? 'b' : 'a', i, gx[i], want);
+                if (em_binary_grad_is_g(op, wrt_b)) /* the rule that skips the kernel */
+                    cr_assert_eq(gx[i], g[i], "op %d by %c", op, wrt_b ? 'b' : 'a');
+            }
+        }
+    }
+}
+
+/* PyTorch's rules where a derivative has none: pow's by a is 0 at b = 0, by b 0 at a = 0 <= b
+ * (and y log a at a = 0 > b); maximum/minimum split g on a tie and give it to b where a is NaN. */
+Test(cpu_binary_grad, kinks_follow_pytorch)
+{
+    const double g[NPTS] = {1, 1, 1, 1, 2, 2, 2, 2};
+    const double pa[NPTS] = {0, 0, 0, 2, 1.5, NAN, 3, 1}, pb[NPTS] = {0, 2, -1, 0, 1.5, 1, 1, 4};
+    double ga[NPTS], gb[NPTS];
+    binary_grad_f64(EM_BINARY_POW, false, g, pa, pb, ga);
+    binary_grad_f64(EM_BINARY_POW, true, g, pa, pb, gb);
+    cr_assert(ga[0] == 0 && ga[1] == 0 && ga[3] == 0, "pow by a at b = 0, 0^1: %g %g %g", ga[0],
+              ga[1], ga[3]);
+    cr_assert(gb[0] == 0 && gb[1] == 0 && gb[2] == -INFINITY && gb[3] == log(2.0),
+              "pow by b: %g %g %g %g", gb[0], gb[1], gb[2], gb[3]);
+    binary_grad_f64(EM_BINARY_MAXIMUM, false, g, pa, pb, ga);
+    binary_grad_f64(EM_BINARY_MAXIMUM, true, g, pa, pb, gb);
+    cr_assert(ga[4] == 1 && gb[4] == 1 && ga[5] == 0 && gb[5] == 2 && ga[6] == 2 && gb[6] == 0 &&
+              ga[7] == 0 && gb[7] == 2);
+    binary_grad_f64(EM_BINARY_MINIMUM, false, g, pa, pb, ga);
+    binary_grad_f64(EM_BINARY_MINIMUM, true, g, pa, pb, gb);
+    cr_assert(ga[4] == 1 && gb[4] == 1 && ga[5] == 0 && gb[5] == 2 && ga[6] == 0 && gb[6] == 2 &&
+              ga[7] == 2 && gb[7] == 0);
+    binary_grad_f64(EM_BINARY_DIV, true, g, grad_pts_a, grad_pts_b, gb); /* -g y / b */
+    for (int i = 0; i < NPTS; i++)
+        cr_assert_eq(gb[i], -(g[i] * (grad_pts_a[i] / grad_pts_b[i]) / grad_pts_b[i]));
+}
+
+Test(cpu_binary_grad, f32_matches_f64)
+{
+    for (int op = 0; op < EM_BINARY_COUNT; op++) {
+        if (em_binary_is_compare(op))
+            continue;
+        for (int wrt_b = 0; wrt_b < 2; wrt_b++) {
+            float af[NPTS], bf[NPTS], gf[NPTS], yf[NPTS], gxf[NPTS];
+            double ad[NPTS], bd[NPTS], gd[NPTS], gxd[NPTS];
+            for (int i = 0; i < NPTS; i++) {
+                af[i] = (float)grad_pts_a[i];
+                bf[i] = (float)grad_pts_b[i];
+                gf[i] = (float)(1.25 - 0.25 * i);
+                ad[i] = af[i];
+                bd[i] = bf[i];
+                gd[i] = gf[i];
+            }
+            em_arr o = vec_of(yf, EM_F32, NPTS), xa = vec_of(af, EM_F32, NPTS),
+                   xb = vec_of(bf, EM_F32, NPTS), ag = vec_of(gf, EM_F32, NPTS),
+                   agx = vec_of(gxf, EM_F32, NPTS);
+            cr_assert_eq(em_cpu_binary(op, &o, &xa, &xb), EM_KERNEL_OK);
+            cr_assert_eq(em_cpu_binary_grad(op, wrt_b, &agx, &ag, &xa, &xb, &o), EM_KERNEL_OK);
+            binary_grad_f64(op, wrt_b, gd, ad, bd, gxd);
+            for (int i = 0; i < NPTS; i++)
+                cr_assert(close_to(gxf[i], gxd[i], 1e-5, 1e-6), "op %d by %d: %g vs %g", op,
+                          wrt_b, gxf[i], gxd[i]);
+        }
+    }
+}
+
+/* Broadcast, transposed and threaded operands, f64 and bf16 (staged in f32 blocks): each element
+ * the formula's value at its operands, the bf16 one rounded once from f32. Layouts: a dense g, a
+ * transposed and b a row; then g one element (a sum's gradient), a dense and b a column. */
+Test(cpu_binary_grad, broadcast_strided_threaded_and_bf16)
+{
+    const int64_t N = 300, C = 130; /* threaded */
+    double *a = malloc(N * C * sizeof(double)), *g = malloc(N * C * sizeof(double));
+    double *y = malloc(N * C * sizeof(double)), *gx = malloc(N * C * sizeof(double));
+    double b[300], g1 = -1.75;
+    for (int64_t i = 0; i < N * C; i++) {
+        a[i] = 0.25 + (double)((i * 37) % 23) / 7.0;
+        g[i] = (double)((i * 11) % 19) / 5.0 - 1.5;
+    }
+    for (int r = 0; r < N; r++)
+        b[r] = 0.5 + r % 7;
+    const em_arr layouts[2][3] = {
+        {arr_of(g, EM_F64, 2, (int64_t[]){N, C}),
+         {.data = a, .dtype = EM_F64, .ndim = 2, .shape = {N, C}, .strides = {1, N}},
+         {.data = b, .dtype = EM_F64, .ndim = 2, .shape = {N, C}, .strides = {0, 1}}},
+        {{.data = &g1, .dtype = EM_F64, .ndim = 2, .shape = {N, C}, .strides = {0, 0}},
+         arr_of(a, EM_F64, 2, (int64_t[]){N, C}),
+         {.data = b, .dtype = EM_F64, .ndim = 2, .shape = {N, C}, .strides = {1, 0}}}};
+    em_arr ay = arr_of(y, EM_F64, 2, (int64_t[]){N, C});
+    em_arr agx = arr_of(gx, EM_F64, 2, (int64_t[]){N, C});
+    const em_binary_op ops[] = {EM_BINARY_MUL, EM_BINARY_DIV, EM_BINARY_POW, EM_BINARY_MAXIMUM};
+    for (int l = 0; l < 2; l++)
+        for (int k = 0; k < 4; k++)
+            for (int wrt_b = 0; wrt_b < 2; wrt_b++) {
+                const em_arr *ag = &layouts[l][0], *aa = &layouts[l][1], *ab = &layouts[l][2];
+                cr_assert_eq(em_cpu_binary(ops[k], &ay, aa, ab), EM_KERNEL_OK);
+                cr_assert_eq(em_cpu_binary_grad(ops[k], wrt_b, &agx, ag, aa, ab, &ay),
+                             EM_KERNEL_OK);
+                for (int64_t r = 0; r < N; r++)
+                    for (int64_t c = 0; c < C; c++) {
+                        const double want = em_binary_grad_value_f64(
+                            ops[k], wrt_b, operand_at(ag, r, c), operand_at(aa, r, c),
+                            operand_at(ab, r, c), y[r * C + c]);
+                        cr_assert_eq(gx[r * C + c], want, "layout %d op %d by %d at (%ld, %ld)",
+                                     l, ops[k], wrt_b, (long)r, (long)c);
+                    }
+            }
+
+    uint16_t ab16[6], bb16, gb16[6], yb16[6], gxb16[6];
+    const float av[6] = {0.5f, -1.25f, 3.0f, 2.0f, -0.75f, 1.5f};
+    for (int i = 0; i < 6; i++) {
+        ab16[i] = em_f32_to_bf16(av[i]);
+        gb16[i] = em_f32_to_bf16(1.0f - 0.375f * (float)i);
+    }
+    bb16 = em_f32_to_bf16(1.5f);
+    em_arr xa = vec_of(ab16, EM_BF16, 6), xg = vec_of(gb16, EM_BF16, 6),
+           xy = vec_of(yb16, EM_BF16, 6), xgx = vec_of(gxb16, EM_BF16, 6);
+    em_arr xb = {.data = &bb16, .dtype = EM_BF16, .ndim = 1, .shape = {6}, .strides = {0}};
+    const em_binary_op half_ops[] = {EM_BINARY_DIV, EM_BINARY_MINIMUM};
+    for (int k = 0; k < 2; k++)
+        for (int wrt_b = 0; wrt_b < 2; wrt_b++) {
+            cr_assert_eq(em_cpu_binary(half_ops[k], &xy, &xa, &xb), EM_KERNEL_OK);
+            cr_assert_eq(em_cpu_binary_grad(half_ops[k], wrt_b, &xgx, &xg, &xa, &xb, &xy),
+                         EM_KERNEL_OK);
+            for (int i = 0; i < 6; i++) {
+                float want = em_binary_grad_value_f32(
+                    half_ops[k], wrt_b, em_bf16_to_f32(gb16[i]), em_bf16_to_f32(ab16[i]),
+                    em_bf16_to_f32(bb16), em_bf16_to_f32(yb16[i]));
+                cr_assert_eq(gxb16[i], em_f32_to_bf16(want), "op %d by %d at %d",
+                             half_ops[k], wrt_b, i);
+            }
+        }
+    free(a);
+    free(g);
+    free(y);
+    free(gx);
+}
+
+Test(cpu_binary_grad, unsupported_combinations)
+{
+    float f[4] = {1, 2, 3, 4}, gxf[4];
+    double d[4] = {1, 2, 3, 4};
+    int32_t i[4] = {1, 2, 3, 4}, gxi[4];
+    em_arr af = vec_of(f, EM_F32, 4), agx = vec_of(gxf, EM_F32, 4), ad = vec_of(d, EM_F64, 4);
+    em_arr ai = vec_of(i, EM_I32, 4), agxi = vec_of(gxi, EM_I32, 4), short_f = vec_of(f, EM_F32, 3);
+    cr_assert_eq(em_cpu_binary_grad(EM_BINARY_MUL, false, &agx, &af, &af, &af, &af), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_binary_grad(EM_BINARY_LT, false, &agx, &af, &af, &af, &af),
+                 EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_binary_grad(EM_BINARY_MUL, false, &agxi, &ai, &ai, &ai, &ai),
+                 EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_binary_grad(EM_BINARY_MUL, true, &agx, &af, &ad, &af, &af),
+                 EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_binary_grad(EM_BINARY_MUL, true, &agx, &af, &af, &short_f, &af),
+                 EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_binary_grad((em_binary_op)EM_BINARY_COUNT, true, &agx, &af, &af, &af,
+                                    &af), EM_KERNEL_UNSUPPORTED);
 }
 
 /* ---- where ---- */

@@ -405,7 +405,8 @@ Test(cpu_reduce, empty_and_unsupported)
     cr_assert_eq(em_cpu_reduce(EM_REDUCE_MAX, &no_params, &o_l, &in_i), EM_KERNEL_UNSUPPORTED);
     cr_assert_eq(em_cpu_reduce(EM_REDUCE_ARGMAX, &no_params, &o_f, &in_d), EM_KERNEL_UNSUPPORTED);
     cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &o_l, &in_d), EM_KERNEL_UNSUPPORTED);
-    cr_assert_eq(em_cpu_reduce(EM_REDUCE_COUNT, &no_params, &o_f, &in_d), EM_KERNEL_UNSUPPORTED);
+    cr_assert_eq(em_cpu_reduce((em_reduce_op)EM_REDUCE_COUNT, &no_params, &o_f, &in_d),
+                 EM_KERNEL_UNSUPPORTED);
     em_arr bad = {.data = y, .dtype = EM_F64, .ndim = 1, .shape = {2}, .strides = {1}};
     cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &bad, &in_d), EM_KERNEL_UNSUPPORTED);
     cr_assert_eq(em_cpu_reduce(EM_REDUCE_SUM, &no_params, &out, &in_d), EM_KERNEL_UNSUPPORTED);

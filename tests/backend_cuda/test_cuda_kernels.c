@@ -1,9 +1,10 @@
 /* CUDA kernels against the CPU's where the op-case table cannot look: copy conversions bit for
  * bit over every pair of dtypes (NaN payloads, infinities, halfway cases, subnormals, integers out
  * of range) and every kind of run (contiguous, strided, misaligned), fills, random draws bit for
- * bit at odd sizes and offsets, reductions giving the same bits twice, and an index outside its
- * dimension reported by the next copy to the host with the kernel's name, nothing written for
- * it. Where no GPU is present every test reports itself skipped. */
+ * bit at odd sizes and offsets, reductions giving the same bits twice, every binary op and its
+ * gradients by the formulas of backend/binary_ops_internal.h that the CPU runs too, and an index
+ * outside its dimension reported by the next copy to the host with the kernel's name, nothing
+ * written for it. Where no GPU is present every test reports itself skipped. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -312,6 +313,98 @@ Test(cuda_kernels, reductions_give_the_same_bits_twice_and_the_cpus_values)
     }
     cu->free(x_dev);
     free(x);
+}
+
+/* ---- binary ops and their gradients ---- */
+
+/* n values of v as dt (f32 or f64), in host memory the caller frees. */
+static void *host_as(em_dtype dt, const double *v, int64_t n)
+{
+    void *p = malloc((size_t)n * em_dtype_size(dt));
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == EM_F32)
+            ((float *)p)[i] = (float)v[i];
+        else
+            ((double *)p)[i] = v[i];
+    }
+    return p;
+}
+
+static double host_at(em_dtype dt, const void *p, int64_t i)
+{
+    return dt == EM_F32 ? ((const float *)p)[i] : ((const double *)p)[i];
+}
+
+/* out, and the gradients by a and by b, of every op on a (R, C), b a broadcast row and g one
+ * broadcast element, on CUDA and on the CPU: equal up to the last bits of pow and log. */
+Test(cuda_kernels, binary_ops_and_gradients_run_the_cpus_formulas)
+{
+    const em_backend *cu = cuda_or_skip();
+    const em_backend *cpu = em_backend_get(EM_CPU);
+    enum { R = 37, C = 129, N = R * C };
+    static double av[N], bv[C];
+    const double gv = -1.5;
+    for (int c = 0; c < C; c++)
+        bv[c] = 0.5 + (c * 7 % 13) / 8.0;
+    for (int i = 0; i < N; i++) /* positive (pow), with ties to b */
+        av[i] = (i / C + i % C) % 11 == 0 ? bv[i % C] : 0.25 + (i * 37 % 23) / 8.0;
+    const em_dtype dts[2] = {EM_F32, EM_F64};
+    for (int t = 0; t < 2; t++) {
+        const em_dtype dt = dts[t];
+        const size_t es = em_dtype_size(dt);
+        void *ah = host_as(dt, av, N), *bh = host_as(dt, bv, C), *gh = host_as(dt, &gv, 1);
+        void *ad = upload(cu, ah, N * es), *bd = upload(cu, bh, C * es), *gd = upload(cu, gh, es);
+        void *yd = cu->alloc(N * es), *gxd = cu->alloc(N * es);
+        void *yh = malloc(N * es), *gxh = malloc(N * es), *got = malloc(N * es);
+        const em_arr a_host = {ah, dt, 2, {R, C}, {C, 1}}, a_dev = {ad, dt, 2, {R, C}, {C, 1}};
+        const em_arr b_host = {bh, dt, 2, {R, C}, {0, 1}}, b_dev = {bd, dt, 2, {R, C}, {0, 1}};
+        const em_arr g_host = {gh, dt, 2, {R, C}, {0, 0}}, g_dev = {gd, dt, 2, {R, C}, {0, 0}};
+        const double tol = dt == EM_F32 ? 1e-6 : 4e-15; /* pow and log: a few ulp apart */
+        for (int op = 0; op < EM_BINARY_COUNT; op++) {
+            const em_dtype odt = em_binary_is_compare(op) ? EM_BOOL : dt;
+            const size_t oes = em_dtype_size(odt);
+            em_arr y_host = {yh, odt, 2, {R, C}, {C, 1}}, y_dev = {yd, odt, 2, {R, C}, {C, 1}};
+            cr_assert_eq(cu->binary(op, &y_dev, &a_dev, &b_dev), EM_KERNEL_OK, "op %d", op);
+            cr_assert_eq(cpu->binary(op, &y_host, &a_host, &b_host), EM_KERNEL_OK);
+            download(cu, got, yd, N * oes);
+            for (int64_t i = 0; i < N; i++) {
+                if (odt == EM_BOOL) {
+                    cr_assert_eq(((uint8_t *)got)[i], ((uint8_t *)yh)[i], "op %d at %lld", op,
+                                 (long long)i);
+                    continue;
+                }
+                const double gw = host_at(dt, got, i), w = host_at(dt, yh, i);
+                cr_assert(fabs(gw - w) <= tol * fabs(w), "dt %d op %d at %lld: %.17g, cpu %.17g",
+                          dt, op, (long long)i, gw, w);
+            }
+            if (em_binary_is_compare(op))
+                continue;
+            em_arr gx_host = {gxh, dt, 2, {R, C}, {C, 1}}, gx_dev = {gxd, dt, 2, {R, C}, {C, 1}};
+            for (int wrt_b = 0; wrt_b < 2; wrt_b++) {
+                cr_assert_eq(cu->binary_grad(op, wrt_b, &gx_dev, &g_dev, &a_dev, &b_dev, &y_dev),
+                             EM_KERNEL_OK, "op %d by %d", op, wrt_b);
+                cr_assert_eq(cpu->binary_grad(op, wrt_b, &gx_host, &g_host, &a_host, &b_host,
+                                              &y_host), EM_KERNEL_OK);
+                download(cu, got, gxd, N * es);
+                for (int64_t i = 0; i < N; i++) {
+                    const double gw = host_at(dt, got, i), w = host_at(dt, gxh, i);
+                    cr_assert(fabs(gw - w) <= 2 * tol * fabs(w), "dt %d op %d by %d at %lld: "
+                              "%.17g, cpu %.17g", dt, op, wrt_b, (long long)i, gw, w);
+                }
+            }
+        }
+        cu->free(ad);
+        cu->free(bd);
+        cu->free(gd);
+        cu->free(yd);
+        cu->free(gxd);
+        free(ah);
+        free(bh);
+        free(gh);
+        free(yh);
+        free(gxh);
+        free(got);
+    }
 }
 
 /* ---- an index outside its dimension ---- */

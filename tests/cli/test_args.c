@@ -1,11 +1,11 @@
-/* The command-line parser of the `ember` tools (cli/args.c): both option spellings, whole
+/* The command-line parser of the `ember` tools (cmd/args.c): both option spellings, whole
  * numbers only, ranges, word lists, required options and operands, --help and --version. */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <limits.h>
 #include <stdint.h>
 
-#include "cli/args.h"
+#include "cmd/args.h"
 
 typedef struct {
     int epochs;
@@ -19,22 +19,22 @@ typedef struct {
 
 static int parse(options *o, int argc, char **argv)
 {
-    const em_opt opts[] = {
-        {"epochs", EM_OPT_INT, &o->epochs, "N", "epochs", .range = EM_AT_LEAST(1)},
-        {"steps", EM_OPT_INT64, &o->steps, "N", .help = "steps"},
-        {"seed", EM_OPT_UINT64, &o->seed, "N", "seed", .given = &o->seed_given},
-        {"budget", EM_OPT_SIZE, &o->budget, "BYTES", .help = "budget"},
-        {"lr", EM_OPT_REAL, &o->lr, "X", "learning rate", .range = EM_ABOVE(0)},
-        {"amount", EM_OPT_REAL, &o->amount, "A", "amount",
+    const cmd_opt opts[] = {
+        {"epochs", CMD_OPT_INT, &o->epochs, "N", "epochs", .range = CMD_AT_LEAST(1)},
+        {"steps", CMD_OPT_INT64, &o->steps, "N", .help = "steps"},
+        {"seed", CMD_OPT_UINT64, &o->seed, "N", "seed", .given = &o->seed_given},
+        {"budget", CMD_OPT_SIZE, &o->budget, "BYTES", .help = "budget"},
+        {"lr", CMD_OPT_REAL, &o->lr, "X", "learning rate", .range = CMD_ABOVE(0)},
+        {"amount", CMD_OPT_REAL, &o->amount, "A", "amount",
          .range = {.min = 0, .max = 1, .open_max = true}},
-        {"n", EM_OPT_REAL, &o->norm, "N", "norm", .range = {.min = 1, .max = INFINITY}},
-        {"optim", EM_OPT_CHOICE, &o->optim, NULL, "optimizer", .choices = "sgd|adam"},
-        {"save", EM_OPT_STRING, &o->save, "FILE", "output", .required = true},
-        {"guard", EM_OPT_FLAG, &o->guard, NULL, .help = "guard"},
+        {"n", CMD_OPT_REAL, &o->norm, "N", "norm", .range = {.min = 1, .max = INFINITY}},
+        {"optim", CMD_OPT_CHOICE, &o->optim, NULL, "optimizer", .choices = "sgd|adam"},
+        {"save", CMD_OPT_STRING, &o->save, "FILE", "output", .required = true},
+        {"guard", CMD_OPT_FLAG, &o->guard, NULL, .help = "guard"},
         {0}};
-    const em_cmd_spec spec = {.command = "ember test", .operands = "RECIPE", .n_operands = 1,
+    const cmd_spec spec = {.command = "ember test", .operands = "RECIPE", .n_operands = 1,
                               .operand = &o->recipe, .opts = opts};
-    return em_args_parse(&spec, argc, argv);
+    return cmd_args_parse(&spec, argc, argv);
 }
 
 #define PARSE(o, ...) parse(o, sizeof((char *[]){__VA_ARGS__}) / sizeof(char *), \
@@ -51,7 +51,7 @@ Test(args, both_spellings_and_operands_in_any_order, .init = quiet)
     options o = {0};
     cr_assert_eq(PARSE(&o, "test", "--epochs=3", "cnn", "--lr", "0.5", "--save=x.st", "--guard",
                        "--optim", "adam", "--seed", "18446744073709551615", "--budget=1024",
-                       "--steps", "-7", "--n", "inf"), EM_ARGS_RUN);
+                       "--steps", "-7", "--n", "inf"), CMD_ARGS_RUN);
     cr_assert_eq(o.epochs, 3);
     cr_assert_str_eq(o.recipe, "cnn");
     cr_assert_eq(o.lr, 0.5);
@@ -67,7 +67,7 @@ Test(args, both_spellings_and_operands_in_any_order, .init = quiet)
 Test(args, double_dash_ends_options, .init = quiet)
 {
     options o = {0};
-    cr_assert_eq(PARSE(&o, "test", "--save", "f", "--", "--odd-name"), EM_ARGS_RUN);
+    cr_assert_eq(PARSE(&o, "test", "--save", "f", "--", "--odd-name"), CMD_ARGS_RUN);
     cr_assert_str_eq(o.recipe, "--odd-name");
 }
 
@@ -160,21 +160,21 @@ Test(args, integer_ranges_are_exact_in_64_bits)
 {
     cr_redirect_stderr();
     int64_t count = 0;
-    const em_opt opts[] = {
-        {"count", EM_OPT_INT64, &count, "N", "count", .range = EM_RANGE(1, 9007199254740992.0)},
-        {"batch", EM_OPT_INT64, &count, "N", "batch", .range = EM_RANGE(1, INT_MAX)},
-        {"open", EM_OPT_INT64, &count, "N", "open", .range = EM_ABOVE(0.5)},
+    const cmd_opt opts[] = {
+        {"count", CMD_OPT_INT64, &count, "N", "count", .range = CMD_RANGE(1, 9007199254740992.0)},
+        {"batch", CMD_OPT_INT64, &count, "N", "batch", .range = CMD_RANGE(1, INT_MAX)},
+        {"open", CMD_OPT_INT64, &count, "N", "open", .range = CMD_ABOVE(0.5)},
         {0}};
-    const em_cmd_spec spec = {.command = "ember test", .opts = opts};
+    const cmd_spec spec = {.command = "ember test", .opts = opts};
     char *ok[] = {"test", "--count", "9007199254740992"};
-    cr_assert_eq(em_args_parse(&spec, 3, ok), EM_ARGS_RUN);
+    cr_assert_eq(cmd_args_parse(&spec, 3, ok), CMD_ARGS_RUN);
     cr_assert_eq(count, 9007199254740992);
     char *over[] = {"test", "--count", "9007199254740993"};
-    cr_assert_eq(em_args_parse(&spec, 3, over), 2);
+    cr_assert_eq(cmd_args_parse(&spec, 3, over), 2);
     char *wraps[] = {"test", "--batch", "4294967297"};
-    cr_assert_eq(em_args_parse(&spec, 3, wraps), 2);
+    cr_assert_eq(cmd_args_parse(&spec, 3, wraps), 2);
     char *open[] = {"test", "--open", "0"};
-    cr_assert_eq(em_args_parse(&spec, 3, open), 2);
+    cr_assert_eq(cmd_args_parse(&spec, 3, open), 2);
     cr_assert_eq(count, 9007199254740992, "a refused value changes nothing");
     fflush(stderr);
     cr_assert_stderr_eq_str(

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ember.h"
+#include "helpers/ember_cli.h"
 
 typedef struct {
     int status;
@@ -44,26 +45,12 @@ static outcome run(const char *args, bool with_stderr)
 
 static char dir[64], model[96];
 
-/* Two "fortune files" of made-up sentences (and a .dat index and a link the corpus skips). */
+/* Two "fortune files" of made-up sentences (em_test_write_fortunes). */
 static void write_corpus(void)
 {
     snprintf(dir, sizeof dir, "/tmp/ember_gpt_cli_XXXXXX");
     cr_assert(mkdtemp(dir));
-    const char *words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat", ".\n", "%\n"};
-    for (int f = 0; f < 2; f++) {
-        char path[128];
-        snprintf(path, sizeof path, "%s/%s", dir, f ? "wisdom" : "cookie");
-        FILE *out = fopen(path, "w");
-        cr_assert(out);
-        for (int i = 0; i < 900; i++)
-            fputs(words[(i * 7 + f) % 8], out);
-        fclose(out);
-    }
-    char path[128];
-    snprintf(path, sizeof path, "%s/cookie.dat", dir);
-    FILE *dat = fopen(path, "w");
-    fputs("\xff\x01 binary index", dat);
-    fclose(dat);
+    cr_assert(em_test_write_fortunes(dir));
     snprintf(model, sizeof model, "%s/model.safetensors", dir);
 }
 
@@ -137,7 +124,7 @@ Test(gpt_cli, a_model_of_another_recipe_is_refused)
     snprintf(args, sizeof args, "sample gpt --load %s", other);
     outcome o = run(args, true);
     cr_expect_eq(o.status, 1);
-    cr_expect(strstr(o.out, "holds a model of recipe 'mlp', not a gpt model"), "%s", o.out);
+    cr_expect(strstr(o.out, "holds a model of the mlp recipe, not of gpt"), "%s", o.out);
     snprintf(args, sizeof args, "sample gpt --load %s/none.safetensors", dir);
     o = run(args, true);
     cr_expect_eq(o.status, 1);
@@ -214,9 +201,6 @@ Test(gpt_cli, a_small_file_naming_a_huge_model_is_refused_before_it_is_built)
          "holds [8,4]"},
         {"gpt.n_head", "5", NULL, NULL, "gpt.n_head = 5 is missing or out of range (1 to 4)"},
         {"gpt.n_head", "3", NULL, NULL, "gpt.n_embd = 4 is not a multiple of gpt.n_head = 3"},
-        {"gpt.block_size", "1048576", "gpt.n_layer", "1000",
-         "gpt.n_layer = 1000 x gpt.block_size = 1048576 x gpt.n_embd = 4 keys to cache a "
-         "sequence are more than 2^27"},
     };
     char path[128], args[512];
     snprintf(path, sizeof path, "%s/claims.safetensors", dir);
@@ -238,13 +222,42 @@ Test(gpt_cli, a_small_file_naming_a_huge_model_is_refused_before_it_is_built)
               "the claims hold, the file lacks the rest: %s", o.out);
 }
 
+/* A whole-model file holds the model it names: its GPT of width 1 over 2^20 positions (4 MB of
+ * position embeddings) in 256 blocks loads, but the key/value cache of one sampled sequence
+ * would hold 2^28 keys and as many values (2 GiB): refused under the 2 GB cap, naming the sizes.
+ * A vocabulary of another size than the model's tokens is refused too. */
+Test(gpt_cli, a_whole_model_gpt_whose_cache_would_be_huge_is_refused)
+{
+    char path[128], args[512];
+    snprintf(path, sizeof path, "%s/long.safetensors", dir);
+    em_module *m = em_gpt((em_gpt_config){.vocab_size = 3, .block_size = 1 << 20, .n_layer = 256,
+                                          .n_head = 1, .n_embd = 1});
+    cr_assert_not_null(m, "%s", em_error());
+    em_st_meta vocab = {"gpt.vocab", "abc"};
+    cr_assert_eq(em_model_save_meta(m, path, &vocab, 1), EM_OK, "%s", em_error());
+    snprintf(args, sizeof args, ADDRESS_CAP "timeout 60 $EMBER_BIN sample --load %s --tokens 2 "
+             "2>&1", path);
+    outcome o = run_shell(args);
+    cr_expect_eq(o.status, 1, "%s", o.out);
+    cr_expect(strstr(o.out, "n_layer = 256 x block_size = 1048576 x n_embd = 1 keys to cache a "
+                            "sequence are more than 2^27"), "%s", o.out);
+    vocab.value = "ab";
+    cr_assert_eq(em_model_save_meta(m, path, &vocab, 1), EM_OK, "%s", em_error());
+    em_module_free(m);
+    snprintf(args, sizeof args, "sample --load %s --tokens 2", path);
+    o = run(args, true);
+    cr_expect_eq(o.status, 1, "%s", o.out);
+    cr_expect(strstr(o.out, "the gpt vocabulary is missing or not the model's (2 characters for "
+                            "3 tokens)"), "%s", o.out);
+}
+
 /* `--load` of a FIFO waited for a writer forever; now it is refused at once, naming it. */
 Test(gpt_cli, a_fifo_given_to_load_is_refused, .timeout = 60)
 {
     char fifo[128], args[256];
     snprintf(fifo, sizeof fifo, "%s/fifo.safetensors", dir);
     cr_assert_eq(mkfifo(fifo, 0600), 0);
-    /* what `sample gpt` loads through, and em_load_model_any of the other recipes */
+    /* the one loader, which every command loads through */
     const char *commands[] = {"sample gpt --load %s", "export mlp --load %s --onnx /dev/null"};
     for (int i = 0; i < 2; i++) {
         char cmd[160];

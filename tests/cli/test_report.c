@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "helpers/venv.h"
-#include "cli/report.h"
+#include "cmd/report.h"
 
 Test(report, a_page_read_back_as_a_browser_takes_it)
 {
@@ -17,7 +17,7 @@ Test(report, a_page_read_back_as_a_browser_takes_it)
         return;
     char path[] = "/tmp/ember_report_XXXXXX.html";
     close(mkstemps(path, 5));
-    em_report *r = em_report_open(path, "ember compare cnn");
+    cmd_report *r = cmd_report_open(path, "ember compare cnn");
     cr_assert_not_null(r, "%s", em_error());
     double x[11], y1[11], y2[11];
     for (int i = 0; i <= 10; i++) {
@@ -25,18 +25,18 @@ Test(report, a_page_read_back_as_a_browser_takes_it)
         y1[i] = i / 10.0;
         y2[i] = 1 - i / 20.0;
     }
-    em_report_series series[] = {{"f32", x, y1, 11}, {"bf16 <autocast>", x, y2, 6}};
-    em_report_heading(r, "Loss");
-    em_report_line_chart(r, "training loss", "step", "loss", series, 2);
+    cmd_report_series series[] = {{"f32", x, y1, 11}, {"bf16 <autocast>", x, y2, 6}};
+    cmd_report_heading(r, "Loss");
+    cmd_report_line_chart(r, "training loss", "step", "loss", series, 2);
     const char *groups[] = {"f32", "bf16"};
     double values[] = {100, 50}, ratio[] = {1, 0.5};
-    em_report_bar_chart(r, &(em_report_bars){.title = "samples/s", .unit = "samples/s",
+    cmd_report_bar_chart(r, &(cmd_report_bars){.title = "samples/s", .unit = "samples/s",
                                              .ratio_of = "f32", .groups = groups, .n_groups = 2,
                                              .n_series = 1, .values = values, .ratio = ratio});
     const char *header[] = {"technique", "note"};
     const char *cells[] = {"f32", "<b>not bold</b> & fine"};
-    em_report_table(r, header, 2, cells, 1);
-    cr_assert_eq(em_report_close(r), EM_OK, "%s", em_error());
+    cmd_report_table(r, header, 2, cells, 1);
+    cr_assert_eq(cmd_report_close(r), EM_OK, "%s", em_error());
 
     char *out = em_test_venv_output("report_check.py", path);
     cr_assert_not_null(out, "the report checker failed (see above)");
@@ -54,7 +54,7 @@ Test(report, a_page_read_back_as_a_browser_takes_it)
 
 Test(report, an_unwritable_path_is_a_clear_error)
 {
-    cr_expect_null(em_report_open("/nonexistent/dir/report.html", "x"));
+    cr_expect_null(cmd_report_open("/nonexistent/dir/report.html", "x"));
     cr_expect_eq(em_error_status(), EM_ERR_IO);
     cr_expect(strstr(em_error(), "/nonexistent/dir/report.html") != NULL, "%s", em_error());
     em_error_clear();

@@ -50,11 +50,11 @@ static int fail(const char *what)
 static em_module *build_model(const opts *o)
 {
     int64_t hidden = o->mismatch && rank == 1 ? 24 : 16;
-    double momentum = o->syncbn == 2 ? EM_BN_CUMULATIVE_AVERAGE : 0;
+    em_batch_norm_opts bn = {.momentum = o->syncbn == 2 ? EM_BN_CUMULATIVE_AVERAGE : 0};
     em_module *m = em_sequential(4, em_conv2d_layer(1, 4, 3, (em_conv2d_layer_opts){.padding = 1}),
-                                 o->syncbn ? em_batch_norm2d_layer(4, 0, momentum)
-                                           : em_relu_layer(),
-                                 em_max_pool2d_layer(2, 0, 0), em_flatten_layer());
+                                 o->syncbn ? em_batch_norm2d_layer(4, bn) : em_relu_layer(),
+                                 em_max_pool2d_layer(2, (em_pool2d_layer_opts){0}),
+                                 em_flatten_layer());
     m = em_sequential_append(m, em_relu_layer());
     m = em_sequential_append(m, em_linear_layer(4 * (SIDE / 2) * (SIDE / 2), hidden, true));
     m = em_sequential_append(m, em_relu_layer());

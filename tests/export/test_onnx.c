@@ -135,9 +135,10 @@ Test(onnx, cnn_recipe_matches_onnxruntime)
 {
     em_manual_seed(2);
     em_conv2d_layer_opts pad1 = {.padding = 1};
+    em_pool2d_layer_opts halve = {0};
     check_export(em_sequential(10, em_conv2d_layer(1, 32, 3, pad1), em_relu_layer(),
-                               em_max_pool2d_layer(2, 0, 0), em_conv2d_layer(32, 64, 3, pad1),
-                               em_relu_layer(), em_max_pool2d_layer(2, 0, 0), em_flatten_layer(),
+                               em_max_pool2d_layer(2, halve), em_conv2d_layer(32, 64, 3, pad1),
+                               em_relu_layer(), em_max_pool2d_layer(2, halve), em_flatten_layer(),
                                em_linear_layer(3136, 128, true), em_relu_layer(),
                                em_linear_layer(128, 10, true)),
                  EM_SHAPE(1, 1, 28, 28), NULL);
@@ -146,7 +147,7 @@ Test(onnx, cnn_recipe_matches_onnxruntime)
 /* Running statistics and affine parameters far from their initial values. */
 static em_module *trained_bn(int64_t c, uint64_t seed)
 {
-    em_module *bn = em_batch_norm2d_layer(c, 1e-3, 0);
+    em_module *bn = em_batch_norm2d_layer(c, (em_batch_norm_opts){.eps = 1e-3});
     em_generator gen = em_generator_new(seed);
     em_copy_(bn->params[0].value, em_uniform(EM_SHAPE(c), EM_F32, 0.5, 2.0, &gen));
     em_copy_(bn->params[1].value, em_normal(EM_SHAPE(c), EM_F32, 0, 1, &gen));
@@ -176,13 +177,15 @@ Test(onnx, every_other_layer_matches_onnxruntime)
     em_scope_begin();
     em_module *features = em_sequential(
         6, em_conv2d_layer(2, 6, 3, (em_conv2d_layer_opts){.padding = 1, .dilation = 1}),
-        em_avg_pool2d_layer(2, 0, 0), em_gelu_layer(false), em_max_pool2d_layer(3, 1, 1),
+        em_avg_pool2d_layer(2, (em_pool2d_layer_opts){0}), em_gelu_layer(false),
+        em_max_pool2d_layer(3, (em_pool2d_layer_opts){.stride = 1, .padding = 1}),
         em_adaptive_avg_pool2d_layer(2, 2), em_adaptive_avg_pool2d_layer(1, 1));
-    em_module *bn1 = em_batch_norm1d_layer(16, 0, 0);
+    em_module *bn1 = em_batch_norm1d_layer(16, (em_batch_norm_opts){0});
     em_copy_(bn1->buffers[1].value, em_full(EM_SHAPE(16), EM_F32, 2.5));
     em_module *m = em_sequential(17, features, em_flatten_layer(), em_linear_layer(6, 16, true),
                                  bn1, em_leaky_relu_layer(0.1), em_dropout_layer(0.3),
-                                 em_layer_norm_layer(16, 0), em_gelu_layer(true), em_silu_layer(),
+                                 em_layer_norm_layer(16, (em_layer_norm_opts){0}),
+                                 em_gelu_layer(true), em_silu_layer(),
                                  em_softsign_layer(), em_linear_layer(16, 8, false),
                                  em_tanh_layer(), em_sigmoid_layer(), em_linear_layer(8, 5, true),
                                  em_softmax_layer(1), em_sequential(0),
@@ -232,6 +235,18 @@ Test(onnx, upsample_and_pad_match_onnxruntime)
     check_export(n, EM_SHAPE(1, 2, 7), "--present Pad");
 }
 
+/* CELU as ONNX's Celu, its alpha from the layer's setting, on values of both signs */
+Test(onnx, celu_matches_onnxruntime)
+{
+    em_manual_seed(15);
+    em_scope_begin();
+    em_module *wide = em_linear_layer(4, 8, true);
+    em_copy_(wide->params[0].value, em_mul_scalar(wide->params[0].value, 3.0));
+    em_scope_end();
+    check_export(em_sequential(3, wide, em_celu_layer(0.6), em_linear_layer(8, 3, true)),
+                 EM_SHAPE(1, 4), "--present Celu");
+}
+
 Test(onnx, softplus_below_threshold_20_is_refused)
 {
     em_module *m = em_sequential(2, em_linear_layer(4, 3, true), em_softplus_layer(1, 5));
@@ -256,7 +271,8 @@ static em_tensor *scaled_act_forward(em_module *m, const em_tensor *x)
     return y;
 }
 
-static const em_module_type scaled_act_type = {"ScaledAct", scaled_act_forward, NULL, NULL};
+static const em_module_type scaled_act_type = {.type_name = "ScaledAct",
+                                               .forward = scaled_act_forward};
 
 static em_module *scaled_act_new(int64_t features)
 {
@@ -405,7 +421,7 @@ Test(onnx, trees_at_the_depth_limit)
 Test(onnx, batchnorm_of_other_channels_is_not_folded)
 {
     em_module *m = em_sequential(2, em_conv2d_layer(1, 4, 3, (em_conv2d_layer_opts){0}),
-                                 em_batch_norm2d_layer(3, 0, 0));
+                                 em_batch_norm2d_layer(3, (em_batch_norm_opts){0}));
     expect_refused(m, EM_SHAPE(2, 1, 5, 5), "/tmp/ember_onnx_bad_fold.onnx", EM_ERR_ARG,
                    "em_onnx_export: layer '0': the BatchNorm2d after it has 3 channels, its "
                    "Conv2d 4 outputs");
@@ -440,7 +456,7 @@ static em_module *redrawn(em_module *m, double std)
 Test(onnx, padded_embedding_matches_onnxruntime)
 {
     em_manual_seed(12);
-    em_module *emb = em_embedding_layer_opts(11, 4, (em_embedding_opts){.padding_idx = 0,
+    em_module *emb = em_embedding_layer(11, 4, (em_embedding_opts){.padding_idx = 0,
                                                                         .has_padding_idx = true});
     check_sequence(em_sequential(2, emb, em_linear_layer(4, 3, true)), 0, 11, "--present Gather");
 }
@@ -467,7 +483,8 @@ Test(onnx, same_padding_dilated_pool_and_conv_transpose_match_onnxruntime)
     em_scope_begin();
     em_module *m = em_sequential(
         6, em_conv2d_layer(2, 4, 4, (em_conv2d_layer_opts){.padding = EM_PADDING_SAME}),
-        em_relu_layer(), em_max_pool2d_layer_dilated(3, 1, 1, 2),
+        em_relu_layer(),
+        em_max_pool2d_layer(3, (em_pool2d_layer_opts){.stride = 1, .padding = 1, .dilation = 2}),
         em_conv_transpose2d_layer(4, 6, 3, (em_conv_transpose2d_layer_opts){
             .stride = 2, .padding = 1, .output_padding = 1, .dilation = 2, .groups = 2}),
         em_flatten_layer(), em_linear_layer(6 * 12 * 10, 3, true));
@@ -507,16 +524,16 @@ Test(onnx, group_and_instance_norms_match_onnxruntime)
     em_instance_norm_opts tracked = {.affine = true, .track_running_stats = true};
     em_module *m = em_sequential(
         9, em_conv2d_layer(2, 6, 3, (em_conv2d_layer_opts){.padding = 1}),
-        trained_norm(em_group_norm_layer(3, 6, 0, true), 21), em_relu_layer(),
+        trained_norm(em_group_norm_layer(3, 6, (em_group_norm_opts){0}), 21), em_relu_layer(),
         trained_norm(em_instance_norm2d_layer(6, tracked), 22),
-        em_group_norm_layer(2, 6, 1e-3, false),
+        em_group_norm_layer(2, 6, (em_group_norm_opts){.eps = 1e-3, .no_affine = true}),
         trained_norm(em_instance_norm2d_layer(6, (em_instance_norm_opts){.affine = true}), 23),
         em_instance_norm2d_layer(6, (em_instance_norm_opts){0}), em_flatten_layer(),
         em_linear_layer(6 * 5 * 5, 3, true));
     em_module *m1 = em_sequential(
         3, em_conv1d_layer(2, 4, 3, (em_conv1d_layer_opts){0}),
         trained_norm(em_instance_norm1d_layer(4, (em_instance_norm_opts){.affine = true}), 24),
-        trained_norm(em_group_norm_layer(2, 4, 0, true), 25));
+        trained_norm(em_group_norm_layer(2, 4, (em_group_norm_opts){0}), 25));
     em_module *unbatched = trained_norm(em_instance_norm1d_layer(3, tracked), 26);
     em_module *unbatched_plain = em_instance_norm1d_layer(3, (em_instance_norm_opts){0});
     em_scope_end();

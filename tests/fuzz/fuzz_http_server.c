@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "ember.h"
-#include "serve/http_server.h"
+#include "http/http_server.h"
 
 #define READ_TIMEOUT_S 0.5 /* the server closes a connection that has sent no whole request */
 #define WAIT_S 3           /* how long a reply or the end of the connection may take */
@@ -33,7 +33,7 @@ static void start_server(void)
                                                               .max_batch = 4,
                                                               .max_wait_ms = 0.1,
                                                               .cache = {.max_entries = 64}});
-    em_http_server *server = engine ? em_http_start(engine, (em_http_opts){
+    http_server *server = engine ? http_server_start(engine, (http_server_opts){
                                                                 .max_body = 4096,
                                                                 .max_connections = 4,
                                                                 .timeout_ms = 1000,
@@ -41,7 +41,7 @@ static void start_server(void)
                                     : NULL;
     if (!server)
         abort(); /* a broken harness, not a finding */
-    port = em_http_port(server);
+    port = http_server_port(server);
 }
 
 /* A connection from the next address of 127.0.0.0/8 (16 million of them): at hundreds of

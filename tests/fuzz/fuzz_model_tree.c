@@ -26,7 +26,8 @@ static em_module *zoo(void)
         em_sequential(3, em_linear_layer(4, 3, true), em_relu_layer(),
                       em_linear_layer(3, 2, false)),
         em_sequential(3, em_conv2d_layer(1, 2, 3, (em_conv2d_layer_opts){.padding = 1}),
-                      em_batch_norm2d_layer(2, 0, 0), em_max_pool2d_layer(2, 0, 0)),
+                      em_batch_norm2d_layer(2, (em_batch_norm_opts){0}),
+                      em_max_pool2d_layer(2, (em_pool2d_layer_opts){0})),
         em_lstm_layer(2, 3, (em_rnn_opts){.batch_first = true}),
         em_transformer_encoder_layer(4, 2, (em_transformer_opts){.dim_feedforward = 8}),
         quantized);

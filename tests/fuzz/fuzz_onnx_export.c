@@ -74,11 +74,13 @@ static em_module *make_layer(choices *c, const em_tensor *x)
                                    .dilation = pick(c, 3), .groups = groups,
                                    .no_bias = pick(c, 2)});
     }
-    case 2: return em_batch_norm2d_layer(ch, pick(c, 2) ? 0 : 1e-3, 0);
-    case 3: return em_batch_norm1d_layer(ch, 0, 0);
-    case 4: return em_layer_norm_layer(f, 0);
-    case 5: return em_max_pool2d_layer(k, pick(c, 3), pick(c, 2));
-    case 6: return em_avg_pool2d_layer(k, pick(c, 3), pick(c, 2));
+    case 2: return em_batch_norm2d_layer(ch, (em_batch_norm_opts){.eps = pick(c, 2) ? 0 : 1e-3});
+    case 3: return em_batch_norm1d_layer(ch, (em_batch_norm_opts){0});
+    case 4: return em_layer_norm_layer(f, (em_layer_norm_opts){0});
+    case 5: return em_max_pool2d_layer(k, (em_pool2d_layer_opts){.stride = pick(c, 3),
+                                                                 .padding = pick(c, 2)});
+    case 6: return em_avg_pool2d_layer(k, (em_pool2d_layer_opts){.stride = pick(c, 3),
+                                                                 .padding = pick(c, 2)});
     case 7: return em_adaptive_avg_pool2d_layer(1 + pick(c, 3), 1 + pick(c, 3));
     case 8: return em_flatten_layer();
     case 9: return em_dropout_layer((double)pick(c, 10) / 10);
@@ -89,11 +91,12 @@ static em_module *make_layer(choices *c, const em_tensor *x)
     case 14: return em_tanh_layer();
     case 15: return em_sigmoid_layer();
     case 16: return em_softmax_layer((int)pick(c, 5) - 2);
-    case 17: return em_embedding_layer(8, 1 + pick(c, 4)); /* no ONNX mapping */
+    case 17: return em_embedding_layer(8, 1 + pick(c, 4), (em_embedding_opts){0});
     case 18: return em_residual(em_relu_layer(), NULL);    /* no ONNX mapping */
     case 19: return em_module_list(1, em_relu_layer());    /* no ONNX mapping */
     case 20: return em_conv1d_layer(ch, 2, k, (em_conv1d_layer_opts){0}); /* no mapping */
-    case 21: return em_group_norm_layer(pick(c, 2) ? 1 : ch, ch, 0, pick(c, 2));
+    case 21: return em_group_norm_layer(pick(c, 2) ? 1 : ch, ch,
+                                        (em_group_norm_opts){.no_affine = pick(c, 2)});
     case 22:
     case 23: {
         em_instance_norm_opts o = {.affine = pick(c, 2), .track_running_stats = pick(c, 2)};

@@ -13,7 +13,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *path = fuzz_input_file(0, data, size);
     em_error_clear();
     /* the run of the seed files (tests/fuzz/corpus/train_checkpoint) */
-    em_module *m = em_sequential(4, em_linear_layer(4, 3, true), em_batch_norm1d_layer(3, 0, 0),
+    em_module *m = em_sequential(4, em_linear_layer(4, 3, true),
+                                 em_batch_norm1d_layer(3, (em_batch_norm_opts){0}),
                                  em_relu_layer(), em_linear_layer(3, 2, true));
     em_optim *opt = em_adam(m, (em_adam_opts){.lr = 1e-2});
     em_scheduler *sched = em_step_lr(opt, 2, 0.5);

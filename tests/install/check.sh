@@ -10,7 +10,8 @@
 #     rpath alone), an installed find_package build runs with CMAKE_INSTALL_RPATH_USE_LINK_PATH;
 #   - the example programs (examples/: a CSV classifier in C, a residual CNN in C++) build through
 #     pkg-config and through find_package, train to their accuracy, reload bit for bit, and
-#     print the same results from both builds.
+#     print the same results from both builds; the installed `ember` takes the classifier's
+#     whole-model file as it is.
 # Usage: check.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1 build=$2
@@ -112,3 +113,13 @@ if [ "$csv_pc" != "$csv_cm" ] || [ "$cnn_pc" != "$cnn_cm" ]; then
   exit 1
 fi
 echo "install check: examples built through pkg-config and find_package agree"
+# the classifier's whole-model file, a user's own model, in the installed ember command:
+# 4 x 32 + 32 + 32 x 3 + 3 parameters of an input of 4 features
+summary=$("$prefix/bin/ember" summary --load "$work/csv_pc.safetensors")
+if ! grep -q '^Input shape: \[1,4\]$' <<<"$summary" ||
+   ! grep -q '^Total params: 259$' <<<"$summary"; then
+  echo "install check: ember summary of the example's model printed:" >&2
+  echo "$summary" >&2
+  exit 1
+fi
+echo "install check: ember summary takes the example's own model"

@@ -435,3 +435,29 @@ Test(safetensors, shape_overflow_is_named)
     expect_load_error(p, EM_ERR_IO, "tensor 'a': shape [4294967296,4294967296,2] of F32 "
                                     "overflows a size");
 }
+
+/* em_safetensors_load_meta reads the header alone: the metadata of a file whose data is there
+ * (no tensors taken), and the same checks of the header: a file shorter than its offsets say is
+ * refused without any data being read. */
+Test(safetensors, load_meta_reads_the_header_alone)
+{
+    const char *p = tmp_path("meta.safetensors");
+    const char *header = "{\"__metadata__\":{\"recipe\":\"mlp\",\"b\":\"2\"},"
+                         "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    const float w[2] = {1.5f, -2.0f};
+    write_raw(p, header, w, sizeof w);
+    em_safetensors *st = NULL;
+    cr_assert_eq(em_safetensors_load_meta(p, &st), EM_OK, "%s", em_error());
+    cr_expect_eq(st->n_tensors, 0);
+    cr_expect_eq(st->n_meta, 2);
+    cr_expect_str_eq(em_safetensors_meta(st, "recipe"), "mlp");
+    cr_expect_str_eq(em_safetensors_meta(st, "b"), "2");
+    cr_expect_null(em_safetensors_get(st, "w"));
+    em_safetensors_free(st);
+    write_raw(p, header, w, 4);
+    st = NULL;
+    cr_expect_eq(em_safetensors_load_meta(p, &st), EM_ERR_IO);
+    cr_expect_null(st);
+    cr_expect(strstr(em_error(), p), "%s", em_error());
+    em_error_clear();
+}

@@ -1,19 +1,46 @@
 #!/usr/bin/env python3
 """The layering rule, checked: a source file includes ember headers of its own folder's layer or a
 lower one, never a higher one. The ranks are the README's layout table, bottom up; folders on
-one rank may include each other. Usage: check_layers.py SOURCE_DIR (exit 1 naming each breach)."""
+one rank may include each other. The programs (recipes/ and up) are users of the library: their
+headers include only its public headers (ember.h and what it reaches), never a private one.
+Usage: check_layers.py SOURCE_DIR (exit 1 naming each breach)."""
 import os
 import re
 import sys
 
-RANKS = [["backend"], ["backend_cpu", "backend_cuda"], ["tensor"], ["io"], ["observe"],
-         ["autograd"], ["data"], ["nn"], ["optim", "quant", "prune", "export"], ["models"],
-         ["train", "serve", "dist"], ["recipes"], ["cli", "bench"]]
+LIBRARY = [["backend"], ["backend_cpu", "backend_cuda"], ["tensor"], ["io"], ["observe"],
+           ["autograd"], ["data"], ["nn"], ["optim", "quant", "prune", "export"], ["models"],
+           ["train", "serve", "dist"]]
+# recipes: the reference recipes and their driver; http: the HTTP front; cmd: what bench and
+# cli share (argument parsing, the recipe operand, the report); bench: the benchmarks; cli: the
+# `ember` command's subcommands
+PROGRAMS = [["recipes", "http"], ["cmd"], ["bench"], ["cli"]]
+RANKS = LIBRARY + PROGRAMS
 RANK = {folder: i for i, row in enumerate(RANKS) for folder in row}
-INCLUDE = re.compile(r'^\s*#\s*include\s+"(?:ember/)?([a-z_]+)/[^"]+"', re.M)
+LIBRARY_FOLDERS = {folder for row in LIBRARY for folder in row}
+PROGRAM_FOLDERS = {folder for row in PROGRAMS for folder in row}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"(?:ember/)?(([a-z_]+)/[^"]+)"', re.M)
+
+
+def includes(root, path):
+    """The ember headers path includes, as (folder/file, folder)."""
+    with open(os.path.join(root, path), encoding="utf-8") as f:
+        return INCLUDE.findall(f.read())
+
+
+def public_headers(root):
+    """ember.h's headers and every one they include in turn."""
+    seen, todo = set(), ["ember.h"]
+    while todo:
+        for header, folder in includes(root, todo.pop()):
+            if folder in LIBRARY_FOLDERS and header not in seen:
+                seen.add(header)
+                todo.append(header)
+    return seen
 
 
 def breaches(root):
+    public = public_headers(root)
     for folder, rank in RANK.items():
         path = os.path.join(root, folder)
         if not os.path.isdir(path):
@@ -22,10 +49,12 @@ def breaches(root):
         for name in sorted(os.listdir(path)):
             if not name.endswith((".c", ".h", ".cu", ".cuh")):
                 continue
-            with open(os.path.join(path, name), encoding="utf-8") as f:
-                for target in INCLUDE.findall(f.read()):
-                    if target in RANK and RANK[target] > rank:
-                        yield f"{folder}/{name} includes {target}/ (a higher layer)"
+            for header, target in includes(root, os.path.join(folder, name)):
+                if target in RANK and RANK[target] > rank:
+                    yield f"{folder}/{name} includes {target}/ (a higher layer)"
+                if (folder in PROGRAM_FOLDERS and name.endswith(".h")
+                        and target in LIBRARY_FOLDERS and header not in public):
+                    yield f"{folder}/{name} includes {header} (not a public header)"
 
 
 def main():

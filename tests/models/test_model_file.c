@@ -3,6 +3,7 @@
  * weights read by Python's safetensors; unknown types, bad, truncated or hostile metadata and
  * missing weights refused with errors that name them, before anything large is allocated. */
 #include <criterion/criterion.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,11 +93,13 @@ Test(model_file, cnn_with_residual_pooling_norms_and_activations)
     em_manual_seed(1);
     em_module *block = em_sequential(2, em_conv2d_layer(4, 4, 3, (em_conv2d_layer_opts){
                                             .padding = 1, .no_bias = true}),
-                                     em_batch_norm2d_layer(4, 1e-3, 0.2));
+                                     em_batch_norm2d_layer(4, (em_batch_norm_opts){
+                                         .eps = 1e-3, .momentum = 0.2}));
     em_module *m = em_sequential(
         13, em_conv2d_layer(3, 4, 3, (em_conv2d_layer_opts){.stride = 1, .padding = 1}),
-        em_batch_norm2d_layer(4, 0, 0), em_relu_layer(), em_max_pool2d_layer(2, 0, 0),
-        em_residual(block, NULL), em_avg_pool2d_layer(3, 1, 1),
+        em_batch_norm2d_layer(4, (em_batch_norm_opts){0}), em_relu_layer(),
+        em_max_pool2d_layer(2, (em_pool2d_layer_opts){0}), em_residual(block, NULL),
+        em_avg_pool2d_layer(3, (em_pool2d_layer_opts){.stride = 1, .padding = 1}),
         em_adaptive_avg_pool2d_layer(2, 1), em_flatten_layer(), em_dropout_layer(0.25),
         em_linear_layer(8, 3, true), em_leaky_relu_layer(0.05), em_linear_layer(3, 2, false),
         em_softmax_layer(1));
@@ -108,7 +111,7 @@ Test(model_file, same_padding_conv_transpose_and_dilated_pool)
     em_manual_seed(10);
     em_module *m = em_sequential(
         4, em_conv2d_layer(2, 4, 4, (em_conv2d_layer_opts){.padding = EM_PADDING_SAME}),
-        em_max_pool2d_layer_dilated(3, 1, 1, 2),
+        em_max_pool2d_layer(3, (em_pool2d_layer_opts){.stride = 1, .padding = 1, .dilation = 2}),
         em_conv_transpose2d_layer(4, 6, 3, (em_conv_transpose2d_layer_opts){
             .stride = 2, .padding = 1, .output_padding = 1, .dilation = 2, .groups = 2}),
         em_flatten_layer());
@@ -123,7 +126,7 @@ Test(model_file, same_padding_conv_transpose_and_dilated_pool)
 /* A MaxPool2d saved before pools had a dilation (no such setting) loads with dilation 1. */
 Test(model_file, max_pool_without_dilation_setting_loads)
 {
-    em_module *saved = em_max_pool2d_layer(2, 1, 1);
+    em_module *saved = em_max_pool2d_layer(2, (em_pool2d_layer_opts){.stride = 1, .padding = 1});
     cr_assert_eq(em_model_save(saved, model_path()), EM_OK, "%s", em_error());
     em_module_free(saved);
     FILE *f = fopen(model_path(), "r+b");
@@ -153,10 +156,11 @@ Test(model_file, group_instance_and_cumulative_batch_norms)
     em_manual_seed(10);
     em_module *m = em_sequential(
         7, em_conv2d_layer(3, 4, 3, (em_conv2d_layer_opts){.padding = 1}),
-        em_group_norm_layer(2, 4, 1e-4, true),
+        em_group_norm_layer(2, 4, (em_group_norm_opts){.eps = 1e-4}),
         em_instance_norm2d_layer(4, (em_instance_norm_opts){
             .momentum = 0.3, .affine = true, .track_running_stats = true}),
-        em_batch_norm2d_layer(4, 0, EM_BN_CUMULATIVE_AVERAGE), em_group_norm_layer(4, 4, 0, false),
+        em_batch_norm2d_layer(4, (em_batch_norm_opts){.momentum = EM_BN_CUMULATIVE_AVERAGE}),
+        em_group_norm_layer(4, 4, (em_group_norm_opts){.no_affine = true}),
         em_instance_norm2d_layer(4, (em_instance_norm_opts){.eps = 1e-3}), em_flatten_layer());
     cr_assert(m, "%s", em_error());
     for (int step = 0; step < 2; step++)
@@ -164,10 +168,9 @@ Test(model_file, group_instance_and_cumulative_batch_norms)
     cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
     em_module *r = em_model_load(model_path());
     cr_assert(r, "%s", em_error());
-    double eps, momentum;
-    cr_assert_eq(em_batch_norm_layer_config(em_module_child(r, "3"), &eps, &momentum),
-                 EM_OK);
-    cr_assert_eq(momentum, EM_BN_CUMULATIVE_AVERAGE);
+    em_setting_value momentum;
+    cr_assert_eq(em_module_setting(em_module_child(r, "3"), "momentum", &momentum), EM_OK);
+    cr_assert(momentum.none && momentum.r == EM_BN_CUMULATIVE_AVERAGE, "momentum None");
     cr_assert_eq(em_item(em_module_find(r, "3.num_batches_tracked")), 2);
     em_tensor *x = em_randn(EM_SHAPE(2, 3, 5, 5), EM_F32, NULL);
     assert_same_values(em_forward(m, x), em_forward(r, x));
@@ -187,8 +190,9 @@ Test(model_file, mlp_with_every_plain_activation_and_shortcut)
     em_manual_seed(2);
     em_module *m = em_sequential(
         11, em_linear_layer(5, 6, true), em_gelu_layer(true), em_silu_layer(),
-        em_softsign_layer(), em_tanh_layer(), em_sigmoid_layer(), em_layer_norm_layer(6, 1e-6),
-        em_batch_norm1d_layer(6, 0, 0.3), em_gelu_layer(false),
+        em_softsign_layer(), em_tanh_layer(), em_sigmoid_layer(),
+        em_layer_norm_layer(6, (em_layer_norm_opts){.eps = 1e-6}),
+        em_batch_norm1d_layer(6, (em_batch_norm_opts){.momentum = 0.3}), em_gelu_layer(false),
         em_residual(em_linear_layer(6, 2, true), em_linear_layer(6, 2, false)),
         em_module_list(1, em_relu_layer()));
     /* a ModuleList has no forward: the tree, names and weights are compared */
@@ -231,7 +235,8 @@ Test(model_file, conv1d_and_embedding)
                              em_relu_layer(), em_flatten_layer()),
                em_randn(EM_SHAPE(2, 2, 9), EM_F32, NULL), true);
     em_tensor *ids = em_from_data(EM_SHAPE(2, 3), EM_I64, (int64_t[]){1, 4, 9, 0, 3, 3});
-    round_trip(em_sequential(2, em_embedding_layer(10, 4), em_linear_layer(4, 3, true)), ids,
+    round_trip(em_sequential(2, em_embedding_layer(10, 4, (em_embedding_opts){0}),
+                             em_linear_layer(4, 3, true)), ids,
                false);
 }
 
@@ -290,46 +295,84 @@ Test(model_file, training_mode_and_checkpointed_module_kept)
     em_module_free(m);
 }
 
-/* ---- a user's own module type ---- */
+/* A pruned layer keeps its original's description but cannot be rebuilt from a file (its masks
+ * are not settings): refused, naming it; a SyncBatchNorm is saved as the BatchNorm it wraps. */
+Test(model_file, pruned_refused_and_sync_batch_norm_saved_as_batch_norm)
+{
+    em_module *m = em_sequential(2, em_linear_layer(4, 3, true), em_relu_layer());
+    cr_assert_eq(em_prune_l1_unstructured(m->children[0].module, "weight", 0.5), EM_OK, "%s",
+                 em_error());
+    cr_assert_eq(em_model_save(m, model_path()), EM_ERR_ARG);
+    cr_assert(strstr(em_error(), "module '0' is a Linear, a type whole-model files cannot "
+                                 "rebuild (a pruned layer: em_prune_remove it)"), "%s", em_error());
+    em_error_clear();
+    em_module_free(m);
+
+    em_module *bn = em_sync_batch_norm_layer(3, (em_batch_norm_opts){.eps = 1e-3});
+    cr_assert_not_null(bn, "%s", em_error());
+    cr_assert_str_eq(bn->type->type_name, "SyncBatchNorm");
+    em_module_eval(bn);
+    cr_assert_eq(em_model_save(bn, model_path()), EM_OK, "%s", em_error());
+    em_module *r = em_model_load(model_path());
+    cr_assert_not_null(r, "%s", em_error());
+    cr_assert_str_eq(r->type->type_name, "BatchNorm2d");
+    em_tensor *x = em_randn(EM_SHAPE(2, 3, 2, 2), EM_F32, NULL);
+    assert_same_values(em_forward(bn, x), em_forward(r, x));
+    em_module_free(r);
+    em_module_free(bn);
+}
+
+/* ---- a user's own module type, described by its settings ---- */
+typedef struct {
+    int64_t width;
+    double scale;
+} scaled_options;
+
 typedef struct {
     em_module base;
-    double scale;
+    scaled_options o;
 } scaled_block; /* params: weight (width) */
 
 static em_tensor *scaled_forward(em_module *m, const em_tensor *x)
 {
-    return em_mul_scalar(em_mul(x, m->params[0].value), ((scaled_block *)m)->scale);
+    return em_mul_scalar(em_mul(x, m->params[0].value), ((scaled_block *)m)->o.scale);
 }
 
-static const em_module_type scaled_type = {"ScaledBlock", scaled_forward, NULL, NULL};
+static em_module *scaled_build(const em_module_type *type, const void *options,
+                               em_module **children, int n);
+
+static const em_setting scaled_settings[] = {
+    {.name = "width", .kind = EM_SETTING_INT, .offset = offsetof(scaled_options, width),
+     .min = 1, .max = 4096},
+    {.name = "scale", .kind = EM_SETTING_REAL, .offset = offsetof(scaled_options, scale),
+     .min = -10, .max = 10, .def = 1},
+};
+
+static const em_module_type scaled_type = {
+    .type_name = "ScaledBlock",
+    .forward = scaled_forward,
+    EM_SETTINGS(scaled_settings),
+    .options_offset = offsetof(scaled_block, o),
+    .options_size = sizeof(scaled_options),
+    .build = scaled_build,
+};
 
 static em_module *scaled_new(int64_t width, double scale)
 {
     scaled_block *b = calloc(1, sizeof *b);
     em_module_init(&b->base, &scaled_type);
-    b->scale = scale;
+    b->o = (scaled_options){width, scale};
     em_module_add_param(&b->base, "weight", em_randn(EM_SHAPE(width), EM_F32, NULL));
     return &b->base;
 }
 
-static em_status scaled_save(const em_module *m, em_model_settings *s)
+static em_module *scaled_build(const em_module_type *type, const void *options,
+                               em_module **children, int n)
 {
-    em_status st = em_model_settings_set_int(s, "width", m->params[0].value->shape[0]);
-    return st ? st : em_model_settings_set_real(s, "scale", ((const scaled_block *)m)->scale);
+    (void)type, (void)children, (void)n;
+    const scaled_options *o = options;
+    return scaled_new(o->width, o->scale);
 }
-
-static em_module *scaled_build(const em_model_settings *s, em_module **kids, int n)
-{
-    (void)kids, (void)n;
-    int64_t w;
-    double scale;
-    if (em_model_settings_int(s, "width", 1, 4096, &w) ||
-        em_model_settings_real(s, "scale", -10, 10, &scale))
-        return NULL;
-    return scaled_new(w, scale);
-}
-
-static const em_model_type scaled_file = {&scaled_type, scaled_save, scaled_build, NULL, false};
 
 Test(model_file, user_type_is_named_until_registered)
 {
@@ -340,8 +383,8 @@ Test(model_file, user_type_is_named_until_registered)
     cr_assert_eq(em_model_save(m->children[1].module, model_path()), EM_ERR_ARG);
     cr_assert(strstr(em_error(), "module '(root)' is a ScaledBlock"), "%s", em_error());
     em_error_clear();
-    cr_assert_eq(em_model_register_type(&scaled_file), EM_OK, "%s", em_error());
-    cr_assert_eq(em_model_register_type(&scaled_file), EM_ERR_ARG);
+    cr_assert_eq(em_model_register_type(&scaled_type), EM_OK, "%s", em_error());
+    cr_assert_eq(em_model_register_type(&scaled_type), EM_ERR_ARG);
     cr_assert(strstr(em_error(), "'ScaledBlock' is already known"), "%s", em_error());
     em_error_clear();
     round_trip(m, em_randn(EM_SHAPE(2, 3), EM_F32, NULL), false);
@@ -443,14 +486,14 @@ Test(model_file, embedding_padding_idx)
 {
     em_manual_seed(3);
     em_embedding_opts o = {.padding_idx = -1, .has_padding_idx = true};
-    em_module *m = em_embedding_layer_opts(5, 2, o);
+    em_module *m = em_embedding_layer(5, 2, o);
     cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
     em_module_free(m);
     em_module *r = em_model_load(model_path());
     cr_assert(r, "%s", em_error());
-    cr_assert_eq(em_embedding_layer_config(r, &o), EM_OK);
-    cr_assert(o.has_padding_idx && o.padding_idx == 4, "padding_idx %lld",
-              (long long)o.padding_idx);
+    em_setting_value padding;
+    cr_assert_eq(em_module_setting(r, "padding_idx", &padding), EM_OK);
+    cr_assert(!padding.none && padding.i == 4, "padding_idx %lld", (long long)padding.i);
     em_tensor *ids = em_from_data(EM_SHAPE(2), EM_I64, (int64_t[]){4, 1});
     cr_assert_eq(em_backward(em_sum_all(em_forward(r, ids))), EM_OK, "%s", em_error());
     double g[10];
@@ -461,13 +504,13 @@ Test(model_file, embedding_padding_idx)
     rewrite("\"padding_idx\":4", "\"padding_idx\":5");
     assert_refused("Embedding '(root)': setting 'padding_idx' is 5, outside [0, 4]");
 
-    m = em_embedding_layer(5, 2);
+    m = em_embedding_layer(5, 2, (em_embedding_opts){0});
     cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
     em_module_free(m);
     r = em_model_load(model_path());
     cr_assert(r, "%s", em_error());
-    cr_assert_eq(em_embedding_layer_config(r, &o), EM_OK);
-    cr_assert(!o.has_padding_idx);
+    cr_assert_eq(em_module_setting(r, "padding_idx", &padding), EM_OK);
+    cr_assert(padding.none);
     em_module_free(r);
 }
 
@@ -492,6 +535,132 @@ Test(model_file, missing_or_resized_weights)
     save_small();
     rewrite("\"out_features\":2", "\"out_features\":1");
     assert_refused("the model's '2.weight' is [1,3], the file's [2,3]");
+}
+
+/* m saved, then its metadata's first `from` replaced by `to`: refused with message */
+static void assert_edit_refused(em_module *m, const char *from, const char *to,
+                                const char *message)
+{
+    cr_assert(m, "%s", em_error());
+    cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
+    em_module_free(m);
+    rewrite(from, to);
+    assert_refused(message);
+}
+
+/* Settings no layer can run with are refused at load, naming the module and the setting,
+ * before a forward meets them: what the settings' ranges cannot say is each type's check. */
+Test(model_file, settings_that_cannot_run_refused)
+{
+    assert_edit_refused(em_sequential(2, em_linear_layer(2, 2, true), em_hardtanh_layer(-1, 1)),
+                        "\"min_val\":-1.0", "\"min_val\":2.0",
+                        "Hardtanh '1': setting 'min_val' is 2, above max_val 1");
+    assert_edit_refused(em_softplus_layer(2, 20), "\"beta\":2.0", "\"beta\":0.0",
+                        "Softplus '(root)': setting 'beta' is 0; it divides, so it must not be");
+    assert_edit_refused(em_sequential(2, em_relu_layer(),
+                                      em_group_norm_layer(2, 4, (em_group_norm_opts){0})),
+                        "\"num_channels\":4", "\"num_channels\":5",
+                        "GroupNorm '1': setting 'num_groups' is 2, which does not divide "
+                        "num_channels 5");
+    assert_edit_refused(em_conv2d_layer(4, 6, 3, (em_conv2d_layer_opts){.groups = 2}),
+                        "\"groups\":2", "\"groups\":4",
+                        "Conv2d '(root)': setting 'groups' is 4, which does not divide "
+                        "out_channels 6");
+    assert_edit_refused(em_conv2d_layer(4, 6, 3,
+                                        (em_conv2d_layer_opts){.padding = EM_PADDING_SAME}),
+                        "\"stride\":1", "\"stride\":2",
+                        "Conv2d '(root)': setting 'padding' is 'same' (-1), which needs stride 1");
+    assert_edit_refused(em_max_pool2d_layer(2, (em_pool2d_layer_opts){.padding = 1}),
+                        "\"kernel_size\":2", "\"kernel_size\":1",
+                        "MaxPool2d '(root)': setting 'padding' is 1, more than half kernel_size 1");
+    assert_edit_refused(em_multihead_attention_layer(8, 2, (em_mha_opts){0}),
+                        "\"num_heads\":2", "\"num_heads\":3",
+                        "MultiheadAttention '(root)': setting 'num_heads' is 3, which does not "
+                        "divide embed_dim 8");
+    assert_edit_refused(em_pad_layer((int64_t[]){1, 1}, 2, EM_PAD_REFLECT, 0),
+                        "\"value\":0.0", "\"value\":3.0",
+                        "Pad '(root)': setting 'value' is 3; only constant padding has one");
+    assert_edit_refused(em_upsample_layer((em_interpolate_opts){.scale_factor = {2}}),
+                        "\"mode\":0", "\"mode\":7",
+                        "Upsample '(root)': setting 'mode' is 7, not the index of one of its 3 "
+                        "choices");
+    assert_edit_refused(em_dropout_layer(0.5), "\"p\":0.5", "\"p\":1.5",
+                        "Dropout '(root)': setting 'p' is 1.5, outside [0, 1]");
+}
+
+/* A key that is none of the type's settings (a misspelt or invented one) is refused, not
+ * ignored. */
+Test(model_file, unknown_setting_refused)
+{
+    save_small();
+    rewrite("\"bias\":true", "\"bias\":true,\"biass\":false");
+    assert_refused("Linear '0': setting 'biass' is not one of a Linear's (in_features, "
+                   "out_features, bias)");
+    assert_edit_refused(em_relu_layer(), "\"settings\":{}", "\"settings\":{\"inplace\":true}",
+                        "ReLU '(root)': setting 'inplace' is not one of a ReLU's (none)");
+    assert_edit_refused(em_pad_layer((int64_t[]){1, 1}, 2, EM_PAD_CONSTANT, 0),
+                        "\"pad_1\":1", "\"pad_1\":1,\"pad_2\":1",
+                        "Pad '(root)': setting 'pad_2' is not one of a Pad's (mode, n_pads, "
+                        "pad_N, value)");
+}
+
+/* The file's tensor name cast to dtype, the rest of the file as it was. */
+static void recast_tensor(const char *name, em_dtype dtype)
+{
+    em_safetensors *st = NULL;
+    cr_assert_eq(em_safetensors_load(model_path(), &st), EM_OK, "%s", em_error());
+    em_st_entry e[16];
+    for (int i = 0; i < st->n_tensors; i++)
+        e[i] = (em_st_entry){st->names[i], strcmp(st->names[i], name)
+                                               ? st->tensors[i]
+                                               : em_to_dtype(st->tensors[i], dtype)};
+    em_st_meta meta = {"ember.model", em_safetensors_meta(st, "ember.model")};
+    cr_assert_eq(em_safetensors_save(model_path(), e, st->n_tensors, &meta, 1), EM_OK, "%s",
+                 em_error());
+    em_safetensors_free(st);
+}
+
+/* Weights stored as bool, i64 or u8 where a layer wants floats are refused, not converted; an
+ * f64 weight reads into the f32 one. */
+Test(model_file, weights_of_another_kind_refused)
+{
+    const em_dtype kinds[] = {EM_BOOL, EM_I64, EM_U8};
+    const char *messages[] = {"the model's '0.weight' is f32, the file's bool",
+                              "the model's '0.weight' is f32, the file's i64",
+                              "the model's '2.bias' is f32, the file's u8"};
+    const char *names[] = {"0.weight", "0.weight", "2.bias"};
+    for (int k = 0; k < 3; k++) {
+        save_small();
+        recast_tensor(names[k], kinds[k]);
+        assert_refused(messages[k]);
+    }
+    save_small();
+    recast_tensor("0.weight", EM_F64);
+    em_module *m = em_model_load(model_path());
+    cr_assert_not_null(m, "%s", em_error());
+    cr_assert_eq(em_module_find(m, "0.weight")->dtype, EM_F32);
+    em_module_free(m);
+}
+
+/* CELU, a layer added through its description alone: saved, loaded with its alpha, and refused
+ * with alpha 0 */
+Test(model_file, celu_layer)
+{
+    em_manual_seed(8);
+    round_trip(em_sequential(3, em_linear_layer(3, 5, true), em_celu_layer(0.6),
+                             em_linear_layer(5, 2, true)),
+               em_randn(EM_SHAPE(4, 3), EM_F32, NULL), true);
+    em_module *m = em_celu_layer(0.6);
+    cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
+    em_module_free(m);
+    em_module *r = em_model_load(model_path());
+    em_setting_value alpha;
+    cr_assert(r && em_module_setting(r, "alpha", &alpha) == EM_OK, "%s", em_error());
+    cr_assert_str_eq(r->type->type_name, "CELU");
+    cr_assert_eq(alpha.r, 0.6);
+    em_module_free(r);
+    rewrite("\"alpha\":0.59999999999999998", "\"alpha\":0");
+    assert_refused("CELU '(root)': setting 'alpha' is 0; it divides, so it must not be");
 }
 
 Test(model_file, hostile_sizes_refused_before_allocating)

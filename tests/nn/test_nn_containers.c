@@ -102,7 +102,7 @@ Test(nn_containers, residual_adds_the_identity)
     for (int i = 0; i < 4; i++)
         cr_assert_float_eq(got[i], want[i], 1e-6, "element %d: %g", i, got[i]);
     char desc[64];
-    block->type->describe(block, desc, sizeof desc);
+    em_module_describe(block, desc, sizeof desc);
     cr_assert_str_eq(desc, "shortcut=identity");
     em_release(y);
     em_release(x);
@@ -141,7 +141,7 @@ Test(nn_containers, sequential_runs_relu_then_max_pool_as_one_op)
 {
     em_conv2d_layer_opts pad1 = {.padding = 1};
     em_module *net = em_sequential(3, em_conv2d_layer(2, 3, 3, pad1), em_relu_layer(),
-                                   em_max_pool2d_layer(2, 0, 0));
+                                   em_max_pool2d_layer(2, (em_pool2d_layer_opts){0}));
     em_tensor *leaves[4] = {em_gradcheck_leaf(EM_SHAPE(2, 2, 5, 6), -1, 1, 4)};
     int n = em_gradcheck_module_params(net, leaves + 1, 3, 60);
     cr_assert_eq(n, 2);

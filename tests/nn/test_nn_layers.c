@@ -113,7 +113,7 @@ Test(nn_layers, conv2d_on_a_3x3_input)
 
 Test(nn_layers, batch_norm1d_training_step_and_eval)
 {
-    em_module *bn = em_batch_norm1d_layer(2, 0, 0);
+    em_module *bn = em_batch_norm1d_layer(2, (em_batch_norm_opts){0});
     em_tensor *x = f32(EM_SHAPE(4, 2), (double[]){1, 2, 2, 4, 3, 6, 4, 8});
     /* pinned from torch.nn.BatchNorm1d(2) */
     expect(run(bn, x), EM_SHAPE(4, 2),
@@ -143,7 +143,7 @@ Test(nn_layers, batch_norm1d_training_step_and_eval)
 
 Test(nn_layers, batch_norm2d_against_a_reference_loop)
 {
-    em_module *bn = em_batch_norm2d_layer(2, 1e-3, 0.5);
+    em_module *bn = em_batch_norm2d_layer(2, (em_batch_norm_opts){.eps = 1e-3, .momentum = 0.5});
     set_values(em_module_find(bn, "weight"), (double[]){2, -1});
     set_values(em_module_find(bn, "bias"), (double[]){0.5, 1});
     double xv[2 * 2 * 3], want[2 * 2 * 3];
@@ -177,7 +177,7 @@ Test(nn_layers, batch_norm2d_against_a_reference_loop)
 
 Test(nn_layers, layer_norm_with_weight_and_bias)
 {
-    em_module *ln = em_layer_norm_layer(4, 0);
+    em_module *ln = em_layer_norm_layer(4, (em_layer_norm_opts){0});
     set_values(em_module_find(ln, "weight"), (double[]){1, 2, 1, 0.5});
     set_values(em_module_find(ln, "bias"), (double[]){0, 0.5, 0, -1});
     em_tensor *x = f32(EM_SHAPE(2, 4), (double[]){1, 2, 3, 4, -1, 0, 0, 5});
@@ -212,6 +212,9 @@ Test(nn_layers, activations_match_pytorch)
         {em_hardtanh_layer(-1, 1), {-1, -0.5, 0, 1}},
         {em_elu_layer(1), {-0.86466472, -0.39346934, 0, 1.5}},
         {em_elu_layer(0.5), {-0.43233236, -0.19673467, 0, 1.5}},
+        /* where(x > 0, x, a expm1(x / a)): CELU(1) is ELU(1) */
+        {em_celu_layer(2), {-1.26424112, -0.44239843, 0, 1.5}},
+        {em_celu_layer(1), {-0.86466472, -0.39346934, 0, 1.5}},
         {em_selu_layer(), {-1.52016647, -0.69175819, 0, 1.57605148}},
         {em_hardswish_layer(), {-1 / 3.0, -0.20833333, 0, 1.125}},
         {em_logsigmoid_layer(), {-2.12692801, -0.97407698, -0.69314718, -0.20141328}},
@@ -240,10 +243,11 @@ Test(nn_layers, activations_match_pytorch)
 Test(nn_layers, max_avg_and_adaptive_pooling)
 {
     em_tensor *x = em_reshape(em_arange(0, 16, 1, EM_F32), EM_SHAPE(1, 1, 4, 4));
-    em_module *mp = em_max_pool2d_layer(2, 0, 0), *ap = em_avg_pool2d_layer(2, 0, 0);
+    em_module *mp = em_max_pool2d_layer(2, (em_pool2d_layer_opts){0});
+    em_module *ap = em_avg_pool2d_layer(2, (em_pool2d_layer_opts){0});
     expect(run(mp, x), EM_SHAPE(1, 1, 2, 2), (double[]){5, 7, 13, 15}, 0);
     expect(run(ap, x), EM_SHAPE(1, 1, 2, 2), (double[]){2.5, 4.5, 10.5, 12.5}, 1e-6);
-    em_module *mp3 = em_max_pool2d_layer(3, 1, 1);
+    em_module *mp3 = em_max_pool2d_layer(3, (em_pool2d_layer_opts){.stride = 1, .padding = 1});
     em_tensor *y = run(mp3, x);
     cr_assert_eq(y->shape[2], 4);
     cr_assert_eq(em_get(y, (int64_t[]){0, 0, 0, 0}), 5);
@@ -259,7 +263,7 @@ Test(nn_layers, max_avg_and_adaptive_pooling)
     expect(g, EM_SHAPE(1, 1, 1, 1), (double[]){12}, 1e-5);
     cr_assert_null(em_adaptive_avg_pool2d(em_arange(0, 4, 1, EM_F32), 1, 1));
     em_error_clear();
-    cr_assert_null(em_max_pool2d_layer(0, 0, 0));
+    cr_assert_null(em_max_pool2d_layer(0, (em_pool2d_layer_opts){0}));
     em_error_clear();
     em_module_free(mp);
     em_module_free(ap);
@@ -272,19 +276,19 @@ Test(nn_layers, dilated_max_pool_same_padding_and_conv_transpose_layers)
 {
     /* MaxPool2d(2, stride 1, dilation 2) on 0..15 as 4x4: the max of x[i..i+2][j..j+2] taps */
     em_tensor *x = em_reshape(em_arange(0, 16, 1, EM_F32), EM_SHAPE(1, 1, 4, 4));
-    em_module *mp = em_max_pool2d_layer_dilated(2, 1, 0, 2);
+    em_module *mp = em_max_pool2d_layer(2, (em_pool2d_layer_opts){.stride = 1, .dilation = 2});
     expect(run(mp, x), EM_SHAPE(1, 1, 2, 2), (double[]){10, 11, 14, 15}, 0);
     char desc[256];
-    mp->type->describe(mp, desc, sizeof desc);
+    em_module_describe(mp, desc, sizeof desc);
     cr_assert_str_eq(desc, "kernel_size=2, stride=1, padding=0, dilation=2");
-    cr_assert_null(em_max_pool2d_layer_dilated(2, 1, 0, -1));
+    cr_assert_null(em_max_pool2d_layer(2, (em_pool2d_layer_opts){.stride = 1, .dilation = -1}));
     cr_assert_not_null(strstr(em_error(), "dilation -1"), "%s", em_error());
     em_error_clear();
 
     em_module *same = em_conv2d_layer(1, 2, 4, (em_conv2d_layer_opts){.padding = EM_PADDING_SAME});
     em_tensor *ys = run(same, x);
     cr_assert(ys->shape[1] == 2 && ys->shape[2] == 4 && ys->shape[3] == 4);
-    same->type->describe(same, desc, sizeof desc);
+    em_module_describe(same, desc, sizeof desc);
     cr_assert_str_eq(desc, "1, 2, kernel_size=4, stride=1, padding=same, dilation=1, groups=1, "
                            "bias=true");
     cr_assert_null(em_conv2d_layer(1, 2, 3, (em_conv2d_layer_opts){.padding = EM_PADDING_SAME,
@@ -298,7 +302,7 @@ Test(nn_layers, dilated_max_pool_same_padding_and_conv_transpose_layers)
     cr_assert_eq(em_module_find(up, "weight")->shape[1], 4);
     em_tensor *yu = run(up, x); /* (4 - 1) 2 - 2 + 2 + 1 + 1 = 8 */
     cr_assert(yu->shape[1] == 4 && yu->shape[2] == 8 && yu->shape[3] == 8);
-    up->type->describe(up, desc, sizeof desc);
+    em_module_describe(up, desc, sizeof desc);
     cr_assert_str_eq(desc, "1, 4, kernel_size=3, stride=2, padding=1, output_padding=1, "
                            "dilation=1, groups=1, bias=true");
     cr_assert_null(em_conv_transpose2d_layer(2, 4, 3, (em_conv_transpose2d_layer_opts){
@@ -313,7 +317,7 @@ Test(nn_layers, dilated_max_pool_same_padding_and_conv_transpose_layers)
 
 Test(nn_layers, embedding_lookup)
 {
-    em_module *e = em_embedding_layer(4, 3);
+    em_module *e = em_embedding_layer(4, 3, (em_embedding_opts){0});
     em_tensor *w = em_module_find(e, "weight");
     cr_assert_eq(w->shape[0], 4);
     cr_assert_eq(w->shape[1], 3);
@@ -324,7 +328,7 @@ Test(nn_layers, embedding_lookup)
     em_module_free(e);
 
     /* N(0, 1) initialisation */
-    em_module *big = em_embedding_layer(100, 100);
+    em_module *big = em_embedding_layer(100, 100, (em_embedding_opts){0});
     em_tensor *bw = em_module_find(big, "weight");
     cr_assert_float_eq(em_item(em_mean_all(bw)), 0.0, 0.03);
     cr_assert_float_eq(em_item(em_var(bw, NULL, 0, 1, false)), 1.0, 0.05);
@@ -333,16 +337,16 @@ Test(nn_layers, embedding_lookup)
 
 Test(nn_layers, embedding_padding_row_starts_at_zero_and_stays_there)
 {
-    em_module *e = em_embedding_layer_opts(4, 3, (em_embedding_opts){.padding_idx = -2,
+    em_module *e = em_embedding_layer(4, 3, (em_embedding_opts){.padding_idx = -2,
                                                                       .has_padding_idx = true});
     cr_assert_not_null(e, "%s", em_error());
     em_tensor *w = em_module_find(e, "weight");
     double row2[3];
     em_copy_to_host(em_narrow(w, 0, 2, 1), EM_F64, row2);
     cr_assert(row2[0] == 0 && row2[1] == 0 && row2[2] == 0, "the padding row starts at zero");
-    em_embedding_opts o;
-    cr_assert_eq(em_embedding_layer_config(e, &o), EM_OK);
-    cr_assert(o.has_padding_idx && o.padding_idx == 2, "padding_idx counted from the start");
+    em_setting_value padding;
+    cr_assert_eq(em_module_setting(e, "padding_idx", &padding), EM_OK, "%s", em_error());
+    cr_assert(!padding.none && padding.i == 2, "padding_idx counted from the start");
 
     /* the gradient of every looked-up row but the padding one */
     em_tensor *idx = em_from_data(EM_SHAPE(3), EM_I64, (int64_t[]){2, 0, 2});
@@ -350,12 +354,13 @@ Test(nn_layers, embedding_padding_row_starts_at_zero_and_stays_there)
     expect(w->grad, EM_SHAPE(4, 3), (double[]){1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 0);
     em_module_free(e);
 
-    cr_assert_null(em_embedding_layer_opts(4, 3, (em_embedding_opts){.padding_idx = 4,
+    cr_assert_null(em_embedding_layer(4, 3, (em_embedding_opts){.padding_idx = 4,
                                                                       .has_padding_idx = true}));
     cr_assert_str_eq(em_error(), "em_embedding_layer: padding_idx 4 is outside [-4, 4)");
     em_error_clear();
     em_module *relu = em_relu_layer();
-    cr_assert_eq(em_embedding_layer_config(relu, &o), EM_ERR_ARG);
+    cr_assert_eq(em_module_setting(relu, "padding_idx", &padding), EM_ERR_ARG);
+    cr_assert_str_eq(em_error(), "em_module_setting: a ReLU has no setting 'padding_idx'");
     em_error_clear();
     em_module_free(relu);
 }
@@ -431,6 +436,22 @@ static void gradcheck_layer(em_module *m, em_shape x_shape, double tol)
     em_module_free(m);
 }
 
+/* d CELU / dx = exp(x / alpha) below 0, 1 above: by hand at alpha 2, then by finite
+ * differences; alpha 0 (a divisor) is refused */
+Test(nn_layers, celu_gradient)
+{
+    em_module *m = em_celu_layer(2);
+    em_tensor *x = em_requires_grad_(f32(EM_SHAPE(4), (double[]){-2, -0.5, 0.25, 1.5}), true);
+    cr_assert_eq(em_backward(em_sum_all(run(m, x))), EM_OK, "%s", em_error());
+    expect(x->grad, EM_SHAPE(4), (double[]){0.36787944, 0.77880078, 1, 1}, 1e-6);
+    em_module_free(m);
+    gradcheck_layer(em_celu_layer(0.7), EM_SHAPE(2, 5), 1e-6);
+    cr_assert_null(em_celu_layer(0));
+    cr_assert_str_eq(em_error(), "em_celu_layer: setting 'alpha' is 0; it divides, so it must "
+                                 "not be");
+    em_error_clear();
+}
+
 Test(nn_layers, gradcheck_linear)
 {
     gradcheck_layer(em_linear_layer(4, 3, true), EM_SHAPE(2, 4), 1e-6);
@@ -447,10 +468,10 @@ Test(nn_layers, gradcheck_conv2d)
 
 Test(nn_layers, gradcheck_batch_norm_training_and_eval)
 {
-    gradcheck_layer(em_batch_norm1d_layer(3, 0, 0), EM_SHAPE(4, 3), 1e-5);
-    gradcheck_layer(em_batch_norm1d_layer(2, 0, 0), EM_SHAPE(3, 2, 2), 1e-5);
-    gradcheck_layer(em_batch_norm2d_layer(2, 0, 0), EM_SHAPE(2, 2, 2, 3), 1e-5);
-    em_module *ev = em_batch_norm2d_layer(2, 0, 0);
+    gradcheck_layer(em_batch_norm1d_layer(3, (em_batch_norm_opts){0}), EM_SHAPE(4, 3), 1e-5);
+    gradcheck_layer(em_batch_norm1d_layer(2, (em_batch_norm_opts){0}), EM_SHAPE(3, 2, 2), 1e-5);
+    gradcheck_layer(em_batch_norm2d_layer(2, (em_batch_norm_opts){0}), EM_SHAPE(2, 2, 2, 3), 1e-5);
+    em_module *ev = em_batch_norm2d_layer(2, (em_batch_norm_opts){0});
     set_values(em_module_find(ev, "running_mean"), (double[]){0.5, -0.25});
     set_values(em_module_find(ev, "running_var"), (double[]){2, 0.5});
     em_module_eval(ev);
@@ -459,14 +480,14 @@ Test(nn_layers, gradcheck_batch_norm_training_and_eval)
 
 Test(nn_layers, gradcheck_layer_norm)
 {
-    gradcheck_layer(em_layer_norm_layer(5, 0), EM_SHAPE(3, 5), 1e-5);
-    gradcheck_layer(em_layer_norm_layer(6, 0), EM_SHAPE(2, 2, 3), 1e-5);
+    gradcheck_layer(em_layer_norm_layer(5, (em_layer_norm_opts){0}), EM_SHAPE(3, 5), 1e-5);
+    gradcheck_layer(em_layer_norm_layer(6, (em_layer_norm_opts){0}), EM_SHAPE(2, 2, 3), 1e-5);
 }
 
 Test(nn_layers, gradcheck_group_and_instance_norm)
 {
-    gradcheck_layer(em_group_norm_layer(2, 4, 0, true), EM_SHAPE(2, 4, 3), 1e-5);
-    gradcheck_layer(em_group_norm_layer(3, 6, 0, true), EM_SHAPE(2, 6, 2, 2), 1e-5);
+    gradcheck_layer(em_group_norm_layer(2, 4, (em_group_norm_opts){0}), EM_SHAPE(2, 4, 3), 1e-5);
+    gradcheck_layer(em_group_norm_layer(3, 6, (em_group_norm_opts){0}), EM_SHAPE(2, 6, 2, 2), 1e-5);
     gradcheck_layer(em_instance_norm1d_layer(3, (em_instance_norm_opts){.affine = true}),
                     EM_SHAPE(2, 3, 4), 1e-5);
     gradcheck_layer(em_instance_norm2d_layer(2, (em_instance_norm_opts){
@@ -483,7 +504,8 @@ Test(nn_layers, gradcheck_group_and_instance_norm)
 Test(nn_layers, gradcheck_pooling_and_activations)
 {
     gradcheck_layer(em_adaptive_avg_pool2d_layer(2, 3), EM_SHAPE(1, 2, 5, 4), 1e-6);
-    gradcheck_layer(em_avg_pool2d_layer(2, 1, 0), EM_SHAPE(1, 1, 3, 3), 1e-6);
+    gradcheck_layer(em_avg_pool2d_layer(2, (em_pool2d_layer_opts){.stride = 1}),
+                    EM_SHAPE(1, 1, 3, 3), 1e-6);
     gradcheck_layer(em_gelu_layer(false), EM_SHAPE(2, 3), 1e-6);
     gradcheck_layer(em_softmax_layer(-1), EM_SHAPE(2, 3), 1e-6);
     gradcheck_layer(em_flatten_layer(), EM_SHAPE(2, 2, 2), 1e-6);
@@ -491,7 +513,7 @@ Test(nn_layers, gradcheck_pooling_and_activations)
 
 Test(nn_layers, gradcheck_embedding_weight)
 {
-    em_module *e = em_embedding_layer(5, 3);
+    em_module *e = em_embedding_layer(5, 3, (em_embedding_opts){0});
     em_tensor *leaves[1];
     use_f64_params(e, leaves, 0, 7);
     layer_ctx c = {.m = e, .index = em_from_data(EM_SHAPE(4), EM_I64, (int64_t[]){1, 4, 1, 0})};
@@ -523,15 +545,15 @@ Test(nn_layers, upsample_and_pad_layers)
     em_module *up = em_upsample_layer((em_interpolate_opts){.scale_factor = {2, 1}});
     expect(em_forward(up, x), EM_SHAPE(1, 1, 4, 2), (double[]){1, 2, 1, 2, 3, 4, 3, 4}, 0);
     char buf[128];
-    up->type->describe(up, buf, sizeof buf);
+    em_module_describe(up, buf, sizeof buf);
     cr_assert_str_eq(buf, "scale_factor=(2, 1), mode='nearest'");
     em_module *pad = em_pad_layer((int64_t[]){1, 0, 0, 1}, 4, EM_PAD_REPLICATE, 0);
     expect(em_forward(pad, x), EM_SHAPE(1, 1, 3, 3), (double[]){1, 1, 2, 3, 3, 4, 3, 3, 4}, 0);
-    pad->type->describe(pad, buf, sizeof buf);
+    em_module_describe(pad, buf, sizeof buf);
     cr_assert_str_eq(buf, "mode='replicate', padding=(1, 0, 0, 1)");
     em_module *zero = em_pad_layer((int64_t[]){0, 1}, 2, EM_PAD_CONSTANT, 0);
     expect(em_forward(zero, x), EM_SHAPE(1, 1, 2, 3), (double[]){1, 2, 0, 3, 4, 0}, 0);
-    zero->type->describe(zero, buf, sizeof buf);
+    em_module_describe(zero, buf, sizeof buf);
     cr_assert_str_eq(buf, "mode='constant', padding=(0, 1), value=0");
     em_module_free(up);
     em_module_free(pad);

@@ -29,7 +29,7 @@ static em_tensor *scaled_forward(em_module *m, const em_tensor *x)
     return y;
 }
 
-static const em_module_type scaled_type = {"Scaled", scaled_forward, NULL, NULL};
+static const em_module_type scaled_type = {.type_name = "Scaled", .forward = scaled_forward};
 
 static em_module *scaled_new(void)
 {
@@ -50,9 +50,10 @@ static em_module *reference_mlp(void)
 static em_module *reference_cnn(void)
 {
     em_conv2d_layer_opts pad1 = {.padding = 1};
+    em_pool2d_layer_opts halve = {0};
     return em_sequential(10, em_conv2d_layer(1, 32, 3, pad1), em_relu_layer(),
-                         em_max_pool2d_layer(2, 0, 0), em_conv2d_layer(32, 64, 3, pad1),
-                         em_relu_layer(), em_max_pool2d_layer(2, 0, 0), em_flatten_layer(),
+                         em_max_pool2d_layer(2, halve), em_conv2d_layer(32, 64, 3, pad1),
+                         em_relu_layer(), em_max_pool2d_layer(2, halve), em_flatten_layer(),
                          em_linear_layer(3136, 128, true), em_relu_layer(),
                          em_linear_layer(128, 10, true));
 }
@@ -100,7 +101,8 @@ Test(nn_module, hierarchical_names_in_depth_first_order)
 
 Test(nn_module, buffers_traverse_like_parameters)
 {
-    em_module *net = em_sequential(2, em_linear_layer(3, 3, true), em_batch_norm1d_layer(3, 0, 0));
+    em_module *net = em_sequential(2, em_linear_layer(3, 3, true),
+                                   em_batch_norm1d_layer(3, (em_batch_norm_opts){0}));
     em_param_ref refs[4];
     cr_assert_eq(em_module_buffers(net, refs, 4), 3);
     cr_assert_str_eq(refs[0].name, "1.running_mean");
@@ -229,7 +231,8 @@ Test(nn_module, construction_errors)
 Test(nn_module, model_built_inside_a_scope_outlives_it)
 {
     em_scope_begin();
-    em_module *net = em_sequential(2, em_linear_layer(4, 3, true), em_batch_norm1d_layer(3, 0, 0));
+    em_module *net = em_sequential(2, em_linear_layer(4, 3, true),
+                                   em_batch_norm1d_layer(3, (em_batch_norm_opts){0}));
     em_scope_end();
     em_scope_begin();
     em_tensor *y = em_forward(net, em_ones(EM_SHAPE(5, 4), EM_F32));
@@ -258,7 +261,8 @@ static em_tensor *my_block_forward(em_module *m, const em_tensor *x) // x (B, 8)
     return y;
 }
 
-static const em_module_type my_block_type = {"MyBlock", my_block_forward, NULL, NULL};
+static const em_module_type my_block_type = {.type_name = "MyBlock",
+                                             .forward = my_block_forward};
 
 Test(nn_module, documented_forward_frees_its_temporaries_outside_a_scope)
 {
@@ -358,7 +362,8 @@ Test(nn_module, summary_of_the_reference_models)
 
 Test(nn_module, summary_feeds_indices_to_an_embedding)
 {
-    em_module *net = em_sequential(2, em_embedding_layer(10, 4), em_layer_norm_layer(4, 0));
+    em_module *net = em_sequential(2, em_embedding_layer(10, 4, (em_embedding_opts){0}),
+                                   em_layer_norm_layer(4, (em_layer_norm_opts){0}));
     em_status st;
     char *text = summary_of(net, EM_SHAPE(2, 5), &st);
     cr_assert_eq(st, EM_OK, "%s", em_error());

@@ -112,7 +112,7 @@ Test(nn_norms, group_norm_matches_pytorch)
     em_tensor *x3 = em_ref_wave(EM_SHAPE(2, 4, 3), 0.45, 0.1, 1);
     expect(em_group_norm(x3, 2, NULL, NULL, 1e-3), EM_SHAPE(2, 4, 3), group_norm_plain, 1e-8);
     /* the same through the layer, in f32 */
-    em_module *gn = em_group_norm_layer(3, 6, 0, true);
+    em_module *gn = em_group_norm_layer(3, 6, (em_group_norm_opts){0});
     cr_assert_not_null(gn, "%s", em_error());
     em_copy_(gn->params[0].value, w);
     em_copy_(gn->params[1].value, b);
@@ -161,7 +161,8 @@ Test(nn_norms, instance_norm2d_tracks_running_stats_as_pytorch)
 
 Test(nn_norms, batch_norm_cumulative_average_matches_pytorch)
 {
-    em_module *bn = em_batch_norm1d_layer(3, 0, EM_BN_CUMULATIVE_AVERAGE);
+    em_batch_norm_opts cumulative = {.momentum = EM_BN_CUMULATIVE_AVERAGE};
+    em_module *bn = em_batch_norm1d_layer(3, cumulative);
     cr_assert_not_null(bn, "%s", em_error());
     const int64_t sizes[3] = {4, 2, 5};
     em_tensor *y = NULL;
@@ -171,9 +172,9 @@ Test(nn_norms, batch_norm_cumulative_average_matches_pytorch)
     expect(em_module_find(bn, "running_mean"), EM_SHAPE(3), cumulative_running_mean, 1e-6);
     expect(em_module_find(bn, "running_var"), EM_SHAPE(3), cumulative_running_var, 1e-5);
     cr_assert_eq(em_item(em_module_find(bn, "num_batches_tracked")), 3);
-    double eps, momentum;
-    cr_assert_eq(em_batch_norm_layer_config(bn, &eps, &momentum), EM_OK);
-    cr_assert_eq(momentum, EM_BN_CUMULATIVE_AVERAGE);
+    em_setting_value momentum;
+    cr_assert_eq(em_module_setting(bn, "momentum", &momentum), EM_OK, "%s", em_error());
+    cr_assert(momentum.none && momentum.r == EM_BN_CUMULATIVE_AVERAGE, "momentum None");
     em_module_eval(bn);
     expect(em_forward(bn, wave32(EM_SHAPE(2, 3), 0.4, 0, 1)), EM_SHAPE(2, 3),
            cumulative_eval, 1e-5);
@@ -215,14 +216,14 @@ Test(nn_norms, bad_arguments_are_named)
     expect_error(em_instance_norm(x, w5, NULL, NULL, NULL, true, 0.1, 1e-5),
                  "running_mean must have shape [6]");
 
-    cr_assert_null(em_group_norm_layer(4, 6, 0, true));
+    cr_assert_null(em_group_norm_layer(4, 6, (em_group_norm_opts){0}));
     cr_assert(strstr(em_error(), "channels (6) must be divisible by num_groups (4)"));
     em_error_clear();
     cr_assert_null(em_instance_norm2d_layer(0, (em_instance_norm_opts){0}));
     em_error_clear();
     cr_assert_null(em_instance_norm1d_layer(3, (em_instance_norm_opts){.momentum = -0.5}));
     em_error_clear();
-    cr_assert_null(em_batch_norm1d_layer(3, 0, -0.5));
+    cr_assert_null(em_batch_norm1d_layer(3, (em_batch_norm_opts){.momentum = -0.5}));
     cr_assert(strstr(em_error(), "EM_BN_CUMULATIVE_AVERAGE"), "%s", em_error());
     em_error_clear();
 

@@ -225,7 +225,7 @@ Test(nn_sequence, dropout_between_layers_only_in_training)
     b = em_contiguous(em_forward(m, x));
     cr_assert_arr_eq(em_data_ptr(a), em_data_ptr(b), 5 * 3 * 6 * 4);
     char desc[128];
-    m->type->describe(m, desc, sizeof desc);
+    em_module_describe(m, desc, sizeof desc);
     cr_assert_str_eq(desc, "2, 6, num_layers=2, batch_first=false, dropout=0.5");
     em_module_free(m);
 }
@@ -327,7 +327,7 @@ Test(nn_sequence, quantized_gru_near_f32)
     em_module *q = em_quantized_rnn(gru, EM_QUANT_PER_CHANNEL);
     cr_assert_not_null(q, "%s", em_error());
     char desc[160];
-    q->type->describe(q, desc, sizeof desc);
+    em_module_describe(q, desc, sizeof desc);
     cr_assert_str_eq(desc, "5, 8, num_layers=2, batch_first=false, dropout=0, dtype=int8");
     em_tensor *y = em_forward(q, x);
     cr_assert_not_null(y, "%s", em_error());
@@ -350,7 +350,7 @@ Test(nn_sequence, lstm_learns_a_repeating_sequence)
 {
     /* next token of 0 1 2 3 0 1 2 3 ... from a window: embedding, LSTM, linear */
     em_manual_seed(1);
-    em_module *emb = em_embedding_layer(4, 8);
+    em_module *emb = em_embedding_layer(4, 8, (em_embedding_opts){0});
     em_module *lstm = em_lstm_layer(8, 16, (em_rnn_opts){.batch_first = true});
     em_module *head = em_linear_layer(16, 4, true);
     em_module *net = em_module_list(3, emb, lstm, head);
@@ -409,7 +409,7 @@ Test(nn_sequence, conv1d_layer)
     for (int i = 0; i < 6; i++)
         cr_assert(fabs(v[i]) <= bound, "bias %d = %g", i, v[i]);
     char desc[160];
-    m->type->describe(m, desc, sizeof desc);
+    em_module_describe(m, desc, sizeof desc);
     cr_assert_str_eq(desc, "4, 6, kernel_size=3, stride=2, padding=1, dilation=1, groups=2, "
                            "bias=true");
     em_tensor *x = em_randn(EM_SHAPE(2, 4, 9), EM_F32, NULL);

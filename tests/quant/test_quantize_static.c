@@ -132,7 +132,7 @@ Test(quantize_static, linear_and_conv_match_their_dequantized_operands)
     }
     em_set_grad_enabled(g);
     char desc[256];
-    m->children[0].module->type->describe(m->children[0].module, desc, sizeof desc);
+    em_module_describe(m->children[0].module, desc, sizeof desc);
     cr_assert(strstr(desc, "relu fused") && strstr(desc, "per_channel"), "%s", desc);
     em_scope_end();
     em_module_free(m);

@@ -43,7 +43,8 @@ static em_tensor *doubler_forward(em_module *m, const em_tensor *x)
     return em_mul_scalar(x, 2.0);
 }
 
-static const em_module_type doubler_type = {"Doubler", doubler_forward, NULL, NULL};
+static const em_module_type doubler_type = {.type_name = "Doubler",
+                                            .forward = doubler_forward};
 
 static em_module *doubler(void)
 {

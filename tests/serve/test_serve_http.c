@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "ember.h"
-#include "bench/http_client.h"
+#include "http/http_client.h"
 
 static char model_path[64]; /* one per test: Criterion runs them in parallel processes */
 static pid_t server;
@@ -84,10 +84,10 @@ static void stop_and_expect_exit_0(void)
     unlink(model_path);
 }
 
-static int request(em_http_conn *c, const char *method, const char *path, const char *body)
+static int request(http_client *c, const char *method, const char *path, const char *body)
 {
     int status = 0;
-    cr_assert(em_http_request(c, method, path, body, strlen(body), &status), "no reply to %s %s",
+    cr_assert(http_client_request(c, method, path, body, strlen(body), &status), "no reply to %s %s",
               method, path);
     return status;
 }
@@ -142,7 +142,7 @@ Test(serve_http, endpoints_answers_and_errors)
 {
     save_model();
     start("--max-body 8192");
-    em_http_conn c = {.port = port, .fd = -1};
+    http_client c = {.port = port, .fd = -1};
     cr_assert_eq(request(&c, "GET", "/health", ""), 200);
     cr_assert_str_eq(c.body, "{\"status\":\"ok\"}");
     char *body = zeros_body(784, ",\"priority\":\"high\"");
@@ -188,7 +188,7 @@ Test(serve_http, endpoints_answers_and_errors)
     cr_assert_eq(request(&c, "GET", "/predict", ""), 405);
     cr_assert_eq(request(&c, "GET", "/stats", ""), 200);
     cr_assert(strstr(c.body, "\"completed\":4,"), "%s", c.body);
-    em_http_conn_close(&c);
+    http_client_close(&c);
     free(body);
     free(big);
     char last[4096];
@@ -200,11 +200,11 @@ Test(serve_http, endpoints_answers_and_errors)
 static void *slow_request(void *arg)
 {
     int *status = arg;
-    em_http_conn c = {.port = port, .fd = -1};
+    http_client c = {.port = port, .fd = -1};
     char *body = zeros_body(784, "");
-    if (!em_http_request(&c, "POST", "/predict", body, strlen(body), status))
+    if (!http_client_request(&c, "POST", "/predict", body, strlen(body), status))
         *status = -1;
-    em_http_conn_close(&c);
+    http_client_close(&c);
     free(body);
     return NULL;
 }
@@ -249,11 +249,11 @@ static int raw_connection(const char *sent)
 /* A request on a new connection, answered within `within` seconds; returns the status. */
 static int timed_request(const char *method, const char *path, const char *body, double within)
 {
-    em_http_conn c = {.port = port, .fd = -1};
+    http_client c = {.port = port, .fd = -1};
     double t0 = now_s();
     int status = request(&c, method, path, body);
     double took = now_s() - t0;
-    em_http_conn_close(&c);
+    http_client_close(&c);
     cr_assert_leq(took, within, "%s %s took %.2f s", method, path, took);
     return status;
 }
@@ -334,12 +334,12 @@ Test(serve_http, a_connection_beyond_busy_ones_is_answered_503, .timeout = 30)
     for (int i = 0; i < 2; i++)
         pthread_create(&t[i], NULL, slow_request, &status[i]);
     /* once both wait for their batch, every connection is answering */
-    em_http_conn c = {.port = port, .fd = -1};
+    http_client c = {.port = port, .fd = -1};
     int got = 0;
     for (int tries = 0; tries < 20 && got != 503; tries++) {
         usleep(100 * 1000);
         got = request(&c, "GET", "/health", "");
-        em_http_conn_close(&c);
+        http_client_close(&c);
     }
     cr_assert_eq(got, 503);
     cr_assert(strstr(c.body, "at its connection limit"), "%s", c.body);

@@ -145,12 +145,12 @@ Test(checkpoint_optim, unrecorded_files_are_checked_entry_by_entry)
     drop_optim_record();
     cr_assert_eq(resume_with(sgd, NULL), EM_ERR_ARG);
     char want[256];
-    snprintf(want, sizeof want, "em_train_checkpoint_load: %s: 'optim.param.0.momentum_buffer' "
-             "is missing", path);
+    snprintf(want, sizeof want, "em_train_checkpoint_load: %s: "
+             "'ember.optim.param.0.momentum_buffer' is missing", path);
     cr_assert_str_eq(em_error(), want);
     em_error_clear();
     cr_assert_eq(resume_with(rmsprop, NULL), EM_ERR_ARG);
-    snprintf(want, sizeof want, "em_train_checkpoint_load: %s: 'optim.param.0.square_avg' "
+    snprintf(want, sizeof want, "em_train_checkpoint_load: %s: 'ember.optim.param.0.square_avg' "
              "is missing", path);
     cr_assert_str_eq(em_error(), want);
     em_error_clear();

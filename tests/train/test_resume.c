@@ -1,8 +1,10 @@
 /* A training run stopped mid-epoch, saved as a training checkpoint and resumed in a fresh model,
  * optimizer, scheduler and loader ends with the same parameters, bit for bit, as a run that was
- * never interrupted; a damaged checkpoint changes nothing. */
+ * never interrupted, also from a file in the layout of version 1; a damaged checkpoint changes
+ * nothing. A checkpoint opens with em_model_load as the model it holds. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -90,7 +92,55 @@ static size_t param_bytes(em_module *m, unsigned char *out)
     return off;
 }
 
-Test(resume, continues_bit_for_bit)
+/* The file at path, each tensor named rename(its name) and each metadata entry's value
+ * meta_value(key, value) (NULL: the entry left out). */
+static void rewrite(const char *path, void (*rename)(const char *name, char *out, size_t n),
+                    const char *(*meta_value)(const char *key, const char *value))
+{
+    em_safetensors *f;
+    cr_assert_eq(em_safetensors_load(path, &f), EM_OK, "%s", em_error());
+    em_st_entry e[64];
+    em_st_meta m[32];
+    char names[64][96];
+    int n_meta = 0;
+    cr_assert(f->n_tensors <= 64 && f->n_meta <= 32);
+    for (int i = 0; i < f->n_tensors; i++) {
+        rename(f->names[i], names[i], sizeof names[i]);
+        e[i] = (em_st_entry){names[i], f->tensors[i]};
+    }
+    for (int i = 0; i < f->n_meta; i++)
+        if (meta_value(f->meta_keys[i], f->meta_values[i]))
+            m[n_meta++] = (em_st_meta){f->meta_keys[i],
+                                       meta_value(f->meta_keys[i], f->meta_values[i])};
+    cr_assert_eq(em_safetensors_save(path, e, f->n_tensors, m, n_meta), EM_OK, "%s",
+                 em_error());
+    em_safetensors_free(f);
+}
+
+/* Version 1's names: the model's under "model.", the others under their part's word. */
+static void version_1_name(const char *name, char *out, size_t n)
+{
+    const char *parts[] = {"ember.optim.", "ember.scaler.", "ember.sched."};
+    for (int p = 0; p < 3; p++)
+        if (!strncmp(name, parts[p], strlen(parts[p]))) {
+            snprintf(out, n, "%s", name + strlen("ember."));
+            return;
+        }
+    snprintf(out, n, "model.%s", name);
+}
+
+static const char *version_1_meta(const char *key, const char *value)
+{
+    return strcmp(key, "ember.checkpoint_version") && strcmp(key, "ember.model") ? value : NULL;
+}
+
+static void to_version_1(const char *path)
+{
+    rewrite(path, version_1_name, version_1_meta);
+}
+
+/* Runs the checkpoint at path is rewritten by (NULL: as saved) must resume bit for bit. */
+static void resume_bit_for_bit(void (*rewrite_file)(const char *path))
 {
     static unsigned char whole[1 << 16], resumed[1 << 16];
     char path[] = "/tmp/ember_resume_XXXXXX";
@@ -110,6 +160,8 @@ Test(resume, continues_bit_for_bit)
                         .loader = b.loader};
     cr_assert_eq(em_train_checkpoint_save(path, &s, NULL, 0), EM_OK, "%s", em_error());
     finish(&b);
+    if (rewrite_file)
+        rewrite_file(path);
     em_manual_seed(999); /* the resumed run must not depend on the generator's state before */
 
     run c = start(2); /* different initial weights: all must come from the checkpoint */
@@ -122,6 +174,121 @@ Test(resume, continues_bit_for_bit)
     cr_assert_eq(param_bytes(c.model, resumed), n);
     cr_assert_eq(memcmp(whole, resumed, n), 0, "resumed run differs from the uninterrupted one");
     finish(&c);
+    unlink(path);
+}
+
+Test(resume, continues_bit_for_bit)
+{
+    resume_bit_for_bit(NULL);
+}
+
+/* A checkpoint as ember wrote them before they held the module tree: every part's tensors
+ * prefixed ("model.0.weight", "optim.param.0.exp_avg"), no version. */
+Test(resume, a_version_1_checkpoint_continues_bit_for_bit)
+{
+    resume_bit_for_bit(to_version_1);
+}
+
+/* The checkpoint is the model's whole-model file: em_model_load builds the same model (in the
+ * training mode it was saved in) with the same weights, passing the optimizer's tensors by; the
+ * caller's metadata is kept beside. */
+Test(resume, a_checkpoint_opens_as_the_whole_model)
+{
+    static unsigned char trained[1 << 16], loaded[1 << 16];
+    char path[] = "/tmp/ember_resume_XXXXXX";
+    close(mkstemp(path));
+    run a = start(1);
+    train(&a, 5);
+    em_train_state s = {.model = a.model, .optim = a.optim, .scheduler = a.sched,
+                        .loader = a.loader};
+    em_st_meta mine = {"recipe", "test"};
+    cr_assert_eq(em_train_checkpoint_save(path, &s, &mine, 1), EM_OK, "%s", em_error());
+    em_module *m = em_model_load(path);
+    cr_assert_not_null(m, "%s", em_error());
+    cr_expect(m->training);
+    size_t n = param_bytes(a.model, trained);
+    cr_assert_eq(param_bytes(m, loaded), n);
+    cr_expect_eq(memcmp(trained, loaded, n), 0, "the loaded weights differ");
+    em_module_eval(a.model);
+    em_module_eval(m);
+    em_scope_begin();
+    em_tensor *x = em_randn(EM_SHAPE(3, 8), EM_F32, NULL); // (3, 8)
+    float ya[12], yb[12];
+    cr_assert_eq(em_copy_to_host(em_forward(a.model, x), EM_F32, ya), EM_OK, "%s", em_error());
+    cr_assert_eq(em_copy_to_host(em_forward(m, x), EM_F32, yb), EM_OK, "%s", em_error());
+    em_scope_end();
+    cr_expect_eq(memcmp(ya, yb, sizeof ya), 0);
+    em_safetensors *f;
+    cr_assert_eq(em_safetensors_load(path, &f), EM_OK, "%s", em_error());
+    cr_expect_str_eq(em_safetensors_meta(f, "recipe"), "test");
+    cr_expect_str_eq(em_safetensors_meta(f, "ember.checkpoint_version"), "2");
+    cr_expect_not_null(em_safetensors_get(f, "0.weight"));
+    cr_expect_not_null(em_safetensors_get(f, "ember.optim.param.0.exp_avg"));
+    em_safetensors_free(f);
+    em_module_free(m);
+    finish(&a);
+    unlink(path);
+}
+
+/* y = x * scale: a type whole-model files do not know */
+static em_tensor *scale_forward(em_module *m, const em_tensor *x)
+{
+    return em_mul(x, m->params[0].value);
+}
+
+static const em_module_type scale_type = {.type_name = "TestScale", .forward = scale_forward};
+
+/* A model with a module of an unknown type still checkpoints and resumes; only its tree is left
+ * out, so em_model_load says the file is no whole-model file. */
+Test(resume, a_model_whole_model_files_cannot_describe_still_checkpoints)
+{
+    char path[] = "/tmp/ember_resume_XXXXXX";
+    close(mkstemp(path));
+    em_module *scale = calloc(1, sizeof *scale);
+    em_module_init(scale, &scale_type);
+    em_module_add_param(scale, "scale", em_full(EM_SHAPE(4), EM_F32, 3.0));
+    em_module *m = em_sequential(2, em_linear_layer(2, 4, true), scale);
+    cr_assert_not_null(m, "%s", em_error());
+    cr_expect(!em_model_describable(m));
+    em_train_state s = {.model = m};
+    cr_assert_eq(em_train_checkpoint_save(path, &s, NULL, 0), EM_OK, "%s", em_error());
+    cr_expect_null(em_model_load(path));
+    cr_expect(strstr(em_error(), "no 'ember.model' metadata: not a whole-model file"), "%s",
+              em_error());
+    em_error_clear();
+    cr_assert_eq(em_fill_(m->children[1].module->params[0].value, 1.0), EM_OK);
+    cr_assert_eq(em_train_checkpoint_load(path, &s), EM_OK, "%s", em_error());
+    float v[4];
+    em_copy_to_host(m->children[1].module->params[0].value, EM_F32, v);
+    cr_expect_eq(v[3], 3.0f);
+    em_module_free(m);
+    unlink(path);
+}
+
+static void same_name(const char *name, char *out, size_t n)
+{
+    snprintf(out, n, "%s", name);
+}
+
+static const char *version_3(const char *key, const char *value)
+{
+    return strcmp(key, "ember.checkpoint_version") ? value : "3";
+}
+
+/* A version ember does not know yet is refused, naming it. */
+Test(resume, a_newer_checkpoint_version_is_refused)
+{
+    char path[] = "/tmp/ember_resume_XXXXXX";
+    close(mkstemp(path));
+    run a = start(1);
+    em_train_state s = {.model = a.model};
+    cr_assert_eq(em_train_checkpoint_save(path, &s, NULL, 0), EM_OK, "%s", em_error());
+    rewrite(path, same_name, version_3);
+    cr_assert_eq(em_train_checkpoint_load(path, &s), EM_ERR_IO);
+    cr_expect(strstr(em_error(), "checkpoint version '3' (this ember reads 1 to 2)"), "%s",
+              em_error());
+    em_error_clear();
+    finish(&a);
     unlink(path);
 }
 
