@@ -63,8 +63,8 @@ int em_cpu_copy(const em_arr *out, const em_arr *in);
 int em_cpu_rng_fill(em_rng_dist dist, const em_rng_params *p, uint64_t seed, uint64_t offset,
                     const em_arr *out);
 
-/* cpu_gelu.c: GELU (erf) and its gradient over n contiguous f32 on AVX2+FMA; false (nothing
- * done) without AVX2, where cpu_unary.c's portable loop runs */
+/* cpu_gelu.c: GELU (erf) and its gradient over n contiguous f32 on AVX-512 or AVX2+FMA (the same
+ * bits); false (nothing done) without AVX2, where cpu_unary.c's portable loop runs */
 bool em_cpu_gelu_f32(int64_t n, float *y, const float *x);
 bool em_cpu_gelu_grad_f32(int64_t n, float *gx, const float *gy, const float *x);
 
