@@ -48,5 +48,8 @@ void em_cpu_describe(char *buf, size_t n)
     em_cpu_blas_describe(blas, sizeof blas);
     snprintf(buf, n, "%d OpenMP threads (%s), %s, %s", omp_get_max_threads(),
              em_cpu_threads_adaptive() ? "adaptive" : "fixed",
-             em_cpu_has_avx2() ? "AVX2+FMA kernels" : "portable kernels (no AVX2)", blas);
+             !em_cpu_has_avx2()     ? "portable kernels (no AVX2)"
+             : em_cpu_use_avx512() ? "AVX-512 and AVX2+FMA kernels"
+                                   : "AVX2+FMA kernels",
+             blas);
 }
