@@ -3,6 +3,7 @@
  * layout of the same weights), the choice of path, the driver that splits a product into
  * tiles, the portable tile and the quantized linear layers (on oneDNN's matmul where the CPU
  * has VNNI or AMX-INT8). */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "backend_cpu/cpu_dnnl_internal.h"
@@ -44,6 +45,19 @@ static em_cpu_int8_path tile_path(em_cpu_int8_path path)
                       : em_cpu_has_avx2() ? EM_CPU_INT8_AVX2 : EM_CPU_INT8_PORTABLE;
 }
 
+/* Whether oneDNN has the u8 x s8 product with packed weights, asked once. */
+static atomic_int dnnl_known = -1;
+static bool dnnl_supported(void)
+{
+    int v = atomic_load_explicit(&dnnl_known, memory_order_relaxed);
+    if (v < 0) {
+        const em_dnnl_matmul_desc d = dnnl_product(1, 16, 16, 16, 16);
+        v = em_dnnl_matmul_packed_size(&d) > 0;
+        atomic_store_explicit(&dnnl_known, v, memory_order_relaxed);
+    }
+    return v;
+}
+
 bool em_cpu_int8_path_supported(em_cpu_int8_path path)
 {
     switch (path) {
@@ -54,10 +68,7 @@ bool em_cpu_int8_path_supported(em_cpu_int8_path path)
     case EM_CPU_INT8_VNNI:
         return em_cpu_has_avx512_vnni();
     case EM_CPU_INT8_DNNL:
-        return em_dnnl_matmul_packed_size(&(em_dnnl_matmul_desc){
-                   .a_dt = EM_U8, .b_dt = EM_I8, .c_dt = EM_I32, .tb = true, .m = 1, .n = 16,
-                   .k = 16, .batch = 1, .lda = 16, .ldb = 16, .ldc = 16, .alpha = 1,
-                   .b_packed = true}) > 0;
+        return dnnl_supported();
     case EM_CPU_INT8_PATHS:
         break;
     }
@@ -204,14 +215,15 @@ static em_int8_product weight_product(int64_t m, int64_t n, int64_t k, const uin
  * 1 row tiles 5.3 us, oneDNN 6.1-9.4 us; 64 rows 123 / 115 us; 256 rows 492 / 450 us. */
 #define DNNL_MIN_ROWS 16
 
-/* c (m, n) i32 = a (m, k) @ w^T on oneDNN from its packing of w; EM_KERNEL_UNSUPPORTED where it
- * does not take these operands (the caller runs ember's tiles). */
+/* c (m, n) i32 = a (m, k) @ w^T on oneDNN from its packing of w, for DNNL_MIN_ROWS rows or
+ * more; EM_KERNEL_UNSUPPORTED where it does not take these operands (the caller runs ember's
+ * tiles). */
 static int dnnl_sums(int64_t m, int64_t n, int64_t k, const uint8_t *a, int64_t lda,
                      const void *packed, int32_t *c, int64_t ldc)
 {
     const void *w = dnnl_weights(n, k, packed);
     const em_dnnl_matmul_desc d = dnnl_product(m, n, k, lda, ldc);
-    return w && m >= DNNL_MIN_ROWS ? em_dnnl_matmul(&d, a, w, NULL, c) : EM_KERNEL_UNSUPPORTED;
+    return w ? em_dnnl_matmul(&d, a, w, NULL, c) : EM_KERNEL_UNSUPPORTED;
 }
 
 int em_cpu_int8_gemm_path(em_cpu_int8_path path, int64_t m, int64_t n, int64_t k,
@@ -221,8 +233,9 @@ int em_cpu_int8_gemm_path(em_cpu_int8_path path, int64_t m, int64_t n, int64_t k
     if (m < 0 || n < 0 || k < 0 || lda < 1 || lda < k || ldc < n ||
         !em_cpu_int8_path_supported(path))
         return EM_KERNEL_UNSUPPORTED;
-    const int rc = path == EM_CPU_INT8_DNNL ? dnnl_sums(m, n, k, a, lda, packed, c, ldc)
-                                            : EM_KERNEL_UNSUPPORTED;
+    const int rc = path == EM_CPU_INT8_DNNL && m >= DNNL_MIN_ROWS
+                       ? dnnl_sums(m, n, k, a, lda, packed, c, ldc)
+                       : EM_KERNEL_UNSUPPORTED;
     if (rc != EM_KERNEL_UNSUPPORTED)
         return rc;
     em_int8_product p = weight_product(m, n, k, a, lda, packed, c, ldc);
@@ -302,7 +315,7 @@ int em_int8_qlinear(em_cpu_int8_path path, int64_t m, int64_t n, int64_t k, cons
                                        n_scales, bias);
     }
     epi.relu = relu;
-    int rc = arrays && path == EM_CPU_INT8_DNNL
+    int rc = arrays && path == EM_CPU_INT8_DNNL && m >= DNNL_MIN_ROWS
                  ? dnnl_qlinear(m, n, k, q, lda, packed, &epi, y)
                  : EM_KERNEL_UNSUPPORTED;
     if (arrays && rc == EM_KERNEL_UNSUPPORTED) {
