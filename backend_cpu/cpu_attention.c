@@ -26,10 +26,7 @@ typedef struct {
     const em_arr *gout, *gq, *gk, *gv;
 } att_call;
 
-/* Which head's keys and values a thread's scratch holds packed, and up to which key */
-typedef struct {
-    int64_t bh, keys;
-} att_packed_head;
+typedef em_att_packed_head att_packed_head;
 
 /* How many of the keys j0..j0+cols query i sees: all of them, or under the causal mask those
  * up to i. Scores past it are never computed (their weights are 0). */
@@ -76,6 +73,31 @@ static void att_mask_row(const em_arr *m, int64_t b, int64_t h, int64_t i, int64
             break;
         }
     }
+}
+
+bool em_att_run_tasks(int64_t heads, int64_t qblocks, bool grad, double work,
+                      size_t per_thread, em_att_task_fn task, void *ctx)
+{
+    const int64_t tasks = grad ? heads : heads * qblocks;
+    per_thread = (per_thread + 63) / 64 * 64; /* each thread's part starts 64-byte aligned */
+    int nt = tasks > 1 && work >= ATT_PARALLEL_MIN_WORK ? em_cpu_threads() : 1;
+    nt = nt < tasks ? nt : (int)(tasks > 0 ? tasks : 1);
+    char *scratch = em_cpu_scratch((size_t)nt * per_thread);
+    if (!scratch)
+        return false;
+    /* forward: a thread takes all query blocks of a head at once where there are heads enough
+     * to go round, packing its keys and values once */
+    const int64_t chunk = !grad && heads >= ATT_HEADS_PER_THREAD * nt ? qblocks : 1;
+    #pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        char *mine = scratch + (size_t)omp_get_thread_num() * per_thread;
+        em_att_packed_head packed = {-1, 0};
+        #pragma omp for schedule(dynamic, chunk)
+        for (int64_t t = 0; t < tasks; t++)
+            task(ctx, mine, &packed, t);
+    }
+    em_cpu_scratch_free(scratch);
+    return true;
 }
 
 #define REAL float

@@ -9,7 +9,6 @@
  * rows of pairs ("pair rows", (k / 2, n) words), once per head. */
 #include <immintrin.h>
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
 #include "backend_cpu/cpu_attention_internal.h"
@@ -23,9 +22,6 @@
 #define BC EM_ATT_BC
 /* Rows of a register tile: 6 rows x 4 vectors of 16 sums, 24 accumulators. */
 #define TILE_ROWS 6
-
-/* Below this many multiply-adds (B H Lq Lk (D + Dv)) a call runs on one thread. */
-#define PARALLEL_MIN_WORK 65536.0
 
 typedef struct {
     const em_attention_params *p;
@@ -239,16 +235,12 @@ static inline int64_t seen(const call *c, int64_t i, int64_t j0, int64_t cols)
 
 /* Per head, a thread's packs of the keys and values (forward): scale-free keys as pair columns
  * per key block, (BC, d / 2) -> (d / 2, BC) words; values as pair rows, (BC / 2, dvp). */
-typedef struct {
-    int64_t bh, keys;
-} packed_head;
-
-BF16_DOT static void pack_head(const call *c, uint32_t *kt, uint32_t *vp, packed_head *ph,
+BF16_DOT static void pack_head(const call *c, uint32_t *kt, uint32_t *vp, em_att_packed_head *ph,
                                int64_t bh, int64_t until)
 {
     const int64_t b = bh / c->heads, h = bh % c->heads, d2 = c->d / 2, dvp = round16(c->dv);
     if (ph->bh != bh)
-        *ph = (packed_head){bh, 0};
+        *ph = (em_att_packed_head){bh, 0};
     for (; ph->keys < until; ph->keys += BC) {
         const int64_t j0 = ph->keys, cols = c->lk - j0 < BC ? c->lk - j0 : BC;
         transpose_pairs(row(c->k, b, h, j0), c->k->strides[2], cols, d2, kt + j0 * d2, BC, BC);
@@ -261,7 +253,7 @@ BF16_DOT static void pack_head(const call *c, uint32_t *kt, uint32_t *vp, packed
 
 /* Output rows i0.. of head bh (one query block), as the f32 kernel's forward_block. */
 BF16_DOT static void forward_block(const call *c, const em_att_tiles *t, float *scratch,
-                                   packed_head *ph, int64_t bh, int64_t i0)
+                                   em_att_packed_head *ph, int64_t bh, int64_t i0)
 {
     const int64_t b = bh / c->heads, h = bh % c->heads, d2 = c->d / 2, dv = c->dv;
     const int64_t dvp = round16(dv), lkp = (c->lk + BC - 1) / BC * BC;
@@ -416,6 +408,26 @@ static int64_t backward_scratch(const call *c)
            BC * BR / 2 + BR * BC / 2 + 2 * BR * BC + BC * dp + BC * dvp + c->lq + c->lq * dp;
 }
 
+/* One task of em_cpu_attention_bf16's call, forward or backward (em_att_run_tasks). */
+typedef struct {
+    const call *c;
+    const em_att_tiles *t;
+    int64_t qblocks;
+} tasks;
+
+static void forward_task(void *ctx, void *scratch, em_att_packed_head *packed, int64_t task)
+{
+    const tasks *k = ctx;
+    forward_block(k->c, k->t, scratch, packed, task / k->qblocks, task % k->qblocks * BR);
+}
+
+static void backward_task(void *ctx, void *scratch, em_att_packed_head *packed, int64_t task)
+{
+    const tasks *k = ctx;
+    (void)packed; /* backward packs a whole head per task */
+    backward_head(k->c, k->t, scratch, task);
+}
+
 /* A bf16 (B, H, L, X) operand these kernels read or write as words: X even, rows an even number
  * of elements apart from a 4-byte aligned start. */
 static bool word_rows(const em_arr *a)
@@ -438,32 +450,12 @@ int em_cpu_attention_bf16(const em_attention_params *p, int64_t batch, int64_t h
                     .q = q, .k = k, .v = v, .out = out, .lse = lse, .gout = gout, .gq = gq,
                     .gk = gk, .gv = gv};
     const bool grad = gout != NULL;
-    const em_att_tiles *t = em_cpu_att_tiles_f32(true);
-    const int64_t bh = batch * heads, qblocks = (lq + BR - 1) / BR;
-    const int64_t tasks = grad ? bh : bh * qblocks;
-    int64_t per_thread = grad ? backward_scratch(&c) : forward_scratch(&c);
-    per_thread = (per_thread + 15) / 16 * 16; /* each thread's part starts 64-byte aligned */
-    const double work = (double)bh * (double)lq * (double)lk * (double)(d + dv);
-    int nt = tasks > 1 && work >= PARALLEL_MIN_WORK ? em_cpu_threads() : 1;
-    nt = nt < tasks ? nt : (int)(tasks > 0 ? tasks : 1);
-    float *scratch = em_cpu_scratch((size_t)(nt * per_thread) * sizeof(float));
-    if (!scratch)
-        return EM_KERNEL_FAILED;
-    /* forward: a thread takes all query blocks of a head where there are heads enough to go
-     * round (4 per thread), packing its keys and values once */
-    const int64_t chunk = !grad && bh >= 4 * nt ? qblocks : 1;
-    #pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        float *mine = scratch + omp_get_thread_num() * per_thread;
-        packed_head ph = {-1, 0};
-        #pragma omp for schedule(dynamic, chunk)
-        for (int64_t task = 0; task < tasks; task++) {
-            if (grad)
-                backward_head(&c, t, mine, task);
-            else
-                forward_block(&c, t, mine, &ph, task / qblocks, task % qblocks * BR);
-        }
-    }
-    em_cpu_scratch_free(scratch);
-    return EM_KERNEL_OK;
+    tasks run = {&c, em_cpu_att_tiles_f32(true), (lq + BR - 1) / BR};
+    const int64_t per_thread = grad ? backward_scratch(&c) : forward_scratch(&c);
+    const double work = (double)batch * (double)heads * (double)lq * (double)lk * (double)(d + dv);
+    return em_att_run_tasks(batch * heads, run.qblocks, grad, work,
+                            (size_t)per_thread * sizeof(float),
+                            grad ? backward_task : forward_task, &run)
+               ? EM_KERNEL_OK
+               : EM_KERNEL_FAILED;
 }
