@@ -1,10 +1,10 @@
 /* f32 max pooling over 2x2 windows at stride 2 without padding — the downsampling step of most
  * CNNs — sixteen outputs at a time in AVX-512 lanes (a row's tail masked) where the CPU has it
- * (bf16 too, widened in the lanes and stored back exactly), else four in SSE lanes: the two taps of a row are split into even and odd lanes by a shuffle,
- * so no gather is needed. Same tap order, ties and NaN rule as the general kernel: the first
- * maximum wins and a NaN beats any number. On AVX-512 the gradient is written densely too:
- * the windows tile the plane, so each input gets its window's gradient or 0, with no zero fill
- * and scatter. */
+ * (bf16 too, widened in the lanes and stored back exactly), else four in SSE lanes: the two
+ * taps of a row are split into even and odd lanes by a shuffle, so no gather is needed. Same tap
+ * order, ties and NaN rule as the general kernel: the first maximum wins and a NaN beats any
+ * number. On AVX-512 the gradient is written densely too: the windows tile the plane, so each
+ * input gets its window's gradient or 0, with no zero fill and scatter. */
 
 #include "backend_cpu/cpu_dense_internal.h"
 #include "backend_cpu/cpu_features_internal.h"
@@ -254,21 +254,21 @@ static void pool_grad_avx512(const em_pool2d_shape *s, bool bf16, const void *gy
                                 p0 + POOL_PLANE_BLOCK < planes ? p0 + POOL_PLANE_BLOCK : planes);
 }
 
-bool em_cpu_max_pool2d_2x2_bf16(const em_pool2d_shape *s, const uint16_t *x, uint16_t *y,
-                                em_pool_tap *argmax)
+bool em_cpu_max_pool2d_2x2_avx512(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
+                                  em_pool_tap *argmax)
 {
-    if (!em_cpu_use_avx512())
+    if (!em_cpu_use_avx512() || (dt != EM_F32 && dt != EM_BF16))
         return false;
-    pool_avx512(s, true, x, y, argmax);
+    pool_avx512(s, dt == EM_BF16, x, y, argmax);
     return true;
 }
 
-bool em_cpu_max_pool2d_2x2_grad_bf16(const em_pool2d_shape *s, const uint16_t *gy,
-                                     const em_pool_tap *argmax, uint16_t *gx)
+bool em_cpu_max_pool2d_2x2_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy,
+                                const em_pool_tap *argmax, void *gx)
 {
-    if (!em_cpu_use_avx512())
+    if (!em_cpu_use_avx512() || (dt != EM_F32 && dt != EM_BF16))
         return false;
-    pool_grad_avx512(s, true, gy, argmax, gx);
+    pool_grad_avx512(s, dt == EM_BF16, gy, argmax, gx);
     return true;
 }
 
@@ -276,10 +276,8 @@ void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *
                                em_pool_tap *argmax)
 {
     const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out, planes = s->n * s->c;
-    if (em_cpu_use_avx512()) {
-        pool_avx512(s, false, x, y, argmax);
+    if (em_cpu_max_pool2d_2x2_avx512(s, EM_F32, x, y, argmax))
         return;
-    }
     #pragma omp parallel for if (planes * hw >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
     for (int64_t p = 0; p < planes; p++)
         for (int64_t oh = 0; oh < s->h_out; oh++) {
@@ -287,13 +285,4 @@ void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *
             pool_row_2x2(r0, r0 + s->w, s->w_out, y + p * hwo + oh * s->w_out,
                          argmax ? argmax + p * hwo + oh * s->w_out : NULL, s->relu);
         }
-}
-
-bool em_cpu_max_pool2d_2x2_grad_f32(const em_pool2d_shape *s, const float *gy,
-                                    const em_pool_tap *argmax, float *gx)
-{
-    if (!em_cpu_use_avx512())
-        return false;
-    pool_grad_avx512(s, false, gy, argmax, gx);
-    return true;
 }
