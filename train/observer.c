@@ -68,8 +68,8 @@ static void histograms(em_observer *ob, bool grads, int64_t step)
     if (!ps)
         return;
     em_module_parameters(ob->model, ps, n);
-    em_grad_scaler *scaler = em_trainer_scaler(ob->trainer);
-    double unscale = grads && scaler ? 1.0 / em_scaler_get_scale(scaler) : 1.0;
+    em_grad_scaler *scaler = em_trainer_grad_scaler(ob->trainer);
+    double unscale = grads && scaler ? 1.0 / em_grad_scaler_get_scale(scaler) : 1.0;
     for (int i = 0; i < n && ob->tb; i++) {
         const em_tensor *t = grads ? ps[i].value->grad : ps[i].value;
         if (!t)
@@ -185,10 +185,10 @@ static em_status before_update(void *ctx, em_optim *optim)
             if (ps[i].value->grad)
                 grads[n_grads++] = ps[i].value;
     }
-    em_grad_scaler *scaler = em_trainer_scaler(ob->trainer);
+    em_grad_scaler *scaler = em_trainer_grad_scaler(ob->trainer);
     double norm = n_grads ? em_grad_norm(grads, n_grads, 2.0) : NAN;
     em_error_clear(); /* a norm that could not be taken is simply not logged */
-    ob->grad_norm = scaler ? norm / em_scaler_get_scale(scaler) : norm;
+    ob->grad_norm = scaler ? norm / em_grad_scaler_get_scale(scaler) : norm;
     free(ps);
     free(grads);
     if (histogram_step(ob, ob->step + 1))
