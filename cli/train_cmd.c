@@ -209,7 +209,7 @@ static int settle_train_args(train_args *a)
         fprintf(stderr, "ember train: --save-every needs --save FILE\n");
         return 2;
     }
-    if (o->observe.tensorboard && em_tb_check(o->observe.tensorboard) != EM_OK) {
+    if (o->observe.tensorboard && em_tb_writer_check(o->observe.tensorboard) != EM_OK) {
         fprintf(stderr, "ember train: --tensorboard: %s\n", em_error());
         return 2;
     }

@@ -46,9 +46,9 @@ static void note_failure(em_observer *ob, const char *what)
 
 static void scalar(em_observer *ob, const char *tag, double value)
 {
-    if (ob->tb && em_tb_add_scalar(ob->tb, tag, value, ob->step) != EM_OK) {
+    if (ob->tb && em_tb_writer_add_scalar(ob->tb, tag, value, ob->step) != EM_OK) {
         note_failure(ob, "TensorBoard");
-        em_tb_free(ob->tb);
+        em_tb_writer_free(ob->tb);
         ob->tb = NULL;
     }
 }
@@ -78,13 +78,13 @@ static void histograms(em_observer *ob, bool grads, int64_t step)
         snprintf(tag, sizeof tag, "%s/%s", grads ? "grads" : "weights", ps[i].name);
         em_scope_begin();
         const em_tensor *h = unscale != 1.0 ? em_mul_scalar(t, unscale) : t;
-        em_status st = em_tb_add_histogram(ob->tb, tag, h, step, 0);
+        em_status st = em_tb_writer_add_histogram(ob->tb, tag, h, step, 0);
         em_scope_end();
         if (st == EM_ERR_NUMERIC && grads) {
             em_error_clear();
         } else if (st != EM_OK) {
             note_failure(ob, "TensorBoard");
-            em_tb_free(ob->tb);
+            em_tb_writer_free(ob->tb);
             ob->tb = NULL;
         }
     }
@@ -255,7 +255,7 @@ em_observer *em_observer_new(em_trainer *t, em_module *model, em_observe_opts op
                         .log = opts.log ? opts.log : stderr, .grad_norm = NAN};
     ob->memory = em_memtrend_new((em_memtrend_opts){.window = opts.memory_window});
     if (ob->memory && opts.tensorboard)
-        ob->tb = em_tb_new(opts.tensorboard);
+        ob->tb = em_tb_writer_new(opts.tensorboard);
     em_status st = ob->memory && (ob->tb || !opts.tensorboard) ? EM_OK : em_error_status();
     if (st == EM_OK)
         st = em_trainer_add_callbacks(t, (em_trainer_callbacks){
@@ -264,7 +264,7 @@ em_observer *em_observer_new(em_trainer *t, em_module *model, em_observe_opts op
     if (st == EM_OK && opts.profile && opts.profile_first == 1)
         st = em_profiler_start((em_profiler_opts){.trace_path = opts.profile});
     if (st != EM_OK) {
-        em_tb_free(ob->tb);
+        em_tb_writer_free(ob->tb);
         em_memtrend_free(ob->memory);
         free(ob);
         return NULL;
@@ -278,7 +278,7 @@ em_status em_observer_free(em_observer *ob)
         return EM_OK;
     if (ob->o.profile)
         stop_profiler(ob);
-    if (ob->tb && em_tb_free(ob->tb) != EM_OK)
+    if (ob->tb && em_tb_writer_free(ob->tb) != EM_OK)
         note_failure(ob, "TensorBoard");
     em_memtrend_free(ob->memory);
     em_status st = ob->failed;
