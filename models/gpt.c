@@ -77,7 +77,7 @@ em_tensor *em_gpt_forward(em_module *m, const em_tensor *idx, em_kv_cache *cache
     return em_nn_scope_return(logits);
 }
 
-em_kv_cache *em_gpt_cache_new(const em_module *m, int64_t batch)
+em_kv_cache *em_gpt_kv_cache_new(const em_module *m, int64_t batch)
 {
     em_gpt_config c;
     if (!em_gpt_config_of(m, &c))

@@ -58,7 +58,7 @@ em_status em_gpt_generate(em_module *m, const int64_t *prompt, int64_t n_prompt,
                                 "outside the vocabulary of %lld", (long long)prompt[i],
                                 (long long)i, (long long)c.vocab_size);
     int64_t *ctx = malloc((size_t)(n_prompt + n_new) * sizeof *ctx);
-    em_kv_cache *cache = o.no_cache ? NULL : em_gpt_cache_new(m, 1);
+    em_kv_cache *cache = o.no_cache ? NULL : em_gpt_kv_cache_new(m, 1);
     if (!ctx || (!o.no_cache && !cache)) {
         free(ctx);
         em_kv_cache_free(cache);

@@ -214,7 +214,7 @@ Test(transformer, kv_cache_gives_the_full_forward)
     em_set_grad_enabled(false);
     em_tensor *idx = gpt_tokens();
     em_tensor *full = em_forward(m, idx); /* (2, 6, 11) */
-    em_kv_cache *cache = em_gpt_cache_new(m, 2);
+    em_kv_cache *cache = em_gpt_kv_cache_new(m, 2);
     cr_assert_not_null(cache, "%s", em_error());
     /* a prompt of 3 positions, then one at a time, then two at once */
     int64_t cuts[4] = {0, 3, 4, 6};
@@ -286,7 +286,7 @@ Test(transformer, bad_input_names_what_is_wrong)
     em_module *g = tiny_gpt();
     expect_error(em_forward(g, em_zeros(EM_SHAPE(2, 9), EM_I64)), "block_size 8, got i64 [2,9]");
     expect_error(em_forward(g, x), "needs i64 token ids (B, T)");
-    expect_error(em_gpt_cache_new(m, 1), "the module is MultiheadAttention, not a GPT");
+    expect_error(em_gpt_kv_cache_new(m, 1), "the module is MultiheadAttention, not a GPT");
     em_module_free(g);
     em_module_free(m);
 }
