@@ -41,7 +41,7 @@ Test(serve_cache, lru_order_and_entry_bound)
     cr_assert_null(em_cache_get(c, b)); /* miss 2 */
     expect_hit(c, a, 10);
     expect_hit(c, d, 50);
-    em_cache_stats s = em_cache_stats_get(c);
+    em_cache_stats s = em_cache_get_stats(c);
     cr_assert_eq(s.entries, 2);
     cr_assert_eq(s.hits, 3);
     cr_assert_eq(s.misses, 2);
@@ -58,14 +58,14 @@ Test(serve_cache, byte_bound_evicts_oldest_and_skips_oversized)
     em_tensor *x[3] = {vec(1, 0), vec(2, 0), vec(3, 0)}, *y = vec(7, 7);
     for (int i = 0; i < 3; i++)
         cr_assert_eq(em_cache_put(c, x[i], y), EM_OK);
-    em_cache_stats s = em_cache_stats_get(c); /* 16 bytes each: only two fit in 40 */
+    em_cache_stats s = em_cache_get_stats(c); /* 16 bytes each: only two fit in 40 */
     cr_assert_eq(s.entries, 2);
     cr_assert_eq(s.bytes, 32);
     cr_assert_eq(s.evictions, 1);
     cr_assert_null(em_cache_get(c, x[0]));
     em_tensor *big = em_zeros(EM_SHAPE(100), EM_F32);
     cr_assert_eq(em_cache_put(c, big, y), EM_OK);
-    cr_assert_eq(em_cache_stats_get(c).entries, 2, "an entry over max_bytes is not stored");
+    cr_assert_eq(em_cache_get_stats(c).entries, 2, "an entry over max_bytes is not stored");
     cr_assert_null(em_cache_get(c, big));
     for (int i = 0; i < 3; i++)
         em_release(x[i]);
@@ -94,7 +94,7 @@ Test(serve_cache, disabled_cache_always_misses)
     em_tensor *x = vec(1, 2);
     cr_assert_eq(em_cache_put(c, x, x), EM_OK);
     cr_assert_null(em_cache_get(c, x));
-    cr_assert_eq(em_cache_stats_get(c).entries, 0);
+    cr_assert_eq(em_cache_get_stats(c).entries, 0);
     em_release(x);
     em_cache_free(c);
 }
@@ -114,7 +114,7 @@ Test(serve_cache, a_fifo_for_the_cache_file_is_refused, .timeout = 20)
     snprintf(want, sizeof want, "em_safetensors_load: cannot open '%s': it is a FIFO, not a "
              "regular file", path);
     cr_expect_str_eq(em_error(), want);
-    cr_expect_eq(em_cache_stats_get(c).entries, 0);
+    cr_expect_eq(em_cache_get_stats(c).entries, 0);
     em_error_clear();
     em_cache_free(c);
     unlink(path);
@@ -136,7 +136,7 @@ Test(serve_cache, persists_to_a_directory_in_lru_order)
 
     em_cache *back = em_cache_new((em_cache_opts){.max_entries = 3});
     cr_assert_eq(em_cache_load(back, dir), EM_OK, "%s", em_error());
-    cr_assert_eq(em_cache_stats_get(back).entries, 3);
+    cr_assert_eq(em_cache_get_stats(back).entries, 3);
     expect_hit(back, x[2], 30);
     em_tensor *x4 = vec(4, 0);
     em_cache_put(back, x4, y[0]); /* evicts the oldest, x1 */
@@ -175,7 +175,7 @@ Test(serve_cache, a_signed_cache_refuses_entries_of_other_shapes)
     cr_assert_eq(em_cache_put(c, x, y64), EM_ERR_ARG);
     em_error_clear();
     cr_assert_eq(em_cache_put(c, x, x), EM_OK);
-    cr_assert_eq(em_cache_stats_get(c).entries, 1);
+    cr_assert_eq(em_cache_get_stats(c).entries, 1);
     em_release(x), em_release(y3), em_release(y64);
     em_cache_free(c);
 }
@@ -202,12 +202,12 @@ static int64_t engine_answer(em_module *m, const char *dir, const em_tensor *x, 
                                                      .max_batch = 1, .cache = {.max_entries = 8},
                                                      .cache_dir = dir});
     cr_assert_not_null(e, "%s", em_error());
-    int64_t discarded = em_engine_stats_get(e).cache.discarded;
+    int64_t discarded = em_engine_get_stats(e).cache.discarded;
     em_tensor *y = NULL;
     cr_assert_eq(em_engine_predict(e, x, EM_PRIORITY_NORMAL, 5000, &y), EM_OK, "%s", em_error());
     cr_assert(y->ndim == 1 && y->shape[0] == 2 && y->dtype == EM_F32);
     em_copy_to_host(y, EM_F32, got);
-    *from_cache = em_engine_stats_get(e).cache_answered == 1;
+    *from_cache = em_engine_get_stats(e).cache_answered == 1;
     em_release(y);
     em_engine_free(e);
     return discarded;
