@@ -134,7 +134,7 @@ static double ember_gpt_tokens_per_s(const recipe_gpt_text *text, const gpt_case
                                      em_dtype amp, em_device dev)
 {
     const int64_t batch = g->batch;
-    em_gpt_config c = recipe_gpt_config(text->vocab.size);
+    em_gpt_settings c = recipe_gpt_settings(text->vocab.size);
     c.block_size = g->block;
     int64_t t = c.block_size, n = (int64_t)(steps + GPT_WARMUP) * batch;
     em_manual_seed(0);

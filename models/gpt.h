@@ -16,9 +16,9 @@ typedef struct {
     int n_layer;
     int64_t n_head, n_embd;
     double dropout;                 /* embeddings, attention weights, residuals, feed-forward */
-} em_gpt_config;
-em_module *em_gpt(em_gpt_config c);
-bool em_gpt_config_of(const em_module *gpt, em_gpt_config *c); /* false: not a GPT */
+} em_gpt_settings;
+em_module *em_gpt(em_gpt_settings c);
+bool em_gpt_settings_of(const em_module *gpt, em_gpt_settings *c); /* false: not a GPT */
 extern const em_module_type em_gpt_type; /* the GPT module's type */
 /* idx i64 (B, T) -> logits (B, T, vocab). With a cache (from em_gpt_kv_cache_new) the T positions
  * follow the cache's length, their keys and values join it and its length grows by T. */

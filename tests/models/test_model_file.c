@@ -261,7 +261,7 @@ Test(model_file, attention_transformer_and_gpt)
     round_trip(m, em_randn(EM_SHAPE(2, 4, 8), EM_F32, NULL), false);
     round_trip(em_multihead_attention_layer(4, 1, (em_mha_opts){.no_bias = true}),
                em_randn(EM_SHAPE(1, 3, 4), EM_F32, NULL), false);
-    em_module *gpt = em_gpt((em_gpt_config){.vocab_size = 11, .block_size = 6, .n_layer = 2,
+    em_module *gpt = em_gpt((em_gpt_settings){.vocab_size = 11, .block_size = 6, .n_layer = 2,
                                             .n_head = 2, .n_embd = 8, .dropout = 0.1});
     em_tensor *ids = em_from_data(EM_SHAPE(2, 4), EM_I64, (int64_t[]){1, 4, 10, 0, 3, 3, 2, 7});
     round_trip(gpt, ids, false);
