@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 #define PER_RANK 4 /* rng seed, rng offset, loader epoch, loader batch */
 #define KEY_MAX 48
