@@ -57,7 +57,6 @@ typedef struct em_tensor {
     int64_t strides[EM_MAX_DIMS]; /* in elements */
     int64_t offset;               /* in elements, into storage */
     em_storage *storage;
-    int refcount;
 
     /* autograd */
     bool requires_grad;
