@@ -276,8 +276,7 @@ static const em_module_type scaled_act_type = {.type_name = "ScaledAct",
 
 static em_module *scaled_act_new(int64_t features)
 {
-    em_module *m = calloc(1, sizeof *m);
-    em_module_init(m, &scaled_act_type);
+    em_module *m = em_module_alloc(sizeof *m, &scaled_act_type);
     em_generator gen = em_generator_new(21);
     em_module_add_param(m, "weight", em_uniform(EM_SHAPE(features), EM_F32, 0.5, 2.0, &gen));
     return m;

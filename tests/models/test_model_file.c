@@ -359,8 +359,7 @@ static const em_module_type scaled_type = {
 
 static em_module *scaled_new(int64_t width, double scale)
 {
-    scaled_block *b = calloc(1, sizeof *b);
-    em_module_init(&b->base, &scaled_type);
+    scaled_block *b = (scaled_block *)em_module_alloc(sizeof *b, &scaled_type);
     b->o = (scaled_options){width, scale};
     em_module_add_param(&b->base, "weight", em_randn(EM_SHAPE(width), EM_F32, NULL));
     return &b->base;

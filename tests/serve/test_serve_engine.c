@@ -48,8 +48,7 @@ static const em_module_type doubler_type = {.type_name = "Doubler",
 
 static em_module *doubler(void)
 {
-    em_module *m = calloc(1, sizeof *m);
-    em_module_init(m, &doubler_type);
+    em_module *m = em_module_alloc(sizeof *m, &doubler_type);
     gate_closed = false;
     entered = n_order = n_batches = sleep_us_per_row = 0;
     return m;
