@@ -217,7 +217,7 @@ int bench_sample(int argc, char **argv)
     em_module *model = NULL;
     em_char_vocab vocab;
     int64_t *ids = NULL, n = 0;
-    if (json && em_atomic_check(json) != EM_OK) {
+    if (json && em_atomic_file_check(json) != EM_OK) {
         fprintf(stderr, "%s: --json: %s\n", spec.command, em_error());
         return 1;
     }

@@ -539,7 +539,7 @@ int bench_train(int argc, char **argv)
                                                      : EM_F32};
     bool fashion = !a.only || !strcmp(a.only, "fashion");
     bool gpt = !a.only || !strcmp(a.only, "gpt");
-    if (a.json && em_atomic_check(a.json) != EM_OK) { /* before any work */
+    if (a.json && em_atomic_file_check(a.json) != EM_OK) { /* before any work */
         fprintf(stderr, "ember bench train: --json: %s\n", em_error());
         return 2;
     }

@@ -211,7 +211,7 @@ static void on_epoch(void *ctx, const em_epoch_stats *e)
 static em_status check_trace_path(const char *path)
 {
     bool earlier = em_has_error();
-    if (em_atomic_check(path) == EM_OK)
+    if (em_atomic_file_check(path) == EM_OK)
         return EM_OK;
     return earlier ? em_error_status() : em_error_prefix("em_observer_new: profiler trace");
 }

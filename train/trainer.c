@@ -33,7 +33,7 @@ static em_status check_opts(const em_module *model, const em_optim *optim, em_tr
     if (o.checkpoint_every < 0 || (o.checkpoint_every && !o.checkpoint))
         return em_set_error(EM_ERR_ARG, "em_trainer_new: checkpoint_every (%lld) must be >= 0, "
                             "and needs a checkpoint path", (long long)o.checkpoint_every);
-    if (o.checkpoint && em_atomic_check(o.checkpoint) != EM_OK) /* before the run, not after */
+    if (o.checkpoint && em_atomic_file_check(o.checkpoint) != EM_OK) /* before the run, not after */
         return em_error_status();
     return EM_OK;
 }
