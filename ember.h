@@ -4,6 +4,9 @@
 
 #include "ember/tensor/tensor.h"
 #include "ember/io/safetensors.h"
+#include "ember/io/json.h"
+#include "ember/io/atomic_file.h"
+#include "ember/io/regular_file.h"
 #include "ember/observe/profiler.h"
 #include "ember/observe/tensorboard.h"
 #include "ember/observe/memory_trend.h"

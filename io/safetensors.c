@@ -162,7 +162,7 @@ static char *header_text(const json_t *root, size_t *len)
     return p;
 }
 
-static em_status write_tensor_data(em_atomic_file *af, const save_item *it)
+static em_status write_tensor_data(FILE *f, const char *path, const save_item *it)
 {
     void *buf = malloc(it->nbytes ? it->nbytes : 1);
     if (!buf)
@@ -173,8 +173,8 @@ static em_status write_tensor_data(em_atomic_file *af, const save_item *it)
         st = em_has_error() ? em_error_status()
                             : em_set_error(EM_ERR_IO, "em_safetensors_save: cannot read tensor "
                                            "'%s'", it->e->name);
-    else if (fwrite(buf, 1, it->nbytes, af->f) != it->nbytes)
-        st = em_set_error(EM_ERR_IO, "em_safetensors_save: cannot write '%s': %s", af->path,
+    else if (fwrite(buf, 1, it->nbytes, f) != it->nbytes)
+        st = em_set_error(EM_ERR_IO, "em_safetensors_save: cannot write '%s': %s", path,
                           strerror(errno));
     free(buf);
     return st;
@@ -184,21 +184,22 @@ static em_status write_tensor_data(em_atomic_file *af, const save_item *it)
 static em_status write_file(const char *path, const char *hdr, size_t hdr_len,
                             const save_item *items, int n)
 {
-    em_atomic_file af;
-    em_status st = em_atomic_open(&af, path);
-    if (st != EM_OK)
-        return st;
+    em_atomic_file *af = em_atomic_file_new(path);
+    if (!af)
+        return em_error_status();
+    FILE *f = em_atomic_file_stream(af);
     unsigned char len_le[8];
     for (int k = 0; k < 8; k++)
         len_le[k] = (unsigned char)((uint64_t)hdr_len >> (8 * k));
-    if (fwrite(len_le, 1, 8, af.f) != 8 || fwrite(hdr, 1, hdr_len, af.f) != hdr_len)
+    em_status st = EM_OK;
+    if (fwrite(len_le, 1, 8, f) != 8 || fwrite(hdr, 1, hdr_len, f) != hdr_len)
         st = em_set_error(EM_ERR_IO, "em_safetensors_save: cannot write '%s': %s", path,
                           strerror(errno));
     for (int i = 0; st == EM_OK && i < n; i++)
-        st = write_tensor_data(&af, &items[i]);
+        st = write_tensor_data(f, path, &items[i]);
     if (st == EM_OK)
-        return em_atomic_commit(&af);
-    em_atomic_abort(&af);
+        return em_atomic_file_commit(af);
+    em_atomic_file_free(af);
     return st;
 }
 
