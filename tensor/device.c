@@ -20,6 +20,18 @@ const char *em_device_describe(em_device device, char *buf, size_t n)
     return buf;
 }
 
+const char *em_device_details(em_device device, char *buf, size_t n)
+{
+    const em_backend *be = em_backend_get(device);
+    if (!be)
+        snprintf(buf, n, "not available");
+    else if (be->details)
+        be->details(buf, n);
+    else if (n)
+        buf[0] = 0;
+    return buf;
+}
+
 em_status em_device_synchronize(em_device device)
 {
     static const char fn[] = "em_device_synchronize";
