@@ -1,13 +1,12 @@
 /* `ember bench sample`: characters/s of em_gpt_generate with the key/value cache and without it,
  * in rounds alternating with PyTorch generating from the same model file (bench/gpt_torch.py
  * sample: its own cache, the same restarts), then the table and the JSON. */
+#include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/atomic_file.h"
-#include "io/json_internal.h"
 #include "bench/bench.h"
 #include "cmd/sample.h"
 

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "io/atomic_file.h"
 #include "cmd/cmd.h"
 #include "bench/bench_train.h"
 

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "recipes/run.h"
-#include "io/atomic_file.h"
 #include "cmd/cmd.h"
 #include "cli/cli_internal.h"
 

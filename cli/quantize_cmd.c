@@ -4,6 +4,7 @@
  * to f32 and dynamic), then a JSON summary line. The dynamic model is saved as a whole-model
  * file; the static one, whose layers whole-model files cannot describe yet, as a file of the
  * older kind its recipe rebuilds (recipe, input_shape, ember.quantized and ember.pruned). */
+#include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/json_internal.h"
 #include "cmd/cmd.h"
 #include "bench/bench.h"
 #include "cli/cli_internal.h"

@@ -1,5 +1,6 @@
 /* `ember train RECIPE` and `ember eval RECIPE`: run a reference recipe, its progress and
  * per-epoch lines on stderr, and print a one-line JSON summary on stdout. */
+#include <jansson.h>
 #include <omp.h>
 #include <limits.h>
 #include <stdio.h>
@@ -7,8 +8,6 @@
 #include <string.h>
 
 #include "recipes/run.h"
-#include "io/atomic_file.h"
-#include "io/json_internal.h"
 #include "observe/tensorboard.h"
 #include "cmd/cmd.h"
 #include "cli/cli_internal.h"
