@@ -44,6 +44,17 @@ static void write_text(const char *path, const char *text)
     fclose(f);
 }
 
+/* The first 63 bytes of the file at path. */
+static const char *read_text(const char *path)
+{
+    static char buf[64];
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "cannot open %s", path);
+    buf[fread(buf, 1, sizeof buf - 1, f)] = 0;
+    fclose(f);
+    return buf;
+}
+
 static void save_text(const char *path, const char *text)
 {
     em_atomic_file *af = em_atomic_file_new(path);
@@ -63,11 +74,7 @@ Test(atomic_file, nothing_named_while_writing)
                      "(tmpfs and ext4 do)");
     cr_assert_eq(em_atomic_file_commit(af), EM_OK, "%s", em_error());
     cr_assert_str_eq(listing(), "model.st");
-    char buf[32] = {0};
-    FILE *f = fopen(em_test_path("model.st"), "r");
-    cr_assert_eq(fread(buf, 1, sizeof buf - 1, f), 12);
-    fclose(f);
-    cr_assert_str_eq(buf, "new contents");
+    cr_assert_str_eq(read_text(em_test_path("model.st")), "new contents");
 }
 
 /* A writer that gives up (em_atomic_file_free before commit) leaves the target as it was and no
@@ -80,11 +87,7 @@ Test(atomic_file, a_writer_that_gives_up_leaves_the_target)
     fputs("new contents", em_atomic_file_stream(af));
     em_atomic_file_free(af);
     cr_assert_str_eq(listing(), "model.st");
-    char buf[32] = {0};
-    FILE *f = fopen(em_test_path("model.st"), "r");
-    cr_assert_eq(fread(buf, 1, sizeof buf - 1, f), 3);
-    fclose(f);
-    cr_assert_str_eq(buf, "old");
+    cr_assert_str_eq(read_text(em_test_path("model.st")), "old");
     em_atomic_file_free(NULL);
     cr_assert_eq(em_atomic_file_commit(NULL), EM_ERR_ARG);
     cr_assert_str_eq(em_error(), "em_atomic_file_commit: NULL file");
