@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "nn/nn_internal.h"
+#include "prune/prune.h"
 #include "quant/quantize_static.h"
 #include "tensor/core_internal.h"
 
@@ -410,7 +411,8 @@ bool em_is_static_quantized(const em_module *m)
     return false;
 }
 
-/* The static layer of a Linear or Conv2d f, with activation parameters qp and a ReLU fused when relu. */
+/* The static layer of a Linear or Conv2d f (its weight as forward uses it, masked when pruned),
+ * with activation parameters qp and a ReLU fused when relu. */
 static em_module *qstatic_new(const em_module *f, em_qparams qp, em_quant_granularity g,
                               bool relu)
 {
@@ -431,12 +433,14 @@ static em_module *qstatic_new(const em_module *f, em_qparams qp, em_quant_granul
         o.out = lin->out_features;
         o.bias = lin->bias;
     }
-    const em_tensor *w = f->params[0].value, *b = o.bias ? f->params[1].value : NULL;
-    em_tensor *w2 = em_reshape(w, EM_SHAPE(o.out, products(&o, conv)));
+    em_tensor *w = em_prune_param(f, "weight"), *b = em_prune_param(f, "bias");
+    em_tensor *w2 = w ? em_reshape(w, EM_SHAPE(o.out, products(&o, conv))) : NULL;
     em_module *q = w2 ? qstatic_make(conv ? &em_quantized_conv2d_type
                                           : &em_static_quantized_linear_type, o, w2, b, qp)
                       : NULL;
     em_release(w2);
+    em_release(w);
+    em_release(b);
     return q;
 }
 

@@ -42,8 +42,9 @@ typedef struct {
 } em_static_quant_opts;
 
 /* Calibrates model on the batches (run in eval mode without grad), then converts every Linear
- * and Conv2d (groups 1, padding not 'same') below model in place; a ReLU right after one in a
- * Sequential is fused into it (and becomes an Identity). On error model is unchanged. */
+ * and Conv2d (groups 1, padding not 'same') below model in place, a pruned one with its masked
+ * weight; a ReLU right after one in a Sequential is fused into it (and becomes an Identity). On
+ * error model is unchanged. */
 em_status em_quantize_static_(em_module *model, em_tensor *const *calib, int n_batches,
                               em_static_quant_opts o);
 /* The structure of a statically quantized model without calibration (parameters to be loaded):

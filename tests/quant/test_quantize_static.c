@@ -248,3 +248,30 @@ Test(quantize_static, bad_quantization_parameters_are_refused_at_load)
     expect_refused("input_zero_point", 0, -1, "em_quantize_repack: StaticQuantizedLinear '2': "
                    "input_zero_point is -1; it must be in 0..127");
 }
+
+/* A pruned layer is quantized with the weight its forward uses: its pruned entries are 0. */
+Test(quantize_static, a_pruned_layer_is_quantized_with_its_masked_weight)
+{
+    em_manual_seed(8);
+    em_module *m = em_sequential(1, em_linear_layer(6, 4, true));
+    cr_assert_eq(em_prune_l1_unstructured(m->children[0].module, "weight", 0.5), EM_OK, "%s",
+                 em_error());
+    float mask[24];
+    cr_assert_eq(em_copy_to_host(em_prune_mask(m->children[0].module, "weight"), EM_F32, mask),
+                 EM_OK);
+    em_tensor *calib = em_randn(EM_SHAPE(8, 6), EM_F32, NULL);
+    cr_assert_eq(em_quantize_static_(m, &calib, 1, (em_static_quant_opts){0}), EM_OK, "%s",
+                 em_error());
+    const em_tensor *q = em_module_find(m, "0.weight");
+    cr_assert(q && q->dtype == EM_I8 && em_numel(q) == 24);
+    const int8_t *v = em_data_ptr(q);
+    int kept = 0;
+    for (int i = 0; i < 24; i++) {
+        cr_expect(mask[i] != 0 || v[i] == 0, "pruned weight %d quantized to %d", i, v[i]);
+        kept += v[i] != 0;
+    }
+    /* the larger half is kept: far above a row's largest / 254, so none rounds to 0 */
+    cr_expect_eq(kept, 12, "%d weights kept, not half", kept);
+    em_release(calib);
+    em_module_free(m);
+}
