@@ -1,8 +1,10 @@
 /* Whole-model files: every module type saved and rebuilt by em_model_load with the same
  * forward (bit for bit), parameter names, summary and hash; a user's own type registered; the
  * weights read by Python's safetensors; unknown types, bad, truncated or hostile metadata and
- * missing weights refused with errors that name them, before anything large is allocated. */
+ * missing weights refused with errors that name them, before anything large is allocated; a
+ * static INT8 CNN, and its files with a setting, a dtype or a quantization parameter wrong. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -609,7 +611,8 @@ static void recast_tensor(const char *name, em_dtype dtype)
 {
     em_safetensors *st = NULL;
     cr_assert_eq(em_safetensors_load(model_path(), &st), EM_OK, "%s", em_error());
-    em_st_entry e[16];
+    em_st_entry e[64];
+    cr_assert_leq(st->n_tensors, 64);
     for (int i = 0; i < st->n_tensors; i++)
         e[i] = (em_st_entry){st->names[i], strcmp(st->names[i], name)
                                                ? st->tensors[i]
@@ -700,4 +703,161 @@ Test(model_file, deep_trees_refused)
     em_st_meta meta = {"ember.model", text};
     cr_assert_eq(em_safetensors_save(model_path(), NULL, 0, &meta, 1), EM_OK, "%s", em_error());
     assert_refused("the tree is deeper or larger than ember loads");
+}
+
+/* ---- static INT8 ---- */
+
+/* A CNN calibrated on noise and converted to static INT8 as o says: x (N, 1, 8, 8) -> (N, 3).
+ * 0: Conv2d + ReLU (1, fused: an Identity), 2: Conv2d with stride, dilation and no bias,
+ * 3: MaxPool2d, 4: Flatten, 5: Linear + ReLU (6, fused), 7: Linear without bias. */
+static em_module *static_cnn(em_static_quant_opts o)
+{
+    em_manual_seed(9);
+    em_module *m = em_sequential(
+        8, em_conv2d_layer(1, 4, 3, (em_conv2d_layer_opts){.padding = 1}), em_relu_layer(),
+        em_conv2d_layer(4, 6, 3, (em_conv2d_layer_opts){.stride = 2, .padding = 2,
+                                                        .dilation = 2, .no_bias = true}),
+        em_max_pool2d_layer(2, (em_pool2d_layer_opts){0}), em_flatten_layer(),
+        em_linear_layer(6 * 2 * 2, 8, true), em_relu_layer(), em_linear_layer(8, 3, false));
+    em_tensor *calib = em_randn(EM_SHAPE(16, 1, 8, 8), EM_F32, NULL);
+    cr_assert_eq(em_quantize_static_(m, &calib, 1, o), EM_OK, "%s", em_error());
+    return m;
+}
+
+static void expect_setting(const em_module *m, const char *child, const char *name, int64_t want)
+{
+    em_setting_value v;
+    cr_assert_eq(em_module_setting(em_module_child(m, child), name, &v), EM_OK, "%s",
+                 em_error());
+    cr_expect_eq(v.i, want, "%s's %s is %lld, not %lld", child, name, (long long)v.i,
+                 (long long)want);
+}
+
+/* The static layers and the fused ReLUs' Identities saved and rebuilt: the same hash (every
+ * int8 weight, scale, zero point and bias bit for bit), summary and outputs, per channel and
+ * per tensor. */
+Test(model_file, static_int8_cnn)
+{
+    const em_static_quant_opts opts[] = {
+        {.granularity = EM_QUANT_PER_CHANNEL},
+        {.granularity = EM_QUANT_PER_TENSOR, .observer = {.kind = EM_CALIB_PERCENTILE}}};
+    for (int i = 0; i < 2; i++) {
+        em_module *m = static_cnn(opts[i]);
+        cr_assert_eq(em_quantize_meta(m, (em_st_meta[2]){0}), 1, "static INT8 layers made");
+        round_trip(m, em_randn(EM_SHAPE(3, 1, 8, 8), EM_F32, NULL), true);
+        em_module *r = em_model_load(model_path());
+        cr_assert_not_null(r, "%s", em_error());
+        const char *types[] = {"QuantizedConv2d", "Identity", "QuantizedConv2d", "MaxPool2d",
+                               "Flatten", "StaticQuantizedLinear", "Identity",
+                               "StaticQuantizedLinear"};
+        for (int c = 0; c < 8; c++)
+            cr_expect_str_eq(r->children[c].module->type->type_name, types[c]);
+        expect_setting(r, "0", "relu", true);
+        expect_setting(r, "0", "padding", 1);
+        expect_setting(r, "2", "relu", false);
+        expect_setting(r, "2", "bias", false);
+        expect_setting(r, "2", "stride", 2);
+        expect_setting(r, "2", "dilation", 2);
+        expect_setting(r, "5", "in_features", 24);
+        expect_setting(r, "5", "relu", true);
+        expect_setting(r, "7", "per_tensor", i == 1);
+        cr_expect_eq(em_module_find(r, "2.weight")->dtype, EM_I8);
+        cr_expect_eq(em_module_find(r, "7.input_zero_point")->dtype, EM_I32);
+        cr_expect_eq(em_numel(em_module_find(r, "2.weight_scale")), i == 1 ? 1 : 6);
+        em_module_free(r);
+    }
+}
+
+/* static_cnn saved with value v at index k of its tensor name */
+static void save_static_cnn_with(const char *name, int64_t k, double v)
+{
+    em_module *m = static_cnn((em_static_quant_opts){0});
+    em_tensor *t = em_module_find(m, name);
+    cr_assert_not_null(t, "%s", name);
+    if (t->dtype == EM_I32)
+        ((int32_t *)em_data_ptr(t))[k] = (int32_t)v;
+    else
+        ((float *)em_data_ptr(t))[k] = (float)v;
+    cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
+    em_module_free(m);
+}
+
+static void save_static_cnn(void)
+{
+    save_static_cnn_with("0.input_scale", 0, 0.5);
+}
+
+/* A static layer's file is checked as any other's: every setting of its type, of its kind and
+ * in range, the int8 weight s8 and the zero point i32 (not converted), the scales' shapes as
+ * per_tensor says; then the quantization parameters, named with the layer and the value. */
+Test(model_file, static_int8_bad_files_refused)
+{
+    save_static_cnn();
+    em_module *m = em_model_load(model_path());
+    cr_assert_not_null(m, "%s", em_error());
+    em_module_free(m);
+
+    save_static_cnn();
+    rewrite("\"padding\":1", "\"padding\":-1");
+    assert_refused("QuantizedConv2d '0': setting 'padding' is -1, outside [0, 2147483647]");
+    save_static_cnn();
+    rewrite("\"kernel_size\":3", "\"kernel_size\":0");
+    assert_refused("QuantizedConv2d '0': setting 'kernel_size' is 0, outside [1, 2147483647]");
+    save_static_cnn();
+    rewrite("\"dilation\":2", "\"dilation\":0");
+    assert_refused("QuantizedConv2d '2': setting 'dilation' is 0, outside [1, 2147483647]");
+    save_static_cnn();
+    rewrite("\"relu\":true", "\"relu\":1");
+    assert_refused("QuantizedConv2d '0': setting 'relu' is not true or false");
+    save_static_cnn();
+    rewrite("\"dilation\":1,", "\"dilation\":1,\"groups\":2,");
+    assert_refused("QuantizedConv2d '0': setting 'groups' is not one of a QuantizedConv2d's "
+                   "(in_channels, out_channels, kernel_size, stride, padding, dilation, bias, "
+                   "per_tensor, relu)");
+    save_static_cnn();
+    rewrite("\"in_features\":24,\"out_features\":8,\"bias\":true,\"per_tensor\":false",
+            "\"in_features\":24,\"out_features\":8,\"bias\":true");
+    assert_refused("StaticQuantizedLinear '5' has no setting 'per_tensor'");
+    save_static_cnn();
+    rewrite("\"per_tensor\":false", "\"per_tensor\":true");
+    assert_refused("the model's '0.weight_scale' is [1], the file's [4]");
+    save_static_cnn();
+    rewrite("\"in_features\":24", "\"in_features\":2000000000");
+    assert_refused("the settings make 16000000");
+
+    const struct {
+        const char *name;
+        em_dtype dtype;
+        const char *message;
+    } recast[] = {
+        {"2.weight", EM_U8, "the model's '2.weight' is i8, the file's u8"},
+        {"5.weight", EM_F32, "the model's '5.weight' is i8, the file's f32"},
+        {"0.input_zero_point", EM_I64, "the model's '0.input_zero_point' is i32, the file's i64"},
+        {"7.weight_scale", EM_I32, "the model's '7.weight_scale' is f32, the file's i32"},
+    };
+    for (size_t i = 0; i < sizeof recast / sizeof *recast; i++) {
+        save_static_cnn();
+        recast_tensor(recast[i].name, recast[i].dtype);
+        assert_refused(recast[i].message);
+    }
+
+    const struct {
+        const char *name;
+        int64_t k;
+        double v;
+        const char *message;
+    } values[] = {
+        {"2.weight_scale", 1, 0, "QuantizedConv2d '2': weight_scale[1] is 0; a scale must be "
+                                 "finite and > 0"},
+        {"7.weight_scale", 2, NAN, "StaticQuantizedLinear '7': weight_scale[2] is nan"},
+        {"5.input_scale", 0, INFINITY, "StaticQuantizedLinear '5': input_scale[0] is inf"},
+        {"0.input_scale", 0, -0.25, "QuantizedConv2d '0': input_scale[0] is -0.25"},
+        {"0.input_zero_point", 0, 128, "QuantizedConv2d '0': input_zero_point is 128; it must "
+                                       "be in 0..127"},
+        {"7.input_zero_point", 0, -1, "StaticQuantizedLinear '7': input_zero_point is -1"},
+    };
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
+        save_static_cnn_with(values[i].name, values[i].k, values[i].v);
+        assert_refused(values[i].message);
+    }
 }
