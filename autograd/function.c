@@ -10,6 +10,7 @@ struct em_function_ctx {
     const em_function *fn;
     int n_inputs;
     bool *needs_grad;                        /* (n_inputs) */
+    int *refcounts;                          /* (n_inputs) each input's before forward ran */
     em_tensor *saved[EM_FUNCTION_MAX_SAVED]; /* retained aliases */
     int n_saved;
     void *params;                            /* a copy of the caller's, or NULL */
@@ -22,6 +23,7 @@ static void ctx_free(em_function_ctx *c)
     for (int i = 0; i < c->n_saved; i++)
         em_release(c->saved[i]);
     free(c->needs_grad);
+    free(c->refcounts);
     free(c->params);
     free(c);
 }
@@ -42,7 +44,9 @@ static em_function_ctx *ctx_new(const em_function *fn, const void *params, size_
                                 em_tensor *const *inputs, int n)
 {
     em_function_ctx *c = calloc(1, sizeof *c);
-    bool ok = c && (c->needs_grad = calloc(n > 0 ? (size_t)n : 1, sizeof *c->needs_grad));
+    size_t slots = n > 0 ? (size_t)n : 1;
+    bool ok = c && (c->needs_grad = calloc(slots, sizeof *c->needs_grad)) &&
+              (c->refcounts = calloc(slots, sizeof *c->refcounts));
     if (ok && params_size > 0 && (ok = (c->params = malloc(params_size)) != NULL))
         memcpy(c->params, params, params_size);
     if (!ok) {
@@ -53,9 +57,28 @@ static em_function_ctx *ctx_new(const em_function *fn, const void *params, size_
     c->fn = fn;
     c->n_inputs = n;
     bool grad = em_grad_enabled();
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         c->needs_grad[i] = grad && inputs[i]->requires_grad;
+        c->refcounts[i] = __atomic_load_n(&inputs[i]->refcount, __ATOMIC_RELAXED);
+    }
     return c;
+}
+
+/* forward hands back a new reference: an input itself is one only when forward retained it
+ * (else the caller's reference would be released as the output's); false with an error naming
+ * the function. */
+static bool output_is_owned(const em_function_ctx *c, const em_tensor *y,
+                            em_tensor *const *inputs, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (inputs[i] == y &&
+            __atomic_load_n(&y->refcount, __ATOMIC_RELAXED) <= c->refcounts[i]) {
+            em_set_error(EM_ERR_STATE, "em_function %s: forward returned input %d itself without "
+                         "em_retain; it must return a new reference (em_retain(input) or a new "
+                         "tensor)", c->fn->name, i);
+            return false;
+        }
+    return true;
 }
 
 /* grad_in[i] as input i takes it: its shape (else an error naming fn and i), its dtype. */
@@ -88,11 +111,17 @@ static em_status function_backward(em_node *node, const em_tensor *grad_out, em_
     return st;
 }
 
-static bool valid_call(const em_function *fn, em_tensor *const *inputs, int n)
+static bool valid_call(const em_function *fn, const void *params, size_t params_size,
+                       em_tensor *const *inputs, int n)
 {
     if (!fn || !fn->name || !fn->forward || !fn->backward) {
         em_set_error(EM_ERR_ARG, "em_function_apply: the function needs a name, a forward and a "
                                  "backward");
+        return false;
+    }
+    if (params_size > 0 && !params) {
+        em_set_error(EM_ERR_ARG, "em_function_apply: %s: params is NULL but params_size is %zu",
+                     fn->name, params_size);
         return false;
     }
     if (n < 0 || (n > 0 && !inputs)) {
@@ -137,7 +166,7 @@ static em_tensor *record(em_function_ctx *c, em_tensor *y, em_tensor *const *inp
 em_tensor *em_function_apply(const em_function *fn, const void *params, size_t params_size,
                              em_tensor *const *inputs, int n)
 {
-    if (!valid_call(fn, inputs, n))
+    if (!valid_call(fn, params, params_size, inputs, n))
         return NULL;
     em_function_ctx *c = ctx_new(fn, params, params_size, inputs, n);
     if (!c)
@@ -147,6 +176,10 @@ em_tensor *em_function_apply(const em_function *fn, const void *params, size_t p
     em_set_grad_enabled(grad);
     if (!y && !em_has_error())
         em_set_error(EM_ERR_ARG, "em_function %s: forward returned no tensor", fn->name);
+    if (y && !output_is_owned(c, y, inputs, n)) {
+        ctx_free(c);
+        return NULL;
+    }
     if (!y || !em_needs_grad(inputs, n) || !em_dtype_is_float(y->dtype)) {
         ctx_free(c);
         return y;

@@ -18,7 +18,8 @@
  *
  * forward runs with grad mode off (what it computes is not recorded) and under the caller's
  * autocast region, so the ember ops inside it cast as they would outside; it returns one new
- * tensor. When grad mode is on and an input requires grad, one node named fn->name is recorded
+ * tensor (an input handed back as it is must be em_retain()ed: one that is not is refused,
+ * naming the function, rather than released as the caller's). When grad mode is on and an input requires grad, one node named fn->name is recorded
  * on the output; em_backward calls backward with the output's gradient (the output's shape and
  * dtype), grad mode and autocast off, and backward sets grad_in[i] to the gradient of input i
  * (a temporary of the current scope, as ops return them; inputs[i]'s shape; another float dtype
@@ -44,9 +45,10 @@ typedef struct {
     em_status (*backward)(em_function_ctx *ctx, const em_tensor *grad_out, em_tensor **grad_in);
 } em_function;
 
-/* Runs fn on the n inputs (none NULL); params_size bytes at params are copied into the context
- * first (em_function_params), for the function's settings and what forward wants to leave for
- * backward. Returns the output, or NULL with an error. fn must outlive the graph. */
+/* Runs fn on the n inputs (none NULL); params_size bytes at params (not NULL when params_size
+ * is not 0) are copied into the context first (em_function_params), for the function's settings
+ * and what forward wants to leave for backward. Returns the output, or NULL with an error. fn
+ * must outlive the graph. */
 em_tensor *em_function_apply(const em_function *fn, const void *params, size_t params_size,
                              em_tensor *const *inputs, int n);
 

@@ -49,6 +49,7 @@ em_tensor *em_cat(em_tensor *const *ts /* n tensors, equal outside dim */, int n
     const em_tensor *t0 = ts[0];
     int d = em_norm_dim(dim, t0->ndim);
     em_shape s = em_shape_of(t0);
+    bool overflow = false;
     for (int i = 1; i < n && d >= 0; i++) {
         const em_tensor *t = ts[i];
         bool same = t->ndim == t0->ndim && t->dtype == t0->dtype && t->device == t0->device;
@@ -62,7 +63,7 @@ em_tensor *em_cat(em_tensor *const *ts /* n tensors, equal outside dim */, int n
                          em_shape_str(t0, b0, sizeof b0), dim);
             return NULL;
         }
-        s.d[d] += t->shape[d];
+        overflow = overflow || __builtin_add_overflow(s.d[d], t->shape[d], &s.d[d]);
     }
     if (d < 0) {
         char b[128];
@@ -70,6 +71,14 @@ em_tensor *em_cat(em_tensor *const *ts /* n tensors, equal outside dim */, int n
                      em_shape_str(t0, b, sizeof b));
         return NULL;
     }
+    if (overflow) {
+        em_set_error(EM_ERR_ARG, "%s: the %d tensors' sizes along dim %d add up beyond int64", fn,
+                     n, dim);
+        return NULL;
+    }
+    int64_t numel;
+    if (!em_checked_elements(fn, s.d, s.ndim, t0->dtype, t0->device, &numel))
+        return NULL;
     em_scope_begin();
     em_op_begin("cat", t0);
     em_tensor *y = em_empty_on(s, t0->dtype, t0->device);
@@ -395,7 +404,11 @@ em_tensor *em_one_hot(const em_tensor *index /* i64 (*) */, int64_t num_classes)
                      em_shape_str(index, b, sizeof b));
         return NULL;
     }
-    if (!em_check_index_dtype(fn, index))
+    em_shape ys = em_shape_of(index); /* (*, num_classes) */
+    ys.d[ys.ndim++] = num_classes;
+    int64_t numel;
+    if (!em_check_index_dtype(fn, index) ||
+        !em_checked_elements(fn, ys.d, ys.ndim, EM_I64, index->device, &numel))
         return NULL;
     em_scope_begin();
     em_tensor *classes = em_arange(0, (double)num_classes, 1, EM_I64);

@@ -276,3 +276,64 @@ Test(function, bad_calls_are_clear_errors)
     cr_expect(strstr(em_error(), "em_function_apply: cube: input 0 is NULL"), "%s", em_error());
     em_error_clear();
 }
+
+/* ---- forward handing back its input ---- */
+static em_tensor *identity_unretained(em_function_ctx *ctx, em_tensor *const *in, int n)
+{
+    (void)ctx, (void)n;
+    return in[0]; /* the caller's reference, not a new one */
+}
+
+static em_tensor *identity_retained(em_function_ctx *ctx, em_tensor *const *in, int n)
+{
+    (void)ctx, (void)n;
+    return em_retain(in[0]);
+}
+
+static em_status identity_backward(em_function_ctx *ctx, const em_tensor *g, em_tensor **gin)
+{
+    (void)ctx;
+    gin[0] = em_mul_scalar(g, 1);
+    return gin[0] ? EM_OK : em_error_status();
+}
+
+static const em_function borrow = {"borrow", identity_unretained, identity_backward};
+static const em_function lend = {"lend", identity_retained, identity_backward};
+
+/* An input handed back without em_retain would be released as if it were the output: refused,
+ * naming the function, whether or not a node is recorded, and the caller's tensor lives on. */
+Test(function, forward_returning_its_input_unretained_is_refused)
+{
+    for (int grad = 0; grad < 2; grad++) {
+        em_tensor *x = em_requires_grad_(em_from_data(EM_SHAPE(2), EM_F32, (float[]){1, 2}),
+                                         grad);
+        em_tensor *other = em_zeros(EM_SHAPE(2), EM_F32);
+        int refs = x->refcount;
+        cr_assert_null(em_function_apply(&borrow, NULL, 0, (em_tensor *[]){other, x}, 2));
+        cr_assert_null(em_function_apply(&borrow, NULL, 0, (em_tensor *[]){x}, 1));
+        cr_assert_eq(em_error_status(), EM_ERR_STATE);
+        cr_assert(strstr(em_error(), "em_function borrow: forward returned input 0 itself without "
+                                     "em_retain"), "%s", em_error());
+        em_error_clear();
+        cr_assert_eq(x->refcount, refs, "the caller's references are untouched");
+        cr_assert_float_eq(em_item(em_sum_all(x)), 3, 0);
+        /* retained, the same input is a fine output, and its gradient flows back */
+        em_tensor *y = em_function_apply(&lend, NULL, 0, (em_tensor *[]){x}, 1);
+        cr_assert_not_null(y, "%s", em_error());
+        if (grad) {
+            cr_assert_eq(em_backward(em_sum_all(y)), EM_OK, "%s", em_error());
+            cr_assert_float_eq(((const float *)em_data_ptr(x->grad))[1], 1, 0);
+        }
+        else
+            cr_assert(y == x && x->refcount == refs + 1, "no node: x itself, one more reference");
+        em_release(y);
+    }
+}
+
+Test(function, params_null_with_a_size_is_an_error)
+{
+    em_tensor *x = em_zeros(EM_SHAPE(2), EM_F32);
+    cr_assert_null(em_function_apply(&cube, NULL, 16, (em_tensor *[]){x}, 1));
+    cr_assert_str_eq(em_error(), "em_function_apply: cube: params is NULL but params_size is 16");
+    em_error_clear();
+}
