@@ -210,7 +210,8 @@ em_tensor *em_relu_max_pool2d(const em_tensor *x, em_pool2d_opts o);
 em_tensor *em_cross_entropy_rows(const em_tensor *x, const em_tensor *target);
 /* -(t log x + (1 - t) log(1 - x)) per element of probabilities x and targets t (one shape, float),
  * each log clamped at -100, with PyTorch's gradient g (x - t) / max(x (1 - x), 1e-12) (finite at
- * 0 and 1); x outside [0, 1] gives NaN. em_binary_cross_entropy (nn/nn.h) weights and reduces it. */
+ * 0 and 1; 1e-12 as a float, 9.999999960041972e-13, in f64 too, as PyTorch's epsilon is); x
+ * outside [0, 1] gives NaN. em_binary_cross_entropy (nn/nn.h) weights and reduces it. */
 em_tensor *em_binary_cross_entropy_elementwise(const em_tensor *input, const em_tensor *target);
 
 /* Layer normalisation of each row of x (R, C), C > 0, with weight and bias (C) or NULL:

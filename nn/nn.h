@@ -528,7 +528,10 @@ em_tensor *em_huber_loss(const em_tensor *input, const em_tensor *target, em_red
                          double delta);
 /* input log-probabilities; target probabilities, or log-probabilities when log_target:
  * t (log t - input) (0 where t = 0) or exp(t) (t - input); batchmean divides the sum by the first
- * dim, PyTorch's recommended reduction (mean divides by every element) */
+ * dim, PyTorch's recommended reduction (mean divides by every element). The gradient with
+ * respect to a target of 0 is ember's choice: -input (t log t's gradient taken as 0 there, its
+ * value's limit), where PyTorch gives NaN (xlogy's t / t); elsewhere log t + 1 - input, as
+ * PyTorch's. */
 em_tensor *em_kl_div(const em_tensor *input, const em_tensor *target, em_reduction r,
                      bool log_target);
 /* x1 and x2 broadcast; x . y / (max(|x|, eps) max(|y|, eps)) along dim (PyTorch 2.x's order;
