@@ -130,6 +130,12 @@ em_status em_device_synchronize(em_device device);
 /* TF32 tensor cores for f32 matrix products on devices that have them (off by default, as in
  * PyTorch): faster, with 10-bit mantissa products */
 em_status em_set_tf32(bool on);
+/* The CPU kernels' threads, as torch.set_num_threads and get_num_threads: a parallel op called
+ * from this thread forks at most n (fewer while other processes hold the cores), n >= 1 (else
+ * EM_ERR_ARG); the count starts at OMP_NUM_THREADS (else the cores), as do threads made later.
+ * Results do not depend on it. */
+em_status em_set_num_threads(int n);
+int em_get_num_threads(void);
 
 /* ---- in place, outside autograd (initialisation, optimizer updates) ----
  * Views, dtype conversion and other differentiable ops are in autograd/autograd.h. */
