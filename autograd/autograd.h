@@ -350,11 +350,15 @@ em_tensor *em_triu(const em_tensor *t, int64_t diagonal);
 
 /* ---- mixed precision: autocast regions (per thread, nestable) ----
  * Inside a region begun with a low dtype (EM_F16 or EM_BF16), PyTorch's autocast policy:
- * matmul, bmm, linear, conv2d and conv_transpose2d cast their f32 inputs to it and run there
- * (the backend accumulates in f32), giving low-precision outputs; softmax, log_softmax, sum, mean, var, exp,
- * log, log1p, pow, pow_scalar, rsqrt and reciprocal cast f16/bf16 inputs up and run in f32 (so do
- * the losses and norms built on them); a binary op or where between two float dtypes promotes to
- * the wider one (f16 with bf16: f32); outside a region mixed dtypes stay an error. The casts are
+ * matmul, bmm, einsum, addmm, baddbmm, linear, conv2d and conv_transpose2d cast their f32 inputs
+ * to it and run there (the backend accumulates in f32), giving low-precision outputs; softmax,
+ * log_softmax, sum, mean, var, exp, log, log1p, pow, pow_scalar, rsqrt and reciprocal cast
+ * f16/bf16 inputs up and run in f32 (so do the losses and norms built on them); the ops of
+ * several inputs otherwise (binary ops, where, cat, stack, outer, scatter, scatter_add, index_put)
+ * promote float dtypes to the widest (f16 with bf16: f32), as PyTorch's cat and stack do; outside
+ * a region mixed dtypes stay an error naming the op and the two tensors ("em_cat: dtypes differ:
+ * tensor 0 (bf16 [2,3]) and tensor 1 (f32 [1,3])"). In every op a 0-d tensor takes the others'
+ * dtype. The casts are
  * em_to_dtype ops, so an f32 leaf (a master weight) gets its gradient in f32; each op's backward
  * runs in the dtype its forward ran in. Backward itself runs with autocast off. EM_F32 begins a
  * region with autocast off (a hole in an enclosing region). Every begin needs its end. */
