@@ -204,6 +204,9 @@ em_forward_hook em_set_forward_hook(em_forward_hook hook, void *ctx, void **prev
 void em_module_train(em_module *m, bool training); /* recursive */
 /* every parameter and buffer moved to device in place (build the optimizer afterwards) */
 em_status em_module_to(em_module *m, em_device device);
+/* PyTorch's module.to(dtype): every floating parameter and buffer converted to dtype (a
+ * floating one) in place, with its grad; integer buffers (num_batches_tracked) stay */
+em_status em_module_to_dtype(em_module *m, em_dtype dtype);
 /* the device of the module's first parameter (else first buffer); the CPU when it has neither */
 em_device em_module_device(const em_module *m);
 void em_module_eval(em_module *m);

@@ -50,6 +50,36 @@ em_tensor *em_to_device(const em_tensor *t, em_device device)
     return contiguous_on(fn, t, device);
 }
 
+/* Whether t is a leaf that owns its whole storage (a parameter, a buffer), so that it can take
+ * new storage in place; else an error naming fn. */
+static bool owns_storage(const char *fn, const em_tensor *t)
+{
+    if (!t->node && t->offset == 0 && em_is_contiguous(t) &&
+        em_numel(t) * (int64_t)em_dtype_size(t->dtype) == (int64_t)t->storage->nbytes)
+        return true;
+    char b[64];
+    em_set_error(EM_ERR_ARG, "%s: only a leaf that owns its whole storage changes in place (a "
+                 "parameter or buffer), not %s", fn, em_shape_str(t, b, sizeof b));
+    return false;
+}
+
+/* t takes moved's storage, device and dtype (moved holds t's values so), and grad as its
+ * gradient (NULL: none); moved dies with t's old storage. */
+static void take_storage(em_tensor *t, em_tensor *moved, em_tensor *grad)
+{
+    em_storage *old = t->storage;
+    t->storage = moved->storage;
+    t->device = moved->device;
+    t->dtype = moved->dtype;
+    moved->storage = old;
+    moved->device = old->device;
+    em_release(moved);
+    if (grad)
+        em_scope_forget(grad); /* owned by t, not by a scope */
+    em_release(t->grad);
+    t->grad = grad;
+}
+
 em_status em_to_device_(em_tensor *t, em_device device)
 {
     static const char fn[] = "em_to_device_";
@@ -57,13 +87,8 @@ em_status em_to_device_(em_tensor *t, em_device device)
         return em_set_error(EM_ERR_ARG, "%s: NULL tensor", fn);
     if (t->device == device)
         return EM_OK;
-    if (t->node || t->offset != 0 || !em_is_contiguous(t) ||
-        em_numel(t) * (int64_t)em_dtype_size(t->dtype) != (int64_t)t->storage->nbytes) {
-        char b[64];
-        return em_set_error(EM_ERR_ARG, "%s: only a leaf that owns its whole storage moves in "
-                            "place (a parameter or buffer), not %s", fn,
-                            em_shape_str(t, b, sizeof b));
-    }
+    if (!owns_storage(fn, t))
+        return EM_ERR_ARG;
     em_tensor *moved = em_to_device(t, device);
     if (!moved)
         return em_error_status();
@@ -72,17 +97,33 @@ em_status em_to_device_(em_tensor *t, em_device device)
         em_release(moved);
         return em_error_status();
     }
-    /* t takes the new storage; the copy dies with the old one */
-    em_storage *old = t->storage;
-    t->storage = moved->storage;
-    t->device = device;
-    moved->storage = old;
-    moved->device = old->device;
-    em_release(moved);
-    if (grad)
-        em_scope_forget(grad); /* owned by t, not by a scope */
-    em_release(t->grad);
-    t->grad = grad;
+    take_storage(t, moved, grad);
+    return EM_OK;
+}
+
+em_status em_to_dtype_(em_tensor *t, em_dtype dtype)
+{
+    static const char fn[] = "em_to_dtype_";
+    if (!t)
+        return em_set_error(EM_ERR_ARG, "%s: NULL tensor", fn);
+    if ((unsigned)dtype >= EM_NDTYPES)
+        return em_set_error(EM_ERR_ARG, "%s: dtype invalid", fn);
+    if (t->dtype == dtype)
+        return EM_OK;
+    if (!owns_storage(fn, t))
+        return EM_ERR_ARG;
+    if (t->requires_grad && !em_dtype_is_float(dtype))
+        return em_set_error(EM_ERR_ARG, "%s: a tensor that requires grad stays floating, not %s",
+                            fn, em_dtype_name(dtype));
+    em_tensor *cast = em_tensor_cast_raw(t, dtype);
+    if (!cast)
+        return em_error_status();
+    em_tensor *grad = t->grad ? em_tensor_cast_raw(t->grad, dtype) : NULL;
+    if (t->grad && !grad) {
+        em_release(cast);
+        return em_error_status();
+    }
+    take_storage(t, cast, grad);
     return EM_OK;
 }
 

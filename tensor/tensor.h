@@ -146,6 +146,9 @@ em_tensor *em_to_device(const em_tensor *t, em_device device); /* a copy; no gra
 /* moves a leaf that owns its whole storage (a parameter, a buffer) to device in place, with its
  * grad: every holder of t sees it there */
 em_status em_to_device_(em_tensor *t, em_device device);
+/* converts such a leaf to dtype in place, with its grad (a tensor that requires grad only to a
+ * floating dtype): every holder of t sees it so */
+em_status em_to_dtype_(em_tensor *t, em_dtype dtype);
 
 #ifdef __cplusplus
 }
