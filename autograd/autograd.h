@@ -234,7 +234,11 @@ em_tensor *em_log_softmax(const em_tensor *t, int dim);
  * autocast it runs in the region's low dtype. */
 typedef struct {
     const em_tensor *attn_mask; /* NULL, or broadcastable to (B, H, Lq, Lk): bool (true: the key
-                                   takes part) or floating (added to the scores); no gradient */
+                                   takes part) or floating (added to the scores); a floating
+                                   mask that requires grad (a learned bias) gets its gradient,
+                                   summed over its broadcast dims: the op then runs composed of
+                                   matmul and softmax, holding the (Lq, Lk) weights, as
+                                   PyTorch's math path */
     double dropout_p;           /* on the weights, in [0, 1); give 0 in eval */
     bool is_causal;             /* query i sees keys j <= i (top-left); excludes attn_mask */
     double scale;               /* 0: 1 / sqrt(D) */

@@ -450,6 +450,14 @@ em_module *em_transformer_encoder_layer(int64_t d_model, int64_t nhead, em_trans
  * (cache NULL: em_forward). */
 em_tensor *em_transformer_layer_forward(em_module *m, const em_tensor *x, em_kv_cache *cache,
                                         int layer);
+/* PyTorch's forward(src, src_mask, src_key_padding_mask): the layer's forward on x (B, T,
+ * d_model) with src_mask as em_mha_call's attn_mask ((T, T) or (B * nhead, T, T): bool, true
+ * where a query may not attend, or float, added to the scores, which may require grad: a
+ * learned bias) and src_key_padding_mask bool (B, T), true at the padding positions no query
+ * attends to; either may be NULL, and the layer's causal setting joins them. */
+em_tensor *em_transformer_layer_masked(em_module *m, const em_tensor *x,
+                                       const em_tensor *src_mask,
+                                       const em_tensor *src_key_padding_mask);
 
 /* ---- gradient checkpointing (em_checkpoint in autograd.h), in place: the module keeps its
  * name, parameters and children, and only its forward changes; returns the module, or NULL
