@@ -273,6 +273,15 @@ em_module *em_module_list_append(em_module *list, em_module *m);
  * "shortcut"; takes ownership of both (freed when NULL is returned). A ResNet basic block:
  * em_sequential(2, em_residual(conv-bn-relu-conv-bn, downsample or NULL), em_relu_layer()). */
 em_module *em_residual(em_module *body, em_module *shortcut);
+/* y = cat([branch_0(x), ..., branch_n-1(x)], dim): the n >= 1 branches (ownership taken, all
+ * freed when NULL is returned) each run on x, their outputs, equal outside dim, joined along it
+ * (their dtypes meet as em_cat's do). Children "0".."n-1"; dim is its setting, so model files
+ * and ONNX export (Concat) know it. An Inception block, or with em_identity_layer() as a branch
+ * the skip connection of a U-Net or a DenseNet. */
+em_module *em_concat(int dim, int n, ...);
+/* A U-Net's skip: y = cat([x, inner(x)], dim), em_concat(dim, 2, em_identity_layer(), inner),
+ * as PyTorch's U-Net generator block returns torch.cat([x, self.model(x)], 1). */
+em_module *em_concat_skip(em_module *inner, int dim);
 
 /* ---- layers ---- */
 em_module *em_linear_layer(int64_t in_features, int64_t out_features, bool bias);
@@ -355,6 +364,7 @@ typedef struct {
  * gradient (em_embedding_padded) */
 em_module *em_embedding_layer(int64_t num, int64_t dim, em_embedding_opts o);
 em_module *em_flatten_layer(void); /* flattens all dims after the first */
+em_module *em_identity_layer(void); /* nn.Identity: y = x (a view of it) */
 em_module *em_relu_layer(void);
 em_module *em_leaky_relu_layer(double negative_slope);
 em_module *em_gelu_layer(bool tanh_approximation);

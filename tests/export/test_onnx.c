@@ -1,8 +1,8 @@
 /* ONNX export: the protobuf encoder's bytes against hand-encoded golden values, and exported
  * models (the MLP and CNN recipes' shapes, a CNN with folded BatchNorm, every other supported
  * layer, the group and instance norms, a user's module type with a registered exporter;
- * residual blocks, LSTM, GRU, attention, transformer layers and GPT with dynamic batch and
- * sequence axes) checked by the real consumers in the setup venv: onnx.checker and onnxruntime,
+ * residual blocks, Concat branches and a U-Net skip, LSTM, GRU, attention, transformer layers
+ * and GPT with dynamic batch and sequence axes) checked by the real consumers in the setup venv: onnx.checker and onnxruntime,
  * whose output on a batch of a different size than the export example must match ember's
  * within 1e-5. */
 #include <criterion/criterion.h>
@@ -564,6 +564,27 @@ Test(onnx, residual_blocks_match_onnxruntime)
                                  em_residual(em_linear_layer(6 * 4 * 4, 96, true), NULL));
     em_scope_end();
     check_export(m, EM_SHAPE(1, 4, 8, 8), "--absent BatchNormalization");
+}
+
+/* A U-Net level (Concat with an Identity: the skip) and an Inception-like Concat of three
+ * branches, a negative axis among them: ONNX's Concat, matched in onnxruntime */
+Test(onnx, concat_unet_skip_and_branches_match_onnxruntime)
+{
+    em_manual_seed(9);
+    em_scope_begin();
+    em_conv2d_layer_opts pad = {.padding = 1};
+    em_module *inner = em_sequential(
+        4, em_max_pool2d_layer(2, (em_pool2d_layer_opts){0}), em_conv2d_layer(4, 8, 3, pad),
+        em_group_norm_layer(2, 8, (em_group_norm_opts){0}),
+        em_conv_transpose2d_layer(8, 4, 2, (em_conv_transpose2d_layer_opts){.stride = 2}));
+    em_module *m = em_sequential(
+        4, em_conv2d_layer(3, 4, 3, pad), em_concat_skip(inner, 1),
+        em_concat(-3, 3, em_conv2d_layer(8, 2, 1, (em_conv2d_layer_opts){0}),
+                  em_sequential(2, em_conv2d_layer(8, 3, 3, pad), em_relu_layer()),
+                  em_identity_layer()),
+        em_conv2d_layer(13, 2, 1, (em_conv2d_layer_opts){0}));
+    em_scope_end();
+    check_export(m, EM_SHAPE(1, 3, 8, 8), "--present Concat");
 }
 
 Test(onnx, lstm_matches_onnxruntime)
