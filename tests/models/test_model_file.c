@@ -1,7 +1,8 @@
 /* Whole-model files: every module type saved and rebuilt by em_model_load with the same
  * forward (bit for bit), parameter names, summary and hash; a user's own type registered; the
  * weights read by Python's safetensors; unknown types, bad, truncated or hostile metadata and
- * missing weights refused with errors that name them, before anything large is allocated. */
+ * missing weights refused with errors that name them, before anything large is allocated;
+ * em_module_clone's deep copies made the same way. */
 #include <criterion/criterion.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -719,4 +720,81 @@ Test(model_file, deep_trees_refused)
     em_st_meta meta = {"ember.model", text};
     cr_assert_eq(em_safetensors_save(model_path(), NULL, 0, &meta, 1), EM_OK, "%s", em_error());
     assert_refused("the tree is deeper or larger than ember loads");
+}
+
+/* ---- em_module_clone: a deep copy through the types' descriptions ---- */
+
+/* a BatchNorm with running statistics from a step, a Concat, a frozen parameter, one module in
+ * eval mode: the copy hashes equal, runs equal, is independent, keeps modes and requires_grad */
+Test(model_file, clone_is_a_deep_copy)
+{
+    em_manual_seed(8);
+    em_module *m = em_sequential(
+        4, em_conv2d_layer(2, 3, 3, (em_conv2d_layer_opts){.padding = 1}),
+        em_batch_norm2d_layer(3, (em_batch_norm_opts){0}),
+        em_concat_skip(em_conv2d_layer(3, 2, 1, (em_conv2d_layer_opts){0}), 1),
+        em_flatten_layer());
+    cr_assert_not_null(m, "%s", em_error());
+    em_tensor *x = em_randn(EM_SHAPE(2, 2, 4, 4), EM_F32, NULL);
+    cr_assert_not_null(em_forward(m, x), "%s", em_error()); /* running statistics move */
+    em_requires_grad_(em_module_find(m, "0.bias"), false);
+    em_module_train(em_module_child(m, "2"), false);
+    em_module *c = em_module_clone(m);
+    cr_assert_not_null(c, "%s", em_error());
+    cr_expect_eq(em_module_hash(c), em_module_hash(m));
+    assert_same_names(m, c);
+    cr_expect_eq(em_item(em_module_find(c, "1.num_batches_tracked")), 1);
+    cr_expect(c->training && !em_module_child(c, "2")->training);
+    cr_expect(!em_module_find(c, "0.bias")->requires_grad);
+    cr_expect(em_module_find(c, "0.weight")->requires_grad);
+    cr_expect_null(em_module_find(c, "0.weight")->grad);
+    em_module_eval(m);
+    em_module_eval(c);
+    assert_same_values(em_forward(m, x), em_forward(c, x));
+    cr_assert_eq(em_fill_(em_module_find(c, "0.weight"), 0.5), EM_OK);
+    cr_expect_neq(em_module_hash(c), em_module_hash(m), "the copy holds its own tensors");
+    em_module_free(m);
+    /* f64 and quantized models copy as they are (the int8 weights packed again) */
+    em_module *d = em_linear_layer(3, 2, true);
+    cr_assert_eq(em_module_to_dtype(d, EM_F64), EM_OK);
+    em_module *dc = em_module_clone(d);
+    cr_assert_not_null(dc, "%s", em_error());
+    cr_expect_eq(em_module_find(dc, "weight")->dtype, EM_F64);
+    cr_expect_eq(em_module_hash(dc), em_module_hash(d));
+    em_module *q = em_sequential(2, em_linear_layer(6, 5, true),
+                                 em_lstm_layer(5, 4, (em_rnn_opts){.batch_first = true}));
+    cr_assert_eq(em_quantize_dynamic_(q, (em_quantize_opts){0}), EM_OK, "%s", em_error());
+    em_module *qc = em_module_clone(q);
+    cr_assert_not_null(qc, "%s", em_error());
+    em_tensor *xq = em_randn(EM_SHAPE(2, 3, 6), EM_F32, NULL);
+    assert_same_values(em_forward(q, xq), em_forward(qc, xq));
+    /* a type whose build makes its own children (GPT's blocks, their attention's out_proj):
+     * those are filled in where they stand */
+    em_module *gpt = em_gpt((em_gpt_config){.vocab_size = 11, .block_size = 6, .n_layer = 2,
+                                            .n_head = 2, .n_embd = 8});
+    em_module *gc = em_module_clone(gpt);
+    cr_assert_not_null(gc, "%s", em_error());
+    cr_expect_eq(em_module_hash(gc), em_module_hash(gpt));
+    em_tensor *ids = em_from_data(EM_SHAPE(1, 4), EM_I64, (int64_t[]){1, 4, 10, 0});
+    assert_same_values(em_forward(gpt, ids), em_forward(gc, ids));
+    em_module_free(gpt);
+    em_module_free(gc);
+    em_module_free(c);
+    em_module_free(d);
+    em_module_free(dc);
+    em_module_free(q);
+    em_module_free(qc);
+}
+
+Test(model_file, clone_refuses_a_type_without_build)
+{
+    em_module *m = em_sequential(2, em_linear_layer(4, 3, true), em_relu_layer());
+    cr_assert_eq(em_prune_l1_unstructured(m->children[0].module, "weight", 0.5), EM_OK, "%s",
+                 em_error());
+    cr_assert_null(em_module_clone(m));
+    cr_expect_str_eq(em_error(), "em_module_clone: module '0' is a Linear, whose type has no "
+                                 "build to copy it through (its settings and build, as a model "
+                                 "file needs; a pruned layer: em_prune_remove it)");
+    em_error_clear();
+    em_module_free(m);
 }
