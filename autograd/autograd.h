@@ -101,6 +101,11 @@ em_tensor *em_le(const em_tensor *a, const em_tensor *b);
 em_tensor *em_gt(const em_tensor *a, const em_tensor *b);
 em_tensor *em_ge(const em_tensor *a, const em_tensor *b);
 
+/* In place, outside the graph, as torch.Tensor.lerp_: t += weight (end - t), with PyTorch's
+ * formula (end - (end - t) (1 - weight) from weight 0.5 up, so weight 1 gives end exactly); end
+ * (t's floating dtype and device) broadcasts to t. An exponential moving average's update. */
+em_status em_lerp_(em_tensor *t, const em_tensor *end, double weight);
+
 /* ---- reductions: dims (n_dims entries, negative from the end); n_dims 0 reduces all ---- */
 em_tensor *em_sum(const em_tensor *t, const int *dims, int n_dims, bool keepdim);
 em_tensor *em_mean(const em_tensor *t, const int *dims, int n_dims, bool keepdim);
