@@ -7,6 +7,7 @@
 #include "ember/optim/grad_scaler.h"
 #include "ember/optim/optim.h"
 #include "ember/io/safetensors.h"
+#include "ember/train/averaged_model.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,10 +28,12 @@ typedef struct {
     em_loader *loader;       /* or NULL; its position is saved, and restored on load */
     em_grad_scaler *scaler;  /* or NULL; a file without scaler state leaves it as it is */
     em_train_counters *counters; /* or NULL; a file without them leaves them as they are */
+    em_averaged_model *average;  /* or NULL; a file without its tensors leaves it as it is */
 } em_train_state;
 
-/* Tensors are stored as "model.<name>", "optim.<name>", "scaler.<name>" and "sched.<name>" (a
- * plateau scheduler's state); the scheduler's step, the generator, the loader's position and
+/* Tensors are stored as "model.<name>", "optim.<name>", "scaler.<name>", "sched.<name>" (a
+ * plateau scheduler's state) and "average.<name>" (the averaged model's copy; its count of
+ * updates as metadata); the scheduler's step, the generator, the loader's position and
  * its batches per epoch and the counters as metadata, next to the caller's own (keys must not
  * start with "ember."). */
 em_status em_train_checkpoint_save(const char *path, const em_train_state *s,
