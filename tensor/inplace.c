@@ -63,10 +63,22 @@ static bool owns_storage(const char *fn, const em_tensor *t)
     return false;
 }
 
-/* t takes moved's storage, device and dtype (moved holds t's values so), and grad as its
- * gradient (NULL: none); moved dies with t's old storage. */
-static void take_storage(em_tensor *t, em_tensor *moved, em_tensor *grad)
+/* t (a leaf owning its storage, else an error naming fn) takes the storage of convert(t, to):
+ * its values on another device or in another dtype; its grad is converted so too. The old
+ * storage dies with the conversion's tensor. */
+static em_status replace_storage(const char *fn, em_tensor *t,
+                                 em_tensor *(*convert)(const em_tensor *t, int to), int to)
 {
+    if (!owns_storage(fn, t))
+        return EM_ERR_ARG;
+    em_tensor *moved = convert(t, to);
+    if (!moved)
+        return em_error_status();
+    em_tensor *grad = t->grad ? convert(t->grad, to) : NULL;
+    if (t->grad && !grad) {
+        em_release(moved);
+        return em_error_status();
+    }
     em_storage *old = t->storage;
     t->storage = moved->storage;
     t->device = moved->device;
@@ -78,6 +90,17 @@ static void take_storage(em_tensor *t, em_tensor *moved, em_tensor *grad)
         em_scope_forget(grad); /* owned by t, not by a scope */
     em_release(t->grad);
     t->grad = grad;
+    return EM_OK;
+}
+
+static em_tensor *on_device(const em_tensor *t, int device)
+{
+    return em_to_device(t, (em_device)device);
+}
+
+static em_tensor *in_dtype(const em_tensor *t, int dtype)
+{
+    return em_tensor_cast_raw(t, (em_dtype)dtype);
 }
 
 em_status em_to_device_(em_tensor *t, em_device device)
@@ -85,20 +108,7 @@ em_status em_to_device_(em_tensor *t, em_device device)
     static const char fn[] = "em_to_device_";
     if (!t)
         return em_set_error(EM_ERR_ARG, "%s: NULL tensor", fn);
-    if (t->device == device)
-        return EM_OK;
-    if (!owns_storage(fn, t))
-        return EM_ERR_ARG;
-    em_tensor *moved = em_to_device(t, device);
-    if (!moved)
-        return em_error_status();
-    em_tensor *grad = t->grad ? em_to_device(t->grad, device) : NULL;
-    if (t->grad && !grad) {
-        em_release(moved);
-        return em_error_status();
-    }
-    take_storage(t, moved, grad);
-    return EM_OK;
+    return t->device == device ? EM_OK : replace_storage(fn, t, on_device, device);
 }
 
 em_status em_to_dtype_(em_tensor *t, em_dtype dtype)
@@ -108,23 +118,10 @@ em_status em_to_dtype_(em_tensor *t, em_dtype dtype)
         return em_set_error(EM_ERR_ARG, "%s: NULL tensor", fn);
     if ((unsigned)dtype >= EM_NDTYPES)
         return em_set_error(EM_ERR_ARG, "%s: dtype invalid", fn);
-    if (t->dtype == dtype)
-        return EM_OK;
-    if (!owns_storage(fn, t))
-        return EM_ERR_ARG;
     if (t->requires_grad && !em_dtype_is_float(dtype))
         return em_set_error(EM_ERR_ARG, "%s: a tensor that requires grad stays floating, not %s",
                             fn, em_dtype_name(dtype));
-    em_tensor *cast = em_tensor_cast_raw(t, dtype);
-    if (!cast)
-        return em_error_status();
-    em_tensor *grad = t->grad ? em_tensor_cast_raw(t->grad, dtype) : NULL;
-    if (t->grad && !grad) {
-        em_release(cast);
-        return em_error_status();
-    }
-    take_storage(t, cast, grad);
-    return EM_OK;
+    return t->dtype == dtype ? EM_OK : replace_storage(fn, t, in_dtype, dtype);
 }
 
 em_status em_copy_(em_tensor *dst, const em_tensor *src)

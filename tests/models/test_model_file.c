@@ -11,6 +11,7 @@
 
 #include "ember.h"
 #include "helpers/files.h"
+#include "helpers/models.h"
 #include "helpers/venv.h"
 
 static char dir[256], path[300];
@@ -107,23 +108,12 @@ Test(model_file, cnn_with_residual_pooling_norms_and_activations)
     round_trip(m, em_randn(EM_SHAPE(2, 3, 8, 8), EM_F32, NULL), true);
 }
 
-/* A U-Net level: encoder conv, a skip joining the input to a downsampled, processed and
- * upsampled copy of it (Concat with an Identity), decoder conv; then an Inception-like Concat of
- * three branches. Saved and loaded with no registration, as any built-in type. */
+/* A U-Net level (a skip that is Concat over an Identity) and an Inception-like Concat of three
+ * branches: saved and loaded with no registration, as any built-in type. */
 Test(model_file, concat_unet_skip_and_branches)
 {
     em_manual_seed(3);
-    em_conv2d_layer_opts pad = {.padding = 1};
-    em_module *inner = em_sequential(
-        4, em_max_pool2d_layer(2, (em_pool2d_layer_opts){0}), em_conv2d_layer(4, 8, 3, pad),
-        em_group_norm_layer(2, 8, (em_group_norm_opts){0}),
-        em_conv_transpose2d_layer(8, 4, 2, (em_conv_transpose2d_layer_opts){.stride = 2}));
-    em_module *m = em_sequential(
-        4, em_conv2d_layer(3, 4, 3, pad), em_concat_skip(inner, 1),
-        em_concat(-3, 3, em_conv2d_layer(8, 2, 1, (em_conv2d_layer_opts){0}),
-                  em_conv2d_layer(8, 3, 3, pad), em_identity_layer()),
-        em_conv2d_layer(13, 2, 1, (em_conv2d_layer_opts){0}));
-    round_trip(m, em_randn(EM_SHAPE(2, 3, 8, 8), EM_F32, NULL), true);
+    round_trip(em_test_concat_unet(), em_randn(EM_SHAPE(2, 3, 8, 8), EM_F32, NULL), true);
 }
 
 Test(model_file, same_padding_conv_transpose_and_dilated_pool)

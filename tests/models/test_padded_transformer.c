@@ -93,29 +93,34 @@ static em_module *layer_f64(em_transformer_opts o)
     return m;
 }
 
+/* A layer of opts on the script's x with its padding mask and, when bias_scale, the learned
+ * (T, T) src_mask bias_scale cos(0.8 i): the checksum and the gradients of its parameters (and
+ * the mask's) against PyTorch's */
+static void check_layer(em_transformer_opts o, double bias_scale, double loss,
+                        const double *grad_sums)
+{
+    em_module *m = layer_f64(o);
+    em_tensor *x = wave(EM_SHAPE(2, 5, 8), 0.45, 1);
+    em_tensor *bias = bias_scale ? em_requires_grad_(wave(EM_SHAPE(5, 5), 0.8, bias_scale), true)
+                                 : NULL;
+    em_tensor *ts[14];
+    int n = params_and(m, bias, ts);
+    expect_grads(em_transformer_layer_masked(m, x, bias, padding()), loss, ts, n, grad_sums);
+    em_module_free(m);
+}
+
 Test(padded_transformer, encoder_layer_with_a_key_padding_mask_matches_pytorch)
 {
-    em_module *m = layer_f64((em_transformer_opts){.dim_feedforward = 16});
-    em_tensor *x = wave(EM_SHAPE(2, 5, 8), 0.45, 1);
-    em_tensor *ts[13];
-    int n = params_and(m, NULL, ts);
-    expect_grads(em_transformer_layer_masked(m, x, NULL, padding()), layer_padded_loss, ts, n,
-                 layer_padded_grad_sums);
-    em_module_free(m);
+    check_layer((em_transformer_opts){.dim_feedforward = 16}, 0, layer_padded_loss,
+                layer_padded_grad_sums);
 }
 
 /* a learned (T, T) bias as src_mask beside the padding mask: it gets its gradient */
 Test(padded_transformer, a_float_src_mask_takes_its_gradient)
 {
-    em_module *m = layer_f64((em_transformer_opts){.dim_feedforward = 16, .norm_first = true,
-                                                   .activation = EM_ACTIVATION_GELU});
-    em_tensor *x = wave(EM_SHAPE(2, 5, 8), 0.45, 1);
-    em_tensor *bias = em_requires_grad_(wave(EM_SHAPE(5, 5), 0.8, 0.2), true);
-    em_tensor *ts[14];
-    int n = params_and(m, bias, ts);
-    expect_grads(em_transformer_layer_masked(m, x, bias, padding()), layer_bias_loss, ts, n,
-                 layer_bias_grad_sums);
-    em_module_free(m);
+    check_layer((em_transformer_opts){.dim_feedforward = 16, .norm_first = true,
+                                      .activation = EM_ACTIVATION_GELU},
+                0.2, layer_bias_loss, layer_bias_grad_sums);
 }
 
 /* scaled_dot_product_attention with a (1, H, Lq, Lk) bias: its gradient sums over the batch */

@@ -235,6 +235,34 @@ Test(observer, bad_options_fail_before_training)
     free_run(&r);
 }
 
+/* The reader's output holds train/loss once at each step of the two epochs, 1 to 2 BATCHES */
+static void expect_each_step_once(const char *out)
+{
+    long steps[64];
+    int n = steps_of(out, "scalar", "train/loss", steps, 64);
+    cr_expect_eq(n, 2 * BATCHES, "%s", out);
+    for (int i = 0; i < n; i++)
+        cr_expect_eq(steps[i], i + 1, "point %d of train/loss is at step %ld", i, steps[i]);
+}
+
+/* Two epochs of a run with o (resumed from the checkpoint `resume` first when given, on_step
+ * added when given) watched by an observer logging into logdir, histograms every 4 steps */
+static void observed_fit(em_trainer_opts o, const char *resume,
+                         void (*on_step)(void *ctx, const em_progress *p), const char *logdir)
+{
+    run r;
+    make_run(&r, false, o);
+    cr_assert(!resume || em_trainer_resume(r.t, resume) == EM_OK, "%s", em_error());
+    cr_assert(!on_step || em_trainer_add_callbacks(r.t, (em_trainer_callbacks){
+                              .on_step = on_step}) == EM_OK);
+    em_observer *ob = em_observer_new(r.t, r.net, (em_observe_opts){.tensorboard = logdir,
+                                                                    .histogram_every = 4});
+    cr_assert_not_null(ob, "%s", em_error());
+    cr_assert_eq(em_trainer_fit(r.t, 2), EM_OK, "%s", em_error());
+    cr_assert_eq(em_observer_free(ob), EM_OK, "%s", em_error());
+    free_run(&r);
+}
+
 /* A run stopped after 5 micro-batches and resumed from its checkpoint logs into the same
  * directory: read back in the order the files were opened, every point's step rises, the
  * resumed run's from 6 on, and the validation scalars sit at the last step of their epoch. */
@@ -246,25 +274,13 @@ Test(observer, a_resumed_run_counts_its_steps_on)
     cr_assert(em_test_make_dir(dir, sizeof dir, "ember_observer_resume_"));
     snprintf(ckpt, sizeof ckpt, "%s/run.ckpt", dir);
     snprintf(logdir, sizeof logdir, "%s/tb", dir);
-    for (int part = 0; part < 2; part++) {
-        run r;
-        make_run(&r, false, (em_trainer_opts){.checkpoint = ckpt, .max_steps = part ? 0 : 5});
-        cr_assert(!part || em_trainer_resume(r.t, ckpt) == EM_OK, "%s", em_error());
-        em_observer *ob = em_observer_new(r.t, r.net, (em_observe_opts){
-            .tensorboard = logdir, .histogram_every = 4});
-        cr_assert_not_null(ob, "%s", em_error());
-        cr_assert_eq(em_trainer_fit(r.t, 2), EM_OK, "%s", em_error());
-        cr_assert_eq(em_observer_free(ob), EM_OK, "%s", em_error());
-        free_run(&r);
-    }
+    observed_fit((em_trainer_opts){.checkpoint = ckpt, .max_steps = 5}, NULL, NULL, logdir);
+    observed_fit((em_trainer_opts){.checkpoint = ckpt}, ckpt, NULL, logdir);
     char *out = em_test_venv_output("tb_read.py", logdir);
     cr_assert_not_null(out);
+    expect_each_step_once(out);
     long steps[64];
-    int n = steps_of(out, "scalar", "train/loss", steps, 64);
-    cr_expect_eq(n, 2 * BATCHES, "%s", out);
-    for (int i = 0; i < n; i++)
-        cr_expect_eq(steps[i], i + 1, "point %d of train/loss is at step %ld", i, steps[i]);
-    n = steps_of(out, "scalar", "val/loss", steps, 64);
+    int n = steps_of(out, "scalar", "val/loss", steps, 64);
     cr_expect(n == 2 && steps[0] == BATCHES && steps[1] == 2 * BATCHES, "%s", out);
     n = steps_of(out, "scalar", "train/epoch_loss", steps, 64);
     cr_expect(n == 2 && steps[0] == BATCHES && steps[1] == 2 * BATCHES, "%s", out);
@@ -301,31 +317,16 @@ Test(observer, a_run_killed_past_its_checkpoint_shows_each_step_once)
     snprintf(crash_from, sizeof crash_from, "%s/run.ckpt", dir);
     snprintf(crash_to, sizeof crash_to, "%s/crash.ckpt", dir);
     snprintf(logdir, sizeof logdir, "%s/tb", dir);
-    for (int part = 0; part < 2; part++) {
-        run r;
-        make_run(&r, false, part ? (em_trainer_opts){0}
-                                 : (em_trainer_opts){.checkpoint = crash_from,
-                                                     .checkpoint_every = 4, .max_steps = 7});
-        cr_assert(!part || em_trainer_resume(r.t, crash_to) == EM_OK, "%s", em_error());
-        cr_assert_eq(em_trainer_add_callbacks(r.t, (em_trainer_callbacks){
-                         .on_step = keep_checkpoint}), EM_OK);
-        em_observer *ob = em_observer_new(r.t, r.net, (em_observe_opts){.tensorboard = logdir});
-        cr_assert_not_null(ob, "%s", em_error());
-        cr_assert_eq(em_trainer_fit(r.t, 2), EM_OK, "%s", em_error());
-        cr_assert_eq(em_observer_free(ob), EM_OK, "%s", em_error());
-        free_run(&r);
-    }
+    observed_fit((em_trainer_opts){.checkpoint = crash_from, .checkpoint_every = 4,
+                                   .max_steps = 7}, NULL, keep_checkpoint, logdir);
+    observed_fit((em_trainer_opts){0}, crash_to, NULL, logdir);
     char *raw = em_test_venv_output("tb_read.py", logdir);
     cr_assert_not_null(raw);
     cr_expect_eq(steps_of(raw, "scalar", "train/loss", NULL, 0), 7 + 12, "%s", raw);
     free(raw);
     char *shown = em_test_venv_output("tb_shown.py", logdir);
     cr_assert_not_null(shown);
-    long steps[64];
-    int n = steps_of(shown, "scalar", "train/loss", steps, 64);
-    cr_expect_eq(n, 2 * BATCHES, "%s", shown);
-    for (int i = 0; i < n; i++)
-        cr_expect_eq(steps[i], i + 1, "point %d of train/loss is at step %ld", i, steps[i]);
+    expect_each_step_once(shown);
     free(shown);
     em_test_remove_tree(dir);
 }
