@@ -146,6 +146,11 @@ static em_tensor *record(em_function_ctx *c, em_tensor *y, em_tensor *const *inp
 static em_tensor *apply_cast_inputs(const em_function *fn, const void *params,
                                     size_t params_size, em_tensor *const *inputs, int n)
 {
+    if ((unsigned)fn->cast_dtype >= EM_NDTYPES || !em_dtype_is_float(fn->cast_dtype)) {
+        em_set_error(EM_ERR_ARG, "em_function_apply: %s: cast_dtype must be a floating dtype",
+                     fn->name);
+        return NULL;
+    }
     em_tensor **cast = malloc((n > 0 ? (size_t)n : 1) * sizeof *cast);
     if (!cast) {
         em_set_error(EM_ERR_MEMORY, "em_function_apply: %s: out of memory", fn->name);
