@@ -117,6 +117,16 @@ int64_t em_transposed_outputs(int64_t in, int64_t kernel, int64_t stride, int64_
 bool em_check_dim_passes(const char *fn, const em_tensor *x, const int *dims,
                          const int64_t *sizes, int n, int64_t scratch_per_position);
 
+/* ---- the dtype of an op's several inputs (op_dtypes.c) ----
+ * The binary ops' rule, for every op that takes several tensors: 0-d tensors take the dtype of
+ * the first one with dims (with none, the first's); those with dims share one, except inside an
+ * autocast region, where float dtypes promote to the widest (em_autocast_promote). Each tensor
+ * of another dtype is replaced by its em_to_dtype cast (a temporary of the current scope: its
+ * gradient comes back in its own dtype); NULL entries are skipped. false with "fn: dtypes
+ * differ: f32 [3] and bf16 [4,3]", each tensor named by names[i] ("self", or "" for none) or,
+ * with names NULL, as a list's member ("tensor 1 (f32 [3])"). */
+bool em_unify_dtypes(const char *fn, const char *const *names, const em_tensor **ts, int n);
+
 /* ---- index arguments (ops_index.c) ---- */
 /* False with "fn: index must be i64, not f32" unless idx holds indices. */
 bool em_check_index_dtype(const char *fn, const em_tensor *idx);

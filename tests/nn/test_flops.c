@@ -186,6 +186,8 @@ Test(flops, every_layer_type_counted_by_hand)
         {em_residual(em_linear_layer(3, 3, true), NULL), EM_SHAPE(2, 3), 48},
         /* the Linear 54 and the ReLU 6 */
         {em_sequential(2, em_linear_layer(4, 3, true), em_relu_layer()), EM_SHAPE(2, 4), 60},
+        /* the join copies: only the Linear's 6 x 7 (and the Identity's nothing) */
+        {em_concat_skip(em_linear_layer(3, 3, true), 1), EM_SHAPE(2, 3), 42},
         /* 5 steps x 2 sequences, each: 2 x 16 x (3 + 4) projections + 2 x 16 biases + 13 x 4 */
         {em_lstm_layer(3, 4, (em_rnn_opts){0}), EM_SHAPE(5, 2, 3), 3080},
         /* 10 step-samples x (layer 0: 2 x 12 x (3 + 4) + 40; layer 1: 2 x 12 x (4 + 4) + 40) */
