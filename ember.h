@@ -32,6 +32,6 @@
 #include "ember/serve/cache.h"
 #include "ember/serve/engine.h"
 #include "ember/serve/request.h"
-#include "ember/dist/dist.h"
+#include "ember/distributed/dist.h"
 
 #endif

@@ -157,7 +157,7 @@ typedef struct em_backend {
     int (*event_wait)(void *ev);
     void (*event_free)(void *ev);
     /* the queue the device runs its kernels on, as an opaque handle (CUDA: the cudaStream_t), for
-     * code that orders its own device work after theirs (dist/nccl.c); NULL entry: none to give */
+     * code that orders its own device work after theirs (distributed/nccl.c); NULL entry: none to give */
     void *(*stream)(void);
     /* a line about the device into buf: "NVIDIA H100 80GB HBM3, 79.1 GiB, compute capability 9.0" */
     void (*describe)(char *buf, size_t n);

@@ -74,7 +74,7 @@ int cli_cmd_profile(int argc, char **argv)
         return parsed;
     char default_trace[128];
     snprintf(default_trace, sizeof default_trace, "ember-profile-%s.json", rc->name);
-    if (em_atomic_check(trace ? trace : default_trace) != EM_OK) { /* before any data loads */
+    if (em_atomic_file_check(trace ? trace : default_trace) != EM_OK) { /* before any data loads */
         fprintf(stderr, "ember profile: --trace: %s\n", em_error());
         return 2;
     }

@@ -201,7 +201,7 @@ static int settle_train_args(train_args *a)
         return bad_device;
     if (o->workers < 0)
         o->workers = recipe_default_workers(o->device);
-    if (o->save_path && em_atomic_check(o->save_path) != EM_OK) { /* before any data loads */
+    if (o->save_path && em_atomic_file_check(o->save_path) != EM_OK) { /* before any data loads */
         fprintf(stderr, "ember train: --save: %s\n", em_error());
         return 2;
     }
@@ -209,11 +209,11 @@ static int settle_train_args(train_args *a)
         fprintf(stderr, "ember train: --save-every needs --save FILE\n");
         return 2;
     }
-    if (o->observe.tensorboard && em_tb_check(o->observe.tensorboard) != EM_OK) {
+    if (o->observe.tensorboard && em_tb_writer_check(o->observe.tensorboard) != EM_OK) {
         fprintf(stderr, "ember train: --tensorboard: %s\n", em_error());
         return 2;
     }
-    if (o->observe.profile && em_atomic_check(o->observe.profile) != EM_OK) {
+    if (o->observe.profile && em_atomic_file_check(o->observe.profile) != EM_OK) {
         fprintf(stderr, "ember train: --profile: %s\n", em_error());
         return 2;
     }

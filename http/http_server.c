@@ -196,7 +196,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return reply(c, 200, json);
     }
     if (!strcmp(url, "/stats") && get) {
-        em_engine_stats st = em_engine_stats_get(s->engine);
+        em_engine_stats st = em_engine_get_stats(s->engine);
         return reply(c, 200, em_engine_stats_json(&st));
     }
     if (!strcmp(url, "/predict") && post)

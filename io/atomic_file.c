@@ -188,7 +188,7 @@ em_status em_atomic_commit(em_atomic_file *af)
     return EM_OK;
 }
 
-em_status em_atomic_check(const char *path)
+em_status em_atomic_file_check(const char *path)
 {
     struct stat sb;
     if (path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))

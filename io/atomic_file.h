@@ -34,7 +34,7 @@ em_status em_atomic_commit(em_atomic_file *af);
 void em_atomic_abort(em_atomic_file *af);
 /* Whether path could be written now: its directory takes new files and path is not a directory.
  * EM_OK, or EM_ERR_IO "cannot write 'PATH': WHY"; nothing is left behind. */
-em_status em_atomic_check(const char *path);
+em_status em_atomic_file_check(const char *path);
 
 #ifdef __cplusplus
 }

@@ -634,7 +634,7 @@ Test(onnx, transformer_layers_match_onnxruntime)
 Test(onnx, gpt_matches_onnxruntime)
 {
     em_manual_seed(12);
-    em_module *gpt = em_gpt((em_gpt_config){.vocab_size = 11, .block_size = 12, .n_layer = 2,
+    em_module *gpt = em_gpt((em_gpt_settings){.vocab_size = 11, .block_size = 12, .n_layer = 2,
                                             .n_head = 2, .n_embd = 8, .dropout = 0.1});
     check_sequence(redrawn(gpt, 0.3), 0, 11, "--present Gather");
 }

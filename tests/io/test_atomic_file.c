@@ -106,16 +106,16 @@ Test(atomic_file, dead_writers_temporaries_go_live_ones_stay)
 Test(atomic_file, unwritable_targets_are_found_first)
 {
     char want[256];
-    cr_assert_eq(em_atomic_check(em_test_path("missing/model.st")), EM_ERR_IO);
+    cr_assert_eq(em_atomic_file_check(em_test_path("missing/model.st")), EM_ERR_IO);
     snprintf(want, sizeof want, "cannot write '%s/missing/model.st': cannot create a file in "
              "'%s/missing': No such file or directory", em_test_dir, em_test_dir);
     cr_assert_str_eq(em_error(), want);
     em_error_clear();
-    cr_assert_eq(em_atomic_check(em_test_dir), EM_ERR_IO);
+    cr_assert_eq(em_atomic_file_check(em_test_dir), EM_ERR_IO);
     snprintf(want, sizeof want, "cannot write '%s': it is a directory", em_test_dir);
     cr_assert_str_eq(em_error(), want);
     em_error_clear();
-    cr_assert_eq(em_atomic_check(em_test_path("model.st")), EM_OK, "%s", em_error());
+    cr_assert_eq(em_atomic_file_check(em_test_path("model.st")), EM_OK, "%s", em_error());
     cr_assert_str_eq(listing(), "", "the check leaves nothing behind");
 }
 

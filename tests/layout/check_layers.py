@@ -10,7 +10,7 @@ import sys
 
 LIBRARY = [["backend"], ["backend_cpu", "backend_cuda"], ["tensor"], ["io"], ["observe"],
            ["autograd"], ["data"], ["nn"], ["optim", "quant", "prune", "export"], ["models"],
-           ["train", "serve", "dist"]]
+           ["train", "serve", "distributed"]]
 # recipes: the reference recipes and their driver; http: the HTTP front; cmd: what bench and
 # cli share (argument parsing, the recipe operand, the report); bench: the benchmarks; cli: the
 # `ember` command's subcommands
