@@ -27,6 +27,8 @@
 #include "ember/models/model_file.h"
 #include "ember/models/model_file_meta.h"
 #include "ember/train/train.h"
+#include "ember/train/averaged_model.h"
+#include "ember/train/lr_finder.h"
 #include "ember/train/observer.h"
 #include "ember/train/train_checkpoint.h"
 #include "ember/train/batch_finder.h"

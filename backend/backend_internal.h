@@ -167,6 +167,10 @@ typedef struct em_backend {
     /* f32 matrix products on TF32 tensor cores (on) or in full f32 (off, the default); NULL where
      * f32 products are always full f32 */
     int (*set_tf32)(bool on);
+    /* the threads a parallel kernel called from this thread may fork (n >= 1), and their count
+     * now; NULL where the device has no host threads to set */
+    int (*set_threads)(int n);
+    int (*threads)(void);
 
     /* device time for the profiler; NULL where host clocks see all of it (the CPU). timer_start
      * records a start mark in the device's stream and returns a handle (NULL when it cannot),

@@ -15,6 +15,9 @@
  * Every `omp parallel` of the backend names it (or a count taken from it) in num_threads. */
 int em_cpu_threads(void);
 bool em_cpu_threads_adaptive(void);
+/* the user's count for this thread (OpenMP's), set and read: the governor's ceiling */
+int em_cpu_set_threads(int n);
+int em_cpu_max_threads(void);
 /* One sampling window of the thread that forks. */
 typedef struct {
     int64_t wall_ns;  /* its length */

@@ -99,6 +99,8 @@ static int serve(const recipe_model *m, const serve_args *a, const sigset_t *sto
         fprintf(stderr, "ember serve: %s\n", em_error());
         return 1;
     }
+    if (em_engine_warning(e))
+        fprintf(stderr, "ember serve: %s\n", em_engine_warning(e));
     int64_t discarded = em_engine_get_stats(e).cache.discarded;
     if (discarded)
         fprintf(stderr, "ember serve: %lld cached results in %s were not of this model or its "

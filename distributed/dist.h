@@ -128,10 +128,17 @@ em_sampler *em_distributed_sampler(em_sampler *inner, em_distributed_sampler_opt
 /* ---- checkpoints of a distributed run ----
  * Rank 0 writes the model, optimizer, scheduler and scaler (identical on every rank) with every
  * rank's generator and loader position gathered into the file's metadata (dist.world_size,
- * dist.rank.<r>.rng_seed, ...); every rank returns rank 0's status. Loading reads the file on
- * every rank and restores that rank's own generator and position; a file written by another
- * world size is refused. Collective: call on every rank (a process without a group is a world of
- * one). The signatures are em_trainer_opts' save_checkpoint and load_checkpoint. */
+ * dist.rank.<r>.rng_seed, _rng_offset, _loader_epoch, _loader_batch, _loader_batches); every rank
+ * returns rank 0's status. Loading reads the file on every rank and restores that rank's own
+ * generator and position: bit for bit on the world size that wrote it. On another world size
+ * (after a rank died, on more or fewer machines) the run continues at the same point of the
+ * epoch, the loader's batch scaled by the ratio of batches per epoch and rounded down (at most
+ * one batch of samples is seen twice), each rank with its own generator where the saved run had
+ * that rank, else with its own seed at rank 0's offset; with the same global batch (N ranks x b
+ * as M x N b / M) it ends where the saved world would have, to float rounding. A file without
+ * _loader_batches (ember before it) resumes on its own world size only. Collective: call on
+ * every rank (a process without a group is a world of one). The signatures are
+ * em_trainer_opts' save_checkpoint and load_checkpoint. */
 em_status em_dist_checkpoint_save(const char *path, const em_train_state *s,
                                   const em_st_meta *meta, int n_meta);
 em_status em_dist_checkpoint_load(const char *path, em_train_state *s);

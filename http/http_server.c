@@ -119,9 +119,11 @@ static enum MHD_Result predict(http_server *s, struct MHD_Connection *c, const u
         return reply_error(c, 400, err);
     }
     em_predict_request req;
-    if (em_predict_request_parse(u->body ? u->body : "", u->len, em_engine_sample_shape(s->engine),
-                                 &req, err, sizeof err) != EM_OK)
-        return reply_error(c, 400, err);
+    em_status parsed = em_predict_request_parse(u->body ? u->body : "", u->len,
+                                                em_engine_sample_shape(s->engine), &req, err,
+                                                sizeof err);
+    if (parsed != EM_OK)
+        return reply_error(c, em_predict_http_status(parsed), err);
     int64_t n = req.n_instances ? req.n_instances : 1;
     em_tensor **ys = calloc((size_t)n, sizeof *ys);
     em_status st = ys ? run_samples(s, &req, req.timeout_ms > 0 ? req.timeout_ms : s->o.timeout_ms,

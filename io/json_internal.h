@@ -1,7 +1,10 @@
 /* ember's JSON: Debian's jansson (strict UTF-8, exact 64-bit integers, duplicate keys rejected
  * on request, objects kept in insertion order), plus the few rules ember adds: one strict way to
  * parse (here), reals without NaN or infinity and one-line output (io/json.h, public). Every JSON
- * ember reads or writes goes through jansson and these helpers. Not installed. */
+ * ember writes, and every JSON it reads whole into a tree, goes through jansson and these helpers;
+ * input that is hostile by nature and may be large (safetensors headers, the server's requests) is
+ * read token by token under limits by io/json_reader.h, with the same grammar and messages. Not
+ * installed. */
 #ifndef EMBER_IO_JSON_INTERNAL_H
 #define EMBER_IO_JSON_INTERNAL_H
 

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/gpt.h"
@@ -172,13 +173,19 @@ static bool ends_with(const char *s, const char *suffix)
 static em_status gpt2_init(em_module *m, int n_layer)
 {
     int n = em_module_parameters(m, NULL, 0);
-    em_param_ref refs[n > 0 ? n : 1];
-    if (n < 0 || em_module_parameters(m, refs, n) != n)
+    if (n < 0)
         return em_error_status();
-    for (int i = 0; i < n; i++) {
+    em_param_ref *refs = malloc((size_t)(n ? n : 1) * sizeof *refs);
+    if (!refs)
+        return em_set_error(EM_ERR_MEMORY, "em_gpt: out of memory for %d parameters", n);
+    if (em_module_parameters(m, refs, n) != n) {
+        free(refs);
+        return em_error_status();
+    }
+    em_status st = EM_OK;
+    for (int i = 0; i < n && st == EM_OK; i++) {
         const char *name = refs[i].name;
         em_tensor *p = refs[i].value;
-        em_status st = EM_OK;
         if (strstr(name, "norm") || !strncmp(name, "ln_f.", 5))
             st = ends_with(name, "weight") ? em_fill_(p, 1.0) : em_zero_(p);
         else if (ends_with(name, "bias"))
@@ -187,10 +194,9 @@ static em_status gpt2_init(em_module *m, int n_layer)
             st = em_normal_(p, 0.0, 0.02 / sqrt(2.0 * n_layer), NULL);
         else
             st = em_normal_(p, 0.0, 0.02, NULL);
-        if (st != EM_OK)
-            return st;
     }
-    return EM_OK;
+    free(refs);
+    return st;
 }
 
 em_module *em_gpt(em_gpt_settings c)

@@ -205,6 +205,9 @@ em_forward_hook em_set_forward_hook(em_forward_hook hook, void *ctx, void **prev
 void em_module_train(em_module *m, bool training); /* recursive */
 /* every parameter and buffer moved to device in place (build the optimizer afterwards) */
 em_status em_module_to(em_module *m, em_device device);
+/* PyTorch's module.to(dtype): every floating parameter and buffer converted to dtype (a
+ * floating one) in place, with its grad; integer buffers (num_batches_tracked) stay */
+em_status em_module_to_dtype(em_module *m, em_dtype dtype);
 /* the device of the module's first parameter (else first buffer); the CPU when it has neither */
 em_device em_module_device(const em_module *m);
 void em_module_eval(em_module *m);
@@ -271,6 +274,15 @@ em_module *em_module_list_append(em_module *list, em_module *m);
  * "shortcut"; takes ownership of both (freed when NULL is returned). A ResNet basic block:
  * em_sequential(2, em_residual(conv-bn-relu-conv-bn, downsample or NULL), em_relu_layer()). */
 em_module *em_residual(em_module *body, em_module *shortcut);
+/* y = cat([branch_0(x), ..., branch_n-1(x)], dim): the n >= 1 branches (ownership taken, all
+ * freed when NULL is returned) each run on x, their outputs, equal outside dim, joined along it
+ * (their dtypes meet as em_cat's do). Children "0".."n-1"; dim is its setting, so model files
+ * and ONNX export (Concat) know it. An Inception block, or with em_identity_layer() as a branch
+ * the skip connection of a U-Net or a DenseNet. */
+em_module *em_concat(int dim, int n, ...);
+/* A U-Net's skip: y = cat([x, inner(x)], dim), em_concat(dim, 2, em_identity_layer(), inner),
+ * as PyTorch's U-Net generator block returns torch.cat([x, self.model(x)], 1). */
+em_module *em_concat_skip(em_module *inner, int dim);
 
 /* ---- layers ---- */
 em_module *em_linear_layer(int64_t in_features, int64_t out_features, bool bias);
@@ -353,6 +365,7 @@ typedef struct {
  * gradient (em_embedding_padded) */
 em_module *em_embedding_layer(int64_t num, int64_t dim, em_embedding_opts o);
 em_module *em_flatten_layer(void); /* flattens all dims after the first */
+em_module *em_identity_layer(void); /* nn.Identity: y = x (a view of it) */
 em_module *em_relu_layer(void);
 em_module *em_leaky_relu_layer(double negative_slope);
 em_module *em_gelu_layer(bool tanh_approximation);
@@ -448,6 +461,14 @@ em_module *em_transformer_encoder_layer(int64_t d_model, int64_t nhead, em_trans
  * (cache NULL: em_forward). */
 em_tensor *em_transformer_layer_forward(em_module *m, const em_tensor *x, em_kv_cache *cache,
                                         int layer);
+/* PyTorch's forward(src, src_mask, src_key_padding_mask): the layer's forward on x (B, T,
+ * d_model) with src_mask as em_mha_call's attn_mask ((T, T) or (B * nhead, T, T): bool, true
+ * where a query may not attend, or float, added to the scores, which may require grad: a
+ * learned bias) and src_key_padding_mask bool (B, T), true at the padding positions no query
+ * attends to; either may be NULL, and the layer's causal setting joins them. */
+em_tensor *em_transformer_layer_masked(em_module *m, const em_tensor *x,
+                                       const em_tensor *src_mask,
+                                       const em_tensor *src_key_padding_mask);
 
 /* ---- gradient checkpointing (em_checkpoint in autograd.h), in place: the module keeps its
  * name, parameters and children, and only its forward changes; returns the module, or NULL
@@ -529,7 +550,10 @@ em_tensor *em_huber_loss(const em_tensor *input, const em_tensor *target, em_red
                          double delta);
 /* input log-probabilities; target probabilities, or log-probabilities when log_target:
  * t (log t - input) (0 where t = 0) or exp(t) (t - input); batchmean divides the sum by the first
- * dim, PyTorch's recommended reduction (mean divides by every element) */
+ * dim, PyTorch's recommended reduction (mean divides by every element). The gradient with
+ * respect to a target of 0 is ember's choice: -input (t log t's gradient taken as 0 there, its
+ * value's limit), where PyTorch gives NaN (xlogy's t / t); elsewhere log t + 1 - input, as
+ * PyTorch's. */
 em_tensor *em_kl_div(const em_tensor *input, const em_tensor *target, em_reduction r,
                      bool log_target);
 /* x1 and x2 broadcast; x . y / (max(|x|, eps) max(|y|, eps)) along dim (PyTorch 2.x's order;

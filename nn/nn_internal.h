@@ -151,7 +151,7 @@ const em_tensor *em_forward_hook_input(void);
 extern const em_module_type em_linear_type, em_conv2d_type, em_max_pool2d_type,
     em_batch_norm1d_type, em_batch_norm2d_type, em_layer_norm_type, em_instance_norm2d_type,
     em_relu_type, em_multihead_attention_type, em_transformer_encoder_layer_type, em_lstm_type,
-    em_gru_type;
+    em_gru_type, em_concat_type;
 /* m's type; for a module whose type wraps another (checkpointed, pruned, synchronised), the
  * original type (nn/checkpointed_module.c). */
 const em_module_type *em_module_own_type(const em_module *m);

@@ -1,5 +1,6 @@
 /* TensorBoard's event file writer. Event {wall_time 1: double, step 2: int64, file_version 3:
- * string, summary 5: Summary}; Summary {value 1: repeated Value}; Value {tag 1: string,
+ * string, summary 5: Summary, session_log 7: SessionLog}; SessionLog {status 1: enum, START 1};
+ * Summary {value 1: repeated Value}; Value {tag 1: string,
  * simple_value 2: float, histo 5: HistogramProto}; HistogramProto {min 1, max 2, num 3, sum 4,
  * sum_squares 5: double, bucket_limit 6, bucket 7: packed repeated double}. */
 #include <errno.h>
@@ -116,6 +117,15 @@ static em_status write_value(em_tb_writer *w, int64_t step, const char *tag, em_
     return write_event(w, step, &body, fn);
 }
 
+/* An event at step holding file_version "brain.Event:2" (the version readers purge by), with
+ * fn naming it in errors */
+static em_status write_version(em_tb_writer *w, int64_t step, const char *fn)
+{
+    em_pb body = {0};
+    em_pb_string(&body, 3, "brain.Event:2");
+    return write_event(w, step, &body, fn);
+}
+
 em_tb_writer *em_tb_writer_new(const char *logdir)
 {
     static atomic_int opened;
@@ -143,13 +153,23 @@ em_tb_writer *em_tb_writer_new(const char *logdir)
         free(w);
         return NULL;
     }
-    em_pb body = {0};
-    em_pb_string(&body, 3, "brain.Event:2");
-    if (write_event(w, 0, &body, "em_tb_writer_new") != EM_OK) {
+    if (write_version(w, 0, "em_tb_writer_new") != EM_OK) {
         em_tb_writer_free(w);
         return NULL;
     }
     return w;
+}
+
+em_status em_tb_writer_purge(em_tb_writer *w, int64_t step)
+{
+    const char *fn = "em_tb_writer_purge";
+    if (!w || step < 0)
+        return em_set_error(EM_ERR_ARG, "%s: %s", fn, w ? "negative step" : "NULL writer");
+    em_status st = write_version(w, step, fn);
+    em_pb log = {0}, body = {0};
+    em_pb_int(&log, 1, 1); /* SessionLog.START */
+    em_pb_message(&body, 7, &log);
+    return st == EM_OK ? write_event(w, step, &body, fn) : st;
 }
 
 static bool check(const em_tb_writer *w, const char *tag, const char *fn)

@@ -23,6 +23,11 @@ em_tb_writer *em_tb_writer_new(const char *logdir);
  * nearest directory along it that exists takes new entries. EM_ERR_IO naming the directory;
  * nothing is made (a program checks this before it loads any data). */
 em_status em_tb_writer_check(const char *logdir);
+/* Marks a restart at step, as PyTorch's SummaryWriter(purge_step=step) does in a new file: a
+ * file_version event and a SessionLog START event at step, after which TensorBoard's reader
+ * drops every event it read before with a step >= step (a resumed run's steps between its
+ * checkpoint and the crash, which it logs again). Write it before the resumed run's events. */
+em_status em_tb_writer_purge(em_tb_writer *w, int64_t step);
 /* value under tag at step (TensorBoard keeps scalars as f32). */
 em_status em_tb_writer_add_scalar(em_tb_writer *w, const char *tag, double value, int64_t step);
 /* A histogram of t's elements (a float tensor on any device): min, max, count, sum, sum of

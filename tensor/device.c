@@ -57,3 +57,16 @@ em_status em_set_tf32(bool on)
     }
     return EM_OK;
 }
+
+em_status em_set_num_threads(int n)
+{
+    const em_backend *be = em_backend_get(EM_CPU);
+    if (n < 1)
+        return em_set_error(EM_ERR_ARG, "em_set_num_threads: %d threads; at least 1", n);
+    return em_kernel_status(be->set_threads(n), "em_set_num_threads", NULL);
+}
+
+int em_get_num_threads(void)
+{
+    return em_backend_get(EM_CPU)->threads();
+}

@@ -23,9 +23,9 @@ em_scope_slot *em_tensor_scope_slot(em_tensor *t)
     return &box_of(t)->slot;
 }
 
-bool em_tensor_check_shape(const char *fn, const em_shape *shape, em_dtype dtype)
+/* dtype valid and ndim in range; false with an error naming fn otherwise. */
+static bool check_dtype_ndim(const char *fn, const em_shape *shape, em_dtype dtype)
 {
-    char buf[160];
     if (!em_dtype_valid(dtype)) {
         em_set_error(EM_ERR_ARG, "%s: dtype invalid", fn);
         return false;
@@ -35,20 +35,14 @@ bool em_tensor_check_shape(const char *fn, const em_shape *shape, em_dtype dtype
                      EM_MAX_DIMS);
         return false;
     }
-    for (int i = 0; i < shape->ndim; i++) {
-        if (shape->d[i] < 0) {
-            em_set_error(EM_ERR_ARG, "%s: negative dimension: %s", fn,
-                         em_shape_fmt(shape, buf, sizeof buf));
-            return false;
-        }
-    }
-    int64_t numel = em_shape_numel(shape), nbytes;
-    if (numel < 0 || !em_size_mul(numel, (int64_t)em_dtype_size(dtype), &nbytes)) {
-        em_set_error(EM_ERR_ARG, "%s: shape too large: %s", fn,
-                     em_shape_fmt(shape, buf, sizeof buf));
-        return false;
-    }
     return true;
+}
+
+bool em_tensor_check_shape(const char *fn, const em_shape *shape, em_dtype dtype)
+{
+    int64_t numel;
+    return check_dtype_ndim(fn, shape, dtype) &&
+           em_shape_elements(fn, shape->d, shape->ndim, dtype, &numel);
 }
 
 em_tensor *em_tensor_wrap(const char *fn, em_storage *s, em_dtype dtype, int ndim,
@@ -81,11 +75,13 @@ em_tensor *em_tensor_new(const char *fn, const em_shape *shape, em_dtype dtype, 
         em_set_error(EM_ERR_ARG, "%s: device invalid", fn);
         return NULL;
     }
-    if (!em_tensor_check_shape(fn, shape, dtype))
+    int64_t numel;
+    if (!check_dtype_ndim(fn, shape, dtype) ||
+        !em_checked_elements(fn, shape->d, shape->ndim, dtype, device, &numel))
         return NULL;
     int64_t strides[EM_MAX_DIMS];
     em_contiguous_strides(shape, strides);
-    size_t nbytes = (size_t)em_shape_numel(shape) * em_dtype_size(dtype);
+    size_t nbytes = (size_t)numel * em_dtype_size(dtype);
     em_storage *s = em_storage_new(fn, device, nbytes);
     if (!s)
         return NULL;

@@ -133,6 +133,12 @@ em_status em_device_synchronize(em_device device);
 /* TF32 tensor cores for f32 matrix products on devices that have them (off by default, as in
  * PyTorch): faster, with 10-bit mantissa products */
 em_status em_set_tf32(bool on);
+/* The CPU kernels' threads, as torch.set_num_threads and get_num_threads: a parallel op called
+ * from this thread forks at most n (fewer while other processes hold the cores), n >= 1 (else
+ * EM_ERR_ARG); the count starts at OMP_NUM_THREADS (else the cores), as do threads made later.
+ * Results do not depend on it. */
+em_status em_set_num_threads(int n);
+int em_get_num_threads(void);
 
 /* ---- in place, outside autograd (initialisation, optimizer updates) ----
  * Views, dtype conversion and other differentiable ops are in autograd/autograd.h. */
@@ -143,6 +149,9 @@ em_tensor *em_to_device(const em_tensor *t, em_device device); /* a copy; no gra
 /* moves a leaf that owns its whole storage (a parameter, a buffer) to device in place, with its
  * grad: every holder of t sees it there */
 em_status em_to_device_(em_tensor *t, em_device device);
+/* converts such a leaf to dtype in place, with its grad (a tensor that requires grad only to a
+ * floating dtype): every holder of t sees it so */
+em_status em_to_dtype_(em_tensor *t, em_dtype dtype);
 
 #ifdef __cplusplus
 }

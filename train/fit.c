@@ -8,7 +8,8 @@
 static em_train_state train_state(em_trainer *t)
 {
     return (em_train_state){.model = t->model, .optim = t->optim, .scheduler = t->o.scheduler,
-                            .loader = t->loader, .scaler = t->scaler, .counters = &t->run};
+                            .loader = t->loader, .scaler = t->scaler, .counters = &t->run,
+                            .average = t->o.average};
 }
 
 em_status em_trainer_save(const em_trainer *t, const char *path)

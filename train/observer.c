@@ -257,6 +257,9 @@ em_observer *em_observer_new(em_trainer *t, em_module *model, em_observe_opts op
     if (ob->memory && opts.tensorboard)
         ob->tb = em_tb_writer_new(opts.tensorboard);
     em_status st = ob->memory && (ob->tb || !opts.tensorboard) ? EM_OK : em_error_status();
+    int64_t resumed_at = em_trainer_get_stats(t).global_step;
+    if (st == EM_OK && ob->tb && resumed_at > 0) /* what the crashed run logged past it goes */
+        st = em_tb_writer_purge(ob->tb, resumed_at + 1);
     if (st == EM_OK)
         st = em_trainer_add_callbacks(t, (em_trainer_callbacks){
             .ctx = ob, .on_step = on_step, .on_epoch = on_epoch,

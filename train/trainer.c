@@ -195,6 +195,9 @@ static em_status update(em_trainer *t, const em_tensor *loss)
         t->stats.skipped++;
     else
         t->stats.updates++;
+    if (!skip && stepped && t->o.average &&
+        (st = em_averaged_model_update(t->o.average, t->model)) != EM_OK)
+        return st;
     if (t->o.scheduler && !em_scheduler_wants_metric(t->o.scheduler))
         em_scheduler_step(t->o.scheduler);
     return EM_OK;

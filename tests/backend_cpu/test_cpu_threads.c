@@ -1,6 +1,6 @@
 /* The CPU backend's thread governor: its decision on hand-made windows, the /proc parsers, the
- * user's count and the opt-out, what em_device_details says of it, and a live run where a
- * spinning process takes one of two CPUs. */
+ * user's count (set through OpenMP and through em_set_num_threads) and the opt-out, what
+ * em_device_details says of it, and a live run where a spinning process takes one of two CPUs. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <omp.h>
@@ -126,6 +126,28 @@ Test(cpu_threads, follows_the_users_count)
     inside = em_cpu_threads();
     cr_assert_eq(inside, 1);
     cr_assert_eq(omp_get_max_threads(), 2); /* the governor never sets OpenMP's count */
+}
+
+/* em_set_num_threads, torch.set_num_threads's counterpart: the count the kernels fork from this
+ * thread (the governor's ceiling, OpenMP's count), read back by em_get_num_threads and shown by
+ * em_device_describe; fewer than one thread is refused and changes nothing. */
+Test(cpu_threads, set_from_the_api)
+{
+    cr_assert_eq(em_set_num_threads(3), EM_OK, "%s", em_error());
+    cr_assert_eq(em_get_num_threads(), 3);
+    cr_assert_eq(omp_get_max_threads(), 3);
+    cr_assert_eq(em_cpu_threads(), 3);
+    char about[256];
+    em_device_describe(EM_CPU, about, sizeof about);
+    cr_assert(strncmp(about, "3 OpenMP threads", 16) == 0, "%s", about);
+    cr_assert_eq(em_set_num_threads(0), EM_ERR_ARG);
+    cr_assert_str_eq(em_error(), "em_set_num_threads: 0 threads; at least 1");
+    em_error_clear();
+    cr_assert_eq(em_get_num_threads(), 3);
+    cr_assert_eq(em_set_num_threads(1), EM_OK);
+    cr_assert_eq(em_cpu_threads(), 1);
+    cr_assert_eq(em_set_num_threads(2), EM_OK);
+    cr_assert_eq(em_get_num_threads(), 2);
 }
 
 Test(cpu_threads, env_turns_it_off)

@@ -4,10 +4,12 @@
  * clipping, SyncBatchNorm); checkpoint and resume; and ranks that fail, hang, stop or die. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ember.h"
 
@@ -48,13 +50,18 @@ static int run(const char *cmd, double *seconds)
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }
 
-/* program with args, on 2 ranks; returns the exit status of mpirun. */
-static int mpirun2_program(const char *program, const char *args, double *seconds)
+/* program with args, on np ranks; returns the exit status of mpirun. */
+static int mpirun_program(int np, const char *program, const char *args, double *seconds)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, MPI_ENV "%s -np 2 --oversubscribe " MPI_EXPORTS " %s %s 2>&1",
-             EMBER_MPIEXEC, program, args);
+    snprintf(cmd, sizeof cmd, MPI_ENV "%s -np %d --oversubscribe " MPI_EXPORTS " %s %s 2>&1",
+             EMBER_MPIEXEC, np, program, args);
     return run(cmd, seconds);
+}
+
+static int mpirun2_program(const char *program, const char *args, double *seconds)
+{
+    return mpirun_program(2, program, args, seconds);
 }
 
 static int mpirun2(const char *args, double *seconds)
@@ -67,6 +74,14 @@ static int alone(const char *args)
 {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s %s 2>&1", EMBER_DIST_WORKER, args);
+    return run(cmd, NULL);
+}
+
+/* The ember program with args as one process; returns its exit status. */
+static int run_cli(const char *args)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, MPI_ENV "%s %s 2>&1", EMBER_CLI, args);
     return run(cmd, NULL);
 }
 
@@ -380,12 +395,38 @@ Test(dist, checkpoint_resume_is_bit_exact, .timeout = 300, .init = make_dir, .fi
     cr_expect_str_eq(em_safetensors_meta(f, "dist.rank.0.rng_seed"), "100");
     cr_expect_str_eq(em_safetensors_meta(f, "dist.rank.1.rng_seed"), "101");
     cr_expect_str_eq(em_safetensors_meta(f, "dist.rank.1.loader_batch"), "3");
+    cr_expect_str_eq(em_safetensors_meta(f, "dist.rank.1.loader_batches"), "4");
     em_safetensors_free(f);
+}
 
-    /* another world size is refused */
-    snprintf(args, sizeof args, "train --batch 64 --steps 6 --resume %s", ckpt);
-    cr_expect_eq(alone(args), 1, "%s", out);
-    expect_line("was written by 2 ranks, this run has 1");
+/* A checkpoint of 2 ranks x batch 32 resumes on 1 process x batch 64 and on 4 ranks x batch 16
+ * at the same point of the epoch: each ends where 6 steps on 2 ranks end (to float rounding, as
+ * equivalence_f32); on 3 ranks x batch 32 (another global batch) it continues too. */
+Test(dist, resume_on_another_world_size_continues, .timeout = 300, .init = make_dir,
+     .fini = remove_dir)
+{
+    char straight[128], ckpt[128], resumed[128], args[512];
+    snprintf(straight, sizeof straight, "%s/straight.safetensors", dir);
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt.safetensors", dir);
+    snprintf(args, sizeof args, "train --batch 32 --steps 6 --out %s", straight);
+    cr_assert_eq(mpirun2(args, NULL), 0, "%s", out);
+    snprintf(args, sizeof args, "train --batch 32 --steps 3 --save %s --save-at 3", ckpt);
+    cr_assert_eq(mpirun2(args, NULL), 0, "%s", out);
+    snprintf(resumed, sizeof resumed, "%s/one.safetensors", dir);
+    snprintf(args, sizeof args, "train --batch 64 --steps 6 --resume %s --out %s", ckpt, resumed);
+    cr_assert_eq(alone(args), 0, "%s", out);
+    expect_line("rank 0: trained steps 3 skipped 0");
+    double d = max_diff(straight, resumed);
+    cr_expect_leq(d, 1e-5, "1 process: largest parameter difference %g", d);
+    snprintf(resumed, sizeof resumed, "%s/four.safetensors", dir);
+    snprintf(args, sizeof args, "train --batch 16 --steps 6 --resume %s --out %s", ckpt, resumed);
+    cr_assert_eq(mpirun_program(4, EMBER_DIST_WORKER, args, NULL), 0, "%s", out);
+    expect_line("rank 3: trained steps 3 skipped 0");
+    d = max_diff(straight, resumed);
+    cr_expect_leq(d, 1e-5, "4 ranks: largest parameter difference %g", d);
+    snprintf(args, sizeof args, "train --batch 32 --steps 6 --resume %s", ckpt);
+    cr_assert_eq(mpirun_program(3, EMBER_DIST_WORKER, args, NULL), 0, "%s", out);
+    expect_line("rank 2: trained steps");
 }
 
 Test(dist, different_models_fail_at_start, .timeout = 120)
@@ -454,4 +495,115 @@ Test(dist, stopped_rank_is_named_after_the_timeout, .timeout = 120)
 Test(dist, killed_rank_ends_the_job, .timeout = 120)
 {
     misbehaving_rank("train --batch 32 --steps 5 --kill-at 3", "process rank 1", "signal 9");
+}
+
+/* Reads the integer in file path into *v; false while the file is not there (or empty). */
+static bool read_int_file(const char *path, long long *v)
+{
+    FILE *f = fopen(path, "r");
+    bool ok = f && fscanf(f, "%lld", v) == 1;
+    if (f)
+        fclose(f);
+    return ok;
+}
+
+static bool exists(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f)
+        fclose(f);
+    return f != NULL;
+}
+
+/* Starts `ember train mlp --ddp` on 2 ranks in the background, checkpointing every 5 steps into
+ * dir/run.ckpt; each rank writes its pid to dir/pid.<rank> (a shell that then becomes ember),
+ * mpirun's output goes to dir/out and its exit status to dir/rc. */
+static void start_ddp_training(void)
+{
+    char cmd[2048], script[128];
+    snprintf(script, sizeof script, "%s/rank_pid.sh", dir);
+    FILE *f = fopen(script, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "echo $$ > %s/pid.$OMPI_COMM_WORLD_RANK\nexec \"$@\"\n", dir);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "(" MPI_ENV "%s -np 2 --oversubscribe " MPI_EXPORTS " sh %s %s "
+             "train mlp --ddp --batch 32 --epochs 1 --no-val --workers 0 --threads 1 --save "
+             "%s/run.ckpt --save-every 5 > %s/out 2>&1; echo $? > %s/rc) &",
+             EMBER_MPIEXEC, script, EMBER_CLI, dir, dir, dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* The checkpoint's step count, after checking it loads whole. */
+static long long checkpoint_step(const char *path)
+{
+    em_safetensors *f = NULL;
+    cr_assert_eq(em_safetensors_load(path, &f), EM_OK, "%s", em_error());
+    cr_expect_str_eq(em_safetensors_meta(f, "dist.world_size"), "2");
+    uint64_t step = 0;
+    cr_assert(em_safetensors_meta_u64(f, "ember.step", &step));
+    em_safetensors_free(f);
+    return (long long)step;
+}
+
+/* A rank killed (SIGKILL) in the middle of `ember train --ddp`, the writer of checkpoints or the
+ * other: the job ends within seconds naming the rank and the signal (no rank waits on in a
+ * collective), the last checkpoint loads whole, and --resume continues from it on 2 ranks, on
+ * 3 and on one process. */
+Test(dist, a_killed_rank_ends_training_and_its_checkpoint_resumes_on_any_rank_count,
+     .timeout = 600, .init = make_dir, .fini = remove_dir)
+{
+    char path[256], line[128], args[512];
+    long long step = 0;
+    for (int victim = 1; victim >= 0; victim--) {
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "rm -f %s/run.ckpt %s/pid.* %s/rc", dir, dir, dir);
+        cr_assert_eq(system(cmd), 0);
+        start_ddp_training();
+        long long pid = 0, rc = 0;
+        snprintf(path, sizeof path, "%s/run.ckpt", dir);
+        double t0 = now_s();
+        while (!exists(path) && now_s() - t0 < 120)
+            usleep(20000);
+        cr_assert(exists(path), "no checkpoint within 120 s");
+        usleep(victim ? 300000 : 900000); /* into a later step, or a later save */
+        snprintf(path, sizeof path, "%s/pid.%d", dir, victim);
+        cr_assert(read_int_file(path, &pid), "no pid of rank %d", victim);
+        cr_assert_eq(kill((pid_t)pid, SIGKILL), 0);
+        double killed = now_s();
+        snprintf(path, sizeof path, "%s/rc", dir);
+        while (!read_int_file(path, &rc) && now_s() - killed < 60)
+            usleep(20000);
+        double took = now_s() - killed;
+        snprintf(path, sizeof path, "%s/out", dir);
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(out, 1, OUT_MAX - 1, f) : 0;
+        out[n] = 0;
+        if (f)
+            fclose(f);
+        cr_assert_lt(took, 10, "the job took %.1f s to end after rank %d was killed:\n%s", took,
+                     victim, out);
+        cr_expect_neq(rc, 0);
+        snprintf(line, sizeof line, "process rank %d", victim);
+        expect_line(line);
+        expect_line("signal 9");
+        snprintf(path, sizeof path, "%s/run.ckpt", dir);
+        step = checkpoint_step(path);
+        cr_assert_gt(step, 0);
+        cr_log_info("rank %d killed: the job ended %.2f s later; checkpoint at step %lld", victim,
+                    took, step);
+    }
+    int counts[3] = {2, 3, 1};
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "train mlp --ddp --batch 32 --epochs 1 --no-val --workers 0 "
+                 "--threads 1 --resume %s --max-steps %lld", path, step + 6);
+        if (counts[i] > 1)
+            cr_assert_eq(mpirun_program(counts[i], EMBER_CLI, args, NULL), 0, "%s", out);
+        else
+            cr_assert_eq(run_cli(args), 0, "%s", out);
+        snprintf(line, sizeof line, "\"steps\":%lld,", step + 6);
+        expect_line(line);
+        snprintf(line, sizeof line, "\"world_size\":%d,", counts[i]);
+        expect_line(line);
+        cr_log_info("resumed on %d: %s", counts[i], strstr(out, "{\"recipe\""));
+    }
 }

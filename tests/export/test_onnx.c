@@ -1,8 +1,8 @@
 /* ONNX export: the protobuf encoder's bytes against hand-encoded golden values, and exported
  * models (the MLP and CNN recipes' shapes, a CNN with folded BatchNorm, every other supported
  * layer, the group and instance norms, a user's module type with a registered exporter;
- * residual blocks, LSTM, GRU, attention, transformer layers and GPT with dynamic batch and
- * sequence axes) checked by the real consumers in the setup venv: onnx.checker and onnxruntime,
+ * residual blocks, Concat branches and a U-Net skip, LSTM, GRU, attention, transformer layers
+ * and GPT with dynamic batch and sequence axes) checked by the real consumers in the setup venv: onnx.checker and onnxruntime,
  * whose output on a batch of a different size than the export example must match ember's
  * within 1e-5. */
 #include <criterion/criterion.h>
@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ember.h"
+#include "helpers/models.h"
 #include "helpers/venv.h"
 #include "io/protobuf_internal.h"
 
@@ -563,6 +564,17 @@ Test(onnx, residual_blocks_match_onnxruntime)
                                  em_residual(em_linear_layer(6 * 4 * 4, 96, true), NULL));
     em_scope_end();
     check_export(m, EM_SHAPE(1, 4, 8, 8), "--absent BatchNormalization");
+}
+
+/* A U-Net level (Concat with an Identity: the skip) and an Inception-like Concat of three
+ * branches, a negative axis among them: ONNX's Concat, matched in onnxruntime */
+Test(onnx, concat_unet_skip_and_branches_match_onnxruntime)
+{
+    em_manual_seed(9);
+    em_scope_begin();
+    em_module *m = em_test_concat_unet();
+    em_scope_end();
+    check_export(m, EM_SHAPE(1, 3, 8, 8), "--present Concat");
 }
 
 Test(onnx, lstm_matches_onnxruntime)

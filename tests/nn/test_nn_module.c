@@ -502,3 +502,48 @@ Test(nn_module, a_tree_at_the_depth_limit_walks)
     em_release(x);
     em_module_free(m);
 }
+
+/* em_module_to_dtype, PyTorch's module.to(dtype): floating parameters and buffers convert in
+ * place (the tensors a caller holds see it, values widened exactly, a gradient with them),
+ * num_batches_tracked stays i64, and the forward runs in the new dtype; an integer dtype and a
+ * tensor that is a view are refused. */
+Test(nn_module, to_dtype_converts_floating_tensors_in_place)
+{
+    em_scope_begin();
+    em_module *m = em_sequential(2, em_linear_layer(3, 2, true),
+                                 em_batch_norm1d_layer(2, (em_batch_norm_opts){0}));
+    cr_assert_not_null(m, "%s", em_error());
+    em_tensor *w = em_module_find(m, "0.weight");
+    em_tensor *nbt = em_module_find(m, "1.num_batches_tracked");
+    set_values(w, (double[]){0.1, -0.2, 0.3, 0.25, 0.5, -0.75});
+    float before[6];
+    em_copy_to_host(w, EM_F32, before);
+    em_tensor *x = em_from_data(EM_SHAPE(2, 3), EM_F32, (float[]){1, 2, 3, -1, 0.5f, 2});
+    cr_assert_eq(em_backward(em_sum_all(em_forward(m, x))), EM_OK, "%s", em_error());
+    cr_assert_eq(em_module_to_dtype(m, EM_F64), EM_OK, "%s", em_error());
+    cr_expect(w == em_module_find(m, "0.weight"), "the same tensor, converted in place");
+    cr_expect_eq(w->dtype, EM_F64);
+    cr_expect_eq(w->grad->dtype, EM_F64, "its gradient converts with it");
+    cr_expect(w->requires_grad);
+    for (int i = 0; i < 6; i++)
+        cr_expect_eq(em_get(w, (int64_t[]){i / 3, i % 3}), (double)before[i]);
+    cr_expect_eq(em_module_find(m, "1.running_var")->dtype, EM_F64);
+    cr_expect_eq(nbt->dtype, EM_I64, "integer buffers stay");
+    cr_expect_eq(em_item(nbt), 1);
+    em_tensor *y = em_forward(m, em_to_dtype(x, EM_F64));
+    cr_assert_not_null(y, "%s", em_error());
+    cr_expect_eq(y->dtype, EM_F64);
+    cr_assert_eq(em_module_to_dtype(m, EM_BF16), EM_OK, "%s", em_error());
+    cr_expect_eq(em_get(w, (int64_t[]){0, 1}), -0.2001953125, "bf16's nearest to -0.2");
+    cr_expect_eq(em_module_to_dtype(m, EM_I32), EM_ERR_ARG);
+    cr_expect_str_eq(em_error(), "em_module_to_dtype: a module's floating tensors take a "
+                                 "floating dtype, not i32");
+    em_error_clear();
+    em_tensor *view = em_narrow(em_zeros(EM_SHAPE(4), EM_F32), 0, 1, 2);
+    cr_expect_eq(em_to_dtype_(view, EM_F64), EM_ERR_ARG);
+    cr_expect_str_eq(em_error(), "em_to_dtype_: only a leaf that owns its whole storage changes "
+                                 "in place (a parameter or buffer), not [2]");
+    em_error_clear();
+    em_module_free(m);
+    em_scope_end();
+}

@@ -1,5 +1,6 @@
 /* TensorBoard event files: CRC-32C and TFRecord framing against known bytes, then every scalar
- * and histogram read back by TensorBoard's own event loader (tests/python/tb_read.py), a file
+ * and histogram read back by TensorBoard's own event loader (tests/python/tb_read.py), a purge
+ * step hiding a crashed run's last points from TensorBoard's accumulator (tb_shown.py), a file
  * cut short read up to its last complete record, and the errors. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -152,6 +153,47 @@ Test(tensorboard, scalars_and_histograms_read_back_by_tensorboard)
     free(out);
     em_release(t);
     em_release(same);
+    rm_dir(dir);
+}
+
+/* A run that logged steps 0..9 then crashed, resumed at step 5 in a new file that marks the
+ * purge (em_tb_writer_purge, SummaryWriter(purge_step=5)'s events): TensorBoard shows steps 0..4 from
+ * the first file and 5..11 from the second, each once; the raw records hold both. */
+Test(tensorboard, a_purge_step_hides_what_a_crashed_run_logged_past_it)
+{
+    if (em_test_venv_skip())
+        return;
+    char dir[64];
+    make_dir(dir);
+    em_tb_writer *a = em_tb_writer_new(dir);
+    cr_assert_not_null(a, "%s", em_error());
+    for (int s = 0; s < 10; s++)
+        cr_assert_eq(em_tb_writer_add_scalar(a, "loss", 100 + s, s), EM_OK, "%s", em_error());
+    cr_assert_eq(em_tb_writer_free(a), EM_OK);
+    em_tb_writer *b = em_tb_writer_new(dir);
+    cr_assert_not_null(b, "%s", em_error());
+    cr_assert_eq(em_tb_writer_purge(b, 5), EM_OK, "%s", em_error());
+    cr_expect_eq(em_tb_writer_records(b), 3, "file_version, then file_version and START at step 5");
+    for (int s = 5; s < 12; s++)
+        cr_assert_eq(em_tb_writer_add_scalar(b, "loss", 200 + s, s), EM_OK, "%s", em_error());
+    char path[512];
+    snprintf(path, sizeof path, "%s", em_tb_writer_path(b));
+    cr_assert_eq(em_tb_writer_free(b), EM_OK);
+
+    char *shown = em_test_venv_output("tb_shown.py", dir);
+    cr_assert_not_null(shown, "TensorBoard's accumulator did not run (see above)");
+    char want[1024] = "";
+    for (int s = 0; s < 12; s++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), "scalar %d loss %d.0\n", s,
+                 s < 5 ? 100 + s : 200 + s);
+    cr_expect_str_eq(shown, want);
+    free(shown);
+    char *raw = read_back(path);
+    const char *head = "version 0 brain.Event:2\nversion 5 brain.Event:2\nscalar 5 loss 205.0";
+    cr_expect(strstr(raw, head) == raw, "the raw records keep both: %s", raw);
+    free(raw);
+    cr_assert_eq(em_tb_writer_purge(NULL, 1), EM_ERR_ARG);
+    em_error_clear();
     rm_dir(dir);
 }
 

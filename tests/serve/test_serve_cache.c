@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ember.h"
@@ -254,4 +255,101 @@ Test(serve_cache, an_engine_serves_no_planted_entry_of_another_model_shape_or_dt
     em_release(y3), em_release(y64), em_release(y_other);
     em_module_free(m);
     em_module_free(other);
+}
+
+/* A file whose entries are not all whole loads nothing (the whole entries before the broken one
+ * were taken and the rest dropped). */
+Test(serve_cache, a_file_with_an_incomplete_entry_loads_nothing)
+{
+    char dir[] = "/tmp/ember_cache_part_XXXXXX", path[256];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/cache.safetensors", dir);
+    em_tensor *x = vec(1, 2), *y = vec(3, 4);
+    em_st_entry list[3] = {{"00000000.input", x}, {"00000000.output", y},
+                           {"00000001.input", x}};
+    cr_assert_eq(em_safetensors_save(path, list, 3, NULL, 0), EM_OK, "%s", em_error());
+    em_cache *c = em_cache_new((em_cache_opts){.max_entries = 8});
+    cr_assert_eq(em_cache_load(c, dir), EM_ERR_IO);
+    cr_assert(strstr(em_error(), "entry 1 is incomplete"), "%s", em_error());
+    em_error_clear();
+    cr_assert_eq(em_cache_get_stats(c).entries, 0);
+    em_cache_free(c);
+    unlink(path);
+    rmdir(dir);
+    em_release(x), em_release(y);
+}
+
+/* A cache file that cannot be read does not stop an engine: it starts with an empty cache and a
+ * warning naming the file, serves, and its save at free replaces the file with a whole one. */
+Test(serve_cache, an_engine_starts_over_a_corrupt_cache_file_and_replaces_it)
+{
+    char dir[] = "/tmp/ember_cache_bad_XXXXXX", path[256];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/cache.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    fputs("\x40\0\0\0\0\0\0\0{\"00000000.input\":", f); /* a header cut short */
+    fclose(f);
+    em_manual_seed(3);
+    em_module *m = em_linear_layer(2, 2, true);
+    em_module_eval(m);
+    em_engine *e = em_engine_new(m, EM_SHAPE(2), (em_engine_opts){
+                                                     .max_batch = 1, .cache = {.max_entries = 8},
+                                                     .cache_dir = dir});
+    cr_assert_not_null(e, "%s", em_error());
+    cr_assert_not(em_has_error(), "%s", em_error());
+    const char *w = em_engine_warning(e);
+    cr_assert(w && strstr(w, "the response cache was not loaded and starts empty: "
+                             "em_safetensors_load: '") && strstr(w, path), "%s", w ? w : "NULL");
+    em_tensor *x = vec(1, 2), *y = NULL;
+    cr_assert_eq(em_engine_predict(e, x, EM_PRIORITY_NORMAL, 5000, &y), EM_OK, "%s", em_error());
+    em_release(y);
+    em_engine_free(e);
+    em_cache *back = em_cache_new((em_cache_opts){.max_entries = 8});
+    cr_assert_eq(em_cache_load(back, dir), EM_OK, "%s", em_error());
+    cr_assert_eq(em_cache_get_stats(back).entries, 1);
+    em_cache_free(back);
+    /* a readable file gives no warning */
+    e = em_engine_new(m, EM_SHAPE(2), (em_engine_opts){.max_batch = 1,
+                                                       .cache = {.max_entries = 8},
+                                                       .cache_dir = dir});
+    cr_assert_not_null(e, "%s", em_error());
+    cr_assert_null(em_engine_warning(e));
+    em_engine_free(e);
+    unlink(path);
+    rmdir(dir);
+    em_release(x);
+    em_module_free(m);
+}
+
+/* 22,000 entries load in well under a second: each entry's two tensors are found by a hash
+ * lookup (a server with this many took 5-30 s to start, looking each name up in turn). The
+ * bound is loose: it fails only a quadratic cost. */
+Test(serve_cache, many_entries_load_in_linear_time, .timeout = 120)
+{
+    enum { N = 22000 };
+    char dir[] = "/tmp/ember_cache_many_XXXXXX", path[256];
+    cr_assert_not_null(mkdtemp(dir));
+    em_cache *c = em_cache_new((em_cache_opts){.max_entries = N});
+    for (int i = 0; i < N; i++) {
+        em_tensor *x = vec((float)i, 0), *y = vec(0, (float)i);
+        cr_assert_eq(em_cache_put(c, x, y), EM_OK);
+        em_release(x), em_release(y);
+    }
+    cr_assert_eq(em_cache_save(c, dir), EM_OK, "%s", em_error());
+    em_cache_free(c);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    em_cache *back = em_cache_new((em_cache_opts){.max_entries = N});
+    cr_assert_eq(em_cache_load(back, dir), EM_OK, "%s", em_error());
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    cr_assert_eq(em_cache_get_stats(back).entries, N);
+    cr_assert_lt(s, 5.0, "%d entries took %.1f s to load", N, s);
+    em_tensor *x = vec(12345, 0);
+    expect_hit(back, x, 0);
+    em_release(x);
+    em_cache_free(back);
+    snprintf(path, sizeof path, "%s/cache.safetensors", dir);
+    unlink(path);
+    rmdir(dir);
 }
