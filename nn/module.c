@@ -38,12 +38,12 @@ const em_tensor *em_forward_hook_input(void)
 }
 
 /* A root module's dotted names handed out by em_module_parameters and em_module_buffers. */
-struct em_name_table {
+struct module_names {
     char **names; /* (n) */
     int n;
 };
 
-static void name_table_free(struct em_name_table *t)
+static void module_names_free(struct module_names *t)
 {
     if (!t)
         return;
@@ -56,7 +56,7 @@ static void name_table_free(struct em_name_table *t)
 /* What nn/ keeps of every module and its users do not see, placed by em_module_alloc just before
  * the module's struct (aligned as malloc aligns, so the struct after it is too). */
 typedef struct {
-    _Alignas(max_align_t) struct em_name_table *names; /* the dotted names traversals of this
+    _Alignas(max_align_t) struct module_names *names; /* the dotted names traversals of this
                                                           root hand out; NULL until the first */
     em_module *parent; /* the module this one is a child of, NULL for a root */
     int height;        /* levels of modules below this one (0 for a leaf) */
@@ -277,7 +277,7 @@ void em_module_free(em_module *m)
         em_release(m->buffers[i].value);
         free(m->buffers[i].name);
     }
-    name_table_free(books(m)->names);
+    module_names_free(books(m)->names);
     free(m->children);
     free(m->params);
     free(m->buffers);
@@ -457,7 +457,7 @@ static const char *intern_name(em_module *root, const char *name)
     module_books *b = books(root);
     if (!b->names && !(b->names = calloc(1, sizeof *b->names)))
         return NULL;
-    struct em_name_table *t = b->names;
+    struct module_names *t = b->names;
     for (int i = 0; i < t->n; i++)
         if (!strcmp(t->names[i], name))
             return t->names[i];
