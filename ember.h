@@ -4,6 +4,9 @@
 
 #include "ember/tensor/tensor.h"
 #include "ember/io/safetensors.h"
+#include "ember/io/json.h"
+#include "ember/io/atomic_file.h"
+#include "ember/io/regular_file.h"
 #include "ember/observe/profiler.h"
 #include "ember/observe/tensorboard.h"
 #include "ember/observe/memory_trend.h"
@@ -32,6 +35,6 @@
 #include "ember/serve/cache.h"
 #include "ember/serve/engine.h"
 #include "ember/serve/request.h"
-#include "ember/dist/dist.h"
+#include "ember/distributed/dist.h"
 
 #endif

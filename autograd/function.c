@@ -62,7 +62,7 @@ static em_function_ctx *ctx_new(const em_function *fn, const void *params, size_
     bool grad = em_grad_enabled();
     for (int i = 0; i < n; i++) {
         c->needs_grad[i] = grad && inputs[i]->requires_grad;
-        c->refcounts[i] = __atomic_load_n(&inputs[i]->refcount, __ATOMIC_RELAXED);
+        c->refcounts[i] = em_tensor_refcount(inputs[i]);
     }
     return c;
 }
@@ -74,8 +74,7 @@ static bool output_is_owned(const em_function_ctx *c, const em_tensor *y,
                             em_tensor *const *inputs, int n)
 {
     for (int i = 0; i < n; i++)
-        if (inputs[i] == y &&
-            __atomic_load_n(&y->refcount, __ATOMIC_RELAXED) <= c->refcounts[i]) {
+        if (inputs[i] == y && em_tensor_refcount(y) <= c->refcounts[i]) {
             em_set_error(EM_ERR_STATE, "em_function %s: forward returned input %d itself without "
                          "em_retain; it must return a new reference (em_retain(input) or a new "
                          "tensor)", c->fn->name, i);

@@ -14,6 +14,7 @@ static const em_backend cpu_backend = {
     .copy_to_host = em_cpu_copy_to_host,
     .synchronize = em_cpu_synchronize,
     .describe = em_cpu_describe,
+    .details = em_cpu_details,
     .set_threads = em_cpu_set_threads,
     .threads = em_cpu_max_threads,
     .fill = em_cpu_fill,

@@ -41,6 +41,7 @@ int em_cpu_copy_from_host(void *dst, const void *src_host, size_t nbytes);
 int em_cpu_copy_to_host(void *dst_host, const void *src, size_t nbytes);
 int em_cpu_synchronize(void);
 void em_cpu_describe(char *buf, size_t n);
+void em_cpu_details(char *buf, size_t n); /* the thread governor, the CPU features */
 /* cpu_backend.c: scratch memory for kernels, from the accounting allocator (em_workspace_alloc),
  * 64-byte aligned; NULL when out of memory or over the budget. Free with em_cpu_scratch_free. */
 void *em_cpu_scratch(size_t nbytes);

@@ -829,14 +829,14 @@ static void value_info(em_pb *graph, int field, const char *name, const em_tenso
 
 static em_status write_file(const char *path, const em_pb *model)
 {
-    em_atomic_file af;
-    if (em_atomic_open(&af, path) != EM_OK)
+    em_atomic_file *af = em_atomic_file_new(path);
+    if (!af)
         return em_error_status();
-    if (fwrite(model->data, 1, model->len, af.f) != model->len) {
-        em_atomic_abort(&af);
+    if (fwrite(model->data, 1, model->len, em_atomic_file_stream(af)) != model->len) {
+        em_atomic_file_free(af);
         return em_set_error(EM_ERR_IO, "em_onnx_export: cannot write %s", path);
     }
-    return em_atomic_commit(&af);
+    return em_atomic_file_commit(af);
 }
 
 em_status em_onnx_export(em_module *model, const em_tensor *example_input, const char *path,

@@ -3,6 +3,7 @@
  * bounded in number and in the time they take to send a request (http/http_guard.h), JSON in
  * and out through serve/request.h, and a drain on stop. */
 #include <arpa/inet.h>
+#include <jansson.h>
 #include <math.h>
 #include <microhttpd.h>
 #include <stdatomic.h>
@@ -12,8 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "serve/request.h"
-#include "io/json_internal.h"
+#include "ember.h"
 #include "http/http_guard.h"
 #include "http/http_server.h"
 
@@ -196,7 +196,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return reply(c, 200, json);
     }
     if (!strcmp(url, "/stats") && get) {
-        em_engine_stats st = em_engine_stats_get(s->engine);
+        em_engine_stats st = em_engine_get_stats(s->engine);
         return reply(c, 200, em_engine_stats_json(&st));
     }
     if (!strcmp(url, "/predict") && post)

@@ -153,7 +153,7 @@ static char *header_text(const json_t *root, size_t *len)
     return p;
 }
 
-static em_status write_tensor_data(em_atomic_file *af, const save_item *it)
+static em_status write_tensor_data(FILE *f, const char *path, const save_item *it)
 {
     void *buf = malloc(it->nbytes ? it->nbytes : 1);
     if (!buf)
@@ -164,8 +164,8 @@ static em_status write_tensor_data(em_atomic_file *af, const save_item *it)
         st = em_has_error() ? em_error_status()
                             : em_set_error(EM_ERR_IO, "em_safetensors_save: cannot read tensor "
                                            "'%s'", it->e->name);
-    else if (fwrite(buf, 1, it->nbytes, af->f) != it->nbytes)
-        st = em_set_error(EM_ERR_IO, "em_safetensors_save: cannot write '%s': %s", af->path,
+    else if (fwrite(buf, 1, it->nbytes, f) != it->nbytes)
+        st = em_set_error(EM_ERR_IO, "em_safetensors_save: cannot write '%s': %s", path,
                           strerror(errno));
     free(buf);
     return st;
@@ -175,21 +175,22 @@ static em_status write_tensor_data(em_atomic_file *af, const save_item *it)
 static em_status write_file(const char *path, const char *hdr, size_t hdr_len,
                             const save_item *items, int n)
 {
-    em_atomic_file af;
-    em_status st = em_atomic_open(&af, path);
-    if (st != EM_OK)
-        return st;
+    em_atomic_file *af = em_atomic_file_new(path);
+    if (!af)
+        return em_error_status();
+    FILE *f = em_atomic_file_stream(af);
     unsigned char len_le[8];
     for (int k = 0; k < 8; k++)
         len_le[k] = (unsigned char)((uint64_t)hdr_len >> (8 * k));
-    if (fwrite(len_le, 1, 8, af.f) != 8 || fwrite(hdr, 1, hdr_len, af.f) != hdr_len)
+    em_status st = EM_OK;
+    if (fwrite(len_le, 1, 8, f) != 8 || fwrite(hdr, 1, hdr_len, f) != hdr_len)
         st = em_set_error(EM_ERR_IO, "em_safetensors_save: cannot write '%s': %s", path,
                           strerror(errno));
     for (int i = 0; st == EM_OK && i < n; i++)
-        st = write_tensor_data(&af, &items[i]);
+        st = write_tensor_data(f, path, &items[i]);
     if (st == EM_OK)
-        return em_atomic_commit(&af);
-    em_atomic_abort(&af);
+        return em_atomic_file_commit(af);
+    em_atomic_file_free(af);
     return st;
 }
 
@@ -236,6 +237,17 @@ em_status em_safetensors_save(const char *path, const em_st_entry *tensors, int 
 
 /* ---- reading ---- */
 
+/* A loaded file and what only this file writes: its names hashed (NULL: searched in order). */
+typedef struct {
+    em_safetensors st; /* first: the caller's pointer is the box's */
+    em_name_table *name_index;
+} loaded_file;
+
+static loaded_file *box_of(const em_safetensors *st)
+{
+    return (loaded_file *)st;
+}
+
 void em_safetensors_free(em_safetensors *st)
 {
     if (!st)
@@ -247,8 +259,8 @@ void em_safetensors_free(em_safetensors *st)
     free(st->names);
     free(st->tensors);
     em_st_meta_free(st->meta_keys, st->meta_values, st->n_meta);
-    em_name_table_free(st->name_index);
-    free(st);
+    em_name_table_free(box_of(st)->name_index);
+    free(box_of(st));
 }
 
 /* Read the header of f (size file_size) into *hdr and *hdr_len. */
@@ -313,9 +325,10 @@ static em_status read_tensors(const char *path, FILE *f, em_st_header *h, em_saf
                                 "%s", path, st->names[i], feof(f) ? "file ended early"
                                                                   : strerror(errno));
     }
-    st->name_index = index_names("em_safetensors_load", (const char *const *)st->names,
-                                 sizeof *st->names, n);
-    return st->name_index ? EM_OK : em_error_status();
+    loaded_file *box = box_of(st);
+    box->name_index = index_names("em_safetensors_load", (const char *const *)st->names,
+                                  sizeof *st->names, n);
+    return box->name_index ? EM_OK : em_error_status();
 }
 
 /* The file into a new *out: its metadata, and its tensors when with_tensors (the header is
@@ -336,7 +349,10 @@ static em_status load(const char *path, bool with_tensors, em_safetensors **out)
     if (rc == EM_OK)
         rc = em_st_header_parse(path, hdr, hdr_len, (uint64_t)size - 8 - hdr_len, &h);
     free(hdr);
-    if (rc == EM_OK && !(st = calloc(1, sizeof *st)))
+    loaded_file *box = rc == EM_OK ? calloc(1, sizeof *box) : NULL;
+    if (box)
+        st = &box->st;
+    else if (rc == EM_OK)
         rc = em_set_error(EM_ERR_MEMORY, "em_safetensors_load: out of memory");
     if (rc == EM_OK)
         take_metadata(&h, st);
@@ -367,8 +383,9 @@ em_tensor *em_safetensors_get(const em_safetensors *st, const char *name)
     if (!st || !name)
         return NULL;
     int64_t i;
-    if (st->name_index)
-        return em_name_table_get(st->name_index, name, &i) ? st->tensors[i] : NULL;
+    const em_name_table *index = box_of(st)->name_index;
+    if (index)
+        return em_name_table_get(index, name, &i) ? st->tensors[i] : NULL;
     for (i = 0; i < st->n_tensors; i++)
         if (strcmp(st->names[i], name) == 0)
             return st->tensors[i];

@@ -28,7 +28,6 @@ typedef struct {
     int n_meta;
     char **meta_keys;   /* (n_meta), sorted */
     char **meta_values; /* (n_meta) */
-    struct em_name_table *name_index; /* private: the names hashed (NULL: searched in order) */
 } em_safetensors;
 
 /* Write the tensors (names unique and non-empty) and metadata to path, replacing it atomically.

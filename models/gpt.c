@@ -12,7 +12,7 @@
 #include "models/gpt_internal.h"
 #include "nn/nn_internal.h"
 
-/* em_gpt_config's values as the type's settings hold them */
+/* em_gpt_settings's values as the type's settings hold them */
 typedef struct {
     int64_t vocab_size, block_size, n_layer, n_head, n_embd;
     double dropout;
@@ -31,7 +31,7 @@ static em_module *child(em_module *m, int i)
     return m->children[i].module;
 }
 
-bool em_gpt_config_of(const em_module *m, em_gpt_config *c)
+bool em_gpt_settings_of(const em_module *m, em_gpt_settings *c)
 {
     if (!m || em_module_own_type(m) != &em_gpt_type) {
         em_set_error(EM_ERR_ARG, "em_gpt: the module is %s, not a GPT",
@@ -39,7 +39,7 @@ bool em_gpt_config_of(const em_module *m, em_gpt_config *c)
         return false;
     }
     const gpt_options *o = &((const gpt_model *)m)->o;
-    *c = (em_gpt_config){.vocab_size = o->vocab_size, .block_size = o->block_size,
+    *c = (em_gpt_settings){.vocab_size = o->vocab_size, .block_size = o->block_size,
                          .n_layer = (int)o->n_layer, .n_head = o->n_head, .n_embd = o->n_embd,
                          .dropout = o->dropout};
     return true;
@@ -48,8 +48,8 @@ bool em_gpt_config_of(const em_module *m, em_gpt_config *c)
 em_tensor *em_gpt_forward(em_module *m, const em_tensor *idx, em_kv_cache *cache)
 {
     const char *fn = "em_gpt_forward";
-    em_gpt_config c;
-    if (!idx || !em_gpt_config_of(m, &c))
+    em_gpt_settings c;
+    if (!idx || !em_gpt_settings_of(m, &c))
         return NULL;
     int64_t at = em_kv_cache_len(cache);
     char buf[64];
@@ -78,10 +78,10 @@ em_tensor *em_gpt_forward(em_module *m, const em_tensor *idx, em_kv_cache *cache
     return em_nn_scope_return(logits);
 }
 
-em_kv_cache *em_gpt_cache_new(const em_module *m, int64_t batch)
+em_kv_cache *em_gpt_kv_cache_new(const em_module *m, int64_t batch)
 {
-    em_gpt_config c;
-    if (!em_gpt_config_of(m, &c))
+    em_gpt_settings c;
+    if (!em_gpt_settings_of(m, &c))
         return NULL;
     return em_kv_cache_new(c.n_layer, batch, c.n_head, c.block_size, c.n_embd / c.n_head,
                            EM_F32);
@@ -89,8 +89,8 @@ em_kv_cache *em_gpt_cache_new(const em_module *m, int64_t batch)
 
 em_status em_gpt_checkpoint_blocks(em_module *m)
 {
-    em_gpt_config c;
-    if (!em_gpt_config_of(m, &c))
+    em_gpt_settings c;
+    if (!em_gpt_settings_of(m, &c))
         return em_error_status();
     em_module *blocks = child(m, BLOCKS);
     for (int l = 0; l < blocks->n_children; l++)
@@ -134,7 +134,7 @@ static em_module *gpt_build(const em_module_type *type, const void *options,
 {
     (void)type, (void)children, (void)n;
     const gpt_options *o = options;
-    return em_gpt((em_gpt_config){.vocab_size = o->vocab_size, .block_size = o->block_size,
+    return em_gpt((em_gpt_settings){.vocab_size = o->vocab_size, .block_size = o->block_size,
                                   .n_layer = (int)o->n_layer, .n_head = o->n_head,
                                   .n_embd = o->n_embd, .dropout = o->dropout});
 }
@@ -199,11 +199,11 @@ static em_status gpt2_init(em_module *m, int n_layer)
     return st;
 }
 
-em_module *em_gpt(em_gpt_config c)
+em_module *em_gpt(em_gpt_settings c)
 {
     if (c.vocab_size < 1 || c.block_size < 1 || c.n_layer < 1 || c.n_head < 1 ||
         c.n_embd < 1 || c.n_embd % c.n_head || !(c.dropout >= 0 && c.dropout < 1)) {
-        em_set_error(EM_ERR_ARG, "em_gpt: bad config: vocab_size %lld, block_size %lld, "
+        em_set_error(EM_ERR_ARG, "em_gpt: bad settings: vocab_size %lld, block_size %lld, "
                      "n_layer %d, n_head %lld, n_embd %lld (a multiple of n_head), dropout %g",
                      (long long)c.vocab_size, (long long)c.block_size, c.n_layer,
                      (long long)c.n_head, (long long)c.n_embd, c.dropout);

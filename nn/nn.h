@@ -141,11 +141,11 @@ typedef struct {
     em_module *module; /* owned */
 } em_named_module;
 
-/* A custom module embeds em_module as its first member:
+/* A custom module embeds em_module as its first member and is made by em_module_alloc:
  *   typedef struct { em_module base; double scale; } my_block;
  *   static const em_module_type my_block_type = {.type_name = "MyBlock",
  *                                                .forward = my_block_forward};
- *   my_block *b = calloc(1, sizeof *b); em_module_init(&b->base, &my_block_type);
+ *   my_block *b = (my_block *)em_module_alloc(sizeof *b, &my_block_type);
  *   em_module_add_param(&b->base, "weight", em_randn(...));
  *   em_module_add_child(&b->base, "fc", em_linear_layer(8, 8, true));
  * Its forward returns a new tensor the caller owns as it owns any op's result, and frees its own
@@ -173,10 +173,6 @@ struct em_module {
     em_named_tensor *params;   /* require grad */
     em_named_tensor *buffers;  /* saved with the model, no grad (running statistics, masks) */
     em_named_module *children;
-    struct em_name_table *names; /* nn/'s own (nn/module.c): the dotted names traversals hand
-                                    out, freed with the module; NULL until the first one */
-    em_module *parent; /* nn/'s own: the module this one is a child of, NULL for a root */
-    int height;        /* nn/'s own: levels of modules below this one (0 for a leaf) */
 };
 
 /* The deepest module tree ember builds: a root and its chain of descendants hold at most this
@@ -185,7 +181,12 @@ struct em_module {
  * deeper, naming this limit. */
 #define EM_MODULE_MAX_DEPTH 1000
 
-void em_module_init(em_module *m, const em_module_type *type);
+/* A new module of type, size bytes: sizeof(em_module) for a bare one, or the size of a struct of
+ * your own that embeds em_module first; zeroed but for its type, in training mode. Every module
+ * is made here and freed by em_module_free (nn/ keeps the tree's bookkeeping, its parent and the
+ * names traversals hand out, beside it). NULL with EM_ERR_MEMORY naming the type, or EM_ERR_ARG
+ * when type is NULL or size smaller than em_module. */
+em_module *em_module_alloc(size_t size, const em_module_type *type);
 /* take ownership of value (made a grad-requiring leaf); returns value, or NULL on error */
 em_tensor *em_module_add_param(em_module *m, const char *name, em_tensor *value);
 em_tensor *em_module_add_buffer(em_module *m, const char *name, em_tensor *value);

@@ -28,10 +28,6 @@ em_tensor *em_linear_relu_forward(em_module *m, const em_tensor *x);
  * numel(weight) / ws[0]. m, or NULL with m freed. */
 em_module *em_conv_layer_init(em_module *m, em_shape ws, int64_t n_bias, bool bias);
 
-/* Allocates a module of size bytes (a struct that embeds em_module first) and inits it;
- * NULL with an error when memory runs out. */
-em_module *em_module_alloc(size_t size, const em_module_type *type);
-
 /* Puts child (a module in no tree) in m's slot i and returns the module that was there, now in
  * no tree, for the caller to free: quantizing and pruning swap a layer for a new one this way. */
 em_module *em_module_set_child(em_module *m, int i, em_module *child);

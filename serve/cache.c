@@ -238,7 +238,7 @@ em_status em_cache_put(em_cache *c, const em_tensor *x, const em_tensor *y)
     return EM_OK;
 }
 
-em_cache_stats em_cache_stats_get(em_cache *c)
+em_cache_stats em_cache_get_stats(em_cache *c)
 {
     em_cache_stats s = {0};
     if (!c)

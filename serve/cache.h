@@ -43,7 +43,7 @@ em_tensor *em_cache_get(em_cache *c, const em_tensor *x);
  * an entry larger than max_bytes is not stored. EM_ERR_ARG when x or y does not match the
  * signature. */
 em_status em_cache_put(em_cache *c, const em_tensor *x, const em_tensor *y);
-em_cache_stats em_cache_stats_get(em_cache *c);
+em_cache_stats em_cache_get_stats(em_cache *c);
 
 /* Persistence: the entries, least recent first, in <dir>/cache.safetensors (written atomically;
  * dir must exist), with the signature's model fingerprint. Loading adds a file's entries as the

@@ -289,7 +289,7 @@ static void record_done(em_engine *e, const em_future *f, bool ok)
     adapt(e, ms);
 }
 
-em_engine_stats em_engine_stats_get(em_engine *e)
+em_engine_stats em_engine_get_stats(em_engine *e)
 {
     em_engine_stats s = {0};
     if (!e)
@@ -310,7 +310,7 @@ em_engine_stats em_engine_stats_get(em_engine *e)
     }
     pthread_mutex_unlock(&e->lock);
     free(scratch);
-    s.cache = em_cache_stats_get(e->cache);
+    s.cache = em_cache_get_stats(e->cache);
     return s;
 }
 

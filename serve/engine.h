@@ -90,7 +90,7 @@ void em_future_free(em_future *f);
 /* submit + wait + free in one call. */
 em_status em_engine_predict(em_engine *e, const em_tensor *x, em_priority p, double timeout_ms,
                             em_tensor **y);
-em_engine_stats em_engine_stats_get(em_engine *e);
+em_engine_stats em_engine_get_stats(em_engine *e);
 em_shape em_engine_sample_shape(const em_engine *e);
 /* "low", "normal", "high", "critical"; and back (-1 when unknown) */
 const char *em_priority_name(em_priority p);

@@ -1,5 +1,6 @@
 /* The tensor struct's lifetime: building new and aliasing tensors, retain and release. Each
- * tensor lives in a box beside the slot its scope bookkeeping needs. */
+ * tensor lives in a box beside what only this layer writes: its reference count and the slot its
+ * scope bookkeeping needs. */
 #include <stdlib.h>
 
 #include "tensor/core_internal.h"
@@ -8,12 +9,18 @@ void (*em_tensor_node_release_hook)(struct em_node *node) = NULL;
 
 typedef struct {
     em_tensor t; /* first: a tensor pointer is its box's pointer */
+    int refcount;
     em_scope_slot slot;
 } tensor_box;
 
+static tensor_box *box_of(const em_tensor *t)
+{
+    return (tensor_box *)t;
+}
+
 em_scope_slot *em_tensor_scope_slot(em_tensor *t)
 {
-    return &((tensor_box *)t)->slot;
+    return &box_of(t)->slot;
 }
 
 /* dtype valid and ndim in range; false with an error naming fn otherwise. */
@@ -56,7 +63,7 @@ em_tensor *em_tensor_wrap(const char *fn, em_storage *s, em_dtype dtype, int ndi
     }
     t->offset = offset;
     t->storage = s;
-    t->refcount = 1;
+    box->refcount = 1;
     em_storage_retain(s);
     em_scope_register(t);
     return t;
@@ -86,18 +93,28 @@ em_tensor *em_tensor_new(const char *fn, const em_shape *shape, em_dtype dtype, 
 em_tensor *em_retain(em_tensor *t)
 {
     if (t)
-        __atomic_add_fetch(&t->refcount, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&box_of(t)->refcount, 1, __ATOMIC_RELAXED);
     return t;
 }
 
 void em_release(em_tensor *t)
 {
-    if (!t || __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0)
+    if (!t || __atomic_sub_fetch(&box_of(t)->refcount, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     em_scope_forget(t);
     em_release(t->grad);
     if (t->node && em_tensor_node_release_hook)
         em_tensor_node_release_hook(t->node);
     em_storage_release(t->storage);
-    free(t);
+    free(box_of(t));
+}
+
+int em_tensor_refcount(const em_tensor *t)
+{
+    return __atomic_load_n(&box_of(t)->refcount, __ATOMIC_RELAXED);
+}
+
+bool em_tensor_exclusive(const em_tensor *t)
+{
+    return em_tensor_refcount(t) == 1 && t->storage->refcount == 1 && em_is_contiguous(t);
 }

@@ -57,7 +57,6 @@ typedef struct em_tensor {
     int64_t strides[EM_MAX_DIMS]; /* in elements */
     int64_t offset;               /* in elements, into storage */
     em_storage *storage;
-    int refcount;
 
     /* autograd */
     bool requires_grad;
@@ -125,6 +124,10 @@ bool em_device_available(em_device device);
 /* a line about the device ("cpu: 2 threads", "NVIDIA H100 ..., compute capability 9.0") into
  * buf; "not available" when it is not */
 const char *em_device_describe(em_device device, char *buf, size_t n);
+/* what that line leaves out, a "topic: what" line each, into buf (the CPU's: "thread governor:
+ * on (...)" and "CPU features: AVX2+FMA yes, AVX-512 no, ..."); "" when the device's backend has
+ * nothing more to say, "not available" without the device */
+const char *em_device_details(em_device device, char *buf, size_t n);
 /* waits for the device's queued work; reports an error a kernel raised there (a bad index) */
 em_status em_device_synchronize(em_device device);
 /* TF32 tensor cores for f32 matrix products on devices that have them (off by default, as in

@@ -15,6 +15,12 @@ struct em_storage {
     int refcount;
 };
 
+/* t's references (tensor/tensor.c keeps the count beside the public struct), and whether nobody
+ * else can see t's elements (its one reference, its storage's only tensor, contiguous), so that
+ * adding into it in place is safe. */
+int em_tensor_refcount(const em_tensor *t);
+bool em_tensor_exclusive(const em_tensor *t);
+
 /* A new tensor over t's storage with the given geometry; no autograd state. */
 em_tensor *em_tensor_alias(const em_tensor *t, int ndim, const int64_t *shape,
                            const int64_t *strides, int64_t offset);

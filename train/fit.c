@@ -89,7 +89,7 @@ static void report_step(em_trainer *t, em_progress *p, double t0)
     double elapsed = em_train_clock_s() - t0;
     p->samples_per_s = elapsed > 0 ? (double)p->samples / elapsed : 0;
     p->lr = em_trainer_lr(t);
-    p->scale = t->scaler ? em_scaler_get_scale(t->scaler) : 1.0;
+    p->scale = t->scaler ? em_grad_scaler_get_scale(t->scaler) : 1.0;
     p->skipped = t->stats.skipped;
     notify_step(t, p);
 }

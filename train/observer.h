@@ -24,7 +24,7 @@ typedef struct {
                                 Points are at the run's micro-batch count (em_progress's
                                 global_step), which a resumed run continues: an observer made
                                 after em_trainer_resume marks the resumed step as a restart
-                                (em_tb_purge), so TensorBoard drops what the stopped run
+                                (em_tb_writer_purge), so TensorBoard drops what the stopped run
                                 logged after its checkpoint, as SummaryWriter(purge_step=...)
                                 does */
     int histogram_every;     /* micro-batches between weight and gradient histograms; 0: 200 */

@@ -164,7 +164,7 @@ typedef struct {
     em_epoch_stats last_epoch; /* the last finished epoch (epochs 0 before the first) */
 } em_trainer_stats;
 em_trainer_stats em_trainer_get_stats(const em_trainer *t);
-em_grad_scaler *em_trainer_scaler(const em_trainer *t); /* NULL without amp f16 */
+em_grad_scaler *em_trainer_grad_scaler(const em_trainer *t); /* NULL without amp f16 */
 
 /* ---- metrics ---- */
 

@@ -46,7 +46,7 @@ static em_st_entry *collect(const em_train_state *s, prefixes part_prefix, layou
     const em_module *average = em_averaged_model_module(s->average);
     *l = (layout){.n = {em_module_state(s->model, NULL, 0),
                         s->optim ? em_optim_state(s->optim, NULL, 0) : 0,
-                        s->scaler ? em_scaler_state(s->scaler, NULL, 0) : 0,
+                        s->scaler ? em_grad_scaler_state(s->scaler, NULL, 0) : 0,
                         s->scheduler ? em_scheduler_state(s->scheduler, NULL, 0) : 0,
                         average ? em_module_state(average, NULL, 0) : 0}};
     if (l->n[PART_MODEL] < 0 || l->n[PART_AVERAGE] < 0)
@@ -75,7 +75,7 @@ static em_st_entry *collect(const em_train_state *s, prefixes part_prefix, layou
     if (s->optim)
         em_optim_state(s->optim, refs + l->first[PART_OPTIM], l->n[PART_OPTIM]);
     if (s->scaler)
-        em_scaler_state(s->scaler, refs + l->first[PART_SCALER], l->n[PART_SCALER]);
+        em_grad_scaler_state(s->scaler, refs + l->first[PART_SCALER], l->n[PART_SCALER]);
     if (s->scheduler)
         em_scheduler_state(s->scheduler, refs + l->first[PART_SCHED], l->n[PART_SCHED]);
     for (int p = 0; p < N_PARTS; p++)
@@ -235,9 +235,9 @@ static em_status check_scaler(const char *path, const em_param_ref *refs, int n,
     if (found < n)
         return em_set_error(EM_ERR_IO, "em_train_checkpoint_load: %s: the scaler's state is "
                             "incomplete", path);
-    em_grad_scaler *scratch = em_scaler_new((em_scaler_opts){0});
-    em_status st = scratch ? em_scaler_load_state(scratch, refs, n) : em_error_status();
-    em_scaler_free(scratch);
+    em_grad_scaler *scratch = em_grad_scaler_new((em_grad_scaler_opts){0});
+    em_status st = scratch ? em_grad_scaler_load_state(scratch, refs, n) : em_error_status();
+    em_grad_scaler_free(scratch);
     return st;
 }
 
@@ -401,7 +401,7 @@ static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
     if (counters_present)
         *s->counters = counters;
     if (scaler_present)
-        em_scaler_load_state(s->scaler, refs + l->first[PART_SCALER], l->n[PART_SCALER]);
+        em_grad_scaler_load_state(s->scaler, refs + l->first[PART_SCALER], l->n[PART_SCALER]);
     if (s->scheduler)
         em_scheduler_load_state(s->scheduler, refs + l->first[PART_SCHED], l->n[PART_SCHED]);
     for (int i = 0; i < l->n[PART_MODEL]; i++)

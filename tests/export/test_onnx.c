@@ -277,8 +277,7 @@ static const em_module_type scaled_act_type = {.type_name = "ScaledAct",
 
 static em_module *scaled_act_new(int64_t features)
 {
-    em_module *m = calloc(1, sizeof *m);
-    em_module_init(m, &scaled_act_type);
+    em_module *m = em_module_alloc(sizeof *m, &scaled_act_type);
     em_generator gen = em_generator_new(21);
     em_module_add_param(m, "weight", em_uniform(EM_SHAPE(features), EM_F32, 0.5, 2.0, &gen));
     return m;
@@ -634,7 +633,7 @@ Test(onnx, transformer_layers_match_onnxruntime)
 Test(onnx, gpt_matches_onnxruntime)
 {
     em_manual_seed(12);
-    em_module *gpt = em_gpt((em_gpt_config){.vocab_size = 11, .block_size = 12, .n_layer = 2,
+    em_module *gpt = em_gpt((em_gpt_settings){.vocab_size = 11, .block_size = 12, .n_layer = 2,
                                             .n_head = 2, .n_embd = 8, .dropout = 0.1});
     check_sequence(redrawn(gpt, 0.3), 0, 11, "--present Gather");
 }

@@ -273,7 +273,7 @@ Test(model_file, attention_transformer_and_gpt)
     round_trip(m, em_randn(EM_SHAPE(2, 4, 8), EM_F32, NULL), false);
     round_trip(em_multihead_attention_layer(4, 1, (em_mha_opts){.no_bias = true}),
                em_randn(EM_SHAPE(1, 3, 4), EM_F32, NULL), false);
-    em_module *gpt = em_gpt((em_gpt_config){.vocab_size = 11, .block_size = 6, .n_layer = 2,
+    em_module *gpt = em_gpt((em_gpt_settings){.vocab_size = 11, .block_size = 6, .n_layer = 2,
                                             .n_head = 2, .n_embd = 8, .dropout = 0.1});
     em_tensor *ids = em_from_data(EM_SHAPE(2, 4), EM_I64, (int64_t[]){1, 4, 10, 0, 3, 3, 2, 7});
     round_trip(gpt, ids, false);
@@ -371,8 +371,7 @@ static const em_module_type scaled_type = {
 
 static em_module *scaled_new(int64_t width, double scale)
 {
-    scaled_block *b = calloc(1, sizeof *b);
-    em_module_init(&b->base, &scaled_type);
+    scaled_block *b = (scaled_block *)em_module_alloc(sizeof *b, &scaled_type);
     b->o = (scaled_options){width, scale};
     em_module_add_param(&b->base, "weight", em_randn(EM_SHAPE(width), EM_F32, NULL));
     return &b->base;
@@ -920,7 +919,7 @@ Test(model_file, clone_is_a_deep_copy)
     assert_same_values(em_forward(q, xq), em_forward(qc, xq));
     /* a type whose build makes its own children (GPT's blocks, their attention's out_proj):
      * those are filled in where they stand */
-    em_module *gpt = em_gpt((em_gpt_config){.vocab_size = 11, .block_size = 6, .n_layer = 2,
+    em_module *gpt = em_gpt((em_gpt_settings){.vocab_size = 11, .block_size = 6, .n_layer = 2,
                                             .n_head = 2, .n_embd = 8});
     em_module *gc = em_module_clone(gpt);
     cr_assert_not_null(gc, "%s", em_error());

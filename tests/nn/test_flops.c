@@ -204,7 +204,7 @@ Test(flops, every_layer_type_counted_by_hand)
         /* T 3, E 4, vocab 7: positions' add 12 and the head 2 x 3 x 4 x 7; the block: attention
          * 522 + out_proj 108 + GELU 48 + sums 24 + linear1 432 + linear2 396 + norms 192;
          * ln_f 96 */
-        {em_gpt((em_gpt_config){.vocab_size = 7, .block_size = 5, .n_layer = 1, .n_head = 2,
+        {em_gpt((em_gpt_settings){.vocab_size = 7, .block_size = 5, .n_layer = 1, .n_head = 2,
                                 .n_embd = 4}),
          EM_SHAPE(1, 3), 1998},
         /* as their float forms: the projections counted by the QuantizedLinear children */

@@ -2,6 +2,8 @@
  * models, a custom module end to end, error handling, scopes and the summary table. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,8 +35,7 @@ static const em_module_type scaled_type = {.type_name = "Scaled", .forward = sca
 
 static em_module *scaled_new(void)
 {
-    em_module *m = calloc(1, sizeof *m);
-    em_module_init(m, &scaled_type);
+    em_module *m = em_module_alloc(sizeof *m, &scaled_type);
     em_module_add_param(m, "scale", em_ones(EM_SHAPE(2), EM_F32));
     em_module_add_child(m, "fc", em_linear_layer(3, 2, true));
     return m;
@@ -266,8 +267,7 @@ static const em_module_type my_block_type = {.type_name = "MyBlock",
 
 Test(nn_module, documented_forward_frees_its_temporaries_outside_a_scope)
 {
-    my_block *b = calloc(1, sizeof *b);
-    em_module_init(&b->base, &my_block_type);
+    my_block *b = (my_block *)em_module_alloc(sizeof *b, &my_block_type);
     b->scale = 0.5;
     em_module_add_param(&b->base, "weight", em_full(EM_SHAPE(8), EM_F32, 2.0));
     em_module_add_child(&b->base, "fc", em_linear_layer(8, 8, true));
@@ -292,6 +292,35 @@ Test(nn_module, documented_forward_frees_its_temporaries_outside_a_scope)
     cr_assert_eq(em_memory_get_stats(EM_CPU).live_storages, before);
     em_release(x);
     em_module_free(&b->base);
+}
+
+/* em_module_alloc makes every module: the user's struct zeroed past its em_module, which has
+ * its type and training mode, aligned for any member; a NULL type or a size smaller than
+ * em_module is refused. */
+Test(nn_module, alloc_makes_a_zeroed_module_of_the_given_size)
+{
+    typedef struct {
+        em_module base;
+        long double wide; /* needs max_align_t's alignment */
+        char tail[40];
+    } wide_block;
+    wide_block *b = (wide_block *)em_module_alloc(sizeof *b, &my_block_type);
+    cr_assert_not_null(b, "%s", em_error());
+    cr_expect_eq(b->base.type, &my_block_type);
+    cr_expect(b->base.training);
+    cr_expect_eq(b->base.n_params + b->base.n_buffers + b->base.n_children, 0);
+    cr_expect_eq((uintptr_t)&b->wide % _Alignof(max_align_t), 0);
+    cr_expect_eq(b->wide, 0);
+    for (size_t i = 0; i < sizeof b->tail; i++)
+        cr_expect_eq(b->tail[i], 0);
+    em_module_free(&b->base);
+
+    cr_expect_null(em_module_alloc(sizeof(em_module), NULL));
+    cr_expect_str_eq(em_error(), "em_module_alloc: NULL type");
+    em_error_clear();
+    cr_expect_null(em_module_alloc(sizeof(em_module) - 1, &my_block_type));
+    cr_expect_str_eq(em_error(), "em_module_alloc: size is smaller than em_module");
+    em_error_clear();
 }
 
 Test(nn_module, empty_sequential_is_the_identity)

@@ -42,7 +42,7 @@ Test(serve_cache, lru_order_and_entry_bound)
     cr_assert_null(em_cache_get(c, b)); /* miss 2 */
     expect_hit(c, a, 10);
     expect_hit(c, d, 50);
-    em_cache_stats s = em_cache_stats_get(c);
+    em_cache_stats s = em_cache_get_stats(c);
     cr_assert_eq(s.entries, 2);
     cr_assert_eq(s.hits, 3);
     cr_assert_eq(s.misses, 2);
@@ -59,14 +59,14 @@ Test(serve_cache, byte_bound_evicts_oldest_and_skips_oversized)
     em_tensor *x[3] = {vec(1, 0), vec(2, 0), vec(3, 0)}, *y = vec(7, 7);
     for (int i = 0; i < 3; i++)
         cr_assert_eq(em_cache_put(c, x[i], y), EM_OK);
-    em_cache_stats s = em_cache_stats_get(c); /* 16 bytes each: only two fit in 40 */
+    em_cache_stats s = em_cache_get_stats(c); /* 16 bytes each: only two fit in 40 */
     cr_assert_eq(s.entries, 2);
     cr_assert_eq(s.bytes, 32);
     cr_assert_eq(s.evictions, 1);
     cr_assert_null(em_cache_get(c, x[0]));
     em_tensor *big = em_zeros(EM_SHAPE(100), EM_F32);
     cr_assert_eq(em_cache_put(c, big, y), EM_OK);
-    cr_assert_eq(em_cache_stats_get(c).entries, 2, "an entry over max_bytes is not stored");
+    cr_assert_eq(em_cache_get_stats(c).entries, 2, "an entry over max_bytes is not stored");
     cr_assert_null(em_cache_get(c, big));
     for (int i = 0; i < 3; i++)
         em_release(x[i]);
@@ -95,7 +95,7 @@ Test(serve_cache, disabled_cache_always_misses)
     em_tensor *x = vec(1, 2);
     cr_assert_eq(em_cache_put(c, x, x), EM_OK);
     cr_assert_null(em_cache_get(c, x));
-    cr_assert_eq(em_cache_stats_get(c).entries, 0);
+    cr_assert_eq(em_cache_get_stats(c).entries, 0);
     em_release(x);
     em_cache_free(c);
 }
@@ -115,7 +115,7 @@ Test(serve_cache, a_fifo_for_the_cache_file_is_refused, .timeout = 20)
     snprintf(want, sizeof want, "em_safetensors_load: cannot open '%s': it is a FIFO, not a "
              "regular file", path);
     cr_expect_str_eq(em_error(), want);
-    cr_expect_eq(em_cache_stats_get(c).entries, 0);
+    cr_expect_eq(em_cache_get_stats(c).entries, 0);
     em_error_clear();
     em_cache_free(c);
     unlink(path);
@@ -137,7 +137,7 @@ Test(serve_cache, persists_to_a_directory_in_lru_order)
 
     em_cache *back = em_cache_new((em_cache_opts){.max_entries = 3});
     cr_assert_eq(em_cache_load(back, dir), EM_OK, "%s", em_error());
-    cr_assert_eq(em_cache_stats_get(back).entries, 3);
+    cr_assert_eq(em_cache_get_stats(back).entries, 3);
     expect_hit(back, x[2], 30);
     em_tensor *x4 = vec(4, 0);
     em_cache_put(back, x4, y[0]); /* evicts the oldest, x1 */
@@ -176,7 +176,7 @@ Test(serve_cache, a_signed_cache_refuses_entries_of_other_shapes)
     cr_assert_eq(em_cache_put(c, x, y64), EM_ERR_ARG);
     em_error_clear();
     cr_assert_eq(em_cache_put(c, x, x), EM_OK);
-    cr_assert_eq(em_cache_stats_get(c).entries, 1);
+    cr_assert_eq(em_cache_get_stats(c).entries, 1);
     em_release(x), em_release(y3), em_release(y64);
     em_cache_free(c);
 }
@@ -203,12 +203,12 @@ static int64_t engine_answer(em_module *m, const char *dir, const em_tensor *x, 
                                                      .max_batch = 1, .cache = {.max_entries = 8},
                                                      .cache_dir = dir});
     cr_assert_not_null(e, "%s", em_error());
-    int64_t discarded = em_engine_stats_get(e).cache.discarded;
+    int64_t discarded = em_engine_get_stats(e).cache.discarded;
     em_tensor *y = NULL;
     cr_assert_eq(em_engine_predict(e, x, EM_PRIORITY_NORMAL, 5000, &y), EM_OK, "%s", em_error());
     cr_assert(y->ndim == 1 && y->shape[0] == 2 && y->dtype == EM_F32);
     em_copy_to_host(y, EM_F32, got);
-    *from_cache = em_engine_stats_get(e).cache_answered == 1;
+    *from_cache = em_engine_get_stats(e).cache_answered == 1;
     em_release(y);
     em_engine_free(e);
     return discarded;
@@ -272,7 +272,7 @@ Test(serve_cache, a_file_with_an_incomplete_entry_loads_nothing)
     cr_assert_eq(em_cache_load(c, dir), EM_ERR_IO);
     cr_assert(strstr(em_error(), "entry 1 is incomplete"), "%s", em_error());
     em_error_clear();
-    cr_assert_eq(em_cache_stats_get(c).entries, 0);
+    cr_assert_eq(em_cache_get_stats(c).entries, 0);
     em_cache_free(c);
     unlink(path);
     rmdir(dir);
@@ -306,7 +306,7 @@ Test(serve_cache, an_engine_starts_over_a_corrupt_cache_file_and_replaces_it)
     em_engine_free(e);
     em_cache *back = em_cache_new((em_cache_opts){.max_entries = 8});
     cr_assert_eq(em_cache_load(back, dir), EM_OK, "%s", em_error());
-    cr_assert_eq(em_cache_stats_get(back).entries, 1);
+    cr_assert_eq(em_cache_get_stats(back).entries, 1);
     em_cache_free(back);
     /* a readable file gives no warning */
     e = em_engine_new(m, EM_SHAPE(2), (em_engine_opts){.max_batch = 1,
@@ -343,7 +343,7 @@ Test(serve_cache, many_entries_load_in_linear_time, .timeout = 120)
     cr_assert_eq(em_cache_load(back, dir), EM_OK, "%s", em_error());
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    cr_assert_eq(em_cache_stats_get(back).entries, N);
+    cr_assert_eq(em_cache_get_stats(back).entries, N);
     cr_assert_lt(s, 5.0, "%d entries took %.1f s to load", N, s);
     em_tensor *x = vec(12345, 0);
     expect_hit(back, x, 0);

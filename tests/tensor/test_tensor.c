@@ -103,7 +103,7 @@ Test(tensor, contiguous_raw_of_permuted_alias)
     /* already contiguous: the same tensor, one more reference */
     em_tensor *same = em_tensor_contiguous_raw(c);
     cr_assert_eq(same, c);
-    cr_assert_eq(c->refcount, 2);
+    cr_assert_eq(em_tensor_refcount(c), 2);
     em_release(same);
     em_tensor *h = em_tensor_cast_raw(tt, EM_F16);
     cr_assert_eq(h->dtype, EM_F16);

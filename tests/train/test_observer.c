@@ -305,7 +305,7 @@ static void keep_checkpoint(void *ctx, const em_progress *p)
     cr_assert_eq(system(cmd), 0);
 }
 
-/* The run resumed from that checkpoint marks step 5 as a restart (em_tb_purge): TensorBoard's
+/* The run resumed from that checkpoint marks step 5 as a restart (em_tb_writer_purge): TensorBoard's
  * accumulator (tb_shown.py) shows every train/loss step once, 1 to 16; the raw records hold steps
  * 5, 6 and 7 twice (without the mark TensorBoard showed them twice, one step going backwards). */
 Test(observer, a_run_killed_past_its_checkpoint_shows_each_step_once)

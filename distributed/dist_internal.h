@@ -1,9 +1,9 @@
-/* What the dist/ files share: the collective work items the communication thread runs, and the
+/* What the distributed/ files share: the collective work items the communication thread runs, and the
  * two transports behind them (MPI for host memory, NCCL for CUDA memory). Not installed. */
 #ifndef EMBER_DIST_INTERNAL_H
 #define EMBER_DIST_INTERNAL_H
 
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 #define EM_DIST_MSG_MAX 512
 
@@ -59,11 +59,11 @@ typedef struct em_dist_transport {
     void (*abandon)(void *handle);
 } em_dist_transport;
 
-/* MPI (dist/mpi_transport.c): the communicator for collectives and the datatypes. */
+/* MPI (distributed/mpi_transport.c): the communicator for collectives and the datatypes. */
 em_status em_mpi_transport_init(char *msg);
 void em_mpi_transport_finalize(void);
 extern const em_dist_transport em_mpi_transport;
-/* NCCL (dist/nccl.c, or dist/nccl_absent.c without CUDA): its communicator is made on the first
+/* NCCL (distributed/nccl.c, or distributed/nccl_absent.c without CUDA): its communicator is made on the first
  * CUDA collective, with rank 0's unique id broadcast over MPI. */
 extern const em_dist_transport em_nccl_transport;
 bool em_nccl_built(void);

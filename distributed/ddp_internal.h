@@ -2,7 +2,7 @@
 #ifndef EMBER_DDP_INTERNAL_H
 #define EMBER_DDP_INTERNAL_H
 
-#include "dist/dist_internal.h"
+#include "distributed/dist_internal.h"
 
 typedef struct {
     em_tensor *param;  /* borrowed from the module */

@@ -7,7 +7,7 @@
 
 #include <mpi.h>
 
-#include "dist/dist_internal.h"
+#include "distributed/dist_internal.h"
 
 typedef struct {
     int32_t kind;          /* CONTROL_FAILED, _PROBE, _STATUS, _BYE */

@@ -15,13 +15,13 @@
 
 /* root may run mpirun; shared memory without cross-process single copies (which containers'
  * seccomp profiles often forbid); under the sanitizers, Open MPI's plugins stay loaded so that
- * what its libraries keep until exit is named and suppressed (tests/dist/lsan_mpi.supp) */
+ * what its libraries keep until exit is named and suppressed (tests/distributed/lsan_mpi.supp) */
 #define MPI_ENV                                                                              \
     "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "            \
     "OMPI_MCA_btl_vader_single_copy_mechanism=none "                                          \
     "OMPI_MCA_mca_base_component_disable_dlclose=1 ASAN_OPTIONS=fast_unwind_on_malloc=0 "     \
     "LSAN_OPTIONS=print_suppressions=0:suppressions=" EMBER_SOURCE_DIR                        \
-    "/tests/dist/lsan_mpi.supp "
+    "/tests/distributed/lsan_mpi.supp "
 #define MPI_EXPORTS "-x OMP_NUM_THREADS -x OMPI_MCA_mca_base_component_disable_dlclose " \
                     "-x ASAN_OPTIONS -x LSAN_OPTIONS"
 #define OUT_MAX 65536

@@ -1,7 +1,7 @@
 /* DDP in the trainer: its callbacks set DDP's sync on the micro-batch an update follows, average
  * the gradients before an update that follows unsynchronised micro-batches, and agree every skip
  * decision across ranks, so every rank takes the same updates. */
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 static void before_backward(void *ctx, bool update_follows)
 {

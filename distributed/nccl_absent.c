@@ -1,8 +1,8 @@
-/* Built instead of dist/nccl.c when ember has no CUDA backend or CMake found no NCCL beside the
+/* Built instead of distributed/nccl.c when ember has no CUDA backend or CMake found no NCCL beside the
  * CUDA toolkit: a collective on CUDA tensors fails here with a clear error. */
 #include <stdio.h>
 
-#include "dist/dist_internal.h"
+#include "distributed/dist_internal.h"
 
 bool em_nccl_built(void)
 {

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/control_internal.h"
+#include "distributed/control_internal.h"
 
 enum { CONTROL_FAILED = 1, CONTROL_PROBE, CONTROL_STATUS, CONTROL_BYE };
 

@@ -2,7 +2,7 @@
  * rank's x, so the gradient of x is the sum over ranks of the gradients of y: backward is the
  * same allreduce (PyTorch's torch.distributed.nn.functional.all_reduce). */
 #include "autograd/autograd_internal.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 static em_tensor *summed_copy(const em_tensor *x)
 {

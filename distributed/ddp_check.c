@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/ddp_internal.h"
+#include "distributed/ddp_internal.h"
 
 /* One line per parameter and buffer: "param 0.weight f32 [32,1,3,3]\n"; malloc'd. */
 static char *describe(em_module *m)

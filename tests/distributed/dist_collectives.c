@@ -1,4 +1,4 @@
-/* dist_worker collectives: every collective of dist/ on each dtype, run on every rank; each rank
+/* dist_worker collectives: every collective of distributed/ on each dtype, run on every rank; each rank
  * checks the values it gets against the ones worked out from the rank numbers. */
 #include <math.h>
 #include <stdio.h>

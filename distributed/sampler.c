@@ -3,7 +3,7 @@
  * out round-robin: PyTorch DistributedSampler's layout, over any of data/'s samplers. */
 #include <stdlib.h>
 
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 typedef struct {
     em_sampler base;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/ddp_internal.h"
+#include "distributed/ddp_internal.h"
 
 #define DEFAULT_BUCKET_BYTES (25u << 20)
 

@@ -2,7 +2,7 @@
  * one work item through the communication thread (MPI for CPU tensors, NCCL for CUDA ones). */
 #include <stdio.h>
 
-#include "dist/dist_internal.h"
+#include "distributed/dist_internal.h"
 #include "tensor/tensor_internal.h"
 
 static bool communicable(em_dtype dt)

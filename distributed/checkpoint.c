@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 #define PER_RANK 5 /* rng seed, rng offset, loader epoch, loader batch, loader batches */
 #define KEY_MAX 48

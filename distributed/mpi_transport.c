@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "dist/dist_internal.h"
+#include "distributed/dist_internal.h"
 
 #define CHUNK_ELEMS (1LL << 30)
 

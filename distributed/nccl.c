@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "backend/backend_internal.h" /* the compute stream the collectives order after */
-#include "dist/dist_internal.h"
+#include "distributed/dist_internal.h"
 
 typedef enum { PHASE_ID, PHASE_INIT, PHASE_RUN } phase;
 

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/control_internal.h"
-#include "dist/dist_internal.h"
+#include "distributed/control_internal.h"
+#include "distributed/dist_internal.h"
 
 #define DEFAULT_TIMEOUT_S 300.0
 #define IDLE_POLL_NS 20000000L /* an idle thread still answers the control channel */

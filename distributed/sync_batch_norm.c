@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "autograd/autograd_internal.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 #include "nn/nn_internal.h"
 
 /* A BatchNorm module's type retyped: its description kept (its options, eps and momentum,
