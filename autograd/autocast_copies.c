@@ -142,7 +142,7 @@ void em_autocast_copy_written(const em_tensor *param)
     pthread_mutex_unlock(&copies.lock);
 }
 
-em_autocast_copy_stats em_autocast_copy_stats_get(void)
+em_autocast_copy_stats em_autocast_copy_get_stats(void)
 {
     pthread_mutex_lock(&copies.lock);
     em_autocast_copy_stats s = copies.stats;

@@ -29,6 +29,6 @@ typedef struct {
     int copies;
     size_t bytes;
 } em_autocast_copy_stats;
-em_autocast_copy_stats em_autocast_copy_stats_get(void);
+em_autocast_copy_stats em_autocast_copy_get_stats(void);
 
 #endif

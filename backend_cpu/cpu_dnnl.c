@@ -186,7 +186,7 @@ static void entry_give(prim_entry *e)
         entry_destroy(e);
 }
 
-em_dnnl_cache_stats em_dnnl_cache_stats_get(void)
+em_dnnl_cache_stats em_dnnl_cache_get_stats(void)
 {
     pthread_mutex_lock(&cache.lock);
     em_dnnl_cache_stats s = cache.stats;

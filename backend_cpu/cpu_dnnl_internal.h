@@ -98,7 +98,7 @@ int em_dnnl_exec(const em_dnnl_ctx *c, const em_dnnl_prim *p, const em_dnnl_arg 
 typedef struct {
     int64_t created, held, hits;
 } em_dnnl_cache_stats;
-em_dnnl_cache_stats em_dnnl_cache_stats_get(void);
+em_dnnl_cache_stats em_dnnl_cache_get_stats(void);
 void em_dnnl_cache_clear(void);
 
 /* oneDNN's dtype of an ember dtype (bf16, f32, u8, s8, s32); dnnl_data_type_undef otherwise. */

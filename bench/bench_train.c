@@ -10,8 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend_cpu/cpu_kernels_internal.h"
-#include "io/atomic_file.h"
 #include "cmd/cmd.h"
 #include "bench/bench_train.h"
 
@@ -69,7 +67,7 @@ static double ember_samples_per_s(const bench_setup *b, const bench_case *c, con
         model = NULL;
     }
     em_optim *opt = model ? em_sgd(model, (em_sgd_opts){.lr = 0.05, .momentum = 0.9}) : NULL;
-    em_grad_scaler *scaler = b->amp == EM_F16 ? em_scaler_new((em_scaler_opts){0}) : NULL;
+    em_grad_scaler *scaler = b->amp == EM_F16 ? em_grad_scaler_new((em_grad_scaler_opts){0}) : NULL;
     double *times = calloc((size_t)steps, sizeof *times);
     double result = -1;
     for (int i = 0; model && opt && times && i < steps + 10; i++) {
@@ -83,7 +81,7 @@ static double ember_samples_per_s(const bench_setup *b, const bench_case *c, con
         em_tensor *y = em_index_select(all->y, 0, idx); // (B)
         bool ok = em_device_synchronize(b->device) == EM_OK;
         if (i >= 10)
-            *team += (double)em_cpu_threads() / steps;
+            *team += (double)em_get_active_threads() / steps;
         double t = bench_now_s();
         if (b->amp != EM_F32)
             em_autocast_begin(b->amp);
@@ -92,8 +90,8 @@ static double ember_samples_per_s(const bench_setup *b, const bench_case *c, con
             em_autocast_end();
         em_tensor *loss = em_cross_entropy(logits, y, (em_cross_entropy_opts){0});
         if (scaler)
-            ok = ok && loss && em_backward(em_scaler_scale(scaler, loss)) == EM_OK &&
-                 em_scaler_step(scaler, opt, NULL) == EM_OK && em_scaler_update(scaler) == EM_OK;
+            ok = ok && loss && em_backward(em_grad_scaler_scale(scaler, loss)) == EM_OK &&
+                 em_grad_scaler_step(scaler, opt, NULL) == EM_OK && em_grad_scaler_update(scaler) == EM_OK;
         else
             ok = ok && loss && em_backward(loss) == EM_OK && em_optim_step(opt) == EM_OK;
         em_optim_zero_grad(opt);
@@ -112,7 +110,7 @@ static double ember_samples_per_s(const bench_setup *b, const bench_case *c, con
     }
 done:
     free(times);
-    em_scaler_free(scaler);
+    em_grad_scaler_free(scaler);
     em_optim_free(opt);
     em_module_free(model);
     return result;
@@ -137,7 +135,7 @@ static double ember_gpt_tokens_per_s(const recipe_gpt_text *text, const gpt_case
                                      em_dtype amp, em_device dev, double *team)
 {
     const int64_t batch = g->batch;
-    em_gpt_config c = recipe_gpt_config(text->vocab.size);
+    em_gpt_settings c = recipe_gpt_settings(text->vocab.size);
     c.block_size = g->block;
     int64_t t = c.block_size, n = (int64_t)(steps + GPT_WARMUP) * batch;
     em_manual_seed(0);
@@ -147,7 +145,7 @@ static double ember_gpt_tokens_per_s(const recipe_gpt_text *text, const gpt_case
         model = NULL;
     }
     em_optim *opt = model ? recipe_optimizer(&recipe_gpt, "adamw", model, 1e-3, 0) : NULL;
-    em_grad_scaler *scaler = amp == EM_F16 ? em_scaler_new((em_scaler_opts){0}) : NULL;
+    em_grad_scaler *scaler = amp == EM_F16 ? em_grad_scaler_new((em_grad_scaler_opts){0}) : NULL;
     em_sampler *s = em_random_sampler(text->n_train - t, (em_random_sampler_opts){
                                                              .replacement = true,
                                                              .num_samples = n});
@@ -165,7 +163,7 @@ static double ember_gpt_tokens_per_s(const recipe_gpt_text *text, const gpt_case
         em_scope_begin();
         ok = em_device_synchronize(dev) == EM_OK;
         if (i >= GPT_WARMUP)
-            *team += (double)em_cpu_threads() / steps;
+            *team += (double)em_get_active_threads() / steps;
         double t0 = bench_now_s();
         em_tensor *x = em_from_data(EM_SHAPE(batch, t), EM_I64, xy);            // (B, T)
         em_tensor *y = em_from_data(EM_SHAPE(batch * t), EM_I64, xy + batch * t);
@@ -179,13 +177,13 @@ static double ember_gpt_tokens_per_s(const recipe_gpt_text *text, const gpt_case
                                            (em_cross_entropy_opts){0});
         if (ok && amp != EM_F32)
             em_autocast_end();
-        ok = loss && em_backward(scaler ? em_scaler_scale(scaler, loss) : loss) == EM_OK &&
-             (!scaler || em_scaler_unscale(scaler, opt) == EM_OK);
+        ok = loss && em_backward(scaler ? em_grad_scaler_scale(scaler, loss) : loss) == EM_OK &&
+             (!scaler || em_grad_scaler_unscale(scaler, opt) == EM_OK);
         if (ok)
             em_clip_grad_norm_optim(opt, recipe_gpt.clip, 2.0, false);
         ok = ok && !em_has_error() &&
-             (scaler ? em_scaler_step(scaler, opt, NULL) == EM_OK &&
-                           em_scaler_update(scaler) == EM_OK
+             (scaler ? em_grad_scaler_step(scaler, opt, NULL) == EM_OK &&
+                           em_grad_scaler_update(scaler) == EM_OK
                      : em_optim_step(opt) == EM_OK);
         em_optim_zero_grad(opt);
         ok = ok && em_device_synchronize(dev) == EM_OK;
@@ -203,7 +201,7 @@ static double ember_gpt_tokens_per_s(const recipe_gpt_text *text, const gpt_case
     free(xy);
     free(starts);
     em_sampler_free(s);
-    em_scaler_free(scaler);
+    em_grad_scaler_free(scaler);
     em_optim_free(opt);
     em_module_free(model);
     return result;
@@ -550,7 +548,7 @@ int bench_train(int argc, char **argv)
                                                      : EM_F32};
     bool fashion = !a.only || !strcmp(a.only, "fashion");
     bool gpt = !a.only || !strcmp(a.only, "gpt");
-    if (a.json && em_atomic_check(a.json) != EM_OK) { /* before any work */
+    if (a.json && em_atomic_file_check(a.json) != EM_OK) { /* before any work */
         fprintf(stderr, "ember bench train: --json: %s\n", em_error());
         return 2;
     }

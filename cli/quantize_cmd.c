@@ -1,9 +1,9 @@
 /* `ember quantize [RECIPE] --load FILE --save FILE [--static --calib-batches N]`: dynamic INT8
  * quantization of a saved model's Linear layers, or static INT8 of its Linear and Conv2d layers
  * calibrated on training batches; test accuracy, size and latency before and after (static: next
- * to f32 and dynamic), then a JSON summary line. The dynamic model is saved as a whole-model
- * file; the static one, whose layers whole-model files cannot describe yet, as a file of the
- * older kind its recipe rebuilds (recipe, input_shape, ember.quantized and ember.pruned). */
+ * to f32 and dynamic), then a JSON summary line. The quantized model is saved as a whole-model
+ * file with the loaded one's recipe and input shape. */
+#include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/json_internal.h"
 #include "cmd/cmd.h"
 #include "bench/bench.h"
 #include "cli/cli_internal.h"
@@ -65,33 +64,39 @@ static bool calibration_batches(const recipe_model *m, const char *data_dir, int
     return got == n;
 }
 
-/* The static INT8 model written as a file of the older kind, which the recipe's model, pruned
- * (its layers of the file's sizes) and quantized as the metadata says, rebuilds. */
-static em_status save_static(const recipe_model *m, const em_module *q, const char *path)
+/* Static INT8's one-line JSON summary: each figure of f32, dynamic and static INT8 (f in that
+ * order) side by side. */
+static em_status print_static_summary(const recipe_spec *rc, const char *observer, int n_calib,
+                                      const model_figures f[3])
 {
-    recipe_meta meta;
-    recipe_model_meta(m, &meta);
-    em_st_meta all[RECIPE_MAX_META + 3];
-    memcpy(all, meta.entries, sizeof *all * (size_t)meta.n);
-    int n = meta.n + em_quantize_meta(q, all + meta.n);
-    n += em_prune_meta(all + n);
-    return em_module_save(q, path, all, n);
+    static const char *const models[3] = {"f32", "dynamic", "static"};
+    static const char *const figures[4] = {"test_acc", "size_bytes", "latency_b1_p50_us",
+                                           "b64_samples_per_s_p50"};
+    static const int decimals[4] = {4, 0, 1, 0};
+    json_t *j = json_pack("{s:o, s:b, s:s, s:i}", "recipe",
+                          rc ? json_string(rc->name) : json_null(), "static", 1, "observer",
+                          observer, "calib_batches", n_calib);
+    for (int k = 0; j && k < 4; k++)
+        for (int i = 0; i < 3; i++) {
+            double v[4] = {f[i].acc, (double)f[i].bytes, f[i].b1.p50_us, 64e6 / f[i].b64.p50_us};
+            char key[64];
+            snprintf(key, sizeof key, "%s_%s", models[i], figures[k]);
+            em_json_set_real(j, key, v[k], decimals[k]);
+        }
+    em_status st = j ? em_json_print_line(stdout, j) : EM_ERR_MEMORY;
+    json_decref(j);
+    return st;
 }
 
-/* f32, dynamic and static INT8 side by side: the static model is saved. */
-static int quantize_static(const recipe_spec *rc, const char *load, const char *save,
-                           const char *data_dir, int n_calib, em_calib_observer_kind observer)
+/* f32 (m[0]), dynamic (m[1]) and static INT8 (m[2]) of one model, measured side by side; the
+ * static model is saved to save as a whole-model file. */
+static em_status quantize_static(recipe_model m[3], const char *save, const char *data_dir,
+                                 int n_calib, em_calib_observer_kind observer,
+                                 model_figures f[3])
 {
-    recipe_model m[3] = {0};
     em_dataset *test = NULL;
     em_tensor *x64 = NULL, **calib = calloc((size_t)n_calib, sizeof *calib);
-    model_figures f[3] = {0};
     em_status st = calib ? EM_OK : em_set_error(EM_ERR_MEMORY, "out of memory");
-    for (int i = 0; i < 3 && st == EM_OK; i++)
-        st = recipe_model_load(load, rc, &m[i]);
-    if (st == EM_OK && !m[0].recipe)
-        st = em_set_error(EM_ERR_ARG, "--static: '%s' names no recipe, and static INT8 layers "
-                          "cannot be saved as a whole-model file yet", load);
     if (st == EM_OK && !(test = recipe_model_images(&m[0], data_dir, false)))
         st = em_error_status();
     if (st == EM_OK && !(x64 = bench_test_batch(test, 64)))
@@ -112,30 +117,13 @@ static int quantize_static(const recipe_spec *rc, const char *load, const char *
             f[i].b64.p50_us = b64.p50_us < f[i].b64.p50_us ? b64.p50_us : f[i].b64.p50_us;
         }
     if (st == EM_OK)
-        st = save_static(&m[2], m[2].model, save);
+        st = cmd_save_model(&m[2], save);
     for (int i = 0; i < n_calib && calib; i++)
         em_release(calib[i]);
     free(calib);
     em_release(x64);
     em_dataset_free(test);
-    const char *name = m[0].recipe ? m[0].recipe->name : NULL;
-    for (int i = 0; i < 3; i++)
-        recipe_model_free(&m[i]);
-    if (st != EM_OK) {
-        fprintf(stderr, "ember quantize: %s\n", em_error());
-        return 1;
-    }
-    printf("{\"recipe\":\"%s\",\"static\":true,\"observer\":\"%s\",\"calib_batches\":%d,"
-           "\"f32_test_acc\":%.4f,\"dynamic_test_acc\":%.4f,\"static_test_acc\":%.4f,"
-           "\"f32_size_bytes\":%lld,\"dynamic_size_bytes\":%lld,\"static_size_bytes\":%lld,"
-           "\"f32_latency_b1_p50_us\":%.1f,\"dynamic_latency_b1_p50_us\":%.1f,"
-           "\"static_latency_b1_p50_us\":%.1f,\"f32_b64_samples_per_s_p50\":%.0f,"
-           "\"dynamic_b64_samples_per_s_p50\":%.0f,\"static_b64_samples_per_s_p50\":%.0f}\n",
-           name, observer == EM_CALIB_PERCENTILE ? "percentile" : "minmax", n_calib,
-           f[0].acc, f[1].acc, f[2].acc, (long long)f[0].bytes, (long long)f[1].bytes,
-           (long long)f[2].bytes, f[0].b1.p50_us, f[1].b1.p50_us, f[2].b1.p50_us,
-           64e6 / f[0].b64.p50_us, 64e6 / f[1].b64.p50_us, 64e6 / f[2].b64.p50_us);
-    return 0;
+    return st;
 }
 
 /* What `ember quantize`'s command line sets. */
@@ -252,14 +240,24 @@ int cli_cmd_quantize(int argc, char **argv)
     if (parsed != CMD_ARGS_RUN)
         return parsed;
     omp_set_num_threads(a.threads);
-    if (a.static_int8)
-        return quantize_static(rc, a.load, a.save, a.data_dir, a.calib_batches,
-                               !strcmp(a.observer, "percentile") ? EM_CALIB_PERCENTILE
-                                                                 : EM_CALIB_MINMAX);
-    recipe_model m;
-    int status = cmd_load_model("ember quantize", a.load, rc, a.input_shape, true, &m);
-    if (!status)
-        status = quantize_dynamic(&m, &a);
-    recipe_model_free(&m);
+    recipe_model m[3] = {0}; /* f32; with --static, also dynamic and static INT8 */
+    int status = 0;
+    for (int i = 0; i < (a.static_int8 ? 3 : 1) && !status; i++)
+        status = cmd_load_model("ember quantize", a.load, rc, a.input_shape, true, &m[i]);
+    if (!status && a.static_int8) {
+        em_calib_observer_kind observer = !strcmp(a.observer, "percentile") ? EM_CALIB_PERCENTILE
+                                                                            : EM_CALIB_MINMAX;
+        model_figures f[3] = {0};
+        em_status st = quantize_static(m, a.save, a.data_dir, a.calib_batches, observer, f);
+        if (st == EM_OK)
+            st = print_static_summary(m[0].recipe, a.observer, a.calib_batches, f);
+        if (st != EM_OK)
+            fprintf(stderr, "ember quantize: %s\n", em_error());
+        status = st == EM_OK ? 0 : 1;
+    } else if (!status) {
+        status = quantize_dynamic(&m[0], &a);
+    }
+    for (int i = 0; i < 3; i++)
+        recipe_model_free(&m[i]);
     return status;
 }

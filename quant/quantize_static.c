@@ -1,11 +1,14 @@
 /* Static INT8: min/max and percentile observers, the calibration pass (observing wrappers put
- * around every Linear and Conv2d for the pass), and the static QuantizedLinear/QuantizedConv2d
- * over the backend's qlinear_static and qconv2d_static kernels, with a fused ReLU. */
+ * around every Linear and Conv2d for the pass), and the static layers over the backend's
+ * qlinear_static and qconv2d_static kernels (StaticQuantizedLinear, QuantizedConv2d, each with a
+ * ReLU fused or not, and the Identity a fused ReLU leaves), each type described for whole-model
+ * files. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn/nn_internal.h"
+#include "prune/prune.h"
 #include "quant/quantize_static.h"
 #include "tensor/core_internal.h"
 
@@ -147,53 +150,79 @@ em_qparams em_calib_observer_qparams(const em_calib_observer *ob)
 
 /* ---- the static layers ---- */
 
+/* A static layer's settings: a Linear's sizes (in_features, out_features) or a Conv2d's
+ * (in_channels, out_channels, a square kernel, stride, padding and dilation; groups 1), whether
+ * it has a bias, whether its weight has one scale, and whether a ReLU is fused into it. The
+ * int8 weight, its scales, the activations' scale and zero point and the bias are buffers. */
+typedef struct {
+    int64_t in, out; /* in_features and out_features, or in_channels and out_channels */
+    int64_t kernel_size, stride, padding, dilation; /* QuantizedConv2d */
+    bool bias, per_tensor, relu;
+} qstatic_options;
+
 typedef struct {
     em_module base;
-    bool conv;
-    int64_t in, out;      /* Linear: features; Conv2d: C_in * KH * KW and C_out */
-    int64_t c_in, kh, kw; /* Conv2d */
-    em_conv2d_opts opts;  /* Conv2d */
-    bool relu;            /* a fused ReLU */
-    em_tensor *packed;    /* u8: the weight in the kernel's layout */
-} qstatic_layer; /* buffers: weight i8 (out, in), weight_scale f32 (out) or (1), input_scale f32
-                    (1), input_zero_point i32 (1), bias f32 (out) when the layer had one */
+    qstatic_options o;
+    em_tensor *packed; /* u8: the weight in the kernel's layout */
+} qstatic_layer; /* buffers: weight i8 (out, k), weight_scale f32 (out) or (1), input_scale f32
+                    (1), input_zero_point i32 (1), bias f32 (out) when the layer has one; k is
+                    in_features, or in_channels x kernel_size^2 */
+
+/* The layer's buffers in the order it adds them */
+enum { WEIGHT, WEIGHT_SCALE, INPUT_SCALE, INPUT_ZERO_POINT, BIAS };
+
+/* the two types, defined below their hooks */
+extern const em_module_type em_static_quantized_linear_type, em_quantized_conv2d_type;
+
+static bool is_conv(const em_module *m)
+{
+    return m->type == &em_quantized_conv2d_type;
+}
+
+/* The products per output: in_features, or in_channels x kernel_size^2 */
+static int64_t products(const qstatic_options *o, bool conv)
+{
+    return conv ? o->in * o->kernel_size * o->kernel_size : o->in;
+}
 
 static em_tensor *qstatic_forward(em_module *m, const em_tensor *x)
 {
     qstatic_layer *l = (qstatic_layer *)m;
+    const qstatic_options *o = &l->o;
     const char *fn = m->type->type_name;
-    const em_tensor *scale = m->buffers[1].value;
-    const em_tensor *bias = m->n_buffers > 4 ? m->buffers[4].value : NULL;
-    float sx = (float)em_item(m->buffers[2].value);
-    int32_t zp = (int32_t)em_item(m->buffers[3].value);
+    bool conv = is_conv(m);
+    int64_t k = products(o, conv);
+    const em_tensor *scale = m->buffers[WEIGHT_SCALE].value;
+    const em_tensor *bias = o->bias ? m->buffers[BIAS].value : NULL;
+    float sx = (float)em_item(m->buffers[INPUT_SCALE].value);
+    int32_t zp = (int32_t)em_item(m->buffers[INPUT_ZERO_POINT].value);
     char sh[64];
-    bool ok = x->dtype == EM_F32 && (l->conv ? x->ndim == 4 && x->shape[1] == l->c_in
-                                             : x->ndim >= 1 && x->shape[x->ndim - 1] == l->in);
+    bool ok = x->dtype == EM_F32 && (conv ? x->ndim == 4 && x->shape[1] == o->in
+                                          : x->ndim >= 1 && x->shape[x->ndim - 1] == o->in);
     if (!ok) {
         em_set_error(EM_ERR_ARG, "%s: expected f32 x %s with %lld %s: %s %s", fn,
-                     l->conv ? "(N, C, H, W)" : "(*, in)", (long long)(l->conv ? l->c_in : l->in),
-                     l->conv ? "channels" : "features", em_dtype_name(x->dtype),
+                     conv ? "(N, C, H, W)" : "(*, in)", (long long)o->in,
+                     conv ? "channels" : "features", em_dtype_name(x->dtype),
                      em_shape_str(x, sh, sizeof sh));
         return NULL;
     }
     const em_backend *be = em_tensor_backend(x, fn);
     if (!be)
         return NULL;
-    if ((l->conv ? !be->qconv2d_static : !be->qlinear_static) || x->device != l->packed->device) {
+    if ((conv ? !be->qconv2d_static : !be->qlinear_static) || x->device != l->packed->device) {
         em_set_error(EM_ERR_UNSUPPORTED, "%s: not supported on %s", fn, em_device_name(x->device));
         return NULL;
     }
     em_conv2d_shape cs = {0};
     em_shape ys = em_shape_of(x);
-    if (l->conv) {
-        const em_conv2d_opts *o = &l->opts;
-        cs = (em_conv2d_shape){.n = x->shape[0], .c_in = l->c_in, .h = x->shape[2],
-                               .w = x->shape[3], .c_out = l->out, .kh = l->kh, .kw = l->kw,
-                               .groups = 1};
+    if (conv) {
+        cs = (em_conv2d_shape){.n = x->shape[0], .c_in = o->in, .h = x->shape[2],
+                               .w = x->shape[3], .c_out = o->out, .kh = o->kernel_size,
+                               .kw = o->kernel_size, .groups = 1};
         for (int d = 0; d < 2; d++) {
-            cs.stride[d] = o->stride[d];
-            cs.pad[d] = o->padding[d];
-            cs.dilation[d] = o->dilation[d];
+            cs.stride[d] = o->stride;
+            cs.pad[d] = o->padding;
+            cs.dilation[d] = o->dilation;
         }
         cs.h_out = (cs.h + 2 * cs.pad[0] - cs.dilation[0] * (cs.kh - 1) - 1) / cs.stride[0] + 1;
         cs.w_out = (cs.w + 2 * cs.pad[1] - cs.dilation[1] * (cs.kw - 1) - 1) / cs.stride[1] + 1;
@@ -204,19 +233,18 @@ static em_tensor *qstatic_forward(em_module *m, const em_tensor *x)
         }
         ys = EM_SHAPE(cs.n, cs.c_out, cs.h_out, cs.w_out);
     } else {
-        ys.d[ys.ndim - 1] = l->out;
+        ys.d[ys.ndim - 1] = o->out;
     }
     em_tensor *xc = em_tensor_contiguous_raw(x);
     em_tensor *y = xc ? em_empty_on(ys, EM_F32, x->device) : NULL;
     if (y) {
         const void *b = bias ? em_data_ptr(bias) : NULL;
-        int rc = l->conv ? be->qconv2d_static(&cs, em_data_ptr(xc), sx, zp, em_data_ptr(l->packed),
-                                              em_data_ptr(scale), em_numel(scale), b, l->relu,
-                                              em_data_ptr(y))
-                         : be->qlinear_static(em_numel(x) / l->in, l->out, l->in,
-                                              em_data_ptr(xc), sx, zp, em_data_ptr(l->packed),
-                                              em_data_ptr(scale), em_numel(scale), b, l->relu,
-                                              em_data_ptr(y));
+        int rc = conv ? be->qconv2d_static(&cs, em_data_ptr(xc), sx, zp, em_data_ptr(l->packed),
+                                           em_data_ptr(scale), em_numel(scale), b, o->relu,
+                                           em_data_ptr(y))
+                      : be->qlinear_static(em_numel(x) / k, o->out, k, em_data_ptr(xc), sx, zp,
+                                           em_data_ptr(l->packed), em_data_ptr(scale),
+                                           em_numel(scale), b, o->relu, em_data_ptr(y));
         if (em_kernel_status(rc, fn, x) != EM_OK) {
             em_release(y);
             y = NULL;
@@ -231,104 +259,52 @@ static void qstatic_destroy(em_module *m)
     em_release(((qstatic_layer *)m)->packed);
 }
 
+/* The settings, then what the calibration gave the activations */
 static void qstatic_describe(const em_module *m, char *buf, size_t n)
 {
-    const qstatic_layer *l = (const qstatic_layer *)m;
-    snprintf(buf, n, "%s=%lld, out=%lld, dtype=int8 static, %s, input_scale=%g, "
-             "input_zero_point=%d%s", l->conv ? "in_channels" : "in_features",
-             (long long)(l->conv ? l->c_in : l->in), (long long)l->out,
-             em_numel(m->buffers[1].value) == 1 ? "per_tensor" : "per_channel",
-             em_item(m->buffers[2].value), (int)em_item(m->buffers[3].value),
-             l->relu ? ", relu fused" : "");
+    char settings[256];
+    em_describe_settings(m, settings, sizeof settings);
+    snprintf(buf, n, "%s, dtype=int8, input_scale=%g, input_zero_point=%d", settings,
+             em_item(m->buffers[INPUT_SCALE].value),
+             (int)em_item(m->buffers[INPUT_ZERO_POINT].value));
 }
 
-/* 2 per multiply-accumulate of every output (in of them: a Conv2d's C_in KH KW), 1 per bias
- * add; a fused ReLU's 1 per element */
+/* 2 per multiply-accumulate of every output, 1 per bias add; a fused ReLU's 1 per element */
 static double qstatic_flops(const em_module *m, const em_tensor *x, const em_tensor *y)
 {
     (void)x;
-    const qstatic_layer *l = (const qstatic_layer *)m;
-    return (double)em_numel(y) * (2.0 * (double)l->in + (m->n_buffers > 4) + l->relu);
+    const qstatic_options *o = em_module_options(m);
+    return (double)em_numel(y) * (2.0 * (double)products(o, is_conv(m)) + o->bias + o->relu);
 }
 
-/* Static layers are rebuilt by em_quantize_static_structure_, not from whole-model files. */
-static const em_module_type qstatic_linear_type = {
-    .type_name = "QuantizedLinear", .forward = qstatic_forward, .destroy = qstatic_destroy,
-    .describe = qstatic_describe, .flops = qstatic_flops};
-static const em_module_type qstatic_conv_type = {
-    .type_name = "QuantizedConv2d", .forward = qstatic_forward, .destroy = qstatic_destroy,
-    .describe = qstatic_describe, .flops = qstatic_flops};
-
-static bool is_static(const em_module *m)
+/* weight (out, k), its scales (out) or (1), the activations' scale and zero point, bias (out) */
+static double qstatic_elements(const qstatic_options *o, bool conv)
 {
-    return m->type == &qstatic_linear_type || m->type == &qstatic_conv_type;
+    double out = (double)o->out, k = (double)o->in;
+    if (conv)
+        k *= (double)o->kernel_size * (double)o->kernel_size;
+    return out * k + (o->per_tensor ? 1 : out) + 2 + (o->bias ? out : 0);
 }
 
-/* The activation zero point of a static layer within the 7-bit range. */
-static em_status check_zero_point(const em_module *m, const char *layer)
-{
-    double zp = em_item(m->buffers[3].value);
-    if (zp >= 0 && zp <= 127)
-        return EM_OK;
-    return em_set_error(EM_ERR_ARG, "em_quantize_repack: %s '%s': %s is %g; it must be in 0..127",
-                        m->type->type_name, layer, m->buffers[3].name, zp);
-}
+static double qlinear_elements(const void *options) { return qstatic_elements(options, false); }
+static double qconv_elements(const void *options) { return qstatic_elements(options, true); }
 
-em_status em_quantize_static_repack(em_module *m, const char *layer)
+/* A static layer of type with settings o, its weight w f32 (out, k) quantized as o says and its
+ * bias b f32 (out) (NULL when o has none), the activations quantized by qp. */
+static em_module *qstatic_make(const em_module_type *type, qstatic_options o, const em_tensor *w,
+                               const em_tensor *b, em_qparams qp)
 {
-    if (!is_static(m))
-        return EM_OK;
-    em_status st = em_quant_check_scale(m, 1, layer);
-    if (st == EM_OK)
-        st = em_quant_check_scale(m, 2, layer);
-    if (st == EM_OK)
-        st = check_zero_point(m, layer);
-    if (st != EM_OK)
-        return st;
-    qstatic_layer *l = (qstatic_layer *)m;
-    em_tensor *packed = em_int8_packed(m->buffers[0].value, "em_quantize_repack");
-    if (!packed)
-        return em_error_status();
-    em_release(l->packed);
-    l->packed = packed;
-    return EM_OK;
-}
-
-bool em_is_static_quantized(const em_module *m)
-{
-    if (is_static(m))
-        return true;
-    for (int i = 0; i < m->n_children; i++)
-        if (em_is_static_quantized(m->children[i].module))
-            return true;
-    return false;
-}
-
-/* A static layer from a Linear or Conv2d f with activation parameters qp. */
-static em_module *qstatic_new(const em_module *f, em_qparams qp, em_quant_granularity g)
-{
-    bool conv = em_module_own_type(f) == &em_conv2d_type;
-    const em_tensor *w = f->params[0].value, *b = f->n_params > 1 ? f->params[1].value : NULL;
-    em_tensor *w2 = em_reshape(w, EM_SHAPE(w->shape[0], em_numel(w) / w->shape[0]));
-    em_tensor *scale = NULL, *q = w2 ? em_quantize_weight_s8(w2, g, &scale) : NULL;
-    em_release(w2);
-    qstatic_layer *l = q ? (qstatic_layer *)em_module_alloc(
-                               sizeof *l, conv ? &qstatic_conv_type : &qstatic_linear_type)
-                         : NULL;
+    em_tensor *scale = NULL;
+    em_tensor *q = em_quantize_weight_s8(w, o.per_tensor ? EM_QUANT_PER_TENSOR
+                                                         : EM_QUANT_PER_CHANNEL, &scale);
+    qstatic_layer *l = q ? (qstatic_layer *)em_module_alloc(sizeof *l, type) : NULL;
     if (!l) {
         em_release(q);
         em_release(scale);
         return NULL;
     }
-    l->conv = conv;
-    l->out = q->shape[0];
-    l->in = q->shape[1];
-    if (conv) {
-        l->c_in = w->shape[1];
-        l->kh = w->shape[2];
-        l->kw = w->shape[3];
-        l->opts = em_conv_opts_2d(em_module_options(f), 2);
-    }
+    l->o = o;
+    /* a failing add_buffer releases the tensor it was given */
     bool ok = em_module_add_buffer(&l->base, "weight", q) != NULL;
     if (!ok)
         em_release(scale);
@@ -346,24 +322,127 @@ static em_module *qstatic_new(const em_module *f, em_qparams qp, em_quant_granul
     return &l->base;
 }
 
-/* ---- the fused ReLU's place holder ---- */
-
-static em_tensor *identity_forward(em_module *m, const em_tensor *x)
+/* Zero weights quantized as options say; the file's are loaded into them. */
+static em_module *qstatic_build(const em_module_type *type, const void *options,
+                                em_module **children, int n)
 {
-    (void)m;
-    return em_reshape(x, em_shape_of(x));
+    (void)children, (void)n;
+    const qstatic_options *o = options;
+    em_tensor *w = em_zeros(EM_SHAPE(o->out, products(o, type == &em_quantized_conv2d_type)),
+                            EM_F32);
+    em_tensor *b = o->bias ? em_zeros(EM_SHAPE(o->out), EM_F32) : NULL;
+    em_module *m = w && (b || !o->bias)
+                       ? qstatic_make(type, *o, w, b, (em_qparams){.scale = 1, .zero_point = 0})
+                       : NULL;
+    em_release(w);
+    em_release(b);
+    return m;
 }
 
-static void identity_describe(const em_module *m, char *buf, size_t n)
+/* A size setting of that name at a field of qstatic_options */
+#define SIZE(setting, field, least)                                                          \
+    {.name = setting, .kind = EM_SETTING_INT, .offset = offsetof(qstatic_options, field),    \
+     .min = (least), .max = EM_MAX_SIZE, .def = (least)}
+/* What follows the sizes in both types' settings */
+#define QSTATIC_FLAGS                                                                        \
+    EM_BOOL_SETTING(qstatic_options, bias, 1), EM_BOOL_SETTING(qstatic_options, per_tensor, 0), \
+    EM_BOOL_SETTING(qstatic_options, relu, 0)
+static const em_setting qlinear_settings[] = {
+    SIZE("in_features", in, 1), SIZE("out_features", out, 1), QSTATIC_FLAGS};
+static const em_setting qconv_settings[] = {
+    SIZE("in_channels", in, 1), SIZE("out_channels", out, 1), SIZE("kernel_size", kernel_size, 1),
+    SIZE("stride", stride, 1),  SIZE("padding", padding, 0),  SIZE("dilation", dilation, 1),
+    QSTATIC_FLAGS};
+
+#define QSTATIC                                                                               \
+    .forward = qstatic_forward, .destroy = qstatic_destroy, .describe = qstatic_describe,     \
+    .options_offset = offsetof(qstatic_layer, o), .options_size = sizeof(qstatic_options),   \
+    .build = qstatic_build, .flops = qstatic_flops
+/* "QuantizedLinear" is the dynamic layer's (quant/quantize.c) */
+EM_MODULE_TYPE(em_static_quantized_linear_type) = {
+    .type_name = "StaticQuantizedLinear", QSTATIC, EM_SETTINGS(qlinear_settings),
+    .tensor_elements = qlinear_elements};
+EM_MODULE_TYPE(em_quantized_conv2d_type) = {
+    .type_name = "QuantizedConv2d", QSTATIC, EM_SETTINGS(qconv_settings),
+    .tensor_elements = qconv_elements};
+
+static bool is_static(const em_module *m)
 {
-    (void)m;
-    snprintf(buf, n, "ReLU fused into the layer before");
+    return m->type == &em_static_quantized_linear_type || is_conv(m);
 }
 
-static const em_module_type identity_type = {.type_name = "Identity",
-                                             .forward = identity_forward,
-                                             .describe = identity_describe,
-                                             .flops = em_no_flops};
+/* The activation zero point of a static layer within the 7-bit range. */
+static em_status check_zero_point(const em_module *m, const char *layer)
+{
+    double zp = em_item(m->buffers[INPUT_ZERO_POINT].value);
+    if (zp >= 0 && zp <= 127)
+        return EM_OK;
+    return em_set_error(EM_ERR_ARG, "em_quantize_repack: %s '%s': %s is %g; it must be in 0..127",
+                        m->type->type_name, layer, m->buffers[INPUT_ZERO_POINT].name, zp);
+}
+
+em_status em_quantize_static_repack(em_module *m, const char *layer)
+{
+    if (!is_static(m))
+        return EM_OK;
+    em_status st = em_quant_check_scale(m, WEIGHT_SCALE, layer);
+    if (st == EM_OK)
+        st = em_quant_check_scale(m, INPUT_SCALE, layer);
+    if (st == EM_OK)
+        st = check_zero_point(m, layer);
+    if (st != EM_OK)
+        return st;
+    qstatic_layer *l = (qstatic_layer *)m;
+    em_tensor *packed = em_int8_packed(m->buffers[WEIGHT].value, "em_quantize_repack");
+    if (!packed)
+        return em_error_status();
+    em_release(l->packed);
+    l->packed = packed;
+    return EM_OK;
+}
+
+bool em_is_static_quantized(const em_module *m)
+{
+    if (is_static(m))
+        return true;
+    for (int i = 0; i < m->n_children; i++)
+        if (em_is_static_quantized(m->children[i].module))
+            return true;
+    return false;
+}
+
+/* The static layer of a Linear or Conv2d f (its weight as forward uses it, masked when pruned),
+ * with activation parameters qp and a ReLU fused when relu. */
+static em_module *qstatic_new(const em_module *f, em_qparams qp, em_quant_granularity g,
+                              bool relu)
+{
+    bool conv = em_module_own_type(f) == &em_conv2d_type;
+    qstatic_options o = {.per_tensor = g == EM_QUANT_PER_TENSOR, .relu = relu};
+    if (conv) {
+        const em_conv_options *c = em_module_options(f);
+        o.in = c->in_channels;
+        o.out = c->out_channels;
+        o.kernel_size = c->kernel_size;
+        o.stride = c->stride;
+        o.padding = c->padding;
+        o.dilation = c->dilation;
+        o.bias = c->bias;
+    } else {
+        const em_linear_options *lin = em_module_options(f);
+        o.in = lin->in_features;
+        o.out = lin->out_features;
+        o.bias = lin->bias;
+    }
+    em_tensor *w = em_prune_param(f, "weight"), *b = em_prune_param(f, "bias");
+    em_tensor *w2 = w ? em_reshape(w, EM_SHAPE(o.out, products(&o, conv))) : NULL;
+    em_module *q = w2 ? qstatic_make(conv ? &em_quantized_conv2d_type
+                                          : &em_static_quantized_linear_type, o, w2, b, qp)
+                      : NULL;
+    em_release(w2);
+    em_release(w);
+    em_release(b);
+    return q;
+}
 
 /* ---- calibration ---- */
 
@@ -420,12 +499,10 @@ static em_status convert(target *t, int n, const em_qparams *qp, em_quant_granul
         em_module *p = t[i].parent;
         bool fuse = (p->type->traits & EM_TRAIT_SEQUENTIAL) && t[i].index + 1 < p->n_children &&
                     em_module_own_type(p->children[t[i].index + 1].module) == &em_relu_type;
-        q[i] = qstatic_new(t[i].layer, qp[i], g);
-        id[i] = fuse ? em_module_alloc(sizeof(em_module), &identity_type) : NULL;
+        q[i] = qstatic_new(t[i].layer, qp[i], g, fuse);
+        id[i] = fuse ? em_identity_layer() : NULL; /* PyTorch's fusion leaves an Identity */
         if (!q[i] || (fuse && !id[i]))
             st = em_error_status();
-        else
-            ((qstatic_layer *)q[i])->relu = fuse;
     }
     for (int i = 0; i < n; i++) {
         if (st != EM_OK) {

@@ -1,7 +1,11 @@
 /* Static INT8 quantization with calibration: observers record the range of every Linear and
- * Conv2d input over calibration batches; the layers then become QuantizedLinear/QuantizedConv2d
- * (static) with per-channel s8 weights, a fixed per-tensor 7-bit activation scale and zero point
- * from their observer, and the ReLU that follows fused into them. Inference only. */
+ * Conv2d input over calibration batches; the layers then become StaticQuantizedLinear and
+ * QuantizedConv2d with per-channel s8 weights, a fixed per-tensor 7-bit activation scale and zero
+ * point from their observer, and the ReLU that follows fused into them (it becomes an Identity).
+ * Inference only. Whole-model files (em_model_save) hold these layers: their settings are the
+ * float layer's sizes, bias, per_tensor and relu; buffers weight i8 (out, k: in_features, or
+ * in_channels x kernel_size^2), weight_scale f32 (out) or (1), input_scale f32 (1),
+ * input_zero_point i32 (1) and bias f32 (out). */
 #ifndef EMBER_QUANT_QUANTIZE_STATIC_H
 #define EMBER_QUANT_QUANTIZE_STATIC_H
 
@@ -38,12 +42,13 @@ typedef struct {
 } em_static_quant_opts;
 
 /* Calibrates model on the batches (run in eval mode without grad), then converts every Linear
- * and Conv2d (groups 1) below model in place; a ReLU right after one in a Sequential is fused
- * into it (and becomes an Identity). On error model is unchanged. */
+ * and Conv2d (groups 1, padding not 'same') below model in place, a pruned one with its masked
+ * weight; a ReLU right after one in a Sequential is fused into it (and becomes an Identity). On
+ * error model is unchanged. */
 em_status em_quantize_static_(em_module *model, em_tensor *const *calib, int n_batches,
                               em_static_quant_opts o);
 /* The structure of a statically quantized model without calibration (parameters to be loaded):
- * what em_quantize_prepare_load uses for a file marked static_int8. */
+ * what em_quantize_prepare_load uses for a file of the older kind marked static_int8. */
 em_status em_quantize_static_structure_(em_module *model, em_static_quant_opts o);
 
 #ifdef __cplusplus

@@ -212,27 +212,27 @@ Test(dnnl, cache_creates_one_primitive_per_shape_and_keeps_its_bound)
     /* one thread: the governor cannot change the team (a key) between the calls */
     omp_set_num_threads(1);
     em_dnnl_cache_clear();
-    em_dnnl_cache_stats s0 = em_dnnl_cache_stats_get();
+    em_dnnl_cache_stats s0 = em_dnnl_cache_get_stats();
     cr_assert_eq(s0.held, 0);
     const int count = omp_get_max_threads();
     square(24);
-    em_dnnl_cache_stats s1 = em_dnnl_cache_stats_get();
+    em_dnnl_cache_stats s1 = em_dnnl_cache_get_stats();
     cr_expect_eq(s1.created - s0.created, 1);
     for (int i = 0; i < 5; i++)
         square(24);
-    em_dnnl_cache_stats s2 = em_dnnl_cache_stats_get();
+    em_dnnl_cache_stats s2 = em_dnnl_cache_get_stats();
     cr_expect_eq(s2.created, s1.created, "no primitive made again for a shape it holds");
     cr_expect_eq(s2.hits - s1.hits, 5);
     cr_expect_eq(omp_get_max_threads(), count, "the user's thread count is kept");
     for (int64_t m = 1; m <= EM_DNNL_CACHE_CAPACITY + 6; m++)
         square(m + 30);
-    em_dnnl_cache_stats s3 = em_dnnl_cache_stats_get();
+    em_dnnl_cache_stats s3 = em_dnnl_cache_get_stats();
     cr_expect_eq(s3.held, EM_DNNL_CACHE_CAPACITY);
     cr_expect_eq(s3.created - s2.created, EM_DNNL_CACHE_CAPACITY + 6);
     square(24); /* evicted long ago: made again */
-    cr_expect_eq(em_dnnl_cache_stats_get().created, s3.created + 1);
+    cr_expect_eq(em_dnnl_cache_get_stats().created, s3.created + 1);
     em_dnnl_cache_clear();
-    cr_expect_eq(em_dnnl_cache_stats_get().held, 0);
+    cr_expect_eq(em_dnnl_cache_get_stats().held, 0);
 }
 
 static void *square_many(void *arg)
@@ -251,7 +251,7 @@ Test(dnnl, threads_share_primitives_and_regions_run_them)
     for (int i = 0; i < 4; i++)
         pthread_join(th[i], NULL);
     /* three shapes, made on threads whose teams may differ: a handful of primitives at most */
-    cr_expect_leq(em_dnnl_cache_stats_get().held, 12);
+    cr_expect_leq(em_dnnl_cache_get_stats().held, 12);
     int kept = 1;
     #pragma omp parallel num_threads(2) reduction(&& : kept)
     {

@@ -2,9 +2,10 @@
  * checkpoints of mlp, cnn and gpt, parameters alone, pruned, dynamic and static INT8) load in every
  * command that takes a model, with the figures ember 0.1.0 printed for them, and their training
  * checkpoints still resume as they did; the files ember writes now (`train --save`, quantize,
- * prune) are whole-model files that em_model_load opens and every command takes without a
- * recipe; and a user's own model saved with em_model_save is evaluated, summarised, served,
- * exported, quantized and pruned given only its input shape (read whole: "1,28,28"). */
+ * static INT8 included, prune) are whole-model files that em_model_load opens and every command
+ * takes without a recipe; and a user's own model saved with em_model_save is evaluated,
+ * summarised, served, exported, quantized (dynamic and static INT8) and pruned given only its
+ * input shape (read whole: "1,28,28"). */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
@@ -279,11 +280,37 @@ Test(model_files, a_training_checkpoint_is_a_whole_model_file)
     json_decref(j);
     ember(0, "train gpt --data %s --max-steps 2 --batch 2 --save %s", text, gpt);
     m = em_model_load(gpt);
-    em_gpt_config c;
-    cr_assert(m && em_gpt_config_of(m, &c), "%s", em_error());
+    em_gpt_settings c;
+    cr_assert(m && em_gpt_settings_of(m, &c), "%s", em_error());
     cr_expect_eq(c.vocab_size, 13); /* "the cat sat on a mat." and newlines and '%' */
     em_module_free(m);
     ember(0, "sample --load %s --tokens 5", gpt);
+}
+
+/* A static INT8 file `ember quantize --static` wrote, of a model whose recipe is named by
+ * recipe ("" for none): a whole-model file of static layers that em_model_load opens, scored by
+ * eval as quantize scored the model it saved (static_acc), summarised, served and benchmarked
+ * with no recipe or input shape named. */
+static void expect_static_file(const char *path, const char *recipe, double static_acc)
+{
+    cr_assert(whole_model_file(path));
+    em_module *m = em_model_load(path);
+    cr_assert_not_null(m, "%s", em_error());
+    em_module_free(m);
+    ember(0, "eval --load %s --data %s", path, data);
+    json_t *j = last_json();
+    const json_t *named = json_object_get(j, "recipe");
+    cr_expect(*recipe ? json_is_string(named) && !strcmp(json_string_value(named), recipe)
+                      : json_is_null(named), "%s", path);
+    cr_expect_eq(num(j, "test_acc"), static_acc, "%s", path);
+    json_decref(j);
+    ember(0, "summary --load %s", path);
+    cr_expect(strstr(out, "(StaticQuantizedLinear)"), "%s", out);
+    char args[512];
+    snprintf(args, sizeof args, "--load %s", path);
+    expect_served(args, 784, 10);
+    ember(0, "bench infer --load %s --data %s --iters 20 --no-torch --no-ort", path, data);
+    cr_expect(strstr(out, "ember_int8"), "%s", out);
 }
 
 /* A user's own model, saved with em_model_save alone: every command takes it given its input
@@ -331,9 +358,38 @@ Test(model_files, a_users_model_loads_without_a_recipe)
           "--finetune-epochs 1", mine, data, at("mine_p"));
     ember(0, "summary --load %s", at("mine_p"));
     cr_expect(strstr(out, "Input shape: [1,784]\n"), "%s", out);
-    ember(1, "quantize --static --load %s --data %s --save %s", mine, data, at("mine_s"));
-    cr_expect(strstr(out, "names no recipe, and static INT8 layers cannot be saved as a "
-                          "whole-model file yet"), "%s", out);
+    ember(1, "quantize --static --load %s --data %s --save %s --calib-batches 1", mine, data,
+          at("mine_s"));
+    cr_expect(strstr(out, "the model's file does not say its input shape: give --input-shape"),
+              "%s", out);
+    ember(0, "quantize --static --load %s --input-shape 784 --data %s --save %s "
+          "--calib-batches 1", mine, data, at("mine_s"));
+    j = last_json();
+    cr_expect(json_is_null(json_object_get(j, "recipe")));
+    cr_expect_eq(num(j, "f32_test_acc"), round(want.accuracy * 1e4) / 1e4);
+    expect_static_file(at("mine_s"), "", num(j, "static_test_acc"));
+    json_decref(j);
+}
+
+/* `ember quantize --static` of a recipe's model (the cnn's: Conv2d layers with their ReLU fused
+ * into them, and Linear ones) writes a whole-model file that names the recipe. */
+Test(model_files, a_static_int8_file_is_a_whole_model_file)
+{
+    ember(0, "quantize --static --load %s --data %s --save %s --calib-batches 1",
+          at("cnn_checkpoint"), data, at("cnn_s"));
+    json_t *j = last_json();
+    cr_expect_str_eq(json_string_value(json_object_get(j, "recipe")), "cnn");
+    cr_expect_eq(num(j, "f32_test_acc"), 0.0313); /* what ember 0.1.0 scored the file */
+    double acc = num(j, "static_test_acc");
+    json_decref(j);
+    em_module *m = em_model_load(at("cnn_s"));
+    cr_assert_not_null(m, "%s", em_error());
+    int conv = 0;
+    for (int i = 0; i < m->n_children; i++)
+        conv += !strcmp(m->children[i].module->type->type_name, "QuantizedConv2d");
+    cr_expect_gt(conv, 0, "no QuantizedConv2d in the cnn");
+    em_module_free(m);
+    expect_static_file(at("cnn_s"), "cnn", acc);
 }
 
 /* --input-shape and the metadata input_shape: 1 to 7 sizes in [1, 2^31), nothing else. */

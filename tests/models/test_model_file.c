@@ -1,8 +1,11 @@
 /* Whole-model files: every module type saved and rebuilt by em_model_load with the same
  * forward (bit for bit), parameter names, summary and hash; a user's own type registered; the
  * weights read by Python's safetensors; unknown types, bad, truncated or hostile metadata and
- * missing weights refused with errors that name them, before anything large is allocated. */
+ * missing weights refused with errors that name them, before anything large is allocated; a
+ * static INT8 CNN, and its files with a setting, a dtype or a quantization parameter wrong;
+ * em_module_clone's deep copies made the same way. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +13,7 @@
 
 #include "ember.h"
 #include "helpers/files.h"
+#include "helpers/models.h"
 #include "helpers/venv.h"
 
 static char dir[256], path[300];
@@ -104,6 +108,14 @@ Test(model_file, cnn_with_residual_pooling_norms_and_activations)
         em_linear_layer(8, 3, true), em_leaky_relu_layer(0.05), em_linear_layer(3, 2, false),
         em_softmax_layer(1));
     round_trip(m, em_randn(EM_SHAPE(2, 3, 8, 8), EM_F32, NULL), true);
+}
+
+/* A U-Net level (a skip that is Concat over an Identity) and an Inception-like Concat of three
+ * branches: saved and loaded with no registration, as any built-in type. */
+Test(model_file, concat_unet_skip_and_branches)
+{
+    em_manual_seed(3);
+    round_trip(em_test_concat_unet(), em_randn(EM_SHAPE(2, 3, 8, 8), EM_F32, NULL), true);
 }
 
 Test(model_file, same_padding_conv_transpose_and_dilated_pool)
@@ -261,7 +273,7 @@ Test(model_file, attention_transformer_and_gpt)
     round_trip(m, em_randn(EM_SHAPE(2, 4, 8), EM_F32, NULL), false);
     round_trip(em_multihead_attention_layer(4, 1, (em_mha_opts){.no_bias = true}),
                em_randn(EM_SHAPE(1, 3, 4), EM_F32, NULL), false);
-    em_module *gpt = em_gpt((em_gpt_config){.vocab_size = 11, .block_size = 6, .n_layer = 2,
+    em_module *gpt = em_gpt((em_gpt_settings){.vocab_size = 11, .block_size = 6, .n_layer = 2,
                                             .n_head = 2, .n_embd = 8, .dropout = 0.1});
     em_tensor *ids = em_from_data(EM_SHAPE(2, 4), EM_I64, (int64_t[]){1, 4, 10, 0, 3, 3, 2, 7});
     round_trip(gpt, ids, false);
@@ -359,8 +371,7 @@ static const em_module_type scaled_type = {
 
 static em_module *scaled_new(int64_t width, double scale)
 {
-    scaled_block *b = calloc(1, sizeof *b);
-    em_module_init(&b->base, &scaled_type);
+    scaled_block *b = (scaled_block *)em_module_alloc(sizeof *b, &scaled_type);
     b->o = (scaled_options){width, scale};
     em_module_add_param(&b->base, "weight", em_randn(EM_SHAPE(width), EM_F32, NULL));
     return &b->base;
@@ -609,7 +620,8 @@ static void recast_tensor(const char *name, em_dtype dtype)
 {
     em_safetensors *st = NULL;
     cr_assert_eq(em_safetensors_load(model_path(), &st), EM_OK, "%s", em_error());
-    em_st_entry e[16];
+    em_st_entry e[64];
+    cr_assert_leq(st->n_tensors, 64);
     for (int i = 0; i < st->n_tensors; i++)
         e[i] = (em_st_entry){st->names[i], strcmp(st->names[i], name)
                                                ? st->tensors[i]
@@ -700,4 +712,238 @@ Test(model_file, deep_trees_refused)
     em_st_meta meta = {"ember.model", text};
     cr_assert_eq(em_safetensors_save(model_path(), NULL, 0, &meta, 1), EM_OK, "%s", em_error());
     assert_refused("the tree is deeper or larger than ember loads");
+}
+
+/* ---- static INT8 ---- */
+
+/* A CNN calibrated on noise and converted to static INT8 as o says: x (N, 1, 8, 8) -> (N, 3).
+ * 0: Conv2d + ReLU (1, fused: an Identity), 2: Conv2d with stride, dilation and no bias,
+ * 3: MaxPool2d, 4: Flatten, 5: Linear + ReLU (6, fused), 7: Linear without bias. */
+static em_module *static_cnn(em_static_quant_opts o)
+{
+    em_manual_seed(9);
+    em_module *m = em_sequential(
+        8, em_conv2d_layer(1, 4, 3, (em_conv2d_layer_opts){.padding = 1}), em_relu_layer(),
+        em_conv2d_layer(4, 6, 3, (em_conv2d_layer_opts){.stride = 2, .padding = 2,
+                                                        .dilation = 2, .no_bias = true}),
+        em_max_pool2d_layer(2, (em_pool2d_layer_opts){0}), em_flatten_layer(),
+        em_linear_layer(6 * 2 * 2, 8, true), em_relu_layer(), em_linear_layer(8, 3, false));
+    em_tensor *calib = em_randn(EM_SHAPE(16, 1, 8, 8), EM_F32, NULL);
+    cr_assert_eq(em_quantize_static_(m, &calib, 1, o), EM_OK, "%s", em_error());
+    return m;
+}
+
+static void expect_setting(const em_module *m, const char *child, const char *name, int64_t want)
+{
+    em_setting_value v;
+    cr_assert_eq(em_module_setting(em_module_child(m, child), name, &v), EM_OK, "%s",
+                 em_error());
+    cr_expect_eq(v.i, want, "%s's %s is %lld, not %lld", child, name, (long long)v.i,
+                 (long long)want);
+}
+
+/* The static layers and the fused ReLUs' Identities saved and rebuilt: the same hash (every
+ * int8 weight, scale, zero point and bias bit for bit), summary and outputs, per channel and
+ * per tensor. */
+Test(model_file, static_int8_cnn)
+{
+    const em_static_quant_opts opts[] = {
+        {.granularity = EM_QUANT_PER_CHANNEL},
+        {.granularity = EM_QUANT_PER_TENSOR, .observer = {.kind = EM_CALIB_PERCENTILE}}};
+    for (int i = 0; i < 2; i++) {
+        em_module *m = static_cnn(opts[i]);
+        cr_assert_eq(em_quantize_meta(m, (em_st_meta[2]){0}), 1, "static INT8 layers made");
+        round_trip(m, em_randn(EM_SHAPE(3, 1, 8, 8), EM_F32, NULL), true);
+        em_module *r = em_model_load(model_path());
+        cr_assert_not_null(r, "%s", em_error());
+        const char *types[] = {"QuantizedConv2d", "Identity", "QuantizedConv2d", "MaxPool2d",
+                               "Flatten", "StaticQuantizedLinear", "Identity",
+                               "StaticQuantizedLinear"};
+        for (int c = 0; c < 8; c++)
+            cr_expect_str_eq(r->children[c].module->type->type_name, types[c]);
+        expect_setting(r, "0", "relu", true);
+        expect_setting(r, "0", "padding", 1);
+        expect_setting(r, "2", "relu", false);
+        expect_setting(r, "2", "bias", false);
+        expect_setting(r, "2", "stride", 2);
+        expect_setting(r, "2", "dilation", 2);
+        expect_setting(r, "5", "in_features", 24);
+        expect_setting(r, "5", "relu", true);
+        expect_setting(r, "7", "per_tensor", i == 1);
+        cr_expect_eq(em_module_find(r, "2.weight")->dtype, EM_I8);
+        cr_expect_eq(em_module_find(r, "7.input_zero_point")->dtype, EM_I32);
+        cr_expect_eq(em_numel(em_module_find(r, "2.weight_scale")), i == 1 ? 1 : 6);
+        em_module_free(r);
+    }
+}
+
+/* static_cnn saved with value v at index k of its tensor name */
+static void save_static_cnn_with(const char *name, int64_t k, double v)
+{
+    em_module *m = static_cnn((em_static_quant_opts){0});
+    em_tensor *t = em_module_find(m, name);
+    cr_assert_not_null(t, "%s", name);
+    if (t->dtype == EM_I32)
+        ((int32_t *)em_data_ptr(t))[k] = (int32_t)v;
+    else
+        ((float *)em_data_ptr(t))[k] = (float)v;
+    cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
+    em_module_free(m);
+}
+
+static void save_static_cnn(void)
+{
+    save_static_cnn_with("0.input_scale", 0, 0.5);
+}
+
+/* A static layer's file is checked as any other's: every setting of its type, of its kind and
+ * in range, the int8 weight s8 and the zero point i32 (not converted), the scales' shapes as
+ * per_tensor says; then the quantization parameters, named with the layer and the value. */
+Test(model_file, static_int8_bad_files_refused)
+{
+    save_static_cnn();
+    em_module *m = em_model_load(model_path());
+    cr_assert_not_null(m, "%s", em_error());
+    em_module_free(m);
+
+    save_static_cnn();
+    rewrite("\"padding\":1", "\"padding\":-1");
+    assert_refused("QuantizedConv2d '0': setting 'padding' is -1, outside [0, 2147483647]");
+    save_static_cnn();
+    rewrite("\"kernel_size\":3", "\"kernel_size\":0");
+    assert_refused("QuantizedConv2d '0': setting 'kernel_size' is 0, outside [1, 2147483647]");
+    save_static_cnn();
+    rewrite("\"dilation\":2", "\"dilation\":0");
+    assert_refused("QuantizedConv2d '2': setting 'dilation' is 0, outside [1, 2147483647]");
+    save_static_cnn();
+    rewrite("\"relu\":true", "\"relu\":1");
+    assert_refused("QuantizedConv2d '0': setting 'relu' is not true or false");
+    save_static_cnn();
+    rewrite("\"dilation\":1,", "\"dilation\":1,\"groups\":2,");
+    assert_refused("QuantizedConv2d '0': setting 'groups' is not one of a QuantizedConv2d's "
+                   "(in_channels, out_channels, kernel_size, stride, padding, dilation, bias, "
+                   "per_tensor, relu)");
+    save_static_cnn();
+    rewrite("\"in_features\":24,\"out_features\":8,\"bias\":true,\"per_tensor\":false",
+            "\"in_features\":24,\"out_features\":8,\"bias\":true");
+    assert_refused("StaticQuantizedLinear '5' has no setting 'per_tensor'");
+    save_static_cnn();
+    rewrite("\"per_tensor\":false", "\"per_tensor\":true");
+    assert_refused("the model's '0.weight_scale' is [1], the file's [4]");
+    save_static_cnn();
+    rewrite("\"in_features\":24", "\"in_features\":2000000000");
+    assert_refused("the settings make 16000000");
+
+    const struct {
+        const char *name;
+        em_dtype dtype;
+        const char *message;
+    } recast[] = {
+        {"2.weight", EM_U8, "the model's '2.weight' is i8, the file's u8"},
+        {"5.weight", EM_F32, "the model's '5.weight' is i8, the file's f32"},
+        {"0.input_zero_point", EM_I64, "the model's '0.input_zero_point' is i32, the file's i64"},
+        {"7.weight_scale", EM_I32, "the model's '7.weight_scale' is f32, the file's i32"},
+    };
+    for (size_t i = 0; i < sizeof recast / sizeof *recast; i++) {
+        save_static_cnn();
+        recast_tensor(recast[i].name, recast[i].dtype);
+        assert_refused(recast[i].message);
+    }
+
+    const struct {
+        const char *name;
+        int64_t k;
+        double v;
+        const char *message;
+    } values[] = {
+        {"2.weight_scale", 1, 0, "QuantizedConv2d '2': weight_scale[1] is 0; a scale must be "
+                                 "finite and > 0"},
+        {"7.weight_scale", 2, NAN, "StaticQuantizedLinear '7': weight_scale[2] is nan"},
+        {"5.input_scale", 0, INFINITY, "StaticQuantizedLinear '5': input_scale[0] is inf"},
+        {"0.input_scale", 0, -0.25, "QuantizedConv2d '0': input_scale[0] is -0.25"},
+        {"0.input_zero_point", 0, 128, "QuantizedConv2d '0': input_zero_point is 128; it must "
+                                       "be in 0..127"},
+        {"7.input_zero_point", 0, -1, "StaticQuantizedLinear '7': input_zero_point is -1"},
+    };
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
+        save_static_cnn_with(values[i].name, values[i].k, values[i].v);
+        assert_refused(values[i].message);
+    }
+}
+
+/* ---- em_module_clone: a deep copy through the types' descriptions ---- */
+
+/* a BatchNorm with running statistics from a step, a Concat, a frozen parameter, one module in
+ * eval mode: the copy hashes equal, runs equal, is independent, keeps modes and requires_grad */
+Test(model_file, clone_is_a_deep_copy)
+{
+    em_manual_seed(8);
+    em_module *m = em_sequential(
+        4, em_conv2d_layer(2, 3, 3, (em_conv2d_layer_opts){.padding = 1}),
+        em_batch_norm2d_layer(3, (em_batch_norm_opts){0}),
+        em_concat_skip(em_conv2d_layer(3, 2, 1, (em_conv2d_layer_opts){0}), 1),
+        em_flatten_layer());
+    cr_assert_not_null(m, "%s", em_error());
+    em_tensor *x = em_randn(EM_SHAPE(2, 2, 4, 4), EM_F32, NULL);
+    cr_assert_not_null(em_forward(m, x), "%s", em_error()); /* running statistics move */
+    em_requires_grad_(em_module_find(m, "0.bias"), false);
+    em_module_train(em_module_child(m, "2"), false);
+    em_module *c = em_module_clone(m);
+    cr_assert_not_null(c, "%s", em_error());
+    cr_expect_eq(em_module_hash(c), em_module_hash(m));
+    assert_same_names(m, c);
+    cr_expect_eq(em_item(em_module_find(c, "1.num_batches_tracked")), 1);
+    cr_expect(c->training && !em_module_child(c, "2")->training);
+    cr_expect(!em_module_find(c, "0.bias")->requires_grad);
+    cr_expect(em_module_find(c, "0.weight")->requires_grad);
+    cr_expect_null(em_module_find(c, "0.weight")->grad);
+    em_module_eval(m);
+    em_module_eval(c);
+    assert_same_values(em_forward(m, x), em_forward(c, x));
+    cr_assert_eq(em_fill_(em_module_find(c, "0.weight"), 0.5), EM_OK);
+    cr_expect_neq(em_module_hash(c), em_module_hash(m), "the copy holds its own tensors");
+    em_module_free(m);
+    /* f64 and quantized models copy as they are (the int8 weights packed again) */
+    em_module *d = em_linear_layer(3, 2, true);
+    cr_assert_eq(em_module_to_dtype(d, EM_F64), EM_OK);
+    em_module *dc = em_module_clone(d);
+    cr_assert_not_null(dc, "%s", em_error());
+    cr_expect_eq(em_module_find(dc, "weight")->dtype, EM_F64);
+    cr_expect_eq(em_module_hash(dc), em_module_hash(d));
+    em_module *q = em_sequential(2, em_linear_layer(6, 5, true),
+                                 em_lstm_layer(5, 4, (em_rnn_opts){.batch_first = true}));
+    cr_assert_eq(em_quantize_dynamic_(q, (em_quantize_opts){0}), EM_OK, "%s", em_error());
+    em_module *qc = em_module_clone(q);
+    cr_assert_not_null(qc, "%s", em_error());
+    em_tensor *xq = em_randn(EM_SHAPE(2, 3, 6), EM_F32, NULL);
+    assert_same_values(em_forward(q, xq), em_forward(qc, xq));
+    /* a type whose build makes its own children (GPT's blocks, their attention's out_proj):
+     * those are filled in where they stand */
+    em_module *gpt = em_gpt((em_gpt_settings){.vocab_size = 11, .block_size = 6, .n_layer = 2,
+                                            .n_head = 2, .n_embd = 8});
+    em_module *gc = em_module_clone(gpt);
+    cr_assert_not_null(gc, "%s", em_error());
+    cr_expect_eq(em_module_hash(gc), em_module_hash(gpt));
+    em_tensor *ids = em_from_data(EM_SHAPE(1, 4), EM_I64, (int64_t[]){1, 4, 10, 0});
+    assert_same_values(em_forward(gpt, ids), em_forward(gc, ids));
+    em_module_free(gpt);
+    em_module_free(gc);
+    em_module_free(c);
+    em_module_free(d);
+    em_module_free(dc);
+    em_module_free(q);
+    em_module_free(qc);
+}
+
+Test(model_file, clone_refuses_a_type_without_build)
+{
+    em_module *m = em_sequential(2, em_linear_layer(4, 3, true), em_relu_layer());
+    cr_assert_eq(em_prune_l1_unstructured(m->children[0].module, "weight", 0.5), EM_OK, "%s",
+                 em_error());
+    cr_assert_null(em_module_clone(m));
+    cr_expect_str_eq(em_error(), "em_module_clone: module '0' is a Linear, whose type has no "
+                                 "build to copy it through (its settings and build, as a model "
+                                 "file needs; a pruned layer: em_prune_remove it)");
+    em_error_clear();
+    em_module_free(m);
 }

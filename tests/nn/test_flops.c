@@ -112,6 +112,13 @@ static em_module *quantized(em_module *m)
     return m;
 }
 
+static em_module *static_quantized(em_module *m)
+{
+    cr_assert_eq(em_quantize_static_structure_(m, (em_static_quant_opts){0}), EM_OK, "%s",
+                 em_error());
+    return m;
+}
+
 Test(flops, every_layer_type_counted_by_hand)
 {
     em_manual_seed(1);
@@ -179,6 +186,8 @@ Test(flops, every_layer_type_counted_by_hand)
         {em_residual(em_linear_layer(3, 3, true), NULL), EM_SHAPE(2, 3), 48},
         /* the Linear 54 and the ReLU 6 */
         {em_sequential(2, em_linear_layer(4, 3, true), em_relu_layer()), EM_SHAPE(2, 4), 60},
+        /* the join copies: only the Linear's 6 x 7 (and the Identity's nothing) */
+        {em_concat_skip(em_linear_layer(3, 3, true), 1), EM_SHAPE(2, 3), 42},
         /* 5 steps x 2 sequences, each: 2 x 16 x (3 + 4) projections + 2 x 16 biases + 13 x 4 */
         {em_lstm_layer(3, 4, (em_rnn_opts){0}), EM_SHAPE(5, 2, 3), 3080},
         /* 10 step-samples x (layer 0: 2 x 12 x (3 + 4) + 40; layer 1: 2 x 12 x (4 + 4) + 40) */
@@ -195,7 +204,7 @@ Test(flops, every_layer_type_counted_by_hand)
         /* T 3, E 4, vocab 7: positions' add 12 and the head 2 x 3 x 4 x 7; the block: attention
          * 522 + out_proj 108 + GELU 48 + sums 24 + linear1 432 + linear2 396 + norms 192;
          * ln_f 96 */
-        {em_gpt((em_gpt_config){.vocab_size = 7, .block_size = 5, .n_layer = 1, .n_head = 2,
+        {em_gpt((em_gpt_settings){.vocab_size = 7, .block_size = 5, .n_layer = 1, .n_head = 2,
                                 .n_embd = 4}),
          EM_SHAPE(1, 3), 1998},
         /* as their float forms: the projections counted by the QuantizedLinear children */
@@ -204,6 +213,15 @@ Test(flops, every_layer_type_counted_by_hand)
          3080},
         {quantized(em_sequential(1, em_gru_layer(3, 4, (em_rnn_opts){0}))), EM_SHAPE(5, 2, 3),
          2320},
+        /* static int8 Linear with its ReLU fused: 6 x (2 x 4 + 1 + 1); the fused ReLU's place
+         * holder (an Identity) does nothing */
+        {static_quantized(em_sequential(2, em_linear_layer(4, 3, true), em_relu_layer())),
+         EM_SHAPE(2, 4), 60},
+        /* static int8 Conv2d without bias, y (1, 3, 3, 3): 27 x 2 x (2 x 3 x 3) */
+        {static_quantized(em_sequential(1, em_conv2d_layer(2, 3, 3, (em_conv2d_layer_opts){
+                                                               .stride = 2, .padding = 1,
+                                                               .no_bias = true}))),
+         EM_SHAPE(1, 2, 5, 5), 972},
     };
     int n_cases = (int)(sizeof cases / sizeof *cases);
     const char *seen[256];
@@ -228,17 +246,6 @@ Test(flops, every_layer_type_counted_by_hand)
                                                          EM_TRAIT_CONTAINER),
                   "%s counts no FLOPs of its own", types[t]->type_name);
     }
-}
-
-/* A static int8 Linear with its ReLU fused: 6 x (2 x 4 + 1 + 1); the fused ReLU's place holder
- * does nothing */
-Test(flops, static_quantized_layer)
-{
-    em_module *m = em_sequential(2, em_linear_layer(4, 3, true), em_relu_layer());
-    cr_assert_eq(em_quantize_static_structure_(m, (em_static_quant_opts){0}), EM_OK, "%s",
-                 em_error());
-    cr_expect_eq(em_module_flops(m, EM_SHAPE(2, 4)), 60);
-    em_module_free(m);
 }
 
 /* The summary's FLOPs column: each module's own (a container's none of its own: "--"), and the

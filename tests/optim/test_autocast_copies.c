@@ -60,18 +60,18 @@ static void check_rule(em_optim *(*make)(em_module *), const char *rule)
     cr_assert_not_null(opt, "%s", em_error());
     for (int i = 0; i < 3; i++) {
         step(net, opt, true);
-        em_autocast_copy_stats s = em_autocast_copy_stats_get();
+        em_autocast_copy_stats s = em_autocast_copy_get_stats();
         cr_expect_eq(s.copies, 4, "%s: the two weights and two biases", rule);
         cr_expect_eq(s.bytes, 2 * (size_t)(40 * 30 + 30 + 30 * 5 + 5), "%s", rule);
         expect_copies_current(net, rule);
     }
     step(net, opt, false); /* the regions' copies were taken by the check: kept once more */
     step(net, opt, false);
-    cr_expect_eq(em_autocast_copy_stats_get().copies, 0, "%s: freed once autocast ended", rule);
+    cr_expect_eq(em_autocast_copy_get_stats().copies, 0, "%s: freed once autocast ended", rule);
     step(net, opt, true);
-    cr_expect_eq(em_autocast_copy_stats_get().copies, 4, "%s", rule);
+    cr_expect_eq(em_autocast_copy_get_stats().copies, 4, "%s", rule);
     em_optim_free(opt);
-    cr_expect_eq(em_autocast_copy_stats_get().copies, 0, "%s: freed with the optimizer", rule);
+    cr_expect_eq(em_autocast_copy_get_stats().copies, 0, "%s: freed with the optimizer", rule);
     em_module_free(net);
 }
 
@@ -127,7 +127,7 @@ Test(autocast_copies, tensors_no_optimizer_holds_are_cast_each_time)
     em_scope_begin();
     const em_tensor *a = em_autocast_weight(w, EM_BF16), *b = em_autocast_weight(w, EM_BF16);
     cr_expect_neq(a, b, "plain casts, temporaries of the scope");
-    cr_expect_eq(em_autocast_copy_stats_get().copies, 0);
+    cr_expect_eq(em_autocast_copy_get_stats().copies, 0);
     em_scope_end();
     em_release(w);
 }

@@ -104,7 +104,7 @@ Test(quantize_static, linear_and_conv_match_their_dequantized_operands)
     cr_assert_str_eq(m->children[0].module->type->type_name, "QuantizedConv2d");
     cr_assert_str_eq(m->children[1].module->type->type_name, "Identity", "ReLU fused");
     cr_assert_str_eq(m->children[2].module->type->type_name, "QuantizedConv2d");
-    cr_assert_str_eq(m->children[4].module->type->type_name, "QuantizedLinear");
+    cr_assert_str_eq(m->children[4].module->type->type_name, "StaticQuantizedLinear");
     cr_assert_str_eq(m->children[5].module->type->type_name, "Identity");
     em_module_eval(m);
     bool g = em_set_grad_enabled(false);
@@ -133,7 +133,13 @@ Test(quantize_static, linear_and_conv_match_their_dequantized_operands)
     em_set_grad_enabled(g);
     char desc[256];
     em_module_describe(m->children[0].module, desc, sizeof desc);
-    cr_assert(strstr(desc, "relu fused") && strstr(desc, "per_channel"), "%s", desc);
+    char want[256];
+    snprintf(want, sizeof want, "in_channels=3, out_channels=8, kernel_size=3, stride=2, "
+             "padding=1, dilation=1, bias=true, per_tensor=false, relu=true, dtype=int8, "
+             "input_scale=%g, input_zero_point=%d",
+             em_item(m->children[0].module->buffers[2].value),
+             (int)em_item(m->children[0].module->buffers[3].value));
+    cr_assert_str_eq(desc, want);
     em_scope_end();
     em_module_free(m);
 }
@@ -227,18 +233,45 @@ static void expect_refused(const char *buffer, int64_t i, double v, const char *
 Test(quantize_static, bad_quantization_parameters_are_refused_at_load)
 {
     cr_assert_eq(load_with_bad_value("input_scale", 0, 0.5), EM_OK, "%s", em_error());
-    expect_refused("input_scale", 0, 0.0, "em_quantize_repack: QuantizedLinear '2': "
+    expect_refused("input_scale", 0, 0.0, "em_quantize_repack: StaticQuantizedLinear '2': "
                    "input_scale[0] is 0; a scale must be finite and > 0");
-    expect_refused("input_scale", 0, NAN, "em_quantize_repack: QuantizedLinear '2': "
+    expect_refused("input_scale", 0, NAN, "em_quantize_repack: StaticQuantizedLinear '2': "
                    "input_scale[0] is nan; a scale must be finite and > 0");
-    expect_refused("input_scale", 0, -1.0, "em_quantize_repack: QuantizedLinear '2': "
+    expect_refused("input_scale", 0, -1.0, "em_quantize_repack: StaticQuantizedLinear '2': "
                    "input_scale[0] is -1; a scale must be finite and > 0");
-    expect_refused("weight_scale", 2, NAN, "em_quantize_repack: QuantizedLinear '2': "
+    expect_refused("weight_scale", 2, NAN, "em_quantize_repack: StaticQuantizedLinear '2': "
                    "weight_scale[2] is nan; a scale must be finite and > 0");
-    expect_refused("weight_scale", 1, INFINITY, "em_quantize_repack: QuantizedLinear '2': "
+    expect_refused("weight_scale", 1, INFINITY, "em_quantize_repack: StaticQuantizedLinear '2': "
                    "weight_scale[1] is inf; a scale must be finite and > 0");
-    expect_refused("input_zero_point", 0, 128, "em_quantize_repack: QuantizedLinear '2': "
+    expect_refused("input_zero_point", 0, 128, "em_quantize_repack: StaticQuantizedLinear '2': "
                    "input_zero_point is 128; it must be in 0..127");
-    expect_refused("input_zero_point", 0, -1, "em_quantize_repack: QuantizedLinear '2': "
+    expect_refused("input_zero_point", 0, -1, "em_quantize_repack: StaticQuantizedLinear '2': "
                    "input_zero_point is -1; it must be in 0..127");
+}
+
+/* A pruned layer is quantized with the weight its forward uses: its pruned entries are 0. */
+Test(quantize_static, a_pruned_layer_is_quantized_with_its_masked_weight)
+{
+    em_manual_seed(8);
+    em_module *m = em_sequential(1, em_linear_layer(6, 4, true));
+    cr_assert_eq(em_prune_l1_unstructured(m->children[0].module, "weight", 0.5), EM_OK, "%s",
+                 em_error());
+    float mask[24];
+    cr_assert_eq(em_copy_to_host(em_prune_mask(m->children[0].module, "weight"), EM_F32, mask),
+                 EM_OK);
+    em_tensor *calib = em_randn(EM_SHAPE(8, 6), EM_F32, NULL);
+    cr_assert_eq(em_quantize_static_(m, &calib, 1, (em_static_quant_opts){0}), EM_OK, "%s",
+                 em_error());
+    const em_tensor *q = em_module_find(m, "0.weight");
+    cr_assert(q && q->dtype == EM_I8 && em_numel(q) == 24);
+    const int8_t *v = em_data_ptr(q);
+    int kept = 0;
+    for (int i = 0; i < 24; i++) {
+        cr_expect(mask[i] != 0 || v[i] == 0, "pruned weight %d quantized to %d", i, v[i]);
+        kept += v[i] != 0;
+    }
+    /* the larger half is kept: far above a row's largest / 254, so none rounds to 0 */
+    cr_expect_eq(kept, 12, "%d weights kept, not half", kept);
+    em_release(calib);
+    em_module_free(m);
 }
