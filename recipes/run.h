@@ -59,6 +59,10 @@ typedef struct {
 } recipe_result;
 
 em_status recipe_train(const recipe_train_opts *o, recipe_result *r);
+/* The learning-rate range test (em_lr_find) on the run o describes (its model, optimizer,
+ * data, batch and techniques; no checkpoint, schedule or validation applies), the curve into
+ * *out (free it with em_lr_find_result_free, also after an error). */
+em_status recipe_lr_find(const recipe_train_opts *o, em_lr_find_opts f, em_lr_find_result *out);
 /* The test accuracy and mean loss (a language model: its val loss per token) of a loaded model
  * on the data its recipe scores it on, from dir (NULL: the recipe's). A model that names no
  * recipe is an image classifier scored on the test split of the IDX files in dir (Fashion-MNIST's

@@ -291,3 +291,24 @@ em_status recipe_train(const recipe_train_opts *o, recipe_result *res)
         em_memory_set_budget(o->device, 0);
     return st;
 }
+
+em_status recipe_lr_find(const recipe_train_opts *o, em_lr_find_opts f, em_lr_find_result *out)
+{
+    *out = (em_lr_find_result){.suggestion = NAN};
+    if (o->save_path || o->resume_path || o->ddp || o->find_batch)
+        return em_set_error(EM_ERR_ARG, "recipe_lr_find: a range test saves, resumes, searches "
+                            "batches and runs data-parallel nothing");
+    recipe_train_opts mine = *o;
+    mine.validate = false;
+    mine.progress = false;
+    recipe_result res = {.epochs = 1, .batch = (int)(o->batch ? o->batch : o->recipe->batch)};
+    run r = {0};
+    em_status st = check_opts(&mine);
+    if (st == EM_OK)
+        st = start_run(&mine, &res, &r);
+    if (st == EM_OK)
+        st = em_lr_find(r.trainer, f, out);
+    em_status logged = em_observer_free(r.observer);
+    run_free(&r);
+    return st == EM_OK ? logged : st;
+}

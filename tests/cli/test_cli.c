@@ -97,9 +97,9 @@ static void expect(const char *args, int status, const char *text)
 
 Test(cli, every_command_has_help)
 {
-    const char *cmds[] = {"info", "demo", "train", "eval", "summary", "compare", "profile",
-                          "quantize", "prune", "export", "serve", "bench ops", "bench train",
-                          "bench infer", "bench serve", "bench attention", "sample",
+    const char *cmds[] = {"info", "demo", "train", "eval", "summary", "lr-find", "compare",
+                          "profile", "quantize", "prune", "export", "serve", "bench ops",
+                          "bench train", "bench infer", "bench serve", "bench attention", "sample",
                           "bench sample"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char args[64];
@@ -117,7 +117,7 @@ Test(cli, every_command_has_help)
  * Fashion-MNIST and fortunes folders. */
 Test(cli, every_data_option_says_where_the_data_lives)
 {
-    const char *cmds[] = {"train", "eval", "compare", "profile", "quantize", "prune",
+    const char *cmds[] = {"train", "eval", "lr-find", "compare", "profile", "quantize", "prune",
                           "bench infer", "bench serve", "bench train"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char args[64];
@@ -457,6 +457,38 @@ Test(cli, eval_prints_eval_fields_only, .init = make_data, .fini = remove_data)
     cr_expect_eq(num(eval, "test_loss"), num(train, "test_loss"));
     json_decref(eval);
     json_decref(train);
+}
+
+/* `ember lr-find`: the curve's rates are start (end / start)^(i / num_iter), its first
+ * smoothed loss is the first loss (the bias correction), the suggestion is em_lr_suggestion of
+ * the curve it printed, and the range is checked before any data loads. */
+Test(cli, lr_find_prints_the_range_tests_curve, .init = make_data, .fini = remove_data)
+{
+    char args[256];
+    snprintf(args, sizeof args, "lr-find mlp --data %s --batch 32 --num-iter 20 --start-lr 1e-5 "
+             "--end-lr 0.01", data_dir);
+    json_t *j = run_json(args, NULL);
+    cr_expect_str_eq(str(j, "recipe"), "mlp");
+    int n = (int)num(j, "updates");
+    cr_assert(n == 20, "the loss of noise diverged at lr <= 0.01: %d updates", n);
+    double lr[20], loss[20], smoothed[20];
+    for (int i = 0; i < n; i++) {
+        lr[i] = json_number_value(json_array_get(json_object_get(j, "lr"), (size_t)i));
+        loss[i] = json_number_value(json_array_get(json_object_get(j, "loss"), (size_t)i));
+        smoothed[i] = json_number_value(json_array_get(json_object_get(j, "smoothed"),
+                                                       (size_t)i));
+        double want = 1e-5 * pow(1e3, i / 20.0);
+        cr_expect(fabs(lr[i] - want) <= 1e-12 * want, "lr[%d] %.17g, want %.17g", i, lr[i],
+                  want);
+        cr_expect(isfinite(loss[i]) && loss[i] > 0, "loss[%d] %g", i, loss[i]);
+    }
+    cr_expect(fabs(smoothed[0] - loss[0]) <= 1e-12 * loss[0], "%.17g vs %.17g", smoothed[0],
+              loss[0]);
+    cr_expect_eq(num(j, "suggestion"), em_lr_suggestion(lr, smoothed, n));
+    json_decref(j);
+    expect("lr-find mlp --start-lr 0.1 --end-lr 0.01 --data /nonexistent", 2,
+           "--start-lr 0.1 is not below --end-lr 0.01");
+    expect("lr-find mlp --num-iter 1 --data /nonexistent", 2, "--num-iter");
 }
 
 /* `ember summary` prints the module table with the parameter counts computed by hand:
