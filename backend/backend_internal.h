@@ -133,6 +133,18 @@ typedef struct {
     uint64_t seed, offset;
 } em_attention_params;
 
+/* What a device has queued and waited for since it started: the profiler's launches per step, and
+ * the step graph's checks of a step before it captures one (train/step_graph.c). */
+typedef struct {
+    uint64_t launches;    /* kernels, copies, fills and library calls (cuBLAS, cuDNN) queued */
+    uint64_t host_waits;  /* copy_to_host and synchronize calls: the host waited for the device */
+    uint64_t host_copies; /* copy_from_host calls */
+    uint64_t host_copy_hash;    /* a hash of the bytes of those up to EM_HASHED_COPY_BYTES
+                                   long, chained in order */
+    uint64_t long_host_copies;  /* copy_from_host calls of more bytes than that */
+} em_device_counts;
+#define EM_HASHED_COPY_BYTES 16384
+
 typedef struct em_backend {
     em_device device;
     const char *name;
@@ -172,6 +184,8 @@ typedef struct em_backend {
     void *(*timer_start)(void);
     void (*timer_stop)(void *timer);
     int (*timer_read)(void *timer, double *ms);
+    /* the device's counts so far (em_device_counts); NULL where nothing is queued (the CPU) */
+    void (*counts)(em_device_counts *c);
 
     /* elementwise: out and inputs share out's shape (inputs already broadcast by strides) */
     int (*fill)(const em_arr *out, double value);

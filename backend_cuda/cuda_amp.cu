@@ -29,11 +29,11 @@ extern "C" int em_cuda_unscale_check(em_dtype dt, double inv_scale, const em_arr
         int64_t longest;
         list_chunk c = chunk_of_list(l, first, &longest);
         if (dt == EM_F32)
-            unscale_kernel<float><<<list_grid(c, longest), LIST_THREADS, 0, em_cuda_stream()>>>(
-                c, (float)inv_scale, found_inf);
+            unscale_kernel<float><<<list_grid(c, longest), LIST_THREADS, 0,
+                                    em_cuda_launch_stream()>>>(c, (float)inv_scale, found_inf);
         else
-            unscale_kernel<double><<<list_grid(c, longest), LIST_THREADS, 0, em_cuda_stream()>>>(
-                c, inv_scale, found_inf);
+            unscale_kernel<double><<<list_grid(c, longest), LIST_THREADS, 0,
+                                     em_cuda_launch_stream()>>>(c, inv_scale, found_inf);
         int rc = em_cuda_launch_status();
         if (rc != EM_KERNEL_OK)
             return rc;
@@ -128,14 +128,14 @@ static int pow_sums_chunk(em_dtype dt, pow_sum op, const list_chunk &c, double *
                                             em_cuda_stream()));
     const dim3 grid((unsigned)most, (unsigned)c.n);
     if (rc == EM_KERNEL_OK && dt == EM_F32)
-        pow_sum_chunks<float><<<grid, LIST_THREADS, 0, em_cuda_stream()>>>(c, chunk_base, op,
-                                                                           partials);
+        pow_sum_chunks<float><<<grid, LIST_THREADS, 0, em_cuda_launch_stream()>>>(
+            c, chunk_base, op, partials);
     else if (rc == EM_KERNEL_OK)
-        pow_sum_chunks<double><<<grid, LIST_THREADS, 0, em_cuda_stream()>>>(c, chunk_base, op,
-                                                                            partials);
+        pow_sum_chunks<double><<<grid, LIST_THREADS, 0, em_cuda_launch_stream()>>>(
+            c, chunk_base, op, partials);
     if (rc == EM_KERNEL_OK)
-        pow_sum_arrays<<<(unsigned)c.n, LIST_THREADS, 0, em_cuda_stream()>>>(c.n, chunk_base, op,
-                                                                             partials, out);
+        pow_sum_arrays<<<(unsigned)c.n, LIST_THREADS, 0, em_cuda_launch_stream()>>>(
+            c.n, chunk_base, op, partials, out);
     rc = rc == EM_KERNEL_OK ? em_cuda_launch_status() : rc;
     em_cuda_scratch_free(scratch, bytes);
     return rc;

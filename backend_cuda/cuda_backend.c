@@ -33,6 +33,7 @@ static const em_backend cuda_backend = {
     .timer_start = em_cuda_timer_start,
     .timer_stop = em_cuda_timer_stop,
     .timer_read = em_cuda_timer_read,
+    .counts = em_cuda_counts,
     .gemm = em_cuda_gemm,
     .conv2d = em_cuda_conv2d,
     .conv2d_grad_input = em_cuda_conv2d_grad_input,

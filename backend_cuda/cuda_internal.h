@@ -3,8 +3,10 @@
  * flag, and the entry points each cuda_*.cu file gives the table in cuda_backend.c.
  *
  * Conventions for the kernel files (compiled by nvcc as C++, entries extern "C"):
- * - Launch on em_cuda_stream() only, and return em_cuda_launch_status() after the launches, so a
- *   launch error becomes EM_KERNEL_FAILED. Never synchronize inside a kernel entry.
+ * - Launch on em_cuda_launch_stream() only (it counts the launch: kernels, copies, fills and
+ *   library calls alike), and return em_cuda_launch_status() after the launches, so a launch
+ *   error becomes EM_KERNEL_FAILED. Never synchronize inside a kernel entry: inside a captured
+ *   graph (cuda_graph.c) nothing runs until the graph is launched.
  * - Scratch memory comes from em_cuda_scratch / em_cuda_scratch_free (the accounting allocator,
  *   stream-ordered: a block freed after a launch is reused only by later work on the stream).
  * - Semantics are the CPU kernels' (backend_cpu/), bit for bit where the interface promises it
@@ -27,6 +29,9 @@ extern "C" {
 
 /* cuda_memory.c */
 cudaStream_t em_cuda_stream(void);
+cudaStream_t em_cuda_launch_stream(void); /* em_cuda_stream, counting one launch */
+void em_cuda_count_launch(void);          /* one launch by a library (cuBLAS, cuDNN) */
+void em_cuda_counts(em_device_counts *c); /* the table's counts */
 void *em_cuda_stream_handle(void); /* em_cuda_stream for the table's stream entry */
 cublasHandle_t em_cuda_cublas(void);
 bool em_cuda_init(void); /* the stream and cuBLAS handle; false when no usable device */

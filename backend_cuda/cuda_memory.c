@@ -1,13 +1,15 @@
 /* The CUDA backend's device, stream and memory: one non-blocking compute stream that every
  * kernel, copy and cuBLAS call is ordered on, device allocations, copies that wait for the
- * stream, and kernel scratch through the accounting allocator. */
+ * stream, kernel scratch through the accounting allocator, and the counts of what was queued. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend_cuda/cuda_internal.h"
 
 static cudaStream_t stream, copy_stream;
 static cublasHandle_t cublas;
+static em_device_counts counts; /* updated with relaxed atomics: any thread may queue work */
 
 bool em_cuda_init(void)
 {
@@ -32,6 +34,54 @@ bool em_cuda_init(void)
 cudaStream_t em_cuda_stream(void)
 {
     return stream;
+}
+
+void em_cuda_count_launch(void)
+{
+    __atomic_fetch_add(&counts.launches, 1, __ATOMIC_RELAXED);
+}
+
+cudaStream_t em_cuda_launch_stream(void)
+{
+    em_cuda_count_launch();
+    return stream;
+}
+
+void em_cuda_counts(em_device_counts *c)
+{
+    c->launches = __atomic_load_n(&counts.launches, __ATOMIC_RELAXED);
+    c->host_waits = __atomic_load_n(&counts.host_waits, __ATOMIC_RELAXED);
+    c->host_copies = __atomic_load_n(&counts.host_copies, __ATOMIC_RELAXED);
+    c->host_copy_hash = __atomic_load_n(&counts.host_copy_hash, __ATOMIC_RELAXED);
+    c->long_host_copies = __atomic_load_n(&counts.long_host_copies, __ATOMIC_RELAXED);
+}
+
+/* A host copy's bytes into the chained hash: 8 bytes a step (the tail zero-padded) through a
+ * multiply and a rotate, the length mixed in first. */
+static uint64_t hash_bytes(uint64_t h, const void *src, size_t n)
+{
+    const unsigned char *p = src;
+    h = (h ^ n) * 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t w = 0;
+        memcpy(&w, p + i, n - i < 8 ? n - i : 8);
+        h = ((h ^ w) * 0xFF51AFD7ED558CCDull);
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* The counts of one copy from the host (the calling thread's; copies from several threads at
+ * once chain in no fixed order, and the step graph compares one thread's steps). */
+static void count_host_copy(const void *src_host, size_t nbytes)
+{
+    __atomic_fetch_add(&counts.host_copies, 1, __ATOMIC_RELAXED);
+    if (nbytes > EM_HASHED_COPY_BYTES) {
+        __atomic_fetch_add(&counts.long_host_copies, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    uint64_t h = __atomic_load_n(&counts.host_copy_hash, __ATOMIC_RELAXED);
+    __atomic_store_n(&counts.host_copy_hash, hash_bytes(h, src_host, nbytes), __ATOMIC_RELAXED);
 }
 
 void *em_cuda_stream_handle(void)
@@ -126,22 +176,31 @@ void em_cuda_free(void *ptr)
 
 int em_cuda_copy_from_host(void *dst, const void *src_host, size_t nbytes)
 {
+    count_host_copy(src_host, nbytes);
     /* from pageable memory the call returns once src_host has been staged: it may be reused */
-    return em_cuda_status(cudaMemcpyAsync(dst, src_host, nbytes, cudaMemcpyHostToDevice, stream));
+    return em_cuda_status(cudaMemcpyAsync(dst, src_host, nbytes, cudaMemcpyHostToDevice,
+                                          em_cuda_launch_stream()));
 }
 
-/* Waits for the stream; a raised index flag is reported here, after the kernel that raised it. */
-int em_cuda_synchronize(void)
+static int wait_for_stream(void)
 {
     int rc = em_cuda_status(cudaStreamSynchronize(stream));
     return rc == EM_KERNEL_OK ? em_cuda_take_index_error() : rc;
 }
 
+/* Waits for the stream; a raised index flag is reported here, after the kernel that raised it. */
+int em_cuda_synchronize(void)
+{
+    __atomic_fetch_add(&counts.host_waits, 1, __ATOMIC_RELAXED);
+    return wait_for_stream();
+}
+
 int em_cuda_copy_to_host(void *dst_host, const void *src, size_t nbytes)
 {
+    __atomic_fetch_add(&counts.host_waits, 1, __ATOMIC_RELAXED);
     int rc = em_cuda_status(cudaMemcpyAsync(dst_host, src, nbytes, cudaMemcpyDeviceToHost,
-                                            stream));
-    return rc == EM_KERNEL_OK ? em_cuda_synchronize() : rc;
+                                            em_cuda_launch_stream()));
+    return rc == EM_KERNEL_OK ? wait_for_stream() : rc;
 }
 
 void *em_cuda_host_alloc(size_t nbytes)
@@ -183,9 +242,11 @@ int em_cuda_copy_from_host_async(void *dst, const void *src_host, size_t nbytes,
         return EM_KERNEL_FAILED;
     int rc = after ? em_cuda_status(cudaStreamWaitEvent(copy_stream, (cudaEvent_t)after, 0))
                    : EM_KERNEL_OK;
-    if (rc == EM_KERNEL_OK)
+    if (rc == EM_KERNEL_OK) {
+        em_cuda_count_launch();
         rc = em_cuda_status(cudaMemcpyAsync(dst, src_host, nbytes, cudaMemcpyHostToDevice,
                                             copy_stream));
+    }
     if (rc == EM_KERNEL_OK)
         rc = em_cuda_status(cudaEventRecord(ev, copy_stream));
     if (rc == EM_KERNEL_OK)

@@ -48,7 +48,7 @@ template <typename K, typename C> static int launch_list(const em_array_list *l,
     for (int first = 0; first < l->n; first += LIST_MAX) {
         int64_t longest;
         list_chunk c = chunk_of_list(l, first, &longest);
-        kernel<<<list_grid(c, longest), LIST_THREADS, 0, em_cuda_stream()>>>(c, k);
+        kernel<<<list_grid(c, longest), LIST_THREADS, 0, em_cuda_launch_stream()>>>(c, k);
         int rc = em_cuda_launch_status();
         if (rc != EM_KERNEL_OK)
             return rc;
