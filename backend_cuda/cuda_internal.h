@@ -167,6 +167,13 @@ int em_cuda_cross_entropy_grad(em_dtype dt, int64_t rows, int64_t cols, const vo
                                const int64_t *target, const double *stats, const void *g,
                                void *gx);
 
+/* cuda_layer_norm.cu */
+int em_cuda_layer_norm(em_dtype dt, int64_t rows, int64_t cols, const void *x, const void *w,
+                       const void *b, double eps, void *y, double *stats);
+int em_cuda_layer_norm_grad(em_dtype dt, int64_t rows, int64_t cols, const void *x,
+                            const void *w, const double *stats, const void *gy, void *gx,
+                            void *gw, void *gb);
+
 /* cuda_index.cu */
 int em_cuda_index_select(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
 int em_cuda_index_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
