@@ -34,6 +34,9 @@ void em_cuda_count_launch(void);          /* one launch by a library (cuBLAS, cu
 void em_cuda_counts(em_device_counts *c); /* the table's counts */
 void *em_cuda_stream_handle(void); /* em_cuda_stream for the table's stream entry */
 cublasHandle_t em_cuda_cublas(void);
+/* the libraries' workspace on the stream (cuBLAS's, cuBLASLt's), NULL and 0 when none */
+void *em_cuda_workspace(size_t *nbytes);
+bool em_cuda_tf32(void); /* f32 products on TF32 tensor cores (em_cuda_set_tf32) */
 bool em_cuda_init(void); /* the stream and cuBLAS handle; false when no usable device */
 int em_cuda_status(cudaError_t err); /* EM_KERNEL_OK, or EM_KERNEL_FAILED keeping what failed */
 /* the last launch's error, as em_cuda_status; in debug builds or with EMBER_CUDA_SYNC=1 it
@@ -89,6 +92,11 @@ int em_cuda_gemm_f32_out(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int
                          double alpha, const void *a, int64_t lda, int64_t stride_a,
                          const void *b, int64_t ldb, int64_t stride_b,
                          double beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch);
+
+/* cuda_linear.c: a Linear with its bias through cuBLASLt's epilogues */
+int em_cuda_linear(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *x, int64_t ldx,
+                   const void *w, int64_t ldw, const void *b, void *y, int64_t ldy);
+int em_cuda_linear_grad(em_dtype dt, const em_linear_grads *a);
 
 /* cuda_conv.cu, cuda_pool.cu */
 int em_cuda_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, const void *w,

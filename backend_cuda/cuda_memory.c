@@ -9,6 +9,11 @@
 
 static cudaStream_t stream, copy_stream;
 static cublasHandle_t cublas;
+static bool tf32;
+/* cuBLAS's and cuBLASLt's workspace: theirs in turn, on the one stream. Made with the handle, so
+ * that no library allocates inside a captured graph (cuda_graph.c). */
+#define WORKSPACE_BYTES ((size_t)32 << 20)
+static void *workspace;
 static em_device_counts counts; /* updated with relaxed atomics: any thread may queue work */
 
 bool em_cuda_init(void)
@@ -26,9 +31,26 @@ bool em_cuda_init(void)
         cudaStreamDestroy(stream);
         return false;
     }
+    if (cudaMalloc(&workspace, WORKSPACE_BYTES) != cudaSuccess) {
+        cudaGetLastError(); /* the libraries run without one, on fewer algorithms */
+        workspace = NULL;
+    }
     /* default math: f16/bf16 products on tensor cores, f32 products in f32 (no TF32) */
     return cublasSetStream(cublas, stream) == CUBLAS_STATUS_SUCCESS &&
+           (!workspace || cublasSetWorkspace(cublas, workspace, WORKSPACE_BYTES) ==
+                              CUBLAS_STATUS_SUCCESS) &&
            cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH) == CUBLAS_STATUS_SUCCESS;
+}
+
+void *em_cuda_workspace(size_t *nbytes)
+{
+    *nbytes = workspace ? WORKSPACE_BYTES : 0;
+    return workspace;
+}
+
+bool em_cuda_tf32(void)
+{
+    return tf32;
 }
 
 cudaStream_t em_cuda_stream(void)
@@ -109,8 +131,10 @@ void em_cuda_describe(char *buf, size_t n)
 int em_cuda_set_tf32(bool on)
 {
     cublasMath_t mode = on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
-    return cublasSetMathMode(cublas, mode) == CUBLAS_STATUS_SUCCESS ? EM_KERNEL_OK
-                                                                    : EM_KERNEL_FAILED;
+    if (cublasSetMathMode(cublas, mode) != CUBLAS_STATUS_SUCCESS)
+        return EM_KERNEL_FAILED;
+    tf32 = on;
+    return EM_KERNEL_OK;
 }
 
 /* What the CUDA runtime said of the last failure on this thread, until taken. */
