@@ -360,6 +360,14 @@ typedef struct em_backend {
     /* out[i] (l.n f64 in this device's memory) = sum of |x|^p over array i for p > 0, or max |x|
      * for p = inf; an inf or NaN element makes it inf or NaN */
     int (*norm_pow_sum)(em_dtype dt, double p, const em_array_list *l, double *out);
+    /* Optional (NULL: clipping reads the norm back and scales each array on the host's word):
+     * clipping by a total norm without the host. total = the n_sums f64 sums (norm_pow_sum's
+     * out, this device's memory) added in order, then ^(1/p), or their max for p = inf (as
+     * em_grad_norm_from_sums); every array of l (f32 or f64) *= coef = max_norm / (total +
+     * 1e-6) where coef < 1 or is NaN, as the MUL_SCALAR op would; *total (one f64 in this
+     * device's memory) = total. l holds at least one array. */
+    int (*clip_grad_norm)(em_dtype dt, double p, double max_norm, const double *sums,
+                          int n_sums, const em_array_list *l, double *total);
 } em_backend;
 
 /* ---- the registry (backend/backend.c) ---- */

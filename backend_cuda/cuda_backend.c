@@ -56,6 +56,7 @@ static const em_backend cuda_backend = {
     .qconv2d_static = em_cuda_qconv2d_static,
     .unscale_check = em_cuda_unscale_check,
     .norm_pow_sum = em_cuda_norm_pow_sum,
+    .clip_grad_norm = em_cuda_clip_grad_norm,
     .softmax = em_cuda_softmax,
     .softmax_grad = em_cuda_softmax_grad,
     .cross_entropy = em_cuda_cross_entropy,

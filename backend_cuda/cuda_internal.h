@@ -118,6 +118,8 @@ int em_cuda_adam_update(em_dtype dt, const em_adam_hparams *h, const em_array_li
 int em_cuda_rmsprop_update(em_dtype dt, const em_rmsprop_hparams *h, const em_array_list *l);
 int em_cuda_unscale_check(em_dtype dt, double inv_scale, const em_array_list *l, float *found_inf);
 int em_cuda_norm_pow_sum(em_dtype dt, double p, const em_array_list *l, double *out);
+int em_cuda_clip_grad_norm(em_dtype dt, double p, double max_norm, const double *sums,
+                           int n_sums, const em_array_list *l, double *total);
 
 /* cuda_int8.cu */
 int64_t em_cuda_int8_packed_size(int64_t n, int64_t k);

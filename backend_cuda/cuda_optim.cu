@@ -1,6 +1,6 @@
 /* Fused optimizer updates on CUDA: SGD, Adam/AdamW and RMSprop over every array of a list in one
- * launch (LIST_MAX arrays a launch), PyTorch's order of operations; f32 in f32 arithmetic as the
- * CPU's f32 kernels, f64 in f64. */
+ * launch (cuda_list.cuh), PyTorch's order of operations; f32 in f32 arithmetic as the CPU's f32
+ * kernels, f64 in f64. */
 #include <float.h>
 
 #include "backend_cuda/cuda_list.cuh"
@@ -23,7 +23,7 @@ template <typename T> struct sgd_consts {
     bool momentum;
 };
 
-template <typename T> __global__ void sgd_kernel(list_chunk c, sgd_consts<T> k)
+template <typename T, typename L> __global__ void sgd_kernel(L c, sgd_consts<T> k)
 {
     const int a = blockIdx.y;
     T *p = (T *)c.data[a];              // (numel)
@@ -42,19 +42,6 @@ template <typename T> __global__ void sgd_kernel(list_chunk c, sgd_consts<T> k)
     }
 }
 
-/* Launches kernel(chunk, consts) over every LIST_MAX arrays of l. */
-template <typename K, typename C> static int launch_list(const em_array_list *l, K kernel, C k)
-{
-    for (int first = 0; first < l->n; first += LIST_MAX) {
-        int64_t longest;
-        list_chunk c = chunk_of_list(l, first, &longest);
-        kernel<<<list_grid(c, longest), LIST_THREADS, 0, em_cuda_launch_stream()>>>(c, k);
-        int rc = em_cuda_launch_status();
-        if (rc != EM_KERNEL_OK)
-            return rc;
-    }
-    return EM_KERNEL_OK;
-}
 
 /* The step's choices as factors, as the CPU's f32 kernel: b = keep * b + fresh * d,
  * p -= lr * (bm * b + dm * d) gives b = d on the first step and nesterov's d + momentum * b. */
@@ -71,13 +58,21 @@ template <typename T> static sgd_consts<T> sgd_of(const em_sgd_hparams *h, bool 
     return k;
 }
 
+template <typename T> static int sgd_launch(const em_sgd_hparams *h, const em_array_list *l)
+{
+    const sgd_consts<T> k = sgd_of<T>(h, l->state[0] != NULL);
+    return for_each_chunk(l, [&](const auto &c, dim3 grid, int) {
+        sgd_kernel<T><<<grid, LIST_THREADS, 0, em_cuda_launch_stream()>>>(c, k);
+        return em_cuda_launch_status();
+    });
+}
+
 extern "C" int em_cuda_sgd_update(em_dtype dt, const em_sgd_hparams *h, const em_array_list *l)
 {
-    const bool momentum = l->state[0] != NULL;
     if (dt == EM_F32)
-        return launch_list(l, sgd_kernel<float>, sgd_of<float>(h, momentum));
+        return sgd_launch<float>(h, l);
     if (dt == EM_F64)
-        return launch_list(l, sgd_kernel<double>, sgd_of<double>(h, momentum));
+        return sgd_launch<double>(h, l);
     return EM_KERNEL_UNSUPPORTED;
 }
 
@@ -88,7 +83,7 @@ template <typename T> struct adam_consts {
 
 /* f32: PyTorch's f32 order (the first moment as a lerp); f64: the CPU's double form, which is
  * the same arithmetic written out. */
-template <typename T> __global__ void adam_kernel(list_chunk c, adam_consts<T> k)
+template <typename T, typename L> __global__ void adam_kernel(L c, adam_consts<T> k)
 {
     const int a = blockIdx.y;
     T *p = (T *)c.data[a];               // (numel)
@@ -129,14 +124,23 @@ template <typename T> static adam_consts<T> adam_of(const em_adam_hparams *h)
     return k;
 }
 
+template <typename T> static int adam_launch(const em_adam_hparams *h, const em_array_list *l)
+{
+    const adam_consts<T> k = adam_of<T>(h);
+    return for_each_chunk(l, [&](const auto &c, dim3 grid, int) {
+        adam_kernel<T><<<grid, LIST_THREADS, 0, em_cuda_launch_stream()>>>(c, k);
+        return em_cuda_launch_status();
+    });
+}
+
 extern "C" int em_cuda_adam_update(em_dtype dt, const em_adam_hparams *h, const em_array_list *l)
 {
     if (h->amsgrad && !l->state[2])
         return EM_KERNEL_UNSUPPORTED;
     if (dt == EM_F32)
-        return launch_list(l, adam_kernel<float>, adam_of<float>(h));
+        return adam_launch<float>(h, l);
     if (dt == EM_F64)
-        return launch_list(l, adam_kernel<double>, adam_of<double>(h));
+        return adam_launch<double>(h, l);
     return EM_KERNEL_UNSUPPORTED;
 }
 
@@ -144,7 +148,7 @@ template <typename T> struct rmsprop_consts {
     T lr, alpha, w, eps, wd, momentum;
 };
 
-template <typename T> __global__ void rmsprop_kernel(list_chunk c, rmsprop_consts<T> k)
+template <typename T, typename L> __global__ void rmsprop_kernel(L c, rmsprop_consts<T> k)
 {
     const int a = blockIdx.y;
     T *p = (T *)c.data[a];               // (numel)
@@ -189,12 +193,22 @@ template <typename T> static rmsprop_consts<T> rmsprop_of(const em_rmsprop_hpara
     return k;
 }
 
+template <typename T>
+static int rmsprop_launch(const em_rmsprop_hparams *h, const em_array_list *l)
+{
+    const rmsprop_consts<T> k = rmsprop_of<T>(h);
+    return for_each_chunk(l, [&](const auto &c, dim3 grid, int) {
+        rmsprop_kernel<T><<<grid, LIST_THREADS, 0, em_cuda_launch_stream()>>>(c, k);
+        return em_cuda_launch_status();
+    });
+}
+
 extern "C" int em_cuda_rmsprop_update(em_dtype dt, const em_rmsprop_hparams *h,
                                       const em_array_list *l)
 {
     if (dt == EM_F32)
-        return launch_list(l, rmsprop_kernel<float>, rmsprop_of<float>(h));
+        return rmsprop_launch<float>(h, l);
     if (dt == EM_F64)
-        return launch_list(l, rmsprop_kernel<double>, rmsprop_of<double>(h));
+        return rmsprop_launch<double>(h, l);
     return EM_KERNEL_UNSUPPORTED;
 }
