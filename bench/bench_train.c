@@ -176,9 +176,7 @@ static double ember_gpt_tokens_per_s(const recipe_gpt_text *text, const gpt_case
             em_autocast_end();
         ok = loss && em_backward(scaler ? em_scaler_scale(scaler, loss) : loss) == EM_OK &&
              (!scaler || em_scaler_unscale(scaler, opt) == EM_OK);
-        if (ok)
-            em_clip_grad_norm_optim(opt, recipe_gpt.clip, 2.0, false);
-        ok = ok && !em_has_error() &&
+        ok = ok && em_clip_grad_norm_optim_device(opt, recipe_gpt.clip, 2.0, NULL) == EM_OK &&
              (scaler ? em_scaler_step(scaler, opt, NULL) == EM_OK &&
                            em_scaler_update(scaler) == EM_OK
                      : em_optim_step(opt) == EM_OK);

@@ -179,10 +179,8 @@ static em_status update(em_trainer *t, const em_tensor *loss)
 {
     bool skip, stepped = true;
     em_status st = check_update(t, loss, &skip);
-    if (st == EM_OK && !skip && t->o.tech.clip > 0) {
-        em_clip_grad_norm_optim(t->optim, t->o.tech.clip, 2.0, false);
-        st = em_error_status();
-    }
+    if (st == EM_OK && !skip && t->o.tech.clip > 0)
+        st = em_clip_grad_norm_optim_device(t->optim, t->o.tech.clip, 2.0, NULL);
     if (st == EM_OK && !skip)
         st = t->scaler ? em_scaler_step(t->scaler, t->optim, &stepped) : em_optim_step(t->optim);
     if (st == EM_OK && t->scaler)
