@@ -6,7 +6,9 @@
  *   grad_weight  gw_g (C_out/G, K) = gy_cm_g @ cols_g^T (summed over chunks), gbias = row sums.
  * Why im2col + cuBLAS: the products run on cuBLAS's tuned kernels (tensor cores for f16/bf16 with
  * f32 accumulation) with no dependency beyond the toolkit; the column buffer is bounded by
- * chunking the batch. col2im and the bias sums gather in a fixed order: deterministic. */
+ * chunking the batch. col2im and the bias sums gather in a fixed order: deterministic. Where the
+ * build has cuDNN, each entry asks it first (cuda_cudnn.c) and runs these kernels where it
+ * declines. */
 #include "backend_cuda/cuda_real.cuh"
 
 #define THREADS 256
@@ -171,6 +173,9 @@ extern "C" int em_cuda_conv2d(const em_conv2d_shape *s, em_dtype dt, const void 
 {
     if (!shape_ok(s))
         return EM_KERNEL_UNSUPPORTED;
+    const int by_cudnn = em_cudnn_conv2d(s, dt, x, w, bias, y);
+    if (by_cudnn != EM_KERNEL_UNSUPPORTED)
+        return by_cudnn;
     conv_dims d = dims_of(s);
     if (s->n == 0 || d.hwo == 0)
         return EM_KERNEL_OK;
@@ -208,6 +213,9 @@ extern "C" int em_cuda_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, 
 {
     if (!shape_ok(s))
         return EM_KERNEL_UNSUPPORTED;
+    const int by_cudnn = em_cudnn_conv2d_grad_input(s, dt, gy, w, gx);
+    if (by_cudnn != EM_KERNEL_UNSUPPORTED)
+        return by_cudnn;
     conv_dims d = dims_of(s);
     if (s->n == 0 || s->c_in * s->h * s->w == 0)
         return EM_KERNEL_OK;
@@ -247,6 +255,9 @@ extern "C" int em_cuda_conv2d_grad_weight(const em_conv2d_shape *s, em_dtype dt,
 {
     if (!shape_ok(s))
         return EM_KERNEL_UNSUPPORTED;
+    const int by_cudnn = em_cudnn_conv2d_grad_weight(s, dt, gy, x, gw, gbias);
+    if (by_cudnn != EM_KERNEL_UNSUPPORTED)
+        return by_cudnn;
     conv_dims d = dims_of(s);
     return dispatch_float(dt, [&](auto t) {
         using T = decltype(t);

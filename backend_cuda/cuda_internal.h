@@ -98,6 +98,17 @@ int em_cuda_linear(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *x, 
                    const void *w, int64_t ldw, const void *b, void *y, int64_t ldy);
 int em_cuda_linear_grad(em_dtype dt, const em_linear_grads *a);
 
+/* cuda_cudnn.c (cuda_cudnn_absent.c in a build without cuDNN): the convolutions through cuDNN,
+ * EM_KERNEL_UNSUPPORTED where it does not serve one (then cuda_conv.cu's kernels run); a line
+ * on cuDNN and its mode for the device's description */
+int em_cudnn_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, const void *w,
+                    const void *bias, void *y);
+int em_cudnn_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                               const void *w, void *gx);
+int em_cudnn_conv2d_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                                const void *x, void *gw, void *gbias);
+void em_cudnn_describe(char *buf, size_t n);
+
 /* cuda_conv.cu, cuda_pool.cu */
 int em_cuda_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, const void *w,
                    const void *bias, void *y);

@@ -124,8 +124,10 @@ void em_cuda_describe(char *buf, size_t n)
         snprintf(buf, n, "cuda: device properties unavailable");
         return;
     }
-    snprintf(buf, n, "%s, %.1f GiB, compute capability %d.%d, %d multiprocessors", p.name,
-             (double)p.totalGlobalMem / (1 << 30), p.major, p.minor, p.multiProcessorCount);
+    char dnn[96];
+    em_cudnn_describe(dnn, sizeof dnn);
+    snprintf(buf, n, "%s, %.1f GiB, compute capability %d.%d, %d multiprocessors, %s", p.name,
+             (double)p.totalGlobalMem / (1 << 30), p.major, p.minor, p.multiProcessorCount, dnn);
 }
 
 int em_cuda_set_tf32(bool on)
