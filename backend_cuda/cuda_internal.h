@@ -39,6 +39,7 @@ void *em_cuda_workspace(size_t *nbytes);
 bool em_cuda_tf32(void); /* f32 products on TF32 tensor cores (em_cuda_set_tf32) */
 bool em_cuda_init(void); /* the stream and cuBLAS handle; false when no usable device */
 int em_cuda_status(cudaError_t err); /* EM_KERNEL_OK, or EM_KERNEL_FAILED keeping what failed */
+int em_cuda_fail(const char *why);   /* EM_KERNEL_FAILED keeping why */
 /* the last launch's error, as em_cuda_status; in debug builds or with EMBER_CUDA_SYNC=1 it
  * waits for the kernel, so a fault inside it is reported by the op that launched it */
 int em_cuda_launch_status(void);
@@ -60,6 +61,17 @@ int em_cuda_set_tf32(bool on);
 void *em_cuda_scratch(size_t nbytes);               /* NULL when out of memory */
 void em_cuda_scratch_free(void *ptr, size_t nbytes); /* NULL is fine */
 const em_backend *em_cuda_table(void);              /* cuda_backend.c */
+
+/* cuda_graph.c: the stream captured into graphs (the table's capture and graph entries). While
+ * capturing, copies from the host go through em_cuda_capture_host_copy and whatever would wait
+ * for the device fails through em_cuda_capture_refuse. */
+bool em_cuda_capturing(void);
+int em_cuda_capture_begin(void);
+int em_cuda_capture_end(void **graph);
+int em_cuda_graph_launch(void *graph);
+void em_cuda_graph_free(void *graph);
+int em_cuda_capture_host_copy(void *dst, const void *src_host, size_t nbytes);
+int em_cuda_capture_refuse(const char *what); /* EM_KERNEL_FAILED: "<what> inside a captured..." */
 
 /* cuda_index_flag.cu: the device index flag. A kernel raises it with atomicCAS(flag, 0, code),
  * code its em_cuda_index_kernel (the first raised is kept); em_cuda_take_index_error gives

@@ -78,8 +78,8 @@ void em_cuda_counts(em_device_counts *c)
     c->long_host_copies = __atomic_load_n(&counts.long_host_copies, __ATOMIC_RELAXED);
 }
 
-/* A host copy's bytes into the chained hash: 8 bytes a step (the tail zero-padded) through a
- * multiply and a rotate, the length mixed in first. */
+/* A hash of a host copy's bytes: 8 bytes a step (the tail zero-padded) through a multiply and a
+ * shift, the length mixed in first. */
 static uint64_t hash_bytes(uint64_t h, const void *src, size_t n)
 {
     const unsigned char *p = src;
@@ -93,17 +93,15 @@ static uint64_t hash_bytes(uint64_t h, const void *src, size_t n)
     return h;
 }
 
-/* The counts of one copy from the host (the calling thread's; copies from several threads at
- * once chain in no fixed order, and the step graph compares one thread's steps). */
+/* The counts of one copy from the host: its bytes' hash joins the sum. */
 static void count_host_copy(const void *src_host, size_t nbytes)
 {
     __atomic_fetch_add(&counts.host_copies, 1, __ATOMIC_RELAXED);
-    if (nbytes > EM_HASHED_COPY_BYTES) {
+    if (nbytes > EM_HASHED_COPY_BYTES)
         __atomic_fetch_add(&counts.long_host_copies, 1, __ATOMIC_RELAXED);
-        return;
-    }
-    uint64_t h = __atomic_load_n(&counts.host_copy_hash, __ATOMIC_RELAXED);
-    __atomic_store_n(&counts.host_copy_hash, hash_bytes(h, src_host, nbytes), __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_add(&counts.host_copy_hash, hash_bytes(0, src_host, nbytes),
+                           __ATOMIC_RELAXED);
 }
 
 void *em_cuda_stream_handle(void)
@@ -150,6 +148,12 @@ int em_cuda_status(cudaError_t err)
     return EM_KERNEL_FAILED;
 }
 
+int em_cuda_fail(const char *why)
+{
+    snprintf(failure, sizeof failure, "%s", why);
+    return EM_KERNEL_FAILED;
+}
+
 const char *em_cuda_take_failure(void)
 {
     static _Thread_local char taken[sizeof failure];
@@ -180,7 +184,7 @@ static bool sync_each_launch(void)
 int em_cuda_launch_status(void)
 {
     cudaError_t err = cudaGetLastError();
-    if (err == cudaSuccess && sync_each_launch())
+    if (err == cudaSuccess && sync_each_launch() && !em_cuda_capturing())
         err = cudaStreamSynchronize(stream);
     return em_cuda_status(err);
 }
@@ -203,6 +207,8 @@ void em_cuda_free(void *ptr)
 int em_cuda_copy_from_host(void *dst, const void *src_host, size_t nbytes)
 {
     count_host_copy(src_host, nbytes);
+    if (em_cuda_capturing())
+        return em_cuda_capture_host_copy(dst, src_host, nbytes);
     /* from pageable memory the call returns once src_host has been staged: it may be reused */
     return em_cuda_status(cudaMemcpyAsync(dst, src_host, nbytes, cudaMemcpyHostToDevice,
                                           em_cuda_launch_stream()));
@@ -218,12 +224,16 @@ static int wait_for_stream(void)
 int em_cuda_synchronize(void)
 {
     __atomic_fetch_add(&counts.host_waits, 1, __ATOMIC_RELAXED);
+    if (em_cuda_capturing())
+        return em_cuda_capture_refuse("waiting for the device");
     return wait_for_stream();
 }
 
 int em_cuda_copy_to_host(void *dst_host, const void *src, size_t nbytes)
 {
     __atomic_fetch_add(&counts.host_waits, 1, __ATOMIC_RELAXED);
+    if (em_cuda_capturing())
+        return em_cuda_capture_refuse("a copy to the host");
     int rc = em_cuda_status(cudaMemcpyAsync(dst_host, src, nbytes, cudaMemcpyDeviceToHost,
                                             em_cuda_launch_stream()));
     return rc == EM_KERNEL_OK ? wait_for_stream() : rc;
@@ -246,6 +256,8 @@ void em_cuda_host_free(void *ptr_host)
 
 int em_cuda_mark(void **ev)
 {
+    if (em_cuda_capturing())
+        return em_cuda_capture_refuse("marking the stream for the loader");
     cudaEvent_t e;
     if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess)
         return EM_KERNEL_FAILED;
@@ -263,6 +275,8 @@ int em_cuda_mark(void **ev)
 int em_cuda_copy_from_host_async(void *dst, const void *src_host, size_t nbytes, void *after,
                                  void **done)
 {
+    if (em_cuda_capturing())
+        return em_cuda_capture_refuse("the loader's copy beside the stream");
     cudaEvent_t ev;
     if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
         return EM_KERNEL_FAILED;
