@@ -18,6 +18,7 @@
 #include "ember/optim/optim.h"
 #include "ember/io/safetensors.h"
 #include "ember/train/train_checkpoint.h"
+#include "ember/train/step_graph.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,6 +36,11 @@ typedef struct {
     bool guard;                  /* skip updates with a non-finite loss/grad or an outlier loss */
     bool checkpoint_activations; /* recompute a Sequential's activations in backward, in
                                     sqrt(children) segments */
+    bool cuda_graph;             /* capture the step once as a device graph and replay it
+                                    (train/step_graph.h): forward, backward, clipping and the
+                                    update queued by one call; where the run cannot be captured
+                                    (the grad scaler, the guard, accumulation, a device without
+                                    graphs) it says why once and runs eagerly */
 } em_techniques;
 
 /* What the callbacks hear after every micro-batch. */
@@ -135,7 +141,9 @@ em_status em_trainer_add_callbacks(em_trainer *t, em_trainer_callbacks cb);
 em_status em_trainer_fit(em_trainer *t, int epochs);
 /* One micro-batch (x, y): forward under autocast, loss, scaled backward; after grad_accum of
  * them, the update (callbacks' before_update, unscale, guard, clip, step, scale update,
- * scheduler step). *loss (may be NULL) gets the micro-batch's loss. */
+ * scheduler step). *loss (may be NULL) gets the micro-batch's loss. With tech.cuda_graph the
+ * step is replayed from its graph and its loss read afterwards: a loss that is not finite is
+ * reported after its update was taken. */
 em_status em_trainer_step(em_trainer *t, const em_tensor *x, const em_tensor *y, double *loss);
 em_status em_trainer_flush(em_trainer *t); /* the update of a partial accumulation, if any */
 
