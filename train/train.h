@@ -164,7 +164,9 @@ typedef struct {
     double samples_per_s;    /* training time only */
     double train_seconds;
     double scale;            /* the grad scaler's scale; 1 without one */
-    size_t activation_bytes; /* the most bytes one forward held for its backward */
+    size_t activation_bytes; /* the most bytes one forward held for its backward (not counted
+                                while the steps replay a graph) */
+    int64_t graph_replays;   /* steps replayed from the step's graph (tech.cuda_graph) */
     em_epoch_stats last_epoch; /* the last finished epoch (epochs 0 before the first) */
 } em_trainer_stats;
 em_trainer_stats em_trainer_get_stats(const em_trainer *t);

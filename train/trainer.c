@@ -139,6 +139,7 @@ em_trainer_stats em_trainer_get_stats(const em_trainer *t)
     for (int64_t i = 0; i < n; i++)
         s.recent_loss += t->recent[i] / (double)n;
     s.scale = t->scaler ? em_scaler_get_scale(t->scaler) : 1.0;
+    s.graph_replays = em_step_graph_get_stats(t->graph).replays;
     s.samples_per_s = s.train_seconds > 0 ? (double)s.samples / s.train_seconds : 0;
     return s;
 }
