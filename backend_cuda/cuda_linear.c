@@ -14,7 +14,7 @@
 typedef enum { PLAN_BIAS, PLAN_BGRADB } plan_kind;
 
 /* What a plan depends on: the heuristic sees the shapes, the layouts and the pointers'
- * alignments (the bias pointer's too). */
+ * alignments (the bias pointer's too). Zeroed before it is filled, so that memcmp compares it. */
 typedef struct {
     plan_kind kind;
     em_dtype dt;
@@ -164,11 +164,26 @@ static bool lt_ready(void)
     return lt_state.ready;
 }
 
+/* *k: the key of a product D (rows_d, cols_d) = op(A) (rows_d, inner) op(B) of kind with those
+ * row strides (the alignments lt_matmul's). */
+static void key_of(plan_key *k, plan_kind kind, em_dtype dt, int64_t rows_d, int64_t cols_d,
+                   int64_t inner, int64_t lda, int64_t ldb, int64_t ldd)
+{
+    memset(k, 0, sizeof *k);
+    k->kind = kind;
+    k->dt = dt;
+    k->rows_d = rows_d;
+    k->cols_d = cols_d;
+    k->inner = inner;
+    k->lda = lda;
+    k->ldb = ldb;
+    k->ldd = ldd;
+}
+
 /* D = op(A) op(B) with key's epilogue, bias the bias or the bias gradient; EM_KERNEL_UNSUPPORTED
  * where cuBLASLt has no algorithm for it. */
 static int lt_matmul(plan_key *k, const void *a, const void *b, void *d, void *bias)
 {
-    memset(k->align, 0, sizeof k->align);
     k->align[0] = alignment(a);
     k->align[1] = alignment(b);
     k->align[2] = alignment(d);
@@ -209,8 +224,8 @@ int em_cuda_linear(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *x, 
     if (!b || !lt_dtype(dt) || m == 0)
         return EM_KERNEL_UNSUPPORTED; /* a plain product serves these */
     /* y^T (n, m) = w (n, k) as A^T, x^T (k, m) as B, the bias along y^T's rows */
-    plan_key key = {.kind = PLAN_BIAS, .dt = dt, .rows_d = n, .cols_d = m, .inner = k,
-                    .lda = ldw, .ldb = ldx, .ldd = ldy};
+    plan_key key;
+    key_of(&key, PLAN_BIAS, dt, n, m, k, ldw, ldx, ldy);
     return lt_matmul(&key, w, x, y, (void *)b);
 }
 
@@ -233,8 +248,8 @@ int em_cuda_linear_grad(em_dtype dt, const em_linear_grads *a)
         return rc;
     if (a->gw && a->gb && a->m > 0) {
         /* gw^T (n, k) = x^T (n, m) as A, g (m, k) as B^T; gb along gw^T's columns */
-        plan_key key = {.kind = PLAN_BGRADB, .dt = dt, .rows_d = a->n, .cols_d = a->k,
-                        .inner = a->m, .lda = a->ldx, .ldb = a->ldg, .ldd = a->ldgw};
+        plan_key key;
+        key_of(&key, PLAN_BGRADB, dt, a->n, a->k, a->m, a->ldx, a->ldg, a->ldgw);
         rc = lt_matmul(&key, a->x, a->g, a->gw, a->gb);
         if (rc != EM_KERNEL_UNSUPPORTED)
             return rc;
