@@ -4,6 +4,9 @@
 
 #include "ember/tensor/tensor.h"
 #include "ember/io/safetensors.h"
+#include "ember/io/json.h"
+#include "ember/io/atomic_file.h"
+#include "ember/io/regular_file.h"
 #include "ember/observe/profiler.h"
 #include "ember/observe/tensorboard.h"
 #include "ember/observe/memory_trend.h"
@@ -24,6 +27,8 @@
 #include "ember/models/model_file.h"
 #include "ember/models/model_file_meta.h"
 #include "ember/train/train.h"
+#include "ember/train/averaged_model.h"
+#include "ember/train/lr_finder.h"
 #include "ember/train/observer.h"
 #include "ember/train/train_checkpoint.h"
 #include "ember/train/batch_finder.h"
@@ -31,6 +36,6 @@
 #include "ember/serve/cache.h"
 #include "ember/serve/engine.h"
 #include "ember/serve/request.h"
-#include "ember/dist/dist.h"
+#include "ember/distributed/dist.h"
 
 #endif

@@ -101,6 +101,11 @@ em_tensor *em_le(const em_tensor *a, const em_tensor *b);
 em_tensor *em_gt(const em_tensor *a, const em_tensor *b);
 em_tensor *em_ge(const em_tensor *a, const em_tensor *b);
 
+/* In place, outside the graph, as torch.Tensor.lerp_: t += weight (end - t), with PyTorch's
+ * formula (end - (end - t) (1 - weight) from weight 0.5 up, so weight 1 gives end exactly); end
+ * (t's floating dtype and device) broadcasts to t. An exponential moving average's update. */
+em_status em_lerp_(em_tensor *t, const em_tensor *end, double weight);
+
 /* ---- reductions: dims (n_dims entries, negative from the end); n_dims 0 reduces all ---- */
 em_tensor *em_sum(const em_tensor *t, const int *dims, int n_dims, bool keepdim);
 em_tensor *em_mean(const em_tensor *t, const int *dims, int n_dims, bool keepdim);
@@ -210,7 +215,8 @@ em_tensor *em_relu_max_pool2d(const em_tensor *x, em_pool2d_opts o);
 em_tensor *em_cross_entropy_rows(const em_tensor *x, const em_tensor *target);
 /* -(t log x + (1 - t) log(1 - x)) per element of probabilities x and targets t (one shape, float),
  * each log clamped at -100, with PyTorch's gradient g (x - t) / max(x (1 - x), 1e-12) (finite at
- * 0 and 1); x outside [0, 1] gives NaN. em_binary_cross_entropy (nn/nn.h) weights and reduces it. */
+ * 0 and 1; 1e-12 as a float, 9.999999960041972e-13, in f64 too, as PyTorch's epsilon is); x
+ * outside [0, 1] gives NaN. em_binary_cross_entropy (nn/nn.h) weights and reduces it. */
 em_tensor *em_binary_cross_entropy_elementwise(const em_tensor *input, const em_tensor *target);
 
 /* Layer normalisation of each row of x (R, C), C > 0, with weight and bias (C) or NULL:
@@ -233,7 +239,11 @@ em_tensor *em_log_softmax(const em_tensor *t, int dim);
  * autocast it runs in the region's low dtype. */
 typedef struct {
     const em_tensor *attn_mask; /* NULL, or broadcastable to (B, H, Lq, Lk): bool (true: the key
-                                   takes part) or floating (added to the scores); no gradient */
+                                   takes part) or floating (added to the scores); a floating
+                                   mask that requires grad (a learned bias) gets its gradient,
+                                   summed over its broadcast dims: the op then runs composed of
+                                   matmul and softmax, holding the (Lq, Lk) weights, as
+                                   PyTorch's math path */
     double dropout_p;           /* on the weights, in [0, 1); give 0 in eval */
     bool is_causal;             /* query i sees keys j <= i (top-left); excludes attn_mask */
     double scale;               /* 0: 1 / sqrt(D) */
@@ -349,11 +359,15 @@ em_tensor *em_triu(const em_tensor *t, int64_t diagonal);
 
 /* ---- mixed precision: autocast regions (per thread, nestable) ----
  * Inside a region begun with a low dtype (EM_F16 or EM_BF16), PyTorch's autocast policy:
- * matmul, bmm, linear, conv2d and conv_transpose2d cast their f32 inputs to it and run there
- * (the backend accumulates in f32), giving low-precision outputs; softmax, log_softmax, sum, mean, var, exp,
- * log, log1p, pow, pow_scalar, rsqrt and reciprocal cast f16/bf16 inputs up and run in f32 (so do
- * the losses and norms built on them); a binary op or where between two float dtypes promotes to
- * the wider one (f16 with bf16: f32); outside a region mixed dtypes stay an error. The casts are
+ * matmul, bmm, einsum, addmm, baddbmm, linear, conv2d and conv_transpose2d cast their f32 inputs
+ * to it and run there (the backend accumulates in f32), giving low-precision outputs; softmax,
+ * log_softmax, sum, mean, var, exp, log, log1p, pow, pow_scalar, rsqrt and reciprocal cast
+ * f16/bf16 inputs up and run in f32 (so do the losses and norms built on them); the ops of
+ * several inputs otherwise (binary ops, where, cat, stack, outer, scatter, scatter_add, index_put)
+ * promote float dtypes to the widest (f16 with bf16: f32), as PyTorch's cat and stack do; outside
+ * a region mixed dtypes stay an error naming the op and the two tensors ("em_cat: dtypes differ:
+ * tensor 0 (bf16 [2,3]) and tensor 1 (f32 [1,3])"). In every op a 0-d tensor takes the others'
+ * dtype. The casts are
  * em_to_dtype ops, so an f32 leaf (a master weight) gets its gradient in f32; each op's backward
  * runs in the dtype its forward ran in. Backward itself runs with autocast off. EM_F32 begins a
  * region with autocast off (a hole in an enclosing region). Every begin needs its end. */

@@ -99,6 +99,34 @@ bool em_record(em_tensor *out, const char *op, em_backward_fn backward,
                em_tensor *const *inputs, int n_inputs, const void *params, size_t params_size,
                em_node **node);
 
+/* ---- output sizes derived from arguments (output_size.c) ----
+ * The sliding windows' for stride, dilation and kernel >= 1 and pads >= 0 (the ops check those
+ * first): -1 when the size is below 1 or beyond int64, or when a position the kernels compute
+ * (the padded input, the window's span) is, whatever the options (no overflow on the way). */
+/* conv and pooling: floor((in + 2 pad - dilation (kernel - 1) - 1) / stride) + 1; with
+ * ceil_mode rounded up, where a last partial window starts inside the input or its left pad */
+int64_t em_window_outputs(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
+                          int64_t dilation, bool ceil_mode);
+/* transposed conv: (in - 1) stride - 2 pad + dilation (kernel - 1) + output_padding + 1 */
+int64_t em_transposed_outputs(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
+                              int64_t dilation, int64_t output_padding);
+/* An op that resizes x one dim at a time (dims[0] to sizes[0], then dims[1], ...), each pass a
+ * new tensor with scratch_per_position i64s of host scratch per position of its dim: every
+ * pass's output and scratch checked with em_checked_elements before the first is made (a later
+ * pass's failure must not come after an earlier one took the memory). */
+bool em_check_dim_passes(const char *fn, const em_tensor *x, const int *dims,
+                         const int64_t *sizes, int n, int64_t scratch_per_position);
+
+/* ---- the dtype of an op's several inputs (op_dtypes.c) ----
+ * The binary ops' rule, for every op that takes several tensors: 0-d tensors take the dtype of
+ * the first one with dims (with none, the first's); those with dims share one, except inside an
+ * autocast region, where float dtypes promote to the widest (em_autocast_promote). Each tensor
+ * of another dtype is replaced by its em_to_dtype cast (a temporary of the current scope: its
+ * gradient comes back in its own dtype); NULL entries are skipped. false with "fn: dtypes
+ * differ: f32 [3] and bf16 [4,3]", each tensor named by names[i] ("self", or "" for none) or,
+ * with names NULL, as a list's member ("tensor 1 (f32 [3])"). */
+bool em_unify_dtypes(const char *fn, const char *const *names, const em_tensor **ts, int n);
+
 /* ---- index arguments (ops_index.c) ---- */
 /* False with "fn: index must be i64, not f32" unless idx holds indices. */
 bool em_check_index_dtype(const char *fn, const em_tensor *idx);

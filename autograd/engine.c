@@ -82,8 +82,7 @@ static bool list_push(node_list *l, em_node *node)
  * contiguous tensor in t's dtype, added into in place from the second time on. */
 static em_status grad_into_tensor(em_tensor *t, em_tensor *g)
 {
-    bool own = g->refcount == 1 && g->storage->refcount == 1 && em_is_contiguous(g) &&
-               g->dtype == t->dtype && em_same_shape(g, t);
+    bool own = em_tensor_exclusive(g) && g->dtype == t->dtype && em_same_shape(g, t);
     if (!t->grad) {
         em_tensor *c = own ? g : em_tensor_cast_raw(g, t->dtype);
         if (!c)

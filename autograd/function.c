@@ -10,9 +10,12 @@ struct em_function_ctx {
     const em_function *fn;
     int n_inputs;
     bool *needs_grad;                        /* (n_inputs) */
+    int *refcounts;                          /* (n_inputs) each input's before forward ran */
     em_tensor *saved[EM_FUNCTION_MAX_SAVED]; /* retained aliases */
     int n_saved;
     void *params;                            /* a copy of the caller's, or NULL */
+    em_dtype autocast;                       /* the autocast dtype forward ran under (EM_F32:
+                                                off); backward runs under it too */
 };
 
 static void ctx_free(em_function_ctx *c)
@@ -22,6 +25,7 @@ static void ctx_free(em_function_ctx *c)
     for (int i = 0; i < c->n_saved; i++)
         em_release(c->saved[i]);
     free(c->needs_grad);
+    free(c->refcounts);
     free(c->params);
     free(c);
 }
@@ -42,7 +46,9 @@ static em_function_ctx *ctx_new(const em_function *fn, const void *params, size_
                                 em_tensor *const *inputs, int n)
 {
     em_function_ctx *c = calloc(1, sizeof *c);
-    bool ok = c && (c->needs_grad = calloc(n > 0 ? (size_t)n : 1, sizeof *c->needs_grad));
+    size_t slots = n > 0 ? (size_t)n : 1;
+    bool ok = c && (c->needs_grad = calloc(slots, sizeof *c->needs_grad)) &&
+              (c->refcounts = calloc(slots, sizeof *c->refcounts));
     if (ok && params_size > 0 && (ok = (c->params = malloc(params_size)) != NULL))
         memcpy(c->params, params, params_size);
     if (!ok) {
@@ -52,10 +58,29 @@ static em_function_ctx *ctx_new(const em_function *fn, const void *params, size_
     }
     c->fn = fn;
     c->n_inputs = n;
+    c->autocast = em_autocast_dtype();
     bool grad = em_grad_enabled();
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         c->needs_grad[i] = grad && inputs[i]->requires_grad;
+        c->refcounts[i] = em_tensor_refcount(inputs[i]);
+    }
     return c;
+}
+
+/* forward hands back a new reference: an input itself is one only when forward retained it
+ * (else the caller's reference would be released as the output's); false with an error naming
+ * the function. */
+static bool output_is_owned(const em_function_ctx *c, const em_tensor *y,
+                            em_tensor *const *inputs, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (inputs[i] == y && em_tensor_refcount(y) <= c->refcounts[i]) {
+            em_set_error(EM_ERR_STATE, "em_function %s: forward returned input %d itself without "
+                         "em_retain; it must return a new reference (em_retain(input) or a new "
+                         "tensor)", c->fn->name, i);
+            return false;
+        }
+    return true;
 }
 
 /* grad_in[i] as input i takes it: its shape (else an error naming fn and i), its dtype. */
@@ -76,7 +101,9 @@ static em_status check_grad(const em_function_ctx *c, const em_tensor *input, in
 static em_status function_backward(em_node *node, const em_tensor *grad_out, em_tensor **grad_in)
 {
     em_function_ctx *c = ((function_params *)node->params)->ctx;
+    em_dtype outside = em_autocast_swap(c->autocast);
     em_status st = c->fn->backward(c, grad_out, grad_in);
+    em_autocast_swap(outside);
     if (st != EM_OK && !em_has_error())
         st = em_set_error(st, "em_function %s: backward failed", c->fn->name);
     for (int i = 0; i < node->n_inputs && st == EM_OK; i++) {
@@ -88,11 +115,17 @@ static em_status function_backward(em_node *node, const em_tensor *grad_out, em_
     return st;
 }
 
-static bool valid_call(const em_function *fn, em_tensor *const *inputs, int n)
+static bool valid_call(const em_function *fn, const void *params, size_t params_size,
+                       em_tensor *const *inputs, int n)
 {
     if (!fn || !fn->name || !fn->forward || !fn->backward) {
         em_set_error(EM_ERR_ARG, "em_function_apply: the function needs a name, a forward and a "
                                  "backward");
+        return false;
+    }
+    if (params_size > 0 && !params) {
+        em_set_error(EM_ERR_ARG, "em_function_apply: %s: params is NULL but params_size is %zu",
+                     fn->name, params_size);
         return false;
     }
     if (n < 0 || (n > 0 && !inputs)) {
@@ -134,11 +167,43 @@ static em_tensor *record(em_function_ctx *c, em_tensor *y, em_tensor *const *inp
     return out;
 }
 
+/* ---- declared input dtypes (PyTorch's custom_fwd(cast_inputs=...)) ----
+ * Inside an autocast region, a function that declares cast_inputs runs on its float inputs cast
+ * to cast_dtype (em_to_dtype, so their gradients come back in their own dtypes) with autocast
+ * off, in forward and backward. */
+static em_tensor *apply_cast_inputs(const em_function *fn, const void *params,
+                                    size_t params_size, em_tensor *const *inputs, int n)
+{
+    if ((unsigned)fn->cast_dtype >= EM_NDTYPES || !em_dtype_is_float(fn->cast_dtype)) {
+        em_set_error(EM_ERR_ARG, "em_function_apply: %s: cast_dtype must be a floating dtype",
+                     fn->name);
+        return NULL;
+    }
+    em_tensor **cast = malloc((n > 0 ? (size_t)n : 1) * sizeof *cast);
+    if (!cast) {
+        em_set_error(EM_ERR_MEMORY, "em_function_apply: %s: out of memory", fn->name);
+        return NULL;
+    }
+    em_scope_begin();
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++) {
+        bool convert = em_dtype_is_float(inputs[i]->dtype) && inputs[i]->dtype != fn->cast_dtype;
+        ok = (cast[i] = convert ? em_to_dtype(inputs[i], fn->cast_dtype) : inputs[i]) != NULL;
+    }
+    em_dtype region = em_autocast_swap(EM_F32);
+    em_tensor *y = ok ? em_function_apply(fn, params, params_size, cast, n) : NULL;
+    em_autocast_swap(region);
+    free(cast);
+    return em_scope_return(y);
+}
+
 em_tensor *em_function_apply(const em_function *fn, const void *params, size_t params_size,
                              em_tensor *const *inputs, int n)
 {
-    if (!valid_call(fn, inputs, n))
+    if (!valid_call(fn, params, params_size, inputs, n))
         return NULL;
+    if (fn->cast_inputs && em_autocast_dtype() != EM_F32)
+        return apply_cast_inputs(fn, params, params_size, inputs, n);
     em_function_ctx *c = ctx_new(fn, params, params_size, inputs, n);
     if (!c)
         return NULL;
@@ -147,6 +212,10 @@ em_tensor *em_function_apply(const em_function *fn, const void *params, size_t p
     em_set_grad_enabled(grad);
     if (!y && !em_has_error())
         em_set_error(EM_ERR_ARG, "em_function %s: forward returned no tensor", fn->name);
+    if (y && !output_is_owned(c, y, inputs, n)) {
+        ctx_free(c);
+        return NULL;
+    }
     if (!y || !em_needs_grad(inputs, n) || !em_dtype_is_float(y->dtype)) {
         ctx_free(c);
         return y;

@@ -99,12 +99,6 @@ em_tensor *em_grad_sum_to(const em_tensor *grad, const em_shape *shape)
     return s ? em_reshape(s, *shape) : NULL;
 }
 
-/* True when nobody else can see t's elements, so adding into it in place is safe. */
-static bool exclusive(const em_tensor *t)
-{
-    return t->refcount == 1 && t->storage->refcount == 1 && em_is_contiguous(t);
-}
-
 em_status em_grad_accumulate(em_tensor **acc, em_tensor *g)
 {
     if (!g)
@@ -113,7 +107,7 @@ em_status em_grad_accumulate(em_tensor **acc, em_tensor *g)
         *acc = em_retain(g);
         return EM_OK;
     }
-    if (exclusive(*acc) && em_same_shape(*acc, g) && (*acc)->dtype == g->dtype) {
+    if (em_tensor_exclusive(*acc) && em_same_shape(*acc, g) && (*acc)->dtype == g->dtype) {
         const em_backend *be = em_tensor_backend(g, "em_backward");
         if (!be)
             return em_error_status();

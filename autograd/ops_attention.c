@@ -172,12 +172,39 @@ static bool check_opts(const em_tensor *q, const em_tensor *k, const em_sdpa_opt
                      em_shape_str(q, bq, sizeof bq), em_shape_str(k, bk, sizeof bk));
         return false;
     }
-    if (m->requires_grad && em_grad_enabled()) {
-        em_set_error(EM_ERR_ARG, "%s: attn_mask requires grad; the mask is a constant here",
-                     fn_name);
-        return false;
-    }
     return true;
+}
+
+/* Whether o's mask takes a gradient (a float mask that requires grad, grad mode on): the fused
+ * kernel gives it none, so the composition runs instead, as PyTorch's math path does. */
+static bool mask_takes_grad(const em_sdpa_opts *o)
+{
+    return o->attn_mask && o->attn_mask->requires_grad && em_grad_enabled();
+}
+
+/* dropout(softmax(q k^T scale + mask)) v composed of ops, so every input, the mask included,
+ * gets its gradient (the mask's summed over its broadcast dims); the (Lq, Lk) weights are held.
+ * A row that sees no key gives zeros, as the fused kernel's. Dropout draws its own mask from
+ * o->gen (not the fused kernel's). -> (B, H, Lq, Dv) */
+static em_tensor *sdpa_composed(const em_tensor *q /* (B, H, Lq, D) */,
+                                const em_tensor *k /* (B, H, Lk, D) */,
+                                const em_tensor *v /* (B, H, Lk, Dv) */, const em_sdpa_opts *o)
+{
+    em_scope_begin();
+    double scale = o->scale != 0 ? o->scale
+                                 : 1.0 / sqrt((double)(q->shape[3] > 0 ? q->shape[3] : 1));
+    em_tensor *mask = em_to_dtype(o->attn_mask, q->dtype);
+    em_tensor *s = em_add(em_mul_scalar(em_matmul(q, em_transpose(k, 2, 3)), scale), mask);
+    em_tensor *zero = em_scalar(0, q->dtype);
+    em_tensor *seen = em_gt(em_amax(s, (int[]){3}, 1, true), em_scalar(-INFINITY, q->dtype));
+    em_tensor *p = em_where(seen, em_softmax(em_where(seen, s, zero), 3), zero); // (B,H,Lq,Lk)
+    if (p && o->dropout_p > 0) {
+        em_tensor *keep = em_empty_on(em_shape_of(p), p->dtype, p->device);
+        if (!keep || em_bernoulli_(keep, 1 - o->dropout_p, o->gen) != EM_OK)
+            return em_scope_return(NULL);
+        p = em_mul(p, em_mul_scalar(keep, 1 / (1 - o->dropout_p)));
+    }
+    return em_scope_return(em_matmul(p, v));
 }
 
 /* The forward on checked operands; the node's inputs are in[0..n) (q, k, v, or the packed qkv
@@ -245,6 +272,8 @@ em_tensor *em_scaled_dot_product_attention(const em_tensor *q, const em_tensor *
     }
     if (!check_qkv(q, k, v) || !check_opts(q, k, &o))
         return NULL;
+    if (mask_takes_grad(&o))
+        return sdpa_composed(q, k, v, &o);
     em_tensor *in[3] = {(em_tensor *)q, (em_tensor *)k, (em_tensor *)v};
     return sdpa_run(q, k, v, &o, in, 3);
 }
@@ -271,6 +300,14 @@ em_tensor *em_self_attention_packed(const em_tensor *qkv, int64_t heads, em_sdpa
         return em_scope_return(NULL);
     /* q, k, v (B, H, T, D): the three E-wide column blocks of each row, heads D apart */
     int64_t b = packed->shape[0], t = packed->shape[1], e = packed->shape[2] / 3, d = e / heads;
+    if (mask_takes_grad(&o)) { /* the composition, on views the graph knows */
+        em_tensor *qkv_heads[3];
+        for (int i = 0; i < 3; i++)
+            qkv_heads[i] = em_permute(em_reshape(em_narrow(packed, 2, i * e, e),
+                                                 EM_SHAPE(b, t, heads, d)), (int[]){0, 2, 1, 3});
+        return em_scope_return(em_scaled_dot_product_attention(qkv_heads[0], qkv_heads[1],
+                                                               qkv_heads[2], o));
+    }
     int64_t shape[4] = {b, heads, t, d}, strides[4] = {t * 3 * e, d, 3 * e, 1};
     em_tensor *views[3];
     for (int i = 0; i < 3; i++)

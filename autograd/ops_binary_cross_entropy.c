@@ -1,10 +1,13 @@
 /* Binary cross entropy on probabilities, elementwise, as PyTorch's binary_cross_entropy: each log
  * clamped at -100 so a probability of 0 or 1 gives a finite loss, and PyTorch's gradient
- * g (x - t) / max(x (1 - x), 1e-12), finite there too (the composition of log and clamp would
+ * g (x - t) / max(x (1 - x), eps), finite there too (the composition of log and clamp would
  * give 0 * inf = NaN). em_binary_cross_entropy (nn/) weights and reduces it. */
 #include <math.h>
 
 #include "autograd/autograd_internal.h"
+
+/* PyTorch's epsilon is the float 1e-12 (9.999999960041972e-13 as a double), also in f64 */
+#define BCE_EPSILON ((double)1e-12f)
 
 /* saved: x, t */
 static em_status bce_backward(em_node *node, const em_tensor *g /* x's shape */,
@@ -13,7 +16,7 @@ static em_status bce_backward(em_node *node, const em_tensor *g /* x's shape */,
     const em_tensor *x = node->saved[0], *t = node->saved[1];
     if (node->inputs[0]) {
         em_tensor *var = em_mul(x, em_add_scalar(em_neg(x), 1.0)); /* x (1 - x) */
-        grad_in[0] = em_div(em_mul(g, em_sub(x, t)), em_clamp(var, 1e-12, INFINITY));
+        grad_in[0] = em_div(em_mul(g, em_sub(x, t)), em_clamp(var, BCE_EPSILON, INFINITY));
         if (!grad_in[0])
             return em_error_status();
     }

@@ -25,8 +25,8 @@ static em_conv2d_shape conv_shape(const em_tensor *x /* (N, C_in, H, W) */,
         .stride = {p->stride[0], p->stride[1]}, .pad = {p->padding[0], p->padding[1]},
         .dilation = {p->dilation[0], p->dilation[1]}, .groups = p->groups,
     };
-    s.h_out = (s.h + 2 * s.pad[0] - s.dilation[0] * (s.kh - 1) - 1) / s.stride[0] + 1;
-    s.w_out = (s.w + 2 * s.pad[1] - s.dilation[1] * (s.kw - 1) - 1) / s.stride[1] + 1;
+    s.h_out = em_window_outputs(s.h, s.kh, s.stride[0], s.pad[0], s.dilation[0], false);
+    s.w_out = em_window_outputs(s.w, s.kw, s.stride[1], s.pad[1], s.dilation[1], false);
     return s;
 }
 
@@ -85,14 +85,14 @@ static em_tensor *conv2d(const em_tensor *x /* (N, C_in, H, W) */,
     const char *fn = "em_conv2d";
     em_conv2d_opts p = conv_params(o);
     char sx[128], sw[128], sb[128];
+    int64_t c_in_grouped;
     bool ok = x->ndim == 4 && w->ndim == 4 && p.stride[0] > 0 && p.stride[1] > 0 &&
               p.padding[0] >= 0 && p.padding[1] >= 0 && p.dilation[0] > 0 && p.dilation[1] > 0 &&
               p.groups > 0 && x->shape[1] % p.groups == 0 && w->shape[0] % p.groups == 0 &&
-              w->shape[1] * p.groups == x->shape[1] &&
+              em_size_mul(w->shape[1], p.groups, &c_in_grouped) && c_in_grouped == x->shape[1] &&
               (!b || (b->ndim == 1 && b->shape[0] == w->shape[0]));
-    ok = ok && x->shape[2] + 2 * p.padding[0] >= p.dilation[0] * (w->shape[2] - 1) + 1 &&
-         x->shape[3] + 2 * p.padding[1] >= p.dilation[1] * (w->shape[3] - 1) + 1;
     em_conv2d_shape s = ok ? conv_shape(x, w, &p) : (em_conv2d_shape){0};
+    ok = ok && s.h_out > 0 && s.w_out > 0;
     if (!ok) {
         em_set_error(EM_ERR_ARG, "%s: bad shapes x %s, w %s, b %s (stride %lldx%lld, padding "
                      "%lldx%lld, dilation %lldx%lld, groups %lld)", fn,
@@ -114,7 +114,10 @@ static em_tensor *conv2d(const em_tensor *x /* (N, C_in, H, W) */,
         return NULL;
     }
     const em_backend *be = em_tensor_backend(x, fn);
-    if (!be || !em_kernel_present((const void *)be->conv2d, fn, x))
+    int64_t numel;
+    if (!be || !em_kernel_present((const void *)be->conv2d, fn, x) ||
+        !em_checked_elements(fn, (int64_t[]){s.n, s.c_out, s.h_out, s.w_out}, 4, dt, x->device,
+                             &numel))
         return NULL;
     em_scope_begin();
     em_op_begin("conv2d", x);
@@ -161,7 +164,15 @@ static em_tensor *conv2d_same(const em_tensor *x /* (N, C_in, H, W) */,
     }
     int64_t drop[2];
     for (int i = 0; i < 2; i++) {
-        int64_t total = (o.dilation[i] ? o.dilation[i] : 1) * (w->shape[2 + i] - 1);
+        int64_t total;
+        if (__builtin_mul_overflow(o.dilation[i] ? o.dilation[i] : 1, w->shape[2 + i] - 1,
+                                   &total) || total == INT64_MAX) {
+            char sw[128];
+            em_set_error(EM_ERR_ARG, "em_conv2d: padding EM_PADDING_SAME of w %s with dilation "
+                         "%lld overflows a size", em_shape_str(w, sw, sizeof sw),
+                         (long long)o.dilation[i]);
+            return NULL;
+        }
         o.padding[i] = (total + 1) / 2;
         drop[i] = total % 2;
     }

@@ -15,11 +15,12 @@ static em_conv_transpose2d_opts transpose_params(em_conv_transpose2d_opts o)
     return o;
 }
 
-/* Output size along one dim: (in - 1) stride - 2 padding + dilation (k - 1) + output_padding + 1 */
+/* Output size along one dim: (in - 1) stride - 2 padding + dilation (k - 1) + output_padding + 1,
+ * or -1 (below 1 or beyond int64) */
 static int64_t transposed_size(const em_conv_transpose2d_opts *p, int i, int64_t in, int64_t k)
 {
-    return (in - 1) * p->stride[i] - 2 * p->padding[i] + p->dilation[i] * (k - 1) +
-           p->output_padding[i] + 1;
+    return em_transposed_outputs(in, k, p->stride[i], p->padding[i], p->dilation[i],
+                                 p->output_padding[i]);
 }
 
 /* The conv2d whose input gradient this is: its input is y (N, C_out, H_out, W_out), its weight
@@ -77,9 +78,10 @@ static bool transpose_args(const em_tensor *x, const em_tensor *w, const em_tens
 {
     const char *fn = "em_conv_transpose2d";
     char sx[128], sw[128], sb[128];
+    int64_t c_out;
     bool ok = x->ndim == 4 && w->ndim == 4 && p->groups > 0 && x->shape[1] == w->shape[0] &&
-              w->shape[0] % p->groups == 0 &&
-              (!b || (b->ndim == 1 && b->shape[0] == w->shape[1] * p->groups));
+              w->shape[0] % p->groups == 0 && em_size_mul(w->shape[1], p->groups, &c_out) &&
+              (!b || (b->ndim == 1 && b->shape[0] == c_out));
     for (int i = 0; i < 2; i++)
         ok = ok && p->stride[i] > 0 && p->padding[i] >= 0 && p->dilation[i] > 0 &&
              p->output_padding[i] >= 0 &&
@@ -116,6 +118,10 @@ static em_tensor *conv_transpose2d(const em_tensor *x /* (N, C_in, H, W) */,
     if (!be || !em_kernel_present((const void *)be->conv2d_grad_input, fn, x))
         return NULL;
     em_conv2d_shape s = transpose_shape(x, w, &p);
+    int64_t numel;
+    if (!em_checked_elements(fn, (int64_t[]){s.n, s.c_in, s.h, s.w}, 4, x->dtype, x->device,
+                             &numel))
+        return NULL;
     em_scope_begin();
     em_op_begin("conv_transpose2d", x);
     const em_tensor *xc = em_is_contiguous(x) ? x : em_tensor_contiguous_raw(x);

@@ -368,19 +368,37 @@ static bool check_operands(const char *text, em_tensor *const *ops, int n)
         em_set_error(EM_ERR_ARG, "%s: '%s' needs at least one operand", fn, text);
         return false;
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         if (!em_present(ops[i], fn, "operand"))
             return false;
-        if (!em_check_pair(fn, ops[0], ops[i]))
-            return false;
-    }
     return true;
+}
+
+/* em_einsum on its operands cast to autocast's low dtype, as PyTorch's list has it */
+static em_tensor *einsum_autocast(const char *equation_text, em_tensor *const *operands, int n)
+{
+    const em_tensor **cast = malloc((size_t)n * sizeof *cast);
+    if (!cast) {
+        em_set_error(EM_ERR_MEMORY, "em_einsum: out of memory");
+        return NULL;
+    }
+    em_scope_begin();
+    memcpy(cast, operands, (size_t)n * sizeof *cast);
+    em_tensor *y = em_autocast_inputs(EM_AUTOCAST_LOW, cast, n)
+                       ? em_einsum(equation_text, (em_tensor *const *)cast, n) : NULL;
+    free(cast);
+    return em_scope_return(y);
 }
 
 em_tensor *em_einsum(const char *equation_text, em_tensor *const *operands, int n)
 {
     if (!check_operands(equation_text, operands, n))
         return NULL;
+    if (em_autocast_needed(EM_AUTOCAST_LOW, (const em_tensor *const *)operands, n))
+        return einsum_autocast(equation_text, operands, n);
+    for (int i = 1; i < n; i++)
+        if (!em_check_pair("em_einsum", operands[0], operands[i]))
+            return NULL;
     equation eq = {.text = equation_text};
     for (int l = 0; l < N_LABELS; l++) {
         eq.size[l] = -1;

@@ -305,10 +305,9 @@ em_tensor *em_clamp_tensor(const em_tensor *t, const em_tensor *min, const em_te
 /* ---- binary: a and b broadcast to y's shape (comparisons give bool) ---- */
 
 /* Bring a and b to one device and dtype. A 0-d CPU operand that needs no gradient (em_scalar's)
- * moves to the other's device; otherwise the devices must match. A 0-d operand adapts to the
- * other's dtype; otherwise they must match, except under autocast, where two float dtypes
- * promote to the wider (em_autocast_promote). Called inside the op's scope (the copy and the
- * cast are temporaries of it). */
+ * moves to the other's device; otherwise the devices must match. Their dtypes meet as every
+ * op's several inputs do (em_unify_dtypes). Called inside the op's scope (the copy and the cast
+ * are temporaries of it). */
 static bool unify(const char *fn, const em_tensor **a /* (*) */, const em_tensor **b /* (*) */)
 {
     if ((*a)->device != (*b)->device) {
@@ -324,27 +323,12 @@ static bool unify(const char *fn, const em_tensor **a /* (*) */, const em_tensor
         if (!*a || !*b)
             return false;
     }
-    if ((*a)->dtype == (*b)->dtype)
-        return true;
-    if ((*a)->ndim == 0 && (*b)->ndim > 0)
-        *a = em_to_dtype(*a, (*b)->dtype);
-    else if ((*b)->ndim == 0)
-        *b = em_to_dtype(*b, (*a)->dtype);
-    else if (em_autocast_dtype() != EM_F32 && em_dtype_is_float((*a)->dtype) &&
-             em_dtype_is_float((*b)->dtype)) {
-        em_dtype dt = em_autocast_promote((*a)->dtype, (*b)->dtype);
-        if ((*a)->dtype != dt)
-            *a = em_to_dtype(*a, dt);
-        if ((*b)->dtype != dt)
-            *b = em_to_dtype(*b, dt);
-    } else {
-        char ba[128], bb[128];
-        em_set_error(EM_ERR_ARG, "%s: dtypes differ: %s %s and %s %s", fn,
-                     em_dtype_name((*a)->dtype), em_shape_str(*a, ba, sizeof ba),
-                     em_dtype_name((*b)->dtype), em_shape_str(*b, bb, sizeof bb));
+    const em_tensor *ab[2] = {*a, *b};
+    if (!em_unify_dtypes(fn, (const char *[]){"", ""}, ab, 2))
         return false;
-    }
-    return *a && *b;
+    *a = ab[0];
+    *b = ab[1];
+    return true;
 }
 
 typedef struct {

@@ -1,6 +1,7 @@
 /* Joining and indexing: cat, stack, split, index_select, gather, embedding and one_hot. Gradients
  * of the selecting ops are scattered back with the backend's index_add / scatter_add. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "autograd/autograd_internal.h"
 
@@ -37,64 +38,102 @@ static em_status cat_backward(em_node *node, const em_tensor *g /* y's shape */,
     return EM_OK;
 }
 
-em_tensor *em_cat(em_tensor *const *ts /* n tensors, equal outside dim */, int n, int dim)
+/* Whether ts (n, none NULL) are on one device and of one shape outside dim d (d < 0: of one
+ * shape); else false with an error naming fn and the first that is not. */
+static bool joinable(const char *fn, const em_tensor *const *ts, int n, int d)
 {
-    const char *fn = "em_cat";
+    const em_tensor *t0 = ts[0];
+    for (int i = 1; i < n; i++) {
+        const em_tensor *t = ts[i];
+        if (t->device != t0->device) {
+            em_set_error(EM_ERR_ARG, "%s: tensor %d is on %s, tensor 0 on %s", fn, i,
+                         em_device_name(t->device), em_device_name(t0->device));
+            return false;
+        }
+        bool same = t->ndim == t0->ndim;
+        for (int k = 0; same && k < t->ndim; k++)
+            same = k == d || t->shape[k] == t0->shape[k];
+        if (!same) {
+            char b0[128], bi[128];
+            em_shape_str(t0, b0, sizeof b0);
+            em_shape_str(t, bi, sizeof bi);
+            if (d >= 0)
+                em_set_error(EM_ERR_ARG, "%s: tensor %d %s does not match tensor 0 %s outside "
+                             "dim %d", fn, i, bi, b0, d);
+            else
+                em_set_error(EM_ERR_ARG, "%s: tensor %d is %s, tensor 0 is %s", fn, i, bi, b0);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ts joined along dim, their dtypes met first (em_unify_dtypes); errors name fn. */
+static em_tensor *cat(const char *fn, em_tensor *const *ts /* n tensors, equal outside dim */,
+                      int n, int dim)
+{
     if (!ts || n < 1) {
         em_set_error(EM_ERR_ARG, "%s: needs at least one tensor", fn);
         return NULL;
     }
     if (!all_present(fn, ts, n))
         return NULL;
-    const em_tensor *t0 = ts[0];
-    int d = em_norm_dim(dim, t0->ndim);
-    em_shape s = em_shape_of(t0);
-    for (int i = 1; i < n && d >= 0; i++) {
-        const em_tensor *t = ts[i];
-        bool same = t->ndim == t0->ndim && t->dtype == t0->dtype && t->device == t0->device;
-        for (int k = 0; same && k < t->ndim; k++)
-            same = k == d || t->shape[k] == t0->shape[k];
-        if (!same) {
-            char b0[128], bi[128];
-            em_set_error(EM_ERR_ARG, "%s: tensor %d (%s %s) does not match tensor 0 (%s %s) "
-                         "outside dim %d", fn, i, em_dtype_name(t->dtype),
-                         em_shape_str(t, bi, sizeof bi), em_dtype_name(t0->dtype),
-                         em_shape_str(t0, b0, sizeof b0), dim);
-            return NULL;
-        }
-        s.d[d] += t->shape[d];
-    }
+    int d = em_norm_dim(dim, ts[0]->ndim);
     if (d < 0) {
         char b[128];
         em_set_error(EM_ERR_ARG, "%s: dim %d out of range for %s", fn, dim,
-                     em_shape_str(t0, b, sizeof b));
+                     em_shape_str(ts[0], b, sizeof b));
+        return NULL;
+    }
+    if (!joinable(fn, (const em_tensor *const *)ts, n, d))
+        return NULL;
+    size_t params_size = sizeof(cat_params) + (size_t)n * sizeof(int64_t);
+    cat_params *params = malloc(params_size);
+    const em_tensor **in = malloc((size_t)n * sizeof *in);
+    if (!params || !in) {
+        free(params);
+        free(in);
+        em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
         return NULL;
     }
     em_scope_begin();
-    em_op_begin("cat", t0);
-    em_tensor *y = em_empty_on(s, t0->dtype, t0->device);
-    size_t params_size = sizeof(cat_params) + (size_t)n * sizeof(int64_t);
-    cat_params *params = malloc(params_size);
-    if (!y || !params) {
-        free(params);
-        if (y)
-            em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
-        return em_scope_return(NULL);
+    memcpy(in, ts, (size_t)n * sizeof *in);
+    bool ok = em_unify_dtypes(fn, NULL, in, n);
+    em_shape s = em_shape_of(in[0]);
+    bool overflow = false;
+    for (int i = 1; i < n; i++)
+        overflow = overflow || __builtin_add_overflow(s.d[d], in[i]->shape[d], &s.d[d]);
+    if (ok && overflow) {
+        em_set_error(EM_ERR_ARG, "%s: the %d tensors' sizes along dim %d add up beyond int64", fn,
+                     n, dim);
+        ok = false;
     }
+    int64_t numel;
+    ok = ok && em_checked_elements(fn, s.d, s.ndim, in[0]->dtype, in[0]->device, &numel);
+    if (ok)
+        em_op_begin("cat", in[0]);
+    em_tensor *y = ok ? em_empty_on(s, in[0]->dtype, in[0]->device) : NULL;
     params->dim = d;
     int64_t strides[EM_MAX_DIMS], at = 0;
     em_contiguous_strides(&s, strides);
-    bool ok = true;
+    ok = y != NULL;
     for (int i = 0; i < n && ok; i++) {
-        params->sizes[i] = ts[i]->shape[d];
-        em_tensor *win = em_tensor_alias(y, ts[i]->ndim, ts[i]->shape, strides,
+        params->sizes[i] = in[i]->shape[d];
+        em_tensor *win = em_tensor_alias(y, in[i]->ndim, in[i]->shape, strides,
                                          y->offset + at * strides[d]);
-        ok = win && em_raw_copy_into(fn, win, ts[i]) == EM_OK;
+        ok = win && em_raw_copy_into(fn, win, in[i]) == EM_OK;
         at += params->sizes[i];
     }
-    ok = ok && em_record(y, "cat", cat_backward, ts, n, params, params_size, NULL);
+    ok = ok && em_record(y, "cat", cat_backward, (em_tensor *const *)in, n, params, params_size,
+                         NULL);
     free(params);
+    free(in);
     return em_scope_return(ok ? y : NULL);
+}
+
+em_tensor *em_cat(em_tensor *const *ts /* n tensors, equal outside dim */, int n, int dim)
+{
+    return cat("em_cat", ts, n, dim);
 }
 
 em_tensor *em_stack(em_tensor *const *ts /* n tensors of one shape */, int n, int dim)
@@ -104,31 +143,24 @@ em_tensor *em_stack(em_tensor *const *ts /* n tensors of one shape */, int n, in
         em_set_error(EM_ERR_ARG, "%s: needs at least one tensor", fn);
         return NULL;
     }
-    if (!all_present(fn, ts, n))
+    if (!all_present(fn, ts, n) || !joinable(fn, (const em_tensor *const *)ts, n, -1))
         return NULL;
-    for (int i = 0; i < n; i++) {
-        if (!em_same_shape(ts[i], ts[0])) {
-            char b0[128], bi[128];
-            em_set_error(EM_ERR_ARG, "%s: tensor %d is %s, tensor 0 is %s", fn, i,
-                         em_shape_str(ts[i], bi, sizeof bi), em_shape_str(ts[0], b0, sizeof b0));
-            return NULL;
-        }
-    }
     if (em_norm_dim(dim, ts[0]->ndim + 1) < 0) {
         em_set_error(EM_ERR_ARG, "%s: dim %d out of range for %d-d tensors", fn, dim,
                      ts[0]->ndim);
         return NULL;
     }
-    em_tensor **u = malloc((size_t)n * sizeof *u);
+    const em_tensor **u = malloc((size_t)n * sizeof *u);
     if (!u) {
         em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
         return NULL;
     }
     em_scope_begin();
-    bool ok = true;
+    memcpy(u, ts, (size_t)n * sizeof *u);
+    bool ok = em_unify_dtypes(fn, NULL, u, n); /* named by the shapes given */
     for (int i = 0; i < n && ok; i++)
-        ok = (u[i] = em_unsqueeze(ts[i], dim)) != NULL;
-    em_tensor *y = ok ? em_cat(u, n, dim) : NULL;
+        ok = (u[i] = em_unsqueeze(u[i], dim)) != NULL;
+    em_tensor *y = ok ? cat(fn, (em_tensor *const *)u, n, dim) : NULL;
     free(u);
     return em_scope_return(y);
 }
@@ -395,7 +427,11 @@ em_tensor *em_one_hot(const em_tensor *index /* i64 (*) */, int64_t num_classes)
                      em_shape_str(index, b, sizeof b));
         return NULL;
     }
-    if (!em_check_index_dtype(fn, index))
+    em_shape ys = em_shape_of(index); /* (*, num_classes) */
+    ys.d[ys.ndim++] = num_classes;
+    int64_t numel;
+    if (!em_check_index_dtype(fn, index) ||
+        !em_checked_elements(fn, ys.d, ys.ndim, EM_I64, index->device, &numel))
         return NULL;
     em_scope_begin();
     em_tensor *classes = em_arange(0, (double)num_classes, 1, EM_I64);

@@ -81,7 +81,7 @@ static bool broadcast_indices(const char *fn, em_tensor *const *indices, int n, 
 }
 
 /* False with an error unless indices are 1..self->ndim i64 tensors on self's device and values
- * has self's dtype and device. */
+ * is on it too. */
 static bool index_put_args_ok(const char *fn, const em_tensor *self, em_tensor *const *indices,
                               int n, const em_tensor *values)
 {
@@ -100,9 +100,9 @@ static bool index_put_args_ok(const char *fn, const em_tensor *self, em_tensor *
             return false;
         }
     }
-    if (values->dtype != self->dtype || values->device != self->device) {
-        em_set_error(EM_ERR_ARG, "%s: values (%s) must have self's dtype (%s) and device", fn,
-                     em_dtype_name(values->dtype), em_dtype_name(self->dtype));
+    if (values->device != self->device) {
+        em_set_error(EM_ERR_ARG, "%s: values (on %s) must be on self's device (%s)", fn,
+                     em_device_name(values->device), em_device_name(self->device));
         return false;
     }
     return true;
@@ -143,6 +143,12 @@ em_tensor *em_index_put(const em_tensor *self /* (*) */, em_tensor *const *indic
     if (!em_present(self, fn, "self") || !em_present(values, fn, "values") ||
         !index_put_args_ok(fn, self, indices, n, values))
         return NULL;
+    if (values->dtype != self->dtype) { /* they meet as a binary op's operands do */
+        em_scope_begin();
+        const em_tensor *t[2] = {self, values};
+        bool ok = em_unify_dtypes(fn, (const char *[]){"self", "values"}, t, 2);
+        return em_scope_return(ok ? em_index_put(t[0], indices, n, t[1], accumulate) : NULL);
+    }
     em_shape b;
     if (!broadcast_indices(fn, indices, n, &b))
         return NULL;

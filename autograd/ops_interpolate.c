@@ -203,6 +203,13 @@ em_tensor *em_interpolate(const em_tensor *x /* (N, C, L) or (N, C, H, W) */,
     interp_axis axes[2];
     if (k == 0 || !interp_axes(x, &o, k, axes))
         return NULL;
+    /* the passes' order (the last spatial dim first), with nearest's source list or linear's two
+     * neighbours and two weights per output position as scratch */
+    int dims[2] = {1 + k, 2};
+    int64_t sizes[2] = {axes[k - 1].out, axes[0].out};
+    if (!em_check_dim_passes("em_interpolate", x, dims, sizes, k,
+                             o.mode == EM_INTERP_NEAREST ? 1 : 4))
+        return NULL;
     em_scope_begin();
     const em_tensor *y = x;
     for (int i = k - 1; i >= 0 && y; i--)

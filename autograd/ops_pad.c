@@ -73,20 +73,24 @@ static bool check_pad_dims(const em_tensor *x, int n_pads, em_pad_mode mode)
     return false;
 }
 
-/* The padded size of dim d; false with an error naming the dim when mode cannot pad it so. */
-static bool check_pad_dim(const em_tensor *x, int d, int64_t l, int64_t r, em_pad_mode mode)
+/* The padded size of dim d into *size; false with an error naming the dim when mode cannot pad
+ * it so. */
+static bool check_pad_dim(const em_tensor *x, int d, int64_t l, int64_t r, em_pad_mode mode,
+                          int64_t *size)
 {
     int64_t n = x->shape[d];
     const char *why = NULL;
     if (l < -PAD_LIMIT || l > PAD_LIMIT || r < -PAD_LIMIT || r > PAD_LIMIT)
         why = "is beyond 2^61";
-    else if (mode == EM_PAD_CONSTANT && n + l + r < 0)
+    else if (__builtin_add_overflow(n, l + r, size))
+        why = "overflows the size";
+    else if (mode == EM_PAD_CONSTANT && *size < 0)
         why = "leaves a negative size";
     else if (mode != EM_PAD_CONSTANT && n == 0)
         why = "pads an empty dim";
     else if (mode == EM_PAD_REFLECT && (l >= n || r >= n))
         why = "needs each pad < the dim's size";
-    else if (mode != EM_PAD_CONSTANT && n + l + r < 1)
+    else if (mode != EM_PAD_CONSTANT && *size < 1)
         why = "leaves no element";
     if (!why)
         return true;
@@ -97,8 +101,10 @@ static bool check_pad_dim(const em_tensor *x, int d, int64_t l, int64_t r, em_pa
     return false;
 }
 
+/* The arguments, and the padded sizes of the dims in the order they are padded (the last dim
+ * first) into dims and sizes (n_pads / 2 each). */
 static bool check_pad_args(const em_tensor *x, const int64_t *pads, int n_pads, em_pad_mode mode,
-                           double value)
+                           double value, int *dims, int64_t *sizes)
 {
     if (!em_present(x, "em_pad", "x"))
         return false;
@@ -119,16 +125,22 @@ static bool check_pad_args(const em_tensor *x, const int64_t *pads, int n_pads, 
     }
     if (mode != EM_PAD_CONSTANT && !check_pad_dims(x, n_pads, mode))
         return false;
-    for (int i = 0; i < n_pads; i += 2)
-        if (!check_pad_dim(x, x->ndim - 1 - i / 2, pads[i], pads[i + 1], mode))
+    for (int i = 0; i < n_pads; i += 2) {
+        dims[i / 2] = x->ndim - 1 - i / 2;
+        if (!check_pad_dim(x, dims[i / 2], pads[i], pads[i + 1], mode, &sizes[i / 2]))
             return false;
-    return true;
+    }
+    /* reflect and replicate keep each output position's source as scratch */
+    return em_check_dim_passes("em_pad", x, dims, sizes, n_pads / 2,
+                               mode == EM_PAD_CONSTANT ? 0 : 1);
 }
 
 em_tensor *em_pad(const em_tensor *x /* (*) */, const int64_t *pads /* n_pads */, int n_pads,
                   em_pad_mode mode, double value)
 {
-    if (!check_pad_args(x, pads, n_pads, mode, value))
+    int dims[EM_MAX_DIMS];
+    int64_t sizes[EM_MAX_DIMS];
+    if (!check_pad_args(x, pads, n_pads, mode, value, dims, sizes))
         return NULL;
     if (n_pads == 0)
         return em_clone(x);

@@ -5,18 +5,6 @@
  * argmax where they are not positive; the full-size ReLU output and its gradient are never made. */
 #include "autograd/autograd_internal.h"
 
-/* Outputs along one dim, PyTorch's rule: with ceil_mode a partial last window counts when it
- * starts inside the input or its left padding. A window spans dilation (kernel - 1) + 1. */
-static int64_t pooled_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
-                           int64_t dilation, bool ceil_mode)
-{
-    int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1;
-    int64_t out = (span + (ceil_mode ? stride - 1 : 0)) / stride + 1;
-    if (ceil_mode && (out - 1) * stride >= in + pad)
-        out--;
-    return out;
-}
-
 /* The node's parameters are the options with the defaults filled in (pool_args). */
 static em_pool2d_shape pool_shape(const em_tensor *x /* (N, C, H, W) */, const em_pool2d_opts *p)
 {
@@ -26,8 +14,10 @@ static em_pool2d_shape pool_shape(const em_tensor *x /* (N, C, H, W) */, const e
         .pad = {p->padding[0], p->padding[1]}, .dilation = {p->dilation[0], p->dilation[1]},
         .count_include_pad = !p->exclude_pad,
     };
-    s.h_out = pooled_size(s.h, s.kernel[0], s.stride[0], s.pad[0], s.dilation[0], p->ceil_mode);
-    s.w_out = pooled_size(s.w, s.kernel[1], s.stride[1], s.pad[1], s.dilation[1], p->ceil_mode);
+    s.h_out = em_window_outputs(s.h, s.kernel[0], s.stride[0], s.pad[0], s.dilation[0],
+                                p->ceil_mode);
+    s.w_out = em_window_outputs(s.w, s.kernel[1], s.stride[1], s.pad[1], s.dilation[1],
+                                p->ceil_mode);
     return s;
 }
 
@@ -47,9 +37,9 @@ static bool pool_args(const char *fn, const em_tensor *x /* (N, C, H, W) */, em_
     }
     const int64_t *k = p->kernel, *st = p->stride, *pad = p->padding, *d = p->dilation;
     bool ok = x->ndim == 4 && k[0] > 0 && k[1] > 0 && st[0] > 0 && st[1] > 0 && pad[0] >= 0 &&
-              pad[1] >= 0 && 2 * pad[0] <= k[0] && 2 * pad[1] <= k[1] && d[0] > 0 && d[1] > 0;
-    ok = ok && x->shape[2] + 2 * pad[0] > d[0] * (k[0] - 1) &&
-         x->shape[3] + 2 * pad[1] > d[1] * (k[1] - 1);
+              pad[1] >= 0 && pad[0] <= k[0] / 2 && pad[1] <= k[1] / 2 && d[0] > 0 && d[1] > 0;
+    for (int i = 0; ok && i < 2; i++) /* a window fits: at least one output */
+        ok = em_window_outputs(x->shape[2 + i], k[i], st[i], pad[i], d[i], false) > 0;
     if (!ok) {
         char b[128];
         em_set_error(EM_ERR_ARG, "%s: kernel %lldx%lld stride %lldx%lld padding %lldx%lld "
@@ -99,13 +89,23 @@ static em_tensor *pool(const char *fn, const char *op, pool_kind kind,
     const bool max = kind != POOL_AVG;
     if (!em_present(x, fn, "x") || !pool_args(fn, x, &o, max))
         return NULL;
-    if (max && o.kernel[0] * o.kernel[1] > EM_POOL_MAX_TAPS) {
+    int64_t window, numel, sweep;
+    if (!em_size_mul(o.kernel[0], o.kernel[1], &window) || (max && window > EM_POOL_MAX_TAPS)) {
         em_set_error(EM_ERR_ARG, "%s: a %lldx%lld window has more than %d taps", fn,
                      (long long)o.kernel[0], (long long)o.kernel[1], EM_POOL_MAX_TAPS);
         return NULL;
     }
     em_pool2d_shape s = pool_shape(x, &o);
     s.relu = kind == POOL_RELU_MAX;
+    if (!em_checked_elements(fn, (int64_t[]){s.n, s.c, s.h_out, s.w_out}, 4, x->dtype, x->device,
+                             &numel))
+        return NULL;
+    if (!em_size_mul(numel, window, &sweep)) { /* the taps the kernels visit */
+        em_set_error(EM_ERR_ARG, "%s: a %lldx%lld window over %lld outputs is more taps than "
+                     "int64 counts", fn, (long long)o.kernel[0], (long long)o.kernel[1],
+                     (long long)numel);
+        return NULL;
+    }
     const em_backend *be = em_tensor_backend(x, fn);
     if (!be || !em_kernel_present(max ? (const void *)be->max_pool2d : (const void *)be->avg_pool2d,
                                   fn, x))

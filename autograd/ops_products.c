@@ -5,7 +5,7 @@
 em_tensor *em_outer(const em_tensor *a /* (n) */, const em_tensor *b /* (m) */)
 {
     const char *fn = "em_outer";
-    if (!em_present(a, fn, "a") || !em_present(b, fn, "b") || !em_check_pair(fn, a, b))
+    if (!em_present(a, fn, "a") || !em_present(b, fn, "b"))
         return NULL;
     if (a->ndim != 1 || b->ndim != 1) {
         char sa[128], sb[128];
@@ -14,7 +14,10 @@ em_tensor *em_outer(const em_tensor *a /* (n) */, const em_tensor *b /* (m) */)
         return NULL;
     }
     em_scope_begin();
-    return em_scope_return(em_mul(em_unsqueeze(a, 1), em_unsqueeze(b, 0))); /* (n, m) */
+    const em_tensor *t[2] = {a, b};
+    if (!em_unify_dtypes(fn, (const char *[]){"a", "b"}, t, 2) || !em_check_pair(fn, t[0], t[1]))
+        return em_scope_return(NULL);
+    return em_scope_return(em_mul(em_unsqueeze(t[0], 1), em_unsqueeze(t[1], 0))); /* (n, m) */
 }
 
 /* beta input + alpha product, input broadcast to the product's shape (never beyond it); with
@@ -38,19 +41,19 @@ static em_tensor *add_scaled(const char *fn, const em_tensor *input /* broadcast
     return em_add(y, beta == 1 ? input : em_mul_scalar(input, beta));
 }
 
-/* The three operands' checks, autocast's casts (the products run in its low dtype, as
- * PyTorch's list has them) and the sum; product is em_matmul or em_bmm. */
+/* Autocast's casts (the products run in its low dtype, as PyTorch's list has them), the three
+ * operands' checks and the sum; product is em_matmul or em_bmm. */
 static em_tensor *add_product(const char *fn, const em_tensor *input, const em_tensor *m1,
                               const em_tensor *m2, double beta, double alpha,
                               em_tensor *(*product)(const em_tensor *, const em_tensor *))
 {
     if (!em_present(input, fn, "input") || !em_present(m1, fn, "mat1") ||
-        !em_present(m2, fn, "mat2") || !em_check_pair(fn, input, m1) ||
-        !em_check_pair(fn, m1, m2))
+        !em_present(m2, fn, "mat2"))
         return NULL;
     em_scope_begin();
     const em_tensor *t[3] = {input, m1, m2};
-    if (!em_autocast_inputs(EM_AUTOCAST_LOW, t, 3))
+    if ((em_autocast_needed(EM_AUTOCAST_LOW, t, 3) && !em_autocast_inputs(EM_AUTOCAST_LOW, t, 3))
+        || !em_check_pair(fn, t[0], t[1]) || !em_check_pair(fn, t[1], t[2]))
         return em_scope_return(NULL);
     em_tensor *prod = product(t[1], t[2]);
     return em_scope_return(prod ? add_scaled(fn, t[0], prod, beta, alpha) : NULL);

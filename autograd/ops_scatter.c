@@ -133,13 +133,17 @@ em_tensor *em_scatter_op(const char *fn, const char *op, const em_tensor *self, 
     return em_scope_return(y);
 }
 
-/* em_scatter_op with src, which must be given */
+/* em_scatter_op with src, which must be given; self and src meet in one dtype as a binary op's
+ * operands do */
 static em_tensor *scatter_src(const char *fn, const char *op, const em_tensor *self, int dim,
                               const em_tensor *index, const em_tensor *src, bool add)
 {
-    if (!em_present(src, fn, "src"))
+    if (!em_present(self, fn, "self") || !em_present(src, fn, "src"))
         return NULL;
-    return em_scatter_op(fn, op, self, dim, index, src, 0.0, add);
+    em_scope_begin();
+    const em_tensor *t[2] = {self, src};
+    bool ok = em_unify_dtypes(fn, (const char *[]){"self", "src"}, t, 2);
+    return em_scope_return(ok ? em_scatter_op(fn, op, t[0], dim, index, t[1], 0.0, add) : NULL);
 }
 
 em_tensor *em_scatter(const em_tensor *self /* (*) */, int dim,

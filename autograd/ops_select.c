@@ -168,6 +168,9 @@ em_tensor *em_multinomial(const em_tensor *probs /* (C) or (N, C) */, int64_t nu
         return NULL;
     }
     int64_t c = probs->shape[probs->ndim - 1], rows = probs->ndim == 2 ? probs->shape[0] : 1;
+    int64_t numel; /* the draws: f64 uniforms and i64 classes on the host, then the output */
+    if (!em_checked_elements(fn, (int64_t[]){rows, num_samples}, 2, EM_F64, EM_CPU, &numel))
+        return NULL;
     em_scope_begin();
     em_tensor *u = em_rand(EM_SHAPE(rows, num_samples), EM_F64, gen); // (rows, num_samples)
     double *p = malloc((size_t)(rows * c) * sizeof *p), *cdf = malloc((size_t)c * sizeof *cdf);

@@ -185,13 +185,20 @@ typedef struct em_backend {
     int (*event_wait)(void *ev);
     void (*event_free)(void *ev);
     /* the queue the device runs its kernels on, as an opaque handle (CUDA: the cudaStream_t), for
-     * code that orders its own device work after theirs (dist/nccl.c); NULL entry: none to give */
+     * code that orders its own device work after theirs (distributed/nccl.c); NULL entry: none to give */
     void *(*stream)(void);
     /* a line about the device into buf: "NVIDIA H100 80GB HBM3, 79.1 GiB, compute capability 9.0" */
     void (*describe)(char *buf, size_t n);
+    /* what describe's line leaves out, a "topic: what" line each ("CPU features: AVX2+FMA yes,
+     * ..."); NULL entry: nothing more to say */
+    void (*details)(char *buf, size_t n);
     /* f32 matrix products on TF32 tensor cores (on) or in full f32 (off, the default); NULL where
      * f32 products are always full f32 */
     int (*set_tf32)(bool on);
+    /* the threads a parallel kernel called from this thread may fork (n >= 1), and their count
+     * now; NULL where the device has no host threads to set */
+    int (*set_threads)(int n);
+    int (*threads)(void);
 
     /* device time for the profiler; NULL where host clocks see all of it (the CPU). timer_start
      * records a start mark in the device's stream and returns a handle (NULL when it cannot),

@@ -65,7 +65,8 @@ EM_FORMULA EM_UNARY_T EM_UNARY_FN(em_unary_value)(em_unary_op op, EM_UNARY_T v,
 /* gy * op'(x): v is x, or y where from_y (the ops em_unary_grad_source lets read y), and is not
  * read by the ops whose derivative needs neither. PyTorch's rules at kinks: relu'(0) = abs'(0) =
  * 0, leaky_relu'(0) = slope, clamp passes min <= x <= max but hardtanh only min < x < max,
- * elu'(0) = alpha (selu'(0) = scale alpha), hardswish' is x / 3 + 1/2 on [-3, 3], pow with
+ * elu'(0) = alpha (selu'(0) = scale alpha), hardswish' is x / 3 + 1/2 on (-3, 3) (0 at -3 and 1
+ * at 3, as PyTorch 2.x; 1.13 took the closed interval), pow with
  * exponent 0 gives 0. */
 EM_FORMULA EM_UNARY_T EM_UNARY_FN(em_unary_grad_value)(em_unary_op op, bool from_y,
                                                        EM_UNARY_T g, EM_UNARY_T v,
@@ -133,7 +134,7 @@ EM_FORMULA EM_UNARY_T EM_UNARY_FN(em_unary_grad_value)(em_unary_op op, bool from
     case EM_UNARY_SELU:
         return v > zero ? g * (T)EM_SELU_SCALE : g * (T)(EM_SELU_ALPHA * EM_SELU_SCALE) * exp(v);
     case EM_UNARY_HARDSWISH:
-        return v < (T)-3 ? zero : v <= (T)3 ? g * (v / (T)3 + h) : g;
+        return v <= (T)-3 ? zero : v < (T)3 ? g * (v / (T)3 + h) : g;
     case EM_UNARY_LOGSIGMOID: { /* sigmoid(-x), from exp(-|x|) so it cannot overflow */
         const T z = exp(-fabs(v));
         return v < zero ? g * (one - z / (one + z)) : g * (z / (one + z));

@@ -15,6 +15,9 @@
  * Every `omp parallel` of the backend names it (or a count taken from it) in num_threads. */
 int em_cpu_threads(void);
 bool em_cpu_threads_adaptive(void);
+/* the user's count for this thread (OpenMP's), set and read: the governor's ceiling */
+int em_cpu_set_threads(int n);
+int em_cpu_max_threads(void);
 /* One sampling window of the thread that forks. */
 typedef struct {
     int64_t wall_ns;  /* its length */
@@ -38,6 +41,7 @@ int em_cpu_copy_from_host(void *dst, const void *src_host, size_t nbytes);
 int em_cpu_copy_to_host(void *dst_host, const void *src, size_t nbytes);
 int em_cpu_synchronize(void);
 void em_cpu_describe(char *buf, size_t n);
+void em_cpu_details(char *buf, size_t n); /* the thread governor, the CPU features */
 /* cpu_backend.c: scratch memory for kernels, from the accounting allocator (em_workspace_alloc),
  * 64-byte aligned; NULL when out of memory or over the budget. Free with em_cpu_scratch_free. */
 void *em_cpu_scratch(size_t nbytes);

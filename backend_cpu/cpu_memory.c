@@ -1,4 +1,5 @@
-/* The CPU backend's memory entries: 64-byte aligned host allocations and plain copies. */
+/* The CPU backend's memory entries: 64-byte aligned host allocations and plain copies; and what
+ * it says about itself. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,4 +50,29 @@ void em_cpu_describe(char *buf, size_t n)
     snprintf(buf, n, "%d OpenMP threads (%s), %s, %s", omp_get_max_threads(),
              em_cpu_threads_adaptive() ? "adaptive" : "fixed",
              em_cpu_has_avx2() ? "AVX2+FMA kernels" : "portable kernels (no AVX2)", blas);
+}
+
+void em_cpu_details(char *buf, size_t n)
+{
+    const struct {
+        const char *name;
+        bool (*has)(void);
+    } features[] = {{"AVX2+FMA", em_cpu_has_avx2},
+                    {"AVX-512", em_cpu_has_avx512},
+                    {"AVX-512 VNNI", em_cpu_has_avx512_vnni},
+                    {"F16C", em_cpu_has_f16c},
+                    {"AVX512_BF16", em_cpu_has_avx512_bf16},
+                    {"AMX-BF16", em_cpu_has_amx_bf16},
+                    {"AMX-INT8", em_cpu_has_amx_int8}};
+    int at = snprintf(buf, n, "thread governor: %s\nCPU features:",
+                      em_cpu_threads_adaptive()
+                          ? "on (fewer threads while other processes hold the cores; "
+                            "EMBER_ADAPTIVE_THREADS=0 turns it off)"
+                          : "off (EMBER_ADAPTIVE_THREADS=0)");
+    for (size_t i = 0; i < sizeof features / sizeof features[0] && at >= 0 && (size_t)at < n; i++)
+        at += snprintf(buf + at, n - (size_t)at, "%s %s %s", i ? "," : "", features[i].name,
+                       features[i].has() ? "yes" : "no");
+    if (at >= 0 && (size_t)at < n)
+        snprintf(buf + at, n - (size_t)at,
+                 " (AVX512_BF16 and AMX detected only: no kernel uses them yet)");
 }

@@ -175,6 +175,17 @@ static void govern(int64_t now)
     gov.idle_s = idle;
 }
 
+int em_cpu_set_threads(int n)
+{
+    omp_set_num_threads(n);
+    return EM_KERNEL_OK;
+}
+
+int em_cpu_max_threads(void)
+{
+    return omp_get_max_threads();
+}
+
 int em_cpu_threads(void)
 {
     if (omp_in_parallel())

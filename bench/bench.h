@@ -17,7 +17,7 @@ typedef struct {
 extern const bench_command bench_commands[]; /* bench/bench_commands.c */
 extern const int bench_command_count;
 
-int bench_ops(int argc, char **argv);       /* bench/bench_ops.c: kernels vs references */
+int bench_ops(int argc, char **argv);       /* bench/bench_ops.c: ops vs references */
 int bench_train(int argc, char **argv);     /* bench/bench_train.c: training vs PyTorch */
 int bench_dist(int argc, char **argv);      /* bench/bench_dist.c: allreduce, DDP scaling */
 int bench_serve(int argc, char **argv);     /* bench/bench_serve.c: the server under load */
@@ -40,8 +40,8 @@ em_tensor *bench_test_batch(const em_dataset *ds, int64_t n);
  * forward (rows, k) x (k, out), the weight gradient (out, rows) x (rows, k) and, where computed,
  * the input gradient (rows, out) x (out, k), in the layouts ember's layers pass them; each
  * product's median of reps runs; the step's FLOPs over the sum. `openblas`: every product
- * through OpenBLAS's own threads; `best`: each the faster of that and ember's CPU gemm. -1 when
- * out of memory. */
+ * through OpenBLAS's own threads; `best`: each the faster of that and em_matmul (ember's CPU
+ * gemm). -1 when out of memory. */
 typedef struct {
     double openblas, best;
 } bench_gemm_bound;

@@ -8,7 +8,7 @@ const bench_command bench_commands[] = {
     {"serve", bench_serve, "the inference server under load: batching, cache, priorities"},
     {"infer", bench_infer, "inference latency of f32, int8, pruned vs PyTorch"},
     {"attention", bench_attention, "fused attention vs the composition: bytes, time"},
-    {"sample", bench_sample, "gpt sampling speed with and without the KV cache"},
+    {"sample", bench_sample, "gpt sampling speed with and without the key/value cache"},
 };
 
 const int bench_command_count = sizeof bench_commands / sizeof bench_commands[0];

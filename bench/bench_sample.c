@@ -1,13 +1,12 @@
 /* `ember bench sample`: characters/s of em_gpt_generate with the key/value cache and without it,
  * in rounds alternating with PyTorch generating from the same model file (bench/gpt_torch.py
  * sample: its own cache, the same restarts), then the table and the JSON. */
+#include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/atomic_file.h"
-#include "io/json_internal.h"
 #include "bench/bench.h"
 #include "cmd/sample.h"
 
@@ -114,8 +113,8 @@ static void medians(const sample_setup *s, sample_rounds *m, double ember[N_WAYS
 static void print_table(const sample_setup *s, const sample_rounds *m,
                         const double ember[N_WAYS], const double torch[N_WAYS])
 {
-    em_gpt_config c = {0};
-    em_gpt_config_of(s->model, &c);
+    em_gpt_settings c = {0};
+    em_gpt_settings_of(s->model, &c);
     printf("ember bench sample: %lld characters after a %lld-character prompt, block %lld, "
            "%d threads, median of %d rounds alternating ember and PyTorch\n",
            (long long)s->tokens, (long long)s->n_ids, (long long)c.block_size, s->threads,
@@ -217,7 +216,7 @@ int bench_sample(int argc, char **argv)
     em_module *model = NULL;
     em_char_vocab vocab;
     int64_t *ids = NULL, n = 0;
-    if (json && em_atomic_check(json) != EM_OK) {
+    if (json && em_atomic_file_check(json) != EM_OK) {
         fprintf(stderr, "%s: --json: %s\n", spec.command, em_error());
         return 1;
     }

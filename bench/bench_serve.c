@@ -229,7 +229,7 @@ static int soak(const bench_ctx *bc, em_engine_opts eo, double seconds)
                (long long)errors, (long long)rejected, last);
         fflush(stdout);
     }
-    em_engine_stats st = em_engine_stats_get(e);
+    em_engine_stats st = em_engine_get_stats(e);
     stop(s, e);
     printf("{\"soak_s\":%.0f,\"requests_ok\":%lld,\"errors\":%lld,\"rejected\":%lld,"
            "\"engine_failed\":%lld,\"rss_kib_first\":%ld,\"rss_kib_last\":%ld,"
@@ -303,10 +303,10 @@ static void cache_rows(const bench_ctx *bc, em_engine_opts on, serve_rows *r)
         load_result warm; /* every hot image sent once: repeats can hit from the start */
         run_load(http_server_port(s), bc->b, bc->clients, EM_PRIORITY_NORMAL, 0, 1.0, 1, &warm,
                  NULL);
-        em_cache_stats before = em_engine_stats_get(e).cache;
+        em_cache_stats before = em_engine_get_stats(e).cache;
         run_load(http_server_port(s), bc->b, bc->clients, EM_PRIORITY_NORMAL, 0, 0.5, bc->seconds,
                  &r->cache_on, NULL);
-        r->cache = em_engine_stats_get(e).cache;
+        r->cache = em_engine_get_stats(e).cache;
         r->cache.hits -= before.hits;
         r->cache.misses -= before.misses;
         stop(s, e);

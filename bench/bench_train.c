@@ -12,7 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "io/atomic_file.h"
 #include "cmd/cmd.h"
 #include "bench/bench_train.h"
 
@@ -92,15 +91,15 @@ static em_status bench_step(void *ctx, em_tensor *const *in, em_tensor **out)
     em_tensor *loss = em_cross_entropy(logits, in[1], (em_cross_entropy_opts){0});
     if (c->amp != EM_F32)
         em_autocast_end();
-    em_status st = loss ? em_backward(c->scaler ? em_scaler_scale(c->scaler, loss) : loss)
+    em_status st = loss ? em_backward(c->scaler ? em_grad_scaler_scale(c->scaler, loss) : loss)
                         : em_error_status();
     if (st == EM_OK && c->clip > 0 && c->scaler)
-        st = em_scaler_unscale(c->scaler, c->opt);
+        st = em_grad_scaler_unscale(c->scaler, c->opt);
     if (st == EM_OK && c->clip > 0)
         st = em_clip_grad_norm_optim_device(c->opt, c->clip, 2.0, NULL);
     if (st == EM_OK && c->scaler) {
-        st = em_scaler_step(c->scaler, c->opt, NULL);
-        st = st == EM_OK ? em_scaler_update(c->scaler) : st;
+        st = em_grad_scaler_step(c->scaler, c->opt, NULL);
+        st = st == EM_OK ? em_grad_scaler_update(c->scaler) : st;
     } else if (st == EM_OK) {
         st = em_optim_step(c->opt);
     }
@@ -140,7 +139,7 @@ static double ember_samples_per_s(const bench_setup *b, const bench_case *c, con
     bench_step_ctx ctx = {
         .model = model, .amp = b->amp,
         .opt = model ? em_sgd(model, (em_sgd_opts){.lr = 0.05, .momentum = 0.9}) : NULL,
-        .scaler = b->amp == EM_F16 ? em_scaler_new((em_scaler_opts){0}) : NULL};
+        .scaler = b->amp == EM_F16 ? em_grad_scaler_new((em_grad_scaler_opts){0}) : NULL};
     em_step_graph *g = b->graph && ctx.opt ? em_step_graph_new(b->device, bench_step, &ctx,
                                                                (em_step_graph_opts){0})
                                            : NULL;
@@ -171,7 +170,7 @@ static double ember_samples_per_s(const bench_setup *b, const bench_case *c, con
     }
     free(times);
     em_step_graph_free(g);
-    em_scaler_free(ctx.scaler);
+    em_grad_scaler_free(ctx.scaler);
     em_optim_free(ctx.opt);
     em_module_free(model);
     return result;
@@ -189,7 +188,7 @@ static double ember_gpt_tokens_per_s(const recipe_gpt_text *text, const gpt_case
 {
     const int64_t batch = g->batch;
     const int warmup = b->graph ? 5 : GPT_WARMUP;
-    em_gpt_config c = recipe_gpt_config(text->vocab.size);
+    em_gpt_settings c = recipe_gpt_settings(text->vocab.size);
     c.block_size = g->block;
     int64_t t = c.block_size, n = (int64_t)(steps + warmup) * batch;
     em_manual_seed(0);
@@ -201,7 +200,7 @@ static double ember_gpt_tokens_per_s(const recipe_gpt_text *text, const gpt_case
     bench_step_ctx ctx = {
         .model = model, .amp = b->amp, .vocab = c.vocab_size, .clip = recipe_gpt.clip,
         .opt = model ? recipe_optimizer(&recipe_gpt, "adamw", model, 1e-3, 0) : NULL,
-        .scaler = b->amp == EM_F16 ? em_scaler_new((em_scaler_opts){0}) : NULL};
+        .scaler = b->amp == EM_F16 ? em_grad_scaler_new((em_grad_scaler_opts){0}) : NULL};
     em_step_graph *graph = b->graph && ctx.opt ? em_step_graph_new(b->device, bench_step, &ctx,
                                                                    (em_step_graph_opts){0})
                                                : NULL;
@@ -244,7 +243,7 @@ static double ember_gpt_tokens_per_s(const recipe_gpt_text *text, const gpt_case
     free(starts);
     em_sampler_free(s);
     em_step_graph_free(graph);
-    em_scaler_free(ctx.scaler);
+    em_grad_scaler_free(ctx.scaler);
     em_optim_free(ctx.opt);
     em_module_free(model);
     return result;
@@ -637,7 +636,7 @@ int bench_train(int argc, char **argv)
     if (!choose_cases(&a, &b))
         return 2;
     bool fashion = b.n_cases > 0, gpt = b.n_gpt > 0;
-    if (a.json && em_atomic_check(a.json) != EM_OK) { /* before any work */
+    if (a.json && em_atomic_file_check(a.json) != EM_OK) { /* before any work */
         fprintf(stderr, "ember bench train: --json: %s\n", em_error());
         return 2;
     }

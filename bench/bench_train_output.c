@@ -1,8 +1,8 @@
 /* `ember bench train`'s output: the samples/s table next to PyTorch, the table of FLOPs, GEMM
  * bound and ember train's rate, the report's bars and the JSON object of the same figures. */
+#include <jansson.h>
 #include <stdio.h>
 
-#include "io/json_internal.h"
 #include "bench/bench_train.h"
 
 void bench_train_row(const char *name, double e, double t, double goal)

@@ -1,13 +1,12 @@
 /* The GEMM bound of a training step (`ember bench train`): the step's matrix products alone,
- * each run the faster of two ways at a given thread count: OpenBLAS's own threads, or ember's
- * CPU gemm (OpenBLAS on one thread per block, the blocks over OpenMP's threads: what the step
- * itself calls). */
+ * each run the faster of two ways at a given thread count: OpenBLAS's own threads, or em_matmul
+ * (ember's CPU gemm: OpenBLAS on one thread per block, the blocks over OpenMP's threads, what
+ * the step itself calls). */
 #include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <time.h>
 
-#include "backend/backend_internal.h"
 #include "bench/bench.h"
 
 /* The operands of the largest layer; inputs x and w stay as filled, so every rep multiplies
@@ -20,12 +19,14 @@ typedef struct {
     float *dx; /* (n, k) */
 } operands;
 
-/* One row-major product c (m, n) = op(a) @ op(b), ld* the row strides as stored. */
+/* One row-major product c (m, n) = op(a) @ op(b), ld* the row strides as stored; ea and eb
+ * are a and b as tensors for em_matmul (transposed views where op transposes). */
 typedef struct {
     bool ta, tb;
     int m, n, k, lda, ldb, ldc;
     const float *a, *b;
     float *c;
+    em_tensor *ea, *eb;
 } product;
 
 /* Layer l's products over the whole batch, n = batch x positions rows: the forward, the weight
@@ -35,9 +36,9 @@ static int layer_products(const em_matmul_layer *l, int64_t batch, const operand
                           product p[3])
 {
     int n = (int)(batch * l->positions), k = (int)l->k, rows = (int)l->rows;
-    p[0] = (product){false, true, n, rows, k, k, k, rows, o->x, o->w, o->y};
-    p[1] = (product){true, false, rows, k, n, rows, k, k, o->y, o->x, o->dw};
-    p[2] = (product){false, false, n, k, rows, rows, k, k, o->y, o->w, o->dx};
+    p[0] = (product){false, true, n, rows, k, k, k, rows, o->x, o->w, o->y, NULL, NULL};
+    p[1] = (product){true, false, rows, k, n, rows, k, k, o->y, o->x, o->dw, NULL, NULL};
+    p[2] = (product){false, false, n, k, rows, rows, k, k, o->y, o->w, o->dx, NULL, NULL};
     return l->input_grad ? 3 : 2;
 }
 
@@ -48,10 +49,27 @@ static void run_openblas(const product *p)
                 p->ldb, 0.0f, p->c, p->ldc);
 }
 
+/* A row-major (rows, cols) matrix at data as a tensor, transposed when t (a new view). */
+static em_tensor *matrix(const float *data, int rows, int cols, bool t)
+{
+    em_tensor *m = em_from_data(EM_SHAPE(rows, cols), EM_F32, data);
+    em_tensor *v = t && m ? em_transpose(m, 0, 1) : m;
+    if (v != m)
+        em_release(m);
+    return v;
+}
+
+/* Makes p's operands tensors; false with an error when out of memory. */
+static bool as_tensors(product *p)
+{
+    p->ea = matrix(p->a, p->ta ? p->k : p->m, p->ta ? p->m : p->k, p->ta);
+    p->eb = matrix(p->b, p->tb ? p->n : p->k, p->tb ? p->k : p->n, p->tb);
+    return p->ea && p->eb;
+}
+
 static void run_ember(const product *p)
 {
-    em_backend_get(EM_CPU)->gemm(EM_F32, p->ta, p->tb, p->m, p->n, p->k, 1.0, p->a, p->lda, 0,
-                                 p->b, p->ldb, 0, 0.0, p->c, p->ldc, 0, 1);
+    em_release(em_matmul(p->ea, p->eb));
 }
 
 /* Median seconds of reps runs of p after a warm-up one; times has reps entries. */
@@ -94,15 +112,19 @@ static step_times step_seconds(const em_matmul_layer *l, int n_layers, int64_t b
     int saved = omp_get_max_threads();
     omp_set_num_threads(threads);
     step_times sum = {0, 0};
+    bool failed = false;
     for (int i = 0; i < n_layers; i++)
         for (int j = 0, n = layer_products(&l[i], batch, o, p); j < n; j++) {
             double t_openblas = times[reps + 3 * i + j];
-            double t = median_time(run_ember, &p[j], times, reps);
+            double t = as_tensors(&p[j]) ? median_time(run_ember, &p[j], times, reps) : -1;
+            em_release(p[j].ea);
+            em_release(p[j].eb);
+            failed |= t < 0;
             sum.openblas += t_openblas;
             sum.best += t < t_openblas ? t : t_openblas;
         }
     omp_set_num_threads(saved);
-    return sum;
+    return failed ? (step_times){-1, -1} : sum;
 }
 
 /* count floats, all 1/1024 (the products stay normal numbers) */
@@ -131,7 +153,8 @@ bench_gemm_bound bench_gemm_bound_gflops(const em_matmul_layer *l, int n_layers,
     if (o.x && o.w && o.y && o.dw && o.dx && times && reps > 0) {
         double gflop = em_matmul_train_flops(l, n_layers) * (double)batch * 1e-9;
         step_times t = step_seconds(l, n_layers, batch, threads, &o, times, reps);
-        result = (bench_gemm_bound){.best = gflop / t.best, .openblas = gflop / t.openblas};
+        if (t.best > 0)
+            result = (bench_gemm_bound){.best = gflop / t.best, .openblas = gflop / t.openblas};
     }
     free(times);
     free(o.x);

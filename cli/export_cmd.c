@@ -12,7 +12,7 @@
 static int example_input(const char *command, const char *load, const recipe_model *m,
                          em_tensor **x)
 {
-    em_gpt_config c;
+    em_gpt_settings c;
     em_shape s = {.ndim = m->input.ndim + 1, .d = {1}};
     for (int i = 0; i < m->input.ndim; i++)
         s.d[i + 1] = m->input.d[i];

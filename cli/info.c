@@ -2,8 +2,6 @@
 #include <omp.h>
 #include <stdio.h>
 
-#include "backend_cpu/cpu_features_internal.h"
-#include "backend_cpu/cpu_kernels_internal.h"
 #include "ember.h"
 #include "cmd/args.h"
 #include "cli/cli_internal.h"
@@ -16,31 +14,12 @@ int cli_cmd_info(int argc, char **argv)
     if (parsed != CMD_ARGS_RUN)
         return parsed;
     printf("ember threads: %d (OMP_NUM_THREADS)\n", omp_get_max_threads());
-    printf("thread governor: %s\n",
-           em_cpu_threads_adaptive()
-               ? "on (fewer threads while other processes hold the cores; "
-                 "EMBER_ADAPTIVE_THREADS=0 turns it off)"
-               : "off (EMBER_ADAPTIVE_THREADS=0)");
     printf("OpenMP wait policy: %s\n", cli_wait_policy());
-    const struct {
-        const char *name;
-        bool (*has)(void);
-    } features[] = {{"AVX2+FMA", em_cpu_has_avx2},
-                    {"AVX-512", em_cpu_has_avx512},
-                    {"AVX-512 VNNI", em_cpu_has_avx512_vnni},
-                    {"F16C", em_cpu_has_f16c},
-                    {"AVX512_BF16", em_cpu_has_avx512_bf16},
-                    {"AMX-BF16", em_cpu_has_amx_bf16},
-                    {"AMX-INT8", em_cpu_has_amx_int8}};
-    printf("CPU features:");
-    for (size_t i = 0; i < sizeof features / sizeof features[0]; i++)
-        printf("%s %s %s", i ? "," : "", features[i].name, features[i].has() ? "yes" : "no");
-    printf(" (AVX512_BF16 and AMX detected only: no kernel uses them yet)\n");
-    for (int d = 0; d < EM_NDEVICES; d++) {
-        char about[256];
+    char about[1024];
+    printf("%s\n", em_device_details(EM_CPU, about, sizeof about));
+    for (int d = 0; d < EM_NDEVICES; d++)
         printf("device %-5s %s\n", em_device_name((em_device)d),
                em_device_describe((em_device)d, about, sizeof about));
-    }
     printf("dtypes:");
     for (int t = 0; t < EM_NDTYPES; t++)
         printf(" %s", em_dtype_name((em_dtype)t));

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "recipes/run.h"
-#include "io/atomic_file.h"
 #include "cmd/cmd.h"
 #include "cli/cli_internal.h"
 
@@ -74,7 +73,7 @@ int cli_cmd_profile(int argc, char **argv)
         return parsed;
     char default_trace[128];
     snprintf(default_trace, sizeof default_trace, "ember-profile-%s.json", rc->name);
-    if (em_atomic_check(trace ? trace : default_trace) != EM_OK) { /* before any data loads */
+    if (em_atomic_file_check(trace ? trace : default_trace) != EM_OK) { /* before any data loads */
         fprintf(stderr, "ember profile: --trace: %s\n", em_error());
         return 2;
     }

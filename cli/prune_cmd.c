@@ -2,6 +2,7 @@
  * structured, per layer or global), in N rounds with fine-tuning between them, optionally shrink
  * it, report sparsity, accuracy, size and latency, save it as a whole-model file, and end with a
  * JSON summary line. */
+#include <jansson.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -9,7 +10,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "io/json_internal.h"
 #include "cmd/cmd.h"
 #include "bench/bench.h"
 #include "cli/cli_internal.h"

@@ -3,6 +3,7 @@
  * calibrated on training batches; test accuracy, size and latency before and after (static: next
  * to f32 and dynamic), then a JSON summary line. The quantized model is saved as a whole-model
  * file with the loaded one's recipe and input shape. */
+#include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/json_internal.h"
 #include "cmd/cmd.h"
 #include "bench/bench.h"
 #include "cli/cli_internal.h"

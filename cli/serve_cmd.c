@@ -99,7 +99,9 @@ static int serve(const recipe_model *m, const serve_args *a, const sigset_t *sto
         fprintf(stderr, "ember serve: %s\n", em_error());
         return 1;
     }
-    int64_t discarded = em_engine_stats_get(e).cache.discarded;
+    if (em_engine_warning(e))
+        fprintf(stderr, "ember serve: %s\n", em_engine_warning(e));
+    int64_t discarded = em_engine_get_stats(e).cache.discarded;
     if (discarded)
         fprintf(stderr, "ember serve: %lld cached results in %s were not of this model or its "
                 "shapes; discarded\n", (long long)discarded, a->cache_dir);
@@ -114,7 +116,7 @@ static int serve(const recipe_model *m, const serve_args *a, const sigset_t *sto
     int sig = 0;
     sigwait(stop, &sig);
     int left = http_server_stop(s, a->drain_s);
-    em_engine_stats stats = em_engine_stats_get(e);
+    em_engine_stats stats = em_engine_get_stats(e);
     em_engine_free(e);
     char *json = em_engine_stats_json(&stats);
     printf("{\"stopped_by\":\"%s\",\"unanswered\":%d,\"stats\":%s}\n",

@@ -1,5 +1,6 @@
 /* `ember train RECIPE` and `ember eval RECIPE`: run a reference recipe, its progress and
  * per-epoch lines on stderr, and print a one-line JSON summary on stdout. */
+#include <jansson.h>
 #include <omp.h>
 #include <limits.h>
 #include <stdio.h>
@@ -7,8 +8,6 @@
 #include <string.h>
 
 #include "recipes/run.h"
-#include "io/atomic_file.h"
-#include "io/json_internal.h"
 #include "observe/tensorboard.h"
 #include "cmd/cmd.h"
 #include "cli/cli_internal.h"
@@ -205,7 +204,7 @@ static int settle_train_args(train_args *a)
         return bad_device;
     if (o->workers < 0)
         o->workers = recipe_default_workers(o->device);
-    if (o->save_path && em_atomic_check(o->save_path) != EM_OK) { /* before any data loads */
+    if (o->save_path && em_atomic_file_check(o->save_path) != EM_OK) { /* before any data loads */
         fprintf(stderr, "ember train: --save: %s\n", em_error());
         return 2;
     }
@@ -213,11 +212,11 @@ static int settle_train_args(train_args *a)
         fprintf(stderr, "ember train: --save-every needs --save FILE\n");
         return 2;
     }
-    if (o->observe.tensorboard && em_tb_check(o->observe.tensorboard) != EM_OK) {
+    if (o->observe.tensorboard && em_tb_writer_check(o->observe.tensorboard) != EM_OK) {
         fprintf(stderr, "ember train: --tensorboard: %s\n", em_error());
         return 2;
     }
-    if (o->observe.profile && em_atomic_check(o->observe.profile) != EM_OK) {
+    if (o->observe.profile && em_atomic_file_check(o->observe.profile) != EM_OK) {
         fprintf(stderr, "ember train: --profile: %s\n", em_error());
         return 2;
     }

@@ -274,8 +274,12 @@ int cmd_args_parse(const cmd_spec *s, int argc, char **argv)
     int n_opts = 0;
     while (s->opts && s->opts[n_opts].name)
         n_opts++;
-    bool seen[n_opts + 1];
-    memset(seen, 0, sizeof seen);
+    bool seen[CMD_MAX_OPTIONS] = {0};
+    if (n_opts > CMD_MAX_OPTIONS) {
+        fprintf(stderr, "%s: %d options, more than the %d a command may have\n", s->command,
+                n_opts, CMD_MAX_OPTIONS);
+        return 2;
+    }
     int n_operands = 0;
     bool options_done = false;
     for (int i = 1; i < argc; i++) {

@@ -54,6 +54,7 @@ typedef struct {
     const cmd_opt *opts;       /* ends with an entry whose name is NULL */
 } cmd_spec;
 
+#define CMD_MAX_OPTIONS 64 /* options one command's spec may list */
 #define CMD_ARGS_RUN (-1) /* cmd_args_parse: all is well, run the command */
 
 /* Parses argv[1..argc-1] (argv[0] is the command's own word) into the spec's targets. Returns

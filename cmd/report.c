@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "io/atomic_file.h"
+#include "ember.h"
 #include "cmd/report.h"
 
 #define WIDTH 760
@@ -16,8 +16,8 @@ static const char *colors[N_COLORS] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2
                                        "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
 
 struct cmd_report {
-    em_atomic_file af;
-    FILE *f;
+    em_atomic_file *af;
+    FILE *f; /* af's stream */
 };
 
 /* text with &, <, > and " escaped */
@@ -41,11 +41,11 @@ cmd_report *cmd_report_open(const char *path, const char *title)
         em_set_error(EM_ERR_MEMORY, "cmd_report_open: out of memory");
         return NULL;
     }
-    if (em_atomic_open(&r->af, path) != EM_OK) {
+    if (!(r->af = em_atomic_file_new(path))) {
         free(r);
         return NULL;
     }
-    r->f = r->af.f;
+    r->f = em_atomic_file_stream(r->af);
     time_t now = time(NULL);
     char date[64];
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
@@ -247,14 +247,14 @@ void cmd_report_bar_chart(cmd_report *r, const cmd_report_bars *b)
 
 void cmd_report_abort(cmd_report *r)
 {
-    em_atomic_abort(&r->af);
+    em_atomic_file_free(r->af);
     free(r);
 }
 
 em_status cmd_report_close(cmd_report *r)
 {
     fputs("</body></html>\n", r->f);
-    em_status st = em_atomic_commit(&r->af);
+    em_status st = em_atomic_file_commit(r->af);
     free(r);
     return st;
 }

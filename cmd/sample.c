@@ -11,7 +11,7 @@
 static em_status load_gpt(const char *path, em_module **model, em_char_vocab *vocab)
 {
     recipe_model m;
-    em_gpt_config c;
+    em_gpt_settings c;
     em_status st = recipe_model_load(path, recipe_find("gpt"), &m);
     if (st == EM_OK && (st = recipe_model_gpt(&m, path, &c)) == EM_OK) {
         *model = m.model;

@@ -53,6 +53,11 @@ em_dataset *em_subset(const em_dataset *ds, const int64_t *indices, int64_t n);
  * lengths[k] samples (the lengths must add up to ds's length); out gets n new subsets. */
 em_status em_random_split(const em_dataset *ds, const int64_t *lengths, int n, uint64_t seed,
                           em_dataset **out);
+/* PyTorch's ConcatDataset: the n parts' samples one after the other (sample i of part k is
+ * sample ends[k-1] + i of the whole); the parts (borrowed: they must outlive it) must give
+ * samples of one x and y shape and dtype, else an error naming the part; n_classes is the
+ * largest part's. */
+em_dataset *em_concat_dataset(const em_dataset *const *parts, int n);
 /* Lengths for em_random_split from fractions that add up to 1, as PyTorch computes them:
  * floor(fraction * total) each, then one more to each subset in turn until they add up. */
 em_status em_split_lengths(int64_t total, const double *fractions, int n, int64_t *lengths);

@@ -1,5 +1,6 @@
-/* Subsets of a dataset (sample k of a subset is sample indices[k] of its parent) and PyTorch's
- * random_split over them, with the split order fixed by a seed. */
+/* Datasets made of others: subsets (sample k of a subset is sample indices[k] of its parent),
+ * PyTorch's random_split over them, with the split order fixed by a seed, and ConcatDataset
+ * (the parts' samples one after the other). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,4 +126,103 @@ em_status em_split_lengths(int64_t total, const double *fractions, int n, int64_
     for (int64_t r = 0; r < total - given; r++)
         lengths[r % n]++;
     return EM_OK;
+}
+
+/* ---- concatenation ---- */
+
+typedef struct {
+    em_dataset base;
+    int n;
+    const em_dataset **parts; /* (n) borrowed */
+    int64_t *ends;            /* (n): the samples of parts 0..k, PyTorch's cumulative_sizes */
+} concat_dataset;
+
+static int64_t concat_len(const em_dataset *ds)
+{
+    const concat_dataset *d = (const concat_dataset *)ds;
+    return d->ends[d->n - 1];
+}
+
+/* the part holding sample i (the first whose end is past it) and i's place in it */
+static em_status concat_get(const em_dataset *ds, int64_t i, int64_t epoch, void *x, void *y)
+{
+    const concat_dataset *d = (const concat_dataset *)ds;
+    int lo = 0, hi = d->n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (d->ends[mid] > i)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    int64_t start = lo > 0 ? d->ends[lo - 1] : 0;
+    return d->parts[lo]->vt->get(d->parts[lo], i - start, epoch, x, y);
+}
+
+static void concat_free(em_dataset *ds)
+{
+    concat_dataset *d = (concat_dataset *)ds;
+    free(d->parts);
+    free(d->ends);
+    free(d);
+}
+
+static const em_dataset_vtable concat_vtable = {concat_len, concat_get, concat_free};
+
+static bool same_shape(const em_shape *a, const em_shape *b)
+{
+    return a->ndim == b->ndim && !memcmp(a->d, b->d, sizeof a->d[0] * (size_t)a->ndim);
+}
+
+/* Whether a's samples have b's shapes and dtypes; else false with an error naming part k. */
+static bool same_samples(const em_dataset *a, const em_dataset *b, int k)
+{
+    if (same_shape(&a->x_shape, &b->x_shape) && same_shape(&a->y_shape, &b->y_shape) &&
+        a->x_dtype == b->x_dtype && a->y_dtype == b->y_dtype)
+        return true;
+    char xa[96], xb[96], ya[96], yb[96];
+    em_set_error(EM_ERR_ARG, "em_concat_dataset: part %d's samples are x %s %s, y %s %s; part 0's "
+                 "x %s %s, y %s %s", k, em_dtype_name(b->x_dtype),
+                 em_shape_fmt(&b->x_shape, xb, sizeof xb), em_dtype_name(b->y_dtype),
+                 em_shape_fmt(&b->y_shape, yb, sizeof yb), em_dtype_name(a->x_dtype),
+                 em_shape_fmt(&a->x_shape, xa, sizeof xa), em_dtype_name(a->y_dtype),
+                 em_shape_fmt(&a->y_shape, ya, sizeof ya));
+    return false;
+}
+
+em_dataset *em_concat_dataset(const em_dataset *const *parts, int n)
+{
+    const char *fn = "em_concat_dataset";
+    if (!parts || n < 1) {
+        em_set_error(EM_ERR_ARG, "%s: needs at least one dataset", fn);
+        return NULL;
+    }
+    for (int k = 0; k < n; k++)
+        if (!parts[k] || !same_samples(parts[0], parts[k], k)) {
+            if (!parts[k])
+                em_set_error(EM_ERR_ARG, "%s: part %d is NULL", fn, k);
+            return NULL;
+        }
+    concat_dataset *d = calloc(1, sizeof *d);
+    const em_dataset **copy = malloc((size_t)n * sizeof *copy);
+    int64_t *ends = malloc((size_t)n * sizeof *ends);
+    if (!d || !copy || !ends) {
+        free(d);
+        free(copy);
+        free(ends);
+        em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+        return NULL;
+    }
+    d->base = *parts[0];
+    d->base.vt = &concat_vtable;
+    for (int k = 0; k < n; k++) {
+        copy[k] = parts[k];
+        ends[k] = (k ? ends[k - 1] : 0) + parts[k]->vt->len(parts[k]);
+        if (parts[k]->n_classes > d->base.n_classes)
+            d->base.n_classes = parts[k]->n_classes;
+    }
+    d->n = n;
+    d->parts = copy;
+    d->ends = ends;
+    return &d->base;
 }

@@ -25,10 +25,10 @@ typedef struct {
 /* Writes model as an ONNX file at path (atomically). example_input (B, ...) f32, or i64 token
  * ids (B, T) for a model that starts with an Embedding (GPT), is run through the layers in eval
  * mode to fix every shape but the batch (and the sequence); model's train/eval mode is restored.
- * Supported: Sequential, Residual, Linear, Conv2d, Conv1d, ConvTranspose2d, BatchNorm1d/2d,
- * LayerNorm, GroupNorm, InstanceNorm1d/2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Flatten,
- * Dropout, the activations (Softplus with a threshold of 20 or more: ONNX's has none), Upsample
- * (Resize), Pad, Embedding, LSTM and GRU (ONNX LSTM/GRU, gates reordered), MultiheadAttention,
+ * Supported: Sequential, Residual, Concat, Linear, Conv2d, Conv1d, ConvTranspose2d,
+ * BatchNorm1d/2d, LayerNorm, GroupNorm, InstanceNorm1d/2d, MaxPool2d, AvgPool2d,
+ * AdaptiveAvgPool2d, Flatten, Identity, Dropout, the activations (Softplus with a threshold of
+ * 20 or more: ONNX's has none), Upsample (Resize), Pad, Embedding, LSTM and GRU (ONNX LSTM/GRU, gates reordered), MultiheadAttention,
  * TransformerEncoderLayer, GPT (once em_gpt has made one: models/ registers it) and the types
  * given an exporter with em_onnx_register (below); any other module is an error that names it,
  * and no file is written. */

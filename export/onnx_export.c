@@ -523,24 +523,65 @@ static em_status export_dropout(exporter *e, const em_module *m, const char *lay
 }
 EM_ONNX_MAPPING(em_dropout_type, export_dropout);
 
-/* y = body(x) + shortcut(x): both branches start from the layer's input value and example. */
+/* Writes child (local name `local`) as a branch from the layer's input value `in` and example
+ * x_in, whatever the branches before it left; its output value's name into out. */
+static em_status branch(exporter *e, em_module *child, const char *local, const char *in,
+                        em_tensor *x_in, char *out)
+{
+    em_release(e->x);
+    e->x = em_retain(x_in);
+    strcpy(e->value, in);
+    em_status st = em_onnx_child(e, child, local);
+    strcpy(out, e->value);
+    return st;
+}
+
+/* y = body(x) + shortcut(x) (the identity when there is none) */
 static em_status export_residual(exporter *e, const em_module *m, const char *layer)
 {
-    char in[NAME_MAX_LEN], body[NAME_MAX_LEN];
+    char in[NAME_MAX_LEN], body[NAME_MAX_LEN], skip[NAME_MAX_LEN];
     strcpy(in, e->value);
+    strcpy(skip, in);
     em_tensor *x_in = em_retain(e->x);
-    em_status st = em_onnx_child(e, m->children[0].module, "body");
-    strcpy(body, e->value);
-    em_release(e->x);
-    e->x = x_in;
-    strcpy(e->value, in);
+    em_status st = branch(e, m->children[0].module, "body", in, x_in, body);
     if (st == EM_OK && m->n_children > 1)
-        st = em_onnx_child(e, m->children[1].module, "shortcut");
+        st = branch(e, m->children[1].module, "shortcut", in, x_in, skip);
+    em_release(x_in);
     if (st == EM_OK)
-        binary_node(e, "Add", layer, body, e->value);
+        binary_node(e, "Add", layer, body, skip);
     return st;
 }
 EM_ONNX_MAPPING(em_residual_type, export_residual);
+
+/* y = Concat(branch_0(x), ..., branch_n-1(x), axis = dim) */
+static em_status export_concat(exporter *e, const em_module *m, const char *layer)
+{
+    int n = m->n_children;
+    char in[NAME_MAX_LEN], (*outs)[NAME_MAX_LEN] = malloc((size_t)n * sizeof *outs);
+    const char **names = malloc((size_t)n * sizeof *names);
+    if (!outs || !names) {
+        free(outs);
+        free(names);
+        return em_set_error(EM_ERR_MEMORY, "em_onnx_export: out of memory");
+    }
+    strcpy(in, e->value);
+    em_tensor *x_in = em_retain(e->x);
+    em_status st = EM_OK;
+    for (int i = 0; i < n && st == EM_OK; i++) {
+        st = branch(e, m->children[i].module, m->children[i].name, in, x_in, outs[i]);
+        names[i] = outs[i];
+    }
+    em_release(x_in);
+    em_setting_value dim;
+    if (st == EM_OK && (st = em_module_setting(m, "dim", &dim)) == EM_OK) {
+        em_onnx_attr axis = {.name = "axis", .kind = EM_ONNX_ATTR_INT, .i = dim.i};
+        node(e, "Concat", layer, names, n, &axis, 1);
+    }
+    free(outs);
+    free(names);
+    return st;
+}
+EM_ONNX_MAPPING(em_concat_type, export_concat);
 
 /* Gather(weight, ids): ids i64 (B, ...) -> (B, ..., dim) */
 static em_status export_embedding(exporter *e, const em_module *m, const char *layer)
@@ -788,14 +829,14 @@ static void value_info(em_pb *graph, int field, const char *name, const em_tenso
 
 static em_status write_file(const char *path, const em_pb *model)
 {
-    em_atomic_file af;
-    if (em_atomic_open(&af, path) != EM_OK)
+    em_atomic_file *af = em_atomic_file_new(path);
+    if (!af)
         return em_error_status();
-    if (fwrite(model->data, 1, model->len, af.f) != model->len) {
-        em_atomic_abort(&af);
+    if (fwrite(model->data, 1, model->len, em_atomic_file_stream(af)) != model->len) {
+        em_atomic_file_free(af);
         return em_set_error(EM_ERR_IO, "em_onnx_export: cannot write %s", path);
     }
-    return em_atomic_commit(&af);
+    return em_atomic_file_commit(af);
 }
 
 em_status em_onnx_export(em_module *model, const em_tensor *example_input, const char *path,

@@ -3,6 +3,7 @@
  * bounded in number and in the time they take to send a request (http/http_guard.h), JSON in
  * and out through serve/request.h, and a drain on stop. */
 #include <arpa/inet.h>
+#include <jansson.h>
 #include <math.h>
 #include <microhttpd.h>
 #include <stdatomic.h>
@@ -12,8 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "serve/request.h"
-#include "io/json_internal.h"
+#include "ember.h"
 #include "http/http_guard.h"
 #include "http/http_server.h"
 
@@ -119,9 +119,11 @@ static enum MHD_Result predict(http_server *s, struct MHD_Connection *c, const u
         return reply_error(c, 400, err);
     }
     em_predict_request req;
-    if (em_predict_request_parse(u->body ? u->body : "", u->len, em_engine_sample_shape(s->engine),
-                                 &req, err, sizeof err) != EM_OK)
-        return reply_error(c, 400, err);
+    em_status parsed = em_predict_request_parse(u->body ? u->body : "", u->len,
+                                                em_engine_sample_shape(s->engine), &req, err,
+                                                sizeof err);
+    if (parsed != EM_OK)
+        return reply_error(c, em_predict_http_status(parsed), err);
     int64_t n = req.n_instances ? req.n_instances : 1;
     em_tensor **ys = calloc((size_t)n, sizeof *ys);
     em_status st = ys ? run_samples(s, &req, req.timeout_ms > 0 ? req.timeout_ms : s->o.timeout_ms,
@@ -194,7 +196,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return reply(c, 200, json);
     }
     if (!strcmp(url, "/stats") && get) {
-        em_engine_stats st = em_engine_stats_get(s->engine);
+        em_engine_stats st = em_engine_get_stats(s->engine);
         return reply(c, 200, em_engine_stats_json(&st));
     }
     if (!strcmp(url, "/predict") && post)

@@ -13,11 +13,18 @@
 
 #include "io/atomic_file.h"
 
+struct em_atomic_file {
+    FILE *f;      /* the new contents go here until commit */
+    char *path;   /* the target */
+    char *tmp;    /* the temporary's name beside it */
+    bool unnamed; /* the temporary has no name until commit links it */
+};
+
 static void release(em_atomic_file *af)
 {
     free(af->path);
     free(af->tmp);
-    *af = (em_atomic_file){0};
+    free(af);
 }
 
 /* The directory holding path, and its last component; both new strings (free them). */
@@ -83,18 +90,23 @@ static int create_temporary(em_atomic_file *af, const char *dir)
     return fd;
 }
 
-em_status em_atomic_open(em_atomic_file *af, const char *path)
+/* A new writer of path into *out (NULL on failure, with the error's status returned). */
+static em_status open_temporary(const char *path, em_atomic_file **out)
 {
-    if (!af || !path || !*path)
-        return em_set_error(EM_ERR_ARG, "em_atomic_open: NULL or empty path");
-    *af = (em_atomic_file){0};
+    *out = NULL;
+    if (!path || !*path)
+        return em_set_error(EM_ERR_ARG, "em_atomic_file_new: NULL or empty path");
+    em_atomic_file *af = calloc(1, sizeof *af);
     size_t n = strlen(path) + 32;
     char *dir = NULL, *base = NULL;
-    af->path = strdup(path);
-    af->tmp = malloc(n);
-    if (!af->path || !af->tmp || !split_path(path, &dir, &base)) {
-        release(af);
-        return em_set_error(EM_ERR_MEMORY, "em_atomic_open: out of memory");
+    if (af) {
+        af->path = strdup(path);
+        af->tmp = malloc(n);
+    }
+    if (!af || !af->path || !af->tmp || !split_path(path, &dir, &base)) {
+        if (af)
+            release(af);
+        return em_set_error(EM_ERR_MEMORY, "em_atomic_file_new: out of memory");
     }
     snprintf(af->tmp, n, "%s.tmp.%ld", path, (long)getpid());
     remove_dead_temporaries(dir, base);
@@ -109,15 +121,29 @@ em_status em_atomic_open(em_atomic_file *af, const char *path)
         if (fd >= 0 && !af->unnamed)
             unlink(af->tmp);
         release(af);
+    } else {
+        *out = af;
     }
     free(dir);
     free(base);
     return st;
 }
 
-void em_atomic_abort(em_atomic_file *af)
+em_atomic_file *em_atomic_file_new(const char *path)
 {
-    if (!af || !af->tmp)
+    em_atomic_file *af;
+    open_temporary(path, &af);
+    return af;
+}
+
+FILE *em_atomic_file_stream(em_atomic_file *af)
+{
+    return af ? af->f : NULL;
+}
+
+void em_atomic_file_free(em_atomic_file *af)
+{
+    if (!af)
         return;
     if (!af->unnamed)
         unlink(af->tmp);
@@ -154,10 +180,10 @@ static int link_temporary(em_atomic_file *af)
     return rc;
 }
 
-em_status em_atomic_commit(em_atomic_file *af)
+em_status em_atomic_file_commit(em_atomic_file *af)
 {
-    if (!af || !af->f)
-        return em_set_error(EM_ERR_ARG, "em_atomic_commit: file is not open");
+    if (!af)
+        return em_set_error(EM_ERR_ARG, "em_atomic_file_commit: NULL file");
     const char *step = NULL;
     errno = 0;
     if (ferror(af->f))
@@ -173,7 +199,7 @@ em_status em_atomic_commit(em_atomic_file *af)
     if (step) {
         em_status st = em_set_error(EM_ERR_IO, "cannot write '%s': %s failed: %s", af->path, step,
                                     errno ? strerror(errno) : "error");
-        em_atomic_abort(af);
+        em_atomic_file_free(af);
         return st;
     }
     int closed = fclose(af->f); /* the data is already synced; this drops the lock */
@@ -188,14 +214,13 @@ em_status em_atomic_commit(em_atomic_file *af)
     return EM_OK;
 }
 
-em_status em_atomic_check(const char *path)
+em_status em_atomic_file_check(const char *path)
 {
     struct stat sb;
     if (path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
         return em_set_error(EM_ERR_IO, "cannot write '%s': it is a directory", path);
-    em_atomic_file af;
-    em_status st = em_atomic_open(&af, path);
-    if (st == EM_OK)
-        em_atomic_abort(&af);
+    em_atomic_file *af;
+    em_status st = open_temporary(path, &af);
+    em_atomic_file_free(af);
     return st;
 }

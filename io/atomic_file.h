@@ -17,24 +17,31 @@
 extern "C" {
 #endif
 
-typedef struct {
-    FILE *f;      /* write here between open and commit */
-    char *path;   /* the target */
-    char *tmp;    /* the temporary's name beside it */
-    bool unnamed; /* the temporary has no name until commit links it */
-} em_atomic_file;
+/* The new contents of a file, written beside it and then put in its place:
+ *   em_atomic_file *af = em_atomic_file_new(path);
+ *   if (!af)
+ *       return em_error_status();
+ *   if (fwrite(data, 1, n, em_atomic_file_stream(af)) != n) {
+ *       em_atomic_file_free(af); // the target stays as it was
+ *       return em_set_error(EM_ERR_IO, "cannot write '%s'", path);
+ *   }
+ *   return em_atomic_file_commit(af); */
+typedef struct em_atomic_file em_atomic_file;
 
-/* Removes dead writers' temporaries of path, then creates this writer's; EM_ERR_IO naming the
- * file when that fails (af is then closed). */
-em_status em_atomic_open(em_atomic_file *af, const char *path);
-/* Flush, fsync and rename over the target; on any failure the target is untouched, the temporary
- * removed and EM_ERR_IO names the file. af is closed either way. */
-em_status em_atomic_commit(em_atomic_file *af);
-/* Drop the temporary, leaving the target as it was; safe on a closed af. */
-void em_atomic_abort(em_atomic_file *af);
+/* Removes dead writers' temporaries of path, then creates this writer's; NULL with EM_ERR_IO
+ * naming the file when that fails (EM_ERR_ARG for a NULL or empty path). */
+em_atomic_file *em_atomic_file_new(const char *path);
+/* Where to write the new contents, between new and commit. */
+FILE *em_atomic_file_stream(em_atomic_file *af);
+/* Flush, fsync and rename over the target, then free af; on any failure the target is
+ * untouched, the temporary removed and EM_ERR_IO names the file. */
+em_status em_atomic_file_commit(em_atomic_file *af);
+/* Drops the temporary, leaving the target as it was, and frees af (NULL is fine): how a writer
+ * gives up. */
+void em_atomic_file_free(em_atomic_file *af);
 /* Whether path could be written now: its directory takes new files and path is not a directory.
  * EM_OK, or EM_ERR_IO "cannot write 'PATH': WHY"; nothing is left behind. */
-em_status em_atomic_check(const char *path);
+em_status em_atomic_file_check(const char *path);
 
 #ifdef __cplusplus
 }

@@ -56,15 +56,14 @@ em_status em_json_print_line(FILE *f, const json_t *v)
 
 em_status em_json_save(const char *path, const json_t *v)
 {
-    em_atomic_file af;
-    em_status st = em_atomic_open(&af, path);
-    if (st != EM_OK)
-        return st;
-    if ((st = em_json_print_line(af.f, v)) != EM_OK) {
-        em_atomic_abort(&af);
+    em_atomic_file *af = em_atomic_file_new(path);
+    if (!af)
+        return em_error_status();
+    if (em_json_print_line(em_atomic_file_stream(af), v) != EM_OK) {
+        em_atomic_file_free(af);
         char prefix[4200];
         snprintf(prefix, sizeof prefix, "cannot write '%s'", path);
         return em_error_prefix(prefix);
     }
-    return em_atomic_commit(&af);
+    return em_atomic_file_commit(af);
 }

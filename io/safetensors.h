@@ -46,8 +46,10 @@ em_status em_safetensors_load_meta(const char *path, em_safetensors **out);
  * name, shape and the file are checked before any tensor is written: on failure none is. */
 em_status em_safetensors_load_into(const char *path, const em_st_entry *dst, int n);
 
-em_tensor *em_safetensors_get(const em_safetensors *st, const char *name); /* borrowed; or NULL */
-const char *em_safetensors_meta(const em_safetensors *st, const char *key); /* or NULL */
+/* The tensor named name (borrowed), or NULL; a hash lookup. */
+em_tensor *em_safetensors_get(const em_safetensors *st, const char *name);
+/* The metadata value of key, or NULL; a binary search of the sorted keys. */
+const char *em_safetensors_meta(const em_safetensors *st, const char *key);
 /* The metadata value of key read as a whole unsigned number (a negative one, as written from an
  * int64_t, wraps); false when the key is missing or its value is not a number. */
 bool em_safetensors_meta_u64(const em_safetensors *st, const char *key, uint64_t *v);

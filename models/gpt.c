@@ -5,13 +5,14 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/gpt.h"
 #include "models/gpt_internal.h"
 #include "nn/nn_internal.h"
 
-/* em_gpt_config's values as the type's settings hold them */
+/* em_gpt_settings's values as the type's settings hold them */
 typedef struct {
     int64_t vocab_size, block_size, n_layer, n_head, n_embd;
     double dropout;
@@ -30,7 +31,7 @@ static em_module *child(em_module *m, int i)
     return m->children[i].module;
 }
 
-bool em_gpt_config_of(const em_module *m, em_gpt_config *c)
+bool em_gpt_settings_of(const em_module *m, em_gpt_settings *c)
 {
     if (!m || em_module_own_type(m) != &em_gpt_type) {
         em_set_error(EM_ERR_ARG, "em_gpt: the module is %s, not a GPT",
@@ -38,7 +39,7 @@ bool em_gpt_config_of(const em_module *m, em_gpt_config *c)
         return false;
     }
     const gpt_options *o = &((const gpt_model *)m)->o;
-    *c = (em_gpt_config){.vocab_size = o->vocab_size, .block_size = o->block_size,
+    *c = (em_gpt_settings){.vocab_size = o->vocab_size, .block_size = o->block_size,
                          .n_layer = (int)o->n_layer, .n_head = o->n_head, .n_embd = o->n_embd,
                          .dropout = o->dropout};
     return true;
@@ -47,8 +48,8 @@ bool em_gpt_config_of(const em_module *m, em_gpt_config *c)
 em_tensor *em_gpt_forward(em_module *m, const em_tensor *idx, em_kv_cache *cache)
 {
     const char *fn = "em_gpt_forward";
-    em_gpt_config c;
-    if (!idx || !em_gpt_config_of(m, &c))
+    em_gpt_settings c;
+    if (!idx || !em_gpt_settings_of(m, &c))
         return NULL;
     int64_t at = em_kv_cache_len(cache);
     char buf[64];
@@ -77,10 +78,10 @@ em_tensor *em_gpt_forward(em_module *m, const em_tensor *idx, em_kv_cache *cache
     return em_nn_scope_return(logits);
 }
 
-em_kv_cache *em_gpt_cache_new(const em_module *m, int64_t batch)
+em_kv_cache *em_gpt_kv_cache_new(const em_module *m, int64_t batch)
 {
-    em_gpt_config c;
-    if (!em_gpt_config_of(m, &c))
+    em_gpt_settings c;
+    if (!em_gpt_settings_of(m, &c))
         return NULL;
     return em_kv_cache_new(c.n_layer, batch, c.n_head, c.block_size, c.n_embd / c.n_head,
                            EM_F32);
@@ -88,8 +89,8 @@ em_kv_cache *em_gpt_cache_new(const em_module *m, int64_t batch)
 
 em_status em_gpt_checkpoint_blocks(em_module *m)
 {
-    em_gpt_config c;
-    if (!em_gpt_config_of(m, &c))
+    em_gpt_settings c;
+    if (!em_gpt_settings_of(m, &c))
         return em_error_status();
     em_module *blocks = child(m, BLOCKS);
     for (int l = 0; l < blocks->n_children; l++)
@@ -133,7 +134,7 @@ static em_module *gpt_build(const em_module_type *type, const void *options,
 {
     (void)type, (void)children, (void)n;
     const gpt_options *o = options;
-    return em_gpt((em_gpt_config){.vocab_size = o->vocab_size, .block_size = o->block_size,
+    return em_gpt((em_gpt_settings){.vocab_size = o->vocab_size, .block_size = o->block_size,
                                   .n_layer = (int)o->n_layer, .n_head = o->n_head,
                                   .n_embd = o->n_embd, .dropout = o->dropout});
 }
@@ -172,13 +173,19 @@ static bool ends_with(const char *s, const char *suffix)
 static em_status gpt2_init(em_module *m, int n_layer)
 {
     int n = em_module_parameters(m, NULL, 0);
-    em_param_ref refs[n > 0 ? n : 1];
-    if (n < 0 || em_module_parameters(m, refs, n) != n)
+    if (n < 0)
         return em_error_status();
-    for (int i = 0; i < n; i++) {
+    em_param_ref *refs = malloc((size_t)(n ? n : 1) * sizeof *refs);
+    if (!refs)
+        return em_set_error(EM_ERR_MEMORY, "em_gpt: out of memory for %d parameters", n);
+    if (em_module_parameters(m, refs, n) != n) {
+        free(refs);
+        return em_error_status();
+    }
+    em_status st = EM_OK;
+    for (int i = 0; i < n && st == EM_OK; i++) {
         const char *name = refs[i].name;
         em_tensor *p = refs[i].value;
-        em_status st = EM_OK;
         if (strstr(name, "norm") || !strncmp(name, "ln_f.", 5))
             st = ends_with(name, "weight") ? em_fill_(p, 1.0) : em_zero_(p);
         else if (ends_with(name, "bias"))
@@ -187,17 +194,16 @@ static em_status gpt2_init(em_module *m, int n_layer)
             st = em_normal_(p, 0.0, 0.02 / sqrt(2.0 * n_layer), NULL);
         else
             st = em_normal_(p, 0.0, 0.02, NULL);
-        if (st != EM_OK)
-            return st;
     }
-    return EM_OK;
+    free(refs);
+    return st;
 }
 
-em_module *em_gpt(em_gpt_config c)
+em_module *em_gpt(em_gpt_settings c)
 {
     if (c.vocab_size < 1 || c.block_size < 1 || c.n_layer < 1 || c.n_head < 1 ||
         c.n_embd < 1 || c.n_embd % c.n_head || !(c.dropout >= 0 && c.dropout < 1)) {
-        em_set_error(EM_ERR_ARG, "em_gpt: bad config: vocab_size %lld, block_size %lld, "
+        em_set_error(EM_ERR_ARG, "em_gpt: bad settings: vocab_size %lld, block_size %lld, "
                      "n_layer %d, n_head %lld, n_embd %lld (a multiple of n_head), dropout %g",
                      (long long)c.vocab_size, (long long)c.block_size, c.n_layer,
                      (long long)c.n_head, (long long)c.n_embd, c.dropout);

@@ -16,14 +16,14 @@ typedef struct {
     int n_layer;
     int64_t n_head, n_embd;
     double dropout;                 /* embeddings, attention weights, residuals, feed-forward */
-} em_gpt_config;
-em_module *em_gpt(em_gpt_config c);
-bool em_gpt_config_of(const em_module *gpt, em_gpt_config *c); /* false: not a GPT */
+} em_gpt_settings;
+em_module *em_gpt(em_gpt_settings c);
+bool em_gpt_settings_of(const em_module *gpt, em_gpt_settings *c); /* false: not a GPT */
 extern const em_module_type em_gpt_type; /* the GPT module's type */
-/* idx i64 (B, T) -> logits (B, T, vocab). With a cache (from em_gpt_cache_new) the T positions
+/* idx i64 (B, T) -> logits (B, T, vocab). With a cache (from em_gpt_kv_cache_new) the T positions
  * follow the cache's length, their keys and values join it and its length grows by T. */
 em_tensor *em_gpt_forward(em_module *gpt, const em_tensor *idx, em_kv_cache *cache);
-em_kv_cache *em_gpt_cache_new(const em_module *gpt, int64_t batch); /* block_size positions */
+em_kv_cache *em_gpt_kv_cache_new(const em_module *gpt, int64_t batch); /* block_size positions */
 em_status em_gpt_checkpoint_blocks(em_module *gpt); /* each block under em_checkpoint_module */
 typedef struct {
     em_sample_opts sample; /* temperature (0: 1) and top_k (0: every token) */

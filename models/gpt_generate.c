@@ -46,8 +46,8 @@ static int64_t step_cached(em_module *m, em_kv_cache *cache, const int64_t *ctx,
 em_status em_gpt_generate(em_module *m, const int64_t *prompt, int64_t n_prompt, int64_t n_new,
                           em_generate_opts o, int64_t *out)
 {
-    em_gpt_config c;
-    if (!em_gpt_config_of(m, &c))
+    em_gpt_settings c;
+    if (!em_gpt_settings_of(m, &c))
         return em_error_status();
     if (!prompt || n_prompt < 1 || n_new < 0 || (n_new > 0 && !out))
         return em_set_error(EM_ERR_ARG, "em_gpt_generate: needs a prompt of at least one token "
@@ -58,7 +58,7 @@ em_status em_gpt_generate(em_module *m, const int64_t *prompt, int64_t n_prompt,
                                 "outside the vocabulary of %lld", (long long)prompt[i],
                                 (long long)i, (long long)c.vocab_size);
     int64_t *ctx = malloc((size_t)(n_prompt + n_new) * sizeof *ctx);
-    em_kv_cache *cache = o.no_cache ? NULL : em_gpt_cache_new(m, 1);
+    em_kv_cache *cache = o.no_cache ? NULL : em_gpt_kv_cache_new(m, 1);
     if (!ctx || (!o.no_cache && !cache)) {
         free(ctx);
         em_kv_cache_free(cache);

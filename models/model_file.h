@@ -3,7 +3,8 @@
  * weights, so that em_model_load rebuilds the model without the architecture being declared
  * again. A module is written and read through its type's description (em_module_type: its
  * settings and build); every built-in type is known, and a user's own type joins with
- * em_model_register_type. Python's safetensors reads the weights. */
+ * em_model_register_type. Python's safetensors reads the weights. Copies of a model
+ * (em_module_clone) are made the same way. */
 #ifndef EMBER_MODELS_MODEL_FILE_H
 #define EMBER_MODELS_MODEL_FILE_H
 
@@ -26,6 +27,14 @@ em_status em_model_save(const em_module *m, const char *path);
  * from a bool or integer one). Tensors under names that start with "ember." (a training
  * checkpoint's optimizer state) are not the model's and are passed by. */
 em_module *em_model_load(const char *path);
+
+/* A deep copy of m's tree (PyTorch's copy.deepcopy(model)) made as em_model_load makes a model:
+ * each module rebuilt from its type's settings and build with its children's copies, then
+ * every parameter and buffer copied in (dtype, device, values, requires_grad; no gradient), each
+ * module's train/eval mode kept. A type need not be registered, but needs a build (a user's type
+ * without one, or a pruned layer, is an error naming the module); a checkpointed module is
+ * copied as the module it wraps. NULL with an error, nothing left allocated. */
+em_module *em_module_clone(const em_module *m);
 
 /* Adds t (it must outlive every save and load) to the types em_model_save and em_model_load
  * know: a type with a name, its settings and build; a name already known is EM_ERR_ARG. */

@@ -1,6 +1,6 @@
 /* The parameter-free layers: ReLU, LeakyReLU, GELU, SiLU, Softsign, Mish, Softplus, Hardtanh,
- * ELU, CELU, SELU, Hardswish, LogSigmoid, Tanh, Sigmoid, Softmax and Flatten, one module type
- * each over a shared layer that holds the settings of every kind. */
+ * ELU, CELU, SELU, Hardswish, LogSigmoid, Tanh, Sigmoid, Softmax, Flatten and Identity, one
+ * module type each over a shared layer that holds the settings of every kind. */
 #include <float.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -329,4 +329,24 @@ EM_MODULE_TYPE(em_flatten_type) = {
 em_module *em_flatten_layer(void)
 {
     return act_new(&em_flatten_type, none, "em_flatten_layer");
+}
+
+static em_tensor *identity_forward(em_module *m, const em_tensor *x)
+{
+    (void)m;
+    return em_reshape(x, em_shape_of(x));
+}
+
+/* nn.Identity: a branch that passes its input on (em_concat_skip's first), no arithmetic */
+EM_MODULE_TYPE(em_identity_type) = {
+    .type_name = "Identity",
+    .forward = identity_forward,
+    ACTIVATION,
+    .flops = em_no_flops,
+    .onnx = {.op = "Identity"},
+};
+
+em_module *em_identity_layer(void)
+{
+    return act_new(&em_identity_type, none, "em_identity_layer");
 }

@@ -103,6 +103,10 @@ typedef struct {
 } em_dropout_options;
 
 typedef struct {
+    int64_t dim; /* Concat's: the dim its branches' outputs are joined along */
+} em_concat_options;
+
+typedef struct {
     int64_t embed_dim, num_heads;
     double dropout;
     bool bias, causal;

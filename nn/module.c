@@ -1,7 +1,9 @@
-/* The module tree: named parameters, buffers and children; train/eval; forward with the
- * summary's hook; depth-first traversal with dotted names; freeing a whole tree. */
+/* The module tree: making modules, named parameters, buffers and children; train/eval; forward
+ * with the summary's hook; depth-first traversal with dotted names; freeing a whole tree. */
 
 #define _GNU_SOURCE
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,12 +38,12 @@ const em_tensor *em_forward_hook_input(void)
 }
 
 /* A root module's dotted names handed out by em_module_parameters and em_module_buffers. */
-struct em_name_table {
+struct module_names {
     char **names; /* (n) */
     int n;
 };
 
-static void name_table_free(struct em_name_table *t)
+static void module_names_free(struct module_names *t)
 {
     if (!t)
         return;
@@ -51,21 +53,35 @@ static void name_table_free(struct em_name_table *t)
     free(t);
 }
 
-void em_module_init(em_module *m, const em_module_type *type)
+/* What nn/ keeps of every module and its users do not see, placed by em_module_alloc just before
+ * the module's struct (aligned as malloc aligns, so the struct after it is too). */
+typedef struct {
+    _Alignas(max_align_t) struct module_names *names; /* the dotted names traversals of this
+                                                          root hand out; NULL until the first */
+    em_module *parent; /* the module this one is a child of, NULL for a root */
+    int height;        /* levels of modules below this one (0 for a leaf) */
+} module_books;
+
+static module_books *books(const em_module *m)
 {
-    memset(m, 0, sizeof *m);
-    m->type = type;
-    m->training = true;
+    return (module_books *)((char *)m - sizeof(module_books));
 }
 
 em_module *em_module_alloc(size_t size, const em_module_type *type)
 {
-    em_module *m = calloc(1, size);
-    if (!m) {
+    if (!type || size < sizeof(em_module)) {
+        em_set_error(EM_ERR_ARG, "em_module_alloc: %s", type ? "size is smaller than em_module"
+                                                             : "NULL type");
+        return NULL;
+    }
+    module_books *b = size <= SIZE_MAX - sizeof *b ? calloc(1, sizeof *b + size) : NULL;
+    if (!b) {
         em_set_error(EM_ERR_MEMORY, "%s: out of memory", type->type_name);
         return NULL;
     }
-    em_module_init(m, type);
+    em_module *m = (em_module *)(b + 1);
+    m->type = type;
+    m->training = true;
     return m;
 }
 
@@ -151,14 +167,14 @@ em_tensor *em_module_add_buffer(em_module *m, const char *name, em_tensor *value
 /* Raises the heights above m to what a child of height child_height under it needs. */
 static void raise_heights(em_module *m, int child_height)
 {
-    for (int h = child_height + 1; m && m->height < h; m = m->parent, h++)
-        m->height = h;
+    for (int h = child_height + 1; m && books(m)->height < h; m = books(m)->parent, h++)
+        books(m)->height = h;
 }
 
 /* Whether a is m or one of m's ancestors (the walk up is bounded by EM_MODULE_MAX_DEPTH). */
 static bool is_ancestor(const em_module *a, const em_module *m)
 {
-    for (; m; m = m->parent)
+    for (; m; m = books(m)->parent)
         if (m == a)
             return true;
     return false;
@@ -170,13 +186,13 @@ static bool check_child(const em_module *m, const em_module *child, const char *
 {
     static const char *fn = "em_module_add_child";
     bool cycle = is_ancestor(child, m);
-    if (cycle || child->parent) {
+    if (cycle || books(child)->parent) {
         em_set_error(EM_ERR_ARG, "%s: \"%s\" is %s", fn, name,
                      cycle ? "the module itself or its ancestor" : "already a child of a module");
         return false;
     }
-    int depth = 2 + child->height; /* modules from the root down to child's deepest leaf */
-    for (const em_module *a = m->parent; a; a = a->parent)
+    int depth = 2 + books(child)->height; /* modules from the root down to child's deepest leaf */
+    for (const em_module *a = books(m)->parent; a; a = books(a)->parent)
         depth++;
     if (depth > EM_MODULE_MAX_DEPTH) {
         em_set_error(EM_ERR_ARG, "%s: \"%s\" would make the tree %d modules deep; at most %d "
@@ -191,7 +207,7 @@ em_module *em_module_add_child(em_module *m, const char *name, em_module *child)
     if (!em_present(child, "em_module_add_child", "child"))
         return NULL;
     if (!check_add(m, name, "em_module_add_child") || !check_child(m, child, name)) {
-        if (!child->parent && !is_ancestor(child, m)) /* a module in a tree is the tree's */
+        if (!books(child)->parent && !is_ancestor(child, m)) /* a module in a tree is the tree's */
             em_module_free(child);
         return NULL;
     }
@@ -207,22 +223,24 @@ em_module *em_module_add_child(em_module *m, const char *name, em_module *child)
     }
     m->children = grown;
     m->children[m->n_children++] = (em_named_module){.name = copy, .module = child};
-    child->parent = m;
-    raise_heights(m, child->height);
+    books(child)->parent = m;
+    raise_heights(m, books(child)->height);
     return child;
 }
 
 em_module *em_module_set_child(em_module *m, int i, em_module *child)
 {
     em_module *old = m->children[i].module;
-    old->parent = NULL;
+    books(old)->parent = NULL;
     m->children[i].module = child;
-    child->parent = m;
-    for (em_module *a = m; a; a = a->parent) { /* the heights above may fall as well as rise */
-        a->height = 0;
+    books(child)->parent = m;
+    /* the heights above may fall as well as rise */
+    for (em_module *a = m; a; a = books(a)->parent) {
+        module_books *ab = books(a);
+        ab->height = 0;
         for (int k = 0; k < a->n_children; k++)
-            if (a->children[k].module->height + 1 > a->height)
-                a->height = a->children[k].module->height + 1;
+            if (books(a->children[k].module)->height + 1 > ab->height)
+                ab->height = books(a->children[k].module)->height + 1;
     }
     return old;
 }
@@ -259,17 +277,17 @@ void em_module_free(em_module *m)
         em_release(m->buffers[i].value);
         free(m->buffers[i].name);
     }
-    name_table_free(m->names);
+    module_names_free(books(m)->names);
     free(m->children);
     free(m->params);
     free(m->buffers);
-    free(m);
+    free(books(m));
 }
 
 /* Frees m (on a failed append) unless it is part of a tree, which owns it; returns NULL. */
 static em_module *free_unowned(em_module *m)
 {
-    if (m && !m->parent)
+    if (m && !books(m)->parent)
         em_module_free(m);
     return NULL;
 }
@@ -436,9 +454,10 @@ void em_module_eval(em_module *m)
  * earlier traversals stay valid); NULL when out of memory. */
 static const char *intern_name(em_module *root, const char *name)
 {
-    if (!root->names && !(root->names = calloc(1, sizeof *root->names)))
+    module_books *b = books(root);
+    if (!b->names && !(b->names = calloc(1, sizeof *b->names)))
         return NULL;
-    struct em_name_table *t = root->names;
+    struct module_names *t = b->names;
     for (int i = 0; i < t->n; i++)
         if (!strcmp(t->names[i], name))
             return t->names[i];

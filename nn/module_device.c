@@ -1,20 +1,33 @@
-/* Moving a module to a device: every parameter and buffer moves in place, so the tensors a caller
- * already holds (em_module_find, em_module_parameters) stay valid. Build optimizers after the
- * move: their state lives on the parameters' device from the start. */
+/* Moving a module to a device, or its floating tensors to another dtype: every parameter and
+ * buffer changes in place, so the tensors a caller already holds (em_module_find,
+ * em_module_parameters) stay valid. Build optimizers after the change: their state lives on the
+ * parameters' device and in their dtype from the start. */
 #include "nn/nn_internal.h"
 
-static em_status move_tree(em_module *m, em_device device)
+/* f(t, to) on every parameter and buffer of m's tree, in place; the first error stops it */
+static em_status each_tensor(em_module *m, em_status (*f)(em_tensor *t, int to), int to)
 {
     for (int i = 0; i < m->n_params; i++)
-        if (em_to_device_(m->params[i].value, device) != EM_OK)
+        if (f(m->params[i].value, to) != EM_OK)
             return em_error_status();
     for (int i = 0; i < m->n_buffers; i++)
-        if (em_to_device_(m->buffers[i].value, device) != EM_OK)
+        if (f(m->buffers[i].value, to) != EM_OK)
             return em_error_status();
     for (int i = 0; i < m->n_children; i++)
-        if (move_tree(m->children[i].module, device) != EM_OK)
+        if (each_tensor(m->children[i].module, f, to) != EM_OK)
             return em_error_status();
     return EM_OK;
+}
+
+static em_status move(em_tensor *t, int device)
+{
+    return em_to_device_(t, (em_device)device);
+}
+
+/* a floating tensor to dtype; the others (integer buffers, masks) stay */
+static em_status convert_float(em_tensor *t, int dtype)
+{
+    return em_dtype_is_float(t->dtype) ? em_to_dtype_(t, (em_dtype)dtype) : EM_OK;
 }
 
 em_status em_module_to(em_module *m, em_device device)
@@ -32,7 +45,18 @@ em_status em_module_to(em_module *m, em_device device)
     if (!probe)
         return em_error_status();
     em_release(probe);
-    return move_tree(m, device);
+    return each_tensor(m, move, device);
+}
+
+em_status em_module_to_dtype(em_module *m, em_dtype dtype)
+{
+    if (!m)
+        return em_set_error(EM_ERR_ARG, "em_module_to_dtype: NULL module");
+    if ((unsigned)dtype >= EM_NDTYPES || !em_dtype_is_float(dtype))
+        return em_set_error(EM_ERR_ARG, "em_module_to_dtype: a module's floating tensors take a "
+                            "floating dtype, not %s", (unsigned)dtype < EM_NDTYPES
+                                                         ? em_dtype_name(dtype) : "an invalid one");
+    return each_tensor(m, convert_float, dtype);
 }
 
 em_device em_module_device(const em_module *m)

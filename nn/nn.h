@@ -141,11 +141,11 @@ typedef struct {
     em_module *module; /* owned */
 } em_named_module;
 
-/* A custom module embeds em_module as its first member:
+/* A custom module embeds em_module as its first member and is made by em_module_alloc:
  *   typedef struct { em_module base; double scale; } my_block;
  *   static const em_module_type my_block_type = {.type_name = "MyBlock",
  *                                                .forward = my_block_forward};
- *   my_block *b = calloc(1, sizeof *b); em_module_init(&b->base, &my_block_type);
+ *   my_block *b = (my_block *)em_module_alloc(sizeof *b, &my_block_type);
  *   em_module_add_param(&b->base, "weight", em_randn(...));
  *   em_module_add_child(&b->base, "fc", em_linear_layer(8, 8, true));
  * Its forward returns a new tensor the caller owns as it owns any op's result, and frees its own
@@ -173,10 +173,6 @@ struct em_module {
     em_named_tensor *params;   /* require grad */
     em_named_tensor *buffers;  /* saved with the model, no grad (running statistics, masks) */
     em_named_module *children;
-    struct em_name_table *names; /* nn/'s own (nn/module.c): the dotted names traversals hand
-                                    out, freed with the module; NULL until the first one */
-    em_module *parent; /* nn/'s own: the module this one is a child of, NULL for a root */
-    int height;        /* nn/'s own: levels of modules below this one (0 for a leaf) */
 };
 
 /* The deepest module tree ember builds: a root and its chain of descendants hold at most this
@@ -185,7 +181,12 @@ struct em_module {
  * deeper, naming this limit. */
 #define EM_MODULE_MAX_DEPTH 1000
 
-void em_module_init(em_module *m, const em_module_type *type);
+/* A new module of type, size bytes: sizeof(em_module) for a bare one, or the size of a struct of
+ * your own that embeds em_module first; zeroed but for its type, in training mode. Every module
+ * is made here and freed by em_module_free (nn/ keeps the tree's bookkeeping, its parent and the
+ * names traversals hand out, beside it). NULL with EM_ERR_MEMORY naming the type, or EM_ERR_ARG
+ * when type is NULL or size smaller than em_module. */
+em_module *em_module_alloc(size_t size, const em_module_type *type);
 /* take ownership of value (made a grad-requiring leaf); returns value, or NULL on error */
 em_tensor *em_module_add_param(em_module *m, const char *name, em_tensor *value);
 em_tensor *em_module_add_buffer(em_module *m, const char *name, em_tensor *value);
@@ -204,6 +205,9 @@ em_forward_hook em_set_forward_hook(em_forward_hook hook, void *ctx, void **prev
 void em_module_train(em_module *m, bool training); /* recursive */
 /* every parameter and buffer moved to device in place (build the optimizer afterwards) */
 em_status em_module_to(em_module *m, em_device device);
+/* PyTorch's module.to(dtype): every floating parameter and buffer converted to dtype (a
+ * floating one) in place, with its grad; integer buffers (num_batches_tracked) stay */
+em_status em_module_to_dtype(em_module *m, em_dtype dtype);
 /* the device of the module's first parameter (else first buffer); the CPU when it has neither */
 em_device em_module_device(const em_module *m);
 void em_module_eval(em_module *m);
@@ -270,6 +274,15 @@ em_module *em_module_list_append(em_module *list, em_module *m);
  * "shortcut"; takes ownership of both (freed when NULL is returned). A ResNet basic block:
  * em_sequential(2, em_residual(conv-bn-relu-conv-bn, downsample or NULL), em_relu_layer()). */
 em_module *em_residual(em_module *body, em_module *shortcut);
+/* y = cat([branch_0(x), ..., branch_n-1(x)], dim): the n >= 1 branches (ownership taken, all
+ * freed when NULL is returned) each run on x, their outputs, equal outside dim, joined along it
+ * (their dtypes meet as em_cat's do). Children "0".."n-1"; dim is its setting, so model files
+ * and ONNX export (Concat) know it. An Inception block, or with em_identity_layer() as a branch
+ * the skip connection of a U-Net or a DenseNet. */
+em_module *em_concat(int dim, int n, ...);
+/* A U-Net's skip: y = cat([x, inner(x)], dim), em_concat(dim, 2, em_identity_layer(), inner),
+ * as PyTorch's U-Net generator block returns torch.cat([x, self.model(x)], 1). */
+em_module *em_concat_skip(em_module *inner, int dim);
 
 /* ---- layers ---- */
 em_module *em_linear_layer(int64_t in_features, int64_t out_features, bool bias);
@@ -352,6 +365,7 @@ typedef struct {
  * gradient (em_embedding_padded) */
 em_module *em_embedding_layer(int64_t num, int64_t dim, em_embedding_opts o);
 em_module *em_flatten_layer(void); /* flattens all dims after the first */
+em_module *em_identity_layer(void); /* nn.Identity: y = x (a view of it) */
 em_module *em_relu_layer(void);
 em_module *em_leaky_relu_layer(double negative_slope);
 em_module *em_gelu_layer(bool tanh_approximation);
@@ -447,6 +461,14 @@ em_module *em_transformer_encoder_layer(int64_t d_model, int64_t nhead, em_trans
  * (cache NULL: em_forward). */
 em_tensor *em_transformer_layer_forward(em_module *m, const em_tensor *x, em_kv_cache *cache,
                                         int layer);
+/* PyTorch's forward(src, src_mask, src_key_padding_mask): the layer's forward on x (B, T,
+ * d_model) with src_mask as em_mha_call's attn_mask ((T, T) or (B * nhead, T, T): bool, true
+ * where a query may not attend, or float, added to the scores, which may require grad: a
+ * learned bias) and src_key_padding_mask bool (B, T), true at the padding positions no query
+ * attends to; either may be NULL, and the layer's causal setting joins them. */
+em_tensor *em_transformer_layer_masked(em_module *m, const em_tensor *x,
+                                       const em_tensor *src_mask,
+                                       const em_tensor *src_key_padding_mask);
 
 /* ---- gradient checkpointing (em_checkpoint in autograd.h), in place: the module keeps its
  * name, parameters and children, and only its forward changes; returns the module, or NULL
@@ -528,7 +550,10 @@ em_tensor *em_huber_loss(const em_tensor *input, const em_tensor *target, em_red
                          double delta);
 /* input log-probabilities; target probabilities, or log-probabilities when log_target:
  * t (log t - input) (0 where t = 0) or exp(t) (t - input); batchmean divides the sum by the first
- * dim, PyTorch's recommended reduction (mean divides by every element) */
+ * dim, PyTorch's recommended reduction (mean divides by every element). The gradient with
+ * respect to a target of 0 is ember's choice: -input (t log t's gradient taken as 0 there, its
+ * value's limit), where PyTorch gives NaN (xlogy's t / t); elsewhere log t + 1 - input, as
+ * PyTorch's. */
 em_tensor *em_kl_div(const em_tensor *input, const em_tensor *target, em_reduction r,
                      bool log_target);
 /* x1 and x2 broadcast; x . y / (max(|x|, eps) max(|y|, eps)) along dim (PyTorch 2.x's order;

@@ -28,10 +28,6 @@ em_tensor *em_linear_relu_forward(em_module *m, const em_tensor *x);
  * numel(weight) / ws[0]. m, or NULL with m freed. */
 em_module *em_conv_layer_init(em_module *m, em_shape ws, int64_t n_bias, bool bias);
 
-/* Allocates a module of size bytes (a struct that embeds em_module first) and inits it;
- * NULL with an error when memory runs out. */
-em_module *em_module_alloc(size_t size, const em_module_type *type);
-
 /* Puts child (a module in no tree) in m's slot i and returns the module that was there, now in
  * no tree, for the caller to free: quantizing and pruning swap a layer for a new one this way. */
 em_module *em_module_set_child(em_module *m, int i, em_module *child);
@@ -155,7 +151,7 @@ const em_tensor *em_forward_hook_input(void);
 extern const em_module_type em_linear_type, em_conv2d_type, em_max_pool2d_type,
     em_batch_norm1d_type, em_batch_norm2d_type, em_layer_norm_type, em_instance_norm2d_type,
     em_relu_type, em_multihead_attention_type, em_transformer_encoder_layer_type, em_lstm_type,
-    em_gru_type;
+    em_gru_type, em_concat_type;
 /* m's type; for a module whose type wraps another (checkpointed, pruned, synchronised), the
  * original type (nn/checkpointed_module.c). */
 const em_module_type *em_module_own_type(const em_module *m);

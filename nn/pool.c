@@ -2,8 +2,10 @@
  * PyTorch's bins (start = floor(i H / out), end = ceil((i + 1) H / out)). */
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "nn/nn_internal.h"
+#include "tensor/tensor_internal.h"
 
 typedef struct {
     em_module base;
@@ -120,8 +122,33 @@ em_module *em_avg_pool2d_layer(int64_t kernel, em_pool2d_layer_opts o)
     return pool2d_layer_new(&em_avg_pool2d_type, kernel, o, "em_avg_pool2d_layer");
 }
 
+/* Bin i of `out` over `in` positions: [floor(i in / out), ceil((i + 1) in / out)), in 128 bits
+ * so no size overflows. */
+static int64_t bin_start(int64_t i, int64_t in, int64_t out)
+{
+    return (int64_t)((__int128)i * in / out);
+}
+
+static int64_t bin_end(int64_t i, int64_t in, int64_t out)
+{
+    return (int64_t)(((__int128)(i + 1) * in + out - 1) / out);
+}
+
+/* A tensor of shape from values (of dtype) moved to like's device and cast to like's dtype
+ * unless index; NULL with an error. */
+static em_tensor *values_like(em_shape shape, em_dtype dtype, const void *values,
+                              const em_tensor *like)
+{
+    em_tensor *t = em_from_data(shape, dtype, values);
+    if (t && like->device != EM_CPU)
+        t = em_to_device(t, like->device);
+    return dtype == EM_I64 ? t : em_to_dtype(t, like->dtype);
+}
+
 /* Adaptive average pooling of x (N, C, H, W) along dim (2 or 3) to out bins: avg_pool2d when
- * the size divides evenly, else the mean of each bin's window, joined along dim. */
+ * the size divides evenly; else, as bins hold at most `widest` positions, the sum over j <
+ * widest of x at each bin's position start + j (where that is still inside the bin), divided by
+ * the bins' sizes: `widest` gathers of the output's size, however many bins there are. */
 static em_tensor *adaptive_dim(const em_tensor *x, int dim, int64_t out)
 {
     int64_t in = x->shape[dim];
@@ -130,12 +157,42 @@ static em_tensor *adaptive_dim(const em_tensor *x, int dim, int64_t out)
         em_pool2d_opts o = {.kernel = {dim == 2 ? k : 1, dim == 3 ? k : 1}};
         return em_avg_pool2d(x, o);
     }
-    em_tensor *bins[out];
+    int64_t widest = 0;
     for (int64_t i = 0; i < out; i++) {
-        int64_t start = i * in / out, end = ((i + 1) * in + out - 1) / out;
-        bins[i] = em_mean(em_narrow(x, dim, start, end - start), &dim, 1, true);
+        int64_t w = bin_end(i, in, out) - bin_start(i, in, out);
+        widest = w > widest ? w : widest;
     }
-    return em_cat(bins, (int)out, dim);
+    int64_t sizes[1] = {out};
+    int64_t n;
+    if (!em_checked_elements("em_adaptive_avg_pool2d", sizes, 1, EM_I64, x->device, &n))
+        return NULL;
+    int64_t *at = malloc((size_t)out * sizeof *at);
+    float *inside = malloc((size_t)out * sizeof *inside);
+    float *count = malloc((size_t)out * sizeof *count);
+    if (!at || !inside || !count) {
+        free(at), free(inside), free(count);
+        em_set_error(EM_ERR_MEMORY, "em_adaptive_avg_pool2d: out of memory for %lld bins",
+                     (long long)out);
+        return NULL;
+    }
+    em_shape along = dim == 2 ? EM_SHAPE(1, 1, out, 1) : EM_SHAPE(1, 1, 1, out);
+    for (int64_t i = 0; i < out; i++)
+        count[i] = (float)(bin_end(i, in, out) - bin_start(i, in, out));
+    em_tensor *sum = NULL;
+    for (int64_t j = 0; j < widest; j++) {
+        for (int64_t i = 0; i < out; i++) {
+            int64_t start = bin_start(i, in, out), end = bin_end(i, in, out);
+            inside[i] = start + j < end;
+            at[i] = start + j < end ? start + j : start;
+        }
+        em_tensor *index = values_like(EM_SHAPE(out), EM_I64, at, x);
+        em_tensor *term = em_mul(em_index_select(x, dim, index),
+                                 values_like(along, EM_F32, inside, x));
+        sum = j ? em_add(sum, term) : term;
+    }
+    em_tensor *y = em_div(sum, values_like(along, EM_F32, count, x));
+    free(at), free(inside), free(count);
+    return y;
 }
 
 em_tensor *em_adaptive_avg_pool2d(const em_tensor *x, int64_t out_h, int64_t out_w)

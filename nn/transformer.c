@@ -19,13 +19,12 @@ static em_module *child(em_module *m, int i)
     return m->children[i].module;
 }
 
-/* dropout1(self_attn(x)) */
-static em_tensor *attention_block(em_module *m, const em_tensor *x, em_kv_cache *cache,
-                                  int layer)
+/* dropout1(self_attn(x)) with the call's masks or cache; the layer's causal setting joins
+ * them */
+static em_tensor *attention_block(em_module *m, const em_tensor *x, em_mha_call c)
 {
-    em_module *sa = child(m, SELF_ATTN);
-    em_tensor *y = em_multihead_attention(sa, x, x, x, (em_mha_call){
-        .is_causal = ((transformer_layer *)m)->o.causal, .cache = cache, .layer = layer});
+    c.is_causal = ((transformer_layer *)m)->o.causal;
+    em_tensor *y = em_multihead_attention(child(m, SELF_ATTN), x, x, x, c);
     return em_forward(child(m, DROPOUT1), y);
 }
 
@@ -39,26 +38,42 @@ static em_tensor *feed_forward_block(em_module *m, const em_tensor *x)
     return em_forward(child(m, DROPOUT2), h);
 }
 
-em_tensor *em_transformer_layer_forward(em_module *m, const em_tensor *x, em_kv_cache *cache,
-                                        int layer)
+/* The layer's forward, its self-attention called with c */
+static em_tensor *layer_forward(em_module *m, const em_tensor *x, em_mha_call c,
+                                const char *fn)
 {
     if (!x)
         return NULL;
     if (!m || em_module_own_type(m) != &em_transformer_encoder_layer_type) {
-        em_set_error(EM_ERR_ARG, "em_transformer_layer_forward: the module is not a "
-                     "TransformerEncoderLayer");
+        em_set_error(EM_ERR_ARG, "%s: the module is not a TransformerEncoderLayer", fn);
         return NULL;
     }
     em_scope_begin();
     em_tensor *y;
     if (((transformer_layer *)m)->o.norm_first) {
-        y = em_add(x, attention_block(m, em_forward(child(m, NORM1), x), cache, layer));
+        y = em_add(x, attention_block(m, em_forward(child(m, NORM1), x), c));
         y = em_add(y, feed_forward_block(m, em_forward(child(m, NORM2), y)));
     } else {
-        y = em_forward(child(m, NORM1), em_add(x, attention_block(m, x, cache, layer)));
+        y = em_forward(child(m, NORM1), em_add(x, attention_block(m, x, c)));
         y = em_forward(child(m, NORM2), em_add(y, feed_forward_block(m, y)));
     }
     return em_nn_scope_return(y);
+}
+
+em_tensor *em_transformer_layer_forward(em_module *m, const em_tensor *x, em_kv_cache *cache,
+                                        int layer)
+{
+    return layer_forward(m, x, (em_mha_call){.cache = cache, .layer = layer},
+                         "em_transformer_layer_forward");
+}
+
+em_tensor *em_transformer_layer_masked(em_module *m, const em_tensor *x,
+                                       const em_tensor *src_mask,
+                                       const em_tensor *src_key_padding_mask)
+{
+    return layer_forward(m, x, (em_mha_call){.attn_mask = src_mask,
+                                             .key_padding_mask = src_key_padding_mask},
+                         "em_transformer_layer_masked");
 }
 
 static em_tensor *transformer_forward(em_module *m, const em_tensor *x)

@@ -46,13 +46,12 @@ atomic_bool em_prof_active;
 static _Atomic uint32_t session;
 static int64_t start_ns;
 static int64_t start_launches;
-static bool trace_wanted;
 static _Atomic int64_t last_step_ns, n_steps;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static thread_buf *registry;
 static int32_t n_threads;          /* in this run, under registry_lock */
 static thread_buf *control_thread; /* the one that started the run: "main" */
-static em_atomic_file trace;
+static em_atomic_file *trace; /* the run's trace file, when one is wanted */
 static em_profile_summary summary;
 static bool have_summary;
 static pthread_key_t exit_key;
@@ -519,10 +518,9 @@ em_status em_profiler_start(em_profiler_opts opts)
         return em_set_error(EM_ERR_STATE, "em_profiler_start: the profiler is already running");
     if (opts.trace_path) {
         bool earlier = em_has_error();
-        if (em_atomic_open(&trace, opts.trace_path) != EM_OK)
+        if (!(trace = em_atomic_file_new(opts.trace_path)))
             return earlier ? em_error_status() : em_error_prefix("em_profiler_start: trace file");
     }
-    trace_wanted = opts.trace_path != NULL;
     if (have_summary)
         em_prof_summary_free(&summary);
     have_summary = false;
@@ -600,14 +598,15 @@ static void run_free(em_prof_run *run)
     free(run->events);
 }
 
-static em_status write_trace(const em_prof_run *run)
+/* Writes the trace into af and puts it in place (af freed either way). */
+static em_status write_trace(em_atomic_file *af, const em_prof_run *run)
 {
-    if (em_prof_write_trace(run, trace.f) != EM_OK) {
-        em_atomic_abort(&trace);
+    if (em_prof_write_trace(run, em_atomic_file_stream(af)) != EM_OK) {
+        em_atomic_file_free(af);
         return em_error_status();
     }
     bool earlier = em_has_error();
-    if (em_atomic_commit(&trace) == EM_OK || earlier)
+    if (em_atomic_file_commit(af) == EM_OK || earlier)
         return em_error_status();
     return em_error_prefix("em_profiler_stop: trace file");
 }
@@ -624,9 +623,9 @@ em_status em_profiler_stop(void)
     if (st == EM_OK)
         st = em_prof_summarise(&run, &summary);
     have_summary = st == EM_OK;
-    if (trace_wanted)
-        st = st == EM_OK ? write_trace(&run) : (em_atomic_abort(&trace), st);
-    trace_wanted = false;
+    if (trace)
+        st = st == EM_OK ? write_trace(trace, &run) : (em_atomic_file_free(trace), st);
+    trace = NULL;
     run_free(&run);
     return st;
 }

@@ -1,5 +1,6 @@
 /* TensorBoard's event file writer. Event {wall_time 1: double, step 2: int64, file_version 3:
- * string, summary 5: Summary}; Summary {value 1: repeated Value}; Value {tag 1: string,
+ * string, summary 5: Summary, session_log 7: SessionLog}; SessionLog {status 1: enum, START 1};
+ * Summary {value 1: repeated Value}; Value {tag 1: string,
  * simple_value 2: float, histo 5: HistogramProto}; HistogramProto {min 1, max 2, num 3, sum 4,
  * sum_squares 5: double, bucket_limit 6, bucket 7: packed repeated double}. */
 #include <errno.h>
@@ -37,7 +38,7 @@ static em_status make_dirs(const char *dir)
 {
     char *p = strdup(dir);
     if (!p)
-        return em_set_error(EM_ERR_MEMORY, "em_tb_new: out of memory");
+        return em_set_error(EM_ERR_MEMORY, "em_tb_writer_new: out of memory");
     em_status st = EM_OK;
     for (char *c = p + 1; st == EM_OK; c++) {
         bool end = *c == '\0';
@@ -46,10 +47,10 @@ static em_status make_dirs(const char *dir)
         *c = '\0';
         struct stat sb;
         if (mkdir(p, 0777) != 0 && errno != EEXIST)
-            st = em_set_error(EM_ERR_IO, "em_tb_new: cannot create log directory '%s': %s", p,
+            st = em_set_error(EM_ERR_IO, "em_tb_writer_new: cannot create log directory '%s': %s", p,
                               strerror(errno));
         else if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))
-            st = em_set_error(EM_ERR_IO, "em_tb_new: log directory '%s' is not a directory", p);
+            st = em_set_error(EM_ERR_IO, "em_tb_writer_new: log directory '%s' is not a directory", p);
         if (end)
             break;
         *c = '/';
@@ -58,13 +59,13 @@ static em_status make_dirs(const char *dir)
     return st;
 }
 
-em_status em_tb_check(const char *logdir)
+em_status em_tb_writer_check(const char *logdir)
 {
     if (!logdir || !*logdir)
-        return em_set_error(EM_ERR_ARG, "em_tb_check: no log directory given");
+        return em_set_error(EM_ERR_ARG, "em_tb_writer_check: no log directory given");
     char *p = strdup(logdir);
     if (!p)
-        return em_set_error(EM_ERR_MEMORY, "em_tb_check: out of memory");
+        return em_set_error(EM_ERR_MEMORY, "em_tb_writer_check: out of memory");
     struct stat sb;
     while (stat(p, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR) && strcmp(p, ".")
            && strcmp(p, "/")) { /* up to what exists */
@@ -76,13 +77,13 @@ em_status em_tb_check(const char *logdir)
     }
     em_status st = EM_OK;
     if (stat(p, &sb) != 0)
-        st = em_set_error(EM_ERR_IO, "em_tb_check: cannot use log directory '%s': %s", p,
+        st = em_set_error(EM_ERR_IO, "em_tb_writer_check: cannot use log directory '%s': %s", p,
                           strerror(errno));
     else if (!S_ISDIR(sb.st_mode))
-        st = em_set_error(EM_ERR_IO, "em_tb_check: log directory '%s': '%s' is not a directory",
+        st = em_set_error(EM_ERR_IO, "em_tb_writer_check: log directory '%s': '%s' is not a directory",
                           logdir, p);
     else if (access(p, W_OK | X_OK) != 0)
-        st = em_set_error(EM_ERR_IO, "em_tb_check: log directory '%s': cannot write into '%s': "
+        st = em_set_error(EM_ERR_IO, "em_tb_writer_check: log directory '%s': cannot write into '%s': "
                           "%s", logdir, p, strerror(errno));
     free(p);
     return st;
@@ -116,11 +117,20 @@ static em_status write_value(em_tb_writer *w, int64_t step, const char *tag, em_
     return write_event(w, step, &body, fn);
 }
 
-em_tb_writer *em_tb_new(const char *logdir)
+/* An event at step holding file_version "brain.Event:2" (the version readers purge by), with
+ * fn naming it in errors */
+static em_status write_version(em_tb_writer *w, int64_t step, const char *fn)
+{
+    em_pb body = {0};
+    em_pb_string(&body, 3, "brain.Event:2");
+    return write_event(w, step, &body, fn);
+}
+
+em_tb_writer *em_tb_writer_new(const char *logdir)
 {
     static atomic_int opened;
     if (!logdir || !*logdir) {
-        em_set_error(EM_ERR_ARG, "em_tb_new: no log directory given");
+        em_set_error(EM_ERR_ARG, "em_tb_writer_new: no log directory given");
         return NULL;
     }
     if (make_dirs(logdir) != EM_OK)
@@ -131,25 +141,35 @@ em_tb_writer *em_tb_new(const char *logdir)
     size_t n = strlen(logdir) + sizeof host + 96;
     if (!w || !(w->path = malloc(n))) {
         free(w);
-        em_set_error(EM_ERR_MEMORY, "em_tb_new: out of memory");
+        em_set_error(EM_ERR_MEMORY, "em_tb_writer_new: out of memory");
         return NULL;
     }
     snprintf(w->path, n, "%s/events.out.tfevents.%lld.%s.%d.%d", logdir,
              (long long)time(NULL), host, (int)getpid(), atomic_fetch_add(&opened, 1));
     w->f = fopen(w->path, "wbx");
     if (!w->f) {
-        em_set_error(EM_ERR_IO, "em_tb_new: cannot create '%s': %s", w->path, strerror(errno));
+        em_set_error(EM_ERR_IO, "em_tb_writer_new: cannot create '%s': %s", w->path, strerror(errno));
         free(w->path);
         free(w);
         return NULL;
     }
-    em_pb body = {0};
-    em_pb_string(&body, 3, "brain.Event:2");
-    if (write_event(w, 0, &body, "em_tb_new") != EM_OK) {
-        em_tb_free(w);
+    if (write_version(w, 0, "em_tb_writer_new") != EM_OK) {
+        em_tb_writer_free(w);
         return NULL;
     }
     return w;
+}
+
+em_status em_tb_writer_purge(em_tb_writer *w, int64_t step)
+{
+    const char *fn = "em_tb_writer_purge";
+    if (!w || step < 0)
+        return em_set_error(EM_ERR_ARG, "%s: %s", fn, w ? "negative step" : "NULL writer");
+    em_status st = write_version(w, step, fn);
+    em_pb log = {0}, body = {0};
+    em_pb_int(&log, 1, 1); /* SessionLog.START */
+    em_pb_message(&body, 7, &log);
+    return st == EM_OK ? write_event(w, step, &body, fn) : st;
 }
 
 static bool check(const em_tb_writer *w, const char *tag, const char *fn)
@@ -162,13 +182,13 @@ static bool check(const em_tb_writer *w, const char *tag, const char *fn)
     return em_utf8_check(fn, "tag", tag) == EM_OK;
 }
 
-em_status em_tb_add_scalar(em_tb_writer *w, const char *tag, double value, int64_t step)
+em_status em_tb_writer_add_scalar(em_tb_writer *w, const char *tag, double value, int64_t step)
 {
-    if (!check(w, tag, "em_tb_add_scalar"))
+    if (!check(w, tag, "em_tb_writer_add_scalar"))
         return EM_ERR_ARG;
     em_pb v = {0};
     em_pb_float(&v, 2, (float)value);
-    return write_value(w, step, tag, &v, "em_tb_add_scalar");
+    return write_value(w, step, tag, &v, "em_tb_writer_add_scalar");
 }
 
 /* The histogram of x (n finite values) with bins equal-width buckets, as HistogramProto. */
@@ -207,10 +227,10 @@ static void histogram(const double *x, int64_t n, int bins, em_pb *out)
     free(count);
 }
 
-em_status em_tb_add_histogram(em_tb_writer *w, const char *tag, const em_tensor *t,
+em_status em_tb_writer_add_histogram(em_tb_writer *w, const char *tag, const em_tensor *t,
                               int64_t step, int bins)
 {
-    const char *fn = "em_tb_add_histogram";
+    const char *fn = "em_tb_writer_add_histogram";
     if (!check(w, tag, fn))
         return EM_ERR_ARG;
     if (!t)
@@ -242,22 +262,22 @@ em_status em_tb_add_histogram(em_tb_writer *w, const char *tag, const em_tensor 
     return st;
 }
 
-const char *em_tb_path(const em_tb_writer *w)
+const char *em_tb_writer_path(const em_tb_writer *w)
 {
     return w ? w->path : NULL;
 }
 
-int64_t em_tb_records(const em_tb_writer *w)
+int64_t em_tb_writer_records(const em_tb_writer *w)
 {
     return w ? w->records : 0;
 }
 
-em_status em_tb_free(em_tb_writer *w)
+em_status em_tb_writer_free(em_tb_writer *w)
 {
     if (!w)
         return EM_OK;
     em_status st = fclose(w->f) == 0 ? EM_OK
-                                     : em_set_error(EM_ERR_IO, "em_tb_free: cannot close '%s': %s",
+                                     : em_set_error(EM_ERR_IO, "em_tb_writer_free: cannot close '%s': %s",
                                                     w->path, strerror(errno));
     free(w->path);
     free(w);

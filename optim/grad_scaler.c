@@ -19,7 +19,7 @@ typedef struct {
 } optim_record;
 
 struct em_grad_scaler {
-    em_scaler_opts opts;
+    em_grad_scaler_opts opts;
     em_tensor *scale;          /* f32 0-d on the CPU */
     em_tensor *growth_tracker; /* i64 0-d on the CPU */
     int n_records, cap_records;
@@ -27,9 +27,9 @@ struct em_grad_scaler {
     int64_t skipped;
 };
 
-em_grad_scaler *em_scaler_new(em_scaler_opts o)
+em_grad_scaler *em_grad_scaler_new(em_grad_scaler_opts o)
 {
-    static const char *fn = "em_scaler_new";
+    static const char *fn = "em_grad_scaler_new";
     o.init_scale = o.init_scale ? o.init_scale : 65536.0;
     o.growth_factor = o.growth_factor ? o.growth_factor : 2.0;
     o.backoff_factor = o.backoff_factor ? o.backoff_factor : 0.5;
@@ -51,13 +51,13 @@ em_grad_scaler *em_scaler_new(em_scaler_opts o)
     s->scale = em_optim_own(em_scalar((float)o.init_scale, EM_F32));
     s->growth_tracker = em_optim_own(em_scalar(0, EM_I64));
     if (!s->scale || !s->growth_tracker) {
-        em_scaler_free(s);
+        em_grad_scaler_free(s);
         return NULL;
     }
     return s;
 }
 
-void em_scaler_free(em_grad_scaler *s)
+void em_grad_scaler_free(em_grad_scaler *s)
 {
     if (!s)
         return;
@@ -97,10 +97,10 @@ static optim_record *record_of(em_grad_scaler *s, em_optim *o, const char *fn)
     return &s->records[s->n_records++];
 }
 
-em_tensor *em_scaler_scale(em_grad_scaler *s, const em_tensor *loss)
+em_tensor *em_grad_scaler_scale(em_grad_scaler *s, const em_tensor *loss)
 {
     if (!s) {
-        em_set_error(EM_ERR_ARG, "em_scaler_scale: NULL scaler");
+        em_set_error(EM_ERR_ARG, "em_grad_scaler_scale: NULL scaler");
         return NULL;
     }
     return em_mul_scalar(loss, s->opts.disabled ? 1.0 : (double)*scale_ptr(s));
@@ -111,7 +111,7 @@ em_tensor *em_scaler_scale(em_grad_scaler *s, const em_tensor *loss)
 static em_status unscale_launch(em_tensor *const *params, int n, em_device dev, em_dtype dt,
                                 double inv_scale, em_tensor *flag)
 {
-    static const char *fn = "em_scaler_unscale";
+    static const char *fn = "em_grad_scaler_unscale";
     const em_backend *be = em_tensor_backend(flag, fn);
     if (!be->unscale_check)
         return em_set_error(EM_ERR_UNSUPPORTED, "%s: not supported on %s", fn,
@@ -138,7 +138,7 @@ static em_status unscale_all(em_grad_scaler *s, em_optim *o, bool *found)
     em_tensor *flags[EM_NDEVICES] = {0};
     bool launched[EM_NDEVICES][EM_NDTYPES] = {{false}};
     em_tensor **params = malloc((size_t)(o->n_params > 0 ? o->n_params : 1) * sizeof *params);
-    em_status st = params ? EM_OK : em_set_error(EM_ERR_MEMORY, "em_scaler_unscale: out of memory");
+    em_status st = params ? EM_OK : em_set_error(EM_ERR_MEMORY, "em_grad_scaler_unscale: out of memory");
     for (int i = 0; params && i < o->n_params; i++)
         params[i] = o->params[i].param;
     for (int i = 0; i < o->n_params && st == EM_OK; i++) {
@@ -180,18 +180,18 @@ static optim_record *record_to_check(em_grad_scaler *s, em_optim *o, const char 
     return r;
 }
 
-em_status em_scaler_unscale(em_grad_scaler *s, em_optim *o)
+em_status em_grad_scaler_unscale(em_grad_scaler *s, em_optim *o)
 {
-    static const char *fn = "em_scaler_unscale";
+    static const char *fn = "em_grad_scaler_unscale";
     em_status st;
     optim_record *r = record_to_check(s, o, fn, &st);
     if (!r)
         return st;
     if (r->stage == STAGE_UNSCALED)
         return em_set_error(EM_ERR_STATE, "%s: already called for this optimizer since the last "
-                            "em_scaler_update", fn);
+                            "em_grad_scaler_update", fn);
     if (r->stage == STAGE_STEPPED)
-        return em_set_error(EM_ERR_STATE, "%s: called after em_scaler_step", fn);
+        return em_set_error(EM_ERR_STATE, "%s: called after em_grad_scaler_step", fn);
     bool found;
     st = unscale_all(s, o, &found);
     if (st != EM_OK)
@@ -201,9 +201,9 @@ em_status em_scaler_unscale(em_grad_scaler *s, em_optim *o)
     return EM_OK;
 }
 
-em_status em_scaler_step(em_grad_scaler *s, em_optim *o, bool *stepped)
+em_status em_grad_scaler_step(em_grad_scaler *s, em_optim *o, bool *stepped)
 {
-    static const char *fn = "em_scaler_step";
+    static const char *fn = "em_grad_scaler_step";
     if (stepped)
         *stepped = false;
     if (!s || !o)
@@ -218,10 +218,10 @@ em_status em_scaler_step(em_grad_scaler *s, em_optim *o, bool *stepped)
     if (!r)
         return em_error_status();
     if (r->stage == STAGE_STEPPED)
-        return em_set_error(EM_ERR_STATE, "%s: already called since the last em_scaler_update",
+        return em_set_error(EM_ERR_STATE, "%s: already called since the last em_grad_scaler_update",
                             fn);
     if (r->stage == STAGE_READY) {
-        em_status st = em_scaler_unscale(s, o);
+        em_status st = em_grad_scaler_unscale(s, o);
         if (st != EM_OK)
             return st;
         r = record_of(s, o, fn);
@@ -237,23 +237,23 @@ em_status em_scaler_step(em_grad_scaler *s, em_optim *o, bool *stepped)
     return st;
 }
 
-em_status em_scaler_mark_inf(em_grad_scaler *s, em_optim *o)
+em_status em_grad_scaler_mark_inf(em_grad_scaler *s, em_optim *o)
 {
-    static const char *fn = "em_scaler_mark_inf";
+    static const char *fn = "em_grad_scaler_mark_inf";
     em_status st;
     optim_record *r = record_to_check(s, o, fn, &st);
     if (!r)
         return st;
     if (r->stage != STAGE_UNSCALED)
-        return em_set_error(EM_ERR_STATE, "%s: em_scaler_unscale has not run for this optimizer "
-                            "since the last em_scaler_update (or the step was taken)", fn);
+        return em_set_error(EM_ERR_STATE, "%s: em_grad_scaler_unscale has not run for this optimizer "
+                            "since the last em_grad_scaler_update (or the step was taken)", fn);
     r->found_inf = true;
     return EM_OK;
 }
 
-em_status em_scaler_update(em_grad_scaler *s)
+em_status em_grad_scaler_update(em_grad_scaler *s)
 {
-    static const char *fn = "em_scaler_update";
+    static const char *fn = "em_grad_scaler_update";
     if (!s)
         return em_set_error(EM_ERR_ARG, "%s: NULL scaler", fn);
     if (s->opts.disabled)
@@ -265,7 +265,7 @@ em_status em_scaler_update(em_grad_scaler *s)
     }
     if (!checked)
         return em_set_error(EM_ERR_STATE, "%s: no inf checks were recorded since the last update "
-                            "(call em_scaler_unscale or em_scaler_step first)", fn);
+                            "(call em_grad_scaler_unscale or em_grad_scaler_step first)", fn);
     float *scale = scale_ptr(s);
     int64_t *tracker = tracker_ptr(s);
     if (found) {
@@ -283,17 +283,17 @@ em_status em_scaler_update(em_grad_scaler *s)
     return EM_OK;
 }
 
-double em_scaler_get_scale(const em_grad_scaler *s)
+double em_grad_scaler_get_scale(const em_grad_scaler *s)
 {
     return !s || s->opts.disabled ? 1.0 : (double)*scale_ptr(s);
 }
 
-int64_t em_scaler_growth_tracker(const em_grad_scaler *s)
+int64_t em_grad_scaler_growth_tracker(const em_grad_scaler *s)
 {
     return s ? *tracker_ptr(s) : 0;
 }
 
-bool em_scaler_found_inf(const em_grad_scaler *s)
+bool em_grad_scaler_found_inf(const em_grad_scaler *s)
 {
     for (int i = 0; s && i < s->n_records; i++)
         if (s->records[i].found_inf)
@@ -301,12 +301,12 @@ bool em_scaler_found_inf(const em_grad_scaler *s)
     return false;
 }
 
-int64_t em_scaler_skipped_steps(const em_grad_scaler *s)
+int64_t em_grad_scaler_skipped_steps(const em_grad_scaler *s)
 {
     return s ? s->skipped : 0;
 }
 
-int em_scaler_state(const em_grad_scaler *s, em_param_ref *out, int max)
+int em_grad_scaler_state(const em_grad_scaler *s, em_param_ref *out, int max)
 {
     if (!s)
         return 0;
@@ -317,9 +317,9 @@ int em_scaler_state(const em_grad_scaler *s, em_param_ref *out, int max)
     return 2;
 }
 
-em_status em_scaler_load_state(em_grad_scaler *s, const em_param_ref *in, int n)
+em_status em_grad_scaler_load_state(em_grad_scaler *s, const em_param_ref *in, int n)
 {
-    static const char *fn = "em_scaler_load_state";
+    static const char *fn = "em_grad_scaler_load_state";
     if (!s || n < 0 || (n > 0 && !in))
         return em_set_error(EM_ERR_ARG, "%s: NULL scaler or state, or n < 0 (%d)", fn, n);
     em_tensor *mine[2] = {s->scale, s->growth_tracker};

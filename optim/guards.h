@@ -78,7 +78,7 @@ typedef struct em_guard em_guard;
 /* Guards m's parameters (their dotted names name the culprit); m must outlive the guard. */
 em_guard *em_guard_new(em_module *m, em_guard_opts o);
 void em_guard_free(em_guard *g);
-/* After backward (and em_scaler_unscale), before the update: checks loss (0-d, or NULL to skip
+/* After backward (and em_grad_scaler_unscale), before the update: checks loss (0-d, or NULL to skip
  * it) and every grad for inf/NaN, and feeds the detectors. grad_norm is the grads' total norm
  * if the caller has it (em_grad_norm), or negative to have the guard take the 2-norm in the
  * same pass as its check. *skip says whether to skip this update. Run it before clipping:

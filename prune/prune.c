@@ -90,7 +90,12 @@ static em_tensor *mask_of_param(const em_module *m, int i)
 static em_tensor *pruned_forward(em_module *m, const em_tensor *x)
 {
     int n = m->n_params;
-    em_tensor *orig[n > 0 ? n : 1];
+    em_tensor **orig = malloc((size_t)(n ? n : 1) * sizeof *orig);
+    if (!orig) {
+        em_set_error(EM_ERR_MEMORY, "em_forward: out of memory for a pruned %s's %d parameters",
+                     m->type->type_name, n);
+        return NULL;
+    }
     bool ok = true;
     em_scope_begin();
     for (int i = 0; i < n; i++) {
@@ -104,6 +109,7 @@ static em_tensor *pruned_forward(em_module *m, const em_tensor *x)
     em_tensor *y = ok ? orig_type(m->type)->forward(m, x) : NULL;
     for (int i = 0; i < n; i++)
         m->params[i].value = orig[i];
+    free(orig);
     em_keep(y);
     em_scope_end();
     return y;

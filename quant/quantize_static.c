@@ -444,33 +444,6 @@ static em_module *qstatic_new(const em_module *f, em_qparams qp, em_quant_granul
     return q;
 }
 
-/* ---- the fused ReLU's place holder (PyTorch's fusion leaves an nn.Identity too) ---- */
-
-static em_tensor *identity_forward(em_module *m, const em_tensor *x)
-{
-    (void)m;
-    return em_reshape(x, em_shape_of(x));
-}
-
-static void identity_describe(const em_module *m, char *buf, size_t n)
-{
-    (void)m;
-    snprintf(buf, n, "ReLU fused into the layer before");
-}
-
-static em_module *identity_build(const em_module_type *type, const void *options,
-                                 em_module **children, int n)
-{
-    (void)options, (void)children, (void)n;
-    return em_module_alloc(sizeof(em_module), type);
-}
-
-EM_MODULE_TYPE(em_fused_identity_type) = {.type_name = "Identity",
-                                          .forward = identity_forward,
-                                          .describe = identity_describe,
-                                          .build = identity_build,
-                                          .flops = em_no_flops};
-
 /* ---- calibration ---- */
 
 typedef struct {
@@ -527,7 +500,7 @@ static em_status convert(target *t, int n, const em_qparams *qp, em_quant_granul
         bool fuse = (p->type->traits & EM_TRAIT_SEQUENTIAL) && t[i].index + 1 < p->n_children &&
                     em_module_own_type(p->children[t[i].index + 1].module) == &em_relu_type;
         q[i] = qstatic_new(t[i].layer, qp[i], g, fuse);
-        id[i] = fuse ? em_module_alloc(sizeof(em_module), &em_fused_identity_type) : NULL;
+        id[i] = fuse ? em_identity_layer() : NULL; /* PyTorch's fusion leaves an Identity */
         if (!q[i] || (fuse && !id[i]))
             st = em_error_status();
     }

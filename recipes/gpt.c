@@ -15,16 +15,16 @@
  * English-like text (val loss 1.80 nats/char) in 1000 steps of 32 windows at lr 3e-3: 4.1M
  * characters, a few minutes on 2 cores. At 2000 steps of lr 1e-3 the run took three times as
  * long; 1000 steps at 1e-3 reach only 2.02. */
-em_gpt_config recipe_gpt_config(int64_t vocab_size)
+em_gpt_settings recipe_gpt_settings(int64_t vocab_size)
 {
-    return (em_gpt_config){.vocab_size = vocab_size, .block_size = 128, .n_layer = 4,
+    return (em_gpt_settings){.vocab_size = vocab_size, .block_size = 128, .n_layer = 4,
                            .n_head = 4, .n_embd = 128};
 }
 
-bool recipe_is_gpt(const em_module *m, em_gpt_config *c)
+bool recipe_is_gpt(const em_module *m, em_gpt_settings *c)
 {
     bool had_error = em_has_error();
-    bool gpt = em_gpt_config_of(m, c);
+    bool gpt = em_gpt_settings_of(m, c);
     if (!gpt && !had_error)
         em_error_clear();
     return gpt;
@@ -56,7 +56,7 @@ static em_status train_data(const recipe_train_opts *o, int64_t batch, recipe_da
     em_status st = recipe_gpt_text_load(o->data_dir, &text);
     if (st != EM_OK)
         return st;
-    int64_t block = recipe_gpt_config(text.vocab.size).block_size;
+    int64_t block = recipe_gpt_settings(text.vocab.size).block_size;
     int64_t steps = o->max_steps ? o->max_steps : o->recipe->steps;
     int64_t accum = o->tech.grad_accum > 1 ? o->tech.grad_accum : 1, samples;
     if (!em_size_mul(steps, accum, &samples) || !em_size_mul(samples, batch, &samples))
@@ -81,7 +81,7 @@ static em_status eval_data(const recipe_spec *rc, const char *dir, const em_modu
                            const em_char_vocab *vocab, recipe_data *d)
 {
     (void)rc;
-    em_gpt_config c;
+    em_gpt_settings c;
     if (!recipe_is_gpt(model, &c))
         return em_set_error(EM_ERR_ARG, "gpt: the model is no GPT");
     recipe_gpt_text text;
@@ -105,7 +105,7 @@ static em_module *build(const recipe_data *d)
         em_set_error(EM_ERR_ARG, "gpt: the model's size follows its text (its vocabulary)");
         return NULL;
     }
-    return em_gpt(recipe_gpt_config(d->vocab.size));
+    return em_gpt(recipe_gpt_settings(d->vocab.size));
 }
 
 /* The vocabulary and the model's size. */
@@ -113,7 +113,7 @@ static void meta(const recipe_spec *rc, const em_module *model, const em_char_vo
                  recipe_meta *out)
 {
     (void)rc;
-    em_gpt_config c = {0};
+    em_gpt_settings c = {0};
     recipe_is_gpt(model, &c);
     recipe_meta_put(out, "gpt.vocab", "%.*s", vocab->size, vocab->chars);
     recipe_meta_put(out, "gpt.n_layer", "%d", c.n_layer);

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "io/regular_file.h"
 #include "recipes/recipes.h"
 
 /* a file of the corpus: a plain file, not a .dat index or .u8 link, not the ASCII art */

@@ -96,7 +96,7 @@ void recipe_model_meta(const recipe_model *m, recipe_meta *out)
         recipe_meta_put(out, "gpt.vocab", "%.*s", m->vocab.size, m->vocab.chars);
 }
 
-em_status recipe_model_gpt(const recipe_model *m, const char *path, em_gpt_config *c)
+em_status recipe_model_gpt(const recipe_model *m, const char *path, em_gpt_settings *c)
 {
     if (!recipe_is_gpt(m->model, c))
         return em_set_error(EM_ERR_ARG, "%s holds %s%s%s, not a gpt model", path,

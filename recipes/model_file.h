@@ -35,7 +35,7 @@ bool recipe_shape_parse(const char *text, em_shape *s);
 /* m's model as a GPT to sample from: a GPT whose vocabulary is the file's and whose key/value
  * cache of one sequence (n_layer x block_size x n_embd keys, as many values) holds at most 2^27
  * keys, as a file of any size could name more; else an error naming the file. */
-em_status recipe_model_gpt(const recipe_model *m, const char *path, em_gpt_config *c);
+em_status recipe_model_gpt(const recipe_model *m, const char *path, em_gpt_settings *c);
 
 /* ---- the older kinds (recipes/model_file_v0.c) ---- */
 /* Loads a file of the older kinds (no module tree) into out->model: a training checkpoint of

@@ -70,7 +70,7 @@ static long block_of(const char *name)
  * are: wte.weight (vocab, E), wpe.weight (block_size, E) and each of the n_layer blocks'
  * h.<l>.self_attn.in_proj_weight (3E, E). The model built from c is then at most a few times
  * the size of the file. */
-static em_status check_tensors(const em_safetensors *f, const em_gpt_config *c,
+static em_status check_tensors(const em_safetensors *f, const em_gpt_settings *c,
                                const char *prefix, const char *path)
 {
     size_t skip = strlen(prefix);
@@ -105,9 +105,9 @@ static em_status check_tensors(const em_safetensors *f, const em_gpt_config *c,
     return EM_OK;
 }
 
-/* The config f's metadata gives (its tensors' names start with prefix), checked. */
-static em_status read_config(const em_safetensors *f, const char *prefix, const char *path,
-                             em_gpt_config *c)
+/* The settings f's metadata give (its tensors' names start with prefix), checked. */
+static em_status read_gpt_settings(const em_safetensors *f, const char *prefix, const char *path,
+                             em_gpt_settings *c)
 {
     const char *chars = em_safetensors_meta(f, "gpt.vocab");
     em_char_vocab vocab;
@@ -122,7 +122,7 @@ static em_status read_config(const em_safetensors *f, const char *prefix, const 
     if (n_embd % n_head)
         return em_set_error(EM_ERR_IO, "%s: gpt.n_embd = %lld is not a multiple of gpt.n_head = "
                             "%lld", path, (long long)n_embd, (long long)n_head);
-    *c = (em_gpt_config){.vocab_size = vocab.size, .n_layer = (int)n_layer, .n_head = n_head,
+    *c = (em_gpt_settings){.vocab_size = vocab.size, .n_layer = (int)n_layer, .n_head = n_head,
                          .n_embd = n_embd, .block_size = block};
     return check_tensors(f, c, prefix, path);
 }
@@ -131,10 +131,10 @@ static em_status read_config(const em_safetensors *f, const char *prefix, const 
 static em_module *structure(const recipe_spec *rc, const em_safetensors *f, const char *prefix,
                             const char *path)
 {
-    em_gpt_config c;
+    em_gpt_settings c;
     if (!rc->language_model)
         return rc->build(NULL);
-    return read_config(f, prefix, path, &c) == EM_OK ? em_gpt(c) : NULL;
+    return read_gpt_settings(f, prefix, path, &c) == EM_OK ? em_gpt(c) : NULL;
 }
 
 /* The model part of a training checkpoint into model (the generator left as it was). */

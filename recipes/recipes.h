@@ -110,9 +110,9 @@ em_status recipe_gpt_text_load(const char *dir /* NULL: RECIPE_FORTUNES_DIR */,
                                recipe_gpt_text *t);
 void recipe_gpt_text_free(recipe_gpt_text *t);
 /* The recipe's model for a vocabulary of vocab_size. */
-em_gpt_config recipe_gpt_config(int64_t vocab_size);
-/* Whether m is a GPT (its config into *c), asked without an error being left behind. */
-bool recipe_is_gpt(const em_module *m, em_gpt_config *c);
+em_gpt_settings recipe_gpt_settings(int64_t vocab_size);
+/* Whether m is a GPT (its settings into *c), asked without an error being left behind. */
+bool recipe_is_gpt(const em_module *m, em_gpt_settings *c);
 extern const recipe_spec recipe_gpt; /* its entry of the list, for bench/'s gpt cases */
 
 /* ---- choices a run makes ---- */

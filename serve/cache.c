@@ -238,7 +238,7 @@ em_status em_cache_put(em_cache *c, const em_tensor *x, const em_tensor *y)
     return EM_OK;
 }
 
-em_cache_stats em_cache_stats_get(em_cache *c)
+em_cache_stats em_cache_get_stats(em_cache *c)
 {
     em_cache_stats s = {0};
     if (!c)
@@ -317,20 +317,28 @@ em_status em_cache_load(em_cache *c, const char *dir)
         return EM_OK;
     em_safetensors *st = NULL;
     em_status s = em_safetensors_load(path, &st);
+    int n = s == EM_OK ? (st->n_tensors + 1) / 2 : 0; /* an odd one out is half an entry */
+    em_tensor **pairs = s == EM_OK ? calloc(2 * (size_t)n + 1, sizeof *pairs) : NULL;
+    if (s == EM_OK && !pairs)
+        s = em_set_error(EM_ERR_MEMORY, "em_cache_load: out of memory");
+    /* every entry found whole before any is taken: a corrupt file loads nothing */
+    for (int i = 0; s == EM_OK && i < n; i++) {
+        snprintf(name, sizeof name, "%08d.input", i);
+        pairs[2 * i] = em_safetensors_get(st, name);
+        snprintf(name, sizeof name, "%08d.output", i);
+        pairs[2 * i + 1] = em_safetensors_get(st, name);
+        if (!pairs[2 * i] || !pairs[2 * i + 1])
+            s = em_set_error(EM_ERR_IO, "em_cache_load: %s: entry %d is incomplete", path, i);
+    }
     int64_t discarded = 0;
     bool same_model = s == EM_OK && saved_for(c, st);
-    for (int i = 0; s == EM_OK && i < st->n_tensors / 2; i++) {
-        snprintf(name, sizeof name, "%08d.input", i);
-        em_tensor *x = em_safetensors_get(st, name);
-        snprintf(name, sizeof name, "%08d.output", i);
-        em_tensor *y = em_safetensors_get(st, name);
-        if (!x || !y)
-            s = em_set_error(EM_ERR_IO, "em_cache_load: %s: entry %d is incomplete", path, i);
-        else if (!same_model || !fits(c, x, y))
+    for (int i = 0; s == EM_OK && i < n; i++) {
+        if (!same_model || !fits(c, pairs[2 * i], pairs[2 * i + 1]))
             discarded++;
         else
-            s = em_cache_put(c, x, y);
+            s = em_cache_put(c, pairs[2 * i], pairs[2 * i + 1]);
     }
+    free(pairs);
     em_safetensors_free(st);
     pthread_mutex_lock(&c->lock);
     c->stats.discarded += discarded;

@@ -43,13 +43,13 @@ em_tensor *em_cache_get(em_cache *c, const em_tensor *x);
  * an entry larger than max_bytes is not stored. EM_ERR_ARG when x or y does not match the
  * signature. */
 em_status em_cache_put(em_cache *c, const em_tensor *x, const em_tensor *y);
-em_cache_stats em_cache_stats_get(em_cache *c);
+em_cache_stats em_cache_get_stats(em_cache *c);
 
 /* Persistence: the entries, least recent first, in <dir>/cache.safetensors (written atomically;
  * dir must exist), with the signature's model fingerprint. Loading adds a file's entries as the
- * most recent ones, within the bounds; a missing file loads nothing, a corrupt one is an
- * EM_ERR_IO naming it. A signed cache discards (and counts) the entries of a file saved for
- * another model, and entries of other shapes or dtypes. */
+ * most recent ones, within the bounds; a missing file loads nothing, a corrupt one loads nothing
+ * and is an EM_ERR_IO naming it. A signed cache discards (and counts) the entries of a file saved
+ * for another model, and entries of other shapes or dtypes. */
 em_status em_cache_save(em_cache *c, const char *dir);
 em_status em_cache_load(em_cache *c, const char *dir);
 

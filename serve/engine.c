@@ -65,6 +65,7 @@ struct em_engine {
     latency_ring all, by_priority[EM_PRIORITY_COUNT];
     double adapt_window[ADAPT_EVERY];
     int adapt_n;
+    char *warning; /* what the engine put up with at start, or NULL (em_engine_warning) */
 };
 
 static double now_s(void)
@@ -288,7 +289,7 @@ static void record_done(em_engine *e, const em_future *f, bool ok)
     adapt(e, ms);
 }
 
-em_engine_stats em_engine_stats_get(em_engine *e)
+em_engine_stats em_engine_get_stats(em_engine *e)
 {
     em_engine_stats s = {0};
     if (!e)
@@ -309,7 +310,7 @@ em_engine_stats em_engine_stats_get(em_engine *e)
     }
     pthread_mutex_unlock(&e->lock);
     free(scratch);
-    s.cache = em_cache_stats_get(e->cache);
+    s.cache = em_cache_get_stats(e->cache);
     return s;
 }
 
@@ -522,6 +523,30 @@ static em_status cache_signature(const em_engine *e, em_cache_signature *s)
     return st;
 }
 
+/* The cache from cache_dir. A file that cannot be read (corrupt, truncated, not a regular file)
+ * is put up with: the cache starts empty, the warning says why, and em_engine_free's save
+ * replaces the file. False only for a failure of the engine's own (out of memory). */
+static bool load_cache(em_engine *e)
+{
+    em_status st = em_cache_load(e->cache, e->o.cache_dir);
+    if (st == EM_OK)
+        return true;
+    if (st != EM_ERR_IO && st != EM_ERR_UNSUPPORTED)
+        return false;
+    const char *why = em_error();
+    size_t n = strlen(why) + 96;
+    if (!(e->warning = malloc(n)))
+        return false;
+    snprintf(e->warning, n, "the response cache was not loaded and starts empty: %s", why);
+    em_error_clear();
+    return true;
+}
+
+const char *em_engine_warning(const em_engine *e)
+{
+    return e ? e->warning : NULL;
+}
+
 em_engine *em_engine_new(em_module *model, em_shape sample, em_engine_opts o)
 {
     const char *fn = "em_engine_new";
@@ -564,8 +589,9 @@ em_engine *em_engine_new(em_module *model, em_shape sample, em_engine_opts o)
     }
     if (o.cache.max_entries > 0) {
         e->cache = em_cache_new(o.cache);
-        if (!e->cache || (o.cache_dir && em_cache_load(e->cache, o.cache_dir) != EM_OK)) {
+        if (!e->cache || (o.cache_dir && !load_cache(e))) {
             em_cache_free(e->cache);
+            free(e->warning);
             free(e);
             return NULL;
         }
@@ -609,6 +635,7 @@ void em_engine_free(em_engine *e)
     pthread_cond_destroy(&e->work);
     pthread_cond_destroy(&e->urgent_done);
     free(e->threads);
+    free(e->warning);
     free(e);
 }
 

@@ -41,7 +41,8 @@ typedef struct {
     em_cache_opts cache;   /* max_entries 0: no cache; its signature is the model's (one
                             * forward of a zero sample at start learns the output's shape) */
     const char *cache_dir; /* the cache is loaded from here at start (entries of another model
-                            * or shape are discarded and counted) and saved at free */
+                            * or shape are discarded and counted; a file that cannot be read
+                            * is left unloaded, em_engine_warning says why) and saved at free */
 } em_engine_opts;
 
 typedef struct {
@@ -68,6 +69,9 @@ em_engine *em_engine_new(em_module *model, em_shape sample_shape, em_engine_opts
 /* Stops taking requests, lets the workers finish every queued one (drain), saves the cache to
  * cache_dir, and frees the engine. Futures still held stay valid until freed. */
 void em_engine_free(em_engine *e);
+/* What the engine put up with at start, for its user to show, or NULL: "the response cache was
+ * not loaded and starts empty: <why>" when cache_dir's file could not be read. */
+const char *em_engine_warning(const em_engine *e);
 
 /* Queues x (sample_shape, any float dtype; copied). NULL with an error: EM_ERR_ARG for a wrong
  * shape or dtype, EM_ERR_BUSY when max_queue requests wait already, EM_ERR_STATE after free
@@ -86,7 +90,7 @@ void em_future_free(em_future *f);
 /* submit + wait + free in one call. */
 em_status em_engine_predict(em_engine *e, const em_tensor *x, em_priority p, double timeout_ms,
                             em_tensor **y);
-em_engine_stats em_engine_stats_get(em_engine *e);
+em_engine_stats em_engine_get_stats(em_engine *e);
 em_shape em_engine_sample_shape(const em_engine *e);
 /* "low", "normal", "high", "critical"; and back (-1 when unknown) */
 const char *em_priority_name(em_priority p);

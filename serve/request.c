@@ -1,5 +1,7 @@
-/* Predict requests read through ember's JSON module (jansson under ember's strict rules) and
- * checked against the model's sample shape; the responses and statistics written with it. */
+/* Predict requests read token by token by ember's bounded JSON reader (io/json_reader.h),
+ * straight into the samples' numbers and checked against the model's sample shape as they are
+ * read, within a request's limits and the server's budget (serve/request_budget.c); the
+ * responses and statistics written through ember's JSON module. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,56 +10,108 @@
 
 #include "serve/request.h"
 #include "io/json_internal.h"
+#include "io/json_reader.h"
+#include "serve/request_budget.h"
 
 #define F32_MAX 3.4028234663852886e38
+/* the longest key or string a request has a use for (the keys, the priorities' names) */
+#define MAX_STRING 256
+/* a request's JSON values: its numbers, as many arrays (none is empty), a few keys */
+#define MAX_JSON_VALUES (2 * (int64_t)EM_REQUEST_MAX_VALUES + 64)
 
 typedef struct {
-    char what[32]; /* the sample being read, for messages: "input", "instances[2]" */
-    float *values; /* (cap) the sample's numbers, flattened */
+    em_json_reader json;
+    em_request_budget held; /* what this parse holds of the server's budget */
+    em_shape sample;
+    int64_t numel;          /* the sample's */
+    char what[32];          /* the sample being read, for messages: "input", "instances[2]" */
+    float *values;          /* (cap) the samples' numbers, flattened, one sample after another */
     int64_t n_values, cap;
+    int64_t sample_end;     /* where the sample being read ends in values */
     int64_t shape[EM_MAX_DIMS]; /* the nesting's sizes, fixed by the first array at each depth */
-    int rank;                   /* how deep the first number was */
+    int rank;                   /* how deep the sample's first number was */
     char *err;
     size_t n_err;
-    bool failed;
-    bool out_of_memory;
+    em_status status; /* EM_OK until the first failure */
 } reader;
 
-static bool fail(reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static bool fail(reader *r, const char *fmt, ...)
+static bool fail_with(reader *r, em_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static bool fail_with(reader *r, em_status st, const char *fmt, ...)
 {
-    if (!r->failed) {
+    if (r->status == EM_OK) {
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(r->err, r->n_err, fmt, ap);
         va_end(ap);
-        r->failed = true;
+        r->status = st;
     }
     return false;
 }
 
-static bool read_number(reader *r, const json_t *e, int d)
+/* A body that does not say what the server needs: 400. */
+#define fail(r, ...) fail_with(r, EM_ERR_ARG, __VA_ARGS__)
+
+/* The pending error (the JSON reader's or the budget's) as the parse's: malformed text 400, over
+ * a request's limits 413 (EM_ERR_MEMORY), the budget spent 503 (EM_ERR_BUSY). */
+static bool fail_pending(reader *r)
+{
+    em_status st = r->json.over_limit ? EM_ERR_MEMORY
+                   : em_error_status() == EM_ERR_IO ? EM_ERR_ARG : em_error_status();
+    fail_with(r, st, "%s", em_error());
+    em_error_clear();
+    return false;
+}
+
+/* The next token, with the values read so far held in the server's budget. */
+static em_json_token next(reader *r)
+{
+    em_json_token t = em_json_next(&r->json);
+    if (t == EM_JSON_ERROR ||
+        em_request_budget_take_values(&r->held, r->json.values) != EM_OK) {
+        fail_pending(r);
+        return EM_JSON_ERROR;
+    }
+    return t;
+}
+
+static bool read_number(reader *r, int d)
 {
     if (r->rank == 0)
         r->rank = d + 1;
     if (r->rank != d + 1)
-        return fail(r, "%s: a number where an array was expected (depth %d)", r->what,
-                    d + 1);
-    double v = json_number_value(e);
+        return fail(r, "%s: a number where an array was expected (depth %d)", r->what, d + 1);
+    double v = r->json.real;
     if (!isfinite(v) || fabs(v) > F32_MAX)
         return fail(r, "%s: number %g is out of the f32 range", r->what, v);
-    if (r->n_values >= r->cap)
-        return fail(r, "%s: more than %lld numbers", r->what, (long long)r->cap);
+    if (r->n_values >= r->sample_end)
+        return fail(r, "%s: more than %lld numbers", r->what, (long long)r->numel);
     r->values[r->n_values++] = (float)v;
     return true;
 }
 
-/* A rectangular nest of arrays of numbers; a is at depth d (0 for the outermost). */
-static bool read_array(reader *r, const json_t *a, int d)
+/* A rectangular nest of arrays of numbers; its '[' was read, at depth d (0 the outermost). */
+static bool read_array(reader *r, int d)
 {
-    if (d >= EM_MAX_DIMS)
-        return fail(r, "%s: nested deeper than %d", r->what, EM_MAX_DIMS);
-    int64_t count = (int64_t)json_array_size(a);
+    int64_t count = 0;
+    for (em_json_token t; (t = next(r)) != EM_JSON_ARRAY_END; count++) {
+        bool ok;
+        if (t == EM_JSON_ERROR)
+            return false;
+        if (t == EM_JSON_ARRAY)
+            ok = r->rank && r->rank <= d + 1 ? fail(r, "%s: ragged nesting at depth %d", r->what,
+                                                    d + 2)
+                 : d + 1 >= EM_MAX_DIMS ? fail(r, "%s: nested deeper than %d", r->what,
+                                               EM_MAX_DIMS)
+                                        : read_array(r, d + 1);
+        else if (t == EM_JSON_INTEGER || t == EM_JSON_REAL)
+            ok = read_number(r, d);
+        else
+            ok = fail(r, "%s: entry %lld at depth %d is not a number or an array", r->what,
+                      (long long)count, d + 1);
+        if (!ok)
+            return false;
+    }
     if (count == 0)
         return fail(r, "%s: empty array at depth %d", r->what, d + 1);
     if (r->shape[d] == 0)
@@ -65,33 +119,17 @@ static bool read_array(reader *r, const json_t *a, int d)
     if (r->shape[d] != count)
         return fail(r, "%s: ragged array at depth %d (%lld entries, expected %lld)", r->what,
                     d + 1, (long long)count, (long long)r->shape[d]);
-    size_t i;
-    const json_t *e;
-    json_array_foreach(a, i, e) {
-        bool ok;
-        if (json_is_array(e))
-            ok = r->rank && r->rank <= d + 1
-                     ? fail(r, "%s: ragged nesting at depth %d", r->what, d + 2)
-                     : read_array(r, e, d + 1);
-        else if (json_is_number(e))
-            ok = read_number(r, e, d);
-        else
-            ok = fail(r, "%s: entry %zu at depth %d is not a number or an array", r->what, i,
-                      d + 1);
-        if (!ok)
-            return false;
-    }
     return true;
 }
 
-static bool shape_matches(const reader *r, em_shape s, int64_t numel)
+static bool shape_matches(const reader *r)
 {
-    if (r->rank == 1 && r->n_values == numel)
+    if (r->rank == 1 && r->shape[0] == r->numel)
         return true; /* flat */
-    if (r->rank != s.ndim)
+    if (r->rank != r->sample.ndim)
         return false;
-    for (int i = 0; i < s.ndim; i++)
-        if (r->shape[i] != s.d[i])
+    for (int i = 0; i < r->sample.ndim; i++)
+        if (r->shape[i] != r->sample.d[i])
             return false;
     return true;
 }
@@ -103,105 +141,130 @@ static void shape_text(char *out, size_t n, const int64_t *d, int ndim)
         snprintf(out + strlen(out), n - strlen(out), "%s%lld", i ? "," : "", (long long)d[i]);
 }
 
-/* The request's samples: "input" (one) or "instances" (an array of them). */
-typedef struct {
-    const json_t *input, *instances;
-} sample_keys;
-
-/* One key of the request object into out (the samples' JSON into keys, read later). */
-static bool read_key(reader *r, const char *key, const json_t *v, em_predict_request *out,
-                     sample_keys *keys)
+/* Room for one more sample's numbers (the budget holding their bytes). */
+static bool sample_room(reader *r)
 {
-    if (!strcmp(key, "input")) {
-        keys->input = v;
-        return json_is_array(v) ? true : fail(r, "input: expected an array of numbers");
+    if (r->n_values + r->numel > EM_REQUEST_MAX_VALUES)
+        return fail_with(r, EM_ERR_MEMORY, "instances: more than %d values (samples of %lld)",
+                         EM_REQUEST_MAX_VALUES, (long long)r->numel);
+    if (r->n_values + r->numel <= r->cap)
+        return true;
+    int64_t cap = r->cap ? r->cap : r->numel;
+    while (cap < r->n_values + r->numel)
+        cap *= 2;
+    cap = cap < EM_REQUEST_MAX_VALUES ? cap : EM_REQUEST_MAX_VALUES;
+    float *v;
+    if (em_request_budget_take_bytes(&r->held, (cap - r->cap) * (int64_t)sizeof *v) != EM_OK)
+        return fail_pending(r);
+    if (!(v = realloc(r->values, (size_t)cap * sizeof *v)))
+        return fail_with(r, EM_ERR_MEMORY, "out of memory");
+    r->values = v;
+    r->cap = cap;
+    return true;
+}
+
+/* One sample (its first token t read), named what, after the numbers read so far. */
+static bool read_sample(reader *r, em_json_token t, const char *what)
+{
+    snprintf(r->what, sizeof r->what, "%s", what);
+    if (t != EM_JSON_ARRAY)
+        return t == EM_JSON_ERROR ? false : fail(r, "%s: expected an array of numbers", what);
+    if (!sample_room(r))
+        return false;
+    int64_t start = r->n_values;
+    r->sample_end = start + r->numel;
+    r->rank = 0;
+    memset(r->shape, 0, sizeof r->shape);
+    if (!read_array(r, 0))
+        return false;
+    if (r->n_values == r->sample_end && shape_matches(r))
+        return true;
+    char want[160], got[160];
+    shape_text(want, sizeof want, r->sample.d, r->sample.ndim);
+    shape_text(got, sizeof got, r->shape, r->rank);
+    return fail(r, "%s: shape [%s] does not match the model's sample [%s] (or %lld numbers "
+                "flat)", what, got, want, (long long)r->numel);
+}
+
+/* "instances": an array of samples (its first token t read). */
+static bool read_instances(reader *r, em_json_token t, em_predict_request *out)
+{
+    if (t != EM_JSON_ARRAY)
+        return t == EM_JSON_ERROR ? false
+                                  : fail(r, "instances: expected a non-empty array of inputs");
+    int64_t n = 0;
+    while ((t = next(r)) != EM_JSON_ARRAY_END) {
+        char what[32];
+        snprintf(what, sizeof what, "instances[%lld]", (long long)n);
+        if (!read_sample(r, t, what))
+            return false;
+        n++;
     }
-    if (!strcmp(key, "instances")) {
-        keys->instances = v;
-        return json_is_array(v) && json_array_size(v) > 0
-                   ? true : fail(r, "instances: expected a non-empty array of inputs");
-    }
-    if (!strcmp(key, "priority")) {
-        if (!json_is_string(v))
+    if (n == 0)
+        return fail(r, "instances: expected a non-empty array of inputs");
+    out->n_instances = n;
+    return true;
+}
+
+/* The request's keys, each once. */
+enum { KEY_INPUT, KEY_INSTANCES, KEY_PRIORITY, KEY_TIMEOUT, N_KEYS };
+static const char *const key_names[N_KEYS] = {"input", "instances", "priority", "timeout_ms"};
+
+/* The value of key k (its first token t read) into out. */
+static bool read_value(reader *r, int k, em_json_token t, em_predict_request *out)
+{
+    if (t == EM_JSON_ERROR)
+        return false;
+    if (k == KEY_INPUT)
+        return t == EM_JSON_ARRAY ? read_sample(r, t, "input")
+                                  : fail(r, "input: expected an array of numbers");
+    if (k == KEY_INSTANCES)
+        return read_instances(r, t, out);
+    if (k == KEY_PRIORITY) {
+        if (t != EM_JSON_STRING)
             return fail(r, "priority: expected a string: low, normal, high or critical");
-        int p = em_priority_parse(json_string_value(v));
+        int p = em_priority_parse(r->json.str);
         if (p < 0)
-            return fail(r, "priority: '%s' is not low, normal, high or critical",
-                        json_string_value(v));
+            return fail(r, "priority: '%s' is not low, normal, high or critical", r->json.str);
         out->priority = (em_priority)p;
         return true;
     }
-    if (!strcmp(key, "timeout_ms")) {
-        if (!json_is_number(v))
-            return fail(r, "timeout_ms: expected a number of milliseconds");
-        out->timeout_ms = json_number_value(v);
-        return out->timeout_ms > 0 && out->timeout_ms <= 3.6e6
-                   ? true
-                   : fail(r, "timeout_ms: %g is not in (0, 3600000]", out->timeout_ms);
-    }
-    return fail(r, "unknown key '%s' (expected input or instances, priority, timeout_ms)", key);
+    if (t != EM_JSON_INTEGER && t != EM_JSON_REAL)
+        return fail(r, "timeout_ms: expected a number of milliseconds");
+    out->timeout_ms = r->json.real;
+    return out->timeout_ms > 0 && out->timeout_ms <= 3.6e6
+               ? true
+               : fail(r, "timeout_ms: %g is not in (0, 3600000]", out->timeout_ms);
 }
 
-/* One sample (JSON v, named what) into dst (numel values of shape sample). */
-static bool read_sample(reader *r, const json_t *v, const char *what, em_shape sample,
-                        int64_t numel, float *dst)
+/* The body: one object of known keys, then nothing. */
+static bool read_body(reader *r, em_predict_request *out)
 {
-    snprintf(r->what, sizeof r->what, "%s", what);
-    r->values = dst;
-    r->n_values = r->rank = 0;
-    r->cap = numel;
-    memset(r->shape, 0, sizeof r->shape);
-    if (!json_is_array(v))
-        return fail(r, "%s: expected an array of numbers", what);
-    if (!read_array(r, v, 0))
+    em_json_token t = next(r);
+    if (t != EM_JSON_OBJECT)
+        return t == EM_JSON_ERROR ? false : fail(r, "the body is not a JSON object");
+    bool seen[N_KEYS] = {false};
+    while ((t = next(r)) == EM_JSON_KEY) {
+        int k = 0;
+        while (k < N_KEYS && strcmp(r->json.str, key_names[k]))
+            k++;
+        if (k == N_KEYS)
+            return fail(r, "unknown key '%s' (expected input or instances, priority, "
+                        "timeout_ms)", r->json.str);
+        if (seen[k]) {
+            em_json_reader_fail(&r->json, "duplicate object key");
+            return fail_pending(r);
+        }
+        seen[k] = true;
+        if (seen[KEY_INPUT] && seen[KEY_INSTANCES])
+            return fail(r, "input and instances: give one of them");
+        if (!read_value(r, k, next(r), out))
+            return false;
+    }
+    if (t == EM_JSON_ERROR || next(r) != EM_JSON_END)
         return false;
-    if (shape_matches(r, sample, numel))
-        return true;
-    char want[160], got[160];
-    shape_text(want, sizeof want, sample.d, sample.ndim);
-    shape_text(got, sizeof got, r->shape, r->rank);
-    return fail(r, "%s: shape [%s] does not match the model's sample [%s] (or %lld numbers "
-                "flat)", what, got, want, (long long)numel);
-}
-
-/* The samples keys name into out->input: the sample, or (n, sample) for instances. */
-static bool read_samples(reader *r, const sample_keys *keys, em_shape sample, int64_t numel,
-                         em_predict_request *out)
-{
-    if (keys->input && keys->instances)
-        return fail(r, "input and instances: give one of them");
-    if (!keys->input && !keys->instances)
-        return fail(r, "input: missing (or instances)");
-    int64_t n = keys->instances ? (int64_t)json_array_size(keys->instances) : 1;
-    if (n > EM_REQUEST_MAX_VALUES / numel)
-        return fail(r, "instances: %lld samples of %lld values are more than %d values",
-                    (long long)n, (long long)numel, EM_REQUEST_MAX_VALUES);
-    float *values = malloc(sizeof *values * (size_t)(n * numel));
-    if (!values) {
-        r->out_of_memory = true;
-        return fail(r, "out of memory");
-    }
-    bool ok = true;
-    for (int64_t i = 0; ok && i < n; i++) {
-        char what[32] = "input";
-        if (keys->instances)
-            snprintf(what, sizeof what, "instances[%lld]", (long long)i);
-        ok = read_sample(r, keys->instances ? json_array_get(keys->instances, (size_t)i)
-                                            : keys->input, what, sample, numel,
-                         values + i * numel);
-    }
-    em_shape shape = sample;
-    if (ok && keys->instances) { /* (n, sample...) */
-        shape.ndim = sample.ndim + 1;
-        shape.d[0] = n;
-        memcpy(shape.d + 1, sample.d, sizeof shape.d[0] * (size_t)sample.ndim);
-        out->n_instances = n;
-    }
-    out->input = ok ? em_from_data(shape, EM_F32, values) : NULL;
-    if (ok && !out->input)
-        ok = fail(r, "%s", em_error());
-    free(values);
-    return ok;
+    return seen[KEY_INPUT] || seen[KEY_INSTANCES] ? true
+                                                  : fail(r, "input: missing (or instances)");
 }
 
 em_status em_predict_request_parse(const char *body, size_t n, em_shape sample,
@@ -214,31 +277,43 @@ em_status em_predict_request_parse(const char *body, size_t n, em_shape sample,
                  sample.ndim);
         return EM_ERR_ARG;
     }
-    reader r = {.err = err, .n_err = n_err};
-    json_t *root = em_json_parse("predict", "request body", body, n);
-    if (!root) {
-        fail(&r, "%s", em_error());
-        em_error_clear();
-        return EM_ERR_ARG;
+    reader r = {.sample = sample, .numel = numel, .err = err, .n_err = n_err};
+    /* a sample nests at most EM_MAX_DIMS deep, inside the body and the instances' array, and
+     * one deeper is read to be named */
+    em_json_reader_init(&r.json, "predict", "request body", body, n,
+                        (em_json_limits){.max_depth = EM_MAX_DIMS + 3,
+                                         .max_values = MAX_JSON_VALUES,
+                                         .max_string = MAX_STRING});
+    if (n > (size_t)EM_REQUEST_MAX_BYTES)
+        fail_with(&r, EM_ERR_MEMORY, "a body of %zu bytes is more than a request may be (%lld)",
+                  n, (long long)EM_REQUEST_MAX_BYTES);
+    else if (em_request_budget_take_bytes(&r.held, (int64_t)n) != EM_OK)
+        fail_pending(&r);
+    else if (read_body(&r, out)) {
+        em_shape shape = sample;
+        if (out->n_instances) { /* (n, sample...) */
+            shape.ndim = sample.ndim + 1;
+            shape.d[0] = out->n_instances;
+            memcpy(shape.d + 1, sample.d, sizeof shape.d[0] * (size_t)sample.ndim);
+        }
+        if (!(out->input = em_from_data(shape, EM_F32, r.values)))
+            fail_pending(&r);
     }
-    if (!json_is_object(root))
-        fail(&r, "the body is not a JSON object");
-    sample_keys keys = {0};
-    const char *key;
-    json_t *v;
-    json_object_foreach(root, key, v) {
-        if (r.failed || !read_key(&r, key, v, out, &keys))
-            break;
-    }
-    if (!r.failed)
-        read_samples(&r, &keys, sample, numel, out);
-    json_decref(root);
-    if (r.failed) {
-        em_release(out->input);
-        out->input = NULL;
+    em_json_reader_free(&r.json);
+    em_request_budget_give_back(&r.held);
+    free(r.values);
+    if (r.status != EM_OK) {
         out->n_instances = 0;
+        out->priority = EM_PRIORITY_NORMAL;
+        out->timeout_ms = 0;
     }
-    return !r.failed ? EM_OK : r.out_of_memory ? EM_ERR_MEMORY : EM_ERR_ARG;
+    return r.status;
+}
+
+unsigned em_predict_http_status(em_status parsed)
+{
+    return parsed == EM_OK ? 200 : parsed == EM_ERR_ARG ? 400 : parsed == EM_ERR_MEMORY ? 413
+           : parsed == EM_ERR_BUSY ? 503 : 500;
 }
 
 /* v as a JSON text (malloc'd) after it is released, or NULL when out of memory. */

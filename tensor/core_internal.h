@@ -18,7 +18,8 @@ em_tensor *em_tensor_new(const char *fn, const em_shape *shape, em_dtype dtype, 
 /* A new tensor struct over storage s (retained) with the given geometry, registered likewise. */
 em_tensor *em_tensor_wrap(const char *fn, em_storage *s, em_dtype dtype, int ndim,
                           const int64_t *shape, const int64_t *strides, int64_t offset);
-/* Checks a shape and dtype for fn; false with "fn: negative dimension: [3,-1]" and the like. */
+/* Checks a shape and dtype for fn; false with "fn: negative dimension: [3,-1]" and the like. A
+ * view's check: nothing is allocated, so no limit on bytes (em_tensor_new has one). */
 bool em_tensor_check_shape(const char *fn, const em_shape *shape, em_dtype dtype);
 
 /* scope.c: a scope holds the reference a creating call hands out. The slot beside each tensor

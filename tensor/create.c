@@ -60,11 +60,14 @@ em_tensor *em_arange(double start, double end, double step, em_dtype dtype)
         return NULL;
     }
     double count = ceil((end - start) / step);
-    if (count > (double)INT64_MAX / 8) {
+    if (!(count < 0x1p62)) {
         em_set_error(EM_ERR_ARG, "%s: too many elements: %g", fn, count);
         return NULL;
     }
-    int64_t n = count > 0 ? (int64_t)count : 0;
+    int64_t n = count > 0 ? (int64_t)count : 0, numel;
+    /* the values are made in f64 on the host first */
+    if (!em_checked_elements(fn, &n, 1, EM_F64, EM_CPU, &numel))
+        return NULL;
     em_tensor *t = em_tensor_new(fn, &EM_SHAPE(n), dtype, EM_CPU);
     if (!t)
         return NULL;

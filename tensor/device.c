@@ -8,16 +8,29 @@ bool em_device_available(em_device device)
     return em_backend_get(device) != NULL;
 }
 
-const char *em_device_describe(em_device device, char *buf, size_t n)
+/* What device's backend says of it in buf: its line, or (details) what that line leaves out;
+ * "not available" without the device. */
+static const char *about(em_device device, char *buf, size_t n, bool details)
 {
     const em_backend *be = em_backend_get(device);
+    void (*say)(char *, size_t) = !be ? NULL : details ? be->details : be->describe;
     if (!be)
         snprintf(buf, n, "not available");
-    else if (be->describe)
-        be->describe(buf, n);
+    else if (say)
+        say(buf, n);
     else
-        snprintf(buf, n, "%s", be->name);
+        snprintf(buf, n, "%s", details ? "" : be->name);
     return buf;
+}
+
+const char *em_device_describe(em_device device, char *buf, size_t n)
+{
+    return about(device, buf, n, false);
+}
+
+const char *em_device_details(em_device device, char *buf, size_t n)
+{
+    return about(device, buf, n, true);
 }
 
 em_status em_device_synchronize(em_device device)
@@ -43,4 +56,17 @@ em_status em_set_tf32(bool on)
             return em_error_status();
     }
     return EM_OK;
+}
+
+em_status em_set_num_threads(int n)
+{
+    const em_backend *be = em_backend_get(EM_CPU);
+    if (n < 1)
+        return em_set_error(EM_ERR_ARG, "em_set_num_threads: %d threads; at least 1", n);
+    return em_kernel_status(be->set_threads(n), "em_set_num_threads", NULL);
+}
+
+int em_get_num_threads(void)
+{
+    return em_backend_get(EM_CPU)->threads();
 }

@@ -50,32 +50,39 @@ em_tensor *em_to_device(const em_tensor *t, em_device device)
     return contiguous_on(fn, t, device);
 }
 
-em_status em_to_device_(em_tensor *t, em_device device)
+/* Whether t is a leaf that owns its whole storage (a parameter, a buffer), so that it can take
+ * new storage in place; else an error naming fn. */
+static bool owns_storage(const char *fn, const em_tensor *t)
 {
-    static const char fn[] = "em_to_device_";
-    if (!t)
-        return em_set_error(EM_ERR_ARG, "%s: NULL tensor", fn);
-    if (t->device == device)
-        return EM_OK;
-    if (t->node || t->offset != 0 || !em_is_contiguous(t) ||
-        em_numel(t) * (int64_t)em_dtype_size(t->dtype) != (int64_t)t->storage->nbytes) {
-        char b[64];
-        return em_set_error(EM_ERR_ARG, "%s: only a leaf that owns its whole storage moves in "
-                            "place (a parameter or buffer), not %s", fn,
-                            em_shape_str(t, b, sizeof b));
-    }
-    em_tensor *moved = em_to_device(t, device);
+    if (!t->node && t->offset == 0 && em_is_contiguous(t) &&
+        em_numel(t) * (int64_t)em_dtype_size(t->dtype) == (int64_t)t->storage->nbytes)
+        return true;
+    char b[64];
+    em_set_error(EM_ERR_ARG, "%s: only a leaf that owns its whole storage changes in place (a "
+                 "parameter or buffer), not %s", fn, em_shape_str(t, b, sizeof b));
+    return false;
+}
+
+/* t (a leaf owning its storage, else an error naming fn) takes the storage of convert(t, to):
+ * its values on another device or in another dtype; its grad is converted so too. The old
+ * storage dies with the conversion's tensor. */
+static em_status replace_storage(const char *fn, em_tensor *t,
+                                 em_tensor *(*convert)(const em_tensor *t, int to), int to)
+{
+    if (!owns_storage(fn, t))
+        return EM_ERR_ARG;
+    em_tensor *moved = convert(t, to);
     if (!moved)
         return em_error_status();
-    em_tensor *grad = t->grad ? em_to_device(t->grad, device) : NULL;
+    em_tensor *grad = t->grad ? convert(t->grad, to) : NULL;
     if (t->grad && !grad) {
         em_release(moved);
         return em_error_status();
     }
-    /* t takes the new storage; the copy dies with the old one */
     em_storage *old = t->storage;
     t->storage = moved->storage;
-    t->device = device;
+    t->device = moved->device;
+    t->dtype = moved->dtype;
     moved->storage = old;
     moved->device = old->device;
     em_release(moved);
@@ -84,6 +91,37 @@ em_status em_to_device_(em_tensor *t, em_device device)
     em_release(t->grad);
     t->grad = grad;
     return EM_OK;
+}
+
+static em_tensor *on_device(const em_tensor *t, int device)
+{
+    return em_to_device(t, (em_device)device);
+}
+
+static em_tensor *in_dtype(const em_tensor *t, int dtype)
+{
+    return em_tensor_cast_raw(t, (em_dtype)dtype);
+}
+
+em_status em_to_device_(em_tensor *t, em_device device)
+{
+    static const char fn[] = "em_to_device_";
+    if (!t)
+        return em_set_error(EM_ERR_ARG, "%s: NULL tensor", fn);
+    return t->device == device ? EM_OK : replace_storage(fn, t, on_device, device);
+}
+
+em_status em_to_dtype_(em_tensor *t, em_dtype dtype)
+{
+    static const char fn[] = "em_to_dtype_";
+    if (!t)
+        return em_set_error(EM_ERR_ARG, "%s: NULL tensor", fn);
+    if ((unsigned)dtype >= EM_NDTYPES)
+        return em_set_error(EM_ERR_ARG, "%s: dtype invalid", fn);
+    if (t->requires_grad && !em_dtype_is_float(dtype))
+        return em_set_error(EM_ERR_ARG, "%s: a tensor that requires grad stays floating, not %s",
+                            fn, em_dtype_name(dtype));
+    return t->dtype == dtype ? EM_OK : replace_storage(fn, t, in_dtype, dtype);
 }
 
 em_status em_copy_(em_tensor *dst, const em_tensor *src)

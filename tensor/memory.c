@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/backend_internal.h"
 #include "tensor/memory_internal.h"
@@ -559,4 +560,34 @@ void em_private_pool_free(em_private_pool *priv)
     pthread_mutex_unlock(&p->lock);
     give_back(em_backend_get(priv->device), to_device);
     free(priv);
+}
+
+static size_t physical_bytes; /* the CPU's physical memory, 0 where the system does not say */
+static pthread_once_t physical_once = PTHREAD_ONCE_INIT;
+
+static void read_physical_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && (uint64_t)pages <= SIZE_MAX / (uint64_t)page)
+        physical_bytes = (size_t)pages * (size_t)page;
+}
+
+size_t em_memory_capacity(em_device device, const char **what)
+{
+    if (!device_valid(device))
+        return 0;
+    pthread_mutex_lock(&pools[device].lock);
+    size_t budget = pools[device].stats.budget_bytes;
+    pthread_mutex_unlock(&pools[device].lock);
+    if (budget) {
+        *what = "its memory budget";
+        return budget;
+    }
+    pthread_once(&physical_once, read_physical_memory);
+    if (device == EM_CPU && physical_bytes) {
+        *what = "its physical memory";
+        return physical_bytes;
+    }
+    *what = "the largest size";
+    return SIZE_MAX;
 }

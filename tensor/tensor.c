@@ -1,5 +1,6 @@
 /* The tensor struct's lifetime: building new and aliasing tensors, retain and release. Each
- * tensor lives in a box beside the slot its scope bookkeeping needs. */
+ * tensor lives in a box beside what only this layer writes: its reference count and the slot its
+ * scope bookkeeping needs. */
 #include <stdlib.h>
 
 #include "tensor/core_internal.h"
@@ -8,17 +9,23 @@ void (*em_tensor_node_release_hook)(struct em_node *node) = NULL;
 
 typedef struct {
     em_tensor t; /* first: a tensor pointer is its box's pointer */
+    int refcount;
     em_scope_slot slot;
 } tensor_box;
 
-em_scope_slot *em_tensor_scope_slot(em_tensor *t)
+static tensor_box *box_of(const em_tensor *t)
 {
-    return &((tensor_box *)t)->slot;
+    return (tensor_box *)t;
 }
 
-bool em_tensor_check_shape(const char *fn, const em_shape *shape, em_dtype dtype)
+em_scope_slot *em_tensor_scope_slot(em_tensor *t)
 {
-    char buf[160];
+    return &box_of(t)->slot;
+}
+
+/* dtype valid and ndim in range; false with an error naming fn otherwise. */
+static bool check_dtype_ndim(const char *fn, const em_shape *shape, em_dtype dtype)
+{
     if (!em_dtype_valid(dtype)) {
         em_set_error(EM_ERR_ARG, "%s: dtype invalid", fn);
         return false;
@@ -28,20 +35,14 @@ bool em_tensor_check_shape(const char *fn, const em_shape *shape, em_dtype dtype
                      EM_MAX_DIMS);
         return false;
     }
-    for (int i = 0; i < shape->ndim; i++) {
-        if (shape->d[i] < 0) {
-            em_set_error(EM_ERR_ARG, "%s: negative dimension: %s", fn,
-                         em_shape_fmt(shape, buf, sizeof buf));
-            return false;
-        }
-    }
-    int64_t numel = em_shape_numel(shape), nbytes;
-    if (numel < 0 || !em_size_mul(numel, (int64_t)em_dtype_size(dtype), &nbytes)) {
-        em_set_error(EM_ERR_ARG, "%s: shape too large: %s", fn,
-                     em_shape_fmt(shape, buf, sizeof buf));
-        return false;
-    }
     return true;
+}
+
+bool em_tensor_check_shape(const char *fn, const em_shape *shape, em_dtype dtype)
+{
+    int64_t numel;
+    return check_dtype_ndim(fn, shape, dtype) &&
+           em_shape_elements(fn, shape->d, shape->ndim, dtype, &numel);
 }
 
 em_tensor *em_tensor_wrap(const char *fn, em_storage *s, em_dtype dtype, int ndim,
@@ -62,7 +63,7 @@ em_tensor *em_tensor_wrap(const char *fn, em_storage *s, em_dtype dtype, int ndi
     }
     t->offset = offset;
     t->storage = s;
-    t->refcount = 1;
+    box->refcount = 1;
     em_storage_retain(s);
     em_scope_register(t);
     return t;
@@ -74,11 +75,13 @@ em_tensor *em_tensor_new(const char *fn, const em_shape *shape, em_dtype dtype, 
         em_set_error(EM_ERR_ARG, "%s: device invalid", fn);
         return NULL;
     }
-    if (!em_tensor_check_shape(fn, shape, dtype))
+    int64_t numel;
+    if (!check_dtype_ndim(fn, shape, dtype) ||
+        !em_checked_elements(fn, shape->d, shape->ndim, dtype, device, &numel))
         return NULL;
     int64_t strides[EM_MAX_DIMS];
     em_contiguous_strides(shape, strides);
-    size_t nbytes = (size_t)em_shape_numel(shape) * em_dtype_size(dtype);
+    size_t nbytes = (size_t)numel * em_dtype_size(dtype);
     em_storage *s = em_storage_new(fn, device, nbytes);
     if (!s)
         return NULL;
@@ -90,18 +93,28 @@ em_tensor *em_tensor_new(const char *fn, const em_shape *shape, em_dtype dtype, 
 em_tensor *em_retain(em_tensor *t)
 {
     if (t)
-        __atomic_add_fetch(&t->refcount, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&box_of(t)->refcount, 1, __ATOMIC_RELAXED);
     return t;
 }
 
 void em_release(em_tensor *t)
 {
-    if (!t || __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0)
+    if (!t || __atomic_sub_fetch(&box_of(t)->refcount, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     em_scope_forget(t);
     em_release(t->grad);
     if (t->node && em_tensor_node_release_hook)
         em_tensor_node_release_hook(t->node);
     em_storage_release(t->storage);
-    free(t);
+    free(box_of(t));
+}
+
+int em_tensor_refcount(const em_tensor *t)
+{
+    return __atomic_load_n(&box_of(t)->refcount, __ATOMIC_RELAXED);
+}
+
+bool em_tensor_exclusive(const em_tensor *t)
+{
+    return em_tensor_refcount(t) == 1 && t->storage->refcount == 1 && em_is_contiguous(t);
 }

@@ -57,7 +57,6 @@ typedef struct em_tensor {
     int64_t strides[EM_MAX_DIMS]; /* in elements */
     int64_t offset;               /* in elements, into storage */
     em_storage *storage;
-    int refcount;
 
     /* autograd */
     bool requires_grad;
@@ -125,11 +124,21 @@ bool em_device_available(em_device device);
 /* a line about the device ("cpu: 2 threads", "NVIDIA H100 ..., compute capability 9.0") into
  * buf; "not available" when it is not */
 const char *em_device_describe(em_device device, char *buf, size_t n);
+/* what that line leaves out, a "topic: what" line each, into buf (the CPU's: "thread governor:
+ * on (...)" and "CPU features: AVX2+FMA yes, AVX-512 no, ..."); "" when the device's backend has
+ * nothing more to say, "not available" without the device */
+const char *em_device_details(em_device device, char *buf, size_t n);
 /* waits for the device's queued work; reports an error a kernel raised there (a bad index) */
 em_status em_device_synchronize(em_device device);
 /* TF32 tensor cores for f32 matrix products on devices that have them (off by default, as in
  * PyTorch): faster, with 10-bit mantissa products */
 em_status em_set_tf32(bool on);
+/* The CPU kernels' threads, as torch.set_num_threads and get_num_threads: a parallel op called
+ * from this thread forks at most n (fewer while other processes hold the cores), n >= 1 (else
+ * EM_ERR_ARG); the count starts at OMP_NUM_THREADS (else the cores), as do threads made later.
+ * Results do not depend on it. */
+em_status em_set_num_threads(int n);
+int em_get_num_threads(void);
 
 /* ---- in place, outside autograd (initialisation, optimizer updates) ----
  * Views, dtype conversion and other differentiable ops are in autograd/autograd.h. */
@@ -140,6 +149,9 @@ em_tensor *em_to_device(const em_tensor *t, em_device device); /* a copy; no gra
 /* moves a leaf that owns its whole storage (a parameter, a buffer) to device in place, with its
  * grad: every holder of t sees it there */
 em_status em_to_device_(em_tensor *t, em_device device);
+/* converts such a leaf to dtype in place, with its grad (a tensor that requires grad only to a
+ * floating dtype): every holder of t sees it so */
+em_status em_to_dtype_(em_tensor *t, em_dtype dtype);
 
 #ifdef __cplusplus
 }

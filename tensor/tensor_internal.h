@@ -15,6 +15,12 @@ struct em_storage {
     int refcount;
 };
 
+/* t's references (tensor/tensor.c keeps the count beside the public struct), and whether nobody
+ * else can see t's elements (its one reference, its storage's only tensor, contiguous), so that
+ * adding into it in place is safe. */
+int em_tensor_refcount(const em_tensor *t);
+bool em_tensor_exclusive(const em_tensor *t);
+
 /* A new tensor over t's storage with the given geometry; no autograd state. */
 em_tensor *em_tensor_alias(const em_tensor *t, int ndim, const int64_t *shape,
                            const int64_t *strides, int64_t offset);
@@ -26,6 +32,19 @@ em_tensor *em_tensor_cast_raw(const em_tensor *t, em_dtype dtype);
 /* The kernel's view of t, optionally broadcast to shape (stride 0 on expanded dims). */
 em_arr em_tensor_arr(const em_tensor *t);
 em_arr em_tensor_arr_broadcast(const em_tensor *t, const em_shape *shape);
+
+/* ---- sizes an op derives from its arguments (output sizes, scale factors, pads, counts) ----
+ * The elements of a tensor of sizes[0..n) and dtype into *out: false with "fn: negative
+ * dimension: [3,-1]" or "fn: shape too large: [2^62,4]" when a size is negative, or the product
+ * of the sizes (or of the nonzero ones: the strides) overflows, or the elements' bytes do. */
+bool em_shape_elements(const char *fn, const int64_t *sizes, int n, em_dtype dtype, int64_t *out);
+/* em_shape_elements, and the bytes must fit what one tensor on device can take
+ * (em_memory_capacity): else false with "fn: shape [4,4,268435456,268435456] of f32 needs N
+ * bytes, more than cpu holds (its physical memory: M bytes)" (EM_ERR_MEMORY). Every op that
+ * derives an output size from its arguments calls it on that size before it allocates anything,
+ * its own scratch included; em_empty and every new tensor go through it too. */
+bool em_checked_elements(const char *fn, const int64_t *sizes, int n, em_dtype dtype,
+                         em_device device, int64_t *out);
 
 /* out = the broadcast of a and b (PyTorch's rules); false when they do not broadcast. */
 bool em_broadcast_shapes(const em_shape *a, const em_shape *b, em_shape *out);

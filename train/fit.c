@@ -8,7 +8,8 @@
 static em_train_state train_state(em_trainer *t)
 {
     return (em_train_state){.model = t->model, .optim = t->optim, .scheduler = t->o.scheduler,
-                            .loader = t->loader, .scaler = t->scaler, .counters = &t->run};
+                            .loader = t->loader, .scaler = t->scaler, .counters = &t->run,
+                            .average = t->o.average};
 }
 
 em_status em_trainer_save(const em_trainer *t, const char *path)
@@ -88,7 +89,7 @@ static void report_step(em_trainer *t, em_progress *p, double t0)
     double elapsed = em_train_clock_s() - t0;
     p->samples_per_s = elapsed > 0 ? (double)p->samples / elapsed : 0;
     p->lr = em_trainer_lr(t);
-    p->scale = t->scaler ? em_scaler_get_scale(t->scaler) : 1.0;
+    p->scale = t->scaler ? em_grad_scaler_get_scale(t->scaler) : 1.0;
     p->skipped = t->stats.skipped;
     notify_step(t, p);
 }

@@ -46,9 +46,9 @@ static void note_failure(em_observer *ob, const char *what)
 
 static void scalar(em_observer *ob, const char *tag, double value)
 {
-    if (ob->tb && em_tb_add_scalar(ob->tb, tag, value, ob->step) != EM_OK) {
+    if (ob->tb && em_tb_writer_add_scalar(ob->tb, tag, value, ob->step) != EM_OK) {
         note_failure(ob, "TensorBoard");
-        em_tb_free(ob->tb);
+        em_tb_writer_free(ob->tb);
         ob->tb = NULL;
     }
 }
@@ -68,8 +68,8 @@ static void histograms(em_observer *ob, bool grads, int64_t step)
     if (!ps)
         return;
     em_module_parameters(ob->model, ps, n);
-    em_grad_scaler *scaler = em_trainer_scaler(ob->trainer);
-    double unscale = grads && scaler ? 1.0 / em_scaler_get_scale(scaler) : 1.0;
+    em_grad_scaler *scaler = em_trainer_grad_scaler(ob->trainer);
+    double unscale = grads && scaler ? 1.0 / em_grad_scaler_get_scale(scaler) : 1.0;
     for (int i = 0; i < n && ob->tb; i++) {
         const em_tensor *t = grads ? ps[i].value->grad : ps[i].value;
         if (!t)
@@ -78,13 +78,13 @@ static void histograms(em_observer *ob, bool grads, int64_t step)
         snprintf(tag, sizeof tag, "%s/%s", grads ? "grads" : "weights", ps[i].name);
         em_scope_begin();
         const em_tensor *h = unscale != 1.0 ? em_mul_scalar(t, unscale) : t;
-        em_status st = em_tb_add_histogram(ob->tb, tag, h, step, 0);
+        em_status st = em_tb_writer_add_histogram(ob->tb, tag, h, step, 0);
         em_scope_end();
         if (st == EM_ERR_NUMERIC && grads) {
             em_error_clear();
         } else if (st != EM_OK) {
             note_failure(ob, "TensorBoard");
-            em_tb_free(ob->tb);
+            em_tb_writer_free(ob->tb);
             ob->tb = NULL;
         }
     }
@@ -185,10 +185,10 @@ static em_status before_update(void *ctx, em_optim *optim)
             if (ps[i].value->grad)
                 grads[n_grads++] = ps[i].value;
     }
-    em_grad_scaler *scaler = em_trainer_scaler(ob->trainer);
+    em_grad_scaler *scaler = em_trainer_grad_scaler(ob->trainer);
     double norm = n_grads ? em_grad_norm(grads, n_grads, 2.0) : NAN;
     em_error_clear(); /* a norm that could not be taken is simply not logged */
-    ob->grad_norm = scaler ? norm / em_scaler_get_scale(scaler) : norm;
+    ob->grad_norm = scaler ? norm / em_grad_scaler_get_scale(scaler) : norm;
     free(ps);
     free(grads);
     if (histogram_step(ob, ob->step + 1))
@@ -211,7 +211,7 @@ static void on_epoch(void *ctx, const em_epoch_stats *e)
 static em_status check_trace_path(const char *path)
 {
     bool earlier = em_has_error();
-    if (em_atomic_check(path) == EM_OK)
+    if (em_atomic_file_check(path) == EM_OK)
         return EM_OK;
     return earlier ? em_error_status() : em_error_prefix("em_observer_new: profiler trace");
 }
@@ -255,8 +255,11 @@ em_observer *em_observer_new(em_trainer *t, em_module *model, em_observe_opts op
                         .log = opts.log ? opts.log : stderr, .grad_norm = NAN};
     ob->memory = em_memtrend_new((em_memtrend_opts){.window = opts.memory_window});
     if (ob->memory && opts.tensorboard)
-        ob->tb = em_tb_new(opts.tensorboard);
+        ob->tb = em_tb_writer_new(opts.tensorboard);
     em_status st = ob->memory && (ob->tb || !opts.tensorboard) ? EM_OK : em_error_status();
+    int64_t resumed_at = em_trainer_get_stats(t).global_step;
+    if (st == EM_OK && ob->tb && resumed_at > 0) /* what the crashed run logged past it goes */
+        st = em_tb_writer_purge(ob->tb, resumed_at + 1);
     if (st == EM_OK)
         st = em_trainer_add_callbacks(t, (em_trainer_callbacks){
             .ctx = ob, .on_step = on_step, .on_epoch = on_epoch,
@@ -264,7 +267,7 @@ em_observer *em_observer_new(em_trainer *t, em_module *model, em_observe_opts op
     if (st == EM_OK && opts.profile && opts.profile_first == 1)
         st = em_profiler_start((em_profiler_opts){.trace_path = opts.profile});
     if (st != EM_OK) {
-        em_tb_free(ob->tb);
+        em_tb_writer_free(ob->tb);
         em_memtrend_free(ob->memory);
         free(ob);
         return NULL;
@@ -278,7 +281,7 @@ em_status em_observer_free(em_observer *ob)
         return EM_OK;
     if (ob->o.profile)
         stop_profiler(ob);
-    if (ob->tb && em_tb_free(ob->tb) != EM_OK)
+    if (ob->tb && em_tb_writer_free(ob->tb) != EM_OK)
         note_failure(ob, "TensorBoard");
     em_memtrend_free(ob->memory);
     em_status st = ob->failed;

@@ -22,7 +22,11 @@ extern "C" {
 typedef struct {
     const char *tensorboard; /* event files in this directory (made when missing); NULL: none.
                                 Points are at the run's micro-batch count (em_progress's
-                                global_step), which a resumed run continues */
+                                global_step), which a resumed run continues: an observer made
+                                after em_trainer_resume marks the resumed step as a restart
+                                (em_tb_writer_purge), so TensorBoard drops what the stopped run
+                                logged after its checkpoint, as SummaryWriter(purge_step=...)
+                                does */
     int histogram_every;     /* micro-batches between weight and gradient histograms; 0: 200 */
     const char *profile;     /* the profiler's Chrome trace; NULL: no profiling */
     int64_t profile_first;   /* the first and last micro-batch of t profiled, from 1; */

@@ -17,6 +17,7 @@
 #include "ember/optim/guards.h"
 #include "ember/optim/optim.h"
 #include "ember/io/safetensors.h"
+#include "ember/train/averaged_model.h"
 #include "ember/train/train_checkpoint.h"
 #include "ember/train/step_graph.h"
 
@@ -123,6 +124,9 @@ typedef struct {
                                  const em_st_meta *meta, int n_meta);
     em_status (*load_checkpoint)(const char *path, em_train_state *s);
     bool progress;           /* a progress line on stderr and one line per epoch */
+    em_averaged_model *average; /* borrowed or NULL: updated from the model after every
+                                   optimizer update (not a skipped one), and kept in the
+                                   trainer's checkpoints (train/averaged_model.h) */
 } em_trainer_opts;
 
 typedef struct em_trainer em_trainer;
@@ -170,7 +174,7 @@ typedef struct {
     em_epoch_stats last_epoch; /* the last finished epoch (epochs 0 before the first) */
 } em_trainer_stats;
 em_trainer_stats em_trainer_get_stats(const em_trainer *t);
-em_grad_scaler *em_trainer_scaler(const em_trainer *t); /* NULL without amp f16 */
+em_grad_scaler *em_trainer_grad_scaler(const em_trainer *t); /* NULL without amp f16 */
 
 /* ---- metrics ---- */
 

@@ -11,17 +11,19 @@
 #include "export/serialize.h"
 #include "models/model_file_meta.h"
 #include "train/train_checkpoint.h"
+#include "train/train_internal.h"
 
-/* kind, version, scheduler step, generator (2), loader (3), counters (3), optimizer, tree */
-#define N_OWN_META 13
+/* kind, version, scheduler step, generator (2), loader (3), counters (3), averaged updates,
+ * optimizer, tree */
+#define N_OWN_META 14
 #define VERSION 2
 
 /* The parts of a checkpoint, in file order, and their tensor name prefixes by file version. */
-enum { PART_MODEL, PART_OPTIM, PART_SCALER, PART_SCHED, N_PARTS };
+enum { PART_MODEL, PART_OPTIM, PART_SCALER, PART_SCHED, PART_AVERAGE, N_PARTS };
 typedef const char *const prefixes[N_PARTS];
 static prefixes version_prefixes[VERSION] = {
-    {"model.", "optim.", "scaler.", "sched."},
-    {"", "ember.optim.", "ember.scaler.", "ember.sched."}};
+    {"model.", "optim.", "scaler.", "sched.", "average."},
+    {"", "ember.optim.", "ember.scaler.", "ember.sched.", "ember.average."}};
 
 /* Where each part's entries are in the list collect makes. */
 typedef struct {
@@ -41,11 +43,13 @@ static char *prefixed(const char *prefix, const char *name)
 /* The entries of every part, names prefixed as part_prefix says (freed by free_entries). */
 static em_st_entry *collect(const em_train_state *s, prefixes part_prefix, layout *l)
 {
+    const em_module *average = em_averaged_model_module(s->average);
     *l = (layout){.n = {em_module_state(s->model, NULL, 0),
                         s->optim ? em_optim_state(s->optim, NULL, 0) : 0,
-                        s->scaler ? em_scaler_state(s->scaler, NULL, 0) : 0,
-                        s->scheduler ? em_scheduler_state(s->scheduler, NULL, 0) : 0}};
-    if (l->n[PART_MODEL] < 0)
+                        s->scaler ? em_grad_scaler_state(s->scaler, NULL, 0) : 0,
+                        s->scheduler ? em_scheduler_state(s->scheduler, NULL, 0) : 0,
+                        average ? em_module_state(average, NULL, 0) : 0}};
+    if (l->n[PART_MODEL] < 0 || l->n[PART_AVERAGE] < 0)
         return NULL;
     for (int p = 0; p < N_PARTS; p++) {
         l->first[p] = l->total;
@@ -62,10 +66,16 @@ static em_st_entry *collect(const em_train_state *s, prefixes part_prefix, layou
     em_module_state(s->model, e, l->n[PART_MODEL]);
     for (int i = 0; i < l->n[PART_MODEL]; i++)
         refs[i] = (em_param_ref){e[i].name, e[i].tensor};
+    if (average) {
+        em_st_entry *own = e + l->first[PART_AVERAGE];
+        em_module_state(average, own, l->n[PART_AVERAGE]);
+        for (int i = 0; i < l->n[PART_AVERAGE]; i++)
+            refs[l->first[PART_AVERAGE] + i] = (em_param_ref){own[i].name, own[i].tensor};
+    }
     if (s->optim)
         em_optim_state(s->optim, refs + l->first[PART_OPTIM], l->n[PART_OPTIM]);
     if (s->scaler)
-        em_scaler_state(s->scaler, refs + l->first[PART_SCALER], l->n[PART_SCALER]);
+        em_grad_scaler_state(s->scaler, refs + l->first[PART_SCALER], l->n[PART_SCALER]);
     if (s->scheduler)
         em_scheduler_state(s->scheduler, refs + l->first[PART_SCHED], l->n[PART_SCHED]);
     for (int p = 0; p < N_PARTS; p++)
@@ -129,6 +139,8 @@ static void own_metadata(const em_train_state *s, own_meta *o)
         put_meta(o, "ember.loader_batch", "%" PRId64, pos.batch);
         put_meta(o, "ember.loader_batches", "%" PRId64, em_loader_num_batches(s->loader));
     }
+    if (s->average)
+        put_meta(o, "ember.average_count", "%" PRId64, em_averaged_model_count(s->average));
     if (s->counters) {
         put_meta(o, "ember.step", "%" PRId64, s->counters->step);
         put_meta(o, "ember.epoch_steps", "%" PRId64, s->counters->epoch_steps);
@@ -223,9 +235,9 @@ static em_status check_scaler(const char *path, const em_param_ref *refs, int n,
     if (found < n)
         return em_set_error(EM_ERR_IO, "em_train_checkpoint_load: %s: the scaler's state is "
                             "incomplete", path);
-    em_grad_scaler *scratch = em_scaler_new((em_scaler_opts){0});
-    em_status st = scratch ? em_scaler_load_state(scratch, refs, n) : em_error_status();
-    em_scaler_free(scratch);
+    em_grad_scaler *scratch = em_grad_scaler_new((em_grad_scaler_opts){0});
+    em_status st = scratch ? em_grad_scaler_load_state(scratch, refs, n) : em_error_status();
+    em_grad_scaler_free(scratch);
     return st;
 }
 
@@ -329,6 +341,21 @@ static const char *const *file_prefixes(const em_safetensors *f, const char *pat
     return version_prefixes[version - 1];
 }
 
+/* The averaged model's copy and count in the file; *present is false when the file holds none of
+ * its tensors (a run that averaged nothing yet): it is then left as it is. */
+static em_status check_average(const em_safetensors *f, const char *path, const em_st_entry *e,
+                               const layout *l, uint64_t *count, bool *present)
+{
+    int found = 0;
+    for (int i = l->first[PART_AVERAGE]; i < l->first[PART_AVERAGE] + l->n[PART_AVERAGE]; i++)
+        found += em_safetensors_get(f, e[i].name) != NULL;
+    *present = found > 0;
+    if (!found)
+        return EM_OK;
+    em_status st = check_part(f, path, e, l, PART_AVERAGE);
+    return st == EM_OK ? meta_int(f, path, "ember.average_count", count) : st;
+}
+
 /* Everything is checked before anything changes; the optimizer's load checks itself first. */
 static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
                          prefixes part_prefix, const em_st_entry *e, const layout *l,
@@ -362,6 +389,10 @@ static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
     if (st == EM_OK && s->scaler)
         st = check_scaler(path, refs + l->first[PART_SCALER], l->n[PART_SCALER],
                           &scaler_present);
+    uint64_t average_count = 0;
+    bool average_present = false;
+    if (st == EM_OK && s->average)
+        st = check_average(f, path, e, l, &average_count, &average_present);
     if (st == EM_OK && s->optim)
         st = em_optim_load_state(s->optim, refs + l->first[PART_OPTIM], l->n[PART_OPTIM]);
     if (st != EM_OK)
@@ -370,11 +401,15 @@ static em_status restore(em_safetensors *f, const char *path, em_train_state *s,
     if (counters_present)
         *s->counters = counters;
     if (scaler_present)
-        em_scaler_load_state(s->scaler, refs + l->first[PART_SCALER], l->n[PART_SCALER]);
+        em_grad_scaler_load_state(s->scaler, refs + l->first[PART_SCALER], l->n[PART_SCALER]);
     if (s->scheduler)
         em_scheduler_load_state(s->scheduler, refs + l->first[PART_SCHED], l->n[PART_SCHED]);
     for (int i = 0; i < l->n[PART_MODEL]; i++)
         em_copy_(e[i].tensor, em_safetensors_get(f, e[i].name));
+    for (int i = l->first[PART_AVERAGE]; average_present && i < l->total; i++)
+        em_copy_(e[i].tensor, em_safetensors_get(f, e[i].name));
+    if (average_present)
+        em_averaged_model_set_count(s->average, (int64_t)average_count);
     if (s->scheduler && (int64_t)sched_step >= 0)
         em_scheduler_set_last_step(s->scheduler, (int64_t)sched_step);
     em_generator *rng = s->rng ? s->rng : em_default_generator();

@@ -8,6 +8,7 @@
 #include "ember/optim/grad_scaler.h"
 #include "ember/optim/optim.h"
 #include "ember/io/safetensors.h"
+#include "ember/train/averaged_model.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,13 +29,15 @@ typedef struct {
     em_loader *loader;       /* or NULL; its position is saved, and restored on load */
     em_grad_scaler *scaler;  /* or NULL; a file without scaler state leaves it as it is */
     em_train_counters *counters; /* or NULL; a file without them leaves them as they are */
+    em_averaged_model *average;  /* or NULL; a file without its tensors leaves it as it is */
 } em_train_state;
 
 /* The model's tensors are stored by their own dotted names, with its module tree in the
  * metadata entry "ember.model" (left out, so that em_model_load refuses the file, when a module
  * is of a type whole-model files do not know: em_model_register_type adds one); the optimizer's
- * as "ember.optim.<name>", the grad scaler's as "ember.scaler.<name>" and a plateau scheduler's
- * as "ember.sched.<name>"; the scheduler's step, the generator, the loader's position and its
+ * as "ember.optim.<name>", the grad scaler's as "ember.scaler.<name>", a plateau scheduler's as
+ * "ember.sched.<name>" and the averaged model's copy as "ember.average.<name>" (its count of
+ * updates as metadata); the scheduler's step, the generator, the loader's position and its
  * batches per epoch and the counters as metadata ("ember.checkpoint_version" 2), next to the
  * caller's own (keys must not start with "ember."). */
 em_status em_train_checkpoint_save(const char *path, const em_train_state *s,

@@ -43,6 +43,8 @@ struct em_trainer {
 };
 
 double em_trainer_lr(const em_trainer *t); /* group 0's learning rate */
+/* The updates an averaged model counts, as a checkpoint restores them (train/averaged_model.c) */
+void em_averaged_model_set_count(em_averaged_model *a, int64_t count);
 double em_train_clock_s(void);              /* monotonic seconds */
 
 #endif

@@ -34,7 +34,7 @@ static em_status check_opts(const em_module *model, const em_optim *optim, em_tr
     if (o.checkpoint_every < 0 || (o.checkpoint_every && !o.checkpoint))
         return em_set_error(EM_ERR_ARG, "em_trainer_new: checkpoint_every (%lld) must be >= 0, "
                             "and needs a checkpoint path", (long long)o.checkpoint_every);
-    if (o.checkpoint && em_atomic_check(o.checkpoint) != EM_OK) /* before the run, not after */
+    if (o.checkpoint && em_atomic_file_check(o.checkpoint) != EM_OK) /* before the run, not after */
         return em_error_status();
     return EM_OK;
 }
@@ -72,7 +72,7 @@ em_trainer *em_trainer_new(em_module *model, em_optim *optim, em_loader *loader,
     *t = (em_trainer){.model = model, .optim = optim, .loader = loader, .o = opts,
                       .accum = accum, .recent = recent, .stats = {.scale = 1}};
     em_status st = copy_val_transforms(t);
-    if (st == EM_OK && opts.tech.amp == EM_F16 && !(t->scaler = em_scaler_new((em_scaler_opts){0})))
+    if (st == EM_OK && opts.tech.amp == EM_F16 && !(t->scaler = em_grad_scaler_new((em_grad_scaler_opts){0})))
         st = em_error_status();
     if (st == EM_OK && opts.tech.guard
         && !(t->guard = em_guard_new(model, (em_guard_opts){.loss_outliers = true})))
@@ -101,7 +101,7 @@ void em_trainer_free(em_trainer *t)
     if (!t)
         return;
     em_step_graph_free(t->graph);
-    em_scaler_free(t->scaler);
+    em_grad_scaler_free(t->scaler);
     em_guard_free(t->guard);
     free(t->val_tfs);
     free(t->recent);
@@ -124,7 +124,7 @@ double em_trainer_lr(const em_trainer *t)
     return em_optim_num_groups(t->optim) > 0 ? em_optim_get_lr(t->optim, 0) : 0;
 }
 
-em_grad_scaler *em_trainer_scaler(const em_trainer *t)
+em_grad_scaler *em_trainer_grad_scaler(const em_trainer *t)
 {
     return t ? t->scaler : NULL;
 }
@@ -138,7 +138,7 @@ em_trainer_stats em_trainer_get_stats(const em_trainer *t)
     s.recent_loss = 0;
     for (int64_t i = 0; i < n; i++)
         s.recent_loss += t->recent[i] / (double)n;
-    s.scale = t->scaler ? em_scaler_get_scale(t->scaler) : 1.0;
+    s.scale = t->scaler ? em_grad_scaler_get_scale(t->scaler) : 1.0;
     s.graph_replays = em_step_graph_get_stats(t->graph).replays;
     s.samples_per_s = s.train_seconds > 0 ? (double)s.samples / s.train_seconds : 0;
     return s;
@@ -165,12 +165,12 @@ static em_status check_update(em_trainer *t, const em_tensor *loss, bool *skip)
             return st;
     }
     if (t->scaler) {
-        em_status st = em_scaler_unscale(t->scaler, t->optim);
-        bool found = st == EM_OK && em_scaler_found_inf(t->scaler), any = found;
+        em_status st = em_grad_scaler_unscale(t->scaler, t->optim);
+        bool found = st == EM_OK && em_grad_scaler_found_inf(t->scaler), any = found;
         if (st == EM_OK)
             st = agree(t, &any);
         if (st == EM_OK && any && !found)
-            st = em_scaler_mark_inf(t->scaler, t->optim);
+            st = em_grad_scaler_mark_inf(t->scaler, t->optim);
         if (st != EM_OK || any)
             return st; /* the scaler skips it and backs off: early f16 steps expect this */
     }
@@ -185,9 +185,9 @@ static em_status update(em_trainer *t, const em_tensor *loss)
     if (st == EM_OK && !skip && t->o.tech.clip > 0)
         st = em_clip_grad_norm_optim_device(t->optim, t->o.tech.clip, 2.0, NULL);
     if (st == EM_OK && !skip)
-        st = t->scaler ? em_scaler_step(t->scaler, t->optim, &stepped) : em_optim_step(t->optim);
+        st = t->scaler ? em_grad_scaler_step(t->scaler, t->optim, &stepped) : em_optim_step(t->optim);
     if (st == EM_OK && t->scaler)
-        st = em_scaler_update(t->scaler);
+        st = em_grad_scaler_update(t->scaler);
     em_optim_zero_grad(t->optim);
     t->pending = 0;
     if (st != EM_OK)
@@ -196,6 +196,9 @@ static em_status update(em_trainer *t, const em_tensor *loss)
         t->stats.skipped++;
     else
         t->stats.updates++;
+    if (!skip && stepped && t->o.average &&
+        (st = em_averaged_model_update(t->o.average, t->model)) != EM_OK)
+        return st;
     if (t->o.scheduler && !em_scheduler_wants_metric(t->o.scheduler))
         em_scheduler_step(t->o.scheduler);
     return EM_OK;
@@ -316,7 +319,7 @@ em_status em_trainer_step(em_trainer *t, const em_tensor *x, const em_tensor *y,
         em_autocast_end();
     em_tensor *scaled = t->accum > 1 ? em_mul_scalar(loss, 1.0 / t->accum) : loss;
     if (t->scaler)
-        scaled = em_scaler_scale(t->scaler, scaled);
+        scaled = em_grad_scaler_scale(t->scaler, scaled);
     for (int i = 0; i < t->n_callbacks; i++)
         if (t->callbacks[i].before_backward)
             t->callbacks[i].before_backward(t->callbacks[i].ctx, t->pending + 1 >= t->accum);

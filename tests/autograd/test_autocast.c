@@ -1,6 +1,6 @@
 /* Autocast: matmul, bmm, linear, conv2d and conv_transpose2d run in f16/bf16 and match f32
  * within the rounding bound; softmax, reductions, exp/log and losses come out f32; mixed binary
- * ops promote; f32 leaves get f32 gradients matching an f32 run; regions nest; outside them
+ * ops, cat, stack and the other ops of several inputs promote; f32 leaves get f32 gradients matching an f32 run; regions nest; outside them
  * nothing changes; an MLP's graph holds about half the bytes (no low-precision copies of weights
  * or input). */
 #include <criterion/criterion.h>
@@ -231,6 +231,73 @@ Test(autocast, mixed_binary_ops_promote_inside_only)
     em_error_clear();
     cr_expect_null(em_add(lo, hi), "outside a region mixed dtypes stay an error");
     cr_expect(strstr(em_error(), "dtypes differ"), "%s", em_error());
+}
+
+/* cat and stack, and the other ops that take several tensors, follow the binary ops' rule:
+ * inside a region float dtypes promote to the widest, each input's gradient coming back in its
+ * own dtype; outside, mixed dtypes are an error that says so, naming the op. Values from
+ * PyTorch 2.15: a = tensor([[.1, .2, .3], [.4, .5, .6]]).bfloat16(), b = tensor([[1.1, 1.2,
+ * 1.3]]); under torch.autocast('cpu', torch.bfloat16), cat([a, b]) is f32 holding a's bf16
+ * values and b's; (cat([a, b]) * tensor([1., 2., 3.])).sum().backward() gives a a bf16 gradient
+ * and b an f32 one, both [1, 2, 3] per row. */
+Test(autocast, cat_stack_and_other_multi_input_ops_promote_like_binary_ops)
+{
+    em_tensor *a = em_requires_grad_(em_to_dtype(em_from_data(EM_SHAPE(2, 3), EM_F32, (float[]){
+        0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f}), EM_BF16), true);
+    em_tensor *b = em_requires_grad_(em_from_data(EM_SHAPE(1, 3), EM_F32,
+                                                  (float[]){1.1f, 1.2f, 1.3f}), true);
+    cr_assert_eq(em_autocast_begin(EM_BF16), EM_OK);
+    em_tensor *y = em_cat((em_tensor *[]){a, b}, 2, 0);
+    em_tensor *st = em_stack((em_tensor *[]){em_select(a, 0, 0), em_select(b, 0, 0)}, 2, 1);
+    em_tensor *o = em_outer(em_select(a, 0, 0), em_select(b, 0, 0));
+    em_tensor *idx = em_from_data(EM_SHAPE(1, 3), EM_I64, (int64_t[]){1, 0, 1});
+    em_tensor *sa = em_scatter_add(a, 0, idx, b);
+    em_tensor *ip = em_index_put(b, (em_tensor *[]){em_from_data(EM_SHAPE(1), EM_I64,
+                                                                 (int64_t[]){0})},
+                                 1, em_narrow(a, 0, 1, 1), false);
+    em_tensor *e = em_einsum("ij,kj->ik", (em_tensor *[]){a, b}, 2);
+    em_tensor *mm = em_addmm(em_narrow(em_select(a, 0, 0), 0, 0, 2), b, em_transpose(a, 0, 1), 1,
+                             1);
+    em_autocast_end();
+    cr_assert_not_null(y, "%s", em_error());
+    cr_expect_eq(y->dtype, EM_F32);
+    const double want[9] = {0.10009765625, 0.2001953125, 0.30078125, 0.400390625, 0.5,
+                            0.6015625, 1.100000023841858, 1.2000000476837158, 1.2999999523162842};
+    double *v = host(y);
+    for (int i = 0; i < 9; i++)
+        cr_expect_eq(v[i], want[i], "element %d: %.17g, PyTorch %.17g", i, v[i], want[i]);
+    free(v);
+    cr_assert_not_null(st, "%s", em_error());
+    cr_expect(st->dtype == EM_F32 && st->shape[0] == 3 && st->shape[1] == 2);
+    cr_expect(o && o->dtype == EM_F32, "outer promotes as mul does");
+    cr_expect(sa && sa->dtype == EM_F32 && em_get(sa, (int64_t[]){1, 0}) == (float)(0.400390625f + 1.1f),
+              "scatter_add promotes self and src");
+    cr_expect(ip && ip->dtype == EM_F32 && em_get(ip, (int64_t[]){0, 2}) == 0.6015625,
+              "index_put promotes self and values");
+    cr_expect(e && e->dtype == EM_BF16, "einsum runs low, as matmul does");
+    cr_expect(mm && mm->dtype == EM_BF16, "addmm runs low");
+    em_tensor *w = em_from_data(EM_SHAPE(3), EM_F32, (float[]){1, 2, 3});
+    cr_assert_eq(em_backward(em_sum_all(em_mul(y, w))), EM_OK, "%s", em_error());
+    cr_expect_eq(a->grad->dtype, EM_BF16, "a's gradient comes back in its own dtype");
+    cr_expect_eq(b->grad->dtype, EM_F32);
+    for (int i = 0; i < 6; i++)
+        cr_expect_eq(em_get(a->grad, (int64_t[]){i / 3, i % 3}), i % 3 + 1);
+    cr_expect_eq(em_get(b->grad, (int64_t[]){0, 2}), 3);
+
+    cr_expect_null(em_cat((em_tensor *[]){a, b}, 2, 0), "outside a region: an error");
+    cr_expect_str_eq(em_error(), "em_cat: dtypes differ: tensor 0 (bf16 [2,3]) and tensor 1 "
+                                 "(f32 [1,3])");
+    em_error_clear();
+    cr_expect_null(em_stack((em_tensor *[]){b, a}, 2, 0));
+    cr_expect_str_eq(em_error(), "em_stack: tensor 1 is [2,3], tensor 0 is [1,3]");
+    em_error_clear();
+    cr_expect_null(em_stack((em_tensor *[]){em_narrow(a, 0, 0, 1), b}, 2, 0));
+    cr_expect_str_eq(em_error(), "em_stack: dtypes differ: tensor 0 (bf16 [1,3]) and tensor 1 "
+                                 "(f32 [1,3])");
+    em_error_clear();
+    cr_expect_null(em_outer(em_select(a, 0, 0), em_select(b, 0, 0)));
+    cr_expect_str_eq(em_error(), "em_outer: dtypes differ: a bf16 [3] and b f32 [3]");
+    em_error_clear();
 }
 
 Test(autocast, regions_nest_and_f32_opens_a_hole)

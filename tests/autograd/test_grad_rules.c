@@ -1,4 +1,4 @@
-/* Backward rules at their special points, against hand-computed or PyTorch 1.13 values where
+/* Backward rules at their special points, against hand-computed or PyTorch values where
  * finite differences cannot decide (the op-case table's gradient check covers the rest): ties in
  * maximum and amax/amin, piecewise-constant ops, pow at zero, casts, pooling in ceil mode, and the
  * fused ops (linear with ReLU, ReLU with max pooling) against the two ops they replace. */
@@ -355,6 +355,23 @@ Test(grad_rules, hardtanh_and_clamp_stop_at_the_bounds)
     cr_assert_null(em_elu(em_scalar(0, EM_F32), NAN));
     cr_assert_eq(em_error_status(), EM_ERR_ARG);
     em_error_clear();
+}
+
+/* hardswish's gradient at its kinks, as PyTorch 2.x: 0 at -3, 1 at 3, x / 3 + 1/2 strictly
+ * between (1.13 took [-3, 3], giving -0.5 and 1.5). Values from PyTorch 2.15:
+ * x = torch.tensor([-3., 3., -3.5, 0., 1., -2.9999, 2.9999], dtype=torch.float64,
+ * requires_grad=True); F.hardswish(x).sum().backward(); x.grad */
+Test(grad_rules, hardswish_kinks_match_pytorch_2)
+{
+    em_tensor *x = em_requires_grad_(
+        em_from_data(EM_SHAPE(7), EM_F64, (double[]){-3, 3, -3.5, 0, 1, -2.9999, 2.9999}), true);
+    cr_assert_eq(em_backward(em_sum_all(em_hardswish(x))), EM_OK, "%s", em_error());
+    double g[7];
+    em_copy_to_host(x->grad, EM_F64, g);
+    const double want[7] = {0.0, 1.0, 0.0, 0.5, 0.8333333333333333, -0.49996666666666656,
+                            1.4999666666666664};
+    for (int i = 0; i < 7; i++)
+        cr_expect(fabs(g[i] - want[i]) <= 1e-15, "x[%d]: %.17g, PyTorch %.17g", i, g[i], want[i]);
 }
 
 /* PyTorch's rules where finite differences cannot see them: prod at zeros (the product of the

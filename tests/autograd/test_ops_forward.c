@@ -284,3 +284,51 @@ Test(ops_forward, argmax_argmin_shapes)
     cr_expect_eq(em_get(b, (int64_t[]){0, 1}), 1);
     cr_expect_eq(em_get(b, (int64_t[]){0, 2}), 1);
 }
+
+/* em_lerp_ against PyTorch 2.15's Tensor.lerp_: a = tensor([0.1, -2.5, 3.75, 1e-3, 7.0, -0.3]),
+ * e = tensor([1.3, 0.7, -1.25, 2.5, 7.0, -0.3001]); a.clone().lerp_(e, w) for each w (f32, and
+ * on a.double() and e.double()); weight 1 gives end exactly; end broadcasts; in place (a tensor
+ * that requires grad keeps being the same leaf). */
+Test(ops_forward, lerp_in_place_matches_pytorch)
+{
+    const float a[6] = {0.1f, -2.5f, 3.75f, 1e-3f, 7.0f, -0.3f};
+    const float e[6] = {1.3f, 0.7f, -1.25f, 2.5f, 7.0f, -0.3001f};
+    const double weights[5] = {0.001, 0.3, 0.5, 0.999, 1.0};
+    const double want[5][6] = {
+        {0.10119999945163727, -2.496799945831299, 3.744999885559082, 0.003499000333249569, 7.0,
+         -0.3000001013278961},
+        {0.46000000834465027, -1.5399999618530273, 2.25, 0.750700056552887, 7.0,
+         -0.30003002285957336},
+        {0.699999988079071, -0.9000000357627869, 1.25, 1.250499963760376, 7.0,
+         -0.3000500202178955},
+        {1.298799991607666, 0.6968000531196594, -1.2450001239776611, 2.4975011348724365, 7.0,
+         -0.3000999093055725},
+        {1.2999999523162842, 0.699999988079071, -1.25, 2.5, 7.0, -0.3000999987125397}};
+    em_tensor *end = em_from_data(EM_SHAPE(6), EM_F32, e);
+    for (int k = 0; k < 5; k++) {
+        em_tensor *t = em_requires_grad_(em_from_data(EM_SHAPE(6), EM_F32, a), true);
+        cr_assert_eq(em_lerp_(t, end, weights[k]), EM_OK, "%s", em_error());
+        cr_assert(t->requires_grad && !t->node, "still the same leaf");
+        for (int i = 0; i < 6; i++) { /* PyTorch's vector kernel fuses the multiply-add */
+            double got = em_get(t, (int64_t[]){i});
+            cr_expect(fabs(got - want[k][i]) <= 0x1p-23 * fmax(1, fabs(want[k][i])),
+                      "w %g, element %d: %.9g, PyTorch %.9g", weights[k], i, got, want[k][i]);
+        }
+        if (weights[k] == 1.0)
+            cr_expect_arr_eq(em_data_ptr(t), e, sizeof e, "weight 1 gives end exactly");
+    }
+    em_tensor *t64 = em_to_dtype(em_from_data(EM_SHAPE(6), EM_F32, a), EM_F64);
+    cr_assert_eq(em_lerp_(t64, em_to_dtype(end, EM_F64), 0.75), EM_OK, "%s", em_error());
+    const double want64[6] = {0.9999999646097422, -0.10000000894069672, 0.0, 1.8752500000118744,
+                              7.0, -0.300075002014637};
+    for (int i = 0; i < 6; i++)
+        cr_expect(fabs(em_get(t64, (int64_t[]){i}) - want64[i]) <= 1e-15, "f64 element %d", i);
+    /* t = [[1, 2], [3, 4]] towards [0, 10] by 0.25: [[0.75, 4], [2.25, 5.5]] */
+    em_tensor *m = em_from_data(EM_SHAPE(2, 2), EM_F32, (float[]){1, 2, 3, 4});
+    cr_assert_eq(em_lerp_(m, em_from_data(EM_SHAPE(2), EM_F32, (float[]){0, 10}), 0.25), EM_OK);
+    cr_expect_arr_eq(em_data_ptr(m), ((float[]){0.75f, 4, 2.25f, 5.5f}), 4 * sizeof(float));
+    cr_assert_eq(em_lerp_(em_zeros(EM_SHAPE(2), EM_F32), m, 0.5), EM_ERR_ARG);
+    cr_expect_str_eq(em_error(), "em_lerp_: end f32 [2,2] must broadcast to self f32 [2], of its "
+                                 "floating dtype and device, with a finite weight (0.5)");
+    em_error_clear();
+}

@@ -1,5 +1,6 @@
 /* The CPU backend's thread governor: its decision on hand-made windows, the /proc parsers, the
- * user's count and the opt-out, and a live run where a spinning process takes one of two CPUs. */
+ * user's count (set through OpenMP and through em_set_num_threads) and the opt-out, what
+ * em_device_details says of it, and a live run where a spinning process takes one of two CPUs. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <omp.h>
@@ -7,12 +8,14 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "backend_cpu/cpu_kernels_internal.h"
+#include "tensor/tensor.h"
 
 #define MS 1000000LL /* ns */
 
@@ -125,12 +128,65 @@ Test(cpu_threads, follows_the_users_count)
     cr_assert_eq(omp_get_max_threads(), 2); /* the governor never sets OpenMP's count */
 }
 
+/* em_set_num_threads, torch.set_num_threads's counterpart: the count the kernels fork from this
+ * thread (the governor's ceiling, OpenMP's count), read back by em_get_num_threads and shown by
+ * em_device_describe; fewer than one thread is refused and changes nothing. */
+Test(cpu_threads, set_from_the_api)
+{
+    cr_assert_eq(em_set_num_threads(3), EM_OK, "%s", em_error());
+    cr_assert_eq(em_get_num_threads(), 3);
+    cr_assert_eq(omp_get_max_threads(), 3);
+    cr_assert_eq(em_cpu_threads(), 3);
+    char about[256];
+    em_device_describe(EM_CPU, about, sizeof about);
+    cr_assert(strncmp(about, "3 OpenMP threads", 16) == 0, "%s", about);
+    cr_assert_eq(em_set_num_threads(0), EM_ERR_ARG);
+    cr_assert_str_eq(em_error(), "em_set_num_threads: 0 threads; at least 1");
+    em_error_clear();
+    cr_assert_eq(em_get_num_threads(), 3);
+    cr_assert_eq(em_set_num_threads(1), EM_OK);
+    cr_assert_eq(em_cpu_threads(), 1);
+    cr_assert_eq(em_set_num_threads(2), EM_OK);
+    cr_assert_eq(em_get_num_threads(), 2);
+}
+
 Test(cpu_threads, env_turns_it_off)
 {
     setenv("EMBER_ADAPTIVE_THREADS", "0", 1);
     cr_assert_not(em_cpu_threads_adaptive());
     omp_set_num_threads(2);
     cr_assert_eq(em_cpu_threads(), 2);
+}
+
+/* The CPU's details: the governor's state, then each feature as the CPU reports it. */
+static void expect_details(const char *governor)
+{
+    char buf[1024], want[512];
+    cr_assert_eq(em_device_details(EM_CPU, buf, sizeof buf), buf);
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    snprintf(want, sizeof want, "thread governor: %s\nCPU features: AVX2+FMA %s, AVX-512 ",
+             governor, avx2 ? "yes" : "no");
+    cr_expect_eq(strncmp(buf, want, strlen(want)), 0, "'%s' does not start with '%s'", buf, want);
+    cr_expect(strstr(buf, ", F16C yes, AVX512_BF16 ") || strstr(buf, ", F16C no, AVX512_BF16 "),
+              "%s", buf);
+    cr_expect(strstr(buf, " (AVX512_BF16 and AMX detected only: no kernel uses them yet)"), "%s",
+              buf);
+}
+
+Test(cpu_threads, device_details_say_whether_the_governor_is_on)
+{
+    unsetenv("EMBER_ADAPTIVE_THREADS");
+    expect_details("on (fewer threads while other processes hold the cores; "
+                   "EMBER_ADAPTIVE_THREADS=0 turns it off)");
+    char buf[64];
+    if (!em_device_available(EM_CUDA))
+        cr_expect_str_eq(em_device_details(EM_CUDA, buf, sizeof buf), "not available");
+}
+
+Test(cpu_threads, device_details_say_when_the_governor_is_off)
+{
+    setenv("EMBER_ADAPTIVE_THREADS", "0", 1);
+    expect_details("off (EMBER_ADAPTIVE_THREADS=0)");
 }
 
 static int64_t now_ms(void)

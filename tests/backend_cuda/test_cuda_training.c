@@ -44,7 +44,7 @@ static void train(em_device dev, run_kind kind, int steps, double *losses)
     cr_assert_eq(em_module_to(net, dev), EM_OK, "%s", em_error());
     em_optim *opt = kind == RUN_SGD ? em_sgd(net, (em_sgd_opts){.lr = 0.01, .momentum = 0.9})
                                     : em_adamw(net, (em_adam_opts){.lr = 1e-3});
-    em_grad_scaler *scaler = kind == RUN_AMP_F16 ? em_scaler_new((em_scaler_opts){0}) : NULL;
+    em_grad_scaler *scaler = kind == RUN_AMP_F16 ? em_grad_scaler_new((em_grad_scaler_opts){0}) : NULL;
     em_generator gen = em_generator_new(7);
     em_tensor *xs = em_keep(em_to_device(em_rand(EM_SHAPE(N_BATCHES, BATCH, 784), EM_F32, &gen),
                                          dev));
@@ -62,9 +62,9 @@ static void train(em_device dev, run_kind kind, int steps, double *losses)
         cr_assert(loss, "step %d on %s: %s", s, em_device_name(dev), em_error());
         losses[s] = em_item(loss);
         if (scaler) {
-            cr_assert_eq(em_backward(em_scaler_scale(scaler, loss)), EM_OK, "%s", em_error());
-            cr_assert_eq(em_scaler_step(scaler, opt, NULL), EM_OK, "%s", em_error());
-            cr_assert_eq(em_scaler_update(scaler), EM_OK, "%s", em_error());
+            cr_assert_eq(em_backward(em_grad_scaler_scale(scaler, loss)), EM_OK, "%s", em_error());
+            cr_assert_eq(em_grad_scaler_step(scaler, opt, NULL), EM_OK, "%s", em_error());
+            cr_assert_eq(em_grad_scaler_update(scaler), EM_OK, "%s", em_error());
         } else {
             cr_assert_eq(em_backward(loss), EM_OK, "%s", em_error());
             cr_assert_eq(em_optim_step(opt), EM_OK, "%s", em_error());
@@ -74,7 +74,7 @@ static void train(em_device dev, run_kind kind, int steps, double *losses)
     }
     em_release(xs);
     em_release(ys);
-    em_scaler_free(scaler);
+    em_grad_scaler_free(scaler);
     em_optim_free(opt);
     em_module_free(net);
 }

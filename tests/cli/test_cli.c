@@ -203,7 +203,7 @@ Test(cli, an_unwritable_report_or_trace_fails_before_any_work)
     expect("profile cnn " NO_DATA " --trace /nonexistent/dir/t.json", 2,
            "ember profile: --trace: cannot write '/nonexistent/dir/t.json'");
     expect("train cnn " NO_DATA " --tensorboard /dev/null/runs", 2,
-           "ember train: --tensorboard: em_tb_check: log directory '/dev/null/runs': "
+           "ember train: --tensorboard: em_tb_writer_check: log directory '/dev/null/runs': "
            "'/dev/null' is not a directory\n");
 }
 

@@ -230,7 +230,7 @@ Test(gpt_cli, a_whole_model_gpt_whose_cache_would_be_huge_is_refused)
 {
     char path[128], args[512];
     snprintf(path, sizeof path, "%s/long.safetensors", dir);
-    em_module *m = em_gpt((em_gpt_config){.vocab_size = 3, .block_size = 1 << 20, .n_layer = 256,
+    em_module *m = em_gpt((em_gpt_settings){.vocab_size = 3, .block_size = 1 << 20, .n_layer = 256,
                                           .n_head = 1, .n_embd = 1});
     cr_assert_not_null(m, "%s", em_error());
     em_st_meta vocab = {"gpt.vocab", "abc"};

@@ -280,8 +280,8 @@ Test(model_files, a_training_checkpoint_is_a_whole_model_file)
     json_decref(j);
     ember(0, "train gpt --data %s --max-steps 2 --batch 2 --save %s", text, gpt);
     m = em_model_load(gpt);
-    em_gpt_config c;
-    cr_assert(m && em_gpt_config_of(m, &c), "%s", em_error());
+    em_gpt_settings c;
+    cr_assert(m && em_gpt_settings_of(m, &c), "%s", em_error());
     cr_expect_eq(c.vocab_size, 13); /* "the cat sat on a mat." and newlines and '%' */
     em_module_free(m);
     ember(0, "sample --load %s --tokens 5", gpt);

@@ -1,6 +1,6 @@
-/* The data API a user builds on: subsets and random_split, samplers (sequential, random,
- * weighted) in the loader, a user collate function, user transforms, integer features and the
- * epoch handed to a dataset's get. */
+/* The data API a user builds on: subsets, random_split and ConcatDataset, samplers (sequential,
+ * random, weighted) in the loader, a user collate function, user transforms, integer features
+ * and the epoch handed to a dataset's get. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -488,4 +488,54 @@ Test(data_api, custom_transform_is_deterministic_for_any_worker_count)
     em_error_clear();
     em_dataset_free(wide);
     em_dataset_free(ds);
+}
+
+/* ---- ConcatDataset ---- */
+
+/* Parts of 3, 0 and 4 samples: the whole has 7, sample i of part k at its cumulative offset
+ * (PyTorch's bisect over cumulative_sizes), n_classes the largest part's; a loader reads it
+ * all; parts whose samples differ are refused naming the part. */
+Test(data_api, concat_dataset_reads_its_parts_in_turn)
+{
+    em_dataset *a = epoch_dataset(3), *empty = epoch_dataset(0), *b = epoch_dataset(4);
+    em_dataset *ds = em_concat_dataset((const em_dataset *[]){a, empty, b}, 3);
+    cr_assert_not_null(ds, "%s", em_error());
+    cr_assert_eq(em_dataset_len(ds), 7);
+    cr_assert_eq(ds->n_classes, 4);
+    const int64_t want[7] = {0, 1, 2, 0, 1, 2, 3};
+    for (int i = 0; i < 7; i++) {
+        float x[2];
+        int64_t y;
+        cr_assert_eq(em_dataset_get(ds, i, x, &y), EM_OK, "%s", em_error());
+        cr_expect(y == want[i] && x[0] == (float)want[i], "sample %d: y %lld", i, (long long)y);
+    }
+    cr_expect_eq(em_dataset_get(ds, 7, (float[2]){0}, &(int64_t){0}), EM_ERR_ARG);
+    em_error_clear();
+    em_loader *dl = em_loader_new(ds, (em_loader_opts){.batch_size = 3, .shuffle = true,
+                                                       .seed = 2, .num_workers = 2});
+    cr_assert_not_null(dl, "%s", em_error());
+    int64_t rows[8], sorted[7] = {0};
+    cr_assert_eq(epoch_rows(dl, rows, 8), 7);
+    for (int i = 0; i < 7; i++)
+        sorted[rows[i]]++;
+    cr_expect(sorted[0] == 2 && sorted[1] == 2 && sorted[2] == 2 && sorted[3] == 1,
+              "every sample once: part a's 0..2 and part b's 0..3");
+    em_loader_free(dl);
+    em_dataset_free(ds);
+
+    em_tensor *x = em_zeros(EM_SHAPE(2, 3), EM_F32), *y = em_zeros(EM_SHAPE(2), EM_I64);
+    em_dataset *wide = em_tensor_dataset(x, y);
+    cr_assert_null(em_concat_dataset((const em_dataset *[]){a, wide}, 2));
+    cr_expect_str_eq(em_error(), "em_concat_dataset: part 1's samples are x f32 [3], y i64 []; "
+                                 "part 0's x f32 [2], y i64 []");
+    em_error_clear();
+    cr_assert_null(em_concat_dataset(NULL, 0));
+    cr_expect_str_eq(em_error(), "em_concat_dataset: needs at least one dataset");
+    em_error_clear();
+    em_release(x);
+    em_release(y);
+    em_dataset_free(wide);
+    em_dataset_free(a);
+    em_dataset_free(empty);
+    em_dataset_free(b);
 }

@@ -1,8 +1,8 @@
 /* ONNX export: the protobuf encoder's bytes against hand-encoded golden values, and exported
  * models (the MLP and CNN recipes' shapes, a CNN with folded BatchNorm, every other supported
  * layer, the group and instance norms, a user's module type with a registered exporter;
- * residual blocks, LSTM, GRU, attention, transformer layers and GPT with dynamic batch and
- * sequence axes) checked by the real consumers in the setup venv: onnx.checker and onnxruntime,
+ * residual blocks, Concat branches and a U-Net skip, LSTM, GRU, attention, transformer layers
+ * and GPT with dynamic batch and sequence axes) checked by the real consumers in the setup venv: onnx.checker and onnxruntime,
  * whose output on a batch of a different size than the export example must match ember's
  * within 1e-5. */
 #include <criterion/criterion.h>
@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ember.h"
+#include "helpers/models.h"
 #include "helpers/venv.h"
 #include "io/protobuf_internal.h"
 
@@ -276,8 +277,7 @@ static const em_module_type scaled_act_type = {.type_name = "ScaledAct",
 
 static em_module *scaled_act_new(int64_t features)
 {
-    em_module *m = calloc(1, sizeof *m);
-    em_module_init(m, &scaled_act_type);
+    em_module *m = em_module_alloc(sizeof *m, &scaled_act_type);
     em_generator gen = em_generator_new(21);
     em_module_add_param(m, "weight", em_uniform(EM_SHAPE(features), EM_F32, 0.5, 2.0, &gen));
     return m;
@@ -566,6 +566,17 @@ Test(onnx, residual_blocks_match_onnxruntime)
     check_export(m, EM_SHAPE(1, 4, 8, 8), "--absent BatchNormalization");
 }
 
+/* A U-Net level (Concat with an Identity: the skip) and an Inception-like Concat of three
+ * branches, a negative axis among them: ONNX's Concat, matched in onnxruntime */
+Test(onnx, concat_unet_skip_and_branches_match_onnxruntime)
+{
+    em_manual_seed(9);
+    em_scope_begin();
+    em_module *m = em_test_concat_unet();
+    em_scope_end();
+    check_export(m, EM_SHAPE(1, 3, 8, 8), "--present Concat");
+}
+
 Test(onnx, lstm_matches_onnxruntime)
 {
     em_manual_seed(7);
@@ -622,7 +633,7 @@ Test(onnx, transformer_layers_match_onnxruntime)
 Test(onnx, gpt_matches_onnxruntime)
 {
     em_manual_seed(12);
-    em_module *gpt = em_gpt((em_gpt_config){.vocab_size = 11, .block_size = 12, .n_layer = 2,
+    em_module *gpt = em_gpt((em_gpt_settings){.vocab_size = 11, .block_size = 12, .n_layer = 2,
                                             .n_head = 2, .n_embd = 8, .dropout = 0.1});
     check_sequence(redrawn(gpt, 0.3), 0, 11, "--present Gather");
 }

@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *path = fuzz_input_file(0, data, size);
     em_error_clear();
     recipe_model m;
-    em_gpt_config c;
+    em_gpt_settings c;
     em_status st = recipe_model_load(path, recipe_find("gpt"), &m);
     if (st == EM_OK)
         st = recipe_model_gpt(&m, path, &c);

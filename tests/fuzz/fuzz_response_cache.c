@@ -77,12 +77,12 @@ static void look_up_inputs(em_cache *c, const em_cache_signature *sig)
 /* Saves c and loads the file back into a cache of the same signature: the same entries. */
 static void round_trip(em_cache *c, em_cache_signature sig)
 {
-    em_cache_stats before = em_cache_stats_get(c);
+    em_cache_stats before = em_cache_get_stats(c);
     assert(em_cache_save(c, saved_dir) == EM_OK);
     em_cache *back = em_cache_new((em_cache_opts){.max_entries = 64, .max_bytes = 1 << 20,
                                                   .signature = sig});
     assert(back && em_cache_load(back, saved_dir) == EM_OK);
-    em_cache_stats after = em_cache_stats_get(back);
+    em_cache_stats after = em_cache_get_stats(back);
     assert(after.entries == before.entries && after.bytes == before.bytes &&
            after.discarded == 0);
     em_cache_free(back);

@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                  em_relu_layer(), em_linear_layer(3, 2, true));
     em_optim *opt = em_adam(m, (em_adam_opts){.lr = 1e-2});
     em_scheduler *sched = em_step_lr(opt, 2, 0.5);
-    em_grad_scaler *scaler = em_scaler_new((em_scaler_opts){0});
+    em_grad_scaler *scaler = em_grad_scaler_new((em_grad_scaler_opts){0});
     em_generator rng = em_generator_new(1);
     assert(m && opt && sched && scaler);
     em_train_counters counters = {0};
@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         assert(em_error()[0]);
     }
-    em_scaler_free(scaler);
+    em_grad_scaler_free(scaler);
     em_scheduler_free(sched);
     em_optim_free(opt);
     em_module_free(m);

@@ -50,3 +50,19 @@ void fuzz_read_samples(em_dataset *ds, int64_t most)
     free(y);
     em_dataset_free(ds);
 }
+
+void fuzz_check_safetensors(const em_safetensors *st)
+{
+    for (int k = 0; k < st->n_tensors; k++) {
+        const em_tensor *t = st->tensors[k];
+        assert(st->names[k] && t && em_safetensors_get(st, st->names[k]) == t);
+        const uint8_t *p = em_data_ptr(t);
+        size_t n = (size_t)em_numel(t) * em_dtype_size(t->dtype);
+        unsigned sum = 0;
+        for (size_t b = 0; b < n; b++)
+            sum += p[b];
+        (void)sum;
+    }
+    for (int k = 0; k < st->n_meta; k++)
+        assert(em_safetensors_meta(st, st->meta_keys[k]) == st->meta_values[k]);
+}

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "data/data.h"
+#include "io/safetensors.h"
 
 /* Replaces the contents of in-memory file `slot` (0..3) with size bytes of data and returns a
  * path that opens it ("/proc/self/fd/N"); aborts when the file cannot be made (a broken
@@ -18,5 +19,9 @@ const char *fuzz_input_file(int slot, const uint8_t *data, size_t size);
  * sample's size (so ASan sees a write past them) and frees ds; asserts each read succeeds or
  * leaves a message. */
 void fuzz_read_samples(em_dataset *ds, int64_t most);
+
+/* Checks a loaded safetensors file: every tensor found by its name, every byte of its storage
+ * read (so ASan sees one shorter than its shape), every metadata key found with its value. */
+void fuzz_check_safetensors(const em_safetensors *st);
 
 #endif

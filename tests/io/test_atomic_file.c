@@ -1,7 +1,7 @@
 /* Atomic replacement (io/atomic_file.h): the data goes to an unnamed file, so nothing named
- * exists while a save runs and a writer killed mid-save leaves nothing; temporaries of dead
- * writers are removed by the next save, a live writer's are not; an unwritable target is found
- * before any work. */
+ * exists while a save runs and a writer killed mid-save or giving up leaves nothing; temporaries
+ * of dead writers are removed by the next save, a live writer's are not; an unwritable target is
+ * found before any work. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -15,7 +15,6 @@
 
 #include "ember.h"
 #include "helpers/files.h"
-#include "io/atomic_file.h"
 
 TestSuite(atomic_file, .init = em_test_dir_init, .fini = em_test_dir_fini);
 
@@ -45,29 +44,54 @@ static void write_text(const char *path, const char *text)
     fclose(f);
 }
 
+/* The first 63 bytes of the file at path. */
+static const char *read_text(const char *path)
+{
+    static char buf[64];
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "cannot open %s", path);
+    buf[fread(buf, 1, sizeof buf - 1, f)] = 0;
+    fclose(f);
+    return buf;
+}
+
 static void save_text(const char *path, const char *text)
 {
-    em_atomic_file af;
-    cr_assert_eq(em_atomic_open(&af, path), EM_OK, "%s", em_error());
-    fputs(text, af.f);
-    cr_assert_eq(em_atomic_commit(&af), EM_OK, "%s", em_error());
+    em_atomic_file *af = em_atomic_file_new(path);
+    cr_assert_not_null(af, "%s", em_error());
+    fputs(text, em_atomic_file_stream(af));
+    cr_assert_eq(em_atomic_file_commit(af), EM_OK, "%s", em_error());
 }
 
 Test(atomic_file, nothing_named_while_writing)
 {
     write_text(em_test_path("model.st"), "old");
-    em_atomic_file af;
-    cr_assert_eq(em_atomic_open(&af, em_test_path("model.st")), EM_OK, "%s", em_error());
-    fputs("new contents", af.f);
-    cr_assert(af.unnamed, "this filesystem takes O_TMPFILE (tmpfs and ext4 do)");
+    em_atomic_file *af = em_atomic_file_new(em_test_path("model.st"));
+    cr_assert_not_null(af, "%s", em_error());
+    fputs("new contents", em_atomic_file_stream(af));
+    cr_assert_str_eq(listing(), "model.st",
+                     "no temporary is named while writing: this filesystem takes O_TMPFILE "
+                     "(tmpfs and ext4 do)");
+    cr_assert_eq(em_atomic_file_commit(af), EM_OK, "%s", em_error());
     cr_assert_str_eq(listing(), "model.st");
-    cr_assert_eq(em_atomic_commit(&af), EM_OK, "%s", em_error());
+    cr_assert_str_eq(read_text(em_test_path("model.st")), "new contents");
+}
+
+/* A writer that gives up (em_atomic_file_free before commit) leaves the target as it was and no
+ * temporary; NULL is refused by commit and taken by free. */
+Test(atomic_file, a_writer_that_gives_up_leaves_the_target)
+{
+    write_text(em_test_path("model.st"), "old");
+    em_atomic_file *af = em_atomic_file_new(em_test_path("model.st"));
+    cr_assert_not_null(af, "%s", em_error());
+    fputs("new contents", em_atomic_file_stream(af));
+    em_atomic_file_free(af);
     cr_assert_str_eq(listing(), "model.st");
-    char buf[32] = {0};
-    FILE *f = fopen(em_test_path("model.st"), "r");
-    cr_assert_eq(fread(buf, 1, sizeof buf - 1, f), 12);
-    fclose(f);
-    cr_assert_str_eq(buf, "new contents");
+    cr_assert_str_eq(read_text(em_test_path("model.st")), "old");
+    em_atomic_file_free(NULL);
+    cr_assert_eq(em_atomic_file_commit(NULL), EM_ERR_ARG);
+    cr_assert_str_eq(em_error(), "em_atomic_file_commit: NULL file");
+    em_error_clear();
 }
 
 Test(atomic_file, a_writer_killed_mid_save_leaves_nothing)
@@ -75,10 +99,10 @@ Test(atomic_file, a_writer_killed_mid_save_leaves_nothing)
     write_text(em_test_path("model.st"), "old");
     pid_t pid = fork();
     if (pid == 0) {
-        em_atomic_file af;
-        if (em_atomic_open(&af, em_test_path("model.st")) == EM_OK) {
-            fputs("half of it", af.f);
-            fflush(af.f);
+        em_atomic_file *af = em_atomic_file_new(em_test_path("model.st"));
+        if (af) {
+            fputs("half of it", em_atomic_file_stream(af));
+            fflush(em_atomic_file_stream(af));
         }
         raise(SIGKILL);
     }
@@ -106,16 +130,16 @@ Test(atomic_file, dead_writers_temporaries_go_live_ones_stay)
 Test(atomic_file, unwritable_targets_are_found_first)
 {
     char want[256];
-    cr_assert_eq(em_atomic_check(em_test_path("missing/model.st")), EM_ERR_IO);
+    cr_assert_eq(em_atomic_file_check(em_test_path("missing/model.st")), EM_ERR_IO);
     snprintf(want, sizeof want, "cannot write '%s/missing/model.st': cannot create a file in "
              "'%s/missing': No such file or directory", em_test_dir, em_test_dir);
     cr_assert_str_eq(em_error(), want);
     em_error_clear();
-    cr_assert_eq(em_atomic_check(em_test_dir), EM_ERR_IO);
+    cr_assert_eq(em_atomic_file_check(em_test_dir), EM_ERR_IO);
     snprintf(want, sizeof want, "cannot write '%s': it is a directory", em_test_dir);
     cr_assert_str_eq(em_error(), want);
     em_error_clear();
-    cr_assert_eq(em_atomic_check(em_test_path("model.st")), EM_OK, "%s", em_error());
+    cr_assert_eq(em_atomic_file_check(em_test_path("model.st")), EM_OK, "%s", em_error());
     cr_assert_str_eq(listing(), "", "the check leaves nothing behind");
 }
 

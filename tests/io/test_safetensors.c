@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "io/safetensors.h"
@@ -460,4 +461,100 @@ Test(safetensors, load_meta_reads_the_header_alone)
     cr_expect_null(st);
     cr_expect(strstr(em_error(), p), "%s", em_error());
     em_error_clear();
+}
+
+/* The largest resident size so far, in KiB. */
+static long max_rss_kib(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss;
+}
+
+/* A header is read token by token: 15 MB of empty objects in one array (a tree of them took 77
+ * times its size, 1.15 GB) is refused at the array, taking no more than the header's own bytes;
+ * nesting past a tensor's shape and every duplicate name are refused as they are read. */
+Test(safetensors, a_header_costs_what_it_declares_not_a_tree_of_its_text)
+{
+    const char *p = tmp_path("bomb.safetensors");
+    enum { EMPTIES = 5000000 };
+    char *hdr = malloc(3 * EMPTIES + 16);
+    char *at = hdr + sprintf(hdr, "{\"a\":[");
+    for (int i = 0; i < EMPTIES; i++)
+        at += sprintf(at, i ? ",{}" : "{}");
+    strcpy(at, "]}");
+    write_raw(p, hdr, "", 0);
+    free(hdr);
+    long before = max_rss_kib();
+    expect_load_error(p, EM_ERR_IO, "entry 'a' is not an object");
+    long grown = max_rss_kib() - before;
+    cr_assert_lt(grown, 48 * 1024, "loading a 15 MB header grew the process by %ld KiB", grown);
+    float v = 1;
+    const char *bad[][2] = {
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[[1]],\"data_offsets\":[0,4]}}",
+         "corrupt JSON at byte 29: nested deeper than 3"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+         "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+         "corrupt JSON at byte 54: duplicate object key"},
+        {"{\"__metadata__\":{},\"__metadata__\":null}", "duplicate object key"},
+        {"{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", "duplicate object key 'k' in __metadata__"},
+        {"{\"__metadata__\":{\"k\":1}}", "metadata 'k' is not a string"},
+        {"{\"__metadata__\":[]}", "__metadata__ is not an object"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,2,3,4,5,6,7,8,9],\"data_offsets\":[0,4]}}",
+         "tensor 'a' has more than 8 dims"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}",
+         "needs a dtype string, a shape array and two data_offsets"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"extra\":1}}",
+         "tensor 'a' has unknown field 'extra'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_raw(p, bad[i][0], &v, 4);
+        expect_load_error(p, i == 6 ? EM_ERR_UNSUPPORTED : EM_ERR_IO, bad[i][1]);
+    }
+    /* null metadata is none */
+    write_raw(p, "{\"__metadata__\":null,\"a\":{\"dtype\":\"F32\",\"shape\":[],"
+                 "\"data_offsets\":[0,4]}}", &v, 4);
+    em_safetensors *st = NULL;
+    cr_assert_eq(em_safetensors_load(p, &st), EM_OK, "%s", em_error());
+    cr_assert(st->n_meta == 0 && st->n_tensors == 1 && em_safetensors_get(st, "a"));
+    em_safetensors_free(st);
+}
+
+/* Names are hashed: 80,000 tensors saved (their names checked for duplicates), loaded and each
+ * found by name take a second or two, where the pairwise checks and linear searches took 87 s
+ * (19.7 s to save, 65.5 s to look up). The bound is loose: it fails only a quadratic cost. */
+Test(safetensors, many_names_save_load_and_look_up_in_linear_time, .timeout = 120)
+{
+    enum { N = 80000 };
+    const char *p = tmp_path("many.safetensors");
+    em_st_entry *e = calloc(N, sizeof *e);
+    char (*names)[40] = malloc(sizeof(*names) * N);
+    em_tensor *t = em_full(EM_SHAPE(1), EM_F32, 2);
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "layers.%d.linear.weight", i);
+        e[i] = (em_st_entry){names[i], t};
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_eq(em_safetensors_save(p, e, N, NULL, 0), EM_OK, "%s", em_error());
+    em_safetensors *st = NULL;
+    cr_assert_eq(em_safetensors_load(p, &st), EM_OK, "%s", em_error());
+    for (int i = 0; i < N; i++) {
+        em_tensor *got = em_safetensors_get(st, names[i]);
+        cr_assert(got && ((const float *)em_data_ptr(got))[0] == 2, "%s", names[i]);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    cr_assert_lt(s, 20.0, "%d tensors took %.1f s to save, load and look up", N, s);
+    cr_assert_null(em_safetensors_get(st, "layers.80000.linear.weight"));
+    em_safetensors_free(st);
+    /* a duplicate among them is still found, and named */
+    e[N - 1].name = names[12345];
+    cr_assert_eq(em_safetensors_save(p, e, N, NULL, 0), EM_ERR_ARG);
+    cr_assert_str_eq(em_error(), "em_safetensors_save: name 'layers.12345.linear.weight' appears "
+                                 "twice");
+    em_error_clear();
+    em_release(t);
+    free(names);
+    free(e);
 }

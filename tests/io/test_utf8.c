@@ -42,8 +42,8 @@ Test(utf8, invalid_forms_stop_at_their_first_byte)
 Test(utf8, the_error_shows_the_valid_start_and_the_bad_byte)
 {
     em_error_clear();
-    cr_assert_eq(em_utf8_check("em_tb_add_scalar", "tag", "loss/\xc3\xa9t\xe9"), EM_ERR_ARG);
-    cr_expect_str_eq(em_error(), "em_tb_add_scalar: tag \"loss/\xc3\xa9t\" is followed by byte "
+    cr_assert_eq(em_utf8_check("em_tb_writer_add_scalar", "tag", "loss/\xc3\xa9t\xe9"), EM_ERR_ARG);
+    cr_expect_str_eq(em_error(), "em_tb_writer_add_scalar: tag \"loss/\xc3\xa9t\" is followed by byte "
                                  "0xe9 at offset 8, which is not UTF-8");
     em_error_clear();
 }

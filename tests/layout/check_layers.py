@@ -2,7 +2,8 @@
 """The layering rule, checked: a source file includes ember headers of its own folder's layer or a
 lower one, never a higher one. The ranks are the README's layout table, bottom up; folders on
 one rank may include each other. The programs (recipes/ and up) are users of the library: their
-headers include only its public headers (ember.h and what it reaches), never a private one.
+files, sources and headers alike, include only its public headers (ember.h and what it reaches),
+never a private one.
 Usage: check_layers.py SOURCE_DIR (exit 1 naming each breach)."""
 import os
 import re
@@ -10,7 +11,7 @@ import sys
 
 LIBRARY = [["backend"], ["backend_cpu", "backend_cuda"], ["tensor"], ["io"], ["observe"],
            ["autograd"], ["data"], ["nn"], ["optim", "quant", "prune", "export"], ["models"],
-           ["train", "serve", "dist"]]
+           ["train", "serve", "distributed"]]
 # recipes: the reference recipes and their driver; http: the HTTP front; cmd: what bench and
 # cli share (argument parsing, the recipe operand, the report); bench: the benchmarks; cli: the
 # `ember` command's subcommands
@@ -52,8 +53,7 @@ def breaches(root):
             for header, target in includes(root, os.path.join(folder, name)):
                 if target in RANK and RANK[target] > rank:
                     yield f"{folder}/{name} includes {target}/ (a higher layer)"
-                if (folder in PROGRAM_FOLDERS and name.endswith(".h")
-                        and target in LIBRARY_FOLDERS and header not in public):
+                if folder in PROGRAM_FOLDERS and target in LIBRARY_FOLDERS and header not in public:
                     yield f"{folder}/{name} includes {header} (not a public header)"
 
 

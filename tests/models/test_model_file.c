@@ -2,7 +2,8 @@
  * forward (bit for bit), parameter names, summary and hash; a user's own type registered; the
  * weights read by Python's safetensors; unknown types, bad, truncated or hostile metadata and
  * missing weights refused with errors that name them, before anything large is allocated; a
- * static INT8 CNN, and its files with a setting, a dtype or a quantization parameter wrong. */
+ * static INT8 CNN, and its files with a setting, a dtype or a quantization parameter wrong;
+ * em_module_clone's deep copies made the same way. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 
 #include "ember.h"
 #include "helpers/files.h"
+#include "helpers/models.h"
 #include "helpers/venv.h"
 
 static char dir[256], path[300];
@@ -106,6 +108,14 @@ Test(model_file, cnn_with_residual_pooling_norms_and_activations)
         em_linear_layer(8, 3, true), em_leaky_relu_layer(0.05), em_linear_layer(3, 2, false),
         em_softmax_layer(1));
     round_trip(m, em_randn(EM_SHAPE(2, 3, 8, 8), EM_F32, NULL), true);
+}
+
+/* A U-Net level (a skip that is Concat over an Identity) and an Inception-like Concat of three
+ * branches: saved and loaded with no registration, as any built-in type. */
+Test(model_file, concat_unet_skip_and_branches)
+{
+    em_manual_seed(3);
+    round_trip(em_test_concat_unet(), em_randn(EM_SHAPE(2, 3, 8, 8), EM_F32, NULL), true);
 }
 
 Test(model_file, same_padding_conv_transpose_and_dilated_pool)
@@ -263,7 +273,7 @@ Test(model_file, attention_transformer_and_gpt)
     round_trip(m, em_randn(EM_SHAPE(2, 4, 8), EM_F32, NULL), false);
     round_trip(em_multihead_attention_layer(4, 1, (em_mha_opts){.no_bias = true}),
                em_randn(EM_SHAPE(1, 3, 4), EM_F32, NULL), false);
-    em_module *gpt = em_gpt((em_gpt_config){.vocab_size = 11, .block_size = 6, .n_layer = 2,
+    em_module *gpt = em_gpt((em_gpt_settings){.vocab_size = 11, .block_size = 6, .n_layer = 2,
                                             .n_head = 2, .n_embd = 8, .dropout = 0.1});
     em_tensor *ids = em_from_data(EM_SHAPE(2, 4), EM_I64, (int64_t[]){1, 4, 10, 0, 3, 3, 2, 7});
     round_trip(gpt, ids, false);
@@ -361,8 +371,7 @@ static const em_module_type scaled_type = {
 
 static em_module *scaled_new(int64_t width, double scale)
 {
-    scaled_block *b = calloc(1, sizeof *b);
-    em_module_init(&b->base, &scaled_type);
+    scaled_block *b = (scaled_block *)em_module_alloc(sizeof *b, &scaled_type);
     b->o = (scaled_options){width, scale};
     em_module_add_param(&b->base, "weight", em_randn(EM_SHAPE(width), EM_F32, NULL));
     return &b->base;
@@ -860,4 +869,81 @@ Test(model_file, static_int8_bad_files_refused)
         save_static_cnn_with(values[i].name, values[i].k, values[i].v);
         assert_refused(values[i].message);
     }
+}
+
+/* ---- em_module_clone: a deep copy through the types' descriptions ---- */
+
+/* a BatchNorm with running statistics from a step, a Concat, a frozen parameter, one module in
+ * eval mode: the copy hashes equal, runs equal, is independent, keeps modes and requires_grad */
+Test(model_file, clone_is_a_deep_copy)
+{
+    em_manual_seed(8);
+    em_module *m = em_sequential(
+        4, em_conv2d_layer(2, 3, 3, (em_conv2d_layer_opts){.padding = 1}),
+        em_batch_norm2d_layer(3, (em_batch_norm_opts){0}),
+        em_concat_skip(em_conv2d_layer(3, 2, 1, (em_conv2d_layer_opts){0}), 1),
+        em_flatten_layer());
+    cr_assert_not_null(m, "%s", em_error());
+    em_tensor *x = em_randn(EM_SHAPE(2, 2, 4, 4), EM_F32, NULL);
+    cr_assert_not_null(em_forward(m, x), "%s", em_error()); /* running statistics move */
+    em_requires_grad_(em_module_find(m, "0.bias"), false);
+    em_module_train(em_module_child(m, "2"), false);
+    em_module *c = em_module_clone(m);
+    cr_assert_not_null(c, "%s", em_error());
+    cr_expect_eq(em_module_hash(c), em_module_hash(m));
+    assert_same_names(m, c);
+    cr_expect_eq(em_item(em_module_find(c, "1.num_batches_tracked")), 1);
+    cr_expect(c->training && !em_module_child(c, "2")->training);
+    cr_expect(!em_module_find(c, "0.bias")->requires_grad);
+    cr_expect(em_module_find(c, "0.weight")->requires_grad);
+    cr_expect_null(em_module_find(c, "0.weight")->grad);
+    em_module_eval(m);
+    em_module_eval(c);
+    assert_same_values(em_forward(m, x), em_forward(c, x));
+    cr_assert_eq(em_fill_(em_module_find(c, "0.weight"), 0.5), EM_OK);
+    cr_expect_neq(em_module_hash(c), em_module_hash(m), "the copy holds its own tensors");
+    em_module_free(m);
+    /* f64 and quantized models copy as they are (the int8 weights packed again) */
+    em_module *d = em_linear_layer(3, 2, true);
+    cr_assert_eq(em_module_to_dtype(d, EM_F64), EM_OK);
+    em_module *dc = em_module_clone(d);
+    cr_assert_not_null(dc, "%s", em_error());
+    cr_expect_eq(em_module_find(dc, "weight")->dtype, EM_F64);
+    cr_expect_eq(em_module_hash(dc), em_module_hash(d));
+    em_module *q = em_sequential(2, em_linear_layer(6, 5, true),
+                                 em_lstm_layer(5, 4, (em_rnn_opts){.batch_first = true}));
+    cr_assert_eq(em_quantize_dynamic_(q, (em_quantize_opts){0}), EM_OK, "%s", em_error());
+    em_module *qc = em_module_clone(q);
+    cr_assert_not_null(qc, "%s", em_error());
+    em_tensor *xq = em_randn(EM_SHAPE(2, 3, 6), EM_F32, NULL);
+    assert_same_values(em_forward(q, xq), em_forward(qc, xq));
+    /* a type whose build makes its own children (GPT's blocks, their attention's out_proj):
+     * those are filled in where they stand */
+    em_module *gpt = em_gpt((em_gpt_settings){.vocab_size = 11, .block_size = 6, .n_layer = 2,
+                                            .n_head = 2, .n_embd = 8});
+    em_module *gc = em_module_clone(gpt);
+    cr_assert_not_null(gc, "%s", em_error());
+    cr_expect_eq(em_module_hash(gc), em_module_hash(gpt));
+    em_tensor *ids = em_from_data(EM_SHAPE(1, 4), EM_I64, (int64_t[]){1, 4, 10, 0});
+    assert_same_values(em_forward(gpt, ids), em_forward(gc, ids));
+    em_module_free(gpt);
+    em_module_free(gc);
+    em_module_free(c);
+    em_module_free(d);
+    em_module_free(dc);
+    em_module_free(q);
+    em_module_free(qc);
+}
+
+Test(model_file, clone_refuses_a_type_without_build)
+{
+    em_module *m = em_sequential(2, em_linear_layer(4, 3, true), em_relu_layer());
+    cr_assert_eq(em_prune_l1_unstructured(m->children[0].module, "weight", 0.5), EM_OK, "%s",
+                 em_error());
+    cr_assert_null(em_module_clone(m));
+    cr_expect_str_eq(em_error(), "em_module_clone: module '0' is a Linear, whose type has no "
+                                 "build to copy it through (its settings and build, as a model "
+                                 "file needs; a pruned layer: em_prune_remove it)");
+    em_error_clear();
+    em_module_free(m);
 }

@@ -104,8 +104,7 @@ Test(model_file_meta, describable_says_what_model_files_know)
     cr_expect(em_model_describable(m));
     cr_assert_not_null(em_checkpoint_sequential(m, 2), "%s", em_error());
     cr_expect(em_model_describable(m), "a checkpointed Sequential is saved as a Sequential");
-    em_module *unknown = calloc(1, sizeof *unknown);
-    em_module_init(unknown, &unknown_type);
+    em_module *unknown = em_module_alloc(sizeof *unknown, &unknown_type);
     em_module *outer = em_sequential(2, m, unknown);
     cr_assert_not_null(outer, "%s", em_error());
     cr_expect(!em_model_describable(outer));

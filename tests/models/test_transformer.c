@@ -66,13 +66,7 @@ static em_tensor *wave(em_shape s, double a, em_dtype dt)
 /* Parameter k (traversal order), element i: 0.3 sin(0.7 i + 1.3 k + 0.1), as the reference. */
 static void fill(em_module *m)
 {
-    em_param_ref refs[64];
-    int n = em_module_parameters(m, refs, 64);
-    cr_assert(n > 0 && n <= 64);
-    for (int k = 0; k < n; k++) {
-        em_tensor *v = em_ref_wave(em_shape_of(refs[k].value), 0.7, 1.3 * k + 0.1, 0.3);
-        cr_assert_eq(em_copy_(refs[k].value, v), EM_OK, "%s", em_error());
-    }
+    cr_assert_gt(em_ref_fill_params(m), 0, "%s", em_error());
 }
 
 /* out against the reference: the checksum sum(out * cos(0.3 i)), six values, and after
@@ -159,7 +153,7 @@ static em_tensor *gpt_tokens(void)
 
 static em_module *tiny_gpt(void)
 {
-    em_module *m = em_gpt((em_gpt_config){.vocab_size = 11, .block_size = 8, .n_layer = 2,
+    em_module *m = em_gpt((em_gpt_settings){.vocab_size = 11, .block_size = 8, .n_layer = 2,
                                           .n_head = 2, .n_embd = 8});
     cr_assert_not_null(m, "%s", em_error());
     return m;
@@ -188,7 +182,7 @@ Test(transformer, gpt_matches_pytorch_with_pytorch_names)
 Test(transformer, gpt2_init_scales)
 {
     em_manual_seed(3);
-    em_module *m = em_gpt((em_gpt_config){.vocab_size = 50, .block_size = 64, .n_layer = 8,
+    em_module *m = em_gpt((em_gpt_settings){.vocab_size = 50, .block_size = 64, .n_layer = 8,
                                           .n_head = 4, .n_embd = 64});
     cr_assert_not_null(m, "%s", em_error());
     struct { const char *name; double std; } want[] = {
@@ -214,7 +208,7 @@ Test(transformer, kv_cache_gives_the_full_forward)
     em_set_grad_enabled(false);
     em_tensor *idx = gpt_tokens();
     em_tensor *full = em_forward(m, idx); /* (2, 6, 11) */
-    em_kv_cache *cache = em_gpt_cache_new(m, 2);
+    em_kv_cache *cache = em_gpt_kv_cache_new(m, 2);
     cr_assert_not_null(cache, "%s", em_error());
     /* a prompt of 3 positions, then one at a time, then two at once */
     int64_t cuts[4] = {0, 3, 4, 6};
@@ -272,7 +266,7 @@ Test(transformer, bad_input_names_what_is_wrong)
 {
     expect_error(em_multihead_attention_layer(10, 3, (em_mha_opts){0}),
                  "embed_dim 10 must be a positive multiple of num_heads 3");
-    expect_error(em_gpt((em_gpt_config){.vocab_size = 5, .block_size = 4, .n_layer = 1,
+    expect_error(em_gpt((em_gpt_settings){.vocab_size = 5, .block_size = 4, .n_layer = 1,
                                         .n_head = 3, .n_embd = 8}), "n_embd 8 (a multiple");
     em_module *m = em_multihead_attention_layer(8, 2, (em_mha_opts){0});
     em_tensor *x = em_zeros(EM_SHAPE(2, 5, 8), EM_F32), *y = em_zeros(EM_SHAPE(2, 5, 6), EM_F32);
@@ -286,7 +280,7 @@ Test(transformer, bad_input_names_what_is_wrong)
     em_module *g = tiny_gpt();
     expect_error(em_forward(g, em_zeros(EM_SHAPE(2, 9), EM_I64)), "block_size 8, got i64 [2,9]");
     expect_error(em_forward(g, x), "needs i64 token ids (B, T)");
-    expect_error(em_gpt_cache_new(m, 1), "the module is MultiheadAttention, not a GPT");
+    expect_error(em_gpt_kv_cache_new(m, 1), "the module is MultiheadAttention, not a GPT");
     em_module_free(g);
     em_module_free(m);
 }

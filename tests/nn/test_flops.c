@@ -186,6 +186,8 @@ Test(flops, every_layer_type_counted_by_hand)
         {em_residual(em_linear_layer(3, 3, true), NULL), EM_SHAPE(2, 3), 48},
         /* the Linear 54 and the ReLU 6 */
         {em_sequential(2, em_linear_layer(4, 3, true), em_relu_layer()), EM_SHAPE(2, 4), 60},
+        /* the join copies: only the Linear's 6 x 7 (and the Identity's nothing) */
+        {em_concat_skip(em_linear_layer(3, 3, true), 1), EM_SHAPE(2, 3), 42},
         /* 5 steps x 2 sequences, each: 2 x 16 x (3 + 4) projections + 2 x 16 biases + 13 x 4 */
         {em_lstm_layer(3, 4, (em_rnn_opts){0}), EM_SHAPE(5, 2, 3), 3080},
         /* 10 step-samples x (layer 0: 2 x 12 x (3 + 4) + 40; layer 1: 2 x 12 x (4 + 4) + 40) */
@@ -202,7 +204,7 @@ Test(flops, every_layer_type_counted_by_hand)
         /* T 3, E 4, vocab 7: positions' add 12 and the head 2 x 3 x 4 x 7; the block: attention
          * 522 + out_proj 108 + GELU 48 + sums 24 + linear1 432 + linear2 396 + norms 192;
          * ln_f 96 */
-        {em_gpt((em_gpt_config){.vocab_size = 7, .block_size = 5, .n_layer = 1, .n_head = 2,
+        {em_gpt((em_gpt_settings){.vocab_size = 7, .block_size = 5, .n_layer = 1, .n_head = 2,
                                 .n_embd = 4}),
          EM_SHAPE(1, 3), 1998},
         /* as their float forms: the projections counted by the QuantizedLinear children */

@@ -1,6 +1,6 @@
 /* Containers: children reachable by dotted name, ModuleList, Sequential's Linear + ReLU as one
- * op, and the Residual block (values, f64 gradients, errors, saving and loading a residual
- * net). */
+ * op, the Residual block (values, f64 gradients, errors, saving and loading a residual net) and
+ * Concat with its U-Net skip (values, f64 gradients, errors). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -291,4 +291,76 @@ Test(nn_containers, sequential_fuses_linear_relu_to_the_same_bytes)
     }
     em_release(x);
     em_module_free(net);
+}
+
+/* Concat: each branch on x, their outputs joined along dim. [W x + b, x] by hand, the setting
+ * read back, and f64 gradients through a U-Net skip (cat([x, inner(x)], 1)) against finite
+ * differences. */
+Test(nn_containers, concat_joins_its_branches)
+{
+    em_module *block = em_concat(-1, 2, em_linear_layer(2, 2, true), em_identity_layer());
+    cr_assert_not_null(block, "%s", em_error());
+    set_param(block, "0.weight", (double[]){1, -1, 0.5, 2});
+    set_param(block, "0.bias", (double[]){0.5, -3});
+    em_tensor *x = f32(EM_SHAPE(2, 2), (double[]){1, 2, 3, -1});
+    em_tensor *y = em_forward(block, x);
+    cr_assert_not_null(y, "%s", em_error());
+    cr_assert(y->shape[0] == 2 && y->shape[1] == 4);
+    /* row (1, 2): (1 - 2 + .5, .5 + 4 - 3) = (-.5, 1.5); row (3, -1): (4.5, -3.5) */
+    double want[8] = {-0.5, 1.5, 1, 2, 4.5, -3.5, 3, -1}, got[8];
+    em_copy_to_host(y, EM_F64, got);
+    for (int i = 0; i < 8; i++)
+        cr_expect_float_eq(got[i], want[i], 1e-6, "element %d: %g", i, got[i]);
+    em_setting_value dim;
+    cr_assert_eq(em_module_setting(block, "dim", &dim), EM_OK, "%s", em_error());
+    cr_expect_eq(dim.i, -1);
+    char desc[64];
+    em_module_describe(block, desc, sizeof desc);
+    cr_expect_str_eq(desc, "dim=-1");
+    em_release(y);
+    em_release(x);
+    em_module_free(block);
+
+    em_module *unet = em_sequential(2, em_conv2d_layer(2, 3, 3, (em_conv2d_layer_opts){
+                                           .padding = 1}),
+                                    em_concat_skip(em_sequential(2, em_conv2d_layer(
+                                                                        3, 2, 3,
+                                                                        (em_conv2d_layer_opts){
+                                                                            .padding = 1}),
+                                                                 em_tanh_layer()),
+                                                   1));
+    cr_assert_not_null(unet, "%s", em_error());
+    cr_assert_str_eq(em_module_child(unet, "1.0")->type->type_name, "Identity");
+    em_tensor *leaves[8] = {em_gradcheck_leaf(EM_SHAPE(2, 2, 4, 4), -1, 1, 3)};
+    int n = em_gradcheck_module_params(unet, leaves + 1, 7, 50);
+    cr_assert_eq(n, 4);
+    module_ctx c = {unet};
+    em_tensor *out = em_forward(unet, leaves[0]);
+    cr_assert(out && out->shape[1] == 5, "3 channels of the skip and 2 of the inner block");
+    em_release(out);
+    cr_assert(em_test_gradcheck_default(module_fn, &c, leaves, 1 + n), "%s", em_error());
+    for (int i = 0; i <= n; i++)
+        em_release(leaves[i]);
+    em_module_free(unet);
+}
+
+Test(nn_containers, concat_errors_name_what_is_wrong)
+{
+    cr_assert_null(em_concat(1, 0));
+    cr_expect_str_eq(em_error(), "em_concat: needs at least one branch");
+    em_error_clear();
+    cr_assert_null(em_concat(9, 1, em_relu_layer()));
+    cr_expect_str_eq(em_error(), "em_concat: setting 'dim' is 9, outside [-8, 7]");
+    em_error_clear();
+    cr_assert_null(em_concat_skip(NULL, 1));
+    cr_expect_str_eq(em_error(), "em_concat_skip: inner is NULL");
+    em_error_clear();
+    em_module *block = em_concat(0, 2, em_linear_layer(3, 2, true), em_identity_layer());
+    em_tensor *x = em_zeros(EM_SHAPE(2, 3), EM_F32);
+    cr_assert_null(em_forward(block, x));
+    cr_expect_str_eq(em_error(), "em_cat: tensor 1 [2,3] does not match tensor 0 [2,2] outside "
+                                 "dim 0");
+    em_error_clear();
+    em_release(x);
+    em_module_free(block);
 }

@@ -60,6 +60,21 @@ static void teardown(void)
 
 TestSuite(nn_layers, .init = setup, .fini = teardown);
 
+/* An output size a model file can set (2^28 bins on 8 positions) is refused by the memory it
+ * needs, at once: the bins were a stack array once, and one op per bin. */
+Test(nn_layers, adaptive_pool_of_a_huge_output_size_is_refused_not_run)
+{
+    cr_assert_eq(em_memory_set_budget(EM_CPU, (size_t)256 << 20), EM_OK);
+    em_tensor *x = em_zeros(EM_SHAPE(1, 3, 8, 8), EM_F32);
+    em_module *ad = em_adaptive_avg_pool2d_layer(1, 350830405);
+    cr_assert_null(em_forward(ad, x));
+    cr_assert(strstr(em_error(), "budget"), "%s", em_error());
+    em_error_clear();
+    em_module_free(ad);
+    em_release(x);
+    cr_assert_eq(em_memory_set_budget(EM_CPU, 0), EM_OK);
+}
+
 Test(nn_layers, linear_with_set_weights)
 {
     em_module *l = em_linear_layer(3, 2, true);
@@ -261,6 +276,14 @@ Test(nn_layers, max_avg_and_adaptive_pooling)
     expect(run(ad32, x5), EM_SHAPE(1, 1, 3, 2), (double[]){3.5, 5.5, 11, 13, 18.5, 20.5}, 1e-5);
     em_tensor *g = em_adaptive_avg_pool2d(x5, 1, 1);
     expect(g, EM_SHAPE(1, 1, 1, 1), (double[]){12}, 1e-5);
+    /* more bins than positions, and bins of two widths: torch 2.15's adaptive_avg_pool2d */
+    em_tensor *x23 = em_reshape(em_arange(0, 6, 1, EM_F32), EM_SHAPE(1, 1, 2, 3));
+    expect(em_adaptive_avg_pool2d(x23, 5, 4), EM_SHAPE(1, 1, 5, 4),
+           (double[]){0, 0.5, 1.5, 2, 0, 0.5, 1.5, 2, 1.5, 2, 3, 3.5, 3, 3.5, 4.5, 5, 3, 3.5,
+                      4.5, 5}, 1e-6);
+    em_tensor *x57 = em_reshape(em_arange(0, 35, 1, EM_F32), EM_SHAPE(1, 1, 5, 7));
+    expect(em_adaptive_avg_pool2d(x57, 3, 4), EM_SHAPE(1, 1, 3, 4),
+           (double[]){4, 5.5, 7.5, 9, 14.5, 16, 18, 19.5, 25, 26.5, 28.5, 30}, 1e-5);
     cr_assert_null(em_adaptive_avg_pool2d(em_arange(0, 4, 1, EM_F32), 1, 1));
     em_error_clear();
     cr_assert_null(em_max_pool2d_layer(0, (em_pool2d_layer_opts){0}));

@@ -57,7 +57,8 @@ Test(nn_losses_pointwise, kl_div_both_ways)
     cr_expect(em_ref_close(em_kl_div(input, em_log(f64(EM_SHAPE(2, 3), lt)), EM_REDUCTION_SUM,
                                      true), (double[]){0.1380896263}, 1, 1e-9));
     /* a zero target: no NaN reaches either gradient (input's is -t / 2, t's is log t + 1 - input
-     * with t log t's limit 0 at 0, so -input there) */
+     * with t log t's gradient taken as 0 at 0, so -input there: ember's choice, nn.h says so;
+     * PyTorch 2.15 gives NaN there, from xlogy's t / t, and log t + 1 - input elsewhere) */
     cr_assert_eq(em_backward(batchmean), EM_OK, "%s", em_error());
     double gi[6], gt[6];
     em_copy_to_host(input->grad, EM_F64, gi);
@@ -71,7 +72,9 @@ Test(nn_losses_pointwise, kl_div_both_ways)
 }
 
 /* -(t max(log x, -100) + (1 - t) max(log(1 - x), -100)); gradient (x - t) / max(x (1 - x),
- * 1e-12): finite at 0 and 1 */
+ * eps): finite at 0 and 1. eps is the float 1e-12 in f64 too: PyTorch 2.15's gradient,
+ * F.binary_cross_entropy(x, t, reduction='none').sum().backward() on these f64 tensors, is
+ * 1000000003995.8029 at x = 1 (1 / 9.999999960041972e-13), not 1e12 */
 Test(nn_losses_pointwise, binary_cross_entropy_on_probabilities)
 {
     em_tensor *x = em_requires_grad_(f64(EM_SHAPE(4), (double[]){0, 0.25, 0.9, 1}), true);
@@ -79,7 +82,14 @@ Test(nn_losses_pointwise, binary_cross_entropy_on_probabilities)
     em_tensor *loss = em_binary_cross_entropy(x, t, (em_bce_opts){.reduction = EM_REDUCTION_NONE});
     cr_expect(em_ref_close(loss, (double[]){0, 1.386294361, 1.64341772, 100}, 4, 1e-8));
     cr_assert_eq(em_backward(em_sum_all(loss)), EM_OK, "%s", em_error());
-    cr_expect(em_ref_close(x->grad, (double[]){0, -4, 6.666666667, 1e12}, 4, 1e-8));
+    cr_expect(em_ref_close(x->grad, (double[]){0, -4, 6.666666666666669, 1000000003995.8029}, 4,
+                           1e-8));
+    /* the same eps in f32: PyTorch's f32 gradient at x = 1 is 999999995904 */
+    em_tensor *x32 = em_requires_grad_(em_to_dtype(em_detach(x), EM_F32), true);
+    cr_assert_eq(em_backward(em_sum_all(em_binary_cross_entropy(
+                     x32, em_to_dtype(t, EM_F32), (em_bce_opts){.reduction = EM_REDUCTION_NONE}))),
+                 EM_OK, "%s", em_error());
+    cr_expect(em_ref_close(x32->grad, (double[]){0, -4, 6.666665077209473, 999999995904.0}, 4, 0));
     /* probabilities of exactly 0 and 1 are no anomaly: no op along the way makes an inf */
     bool was = em_set_anomaly_mode(true);
     cr_expect_not_null(em_binary_cross_entropy(x, t, (em_bce_opts){0}), "%s", em_error());

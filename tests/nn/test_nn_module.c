@@ -2,6 +2,8 @@
  * models, a custom module end to end, error handling, scopes and the summary table. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,8 +35,7 @@ static const em_module_type scaled_type = {.type_name = "Scaled", .forward = sca
 
 static em_module *scaled_new(void)
 {
-    em_module *m = calloc(1, sizeof *m);
-    em_module_init(m, &scaled_type);
+    em_module *m = em_module_alloc(sizeof *m, &scaled_type);
     em_module_add_param(m, "scale", em_ones(EM_SHAPE(2), EM_F32));
     em_module_add_child(m, "fc", em_linear_layer(3, 2, true));
     return m;
@@ -266,8 +267,7 @@ static const em_module_type my_block_type = {.type_name = "MyBlock",
 
 Test(nn_module, documented_forward_frees_its_temporaries_outside_a_scope)
 {
-    my_block *b = calloc(1, sizeof *b);
-    em_module_init(&b->base, &my_block_type);
+    my_block *b = (my_block *)em_module_alloc(sizeof *b, &my_block_type);
     b->scale = 0.5;
     em_module_add_param(&b->base, "weight", em_full(EM_SHAPE(8), EM_F32, 2.0));
     em_module_add_child(&b->base, "fc", em_linear_layer(8, 8, true));
@@ -292,6 +292,35 @@ Test(nn_module, documented_forward_frees_its_temporaries_outside_a_scope)
     cr_assert_eq(em_memory_get_stats(EM_CPU).live_storages, before);
     em_release(x);
     em_module_free(&b->base);
+}
+
+/* em_module_alloc makes every module: the user's struct zeroed past its em_module, which has
+ * its type and training mode, aligned for any member; a NULL type or a size smaller than
+ * em_module is refused. */
+Test(nn_module, alloc_makes_a_zeroed_module_of_the_given_size)
+{
+    typedef struct {
+        em_module base;
+        long double wide; /* needs max_align_t's alignment */
+        char tail[40];
+    } wide_block;
+    wide_block *b = (wide_block *)em_module_alloc(sizeof *b, &my_block_type);
+    cr_assert_not_null(b, "%s", em_error());
+    cr_expect_eq(b->base.type, &my_block_type);
+    cr_expect(b->base.training);
+    cr_expect_eq(b->base.n_params + b->base.n_buffers + b->base.n_children, 0);
+    cr_expect_eq((uintptr_t)&b->wide % _Alignof(max_align_t), 0);
+    cr_expect_eq(b->wide, 0);
+    for (size_t i = 0; i < sizeof b->tail; i++)
+        cr_expect_eq(b->tail[i], 0);
+    em_module_free(&b->base);
+
+    cr_expect_null(em_module_alloc(sizeof(em_module), NULL));
+    cr_expect_str_eq(em_error(), "em_module_alloc: NULL type");
+    em_error_clear();
+    cr_expect_null(em_module_alloc(sizeof(em_module) - 1, &my_block_type));
+    cr_expect_str_eq(em_error(), "em_module_alloc: size is smaller than em_module");
+    em_error_clear();
 }
 
 Test(nn_module, empty_sequential_is_the_identity)
@@ -472,4 +501,49 @@ Test(nn_module, a_tree_at_the_depth_limit_walks)
     em_release(y);
     em_release(x);
     em_module_free(m);
+}
+
+/* em_module_to_dtype, PyTorch's module.to(dtype): floating parameters and buffers convert in
+ * place (the tensors a caller holds see it, values widened exactly, a gradient with them),
+ * num_batches_tracked stays i64, and the forward runs in the new dtype; an integer dtype and a
+ * tensor that is a view are refused. */
+Test(nn_module, to_dtype_converts_floating_tensors_in_place)
+{
+    em_scope_begin();
+    em_module *m = em_sequential(2, em_linear_layer(3, 2, true),
+                                 em_batch_norm1d_layer(2, (em_batch_norm_opts){0}));
+    cr_assert_not_null(m, "%s", em_error());
+    em_tensor *w = em_module_find(m, "0.weight");
+    em_tensor *nbt = em_module_find(m, "1.num_batches_tracked");
+    set_values(w, (double[]){0.1, -0.2, 0.3, 0.25, 0.5, -0.75});
+    float before[6];
+    em_copy_to_host(w, EM_F32, before);
+    em_tensor *x = em_from_data(EM_SHAPE(2, 3), EM_F32, (float[]){1, 2, 3, -1, 0.5f, 2});
+    cr_assert_eq(em_backward(em_sum_all(em_forward(m, x))), EM_OK, "%s", em_error());
+    cr_assert_eq(em_module_to_dtype(m, EM_F64), EM_OK, "%s", em_error());
+    cr_expect(w == em_module_find(m, "0.weight"), "the same tensor, converted in place");
+    cr_expect_eq(w->dtype, EM_F64);
+    cr_expect_eq(w->grad->dtype, EM_F64, "its gradient converts with it");
+    cr_expect(w->requires_grad);
+    for (int i = 0; i < 6; i++)
+        cr_expect_eq(em_get(w, (int64_t[]){i / 3, i % 3}), (double)before[i]);
+    cr_expect_eq(em_module_find(m, "1.running_var")->dtype, EM_F64);
+    cr_expect_eq(nbt->dtype, EM_I64, "integer buffers stay");
+    cr_expect_eq(em_item(nbt), 1);
+    em_tensor *y = em_forward(m, em_to_dtype(x, EM_F64));
+    cr_assert_not_null(y, "%s", em_error());
+    cr_expect_eq(y->dtype, EM_F64);
+    cr_assert_eq(em_module_to_dtype(m, EM_BF16), EM_OK, "%s", em_error());
+    cr_expect_eq(em_get(w, (int64_t[]){0, 1}), -0.2001953125, "bf16's nearest to -0.2");
+    cr_expect_eq(em_module_to_dtype(m, EM_I32), EM_ERR_ARG);
+    cr_expect_str_eq(em_error(), "em_module_to_dtype: a module's floating tensors take a "
+                                 "floating dtype, not i32");
+    em_error_clear();
+    em_tensor *view = em_narrow(em_zeros(EM_SHAPE(4), EM_F32), 0, 1, 2);
+    cr_expect_eq(em_to_dtype_(view, EM_F64), EM_ERR_ARG);
+    cr_expect_str_eq(em_error(), "em_to_dtype_: only a leaf that owns its whole storage changes "
+                                 "in place (a parameter or buffer), not [2]");
+    em_error_clear();
+    em_module_free(m);
+    em_scope_end();
 }

@@ -1,5 +1,6 @@
 /* TensorBoard event files: CRC-32C and TFRecord framing against known bytes, then every scalar
- * and histogram read back by TensorBoard's own event loader (tests/python/tb_read.py), a file
+ * and histogram read back by TensorBoard's own event loader (tests/python/tb_read.py), a purge
+ * step hiding a crashed run's last points from TensorBoard's accumulator (tb_shown.py), a file
  * cut short read up to its last complete record, and the errors. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -57,7 +58,7 @@ static void make_dir(char *dir)
 static em_tb_writer *writer_in_new_dir(char *dir)
 {
     make_dir(dir);
-    em_tb_writer *w = em_tb_new(dir);
+    em_tb_writer *w = em_tb_writer_new(dir);
     cr_assert_not_null(w, "%s", em_error());
     return w;
 }
@@ -98,23 +99,23 @@ Test(tensorboard, scalars_and_histograms_read_back_by_tensorboard)
     make_dir(dir);
     char logdir[128];
     snprintf(logdir, sizeof logdir, "%s/run/a", dir); /* parents are made */
-    em_tb_writer *w = em_tb_new(logdir);
+    em_tb_writer *w = em_tb_writer_new(logdir);
     cr_assert_not_null(w, "%s", em_error());
     const int steps = 40;
     for (int s = 0; s < steps; s++) {
-        cr_assert_eq(em_tb_add_scalar(w, "train/loss", loss_at(s), s), EM_OK, "%s", em_error());
-        cr_assert_eq(em_tb_add_scalar(w, "train/lr", 0.1 * (1 - s / 40.0), s), EM_OK);
+        cr_assert_eq(em_tb_writer_add_scalar(w, "train/loss", loss_at(s), s), EM_OK, "%s", em_error());
+        cr_assert_eq(em_tb_writer_add_scalar(w, "train/lr", 0.1 * (1 - s / 40.0), s), EM_OK);
     }
     float values[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     em_tensor *t = em_from_data(EM_SHAPE(2, 4), EM_F32, values);
-    cr_assert_eq(em_tb_add_histogram(w, "weights/fc", t, 7, 4), EM_OK, "%s", em_error());
+    cr_assert_eq(em_tb_writer_add_histogram(w, "weights/fc", t, 7, 4), EM_OK, "%s", em_error());
     em_tensor *same = em_full(EM_SHAPE(3), EM_F64, 2.5);
-    cr_assert_eq(em_tb_add_histogram(w, "weights/const", same, 8, 0), EM_OK, "%s", em_error());
-    int64_t written = em_tb_records(w);
+    cr_assert_eq(em_tb_writer_add_histogram(w, "weights/const", same, 8, 0), EM_OK, "%s", em_error());
+    int64_t written = em_tb_writer_records(w);
     cr_assert_eq(written, 1 + 2 * steps + 2);
     char path[512];
-    snprintf(path, sizeof path, "%s", em_tb_path(w));
-    cr_assert_eq(em_tb_free(w), EM_OK);
+    snprintf(path, sizeof path, "%s", em_tb_writer_path(w));
+    cr_assert_eq(em_tb_writer_free(w), EM_OK);
 
     char *out = read_back(path);
     cr_expect_eq(count_lines(out), written, "records written %lld, read back %d:\n%s",
@@ -155,6 +156,47 @@ Test(tensorboard, scalars_and_histograms_read_back_by_tensorboard)
     rm_dir(dir);
 }
 
+/* A run that logged steps 0..9 then crashed, resumed at step 5 in a new file that marks the
+ * purge (em_tb_writer_purge, SummaryWriter(purge_step=5)'s events): TensorBoard shows steps 0..4 from
+ * the first file and 5..11 from the second, each once; the raw records hold both. */
+Test(tensorboard, a_purge_step_hides_what_a_crashed_run_logged_past_it)
+{
+    if (em_test_venv_skip())
+        return;
+    char dir[64];
+    make_dir(dir);
+    em_tb_writer *a = em_tb_writer_new(dir);
+    cr_assert_not_null(a, "%s", em_error());
+    for (int s = 0; s < 10; s++)
+        cr_assert_eq(em_tb_writer_add_scalar(a, "loss", 100 + s, s), EM_OK, "%s", em_error());
+    cr_assert_eq(em_tb_writer_free(a), EM_OK);
+    em_tb_writer *b = em_tb_writer_new(dir);
+    cr_assert_not_null(b, "%s", em_error());
+    cr_assert_eq(em_tb_writer_purge(b, 5), EM_OK, "%s", em_error());
+    cr_expect_eq(em_tb_writer_records(b), 3, "file_version, then file_version and START at step 5");
+    for (int s = 5; s < 12; s++)
+        cr_assert_eq(em_tb_writer_add_scalar(b, "loss", 200 + s, s), EM_OK, "%s", em_error());
+    char path[512];
+    snprintf(path, sizeof path, "%s", em_tb_writer_path(b));
+    cr_assert_eq(em_tb_writer_free(b), EM_OK);
+
+    char *shown = em_test_venv_output("tb_shown.py", dir);
+    cr_assert_not_null(shown, "TensorBoard's accumulator did not run (see above)");
+    char want[1024] = "";
+    for (int s = 0; s < 12; s++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), "scalar %d loss %d.0\n", s,
+                 s < 5 ? 100 + s : 200 + s);
+    cr_expect_str_eq(shown, want);
+    free(shown);
+    char *raw = read_back(path);
+    const char *head = "version 0 brain.Event:2\nversion 5 brain.Event:2\nscalar 5 loss 205.0";
+    cr_expect(strstr(raw, head) == raw, "the raw records keep both: %s", raw);
+    free(raw);
+    cr_assert_eq(em_tb_writer_purge(NULL, 1), EM_ERR_ARG);
+    em_error_clear();
+    rm_dir(dir);
+}
+
 /* The byte offset just past each record of the TFRecord file at path; returns the count. */
 static int record_ends(const char *path, long *ends, int max)
 {
@@ -180,9 +222,9 @@ Test(tensorboard, a_file_cut_short_reads_up_to_its_last_complete_record)
     char dir[64];
     em_tb_writer *w = writer_in_new_dir(dir);
     for (int s = 0; s < 10; s++)
-        cr_assert_eq(em_tb_add_scalar(w, "loss", loss_at(s), s), EM_OK);
+        cr_assert_eq(em_tb_writer_add_scalar(w, "loss", loss_at(s), s), EM_OK);
     char path[512], cut[600];
-    snprintf(path, sizeof path, "%s", em_tb_path(w));
+    snprintf(path, sizeof path, "%s", em_tb_writer_path(w));
     snprintf(cut, sizeof cut, "%s/cut.tfevents", dir);
     long ends[16];
     int n = record_ends(path, ends, 16);
@@ -198,7 +240,7 @@ Test(tensorboard, a_file_cut_short_reads_up_to_its_last_complete_record)
         cr_expect_eq(count_lines(out), complete[k], "cut at %ld bytes: %s", sizes[k], out);
         free(out);
     }
-    em_tb_free(w);
+    em_tb_writer_free(w);
     rm_dir(dir);
 }
 
@@ -213,9 +255,9 @@ Test(tensorboard, a_killed_writer_leaves_every_record_it_wrote)
     pid_t child = fork();
     cr_assert_geq(child, 0);
     if (child == 0) {
-        em_tb_writer *w = em_tb_new(dir);
+        em_tb_writer *w = em_tb_writer_new(dir);
         for (int s = 0; w && s < 25; s++)
-            em_tb_add_scalar(w, "loss", loss_at(s), s);
+            em_tb_writer_add_scalar(w, "loss", loss_at(s), s);
         raise(SIGKILL);
     }
     int status;
@@ -237,7 +279,7 @@ Test(tensorboard, a_killed_writer_leaves_every_record_it_wrote)
 
 Test(tensorboard, bad_input_is_a_clear_error_and_writes_nothing)
 {
-    cr_expect_null(em_tb_new("/proc/ember/logs"));
+    cr_expect_null(em_tb_writer_new("/proc/ember/logs"));
     cr_expect_eq(em_error_status(), EM_ERR_IO);
     cr_expect(strstr(em_error(), "/proc/ember") != NULL, "%s", em_error());
     em_error_clear();
@@ -246,38 +288,38 @@ Test(tensorboard, bad_input_is_a_clear_error_and_writes_nothing)
     snprintf(file_as_dir, sizeof file_as_dir, "%s/file", dir);
     FILE *f = fopen(file_as_dir, "w");
     fclose(f);
-    cr_expect_null(em_tb_new(file_as_dir));
+    cr_expect_null(em_tb_writer_new(file_as_dir));
     cr_expect(strstr(em_error(), "is not a directory") != NULL, "%s", em_error());
     em_error_clear();
     char under_file[160], missing[160], check[512];
     snprintf(under_file, sizeof under_file, "%s/file/run", dir);
-    cr_expect_eq(em_tb_check(under_file), EM_ERR_IO);
-    snprintf(check, sizeof check, "em_tb_check: log directory '%s': '%s' is not a directory",
+    cr_expect_eq(em_tb_writer_check(under_file), EM_ERR_IO);
+    snprintf(check, sizeof check, "em_tb_writer_check: log directory '%s': '%s' is not a directory",
              under_file, file_as_dir);
     cr_expect_str_eq(em_error(), check);
     em_error_clear();
     snprintf(missing, sizeof missing, "%s/runs/a", dir);
-    cr_expect_eq(em_tb_check(missing), EM_OK, "%s", em_error());
+    cr_expect_eq(em_tb_writer_check(missing), EM_OK, "%s", em_error());
     cr_expect_eq(access(missing, F_OK), -1, "the check makes nothing");
-    cr_expect_eq(em_tb_check(dir), EM_OK, "%s", em_error());
-    cr_expect_eq(em_tb_check(""), EM_ERR_ARG);
+    cr_expect_eq(em_tb_writer_check(dir), EM_OK, "%s", em_error());
+    cr_expect_eq(em_tb_writer_check(""), EM_ERR_ARG);
     em_error_clear();
 
-    em_tb_writer *w = em_tb_new(dir);
+    em_tb_writer *w = em_tb_writer_new(dir);
     cr_assert_not_null(w, "%s", em_error());
     float bad[3] = {1, NAN, INFINITY};
     em_tensor *t = em_from_data(EM_SHAPE(3), EM_F32, bad);
-    cr_expect_eq(em_tb_add_histogram(w, "grads/fc", t, 1, 0), EM_ERR_NUMERIC);
+    cr_expect_eq(em_tb_writer_add_histogram(w, "grads/fc", t, 1, 0), EM_ERR_NUMERIC);
     cr_expect(strstr(em_error(), "'grads/fc' holds 2 NaN or Inf values of 3") != NULL, "%s",
               em_error());
     em_error_clear();
     em_tensor *ints = em_zeros(EM_SHAPE(3), EM_I64);
-    cr_expect_eq(em_tb_add_histogram(w, "ints", ints, 1, 0), EM_ERR_ARG);
+    cr_expect_eq(em_tb_writer_add_histogram(w, "ints", ints, 1, 0), EM_ERR_ARG);
     em_error_clear();
-    cr_expect_eq(em_tb_add_scalar(w, "", 1.0, 1), EM_ERR_ARG);
+    cr_expect_eq(em_tb_writer_add_scalar(w, "", 1.0, 1), EM_ERR_ARG);
     em_error_clear();
-    cr_expect_eq(em_tb_records(w), 1, "only the file_version record");
-    em_tb_free(w);
+    cr_expect_eq(em_tb_writer_records(w), 1, "only the file_version record");
+    em_tb_writer_free(w);
     em_release(t);
     em_release(ints);
     rm_dir(dir);
@@ -292,15 +334,15 @@ Test(tensorboard, a_tag_that_is_not_utf8_is_refused_and_the_rest_reads_back)
     char dir[64];
     em_tb_writer *w = writer_in_new_dir(dir);
     for (int s = 0; s < 10; s++) {
-        em_status st = em_tb_add_scalar(w, s == 4 ? "loss\xff" : "loss", s * 0.5, s);
+        em_status st = em_tb_writer_add_scalar(w, s == 4 ? "loss\xff" : "loss", s * 0.5, s);
         cr_assert_eq(st, s == 4 ? EM_ERR_ARG : EM_OK, "step %d: %s", s, em_error());
     }
-    cr_expect(strstr(em_error(), "em_tb_add_scalar: tag \"loss\" is followed by byte 0xff at "
+    cr_expect(strstr(em_error(), "em_tb_writer_add_scalar: tag \"loss\" is followed by byte 0xff at "
                                  "offset 4, which is not UTF-8"), "%s", em_error());
     em_error_clear();
     char path[512];
-    snprintf(path, sizeof path, "%s", em_tb_path(w));
-    cr_assert_eq(em_tb_free(w), EM_OK);
+    snprintf(path, sizeof path, "%s", em_tb_writer_path(w));
+    cr_assert_eq(em_tb_writer_free(w), EM_OK);
     char *out = read_back(path);
     cr_expect_eq(count_lines(out), 1 + 9, "%s", out);
     for (int s = 0; s < 10; s++) {

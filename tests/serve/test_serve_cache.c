@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ember.h"
@@ -41,7 +42,7 @@ Test(serve_cache, lru_order_and_entry_bound)
     cr_assert_null(em_cache_get(c, b)); /* miss 2 */
     expect_hit(c, a, 10);
     expect_hit(c, d, 50);
-    em_cache_stats s = em_cache_stats_get(c);
+    em_cache_stats s = em_cache_get_stats(c);
     cr_assert_eq(s.entries, 2);
     cr_assert_eq(s.hits, 3);
     cr_assert_eq(s.misses, 2);
@@ -58,14 +59,14 @@ Test(serve_cache, byte_bound_evicts_oldest_and_skips_oversized)
     em_tensor *x[3] = {vec(1, 0), vec(2, 0), vec(3, 0)}, *y = vec(7, 7);
     for (int i = 0; i < 3; i++)
         cr_assert_eq(em_cache_put(c, x[i], y), EM_OK);
-    em_cache_stats s = em_cache_stats_get(c); /* 16 bytes each: only two fit in 40 */
+    em_cache_stats s = em_cache_get_stats(c); /* 16 bytes each: only two fit in 40 */
     cr_assert_eq(s.entries, 2);
     cr_assert_eq(s.bytes, 32);
     cr_assert_eq(s.evictions, 1);
     cr_assert_null(em_cache_get(c, x[0]));
     em_tensor *big = em_zeros(EM_SHAPE(100), EM_F32);
     cr_assert_eq(em_cache_put(c, big, y), EM_OK);
-    cr_assert_eq(em_cache_stats_get(c).entries, 2, "an entry over max_bytes is not stored");
+    cr_assert_eq(em_cache_get_stats(c).entries, 2, "an entry over max_bytes is not stored");
     cr_assert_null(em_cache_get(c, big));
     for (int i = 0; i < 3; i++)
         em_release(x[i]);
@@ -94,7 +95,7 @@ Test(serve_cache, disabled_cache_always_misses)
     em_tensor *x = vec(1, 2);
     cr_assert_eq(em_cache_put(c, x, x), EM_OK);
     cr_assert_null(em_cache_get(c, x));
-    cr_assert_eq(em_cache_stats_get(c).entries, 0);
+    cr_assert_eq(em_cache_get_stats(c).entries, 0);
     em_release(x);
     em_cache_free(c);
 }
@@ -114,7 +115,7 @@ Test(serve_cache, a_fifo_for_the_cache_file_is_refused, .timeout = 20)
     snprintf(want, sizeof want, "em_safetensors_load: cannot open '%s': it is a FIFO, not a "
              "regular file", path);
     cr_expect_str_eq(em_error(), want);
-    cr_expect_eq(em_cache_stats_get(c).entries, 0);
+    cr_expect_eq(em_cache_get_stats(c).entries, 0);
     em_error_clear();
     em_cache_free(c);
     unlink(path);
@@ -136,7 +137,7 @@ Test(serve_cache, persists_to_a_directory_in_lru_order)
 
     em_cache *back = em_cache_new((em_cache_opts){.max_entries = 3});
     cr_assert_eq(em_cache_load(back, dir), EM_OK, "%s", em_error());
-    cr_assert_eq(em_cache_stats_get(back).entries, 3);
+    cr_assert_eq(em_cache_get_stats(back).entries, 3);
     expect_hit(back, x[2], 30);
     em_tensor *x4 = vec(4, 0);
     em_cache_put(back, x4, y[0]); /* evicts the oldest, x1 */
@@ -175,7 +176,7 @@ Test(serve_cache, a_signed_cache_refuses_entries_of_other_shapes)
     cr_assert_eq(em_cache_put(c, x, y64), EM_ERR_ARG);
     em_error_clear();
     cr_assert_eq(em_cache_put(c, x, x), EM_OK);
-    cr_assert_eq(em_cache_stats_get(c).entries, 1);
+    cr_assert_eq(em_cache_get_stats(c).entries, 1);
     em_release(x), em_release(y3), em_release(y64);
     em_cache_free(c);
 }
@@ -202,12 +203,12 @@ static int64_t engine_answer(em_module *m, const char *dir, const em_tensor *x, 
                                                      .max_batch = 1, .cache = {.max_entries = 8},
                                                      .cache_dir = dir});
     cr_assert_not_null(e, "%s", em_error());
-    int64_t discarded = em_engine_stats_get(e).cache.discarded;
+    int64_t discarded = em_engine_get_stats(e).cache.discarded;
     em_tensor *y = NULL;
     cr_assert_eq(em_engine_predict(e, x, EM_PRIORITY_NORMAL, 5000, &y), EM_OK, "%s", em_error());
     cr_assert(y->ndim == 1 && y->shape[0] == 2 && y->dtype == EM_F32);
     em_copy_to_host(y, EM_F32, got);
-    *from_cache = em_engine_stats_get(e).cache_answered == 1;
+    *from_cache = em_engine_get_stats(e).cache_answered == 1;
     em_release(y);
     em_engine_free(e);
     return discarded;
@@ -254,4 +255,101 @@ Test(serve_cache, an_engine_serves_no_planted_entry_of_another_model_shape_or_dt
     em_release(y3), em_release(y64), em_release(y_other);
     em_module_free(m);
     em_module_free(other);
+}
+
+/* A file whose entries are not all whole loads nothing (the whole entries before the broken one
+ * were taken and the rest dropped). */
+Test(serve_cache, a_file_with_an_incomplete_entry_loads_nothing)
+{
+    char dir[] = "/tmp/ember_cache_part_XXXXXX", path[256];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/cache.safetensors", dir);
+    em_tensor *x = vec(1, 2), *y = vec(3, 4);
+    em_st_entry list[3] = {{"00000000.input", x}, {"00000000.output", y},
+                           {"00000001.input", x}};
+    cr_assert_eq(em_safetensors_save(path, list, 3, NULL, 0), EM_OK, "%s", em_error());
+    em_cache *c = em_cache_new((em_cache_opts){.max_entries = 8});
+    cr_assert_eq(em_cache_load(c, dir), EM_ERR_IO);
+    cr_assert(strstr(em_error(), "entry 1 is incomplete"), "%s", em_error());
+    em_error_clear();
+    cr_assert_eq(em_cache_get_stats(c).entries, 0);
+    em_cache_free(c);
+    unlink(path);
+    rmdir(dir);
+    em_release(x), em_release(y);
+}
+
+/* A cache file that cannot be read does not stop an engine: it starts with an empty cache and a
+ * warning naming the file, serves, and its save at free replaces the file with a whole one. */
+Test(serve_cache, an_engine_starts_over_a_corrupt_cache_file_and_replaces_it)
+{
+    char dir[] = "/tmp/ember_cache_bad_XXXXXX", path[256];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/cache.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    fputs("\x40\0\0\0\0\0\0\0{\"00000000.input\":", f); /* a header cut short */
+    fclose(f);
+    em_manual_seed(3);
+    em_module *m = em_linear_layer(2, 2, true);
+    em_module_eval(m);
+    em_engine *e = em_engine_new(m, EM_SHAPE(2), (em_engine_opts){
+                                                     .max_batch = 1, .cache = {.max_entries = 8},
+                                                     .cache_dir = dir});
+    cr_assert_not_null(e, "%s", em_error());
+    cr_assert_not(em_has_error(), "%s", em_error());
+    const char *w = em_engine_warning(e);
+    cr_assert(w && strstr(w, "the response cache was not loaded and starts empty: "
+                             "em_safetensors_load: '") && strstr(w, path), "%s", w ? w : "NULL");
+    em_tensor *x = vec(1, 2), *y = NULL;
+    cr_assert_eq(em_engine_predict(e, x, EM_PRIORITY_NORMAL, 5000, &y), EM_OK, "%s", em_error());
+    em_release(y);
+    em_engine_free(e);
+    em_cache *back = em_cache_new((em_cache_opts){.max_entries = 8});
+    cr_assert_eq(em_cache_load(back, dir), EM_OK, "%s", em_error());
+    cr_assert_eq(em_cache_get_stats(back).entries, 1);
+    em_cache_free(back);
+    /* a readable file gives no warning */
+    e = em_engine_new(m, EM_SHAPE(2), (em_engine_opts){.max_batch = 1,
+                                                       .cache = {.max_entries = 8},
+                                                       .cache_dir = dir});
+    cr_assert_not_null(e, "%s", em_error());
+    cr_assert_null(em_engine_warning(e));
+    em_engine_free(e);
+    unlink(path);
+    rmdir(dir);
+    em_release(x);
+    em_module_free(m);
+}
+
+/* 22,000 entries load in well under a second: each entry's two tensors are found by a hash
+ * lookup (a server with this many took 5-30 s to start, looking each name up in turn). The
+ * bound is loose: it fails only a quadratic cost. */
+Test(serve_cache, many_entries_load_in_linear_time, .timeout = 120)
+{
+    enum { N = 22000 };
+    char dir[] = "/tmp/ember_cache_many_XXXXXX", path[256];
+    cr_assert_not_null(mkdtemp(dir));
+    em_cache *c = em_cache_new((em_cache_opts){.max_entries = N});
+    for (int i = 0; i < N; i++) {
+        em_tensor *x = vec((float)i, 0), *y = vec(0, (float)i);
+        cr_assert_eq(em_cache_put(c, x, y), EM_OK);
+        em_release(x), em_release(y);
+    }
+    cr_assert_eq(em_cache_save(c, dir), EM_OK, "%s", em_error());
+    em_cache_free(c);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    em_cache *back = em_cache_new((em_cache_opts){.max_entries = N});
+    cr_assert_eq(em_cache_load(back, dir), EM_OK, "%s", em_error());
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    cr_assert_eq(em_cache_get_stats(back).entries, N);
+    cr_assert_lt(s, 5.0, "%d entries took %.1f s to load", N, s);
+    em_tensor *x = vec(12345, 0);
+    expect_hit(back, x, 0);
+    em_release(x);
+    em_cache_free(back);
+    snprintf(path, sizeof path, "%s/cache.safetensors", dir);
+    unlink(path);
+    rmdir(dir);
 }

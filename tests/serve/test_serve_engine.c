@@ -48,8 +48,7 @@ static const em_module_type doubler_type = {.type_name = "Doubler",
 
 static em_module *doubler(void)
 {
-    em_module *m = calloc(1, sizeof *m);
-    em_module_init(m, &doubler_type);
+    em_module *m = em_module_alloc(sizeof *m, &doubler_type);
     gate_closed = false;
     entered = n_order = n_batches = sleep_us_per_row = 0;
     return m;
@@ -117,7 +116,7 @@ Test(serve_engine, a_full_batch_runs_as_one)
         expect_result(f[i], (float)i);
         em_future_free(f[i]);
     }
-    em_engine_stats s = em_engine_stats_get(e);
+    em_engine_stats s = em_engine_get_stats(e);
     cr_assert_eq(s.batches, 1, "8 requests within max_wait: one batch, not %lld", s.batches);
     cr_assert_eq(s.batch_hist[8], 1);
     cr_assert_eq(s.completed, 8);
@@ -138,7 +137,7 @@ Test(serve_engine, a_partial_batch_waits_max_wait)
         expect_result(f[i], (float)i);
     double waited = now_s() - t0;
     cr_assert(waited >= 0.399, "the batch left after %.3f s, before max_wait", waited);
-    em_engine_stats s = em_engine_stats_get(e);
+    em_engine_stats s = em_engine_get_stats(e);
     cr_assert_eq(s.batch_hist[3], 1);
     cr_assert_eq(s.batches, 1);
     for (int i = 0; i < 3; i++)
@@ -166,7 +165,7 @@ Test(serve_engine, priorities_order_the_queue)
     em_future *f[6];
     for (int i = 0; i < 6; i++)
         f[i] = submit(e, v[i], p[i]);
-    cr_assert_eq(em_engine_stats_get(e).queue_depth, 6);
+    cr_assert_eq(em_engine_get_stats(e).queue_depth, 6);
     gate(false);
     for (int i = 0; i < 6; i++) {
         expect_result(f[i], v[i]);
@@ -287,7 +286,7 @@ Test(serve_engine, futures_time_out_and_cancel)
     em_future_free(dropped);
     gate(false);
     expect_result(running, 1);
-    em_engine_stats s = em_engine_stats_get(e);
+    em_engine_stats s = em_engine_get_stats(e);
     cr_assert_eq(s.cancelled, 2);
     cr_assert_eq(n_order, 1, "cancelled requests never reach the model");
     em_future_free(running);
@@ -316,8 +315,8 @@ Test(serve_engine, a_full_queue_rejects_and_bad_input_is_an_error)
     cr_assert(strstr(em_error(), "expected one float sample of shape [2], got f32 [3]"), "%s",
               em_error());
     em_error_clear();
-    cr_assert_eq(em_engine_stats_get(e).rejected, 1);
-    cr_assert_eq(em_engine_stats_get(e).max_queue_depth, 2);
+    cr_assert_eq(em_engine_get_stats(e).rejected, 1);
+    cr_assert_eq(em_engine_get_stats(e).max_queue_depth, 2);
     gate(false);
     expect_result(a, 2);
     expect_result(b, 3);
@@ -350,7 +349,7 @@ Test(serve_engine, the_cache_answers_repeats_without_the_model)
             em_release(x);
             em_release(y);
         }
-    em_engine_stats s = em_engine_stats_get(e);
+    em_engine_stats s = em_engine_get_stats(e);
     cr_assert_eq(n_order, 1 + 4, "only the first round (after the sample that learns the "
                  "output's shape) reached the model");
     cr_assert_eq(s.cache_answered, 8);
@@ -375,7 +374,7 @@ Test(serve_engine, adaptive_batching_shrinks_the_limit_over_a_slow_model)
         expect_result(f[i], (float)i);
         em_future_free(f[i]);
     }
-    em_engine_stats s = em_engine_stats_get(e);
+    em_engine_stats s = em_engine_get_stats(e);
     cr_assert_lt(s.batch_limit, 64, "the limit stayed at %d", s.batch_limit);
     cr_assert_gt(s.batches, 8, "smaller batches: %lld", s.batches);
     em_engine_free(e);
@@ -448,7 +447,7 @@ Test(serve_engine, many_threads_get_their_own_results_and_stats_add_up)
         pthread_join(t[i], NULL);
         cr_assert_eq(c[i].wrong, 0, "client %d got %d wrong results", i, c[i].wrong);
     }
-    em_engine_stats s = em_engine_stats_get(e);
+    em_engine_stats s = em_engine_get_stats(e);
     cr_assert_eq(s.completed, 400);
     cr_assert_eq(s.submitted, 400);
     int64_t in_batches = 0, batches = 0;

@@ -4,10 +4,13 @@
  * text. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "ember.h"
 #include "serve/request.h"
+#include "serve/request_budget.h"
 
 static em_status parse(const char *body, em_shape s, em_predict_request *r, char *err)
 {
@@ -147,4 +150,130 @@ Test(serve_request, response_and_stats_text)
     cr_assert(strstr(json, "\"batch_hist\":{\"2\":1}"), "%s", json);
     cr_assert(strstr(json, "\"cache\":{\"entries\":0,\"bytes\":0,\"hits\":1,"), "%s", json);
     free(json);
+}
+
+/* The largest resident size so far, in KiB. */
+static long max_rss_kib(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss;
+}
+
+/* A body is read token by token into the numbers: 1 MiB of empty objects (a tree of it took 78 MB
+ * while it was parsed) stops at the first object, taking nothing beyond the body. */
+Test(serve_request, a_body_of_empty_objects_stops_at_the_first)
+{
+    size_t n = (size_t)1 << 20;
+    char *body = malloc(n);
+    memcpy(body, "{\"input\":[", 10);
+    for (size_t i = 10; i + 3 < n; i += 3)
+        memcpy(body + i, i == 10 ? " {}" : ",{}", 3);
+    n = 10 + (n - 13) / 3 * 3;
+    memcpy(body + n, "]}", 2);
+    n += 2;
+    long before = max_rss_kib();
+    em_predict_request r;
+    char err[256] = "";
+    cr_assert_eq(em_predict_request_parse(body, n, EM_SHAPE(2, 2), &r, err, sizeof err),
+                 EM_ERR_ARG);
+    cr_assert_str_eq(err, "input: entry 0 at depth 1 is not a number or an array");
+    cr_assert_lt(max_rss_kib() - before, 8 * 1024, "the parse grew the process by %ld KiB",
+                 max_rss_kib() - before);
+    cr_assert_null(r.input);
+    free(body);
+}
+
+/* One request's limits: its bytes, its numbers, one string's bytes; over them is 413. */
+Test(serve_request, a_request_over_its_limits_is_too_large)
+{
+    em_predict_request r;
+    char err[256] = "";
+    size_t big = (size_t)EM_REQUEST_MAX_BYTES + 1;
+    char *spaces = malloc(big);
+    memset(spaces, ' ', big);
+    memcpy(spaces, "{\"input\":[1,2,3,4]}", 19);
+    cr_assert_eq(em_predict_request_parse(spaces, big, EM_SHAPE(4), &r, err, sizeof err),
+                 EM_ERR_MEMORY);
+    cr_assert_str_eq(err, "a body of 33554433 bytes is more than a request may be (33554432)");
+    free(spaces);
+    /* 1025 samples of 1024 numbers: the 1025th passes 2^20 */
+    size_t cap = 1025 * (2 * 1024 + 2) + 64, at = 0;
+    char *many = malloc(cap);
+    at += (size_t)sprintf(many, "{\"instances\":[");
+    for (int s = 0; s < 1025; s++) {
+        many[at++] = s ? ',' : '[';
+        if (s)
+            many[at++] = '[';
+        for (int i = 0; i < 1024; i++) {
+            many[at++] = '0';
+            many[at++] = i < 1023 ? ',' : ']';
+        }
+    }
+    many[at++] = ']';
+    many[at++] = '}';
+    cr_assert_eq(em_predict_request_parse(many, at, EM_SHAPE(1024), &r, err, sizeof err),
+                 EM_ERR_MEMORY, "%s", err);
+    cr_assert_str_eq(err, "instances: more than 1048576 values (samples of 1024)");
+    cr_assert_eq(em_predict_http_status(EM_ERR_MEMORY), 413);
+    /* one fewer sample fits */
+    at -= 2 + 2 * 1024 + 2;
+    memcpy(many + at, "]}", 2);
+    cr_assert_eq(em_predict_request_parse(many, at + 2, EM_SHAPE(1024), &r, err, sizeof err),
+                 EM_OK, "%s", err);
+    cr_assert_eq(r.n_instances, 1024);
+    em_release(r.input);
+    free(many);
+    char key[400] = "{\"";
+    memset(key + 2, 'k', 300);
+    strcpy(key + 302, "\":1}");
+    cr_assert_eq(parse(key, EM_SHAPE(4), &r, err), EM_ERR_MEMORY);
+    cr_assert(strstr(err, "a string longer than 256 bytes"), "%s", err);
+    cr_assert_eq(em_request_budget_in_flight().bytes, 0);
+    cr_assert_eq(em_request_budget_in_flight().values, 0);
+}
+
+/* The server's budget: a parse that does not fit beside those under way is refused at once with
+ * EM_ERR_BUSY (503), and one larger than the whole budget with EM_ERR_MEMORY (413); each parse
+ * gives back what it held. */
+Test(serve_request, the_servers_budget_refuses_what_does_not_fit)
+{
+    em_request_budget old = em_request_budget_set((em_request_budget){.bytes = 1 << 16,
+                                                                      .values = 1 << 14});
+    cr_assert_eq(old.bytes, EM_REQUEST_BUDGET_BYTES);
+    cr_assert_eq(old.values, EM_REQUEST_BUDGET_VALUES);
+    const char *body = "{\"input\":[1,2,3,4]}";
+    em_predict_request r;
+    char err[256] = "";
+    cr_assert_eq(parse(body, EM_SHAPE(4), &r, err), EM_OK, "%s", err);
+    em_release(r.input);
+    /* another parse holds most of the bytes */
+    em_request_budget other = {0};
+    cr_assert_eq(em_request_budget_take_bytes(&other, (1 << 16) - 10), EM_OK);
+    cr_assert_eq(parse(body, EM_SHAPE(4), &r, err), EM_ERR_BUSY);
+    cr_assert_str_eq(err, "the server is reading 65526 bytes of requests already (at most 65536 "
+                          "at once); try again");
+    cr_assert_eq(em_predict_http_status(EM_ERR_BUSY), 503);
+    cr_assert_null(r.input);
+    em_request_budget_give_back(&other);
+    /* ... or most of the values */
+    cr_assert_eq(em_request_budget_take_values(&other, (1 << 14) - 100), EM_OK);
+    cr_assert_eq(parse(body, EM_SHAPE(4), &r, err), EM_ERR_BUSY);
+    cr_assert(strstr(err, "JSON values of requests already (at most 16384 at once)"), "%s", err);
+    em_request_budget_give_back(&other);
+    cr_assert_eq(parse(body, EM_SHAPE(4), &r, err), EM_OK, "%s", err);
+    em_release(r.input);
+    /* a body larger than the whole budget never fits */
+    char *wide = malloc(1 << 17);
+    memset(wide, ' ', 1 << 17);
+    memcpy(wide, body, strlen(body));
+    cr_assert_eq(em_predict_request_parse(wide, 1 << 17, EM_SHAPE(4), &r, err, sizeof err),
+                 EM_ERR_MEMORY);
+    cr_assert_str_eq(err, "a request of 131072 bytes is more than the server reads at once "
+                          "(65536)");
+    free(wide);
+    cr_assert_eq(em_request_budget_in_flight().bytes, 0);
+    cr_assert_eq(em_request_budget_in_flight().values, 0);
+    em_request_budget_set((em_request_budget){0});
+    cr_assert_eq(em_request_budget_set((em_request_budget){0}).bytes, EM_REQUEST_BUDGET_BYTES);
 }

@@ -98,12 +98,21 @@ Test(memory_pool, budget_failure_names_the_sizes_and_leaks_nothing)
     em_error_clear();
     /* inside an op and a scope: NULL and the op's name, never a crash, nothing left behind */
     em_scope_begin();
-    em_tensor *p = em_ones(EM_SHAPE(64, 1), EM_F32), *q = em_ones(EM_SHAPE(1, 64), EM_F32);
+    em_tensor *p = em_ones(EM_SHAPE(32, 1), EM_F32), *q = em_ones(EM_SHAPE(1, 32), EM_F32);
     cr_assert(p && q, "%s", em_error());
-    cr_assert_null(em_matmul(p, q)); /* the (64, 64) output: 16 KiB */
+    cr_assert_null(em_matmul(p, q)); /* the (32, 32) output: 4 KiB, beside what is held */
     snprintf(want, sizeof want, ": memory budget exceeded: %zu of %zu bytes on cpu",
-             s0.reserved_bytes + 4096 + 1024 + 16384, budget);
+             s0.reserved_bytes + 4096 + 1024 + 4096, budget);
     cr_assert(strstr(em_error(), want) != NULL, "%s", em_error());
+    em_error_clear();
+    /* an output larger than the whole budget is refused before the allocator is asked */
+    p = em_ones(EM_SHAPE(64, 1), EM_F32), q = em_ones(EM_SHAPE(1, 64), EM_F32);
+    uint64_t allocs = stats().n_allocs;
+    cr_assert_null(em_matmul(p, q)); /* the (64, 64) output: 16 KiB */
+    snprintf(want, sizeof want, ": shape [64,64] of f32 needs 16384 bytes, more than cpu holds "
+             "(its memory budget: %zu bytes)", budget);
+    cr_assert(strstr(em_error(), want) != NULL, "%s", em_error());
+    cr_assert_eq(stats().n_allocs, allocs);
     em_scope_end();
     em_error_clear();
     em_release(a);

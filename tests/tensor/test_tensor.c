@@ -103,7 +103,7 @@ Test(tensor, contiguous_raw_of_permuted_alias)
     /* already contiguous: the same tensor, one more reference */
     em_tensor *same = em_tensor_contiguous_raw(c);
     cr_assert_eq(same, c);
-    cr_assert_eq(c->refcount, 2);
+    cr_assert_eq(em_tensor_refcount(c), 2);
     em_release(same);
     em_tensor *h = em_tensor_cast_raw(tt, EM_F16);
     cr_assert_eq(h->dtype, EM_F16);
@@ -164,6 +164,52 @@ Test(tensor, shape_helpers)
     em_tensor *t = em_empty(EM_SHAPE(64, 784), EM_F32);
     cr_assert_str_eq(em_shape_str(t, buf, sizeof buf), "[64,784]");
     em_release(t);
+}
+
+/* em_checked_elements, the one check of sizes an op derives from its arguments: negative and
+ * overflowing sizes, and bytes beyond what the device holds (a budget, else the CPU's physical
+ * memory), refused with the caller's name and the sizes; em_empty goes through it and refuses
+ * before allocating; a view, which allocates nothing, does not. */
+Test(tensor, checked_elements_refuse_what_no_device_holds)
+{
+    int64_t n = -1;
+    cr_assert(em_checked_elements("op", (int64_t[]){2, 3, 4}, 3, EM_F32, EM_CPU, &n));
+    cr_assert_eq(n, 24);
+    cr_assert(em_checked_elements("op", NULL, 0, EM_F32, EM_CPU, &n) && n == 1);
+    cr_assert(!em_checked_elements("op", (int64_t[]){2, -3}, 2, EM_F32, EM_CPU, &n));
+    cr_assert_str_eq(em_error(), "op: negative dimension: [2,-3]");
+    em_error_clear();
+    cr_assert(!em_checked_elements("op", (int64_t[]){(int64_t)1 << 40, (int64_t)1 << 30}, 2,
+                                   EM_U8, EM_CPU, &n));
+    cr_assert_str_eq(em_error(), "op: shape too large: [1099511627776,1073741824]");
+    em_error_clear();
+    cr_assert(!em_checked_elements("op", (int64_t[]){(int64_t)1 << 61}, 1, EM_F64, EM_CPU, &n));
+    cr_assert_str_eq(em_error(), "op: shape too large: [2305843009213693952]");
+    em_error_clear();
+    cr_assert(!em_checked_elements("op", (int64_t[]){(int64_t)1 << 40}, 1, EM_F32, EM_CPU, &n));
+    cr_assert_eq(em_error_status(), EM_ERR_MEMORY);
+    cr_assert(strstr(em_error(), "op: shape [1099511627776] of f32 needs 4398046511104 bytes, more "
+                                 "than cpu holds (its physical memory: "), "%s", em_error());
+    em_error_clear();
+    cr_assert_eq(em_memory_set_budget(EM_CPU, (size_t)1 << 20), EM_OK);
+    cr_assert(em_checked_elements("op", (int64_t[]){512, 512}, 2, EM_F32, EM_CPU, &n));
+    cr_assert(!em_checked_elements("op", (int64_t[]){512, 513}, 2, EM_F32, EM_CPU, &n));
+    cr_assert_str_eq(em_error(), "op: shape [512,513] of f32 needs 1050624 bytes, more than cpu "
+                                 "holds (its memory budget: 1048576 bytes)");
+    em_error_clear();
+    uint64_t before = em_memory_get_stats(EM_CPU).n_allocs;
+    cr_assert_null(em_empty(EM_SHAPE(512, 513), EM_F32));
+    cr_assert_str_eq(em_error(), "em_empty: shape [512,513] of f32 needs 1050624 bytes, more than "
+                                 "cpu holds (its memory budget: 1048576 bytes)");
+    cr_assert_eq(em_memory_get_stats(EM_CPU).n_allocs, before);
+    em_error_clear();
+    em_tensor *one = em_zeros(EM_SHAPE(1), EM_F32);
+    em_tensor *wide = em_tensor_alias(one, 2, (int64_t[]){1 << 20, 1 << 20}, (int64_t[]){0, 0},
+                                      0); /* a broadcast view */
+    cr_assert_not_null(wide, "a view allocates nothing: %s", em_error());
+    em_release(wide);
+    em_release(one);
+    cr_assert_eq(em_memory_set_budget(EM_CPU, 0), EM_OK);
 }
 
 /* An empty tensor still has strides: the product of its nonzero dims must fit, or the outer

@@ -31,7 +31,7 @@ static void compare(bool scaled)
     em_module *whole = make_mlp(), *accum = make_mlp();
     em_optim *ow = em_sgd(whole, (em_sgd_opts){.lr = 0.1, .momentum = 0.9});
     em_optim *oa = em_sgd(accum, (em_sgd_opts){.lr = 0.1, .momentum = 0.9});
-    em_grad_scaler *s = scaled ? em_scaler_new((em_scaler_opts){0}) : NULL;
+    em_grad_scaler *s = scaled ? em_grad_scaler_new((em_grad_scaler_opts){0}) : NULL;
     em_generator gen = em_generator_new(9);
     const int64_t mb = BATCH / MICRO;
     for (int step = 0; step < STEPS; step++) {
@@ -45,14 +45,14 @@ static void compare(bool scaled)
             em_tensor *loss = em_mul_scalar(ce(accum, em_narrow(x, 0, k * mb, mb),
                                                em_narrow(y, 0, k * mb, mb)), 1.0 / MICRO);
             if (s)
-                loss = em_scaler_scale(s, loss);
+                loss = em_grad_scaler_scale(s, loss);
             cr_assert_eq(em_backward(loss), EM_OK, "%s", em_error());
         }
         if (s) {
             bool stepped;
-            cr_assert_eq(em_scaler_step(s, oa, &stepped), EM_OK, "%s", em_error());
+            cr_assert_eq(em_grad_scaler_step(s, oa, &stepped), EM_OK, "%s", em_error());
             cr_assert(stepped);
-            cr_assert_eq(em_scaler_update(s), EM_OK);
+            cr_assert_eq(em_grad_scaler_update(s), EM_OK);
         } else {
             cr_assert_eq(em_optim_step(oa), EM_OK);
         }
@@ -81,7 +81,7 @@ static void compare(bool scaled)
     }
     cr_assert_gt(moved, 1e-2, "the parameters trained: they moved at most %g", moved);
     em_module_free(init);
-    em_scaler_free(s);
+    em_grad_scaler_free(s);
     em_optim_free(ow);
     em_optim_free(oa);
     em_module_free(whole);

@@ -1,7 +1,8 @@
 /* Watching a training run: every TensorBoard scalar and histogram of a small run read back by
- * TensorBoard's loader with its step (the loss and gradient norm equal to what the loop saw),
- * the profiler over chosen micro-batches, the leak warning, and the errors found before
- * training. */
+ * TensorBoard's loader with its step (the loss and gradient norm equal to what the loop saw), a
+ * resumed run's steps counting on and, after a crash past its checkpoint, shown once each by
+ * TensorBoard's accumulator; the profiler over chosen micro-batches, the leak warning, and the
+ * errors found before training. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -234,6 +235,34 @@ Test(observer, bad_options_fail_before_training)
     free_run(&r);
 }
 
+/* The reader's output holds train/loss once at each step of the two epochs, 1 to 2 BATCHES */
+static void expect_each_step_once(const char *out)
+{
+    long steps[64];
+    int n = steps_of(out, "scalar", "train/loss", steps, 64);
+    cr_expect_eq(n, 2 * BATCHES, "%s", out);
+    for (int i = 0; i < n; i++)
+        cr_expect_eq(steps[i], i + 1, "point %d of train/loss is at step %ld", i, steps[i]);
+}
+
+/* Two epochs of a run with o (resumed from the checkpoint `resume` first when given, on_step
+ * added when given) watched by an observer logging into logdir, histograms every 4 steps */
+static void observed_fit(em_trainer_opts o, const char *resume,
+                         void (*on_step)(void *ctx, const em_progress *p), const char *logdir)
+{
+    run r;
+    make_run(&r, false, o);
+    cr_assert(!resume || em_trainer_resume(r.t, resume) == EM_OK, "%s", em_error());
+    cr_assert(!on_step || em_trainer_add_callbacks(r.t, (em_trainer_callbacks){
+                              .on_step = on_step}) == EM_OK);
+    em_observer *ob = em_observer_new(r.t, r.net, (em_observe_opts){.tensorboard = logdir,
+                                                                    .histogram_every = 4});
+    cr_assert_not_null(ob, "%s", em_error());
+    cr_assert_eq(em_trainer_fit(r.t, 2), EM_OK, "%s", em_error());
+    cr_assert_eq(em_observer_free(ob), EM_OK, "%s", em_error());
+    free_run(&r);
+}
+
 /* A run stopped after 5 micro-batches and resumed from its checkpoint logs into the same
  * directory: read back in the order the files were opened, every point's step rises, the
  * resumed run's from 6 on, and the validation scalars sit at the last step of their epoch. */
@@ -245,25 +274,13 @@ Test(observer, a_resumed_run_counts_its_steps_on)
     cr_assert(em_test_make_dir(dir, sizeof dir, "ember_observer_resume_"));
     snprintf(ckpt, sizeof ckpt, "%s/run.ckpt", dir);
     snprintf(logdir, sizeof logdir, "%s/tb", dir);
-    for (int part = 0; part < 2; part++) {
-        run r;
-        make_run(&r, false, (em_trainer_opts){.checkpoint = ckpt, .max_steps = part ? 0 : 5});
-        cr_assert(!part || em_trainer_resume(r.t, ckpt) == EM_OK, "%s", em_error());
-        em_observer *ob = em_observer_new(r.t, r.net, (em_observe_opts){
-            .tensorboard = logdir, .histogram_every = 4});
-        cr_assert_not_null(ob, "%s", em_error());
-        cr_assert_eq(em_trainer_fit(r.t, 2), EM_OK, "%s", em_error());
-        cr_assert_eq(em_observer_free(ob), EM_OK, "%s", em_error());
-        free_run(&r);
-    }
+    observed_fit((em_trainer_opts){.checkpoint = ckpt, .max_steps = 5}, NULL, NULL, logdir);
+    observed_fit((em_trainer_opts){.checkpoint = ckpt}, ckpt, NULL, logdir);
     char *out = em_test_venv_output("tb_read.py", logdir);
     cr_assert_not_null(out);
+    expect_each_step_once(out);
     long steps[64];
-    int n = steps_of(out, "scalar", "train/loss", steps, 64);
-    cr_expect_eq(n, 2 * BATCHES, "%s", out);
-    for (int i = 0; i < n; i++)
-        cr_expect_eq(steps[i], i + 1, "point %d of train/loss is at step %ld", i, steps[i]);
-    n = steps_of(out, "scalar", "val/loss", steps, 64);
+    int n = steps_of(out, "scalar", "val/loss", steps, 64);
     cr_expect(n == 2 && steps[0] == BATCHES && steps[1] == 2 * BATCHES, "%s", out);
     n = steps_of(out, "scalar", "train/epoch_loss", steps, 64);
     cr_expect(n == 2 && steps[0] == BATCHES && steps[1] == 2 * BATCHES, "%s", out);
@@ -271,5 +288,45 @@ Test(observer, a_resumed_run_counts_its_steps_on)
     cr_expect(n == 4 && steps[0] == 4 && steps[1] == 8 && steps[2] == 12 && steps[3] == 16,
               "%s", out);
     free(out);
+    em_test_remove_tree(dir);
+}
+
+/* The crash a kill -9 leaves: a checkpoint at step 4 (checkpoint_every), then steps 5..7
+ * logged before the process died. The copy taken at step 5 is that checkpoint. */
+static char crash_from[192], crash_to[192];
+
+static void keep_checkpoint(void *ctx, const em_progress *p)
+{
+    (void)ctx;
+    if (p->global_step != 5)
+        return;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", crash_from, crash_to);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* The run resumed from that checkpoint marks step 5 as a restart (em_tb_writer_purge): TensorBoard's
+ * accumulator (tb_shown.py) shows every train/loss step once, 1 to 16; the raw records hold steps
+ * 5, 6 and 7 twice (without the mark TensorBoard showed them twice, one step going backwards). */
+Test(observer, a_run_killed_past_its_checkpoint_shows_each_step_once)
+{
+    if (em_test_venv_skip())
+        return;
+    char dir[128], logdir[192];
+    cr_assert(em_test_make_dir(dir, sizeof dir, "ember_observer_purge_"));
+    snprintf(crash_from, sizeof crash_from, "%s/run.ckpt", dir);
+    snprintf(crash_to, sizeof crash_to, "%s/crash.ckpt", dir);
+    snprintf(logdir, sizeof logdir, "%s/tb", dir);
+    observed_fit((em_trainer_opts){.checkpoint = crash_from, .checkpoint_every = 4,
+                                   .max_steps = 7}, NULL, keep_checkpoint, logdir);
+    observed_fit((em_trainer_opts){0}, crash_to, NULL, logdir);
+    char *raw = em_test_venv_output("tb_read.py", logdir);
+    cr_assert_not_null(raw);
+    cr_expect_eq(steps_of(raw, "scalar", "train/loss", NULL, 0), 7 + 12, "%s", raw);
+    free(raw);
+    char *shown = em_test_venv_output("tb_shown.py", logdir);
+    cr_assert_not_null(shown);
+    expect_each_step_once(shown);
+    free(shown);
     em_test_remove_tree(dir);
 }

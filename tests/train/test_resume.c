@@ -244,8 +244,7 @@ Test(resume, a_model_whole_model_files_cannot_describe_still_checkpoints)
 {
     char path[] = "/tmp/ember_resume_XXXXXX";
     close(mkstemp(path));
-    em_module *scale = calloc(1, sizeof *scale);
-    em_module_init(scale, &scale_type);
+    em_module *scale = em_module_alloc(sizeof *scale, &scale_type);
     em_module_add_param(scale, "scale", em_full(EM_SHAPE(4), EM_F32, 3.0));
     em_module *m = em_sequential(2, em_linear_layer(2, 4, true), scale);
     cr_assert_not_null(m, "%s", em_error());
