@@ -51,6 +51,7 @@ typedef struct {
     int64_t steps;          /* micro-batches trained */
     int64_t updates;        /* optimizer updates taken */
     int64_t skipped_steps;  /* optimizer updates skipped (grad scaler or guard) */
+    int64_t graph_replays;  /* with tech.cuda_graph: steps replayed from the step's graph */
     double scale;           /* the grad scaler's final scale; 1 without one */
     double lr;              /* group 0's learning rate at the end */
     int64_t largest_batch;  /* with find_batch: the largest batch that fit */

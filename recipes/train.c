@@ -229,6 +229,7 @@ static void fill_result(const recipe_train_opts *o, const run *r, recipe_result 
     res->steps = s.steps;
     res->updates = s.updates;
     res->skipped_steps = s.skipped;
+    res->graph_replays = s.graph_replays;
     res->activation_bytes = s.activation_bytes;
     res->scale = s.scale;
     res->lr = em_optim_get_lr(r->optim, 0);

@@ -171,6 +171,9 @@ Test(cli, bad_values_exit_2_before_loading_data)
            "ember prune: --amount: 1.5 is out of range (must be in [0, 1))");
     expect("bench infer cnn --load a --iters 5", 2, "--iters: 5 is out of range");
     expect("bench train --rounds 0", 2, "--rounds: 0 is out of range");
+    expect("bench train --cases mlp_b64,nope", 2, "ember bench train: --cases: no case 'nope' "
+                                                  "on cpu (the cases: mlp_b64 mlp_b256 cnn_b64 "
+                                                  "gpt_b32 gpt_b8_t256 gpt_b64_t256)");
     expect("train cnn " NO_DATA " --save-every 10", 2,
            "ember train: --save-every needs --save FILE\n");
     expect("train cnn " NO_DATA " --save-every 0 --save x", 2, "--save-every: 0 is out of range");
@@ -549,6 +552,7 @@ Test(cli, bench_train_writes_its_figures_as_json, .init = make_data, .fini = rem
     cr_expect_str_eq(str(j, "device"), "cpu");
     cr_expect(json_is_null(json_object_get(j, "torch")), "the PyTorch that did not run is null");
     cr_expect(strstr(o.out, "beside no PyTorch (its half did not run)"), "%s", o.out);
+    cr_expect(json_is_false(json_object_get(j, "cuda_graph")));
     const json_t *cases = json_object_get(j, "cases");
     cr_assert_eq(json_array_size(cases), 3);
     const char *names[] = {"mlp_b64", "mlp_b256", "cnn_b64"};
@@ -606,6 +610,31 @@ Test(cli, bench_train_runs_the_gpt_cases_under_autocast, .init = make_data, .fin
         cr_expect_gt(num(g, "tokens_per_s"), 0, "%s", names[i]);
         cr_expect(json_is_null(json_object_get(g, "torch_tokens_per_s")), "%s", names[i]);
     }
+    json_decref(j);
+}
+
+/* `ember bench train --cases` runs those cases alone; with --cuda-graph on the CPU, which has no
+ * device graphs, the steps run eagerly and say why. */
+Test(cli, bench_train_runs_the_cases_named)
+{
+    char path[160], args[400];
+    snprintf(path, sizeof path, "/tmp/ember-bench-cases-%d.json", (int)getpid());
+    snprintf(args, sizeof args, "bench train --cases gpt_b32 --cuda-graph --rounds 1 "
+             "--gpt-steps 1 --json %s", path);
+    setenv("EMBER_PYTHON", "/bin/false", 1);
+    outcome o = run(args);
+    unsetenv("EMBER_PYTHON");
+    cr_assert_eq(o.status, 0, "%s", o.out);
+    cr_expect(strstr(o.out, "ember: cuda graph: cpu has no device graphs; running eagerly"), "%s",
+              o.out);
+    json_error_t e;
+    json_t *j = json_load_file(path, 0, &e);
+    unlink(path);
+    cr_assert(json_is_object(j), "%s", e.text);
+    cr_expect(json_is_true(json_object_get(j, "cuda_graph")));
+    cr_expect_eq(json_array_size(json_object_get(j, "cases")), 0);
+    cr_expect(json_is_object(json_object_get(j, "gpt_b32")));
+    cr_expect(!json_object_get(j, "gpt_b8_t256") && !json_object_get(j, "gpt_b64_t256"));
     json_decref(j);
 }
 
