@@ -241,32 +241,35 @@ static cached_block *node_new(pool *p)
     return b;
 }
 
+/* The block at the head of *bin, out of the list for the caller (lock held): its node goes back
+ * to the spares; a cache hit of nbytes. */
+static void *take_cached(pool *p, cached_block **bin, size_t nbytes)
+{
+    cached_block *b = *bin;
+    void *ptr = b->ptr;
+    *bin = b->next;
+    b->next = p->spare;
+    p->spare = b;
+    p->stats.cache_hits++;
+    count_live(p, nbytes);
+    return ptr;
+}
+
 /* A request of class c served by priv (the device's lock held; returns with it released): its
  * own free block, else a block of the shared cache or the device that joins it. */
 static void *private_alloc(const char *fn, em_private_pool *priv, const em_backend *be, int c,
                            size_t size, size_t nbytes)
 {
     pool *p = &pools[priv->device];
-    cached_block *b = priv->bins[c];
-    if (b) {
-        void *ptr = b->ptr;
-        priv->bins[c] = b->next;
-        b->next = p->spare;
-        p->spare = b;
-        p->stats.cache_hits++;
-        count_live(p, nbytes);
+    if (priv->bins[c]) {
+        void *ptr = take_cached(p, &priv->bins[c], nbytes);
         pthread_mutex_unlock(&p->lock);
         return ptr;
     }
     void *ptr = NULL;
-    if ((b = p->bins[c])) { /* from the shared cache */
-        ptr = b->ptr;
-        p->bins[c] = b->next;
-        b->next = p->spare;
-        p->spare = b;
+    if (p->bins[c]) { /* from the shared cache */
+        ptr = take_cached(p, &p->bins[c], nbytes);
         p->stats.cached_bytes -= size;
-        p->stats.cache_hits++;
-        count_live(p, nbytes);
     } else {
         priv->stats.capture_device_allocs += priv->capturing;
         ptr = device_alloc(fn, priv->device, be, size, nbytes); /* unlocks */
@@ -309,16 +312,10 @@ static void *pool_alloc(const char *fn, em_device device, size_t nbytes)
     configure(p);
     if (current[device])
         return private_alloc(fn, current[device], be, c, size, nbytes); /* unlocks */
-    cached_block *b = p->bins[c];
-    if (!b)
+    if (!p->bins[c])
         return device_alloc(fn, device, be, size, nbytes); /* unlocks */
-    void *ptr = b->ptr; /* read under the lock: the node goes back to the spares */
-    p->bins[c] = b->next;
-    b->next = p->spare;
-    p->spare = b;
+    void *ptr = take_cached(p, &p->bins[c], nbytes); /* read under the lock */
     p->stats.cached_bytes -= size;
-    p->stats.cache_hits++;
-    count_live(p, nbytes);
     pthread_mutex_unlock(&p->lock);
     return ptr;
 }

@@ -250,6 +250,18 @@ static em_status graph_step(void *ctx, em_tensor *const *in, em_tensor **loss_ou
     return st;
 }
 
+/* A micro-batch x trained with this loss: the recent losses, the counts and *loss_value. */
+static void count_micro_batch(em_trainer *t, const em_tensor *x, double value,
+                              double *loss_value)
+{
+    if (loss_value)
+        *loss_value = value;
+    t->recent[t->stats.steps % ((int64_t)EM_RECENT_UPDATES * t->accum)] = value;
+    t->stats.steps++;
+    t->run.step++;
+    t->stats.samples += em_size(x, 0);
+}
+
 /* One step through the graph; its loss read once it ran. */
 static em_status graph_train_step(em_trainer *t, const em_tensor *x, const em_tensor *y,
                                   double *loss_value)
@@ -266,12 +278,7 @@ static em_status graph_train_step(em_trainer *t, const em_tensor *x, const em_te
         return em_set_error(EM_ERR_NUMERIC, "em_trainer_step: the loss is %g at step %lld, and "
                             "the step's graph took its update (clipping or a lower learning rate "
                             "may help)", value, (long long)t->stats.steps);
-    if (loss_value)
-        *loss_value = value;
-    t->recent[t->stats.steps % ((int64_t)EM_RECENT_UPDATES * t->accum)] = value;
-    t->stats.steps++;
-    t->run.step++;
-    t->stats.samples += em_size(x, 0);
+    count_micro_batch(t, x, value, loss_value);
     t->stats.updates++;
     if (t->o.scheduler && !em_scheduler_wants_metric(t->o.scheduler))
         em_scheduler_step(t->o.scheduler);
@@ -333,12 +340,7 @@ em_status em_trainer_step(em_trainer *t, const em_tensor *x, const em_tensor *y,
                             "update was not taken (clipping, the guard or a lower learning rate "
                             "may help)", value, (long long)t->stats.steps);
     }
-    if (loss_value)
-        *loss_value = value;
-    t->recent[t->stats.steps % ((int64_t)EM_RECENT_UPDATES * t->accum)] = value;
-    t->stats.steps++;
-    t->run.step++;
-    t->stats.samples += em_size(x, 0);
+    count_micro_batch(t, x, value, loss_value);
     if (++t->pending < t->accum)
         return EM_OK;
     return update(t, loss);
