@@ -220,6 +220,10 @@ Test(prune, bad_arguments_are_errors)
     cr_assert_eq(em_prune_custom_from_mask(l, "weight", bad), EM_ERR_ARG);
     em_error_clear();
     cr_assert(!em_prune_is_pruned(l));
+    cr_assert_eq(em_prune_collect_targets(l, NULL, 0), 1);
+    cr_assert_eq(em_prune_collect_targets(l, NULL, 4), -1);
+    cr_assert_str_eq(em_error(), "em_prune_collect_targets: out is NULL with max 4");
+    em_error_clear();
     em_release(bad);
     em_module_free(l);
 }
