@@ -172,7 +172,8 @@ em_tensor *em_mean_all(const em_tensor *t)
 }
 
 /* log(sum(exp(x - m))) + m with m the max over dims (outside the graph: its gradient terms
- * cancel), 0 where it is infinite (a set of -inf gives -inf, not NaN) */
+ * cancel), 0 where it is infinite (a set of -inf gives -inf, not NaN); over an empty set,
+ * which has no max, log(0) = -inf as in PyTorch */
 em_tensor *em_logsumexp(const em_tensor *t, const int *dims, int n_dims, bool keepdim)
 {
     const char *fn = "em_logsumexp";
@@ -185,6 +186,11 @@ em_tensor *em_logsumexp(const em_tensor *t, const int *dims, int n_dims, bool ke
         return NULL;
     }
     em_scope_begin();
+    bool empty_set = false;
+    for (int d = 0; d < t->ndim; d++)
+        empty_set |= (mask & (1u << d)) && t->shape[d] == 0;
+    if (empty_set)
+        return em_scope_return(em_log(em_sum(em_exp(t), dims, n_dims, keepdim)));
     em_shape s0 = {.ndim = 0};
     em_tensor *zero = em_raw_full(fn, &s0, t->dtype, t->device, 0);
     em_tensor *inf = em_raw_full(fn, &s0, t->dtype, t->device, INFINITY);
