@@ -112,6 +112,15 @@ static bool name_taken(const em_module *m, const char *name)
     return false;
 }
 
+/* list (n elements of size bytes) with room for one more: it doubles when n is a power of two
+ * (or 0), so that n additions copy O(n) elements; NULL when out of memory (list as it was). */
+static void *room_for_one(void *list, int n, size_t size)
+{
+    if (n & (n - 1))
+        return list;
+    return realloc(list, (size_t)(n ? 2 * n : 1) * size);
+}
+
 /* Adds every name of m to a new table; NULL when out of memory. */
 static em_name_table *index_own_names(const em_module *m)
 {
@@ -178,7 +187,7 @@ static em_tensor *add_tensor(em_module *m, em_named_tensor **list, int *n, const
         em_release(value);
         return NULL;
     }
-    em_named_tensor *grown = realloc(*list, (size_t)(*n + 1) * sizeof **list);
+    em_named_tensor *grown = room_for_one(*list, *n, sizeof **list);
     char *copy = strdup(name);
     if (!grown || !copy) {
         if (grown)
@@ -261,7 +270,7 @@ em_module *em_module_add_child(em_module *m, const char *name, em_module *child)
             em_module_free(child);
         return NULL;
     }
-    em_named_module *grown = realloc(m->children, (size_t)(m->n_children + 1) * sizeof *grown);
+    em_named_module *grown = room_for_one(m->children, m->n_children, sizeof *grown);
     char *copy = strdup(name);
     if (!grown || !copy) {
         if (grown)
@@ -515,7 +524,7 @@ static const char *intern_name(em_module *root, const char *name)
         return NULL;
     if (em_name_table_get(t->index, name, &at))
         return t->names[at];
-    char **grown = realloc(t->names, (size_t)(t->n + 1) * sizeof *grown);
+    char **grown = room_for_one(t->names, t->n, sizeof *grown);
     if (!grown)
         return NULL;
     t->names = grown;
