@@ -89,6 +89,13 @@ static em_tensor *reduce(const char *fn, const char *op_name, reduce_params p,
 {
     if (!em_present(t, fn, "t") || !em_dims_mask(fn, t, dims, n_dims, &p.mask))
         return NULL;
+    for (int d = 0; d < t->ndim && (p.op == EM_REDUCE_MAX || p.op == EM_REDUCE_MIN); d++)
+        if ((p.mask & (1u << d)) && t->shape[d] == 0) { /* PyTorch's rule: no max of nothing */
+            char b[128];
+            em_set_error(EM_ERR_ARG, "%s: dim %d of %s is empty: it has no %s", fn, d,
+                         em_shape_str(t, b, sizeof b), p.op == EM_REDUCE_MAX ? "max" : "min");
+            return NULL;
+        }
     bool f32_policy = p.op != EM_REDUCE_MAX && p.op != EM_REDUCE_MIN;
     if (f32_policy && em_autocast_needed(EM_AUTOCAST_F32, &t, 1)) { /* sums run in f32 */
         em_scope_begin();

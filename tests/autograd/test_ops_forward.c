@@ -239,6 +239,13 @@ Test(ops_forward, logsumexp_over_an_empty_set_is_minus_infinity)
     cr_expect(v[0] == -INFINITY && v[1] == -INFINITY && v[2] == -INFINITY);
     cr_assert_eq(em_backward(em_sum_all(y)), EM_OK, "%s", em_error());
     cr_assert(e->grad && e->grad->ndim == 2 && e->grad->shape[0] == 2 && e->grad->shape[1] == 0);
+    /* torch.amax: "Expected reduction dim 1 to have non-zero size" */
+    cr_assert_null(em_amax(e, (int[]){1}, 1, false));
+    cr_expect_str_eq(em_error(), "em_amax: dim 1 of [2,0] is empty: it has no max");
+    em_error_clear();
+    cr_assert_null(em_amin(e, NULL, 0, true));
+    cr_expect_str_eq(em_error(), "em_amin: dim 1 of [2,0] is empty: it has no min");
+    em_error_clear();
 }
 
 Test(ops_forward, elementwise_and_where)
