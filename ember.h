@@ -32,6 +32,7 @@
 #include "ember/train/observer.h"
 #include "ember/train/train_checkpoint.h"
 #include "ember/train/batch_finder.h"
+#include "ember/train/step_graph.h"
 #include "ember/serve/cache.h"
 #include "ember/serve/engine.h"
 #include "ember/serve/request.h"

@@ -110,6 +110,9 @@ int64_t em_window_outputs(int64_t in, int64_t kernel, int64_t stride, int64_t pa
 /* transposed conv: (in - 1) stride - 2 pad + dilation (kernel - 1) + output_padding + 1 */
 int64_t em_transposed_outputs(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
                               int64_t dilation, int64_t output_padding);
+/* A 4-d convolution weight's kernel (its last two dims) of at least 1x1; false with an error
+ * naming the size (PyTorch's rule: a kernel of size 0 computes nothing). */
+bool em_check_kernel_size(const char *fn, const em_tensor *w /* (*, *, KH, KW) */);
 /* An op that resizes x one dim at a time (dims[0] to sizes[0], then dims[1], ...), each pass a
  * new tensor with scratch_per_position i64s of host scratch per position of its dim: every
  * pass's output and scratch checked with em_checked_elements before the first is made (a later

@@ -1,5 +1,6 @@
 /* Custom autograd functions: the user's forward runs without a graph and one node on its output
  * calls the user's backward, then checks and casts what it handed back. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,10 +129,10 @@ static bool valid_call(const em_function *fn, const void *params, size_t params_
                      fn->name, params_size);
         return false;
     }
-    if (n < 0 || (n > 0 && !inputs)) {
-        em_set_error(EM_ERR_ARG, "em_function_apply: %s: %d inputs", fn->name, n);
+    char who[160];
+    snprintf(who, sizeof who, "em_function_apply: %s", fn->name);
+    if (!em_array_present(inputs, n, who, "inputs", "n"))
         return false;
-    }
     for (int i = 0; i < n; i++)
         if (!inputs[i]) {
             if (!em_has_error())

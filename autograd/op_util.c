@@ -157,6 +157,8 @@ bool em_record(em_tensor *out, const char *op, em_backward_fn backward,
 bool em_dims_mask(const char *fn, const em_tensor *t /* (*) */, const int *dims, int n,
                   unsigned *mask)
 {
+    if (!em_array_present(dims, n, fn, "dims", "n_dims"))
+        return false;
     *mask = n == 0 ? (1u << t->ndim) - 1 : 0;
     for (int i = 0; i < n; i++) {
         int d = em_norm_dim(dims[i], t->ndim);

@@ -87,6 +87,8 @@ static em_tensor *conv2d(const em_tensor *x /* (N, C_in, H, W) */,
     em_conv2d_opts p = conv_params(o);
     char sx[128], sw[128], sb[128];
     int64_t c_in_grouped;
+    if (!em_check_kernel_size(fn, w))
+        return NULL;
     bool ok = x->ndim == 4 && w->ndim == 4 && p.stride[0] > 0 && p.stride[1] > 0 &&
               p.padding[0] >= 0 && p.padding[1] >= 0 && p.dilation[0] > 0 && p.dilation[1] > 0 &&
               p.groups > 0 && x->shape[1] % p.groups == 0 && w->shape[0] % p.groups == 0 &&
@@ -163,6 +165,8 @@ static em_tensor *conv2d_same(const em_tensor *x /* (N, C_in, H, W) */,
                      em_shape_str(w, sw, sizeof sw));
         return NULL;
     }
+    if (!em_check_kernel_size("em_conv2d", w))
+        return NULL;
     int64_t drop[2];
     for (int i = 0; i < 2; i++) {
         int64_t total;
@@ -215,6 +219,12 @@ em_tensor *em_conv1d(const em_tensor *x /* (N, C_in, L) */,
         char sx[128], sw[128];
         em_set_error(EM_ERR_ARG, "em_conv1d: expected x (N, C_in, L) and w (C_out, C_in/groups, "
                      "K): %s, %s", em_shape_str(x, sx, sizeof sx), em_shape_str(w, sw, sizeof sw));
+        return NULL;
+    }
+    if (w->shape[2] == 0) {
+        char sw[128];
+        em_set_error(EM_ERR_ARG, "em_conv1d: kernel size 0 of w %s: must be at least 1",
+                     em_shape_str(w, sw, sizeof sw));
         return NULL;
     }
     if (o.padding == EM_PADDING_SAME && o.stride > 1) {

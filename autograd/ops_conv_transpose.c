@@ -79,6 +79,8 @@ static bool transpose_args(const em_tensor *x, const em_tensor *w, const em_tens
     const char *fn = "em_conv_transpose2d";
     char sx[128], sw[128], sb[128];
     int64_t c_out;
+    if (!em_check_kernel_size(fn, w))
+        return false;
     bool ok = x->ndim == 4 && w->ndim == 4 && p->groups > 0 && x->shape[1] == w->shape[0] &&
               w->shape[0] % p->groups == 0 && em_size_mul(w->shape[1], p->groups, &c_out) &&
               (!b || (b->ndim == 1 && b->shape[0] == c_out));

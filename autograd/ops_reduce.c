@@ -89,6 +89,13 @@ static em_tensor *reduce(const char *fn, const char *op_name, reduce_params p,
 {
     if (!em_present(t, fn, "t") || !em_dims_mask(fn, t, dims, n_dims, &p.mask))
         return NULL;
+    for (int d = 0; d < t->ndim && (p.op == EM_REDUCE_MAX || p.op == EM_REDUCE_MIN); d++)
+        if ((p.mask & (1u << d)) && t->shape[d] == 0) { /* PyTorch's rule: no max of nothing */
+            char b[128];
+            em_set_error(EM_ERR_ARG, "%s: dim %d of %s is empty: it has no %s", fn, d,
+                         em_shape_str(t, b, sizeof b), p.op == EM_REDUCE_MAX ? "max" : "min");
+            return NULL;
+        }
     bool f32_policy = p.op != EM_REDUCE_MAX && p.op != EM_REDUCE_MIN;
     if (f32_policy && em_autocast_needed(EM_AUTOCAST_F32, &t, 1)) { /* sums run in f32 */
         em_scope_begin();
@@ -172,7 +179,8 @@ em_tensor *em_mean_all(const em_tensor *t)
 }
 
 /* log(sum(exp(x - m))) + m with m the max over dims (outside the graph: its gradient terms
- * cancel), 0 where it is infinite (a set of -inf gives -inf, not NaN) */
+ * cancel), 0 where it is infinite (a set of -inf gives -inf, not NaN); over an empty set,
+ * which has no max, log(0) = -inf as in PyTorch */
 em_tensor *em_logsumexp(const em_tensor *t, const int *dims, int n_dims, bool keepdim)
 {
     const char *fn = "em_logsumexp";
@@ -185,6 +193,11 @@ em_tensor *em_logsumexp(const em_tensor *t, const int *dims, int n_dims, bool ke
         return NULL;
     }
     em_scope_begin();
+    bool empty_set = false;
+    for (int d = 0; d < t->ndim; d++)
+        empty_set |= (mask & (1u << d)) && t->shape[d] == 0;
+    if (empty_set)
+        return em_scope_return(em_log(em_sum(em_exp(t), dims, n_dims, keepdim)));
     em_shape s0 = {.ndim = 0};
     em_tensor *zero = em_raw_full(fn, &s0, t->dtype, t->device, 0);
     em_tensor *inf = em_raw_full(fn, &s0, t->dtype, t->device, INFINITY);

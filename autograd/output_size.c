@@ -39,6 +39,16 @@ int64_t em_transposed_outputs(int64_t in, int64_t kernel, int64_t stride, int64_
     return out > 0 && positions_fit(out, kernel, pad, dilation) ? out : -1;
 }
 
+bool em_check_kernel_size(const char *fn, const em_tensor *w /* (*, *, KH, KW) */)
+{
+    if (w->ndim != 4 || (w->shape[2] > 0 && w->shape[3] > 0))
+        return true;
+    char b[128];
+    em_set_error(EM_ERR_ARG, "%s: kernel size %lldx%lld of w %s: must be at least 1", fn,
+                 (long long)w->shape[2], (long long)w->shape[3], em_shape_str(w, b, sizeof b));
+    return false;
+}
+
 bool em_check_dim_passes(const char *fn, const em_tensor *x, const int *dims,
                          const int64_t *sizes, int n, int64_t scratch_per_position)
 {

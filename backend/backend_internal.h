@@ -94,11 +94,24 @@ typedef struct {
     bool relu;
 } em_pool2d_shape;
 
+/* Where a fused update takes the constants of its step (the learning rate, bias corrections,
+ * decay factors) from: the launch's parameters (consts NULL), or device memory, so that a
+ * captured graph (tensor/device_graph_internal.h) runs each replay with the constants the
+ * optimizer wrote there before it. Given consts, the entry writes the constants there first (a
+ * queued copy) unless the device is capturing (a replay's are written before it runs), and
+ * with write_only it writes them and updates nothing. A device without graphs ignores it. */
+typedef struct {
+    void *consts; /* EM_UPDATE_CONSTS_BYTES of the device's memory, or NULL */
+    bool write_only;
+} em_update_consts;
+#define EM_UPDATE_CONSTS_BYTES 128
+
 /* Hyperparameters of the fused optimizer updates; PyTorch's semantics (see optim/optim.h). */
 typedef struct {
     double lr, momentum, dampening, weight_decay;
     bool nesterov;
     bool first_step; /* the momentum buffer starts as the gradient itself (no dampening) */
+    em_update_consts at;
 } em_sgd_hparams;
 
 typedef struct {
@@ -106,11 +119,13 @@ typedef struct {
     bool decoupled; /* AdamW: param *= 1 - lr * weight_decay; else L2 added to the gradient */
     bool amsgrad;
     int64_t step;   /* this update's count, from 1 (bias correction) */
+    em_update_consts at;
 } em_adam_hparams;
 
 typedef struct {
     double lr, alpha, eps, weight_decay, momentum;
     bool centered;
+    em_update_consts at;
 } em_rmsprop_hparams;
 
 /* The arrays one fused launch goes over: n arrays of one dtype, array i holding numel[i]
@@ -140,6 +155,19 @@ typedef struct {
                               (seed, offset) is below 1 - p: em_bernoulli's mask of that shape */
     uint64_t seed, offset;
 } em_attention_params;
+
+/* What a device has queued and waited for since it started: the profiler's launches per step, and
+ * the step graph's checks of a step before it captures one (train/step_graph.c). */
+typedef struct {
+    uint64_t launches;    /* kernels, copies, fills and library calls (cuBLAS, cuDNN) queued */
+    uint64_t host_waits;  /* copy_to_host and synchronize calls: the host waited for the device */
+    uint64_t host_copies; /* copy_from_host calls */
+    uint64_t host_copy_hash;    /* the sum (wrapping) of a hash of the bytes of each of those
+                                   up to EM_HASHED_COPY_BYTES long: two stretches of work
+                                   copied the same host values when their sums grew alike */
+    uint64_t long_host_copies;  /* copy_from_host calls of more bytes than that */
+} em_device_counts;
+#define EM_HASHED_COPY_BYTES 16384
 
 typedef struct em_backend {
     em_device device;
@@ -189,6 +217,19 @@ typedef struct em_backend {
     void *(*timer_start)(void);
     void (*timer_stop)(void *timer);
     int (*timer_read)(void *timer, double *ms);
+    /* the device's counts so far (em_device_counts); NULL where nothing is queued (the CPU) */
+    void (*counts)(em_device_counts *c);
+    /* Graphs of the device's queue (NULL entries: the device has none). capture_begin starts
+     * recording the queue: the kernels, copies and library calls queued until capture_end are
+     * kept in a graph instead of run. Meanwhile nothing runs, so whatever would make the host
+     * wait (copy_to_host, synchronize) fails, and copy_from_host keeps the bytes it is given in
+     * the graph's own memory (every launch copies those same bytes again). capture_end gives the
+     * graph, or EM_KERNEL_FAILED when something queued could not be kept (take_failure says
+     * what); graph_launch queues a kept graph's work once more; graph_free frees one. */
+    int (*capture_begin)(void);
+    int (*capture_end)(void **graph);
+    int (*graph_launch)(void *graph);
+    void (*graph_free)(void *graph);
 
     /* elementwise: out and inputs share out's shape (inputs already broadcast by strides) */
     int (*fill)(const em_arr *out, double value);
@@ -363,6 +404,14 @@ typedef struct em_backend {
     /* out[i] (l.n f64 in this device's memory) = sum of |x|^p over array i for p > 0, or max |x|
      * for p = inf; an inf or NaN element makes it inf or NaN */
     int (*norm_pow_sum)(em_dtype dt, double p, const em_array_list *l, double *out);
+    /* Optional (NULL: clipping reads the norm back and scales each array on the host's word):
+     * clipping by a total norm without the host. total = the n_sums f64 sums (norm_pow_sum's
+     * out, this device's memory) added in order, then ^(1/p), or their max for p = inf (as
+     * em_grad_norm_from_sums); every array of l (f32 or f64) *= coef = max_norm / (total +
+     * 1e-6) where coef < 1 or is NaN, as the MUL_SCALAR op would; *total (one f64 in this
+     * device's memory) = total. l holds at least one array. */
+    int (*clip_grad_norm)(em_dtype dt, double p, double max_norm, const double *sums,
+                          int n_sums, const em_array_list *l, double *total);
 } em_backend;
 
 /* ---- the registry (backend/backend.c) ---- */

@@ -35,6 +35,7 @@ static inline double LN_FN(lane_sum)(int64_t cols, const REAL *x, double sub, bo
 EM_WIDEST_LANES_UNFUSED static void LN_FN(row)(int64_t cols, const REAL *x, const REAL *w,
                                                const REAL *b, double eps, REAL *y, double *st)
 {
+    EM_UNFUSED_BODY
     const double mean = LN_FN(lane_sum)(cols, x, 0.0, false) / (double)cols;
     const double ss = LN_FN(lane_sum)(cols, x, mean, true);
     const double rstd = 1.0 / sqrt(ss / (double)cols + eps);
@@ -100,6 +101,7 @@ LN_FN(row_grad_with)(int64_t cols, const REAL *x, const REAL *w, const double *s
 EM_WIDEST_LANES_UNFUSED static void LN_FN(row_grad)(int64_t cols, const REAL *x, const REAL *w,
                                                     const double *st, const REAL *gy, REAL *gx)
 {
+    EM_UNFUSED_BODY
     if (w)
         LN_FN(row_grad_with)(cols, x, w, st, gy, gx);
     else

@@ -75,6 +75,7 @@ EM_WIDEST_LANES_UNFUSED static void sgd_f32_block(const sgd_f32_factors *k, int6
                                                   float *restrict p, const float *restrict g,
                                                   float *restrict buf)
 {
+    EM_UNFUSED_BODY
     if (!buf) {
         #pragma omp simd
         for (int64_t i = 0; i < n; i++)
@@ -166,6 +167,7 @@ EM_WIDEST_LANES_UNFUSED static void adam_f32_block(const adam_f32_factors *k, in
                                                    float *restrict p, const float *restrict g,
                                                    float *restrict m, float *restrict v)
 {
+    EM_UNFUSED_BODY
     #pragma omp simd
     for (int64_t i = 0; i < n; i++) {
         float gi = g[i] + k->l2 * p[i];

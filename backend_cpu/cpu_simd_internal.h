@@ -13,9 +13,17 @@
  * picked at load time: for loops whose lanes are independent, so every width gives the same
  * bits. */
 #define EM_WIDEST_LANES __attribute__((target_clones("avx512f", "avx2", "default")))
-/* The same with no multiply and add contracted into an FMA, so that every width rounds as the
- * baseline does. */
-#define EM_WIDEST_LANES_UNFUSED EM_WIDEST_LANES __attribute__((optimize("fp-contract=off")))
+/* No multiply and add contracted into an FMA in a function marked EM_UNFUSED, so that every
+ * width rounds as the baseline does: GCC takes the attribute; clang has no optimize attribute
+ * and takes the pragma EM_UNFUSED_BODY, the first line of such a function's body. */
+#if defined(__clang__)
+#define EM_UNFUSED
+#define EM_UNFUSED_BODY _Pragma("clang fp contract(off)")
+#else
+#define EM_UNFUSED __attribute__((optimize("fp-contract=off")))
+#define EM_UNFUSED_BODY
+#endif
+#define EM_WIDEST_LANES_UNFUSED EM_WIDEST_LANES EM_UNFUSED
 
 /* exp of 8 lanes (Cephes' expf: 2^n times a degree-5 polynomial on [-ln2/2, ln2/2]), about
  * 2 ulp; below -87.3 (and -inf) it gives 0, NaN stays NaN. */

@@ -35,6 +35,7 @@ static family family_of(em_dtype dt)
     EM_WIDEST_LANES_UNFUSED static void NAME(em_unary_op op, const em_unary_params *p, int64_t n, \
                                              T *restrict y, const T *restrict x)                  \
     {                                                                                             \
+        EM_UNFUSED_BODY                                                                           \
         const em_unary_params pv = *p;                                                            \
         switch (op) {                                                                             \
             EM_UNARY_OPS(UNARY_CASE)                                                              \
@@ -146,6 +147,7 @@ int em_cpu_unary(em_unary_op op, const em_unary_params *p, const em_arr *out, co
                                              T *restrict gx, const T *restrict gy,                \
                                              const T *restrict src)                               \
     {                                                                                             \
+        EM_UNFUSED_BODY                                                                           \
         const em_unary_params pv = *p;                                                            \
         switch (op) {                                                                             \
             EM_UNARY_OPS(GRAD_CASE)                                                               \

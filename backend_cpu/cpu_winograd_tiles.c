@@ -53,8 +53,6 @@ typedef float wg_four __attribute__((vector_size(4 * sizeof(float)), aligned(4))
 #define WG_HALVES_LO 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23
 #define WG_HALVES_HI 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
 
-#define WG_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
-
 #define WG_TARGET EM_AVX2
 #define WG_FN(name) wg_##name##_avx2
 #include "backend_cpu/cpu_winograd_tiles_impl_internal.h"

@@ -115,9 +115,10 @@ WG_FN(transpose16)(const wg_vec v[L], wg_vec out[L])
  * k[t] holds tap t of their kernels, the lanes past C zero. Without contracting a multiply and
  * an add into one FMA: the compiler does so differently for one AVX-512 register and two AVX2
  * ones, and both bodies must give the same bits. */
-WG_TARGET WG_NO_CONTRACT static void WG_FN(weights)(const em_wg_geom *g, const float *w,
-                                                     bool flip, float *u)
+WG_TARGET EM_UNFUSED static void WG_FN(weights)(const em_wg_geom *g, const float *w,
+                                                 bool flip, float *u)
 {
+    EM_UNFUSED_BODY
     const int64_t cblocks = (g->c + L - 1) / L;
     #pragma omp parallel for if (g->m * g->c * EM_WG_P >= EM_CPU_PARALLEL_MIN) \
             num_threads(em_cpu_threads())
@@ -153,9 +154,10 @@ WG_TARGET WG_NO_CONTRACT static void WG_FN(weights)(const em_wg_geom *g, const f
 
 /* gw (M, C, 3, 3) = G^T gu G for each (m, c) of gu (36, M, C), in double, 16 input channels
  * c0.. at a time, without contraction (as above). */
-WG_TARGET WG_NO_CONTRACT static void WG_FN(weights_back)(const em_wg_geom *g, const float *gu,
-                                                          float *gw)
+WG_TARGET EM_UNFUSED static void WG_FN(weights_back)(const em_wg_geom *g, const float *gu,
+                                                      float *gw)
 {
+    EM_UNFUSED_BODY
     const int64_t cblocks = (g->c + L - 1) / L, mc_n = g->m * g->c;
     #pragma omp parallel for if (mc_n * EM_WG_P >= EM_CPU_PARALLEL_MIN) \
             num_threads(em_cpu_threads())

@@ -304,7 +304,7 @@ extern "C" int em_cuda_attention(const em_attention_params *p, const em_arr *q, 
         const size_t shared = (size_t)(c.d + 2 * BLOCK) * sizeof(acc_t<T>);
         if (tiled_attention_fits(q->dtype, c.d, c.dv))
             return tiled_attention(c, q->dtype);
-        forward_kernel<T><<<(unsigned)rows, BLOCK, shared, em_cuda_stream()>>>(c);
+        forward_kernel<T><<<(unsigned)rows, BLOCK, shared, em_cuda_launch_stream()>>>(c);
         return em_cuda_launch_status();
     });
 }
@@ -329,7 +329,8 @@ extern "C" int em_cuda_attention_grad(const em_attention_params *p, const em_arr
         const size_t shared = (size_t)(c.d + c.dv + 2 * BLOCK) * sizeof(A);
         int rc = EM_KERNEL_OK;
         if (qrows > 0) {
-            delta_kernel<T><<<grid_for(qrows, BLOCK), BLOCK, 0, em_cuda_stream()>>>(c, delta);
+            delta_kernel<T><<<grid_for(qrows, BLOCK), BLOCK, 0, em_cuda_launch_stream()>>>(
+                c, delta);
             rc = em_cuda_launch_status();
         }
         if (rc == EM_KERNEL_OK && tiled_attention_fits(q->dtype, c.d, c.dv)) {
@@ -338,11 +339,12 @@ extern "C" int em_cuda_attention_grad(const em_attention_params *p, const em_arr
             return rc;
         }
         if (rc == EM_KERNEL_OK && qrows > 0) {
-            grad_q_kernel<T><<<(unsigned)qrows, BLOCK, shared, em_cuda_stream()>>>(c, delta);
+            grad_q_kernel<T><<<(unsigned)qrows, BLOCK, shared, em_cuda_launch_stream()>>>(c, delta);
             rc = em_cuda_launch_status();
         }
         if (rc == EM_KERNEL_OK && krows > 0) {
-            grad_kv_kernel<T><<<(unsigned)krows, BLOCK, shared, em_cuda_stream()>>>(c, delta);
+            grad_kv_kernel<T><<<(unsigned)krows, BLOCK, shared, em_cuda_launch_stream()>>>(
+                c, delta);
             rc = em_cuda_launch_status();
         }
         em_cuda_scratch_free(delta, bytes);

@@ -293,7 +293,7 @@ int tiled_attention(const attention_call &c, em_dtype dt)
 {
     return dispatch_tiled(dt, [&](auto t) {
         typedef decltype(t) T;
-        forward_kernel<T><<<tile_blocks(c, c.lq), THREADS, 0, em_cuda_stream()>>>(c);
+        forward_kernel<T><<<tile_blocks(c, c.lq), THREADS, 0, em_cuda_launch_stream()>>>(c);
         return em_cuda_launch_status();
     });
 }
@@ -304,11 +304,13 @@ int tiled_attention_grad(const attention_call &c, em_dtype dt, const float *delt
         typedef decltype(t) T;
         int rc = EM_KERNEL_OK;
         if (tile_blocks(c, c.lq) > 0) {
-            grad_q_kernel<T><<<tile_blocks(c, c.lq), THREADS, 0, em_cuda_stream()>>>(c, delta);
+            grad_q_kernel<T><<<tile_blocks(c, c.lq), THREADS, 0, em_cuda_launch_stream()>>>(
+                c, delta);
             rc = em_cuda_launch_status();
         }
         if (rc == EM_KERNEL_OK && tile_blocks(c, c.lk) > 0) {
-            grad_kv_kernel<T><<<tile_blocks(c, c.lk), THREADS, 0, em_cuda_stream()>>>(c, delta);
+            grad_kv_kernel<T><<<tile_blocks(c, c.lk), THREADS, 0, em_cuda_launch_stream()>>>(
+                c, delta);
             rc = em_cuda_launch_status();
         }
         return rc;

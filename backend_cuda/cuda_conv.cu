@@ -6,7 +6,9 @@
  *   grad_weight  gw_g (C_out/G, K) = gy_cm_g @ cols_g^T (summed over chunks), gbias = row sums.
  * Why im2col + cuBLAS: the products run on cuBLAS's tuned kernels (tensor cores for f16/bf16 with
  * f32 accumulation) with no dependency beyond the toolkit; the column buffer is bounded by
- * chunking the batch. col2im and the bias sums gather in a fixed order: deterministic. */
+ * chunking the batch. col2im and the bias sums gather in a fixed order: deterministic. Where the
+ * build has cuDNN, each entry asks it first (cuda_cudnn.c) and runs these kernels where it
+ * declines. */
 #include "backend_cuda/cuda_real.cuh"
 
 #define THREADS 256
@@ -171,6 +173,9 @@ extern "C" int em_cuda_conv2d(const em_conv2d_shape *s, em_dtype dt, const void 
 {
     if (!shape_ok(s))
         return EM_KERNEL_UNSUPPORTED;
+    const int by_cudnn = em_cudnn_conv2d(s, dt, x, w, bias, y);
+    if (by_cudnn != EM_KERNEL_UNSUPPORTED)
+        return by_cudnn;
     conv_dims d = dims_of(s);
     if (s->n == 0 || d.hwo == 0)
         return EM_KERNEL_OK;
@@ -186,14 +191,14 @@ extern "C" int em_cuda_conv2d(const em_conv2d_shape *s, em_dtype dt, const void 
             const int64_t p = c.images * c.hwo;
             const T *xc = (const T *)x + first * s->c_in * s->h * s->w;
             im2col_kernel<T><<<grid_for(s->c_in * s->kh * s->kw * p, THREADS), THREADS, 0,
-                               em_cuda_stream()>>>(c, xc, (T *)sc.cols);
+                               em_cuda_launch_stream()>>>(c, xc, (T *)sc.cols);
             rc = em_cuda_launch_status();
             if (rc == EM_KERNEL_OK) /* y_cm_g (cg, P) = w_g (cg, K) @ cols_g (K, P) */
                 rc = em_cuda_gemm(dt, false, false, cg, p, d.k, 1.0, w, d.k, cg * d.k, sc.cols,
                                   p, d.k * p, 0.0, sc.cm, p, cg * p, g);
             if (rc == EM_KERNEL_OK) {
                 from_channel_major<T><<<grid_for(c.images * s->c_out * c.hwo, THREADS), THREADS,
-                                        0, em_cuda_stream()>>>(
+                                        0, em_cuda_launch_stream()>>>(
                     c, (const T *)sc.cm, (const T *)bias, (T *)y + first * s->c_out * c.hwo);
                 rc = em_cuda_launch_status();
             }
@@ -208,6 +213,9 @@ extern "C" int em_cuda_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, 
 {
     if (!shape_ok(s))
         return EM_KERNEL_UNSUPPORTED;
+    const int by_cudnn = em_cudnn_conv2d_grad_input(s, dt, gy, w, gx);
+    if (by_cudnn != EM_KERNEL_UNSUPPORTED)
+        return by_cudnn;
     conv_dims d = dims_of(s);
     if (s->n == 0 || s->c_in * s->h * s->w == 0)
         return EM_KERNEL_OK;
@@ -223,7 +231,7 @@ extern "C" int em_cuda_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, 
             const int64_t p = c.images * c.hwo;
             if (p > 0) {
                 to_channel_major<T><<<grid_for(c.images * s->c_out * c.hwo, THREADS), THREADS,
-                                      0, em_cuda_stream()>>>(
+                                      0, em_cuda_launch_stream()>>>(
                     c, (const T *)gy + first * s->c_out * c.hwo, (T *)sc.cm);
                 rc = em_cuda_launch_status();
             }
@@ -232,7 +240,7 @@ extern "C" int em_cuda_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, 
                                   cg * p, 0.0, sc.cols, p, d.k * p, g);
             if (rc == EM_KERNEL_OK) {
                 col2im_kernel<T><<<grid_for(c.images * s->c_in * s->h * s->w, THREADS), THREADS,
-                                   0, em_cuda_stream()>>>(
+                                   0, em_cuda_launch_stream()>>>(
                     c, (const T *)sc.cols, (T *)gx + first * s->c_in * s->h * s->w);
                 rc = em_cuda_launch_status();
             }
@@ -247,6 +255,9 @@ extern "C" int em_cuda_conv2d_grad_weight(const em_conv2d_shape *s, em_dtype dt,
 {
     if (!shape_ok(s))
         return EM_KERNEL_UNSUPPORTED;
+    const int by_cudnn = em_cudnn_conv2d_grad_weight(s, dt, gy, x, gw, gbias);
+    if (by_cudnn != EM_KERNEL_UNSUPPORTED)
+        return by_cudnn;
     conv_dims d = dims_of(s);
     return dispatch_float(dt, [&](auto t) {
         using T = decltype(t);
@@ -263,17 +274,17 @@ extern "C" int em_cuda_conv2d_grad_weight(const em_conv2d_shape *s, em_dtype dt,
             return (int)EM_KERNEL_FAILED;
         }
         const em_dtype acc_dt = sizeof(A) == sizeof(double) ? EM_F64 : EM_F32;
-        int rc = em_cuda_status(cudaMemsetAsync(acc, 0, acc_bytes, em_cuda_stream()));
+        int rc = em_cuda_status(cudaMemsetAsync(acc, 0, acc_bytes, em_cuda_launch_stream()));
         for (int64_t first = 0; first < s->n && rc == EM_KERNEL_OK; first += nb) {
             const conv_dims c = chunk_of(&d, first + nb <= s->n ? nb : s->n - first);
             const int64_t p = c.images * c.hwo;
             if (p == 0)
                 continue;
             im2col_kernel<T><<<grid_for(s->c_in * s->kh * s->kw * p, THREADS), THREADS, 0,
-                               em_cuda_stream()>>>(c, (const T *)x + first * s->c_in * s->h *
+                               em_cuda_launch_stream()>>>(c, (const T *)x + first * s->c_in * s->h *
                                                                          s->w, (T *)sc.cols);
             to_channel_major<T><<<grid_for(c.images * s->c_out * c.hwo, THREADS), THREADS, 0,
-                                  em_cuda_stream()>>>(
+                                  em_cuda_launch_stream()>>>(
                 c, (const T *)gy + first * s->c_out * c.hwo, (T *)sc.cm);
             rc = em_cuda_launch_status();
             if (rc == EM_KERNEL_OK && acc_dt == dt) /* acc_g (cg, K) += gy_cm_g @ cols_g^T */
@@ -284,16 +295,16 @@ extern "C" int em_cuda_conv2d_grad_weight(const em_conv2d_shape *s, em_dtype dt,
                                           sc.cols, p, d.k * p, 1.0, (float *)acc, d.k, cg * d.k,
                                           g);
             if (rc == EM_KERNEL_OK && gbias) {
-                bias_grad_kernel<T><<<(unsigned)s->c_out, THREADS, 0, em_cuda_stream()>>>(
+                bias_grad_kernel<T><<<(unsigned)s->c_out, THREADS, 0, em_cuda_launch_stream()>>>(
                     c, (const T *)sc.cm, acc + gw_n);
                 rc = em_cuda_launch_status();
             }
         }
         if (rc == EM_KERNEL_OK) {
-            store_acc<T><<<grid_for(gw_n, THREADS), THREADS, 0, em_cuda_stream()>>>(
+            store_acc<T><<<grid_for(gw_n, THREADS), THREADS, 0, em_cuda_launch_stream()>>>(
                 gw_n, acc, (T *)gw);
             if (gbias)
-                store_acc<T><<<grid_for(s->c_out, THREADS), THREADS, 0, em_cuda_stream()>>>(
+                store_acc<T><<<grid_for(s->c_out, THREADS), THREADS, 0, em_cuda_launch_stream()>>>(
                     s->c_out, acc + gw_n, (T *)gbias);
             rc = em_cuda_launch_status();
         }

@@ -47,7 +47,8 @@ extern "C" int em_cuda_copy(const em_arr *out, const em_arr *in)
         if (l.numel > 0 && iter_is_flat(&l) && l.strides[1][0] == 1)
             return em_cuda_status(cudaMemcpyAsync(l.data[0], l.data[1],
                                                   (size_t)(l.numel * l.elsize[0]),
-                                                  cudaMemcpyDeviceToDevice, em_cuda_stream()));
+                                                  cudaMemcpyDeviceToDevice,
+                                                  em_cuda_launch_stream()));
         return dispatch_raw(em_dtype_size(out->dtype), [&](auto tag) {
             typedef decltype(tag) R;
             return elementwise<R, R>(identity(), out, &in);

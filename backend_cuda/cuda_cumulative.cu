@@ -58,7 +58,7 @@ extern "C" int em_cuda_cumulative(bool prod, bool reverse, int dim, const em_arr
         typedef decltype(tag) T;
         auto launch = [&](const strided<2> &it, uint32_t n, char *const *d) {
             base_ptrs<2> p = {{d[0], d[1]}};
-            lines_kernel<T><<<grid_for(n, BLOCK), BLOCK, 0, em_cuda_stream()>>>(
+            lines_kernel<T><<<grid_for(n, BLOCK), BLOCK, 0, em_cuda_launch_stream()>>>(
                 n, it, p, prod, len, step_out, step_in, start_out, start_in);
             return em_cuda_launch_status();
         };

@@ -30,6 +30,7 @@ static int gemm_ex(cudaDataType ab_type, cudaDataType c_type, bool trans_a, bool
     if (!fits_int(m, n, k, lda, ldb, ldc, batch))
         return EM_KERNEL_UNSUPPORTED;
     float alpha_f = (float)alpha, beta_f = (float)beta;
+    em_cuda_count_launch();
     cublasStatus_t st = cublasGemmStridedBatchedEx(
         em_cuda_cublas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
         (int)n, (int)m, (int)k, &alpha_f, b, ab_type, (int)ldb, stride_b, a, ab_type, (int)lda,
@@ -46,6 +47,7 @@ int em_cuda_gemm(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, 
     if (dt == EM_F64) {
         if (!fits_int(m, n, k, lda, ldb, ldc, batch))
             return EM_KERNEL_UNSUPPORTED;
+        em_cuda_count_launch();
         cublasStatus_t st = cublasDgemmStridedBatched(
             em_cuda_cublas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
             trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha, b, (int)ldb,

@@ -63,7 +63,7 @@ int gather_run(const em_arr *out, const em_arr *in, int dim, const em_arr *idx, 
         typedef typename decltype(tag)::storage R;
         auto launch = [&](const strided<3> &it, uint32_t n, char *const *d) {
             base_ptrs<3> p = {{d[0], d[1], d[2]}};
-            gather_kernel<R><<<grid_for(n, BLOCK), BLOCK, 0, em_cuda_stream()>>>(
+            gather_kernel<R><<<grid_for(n, BLOCK), BLOCK, 0, em_cuda_launch_stream()>>>(
                 n, it, p, in->strides[dim], in->shape[dim], code, flag);
             return em_cuda_launch_status();
         };
@@ -217,7 +217,7 @@ int apply_runs(const em_arr *out, const em_arr *src, const lines &g, uint64_t en
         return dispatch_raw(em_dtype_size(out->dtype), [&](auto tag) {
             typedef typename decltype(tag)::storage R;
             assign_last_kernel<R><<<grid_for((int64_t)entries, BLOCK), BLOCK, 0,
-                                    em_cuda_stream()>>>(g, entries, key, val, bound,
+                                    em_cuda_launch_stream()>>>(g, entries, key, val, bound,
                                                         (const R *)src->data, (R *)out->data);
             return em_cuda_launch_status();
         });
@@ -225,8 +225,9 @@ int apply_runs(const em_arr *out, const em_arr *src, const lines &g, uint64_t en
         typedef decltype(tag) T;
         typedef typename T::storage S;
         add_runs_kernel<T><<<grid_for((int64_t)(entries * repeat.d), BLOCK), BLOCK, 0,
-                             em_cuda_stream()>>>(g, entries, repeat, !one_list, key, val, bound,
-                                                 (const S *)src->data, (S *)out->data);
+                             em_cuda_launch_stream()>>>(g, entries, repeat, !one_list, key, val,
+                                                        bound, (const S *)src->data,
+                                                        (S *)out->data);
         return em_cuda_launch_status();
     });
 }
@@ -268,13 +269,13 @@ int write_by_index(const em_arr *out, int dim, const em_arr *idx, const em_arr *
     uint32_t *key = (uint32_t *)scratch, *val = (uint32_t *)(scratch + list);
     uint32_t *key_sorted = (uint32_t *)(scratch + 2 * list);
     uint32_t *val_sorted = (uint32_t *)(scratch + 3 * list);
-    keys_kernel<<<grid_for((int64_t)entries, BLOCK), BLOCK, 0, em_cuda_stream()>>>(
+    keys_kernel<<<grid_for((int64_t)entries, BLOCK), BLOCK, 0, em_cuda_launch_stream()>>>(
         g, entries, (const int64_t *)idx->data, bound, code, flag, key, val);
     int rc = em_cuda_launch_status();
     if (rc == EM_KERNEL_OK && entries > 1) {
         rc = em_cuda_status(cub::DeviceRadixSort::SortPairs(
             scratch + 4 * list, sort_bytes, key, key_sorted, val, val_sorted, (int)entries, 0,
-            bits, em_cuda_stream()));
+            bits, em_cuda_launch_stream()));
         key = key_sorted;
         val = val_sorted;
     }

@@ -55,7 +55,8 @@ extern "C" int em_cuda_int8_pack(int64_t n, int64_t k, const int8_t *w, void *pa
         return EM_KERNEL_OK;
     int32_t *sums = (int32_t *)packed;         // (n)
     int8_t *rows = (int8_t *)(sums + n);       // (n, kp)
-    pack_kernel<<<(unsigned)n, THREADS, 0, em_cuda_stream()>>>(k, padded_k(k), w, sums, rows);
+    pack_kernel<<<(unsigned)n, THREADS, 0, em_cuda_launch_stream()>>>(k, padded_k(k), w, sums,
+                                                                     rows);
     return em_cuda_launch_status();
 }
 
@@ -219,7 +220,7 @@ static int qgemm_launch(int64_t m, int64_t n, int64_t kp, qscratch *sc, const vo
     if (rc == EM_KERNEL_OK && grid.y > 65535)
         rc = EM_KERNEL_UNSUPPORTED; /* over a million output features */
     if (rc == EM_KERNEL_OK) {
-        qgemm_kernel<<<grid, dim3(TILE, TILE), 0, em_cuda_stream()>>>(
+        qgemm_kernel<<<grid, dim3(TILE, TILE), 0, em_cuda_launch_stream()>>>(
             m, n, kp / 4, (const int32_t *)sc->q, w, sums, sc->qp, ep, y);
         rc = em_cuda_launch_status();
     }
@@ -245,10 +246,10 @@ static int qlinear(int64_t m, int64_t n, int64_t k, const float *x, bool dynamic
     if (!qscratch_new(&sc, m, kp))
         return EM_KERNEL_FAILED;
     if (dynamic)
-        qparams_kernel<<<1, THREADS, 0, em_cuda_stream()>>>(m * k, x, sc.qp);
+        qparams_kernel<<<1, THREADS, 0, em_cuda_launch_stream()>>>(m * k, x, sc.qp);
     else
-        static_qparams_kernel<<<1, 1, 0, em_cuda_stream()>>>(x_scale, x_zero_point, sc.qp);
-    quantize_kernel<<<grid_for(m * kp, THREADS), THREADS, 0, em_cuda_stream()>>>(m, k, kp, x,
+        static_qparams_kernel<<<1, 1, 0, em_cuda_launch_stream()>>>(x_scale, x_zero_point, sc.qp);
+    quantize_kernel<<<grid_for(m * kp, THREADS), THREADS, 0, em_cuda_launch_stream()>>>(m, k, kp, x,
                                                                                sc.qp, sc.q);
     return qgemm_launch(m, n, kp, &sc, packed, ep, y);
 }
@@ -289,8 +290,8 @@ extern "C" int em_cuda_qconv2d_static(const em_conv2d_shape *s, const float *x, 
     qscratch sc;
     if (!qscratch_new(&sc, rows, kp))
         return EM_KERNEL_FAILED;
-    static_qparams_kernel<<<1, 1, 0, em_cuda_stream()>>>(x_scale, x_zero_point, sc.qp);
-    im2col_quantize_kernel<<<grid_for(rows * kp, THREADS), THREADS, 0, em_cuda_stream()>>>(
+    static_qparams_kernel<<<1, 1, 0, em_cuda_launch_stream()>>>(x_scale, x_zero_point, sc.qp);
+    im2col_quantize_kernel<<<grid_for(rows * kp, THREADS), THREADS, 0, em_cuda_launch_stream()>>>(
         *s, kp, x, sc.qp, sc.q);
     return qgemm_launch(rows, s->c_out, kp, &sc, packed,
                         qepilogue{w_scale, n_scales, bias, relu, hw}, y);

@@ -3,8 +3,10 @@
  * flag, and the entry points each cuda_*.cu file gives the table in cuda_backend.c.
  *
  * Conventions for the kernel files (compiled by nvcc as C++, entries extern "C"):
- * - Launch on em_cuda_stream() only, and return em_cuda_launch_status() after the launches, so a
- *   launch error becomes EM_KERNEL_FAILED. Never synchronize inside a kernel entry.
+ * - Launch on em_cuda_launch_stream() only (it counts the launch: kernels, copies, fills and
+ *   library calls alike), and return em_cuda_launch_status() after the launches, so a launch
+ *   error becomes EM_KERNEL_FAILED. Never synchronize inside a kernel entry: inside a captured
+ *   graph (cuda_graph.c) nothing runs until the graph is launched.
  * - Scratch memory comes from em_cuda_scratch / em_cuda_scratch_free (the accounting allocator,
  *   stream-ordered: a block freed after a launch is reused only by later work on the stream).
  * - Semantics are the CPU kernels' (backend_cpu/), bit for bit where the interface promises it
@@ -27,10 +29,17 @@ extern "C" {
 
 /* cuda_memory.c */
 cudaStream_t em_cuda_stream(void);
+cudaStream_t em_cuda_launch_stream(void); /* em_cuda_stream, counting one launch */
+void em_cuda_count_launch(void);          /* one launch by a library (cuBLAS, cuDNN) */
+void em_cuda_counts(em_device_counts *c); /* the table's counts */
 void *em_cuda_stream_handle(void); /* em_cuda_stream for the table's stream entry */
 cublasHandle_t em_cuda_cublas(void);
+/* the libraries' workspace on the stream (cuBLAS's, cuBLASLt's), NULL and 0 when none */
+void *em_cuda_workspace(size_t *nbytes);
+bool em_cuda_tf32(void); /* f32 products on TF32 tensor cores (em_cuda_set_tf32) */
 bool em_cuda_init(void); /* the stream and cuBLAS handle; false when no usable device */
 int em_cuda_status(cudaError_t err); /* EM_KERNEL_OK, or EM_KERNEL_FAILED keeping what failed */
+int em_cuda_fail(const char *why);   /* EM_KERNEL_FAILED keeping why */
 /* the last launch's error, as em_cuda_status; in debug builds or with EMBER_CUDA_SYNC=1 it
  * waits for the kernel, so a fault inside it is reported by the op that launched it */
 int em_cuda_launch_status(void);
@@ -52,6 +61,17 @@ int em_cuda_set_tf32(bool on);
 void *em_cuda_scratch(size_t nbytes);               /* NULL when out of memory */
 void em_cuda_scratch_free(void *ptr, size_t nbytes); /* NULL is fine */
 const em_backend *em_cuda_table(void);              /* cuda_backend.c */
+
+/* cuda_graph.c: the stream captured into graphs (the table's capture and graph entries). While
+ * capturing, copies from the host go through em_cuda_capture_host_copy and whatever would wait
+ * for the device fails through em_cuda_capture_refuse. */
+bool em_cuda_capturing(void);
+int em_cuda_capture_begin(void);
+int em_cuda_capture_end(void **graph);
+int em_cuda_graph_launch(void *graph);
+void em_cuda_graph_free(void *graph);
+int em_cuda_capture_host_copy(void *dst, const void *src_host, size_t nbytes);
+int em_cuda_capture_refuse(const char *what); /* EM_KERNEL_FAILED: "<what> inside a captured..." */
 
 /* cuda_index_flag.cu: the device index flag. A kernel raises it with atomicCAS(flag, 0, code),
  * code its em_cuda_index_kernel (the first raised is kept); em_cuda_take_index_error gives
@@ -85,6 +105,22 @@ int em_cuda_gemm_f32_out(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int
                          const void *b, int64_t ldb, int64_t stride_b,
                          double beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch);
 
+/* cuda_linear.c: a Linear with its bias through cuBLASLt's epilogues */
+int em_cuda_linear(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *x, int64_t ldx,
+                   const void *w, int64_t ldw, const void *b, void *y, int64_t ldy);
+int em_cuda_linear_grad(em_dtype dt, const em_linear_grads *a);
+
+/* cuda_cudnn.c (cuda_cudnn_absent.c in a build without cuDNN): the convolutions through cuDNN,
+ * EM_KERNEL_UNSUPPORTED where it does not serve one (then cuda_conv.cu's kernels run); a line
+ * on cuDNN and its mode for the device's description */
+int em_cudnn_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, const void *w,
+                    const void *bias, void *y);
+int em_cudnn_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                               const void *w, void *gx);
+int em_cudnn_conv2d_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                                const void *x, void *gw, void *gbias);
+void em_cudnn_describe(char *buf, size_t n);
+
 /* cuda_conv.cu, cuda_pool.cu */
 int em_cuda_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, const void *w,
                    const void *bias, void *y);
@@ -105,6 +141,8 @@ int em_cuda_adam_update(em_dtype dt, const em_adam_hparams *h, const em_array_li
 int em_cuda_rmsprop_update(em_dtype dt, const em_rmsprop_hparams *h, const em_array_list *l);
 int em_cuda_unscale_check(em_dtype dt, double inv_scale, const em_array_list *l, float *found_inf);
 int em_cuda_norm_pow_sum(em_dtype dt, double p, const em_array_list *l, double *out);
+int em_cuda_clip_grad_norm(em_dtype dt, double p, double max_norm, const double *sums,
+                           int n_sums, const em_array_list *l, double *total);
 
 /* cuda_int8.cu */
 int64_t em_cuda_int8_packed_size(int64_t n, int64_t k);
@@ -161,6 +199,13 @@ int em_cuda_cross_entropy(em_dtype dt, int64_t rows, int64_t cols, const void *x
 int em_cuda_cross_entropy_grad(em_dtype dt, int64_t rows, int64_t cols, const void *x,
                                const int64_t *target, const double *stats, const void *g,
                                void *gx);
+
+/* cuda_layer_norm.cu */
+int em_cuda_layer_norm(em_dtype dt, int64_t rows, int64_t cols, const void *x, const void *w,
+                       const void *b, double eps, void *y, double *stats);
+int em_cuda_layer_norm_grad(em_dtype dt, int64_t rows, int64_t cols, const void *x,
+                            const void *w, const double *stats, const void *gy, void *gx,
+                            void *gw, void *gb);
 
 /* cuda_index.cu */
 int em_cuda_index_select(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);

@@ -1,6 +1,7 @@
 /* Fused optimizer updates on CUDA: SGD, Adam/AdamW and RMSprop over every array of a list in one
- * launch (LIST_MAX arrays a launch), PyTorch's order of operations; f32 in f32 arithmetic as the
- * CPU's f32 kernels, f64 in f64. */
+ * launch (cuda_list.cuh), PyTorch's order of operations; f32 in f32 arithmetic as the CPU's f32
+ * kernels, f64 in f64. A kernel takes its step's constants by value, or from device memory
+ * inside a captured graph (em_update_consts): the same arithmetic either way. */
 #include <float.h>
 
 #include "backend_cuda/cuda_list.cuh"
@@ -23,8 +24,29 @@ template <typename T> struct sgd_consts {
     bool momentum;
 };
 
-template <typename T> __global__ void sgd_kernel(list_chunk c, sgd_consts<T> k)
+/* The constants of a launch: from device memory where kp is given, else kv. */
+template <typename K> __device__ __forceinline__ K consts_of(const K &kv, const K *kp)
 {
+    return kp ? *kp : kv;
+}
+
+/* Where a launch reads its constants k: *kp NULL (the parameters) or at->consts, written there
+ * first unless the stream is capturing. */
+template <typename K>
+static int place_consts(const em_update_consts *at, const K &k, const K **kp)
+{
+    static_assert(sizeof(K) <= EM_UPDATE_CONSTS_BYTES, "an update's constants outgrow their slot");
+    *kp = (const K *)at->consts;
+    if (!at->consts || em_cuda_capturing())
+        return EM_KERNEL_OK;
+    return em_cuda_status(cudaMemcpyAsync(at->consts, &k, sizeof k, cudaMemcpyHostToDevice,
+                                          em_cuda_launch_stream()));
+}
+
+template <typename T, typename L>
+__global__ void sgd_kernel(L c, sgd_consts<T> kv, const sgd_consts<T> *kp)
+{
+    const sgd_consts<T> k = consts_of(kv, kp);
     const int a = blockIdx.y;
     T *p = (T *)c.data[a];              // (numel)
     const T *g = (const T *)c.grad[a];  // (numel)
@@ -42,26 +64,10 @@ template <typename T> __global__ void sgd_kernel(list_chunk c, sgd_consts<T> k)
     }
 }
 
-/* Launches kernel(chunk, consts) over every LIST_MAX arrays of l. Low-precision copies of the
- * parameters (l->low) are not written here: the optimizer casts them after the update. */
-template <typename K, typename C> static int launch_list(const em_array_list *l, K kernel, C k)
-{
-    if (l->low)
-        return EM_KERNEL_UNSUPPORTED;
-    for (int first = 0; first < l->n; first += LIST_MAX) {
-        int64_t longest;
-        list_chunk c = chunk_of_list(l, first, &longest);
-        kernel<<<list_grid(c, longest), LIST_THREADS, 0, em_cuda_stream()>>>(c, k);
-        int rc = em_cuda_launch_status();
-        if (rc != EM_KERNEL_OK)
-            return rc;
-    }
-    return EM_KERNEL_OK;
-}
 
 /* The step's choices as factors, as the CPU's f32 kernel: b = keep * b + fresh * d,
  * p -= lr * (bm * b + dm * d) gives b = d on the first step and nesterov's d + momentum * b. */
-template <typename T> static sgd_consts<T> sgd_of(const em_sgd_hparams *h, bool momentum)
+template <typename T> static sgd_consts<T> sgd_of(const em_sgd_hparams *h)
 {
     sgd_consts<T> k;
     k.lr = (T)h->lr;
@@ -70,17 +76,31 @@ template <typename T> static sgd_consts<T> sgd_of(const em_sgd_hparams *h, bool 
     k.fresh = h->first_step ? (T)1 : (T)(1 - h->dampening);
     k.bm = h->nesterov ? (T)h->momentum : (T)1;
     k.dm = h->nesterov ? (T)1 : (T)0;
-    k.momentum = momentum;
+    k.momentum = h->momentum != 0; /* the state list holds buffers exactly then */
     return k;
+}
+
+template <typename T> static int sgd_launch(const em_sgd_hparams *h, const em_array_list *l)
+{
+    const sgd_consts<T> k = sgd_of<T>(h);
+    const sgd_consts<T> *kp;
+    int rc = place_consts(&h->at, k, &kp);
+    if (rc != EM_KERNEL_OK || h->at.write_only)
+        return rc;
+    return for_each_chunk(l, [&](const auto &c, dim3 grid, int) {
+        sgd_kernel<T><<<grid, LIST_THREADS, 0, em_cuda_launch_stream()>>>(c, k, kp);
+        return em_cuda_launch_status();
+    });
 }
 
 extern "C" int em_cuda_sgd_update(em_dtype dt, const em_sgd_hparams *h, const em_array_list *l)
 {
-    const bool momentum = l->state[0] != NULL;
+    if (l->low) /* autocast's copies: the optimizer casts them after the update */
+        return EM_KERNEL_UNSUPPORTED;
     if (dt == EM_F32)
-        return launch_list(l, sgd_kernel<float>, sgd_of<float>(h, momentum));
+        return sgd_launch<float>(h, l);
     if (dt == EM_F64)
-        return launch_list(l, sgd_kernel<double>, sgd_of<double>(h, momentum));
+        return sgd_launch<double>(h, l);
     return EM_KERNEL_UNSUPPORTED;
 }
 
@@ -91,8 +111,10 @@ template <typename T> struct adam_consts {
 
 /* f32: PyTorch's f32 order (the first moment as a lerp); f64: the CPU's double form, which is
  * the same arithmetic written out. */
-template <typename T> __global__ void adam_kernel(list_chunk c, adam_consts<T> k)
+template <typename T, typename L>
+__global__ void adam_kernel(L c, adam_consts<T> kv, const adam_consts<T> *kp)
 {
+    const adam_consts<T> k = consts_of(kv, kp);
     const int a = blockIdx.y;
     T *p = (T *)c.data[a];               // (numel)
     const T *g = (const T *)c.grad[a];   // (numel)
@@ -132,14 +154,29 @@ template <typename T> static adam_consts<T> adam_of(const em_adam_hparams *h)
     return k;
 }
 
+template <typename T> static int adam_launch(const em_adam_hparams *h, const em_array_list *l)
+{
+    const adam_consts<T> k = adam_of<T>(h);
+    const adam_consts<T> *kp;
+    int rc = place_consts(&h->at, k, &kp);
+    if (rc != EM_KERNEL_OK || h->at.write_only)
+        return rc;
+    return for_each_chunk(l, [&](const auto &c, dim3 grid, int) {
+        adam_kernel<T><<<grid, LIST_THREADS, 0, em_cuda_launch_stream()>>>(c, k, kp);
+        return em_cuda_launch_status();
+    });
+}
+
 extern "C" int em_cuda_adam_update(em_dtype dt, const em_adam_hparams *h, const em_array_list *l)
 {
-    if (h->amsgrad && !l->state[2])
+    if (l->low) /* autocast's copies: the optimizer casts them after the update */
+        return EM_KERNEL_UNSUPPORTED;
+    if (h->amsgrad && !l->state[2] && !h->at.write_only)
         return EM_KERNEL_UNSUPPORTED;
     if (dt == EM_F32)
-        return launch_list(l, adam_kernel<float>, adam_of<float>(h));
+        return adam_launch<float>(h, l);
     if (dt == EM_F64)
-        return launch_list(l, adam_kernel<double>, adam_of<double>(h));
+        return adam_launch<double>(h, l);
     return EM_KERNEL_UNSUPPORTED;
 }
 
@@ -147,8 +184,10 @@ template <typename T> struct rmsprop_consts {
     T lr, alpha, w, eps, wd, momentum;
 };
 
-template <typename T> __global__ void rmsprop_kernel(list_chunk c, rmsprop_consts<T> k)
+template <typename T, typename L>
+__global__ void rmsprop_kernel(L c, rmsprop_consts<T> kv, const rmsprop_consts<T> *kp)
 {
+    const rmsprop_consts<T> k = consts_of(kv, kp);
     const int a = blockIdx.y;
     T *p = (T *)c.data[a];               // (numel)
     const T *g = (const T *)c.grad[a];   // (numel)
@@ -192,12 +231,28 @@ template <typename T> static rmsprop_consts<T> rmsprop_of(const em_rmsprop_hpara
     return k;
 }
 
+template <typename T>
+static int rmsprop_launch(const em_rmsprop_hparams *h, const em_array_list *l)
+{
+    const rmsprop_consts<T> k = rmsprop_of<T>(h);
+    const rmsprop_consts<T> *kp;
+    int rc = place_consts(&h->at, k, &kp);
+    if (rc != EM_KERNEL_OK || h->at.write_only)
+        return rc;
+    return for_each_chunk(l, [&](const auto &c, dim3 grid, int) {
+        rmsprop_kernel<T><<<grid, LIST_THREADS, 0, em_cuda_launch_stream()>>>(c, k, kp);
+        return em_cuda_launch_status();
+    });
+}
+
 extern "C" int em_cuda_rmsprop_update(em_dtype dt, const em_rmsprop_hparams *h,
                                       const em_array_list *l)
 {
+    if (l->low) /* autocast's copies: the optimizer casts them after the update */
+        return EM_KERNEL_UNSUPPORTED;
     if (dt == EM_F32)
-        return launch_list(l, rmsprop_kernel<float>, rmsprop_of<float>(h));
+        return rmsprop_launch<float>(h, l);
     if (dt == EM_F64)
-        return launch_list(l, rmsprop_kernel<double>, rmsprop_of<double>(h));
+        return rmsprop_launch<double>(h, l);
     return EM_KERNEL_UNSUPPORTED;
 }

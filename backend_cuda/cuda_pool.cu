@@ -160,7 +160,7 @@ extern "C" int em_cuda_max_pool2d(const em_pool2d_shape *s, em_dtype dt, const v
 {
     return pool_launch(s, s->n * s->c * s->h_out * s->w_out, dt, [&](auto t, unsigned grid) {
         using T = decltype(t);
-        max_pool_kernel<T><<<grid, THREADS, 0, em_cuda_stream()>>>(*s, (const T *)x, (T *)y,
+        max_pool_kernel<T><<<grid, THREADS, 0, em_cuda_launch_stream()>>>(*s, (const T *)x, (T *)y,
                                                                     argmax);
     });
 }
@@ -170,7 +170,7 @@ extern "C" int em_cuda_max_pool2d_grad(const em_pool2d_shape *s, em_dtype dt, co
 {
     return pool_launch(s, s->n * s->c * s->h * s->w, dt, [&](auto t, unsigned grid) {
         using T = decltype(t);
-        max_pool_grad_kernel<T><<<grid, THREADS, 0, em_cuda_stream()>>>(*s, (const T *)gy,
+        max_pool_grad_kernel<T><<<grid, THREADS, 0, em_cuda_launch_stream()>>>(*s, (const T *)gy,
                                                                          argmax, (T *)gx);
     });
 }
@@ -179,7 +179,7 @@ extern "C" int em_cuda_avg_pool2d(const em_pool2d_shape *s, em_dtype dt, const v
 {
     return pool_launch(s, s->n * s->c * s->h_out * s->w_out, dt, [&](auto t, unsigned grid) {
         using T = decltype(t);
-        avg_pool_kernel<T><<<grid, THREADS, 0, em_cuda_stream()>>>(*s, (const T *)x, (T *)y);
+        avg_pool_kernel<T><<<grid, THREADS, 0, em_cuda_launch_stream()>>>(*s, (const T *)x, (T *)y);
     });
 }
 
@@ -188,7 +188,7 @@ extern "C" int em_cuda_avg_pool2d_grad(const em_pool2d_shape *s, em_dtype dt, co
 {
     return pool_launch(s, s->n * s->c * s->h * s->w, dt, [&](auto t, unsigned grid) {
         using T = decltype(t);
-        avg_pool_grad_kernel<T><<<grid, THREADS, 0, em_cuda_stream()>>>(*s, (const T *)gy,
+        avg_pool_grad_kernel<T><<<grid, THREADS, 0, em_cuda_launch_stream()>>>(*s, (const T *)gy,
                                                                         (T *)gx);
     });
 }

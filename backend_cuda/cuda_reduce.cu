@@ -294,7 +294,7 @@ template <class In, class Kind> int run(const plan &p, char *out, const double *
     typedef typename Kind::acc acc;
     const typename In::storage *in = (const typename In::storage *)p.in;
     if (p.grid.y == 1) {
-        reduce_kernel<In, Kind><<<p.grid, p.block, 0, em_cuda_stream()>>>(p.s, in, mean, out,
+        reduce_kernel<In, Kind><<<p.grid, p.block, 0, em_cuda_launch_stream()>>>(p.s, in, mean, out,
                                                                            NULL);
         return em_cuda_launch_status();
     }
@@ -302,10 +302,10 @@ template <class In, class Kind> int run(const plan &p, char *out, const double *
     acc *partial = (acc *)em_cuda_scratch(bytes);
     if (!partial)
         return EM_KERNEL_FAILED;
-    reduce_kernel<In, Kind><<<p.grid, p.block, 0, em_cuda_stream()>>>(p.s, in, mean, out,
+    reduce_kernel<In, Kind><<<p.grid, p.block, 0, em_cuda_launch_stream()>>>(p.s, in, mean, out,
                                                                        partial);
     const unsigned blocks = (unsigned)((p.s.K + FIN_OUTS - 1) / FIN_OUTS);
-    finish_kernel<Kind><<<blocks, dim3(FIN_LANES, FIN_OUTS), 0, em_cuda_stream()>>>(
+    finish_kernel<Kind><<<blocks, dim3(FIN_LANES, FIN_OUTS), 0, em_cuda_launch_stream()>>>(
         p.s, partial, p.grid.y, out);
     int rc = em_cuda_launch_status();
     em_cuda_scratch_free(partial, bytes);

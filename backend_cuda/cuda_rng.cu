@@ -88,7 +88,7 @@ extern "C" int em_cuda_rng_fill(em_rng_dist dist, const em_rng_params *p, uint64
         typedef decltype(tag) D;
         typedef typename D::storage T;
         const bool aligned = (uintptr_t)out->data % sizeof(vec<T, 4>) == 0;
-        rng_kernel<D><<<grid_for((n + 3) / 4, BLOCK), BLOCK, 0, em_cuda_stream()>>>(
+        rng_kernel<D><<<grid_for((n + 3) / 4, BLOCK), BLOCK, 0, em_cuda_launch_stream()>>>(
             (int)dist, *p, seed, offset, n, aligned, (T *)out->data);
         return em_cuda_launch_status();
     });

@@ -212,7 +212,7 @@ extern "C" int em_cuda_softmax(em_dtype dt, bool log, int64_t rows, int64_t cols
     return run_rows(dt, rows, cols, [&](auto tag, int lanes, unsigned blocks) {
         typedef decltype(tag) T;
         typedef typename T::storage S;
-        softmax_kernel<T><<<blocks, BLOCK, 0, em_cuda_stream()>>>(log, rows, cols, lanes,
+        softmax_kernel<T><<<blocks, BLOCK, 0, em_cuda_launch_stream()>>>(log, rows, cols, lanes,
                                                                   (const S *)x, (S *)y);
     });
 }
@@ -224,7 +224,7 @@ extern "C" int em_cuda_softmax_grad(em_dtype dt, bool log, int64_t rows, int64_t
     return run_rows(dt, rows, cols, [&](auto tag, int lanes, unsigned blocks) {
         typedef decltype(tag) T;
         typedef typename T::storage S;
-        softmax_grad_kernel<T><<<blocks, BLOCK, 0, em_cuda_stream()>>>(
+        softmax_grad_kernel<T><<<blocks, BLOCK, 0, em_cuda_launch_stream()>>>(
             log, rows, cols, lanes, (const S *)gy, (const S *)y, (S *)gx);
     });
 }
@@ -241,7 +241,7 @@ extern "C" int em_cuda_cross_entropy(em_dtype dt, int64_t rows, int64_t cols, co
     return run_rows(dt, rows, cols, [&](auto tag, int lanes, unsigned blocks) {
         typedef decltype(tag) T;
         typedef typename T::storage S;
-        xent_kernel<T><<<blocks, BLOCK, 0, em_cuda_stream()>>>(
+        xent_kernel<T><<<blocks, BLOCK, 0, em_cuda_launch_stream()>>>(
             rows, cols, lanes, (const S *)x, target, (S *)loss, stats, flag);
     });
 }
@@ -256,7 +256,7 @@ extern "C" int em_cuda_cross_entropy_grad(em_dtype dt, int64_t rows, int64_t col
     return run_rows(dt, rows, cols, [&](auto tag, int, unsigned) {
         typedef decltype(tag) T;
         typedef typename T::storage S;
-        xent_grad_kernel<T><<<grid_for(rows * cols, BLOCK), BLOCK, 0, em_cuda_stream()>>>(
+        xent_grad_kernel<T><<<grid_for(rows * cols, BLOCK), BLOCK, 0, em_cuda_launch_stream()>>>(
             rows, cols, (const S *)x, target, stats, (const S *)g, (S *)gx);
     });
 }

@@ -336,7 +336,7 @@ int elementwise(FFlat flat_f, FAny any_f, const em_arr *out, const em_arr *const
             a.aligned = a.aligned && (a.scalar[k - 1] || (uintptr_t)l.data[k] % vbytes[k - 1] == 0);
         }
         flat_kernel<FFlat, Out, In...><<<grid_for(l.numel, (int64_t)BLOCK * VEC), BLOCK, 0,
-                                         em_cuda_stream()>>>(
+                                         em_cuda_launch_stream()>>>(
             l.numel, flat_f, (typename Out::storage *)l.data[0], a);
         return em_cuda_launch_status();
     }
@@ -344,7 +344,7 @@ int elementwise(FFlat flat_f, FAny any_f, const em_arr *out, const em_arr *const
         base_ptrs<N> p;
         for (int k = 0; k < N; k++)
             p.p[k] = data[k];
-        strided_kernel<FAny, Out, In...><<<grid_for(n, BLOCK), BLOCK, 0, em_cuda_stream()>>>(
+        strided_kernel<FAny, Out, In...><<<grid_for(n, BLOCK), BLOCK, 0, em_cuda_launch_stream()>>>(
             n, any_f, it, p);
         return em_cuda_launch_status();
     };

@@ -1,5 +1,6 @@
 /* Device time for the profiler: a pair of CUDA events recorded on the compute stream around an
- * op's work, read (after waiting for the second) when the profiler stops. */
+ * op's work, read (after waiting for the second) when the profiler stops; none for the ops of a
+ * captured graph, which run only when it is launched. */
 #include <stdlib.h>
 
 #include "backend_cuda/cuda_internal.h"
@@ -10,6 +11,8 @@ typedef struct {
 
 void *em_cuda_timer_start(void)
 {
+    if (em_cuda_capturing())
+        return NULL;
     cuda_timer *t = malloc(sizeof *t);
     if (!t)
         return NULL;

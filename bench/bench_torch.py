@@ -2,7 +2,9 @@
 """PyTorch side of `ember bench train`: the same recipes (MLP 784-512-256-10, the CNN), SGD with
 momentum 0.9, random batches from Fashion-MNIST, on the CPU or a GPU, in f32 or under autocast
 (f16 with a GradScaler); prints `CASE samples_per_s N` per case, the median of per-step times
-after 10 warm-up steps (a GPU's queue waited for inside each step). Needs PyTorch (Debian's
+after 10 warm-up steps (a GPU's queue waited for inside each step). With --compile the model runs
+under torch.compile(mode="reduce-overhead") (CUDA graphs of its forward and backward; the
+optimizer eager), or a line says why this PyTorch cannot compile it. Needs PyTorch (Debian's
 python3-torch on the CPU)."""
 import argparse, gzip, statistics, struct, sys, time
 
@@ -44,7 +46,7 @@ class CNN(nn.Module):
         return self.f2(F.relu(self.f1(x.flatten(1))))
 
 
-def samples_per_s(model, x, y, batch, steps, amp):
+def samples_per_s(model, x, y, batch, steps, amp, compiled):
     device = x.device
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -56,6 +58,8 @@ def samples_per_s(model, x, y, batch, steps, amp):
         xb, yb = x[j], y[j]
         sync()
         t = time.perf_counter()
+        if compiled:  # a new step for the graphs' outputs
+            torch.compiler.cudagraph_mark_step_begin()
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
             loss = F.cross_entropy(model(xb), yb)
@@ -72,6 +76,12 @@ def samples_per_s(model, x, y, batch, steps, amp):
     return batch / statistics.median(times)
 
 
+def compile_failure(e):
+    """The first line of why torch.compile failed."""
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
@@ -80,6 +90,8 @@ def main():
     ap.add_argument("--cases", default="mlp_b64,mlp_b256,cnn_b64")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--amp", default="off", choices=["off", "f16", "bf16"])
+    ap.add_argument("--compile", action="store_true",
+                    help='the model under torch.compile(mode="reduce-overhead")')
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     amp = {"off": None, "f16": torch.float16, "bf16": torch.bfloat16}[a.amp]
@@ -87,14 +99,21 @@ def main():
     x = torch.tensor(read_idx(f"{a.data}/train-images-idx3-ubyte.gz"), dtype=torch.float32) / 255
     y = torch.tensor(read_idx(f"{a.data}/train-labels-idx1-ubyte.gz"), dtype=torch.long)
     x, y = x.to(device), y.to(device)
-    print(f"torch {torch.__version__} threads {torch.get_num_threads()} device {device}",
-          flush=True)
+    print(f"torch {torch.__version__} threads {torch.get_num_threads()} device {device}"
+          + (' torch.compile(mode="reduce-overhead")' if a.compile else ""), flush=True)
     for case in a.cases.split(","):
         name, batch = case.split("_b")
         torch.manual_seed(0)
         steps = a.steps if name == "mlp" or device.type == "cuda" else max(a.steps // 4, 10)
         model = (mlp() if name == "mlp" else CNN()).to(device)
-        sps = samples_per_s(model, x, y, int(batch), steps, amp)
+        try:
+            run = torch.compile(model, mode="reduce-overhead") if a.compile else model
+            sps = samples_per_s(run, x, y, int(batch), steps, amp, a.compile)
+        except Exception as e:  # the compiler's backends fail in many ways; say which
+            if not a.compile:
+                raise
+            print(f"{case}: this PyTorch cannot compile it: {compile_failure(e)}", flush=True)
+            continue
         print(f"{case} samples_per_s {sps:.0f}", flush=True)
 
 

@@ -3,7 +3,9 @@
  * on the CPU or a GPU, in f32 or under f16/bf16 autocast; per recipe also its FLOPs per sample,
  * the share of the GEMM bound the steps reach and the samples/s of `ember train`'s whole loop;
  * and the gpt recipe's tokens/s on the CPU (its own step: AdamW, clipping, its windows);
- * with --report, as charts too, with --json, as one JSON object. */
+ * with --cuda-graph, ember's steps replayed from a CUDA graph beside PyTorch's under
+ * torch.compile(mode="reduce-overhead"); with --report, as charts too, with --json, as one JSON
+ * object. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,12 +35,24 @@ static const bench_case gpu_cases[] = {
 };
 #define BENCH_MAX_CASES 4
 
-/* What one run measures: the cases, where, and in which precision. */
+/* The gpt recipe's model trained on windows of `block` characters, `batch` at a time. */
 typedef struct {
-    const bench_case *cases;
+    const char *name;
+    int batch, block;
+    double goal; /* the ratio to PyTorch we aim for */
+} gpt_case;
+static const gpt_case gpt_cases[BENCH_GPT_CASES] = {
+    {"gpt_b32", 32, 128, 1.5}, {"gpt_b8_t256", 8, 256, 1.3}, {"gpt_b64_t256", 64, 256, 1.3}};
+
+/* What one run measures: the cases, where, in which precision, and how the steps run. */
+typedef struct {
+    bench_case cases[BENCH_MAX_CASES];
     int n_cases;
+    gpt_case gpt[BENCH_GPT_CASES];
+    int n_gpt;
     em_device device;
     em_dtype amp; /* EM_F32: autocast off */
+    bool graph;   /* ember's steps replayed from a CUDA graph (em_step_graph) */
 } bench_setup;
 #define MAX_ROUNDS 9
 
@@ -54,6 +68,62 @@ static em_status load_all(const char *data_dir, em_batch *all)
     return st;
 }
 
+/* What one training step of the bench takes (bench_step). */
+typedef struct {
+    em_module *model;
+    em_optim *opt;
+    em_grad_scaler *scaler; /* under f16 autocast, else NULL */
+    em_dtype amp;
+    int64_t vocab; /* gpt: logits (B, T, V) are scored as (B * T, V); 0 for the classifiers */
+    double clip;   /* clip the grads' 2-norm to this on the device; 0: no clipping */
+} bench_step_ctx;
+
+/* One training step on in = {x, y} (the step graph's step too): forward and loss under
+ * autocast, backward (scaled with the scaler), clipping, the update; the loss out. */
+static em_status bench_step(void *ctx, em_tensor *const *in, em_tensor **out)
+{
+    const bench_step_ctx *c = ctx;
+    if (c->amp != EM_F32 && em_autocast_begin(c->amp) != EM_OK)
+        return em_error_status();
+    em_tensor *logits = em_forward(c->model, in[0]);
+    if (c->vocab)
+        logits = em_reshape(logits, EM_SHAPE(-1, c->vocab)); // (B * T, V)
+    em_tensor *loss = em_cross_entropy(logits, in[1], (em_cross_entropy_opts){0});
+    if (c->amp != EM_F32)
+        em_autocast_end();
+    em_status st = loss ? em_backward(c->scaler ? em_grad_scaler_scale(c->scaler, loss) : loss)
+                        : em_error_status();
+    if (st == EM_OK && c->clip > 0 && c->scaler)
+        st = em_grad_scaler_unscale(c->scaler, c->opt);
+    if (st == EM_OK && c->clip > 0)
+        st = em_clip_grad_norm_optim_device(c->opt, c->clip, 2.0, NULL);
+    if (st == EM_OK && c->scaler) {
+        st = em_grad_scaler_step(c->scaler, c->opt, NULL);
+        st = st == EM_OK ? em_grad_scaler_update(c->scaler) : st;
+    } else if (st == EM_OK) {
+        st = em_optim_step(c->opt);
+    }
+    em_optim_zero_grad(c->opt);
+    *out = loss;
+    return st;
+}
+
+/* One step of c on x and y (through g when given) and the device's queued work waited for;
+ * false after printing why it failed. */
+static bool step_done(const char *name, bench_step_ctx *c, em_step_graph *g, em_device dev,
+                      em_tensor *x, em_tensor *y)
+{
+    em_tensor *loss = NULL;
+    em_status st = !x || !y ? em_error_status()
+                   : g      ? em_step_graph_run(g, (em_tensor *[]){x, y}, 2, &loss)
+                            : bench_step(c, (em_tensor *[]){x, y}, &loss);
+    if (st == EM_OK)
+        st = em_device_synchronize(dev);
+    if (st != EM_OK)
+        fprintf(stderr, "ember bench train: %s: %s\n", name, em_error());
+    return st == EM_OK;
+}
+
 /* Median samples/s of `steps` timed training steps after 10 warm-up steps; a device's queued
  * work is waited for inside each timed step. */
 static double ember_samples_per_s(const bench_setup *b, const bench_case *c, const em_batch *all,
@@ -66,11 +136,17 @@ static double ember_samples_per_s(const bench_setup *b, const bench_case *c, con
         em_module_free(model);
         model = NULL;
     }
-    em_optim *opt = model ? em_sgd(model, (em_sgd_opts){.lr = 0.05, .momentum = 0.9}) : NULL;
-    em_grad_scaler *scaler = b->amp == EM_F16 ? em_grad_scaler_new((em_grad_scaler_opts){0}) : NULL;
+    bench_step_ctx ctx = {
+        .model = model, .amp = b->amp,
+        .opt = model ? em_sgd(model, (em_sgd_opts){.lr = 0.05, .momentum = 0.9}) : NULL,
+        .scaler = b->amp == EM_F16 ? em_grad_scaler_new((em_grad_scaler_opts){0}) : NULL};
+    em_step_graph *g = b->graph && ctx.opt ? em_step_graph_new(b->device, bench_step, &ctx,
+                                                               (em_step_graph_opts){0})
+                                           : NULL;
     double *times = calloc((size_t)steps, sizeof *times);
     double result = -1;
-    for (int i = 0; model && opt && times && i < steps + 10; i++) {
+    bool ok = ctx.opt && times && (!b->graph || g) && (b->amp != EM_F16 || ctx.scaler);
+    for (int i = 0; ok && i < steps + 10; i++) {
         em_scope_begin();
         em_tensor *idx = em_randint(EM_SHAPE(c->batch), EM_I64, 0, em_size(all->x, 0), NULL);
         if (b->device != EM_CPU)
@@ -79,130 +155,100 @@ static double ember_samples_per_s(const bench_setup *b, const bench_case *c, con
         if (rc->sample.ndim != 1)
             x = em_reshape(x, EM_SHAPE(c->batch, 1, 28, 28));
         em_tensor *y = em_index_select(all->y, 0, idx); // (B)
-        bool ok = em_device_synchronize(b->device) == EM_OK;
+        ok = em_device_synchronize(b->device) == EM_OK;
         if (i >= 10)
             *team += (double)em_get_active_threads() / steps;
         double t = bench_now_s();
-        if (b->amp != EM_F32)
-            em_autocast_begin(b->amp);
-        em_tensor *logits = em_forward(model, x);
-        if (b->amp != EM_F32)
-            em_autocast_end();
-        em_tensor *loss = em_cross_entropy(logits, y, (em_cross_entropy_opts){0});
-        if (scaler)
-            ok = ok && loss && em_backward(em_grad_scaler_scale(scaler, loss)) == EM_OK &&
-                 em_grad_scaler_step(scaler, opt, NULL) == EM_OK && em_grad_scaler_update(scaler) == EM_OK;
-        else
-            ok = ok && loss && em_backward(loss) == EM_OK && em_optim_step(opt) == EM_OK;
-        em_optim_zero_grad(opt);
-        ok = ok && em_device_synchronize(b->device) == EM_OK;
+        ok = ok && step_done(c->name, &ctx, g, b->device, x, y);
         if (i >= 10)
             times[i - 10] = bench_now_s() - t;
         em_scope_end();
-        if (!ok) {
-            fprintf(stderr, "ember bench train: %s: %s\n", c->name, em_error());
-            goto done;
-        }
     }
-    if (model && opt && times) {
+    if (ok) {
         bench_sort_doubles(times, steps);
         result = (double)c->batch / times[steps / 2];
+    } else if (!ctx.opt || !times || (b->graph && !g)) {
+        fprintf(stderr, "ember bench train: %s: %s\n", c->name, em_error());
     }
-done:
     free(times);
-    em_grad_scaler_free(scaler);
-    em_optim_free(opt);
+    em_step_graph_free(g);
+    em_grad_scaler_free(ctx.scaler);
+    em_optim_free(ctx.opt);
     em_module_free(model);
     return result;
 }
 
 #define GPT_WARMUP 3
 
-/* The gpt recipe's model trained on windows of `block` characters, `batch` at a time. */
-typedef struct {
-    const char *name;
-    int batch, block;
-    double goal; /* the ratio to PyTorch we aim for */
-} gpt_case;
-static const gpt_case gpt_cases[BENCH_GPT_CASES] = {
-    {"gpt_b32", 32, 128, 1.5}, {"gpt_b8_t256", 8, 256, 1.3}, {"gpt_b64_t256", 64, 256, 1.3}};
-
 /* Median tokens/s of `steps` gpt recipe training steps on dev (forward and loss under autocast
  * to amp unless it is f32, backward, the grad scaler's unscaling for f16, clipping at 1, AdamW)
- * of case g on the windows bench/gpt_torch.py's bench takes, after GPT_WARMUP steps; a step's
- * time includes copying its batch to dev and waiting for dev's queued work. */
+ * of case g on the windows bench/gpt_torch.py's bench takes, after GPT_WARMUP steps (5 with a
+ * graph: three warm it up, one captures it); a step's time includes copying its batch to dev
+ * and waiting for dev's queued work. */
 static double ember_gpt_tokens_per_s(const recipe_gpt_text *text, const gpt_case *g, int steps,
-                                     em_dtype amp, em_device dev, double *team)
+                                     const bench_setup *b, double *team)
 {
     const int64_t batch = g->batch;
+    const int warmup = b->graph ? 5 : GPT_WARMUP;
     em_gpt_settings c = recipe_gpt_settings(text->vocab.size);
     c.block_size = g->block;
-    int64_t t = c.block_size, n = (int64_t)(steps + GPT_WARMUP) * batch;
+    int64_t t = c.block_size, n = (int64_t)(steps + warmup) * batch;
     em_manual_seed(0);
     em_module *model = em_gpt(c);
-    if (model && em_module_to(model, dev) != EM_OK) {
+    if (model && em_module_to(model, b->device) != EM_OK) {
         em_module_free(model);
         model = NULL;
     }
-    em_optim *opt = model ? recipe_optimizer(&recipe_gpt, "adamw", model, 1e-3, 0) : NULL;
-    em_grad_scaler *scaler = amp == EM_F16 ? em_grad_scaler_new((em_grad_scaler_opts){0}) : NULL;
+    bench_step_ctx ctx = {
+        .model = model, .amp = b->amp, .vocab = c.vocab_size, .clip = recipe_gpt.clip,
+        .opt = model ? recipe_optimizer(&recipe_gpt, "adamw", model, 1e-3, 0) : NULL,
+        .scaler = b->amp == EM_F16 ? em_grad_scaler_new((em_grad_scaler_opts){0}) : NULL};
+    em_step_graph *graph = b->graph && ctx.opt ? em_step_graph_new(b->device, bench_step, &ctx,
+                                                                   (em_step_graph_opts){0})
+                                               : NULL;
     em_sampler *s = em_random_sampler(text->n_train - t, (em_random_sampler_opts){
                                                              .replacement = true,
                                                              .num_samples = n});
     int64_t *starts = malloc((size_t)n * sizeof *starts), *xy = malloc(sizeof(int64_t) * 2 *
                                                                         batch * t);
     double *times = calloc((size_t)steps, sizeof *times), result = -1;
-    bool ok = opt && s && starts && xy && times && (amp != EM_F16 || scaler) &&
-              em_sampler_indices(s, 0, 0, starts) == EM_OK;
-    for (int i = 0; ok && i < steps + GPT_WARMUP; i++) {
-        for (int64_t b = 0; b < batch; b++)
-            for (int64_t k = 0; k < t; k++) {
-                xy[b * t + k] = text->ids[starts[i * batch + b] + k];
-                xy[(batch + b) * t + k] = text->ids[starts[i * batch + b] + k + 1];
+    bool ok = ctx.opt && s && starts && xy && times && (b->amp != EM_F16 || ctx.scaler) &&
+              (!b->graph || graph) && em_sampler_indices(s, 0, 0, starts) == EM_OK;
+    if (!ok)
+        fprintf(stderr, "ember bench train: gpt: %s\n", em_error());
+    for (int i = 0; ok && i < steps + warmup; i++) {
+        for (int64_t k = 0; k < batch; k++)
+            for (int64_t j = 0; j < t; j++) {
+                xy[k * t + j] = text->ids[starts[i * batch + k] + j];
+                xy[(batch + k) * t + j] = text->ids[starts[i * batch + k] + j + 1];
             }
         em_scope_begin();
-        ok = em_device_synchronize(dev) == EM_OK;
-        if (i >= GPT_WARMUP)
+        ok = em_device_synchronize(b->device) == EM_OK;
+        if (i >= warmup)
             *team += (double)em_get_active_threads() / steps;
-        double t0 = bench_now_s();
+        double t0 = bench_now_s(); /* the batch's copies to the device are part of the step */
         em_tensor *x = em_from_data(EM_SHAPE(batch, t), EM_I64, xy);            // (B, T)
-        em_tensor *y = em_from_data(EM_SHAPE(batch * t), EM_I64, xy + batch * t);
-        if (dev != EM_CPU) {
-            x = em_to_device(x, dev);
-            y = em_to_device(y, dev);
+        em_tensor *y = em_from_data(EM_SHAPE(batch * t), EM_I64, xy + batch * t); // (B * T)
+        if (b->device != EM_CPU) {
+            x = em_to_device(x, b->device);
+            y = em_to_device(y, b->device);
         }
-        ok = ok && (amp == EM_F32 || em_autocast_begin(amp) == EM_OK);
-        em_tensor *logits = ok ? em_forward(model, x) : NULL;                       // (B, T, V)
-        em_tensor *loss = em_cross_entropy(em_reshape(logits, EM_SHAPE(-1, c.vocab_size)), y,
-                                           (em_cross_entropy_opts){0});
-        if (ok && amp != EM_F32)
-            em_autocast_end();
-        ok = loss && em_backward(scaler ? em_grad_scaler_scale(scaler, loss) : loss) == EM_OK &&
-             (!scaler || em_grad_scaler_unscale(scaler, opt) == EM_OK);
-        if (ok)
-            em_clip_grad_norm_optim(opt, recipe_gpt.clip, 2.0, false);
-        ok = ok && !em_has_error() &&
-             (scaler ? em_grad_scaler_step(scaler, opt, NULL) == EM_OK &&
-                           em_grad_scaler_update(scaler) == EM_OK
-                     : em_optim_step(opt) == EM_OK);
-        em_optim_zero_grad(opt);
-        ok = ok && em_device_synchronize(dev) == EM_OK;
-        if (i >= GPT_WARMUP)
-            times[i - GPT_WARMUP] = bench_now_s() - t0;
+        ok = ok && step_done(g->name, &ctx, graph, b->device, x, y);
+        if (i >= warmup)
+            times[i - warmup] = bench_now_s() - t0;
         em_scope_end();
     }
     if (ok) {
         bench_sort_doubles(times, steps);
         result = (double)(batch * t) / times[steps / 2];
-    } else {
-        fprintf(stderr, "ember bench train: gpt: %s\n", em_error());
     }
     free(times);
     free(xy);
     free(starts);
     em_sampler_free(s);
-    em_grad_scaler_free(scaler);
-    em_optim_free(opt);
+    em_step_graph_free(graph);
+    em_grad_scaler_free(ctx.scaler);
+    em_optim_free(ctx.opt);
     em_module_free(model);
     return result;
 }
@@ -232,7 +278,8 @@ static double train_samples_per_s(const bench_setup *b, const bench_case *c,
     /* epochs enough for the steps even on a dataset of one batch (max_steps stops the run) */
     recipe_train_opts o = {.recipe = recipe_find(c->recipe), .data_dir = data_dir, .epochs = clk.n,
                        .batch = c->batch, .lr = 0.05, .momentum = 0.9, .optim = "sgd",
-                       .workers = workers, .max_steps = clk.n, .tech = {.amp = b->amp},
+                       .workers = workers, .max_steps = clk.n,
+                       .tech = {.amp = b->amp, .cuda_graph = b->graph},
                        .device = b->device, .skip_eval = true,
                        .callbacks = {.ctx = &clk, .on_step = clock_step}};
     recipe_result r;
@@ -340,7 +387,8 @@ static void case_medians(const bench_setup *b, case_rounds *r, int rounds, bench
 /* The command line of `ember bench train`. */
 typedef struct {
     int threads, steps, rounds, gpt_steps;
-    const char *data_dir, *gpt_data_dir, *device, *amp, *only, *report, *json;
+    const char *data_dir, *gpt_data_dir, *device, *amp, *only, *cases, *report, *json;
+    bool cuda_graph;
 } train_bench_args;
 
 /* Fills a from argv; CMD_ARGS_RUN to go on, else the exit status. */
@@ -370,6 +418,11 @@ static int parse_args(int argc, char **argv, train_bench_args *a)
          .help = "autocast dtype (f16 with a grad scaler; default off)"},
         {"only", CMD_OPT_CHOICE, &a->only, NULL, "run only the Fashion-MNIST cases or only gpt",
          .choices = "fashion|gpt"},
+        {"cases", CMD_OPT_STRING, &a->cases, "LIST",
+         .help = "run only these cases, comma-separated (mlp_b64,gpt_b32)"},
+        {"cuda-graph", CMD_OPT_FLAG, &a->cuda_graph, NULL,
+         .help = "ember's steps replayed from a CUDA graph, PyTorch's under\n"
+                 "torch.compile(mode=\"reduce-overhead\") (cuda)"},
         {"report", CMD_OPT_STRING, &a->report, "FILE.html",
          .help = "also write the results as a chart"},
         {"json", CMD_OPT_STRING, &a->json, "FILE", .help = "also write the results as JSON"},
@@ -399,8 +452,9 @@ static void run_rounds(const train_bench_args *a, const bench_setup *b, bool fas
     for (int i = 0; i < b->n_cases; i++)
         snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? "," : "",
                  b->cases[i].name);
-    snprintf(args, sizeof args, "--threads %d --steps %d --data %s --device %s --amp %s --cases %s",
-             a->threads, a->steps, a->data_dir, a->device, a->amp, names);
+    snprintf(args, sizeof args, "--threads %d --steps %d --data %s --device %s --amp %s "
+             "--cases %s%s", a->threads, a->steps, a->data_dir, a->device, a->amp, names,
+             b->graph ? " --compile" : "");
     m->torch = true;
     for (int r = 0; r < a->rounds; r++) {
         for (int i = 0; fashion && i < b->n_cases; i++)
@@ -421,13 +475,14 @@ static void run_rounds(const train_bench_args *a, const bench_setup *b, bool fas
                                               recipe_default_workers(b->device),
                                               case_steps(&b->cases[i], gpu, a->steps));
         }
-        for (int g = 0; gpt && g < BENCH_GPT_CASES; g++) {
+        for (int g = 0; gpt && g < b->n_gpt; g++) {
             char gpt_args[1400];
             snprintf(gpt_args, sizeof gpt_args, "bench --threads %d --steps %d --batch %d "
-                     "--block %d --amp %s --device %s --data %s", a->threads, a->gpt_steps,
-                     gpt_cases[g].batch, gpt_cases[g].block, a->amp, a->device, a->gpt_data_dir);
-            m->ember_gpt[g][r] = ember_gpt_tokens_per_s(text, &gpt_cases[g], a->gpt_steps,
-                                                        b->amp, b->device, &m->gpt_team[g]);
+                     "--block %d --amp %s --device %s --data %s%s", a->threads, a->gpt_steps,
+                     b->gpt[g].batch, b->gpt[g].block, a->amp, a->device, a->gpt_data_dir,
+                     b->graph ? " --compile" : "");
+            m->ember_gpt[g][r] = ember_gpt_tokens_per_s(text, &b->gpt[g], a->gpt_steps, b,
+                                                        &m->gpt_team[g]);
             m->torch = m->torch && bench_run_torch_script("gpt_torch.py", gpt_args, torch_gpt_line,
                                                        &m->torch_gpt[g][r]);
         }
@@ -479,15 +534,16 @@ static int report_results(const train_bench_args *a, const bench_setup *b, bool 
                            .rounds = a->rounds,
                            .train_workers = recipe_default_workers(b->device),
                            .about = em_device_describe(b->device, about, sizeof about),
-                           .torch = m->torch && *bench_torch_about() ? bench_torch_about() : NULL};
+                           .torch = m->torch && *bench_torch_about() ? bench_torch_about() : NULL,
+                           .cuda_graph = b->graph};
     bench_case_result results[BENCH_MAX_CASES] = {0};
-    int n_cases = fashion ? b->n_cases : 0, n_gpt = gpt ? BENCH_GPT_CASES : 0;
+    int n_cases = fashion ? b->n_cases : 0, n_gpt = gpt ? b->n_gpt : 0;
     case_medians(b, m->per_case, a->rounds, results);
     bench_train_print(&info, results, n_cases);
     bench_gpt_result gpt_results[BENCH_GPT_CASES];
     for (int g = 0; g < n_gpt; g++)
         gpt_results[g] = (bench_gpt_result){
-            .name = gpt_cases[g].name, .goal = b->amp == EM_F32 ? gpt_cases[g].goal : 0,
+            .name = b->gpt[g].name, .goal = b->amp == EM_F32 && !b->graph ? b->gpt[g].goal : 0,
             .tokens = median(m->ember_gpt[g], a->rounds),
             .torch = m->torch ? median(m->torch_gpt[g], a->rounds) : 0,
             .team = m->gpt_team[g] / a->rounds};
@@ -527,6 +583,52 @@ static bool load_inputs(const train_bench_args *a, const bench_setup *b, bool fa
     return true;
 }
 
+/* Whether name is one of list's comma-separated names (every name when list is NULL). */
+static bool listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (!strncmp(p, name, n) && (p[n] == ',' || p[n] == '\0'))
+            return true;
+    return !list;
+}
+
+/* b's cases: the device's, of the kind --only names and among --cases; false after saying why
+ * when --cases names one there is not. */
+static bool choose_cases(const train_bench_args *a, bench_setup *b)
+{
+    bool gpu = b->device == EM_CUDA;
+    const bench_case *all = gpu ? gpu_cases : cpu_cases;
+    int n_all = gpu ? (int)(sizeof gpu_cases / sizeof gpu_cases[0])
+                    : (int)(sizeof cpu_cases / sizeof cpu_cases[0]);
+    bool fashion = !a->only || !strcmp(a->only, "fashion");
+    bool gpt = !a->only || !strcmp(a->only, "gpt");
+    char known[256] = "";
+    for (int i = 0; i < n_all; i++) {
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s ", all[i].name);
+        if (fashion && listed(a->cases, all[i].name))
+            b->cases[b->n_cases++] = all[i];
+    }
+    for (int g = 0; g < BENCH_GPT_CASES; g++) {
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s ", gpt_cases[g].name);
+        if (gpt && listed(a->cases, gpt_cases[g].name))
+            b->gpt[b->n_gpt++] = gpt_cases[g];
+    }
+    for (const char *p = a->cases; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        size_t n = strcspn(p, ",");
+        bool found = false;
+        for (const char *k = known; *k; k += strcspn(k, " ") + 1)
+            found |= strcspn(k, " ") == n && !strncmp(k, p, n);
+        if (!found) {
+            known[strlen(known) - 1] = '\0'; /* the last separator */
+            fprintf(stderr, "ember bench train: --cases: no case '%.*s' on %s (the cases: %s)\n",
+                    (int)n, p, a->device, known);
+            return false;
+        }
+    }
+    return true;
+}
+
 int bench_train(int argc, char **argv)
 {
     train_bench_args a;
@@ -538,16 +640,13 @@ int bench_train(int argc, char **argv)
     if (bad_device) /* before any work */
         return bad_device;
     omp_set_num_threads(a.threads);
-    bool gpu = device == EM_CUDA;
-    bench_setup b = {.cases = gpu ? gpu_cases : cpu_cases,
-                     .n_cases = gpu ? (int)(sizeof gpu_cases / sizeof gpu_cases[0])
-                                    : (int)(sizeof cpu_cases / sizeof cpu_cases[0]),
-                     .device = device,
+    bench_setup b = {.device = device, .graph = a.cuda_graph,
                      .amp = !strcmp(a.amp, "f16")    ? EM_F16
                             : !strcmp(a.amp, "bf16") ? EM_BF16
                                                      : EM_F32};
-    bool fashion = !a.only || !strcmp(a.only, "fashion");
-    bool gpt = !a.only || !strcmp(a.only, "gpt");
+    if (!choose_cases(&a, &b))
+        return 2;
+    bool fashion = b.n_cases > 0, gpt = b.n_gpt > 0;
     if (a.json && em_atomic_file_check(a.json) != EM_OK) { /* before any work */
         fprintf(stderr, "ember bench train: --json: %s\n", em_error());
         return 2;

@@ -33,6 +33,7 @@ typedef struct {
     const char *device, *about, *amp;
     const char *torch; /* bench_torch_about() of the PyTorch that ran beside; NULL when none did */
     int threads, rounds, train_workers;
+    bool cuda_graph;   /* ember replayed CUDA graphs, PyTorch ran torch.compile(reduce-overhead) */
 } bench_run_info;
 
 /* The two tables on stdout: samples/s next to PyTorch; FLOPs, bound and ember train's rate. */

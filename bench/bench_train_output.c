@@ -44,6 +44,9 @@ void bench_train_print(const bench_run_info *info, const bench_case_result *c, i
            "after warm-up, then the median of %d rounds\n", info->device, info->about,
            info->amp, info->threads, info->rounds);
     printf("beside %s\n", info->torch ? info->torch : "no PyTorch (its half did not run)");
+    if (info->cuda_graph)
+        printf("ember's steps replayed from a CUDA graph (ember train's with --cuda-graph), "
+               "PyTorch's under torch.compile(mode=\"reduce-overhead\")\n");
     if (n == 0)
         return;
     printf("%-12s %16s %16s %8s %6s %5s\n", "case", "ember samples/s", "torch samples/s",
@@ -123,10 +126,10 @@ em_status bench_train_json(const char *path, const bench_run_info *info,
     json_t *cases = json_array();
     for (int i = 0; cases && i < n; i++)
         json_array_append_new(cases, case_json(&c[i]));
-    json_t *j = json_pack("{s:s, s:s, s:s?, s:s, s:i, s:i, s:i, s:o}", "device", info->device,
-                          "about", info->about, "torch", info->torch, "amp", info->amp,
-                          "threads", info->threads,
-                          "rounds", info->rounds, "train_workers", info->train_workers,
+    json_t *j = json_pack("{s:s, s:s, s:s?, s:s, s:i, s:i, s:i, s:b, s:o}", "device",
+                          info->device, "about", info->about, "torch", info->torch, "amp",
+                          info->amp, "threads", info->threads, "rounds", info->rounds,
+                          "train_workers", info->train_workers, "cuda_graph", info->cuda_graph,
                           "cases", cases);
     for (int g = 0; j && g < n_gpt; g++) {
         json_t *o = json_object();

@@ -6,8 +6,9 @@ GPT-2's init scheme, the same windows in the same order (ember's random sampler 
 Philox-keyed), AdamW with weight decay on matrices only, warm-up + cosine, clipping at 1.
 
   gpt_torch.py train [--steps N --batch B --lr X --seed S --threads T]  one JSON summary line
-  gpt_torch.py bench [--steps N --batch B --block T --threads T --amp off|f16|bf16]
-               `gpt_bBATCH_tBLOCK tokens_per_s X`
+  gpt_torch.py bench [--steps N --batch B --block T --threads T --amp off|f16|bf16 --compile]
+               `gpt_bBATCH_tBLOCK tokens_per_s X` (--compile: the model under
+               torch.compile(mode="reduce-overhead"), or a line saying why it cannot compile)
   gpt_torch.py sample --load FILE [--prompt TEXT --tokens N --temperature T --top-k K --seed S
                --threads T --text]   `cache chars_per_s X` and `no_cache chars_per_s X`: `ember
                sample gpt`'s generation from the same model file, with a key/value cache and
@@ -206,22 +207,27 @@ def synchronize(device):
 def bench(a, vocab, ids, n_train):
     """Tokens/s of training steps on a.device on windows of a.block characters (the recipe's
     model with that many positions), forward and loss under autocast to a.amp unless it is off
-    (f16 with a grad scaler, unscaled before clipping): the median step after 3 warm-up steps, a
-    step's time including copying its batch to the device and waiting for the device."""
+    (f16 with a grad scaler, unscaled before clipping): the median step after 3 warm-up steps (6
+    compiled: compiling, recording the graphs), a step's time including copying its batch to the
+    device and waiting for the device."""
     torch.manual_seed(0)
     model = GPT(len(vocab), a.block, N_LAYER, N_HEAD, N_EMBD).to(a.device)
     opt = optimizer(model, a.lr)
+    run = torch.compile(model, mode="reduce-overhead") if a.compile else model
+    warmup = 6 if a.compile else 3
     amp = {"off": None, "f16": torch.float16, "bf16": torch.bfloat16}[a.amp]
     scaler = torch.amp.GradScaler(a.device) if amp == torch.float16 else None
-    starts = window_starts(a.seed, n_train - a.block, (a.steps + 3) * a.batch)
+    starts = window_starts(a.seed, n_train - a.block, (a.steps + warmup) * a.batch)
     times = []
-    for step in range(a.steps + 3):
+    for step in range(a.steps + warmup):
         x, y = batch_of(ids, starts[step * a.batch:(step + 1) * a.batch], a.block)
         synchronize(a.device)
         t0 = time.perf_counter()
+        if a.compile:  # a new step for the graphs' outputs
+            torch.compiler.cudagraph_mark_step_begin()
         x, y = x.to(a.device), y.to(a.device)
         with torch.autocast(a.device, dtype=amp, enabled=amp is not None):
-            loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+            loss = F.cross_entropy(run(x).flatten(0, 1), y.flatten())
         opt.zero_grad(set_to_none=True)
         if scaler:
             scaler.scale(loss).backward()
@@ -235,7 +241,7 @@ def bench(a, vocab, ids, n_train):
         else:
             opt.step()
         synchronize(a.device)
-        if step >= 3:
+        if step >= warmup:
             times.append(time.perf_counter() - t0)
     print(f"gpt_b{a.batch}_t{a.block} tokens_per_s "
           f"{a.batch * a.block / statistics.median(times):.0f}", flush=True)
@@ -348,6 +354,8 @@ def main():
     ap.add_argument("--amp", choices=["off", "f16", "bf16"], default="off",
                     help="bench: autocast dtype of the forward and loss")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="bench: where")
+    ap.add_argument("--compile", action="store_true",
+                    help='bench: the model under torch.compile(mode="reduce-overhead")')
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--load", help="sample: a model file of `ember train gpt --save`")
     ap.add_argument("--prompt", default="\n")
@@ -361,7 +369,16 @@ def main():
     if a.mode == "sample":
         return sample(a)
     vocab, ids, n_train = load_text(a.data)
-    (train if a.mode == "train" else bench)(a, vocab, ids, n_train)
+    if a.mode == "train":
+        return train(a, vocab, ids, n_train)
+    try:
+        bench(a, vocab, ids, n_train)
+    except Exception as e:  # the compiler's backends fail in many ways; say which
+        if not a.compile:
+            raise
+        text = str(e).strip().splitlines()
+        print(f"gpt_b{a.batch}_t{a.block}: this PyTorch cannot compile it: "
+              f"{type(e).__name__}: {text[0] if text else ''}", flush=True)
 
 
 if __name__ == "__main__":

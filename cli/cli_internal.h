@@ -14,6 +14,7 @@ int cli_cmd_demo(int argc, char **argv);     /* cli/demo.c: a small regression w
 int cli_cmd_train(int argc, char **argv);    /* cli/train_cmd.c: train a recipe */
 int cli_cmd_eval(int argc, char **argv);     /* cli/train_cmd.c: evaluate a saved model */
 int cli_cmd_summary(int argc, char **argv);  /* cli/summary_cmd.c: a model's module table */
+int cli_cmd_lr_find(int argc, char **argv);  /* cli/lr_find_cmd.c: the lr range test */
 int cli_cmd_compare(int argc, char **argv);  /* cli/compare_cmd.c: techniques side by side */
 int cli_cmd_profile(int argc, char **argv);  /* cli/profile_cmd.c: where a step's time goes */
 int cli_cmd_quantize(int argc, char **argv); /* cli/quantize_cmd.c: int8 quantization */

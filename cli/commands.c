@@ -19,6 +19,7 @@ static const command commands[] = {
     {"train", cli_cmd_train, "train a reference recipe (mlp, cnn, deepmlp, gpt)"},
     {"eval", cli_cmd_eval, "test accuracy (gpt: val loss) of a saved model"},
     {"summary", cli_cmd_summary, "a model's modules, output shapes and parameter counts"},
+    {"lr-find", cli_cmd_lr_find, "the learning-rate range test: a suggested lr and its curve"},
     {"compare", cli_cmd_compare, "each training technique off and on, side by side"},
     {"profile", cli_cmd_profile, "where a training step's time goes: a table and a trace"},
     {"quantize", cli_cmd_quantize, "INT8 quantization of a saved model"},

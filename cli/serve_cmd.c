@@ -72,8 +72,9 @@ static int parse_serve_args(int argc, char **argv, serve_args *a, const recipe_s
         .operands_optional = true,
         .about = "Serves a saved model over HTTP/JSON on 127.0.0.1: POST /predict "
                  "{\"input\":[...],\n\"priority\":\"low|normal|high|critical\",\"timeout_ms\":N}, "
-                 "GET /health, GET /stats.\nSIGTERM drops the requests still being sent, "
-                 "drains the ones in flight, then exits.\nA request's input is one sample of the "
+                 "GET /health, GET /stats.\nSIGTERM refuses new connections, drops the requests still "
+                 "being sent,\nanswers the ones in flight (closing their connections), then "
+                 "exits.\nA request's input is one sample of the "
                  "shape --input-shape gives, else the model file's\n(input_shape), else its "
                  "recipe's. RECIPE: only for a file of weights alone.",
         .more_help = cmd_list_image_recipes, .opts = opts};

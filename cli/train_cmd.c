@@ -58,6 +58,8 @@ static void print_summary(const recipe_train_opts *o, const recipe_result *r)
     em_json_set_real(j, "clip", o->tech.clip > 0 ? o->tech.clip : o->recipe->clip, -1);
     json_object_set_new(j, "guard", json_boolean(o->tech.guard));
     json_object_set_new(j, "checkpoint_activations", json_boolean(o->tech.checkpoint_activations));
+    if (o->tech.cuda_graph)
+        json_object_set_new(j, "cuda_graph_replays", json_integer(r->graph_replays));
     em_json_print_line(stdout, j);
     json_decref(j);
 }
@@ -155,6 +157,8 @@ static int parse_train_args(int argc, char **argv, train_args *a)
          .choices = "cpu|cuda"},
         {"tf32", CMD_OPT_FLAG, &a->tf32, NULL,
          .help = "f32 matrix products on TF32 tensor cores (cuda; off by default)"},
+        {"cuda-graph", CMD_OPT_FLAG, &a->o.tech.cuda_graph, NULL,
+         .help = "capture each step as a CUDA graph and replay it (cuda)"},
         {"mem-budget", CMD_OPT_SIZE, &a->o.mem_budget, "BYTES", "hold the device's memory to BYTES",
          .range = CMD_AT_LEAST(1)},
         {"find-batch", CMD_OPT_FLAG, &a->o.find_batch, NULL,

@@ -7,6 +7,8 @@
 
 em_char_vocab em_char_vocab_of(const char *text, size_t n)
 {
+    if (n > 0 && !em_present(text, "em_char_vocab_of", "text"))
+        return (em_char_vocab){0};
     bool seen[256] = {false};
     for (size_t i = 0; i < n; i++)
         seen[(unsigned char)text[i]] = true;
@@ -23,6 +25,9 @@ em_char_vocab em_char_vocab_of(const char *text, size_t n)
 
 em_status em_char_vocab_from(const char *chars, size_t n, em_char_vocab *v)
 {
+    if (!em_present(chars, "em_char_vocab_from", "chars") ||
+        !em_present(v, "em_char_vocab_from", "v"))
+        return EM_ERR_ARG;
     if (n == 0 || n > 256)
         return em_set_error(EM_ERR_ARG, "em_char_vocab_from: a vocabulary holds 1 to 256 "
                             "characters, not %zu", n);
@@ -38,6 +43,10 @@ em_status em_char_vocab_from(const char *chars, size_t n, em_char_vocab *v)
 
 em_status em_char_vocab_encode(const em_char_vocab *v, const char *text, size_t n, uint8_t *ids)
 {
+    const char *fn = "em_char_vocab_encode";
+    if (!em_present(v, fn, "v") || (n > 0 && (!em_present(text, fn, "text") ||
+                                              !em_present(ids, fn, "ids"))))
+        return EM_ERR_ARG;
     for (size_t i = 0; i < n; i++) {
         int id = v->ids[(unsigned char)text[i]];
         if (id < 0) {
@@ -55,6 +64,10 @@ em_status em_char_vocab_encode(const em_char_vocab *v, const char *text, size_t 
 
 em_status em_char_vocab_decode(const em_char_vocab *v, const int64_t *ids, size_t n, char *text)
 {
+    const char *fn = "em_char_vocab_decode";
+    if (!em_present(v, fn, "v") || (n > 0 && (!em_present(ids, fn, "ids") ||
+                                              !em_present(text, fn, "text"))))
+        return EM_ERR_ARG;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= v->size)
             return em_set_error(EM_ERR_ARG, "em_char_vocab_decode: id %lld (at %zu) is outside "

@@ -1,7 +1,8 @@
 /* The HTTP front of the engine: libmicrohttpd with a thread per connection (a request's thread
  * waits on its future, so concurrent requests become one batch), a bounded body, connections
  * bounded in number and in the time they take to send a request (http/http_guard.h), JSON in
- * and out through serve/request.h, and a drain on stop. */
+ * and out through serve/request.h, and a drain on stop: no new connection, every answer given
+ * while draining closes its connection. */
 #include <arpa/inet.h>
 #include <jansson.h>
 #include <math.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,8 +40,10 @@ typedef struct {
     bool answering; /* received whole: counted in flight */
 } upload;
 
-/* Queues json (freed here) as the answer; with close set, the connection closes after it. */
-static enum MHD_Result reply_and(struct MHD_Connection *c, unsigned code, char *json, bool close)
+/* Queues json (freed here) as the answer; with close set, the connection closes after it (the
+ * client is told so), as every connection does once the server drains. */
+static enum MHD_Result reply_and(http_server *s, struct MHD_Connection *c, unsigned code,
+                                 char *json, bool close)
 {
     if (!json)
         return MHD_NO;
@@ -50,16 +54,16 @@ static enum MHD_Result reply_and(struct MHD_Connection *c, unsigned code, char *
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", "application/json");
-    if (close)
+    if (close || atomic_load(&s->draining))
         MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);
     return ret;
 }
 
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, char *json)
+static enum MHD_Result reply(http_server *s, struct MHD_Connection *c, unsigned code, char *json)
 {
-    return reply_and(c, code, json, false);
+    return reply_and(s, c, code, json, false);
 }
 
 /* {"error":"<message>"}, written by ember's JSON module (a message that is not UTF-8, as a cut
@@ -73,9 +77,10 @@ static char *error_json(const char *msg)
     return json;
 }
 
-static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned code, const char *msg)
+static enum MHD_Result reply_error(http_server *s, struct MHD_Connection *c, unsigned code,
+                                   const char *msg)
 {
-    return reply(c, code, error_json(msg));
+    return reply(s, c, code, error_json(msg));
 }
 
 static double now_ms(void)
@@ -116,14 +121,14 @@ static enum MHD_Result predict(http_server *s, struct MHD_Connection *c, const u
     char err[256];
     if (u->too_large) {
         snprintf(err, sizeof err, "body larger than %zu bytes", s->o.max_body);
-        return reply_error(c, 400, err);
+        return reply_error(s, c, 400, err);
     }
     em_predict_request req;
     em_status parsed = em_predict_request_parse(u->body ? u->body : "", u->len,
                                                 em_engine_sample_shape(s->engine), &req, err,
                                                 sizeof err);
     if (parsed != EM_OK)
-        return reply_error(c, em_predict_http_status(parsed), err);
+        return reply_error(s, c, em_predict_http_status(parsed), err);
     int64_t n = req.n_instances ? req.n_instances : 1;
     em_tensor **ys = calloc((size_t)n, sizeof *ys);
     em_status st = ys ? run_samples(s, &req, req.timeout_ms > 0 ? req.timeout_ms : s->o.timeout_ms,
@@ -134,10 +139,10 @@ static enum MHD_Result predict(http_server *s, struct MHD_Connection *c, const u
     if (st != EM_OK) {
         unsigned code = st == EM_ERR_BUSY ? 503 : st == EM_ERR_TIMEOUT ? 504
                         : st == EM_ERR_ARG ? 400 : 500;
-        r = reply_error(c, code, em_error());
+        r = reply_error(s, c, code, em_error());
         em_error_clear();
     } else {
-        r = reply(c, 200, req.n_instances ? em_predict_batch_response(ys, n)
+        r = reply(s, c, 200, req.n_instances ? em_predict_batch_response(ys, n)
                                           : em_predict_response(ys[0]));
     }
     for (int64_t i = 0; ys && i < n; i++)
@@ -159,7 +164,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
             return MHD_NO;
         *con_cls = u;
         if (http_guard_refused(c))
-            return reply_and(c, 503, error_json("the server is at its connection limit, every "
+            return reply_and(s, c, 503, error_json("the server is at its connection limit, every "
                                                 "connection busy with a request"), true);
         return MHD_YES;
     }
@@ -189,21 +194,19 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         atomic_fetch_add(&s->in_flight, 1);
         http_guard_answering(s->guard, c);
     }
-    if (atomic_load(&s->draining))
-        return reply_error(c, 503, "the server is shutting down");
     if (!strcmp(url, "/health") && get) {
         char *json = strdup("{\"status\":\"ok\"}");
-        return reply(c, 200, json);
+        return reply(s, c, 200, json);
     }
     if (!strcmp(url, "/stats") && get) {
         em_engine_stats st = em_engine_get_stats(s->engine);
-        return reply(c, 200, em_engine_stats_json(&st));
+        return reply(s, c, 200, em_engine_stats_json(&st));
     }
     if (!strcmp(url, "/predict") && post)
         return predict(s, c, u);
     if (!strcmp(url, "/predict") || !strcmp(url, "/health") || !strcmp(url, "/stats"))
-        return reply_error(c, 405, "method not allowed");
-    return reply_error(c, 404, "no such endpoint (POST /predict, GET /health, GET /stats)");
+        return reply_error(s, c, 405, "method not allowed");
+    return reply_error(s, c, 404, "no such endpoint (POST /predict, GET /health, GET /stats)");
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -273,6 +276,11 @@ int http_server_stop(http_server *s, double drain_s)
 {
     atomic_store(&s->draining, true);
     MHD_socket listen = MHD_quiesce_daemon(s->daemon);
+    /* Linux stops listening at once: a connection not yet accepted, or one tried from now on,
+     * is refused instead of waiting unanswered in the backlog; the socket is closed once
+     * libmicrohttpd's threads are done with it */
+    if (listen != MHD_INVALID_SOCKET)
+        shutdown(listen, SHUT_RDWR);
     http_guard_drop_waiting(s->guard);
     struct timespec tick = {0, 5000000};
     for (double waited = 0; atomic_load(&s->in_flight) > 0 && waited < drain_s; waited += 0.005)

@@ -23,9 +23,10 @@ typedef struct http_server http_server;
 /* Starts serving engine (borrowed) on 127.0.0.1; NULL with a message on stderr. */
 http_server *http_server_start(em_engine *engine, http_server_opts o);
 int http_server_port(const http_server *s);
-/* Drains: stops accepting connections, closes those waiting for (the rest of) a request,
- * answers new requests 503, waits up to drain_s for the requests in flight (received whole) to
- * be answered, then stops. Returns the requests still in flight (0 when all were answered). */
+/* Drains: stops listening (a new connection is refused), closes the connections waiting for
+ * (the rest of) a request, waits up to drain_s for the requests in flight (received whole) to
+ * be answered, each answer closing its connection (Connection: close), then stops. Returns the
+ * requests still in flight (0 when all were answered). */
 int http_server_stop(http_server *s, double drain_s);
 
 #endif

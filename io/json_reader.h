@@ -14,7 +14,9 @@
 
 #include "ember/tensor/error.h"
 
-#define EM_JSON_MAX_DEPTH 64 /* the most any reader nests */
+/* the most any reader nests: a whole-model file's tree takes two levels a module, 64 modules
+ * deep, and its settings */
+#define EM_JSON_MAX_DEPTH 160
 
 typedef enum {
     EM_JSON_ERROR,      /* the text is not JSON or broke a limit: the error is recorded */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/json_reader.h"
 #include "models/model_file_internal.h"
 #include "nn/nn_internal.h"
 #include "export/serialize.h"
@@ -11,6 +12,19 @@
 
 #define MAX_DEPTH 64       /* modules nested deeper than this are refused */
 #define MAX_MODULES 100000 /* and trees with more modules */
+
+/* What a tree's text may hold, read with the bounded reader before a tree of it is built (one
+ * takes ~77 times the text's size): each module's node, type, settings and children in
+ * VALUES_PER_MODULE values, for at most MAX_MODULES modules and no more than FREE_MODULES
+ * (activations, pooling, containers: modules without tensors) and MODULES_PER_TENSOR for each
+ * tensor of the file; two levels of JSON a module and two for settings; names and strings of
+ * at most MAX_STRING bytes. */
+#define VALUES_PER_MODULE 32
+#define FREE_MODULES 1024
+#define MODULES_PER_TENSOR 4
+#define MAX_STRING 4096
+#define MAX_JSON_DEPTH (2 * MAX_DEPTH + 4)
+_Static_assert(MAX_JSON_DEPTH <= EM_JSON_MAX_DEPTH, "the reader nests as deep as a tree may");
 
 typedef struct {
     const char *file;
@@ -221,6 +235,32 @@ static double file_elements(const em_safetensors *st)
     return n;
 }
 
+/* Reads the tree's text (n bytes) within the limits above for a file of st's tensors: EM_OK, or
+ * an error naming the limit and the byte where it was passed, or what is malformed. */
+static em_status check_tree_text(const em_safetensors *st, const char *file, const char *text,
+                                 size_t n)
+{
+    double modules = FREE_MODULES + MODULES_PER_TENSOR * (double)st->n_tensors;
+    int64_t values = (int64_t)(modules < MAX_MODULES ? modules : MAX_MODULES) * VALUES_PER_MODULE;
+    em_json_reader r;
+    em_json_reader_init(&r, "em_model_load", file, text, n,
+                        (em_json_limits){.max_depth = MAX_JSON_DEPTH, .max_values = values,
+                                         .max_string = MAX_STRING});
+    em_json_token t;
+    do
+        t = em_json_next(&r);
+    while (t != EM_JSON_END && t != EM_JSON_ERROR);
+    em_json_reader_free(&r);
+    if (t == EM_JSON_END || !r.over_limit)
+        return em_error_status();
+    char why[256];
+    const char *at = strstr(em_error(), "at byte ");
+    snprintf(why, sizeof why, "%s", at ? at : em_error());
+    em_error_clear();
+    return em_set_error(EM_ERR_IO, "em_model_load: %s: the tree is deeper or larger than ember "
+                        "loads for a file of %d tensors (%s)", file, st->n_tensors, why);
+}
+
 /* The model st's tree describes, checked and built (weights not loaded yet). */
 static em_module *build_tree(const em_safetensors *st, const char *file, bool *training)
 {
@@ -230,7 +270,10 @@ static em_module *build_tree(const em_safetensors *st, const char *file, bool *t
                      "(em_module_load reads a file of weights)", file, EM_MODEL_META_KEY);
         return NULL;
     }
-    json_t *root = em_json_parse("em_model_load", file, text, strlen(text));
+    size_t n = strlen(text);
+    if (check_tree_text(st, file, text, n) != EM_OK)
+        return NULL;
+    json_t *root = em_json_parse("em_model_load", file, text, n);
     json_t *version = json_object_get(root, "version"), *model = json_object_get(root, "model");
     json_t *train = json_object_get(root, "training");
     tree_walk w = {.file = file};

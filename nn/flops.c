@@ -1,6 +1,7 @@
 /* FLOP counts read off a traced forward: every module's own FLOPs as its type counts them, and
  * the matrix products of a model (the layers of matmul trait: Linear, Conv1d, Conv2d), their
  * sizes for one sample and the FLOPs of a training step over them. */
+#include <math.h>
 #include <string.h>
 
 #include "nn/nn_internal.h"
@@ -54,6 +55,8 @@ double em_matmul_macs(const em_matmul_layer *l)
 
 double em_matmul_train_flops(const em_matmul_layer *l, int n)
 {
+    if (!em_array_present(l, n, "em_matmul_train_flops", "l", "n"))
+        return NAN;
     double flops = 0;
     for (int i = 0; i < n; i++)
         flops += 2 * em_matmul_macs(&l[i]) * (l[i].input_grad ? 3 : 2);

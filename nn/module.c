@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/name_table.h"
 #include "io/utf8.h"
 #include "nn/nn_internal.h"
 #include "tensor/core_internal.h"
@@ -37,9 +38,11 @@ const em_tensor *em_forward_hook_input(void)
     return forward_hook_input;
 }
 
-/* A root module's dotted names handed out by em_module_parameters and em_module_buffers. */
+/* A root module's dotted names handed out by em_module_parameters and em_module_buffers, each
+ * once, found through a hash table (a tree of thousands of modules has as many names). */
 struct module_names {
-    char **names; /* (n) */
+    char **names;         /* (n) */
+    em_name_table *index; /* name -> its position in names */
     int n;
 };
 
@@ -50,6 +53,7 @@ static void module_names_free(struct module_names *t)
     for (int i = 0; i < t->n; i++)
         free(t->names[i]);
     free(t->names);
+    em_name_table_free(t->index);
     free(t);
 }
 
@@ -60,7 +64,13 @@ typedef struct {
                                                           root hand out; NULL until the first */
     em_module *parent; /* the module this one is a child of, NULL for a root */
     int height;        /* levels of modules below this one (0 for a leaf) */
+    em_name_table *own_names; /* every name of its params, buffers and children, once it has
+                               * OWN_NAMES_INDEXED_FROM of them; NULL before (and after running
+                               * out of memory: a scan finds them then) */
 } module_books;
+
+/* A module with this many names checks a new one through a hash table instead of a scan. */
+#define OWN_NAMES_INDEXED_FROM 16
 
 static module_books *books(const em_module *m)
 {
@@ -87,6 +97,9 @@ em_module *em_module_alloc(size_t size, const em_module_type *type)
 
 static bool name_taken(const em_module *m, const char *name)
 {
+    int64_t unused;
+    if (books(m)->own_names)
+        return em_name_table_get(books(m)->own_names, name, &unused);
     for (int i = 0; i < m->n_params; i++)
         if (!strcmp(m->params[i].name, name))
             return true;
@@ -97,6 +110,51 @@ static bool name_taken(const em_module *m, const char *name)
         if (!strcmp(m->children[i].name, name))
             return true;
     return false;
+}
+
+/* list (n elements of size bytes) with room for one more: it doubles when n is a power of two
+ * (or 0), so that n additions copy O(n) elements; NULL when out of memory (list as it was). */
+static void *room_for_one(void *list, int n, size_t size)
+{
+    if (n & (n - 1))
+        return list;
+    return realloc(list, (size_t)(n ? 2 * n : 1) * size);
+}
+
+/* Adds every name of m to a new table; NULL when out of memory. */
+static em_name_table *index_own_names(const em_module *m)
+{
+    int n = m->n_params + m->n_buffers + m->n_children;
+    em_name_table *t = em_name_table_new((size_t)n * 2);
+    bool ok = t != NULL;
+    for (int i = 0; ok && i < m->n_params; i++)
+        ok = em_name_table_add(t, m->params[i].name, 0, NULL) >= 0;
+    for (int i = 0; ok && i < m->n_buffers; i++)
+        ok = em_name_table_add(t, m->buffers[i].name, 0, NULL) >= 0;
+    for (int i = 0; ok && i < m->n_children; i++)
+        ok = em_name_table_add(t, m->children[i].name, 0, NULL) >= 0;
+    if (!ok)
+        em_name_table_free(t);
+    return ok ? t : NULL;
+}
+
+/* Records that m has gained the name (its own copy); the table is dropped when it cannot take
+ * it, so that it never lacks a name. */
+static void note_name(em_module *m, const char *name)
+{
+    module_books *b = books(m);
+    if (!b->own_names && m->n_params + m->n_buffers + m->n_children >= OWN_NAMES_INDEXED_FROM)
+        b->own_names = index_own_names(m);
+    else if (b->own_names && em_name_table_add(b->own_names, name, 0, NULL) < 0) {
+        em_name_table_free(b->own_names);
+        b->own_names = NULL;
+    }
+}
+
+void em_module_names_changed(em_module *m)
+{
+    em_name_table_free(books(m)->own_names);
+    books(m)->own_names = NULL;
 }
 
 /* Checks m and name for an add_* call; false with an error set. */
@@ -129,7 +187,7 @@ static em_tensor *add_tensor(em_module *m, em_named_tensor **list, int *n, const
         em_release(value);
         return NULL;
     }
-    em_named_tensor *grown = realloc(*list, (size_t)(*n + 1) * sizeof **list);
+    em_named_tensor *grown = room_for_one(*list, *n, sizeof **list);
     char *copy = strdup(name);
     if (!grown || !copy) {
         if (grown)
@@ -144,6 +202,7 @@ static em_tensor *add_tensor(em_module *m, em_named_tensor **list, int *n, const
     em_scope_forget(value);
     (*list)[*n] = (em_named_tensor){.name = copy, .value = value};
     (*n)++;
+    note_name(m, copy);
     return value;
 }
 
@@ -211,7 +270,7 @@ em_module *em_module_add_child(em_module *m, const char *name, em_module *child)
             em_module_free(child);
         return NULL;
     }
-    em_named_module *grown = realloc(m->children, (size_t)(m->n_children + 1) * sizeof *grown);
+    em_named_module *grown = room_for_one(m->children, m->n_children, sizeof *grown);
     char *copy = strdup(name);
     if (!grown || !copy) {
         if (grown)
@@ -223,6 +282,7 @@ em_module *em_module_add_child(em_module *m, const char *name, em_module *child)
     }
     m->children = grown;
     m->children[m->n_children++] = (em_named_module){.name = copy, .module = child};
+    note_name(m, copy);
     books(child)->parent = m;
     raise_heights(m, books(child)->height);
     return child;
@@ -278,6 +338,7 @@ void em_module_free(em_module *m)
         free(m->buffers[i].name);
     }
     module_names_free(books(m)->names);
+    em_name_table_free(books(m)->own_names);
     free(m->children);
     free(m->params);
     free(m->buffers);
@@ -458,16 +519,20 @@ static const char *intern_name(em_module *root, const char *name)
     if (!b->names && !(b->names = calloc(1, sizeof *b->names)))
         return NULL;
     struct module_names *t = b->names;
-    for (int i = 0; i < t->n; i++)
-        if (!strcmp(t->names[i], name))
-            return t->names[i];
-    char **grown = realloc(t->names, (size_t)(t->n + 1) * sizeof *grown);
+    int64_t at;
+    if (!t->index && !(t->index = em_name_table_new(64)))
+        return NULL;
+    if (em_name_table_get(t->index, name, &at))
+        return t->names[at];
+    char **grown = room_for_one(t->names, t->n, sizeof *grown);
     if (!grown)
         return NULL;
     t->names = grown;
     char *copy = strdup(name);
-    if (!copy)
+    if (!copy || em_name_table_add(t->index, copy, t->n, NULL) < 0) {
+        free(copy);
         return NULL;
+    }
     t->names[t->n++] = copy;
     return copy;
 }

@@ -247,7 +247,7 @@ double em_matmul_macs(const em_matmul_layer *l); /* multiply-accumulates per sam
 /* FLOPs per sample of a training step over n such layers, counted exactly as the products run:
  * 2 per multiply-accumulate for the forward, as many for the weight gradient and, where
  * input_grad, for the input gradient. Bias, activations, pooling, loss and optimizer are not
- * counted. */
+ * counted. NAN with an error when l is NULL with n > 0 or n < 0. */
 double em_matmul_train_flops(const em_matmul_layer *l, int n);
 
 /* The FLOPs of one eval forward of m on an input of shape `input` (batch first), each module

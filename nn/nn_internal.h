@@ -32,6 +32,11 @@ em_module *em_conv_layer_init(em_module *m, em_shape ws, int64_t n_bias, bool bi
  * no tree, for the caller to free: quantizing and pruning swap a layer for a new one this way. */
 em_module *em_module_set_child(em_module *m, int i, em_module *child);
 
+/* To be called after code outside nn/module.c renamed or removed one of m's parameters,
+ * buffers or children (pruning does): m's index of its names is rebuilt from them when next
+ * needed. */
+void em_module_names_changed(em_module *m);
+
 /* Adds child under the next number ("0", "1", ...: its count of children), as Sequential and
  * ModuleList do; when m is NULL or not of type, or child is NULL, frees both with an error naming
  * fn and returns NULL; else returns m. */

@@ -45,6 +45,7 @@ typedef struct thread_buf {
 atomic_bool em_prof_active;
 static _Atomic uint32_t session;
 static int64_t start_ns;
+static int64_t start_launches;
 static _Atomic int64_t last_step_ns, n_steps;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static thread_buf *registry;
@@ -115,6 +116,21 @@ static void gpu_timer_read(int device, void *timer, double *ms)
 {
     if (timer)
         em_backend_get((em_device)device)->timer_read(timer, ms);
+}
+
+/* Launches queued so far on every device that counts them. */
+static int64_t device_launches(void)
+{
+    int64_t n = 0;
+    for (int d = 0; d < EM_NDEVICES; d++) {
+        const em_backend *be = em_backend_get((em_device)d);
+        em_device_counts c;
+        if (be && be->counts) {
+            be->counts(&c);
+            n += (int64_t)c.launches;
+        }
+    }
+    return n;
 }
 
 static void mark_exited(void *b)
@@ -511,6 +527,7 @@ em_status em_profiler_start(em_profiler_opts opts)
     free_dead_buffers();
     control_thread = my_buf();
     start_ns = now_ns();
+    start_launches = device_launches();
     atomic_store(&last_step_ns, start_ns);
     atomic_store(&n_steps, 0);
     atomic_fetch_add(&session, 1);
@@ -600,7 +617,8 @@ em_status em_profiler_stop(void)
         return em_set_error(EM_ERR_STATE, "em_profiler_stop: the profiler is not running "
                             "(em_profiler_start first)");
     atomic_store_explicit(&em_prof_active, false, memory_order_release);
-    em_prof_run run = {.wall_ns = now_ns() - start_ns};
+    em_prof_run run = {.wall_ns = now_ns() - start_ns,
+                       .launches = device_launches() - start_launches};
     em_status st = collect(atomic_load(&session), &run);
     if (st == EM_OK)
         st = em_prof_summarise(&run, &summary);

@@ -72,6 +72,8 @@ typedef struct {
     int64_t steps;              /* em_profiler_step calls */
     double step_ms;             /* the steps' total time (the whole run when no step was marked) */
     double wall_ms;             /* start to stop */
+    int64_t launches;           /* device launches queued (kernels, copies, library calls) on
+                                   devices that count them (CUDA); 0 on the CPU */
     int64_t n_events;           /* recorded */
     int64_t n_dropped;          /* not kept: over a million events on one thread */
 } em_profile_summary;

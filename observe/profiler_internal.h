@@ -89,6 +89,7 @@ typedef struct {
     int n_threads;
     int64_t wall_ns;
     int64_t n_dropped;     /* events past a thread's cap, not kept */
+    int64_t launches;      /* device launches queued while it ran (em_device_counts) */
 } em_prof_run;
 
 /* "[64,784] x [512,784]" of an event's shapes into buf. */

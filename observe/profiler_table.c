@@ -291,7 +291,7 @@ static em_status module_rows(const em_prof_run *run, double step_ns, em_profile_
 em_status em_prof_summarise(const em_prof_run *run, em_profile_summary *out)
 {
     *out = (em_profile_summary){.wall_ms = (double)run->wall_ns / 1e6, .n_events = run->n,
-                                .n_dropped = run->n_dropped};
+                                .n_dropped = run->n_dropped, .launches = run->launches};
     int64_t step_ns = 0;
     for (int64_t i = 0; i < run->n; i++) {
         if (run->events[i].kind == EM_PROF_STEP) {
@@ -350,6 +350,10 @@ void em_profiler_print(FILE *f, int top)
     if (s->n_dropped)
         fprintf(f, "  (%lld events over the per-thread cap were not kept)\n",
                 (long long)s->n_dropped);
+    if (s->launches)
+        fprintf(f, "device launches: %.0f per step (%lld kernels, copies and library calls "
+                "queued)\n", (double)s->launches / (double)(s->steps ? s->steps : 1),
+                (long long)s->launches);
     bool gpu = false;
     for (int i = 0; i < s->n_rows; i++)
         gpu = gpu || s->rows[i].gpu_ms > 0;

@@ -18,11 +18,13 @@ static bool adam_supported(const em_backend *be)
 }
 
 static int adam_update(const em_optim *o, const em_backend *be, em_dtype dt, double lr,
-                       double weight_decay, int64_t step, const em_array_list *l)
+                       double weight_decay, int64_t step, const em_array_list *l,
+                       em_update_consts at)
 {
     const em_adam_opts *a = &o->opts.adam;
     em_adam_hparams h = {
         .lr = lr,
+        .at = at,
         .beta1 = a->beta1,
         .beta2 = a->beta2,
         .eps = a->eps,

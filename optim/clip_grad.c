@@ -1,5 +1,6 @@
 /* Gradient clipping by total norm (any order) and by value, PyTorch's clip_grad_norm_ and
- * clip_grad_value_, over the backend's norm kernel and in-place elementwise scaling. */
+ * clip_grad_value_, over the backend's norm kernel and in-place elementwise scaling; and by norm
+ * on the device alone, where its backend has a clipping kernel. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -216,6 +217,90 @@ double em_clip_grad_norm_optim(em_optim *o, double max_norm, double norm_type,
     double total = em_clip_grad_norm(ps, o->n_params, max_norm, norm_type, error_if_nonfinite);
     free(ps);
     return total;
+}
+
+/* The one device and dtype of every grad of params: false when they differ or none has one. */
+static bool one_device_dtype(em_tensor *const *params, int n, em_device *dev, em_dtype *dt)
+{
+    bool found = false;
+    for (int i = 0; i < n; i++) {
+        const em_tensor *g = params[i]->grad;
+        if (!g)
+            continue;
+        if (found && (g->device != *dev || g->dtype != *dt))
+            return false;
+        *dev = g->device;
+        *dt = g->dtype;
+        found = true;
+    }
+    return found;
+}
+
+/* Clipping by the backend's kernels on dev, every grad there in dtype dt: the norm into *total. */
+static em_status clip_on_device(const char *fn, em_tensor *const *params, int n, double max_norm,
+                                double p, em_device dev, em_dtype dt, em_tensor **total)
+{
+    const em_backend *be = em_backend_get(dev);
+    em_grad_list l;
+    em_status st = em_grad_list_make(fn, params, n, dev, dt, &l);
+    em_tensor *sums = st == EM_OK ? em_empty_on(EM_SHAPE(l.n), EM_F64, dev) : NULL;
+    em_tensor *norm = sums ? em_empty_on(EM_SCALAR_SHAPE, EM_F64, dev) : NULL;
+    if (st == EM_OK && !norm)
+        st = em_error_status();
+    if (st == EM_OK) {
+        em_array_list arrays = em_grad_list_arrays(&l);
+        st = em_kernel_status(be->norm_pow_sum(dt, p, &arrays, em_data_ptr(sums)), fn, sums);
+        if (st == EM_OK)
+            st = em_kernel_status(be->clip_grad_norm(dt, p, max_norm, em_data_ptr(sums), l.n,
+                                                     &arrays, em_data_ptr(norm)), fn, norm);
+    }
+    if (st == EM_OK)
+        st = em_grad_list_write_back(&l, params);
+    em_grad_list_free(&l);
+    em_release(sums);
+    if (st == EM_OK && total)
+        *total = norm;
+    else
+        em_release(norm);
+    return st;
+}
+
+em_status em_clip_grad_norm_optim_device(em_optim *o, double max_norm, double norm_type,
+                                         em_tensor **total)
+{
+    static const char *fn = "em_clip_grad_norm_optim_device";
+    if (total)
+        *total = NULL;
+    if (!o)
+        return em_set_error(EM_ERR_ARG, "%s: NULL optimizer", fn);
+    if (!check_order(fn, norm_type))
+        return em_error_status();
+    if (!(max_norm >= 0))
+        return em_set_error(EM_ERR_ARG, "%s: max_norm must be >= 0, got %g", fn, max_norm);
+    em_tensor **ps = calloc((size_t)o->n_params + 1, sizeof *ps);
+    if (!ps)
+        return em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+    for (int i = 0; i < o->n_params; i++)
+        ps[i] = o->params[i].param;
+    bool profiled = EM_PROFILING() && em_prof_begin(EM_PROF_REGION, "clip_grad_norm", NULL, false,
+                                                    EM_PHASE_OPTIMIZER, NULL, 0);
+    em_device dev = EM_CPU;
+    em_dtype dt = EM_F32;
+    const em_backend *be = one_device_dtype(ps, o->n_params, &dev, &dt) ? em_backend_get(dev)
+                                                                        : NULL;
+    em_status st;
+    if (be && be->clip_grad_norm && be->norm_pow_sum) {
+        st = clip_on_device(fn, ps, o->n_params, max_norm, norm_type, dev, dt, total);
+    } else {
+        double norm = clip(fn, ps, o->n_params, max_norm, norm_type, false);
+        st = isnan(norm) && em_has_error() ? em_error_status() : EM_OK;
+        if (st == EM_OK && total && !(*total = em_scalar(norm, EM_F64)))
+            st = em_error_status();
+    }
+    if (profiled)
+        em_prof_end();
+    free(ps);
+    return st;
 }
 
 em_status em_clip_grad_value(em_tensor *const *params, int n, double clip_value)

@@ -310,6 +310,8 @@ int em_grad_scaler_state(const em_grad_scaler *s, em_param_ref *out, int max)
 {
     if (!s)
         return 0;
+    if (!em_array_present(out, max, "em_grad_scaler_state", "out", "max"))
+        return -1;
     if (max > 0)
         out[0] = (em_param_ref){.name = "scale", .value = s->scale};
     if (max > 1)

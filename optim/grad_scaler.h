@@ -58,7 +58,8 @@ bool em_grad_scaler_found_inf(const em_grad_scaler *s); /* this step's checks so
 int64_t em_grad_scaler_skipped_steps(const em_grad_scaler *s); /* updates skipped since creation */
 
 /* State as named live tensors for checkpoints: "scale" (f32 0-d) and "growth_tracker" (i64
- * 0-d); returns the count (2) and writes up to max entries. Loading copies them in, needing
+ * 0-d); returns the count (2) and writes up to max entries (-1 with an error when out is NULL
+ * with max > 0, or max < 0). Loading copies them in, needing
  * both names and 0-d shapes, changing nothing on a mismatch. */
 int em_grad_scaler_state(const em_grad_scaler *s, em_param_ref *out, int max);
 em_status em_grad_scaler_load_state(em_grad_scaler *s, const em_param_ref *in, int n);

@@ -25,6 +25,14 @@ double em_clip_grad_norm_module(em_module *m, double max_norm, double norm_type,
                                 bool error_if_nonfinite);
 double em_clip_grad_norm_optim(em_optim *o, double max_norm, double norm_type,
                                bool error_if_nonfinite);
+/* em_clip_grad_norm_optim without waiting for the device: where every grad is on one device in
+ * one dtype and that device clips by itself (CUDA), the norm is summed, the coefficient taken and
+ * the grads scaled there, so the host never waits for it and a captured step can hold it
+ * (train/step_graph.h); *total (NULL: not wanted) becomes the norm as a 0-d f64 tensor on that
+ * device. Elsewhere (the CPU, grads on several devices or in several dtypes) it is
+ * em_clip_grad_norm_optim with error_if_nonfinite false, and *total a CPU tensor. */
+em_status em_clip_grad_norm_optim_device(em_optim *o, double max_norm, double norm_type,
+                                         em_tensor **total);
 /* Clamps every grad element to [-clip_value, clip_value] (NaN stays NaN). */
 em_status em_clip_grad_value(em_tensor *const *params, int n, double clip_value);
 em_status em_clip_grad_value_module(em_module *m, double clip_value);

@@ -79,7 +79,8 @@ char *em_optim_settings(const em_optim *o);
  * all groups in order) and "param.<i>.<buffer>": SGD momentum_buffer (when momentum != 0);
  * Adam/AdamW exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad); RMSprop square_avg,
  * momentum_buffer (momentum != 0), grad_avg (centered). Every buffer is zero before the first
- * step. em_optim_state returns the count and writes up to max entries; names live as long as o.
+ * step. em_optim_state returns the count and writes up to max entries (-1 with an error when out is
+ * NULL with max > 0, or max < 0); names live as long as o.
  * Loading needs every name exactly once, no unknown ones, and equal shapes. */
 int em_optim_state(const em_optim *o, em_param_ref *out, int max);
 em_status em_optim_load_state(em_optim *o, const em_param_ref *in, int n);

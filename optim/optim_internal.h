@@ -32,10 +32,14 @@ typedef struct {
     /* o's backend entry for this rule is present */
     bool (*supported)(const em_backend *be);
     /* one fused update of the parameters in l (one group, dtype and device; l->state[k] lists
-     * their state tensor k in state_names' order); step counts it, from 1 */
+     * their state tensor k in state_names' order); step counts it, from 1; at says where the
+     * launch takes its constants (inside a captured graph, device memory) */
     int (*update)(const em_optim *o, const em_backend *be, em_dtype dt, double lr,
-                  double weight_decay, int64_t step, const em_array_list *l);
+                  double weight_decay, int64_t step, const em_array_list *l,
+                  em_update_consts at);
 } em_optim_rule;
+
+typedef struct em_optim_capture em_optim_capture; /* optimizer.c: updates in a captured graph */
 
 struct em_optim {
     const em_optim_rule *rule;
@@ -50,6 +54,7 @@ struct em_optim {
     int n_groups, n_params;
     em_optim_group *groups;
     em_optim_param *params;
+    em_optim_capture *captures; /* the graphs its updates were captured in (a list) */
 };
 
 /* A new optimizer with no groups, or NULL on allocation failure. */

@@ -17,6 +17,8 @@ int em_optim_state(const em_optim *o, em_param_ref *out, int max)
 {
     if (!o)
         return 0;
+    if (!em_array_present(out, max, "em_optim_state", "out", "max"))
+        return -1;
     int n = 0;
     put(out, max, &n, "step", o->step);
     for (int g = 0; g < o->n_groups; g++)

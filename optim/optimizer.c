@@ -1,6 +1,7 @@
 /* The optimizer's shared machinery: parameter groups with their own lr and weight decay,
  * per-parameter state made when a group is added, the step loop over the backend's fused
- * updates, zero_grad and the lr accessors. The update rules are in sgd.c, adam.c, rmsprop.c. */
+ * updates (inside a captured graph: their constants in device memory, written before each
+ * replay), zero_grad and the lr accessors. The update rules are in sgd.c, adam.c, rmsprop.c. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include "autograd/autocast_copies_internal.h"
 #include "optim/optim_internal.h"
 #include "observe/profiler_internal.h"
+#include "tensor/device_graph_internal.h"
 #include "tensor/tensor_internal.h"
 
 em_tensor *em_optim_own(em_tensor *t)
@@ -100,10 +102,13 @@ static void truncate_groups(em_optim *o, int group, int param)
     o->n_groups = group < o->n_groups ? group : o->n_groups;
 }
 
+static void detach_captures(em_optim *o);
+
 void em_optim_free(em_optim *o)
 {
     if (!o)
         return;
+    detach_captures(o);
     truncate_groups(o, 0, 0);
     em_release(o->step);
     free(o->groups);
@@ -341,6 +346,133 @@ static void launch_copies(em_optim *o, const int *idx, int n, launch_lists *ls,
     }
 }
 
+/* ---- updates inside a captured graph ---- */
+
+/* A fused update recorded inside a captured step: the parameters it updates, the device memory
+ * its launch reads its constants from, and the constants last written there. */
+typedef struct {
+    int *idx, n;
+    em_tensor *consts; /* EM_UPDATE_CONSTS_BYTES bytes on the parameters' device */
+    double lr, weight_decay;
+    int64_t step;
+    bool fresh; /* the capture's own constants: the first replay runs the captured step itself,
+                   whose counts em_optim_step advanced already */
+} captured_update;
+
+/* The updates of one captured graph, in launch order; one of the optimizer's list. */
+struct em_optim_capture {
+    em_optim *optim; /* NULL once the optimizer was freed */
+    em_device_graph *graph;
+    captured_update *u;
+    int n, cap;
+    em_optim_capture *next;
+};
+
+/* Before each replay: every update's constants for this step into its device memory, and the
+ * step counts advanced as em_optim_step advances them (the first replay's were already). */
+static em_status replay_updates(void *ctx)
+{
+    static const char *fn = "em_optim_step (a graph's replay)";
+    em_optim_capture *c = ctx;
+    em_optim *o = c->optim;
+    if (!o)
+        return em_set_error(EM_ERR_STATE, "%s: the optimizer was freed before the graph", fn);
+    bool advanced = false;
+    for (int i = 0; i < c->n; i++) {
+        captured_update *u = &c->u[i];
+        const em_optim_param *first = &o->params[u->idx[0]];
+        const em_optim_group *g = &o->groups[first->group];
+        if (!u->fresh) {
+            u->step = *(const int64_t *)em_data_ptr(first->step) + 1;
+            u->lr = *(const double *)em_data_ptr(g->lr);
+            u->weight_decay = g->weight_decay;
+        }
+        em_array_list none = {0};
+        int rc = o->rule->update(o, em_tensor_backend(first->param, fn), first->param->dtype,
+                                 u->lr, u->weight_decay, u->step, &none,
+                                 (em_update_consts){em_data_ptr(u->consts), true});
+        if (em_kernel_status(rc, fn, first->param) != EM_OK)
+            return em_error_status();
+        for (int k = 0; !u->fresh && k < u->n; k++)
+            (*(int64_t *)em_data_ptr(o->params[u->idx[k]].step))++;
+        advanced |= !u->fresh;
+        u->fresh = false;
+    }
+    if (advanced)
+        (*(int64_t *)em_data_ptr(o->step))++;
+    return EM_OK;
+}
+
+static void drop_capture(void *ctx)
+{
+    em_optim_capture *c = ctx;
+    for (int i = 0; i < c->n; i++) {
+        free(c->u[i].idx);
+        em_release(c->u[i].consts);
+    }
+    for (em_optim_capture **p = c->optim ? &c->optim->captures : NULL; p && *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    free(c->u);
+    free(c);
+}
+
+static void detach_captures(em_optim *o)
+{
+    for (em_optim_capture *c = o->captures; c; c = c->next)
+        c->optim = NULL;
+    o->captures = NULL;
+}
+
+/* A new record, inside the capture of graph g on dev, of the update of the n parameters at idx:
+ * NULL + error when out of memory. */
+static captured_update *capture_update(em_optim *o, em_device_graph *g, em_device dev,
+                                       const int *idx, int n)
+{
+    static const char *fn = "em_optim_step";
+    em_optim_capture *c = o->captures;
+    while (c && c->graph != g)
+        c = c->next;
+    if (!c) {
+        if (!(c = calloc(1, sizeof *c))) {
+            em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+            return NULL;
+        }
+        *c = (em_optim_capture){.optim = o, .graph = g, .next = o->captures};
+        if (em_device_graph_on_replay(g, replay_updates, drop_capture, c) != EM_OK) {
+            free(c);
+            return NULL;
+        }
+        o->captures = c;
+    }
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 4;
+        captured_update *u = realloc(c->u, (size_t)cap * sizeof *u);
+        if (!u) {
+            em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+            return NULL;
+        }
+        c->u = u;
+        c->cap = cap;
+    }
+    captured_update *u = &c->u[c->n];
+    *u = (captured_update){.idx = malloc((size_t)n * sizeof *u->idx), .n = n,
+                           .consts = em_optim_own(em_empty_on(EM_SHAPE(EM_UPDATE_CONSTS_BYTES),
+                                                              EM_U8, dev))};
+    if (!u->idx || !u->consts) {
+        free(u->idx);
+        em_release(u->consts);
+        if (!u->idx)
+            em_set_error(EM_ERR_MEMORY, "%s: out of memory", fn);
+        return NULL;
+    }
+    memcpy(u->idx, idx, (size_t)n * sizeof *idx);
+    c->n++;
+    return u;
+}
+
 /* One fused update of the n parameters at idx (one launch's worth), their grads made contiguous
  * inside the caller's scope, their autocast copies written in the same pass (or cast after it
  * where the backend cannot); each parameter's step count advances on success. */
@@ -366,14 +498,24 @@ static em_status update_launch(em_optim *o, const int *idx, int n, launch_lists 
     const em_optim_group *g = &o->groups[first->group];
     int64_t step = step_of(first) + 1;
     const em_backend *be = em_tensor_backend(first->param, fn);
-    const double lr = *(double *)em_data_ptr(g->lr);
-    int rc = o->rule->update(o, be, first->param->dtype, lr, g->weight_decay, step, &l);
-    const bool cast_after = rc == EM_KERNEL_UNSUPPORTED && l.low;
-    if (cast_after) {
+    double lr = *(double *)em_data_ptr(g->lr);
+    em_device_graph *graph = em_device_graph_capturing(first->param->device);
+    captured_update *u = graph ? capture_update(o, graph, first->param->device, idx, n) : NULL;
+    if (graph && !u)
+        return em_error_status();
+    em_update_consts at = {u ? em_data_ptr(u->consts) : NULL, false};
+    int rc = o->rule->update(o, be, first->param->dtype, lr, g->weight_decay, step, &l, at);
+    if (rc == EM_KERNEL_UNSUPPORTED && l.low) { /* the backend cannot write the copies */
         l.low = NULL;
-        rc = o->rule->update(o, be, first->param->dtype, lr, g->weight_decay, step, &l);
+        rc = o->rule->update(o, be, first->param->dtype, lr, g->weight_decay, step, &l, at);
     }
     em_status st = em_kernel_status(rc, fn, first->param);
+    if (u) {
+        u->lr = lr;
+        u->weight_decay = g->weight_decay;
+        u->step = step;
+        u->fresh = true;
+    }
     for (int c = 0; st == EM_OK && c < n; c++) {
         em_tensor *param = o->params[idx[c]].param, *copy = ls->copy[c];
         em_storage_touch(param->storage);

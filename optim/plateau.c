@@ -101,6 +101,8 @@ int em_scheduler_state(const em_scheduler *s, em_param_ref *out, int max)
 {
     if (!em_scheduler_wants_metric(s))
         return 0;
+    if (!em_array_present(out, max, "em_scheduler_state", "out", "max"))
+        return -1;
     em_param_ref refs[N_PLATEAU_STATE] = {
         {"best", s->plateau.best},
         {"num_bad_epochs", s->plateau.num_bad},

@@ -19,12 +19,14 @@ static bool rmsprop_supported(const em_backend *be)
 }
 
 static int rmsprop_update(const em_optim *o, const em_backend *be, em_dtype dt, double lr,
-                          double weight_decay, int64_t step, const em_array_list *l)
+                          double weight_decay, int64_t step, const em_array_list *l,
+                          em_update_consts at)
 {
     (void)step;
     const em_rmsprop_opts *r = &o->opts.rmsprop;
     em_rmsprop_hparams h = {
         .lr = lr,
+        .at = at,
         .alpha = r->alpha,
         .eps = r->eps,
         .weight_decay = weight_decay,

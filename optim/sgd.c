@@ -16,11 +16,13 @@ static bool sgd_supported(const em_backend *be)
 }
 
 static int sgd_update(const em_optim *o, const em_backend *be, em_dtype dt, double lr,
-                      double weight_decay, int64_t step, const em_array_list *l)
+                      double weight_decay, int64_t step, const em_array_list *l,
+                      em_update_consts at)
 {
     const em_sgd_opts *s = &o->opts.sgd;
     em_sgd_hparams h = {
         .lr = lr,
+        .at = at,
         .momentum = s->momentum,
         .dampening = s->dampening,
         .weight_decay = weight_decay,

@@ -154,6 +154,7 @@ em_tensor *em_prune_reparametrize(em_module *m, const char *name, const char *fn
     }
     free(m->params[i].name);
     m->params[i].name = renamed;
+    em_module_names_changed(m);
     m->type = type;
     return mask;
 }
@@ -243,6 +244,7 @@ em_status em_prune_remove(em_module *m, const char *name)
     memmove(&m->buffers[b], &m->buffers[b + 1],
             sizeof *m->buffers * (size_t)(m->n_buffers - b - 1));
     m->n_buffers--;
+    em_module_names_changed(m);
     bool still = false;
     for (int p = 0; p < m->n_params; p++)
         still = still || mask_of_param(m, p);

@@ -34,7 +34,8 @@ typedef struct {
     const char *name; /* "weight" */
 } em_prune_target;
 /* Every module of the tree with a parameter "weight" of 2 or more dims (Linear, Conv2d), in
- * depth-first order, as targets named "weight"; returns the count, writes up to max. */
+ * depth-first order, as targets named "weight"; returns the count, writes up to max (-1 with an
+ * error when out is NULL with max > 0, or max < 0). */
 int em_prune_collect_targets(em_module *model, em_prune_target *out, int max);
 /* One ranking across all targets' remaining entries (PyTorch's global_unstructured). */
 em_status em_prune_global_unstructured(const em_prune_target *targets, int n,

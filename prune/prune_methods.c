@@ -250,6 +250,8 @@ static void collect(em_module *m, em_prune_target *out, int max, int *n)
 
 int em_prune_collect_targets(em_module *model, em_prune_target *out, int max)
 {
+    if (!em_array_present(out, max, "em_prune_collect_targets", "out", "max"))
+        return -1;
     int n = 0;
     if (model)
         collect(model, out, max, &n);

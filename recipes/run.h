@@ -51,6 +51,7 @@ typedef struct {
     int64_t steps;          /* micro-batches trained */
     int64_t updates;        /* optimizer updates taken */
     int64_t skipped_steps;  /* optimizer updates skipped (grad scaler or guard) */
+    int64_t graph_replays;  /* with tech.cuda_graph: steps replayed from the step's graph */
     double scale;           /* the grad scaler's final scale; 1 without one */
     double lr;              /* group 0's learning rate at the end */
     int64_t largest_batch;  /* with find_batch: the largest batch that fit */
@@ -59,6 +60,10 @@ typedef struct {
 } recipe_result;
 
 em_status recipe_train(const recipe_train_opts *o, recipe_result *r);
+/* The learning-rate range test (em_lr_find) on the run o describes (its model, optimizer,
+ * data, batch and techniques; no checkpoint, schedule or validation applies), the curve into
+ * *out (free it with em_lr_find_result_free, also after an error). */
+em_status recipe_lr_find(const recipe_train_opts *o, em_lr_find_opts f, em_lr_find_result *out);
 /* The test accuracy and mean loss (a language model: its val loss per token) of a loaded model
  * on the data its recipe scores it on, from dir (NULL: the recipe's). A model that names no
  * recipe is an image classifier scored on the test split of the IDX files in dir (Fashion-MNIST's

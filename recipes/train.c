@@ -229,6 +229,7 @@ static void fill_result(const recipe_train_opts *o, const run *r, recipe_result 
     res->steps = s.steps;
     res->updates = s.updates;
     res->skipped_steps = s.skipped;
+    res->graph_replays = s.graph_replays;
     res->activation_bytes = s.activation_bytes;
     res->scale = s.scale;
     res->lr = em_optim_get_lr(r->optim, 0);
@@ -290,4 +291,25 @@ em_status recipe_train(const recipe_train_opts *o, recipe_result *res)
     if (o->mem_budget)
         em_memory_set_budget(o->device, 0);
     return st;
+}
+
+em_status recipe_lr_find(const recipe_train_opts *o, em_lr_find_opts f, em_lr_find_result *out)
+{
+    *out = (em_lr_find_result){.suggestion = NAN};
+    if (o->save_path || o->resume_path || o->ddp || o->find_batch)
+        return em_set_error(EM_ERR_ARG, "recipe_lr_find: a range test saves, resumes, searches "
+                            "batches and runs data-parallel nothing");
+    recipe_train_opts mine = *o;
+    mine.validate = false;
+    mine.progress = false;
+    recipe_result res = {.epochs = 1, .batch = (int)(o->batch ? o->batch : o->recipe->batch)};
+    run r = {0};
+    em_status st = check_opts(&mine);
+    if (st == EM_OK)
+        st = start_run(&mine, &res, &r);
+    if (st == EM_OK)
+        st = em_lr_find(r.trainer, f, out);
+    em_status logged = em_observer_free(r.observer);
+    run_free(&r);
+    return st == EM_OK ? logged : st;
 }

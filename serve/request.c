@@ -270,7 +270,14 @@ static bool read_body(reader *r, em_predict_request *out)
 em_status em_predict_request_parse(const char *body, size_t n, em_shape sample,
                                    em_predict_request *out, char *err, size_t n_err)
 {
+    const char *fn = "em_predict_request_parse";
+    if (!em_present(out, fn, "out") || (n_err > 0 && !em_present(err, fn, "err")))
+        return EM_ERR_ARG;
     *out = (em_predict_request){.priority = EM_PRIORITY_NORMAL};
+    if (n > 0 && !em_present(body, fn, "body")) {
+        snprintf(err, n_err, "%s", em_error());
+        return EM_ERR_ARG;
+    }
     int64_t numel = em_shape_numel(&sample);
     if (numel < 1 || numel > EM_REQUEST_MAX_VALUES || sample.ndim >= EM_MAX_DIMS) {
         snprintf(err, n_err, "the model's sample has %lld values in %d dims", (long long)numel,
@@ -359,6 +366,8 @@ char *em_predict_response(const em_tensor *y)
 
 char *em_predict_batch_response(em_tensor *const *ys, int64_t n)
 {
+    if (!em_array_present(ys, n, "em_predict_batch_response", "ys", "n"))
+        return NULL;
     json_t *obj = json_object(), *list = json_array();
     bool built = obj && list && json_object_set(obj, "predictions", list) == 0;
     for (int64_t i = 0; built && i < n; i++)

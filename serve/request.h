@@ -57,7 +57,7 @@ em_request_budget em_request_budget_in_flight(void);
  * NULL when out of memory. */
 char *em_predict_response(const em_tensor *y);
 /* {"predictions":[{"output":[...],"argmax":k}, ...]} for ys[0..n), likewise. */
-char *em_predict_batch_response(em_tensor *const *ys, int64_t n);
+char *em_predict_batch_response(em_tensor *const *ys, int64_t n); /* NULL too for bad ys, n */
 /* The engine's statistics as one JSON object (malloc'd), or NULL when out of memory. */
 char *em_engine_stats_json(const em_engine_stats *s);
 

@@ -63,3 +63,14 @@ bool em_present(const void *p, const char *fn, const char *name)
         em_set_error(EM_ERR_ARG, "%s: %s is NULL", fn, name);
     return p != NULL;
 }
+
+bool em_array_present(const void *p, int64_t count, const char *fn, const char *name,
+                      const char *count_name)
+{
+    if (count < 0)
+        em_set_error(EM_ERR_ARG, "%s: %s is %lld, negative", fn, count_name, (long long)count);
+    else if (count > 0 && !p)
+        em_set_error(EM_ERR_ARG, "%s: %s is NULL with %s %lld", fn, name, count_name,
+                     (long long)count);
+    return count == 0 || (count > 0 && p);
+}

@@ -4,6 +4,7 @@
 #define EMBER_ERROR_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,6 +43,11 @@ em_status em_set_error(em_status status, const char *fmt, ...) __attribute__((fo
 /* True when p is not NULL. Otherwise records "fn: NAME is NULL" (EM_ERR_ARG) unless an error
  * is pending (a NULL passed on from a failed op keeps that op's message) and returns false. */
 bool em_present(const void *p, const char *fn, const char *name);
+/* True when count >= 0 and p is not NULL or count is 0: an array and its length as a caller
+ * passed them. Otherwise records "fn: NAME is NULL with COUNT_NAME N" or "fn: COUNT_NAME is N,
+ * negative" (EM_ERR_ARG) and returns false. */
+bool em_array_present(const void *p, int64_t count, const char *fn, const char *name,
+                      const char *count_name);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
 /* Per-device caching allocator: freed blocks wait in size-class bins for reuse; live, reserved
- * and peak bytes, cache hits and misses, and a budget on reserved bytes; thread-safe. */
+ * and peak bytes, cache hits and misses, and a budget on reserved bytes; thread-safe. Private
+ * pools (a captured graph's memory) keep their blocks apart from the shared bins. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,13 @@ typedef struct cached_block {
     struct cached_block *next;
 } cached_block;
 
+/* A block a private pool owns, in the device's sorted list of them; pool NULL once the pool
+ * was freed with the block in use (it joins the shared bins when freed). */
+typedef struct {
+    void *ptr;
+    em_private_pool *pool;
+} owned_block;
+
 typedef struct {
     pthread_mutex_t lock;
     em_memory_stats stats;
@@ -29,7 +37,21 @@ typedef struct {
     size_t window_peak;  /* the most live bytes since the last em_memory_take_window_peak */
     bool configured;     /* caching set from the environment or by a call */
     bool no_cache;
+    owned_block *owned;  /* (n_owned) by address: the private pools' blocks */
+    int64_t n_owned, cap_owned;
 } pool;
+
+struct em_private_pool {
+    em_device device;
+    cached_block *bins[N_CLASSES]; /* its free blocks */
+    cached_block *held[N_CLASSES]; /* blocks from outside freed while it captured: a captured
+                                      graph may read them, so they wait until it is freed */
+    bool capturing;
+    em_private_pool_stats stats;
+};
+
+/* The private pool the calling thread allocates from on each device, or NULL. */
+static _Thread_local em_private_pool *current[EM_NDEVICES];
 
 static pool pools[EM_NDEVICES] = {[0 ... EM_NDEVICES - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 
@@ -53,6 +75,16 @@ static int size_class(size_t nbytes, size_t *block)
     size_t j = (nbytes - base + step - 1) / step; /* 1 .. LARGE_DIVS */
     *block = base + j * step;
     return N_SMALL + (k - 20) * LARGE_DIVS + (int)(j - 1);
+}
+
+/* The block size of class c (size_class's inverse). */
+static size_t class_size(int c)
+{
+    if (c < N_SMALL)
+        return (size_t)(c + 1) * SMALL_STEP;
+    int k = 20 + (c - N_SMALL) / LARGE_DIVS, j = (c - N_SMALL) % LARGE_DIVS + 1;
+    size_t base = (size_t)1 << k;
+    return base + (size_t)j * (base / LARGE_DIVS);
 }
 
 static void configure(pool *p)
@@ -107,7 +139,9 @@ static void count_live(pool *p, size_t nbytes)
     s->live_storages++;
 }
 
-/* A block of size from the device, within the budget; fn (or NULL) names the caller in errors. */
+/* A block of size from the device, within the budget (lock held; returns with it released); fn
+ * (or NULL) names the caller in errors. While a graph is captured the cache is not given back
+ * to the device to make room: a device free would wait for it. */
 static void *device_alloc(const char *fn, em_device device, const em_backend *be, size_t size,
                           size_t nbytes)
 {
@@ -115,7 +149,8 @@ static void *device_alloc(const char *fn, em_device device, const em_backend *be
     p->stats.cache_misses++;
     size_t budget = p->stats.budget_bytes;
     cached_block *flushed = NULL;
-    if (budget && p->stats.reserved_bytes + size > budget)
+    bool capturing = current[device] && current[device]->capturing;
+    if (budget && p->stats.reserved_bytes + size > budget && !capturing)
         flushed = take_cache(p);
     size_t reserved = p->stats.reserved_bytes;
     if (budget && reserved + size > budget) {
@@ -131,7 +166,7 @@ static void *device_alloc(const char *fn, em_device device, const em_backend *be
     pthread_mutex_unlock(&p->lock);
     give_back(be, flushed);
     void *ptr = be->alloc(size);
-    if (!ptr) { /* the device is full: give the cache back and try once more */
+    if (!ptr && !capturing) { /* the device is full: give the cache back and try once more */
         pthread_mutex_lock(&p->lock);
         flushed = take_cache(p);
         pthread_mutex_unlock(&p->lock);
@@ -155,6 +190,106 @@ static void *device_alloc(const char *fn, em_device device, const em_backend *be
     return ptr;
 }
 
+/* The index of ptr in the device's owned list, or where it would go (*found false). */
+static int64_t owned_find(const pool *p, const void *ptr, bool *found)
+{
+    int64_t lo = 0, hi = p->n_owned;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)p->owned[mid].ptr < (uintptr_t)ptr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = lo < p->n_owned && p->owned[lo].ptr == ptr;
+    return lo;
+}
+
+/* ptr joins priv's blocks (lock held); false when out of host memory. */
+static bool owned_add(pool *p, void *ptr, em_private_pool *priv)
+{
+    if (p->n_owned == p->cap_owned) {
+        int64_t cap = p->cap_owned ? 2 * p->cap_owned : 256;
+        owned_block *o = realloc(p->owned, (size_t)cap * sizeof *o);
+        if (!o)
+            return false;
+        p->owned = o;
+        p->cap_owned = cap;
+    }
+    bool found;
+    int64_t at = owned_find(p, ptr, &found);
+    memmove(p->owned + at + 1, p->owned + at, (size_t)(p->n_owned - at) * sizeof *p->owned);
+    p->owned[at] = (owned_block){ptr, priv};
+    p->n_owned++;
+    return true;
+}
+
+static void owned_remove(pool *p, int64_t at)
+{
+    memmove(p->owned + at, p->owned + at + 1, (size_t)(p->n_owned - at - 1) * sizeof *p->owned);
+    p->n_owned--;
+}
+
+/* A node for a cached block (lock held): a spare one, else a new one; NULL when out of memory. */
+static cached_block *node_new(pool *p)
+{
+    cached_block *b = p->spare;
+    if (b)
+        p->spare = b->next;
+    else
+        b = malloc(sizeof *b);
+    return b;
+}
+
+/* The block at the head of *bin, out of the list for the caller (lock held): its node goes back
+ * to the spares; a cache hit of nbytes. */
+static void *take_cached(pool *p, cached_block **bin, size_t nbytes)
+{
+    cached_block *b = *bin;
+    void *ptr = b->ptr;
+    *bin = b->next;
+    b->next = p->spare;
+    p->spare = b;
+    p->stats.cache_hits++;
+    count_live(p, nbytes);
+    return ptr;
+}
+
+/* A request of class c served by priv (the device's lock held; returns with it released): its
+ * own free block, else a block of the shared cache or the device that joins it. */
+static void *private_alloc(const char *fn, em_private_pool *priv, const em_backend *be, int c,
+                           size_t size, size_t nbytes)
+{
+    pool *p = &pools[priv->device];
+    if (priv->bins[c]) {
+        void *ptr = take_cached(p, &priv->bins[c], nbytes);
+        pthread_mutex_unlock(&p->lock);
+        return ptr;
+    }
+    void *ptr = NULL;
+    if (p->bins[c]) { /* from the shared cache */
+        ptr = take_cached(p, &p->bins[c], nbytes);
+        p->stats.cached_bytes -= size;
+    } else {
+        priv->stats.capture_device_allocs += priv->capturing;
+        ptr = device_alloc(fn, priv->device, be, size, nbytes); /* unlocks */
+        pthread_mutex_lock(&p->lock);
+    }
+    if (ptr && !owned_add(p, ptr, priv)) { /* an unowned block: give it back */
+        pthread_mutex_unlock(&p->lock);
+        em_memory_free(priv->device, ptr, nbytes);
+        if (fn)
+            em_set_error(EM_ERR_MEMORY, "%s: out of host memory for the pool's list", fn);
+        return NULL;
+    }
+    if (ptr) {
+        priv->stats.blocks++;
+        priv->stats.bytes += size;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return ptr;
+}
+
 static void *pool_alloc(const char *fn, em_device device, size_t nbytes)
 {
     const em_backend *be = device_valid(device) ? em_backend_get(device) : NULL;
@@ -175,16 +310,12 @@ static void *pool_alloc(const char *fn, em_device device, size_t nbytes)
     pool *p = &pools[device];
     pthread_mutex_lock(&p->lock);
     configure(p);
-    cached_block *b = p->bins[c];
-    if (!b)
+    if (current[device])
+        return private_alloc(fn, current[device], be, c, size, nbytes); /* unlocks */
+    if (!p->bins[c])
         return device_alloc(fn, device, be, size, nbytes); /* unlocks */
-    void *ptr = b->ptr; /* read under the lock: the node goes back to the spares */
-    p->bins[c] = b->next;
-    b->next = p->spare;
-    p->spare = b;
+    void *ptr = take_cached(p, &p->bins[c], nbytes); /* read under the lock */
     p->stats.cached_bytes -= size;
-    p->stats.cache_hits++;
-    count_live(p, nbytes);
     pthread_mutex_unlock(&p->lock);
     return ptr;
 }
@@ -199,6 +330,36 @@ void *em_memory_alloc_for(const char *fn, em_device device, size_t nbytes)
     return pool_alloc(fn, device, nbytes);
 }
 
+/* A freed block a private pool takes (lock held, the free counted): one of its own back into
+ * its bins, or one from outside freed while the calling thread captures (a captured graph may
+ * still read it). False when the shared cache takes it: also a block of a freed pool. */
+static bool private_free(pool *p, em_device device, void *ptr, int c)
+{
+    em_private_pool *mine = current[device];
+    bool found = false;
+    int64_t at = p->n_owned ? owned_find(p, ptr, &found) : 0;
+    em_private_pool *owner = found ? p->owned[at].pool : NULL;
+    if (found && !owner) {
+        owned_remove(p, at);
+        return false;
+    }
+    if (!owner && !(mine && mine->capturing))
+        return false;
+    cached_block *b = node_new(p);
+    if (!b) /* out of host memory: the block leaks rather than being reused too early */
+        return true;
+    b->ptr = ptr;
+    if (owner) {
+        b->next = owner->bins[c];
+        owner->bins[c] = b;
+    } else {
+        b->next = mine->held[c];
+        mine->held[c] = b;
+        mine->stats.held++;
+    }
+    return true;
+}
+
 void em_memory_free(em_device device, void *ptr, size_t nbytes)
 {
     if (!ptr)
@@ -211,14 +372,13 @@ void em_memory_free(em_device device, void *ptr, size_t nbytes)
     s->live_bytes -= nbytes;
     s->n_frees++;
     s->live_storages--;
-    cached_block *b = NULL;
-    if (!p->no_cache) {
-        b = p->spare;
-        if (b)
-            p->spare = b->next;
-        else
-            b = malloc(sizeof *b);
+    if (private_free(p, device, ptr, c)) {
+        pthread_mutex_unlock(&p->lock);
+        return;
     }
+    cached_block *b = NULL;
+    if (!p->no_cache)
+        b = node_new(p);
     if (b) {
         b->ptr = ptr;
         b->next = p->bins[c];
@@ -311,6 +471,92 @@ em_status em_memory_set_budget(em_device device, size_t bytes)
     if (over)
         em_memory_empty_cache(device);
     return EM_OK;
+}
+
+/* ---- private pools ---- */
+
+em_private_pool *em_private_pool_new(em_device device)
+{
+    if (!device_valid(device)) {
+        em_set_error(EM_ERR_ARG, "em_private_pool_new: device invalid");
+        return NULL;
+    }
+    em_private_pool *priv = calloc(1, sizeof *priv);
+    if (!priv) {
+        em_set_error(EM_ERR_MEMORY, "em_private_pool_new: out of memory");
+        return NULL;
+    }
+    priv->device = device;
+    return priv;
+}
+
+void em_private_pool_use(em_private_pool *priv, bool capturing)
+{
+    pthread_mutex_lock(&pools[priv->device].lock);
+    priv->capturing = capturing;
+    pthread_mutex_unlock(&pools[priv->device].lock);
+    current[priv->device] = priv;
+}
+
+void em_private_pool_leave(em_private_pool *priv)
+{
+    pthread_mutex_lock(&pools[priv->device].lock);
+    priv->capturing = false;
+    pthread_mutex_unlock(&pools[priv->device].lock);
+    if (current[priv->device] == priv)
+        current[priv->device] = NULL;
+}
+
+em_private_pool_stats em_private_pool_get_stats(const em_private_pool *priv)
+{
+    pthread_mutex_lock(&pools[priv->device].lock);
+    em_private_pool_stats st = priv->stats;
+    pthread_mutex_unlock(&pools[priv->device].lock);
+    return st;
+}
+
+/* The blocks of list (class c) into the shared bins (lock held), or onto *to_device when the
+ * cache is off. */
+static void share_blocks(pool *p, cached_block *list, int c, cached_block **to_device)
+{
+    size_t size = class_size(c);
+    while (list) {
+        cached_block *b = list;
+        list = b->next;
+        bool found;
+        int64_t at = owned_find(p, b->ptr, &found);
+        if (found)
+            owned_remove(p, at);
+        if (p->no_cache) {
+            b->next = *to_device;
+            *to_device = b;
+            p->stats.reserved_bytes -= size;
+        } else {
+            b->next = p->bins[c];
+            p->bins[c] = b;
+            p->stats.cached_bytes += size;
+        }
+    }
+}
+
+void em_private_pool_free(em_private_pool *priv)
+{
+    if (!priv)
+        return;
+    em_private_pool_leave(priv);
+    pool *p = &pools[priv->device];
+    cached_block *to_device = NULL;
+    pthread_mutex_lock(&p->lock);
+    for (int c = 0; c < N_CLASSES; c++) {
+        share_blocks(p, priv->bins[c], c, &to_device);
+        share_blocks(p, priv->held[c], c, &to_device);
+    }
+    for (int64_t i = 0; i < p->n_owned; i++) /* in use: they join the shared cache when freed */
+        if (p->owned[i].pool == priv)
+            p->owned[i].pool = NULL;
+    pthread_mutex_unlock(&p->lock);
+    give_back(em_backend_get(priv->device), to_device);
+    free(priv);
 }
 
 static size_t physical_bytes; /* the CPU's physical memory, 0 where the system does not say */

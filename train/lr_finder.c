@@ -14,6 +14,9 @@
 
 double em_lr_suggestion(const double *lr, const double *smoothed, int n)
 {
+    if (!em_array_present(lr, n, "em_lr_suggestion", "lr", "n") ||
+        !em_array_present(smoothed, n, "em_lr_suggestion", "smoothed", "n"))
+        return NAN;
     int m = 0, *at = malloc((size_t)(n > 0 ? n : 1) * sizeof *at);
     for (int i = SKIP_BEGIN; at && i < n - SKIP_END; i++)
         if (isfinite(smoothed[i]))

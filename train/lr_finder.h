@@ -46,7 +46,8 @@ em_status em_lr_find(em_trainer *t, em_lr_find_opts o, em_lr_find_result *out);
 void em_lr_find_result_free(em_lr_find_result *r);
 /* Lightning's suggestion: the finite smoothed losses of updates 10 .. n - 2, their gradient
  * (torch.gradient: central differences, one-sided at the ends), and the lr at its most negative
- * (the first on ties); NAN when fewer than two such losses remain. */
+ * (the first on ties); NAN when fewer than two such losses remain, or with an error when lr or
+ * smoothed is NULL with n > 0. */
 double em_lr_suggestion(const double *lr, const double *smoothed, int n);
 
 #ifdef __cplusplus

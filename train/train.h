@@ -19,6 +19,7 @@
 #include "ember/io/safetensors.h"
 #include "ember/train/averaged_model.h"
 #include "ember/train/train_checkpoint.h"
+#include "ember/train/step_graph.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,6 +37,11 @@ typedef struct {
     bool guard;                  /* skip updates with a non-finite loss/grad or an outlier loss */
     bool checkpoint_activations; /* recompute a Sequential's activations in backward, in
                                     sqrt(children) segments */
+    bool cuda_graph;             /* capture the step once as a device graph and replay it
+                                    (train/step_graph.h): forward, backward, clipping and the
+                                    update queued by one call; where the run cannot be captured
+                                    (the grad scaler, the guard, accumulation, a device without
+                                    graphs) it says why once and runs eagerly */
 } em_techniques;
 
 /* What the callbacks hear after every micro-batch. */
@@ -139,7 +145,9 @@ em_status em_trainer_add_callbacks(em_trainer *t, em_trainer_callbacks cb);
 em_status em_trainer_fit(em_trainer *t, int epochs);
 /* One micro-batch (x, y): forward under autocast, loss, scaled backward; after grad_accum of
  * them, the update (callbacks' before_update, unscale, guard, clip, step, scale update,
- * scheduler step). *loss (may be NULL) gets the micro-batch's loss. */
+ * scheduler step). *loss (may be NULL) gets the micro-batch's loss. With tech.cuda_graph the
+ * step is replayed from its graph and its loss read afterwards: a loss that is not finite is
+ * reported after its update was taken. */
 em_status em_trainer_step(em_trainer *t, const em_tensor *x, const em_tensor *y, double *loss);
 em_status em_trainer_flush(em_trainer *t); /* the update of a partial accumulation, if any */
 
@@ -160,7 +168,9 @@ typedef struct {
     double samples_per_s;    /* training time only */
     double train_seconds;
     double scale;            /* the grad scaler's scale; 1 without one */
-    size_t activation_bytes; /* the most bytes one forward held for its backward */
+    size_t activation_bytes; /* the most bytes one forward held for its backward (not counted
+                                while the steps replay a graph) */
+    int64_t graph_replays;   /* steps replayed from the step's graph (tech.cuda_graph) */
     em_epoch_stats last_epoch; /* the last finished epoch (epochs 0 before the first) */
 } em_trainer_stats;
 em_trainer_stats em_trainer_get_stats(const em_trainer *t);

@@ -38,6 +38,8 @@ struct em_trainer {
     em_train_counters run;   /* the whole run's, kept in its checkpoints */
     int64_t saved_at;        /* run.step at em_trainer_fit's last checkpoint, or the resume */
     em_progress_printer printer; /* with o.progress */
+    em_step_graph *graph;    /* owned; with tech.cuda_graph where the run can be captured */
+    bool graph_decided;      /* whether it can was decided (at the first step) */
 };
 
 double em_trainer_lr(const em_trainer *t); /* group 0's learning rate */

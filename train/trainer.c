@@ -1,7 +1,8 @@
 /* One training step with the techniques a user switched on: forward under autocast, the loss,
  * a scaled backward per micro-batch, then the update: callbacks, unscale, guard, clip, step,
- * scale update, scheduler. */
+ * scale update, scheduler; or the whole step replayed from a device graph (tech.cuda_graph). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -99,6 +100,7 @@ void em_trainer_free(em_trainer *t)
 {
     if (!t)
         return;
+    em_step_graph_free(t->graph);
     em_grad_scaler_free(t->scaler);
     em_guard_free(t->guard);
     free(t->val_tfs);
@@ -137,6 +139,7 @@ em_trainer_stats em_trainer_get_stats(const em_trainer *t)
     for (int64_t i = 0; i < n; i++)
         s.recent_loss += t->recent[i] / (double)n;
     s.scale = t->scaler ? em_grad_scaler_get_scale(t->scaler) : 1.0;
+    s.graph_replays = em_step_graph_get_stats(t->graph).replays;
     s.samples_per_s = s.train_seconds > 0 ? (double)s.samples / s.train_seconds : 0;
     return s;
 }
@@ -179,10 +182,8 @@ static em_status update(em_trainer *t, const em_tensor *loss)
 {
     bool skip, stepped = true;
     em_status st = check_update(t, loss, &skip);
-    if (st == EM_OK && !skip && t->o.tech.clip > 0) {
-        em_clip_grad_norm_optim(t->optim, t->o.tech.clip, 2.0, false);
-        st = em_error_status();
-    }
+    if (st == EM_OK && !skip && t->o.tech.clip > 0)
+        st = em_clip_grad_norm_optim_device(t->optim, t->o.tech.clip, 2.0, NULL);
     if (st == EM_OK && !skip)
         st = t->scaler ? em_grad_scaler_step(t->scaler, t->optim, &stepped) : em_optim_step(t->optim);
     if (st == EM_OK && t->scaler)
@@ -210,19 +211,111 @@ static em_tensor *micro_batch_loss(em_trainer *t, const em_tensor *output, const
     return em_cross_entropy(output, y, (em_cross_entropy_opts){0});
 }
 
+/* ---- the step as one device graph ---- */
+
+/* Why the run's update cannot be captured, or NULL. */
+static const char *graph_blocker(const em_trainer *t)
+{
+    if (t->scaler)
+        return "the grad scaler decides on the host whether to skip each update (f16 autocast)";
+    if (t->guard)
+        return "the guard checks each step's loss and grads on the host";
+    if (t->accum > 1)
+        return "gradient accumulation updates once every few micro-batches";
+    for (int i = 0; i < t->n_callbacks; i++)
+        if (t->callbacks[i].before_update || t->callbacks[i].agree ||
+            t->callbacks[i].before_backward)
+            return "callbacks run inside the update (data-parallel training)";
+    return NULL;
+}
+
+/* The whole step, as the step graph runs it: forward and loss under autocast, backward,
+ * clipping on the device, the update, the grads dropped. */
+static em_status graph_step(void *ctx, em_tensor *const *in, em_tensor **loss_out)
+{
+    em_trainer *t = ctx;
+    em_dtype amp = t->o.tech.amp;
+    if (amp != EM_F32 && em_autocast_begin(amp) != EM_OK)
+        return em_error_status();
+    em_tensor *loss = micro_batch_loss(t, em_forward(t->model, in[0]), in[1]); // ()
+    if (amp != EM_F32)
+        em_autocast_end();
+    em_status st = loss ? em_backward(loss) : em_error_status();
+    if (st == EM_OK && t->o.tech.clip > 0)
+        st = em_clip_grad_norm_optim_device(t->optim, t->o.tech.clip, 2.0, NULL);
+    if (st == EM_OK)
+        st = em_optim_step(t->optim);
+    em_optim_zero_grad(t->optim);
+    *loss_out = loss;
+    return st;
+}
+
+/* A micro-batch x trained with this loss: the recent losses, the counts and *loss_value. */
+static void count_micro_batch(em_trainer *t, const em_tensor *x, double value,
+                              double *loss_value)
+{
+    if (loss_value)
+        *loss_value = value;
+    t->recent[t->stats.steps % ((int64_t)EM_RECENT_UPDATES * t->accum)] = value;
+    t->stats.steps++;
+    t->run.step++;
+    t->stats.samples += em_size(x, 0);
+}
+
+/* One step through the graph; its loss read once it ran. */
+static em_status graph_train_step(em_trainer *t, const em_tensor *x, const em_tensor *y,
+                                  double *loss_value)
+{
+    em_tensor *loss = NULL;
+    em_status st = em_step_graph_run(t->graph, (em_tensor *[]){(em_tensor *)x, (em_tensor *)y},
+                                     2, &loss);
+    if (st != EM_OK) {
+        em_optim_zero_grad(t->optim);
+        return st;
+    }
+    double value = loss ? em_item(loss) : NAN;
+    if (!isfinite(value))
+        return em_set_error(EM_ERR_NUMERIC, "em_trainer_step: the loss is %g at step %lld, and "
+                            "the step's graph took its update (clipping or a lower learning rate "
+                            "may help)", value, (long long)t->stats.steps);
+    count_micro_batch(t, x, value, loss_value);
+    t->stats.updates++;
+    if (t->o.scheduler && !em_scheduler_wants_metric(t->o.scheduler))
+        em_scheduler_step(t->o.scheduler);
+    return EM_OK;
+}
+
+/* At the first step with tech.cuda_graph: the graph, or the line saying why not. */
+static em_status decide_graph(em_trainer *t)
+{
+    t->graph_decided = true;
+    const char *why = graph_blocker(t);
+    if (why) {
+        fprintf(stderr, "ember: cuda graph: %s; running eagerly\n", why);
+        return EM_OK;
+    }
+    t->graph = em_step_graph_new(em_module_device(t->model), graph_step, t,
+                                 (em_step_graph_opts){0});
+    return t->graph ? EM_OK : em_error_status();
+}
+
 em_status em_trainer_step(em_trainer *t, const em_tensor *x, const em_tensor *y,
                           double *loss_value)
 {
     if (!t || !x || !y)
         return em_set_error(EM_ERR_ARG, "em_trainer_step: NULL trainer or batch");
-    em_dtype amp = t->o.tech.amp;
-    if (amp != EM_F32 && em_autocast_begin(amp) != EM_OK)
+    if (t->o.tech.cuda_graph && !t->graph_decided && decide_graph(t) != EM_OK)
         return em_error_status();
     em_device device = em_module_device(t->model);
     if (x->device != device) /* a batch from elsewhere: copied to the model (a temporary) */
         x = em_to_device(x, device);
     if (y->device != device)
         y = em_to_device(y, device);
+    if (t->graph)
+        return x && y ? graph_train_step(t, x, y, loss_value) : em_error_status();
+    em_dtype amp = t->o.tech.amp;
+    if (amp != EM_F32 && em_autocast_begin(amp) != EM_OK)
+        return em_error_status();
     size_t live_before = em_memory_get_stats(device).live_bytes;
     em_tensor *output = em_forward(t->model, x);       // (B, ...)
     em_tensor *loss = micro_batch_loss(t, output, y);  // ()
@@ -247,12 +340,7 @@ em_status em_trainer_step(em_trainer *t, const em_tensor *x, const em_tensor *y,
                             "update was not taken (clipping, the guard or a lower learning rate "
                             "may help)", value, (long long)t->stats.steps);
     }
-    if (loss_value)
-        *loss_value = value;
-    t->recent[t->stats.steps % ((int64_t)EM_RECENT_UPDATES * t->accum)] = value;
-    t->stats.steps++;
-    t->run.step++;
-    t->stats.samples += em_size(x, 0);
+    count_micro_batch(t, x, value, loss_value);
     if (++t->pending < t->accum)
         return EM_OK;
     return update(t, loss);

@@ -459,3 +459,15 @@ Test(function, params_null_with_a_size_is_an_error)
     cr_assert_str_eq(em_error(), "em_function_apply: cube: params is NULL but params_size is 16");
     em_error_clear();
 }
+
+Test(function, inputs_null_with_a_count_is_an_error)
+{
+    cr_assert_null(em_function_apply(&cube, NULL, 0, NULL, 16));
+    cr_assert_eq(em_error_status(), EM_ERR_ARG);
+    cr_assert_str_eq(em_error(), "em_function_apply: cube: inputs is NULL with n 16");
+    em_error_clear();
+    em_tensor *x = em_zeros(EM_SHAPE(2), EM_F32);
+    cr_assert_null(em_function_apply(&cube, NULL, 0, (em_tensor *[]){x}, -1));
+    cr_assert_str_eq(em_error(), "em_function_apply: cube: n is -1, negative");
+    em_error_clear();
+}

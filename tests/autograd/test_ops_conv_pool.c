@@ -185,3 +185,24 @@ Test(ops_conv_pool, conv_transpose2d_bad_arguments)
                                      (em_conv_transpose2d_opts){0}),
                  "must share dtype and device");
 }
+
+/* A kernel of size 0 in either dim computes nothing: refused naming the size, as PyTorch's
+ * "kernel size should be greater than zero" (not the backend's "not supported"). */
+Test(ops_conv_pool, a_kernel_of_size_0_is_refused_naming_it)
+{
+    em_tensor *x = wave(EM_SHAPE(1, 2, 4, 4), 0.7, 0.3);
+    expect_error(em_conv_transpose2d(x, em_zeros(EM_SHAPE(2, 3, 0, 0), EM_F64), NULL,
+                                     (em_conv_transpose2d_opts){0}),
+                 "em_conv_transpose2d: kernel size 0x0 of w [2,3,0,0]: must be at least 1");
+    expect_error(em_conv_transpose2d(x, em_zeros(EM_SHAPE(2, 3, 0, 3), EM_F64), NULL,
+                                     (em_conv_transpose2d_opts){0}),
+                 "em_conv_transpose2d: kernel size 0x3 of w [2,3,0,3]: must be at least 1");
+    expect_error(em_conv2d(x, em_zeros(EM_SHAPE(3, 2, 2, 0), EM_F64), NULL, (em_conv2d_opts){0}),
+                 "em_conv2d: kernel size 2x0 of w [3,2,2,0]: must be at least 1");
+    expect_error(em_conv2d(x, em_zeros(EM_SHAPE(3, 2, 0, 2), EM_F64), NULL,
+                           (em_conv2d_opts){.padding = {EM_PADDING_SAME, EM_PADDING_SAME}}),
+                 "em_conv2d: kernel size 0x2 of w [3,2,0,2]: must be at least 1");
+    expect_error(em_conv1d(em_zeros(EM_SHAPE(1, 2, 4), EM_F64), em_zeros(EM_SHAPE(3, 2, 0), EM_F64),
+                           NULL, (em_conv1d_opts){0}),
+                 "em_conv1d: kernel size 0 of w [3,2,0]: must be at least 1");
+}

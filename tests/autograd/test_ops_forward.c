@@ -191,6 +191,63 @@ Test(ops_forward, logsumexp_std_prod_and_norms_match_pytorch)
     em_error_clear();
 }
 
+/* A dims list given as NULL with a count, or a negative count, is an error naming the function
+ * (not a crash, not the input unreduced). */
+Test(ops_forward, reductions_refuse_null_dims_with_a_count_and_negative_counts)
+{
+    em_tensor *x = mat(EM_SHAPE(2, 3), (double[]){1, -2, 3, 0.5, 4, -1});
+    cr_assert_null(em_sum(x, NULL, 1, false));
+    cr_expect_str_eq(em_error(), "em_sum: dims is NULL with n_dims 1");
+    cr_expect_eq(em_error_status(), EM_ERR_ARG);
+    em_error_clear();
+    cr_assert_null(em_mean(x, NULL, 2, true));
+    cr_expect_str_eq(em_error(), "em_mean: dims is NULL with n_dims 2");
+    em_error_clear();
+    cr_assert_null(em_logsumexp(x, NULL, 1, false));
+    cr_expect_str_eq(em_error(), "em_logsumexp: dims is NULL with n_dims 1");
+    em_error_clear();
+    cr_assert_null(em_vector_norm(x, 2, NULL, 1, false));
+    cr_expect_str_eq(em_error(), "em_vector_norm: dims is NULL with n_dims 1");
+    em_error_clear();
+    cr_assert_null(em_sum(x, (int[]){0}, -1, false));
+    cr_expect_str_eq(em_error(), "em_sum: n_dims is -1, negative");
+    em_error_clear();
+    cr_assert_null(em_logsumexp(x, (int[]){0}, -1, false));
+    cr_expect_str_eq(em_error(), "em_logsumexp: n_dims is -1, negative");
+    em_error_clear();
+}
+
+/* torch.logsumexp over an empty dim is log(0) = -inf, as sum is 0 there: (2, 0) over dim 1 gives
+ * [-inf, -inf], keepdim [2, 1]; over dim 0 an empty (0,); (0, 3) over dim 0 three -inf; over
+ * every dim -inf. Its gradient has the input's (empty) shape. */
+Test(ops_forward, logsumexp_over_an_empty_set_is_minus_infinity)
+{
+    em_tensor *e = em_requires_grad_(em_zeros(EM_SHAPE(2, 0), EM_F32), true);
+    double v[3];
+    em_tensor *y = em_logsumexp(e, (int[]){1}, 1, false);
+    cr_assert_not_null(y, "%s", em_error());
+    cr_assert(y->ndim == 1 && y->shape[0] == 2);
+    cr_assert_eq(em_copy_to_host(y, EM_F64, v), EM_OK);
+    cr_expect(v[0] == -INFINITY && v[1] == -INFINITY, "%g %g", v[0], v[1]);
+    em_tensor *k = em_logsumexp(e, (int[]){-1}, 1, true);
+    cr_assert(k && k->ndim == 2 && k->shape[0] == 2 && k->shape[1] == 1);
+    em_tensor *over0 = em_logsumexp(e, (int[]){0}, 1, false);
+    cr_assert(over0 && over0->ndim == 1 && over0->shape[0] == 0);
+    cr_expect_eq(em_item(em_logsumexp(e, NULL, 0, false)), -INFINITY);
+    cr_assert_eq(em_copy_to_host(em_logsumexp(em_zeros(EM_SHAPE(0, 3), EM_F64), (int[]){0}, 1,
+                                              false), EM_F64, v), EM_OK);
+    cr_expect(v[0] == -INFINITY && v[1] == -INFINITY && v[2] == -INFINITY);
+    cr_assert_eq(em_backward(em_sum_all(y)), EM_OK, "%s", em_error());
+    cr_assert(e->grad && e->grad->ndim == 2 && e->grad->shape[0] == 2 && e->grad->shape[1] == 0);
+    /* torch.amax: "Expected reduction dim 1 to have non-zero size" */
+    cr_assert_null(em_amax(e, (int[]){1}, 1, false));
+    cr_expect_str_eq(em_error(), "em_amax: dim 1 of [2,0] is empty: it has no max");
+    em_error_clear();
+    cr_assert_null(em_amin(e, NULL, 0, true));
+    cr_expect_str_eq(em_error(), "em_amin: dim 1 of [2,0] is empty: it has no min");
+    em_error_clear();
+}
+
 Test(ops_forward, elementwise_and_where)
 {
     em_tensor *a = mat(EM_SHAPE(2, 1), (double[]){1, -2});

@@ -97,9 +97,9 @@ static void expect(const char *args, int status, const char *text)
 
 Test(cli, every_command_has_help)
 {
-    const char *cmds[] = {"info", "demo", "train", "eval", "summary", "compare", "profile",
-                          "quantize", "prune", "export", "serve", "bench ops", "bench train",
-                          "bench infer", "bench serve", "bench attention", "sample",
+    const char *cmds[] = {"info", "demo", "train", "eval", "summary", "lr-find", "compare",
+                          "profile", "quantize", "prune", "export", "serve", "bench ops",
+                          "bench train", "bench infer", "bench serve", "bench attention", "sample",
                           "bench sample"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char args[64];
@@ -117,7 +117,7 @@ Test(cli, every_command_has_help)
  * Fashion-MNIST and fortunes folders. */
 Test(cli, every_data_option_says_where_the_data_lives)
 {
-    const char *cmds[] = {"train", "eval", "compare", "profile", "quantize", "prune",
+    const char *cmds[] = {"train", "eval", "lr-find", "compare", "profile", "quantize", "prune",
                           "bench infer", "bench serve", "bench train"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char args[64];
@@ -171,6 +171,9 @@ Test(cli, bad_values_exit_2_before_loading_data)
            "ember prune: --amount: 1.5 is out of range (must be in [0, 1))");
     expect("bench infer cnn --load a --iters 5", 2, "--iters: 5 is out of range");
     expect("bench train --rounds 0", 2, "--rounds: 0 is out of range");
+    expect("bench train --cases mlp_b64,nope", 2, "ember bench train: --cases: no case 'nope' "
+                                                  "on cpu (the cases: mlp_b64 mlp_b256 cnn_b64 "
+                                                  "gpt_b32 gpt_b8_t256 gpt_b64_t256)");
     expect("train cnn " NO_DATA " --save-every 10", 2,
            "ember train: --save-every needs --save FILE\n");
     expect("train cnn " NO_DATA " --save-every 0 --save x", 2, "--save-every: 0 is out of range");
@@ -459,6 +462,38 @@ Test(cli, eval_prints_eval_fields_only, .init = make_data, .fini = remove_data)
     json_decref(train);
 }
 
+/* `ember lr-find`: the curve's rates are start (end / start)^(i / num_iter), its first
+ * smoothed loss is the first loss (the bias correction), the suggestion is em_lr_suggestion of
+ * the curve it printed, and the range is checked before any data loads. */
+Test(cli, lr_find_prints_the_range_tests_curve, .init = make_data, .fini = remove_data)
+{
+    char args[256];
+    snprintf(args, sizeof args, "lr-find mlp --data %s --batch 32 --num-iter 20 --start-lr 1e-5 "
+             "--end-lr 0.01", data_dir);
+    json_t *j = run_json(args, NULL);
+    cr_expect_str_eq(str(j, "recipe"), "mlp");
+    int n = (int)num(j, "updates");
+    cr_assert(n == 20, "the loss of noise diverged at lr <= 0.01: %d updates", n);
+    double lr[20], loss[20], smoothed[20];
+    for (int i = 0; i < n; i++) {
+        lr[i] = json_number_value(json_array_get(json_object_get(j, "lr"), (size_t)i));
+        loss[i] = json_number_value(json_array_get(json_object_get(j, "loss"), (size_t)i));
+        smoothed[i] = json_number_value(json_array_get(json_object_get(j, "smoothed"),
+                                                       (size_t)i));
+        double want = 1e-5 * pow(1e3, i / 20.0);
+        cr_expect(fabs(lr[i] - want) <= 1e-12 * want, "lr[%d] %.17g, want %.17g", i, lr[i],
+                  want);
+        cr_expect(isfinite(loss[i]) && loss[i] > 0, "loss[%d] %g", i, loss[i]);
+    }
+    cr_expect(fabs(smoothed[0] - loss[0]) <= 1e-12 * loss[0], "%.17g vs %.17g", smoothed[0],
+              loss[0]);
+    cr_expect_eq(num(j, "suggestion"), em_lr_suggestion(lr, smoothed, n));
+    json_decref(j);
+    expect("lr-find mlp --start-lr 0.1 --end-lr 0.01 --data /nonexistent", 2,
+           "--start-lr 0.1 is not below --end-lr 0.01");
+    expect("lr-find mlp --num-iter 1 --data /nonexistent", 2, "--num-iter");
+}
+
 /* `ember summary` prints the module table with the parameter counts computed by hand:
  * mlp 784*512+512 + 512*256+256 + 256*10+10; cnn 1*32*9+32 + 32*64*9+64 + 3136*128+128 +
  * 128*10+10. */
@@ -517,6 +552,7 @@ Test(cli, bench_train_writes_its_figures_as_json, .init = make_data, .fini = rem
     cr_expect_str_eq(str(j, "device"), "cpu");
     cr_expect(json_is_null(json_object_get(j, "torch")), "the PyTorch that did not run is null");
     cr_expect(strstr(o.out, "beside no PyTorch (its half did not run)"), "%s", o.out);
+    cr_expect(json_is_false(json_object_get(j, "cuda_graph")));
     const json_t *cases = json_object_get(j, "cases");
     cr_assert_eq(json_array_size(cases), 3);
     const char *names[] = {"mlp_b64", "mlp_b256", "cnn_b64"};
@@ -577,6 +613,31 @@ Test(cli, bench_train_runs_the_gpt_cases_under_autocast, .init = make_data, .fin
         cr_expect_gt(num(g, "tokens_per_s"), 0, "%s", names[i]);
         cr_expect(json_is_null(json_object_get(g, "torch_tokens_per_s")), "%s", names[i]);
     }
+    json_decref(j);
+}
+
+/* `ember bench train --cases` runs those cases alone; with --cuda-graph on the CPU, which has no
+ * device graphs, the steps run eagerly and say why. */
+Test(cli, bench_train_runs_the_cases_named)
+{
+    char path[160], args[400];
+    snprintf(path, sizeof path, "/tmp/ember-bench-cases-%d.json", (int)getpid());
+    snprintf(args, sizeof args, "bench train --cases gpt_b32 --cuda-graph --rounds 1 "
+             "--gpt-steps 1 --json %s", path);
+    setenv("EMBER_PYTHON", "/bin/false", 1);
+    outcome o = run(args);
+    unsetenv("EMBER_PYTHON");
+    cr_assert_eq(o.status, 0, "%s", o.out);
+    cr_expect(strstr(o.out, "ember: cuda graph: cpu has no device graphs; running eagerly"), "%s",
+              o.out);
+    json_error_t e;
+    json_t *j = json_load_file(path, 0, &e);
+    unlink(path);
+    cr_assert(json_is_object(j), "%s", e.text);
+    cr_expect(json_is_true(json_object_get(j, "cuda_graph")));
+    cr_expect_eq(json_array_size(json_object_get(j, "cases")), 0);
+    cr_expect(json_is_object(json_object_get(j, "gpt_b32")));
+    cr_expect(!json_object_get(j, "gpt_b8_t256") && !json_object_get(j, "gpt_b64_t256"));
     json_decref(j);
 }
 

@@ -244,8 +244,10 @@ Test(model_files, older_checkpoints_resume_as_they_did)
         ember(0, "train %s --data %s --epochs 1 --max-steps 4 --batch 16 --resume %s",
               runs[i].recipe, data, at(name));
         json_t *j = last_json();
-        cr_expect_eq(num(j, "test_acc"), runs[i].acc, "%s", name);
-        cr_expect_eq(num(j, "test_loss"), runs[i].loss, "%s", name);
+        cr_expect_eq(num(j, "test_acc"), runs[i].acc, "%s: test_acc %.4f", name,
+                     num(j, "test_acc"));
+        cr_expect_eq(num(j, "test_loss"), runs[i].loss, "%s: test_loss %.4f", name,
+                     num(j, "test_loss"));
         cr_expect_eq(num(j, "lr"), 0.0, "%s", name);
         json_decref(j);
     }

@@ -47,6 +47,34 @@ Test(char_text, vocabulary_from_its_characters)
     em_error_clear();
 }
 
+/* NULL where n > 0 says which argument, in every function of the vocabulary */
+Test(char_text, null_text_ids_or_chars_are_errors)
+{
+    em_char_vocab v = em_char_vocab_of(NULL, 5);
+    cr_expect_eq(v.size, 0);
+    cr_expect_str_eq(em_error(), "em_char_vocab_of: text is NULL");
+    em_error_clear();
+    cr_expect_eq(em_char_vocab_from(NULL, 3, &v), EM_ERR_ARG);
+    cr_expect_str_eq(em_error(), "em_char_vocab_from: chars is NULL");
+    em_error_clear();
+    v = em_char_vocab_of("abc", 3);
+    uint8_t ids[3];
+    cr_expect_eq(em_char_vocab_encode(&v, NULL, 3, ids), EM_ERR_ARG);
+    cr_expect_str_eq(em_error(), "em_char_vocab_encode: text is NULL");
+    em_error_clear();
+    cr_expect_eq(em_char_vocab_encode(&v, "abc", 3, NULL), EM_ERR_ARG);
+    cr_expect_str_eq(em_error(), "em_char_vocab_encode: ids is NULL");
+    em_error_clear();
+    char text[2];
+    cr_expect_eq(em_char_vocab_decode(&v, NULL, 2, text), EM_ERR_ARG);
+    cr_expect_str_eq(em_error(), "em_char_vocab_decode: ids is NULL");
+    em_error_clear();
+    cr_expect_eq(em_char_vocab_decode(&v, (int64_t[]){0, 1}, 2, NULL), EM_ERR_ARG);
+    cr_expect_str_eq(em_error(), "em_char_vocab_decode: text is NULL");
+    em_error_clear();
+    cr_expect_eq(em_char_vocab_decode(&v, NULL, 0, NULL), EM_OK, "nothing to decode");
+}
+
 Test(char_text, windows_are_next_character_samples)
 {
     uint8_t ids[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};

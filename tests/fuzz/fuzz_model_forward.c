@@ -16,13 +16,6 @@
 #include "ember.h"
 #include "harness.h"
 
-/* ASan keeps freed memory a while; under the campaign's memory limit keep little of it */
-const char *__asan_default_options(void);
-const char *__asan_default_options(void)
-{
-    return "quarantine_size_mb=16";
-}
-
 /* m's forward on an input of shape s (ones in f32, zeros as i64 indices); an error is fine. */
 static void forward(em_module *m, em_shape s, em_dtype dtype)
 {

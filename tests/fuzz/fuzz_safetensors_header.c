@@ -16,13 +16,6 @@
 
 #define HEADER_TARGET ((size_t)4 << 20) /* the repeated part fills about this much */
 
-/* ASan keeps freed memory a while; under the campaign's memory limit keep little of it */
-const char *__asan_default_options(void);
-const char *__asan_default_options(void)
-{
-    return "quarantine_size_mb=16";
-}
-
 /* The input split at its 0xFF bytes: parts[0..4), the 4th the data section, each (start, len). */
 static int split(const uint8_t *data, size_t size, const uint8_t **part, size_t *len)
 {

@@ -714,6 +714,41 @@ Test(model_file, deep_trees_refused)
     assert_refused("the tree is deeper or larger than ember loads");
 }
 
+/* A tree's text is read within limits before a tree of it is built (jansson's took ~77 times
+ * the text: a 15 MB one 1.2 GB): 600 KB of empty objects beside a Linear's two tensors are
+ * refused at the first value past the budget; 1,000 modules without tensors still load. */
+Test(model_file, a_tree_larger_than_its_tensors_describe_is_refused_before_it_is_built)
+{
+    em_module *m = em_linear_layer(2, 2, true);
+    cr_assert_eq(em_model_save(m, model_path()), EM_OK, "%s", em_error());
+    em_safetensors *st;
+    cr_assert_eq(em_safetensors_load(model_path(), &st), EM_OK, "%s", em_error());
+    const char *tree = em_safetensors_meta(st, "ember.model");
+    size_t objects = 200000, k = 0;
+    char *text = malloc(objects * 3 + strlen(tree) + 64);
+    k += (size_t)sprintf(text, "{\"junk\":[");
+    for (size_t i = 0; i < objects; i++, k += 3)
+        memcpy(text + k, "{},", 3);
+    sprintf(text + k, "{}],%s", tree + 1);
+    em_st_entry e[2] = {{"weight", em_module_find(m, "weight")}, {"bias", em_module_find(m, "bias")}};
+    em_st_meta meta = {"ember.model", text};
+    cr_assert_eq(em_safetensors_save(model_path(), e, 2, &meta, 1), EM_OK, "%s", em_error());
+    assert_refused("the tree is deeper or larger than ember loads for a file of 2 tensors (at "
+                   "byte 99075: more than 33024 values)");
+    free(text);
+    em_safetensors_free(st);
+    em_module_free(m);
+    em_module *relus = em_sequential(0);
+    for (int i = 0; i < 1000 && relus; i++)
+        relus = em_sequential_append(relus, em_relu_layer());
+    cr_assert_eq(em_model_save(relus, model_path()), EM_OK, "%s", em_error());
+    em_module *back = em_model_load(model_path());
+    cr_assert_not_null(back, "%s", em_error());
+    cr_assert_eq(back->n_children, 1000);
+    em_module_free(back);
+    em_module_free(relus);
+}
+
 /* ---- static INT8 ---- */
 
 /* A CNN calibrated on noise and converted to static INT8 as o says: x (N, 1, 8, 8) -> (N, 3).

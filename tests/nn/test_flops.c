@@ -3,6 +3,7 @@
  * Conv1d; every layer type's own FLOPs of a forward (each type that a model file can hold), and
  * the summary's FLOPs column. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <string.h>
 
 #include "recipes/recipes.h"
@@ -83,6 +84,10 @@ Test(flops, bad_input_is_an_error)
     em_error_clear();
     cr_expect_eq(em_module_flops(m, EM_SHAPE(1, 100)), -1, "wrong input shape");
     em_error_clear();
+    cr_expect(isnan(em_matmul_train_flops(NULL, 3)));
+    cr_expect_str_eq(em_error(), "em_matmul_train_flops: l is NULL with n 3");
+    em_error_clear();
+    cr_expect_eq(em_matmul_train_flops(NULL, 0), 0);
     em_module_free(m);
 }
 

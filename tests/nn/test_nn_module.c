@@ -4,8 +4,10 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "nn/nn.h"
 
@@ -227,6 +229,60 @@ Test(nn_module, construction_errors)
     cr_assert_null(em_sequential_append(m, em_relu_layer()));
     cr_assert(strstr(em_error(), "not a Sequential"), "%s", em_error());
     em_module_free(NULL);
+}
+
+/* A module with many names (params, buffers and children past the count where a hash table
+ * checks them) still refuses each one again, whichever list holds it, and takes new ones. */
+Test(nn_module, a_repeated_name_is_refused_among_many)
+{
+    em_module *m = scaled_new();
+    char name[16];
+    for (int i = 0; i < 12; i++) {
+        snprintf(name, sizeof name, "p%d", i);
+        cr_assert_not_null(em_module_add_param(m, name, em_ones(EM_SHAPE(1), EM_F32)));
+        snprintf(name, sizeof name, "b%d", i);
+        cr_assert_not_null(em_module_add_buffer(m, name, em_zeros(EM_SHAPE(1), EM_F32)));
+        snprintf(name, sizeof name, "c%d", i);
+        cr_assert_not_null(em_module_add_child(m, name, em_relu_layer()));
+    }
+    const char *taken[] = {"scale", "fc", "p0", "p11", "b0", "b11", "c0", "c11"};
+    for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++) {
+        cr_assert_null(em_module_add_buffer(m, taken[i], em_zeros(EM_SHAPE(1), EM_F32)));
+        cr_assert(strstr(em_error(), "is already used"), "%s: %s", taken[i], em_error());
+        em_error_clear();
+        cr_assert_null(em_module_add_child(m, taken[i], em_relu_layer()));
+        em_error_clear();
+    }
+    cr_assert_not_null(em_module_add_child(m, "c12", em_relu_layer()), "%s", em_error());
+    cr_assert_eq(em_module_parameters(m, NULL, 0), 1 + 12 + 2);
+    em_module_free(m);
+}
+
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* 40,000 children appended and their 80,000 dotted names handed out take time in proportion
+ * (0.3 s here; checking each new name against all before, and each dotted name against all
+ * handed out, took 33 s) */
+Test(nn_module, forty_thousand_children_are_named_in_linear_time, .timeout = 120)
+{
+    enum { N = 40000 };
+    double t0 = seconds_now();
+    em_module *list = em_module_list(0);
+    for (int i = 0; i < N && list; i++)
+        list = em_module_list_append(list, em_linear_layer(1, 1, true));
+    cr_assert_not_null(list, "%s", em_error());
+    em_param_ref *refs = malloc(2 * N * sizeof *refs);
+    cr_assert_eq(em_module_parameters(list, refs, 2 * N), 2 * N, "%s", em_error());
+    double took = seconds_now() - t0;
+    cr_assert_str_eq(refs[2 * N - 1].name, "39999.bias");
+    cr_assert_leq(took, 4.0, "%.2f s", took);
+    free(refs);
+    em_module_free(list);
 }
 
 Test(nn_module, model_built_inside_a_scope_outlives_it)

@@ -155,6 +155,10 @@ Test(grad_scaler, misuse_is_a_state_error)
     em_error_clear();
     cr_assert_eq(em_grad_scaler_update(s), EM_OK);
     em_scope_end();
+    cr_assert_eq(em_grad_scaler_state(s, NULL, 0), 2);
+    cr_assert_eq(em_grad_scaler_state(s, NULL, 2), -1);
+    cr_assert_str_eq(em_error(), "em_grad_scaler_state: out is NULL with max 2");
+    em_error_clear();
     em_grad_scaler_free(s);
     cr_assert_null(em_grad_scaler_new((em_grad_scaler_opts){.growth_factor = 0.5}));
     cr_assert_eq(em_error_status(), EM_ERR_ARG);

@@ -163,6 +163,43 @@ Test(guards, clip_grad_value_and_module_forms)
     em_module_free(m);
 }
 
+/* On the CPU the clipping that stays on the device is em_clip_grad_norm_optim: the same grads bit
+ * for bit, and the norm (13, then 6.5 after halving) as a 0-d f64 tensor. */
+Test(guards, device_clipping_on_the_cpu_is_the_host_clipping)
+{
+    em_manual_seed(1);
+    em_module *m = em_linear_layer(2, 2, true);
+    em_optim *o = em_sgd(m, (em_sgd_opts){0});
+    em_tensor *w = em_module_find(m, "weight"), *b = em_module_find(m, "bias");
+    float wg[4] = {3, -4, 0, 0}, bg[2] = {12, 0};
+    w->grad = em_from_data(EM_SHAPE(2, 2), EM_F32, wg);
+    b->grad = em_from_data(EM_SHAPE(2), EM_F32, bg);
+    em_tensor *total = NULL;
+    cr_assert_eq(em_clip_grad_norm_optim_device(o, 6.5, 2.0, &total), EM_OK, "%s", em_error());
+    cr_assert(total && total->ndim == 0 && total->dtype == EM_F64 && total->device == EM_CPU);
+    cr_assert_eq(em_item(total), 13.0);
+    float got[6];
+    memcpy(got, em_data_ptr(w->grad), sizeof wg);
+    memcpy(got + 4, em_data_ptr(b->grad), sizeof bg);
+    em_release(w->grad);
+    em_release(b->grad);
+    w->grad = em_from_data(EM_SHAPE(2, 2), EM_F32, wg);
+    b->grad = em_from_data(EM_SHAPE(2), EM_F32, bg);
+    cr_assert_eq(em_clip_grad_norm_optim(o, 6.5, 2.0, false), 13.0);
+    cr_assert(!memcmp(got, em_data_ptr(w->grad), sizeof wg) &&
+              !memcmp(got + 4, em_data_ptr(b->grad), sizeof bg), "the same bits as the host's");
+    cr_assert_float_eq(got[4], 12 * 6.5 / (13 + 1e-6), 1e-6);
+    em_release(total);
+    cr_assert_eq(em_clip_grad_norm_optim_device(o, 100, 2.0, NULL), EM_OK);
+    cr_assert_float_eq(em_grad_norm((em_tensor *[]){w, b}, 2, 2.0), 6.5, 1e-5);
+    cr_assert_eq(em_clip_grad_norm_optim_device(o, -1, 2.0, NULL), EM_ERR_ARG);
+    cr_assert(strstr(em_error(), "em_clip_grad_norm_optim_device: max_norm must be >= 0"),
+              "%s", em_error());
+    em_error_clear();
+    em_optim_free(o);
+    em_module_free(m);
+}
+
 /* One forward/backward of a small MLP ("0.weight", "0.bias", "2.weight", "2.bias"). */
 static em_tensor *mlp_backward(em_module *m)
 {

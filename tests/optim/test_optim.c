@@ -577,6 +577,11 @@ Test(state, names_of_each_optimizer)
         cr_assert_str_eq(refs[i].name, want[i]);
     cr_assert_eq(em_item(refs[1].value), 0.01);
     cr_assert_eq(refs[0].value->dtype, EM_I64);
+    /* counting takes no array; an array of 8 given as NULL is an error, not a write to NULL */
+    cr_assert_eq(em_optim_state(o, NULL, 0), 6);
+    cr_assert_eq(em_optim_state(o, NULL, 8), -1);
+    cr_assert_str_eq(em_error(), "em_optim_state: out is NULL with max 8");
+    em_error_clear();
     em_optim_free(o);
     em_release(p);
 }

@@ -338,6 +338,9 @@ Test(scheduler, reduce_lr_on_plateau_state_round_trip_and_misuse)
     em_scheduler_state(c, got, 3);
     cr_assert_eq(em_item(got[0].value), INFINITY);
     em_error_clear();
+    cr_assert_eq(em_scheduler_state(c, NULL, 3), -1);
+    cr_assert_str_eq(em_error(), "em_scheduler_state: out is NULL with max 3");
+    em_error_clear();
     /* a plateau scheduler needs its metric; the closed-form ones take none */
     em_scheduler_step(c);
     cr_assert(strstr(em_error(), "steps with a metric"), "%s", em_error());

@@ -3,6 +3,7 @@
  * masked model, and saving and loading pruned and shrunk models. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -220,7 +221,35 @@ Test(prune, bad_arguments_are_errors)
     cr_assert_eq(em_prune_custom_from_mask(l, "weight", bad), EM_ERR_ARG);
     em_error_clear();
     cr_assert(!em_prune_is_pruned(l));
+    cr_assert_eq(em_prune_collect_targets(l, NULL, 0), 1);
+    cr_assert_eq(em_prune_collect_targets(l, NULL, 4), -1);
+    cr_assert_str_eq(em_error(), "em_prune_collect_targets: out is NULL with max 4");
+    em_error_clear();
     em_release(bad);
+    em_module_free(l);
+}
+
+/* Pruning renames weight to weight_orig and adds weight_mask; removing it undoes both. A module
+ * with many names (checked through a hash table) sees each rename. */
+Test(prune, renames_are_seen_by_a_module_with_many_names)
+{
+    em_module *l = em_linear_layer(4, 2, true);
+    char name[16];
+    for (int i = 0; i < 20; i++) {
+        snprintf(name, sizeof name, "extra%d", i);
+        cr_assert_not_null(em_module_add_buffer(l, name, em_zeros(EM_SHAPE(1), EM_F32)));
+    }
+    cr_assert_eq(em_prune_l1_unstructured(l, "weight", 0.5), EM_OK, "%s", em_error());
+    cr_assert_null(em_module_add_buffer(l, "weight_orig", em_zeros(EM_SHAPE(1), EM_F32)));
+    em_error_clear();
+    cr_assert_eq(em_prune_remove(l, "weight"), EM_OK, "%s", em_error());
+    cr_assert_null(em_module_add_param(l, "weight", em_zeros(EM_SHAPE(1), EM_F32)));
+    cr_assert(strstr(em_error(), "\"weight\" is already used"), "%s", em_error());
+    em_error_clear();
+    cr_assert_not_null(em_module_add_buffer(l, "weight_orig", em_zeros(EM_SHAPE(1), EM_F32)),
+                       "%s", em_error());
+    cr_assert_not_null(em_module_add_buffer(l, "weight_mask", em_zeros(EM_SHAPE(1), EM_F32)),
+                       "%s", em_error());
     em_module_free(l);
 }
 

@@ -1,7 +1,8 @@
 /* `ember serve` as a user runs it: a saved MLP behind HTTP on a free loopback port; health,
  * stats, a prediction equal to the library's forward, malformed JSON, a wrong shape and an
  * oversized body answered 400 with a message, unknown paths 404, and SIGTERM draining a
- * request that is still waiting for its batch before the server exits 0. Under a client that
+ * request that is still waiting for its batch before the server exits 0, refusing a new
+ * connection meanwhile and closing the keep-alive one after its answer. Under a client that
  * holds every connection idle or half-sent (slowloris), health and predictions are still
  * answered at once and SIGTERM exits 0 at once; a connection that trickles its request is
  * closed at the read timeout, but an answer that takes longer is sent; a connection beyond a
@@ -15,8 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
+#include <errno.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,10 +65,9 @@ static void start(const char *extra)
     cr_assert_gt(port, 0);
 }
 
-/* SIGTERM; returns the exit status and the last line printed. */
-static int stop(char *last, size_t n)
+/* Waits for the server to exit; returns the exit status and the last line printed. */
+static int wait_exit(char *last, size_t n)
 {
-    kill(server, SIGTERM);
     last[0] = '\0';
     char line[4096];
     while (fgets(line, sizeof line, server_out))
@@ -74,6 +76,13 @@ static int stop(char *last, size_t n)
     waitpid(server, &status, 0);
     fclose(server_out);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* SIGTERM; returns the exit status and the last line printed. */
+static int stop(char *last, size_t n)
+{
+    kill(server, SIGTERM);
+    return wait_exit(last, n);
 }
 
 /* SIGTERM; the server must exit 0. Removes the model file. */
@@ -256,6 +265,68 @@ static int timed_request(const char *method, const char *path, const char *body,
     http_client_close(&c);
     cr_assert_leq(took, within, "%s %s took %.2f s", method, path, took);
     return status;
+}
+
+/* A connection to the server's port: 0 with *fd, or the errno of connect. */
+static int try_connect(int *fd)
+{
+    *fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(*fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return connect(*fd, (struct sockaddr *)&a, sizeof a) == 0 ? 0 : errno;
+}
+
+/* Reads from fd until the peer closes it (or 10 s pass) into buf; the bytes read. */
+static size_t read_until_closed(int fd, char *buf, size_t cap)
+{
+    struct timeval limit = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+    size_t have = 0;
+    ssize_t k;
+    while (have + 1 < cap && (k = recv(fd, buf + have, cap - 1 - have, 0)) > 0)
+        have += (size_t)k;
+    buf[have] = '\0';
+    return k == 0 ? have : 0; /* 0 unless the server closed it */
+}
+
+/* SIGTERM while a keep-alive connection's request waits 1.5 s for its batch: a new connection is
+ * refused at once (not accepted and left unanswered until the drain ends), and the waiting
+ * request is answered 200 with Connection: close, after which the server closes the connection
+ * (so the client sends nothing more on it to go unanswered). */
+Test(serve_http, sigterm_refuses_new_connections_and_closes_keep_alive_ones_after_their_answer,
+     .timeout = 30)
+{
+    save_model();
+    start("--max-batch 64 --max-wait-ms 1500");
+    char *body = zeros_body(784, "");
+    char *req = malloc(strlen(body) + 128);
+    sprintf(req, "POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+            strlen(body), body);
+    int waiting = raw_connection(req);
+    usleep(200 * 1000);
+    double t0 = now_s();
+    kill(server, SIGTERM);
+    usleep(200 * 1000);
+    int late;
+    int refused = try_connect(&late);
+    double took = now_s() - t0;
+    close(late);
+    cr_assert_eq(refused, ECONNREFUSED, "a connection after SIGTERM: %s", strerror(refused));
+    cr_assert_leq(took, 1.0, "refused after %.2f s", took);
+    static char answer[65536];
+    cr_assert_gt(read_until_closed(waiting, answer, sizeof answer), 0,
+                 "the keep-alive connection was not closed after its answer: %s", answer);
+    cr_assert(!strncmp(answer, "HTTP/1.1 200", 12), "%s", answer);
+    cr_assert(strstr(answer, "Connection: close\r\n"), "%s", answer);
+    cr_assert(strstr(answer, "\"argmax\":"), "%s", answer);
+    close(waiting);
+    free(req);
+    free(body);
+    char last[4096];
+    cr_assert_eq(wait_exit(last, sizeof last), 0, "%s", last);
+    cr_assert(strstr(last, "\"unanswered\":0") && strstr(last, "\"completed\":1,"), "%s", last);
+    unlink(model_path);
 }
 
 #define IDLE 256

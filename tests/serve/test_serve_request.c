@@ -121,6 +121,23 @@ Test(serve_request, a_body_without_a_terminating_nul_is_read_within_its_length)
                  EM_ERR_ARG);
 }
 
+/* NULL with a length is an error naming the argument, in err and em_error */
+Test(serve_request, null_arrays_with_a_length_are_errors)
+{
+    em_predict_request r;
+    char err[128];
+    cr_assert_eq(em_predict_request_parse(NULL, 10, EM_SHAPE(2, 2), &r, err, sizeof err),
+                 EM_ERR_ARG);
+    cr_assert_str_eq(err, "em_predict_request_parse: body is NULL");
+    em_error_clear();
+    cr_assert_eq(em_predict_request_parse("{}", 2, EM_SHAPE(2, 2), &r, NULL, 64), EM_ERR_ARG);
+    cr_assert_str_eq(em_error(), "em_predict_request_parse: err is NULL");
+    em_error_clear();
+    cr_assert_null(em_predict_batch_response(NULL, 2));
+    cr_assert_str_eq(em_error(), "em_predict_batch_response: ys is NULL with n 2");
+    em_error_clear();
+}
+
 Test(serve_request, response_and_stats_text)
 {
     em_tensor *y = em_from_data(EM_SHAPE(3), EM_F32, (float[]){0.5f, 2.0f, -1.0f});

@@ -25,6 +25,12 @@ Test(lr_finder, suggestion_is_lightnings)
         with_nan[i] = i == 12 ? NAN : losses[i];
     /* without update 12: [1.6, 1.4, 0.9, ...], gradients -0.2, -0.35, ...: update 11 still */
     cr_expect_eq(em_lr_suggestion(lr, with_nan, 21), lr[11]);
+    cr_expect(isnan(em_lr_suggestion(lr, NULL, 21)));
+    cr_expect_str_eq(em_error(), "em_lr_suggestion: smoothed is NULL with n 21");
+    em_error_clear();
+    cr_expect(isnan(em_lr_suggestion(NULL, losses, 21)));
+    cr_expect_str_eq(em_error(), "em_lr_suggestion: lr is NULL with n 21");
+    em_error_clear();
 }
 
 typedef struct {
