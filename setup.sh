@@ -6,7 +6,8 @@ cd "$(dirname "$0")"
 
 packages=(cmake make gcc pkg-config libopenblas-dev libcriterion-dev zlib1g-dev libpng-dev
           libjpeg62-turbo-dev libmicrohttpd-dev python3-venv libjansson-dev
-          dataset-fashion-mnist fortunes clang libclang-rt-14-dev libopenmpi-dev openmpi-bin)
+          dataset-fashion-mnist fortunes clang libclang-rt-14-dev libopenmpi-dev openmpi-bin
+          libdnnl-dev)
 # The tests' Python consumers of ember's files (PyPI), in the virtualenv build/venv; add a
 # package here and the next setup installs it.
 venv_packages=(onnx onnxruntime tensorboard safetensors)

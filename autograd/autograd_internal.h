@@ -157,9 +157,10 @@ bool em_autocast_needed(em_autocast_policy p, const em_tensor *const *ts, int n)
  * false with an error set when a cast failed. */
 bool em_autocast_inputs(em_autocast_policy p, const em_tensor **ts, int n);
 /* The policy for a layer's operands (linear, conv2d): f32 leaves (weights, biases, an input
- * batch) stay f32 in the graph and the op casts them itself, again in its backward, handing
- * back an f32 grad; so the graph holds no low-precision copy of what the caller holds anyway.
- * Other operands are cast by em_to_dtype. false with an error when a cast failed. */
+ * batch) stay f32 in the graph and the op casts them itself (em_autocast_weight: an optimizer's
+ * parameter takes its kept copy), saving the low copies its backward multiplies with and
+ * handing back an f32 grad. Other operands are cast by em_to_dtype. false with an error when a
+ * cast failed. */
 bool em_autocast_layer_inputs(const em_tensor **ts, int n);
 /* t, or a contiguous copy of it in dtype (a temporary of the current scope) when they differ. */
 const em_tensor *em_as_dtype_raw(const em_tensor *t, em_dtype dtype);

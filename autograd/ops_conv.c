@@ -1,5 +1,6 @@
 /* 2-D convolution (NCHW, groups, stride, padding, dilation) on the backend's conv kernels, with
  * the input and weight gradients from conv2d_grad_input / conv2d_grad_weight. */
+#include "autograd/autocast_copies_internal.h"
 #include "autograd/autograd_internal.h"
 
 /* The node's parameters are the options with PyTorch's defaults filled in (conv_params). */
@@ -30,9 +31,8 @@ static em_conv2d_shape conv_shape(const em_tensor *x /* (N, C_in, H, W) */,
     return s;
 }
 
-/* saved: x, w (contiguous, as given). The kernels run in g's dtype. Under autocast an f32 leaf
- * (x, w or b) stays f32 while the convolution runs low: it is cast again here, and its grad is
- * computed low, then cast to its own dtype. */
+/* saved: x, w (contiguous, in the convolution's dtype: under autocast the low copies it ran
+ * on). The kernels run in g's dtype; a gradient is cast to its input's own dtype. */
 static em_status conv2d_backward(em_node *node, const em_tensor *g /* (N, C_out, H_out, W_out) */,
                                  em_tensor **grad_in)
 {
@@ -53,7 +53,7 @@ static em_status conv2d_backward(em_node *node, const em_tensor *g /* (N, C_out,
                                                                  em_data_ptr(wl),
                                                                  em_data_ptr(gx)),
                                            fn, x) != EM_OK ||
-            !(grad_in[0] = (em_tensor *)em_as_dtype_raw(gx, x->dtype)))
+            !(grad_in[0] = (em_tensor *)em_as_dtype_raw(gx, node->inputs[0]->dtype)))
             return em_error_status();
     }
     if (node->inputs[1] || node->inputs[2]) {
@@ -68,7 +68,8 @@ static em_status conv2d_backward(em_node *node, const em_tensor *g /* (N, C_out,
                                         em_data_ptr(gw), gb ? em_data_ptr(gb) : NULL);
         if (em_kernel_status(rc, fn, x) != EM_OK)
             return em_error_status();
-        if (node->inputs[1] && !(grad_in[1] = (em_tensor *)em_as_dtype_raw(gw, w->dtype)))
+        if (node->inputs[1] &&
+            !(grad_in[1] = (em_tensor *)em_as_dtype_raw(gw, node->inputs[1]->dtype)))
             return em_error_status();
         if (gb && !(grad_in[2] = (em_tensor *)em_as_dtype_raw(gb, node->inputs[2]->dtype)))
             return em_error_status();
@@ -126,9 +127,9 @@ static em_tensor *conv2d(const em_tensor *x /* (N, C_in, H, W) */,
     const em_tensor *xc = em_is_contiguous(x) ? x : em_tensor_contiguous_raw(x);
     const em_tensor *wc = em_is_contiguous(w) ? w : em_tensor_contiguous_raw(w);
     const em_tensor *bc = !b || em_is_contiguous(b) ? b : em_tensor_contiguous_raw(b);
-    const em_tensor *xl = xc ? em_as_dtype_raw(xc, dt) : NULL;
-    const em_tensor *wl = wc ? em_as_dtype_raw(wc, dt) : NULL;
-    const em_tensor *bl = bc ? em_as_dtype_raw(bc, dt) : NULL;
+    const em_tensor *xl = xc ? em_autocast_weight(xc, dt) : NULL;
+    const em_tensor *wl = wc ? em_autocast_weight(wc, dt) : NULL;
+    const em_tensor *bl = bc ? em_autocast_weight(bc, dt) : NULL;
     em_tensor *y = em_empty_on(EM_SHAPE(s.n, s.c_out, s.h_out, s.w_out), dt, x->device);
     if (!xl || !wl || (b && !bl) || !y)
         return em_scope_return(NULL);
@@ -141,8 +142,8 @@ static em_tensor *conv2d(const em_tensor *x /* (N, C_in, H, W) */,
     if (!em_record(y, "conv2d", conv2d_backward, in, 3, &p, sizeof p, &node))
         return em_scope_return(NULL);
     if (node) {
-        node->saved[0] = em_retain((em_tensor *)xc);
-        node->saved[1] = em_retain((em_tensor *)wc);
+        node->saved[0] = em_retain((em_tensor *)xl);
+        node->saved[1] = em_retain((em_tensor *)wl);
     }
     return em_scope_return(y);
 }

@@ -2,6 +2,7 @@
  * and linear (the backend's Linear kernel with its bias where it has one, else one gemm with the
  * bias preloaded into C; then optionally a ReLU in place).
  * Transposed 2-D views go to gemm as trans=true; other layouts are made contiguous first. */
+#include "autograd/autocast_copies_internal.h"
 #include "autograd/autograd_internal.h"
 
 /* How the last two dims of t map onto gemm: row-major with row stride ld (trans false), or the
@@ -271,82 +272,99 @@ static em_status linear_product(const char *fn, em_tensor *y2, const em_tensor *
     return gemm_call(fn, y2, x2, false, w, true, 1.0, b ? 1.0 : 0.0);
 }
 
-/* gx (rows, in) = g2 (rows, out) @ w (out, in), gw (out, in) = g2^T @ x2 (rows, in) where gw is
- * not NULL, *gb (out) = g2's column sums where want_gb: in one call of the backend's Linear
- * gradient kernel where it takes these operands, else gx and gw by gemm and *gb NULL (the
- * caller sums g2's columns). */
-static em_status linear_grads(const char *fn, em_tensor *gx, em_tensor *gw, const em_tensor *g2,
-                              const em_tensor *w, const em_tensor *x2, bool want_gb,
-                              em_tensor **gb)
+/* What a Linear's backward computes besides gx: gw (out, in) = g2^T @ x2 where wanted, and
+ * gb (out) = g2's column sums where wanted, both in dtype param_dt (g2's dtype, or f32 for f32
+ * parameters under autocast). */
+typedef struct {
+    bool want_gw, want_gb;
+    em_dtype param_dt;
+    em_tensor *gw, *gb; /* out: NULL where not wanted, or gb where the caller must sum g2 */
+} linear_param_grads;
+
+/* gx (rows, in) = g2 (rows, out) @ w (out, in) where gx is not NULL, and p's gw and gb: in one
+ * call of the backend's Linear gradient kernel where it takes these operands, else by gemm (gw
+ * in g2's dtype, then cast) with p->gb NULL (the caller sums g2's columns). */
+static em_status linear_grads(const char *fn, em_tensor *gx, const em_tensor *g2,
+                              const em_tensor *w, const em_tensor *x2, linear_param_grads *p)
 {
-    *gb = NULL;
-    const em_backend *be = em_tensor_backend(gx, fn);
+    const em_tensor *any = gx ? gx : g2;
+    const em_backend *be = em_tensor_backend(any, fn);
     if (!be)
         return em_error_status();
+    em_shape ws = em_shape_of(w), bs = {.ndim = 1, .d = {w->shape[0]}};
+    if (p->want_gw && !(p->gw = em_empty_on(ws, p->param_dt, g2->device)))
+        return em_error_status();
     if (be->linear_grad && g2->strides[1] == 1 && w->strides[1] == 1 &&
-        (!gw || x2->strides[1] == 1)) {
+        (!p->gw || x2->strides[1] == 1)) {
         em_tensor *sums = NULL;
-        if (want_gb && !(sums = em_empty_on((em_shape){.ndim = 1, .d = {w->shape[0]}},
-                                            g2->dtype, g2->device)))
+        if (p->want_gb && !(sums = em_empty_on(bs, p->param_dt, g2->device)))
             return em_error_status();
         em_linear_grads a = {
-            .m = gx->shape[0], .n = gx->shape[1], .k = g2->shape[1],
-            .g = em_data_ptr(g2), .w = em_data_ptr(w), .x = gw ? em_data_ptr(x2) : NULL,
-            .ldg = g2->strides[0], .ldw = w->strides[0], .ldx = gw ? x2->strides[0] : 0,
-            .gx = em_data_ptr(gx), .gb = sums ? em_data_ptr(sums) : NULL,
-            .gw = gw ? em_data_ptr(gw) : NULL,
-            .ldgx = gx->strides[0], .ldgw = gw ? gw->strides[0] : 0};
+            .m = g2->shape[0], .n = w->shape[1], .k = g2->shape[1],
+            .g = em_data_ptr(g2), .w = em_data_ptr(w), .x = p->gw ? em_data_ptr(x2) : NULL,
+            .ldg = g2->strides[0], .ldw = w->strides[0], .ldx = p->gw ? x2->strides[0] : 0,
+            .gx = gx ? em_data_ptr(gx) : NULL, .gb = sums ? em_data_ptr(sums) : NULL,
+            .gw = p->gw ? em_data_ptr(p->gw) : NULL,
+            .ldgx = gx ? gx->strides[0] : 0, .ldgw = p->gw ? p->gw->strides[0] : 0,
+            .param_dt = p->param_dt};
         int rc = be->linear_grad(g2->dtype, &a);
         if (rc != EM_KERNEL_UNSUPPORTED) {
-            *gb = rc == EM_KERNEL_OK ? sums : NULL;
-            return em_kernel_status(rc, fn, gx);
+            p->gb = rc == EM_KERNEL_OK ? sums : NULL;
+            return em_kernel_status(rc, fn, any);
         }
     }
-    if (gemm_call(fn, gx, g2, false, w, false, 1.0, 0.0) != EM_OK)
+    if (gx && gemm_call(fn, gx, g2, false, w, false, 1.0, 0.0) != EM_OK)
         return em_error_status();
-    return gw ? gemm_call(fn, gw, g2, true, x2, false, 1.0, 0.0) : EM_OK;
+    if (!p->gw)
+        return EM_OK;
+    em_tensor *gw = p->param_dt == g2->dtype ? p->gw : em_empty_on(ws, g2->dtype, g2->device);
+    if (!gw || gemm_call(fn, gw, g2, true, x2, false, 1.0, 0.0) != EM_OK)
+        return em_error_status();
+    if (gw != p->gw && em_raw_copy_into(fn, p->gw, gw) != EM_OK)
+        return em_error_status();
+    return EM_OK;
 }
 
-/* saved: x as (rows, in), w, both as given. Under autocast an f32 leaf (x, w or b) stays f32
- * while the product runs in g's dtype: it is cast again here, and its grad is computed in g's
- * dtype, then cast to its own. */
+/* saved: x as (rows, in) and w, both in the product's dtype (under autocast the low copies the
+ * forward multiplied). gx comes back in x's dtype; gw and gb are computed in the parameters' own
+ * dtype where the backend can (f32 parameters under autocast: no low gradient to widen). */
 static em_status linear_backward(em_node *node, const em_tensor *g /* (*, out) */,
                                  em_tensor **grad_in)
 {
     const char *fn = "em_backward";
-    const em_tensor *x2 = node->saved[0], *w = node->saved[1];
     em_tensor *g2 = rows_of(g);
-    if (!g2)
+    const em_tensor *x2 = g2 ? em_as_dtype_raw(node->saved[0], g->dtype) : NULL;
+    const em_tensor *w = x2 ? em_as_dtype_raw(node->saved[1], g->dtype) : NULL;
+    if (!w)
         return em_error_status();
-    em_tensor *gb = NULL; /* (out) the bias gradient, where the gradients' pass summed it */
-    em_tensor *gw = NULL; /* (out, in) */
-    const em_tensor *xc = NULL;
-    if (node->inputs[1] && (!(gw = em_empty_on(em_shape_of(w), g->dtype, g->device)) ||
-                            !(xc = em_as_dtype_raw(x2, g->dtype))))
+    const em_tensor *in_w = node->inputs[1], *in_b = node->inputs[2];
+    /* the parameters' dtype, where they share one the backend may write */
+    em_dtype pdt = in_w ? in_w->dtype : in_b ? in_b->dtype : g->dtype;
+    if ((in_w && in_w->dtype != pdt) || (in_b && in_b->dtype != pdt) ||
+        (pdt != EM_F32 && pdt != g->dtype))
+        pdt = g->dtype;
+    linear_param_grads p = {.want_gw = in_w != NULL, .want_gb = in_b != NULL, .param_dt = pdt};
+    em_tensor *gx = NULL; /* (rows, in) */
+    if (node->inputs[0] && !(gx = em_empty_on((em_shape){.ndim = 2, .d = {x2->shape[0],
+                                                                         x2->shape[1]}},
+                                              g->dtype, g->device)))
         return em_error_status();
-    if (node->inputs[0]) {
-        em_shape s = {.ndim = 2, .d = {x2->shape[0], x2->shape[1]}};
-        em_tensor *gx = em_empty_on(s, g->dtype, g->device);
-        const em_tensor *wc = em_as_dtype_raw(w, g->dtype);
-        if (!gx || !wc ||
-            linear_grads(fn, gx, gw, g2, wc, xc, node->inputs[2] != NULL, &gb) != EM_OK)
-            return em_error_status();
+    if (linear_grads(fn, gx, g2, w, x2, &p) != EM_OK)
+        return em_error_status();
+    if (gx) {
         em_tensor *gx_in = em_reshape(gx, em_shape_of(node->inputs[0]));
         if (!(grad_in[0] = (em_tensor *)em_as_dtype_raw(gx_in, node->inputs[0]->dtype)))
             return em_error_status();
-    } else if (gw && gemm_call(fn, gw, g2, true, xc, false, 1.0, 0.0) != EM_OK) {
-        return em_error_status();
     }
-    if (gw && !(grad_in[1] = (em_tensor *)em_as_dtype_raw(gw, w->dtype)))
+    if (in_w && !(grad_in[1] = (em_tensor *)em_as_dtype_raw(p.gw, in_w->dtype)))
         return em_error_status();
-    if (node->inputs[2] && !gb) {
+    if (in_b && !p.gb) {
         em_tensor *sums = em_raw_reduce(fn, EM_REDUCE_SUM, (em_reduce_params){0}, g2, 1u);
         int64_t n = w->shape[0], one = 1;
-        if (!sums || !(gb = em_tensor_alias(sums, 1, &n, &one, sums->offset)))
+        if (!sums || !(p.gb = em_tensor_alias(sums, 1, &n, &one, sums->offset)))
             return em_error_status();
     }
-    if (node->inputs[2] &&
-        !(grad_in[2] = (em_tensor *)em_as_dtype_raw(gb, node->inputs[2]->dtype)))
+    if (in_b && !(grad_in[2] = (em_tensor *)em_as_dtype_raw(p.gb, in_b->dtype)))
         return em_error_status();
     return EM_OK;
 }
@@ -409,15 +427,16 @@ static em_tensor *linear(const char *fn, const em_tensor *x /* (*, in) */,
     em_scope_begin();
     em_op_begin(op, x);
     em_tensor *x2 = rows_of(x);
-    const em_tensor *xc = x2 ? em_as_dtype_raw(x2, dt) : NULL, *wc = em_as_dtype_raw(w, dt);
+    const em_tensor *xc = x2 ? em_autocast_weight(x2, dt) : NULL, *wc = em_autocast_weight(w, dt);
+    const em_tensor *bc = b ? em_autocast_weight(b, dt) : NULL;
     em_shape s = em_shape_of(x);
     s.d[s.ndim - 1] = w->shape[0];
     em_tensor *y = em_empty_on(s, dt, x->device);
-    if (!xc || !wc || !y)
+    if (!xc || !wc || (b && !bc) || !y)
         return em_scope_return(NULL);
     int64_t shape[2] = {x2->shape[0], w->shape[0]}, strides[2] = {w->shape[0], 1};
     em_tensor *y2 = em_tensor_alias(y, 2, shape, strides, y->offset);
-    if (!y2 || linear_product(fn, y2, xc, wc, b) != EM_OK ||
+    if (!y2 || linear_product(fn, y2, xc, wc, bc) != EM_OK ||
         (relu && relu_in_place(fn, y) != EM_OK))
         return em_scope_return(NULL);
     em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)w, (em_tensor *)b};
@@ -425,8 +444,8 @@ static em_tensor *linear(const char *fn, const em_tensor *x /* (*, in) */,
     if (!em_record(y, op, relu ? linear_relu_backward : linear_backward, in, 3, NULL, 0, &node))
         return em_scope_return(NULL);
     if (node) {
-        node->saved[0] = em_retain(x2);
-        node->saved[1] = em_retain(in[1]);
+        node->saved[0] = em_retain((em_tensor *)xc);
+        node->saved[1] = em_retain((em_tensor *)wc);
         if (relu && !(node->saved[2] = em_retain(em_alias_of(y))))
             return em_scope_return(NULL);
     }

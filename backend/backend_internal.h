@@ -51,15 +51,18 @@ typedef struct {
     double p;         /* BERNOULLI */
 } em_rng_params;
 
-/* The gradients of a Linear y = x @ w^T + b from g = dL/dy: gx (m, n) = g (m, k) @ w, w (k, n);
- * gb (k) = the sums of g's columns over its rows, where gb is not NULL; gw (k, n) = g^T @ x,
- * x (m, n), where gw is not NULL. One dtype for all; ld* are row strides. */
+/* The gradients of a Linear y = x @ w^T + b from g = dL/dy: gx (m, n) = g (m, k) @ w, w (k, n),
+ * where gx is not NULL; gb (k) = the sums of g's columns over its rows, where gb is not NULL;
+ * gw (k, n) = g^T @ x, x (m, n), where gw is not NULL. One dtype for all but gw and gb, which
+ * are param_dt: the dtype itself, or f32 under a half one (f32 parameters under autocast; a
+ * backend that cannot write it returns EM_KERNEL_UNSUPPORTED); ld* are row strides. */
 typedef struct {
     int64_t m, n, k;
     const void *g, *w, *x;
     int64_t ldg, ldw, ldx;
     void *gx, *gb, *gw;
     int64_t ldgx, ldgw;
+    em_dtype param_dt;
 } em_linear_grads;
 
 /* Shapes of a 2-D convolution; x (N, C_in, H, W), w (C_out, C_in/groups, KH, KW),
@@ -128,13 +131,18 @@ typedef struct {
 /* The arrays one fused launch goes over: n arrays of one dtype, array i holding numel[i]
  * contiguous elements in the device's memory; these lists of pointers and counts are host memory.
  * The optimizer updates read grad and update data (the parameters) and state[k], the rule's k-th
- * state buffer of each array (a NULL list where the rule keeps no such state). */
+ * state buffer of each array (a NULL list where the rule keeps no such state), and write low[i],
+ * where the list and its entry are not NULL, with the new parameter rounded to low_dtype (an
+ * f32 parameter's copy under autocast; a backend without this returns EM_KERNEL_UNSUPPORTED
+ * for such a list, before it changes anything). */
 typedef struct {
     int n;
     const int64_t *numel;    /* (n) */
     void *const *data;       /* (n) */
     const void *const *grad; /* (n) */
     void *const *state[3];   /* (n) each, or NULL */
+    void *const *low;        /* (n), or NULL */
+    em_dtype low_dtype;
 } em_array_list;
 
 /* Scaled dot-product attention of one call (the kernels' view of em_scaled_dot_product_attention):
@@ -195,10 +203,12 @@ typedef struct em_backend {
     /* f32 matrix products on TF32 tensor cores (on) or in full f32 (off, the default); NULL where
      * f32 products are always full f32 */
     int (*set_tf32)(bool on);
-    /* the threads a parallel kernel called from this thread may fork (n >= 1), and their count
-     * now; NULL where the device has no host threads to set */
+    /* the threads a parallel kernel called from this thread may fork (n >= 1), their count
+     * now, and the team it forks now (fewer while other processes hold the cores); NULL where
+     * the device has no host threads to set */
     int (*set_threads)(int n);
     int (*threads)(void);
+    int (*active_threads)(void);
 
     /* device time for the profiler; NULL where host clocks see all of it (the CPU). timer_start
      * records a start mark in the device's stream and returns a handle (NULL when it cannot),

@@ -1,7 +1,8 @@
 /* CPU scaled dot-product attention without the (Lq, Lk) score matrix: FlashAttention's tiles
  * with an online softmax in forward, keeping each row's log-sum-exp; backward recomputes the
  * weights tile by tile from it. f32 runs on AVX2+FMA tiles where the CPU has them (else portable
- * C), f64 in portable C, f16/bf16 through f32 copies. The typed body is
+ * C), f64 in portable C, bf16 on the CPU's bf16 dot products where it has them
+ * (cpu_attention_bf16.c), other f16/bf16 calls through f32 copies. The typed body is
  * cpu_attention_impl_internal.h, the tiles cpu_attention_tiles.c. */
 #include <math.h>
 #include <omp.h>
@@ -25,10 +26,7 @@ typedef struct {
     const em_arr *gout, *gq, *gk, *gv;
 } att_call;
 
-/* Which head's keys and values a thread's scratch holds packed, and up to which key */
-typedef struct {
-    int64_t bh, keys;
-} att_packed_head;
+typedef em_att_packed_head att_packed_head;
 
 /* How many of the keys j0..j0+cols query i sees: all of them, or under the causal mask those
  * up to i. Scores past it are never computed (their weights are 0). */
@@ -75,6 +73,31 @@ static void att_mask_row(const em_arr *m, int64_t b, int64_t h, int64_t i, int64
             break;
         }
     }
+}
+
+bool em_att_run_tasks(int64_t heads, int64_t qblocks, bool grad, double work,
+                      size_t per_thread, em_att_task_fn task, void *ctx)
+{
+    const int64_t tasks = grad ? heads : heads * qblocks;
+    per_thread = (per_thread + 63) / 64 * 64; /* each thread's part starts 64-byte aligned */
+    int nt = tasks > 1 && work >= ATT_PARALLEL_MIN_WORK ? em_cpu_threads() : 1;
+    nt = nt < tasks ? nt : (int)(tasks > 0 ? tasks : 1);
+    char *scratch = em_cpu_scratch((size_t)nt * per_thread);
+    if (!scratch)
+        return false;
+    /* forward: a thread takes all query blocks of a head at once where there are heads enough
+     * to go round, packing its keys and values once */
+    const int64_t chunk = !grad && heads >= ATT_HEADS_PER_THREAD * nt ? qblocks : 1;
+    #pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        char *mine = scratch + (size_t)omp_get_thread_num() * per_thread;
+        em_att_packed_head packed = {-1, 0};
+        #pragma omp for schedule(dynamic, chunk)
+        for (int64_t t = 0; t < tasks; t++)
+            task(ctx, mine, &packed, t);
+    }
+    em_cpu_scratch_free(scratch);
+    return true;
 }
 
 #define REAL float
@@ -190,6 +213,12 @@ static int att_run(att_call *c, bool avx2, bool grad)
 {
     if (!att_check(c, grad))
         return EM_KERNEL_UNSUPPORTED;
+    const int rc = avx2 ? em_cpu_attention_bf16(c->p, c->batch, c->heads, c->lq, c->lk, c->d,
+                                                c->dv, c->q, c->k, c->v, c->mask, c->out, c->lse,
+                                                c->gout, c->gq, c->gk, c->gv)
+                        : EM_KERNEL_UNSUPPORTED;
+    if (rc != EM_KERNEL_UNSUPPORTED)
+        return rc;
     if (c->q->dtype == EM_F32)
         return att_run_f32(c, em_cpu_att_tiles_f32(avx2), grad) ? EM_KERNEL_OK
                                                                  : EM_KERNEL_FAILED;

@@ -293,36 +293,33 @@ static int64_t ATT_FN(backward_scratch)(const att_call *c)
            ATT_ROWS_REALS;
 }
 
-/* Runs forward (grad false) or backward over every task, each thread in its own part of one
- * scratch block from the accounting allocator; false when that block could not be had. */
+/* One task of ATT_FN(run)'s call: ctx its call and tiles. */
+typedef struct {
+    const att_call *c;
+    const em_att_tiles *t;
+    int64_t qblocks;
+    bool grad;
+} ATT_FN(tasks);
+
+static void ATT_FN(task)(void *ctx, void *scratch, em_att_packed_head *packed, int64_t task)
+{
+    const ATT_FN(tasks) *k = ctx;
+    if (k->grad)
+        ATT_FN(backward_head)(k->c, k->t, scratch, task);
+    else
+        ATT_FN(forward_block)(k->c, k->t, scratch, packed, task / k->qblocks,
+                              task % k->qblocks * EM_ATT_BR);
+}
+
+/* Runs forward (grad false) or backward over every task; false when the scratch could not be
+ * had. */
 static bool ATT_FN(run)(const att_call *c, const em_att_tiles *t, bool grad)
 {
-    const int64_t bh = c->batch * c->heads, qblocks = (c->lq + EM_ATT_BR - 1) / EM_ATT_BR;
-    const int64_t tasks = grad ? bh : bh * qblocks;
-    int64_t per_thread = grad ? ATT_FN(backward_scratch)(c) : ATT_FN(forward_scratch)(c);
-    per_thread = (per_thread + 15) / 16 * 16; /* each thread's part starts 64-byte aligned */
-    const double work = (double)bh * (double)c->lq * (double)c->lk * (double)(c->d + c->dv);
-    int nt = tasks > 1 && work >= ATT_PARALLEL_MIN_WORK ? em_cpu_threads() : 1;
-    nt = nt < tasks ? nt : (int)(tasks > 0 ? tasks : 1);
-    REAL *scratch = em_cpu_scratch((size_t)(nt * per_thread) * sizeof(REAL));
-    if (!scratch)
-        return false;
-    /* forward: a thread takes all query blocks of a head at once where there are heads enough
-     * to go round, packing its keys and values once */
-    const int64_t chunk = !grad && bh >= ATT_HEADS_PER_THREAD * nt ? qblocks : 1;
-    #pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        REAL *mine = scratch + omp_get_thread_num() * per_thread;
-        att_packed_head packed = {-1, 0};
-        #pragma omp for schedule(dynamic, chunk)
-        for (int64_t task = 0; task < tasks; task++) {
-            if (grad)
-                ATT_FN(backward_head)(c, t, mine, task);
-            else
-                ATT_FN(forward_block)(c, t, mine, &packed, task / qblocks,
-                                      task % qblocks * EM_ATT_BR);
-        }
-    }
-    em_cpu_scratch_free(scratch);
-    return true;
+    const int64_t qblocks = (c->lq + EM_ATT_BR - 1) / EM_ATT_BR;
+    const int64_t per_thread = grad ? ATT_FN(backward_scratch)(c) : ATT_FN(forward_scratch)(c);
+    const double work = (double)c->batch * (double)c->heads * (double)c->lq * (double)c->lk *
+                        (double)(c->d + c->dv);
+    ATT_FN(tasks) k = {c, t, qblocks, grad};
+    return em_att_run_tasks(c->batch * c->heads, qblocks, grad, work,
+                            (size_t)per_thread * sizeof(REAL), ATT_FN(task), &k);
 }

@@ -5,6 +5,7 @@
 #define EMBER_CPU_ATTENTION_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Tiles hold rows of query (EM_ATT_BR) and key (EM_ATT_BC) positions; packed right-hand operands
@@ -46,6 +47,24 @@ typedef struct {
     void (*transpose)(int64_t rows, int64_t n, const void *src, int64_t src_row, double scale,
                       void *dst, int64_t ldd);
 } em_att_tiles;
+
+/* Which head's keys and values a thread's scratch holds packed, and up to which key */
+typedef struct {
+    int64_t bh, keys;
+} em_att_packed_head;
+
+/* One task of an attention call on the thread's scratch and packed head: forward, query block
+ * task % qblocks of head task / qblocks; backward, head task. */
+typedef void (*em_att_task_fn)(void *ctx, void *scratch, em_att_packed_head *packed,
+                               int64_t task);
+
+/* cpu_attention.c: runs every task of a call over `heads` (batch x heads) heads of qblocks query
+ * blocks, forward or backward (grad), each thread in its own part of one scratch block
+ * (per_thread bytes, 64-byte aligned) from the accounting allocator; on one thread below a
+ * call's work (B H Lq Lk (D + Dv) multiply-adds) worth forking for. False when the scratch could
+ * not be had. */
+bool em_att_run_tasks(int64_t heads, int64_t qblocks, bool grad, double work,
+                      size_t per_thread, em_att_task_fn task, void *ctx);
 
 /* f32 tiles on AVX2+FMA (avx2, where the CPU has them) or in portable C */
 const em_att_tiles *em_cpu_att_tiles_f32(bool avx2);

@@ -17,6 +17,7 @@ static const em_backend cpu_backend = {
     .details = em_cpu_details,
     .set_threads = em_cpu_set_threads,
     .threads = em_cpu_max_threads,
+    .active_threads = em_cpu_threads,
     .fill = em_cpu_fill,
     .copy = em_cpu_copy,
     .unary = em_cpu_unary,

@@ -1,6 +1,7 @@
 /* CPU 2-D convolution (NCHW, stride, padding, dilation, groups): im2col + GEMM per image for f32
  * and f64, or for f32 stride-1 layers on AVX2+FMA the direct kernels of cpu_conv_direct.c, and
- * for 3x3 ones with enough channels Winograd (cpu_conv_winograd.c); f16/bf16 run through the f32
+ * for 3x3 ones with enough channels Winograd (cpu_conv_winograd.c); bf16 layers of 16+ channels
+ * on oneDNN where the CPU multiplies bf16 (cpu_dnnl_conv.c), other f16/bf16 ones through the f32
  * path. The typed body is cpu_conv_impl_internal.h. */
 #include <omp.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "backend_cpu/cpu_conv_direct_internal.h"
 #include "backend_cpu/cpu_conv_winograd_internal.h"
 #include "backend_cpu/cpu_dense_internal.h"
+#include "backend_cpu/cpu_dnnl_internal.h"
 
 /* grad_weight sums the batch in this many fixed blocks (fewer for a smaller batch). */
 #define CONV_GW_BLOCKS 16
@@ -157,6 +159,9 @@ static int64_t w_numel(const em_conv2d_shape *s)
 static int half_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, const void *w,
                        const void *bias, void *y)
 {
+    const int rc_dnnl = em_cpu_dnnl_conv2d(s, dt, x, w, bias, y);
+    if (rc_dnnl != EM_KERNEL_UNSUPPORTED)
+        return rc_dnnl;
     float *fx = em_cpu_widen(dt, x, x_numel(s));
     float *fw = em_cpu_widen(dt, w, w_numel(s));
     float *fb = bias ? em_cpu_widen(dt, bias, s->c_out) : NULL;
@@ -194,6 +199,9 @@ int em_cpu_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, const vo
 static int half_grad_input(const em_conv2d_shape *s, em_dtype dt, const void *gy, const void *w,
                            void *gx)
 {
+    const int rc_dnnl = em_cpu_dnnl_conv2d_grad_input(s, dt, gy, w, gx);
+    if (rc_dnnl != EM_KERNEL_UNSUPPORTED)
+        return rc_dnnl;
     float *fgy = em_cpu_widen(dt, gy, y_numel(s));
     float *fw = em_cpu_widen(dt, w, w_numel(s));
     float *fgx = em_cpu_f32_buffer(x_numel(s));
@@ -229,6 +237,9 @@ int em_cpu_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, const void *
 static int half_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void *gy, const void *x,
                             void *gw, void *gbias)
 {
+    const int rc_dnnl = em_cpu_dnnl_conv2d_grad_weight(s, dt, gy, x, gw, gbias);
+    if (rc_dnnl != EM_KERNEL_UNSUPPORTED)
+        return rc_dnnl;
     float *fgy = em_cpu_widen(dt, gy, y_numel(s));
     float *fx = em_cpu_widen(dt, x, x_numel(s));
     float *fgw = em_cpu_f32_buffer(w_numel(s));

@@ -22,10 +22,13 @@ static inline bool em_cpu_is_half(em_dtype dt)
 bool em_cpu_max_pool2d_2x2_applies(const em_pool2d_shape *s);
 void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *y,
                                em_pool_tap *argmax);
-/* gx (n, c, h, w) = the gradient of that pooling from gy and its argmax, every input written;
- * false (nothing done) where the dense kernel needs AVX-512 the CPU lacks */
-bool em_cpu_max_pool2d_2x2_grad_f32(const em_pool2d_shape *s, const float *gy,
-                                    const em_pool_tap *argmax, float *gx);
+/* The same pooling of f32 or bf16 (dt) in AVX-512 lanes, and gx (n, c, h, w) = its gradient
+ * from gy and its argmax, every input written; false (nothing done) for another dtype or where
+ * the CPU lacks AVX-512 (em_cpu_max_pool2d_2x2_f32 then has SSE lanes) */
+bool em_cpu_max_pool2d_2x2_avx512(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
+                                  em_pool_tap *argmax);
+bool em_cpu_max_pool2d_2x2_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy,
+                                const em_pool_tap *argmax, void *gx);
 
 /* What em_cpu_gemm_tiles_f32 does beyond c = a @ op(b) */
 typedef struct {

@@ -1,8 +1,11 @@
 /* CPU feature detection: cpuid and the compiler's checks read once, on the first question, into
- * one set that every kernel and `ember info` ask through cpu_features_internal.h. */
+ * one set that every kernel and `ember info` ask through cpu_features_internal.h;
+ * EMBER_CPU_ISA=avx2 reports no more than AVX2, so every kernel runs as on such a CPU. */
 #include <cpuid.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend_cpu/cpu_features_internal.h"
 
@@ -44,7 +47,15 @@ static void detect(void)
     bool tiles = os_keeps_tiles();
     f.amx_bf16 = tiles && (edx7 & (1u << 22));
     f.amx_int8 = tiles && (edx7 & (1u << 25));
+    if (em_cpu_isa_capped()) /* as on a CPU with AVX2 at most */
+        f.avx512 = f.avx512_vnni = f.avx512_bf16 = f.amx_bf16 = f.amx_int8 = false;
     found = f;
+}
+
+bool em_cpu_isa_capped(void)
+{
+    const char *isa = getenv("EMBER_CPU_ISA");
+    return isa && !strcmp(isa, "avx2");
 }
 
 static const cpu_features *features(void)

@@ -9,11 +9,14 @@ bool em_cpu_has_avx2(void);        /* AVX2 and FMA */
 bool em_cpu_has_avx512(void);      /* AVX-512 F, BW, DQ and VL, on top of AVX2 */
 bool em_cpu_has_avx512_vnni(void); /* AVX-512 VNNI, on top of em_cpu_has_avx512 */
 bool em_cpu_has_f16c(void);        /* AVX and F16C */
-/* Reported only; no kernel uses them yet. AVX512_BF16 on top of em_cpu_has_avx512; AMX-BF16
+/* oneDNN's products use them (cpu_dnnl.c). AVX512_BF16 on top of em_cpu_has_avx512; AMX-BF16
  * and AMX-INT8 where the OS also keeps the tile state (XCR0 bits 17 and 18). */
 bool em_cpu_has_avx512_bf16(void);
 bool em_cpu_has_amx_bf16(void);
 bool em_cpu_has_amx_int8(void);
+/* EMBER_CPU_ISA=avx2: the features above report AVX2 at most and oneDNN is held to AVX2, so the
+ * kernels an AVX2-only CPU runs run here (GCC's target_clones still pick by the CPU itself). */
+bool em_cpu_isa_capped(void);
 
 /* Kernels with an AVX-512 body take it when em_cpu_use_avx512, which tests turn off to run the
  * AVX2 body on the same CPU. */

@@ -1,10 +1,12 @@
-/* CPU matrix products: row-major batched GEMM through OpenBLAS (sgemm, dgemm); f16/bf16 are
- * widened to f32, multiplied with f32 accumulation and rounded back. */
+/* CPU matrix products: row-major batched GEMM through OpenBLAS (sgemm, dgemm); bf16 on oneDNN
+ * where the CPU multiplies bf16 (cpu_dnnl_products.c); elsewhere f16/bf16 are widened to f32,
+ * multiplied with f32 accumulation and rounded back. */
 #include <cblas.h>
 #include <omp.h>
 #include <string.h>
 
 #include "backend_cpu/cpu_dense_internal.h"
+#include "backend_cpu/cpu_dnnl_internal.h"
 
 /* All CPU parallelism in ember is OpenMP's: OpenBLAS is kept at one thread (its own spinning
  * threads would fight OpenMP's for the cores; measured on 2 cores, a product right after an
@@ -290,6 +292,10 @@ int em_cpu_gemm(em_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n, i
     if (!fix_ld(trans_a ? k : m, trans_a ? m : k, &g.lda)
         || !fix_ld(trans_b ? n : k, trans_b ? k : n, &g.ldb) || !fix_ld(m, n, &g.ldc))
         return EM_KERNEL_UNSUPPORTED;
+    int rc = em_cpu_dnnl_gemm(dt, trans_a, trans_b, m, n, k, alpha, a, g.lda, stride_a, b,
+                              g.ldb, stride_b, beta, c, g.ldc, stride_c, batch);
+    if (rc != EM_KERNEL_UNSUPPORTED)
+        return rc;
     em_cpu_blas_one_thread();
     if (em_cpu_is_half(dt))
         return half_gemm(dt, &g, a, stride_a, b, stride_b, c, stride_c, batch);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend_cpu/cpu_dense_internal.h"
+#include "backend_cpu/cpu_dnnl_internal.h"
 #include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_simd_internal.h"
 
@@ -216,6 +217,8 @@ bool em_cpu_gemm_tiles_f32(int64_t m, int64_t n, int64_t k, const float *a, int6
 int em_cpu_linear(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *x, int64_t ldx,
                   const void *w, int64_t ldw, const void *b, void *y, int64_t ldy)
 {
+    if (em_cpu_dnnl_takes(dt))
+        return em_cpu_dnnl_linear(dt, m, n, k, x, ldx, w, ldw, b, y, ldy);
     return dt == EM_F32 && em_cpu_gemm_tiles_f32(m, n, k, x, ldx, w, ldw, true,
                                                  (em_tiles_extras){.bias = b}, y, ldy)
                ? EM_KERNEL_OK
@@ -250,7 +253,10 @@ static void weight_rows_task(void *ctx, int64_t task)
  * own had one thread wait for the other at its end, and one fork serves both products. */
 int em_cpu_linear_grad(em_dtype dt, const em_linear_grads *a)
 {
-    if (dt != EM_F32 || (a->gw && (a->ldg < a->k || a->ldx < a->n || a->ldgw < a->n)))
+    if (em_cpu_dnnl_takes(dt))
+        return em_cpu_dnnl_linear_grad(dt, a);
+    if (dt != EM_F32 || a->param_dt != dt || !a->gx ||
+        (a->gw && (a->ldg < a->k || a->ldx < a->n || a->ldgw < a->n)))
         return EM_KERNEL_UNSUPPORTED;
     weight_rows wr = {a, WEIGHT_ROWS};
     em_tiles_extras extras = {.a_col_sums = a->gb};

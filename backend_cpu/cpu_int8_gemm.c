@@ -1,10 +1,15 @@
 /* The int8 product for quantized Linear and Conv2d layers: u7 activations x s8 weights packed
- * once, int32 sums, an f32 dequantizing epilogue; the packing, the choice of path, the driver
- * that splits a product into tiles, the portable tile and the quantized linear layers. */
+ * once, int32 sums, an f32 dequantizing epilogue; the packing (ember's panels, then oneDNN's
+ * layout of the same weights), the choice of path, the driver that splits a product into
+ * tiles, the portable tile and the quantized linear layers (on oneDNN's matmul where the CPU
+ * has VNNI or AMX-INT8). */
+#include <stdatomic.h>
 #include <stdlib.h>
 
+#include "backend_cpu/cpu_dnnl_internal.h"
 #include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_int8_internal.h"
+#include "backend_cpu/cpu_simd_internal.h"
 
 /* Why 7-bit activations: without VNNI the fastest exact AVX2 product is _mm256_maddubs_epi16
  * (u8 x s8, pairs summed to a saturating s16) then _mm256_madd_epi16 by ones (pairs to s32):
@@ -20,6 +25,39 @@
 /* rows of a threaded task (a multiple of every path's MR and of the panel) */
 #define TASK_ROWS 64
 
+/* The u8 x s8 product of x (m, k) with the weights w (n, k), in oneDNN's terms; its right-hand
+ * operand is packed once (em_dnnl_matmul_pack). */
+static em_dnnl_matmul_desc dnnl_product(int64_t m, int64_t n, int64_t k, int64_t lda,
+                                        int64_t ldc)
+{
+    return (em_dnnl_matmul_desc){.a_dt = EM_U8, .b_dt = EM_I8, .c_dt = EM_I32, .tb = true,
+                                 .m = m, .n = n, .k = k, .batch = 1, .lda = lda, .ldb = k,
+                                 .ldc = ldc, .alpha = 1, .b_packed = true};
+}
+
+/* The tiles a path's products run on: its own, or for oneDNN's (whole matrices only) the best
+ * of ember's. */
+static em_cpu_int8_path tile_path(em_cpu_int8_path path)
+{
+    if (path != EM_CPU_INT8_DNNL)
+        return path;
+    return em_cpu_has_avx512_vnni() ? EM_CPU_INT8_VNNI
+                      : em_cpu_has_avx2() ? EM_CPU_INT8_AVX2 : EM_CPU_INT8_PORTABLE;
+}
+
+/* Whether oneDNN has the u8 x s8 product with packed weights, asked once. */
+static atomic_int dnnl_known = -1;
+static bool dnnl_supported(void)
+{
+    int v = atomic_load_explicit(&dnnl_known, memory_order_relaxed);
+    if (v < 0) {
+        const em_dnnl_matmul_desc d = dnnl_product(1, 16, 16, 16, 16);
+        v = em_dnnl_matmul_packed_size(&d) > 0;
+        atomic_store_explicit(&dnnl_known, v, memory_order_relaxed);
+    }
+    return v;
+}
+
 bool em_cpu_int8_path_supported(em_cpu_int8_path path)
 {
     switch (path) {
@@ -29,23 +67,41 @@ bool em_cpu_int8_path_supported(em_cpu_int8_path path)
         return em_cpu_has_avx2();
     case EM_CPU_INT8_VNNI:
         return em_cpu_has_avx512_vnni();
-    default:
-        return false;
+    case EM_CPU_INT8_DNNL:
+        return dnnl_supported();
+    case EM_CPU_INT8_PATHS:
+        break;
     }
+    return false;
 }
 
 em_cpu_int8_path em_cpu_int8_best_path(void)
 {
-    return em_cpu_has_avx512_vnni() ? EM_CPU_INT8_VNNI
-                      : em_cpu_has_avx2() ? EM_CPU_INT8_AVX2 : EM_CPU_INT8_PORTABLE;
+    return em_cpu_engine_for(EM_CPU_PRODUCT_INT8)->dnnl ? EM_CPU_INT8_DNNL
+                                                        : tile_path(EM_CPU_INT8_DNNL);
 }
 
-/* Packed weights for (n, k): int32 row sums of w (np), then np / 16 panels (see
- * cpu_int8_internal.h); np = n rounded up to a tile. */
-int64_t em_cpu_int8_packed_size(int64_t n, int64_t k)
+/* Bytes of ember's packed weights for (n, k): int32 row sums of w (np), then np / 16 panels (see
+ * cpu_int8_internal.h); np = n rounded up to a tile. oneDNN's packing of w follows them. */
+static int64_t tiles_packed_size(int64_t n, int64_t k)
 {
     int64_t np = em_int8_round_up(n, EM_INT8_TILE_COLS);
     return np * (int64_t)sizeof(int32_t) + np * em_int8_groups(k) * EM_INT8_KGROUP;
+}
+
+int64_t em_cpu_int8_packed_size(int64_t n, int64_t k)
+{
+    const em_dnnl_matmul_desc d = dnnl_product(1, n, k, k, n);
+    return tiles_packed_size(n, k) + (n > 0 && k > 0 ? em_dnnl_matmul_packed_size(&d) : 0);
+}
+
+/* oneDNN's packing of the weights in packed, or NULL where there is none */
+static const void *dnnl_weights(int64_t n, int64_t k, const void *packed)
+{
+    const em_dnnl_matmul_desc d = dnnl_product(1, n, k, k, n);
+    return n > 0 && k > 0 && em_dnnl_matmul_packed_size(&d) > 0
+               ? (const char *)packed + tiles_packed_size(n, k)
+               : NULL;
 }
 
 int em_cpu_int8_pack(int64_t n, int64_t k, const int8_t *w, void *packed)
@@ -55,6 +111,14 @@ int em_cpu_int8_pack(int64_t n, int64_t k, const int8_t *w, void *packed)
     int32_t *sums = packed;                   // (np)
     int8_t *panels = (int8_t *)(sums + np); // (np / 16, kg, 16, 4)
     memset(packed, 0, (size_t)em_cpu_int8_packed_size(n, k));
+    const void *dnnl = dnnl_weights(n, k, packed);
+    if (dnnl && em_dnnl_matmul_pack(&(em_dnnl_matmul_desc){.a_dt = EM_U8, .b_dt = EM_I8,
+                                                           .c_dt = EM_I32, .tb = true, .m = 1,
+                                                           .n = n, .k = k, .batch = 1,
+                                                           .lda = k, .ldb = k, .ldc = n,
+                                                           .alpha = 1, .b_packed = true},
+                                    w, (void *)dnnl) != EM_KERNEL_OK)
+        return EM_KERNEL_FAILED;
     for (int64_t j = 0; j < n; j++) {
         int8_t *col = panels + j / EM_INT8_PANEL * kg * EM_INT8_GROUP_BYTES +
                       j % EM_INT8_PANEL * EM_INT8_KGROUP;
@@ -113,13 +177,13 @@ void em_int8_product_run(em_cpu_int8_path path, const em_int8_product *p, bool t
     static const struct {
         em_int8_tile_fn tile;
         int mr;
-    } kernels[EM_CPU_INT8_PATHS] = {
+    } kernels[EM_CPU_INT8_DNNL] = {
         [EM_CPU_INT8_PORTABLE] = {em_int8_tile_portable, EM_INT8_MR_PORTABLE},
         [EM_CPU_INT8_AVX2] = {em_int8_tile_avx2, EM_INT8_MR_AVX2},
         [EM_CPU_INT8_VNNI] = {em_int8_tile_vnni, EM_INT8_MR_VNNI},
     };
-    em_int8_tile_fn tile = kernels[path].tile;
-    int mr = kernels[path].mr;
+    em_int8_tile_fn tile = kernels[tile_path(path)].tile;
+    int mr = kernels[tile_path(path)].mr;
     int64_t col_tiles = (p->n + EM_INT8_TILE_COLS - 1) / EM_INT8_TILE_COLS;
     int64_t chunks = (p->m + TASK_ROWS - 1) / TASK_ROWS;
     /* task t: column tile t / chunks over rows of chunk t % chunks; a thread's run of tasks
@@ -146,6 +210,22 @@ static em_int8_product weight_product(int64_t m, int64_t n, int64_t k, const uin
                              .seg_valid = n};
 }
 
+/* Products of fewer rows run on ember's tiles even where oneDNN's are the best path: a call into
+ * oneDNN costs more than the product. On 2 threads of a Zen 4 EPYC, u8 x s8 (n 512, k 784):
+ * 1 row tiles 5.3 us, oneDNN 6.1-9.4 us; 64 rows 123 / 115 us; 256 rows 492 / 450 us. */
+#define DNNL_MIN_ROWS 16
+
+/* c (m, n) i32 = a (m, k) @ w^T on oneDNN from its packing of w, for DNNL_MIN_ROWS rows or
+ * more; EM_KERNEL_UNSUPPORTED where it does not take these operands (the caller runs ember's
+ * tiles). */
+static int dnnl_sums(int64_t m, int64_t n, int64_t k, const uint8_t *a, int64_t lda,
+                     const void *packed, int32_t *c, int64_t ldc)
+{
+    const void *w = dnnl_weights(n, k, packed);
+    const em_dnnl_matmul_desc d = dnnl_product(m, n, k, lda, ldc);
+    return w ? em_dnnl_matmul(&d, a, w, NULL, c) : EM_KERNEL_UNSUPPORTED;
+}
+
 int em_cpu_int8_gemm_path(em_cpu_int8_path path, int64_t m, int64_t n, int64_t k,
                           const uint8_t *a, int64_t lda, const void *packed, int32_t *c,
                           int64_t ldc)
@@ -153,9 +233,42 @@ int em_cpu_int8_gemm_path(em_cpu_int8_path path, int64_t m, int64_t n, int64_t k
     if (m < 0 || n < 0 || k < 0 || lda < 1 || lda < k || ldc < n ||
         !em_cpu_int8_path_supported(path))
         return EM_KERNEL_UNSUPPORTED;
+    const int rc = path == EM_CPU_INT8_DNNL && m >= DNNL_MIN_ROWS
+                       ? dnnl_sums(m, n, k, a, lda, packed, c, ldc)
+                       : EM_KERNEL_UNSUPPORTED;
+    if (rc != EM_KERNEL_UNSUPPORTED)
+        return rc;
     em_int8_product p = weight_product(m, n, k, a, lda, packed, c, ldc);
     em_int8_product_run(path, &p, true);
     return EM_KERNEL_OK;
+}
+
+/* y (cols) = the epilogue of one row's int32 sums (cols) */
+EM_WIDEST_LANES static void epilogue_row(int64_t cols, const int32_t *restrict sum,
+                                         const em_int8_epilogue *e, float *restrict y)
+{
+    const int32_t *restrict corr = e->corr;
+    const float *restrict scale = e->scale, *restrict bias = e->bias;
+    const bool relu = e->relu;
+    #pragma omp simd
+    for (int64_t j = 0; j < cols; j++) {
+        const float v = (float)(sum[j] - corr[j]) * scale[j] + bias[j];
+        y[j] = relu && !(v > 0) ? 0.0f : v; /* as the tiles: relu takes NaN to 0 */
+    }
+}
+
+/* y (m, n) = the epilogue of the product of q (m, k) with the weights, on oneDNN */
+static int dnnl_qlinear(int64_t m, int64_t n, int64_t k, const uint8_t *q, int64_t lda,
+                        const void *packed, const em_int8_epilogue *e, float *y)
+{
+    int32_t *sums = em_cpu_scratch((size_t)(m * n > 0 ? m * n : 1) * sizeof(int32_t));
+    int rc = sums ? dnnl_sums(m, n, k, q, lda, packed, sums, n) : EM_KERNEL_FAILED;
+    #pragma omp parallel for if (rc == EM_KERNEL_OK && m * n >= EM_CPU_PARALLEL_MIN) \
+        num_threads(em_cpu_threads())
+    for (int64_t i = 0; i < (rc == EM_KERNEL_OK ? m : 0); i++)
+        epilogue_row(n, sums + i * n, e, y + i * n);
+    em_cpu_scratch_free(sums);
+    return rc;
 }
 
 void *em_int8_epilogue_init(em_int8_epilogue *e, int64_t n, const void *packed, float x_scale,
@@ -190,10 +303,10 @@ int em_int8_qlinear(em_cpu_int8_path path, int64_t m, int64_t n, int64_t k, cons
         return EM_KERNEL_UNSUPPORTED;
     int64_t lda = k > 0 ? k : 1;
     uint8_t *q = em_cpu_scratch((size_t)(m * lda > 0 ? m * lda : 1)); // (m, lda)
-    em_int8_epilogue epi;
+    em_int8_epilogue epi = {0};
     void *arrays = NULL;
     if (q) {
-        bool avx2 = path != EM_CPU_INT8_PORTABLE;
+        bool avx2 = tile_path(path) != EM_CPU_INT8_PORTABLE;
         if (dynamic)
             em_int8_quantize_range(avx2, m * k, x, q, &x_scale, &x_zero_point);
         else
@@ -201,15 +314,18 @@ int em_int8_qlinear(em_cpu_int8_path path, int64_t m, int64_t n, int64_t k, cons
         arrays = em_int8_epilogue_init(&epi, n, packed, x_scale, x_zero_point, w_scale,
                                        n_scales, bias);
     }
-    if (arrays) {
-        epi.relu = relu;
+    epi.relu = relu;
+    int rc = arrays && path == EM_CPU_INT8_DNNL && m >= DNNL_MIN_ROWS
+                 ? dnnl_qlinear(m, n, k, q, lda, packed, &epi, y)
+                 : EM_KERNEL_UNSUPPORTED;
+    if (arrays && rc == EM_KERNEL_UNSUPPORTED) {
         em_int8_product p = weight_product(m, n, k, q, lda, packed, y, n);
         p.epi = &epi;
         em_int8_product_run(path, &p, true);
     }
     em_cpu_scratch_free(q);
     em_cpu_scratch_free(arrays);
-    return arrays ? EM_KERNEL_OK : EM_KERNEL_FAILED;
+    return !arrays ? EM_KERNEL_FAILED : rc == EM_KERNEL_FAILED ? rc : EM_KERNEL_OK;
 }
 
 int em_cpu_qlinear_dynamic_path(em_cpu_int8_path path, int64_t m, int64_t n, int64_t k,

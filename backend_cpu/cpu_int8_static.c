@@ -5,6 +5,7 @@
 #include <emmintrin.h>
 #include <omp.h>
 
+#include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_int8_internal.h"
 
 /* output columns a conv task aims at (its patches stay within the L1 cache) */
@@ -164,7 +165,8 @@ int em_cpu_qconv2d_static_path(em_cpu_int8_path path, const em_conv2d_shape *s, 
     if (arrays) {
         epi.per_row = true;
         epi.relu = relu;
-        quantize_planes(s, &c, path != EM_CPU_INT8_PORTABLE, x, x_scale, x_zero_point, x8, xq);
+        quantize_planes(s, &c, path != EM_CPU_INT8_PORTABLE && em_cpu_has_avx2(), x, x_scale,
+                        x_zero_point, x8, xq);
         tap_offsets(s, &c, tap);
         conv_blocks(path, s, &c, xq, tap, packed, &epi, threads, b, y);
     }

@@ -26,7 +26,9 @@ typedef struct {
 } em_cpu_load;
 /* The team after window w: one smaller when the thread waited for a core over 10% of it, one
  * larger when 0.7 of a CPU sat idle, within [1, ceiling]; the ceiling when a signal it needs is
- * unknown. */
+ * unknown or the window is EM_CPU_STALE_WINDOW_NS or longer (the thread ran no kernels for
+ * most of it). */
+#define EM_CPU_STALE_WINDOW_NS 1000000000LL
 int em_cpu_team_next(const em_cpu_load *w, int team, int ceiling);
 /* /proc/thread-self/schedstat's text -> the run-queue wait in ns (its second field) */
 bool em_cpu_parse_schedstat(const char *text, int64_t *wait_ns);
@@ -47,6 +49,10 @@ void em_cpu_details(char *buf, size_t n); /* the thread governor, the CPU featur
 void *em_cpu_scratch(size_t nbytes);
 void em_cpu_scratch_free(void *ptr); /* NULL is fine */
 
+/* cpu_dnnl.c: what multiplies each kind of product on this CPU, engine and ISA, a line per kind
+ * (f32, bf16, f16, int8) into buf: "bf16  oneDNN avx512_core_bf16" */
+void em_cpu_products_describe(char *buf, size_t n);
+
 /* cpu_blas_core.c: at discovery, OpenBLAS's widest kernel set for this CPU where OpenBLAS did not
  * recognise it; a line naming the set in use ("OpenBLAS SkylakeX kernels") into buf */
 void em_cpu_blas_choose_core(void);
@@ -61,8 +67,8 @@ int em_cpu_copy(const em_arr *out, const em_arr *in);
 int em_cpu_rng_fill(em_rng_dist dist, const em_rng_params *p, uint64_t seed, uint64_t offset,
                     const em_arr *out);
 
-/* cpu_gelu.c: GELU (erf) and its gradient over n contiguous f32 on AVX2+FMA; false (nothing
- * done) without AVX2, where cpu_unary.c's portable loop runs */
+/* cpu_gelu.c: GELU (erf) and its gradient over n contiguous f32 on AVX-512 or AVX2+FMA (the same
+ * bits); false (nothing done) without AVX2, where cpu_unary.c's portable loop runs */
 bool em_cpu_gelu_f32(int64_t n, float *y, const float *x);
 bool em_cpu_gelu_grad_f32(int64_t n, float *gx, const float *gy, const float *x);
 
@@ -137,6 +143,15 @@ int em_cpu_attention_grad_path(bool avx2, const em_attention_params *p, const em
                                const em_arr *out, const em_arr *lse, const em_arr *gout,
                                const em_arr *gq, const em_arr *gk, const em_arr *gv);
 
+/* cpu_attention_bf16.c: em_cpu_attention (gout NULL) or em_cpu_attention_grad on bf16 operands
+ * with AVX512_BF16 dot products, where the call has no mask or dropout and even head dims (with
+ * rows an even number of elements apart); EM_KERNEL_UNSUPPORTED (nothing done) elsewhere. */
+int em_cpu_attention_bf16(const em_attention_params *p, int64_t batch, int64_t heads,
+                          int64_t lq, int64_t lk, int64_t d, int64_t dv, const em_arr *q,
+                          const em_arr *k, const em_arr *v, const em_arr *mask, const em_arr *out,
+                          const em_arr *lse, const em_arr *gout, const em_arr *gq,
+                          const em_arr *gk, const em_arr *gv);
+
 /* cpu_index.c */
 int em_cpu_index_select(const em_arr *out, const em_arr *in, int dim, const em_arr *idx);
 int em_cpu_index_add(const em_arr *out, int dim, const em_arr *idx, const em_arr *src);
@@ -157,6 +172,8 @@ typedef enum {
     EM_CPU_INT8_PORTABLE,
     EM_CPU_INT8_AVX2, /* AVX2 + FMA: maddubs / madd */
     EM_CPU_INT8_VNNI, /* AVX-512 F, BW, VL and VNNI: vpdpbusd */
+    EM_CPU_INT8_DNNL, /* oneDNN's u8 x s8 matmul (the best where the CPU has VNNI or AMX-INT8);
+                       * a convolution's products run on the best of the others */
     EM_CPU_INT8_PATHS
 } em_cpu_int8_path;
 bool em_cpu_int8_path_supported(em_cpu_int8_path path);

@@ -49,7 +49,10 @@ void em_cpu_describe(char *buf, size_t n)
     em_cpu_blas_describe(blas, sizeof blas);
     snprintf(buf, n, "%d OpenMP threads (%s), %s, %s", omp_get_max_threads(),
              em_cpu_threads_adaptive() ? "adaptive" : "fixed",
-             em_cpu_has_avx2() ? "AVX2+FMA kernels" : "portable kernels (no AVX2)", blas);
+             !em_cpu_has_avx2()     ? "portable kernels (no AVX2)"
+             : em_cpu_use_avx512() ? "AVX-512 and AVX2+FMA kernels"
+                                   : "AVX2+FMA kernels",
+             blas);
 }
 
 void em_cpu_details(char *buf, size_t n)
@@ -72,7 +75,8 @@ void em_cpu_details(char *buf, size_t n)
     for (size_t i = 0; i < sizeof features / sizeof features[0] && at >= 0 && (size_t)at < n; i++)
         at += snprintf(buf + at, n - (size_t)at, "%s %s %s", i ? "," : "", features[i].name,
                        features[i].has() ? "yes" : "no");
+    char products[640];
+    em_cpu_products_describe(products, sizeof products);
     if (at >= 0 && (size_t)at < n)
-        snprintf(buf + at, n - (size_t)at,
-                 " (AVX512_BF16 and AMX detected only: no kernel uses them yet)");
+        snprintf(buf + at, n - (size_t)at, "\nproducts on the cpu (engine, ISA):\n%s", products);
 }

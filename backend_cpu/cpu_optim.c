@@ -1,7 +1,9 @@
 /* Fused optimizer updates on the CPU: SGD, Adam/AdamW and RMSprop, one pass over a contiguous
- * f32/f64 parameter and its state, in PyTorch's order of operations (computed in double). */
+ * f32/f64 parameter and its state, in PyTorch's order of operations (computed in double), writing
+ * an f32 parameter's bf16 copy under autocast as it goes. */
 #include <float.h>
 #include <math.h>
+#include <string.h>
 
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "backend_cpu/cpu_simd_internal.h"
@@ -40,6 +42,27 @@ static inline double sgd_elem(const em_sgd_hparams *h, double p, double g, doubl
  * PyTorch's scalar f32 code does; a parallel loop hands them blocks of this many elements. */
 #define OPTIM_BLOCK 16384
 
+/* low (n) = p rounded to bf16 as em_f32_to_bf16 (nearest even, NaN kept NaN): an f32
+ * parameter's copy under autocast, written while the updated block is still in cache. */
+EM_WIDEST_LANES static void bf16_block(int64_t n, const float *restrict p, uint16_t *restrict low)
+{
+    #pragma omp simd
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t f;
+        memcpy(&f, &p[i], sizeof f);
+        const uint32_t nearest = (f + 0x7fffu + ((f >> 16) & 1u)) >> 16;
+        low[i] = (uint16_t)((f & 0x7fffffffu) > 0x7f800000u ? (f >> 16) | 0x40u : nearest);
+    }
+}
+
+/* low (n) = p (n) rounded to bf16, in blocks over the threads */
+static void bf16_copy(int64_t n, const float *p, uint16_t *low)
+{
+    #pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
+    for (int64_t i = 0; i < n; i += OPTIM_BLOCK)
+        bf16_block(n - i < OPTIM_BLOCK ? n - i : OPTIM_BLOCK, p + i, low + i);
+}
+
 /* f32 SGD in f32 arithmetic (as PyTorch's CPU kernels), with the step's choices turned into
  * factors outside the loop so it vectorizes: b = keep * b + fresh * d; p -= lr * (bm * b + dm * d)
  * gives b = d on the first step and d + momentum * b for nesterov, exactly. */
@@ -68,7 +91,8 @@ EM_WIDEST_LANES_UNFUSED static void sgd_f32_block(const sgd_f32_factors *k, int6
     }
 }
 
-static void sgd_f32(const em_sgd_hparams *h, int64_t n, float *p, const float *g, float *buf)
+static void sgd_f32(const em_sgd_hparams *h, int64_t n, float *p, const float *g, float *buf,
+                    uint16_t *low)
 {
     const float mom = (float)h->momentum;
     const sgd_f32_factors k = {
@@ -78,13 +102,16 @@ static void sgd_f32(const em_sgd_hparams *h, int64_t n, float *p, const float *g
         .bm = h->nesterov ? mom : 1.0f, .dm = h->nesterov ? 1.0f : 0.0f,
     };
     #pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
-    for (int64_t i = 0; i < n; i += OPTIM_BLOCK)
-        sgd_f32_block(&k, n - i < OPTIM_BLOCK ? n - i : OPTIM_BLOCK, p + i, g + i,
-                      buf ? buf + i : NULL);
+    for (int64_t i = 0; i < n; i += OPTIM_BLOCK) {
+        const int64_t len = n - i < OPTIM_BLOCK ? n - i : OPTIM_BLOCK;
+        sgd_f32_block(&k, len, p + i, g + i, buf ? buf + i : NULL);
+        if (low)
+            bf16_block(len, p + i, low + i);
+    }
 }
 
 static int sgd_array(em_dtype dt, int64_t n, const em_sgd_hparams *h, void *param,
-                      const void *grad, void *momentum_buf)
+                      const void *grad, void *momentum_buf, uint16_t *low)
 {
     if (dt == EM_F64) {
         double *p = param;                // (n)
@@ -96,7 +123,7 @@ static int sgd_array(em_dtype dt, int64_t n, const em_sgd_hparams *h, void *para
         return EM_KERNEL_OK;
     }
     if (dt == EM_F32) {
-        sgd_f32(h, n, param, grad, momentum_buf);
+        sgd_f32(h, n, param, grad, momentum_buf, low);
         return EM_KERNEL_OK;
     }
     return EM_KERNEL_UNSUPPORTED;
@@ -153,7 +180,7 @@ EM_WIDEST_LANES_UNFUSED static void adam_f32_block(const adam_f32_factors *k, in
 }
 
 static void adam_f32(const adam_consts *c, int64_t n, float *p, const float *g, float *m,
-                     float *v)
+                     float *v, uint16_t *low)
 {
     const em_adam_hparams *h = c->h;
     const adam_f32_factors k = {
@@ -164,12 +191,17 @@ static void adam_f32(const adam_consts *c, int64_t n, float *p, const float *g, 
         .l2 = h->decoupled ? 0.0f : (float)h->weight_decay,
     };
     #pragma omp parallel for if (n >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
-    for (int64_t i = 0; i < n; i += OPTIM_BLOCK)
-        adam_f32_block(&k, n - i < OPTIM_BLOCK ? n - i : OPTIM_BLOCK, p + i, g + i, m + i, v + i);
+    for (int64_t i = 0; i < n; i += OPTIM_BLOCK) {
+        const int64_t len = n - i < OPTIM_BLOCK ? n - i : OPTIM_BLOCK;
+        adam_f32_block(&k, len, p + i, g + i, m + i, v + i);
+        if (low)
+            bf16_block(len, p + i, low + i);
+    }
 }
 
 static int adam_array(em_dtype dt, int64_t n, const em_adam_hparams *h, void *param,
-                       const void *grad, void *exp_avg, void *exp_avg_sq, void *max_exp_avg_sq)
+                       const void *grad, void *exp_avg, void *exp_avg_sq, void *max_exp_avg_sq,
+                       uint16_t *low)
 {
     adam_consts c = {
         .h = h,
@@ -188,7 +220,7 @@ static int adam_array(em_dtype dt, int64_t n, const em_adam_hparams *h, void *pa
         return EM_KERNEL_OK;
     }
     if (dt == EM_F32 && !max_exp_avg_sq) {
-        adam_f32(&c, n, param, grad, exp_avg, exp_avg_sq);
+        adam_f32(&c, n, param, grad, exp_avg, exp_avg_sq, low);
         return EM_KERNEL_OK;
     }
     if (dt == EM_F32) {
@@ -206,6 +238,8 @@ static int adam_array(em_dtype dt, int64_t n, const em_adam_hparams *h, void *pa
             if (vmax)
                 vmax[i] = normal_f32((float)vmaxi);
         }
+        if (low)
+            bf16_copy(n, p, low);
         return EM_KERNEL_OK;
     }
     return EM_KERNEL_UNSUPPORTED;
@@ -237,7 +271,7 @@ static inline double rmsprop_elem(const em_rmsprop_hparams *h, double p, double 
 
 static int rmsprop_array(em_dtype dt, int64_t n, const em_rmsprop_hparams *h, void *param,
                           const void *grad, void *square_avg, void *momentum_buf,
-                          void *grad_avg)
+                          void *grad_avg, uint16_t *low)
 {
     if (dt == EM_F64) {
         double *p = param;                // (n)
@@ -267,6 +301,8 @@ static int rmsprop_array(em_dtype dt, int64_t n, const em_rmsprop_hparams *h, vo
             if (gavg)
                 gavg[i] = sq[i] == 0 ? 0 : normal_f32((float)gi); /* as rmsprop_elem */
         }
+        if (low)
+            bf16_copy(n, p, low);
         return EM_KERNEL_OK;
     }
     return EM_KERNEL_UNSUPPORTED;
@@ -278,28 +314,40 @@ static void *state(const em_array_list *l, int k, int i)
     return l->state[k] ? l->state[k][i] : NULL;
 }
 
+/* Array i's bf16 copy to write, or NULL. */
+static uint16_t *low_of(const em_array_list *l, int i)
+{
+    return l->low ? l->low[i] : NULL;
+}
+
+/* Copies are written for f32 parameters in bf16 only. */
+static bool lows_supported(em_dtype dt, const em_array_list *l)
+{
+    return !l->low || (dt == EM_F32 && l->low_dtype == EM_BF16);
+}
+
 int em_cpu_sgd_update(em_dtype dt, const em_sgd_hparams *h, const em_array_list *l)
 {
-    int rc = EM_KERNEL_OK;
+    int rc = lows_supported(dt, l) ? EM_KERNEL_OK : EM_KERNEL_UNSUPPORTED;
     for (int i = 0; i < l->n && rc == EM_KERNEL_OK; i++)
-        rc = sgd_array(dt, l->numel[i], h, l->data[i], l->grad[i], state(l, 0, i));
+        rc = sgd_array(dt, l->numel[i], h, l->data[i], l->grad[i], state(l, 0, i), low_of(l, i));
     return rc;
 }
 
 int em_cpu_adam_update(em_dtype dt, const em_adam_hparams *h, const em_array_list *l)
 {
-    int rc = EM_KERNEL_OK;
+    int rc = lows_supported(dt, l) ? EM_KERNEL_OK : EM_KERNEL_UNSUPPORTED;
     for (int i = 0; i < l->n && rc == EM_KERNEL_OK; i++)
         rc = adam_array(dt, l->numel[i], h, l->data[i], l->grad[i], state(l, 0, i),
-                        state(l, 1, i), state(l, 2, i));
+                        state(l, 1, i), state(l, 2, i), low_of(l, i));
     return rc;
 }
 
 int em_cpu_rmsprop_update(em_dtype dt, const em_rmsprop_hparams *h, const em_array_list *l)
 {
-    int rc = EM_KERNEL_OK;
+    int rc = lows_supported(dt, l) ? EM_KERNEL_OK : EM_KERNEL_UNSUPPORTED;
     for (int i = 0; i < l->n && rc == EM_KERNEL_OK; i++)
         rc = rmsprop_array(dt, l->numel[i], h, l->data[i], l->grad[i], state(l, 0, i),
-                           state(l, 1, i), state(l, 2, i));
+                           state(l, 1, i), state(l, 2, i), low_of(l, i));
     return rc;
 }

@@ -1,5 +1,6 @@
-/* CPU 2-D max and average pooling (NCHW) and their gradients: f32 and f64 natively, f16/bf16
- * through f32. The typed body is cpu_pool_impl_internal.h. */
+/* CPU 2-D max and average pooling (NCHW) and their gradients: f32 and f64 natively, bf16 2x2
+ * max pooling natively on AVX-512, other f16/bf16 through f32. The typed body is
+ * cpu_pool_impl_internal.h. */
 #include <math.h>
 #include <string.h>
 
@@ -53,7 +54,8 @@ static void max_pool_f32(const em_pool2d_shape *s, const float *x, float *y, em_
 static void max_pool_grad_f32(const em_pool2d_shape *s, const float *gy,
                               const em_pool_tap *argmax, float *gx)
 {
-    if (!em_cpu_max_pool2d_2x2_applies(s) || !em_cpu_max_pool2d_2x2_grad_f32(s, gy, argmax, gx))
+    if (!em_cpu_max_pool2d_2x2_applies(s) ||
+        !em_cpu_max_pool2d_2x2_grad(s, EM_F32, gy, argmax, gx))
         pool_max_pool_grad_f32(s, gy, argmax, gx);
 }
 
@@ -97,7 +99,8 @@ int em_cpu_max_pool2d(const em_pool2d_shape *s, em_dtype dt, const void *x, void
         max_pool_f32(s, x, y, argmax);
     else if (dt == EM_F64)
         pool_max_pool_f64(s, x, y, argmax);
-    else
+    else if (!em_cpu_max_pool2d_2x2_applies(s) ||
+             !em_cpu_max_pool2d_2x2_avx512(s, dt, x, y, argmax))
         return pool_half(POOL_MAX, s, dt, x, y, argmax, NULL);
     return EM_KERNEL_OK;
 }
@@ -111,7 +114,8 @@ int em_cpu_max_pool2d_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy
         max_pool_grad_f32(s, gy, argmax, gx);
     else if (dt == EM_F64)
         pool_max_pool_grad_f64(s, gy, argmax, gx);
-    else
+    else if (!em_cpu_max_pool2d_2x2_applies(s) ||
+             !em_cpu_max_pool2d_2x2_grad(s, dt, gy, argmax, gx))
         return pool_half(POOL_MAX_GRAD, s, dt, gy, gx, NULL, argmax);
     return EM_KERNEL_OK;
 }

@@ -1,11 +1,10 @@
 /* f32 max pooling over 2x2 windows at stride 2 without padding — the downsampling step of most
- * CNNs — sixteen outputs at a time in AVX-512 lanes (a row's tail masked) where the CPU has it,
- * else four in SSE lanes: the two taps of a row are split into even and odd lanes by a shuffle,
- * so no gather is needed. Same tap order, ties and NaN rule as the general kernel: the first
- * maximum wins and a NaN beats any number. On AVX-512 the gradient is written densely too:
- * the windows tile the plane, so each input gets its window's gradient or 0, with no zero fill
- * and scatter. */
-#include <string.h>
+ * CNNs — sixteen outputs at a time in AVX-512 lanes (a row's tail masked) where the CPU has it
+ * (bf16 too, widened in the lanes and stored back exactly), else four in SSE lanes: the two
+ * taps of a row are split into even and odd lanes by a shuffle, so no gather is needed. Same tap
+ * order, ties and NaN rule as the general kernel: the first maximum wins and a NaN beats any
+ * number. On AVX-512 the gradient is written densely too: the windows tile the plane, so each
+ * input gets its window's gradient or 0, with no zero fill and scatter. */
 
 #include "backend_cpu/cpu_dense_internal.h"
 #include "backend_cpu/cpu_features_internal.h"
@@ -24,10 +23,33 @@ static inline __mmask16 first_lanes(int64_t n)
     return (__mmask16)(n <= 0 ? 0 : n >= 16 ? 0xffff : (1u << n) - 1);
 }
 
-/* Planes [p0, p1) of x (n*c, h, w) into y and argmax (n*c, h_out, w_out), each output row 16
- * outputs at a time. */
-EM_AVX512 static void pool_planes_avx512(const em_pool2d_shape *s, const float *x, float *y,
-                                         em_pool_tap *argmax, int64_t p0, int64_t p1)
+/* The 16 values at element i of a plane of f32 or bf16 (widened: a bf16 is the top half of its
+ * f32), lanes outside keep 0. */
+EM_AVX512 static inline __m512 load16(bool bf16, const void *base, int64_t i, __mmask16 keep)
+{
+    if (!bf16)
+        return _mm512_maskz_loadu_ps(keep, (const float *)base + i);
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(keep,
+                                                                     (const uint16_t *)base + i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+}
+
+/* Stores the kept lanes of v at element i: f32, or bf16 exactly (v holds bf16 values: one of
+ * the window's, 0 or a gradient of the bf16 input). */
+EM_AVX512 static inline void store16(bool bf16, void *base, int64_t i, __mmask16 keep, __m512 v)
+{
+    if (!bf16) {
+        _mm512_mask_storeu_ps((float *)base + i, keep, v);
+        return;
+    }
+    const __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16));
+    _mm256_mask_storeu_epi16((uint16_t *)base + i, keep, h);
+}
+
+/* Planes [p0, p1) of x (n*c, h, w) into y and argmax (n*c, h_out, w_out), f32 or bf16, each
+ * output row 16 outputs at a time. */
+EM_AVX512 static void pool_planes_avx512(const em_pool2d_shape *s, bool bf16, const void *x,
+                                         void *y, em_pool_tap *argmax, int64_t p0, int64_t p1)
 {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
                                            28, 30);
@@ -36,18 +58,18 @@ EM_AVX512 static void pool_planes_avx512(const em_pool2d_shape *s, const float *
     const __m512 zero = _mm512_setzero_ps();
     for (int64_t p = p0; p < p1; p++)
         for (int64_t oh = 0; oh < s->h_out; oh++) {
-            const float *r0 = x + p * hw + 2 * oh * w, *r1 = r0 + w; /* the window rows */
-            float *yr = y + p * hwo + oh * w_out;
-            em_pool_tap *ar = argmax ? argmax + p * hwo + oh * w_out : NULL;
+            const int64_t r0 = p * hw + 2 * oh * w, r1 = r0 + w; /* the window rows */
+            const int64_t yr = p * hwo + oh * w_out;
+            em_pool_tap *ar = argmax ? argmax + yr : NULL;
             for (int64_t ow = 0; ow < w_out; ow += 16) {
                 const int64_t n = w_out - ow < 16 ? w_out - ow : 16;
                 const __mmask16 lo = first_lanes(2 * n), hi = first_lanes(2 * n - 16);
                 const __mmask16 keep = first_lanes(n);
-                const float *a = r0 + 2 * ow, *b = r1 + 2 * ow;
-                const __m512 a0 = _mm512_maskz_loadu_ps(lo, a);
-                const __m512 a1 = _mm512_maskz_loadu_ps(hi, a + 16);
-                const __m512 b0 = _mm512_maskz_loadu_ps(lo, b);
-                const __m512 b1 = _mm512_maskz_loadu_ps(hi, b + 16);
+                const int64_t a = r0 + 2 * ow, b = r1 + 2 * ow;
+                const __m512 a0 = load16(bf16, x, a, lo);
+                const __m512 a1 = load16(bf16, x, a + 16, hi);
+                const __m512 b0 = load16(bf16, x, b, lo);
+                const __m512 b1 = load16(bf16, x, b + 16, hi);
                 const __m512 taps[4] = {_mm512_permutex2var_ps(a0, even, a1),
                                         _mm512_permutex2var_ps(a0, odd, a1),
                                         _mm512_permutex2var_ps(b0, even, b1),
@@ -64,7 +86,7 @@ EM_AVX512 static void pool_planes_avx512(const em_pool2d_shape *s, const float *
                 if (s->relu)
                     best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(best, zero, _CMP_LT_OQ),
                                               zero);
-                _mm512_mask_storeu_ps(yr + ow, keep, best);
+                store16(bf16, y, yr + ow, keep, best);
                 if (!ar)
                     continue;
                 if (s->relu)
@@ -74,46 +96,49 @@ EM_AVX512 static void pool_planes_avx512(const em_pool2d_shape *s, const float *
         }
 }
 
-/* Planes [p0, p1) of gx (n*c, h, w) from gy and argmax (n*c, h_out, w_out): rows 2 oh and
- * 2 oh + 1 from output row oh, 16 windows at a time; columns past 2 w_out and an odd last row
- * get 0. */
-EM_AVX512 static void pool_grad_planes_avx512(const em_pool2d_shape *s, const float *gy,
-                                              const em_pool_tap *argmax, float *gx, int64_t p0,
-                                              int64_t p1)
+/* Planes [p0, p1) of gx (n*c, h, w) from gy and argmax (n*c, h_out, w_out), f32 or bf16: rows
+ * 2 oh and 2 oh + 1 from output row oh, 16 windows at a time; columns past 2 w_out and an odd
+ * last row get 0. */
+EM_AVX512 static void pool_grad_planes_avx512(const em_pool2d_shape *s, bool bf16,
+                                              const void *gy, const em_pool_tap *argmax,
+                                              void *gx, int64_t p0, int64_t p1)
 {
     /* lanes 0..15 of the interleave of a (even columns) and b (odd ones), then 16..31 */
     const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
     const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30,
                                          15, 31);
     const int64_t w = s->w, w_out = s->w_out, hw = s->h * w, hwo = s->h_out * w_out;
+    const __m512 zero = _mm512_setzero_ps();
     for (int64_t p = p0; p < p1; p++) {
-        float *g = gx + p * hw; // (H, W)
+        const int64_t g = p * hw; // (H, W)
         for (int64_t oh = 0; oh < s->h_out; oh++) {
-            const float *gr = gy + p * hwo + oh * w_out;
-            const em_pool_tap *ar = argmax + p * hwo + oh * w_out;
-            float *g0 = g + 2 * oh * w, *g1 = g0 + w;
+            const int64_t gr = p * hwo + oh * w_out;
+            const em_pool_tap *ar = argmax + gr;
+            const int64_t g0 = g + 2 * oh * w, g1 = g0 + w;
             for (int64_t ow = 0; ow < w_out; ow += 16) {
                 const int64_t n = w_out - ow < 16 ? w_out - ow : 16;
                 const __mmask16 keep = first_lanes(n), lo_keep = first_lanes(2 * n);
                 const __mmask16 hi_keep = first_lanes(2 * n - 16);
-                const __m512 gv = _mm512_maskz_loadu_ps(keep, gr + ow);
+                const __m512 gv = load16(bf16, gy, gr + ow, keep);
                 const __m512i tap = _mm512_cvtepi16_epi32(_mm256_maskz_loadu_epi16(keep, ar + ow));
                 __m512 t[4]; /* gv in the lanes whose window's maximum is tap k */
                 for (int k = 0; k < 4; k++)
                     t[k] = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(tap, _mm512_set1_epi32(k)),
                                                gv);
-                _mm512_mask_storeu_ps(g0 + 2 * ow, lo_keep, _mm512_permutex2var_ps(t[0], lo, t[1]));
-                _mm512_mask_storeu_ps(g0 + 2 * ow + 16, hi_keep,
-                                      _mm512_permutex2var_ps(t[0], hi, t[1]));
-                _mm512_mask_storeu_ps(g1 + 2 * ow, lo_keep, _mm512_permutex2var_ps(t[2], lo, t[3]));
-                _mm512_mask_storeu_ps(g1 + 2 * ow + 16, hi_keep,
-                                      _mm512_permutex2var_ps(t[2], hi, t[3]));
+                store16(bf16, gx, g0 + 2 * ow, lo_keep, _mm512_permutex2var_ps(t[0], lo, t[1]));
+                store16(bf16, gx, g0 + 2 * ow + 16, hi_keep,
+                        _mm512_permutex2var_ps(t[0], hi, t[1]));
+                store16(bf16, gx, g1 + 2 * ow, lo_keep, _mm512_permutex2var_ps(t[2], lo, t[3]));
+                store16(bf16, gx, g1 + 2 * ow + 16, hi_keep,
+                        _mm512_permutex2var_ps(t[2], hi, t[3]));
             }
-            for (int64_t col = 2 * w_out; col < w; col++)
-                g0[col] = g1[col] = 0;
+            for (int64_t col = 2 * w_out; col < w; col += 16) { /* 0 past the last window */
+                store16(bf16, gx, g0 + col, first_lanes(w - col), zero);
+                store16(bf16, gx, g1 + col, first_lanes(w - col), zero);
+            }
         }
-        if (s->h % 2)
-            memset(g + (s->h - 1) * w, 0, (size_t)w * sizeof(float));
+        for (int64_t col = 0; s->h % 2 && col < w; col += 16) /* an odd last row */
+            store16(bf16, gx, g + (s->h - 1) * w + col, first_lanes(w - col), zero);
     }
 }
 
@@ -205,18 +230,54 @@ bool em_cpu_max_pool2d_2x2_applies(const em_pool2d_shape *s)
            && s->h_out == s->h / 2 && s->w_out == s->w / 2;
 }
 
+/* The AVX-512 forward over every plane, f32 or bf16. */
+static void pool_avx512(const em_pool2d_shape *s, bool bf16, const void *x, void *y,
+                        em_pool_tap *argmax)
+{
+    const int64_t planes = s->n * s->c;
+    #pragma omp parallel for if (planes * s->h * s->w >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
+    for (int64_t p0 = 0; p0 < planes; p0 += POOL_PLANE_BLOCK)
+        pool_planes_avx512(s, bf16, x, y, argmax, p0,
+                           p0 + POOL_PLANE_BLOCK < planes ? p0 + POOL_PLANE_BLOCK : planes);
+}
+
+/* The AVX-512 gradient over every plane, f32 or bf16. */
+static void pool_grad_avx512(const em_pool2d_shape *s, bool bf16, const void *gy,
+                             const em_pool_tap *argmax, void *gx)
+{
+    const int64_t planes = s->n * s->c;
+    #pragma omp parallel for if (planes * s->h * s->w >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
+    for (int64_t p0 = 0; p0 < planes; p0 += POOL_PLANE_BLOCK)
+        pool_grad_planes_avx512(s, bf16, gy, argmax, gx, p0,
+                                p0 + POOL_PLANE_BLOCK < planes ? p0 + POOL_PLANE_BLOCK : planes);
+}
+
+bool em_cpu_max_pool2d_2x2_avx512(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
+                                  em_pool_tap *argmax)
+{
+    if (!em_cpu_use_avx512() || (dt != EM_F32 && dt != EM_BF16))
+        return false;
+    pool_avx512(s, dt == EM_BF16, x, y, argmax);
+    return true;
+}
+
+bool em_cpu_max_pool2d_2x2_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy,
+                                const em_pool_tap *argmax, void *gx)
+{
+    if (!em_cpu_use_avx512() || (dt != EM_F32 && dt != EM_BF16))
+        return false;
+    pool_grad_avx512(s, dt == EM_BF16, gy, argmax, gx);
+    return true;
+}
+
 void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *y,
                                em_pool_tap *argmax)
 {
     const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out, planes = s->n * s->c;
-    if (em_cpu_use_avx512()) {
-        #pragma omp parallel for if (planes * hw >= EM_CPU_PARALLEL_MIN) \
-                num_threads(em_cpu_threads())
-        for (int64_t p0 = 0; p0 < planes; p0 += POOL_PLANE_BLOCK)
-            pool_planes_avx512(s, x, y, argmax, p0,
-                               p0 + POOL_PLANE_BLOCK < planes ? p0 + POOL_PLANE_BLOCK : planes);
+    if (em_cpu_max_pool2d_2x2_avx512(s, EM_F32, x, y, argmax))
         return;
-    }
     #pragma omp parallel for if (planes * hw >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
     for (int64_t p = 0; p < planes; p++)
         for (int64_t oh = 0; oh < s->h_out; oh++) {
@@ -224,18 +285,4 @@ void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *
             pool_row_2x2(r0, r0 + s->w, s->w_out, y + p * hwo + oh * s->w_out,
                          argmax ? argmax + p * hwo + oh * s->w_out : NULL, s->relu);
         }
-}
-
-bool em_cpu_max_pool2d_2x2_grad_f32(const em_pool2d_shape *s, const float *gy,
-                                    const em_pool_tap *argmax, float *gx)
-{
-    if (!em_cpu_use_avx512())
-        return false;
-    const int64_t planes = s->n * s->c;
-    #pragma omp parallel for if (planes * s->h * s->w >= EM_CPU_PARALLEL_MIN) \
-            num_threads(em_cpu_threads())
-    for (int64_t p0 = 0; p0 < planes; p0 += POOL_PLANE_BLOCK)
-        pool_grad_planes_avx512(s, gy, argmax, gx, p0,
-                                p0 + POOL_PLANE_BLOCK < planes ? p0 + POOL_PLANE_BLOCK : planes);
-    return true;
 }

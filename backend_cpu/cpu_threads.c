@@ -17,7 +17,8 @@
  * keeps its own state (OpenMP's thread count is per thread too): every WINDOW_NS of wall time
  * it reads how long it waited on a run queue (/proc/thread-self/schedstat) and, while below the
  * user's count, how long its CPUs sat idle (/proc/stat), and em_cpu_team_next moves the team one
- * thread down or up. A thread of the team that waits for a core holds up the whole region at
+ * thread down or up, or back to the user's count after a window in which the thread ran no
+ * kernels for a second or more. A thread of the team that waits for a core holds up the whole region at
  * its end, so a team larger than the free cores is slower than one that fits them.
  * The kernels compute each output in an order that does not depend on the thread count (fixed
  * blocks, fixed partial-sum order), so the team size never changes their results, only their
@@ -26,6 +27,12 @@
  * a Linear's weight gradient (em_cpu_linear_grad) is cut in fixed blocks instead. */
 
 #define WINDOW_NS 100000000LL /* 100 ms between samples */
+/* A window this long held no kernels of the thread for most of it (the thread waited on I/O, a
+ * child process or its own serial code), so what the machine did then says nothing of the
+ * cores the kernels will find: the team starts again at the user's count. Without this a
+ * benchmark's case began with the team the case before ended with, judged on a window
+ * stretched over the PyTorch round run in between. */
+#define STALE_NS EM_CPU_STALE_WINDOW_NS
 /* A run-queue wait above this share of the window shrinks the team. Measured on 2 cores with 2
  * threads (ember bench train; ember train mlp and cnn, with 2 loader workers): idle, the forking
  * thread waited under 3.5% of 9 windows in 10, at most 16%; beside a busy process, 25-50%. */
@@ -65,6 +72,8 @@ int em_cpu_team_next(const em_cpu_load *w, int team, int ceiling)
         return ceiling; /* a signal that cannot be read: the user's count */
     if (w->wall_ns <= 0)
         return team;
+    if (w->wall_ns >= STALE_NS)
+        return ceiling;
     if (team > 1 && (double)w->wait_ns > SHRINK_WAIT * (double)w->wall_ns)
         return team - 1;
     if (team < ceiling && w->idle_cpus >= GROW_IDLE)

@@ -95,6 +95,8 @@ template <typename T> static int sgd_launch(const em_sgd_hparams *h, const em_ar
 
 extern "C" int em_cuda_sgd_update(em_dtype dt, const em_sgd_hparams *h, const em_array_list *l)
 {
+    if (l->low) /* autocast's copies: the optimizer casts them after the update */
+        return EM_KERNEL_UNSUPPORTED;
     if (dt == EM_F32)
         return sgd_launch<float>(h, l);
     if (dt == EM_F64)
@@ -167,6 +169,8 @@ template <typename T> static int adam_launch(const em_adam_hparams *h, const em_
 
 extern "C" int em_cuda_adam_update(em_dtype dt, const em_adam_hparams *h, const em_array_list *l)
 {
+    if (l->low) /* autocast's copies: the optimizer casts them after the update */
+        return EM_KERNEL_UNSUPPORTED;
     if (h->amsgrad && !l->state[2] && !h->at.write_only)
         return EM_KERNEL_UNSUPPORTED;
     if (dt == EM_F32)
@@ -244,6 +248,8 @@ static int rmsprop_launch(const em_rmsprop_hparams *h, const em_array_list *l)
 extern "C" int em_cuda_rmsprop_update(em_dtype dt, const em_rmsprop_hparams *h,
                                       const em_array_list *l)
 {
+    if (l->low) /* autocast's copies: the optimizer casts them after the update */
+        return EM_KERNEL_UNSUPPORTED;
     if (dt == EM_F32)
         return rmsprop_launch<float>(h, l);
     if (dt == EM_F64)

@@ -127,7 +127,7 @@ static bool step_done(const char *name, bench_step_ctx *c, em_step_graph *g, em_
 /* Median samples/s of `steps` timed training steps after 10 warm-up steps; a device's queued
  * work is waited for inside each timed step. */
 static double ember_samples_per_s(const bench_setup *b, const bench_case *c, const em_batch *all,
-                                  int steps)
+                                  int steps, double *team)
 {
     const recipe_spec *rc = recipe_find(c->recipe);
     em_manual_seed(0);
@@ -156,6 +156,8 @@ static double ember_samples_per_s(const bench_setup *b, const bench_case *c, con
             x = em_reshape(x, EM_SHAPE(c->batch, 1, 28, 28));
         em_tensor *y = em_index_select(all->y, 0, idx); // (B)
         ok = em_device_synchronize(b->device) == EM_OK;
+        if (i >= 10)
+            *team += (double)em_get_active_threads() / steps;
         double t = bench_now_s();
         ok = ok && step_done(c->name, &ctx, g, b->device, x, y);
         if (i >= 10)
@@ -184,7 +186,7 @@ static double ember_samples_per_s(const bench_setup *b, const bench_case *c, con
  * graph: three warm it up, one captures it); a step's time includes copying its batch to dev
  * and waiting for dev's queued work. */
 static double ember_gpt_tokens_per_s(const recipe_gpt_text *text, const gpt_case *g, int steps,
-                                     const bench_setup *b)
+                                     const bench_setup *b, double *team)
 {
     const int64_t batch = g->batch;
     const int warmup = b->graph ? 5 : GPT_WARMUP;
@@ -222,6 +224,8 @@ static double ember_gpt_tokens_per_s(const recipe_gpt_text *text, const gpt_case
             }
         em_scope_begin();
         ok = em_device_synchronize(b->device) == EM_OK;
+        if (i >= warmup)
+            *team += (double)em_get_active_threads() / steps;
         double t0 = bench_now_s(); /* the batch's copies to the device are part of the step */
         em_tensor *x = em_from_data(EM_SHAPE(batch, t), EM_I64, xy);            // (B, T)
         em_tensor *y = em_from_data(EM_SHAPE(batch * t), EM_I64, xy + batch * t); // (B * T)
@@ -332,7 +336,8 @@ static double median(double *v, int n)
 /* What the rounds measure of one Fashion-MNIST case. */
 typedef struct {
     double step[MAX_ROUNDS], torch[MAX_ROUNDS]; /* samples/s */
-    bench_gemm_bound bound[MAX_ROUNDS];            /* GEMM bounds in GFLOP/s (not on a GPU) */
+    double team;                                /* the threads the steps forked, on average */
+    bench_gemm_bound bound[MAX_ROUNDS];         /* GEMM bounds in GFLOP/s (not on a GPU) */
     double train[MAX_ROUNDS];                   /* samples/s of ember train's loop */
     em_matmul_layer layers[MAX_LAYERS];         /* the model's products */
     int n_layers;
@@ -371,6 +376,7 @@ static void case_medians(const bench_setup *b, case_rounds *r, int rounds, bench
         }
         out[i] = (bench_case_result){
             .name = b->cases[i].name, .goal = b->amp == EM_F32 ? b->cases[i].goal : 0,
+            .team = r[i].team / rounds,
             .step = median(r[i].step, rounds), .torch = median(r[i].torch, rounds),
             .flops = em_matmul_train_flops(r[i].layers, r[i].n_layers),
             .bound_gflops = median(best, rounds), .openblas_gflops = median(openblas, rounds),
@@ -433,6 +439,7 @@ static int parse_args(int argc, char **argv, train_bench_args *a)
 typedef struct {
     case_rounds per_case[BENCH_MAX_CASES];
     double ember_gpt[BENCH_GPT_CASES][MAX_ROUNDS], torch_gpt[BENCH_GPT_CASES][MAX_ROUNDS];
+    double gpt_team[BENCH_GPT_CASES]; /* the threads the gpt steps forked, summed over rounds */
     bool torch; /* every PyTorch script ran */
 } train_bench_rounds;
 
@@ -452,7 +459,8 @@ static void run_rounds(const train_bench_args *a, const bench_setup *b, bool fas
     for (int r = 0; r < a->rounds; r++) {
         for (int i = 0; fashion && i < b->n_cases; i++)
             m->per_case[i].step[r] = ember_samples_per_s(b, &b->cases[i], all,
-                                                         case_steps(&b->cases[i], gpu, a->steps));
+                                                         case_steps(&b->cases[i], gpu, a->steps),
+                                                         &m->per_case[i].team);
         torch_round round_torch = {.b = b};
         if (fashion)
             m->torch = m->torch &&
@@ -473,7 +481,8 @@ static void run_rounds(const train_bench_args *a, const bench_setup *b, bool fas
                      "--block %d --amp %s --device %s --data %s%s", a->threads, a->gpt_steps,
                      b->gpt[g].batch, b->gpt[g].block, a->amp, a->device, a->gpt_data_dir,
                      b->graph ? " --compile" : "");
-            m->ember_gpt[g][r] = ember_gpt_tokens_per_s(text, &b->gpt[g], a->gpt_steps, b);
+            m->ember_gpt[g][r] = ember_gpt_tokens_per_s(text, &b->gpt[g], a->gpt_steps, b,
+                                                        &m->gpt_team[g]);
             m->torch = m->torch && bench_run_torch_script("gpt_torch.py", gpt_args, torch_gpt_line,
                                                        &m->torch_gpt[g][r]);
         }
@@ -536,12 +545,14 @@ static int report_results(const train_bench_args *a, const bench_setup *b, bool 
         gpt_results[g] = (bench_gpt_result){
             .name = b->gpt[g].name, .goal = b->amp == EM_F32 && !b->graph ? b->gpt[g].goal : 0,
             .tokens = median(m->ember_gpt[g], a->rounds),
-            .torch = m->torch ? median(m->torch_gpt[g], a->rounds) : 0};
+            .torch = m->torch ? median(m->torch_gpt[g], a->rounds) : 0,
+            .team = m->gpt_team[g] / a->rounds};
     if (n_gpt)
-        printf("%-12s %16s %16s\n", "", "ember tokens/s", "torch tokens/s");
+        printf("%-12s %16s %16s %8s %6s %5s\n", "", "ember tokens/s", "torch tokens/s", "", "",
+               "team");
     for (int g = 0; g < n_gpt; g++)
         bench_train_row(gpt_results[g].name, gpt_results[g].tokens, gpt_results[g].torch,
-                           gpt_results[g].goal);
+                        gpt_results[g].goal, gpt_results[g].team);
     int status = 0;
     if (a->json &&
         bench_train_json(a->json, &info, results, n_cases, gpt_results, n_gpt) != EM_OK) {

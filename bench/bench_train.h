@@ -18,12 +18,14 @@ typedef struct {
     double bound_gflops; /* the step's products alone, each the faster way (bench_gemm_bound) */
     double openblas_gflops; /* the same products through OpenBLAS's threads alone */
     double train;        /* samples/s of ember train's loop, median iteration */
+    double team;         /* the threads ember's timed steps forked, on average (the governor's) */
 } bench_case_result;
 
 /* One gpt case's medians over the rounds (tokens/s); 0 for what did not run. */
 typedef struct {
     const char *name; /* "gpt_b8_t256": batch 8 of 256-character windows */
     double goal, tokens, torch;
+    double team; /* as bench_case_result's */
 } bench_gpt_result;
 
 /* The run's setting, said once above the tables and in the JSON. */
@@ -36,8 +38,9 @@ typedef struct {
 
 /* The two tables on stdout: samples/s next to PyTorch; FLOPs, bound and ember train's rate. */
 void bench_train_print(const bench_run_info *info, const bench_case_result *c, int n);
-/* A row of the first table, also gpt's tokens/s: "-" for a PyTorch rate t or a goal of 0. */
-void bench_train_row(const char *name, double e, double t, double goal);
+/* A row of the first table, also gpt's tokens/s: "-" for a PyTorch rate t or a goal of 0;
+ * team: the threads ember's steps forked, on average. */
+void bench_train_row(const char *name, double e, double t, double goal, double team);
 /* Bars of ember beside PyTorch (0 where it did not run) onto r. */
 void bench_train_chart(cmd_report *r, const char *title, const char *unit, const char **names,
                           int n, const double *ember, const double *torch);

@@ -5,7 +5,7 @@
 
 #include "bench/bench_train.h"
 
-void bench_train_row(const char *name, double e, double t, double goal)
+void bench_train_row(const char *name, double e, double t, double goal, double team)
 {
     char torch[32] = "-", ratio[16] = "-", aim[16] = "-";
     if (t > 0) {
@@ -14,7 +14,7 @@ void bench_train_row(const char *name, double e, double t, double goal)
     }
     if (goal > 0)
         snprintf(aim, sizeof aim, "%.1fx", goal);
-    printf("%-12s %16.0f %16s %8s %6s\n", name, e, torch, ratio, aim);
+    printf("%-12s %16.0f %16s %8s %6s %5.1f\n", name, e, torch, ratio, aim, team);
 }
 
 static double gflops(const bench_case_result *c)
@@ -49,10 +49,10 @@ void bench_train_print(const bench_run_info *info, const bench_case_result *c, i
                "PyTorch's under torch.compile(mode=\"reduce-overhead\")\n");
     if (n == 0)
         return;
-    printf("%-12s %16s %16s %8s %6s\n", "case", "ember samples/s", "torch samples/s", "ratio",
-           "goal");
+    printf("%-12s %16s %16s %8s %6s %5s\n", "case", "ember samples/s", "torch samples/s",
+           "ratio", "goal", "team");
     for (int i = 0; i < n; i++)
-        bench_train_row(c[i].name, c[i].step, c[i].torch, c[i].goal);
+        bench_train_row(c[i].name, c[i].step, c[i].torch, c[i].goal, c[i].team);
     printf("\nFLOPs: the Linear and Conv products of a step exactly (2 per multiply-add forward, "
            "weight gradient,\ninput gradient but the first layer's); bound: the same products "
            "over the whole batch on %d threads,\neach the faster of OpenBLAS's threads and "
@@ -107,6 +107,7 @@ static json_t *case_json(const bench_case_result *c)
     em_json_set_real(j, "samples_per_s", c->step, 0);
     set_ratio(j, "torch_samples_per_s", c->torch, 1, 0);
     set_ratio(j, "ratio", c->step, c->torch, 3);
+    em_json_set_real(j, "team", c->team, 2);
     em_json_set_real(j, "flops_per_sample", c->flops, 0);
     em_json_set_real(j, "gflops", gflops(c), 2);
     set_ratio(j, "gemm_bound_gflops", c->bound_gflops, 1, 2);
@@ -135,6 +136,7 @@ em_status bench_train_json(const char *path, const bench_run_info *info,
         em_json_set_real(o, "tokens_per_s", gpt[g].tokens, 0);
         set_ratio(o, "torch_tokens_per_s", gpt[g].torch, 1, 0);
         set_ratio(o, "ratio", gpt[g].tokens, gpt[g].torch, 3);
+        em_json_set_real(o, "team", gpt[g].team, 2);
         json_object_set_new(j, gpt[g].name, o);
     }
     if (!j)

@@ -15,7 +15,7 @@ int cli_cmd_info(int argc, char **argv)
         return parsed;
     printf("ember threads: %d (OMP_NUM_THREADS)\n", omp_get_max_threads());
     printf("OpenMP wait policy: %s\n", cli_wait_policy());
-    char about[1024];
+    char about[2048];
     printf("%s\n", em_device_details(EM_CPU, about, sizeof about));
     for (int d = 0; d < EM_NDEVICES; d++)
         printf("device %-5s %s\n", em_device_name((em_device)d),

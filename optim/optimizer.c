@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/autocast_copies_internal.h"
 #include "optim/optim_internal.h"
 #include "observe/profiler_internal.h"
 #include "tensor/device_graph_internal.h"
@@ -78,6 +79,8 @@ em_optim *em_optim_init_module(em_optim *o, em_module *m, const char *fn)
 
 static void param_clear(em_optim_param *p)
 {
+    if (p->param)
+        em_autocast_copy_drop(p->param);
     em_release(p->step);
     for (int k = 0; k < p->n_state; k++)
         em_release(p->state[k]);
@@ -148,6 +151,8 @@ static em_status check_new_params(const em_optim *o, em_tensor *const *params, i
 
 static em_status param_init(em_optim *o, em_optim_param *p, em_tensor *t, int group, int index)
 {
+    if (em_autocast_copy_register(t) != EM_OK)
+        return EM_ERR_MEMORY;
     p->param = t;
     p->group = group;
     p->step = em_optim_own(em_scalar(0, EM_I64));
@@ -287,20 +292,23 @@ static bool same_launch(const em_optim_param *a, const em_optim_param *b)
            a->param->device == b->param->device && step_of(a) == step_of(b);
 }
 
-/* The host lists of one fused launch over n parameters. */
+/* The host lists of one fused launch over n parameters, and their autocast copies. */
 typedef struct {
     int64_t *numel;
     void **data;
     const void **grad;
     void **state[EM_OPTIM_MAX_STATE];
+    void **low;
+    em_tensor **copy;
 } launch_lists;
 
 static bool lists_new(launch_lists *ls, int n)
 {
     size_t m = (size_t)(n > 0 ? n : 1);
     *ls = (launch_lists){.numel = malloc(m * sizeof *ls->numel), .data = malloc(m * sizeof(void *)),
-                         .grad = malloc(m * sizeof(void *))};
-    bool ok = ls->numel && ls->data && ls->grad;
+                         .grad = malloc(m * sizeof(void *)), .low = malloc(m * sizeof(void *)),
+                         .copy = malloc(m * sizeof(em_tensor *))};
+    bool ok = ls->numel && ls->data && ls->grad && ls->low && ls->copy;
     for (int k = 0; k < EM_OPTIM_MAX_STATE; k++)
         ok &= (ls->state[k] = malloc(m * sizeof(void *))) != NULL;
     return ok;
@@ -311,8 +319,31 @@ static void lists_free(launch_lists *ls)
     free(ls->numel);
     free(ls->data);
     free(ls->grad);
+    free(ls->low);
+    free(ls->copy);
     for (int k = 0; k < EM_OPTIM_MAX_STATE; k++)
         free(ls->state[k]);
+}
+
+/* The autocast copies of the launch's n parameters into ls->copy (NULL where none is to be
+ * written) and l's low list (NULL where there is none, or they are of more than one dtype). */
+static void launch_copies(em_optim *o, const int *idx, int n, launch_lists *ls,
+                          em_array_list *l)
+{
+    em_dtype dt = EM_F32;
+    bool any = false, one_dtype = true;
+    for (int c = 0; c < n; c++) {
+        em_tensor *copy = em_autocast_copy_to_write(o->params[idx[c]].param);
+        ls->copy[c] = copy;
+        ls->low[c] = copy ? em_data_ptr(copy) : NULL;
+        one_dtype = one_dtype && (!copy || !any || copy->dtype == dt);
+        dt = copy && !any ? copy->dtype : dt;
+        any = any || copy;
+    }
+    if (any && one_dtype) {
+        l->low = ls->low;
+        l->low_dtype = dt;
+    }
 }
 
 /* ---- updates inside a captured graph ---- */
@@ -443,7 +474,8 @@ static captured_update *capture_update(em_optim *o, em_device_graph *g, em_devic
 }
 
 /* One fused update of the n parameters at idx (one launch's worth), their grads made contiguous
- * inside the caller's scope; each parameter's step count advances on success. */
+ * inside the caller's scope, their autocast copies written in the same pass (or cast after it
+ * where the backend cannot); each parameter's step count advances on success. */
 static em_status update_launch(em_optim *o, const int *idx, int n, launch_lists *ls)
 {
     static const char *fn = "em_optim_step";
@@ -462,16 +494,21 @@ static em_status update_launch(em_optim *o, const int *idx, int n, launch_lists 
     em_array_list l = {.n = n, .numel = ls->numel, .data = ls->data, .grad = ls->grad};
     for (int k = 0; k < first->n_state; k++)
         l.state[k] = ls->state[k];
+    launch_copies(o, idx, n, ls, &l);
     const em_optim_group *g = &o->groups[first->group];
     int64_t step = step_of(first) + 1;
+    const em_backend *be = em_tensor_backend(first->param, fn);
     double lr = *(double *)em_data_ptr(g->lr);
     em_device_graph *graph = em_device_graph_capturing(first->param->device);
     captured_update *u = graph ? capture_update(o, graph, first->param->device, idx, n) : NULL;
     if (graph && !u)
         return em_error_status();
     em_update_consts at = {u ? em_data_ptr(u->consts) : NULL, false};
-    int rc = o->rule->update(o, em_tensor_backend(first->param, fn), first->param->dtype, lr,
-                             g->weight_decay, step, &l, at);
+    int rc = o->rule->update(o, be, first->param->dtype, lr, g->weight_decay, step, &l, at);
+    if (rc == EM_KERNEL_UNSUPPORTED && l.low) { /* the backend cannot write the copies */
+        l.low = NULL;
+        rc = o->rule->update(o, be, first->param->dtype, lr, g->weight_decay, step, &l, at);
+    }
     em_status st = em_kernel_status(rc, fn, first->param);
     if (u) {
         u->lr = lr;
@@ -479,8 +516,15 @@ static em_status update_launch(em_optim *o, const int *idx, int n, launch_lists 
         u->step = step;
         u->fresh = true;
     }
-    for (int c = 0; st == EM_OK && c < n; c++)
+    for (int c = 0; st == EM_OK && c < n; c++) {
+        em_tensor *param = o->params[idx[c]].param, *copy = ls->copy[c];
+        em_storage_touch(param->storage);
+        if (copy && !l.low) /* not written by the update */
+            st = em_copy_(copy, param);
+        if (copy && st == EM_OK)
+            em_autocast_copy_written(param);
         (*(int64_t *)em_data_ptr(o->params[idx[c]].step))++;
+    }
     return st;
 }
 

@@ -23,6 +23,7 @@ static em_status fill_random(const char *fn, em_tensor *t, em_rng_dist dist, em_
     const em_backend *be = t->storage->be;
     em_arr a = em_tensor_arr(t);
     int rc = be->rng_fill ? be->rng_fill(dist, &p, seed, offset, &a) : EM_KERNEL_UNSUPPORTED;
+    em_storage_touch(t->storage);
     return em_kernel_status(rc, fn, t);
 }
 

@@ -70,3 +70,8 @@ int em_get_num_threads(void)
 {
     return em_backend_get(EM_CPU)->threads();
 }
+
+int em_get_active_threads(void)
+{
+    return em_backend_get(EM_CPU)->active_threads();
+}

@@ -150,6 +150,7 @@ em_status em_copy_(em_tensor *dst, const em_tensor *src)
         return em_error_status();
     em_arr out = em_tensor_arr(dst), in = em_tensor_arr_broadcast(tmp ? tmp : src, &ds);
     em_status st = em_kernel_status(be->copy(&out, &in), fn, dst);
+    em_storage_touch(dst->storage);
     em_release(tmp);
     return st;
 }
@@ -160,6 +161,7 @@ static em_status fill(const char *fn, em_tensor *t, double value)
     if (!be)
         return em_error_status();
     em_arr a = em_tensor_arr(t);
+    em_storage_touch(t->storage);
     return em_kernel_status(be->fill(&a, value), fn, t);
 }
 

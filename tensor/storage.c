@@ -25,7 +25,14 @@ em_storage *em_storage_new(const char *fn, em_device device, size_t nbytes)
     }
     *s = (em_storage){.data = data, .nbytes = nbytes, .device = device, .be = be,
                       .refcount = 1};
+    em_storage_touch(s);
     return s;
+}
+
+void em_storage_touch(em_storage *s)
+{
+    static uint64_t versions;
+    s->version = __atomic_add_fetch(&versions, 1, __ATOMIC_RELAXED);
 }
 
 void em_storage_retain(em_storage *s)

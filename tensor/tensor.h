@@ -125,8 +125,9 @@ bool em_device_available(em_device device);
  * buf; "not available" when it is not */
 const char *em_device_describe(em_device device, char *buf, size_t n);
 /* what that line leaves out, a "topic: what" line each, into buf (the CPU's: "thread governor:
- * on (...)" and "CPU features: AVX2+FMA yes, AVX-512 no, ..."); "" when the device's backend has
- * nothing more to say, "not available" without the device */
+ * on (...)", "CPU features: AVX2+FMA yes, AVX-512 no, ..." and the engine and ISA that
+ * multiply each dtype); "" when the device's backend has nothing more to say, "not available"
+ * without the device */
 const char *em_device_details(em_device device, char *buf, size_t n);
 /* waits for the device's queued work; reports an error a kernel raised there (a bad index) */
 em_status em_device_synchronize(em_device device);
@@ -139,6 +140,9 @@ em_status em_set_tf32(bool on);
  * Results do not depend on it. */
 em_status em_set_num_threads(int n);
 int em_get_num_threads(void);
+/* The threads a parallel op called from this thread forks now: em_get_num_threads, fewer while
+ * the thread governor sees other processes holding the cores (1 inside a parallel region). */
+int em_get_active_threads(void);
 
 /* ---- in place, outside autograd (initialisation, optimizer updates) ----
  * Views, dtype conversion and other differentiable ops are in autograd/autograd.h. */

@@ -13,8 +13,14 @@ struct em_storage {
     em_device device;
     const em_backend *be;
     int refcount;
+    /* Changes whenever the bytes are written in place (em_copy_, em_fill_, the random fills,
+     * optimizer updates: em_storage_touch), and no two storages ever share a value, so a copy
+     * made of the bytes knows whether it is still theirs. */
+    uint64_t version;
 };
 
+/* Marks s's bytes as written: a new version. */
+void em_storage_touch(em_storage *s);
 /* t's references (tensor/tensor.c keeps the count beside the public struct), and whether nobody
  * else can see t's elements (its one reference, its storage's only tensor, contiguous), so that
  * adding into it in place is safe. */

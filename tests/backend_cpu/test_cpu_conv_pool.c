@@ -691,3 +691,48 @@ Test(cpu_pool, window_2x2_stride_2_nan_and_ties_in_every_lane)
     cr_assert_eq(y[2], 7.0f);
     cr_assert_eq(y[4], 9.0f);
 }
+
+/* bf16 2x2 stride-2 pooling (in AVX-512 lanes where the CPU has them, else through f32) gives
+ * the f32 kernel's results on the same values bit for bit: maxima with ties and NaN, taps, relu,
+ * and the gradient, at every row width up to past two vectors, odd heights and widths too. */
+Test(cpu_pool, bf16_2x2_matches_f32_bit_for_bit)
+{
+    for (int64_t w_out = 1; w_out <= 35; w_out++)
+        for (int relu = 0; relu < 2; relu++) {
+            em_pool2d_shape s = pool_shape(2, 2, 6 + w_out % 2, 2 * w_out + w_out / 3 % 2, 3,
+                                           w_out, 2, 2, 0, false);
+            s.relu = relu;
+            const int64_t nx = s.n * s.c * s.h * s.w, ny = s.n * s.c * s.h_out * s.w_out;
+            uint16_t *xh = malloc(2 * (size_t)nx), *yh = malloc(2 * (size_t)ny);
+            uint16_t *gyh = malloc(2 * (size_t)ny), *gxh = malloc(2 * (size_t)nx);
+            float *xf = malloc(4 * (size_t)nx), *yf = malloc(4 * (size_t)ny);
+            float *gyf = malloc(4 * (size_t)ny), *gxf = malloc(4 * (size_t)nx);
+            em_pool_tap *amf = malloc(sizeof *amf * (size_t)ny), *amh = malloc(sizeof *amh *
+                                                                               (size_t)ny);
+            for (int64_t i = 0; i < nx; i++) { /* ties, zeros, negatives and a NaN now and then */
+                xh[i] = em_f32_to_bf16(i % 37 == 5 ? NAN : (float)floor(rnd() * 3) * 0.5f);
+                xf[i] = em_bf16_to_f32(xh[i]);
+            }
+            for (int64_t i = 0; i < ny; i++) {
+                gyh[i] = em_f32_to_bf16((float)rnd());
+                gyf[i] = em_bf16_to_f32(gyh[i]);
+            }
+            cr_assert_eq(em_cpu_max_pool2d(&s, EM_F32, xf, yf, amf), EM_KERNEL_OK);
+            cr_assert_eq(em_cpu_max_pool2d(&s, EM_BF16, xh, yh, amh), EM_KERNEL_OK);
+            for (int64_t i = 0; i < ny; i++) {
+                cr_assert_eq(yh[i], em_f32_to_bf16(yf[i]), "w_out %ld relu %d y[%ld]",
+                             (long)w_out, relu, (long)i);
+                cr_assert_eq(amh[i], amf[i], "w_out %ld relu %d tap[%ld]", (long)w_out, relu,
+                             (long)i);
+            }
+            memset(gxh, 0xff, 2 * (size_t)nx);
+            cr_assert_eq(em_cpu_max_pool2d_grad(&s, EM_F32, gyf, amf, gxf), EM_KERNEL_OK);
+            cr_assert_eq(em_cpu_max_pool2d_grad(&s, EM_BF16, gyh, amh, gxh), EM_KERNEL_OK);
+            for (int64_t i = 0; i < nx; i++)
+                cr_assert_eq(gxh[i], em_f32_to_bf16(gxf[i]), "w_out %ld relu %d gx[%ld]",
+                             (long)w_out, relu, (long)i);
+            void *bufs[] = {xh, yh, gyh, gxh, xf, yf, gyf, gxf, amf, amh};
+            for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+                free(bufs[i]);
+        }
+}

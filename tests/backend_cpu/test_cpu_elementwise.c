@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend/backend_internal.h"
+#include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 
 /* A contiguous view of data with the given shape. */
@@ -836,6 +837,49 @@ Test(cpu_unary, gelu_avx2_keeps_f32_accuracy)
         em_cpu_gelu_grad_f32(n, pg, ones, x + at);
         for (int64_t i = 0; i < n; i++)
             cr_assert(py[i] == y[at + i] && pg[i] == g[at + i], "run of %ld, element %ld",
+                      (long)n, (long)i);
+        cr_assert(py[n] == 42.0f && pg[n] == 42.0f, "run of %ld: written past its end", (long)n);
+    }
+}
+
+/* GELU and its gradient in AVX-512 lanes give the AVX2 kernels' bits (a NaN is NaN, its sign
+ * the compiler's), on every magnitude (the exp's clamps, tiny and huge inputs), infinities and
+ * NaN, and on runs of every length to 40. */
+static bool same_bits(float a, float b)
+{
+    return (isnan(a) && isnan(b)) || !memcmp(&a, &b, sizeof a);
+}
+
+Test(cpu_unary, gelu_avx512_gives_the_avx2_bits)
+{
+    if (!em_cpu_has_avx512())
+        cr_skip_test("no AVX-512 on this CPU");
+    enum { N = 6000 };
+    float x[N], gy[N], y[2][N], g[2][N];
+    for (int i = 0; i < N; i++) {
+        const float mag = ldexpf(1.0f + (float)(i % 97) / 97.0f, i % 61 - 40); /* 2^-40 .. 2^21 */
+        x[i] = i % 2 ? -mag : mag;
+        gy[i] = (float)(i % 13) - 6.0f;
+    }
+    x[0] = INFINITY, x[1] = -INFINITY, x[2] = NAN, x[3] = 0, x[4] = -0.0f, x[5] = 1e-45f;
+    for (int wide = 0; wide < 2; wide++) {
+        em_cpu_set_avx512(wide);
+        cr_assert(em_cpu_gelu_f32(N, y[wide], x) && em_cpu_gelu_grad_f32(N, g[wide], gy, x));
+    }
+    em_cpu_set_avx512(true);
+    for (int i = 0; i < N; i++) {
+        cr_assert(same_bits(y[0][i], y[1][i]), "gelu(%.9g): avx2 %.9g, avx512 %.9g", x[i],
+                  y[0][i], y[1][i]);
+        cr_assert(same_bits(g[0][i], g[1][i]), "gelu'(%.9g): avx2 %.9g, avx512 %.9g", x[i],
+                  g[0][i], g[1][i]);
+    }
+    for (int64_t n = 1; n <= 40; n++) {
+        float py[41], pg[41];
+        py[n] = pg[n] = 42.0f;
+        em_cpu_gelu_f32(n, py, x + 100);
+        em_cpu_gelu_grad_f32(n, pg, gy + 100, x + 100);
+        for (int64_t i = 0; i < n; i++)
+            cr_assert(py[i] == y[1][100 + i] && pg[i] == g[1][100 + i], "run of %ld, [%ld]",
                       (long)n, (long)i);
         cr_assert(py[n] == 42.0f && pg[n] == 42.0f, "run of %ld: written past its end", (long)n);
     }

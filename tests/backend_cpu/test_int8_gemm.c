@@ -1,6 +1,7 @@
-/* The int8 GEMM (every path this machine has: portable, AVX2, AVX-512 VNNI) against an int32
- * reference loop on random and ragged sizes, the fused dynamic-quantized linear against a
- * reference from the same formulas, and the static conv against an integer convolution. */
+/* The int8 GEMM (every path this machine has: portable, AVX2, AVX-512 VNNI, oneDNN's matmul)
+ * against an int32 reference loop on random and ragged sizes, the fused dynamic-quantized linear
+ * against a reference from the same formulas, and the static conv against an integer
+ * convolution. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@ static uint32_t next_u32(void)
     return (uint32_t)(rng_state >> 32);
 }
 
-static const char *path_names[EM_CPU_INT8_PATHS] = {"portable", "avx2", "vnni"};
+static const char *path_names[EM_CPU_INT8_PATHS] = {"portable", "avx2", "vnni", "onednn"};
 
 static void *packed_weights(int64_t n, int64_t k, const int8_t *w)
 {
@@ -140,11 +141,12 @@ Test(int8_gemm, quantize_u7_rounds_half_even_and_clamps)
     cr_assert_eq(q[2], 33);
 }
 
-/* The fused linear on both paths equals dequantize(gemm) + bias computed here. */
-Test(int8_gemm, qlinear_dynamic_paths_agree_with_reference)
+/* The fused linear on every path equals dequantize(gemm) + bias computed here, at 6 rows and at
+ * 40 (oneDNN's path takes products of 16 rows or more). */
+static void check_qlinear(int64_t m)
 {
-    const int64_t m = 6, n = 21, k = 45;
-    float x[6 * 45], bias[21], ws[21], got[6 * 21];
+    const int64_t n = 21, k = 45;
+    float x[40 * 45], bias[21], ws[21], got[40 * 21];
     int8_t w[21 * 45];
     for (int64_t i = 0; i < m * k; i++)
         x[i] = (float)((int)(next_u32() % 2001) - 700) / 500.0f;
@@ -154,7 +156,7 @@ Test(int8_gemm, qlinear_dynamic_paths_agree_with_reference)
         bias[j] = (float)j * 0.25f - 2;
         ws[j] = 0.001f * (float)(j + 1);
     }
-    uint8_t q[6 * 45];
+    uint8_t q[40 * 45];
     float sx;
     int32_t zp;
     em_cpu_quantize_u7(m * k, x, q, &sx, &zp);
@@ -179,6 +181,12 @@ Test(int8_gemm, qlinear_dynamic_paths_agree_with_reference)
         }
     }
     free(p);
+}
+
+Test(int8_gemm, qlinear_dynamic_paths_agree_with_reference)
+{
+    check_qlinear(6);
+    check_qlinear(40);
 }
 
 /* The static conv on every path equals an integer convolution: with x_scale 1, integer inputs in

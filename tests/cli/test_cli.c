@@ -533,7 +533,7 @@ Test(cli, bench_infer_runs_the_exported_model_in_onnxruntime, .init = make_data,
 
 /* `ember bench train --json` on the noise data without PyTorch: every case with the FLOPs per
  * sample computed by hand (tests/nn/test_flops.c), a GEMM bound, ember train's rate beside the
- * step rate, and null where PyTorch did not run. */
+ * step rate, the team its steps ran with, and null where PyTorch did not run. */
 Test(cli, bench_train_writes_its_figures_as_json, .init = make_data, .fini = remove_data)
 {
     char path[160], args[400];
@@ -570,6 +570,9 @@ Test(cli, bench_train_writes_its_figures_as_json, .init = make_data, .fini = rem
                       names[i]);
         cr_expect_geq(num(c, "openblas_bound_pct"), num(c, "gemm_bound_pct"), "%s", names[i]);
         cr_expect_gt(num(c, "train_samples_per_s"), 0);
+        /* the governor's team: the 2 threads a test runs with, fewer while others are busy */
+        cr_expect(num(c, "team") >= 1 && num(c, "team") <= 2, "%s: team %g", names[i],
+                  num(c, "team"));
         /* samples/s is written rounded to a whole number, GFLOP/s to 2 places */
         cr_expect(fabs(num(c, "gflops") - flops[i] * num(c, "samples_per_s") * 1e-9) <=
                   flops[i] * 0.5e-9 + 0.005, "%s: %g GFLOP/s", names[i], num(c, "gflops"));
@@ -689,6 +692,23 @@ Test(cli, openblas_runs_the_widest_kernels_the_cpu_has_unless_the_user_names_a_s
             found = found || strstr(out, wide[k]);
         cr_expect(found, "an AVX2 CPU runs pre-AVX2 OpenBLAS kernels:\n%s", out);
     }
+}
+
+/* `ember info` names what multiplies each kind of product: oneDNN on the CPU's bf16 instructions
+ * where it has them, ember's own kernels with EMBER_DNNL=0 or EMBER_CPU_ISA=avx2. */
+Test(cli, info_names_the_engine_of_each_product)
+{
+    char out[2048];
+    info_with("-u EMBER_DNNL -u EMBER_CPU_ISA", out, sizeof out);
+    bool bf16 = __builtin_cpu_supports("avx512bf16"); /* AMX-BF16 CPUs have it too */
+    cr_expect(strstr(out, bf16 ? "\nbf16  oneDNN " : "\nbf16  ember, widened to f32 ("), "%s",
+              out);
+    info_with("EMBER_DNNL=0", out, sizeof out);
+    cr_expect(strstr(out, "\nbf16  ember, widened to f32 (EMBER_DNNL=0)\n"), "%s", out);
+    cr_expect(strstr(out, " tiles (EMBER_DNNL=0)\n"), "%s", out);
+    info_with("EMBER_CPU_ISA=avx2", out, sizeof out);
+    cr_expect(strstr(out, "AVX-512 no"), "%s", out);
+    cr_expect(strstr(out, "\nbf16  ember, widened to f32 (EMBER_CPU_ISA=avx2)\n"), "%s", out);
 }
 
 /* `ember export` refuses NaN weights, naming the tensor, and writes them with --allow-nonfinite. */
