@@ -66,3 +66,16 @@ void fuzz_check_safetensors(const em_safetensors *st)
     for (int k = 0; k < st->n_meta; k++)
         assert(em_safetensors_meta(st, st->meta_keys[k]) == st->meta_values[k]);
 }
+
+void fuzz_load_safetensors(const char *path)
+{
+    em_error_clear();
+    em_safetensors *st = NULL;
+    if (em_safetensors_load(path, &st) == EM_OK) {
+        fuzz_check_safetensors(st);
+        em_safetensors_free(st);
+    } else {
+        assert(!st && em_error()[0]);
+    }
+    em_error_clear();
+}

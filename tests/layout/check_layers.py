@@ -31,12 +31,12 @@ def includes(root, path):
 
 def public_headers(root):
     """ember.h's headers and every one they include in turn."""
-    seen, todo = set(), ["ember.h"]
-    while todo:
-        for header, folder in includes(root, todo.pop()):
+    seen, unread = set(), ["ember.h"]
+    while unread:
+        for header, folder in includes(root, unread.pop()):
             if folder in LIBRARY_FOLDERS and header not in seen:
                 seen.add(header)
-                todo.append(header)
+                unread.append(header)
     return seen
 
 
