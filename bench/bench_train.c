@@ -641,9 +641,7 @@ int bench_train(int argc, char **argv)
         return bad_device;
     omp_set_num_threads(a.threads);
     bench_setup b = {.device = device, .graph = a.cuda_graph,
-                     .amp = !strcmp(a.amp, "f16")    ? EM_F16
-                            : !strcmp(a.amp, "bf16") ? EM_BF16
-                                                     : EM_F32};
+                     .amp = cmd_amp_dtype(a.amp)};
     if (!choose_cases(&a, &b))
         return 2;
     bool fashion = b.n_cases > 0, gpt = b.n_gpt > 0;

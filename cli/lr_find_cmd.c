@@ -86,7 +86,7 @@ int cli_cmd_lr_find(int argc, char **argv)
     if (bad_device)
         return bad_device;
     o.workers = recipe_default_workers(o.device);
-    o.tech.amp = !strcmp(amp, "f16") ? EM_F16 : !strcmp(amp, "bf16") ? EM_BF16 : EM_F32;
+    o.tech.amp = cmd_amp_dtype(amp);
     if (threads)
         omp_set_num_threads(threads);
     em_lr_find_result r;

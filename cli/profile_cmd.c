@@ -89,7 +89,7 @@ int cli_cmd_profile(int argc, char **argv)
         .recipe = rc, .data_dir = data_dir, .device = dev, .epochs = 1, .batch = batch,
         .workers = workers,
         .max_steps = warmup + steps, .skip_eval = true,
-        .tech.amp = !strcmp(amp, "f16") ? EM_F16 : !strcmp(amp, "bf16") ? EM_BF16 : EM_F32,
+        .tech.amp = cmd_amp_dtype(amp),
         .observe = {.profile = trace ? trace : default_trace, .profile_first = warmup + 1,
                     .profile_last = warmup + steps, .log = stdout}};
     printf("ember profile %s on %s: micro-batches %lld to %lld of batch %lld (amp %s), %d "

@@ -220,7 +220,7 @@ static int settle_train_args(train_args *a)
         fprintf(stderr, "ember train: --profile: %s\n", em_error());
         return 2;
     }
-    o->tech.amp = !strcmp(a->amp, "f16") ? EM_F16 : !strcmp(a->amp, "bf16") ? EM_BF16 : EM_F32;
+    o->tech.amp = cmd_amp_dtype(a->amp);
     if (a->preset)
         apply_preset(a->preset, o, a->given_amp, a->given_schedule);
     o->validate = !a->no_val;

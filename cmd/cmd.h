@@ -48,5 +48,8 @@ em_status cmd_save_model(const recipe_model *m, const char *path);
  * (TF32 switched on when asked), or the command's exit status (2) after printing
  * "COMMAND: --device cuda: ..." when the device is not available. */
 int cmd_device(const char *command, const char *name, bool tf32, em_device *out);
+/* A command's --amp choice ("f16", "bf16" or "off", as its option's choices admit) as the
+ * autocast dtype; EM_F32 for off. */
+em_dtype cmd_amp_dtype(const char *name);
 
 #endif

@@ -1,4 +1,4 @@
-/* A command's --device and --tf32 (cmd/cmd.h). */
+/* A command's --device and --tf32, and its --amp (cmd/cmd.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -17,4 +17,9 @@ int cmd_device(const char *command, const char *name, bool tf32, em_device *out)
         return 2;
     }
     return 0;
+}
+
+em_dtype cmd_amp_dtype(const char *name)
+{
+    return !strcmp(name, "f16") ? EM_F16 : !strcmp(name, "bf16") ? EM_BF16 : EM_F32;
 }
