@@ -48,6 +48,14 @@ typedef struct {
 bench_gemm_bound bench_gemm_bound_gflops(const em_matmul_layer *l, int n, int64_t batch,
                                          int threads, int reps);
 
+/* The rate of ember's 1024 x 1024 x 1024 products on the calling thread's OpenMP team, f32 and
+ * int8 (dynamic quantized, as `ember quantize` makes), in GFLOP/s and GOP/s (2 per multiply-add):
+ * the ceiling of a batch's products (bench/product_rate.c). -1 where one failed. */
+typedef struct {
+    double f32_gflops, int8_gops;
+} bench_product_rate;
+bench_product_rate bench_measure_product_rate(void);
+
 /* bench/bench_common.c: */
 double bench_now_s(void); /* monotonic seconds */
 void bench_sort_doubles(double *v, int n);

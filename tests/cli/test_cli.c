@@ -170,6 +170,7 @@ Test(cli, bad_values_exit_2_before_loading_data)
     expect("prune cnn --load a --save b --method l1 --amount 1.5", 2,
            "ember prune: --amount: 1.5 is out of range (must be in [0, 1))");
     expect("bench infer cnn --load a --iters 5", 2, "--iters: 5 is out of range");
+    expect("bench infer cnn --load a --rounds 0", 2, "--rounds: 0 is out of range");
     expect("bench train --rounds 0", 2, "--rounds: 0 is out of range");
     expect("bench train --cases mlp_b64,nope", 2, "ember bench train: --cases: no case 'nope' "
                                                   "on cpu (the cases: mlp_b64 mlp_b256 cnn_b64 "
@@ -506,7 +507,10 @@ Test(cli, summary_prints_the_module_table)
 }
 
 /* `ember bench infer` beside onnxruntime: the ONNX file ember exports of the model runs there at
- * both batch sizes, f32 and int8, and its f32 accuracy on the test images is `ember eval`'s. */
+ * both batch sizes, f32 and int8, in each of the two rounds (its version and accuracy printed
+ * once), and its f32 accuracy on the test images is `ember eval`'s; the ceiling counts the
+ * batch's multiply-adds as 784-512-256-10 makes them: 64 x (784 x 512 + 512 x 256 + 256 x 10) =
+ * 34,242,560. */
 Test(cli, bench_infer_runs_the_exported_model_in_onnxruntime, .init = make_data,
      .fini = remove_data)
 {
@@ -521,9 +525,12 @@ Test(cli, bench_infer_runs_the_exported_model_in_onnxruntime, .init = make_data,
     cr_assert_eq(o.status, 0, "%s", o.out);
     const char *rows[] = {"\nort_f32           1 ", "\nort_int8          1 ",
                           "\nort_f32          64 ", "\nort_int8         64 ",
-                          "\nember_f32 vs ort_f32, p50 speed-up", "onnxruntime 1."};
+                          "\nember_f32 vs ort_f32, p50 speed-up", "onnxruntime 1.",
+                          "\nceiling at batch 64: 34.2M multiply-adds; ", " 2 rounds, "};
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
         cr_expect(strstr(o.out, rows[i]), "'%s' not in:\n%s", rows[i] + 1, o.out);
+    const char *version = strstr(o.out, "onnxruntime 1.");
+    cr_expect(version && !strstr(version + 1, "onnxruntime 1."), "printed twice:\n%s", o.out);
     const char *acc = strstr(o.out, "ort_f32 test_acc ");
     cr_assert(acc, "%s", o.out);
     cr_expect_float_eq(strtod(acc + strlen("ort_f32 test_acc "), NULL), num(eval, "test_acc"),
