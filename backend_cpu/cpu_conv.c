@@ -2,7 +2,8 @@
  * and f64, or for f32 stride-1 layers on AVX2+FMA the direct kernels of cpu_conv_direct.c, and
  * for 3x3 ones with enough channels Winograd (cpu_conv_winograd.c); bf16 layers of 16+ channels
  * on oneDNN where the CPU multiplies bf16 (cpu_dnnl_conv.c), other f16/bf16 ones through the f32
- * path. The typed body is cpu_conv_impl_internal.h. */
+ * path: the direct kernels read and write their images as they are, the others widen them. The
+ * typed body is cpu_conv_impl_internal.h. */
 #include <omp.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "backend_cpu/cpu_conv_winograd_internal.h"
 #include "backend_cpu/cpu_dense_internal.h"
 #include "backend_cpu/cpu_dnnl_internal.h"
+#include "backend_cpu/cpu_features_internal.h"
 
 /* grad_weight sums the batch in this many fixed blocks (fewer for a smaller batch). */
 #define CONV_GW_BLOCKS 16
@@ -116,7 +118,7 @@ static int conv_f32(const em_conv2d_shape *s, const float *x, const float *w, co
     if (em_cpu_conv_winograd_chosen(s, false))
         return em_cpu_conv_winograd_forward(s, x, w, bias, y);
     if (em_cpu_conv_direct_fits(s))
-        return em_cpu_conv_direct_forward(s, x, w, bias, y);
+        return em_cpu_conv_direct_forward(s, EM_F32, x, w, bias, y);
     return conv_conv2d_f32(s, x, w, bias, y);
 }
 
@@ -126,8 +128,13 @@ static int conv_grad_input_f32_any(const em_conv2d_shape *s, const float *gy, co
     if (em_cpu_conv_winograd_chosen(s, true))
         return em_cpu_conv_winograd_grad_input(s, gy, w, gx);
     if (em_cpu_conv_direct_grad_input_fits(s))
-        return em_cpu_conv_direct_grad_input(s, gy, w, gx);
+        return em_cpu_conv_direct_grad_input(s, EM_F32, gy, w, gx);
     return conv_grad_input_f32(s, gy, w, gx);
+}
+
+static int64_t gw_blocks(const em_conv2d_shape *s)
+{
+    return s->n < CONV_GW_BLOCKS ? s->n : CONV_GW_BLOCKS;
 }
 
 static int conv_grad_weight_f32_any(const em_conv2d_shape *s, const float *gy, const float *x,
@@ -137,8 +144,7 @@ static int conv_grad_weight_f32_any(const em_conv2d_shape *s, const float *gy, c
         return em_cpu_conv_winograd_grad_weight(s, gy, x, gw, gbias);
     if (!em_cpu_conv_direct_fits(s))
         return conv_grad_weight_f32(s, gy, x, gw, gbias);
-    const int64_t blocks = s->n < CONV_GW_BLOCKS ? s->n : CONV_GW_BLOCKS;
-    return em_cpu_conv_direct_grad_weight(s, blocks, gy, x, gw, gbias);
+    return em_cpu_conv_direct_grad_weight(s, gw_blocks(s), EM_F32, gy, x, gw, gbias);
 }
 
 static int64_t x_numel(const em_conv2d_shape *s)
@@ -156,21 +162,41 @@ static int64_t w_numel(const em_conv2d_shape *s)
     return s->c_out * (s->c_in / s->groups) * s->kh * s->kw;
 }
 
+/* Which pass of a convolution. */
+typedef enum { CONV_FORWARD, CONV_GRAD_INPUT, CONV_GRAD_WEIGHT } conv_pass;
+
+/* Whether a half convolution's pass runs on the direct kernels, which read and write its images
+ * as they are (cpu_conv_direct.c): where they are the f32 path's choice for that pass (and f16
+ * where the CPU converts it, F16C). Other passes widen the images to f32 first and narrow the
+ * result after. */
+static bool half_direct(const em_conv2d_shape *s, em_dtype dt, conv_pass pass)
+{
+    if (em_cpu_conv_winograd_chosen(s, pass == CONV_GRAD_INPUT) ||
+        (dt == EM_F16 && !em_cpu_has_f16c()))
+        return false;
+    return pass == CONV_GRAD_INPUT ? em_cpu_conv_direct_grad_input_fits(s)
+                                   : em_cpu_conv_direct_fits(s);
+}
+
 static int half_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, const void *w,
                        const void *bias, void *y)
 {
     const int rc_dnnl = em_cpu_dnnl_conv2d(s, dt, x, w, bias, y);
     if (rc_dnnl != EM_KERNEL_UNSUPPORTED)
         return rc_dnnl;
-    float *fx = em_cpu_widen(dt, x, x_numel(s));
+    const bool direct = half_direct(s, dt, CONV_FORWARD);
+    float *fx = direct ? NULL : em_cpu_widen(dt, x, x_numel(s));
     float *fw = em_cpu_widen(dt, w, w_numel(s));
     float *fb = bias ? em_cpu_widen(dt, bias, s->c_out) : NULL;
-    float *fy = em_cpu_f32_buffer(y_numel(s));
+    float *fy = direct ? NULL : em_cpu_f32_buffer(y_numel(s));
     int rc = EM_KERNEL_FAILED;
-    if (fx && fw && fy && (fb || !bias))
+    if (direct && fw && (fb || !bias))
+        rc = em_cpu_conv_direct_forward(s, dt, x, fw, fb, y);
+    else if (fx && fw && fy && (fb || !bias)) {
         rc = conv_f32(s, fx, fw, fb, fy);
-    if (rc == EM_KERNEL_OK)
-        em_cpu_f32_to_half_2d(dt, y, fy, 1, y_numel(s), y_numel(s));
+        if (rc == EM_KERNEL_OK)
+            em_cpu_f32_to_half_2d(dt, y, fy, 1, y_numel(s), y_numel(s));
+    }
     em_cpu_scratch_free(fx);
     em_cpu_scratch_free(fw);
     em_cpu_scratch_free(fb);
@@ -202,14 +228,18 @@ static int half_grad_input(const em_conv2d_shape *s, em_dtype dt, const void *gy
     const int rc_dnnl = em_cpu_dnnl_conv2d_grad_input(s, dt, gy, w, gx);
     if (rc_dnnl != EM_KERNEL_UNSUPPORTED)
         return rc_dnnl;
-    float *fgy = em_cpu_widen(dt, gy, y_numel(s));
+    const bool direct = half_direct(s, dt, CONV_GRAD_INPUT);
+    float *fgy = direct ? NULL : em_cpu_widen(dt, gy, y_numel(s));
     float *fw = em_cpu_widen(dt, w, w_numel(s));
-    float *fgx = em_cpu_f32_buffer(x_numel(s));
+    float *fgx = direct ? NULL : em_cpu_f32_buffer(x_numel(s));
     int rc = EM_KERNEL_FAILED;
-    if (fgy && fw && fgx)
+    if (direct && fw)
+        rc = em_cpu_conv_direct_grad_input(s, dt, gy, fw, gx);
+    else if (fgy && fw && fgx) {
         rc = conv_grad_input_f32_any(s, fgy, fw, fgx);
-    if (rc == EM_KERNEL_OK)
-        em_cpu_f32_to_half_2d(dt, gx, fgx, 1, x_numel(s), x_numel(s));
+        if (rc == EM_KERNEL_OK)
+            em_cpu_f32_to_half_2d(dt, gx, fgx, 1, x_numel(s), x_numel(s));
+    }
     em_cpu_scratch_free(fgy);
     em_cpu_scratch_free(fw);
     em_cpu_scratch_free(fgx);
@@ -240,12 +270,15 @@ static int half_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void *g
     const int rc_dnnl = em_cpu_dnnl_conv2d_grad_weight(s, dt, gy, x, gw, gbias);
     if (rc_dnnl != EM_KERNEL_UNSUPPORTED)
         return rc_dnnl;
-    float *fgy = em_cpu_widen(dt, gy, y_numel(s));
-    float *fx = em_cpu_widen(dt, x, x_numel(s));
+    const bool direct = half_direct(s, dt, CONV_GRAD_WEIGHT);
+    float *fgy = direct ? NULL : em_cpu_widen(dt, gy, y_numel(s));
+    float *fx = direct ? NULL : em_cpu_widen(dt, x, x_numel(s));
     float *fgw = em_cpu_f32_buffer(w_numel(s));
     float *fgb = gbias ? em_cpu_f32_buffer(s->c_out) : NULL;
     int rc = EM_KERNEL_FAILED;
-    if (fgy && fx && fgw && (fgb || !gbias))
+    if (direct && fgw && (fgb || !gbias))
+        rc = em_cpu_conv_direct_grad_weight(s, gw_blocks(s), dt, gy, x, fgw, fgb);
+    else if (fgy && fx && fgw && (fgb || !gbias))
         rc = conv_grad_weight_f32_any(s, fgy, fx, fgw, fgb);
     if (rc == EM_KERNEL_OK) {
         em_cpu_f32_to_half_2d(dt, gw, fgw, 1, w_numel(s), w_numel(s));

@@ -3,18 +3,22 @@
  * im2col matrix. Forward tiles hold 6 output channels x 16 columns (32 on AVX-512) of one output
  * row in registers (cpu_conv_direct_tile_impl_internal.h); grad_input is the forward pass over
  * gy with the flipped, transposed weights; grad_weight tiles hold 4 output channels x 3 taps
- * summed over a block of images. */
+ * summed over a block of images. Images stored as f16/bf16 are widened row by row as they are
+ * copied into the planes (and gy into its grid), and each image's output is narrowed while it
+ * is still in cache: the same bits as widening the whole batch first and narrowing the whole
+ * output after, without those two passes over memory. */
 #include <immintrin.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend_cpu/cpu_conv_direct_internal.h"
+#include "backend_cpu/cpu_convert_internal.h"
 #include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "backend_cpu/cpu_simd_internal.h"
 
-#define DCONV_TARGET __attribute__((target("avx2,fma")))
+#define DCONV_TARGET __attribute__((target("avx2,fma,f16c")))
 /* The packed weight panel of one tile, MR x C*KH*KW floats, stays in L1 below this. */
 #define DCONV_MAX_TAPS 1152
 
@@ -90,18 +94,50 @@ bool em_cpu_conv_direct_grad_input_fits(const em_conv2d_shape *s)
     return em_cpu_conv_direct_fits(s) && dconv_geom_ok(&g);
 }
 
-/* xp (C, Hp, Wp) + slack = x (C, H, W) inside a zero border. */
-static void dconv_pad(const dconv_geom *g, const float *x, float *xp)
+/* Element i of an image tensor stored as dt. */
+static const void *dconv_at(em_dtype dt, const void *base, int64_t i)
+{
+    return (const char *)base + i * (int64_t)em_dtype_size(dt);
+}
+
+/* Eight values of dt (f32, or f16/bf16 widened) from element j of src. */
+DCONV_TARGET __attribute__((always_inline)) static inline __m256
+dconv_load8(em_dtype dt, const void *src, int64_t j)
+{
+    if (dt == EM_F32)
+        return _mm256_loadu_ps((const float *)src + j);
+    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)src + j));
+    if (dt == EM_BF16) /* a bf16 is the top half of its f32 */
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
+}
+
+/* dst (n) = src (n) of dt, in 8-lane blocks, the last one overlapping the one before when n is
+ * not a multiple of 8 (one value at a time below 8). */
+DCONV_TARGET __attribute__((always_inline)) static inline void
+dconv_copy_row(float *dst, em_dtype dt, const void *src, int64_t n)
+{
+    if (n < 8) {
+        const uint16_t *half = src;
+        for (int64_t j = 0; j < n; j++)
+            dst[j] = dt == EM_F32    ? ((const float *)src)[j]
+                     : dt == EM_BF16 ? em_bf16_to_f32(half[j])
+                                     : em_f16_to_f32(half[j]);
+        return;
+    }
+    for (int64_t j = 0; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(dst + j, dconv_load8(dt, src, j));
+    _mm256_storeu_ps(dst + n - 8, dconv_load8(dt, src, n - 8));
+}
+
+/* xp (C, Hp, Wp) + slack = x (C, H, W) of dt inside a zero border. */
+DCONV_TARGET static void dconv_pad(const dconv_geom *g, em_dtype dt, const void *x, float *xp)
 {
     memset(xp, 0, (size_t)dconv_padded(g) * sizeof(float));
     for (int64_t c = 0; c < g->c; c++)
-        for (int64_t r = 0; r < g->h; r++) {
-            const float *src = x + (c * g->h + r) * g->w;
-            float *dst = xp + c * g->plane + (r + g->ph) * g->wp + g->pw;
-            #pragma omp simd
-            for (int64_t col = 0; col < g->w; col++)
-                dst[col] = src[col];
-        }
+        for (int64_t r = 0; r < g->h; r++)
+            dconv_copy_row(xp + c * g->plane + (r + g->ph) * g->wp + g->pw, dt,
+                           dconv_at(dt, x, (c * g->h + r) * g->w), g->w);
 }
 
 /* off (K): where tap (c, i, j) starts, relative to its output position, in the padded planes. */
@@ -206,35 +242,44 @@ static int dconv_threads(int64_t items)
     return items < nt ? (int)(items > 1 ? items : 1) : nt;
 }
 
-/* y (n, M, H_out, W_out) = the forward pass g over x (n, C, H, W), weights packed in a. Images
- * go to threads; a batch smaller than the thread count is padded first and split by rows. */
+/* y (n, M, H_out, W_out) = the forward pass g over x (n, C, H, W), both of dt, weights packed in
+ * a. Images go to threads; a batch smaller than the thread count is padded first and split by
+ * rows. A half y is computed in f32 (yf: an image per thread, or the small batch) and narrowed
+ * image by image. */
 static int dconv_run(const dconv_geom *g, int64_t n, const float *a, const int64_t *off,
-                     const float *bias, const float *x, float *y)
+                     const float *bias, em_dtype dt, const void *x, void *y)
 {
     const int64_t xs = g->c * g->h * g->w, ys = g->m * g->ho * g->wo, ps = dconv_padded(g);
     const int nt = em_cpu_threads();
-    const bool by_image = n >= nt;
+    const bool by_image = n >= nt, half = dt != EM_F32;
     const int64_t bufs = by_image ? nt : n;
-    float *xp = em_cpu_scratch((size_t)(bufs > 0 ? bufs * ps : 1) * sizeof(float));
+    float *xp = em_cpu_scratch((size_t)(bufs > 0 ? bufs * (ps + (half ? ys : 0)) : 1) *
+                               sizeof(float));
     if (!xp)
         return EM_KERNEL_FAILED;
+    float *yf = half ? xp + bufs * ps : y; // (bufs, M, H_out, W_out) where half
     if (by_image) {
         #pragma omp parallel num_threads(nt) if (nt > 1)
         {
             float *mine = xp + omp_get_thread_num() * ps;
+            float *out = half ? yf + omp_get_thread_num() * ys : NULL;
             #pragma omp for schedule(static)
             for (int64_t i = 0; i < n; i++) {
-                dconv_pad(g, x + i * xs, mine);
-                dconv_image_rows(g, a, off, bias, mine, y + i * ys, 0, g->ho);
+                dconv_pad(g, dt, dconv_at(dt, x, i * xs), mine);
+                dconv_image_rows(g, a, off, bias, mine, half ? out : yf + i * ys, 0, g->ho);
+                if (half)
+                    em_cpu_f32_to_half_n(dt, (uint16_t *)y + i * ys, out, ys);
             }
         }
     } else {
         for (int64_t i = 0; i < n; i++)
-            dconv_pad(g, x + i * xs, xp + i * ps);
+            dconv_pad(g, dt, dconv_at(dt, x, i * xs), xp + i * ps);
         #pragma omp parallel for num_threads(dconv_threads(n * g->ho)) schedule(static)
         for (int64_t r = 0; r < n * g->ho; r++)
-            dconv_image_rows(g, a, off, bias, xp + r / g->ho * ps, y + r / g->ho * ys,
+            dconv_image_rows(g, a, off, bias, xp + r / g->ho * ps, yf + r / g->ho * ys,
                              r % g->ho, r % g->ho + 1);
+        if (half)
+            em_cpu_f32_to_half_n(dt, y, yf, n * ys);
     }
     em_cpu_scratch_free(xp);
     return EM_KERNEL_OK;
@@ -242,7 +287,7 @@ static int dconv_run(const dconv_geom *g, int64_t n, const float *a, const int64
 
 /* Packs the weights and offsets of g, then runs it. */
 static int dconv_forward_pass(const dconv_geom *g, int64_t n, const float *w, bool flip,
-                              const float *bias, const float *x, float *y)
+                              const float *bias, em_dtype dt, const void *x, void *y)
 {
     float *a = em_cpu_scratch((size_t)(g->m * g->k) * sizeof(float));
     int64_t *off = em_cpu_scratch((size_t)g->k * sizeof(int64_t));
@@ -250,25 +295,25 @@ static int dconv_forward_pass(const dconv_geom *g, int64_t n, const float *w, bo
     if (a && off) {
         dconv_pack(g, w, flip, a);
         dconv_offsets(g, off);
-        rc = dconv_run(g, n, a, off, bias, x, y);
+        rc = dconv_run(g, n, a, off, bias, dt, x, y);
     }
     em_cpu_scratch_free(a);
     em_cpu_scratch_free(off);
     return rc;
 }
 
-int em_cpu_conv_direct_forward(const em_conv2d_shape *s, const float *x, const float *w,
-                               const float *bias, float *y)
+int em_cpu_conv_direct_forward(const em_conv2d_shape *s, em_dtype dt, const void *x,
+                               const float *w, const float *bias, void *y)
 {
     const dconv_geom g = dconv_forward_geom(s);
-    return dconv_forward_pass(&g, s->n, w, false, bias, x, y);
+    return dconv_forward_pass(&g, s->n, w, false, bias, dt, x, y);
 }
 
-int em_cpu_conv_direct_grad_input(const em_conv2d_shape *s, const float *gy, const float *w,
-                                  float *gx)
+int em_cpu_conv_direct_grad_input(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                                  const float *w, void *gx)
 {
     const dconv_geom g = dconv_grad_input_geom(s);
-    return dconv_forward_pass(&g, s->n, w, true, NULL, gy, gx);
+    return dconv_forward_pass(&g, s->n, w, true, NULL, dt, gy, gx);
 }
 
 DCONV_TARGET static inline float dconv_hsum(__m256 v)
@@ -351,21 +396,6 @@ static int64_t dconv_grid(const dconv_geom *g)
     return (g->ho * g->wp + 7) / 8 * 8;
 }
 
-/* dst (wo) = src (wo), in 8-lane blocks, the last one overlapping the one before when wo is not
- * a multiple of 8. */
-DCONV_TARGET __attribute__((always_inline)) static inline void
-dconv_copy_row(float *dst, const float *src, int64_t wo)
-{
-    if (wo < 8) {
-        for (int64_t j = 0; j < wo; j++)
-            dst[j] = src[j];
-        return;
-    }
-    for (int64_t j = 0; j + 8 <= wo; j += 8)
-        _mm256_storeu_ps(dst + j, _mm256_loadu_ps(src + j));
-    _mm256_storeu_ps(dst + wo - 8, _mm256_loadu_ps(src + wo - 8));
-}
-
 /* The sum of grid (n floats, a multiple of 8): four sums of 8 lanes each taking every fourth
  * block (independent adds), then added together and across the lanes. */
 DCONV_TARGET static float dconv_grid_sum(const float *grid, int64_t n)
@@ -383,21 +413,22 @@ DCONV_TARGET static float dconv_grid_sum(const float *grid, int64_t n)
     return dconv_hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 }
 
-/* gyp (images, MR, G) = channels [m0, m0+MR) of gy (images, M, H_out, W_out) on the output grid,
- * 0 in the spare columns and past the last row; gb (MR) = their sums over the images, each
- * plane summed off its grid in SIMD lanes and the planes in double, in image order. */
-DCONV_TARGET static void dconv_spread(const dconv_geom *g, int64_t images, const float *gy,
-                                      int64_t m0, int mr, float *gyp, double *gb)
+/* gyp (images, MR, G) = channels [m0, m0+MR) of gy (images, M, H_out, W_out) of dt on the
+ * output grid, 0 in the spare columns and past the last row; gb (MR) = their sums over the
+ * images, each plane summed off its grid in SIMD lanes and the planes in double, in image
+ * order. */
+DCONV_TARGET static void dconv_spread(const dconv_geom *g, int64_t images, em_dtype dt,
+                                      const void *gy, int64_t m0, int mr, float *gyp, double *gb)
 {
     const int64_t hwo = g->ho * g->wo, gstride = dconv_grid(g);
     for (int r = 0; r < mr; r++)
         gb[r] = 0;
     for (int64_t i = 0; i < images; i++)
         for (int r = 0; r < mr; r++) {
-            const float *src = gy + (i * g->m + m0 + r) * hwo;
+            const int64_t src = (i * g->m + m0 + r) * hwo; /* the plane's first element */
             float *dst = gyp + (i * mr + r) * gstride;
             for (int64_t oh = 0; oh < g->ho; oh++) {
-                dconv_copy_row(dst + oh * g->wp, src + oh * g->wo, g->wo);
+                dconv_copy_row(dst + oh * g->wp, dt, dconv_at(dt, gy, src + oh * g->wo), g->wo);
                 for (int64_t ow = g->wo; ow < g->wp; ow++)
                     dst[oh * g->wp + ow] = 0;
             }
@@ -410,14 +441,14 @@ DCONV_TARGET static void dconv_spread(const dconv_geom *g, int64_t images, const
 /* gw (M, K) and gb (M) = the sums over `images` images of gy (images, M, H_out, W_out) against
  * their padded inputs xp, and of gy, for the channel tiles [t0, t1) of 4 channels each; gyp
  * holds one tile's spread gy. */
-static void dconv_gw_block(const dconv_geom *g, int64_t images, const float *gy,
+static void dconv_gw_block(const dconv_geom *g, int64_t images, em_dtype dt, const void *gy,
                            const float *xp, const int64_t *off, float *gw, double *gb,
                            int64_t t0, int64_t t1, float *gyp)
 {
     const int64_t gstride = dconv_grid(g), ps = dconv_padded(g);
     for (int64_t m0 = t0 * 4; m0 < t1 * 4 && m0 < g->m; m0 += 4) {
         const int mr = g->m - m0 < 4 ? (int)(g->m - m0) : 4;
-        dconv_spread(g, images, gy, m0, mr, gyp, gb + m0);
+        dconv_spread(g, images, dt, gy, m0, mr, gyp, gb + m0);
         for (int64_t k0 = 0; k0 < g->k; k0 += 3) {
             const int nt = g->k - k0 < 3 ? (int)(g->k - k0) : 3;
             dconv_gw_tiles[mr][nt](images, gyp, gstride, xp, ps, off + k0,
@@ -451,8 +482,8 @@ void em_cpu_sum_blocks_f32(const float *part, int64_t blocks, int64_t n, float *
         sum_run_f32(part + i0, blocks, n, n - i0 < SUM_RUN ? n - i0 : SUM_RUN, out + i0);
 }
 
-int em_cpu_conv_direct_grad_weight(const em_conv2d_shape *s, int64_t blocks, const float *gy,
-                                   const float *x, float *gw, float *gbias)
+int em_cpu_conv_direct_grad_weight(const em_conv2d_shape *s, int64_t blocks, em_dtype dt,
+                                   const void *gy, const void *x, float *gw, float *gbias)
 {
     const dconv_geom g = dconv_forward_geom(s);
     const int64_t xs = g.c * g.h * g.w, ys = g.m * g.ho * g.wo, ps = dconv_padded(&g);
@@ -478,20 +509,21 @@ int em_cpu_conv_direct_grad_weight(const em_conv2d_shape *s, int64_t blocks, con
             for (int64_t b = 0; b < blocks; b++) {
                 const int64_t n0 = b * s->n / blocks, n1 = (b + 1) * s->n / blocks;
                 for (int64_t i = n0; i < n1; i++)
-                    dconv_pad(&g, x + i * xs, mine + (i - n0) * ps);
-                dconv_gw_block(&g, n1 - n0, gy + n0 * ys, mine, off, part + b * gw_n,
-                               gb + b * g.m, 0, tiles, spread);
+                    dconv_pad(&g, dt, dconv_at(dt, x, i * xs), mine + (i - n0) * ps);
+                dconv_gw_block(&g, n1 - n0, dt, dconv_at(dt, gy, n0 * ys), mine, off,
+                               part + b * gw_n, gb + b * g.m, 0, tiles, spread);
             }
         }
     } else {
         for (int64_t b = 0; b < blocks; b++) {
             const int64_t n0 = b * s->n / blocks, n1 = (b + 1) * s->n / blocks;
             for (int64_t i = n0; i < n1; i++)
-                dconv_pad(&g, x + i * xs, xp + (i - n0) * ps);
+                dconv_pad(&g, dt, dconv_at(dt, x, i * xs), xp + (i - n0) * ps);
             #pragma omp parallel for num_threads(dconv_threads(tiles)) schedule(static)
             for (int64_t t = 0; t < tiles; t++)
-                dconv_gw_block(&g, n1 - n0, gy + n0 * ys, xp, off, part + b * gw_n,
-                               gb + b * g.m, t, t + 1, gyp + omp_get_thread_num() * gys);
+                dconv_gw_block(&g, n1 - n0, dt, dconv_at(dt, gy, n0 * ys), xp, off,
+                               part + b * gw_n, gb + b * g.m, t, t + 1,
+                               gyp + omp_get_thread_num() * gys);
         }
     }
     if (part != gw)

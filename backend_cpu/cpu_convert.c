@@ -116,6 +116,34 @@ __attribute__((target("avx2"))) static void f32_to_bf16_avx2(uint16_t *dst, cons
         dst[i] = em_f32_to_bf16(src[i]);
 }
 
+/* em_f32_to_bf16 sixteen lanes at a time on AVX512_BF16's conversion, which rounds to nearest
+ * even and quiets NaN as em_f32_to_bf16 does (the top 16 bits, the quiet bit set) but takes a
+ * subnormal input as zero: lanes holding one are rounded by the integer rule instead (adding
+ * 0x7fff and the kept part's lowest bit, then dropping 16 bits). One instruction replaces the
+ * AVX2 body's eleven for sixteen values, which made the narrowing of activations under bf16
+ * autocast about a third of a convolution's time where its products ran in f32. */
+#define BF16_CONVERT __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+BF16_CONVERT static void f32_to_bf16_avx512(uint16_t *dst, const float *src, int64_t n)
+{
+    const __m512i exponent = _mm512_set1_epi32(0x7f800000), mantissa = _mm512_set1_epi32(0x7fffff);
+    const __m512i half_ulp = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 keep = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 f = _mm512_maskz_loadu_ps(keep, src + i);
+        __m256i h = (__m256i)_mm512_cvtneps_pbh(f);
+        const __m512i b = _mm512_castps_si512(f);
+        const __mmask16 subnormal = _mm512_testn_epi32_mask(b, exponent) &
+                                    _mm512_test_epi32_mask(b, mantissa);
+        if (subnormal) {
+            const __m512i even = _mm512_add_epi32(half_ulp,
+                                                  _mm512_and_si512(_mm512_srli_epi32(b, 16), one));
+            const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(b, even), 16);
+            h = _mm256_mask_mov_epi16(h, subnormal, _mm512_cvtepi32_epi16(rounded));
+        }
+        _mm256_mask_storeu_epi16(dst + i, keep, h);
+    }
+}
+
 __attribute__((target("avx2"))) static void bf16_to_f32_avx2(float *dst, const uint16_t *src,
                                                               int64_t n)
 {
@@ -132,6 +160,8 @@ void em_cpu_f32_to_half_n(em_dtype dt, uint16_t *dst, const float *src, int64_t 
 {
     if (dt == EM_F16 && em_cpu_has_f16c()) {
         f32_to_f16_f16c(dst, src, n);
+    } else if (dt == EM_BF16 && em_cpu_has_avx512_bf16()) {
+        f32_to_bf16_avx512(dst, src, n);
     } else if (dt == EM_BF16 && em_cpu_has_avx2()) {
         f32_to_bf16_avx2(dst, src, n);
     } else {

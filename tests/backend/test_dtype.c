@@ -217,10 +217,12 @@ static uint32_t bf16_tie_pattern(uint64_t i)
     return (uint32_t)((i / 3) << 16) | low[i % 3];
 }
 
+/* Also a run that is not a whole number of vectors: the first 37 patterns, subnormal ties. */
 Test(dtype, bulk_f32_to_bf16_matches_scalar)
 {
     check_f32_to_half(EM_BF16, stride_pattern, (1ull << 32) / 251);
     check_f32_to_half(EM_BF16, bf16_tie_pattern, 3ull << 16);
+    check_f32_to_half(EM_BF16, bf16_tie_pattern, 37);
 }
 
 /* copy one element of src_dt at src into dst_dt at dst through the CPU copy kernel */

@@ -221,8 +221,10 @@ Test(cpu_conv, direct_same_bits_on_avx2_and_avx512)
             em_cpu_set_avx512(wide);
             y[wide] = malloc((size_t)ny * sizeof(float));
             gx[wide] = malloc((size_t)nx * sizeof(float));
-            cr_assert_eq(em_cpu_conv_direct_forward(s, fx, fw, fb, y[wide]), EM_KERNEL_OK);
-            cr_assert_eq(em_cpu_conv_direct_grad_input(s, fgy, fw, gx[wide]), EM_KERNEL_OK);
+            cr_assert_eq(em_cpu_conv_direct_forward(s, EM_F32, fx, fw, fb, y[wide]),
+                         EM_KERNEL_OK);
+            cr_assert_eq(em_cpu_conv_direct_grad_input(s, EM_F32, fgy, fw, gx[wide]),
+                         EM_KERNEL_OK);
         }
         em_cpu_set_avx512(true);
         cr_assert_arr_eq(y[1], y[0], (size_t)ny * sizeof(float), "shape %d: y", k);
@@ -373,6 +375,89 @@ Test(cpu_conv, half_types_through_f32)
         cr_assert(fabs(em_bf16_to_f32(hy[i]) - y[i]) <= 1e-2 * (1 + fabs(y[i])));
     free(x);
     free(w);
+}
+
+/* n values of v rounded to dt (f16 or bf16), and back to f32. */
+static uint16_t *to_half(em_dtype dt, const double *v, int64_t n)
+{
+    uint16_t *h = malloc((size_t)(n > 0 ? n : 1) * sizeof(uint16_t));
+    for (int64_t i = 0; i < n; i++)
+        h[i] = dt == EM_F16 ? em_f32_to_f16((float)v[i]) : em_f32_to_bf16((float)v[i]);
+    return h;
+}
+
+static float *widened(em_dtype dt, const uint16_t *h, int64_t n)
+{
+    float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        f[i] = dt == EM_F16 ? em_f16_to_f32(h[i]) : em_bf16_to_f32(h[i]);
+    return f;
+}
+
+/* got (n) of dt == f32 (n) rounded to dt, bit for bit. */
+static void expect_rounded(const char *what, em_dtype dt, const uint16_t *got, const float *f32,
+                           int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const uint16_t want = dt == EM_F16 ? em_f32_to_f16(f32[i]) : em_f32_to_bf16(f32[i]);
+        cr_assert_eq(got[i], want, "%s %s[%ld]: 0x%04x, want 0x%04x (%.9g rounded)",
+                     em_dtype_name(dt), what, (long)i, got[i], want, f32[i]);
+    }
+}
+
+/* A half convolution whose f32 path is the direct one runs the direct kernels on its images as
+ * they are: forward, grad_input and grad_weight (+ bias) give, bit for bit, the f32 direct
+ * kernels' results on the widened operands rounded to dt. */
+static void check_half_direct(em_conv2d_shape s, em_dtype dt)
+{
+    const int64_t nx = conv_x_count(&s), nw = conv_w_count(&s), ny = conv_y_count(&s);
+    double *x = random_f64(nx), *w = random_f64(nw), *b = random_f64(s.c_out);
+    double *gy = random_f64(ny);
+    uint16_t *hx = to_half(dt, x, nx), *hw = to_half(dt, w, nw), *hb = to_half(dt, b, s.c_out);
+    uint16_t *hgy = to_half(dt, gy, ny);
+    float *fx = widened(dt, hx, nx), *fw = widened(dt, hw, nw), *fb = widened(dt, hb, s.c_out);
+    float *fgy = widened(dt, hgy, ny);
+    float *y = malloc((size_t)ny * sizeof(float)), *gx = malloc((size_t)nx * sizeof(float));
+    float *gw = malloc((size_t)nw * sizeof(float)), *gb = malloc((size_t)s.c_out * sizeof(float));
+    uint16_t *hy = malloc((size_t)ny * 2), *hgx = malloc((size_t)nx * 2);
+    uint16_t *hgw = malloc((size_t)nw * 2), *hgb = malloc((size_t)s.c_out * 2);
+    cr_assert_eq(em_cpu_conv_direct_forward(&s, EM_F32, fx, fw, fb, y), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_conv_direct_grad_input(&s, EM_F32, fgy, fw, gx), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_conv_direct_grad_weight(&s, s.n < 16 ? s.n : 16, EM_F32, fgy, fx, gw, gb),
+                 EM_KERNEL_OK);
+    const int threads = omp_get_max_threads();
+    for (int t = 1; t <= 2; t++) { /* by image, and split by rows where the batch is smaller */
+        omp_set_num_threads(t);
+        cr_assert_eq(em_cpu_conv2d(&s, dt, hx, hw, hb, hy), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_conv2d_grad_input(&s, dt, hgy, hw, hgx), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_conv2d_grad_weight(&s, dt, hgy, hx, hgw, hgb), EM_KERNEL_OK);
+        expect_rounded("y", dt, hy, y, ny);
+        expect_rounded("gx", dt, hgx, gx, nx);
+        expect_rounded("gw", dt, hgw, gw, nw);
+        expect_rounded("gb", dt, hgb, gb, s.c_out);
+    }
+    omp_set_num_threads(threads);
+    void *bufs[] = {x, w, b, gy, hx, hw, hb, hgy, fx, fw, fb, fgy, y, gx, gw, gb, hy, hgx, hgw,
+                    hgb};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        free(bufs[i]);
+}
+
+/* The CNN's first layer (one input channel: below oneDNN's 16, so ember's kernels run it in
+ * bf16 too), an image per thread and one image split by rows, a 2x3 kernel with dilation. */
+Test(cpu_conv, half_direct_same_bits_as_widened_f32)
+{
+    if (!direct_cpu())
+        cr_skip_test("the direct kernels need AVX2+FMA");
+    const em_conv2d_shape shapes[] = {conv_test_shape(3, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+                                      conv_test_shape(1, 3, 11, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+                                      conv_test_shape(2, 5, 12, 17, 13, 2, 3, 1, 1, 1, 1, 2, 2, 1)};
+    const em_dtype dts[] = {EM_F16, EM_BF16};
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+        cr_assert(em_cpu_conv_direct_grad_input_fits(&shapes[k]), "shape %zu", k);
+        for (int d = 0; d < 2; d++)
+            check_half_direct(shapes[k], dts[d]);
+    }
 }
 
 Test(cpu_conv, rejects_bad_groups_and_dtypes)

@@ -123,9 +123,9 @@ static void check_winograd(em_conv2d_shape s)
     float *dy = malloc((size_t)ny * 4), *dgx = malloc((size_t)nx * 4);
     float *dgw = malloc((size_t)nw * 4), *dgb = malloc((size_t)s.c_out * 4);
     if (em_cpu_conv_direct_grad_input_fits(&s)) {
-        cr_assert_eq(em_cpu_conv_direct_forward(&s, fx, fw, fb, dy), EM_KERNEL_OK);
-        cr_assert_eq(em_cpu_conv_direct_grad_input(&s, fgy, fw, dgx), EM_KERNEL_OK);
-        cr_assert_eq(em_cpu_conv_direct_grad_weight(&s, 4, fgy, fx, dgw, dgb), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_conv_direct_forward(&s, EM_F32, fx, fw, fb, dy), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_conv_direct_grad_input(&s, EM_F32, fgy, fw, dgx), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_conv_direct_grad_weight(&s, 4, EM_F32, fgy, fx, dgw, dgb), EM_KERNEL_OK);
         check_close(&s, "y against direct", o.y, NULL, dy, ny);
         check_close(&s, "gx against direct", o.gx, NULL, dgx, nx);
         check_close(&s, "gw against direct", o.gw, NULL, dgw, nw);
