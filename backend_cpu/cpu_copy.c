@@ -123,6 +123,24 @@ static em_cpu_convert_fn pick_row(const copy_loop *l, em_dtype dt_out, em_dtype 
     return em_cpu_converter(dt_in, dt_out);
 }
 
+/* Unit u of the copy: piece `u % per_row` of row `u / per_row`. */
+static void copy_unit(const copy_loop *l, em_cpu_convert_fn row, char *dst, const char *src,
+                      int64_t piece, int64_t per_row, int64_t u)
+{
+    const int last = l->ndim - 1;
+    const int64_t n = l->shape[last];
+    int64_t r = u / per_row, start = (u % per_row) * piece;
+    int64_t len = n - start < piece ? n - start : piece;
+    int64_t doff = start * l->dst_step[last], soff = start * l->src_step[last];
+    for (int d = last - 1; d >= 0; d--) {
+        int64_t i = r % l->shape[d];
+        r /= l->shape[d];
+        doff += i * l->dst_step[d];
+        soff += i * l->src_step[d];
+    }
+    row(dst + doff, l->dst_step[last], src + soff, l->src_step[last], len);
+}
+
 static void run_loop(const copy_loop *l, em_cpu_convert_fn row, char *dst, const char *src)
 {
     int last = l->ndim - 1;
@@ -137,20 +155,14 @@ static void run_loop(const copy_loop *l, em_cpu_convert_fn row, char *dst, const
     }
     int64_t per_row = (n + piece - 1) / piece;
     int64_t units = rows * per_row;
-#pragma omp parallel for schedule(static) if (l->numel >= EM_CPU_PARALLEL_MIN) \
-        num_threads(em_cpu_threads())
-    for (int64_t u = 0; u < units; u++) {
-        int64_t r = u / per_row, start = (u % per_row) * piece;
-        int64_t len = n - start < piece ? n - start : piece;
-        int64_t doff = start * l->dst_step[last], soff = start * l->src_step[last];
-        for (int d = last - 1; d >= 0; d--) {
-            int64_t i = r % l->shape[d];
-            r /= l->shape[d];
-            doff += i * l->dst_step[d];
-            soff += i * l->src_step[d];
-        }
-        row(dst + doff, l->dst_step[last], src + soff, l->src_step[last], len);
+    if (l->numel < EM_CPU_PARALLEL_MIN) { /* no region: see EM_CPU_PARALLEL_MIN */
+        for (int64_t u = 0; u < units; u++)
+            copy_unit(l, row, dst, src, piece, per_row, u);
+        return;
     }
+    #pragma omp parallel for schedule(static) num_threads(em_cpu_threads())
+    for (int64_t u = 0; u < units; u++)
+        copy_unit(l, row, dst, src, piece, per_row, u);
 }
 
 int em_cpu_copy(const em_arr *out, const em_arr *in)

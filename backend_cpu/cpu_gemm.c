@@ -15,6 +15,11 @@
 
 /* A product below this many multiply-adds runs on one thread: the fork costs more than it saves. */
 #define PARALLEL_MIN_MNK (1 << 18)
+/* ... and a matrix-vector product below this many: it reads each element of the matrix once, so
+ * its time is the matrix's bytes, which two cores' caches deliver about twice as fast as one
+ * (the batch-1 forward of the 784-512-256-10 MLP on 2 threads of a Zen 4 EPYC, its 256x512 layer
+ * split too: p50 20.4-20.9 -> 17.2-18.6 us, `ember bench infer`). */
+#define PARALLEL_MIN_GEMV (1 << 15)
 /* Blocks handed to threads are multiples of this many rows or columns, keeping BLAS tiles whole. */
 #define SPLIT_ALIGN 16
 
@@ -190,18 +195,48 @@ static gemm_cut small_cut(const gemm_dims *g)
     return depth >= SMALL_MIN_K ? (gemm_cut){g->m, cols, depth} : none;
 }
 
+/* The multiply-adds from which a product is spread over the threads. */
+static int64_t parallel_min(const gemm_dims *g)
+{
+    return g->m == 1 || g->n == 1 ? PARALLEL_MIN_GEMV : PARALLEL_MIN_MNK;
+}
+
 /* Without small-kernel blocks: the whole product, or where threads would idle one block per
  * thread, rows of C when A comes transposed (a weight gradient: rows ran faster than columns,
  * 512x784x64 in 2 blocks 256 -> 229 us) or C is taller than wide, else columns. */
 static gemm_cut thread_cut(const gemm_dims *g, int nt, int64_t batch)
 {
     gemm_cut cut = {g->m, g->n, g->k};
-    if (nt < 2 || batch >= nt || g->m * g->n * g->k < PARALLEL_MIN_MNK)
+    if (nt < 2 || batch >= nt || g->m * g->n * g->k < parallel_min(g))
         return cut;
     bool split_rows = g->ta || g->m >= g->n;
     int64_t len = split_rows ? g->m : g->n, most = (len + SPLIT_ALIGN - 1) / SPLIT_ALIGN;
     *(split_rows ? &cut.rows : &cut.cols) = piece_of(len, nt < most ? nt : most);
     return cut;
+}
+
+/* A batched product cut into tasks: block p of product i for task i * parts + p. */
+typedef struct {
+    em_dtype dt;
+    const gemm_dims *g;
+    const gemm_cut *cut;
+    const void *a;
+    int64_t stride_a;
+    const void *b;
+    int64_t stride_b;
+    void *c;
+    int64_t stride_c;
+    int64_t col_blocks, parts; /* blocks of columns, and of C, per product */
+} gemm_tasks;
+
+static void gemm_task(const gemm_tasks *k, int64_t t)
+{
+    const size_t es = em_dtype_size(k->dt);
+    const int64_t i = t / k->parts, p = t % k->parts;
+    gemm_block(k->dt, k->g, (const char *)k->a + (size_t)(i * k->stride_a) * es,
+               (const char *)k->b + (size_t)(i * k->stride_b) * es,
+               (char *)k->c + (size_t)(i * k->stride_c) * es, k->cut,
+               p / k->col_blocks * k->cut->rows, p % k->col_blocks * k->cut->cols);
 }
 
 /* f32/f64 batched product: whole products over threads when the batch fills them; a single f32
@@ -214,22 +249,22 @@ static void real_gemm(em_dtype dt, const gemm_dims *g, const void *a, int64_t st
         em_cpu_gemm_tiles_f32(g->m, g->n, g->k, a, g->lda, b, g->ldb, g->tb,
                               (em_tiles_extras){.add_to_c = g->beta == 1.0}, c, g->ldc))
         return; /* a Linear's x @ w^T or g @ w, cpu_gemm_tiles.c */
-    size_t es = em_dtype_size(dt);
     int nt = em_cpu_threads();
     gemm_cut cut = dt == EM_F32 && batch == 1 ? small_cut(g) : (gemm_cut){0, 0, 0};
     if (!cut.rows)
         cut = thread_cut(g, nt, batch);
-    int64_t col_blocks = (g->n + cut.cols - 1) / cut.cols;
-    int64_t parts = (g->m + cut.rows - 1) / cut.rows * col_blocks, tasks = batch * parts;
-    #pragma omp parallel for if (nt > 1 && tasks > 1 && batch * g->m * g->n * g->k >= \
-                                 PARALLEL_MIN_MNK) num_threads(nt)
-    for (int64_t t = 0; t < tasks; t++) {
-        int64_t i = t / parts, p = t % parts;
-        gemm_block(dt, g, (const char *)a + (size_t)(i * stride_a) * es,
-                   (const char *)b + (size_t)(i * stride_b) * es,
-                   (char *)c + (size_t)(i * stride_c) * es, &cut, p / col_blocks * cut.rows,
-                   p % col_blocks * cut.cols);
+    const int64_t col_blocks = (g->n + cut.cols - 1) / cut.cols;
+    const gemm_tasks k = {dt,       g, &cut,     a, stride_a, b, stride_b, c, stride_c,
+                          col_blocks, (g->m + cut.rows - 1) / cut.rows * col_blocks};
+    const int64_t tasks = batch * k.parts;
+    if (nt < 2 || tasks < 2 || batch * g->m * g->n * g->k < parallel_min(g)) {
+        for (int64_t t = 0; t < tasks; t++) /* no region: see EM_CPU_PARALLEL_MIN */
+            gemm_task(&k, t);
+        return;
     }
+    #pragma omp parallel for num_threads(nt)
+    for (int64_t t = 0; t < tasks; t++)
+        gemm_task(&k, t);
 }
 
 /* One f16/bf16 product: widen op's operands to packed f32, multiply in f32, narrow C back. */

@@ -172,6 +172,16 @@ void em_int8_tile_portable(const em_int8_product *p, int64_t r0, int mr, int64_t
     }
 }
 
+/* Task t of a product: its column tile t / chunks over the rows of chunk t % chunks. */
+static void product_task(const em_int8_product *p, em_int8_tile_fn tile, int mr, int64_t chunks,
+                         int64_t t)
+{
+    int64_t j0 = t / chunks * EM_INT8_TILE_COLS, r_end = (t % chunks + 1) * TASK_ROWS;
+    r_end = r_end < p->m ? r_end : p->m;
+    for (int64_t r = t % chunks * TASK_ROWS; r < r_end; r += mr)
+        tile(p, r, (int)(r_end - r < mr ? r_end - r : mr), j0);
+}
+
 void em_int8_product_run(em_cpu_int8_path path, const em_int8_product *p, bool threaded)
 {
     static const struct {
@@ -188,14 +198,14 @@ void em_int8_product_run(em_cpu_int8_path path, const em_int8_product *p, bool t
     int64_t chunks = (p->m + TASK_ROWS - 1) / TASK_ROWS;
     /* task t: column tile t / chunks over rows of chunk t % chunks; a thread's run of tasks
      * keeps its columns' panels */
-    #pragma omp parallel for schedule(static) if (threaded && p->m * p->n * p->k >= \
-                                                  PARALLEL_MIN_MNK) num_threads(em_cpu_threads())
-    for (int64_t t = 0; t < col_tiles * chunks; t++) {
-        int64_t j0 = t / chunks * EM_INT8_TILE_COLS, r_end = (t % chunks + 1) * TASK_ROWS;
-        r_end = r_end < p->m ? r_end : p->m;
-        for (int64_t r = t % chunks * TASK_ROWS; r < r_end; r += mr)
-            tile(p, r, (int)(r_end - r < mr ? r_end - r : mr), j0);
+    if (!threaded || p->m * p->n * p->k < PARALLEL_MIN_MNK) {
+        for (int64_t t = 0; t < col_tiles * chunks; t++) /* no region: see EM_CPU_PARALLEL_MIN */
+            product_task(p, tile, mr, chunks, t);
+        return;
     }
+    #pragma omp parallel for schedule(static) num_threads(em_cpu_threads())
+    for (int64_t t = 0; t < col_tiles * chunks; t++)
+        product_task(p, tile, mr, chunks, t);
 }
 
 /* The product of a (m, k), rows lda bytes apart, with the packed weights into out (m, n). */
@@ -263,10 +273,15 @@ static int dnnl_qlinear(int64_t m, int64_t n, int64_t k, const uint8_t *q, int64
 {
     int32_t *sums = em_cpu_scratch((size_t)(m * n > 0 ? m * n : 1) * sizeof(int32_t));
     int rc = sums ? dnnl_sums(m, n, k, q, lda, packed, sums, n) : EM_KERNEL_FAILED;
-    #pragma omp parallel for if (rc == EM_KERNEL_OK && m * n >= EM_CPU_PARALLEL_MIN) \
-        num_threads(em_cpu_threads())
-    for (int64_t i = 0; i < (rc == EM_KERNEL_OK ? m : 0); i++)
-        epilogue_row(n, sums + i * n, e, y + i * n);
+    const int64_t rows = rc == EM_KERNEL_OK ? m : 0;
+    if (m * n < EM_CPU_PARALLEL_MIN) { /* no region: see EM_CPU_PARALLEL_MIN */
+        for (int64_t i = 0; i < rows; i++)
+            epilogue_row(n, sums + i * n, e, y + i * n);
+    } else {
+        #pragma omp parallel for num_threads(em_cpu_threads())
+        for (int64_t i = 0; i < rows; i++)
+            epilogue_row(n, sums + i * n, e, y + i * n);
+    }
     em_cpu_scratch_free(sums);
     return rc;
 }

@@ -93,7 +93,11 @@ void em_int8_quantize_fixed(bool avx2, int64_t n, const float *x, float scale,
                             int32_t zero_point, uint8_t *q)
 {
     const float inv = 1.0f / scale, zp = (float)zero_point;
-    #pragma omp parallel for if (n > QUANT_PIECE) num_threads(em_cpu_threads())
+    if (n <= QUANT_PIECE) { /* one piece, no region: see EM_CPU_PARALLEL_MIN */
+        quantize_piece(avx2, n, x, inv, zp, q);
+        return;
+    }
+    #pragma omp parallel for num_threads(em_cpu_threads())
     for (int64_t i = 0; i < n; i += QUANT_PIECE)
         quantize_piece(avx2, n - i < QUANT_PIECE ? n - i : QUANT_PIECE, x + i, inv, zp, q + i);
 }
