@@ -75,7 +75,7 @@ typedef struct {
     bool have, have_b1, have_b64;
 } variant;
 
-/* The better (lower mean) of what *have and l say into *l_kept. */
+/* *kept becomes l where nothing was kept yet (*have false) or l's mean is lower. */
 static void keep_better(bench_latency *kept, bool *have, const bench_latency *l)
 {
     if (!*have || l->mean_us < kept->mean_us)
@@ -286,14 +286,16 @@ static void print_ceiling(const recipe_model *f32, const variant *v)
     em_matmul_layer layers[64];
     em_shape sample = f32->input; /* one sample, no batch axis */
     int n = em_module_matmul_layers(f32->model, sample, layers, 64);
+    if (n < 1 || n > 64) /* not counted, or more layers than kept */
+        return;
     double macs = 0, linear_macs = 0; /* the int8 model quantizes the Linear layers */
-    for (int i = 0; i < n && i < 64; i++) {
+    for (int i = 0; i < n; i++) {
         macs += em_matmul_macs(&layers[i]) * 64;
         if (!strcmp(layers[i].layer->type->type_name, "Linear"))
             linear_macs += em_matmul_macs(&layers[i]) * 64;
     }
     bench_product_rate rate = bench_measure_product_rate();
-    if (n < 1 || rate.f32_gflops <= 0 || rate.int8_gops <= 0)
+    if (rate.f32_gflops <= 0 || rate.int8_gops <= 0)
         return;
     const double f32_us = 2 * macs / rate.f32_gflops * 1e-3;
     const double int8_us = 2 * ((macs - linear_macs) / rate.f32_gflops +
