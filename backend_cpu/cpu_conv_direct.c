@@ -167,12 +167,17 @@ static void dconv_pack(const dconv_geom *g, const float *w, bool flip, float *a)
     for (int64_t m0 = 0; m0 < g->m;) {
         const int mr = dconv_rows(g->m, m0);
         float *panel = a + m0 * g->k;
-        for (int64_t k = 0; k < g->k; k++)
-            for (int r = 0; r < mr; r++) {
-                const int64_t m = m0 + r, c = k / taps, t = k % taps;
-                panel[k * mr + r] = flip ? w[(c * g->m + m) * taps + taps - 1 - t]
-                                         : w[m * g->k + k];
+        for (int r = 0; r < mr; r++) { /* a row of w at a time, read in order */
+            const int64_t m = m0 + r;
+            if (!flip) {
+                for (int64_t k = 0; k < g->k; k++)
+                    panel[k * mr + r] = w[m * g->k + k];
+                continue;
             }
+            for (int64_t c = 0, k = 0; c < g->c; c++) /* tap k = (c, t) */
+                for (int64_t t = 0; t < taps; t++, k++)
+                    panel[k * mr + r] = w[(c * g->m + m) * taps + taps - 1 - t];
+        }
         m0 += mr;
     }
 }
