@@ -11,35 +11,21 @@
 /* Median seconds of REPS forwards of m on x after a warm-up one; -1 when one fails. */
 static double median_forward(em_module *m, const em_tensor *x)
 {
-    double t[REPS];
-    for (int r = -1; r < REPS; r++) {
-        em_scope_begin();
-        double t0 = bench_now_s();
-        em_tensor *y = em_forward(m, x);
-        double dt = bench_now_s() - t0;
-        em_scope_end();
-        if (!y)
-            return -1;
-        if (r >= 0)
-            t[r] = dt;
-    }
-    bench_sort_doubles(t, REPS);
-    return t[REPS / 2];
+    const bench_latency l = bench_measure_latency(m, x, 1, REPS); /* all 0 on a failure */
+    return l.p50_us > 0 ? l.p50_us * 1e-6 : -1;
 }
 
 bench_product_rate bench_measure_product_rate(void)
 {
     bench_product_rate rate = {-1, -1};
     const double ops = 2.0 * SIDE * SIDE * SIDE; /* 2 per multiply-add */
-    bool grad = em_set_grad_enabled(false);
+    bool grad = em_set_grad_enabled(false); /* the int8 layer made from the weight, no graph */
     em_generator gen = em_generator_new(1);
     em_tensor *x = em_randn(EM_SHAPE(SIDE, SIDE), EM_F32, &gen); // (SIDE, SIDE)
     em_module *f32 = em_linear_layer(SIDE, SIDE, false);
     em_module *int8 = f32 ? em_quantized_linear(em_module_find(f32, "weight"), NULL,
                                                 EM_QUANT_PER_CHANNEL) : NULL;
     if (x && f32 && int8) {
-        em_module_eval(f32);
-        em_module_eval(int8);
         double t = median_forward(f32, x);
         rate.f32_gflops = t > 0 ? ops / t * 1e-9 : -1;
         t = median_forward(int8, x);
