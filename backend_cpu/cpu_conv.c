@@ -2,8 +2,8 @@
  * and f64, or for f32 stride-1 layers on AVX2+FMA the direct kernels of cpu_conv_direct.c, and
  * for 3x3 ones with enough channels Winograd (cpu_conv_winograd.c); bf16 layers of 16+ channels
  * on oneDNN where the CPU multiplies bf16 (cpu_dnnl_conv.c), other f16/bf16 ones through the f32
- * path: the direct kernels read and write their images as they are, the others widen them. The
- * typed body is cpu_conv_impl_internal.h. */
+ * path: the Winograd and direct kernels read and write their images as they are, the others
+ * widen them. The typed body is cpu_conv_impl_internal.h. */
 #include <omp.h>
 #include <string.h>
 
@@ -111,24 +111,25 @@ static bool conv_shape_ok(const em_conv2d_shape *s)
 #undef REAL_DT
 #undef CONV_FN
 
-/* The f32 kernels: Winograd where it is chosen, direct where it fits, else im2col + GEMM. */
-static int conv_f32(const em_conv2d_shape *s, const float *x, const float *w, const float *bias,
-                    float *y)
+/* The f32 kernels, on images of dt (f32, or f16/bf16 where half_in_place): Winograd where it
+ * is chosen, direct where it fits, else im2col + GEMM (f32 images only). */
+static int conv_f32(const em_conv2d_shape *s, em_dtype dt, const void *x, const float *w,
+                    const float *bias, void *y)
 {
     if (em_cpu_conv_winograd_chosen(s, false))
-        return em_cpu_conv_winograd_forward(s, x, w, bias, y);
+        return em_cpu_conv_winograd_forward(s, dt, x, w, bias, y);
     if (em_cpu_conv_direct_fits(s))
-        return em_cpu_conv_direct_forward(s, EM_F32, x, w, bias, y);
+        return em_cpu_conv_direct_forward(s, dt, x, w, bias, y);
     return conv_conv2d_f32(s, x, w, bias, y);
 }
 
-static int conv_grad_input_f32_any(const em_conv2d_shape *s, const float *gy, const float *w,
-                                   float *gx)
+static int conv_grad_input_f32_any(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                                   const float *w, void *gx)
 {
     if (em_cpu_conv_winograd_chosen(s, true))
-        return em_cpu_conv_winograd_grad_input(s, gy, w, gx);
+        return em_cpu_conv_winograd_grad_input(s, dt, gy, w, gx);
     if (em_cpu_conv_direct_grad_input_fits(s))
-        return em_cpu_conv_direct_grad_input(s, EM_F32, gy, w, gx);
+        return em_cpu_conv_direct_grad_input(s, dt, gy, w, gx);
     return conv_grad_input_f32(s, gy, w, gx);
 }
 
@@ -137,14 +138,14 @@ static int64_t gw_blocks(const em_conv2d_shape *s)
     return s->n < CONV_GW_BLOCKS ? s->n : CONV_GW_BLOCKS;
 }
 
-static int conv_grad_weight_f32_any(const em_conv2d_shape *s, const float *gy, const float *x,
-                                    float *gw, float *gbias)
+static int conv_grad_weight_f32_any(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                                    const void *x, float *gw, float *gbias)
 {
     if (em_cpu_conv_winograd_chosen(s, false))
-        return em_cpu_conv_winograd_grad_weight(s, gy, x, gw, gbias);
+        return em_cpu_conv_winograd_grad_weight(s, dt, gy, x, gw, gbias);
     if (!em_cpu_conv_direct_fits(s))
         return conv_grad_weight_f32(s, gy, x, gw, gbias);
-    return em_cpu_conv_direct_grad_weight(s, gw_blocks(s), EM_F32, gy, x, gw, gbias);
+    return em_cpu_conv_direct_grad_weight(s, gw_blocks(s), dt, gy, x, gw, gbias);
 }
 
 static int64_t x_numel(const em_conv2d_shape *s)
@@ -165,14 +166,15 @@ static int64_t w_numel(const em_conv2d_shape *s)
 /* Which pass of a convolution. */
 typedef enum { CONV_FORWARD, CONV_GRAD_INPUT, CONV_GRAD_WEIGHT } conv_pass;
 
-/* Whether a half convolution's pass runs on the direct kernels, which read and write its images
- * as they are (cpu_conv_direct.c): where they are the f32 path's choice for that pass (and f16
- * where the CPU converts it, F16C). Other passes widen the images to f32 first and narrow the
- * result after. */
-static bool half_direct(const em_conv2d_shape *s, em_dtype dt, conv_pass pass)
+/* Whether a half convolution's pass runs on kernels that read and write its images as they
+ * are: Winograd (cpu_conv_winograd.c) where the f32 path chooses it for that pass, else the
+ * direct kernels (cpu_conv_direct.c) where they are its choice (and f16 where the CPU converts
+ * it, F16C). Other passes widen the images to f32 first and narrow the result after. */
+static bool half_in_place(const em_conv2d_shape *s, em_dtype dt, conv_pass pass)
 {
-    if (em_cpu_conv_winograd_chosen(s, pass == CONV_GRAD_INPUT) ||
-        (dt == EM_F16 && !em_cpu_has_f16c()))
+    if (em_cpu_conv_winograd_chosen(s, pass == CONV_GRAD_INPUT))
+        return true;
+    if (dt == EM_F16 && !em_cpu_has_f16c())
         return false;
     return pass == CONV_GRAD_INPUT ? em_cpu_conv_direct_grad_input_fits(s)
                                    : em_cpu_conv_direct_fits(s);
@@ -184,16 +186,16 @@ static int half_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, con
     const int rc_dnnl = em_cpu_dnnl_conv2d(s, dt, x, w, bias, y);
     if (rc_dnnl != EM_KERNEL_UNSUPPORTED)
         return rc_dnnl;
-    const bool direct = half_direct(s, dt, CONV_FORWARD);
-    float *fx = direct ? NULL : em_cpu_widen(dt, x, x_numel(s));
+    const bool in_place = half_in_place(s, dt, CONV_FORWARD);
+    float *fx = in_place ? NULL : em_cpu_widen(dt, x, x_numel(s));
     float *fw = em_cpu_widen(dt, w, w_numel(s));
     float *fb = bias ? em_cpu_widen(dt, bias, s->c_out) : NULL;
-    float *fy = direct ? NULL : em_cpu_f32_buffer(y_numel(s));
+    float *fy = in_place ? NULL : em_cpu_f32_buffer(y_numel(s));
     int rc = EM_KERNEL_FAILED;
-    if (direct && fw && (fb || !bias))
-        rc = em_cpu_conv_direct_forward(s, dt, x, fw, fb, y);
+    if (in_place && fw && (fb || !bias))
+        rc = conv_f32(s, dt, x, fw, fb, y);
     else if (fx && fw && fy && (fb || !bias)) {
-        rc = conv_f32(s, fx, fw, fb, fy);
+        rc = conv_f32(s, EM_F32, fx, fw, fb, fy);
         if (rc == EM_KERNEL_OK)
             em_cpu_f32_to_half_2d(dt, y, fy, 1, y_numel(s), y_numel(s));
     }
@@ -211,7 +213,7 @@ int em_cpu_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, const vo
         return EM_KERNEL_UNSUPPORTED;
     switch (dt) {
     case EM_F32:
-        return conv_f32(s, x, w, bias, y);
+        return conv_f32(s, EM_F32, x, w, bias, y);
     case EM_F64:
         return conv_conv2d_f64(s, x, w, bias, y);
     case EM_F16:
@@ -228,15 +230,15 @@ static int half_grad_input(const em_conv2d_shape *s, em_dtype dt, const void *gy
     const int rc_dnnl = em_cpu_dnnl_conv2d_grad_input(s, dt, gy, w, gx);
     if (rc_dnnl != EM_KERNEL_UNSUPPORTED)
         return rc_dnnl;
-    const bool direct = half_direct(s, dt, CONV_GRAD_INPUT);
-    float *fgy = direct ? NULL : em_cpu_widen(dt, gy, y_numel(s));
+    const bool in_place = half_in_place(s, dt, CONV_GRAD_INPUT);
+    float *fgy = in_place ? NULL : em_cpu_widen(dt, gy, y_numel(s));
     float *fw = em_cpu_widen(dt, w, w_numel(s));
-    float *fgx = direct ? NULL : em_cpu_f32_buffer(x_numel(s));
+    float *fgx = in_place ? NULL : em_cpu_f32_buffer(x_numel(s));
     int rc = EM_KERNEL_FAILED;
-    if (direct && fw)
-        rc = em_cpu_conv_direct_grad_input(s, dt, gy, fw, gx);
+    if (in_place && fw)
+        rc = conv_grad_input_f32_any(s, dt, gy, fw, gx);
     else if (fgy && fw && fgx) {
-        rc = conv_grad_input_f32_any(s, fgy, fw, fgx);
+        rc = conv_grad_input_f32_any(s, EM_F32, fgy, fw, fgx);
         if (rc == EM_KERNEL_OK)
             em_cpu_f32_to_half_2d(dt, gx, fgx, 1, x_numel(s), x_numel(s));
     }
@@ -253,7 +255,7 @@ int em_cpu_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, const void *
         return EM_KERNEL_UNSUPPORTED;
     switch (dt) {
     case EM_F32:
-        return conv_grad_input_f32_any(s, gy, w, gx);
+        return conv_grad_input_f32_any(s, EM_F32, gy, w, gx);
     case EM_F64:
         return conv_grad_input_f64(s, gy, w, gx);
     case EM_F16:
@@ -270,16 +272,16 @@ static int half_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void *g
     const int rc_dnnl = em_cpu_dnnl_conv2d_grad_weight(s, dt, gy, x, gw, gbias);
     if (rc_dnnl != EM_KERNEL_UNSUPPORTED)
         return rc_dnnl;
-    const bool direct = half_direct(s, dt, CONV_GRAD_WEIGHT);
-    float *fgy = direct ? NULL : em_cpu_widen(dt, gy, y_numel(s));
-    float *fx = direct ? NULL : em_cpu_widen(dt, x, x_numel(s));
+    const bool in_place = half_in_place(s, dt, CONV_GRAD_WEIGHT);
+    float *fgy = in_place ? NULL : em_cpu_widen(dt, gy, y_numel(s));
+    float *fx = in_place ? NULL : em_cpu_widen(dt, x, x_numel(s));
     float *fgw = em_cpu_f32_buffer(w_numel(s));
     float *fgb = gbias ? em_cpu_f32_buffer(s->c_out) : NULL;
     int rc = EM_KERNEL_FAILED;
-    if (direct && fgw && (fgb || !gbias))
-        rc = em_cpu_conv_direct_grad_weight(s, gw_blocks(s), dt, gy, x, fgw, fgb);
+    if (in_place && fgw && (fgb || !gbias))
+        rc = conv_grad_weight_f32_any(s, dt, gy, x, fgw, fgb);
     else if (fgy && fx && fgw && (fgb || !gbias))
-        rc = conv_grad_weight_f32_any(s, fgy, fx, fgw, fgb);
+        rc = conv_grad_weight_f32_any(s, EM_F32, fgy, fx, fgw, fgb);
     if (rc == EM_KERNEL_OK) {
         em_cpu_f32_to_half_2d(dt, gw, fgw, 1, w_numel(s), w_numel(s));
         if (gbias)
@@ -306,7 +308,7 @@ int em_cpu_conv2d_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void 
         return EM_KERNEL_OK;
     }
     if (dt == EM_F32)
-        return conv_grad_weight_f32_any(s, gy, x, gw, gbias);
+        return conv_grad_weight_f32_any(s, EM_F32, gy, x, gw, gbias);
     if (dt == EM_F64)
         return conv_grad_weight_f64(s, gy, x, gw, gbias);
     return half_grad_weight(s, dt, gy, x, gw, gbias);

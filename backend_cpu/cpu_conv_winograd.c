@@ -4,13 +4,15 @@
  * per chunk of 16 images, on the calling thread; cpu_winograd_tiles.c holds the transforms.
  * grad_input is the same pass over gy with the flipped, transposed kernel; grad_weight
  * multiplies the gradient of the products by the transformed inputs and maps the sums back
- * through G, and sums the bias gradient from its copy of gy. */
+ * through G, and sums the bias gradient from its copy of gy. f16/bf16 images are widened a
+ * chunk at a time as the chunk starts, and a chunk's output narrowed as it ends. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend_cpu/cpu_conv_direct_internal.h"
 #include "backend_cpu/cpu_conv_winograd_internal.h"
+#include "backend_cpu/cpu_convert_internal.h"
 #include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "backend_cpu/cpu_winograd_tiles_internal.h"
@@ -89,34 +91,63 @@ typedef struct {
     float *v;   /* (36, C, nb, 16) a block's transforms */
     float *p;   /* (36, M, nb, 16) its products, or their gradient */
     float *gyt; /* (M, 4*TH, 4*TW, 16) the interleaved output gradient (grad_weight only) */
+    /* f16/bf16 images only: the chunk's (16, C, H, W) input widened, and its (16, M, H_out,
+     * W_out) output before narrowing (grad_weight: its output gradient widened) */
+    float *xf, *yf;
 } wg_bufs;
 
-/* Floats of one thread's buffers. */
-static int64_t wg_scratch(const em_wg_geom *g, bool grad_weight)
+/* Floats per lane of the output gradient's interleaved copy (grad_weight only). */
+static int64_t wg_gyt_lane(const em_wg_geom *g, bool grad_weight)
 {
-    const int64_t gyt = grad_weight ? g->m * g->th * g->tw * EM_WG_M * EM_WG_M : 0;
-    const int64_t nb = wg_block_tiles(g);
-    return g->c * g->hp * g->wp * L + P * (em_wg_point_stride(g->c, nb) +
-                                           em_wg_point_stride(g->m, nb)) + gyt * L;
+    return grad_weight ? g->m * g->th * g->tw * EM_WG_M * EM_WG_M : 0;
 }
 
-static wg_bufs wg_bufs_of(const em_wg_geom *g, float *scratch)
+/* Floats of one thread's buffers for images of dt. */
+static int64_t wg_scratch(const em_wg_geom *g, bool grad_weight, em_dtype dt)
+{
+    const int64_t nb = wg_block_tiles(g);
+    const int64_t half = dt == EM_F32 ? 0 : g->c * g->h * g->w + g->m * g->ho * g->wo;
+    return g->c * g->hp * g->wp * L + P * (em_wg_point_stride(g->c, nb) +
+                                           em_wg_point_stride(g->m, nb)) +
+           (wg_gyt_lane(g, grad_weight) + half) * L;
+}
+
+static wg_bufs wg_bufs_of(const em_wg_geom *g, bool grad_weight, em_dtype dt, float *scratch)
 {
     const int64_t nb = wg_block_tiles(g);
     wg_bufs b = {.xt = scratch};
     b.v = b.xt + g->c * g->hp * g->wp * L;
     b.p = b.v + P * em_wg_point_stride(g->c, nb);
     b.gyt = b.p + P * em_wg_point_stride(g->m, nb);
+    if (dt != EM_F32) {
+        b.xf = b.gyt + wg_gyt_lane(g, grad_weight) * L;
+        b.yf = b.xf + g->c * g->h * g->w * L;
+    }
     return b;
 }
 
-/* The images [n0, n0 + lanes) of y (n, M, H_out, W_out) = the pass g over x (n, C, H, W) with
- * the transformed kernels u (36, M, C), block by block of tiles. */
-static void wg_run_chunk(const em_wg_geom *g, const float *u, const float *bias, const float *x,
-                         int64_t n0, int lanes, const wg_bufs *b, float *y)
+/* Images [n0, n0 + lanes) of t (n, per_image values) of dt as f32: in t itself, or widened
+ * into buf while the chunk's work is about to read them (the same bits as widening all of t
+ * first). */
+static const float *wg_chunk_in(em_dtype dt, const void *t, int64_t per_image, int64_t n0,
+                                int lanes, float *buf)
 {
-    const int64_t nb = wg_block_tiles(g);
-    em_wg_interleave(x, g->c, g->h, g->w, n0, lanes, g->ph, g->pw, g->hp, g->wp, b->xt);
+    if (dt == EM_F32)
+        return (const float *)t + n0 * per_image;
+    em_cpu_half_to_f32_n(dt, buf, (const uint16_t *)t + n0 * per_image, lanes * per_image);
+    return buf;
+}
+
+/* The images [n0, n0 + lanes) of y (n, M, H_out, W_out) = the pass g over x (n, C, H, W) with
+ * the transformed kernels u (36, M, C), block by block of tiles; x and y of dt, a half chunk's
+ * output narrowed while it is in cache. */
+static void wg_run_chunk(const em_wg_geom *g, em_dtype dt, const float *u, const float *bias,
+                         const void *x, int64_t n0, int lanes, const wg_bufs *b, void *y)
+{
+    const int64_t nb = wg_block_tiles(g), y_image = g->m * g->ho * g->wo;
+    const float *xc = wg_chunk_in(dt, x, g->c * g->h * g->w, n0, lanes, b->xf);
+    float *yc = dt == EM_F32 ? (float *)y + n0 * y_image : b->yf;
+    em_wg_interleave(xc, g->c, g->h, g->w, 0, lanes, g->ph, g->pw, g->hp, g->wp, b->xt);
     for (int64_t t0 = 0; t0 < g->tiles; t0 += nb) {
         const int64_t t1 = t0 + nb < g->tiles ? t0 + nb : g->tiles, cols = (t1 - t0) * L;
         em_wg_input_transform(g, b->xt, t0, t1, b->v);
@@ -124,16 +155,18 @@ static void wg_run_chunk(const em_wg_geom *g, const float *u, const float *bias,
         em_cpu_gemm(EM_F32, false, false, g->m, cols, g->c, 1.0, u, g->c, g->m * g->c, b->v,
                     cols, em_wg_point_stride(g->c, t1 - t0), 0.0, b->p, cols,
                     em_wg_point_stride(g->m, t1 - t0), P);
-        em_wg_output_transform(g, b->p, t0, t1, bias, n0, lanes, y);
+        em_wg_output_transform(g, b->p, t0, t1, bias, 0, lanes, yc);
     }
+    if (dt != EM_F32)
+        em_cpu_f32_to_half_n(dt, (uint16_t *)y + n0 * y_image, yc, lanes * y_image);
 }
 
-/* y (n, M, H_out, W_out) = the pass g over x (n, C, H, W) with kernels w; chunks of 16 images
- * go to threads, each with its own buffers. */
-static int wg_run(const em_wg_geom *g, int64_t n, const float *w, bool flip, const float *bias,
-                  const float *x, float *y)
+/* y (n, M, H_out, W_out) = the pass g over x (n, C, H, W) with kernels w, x and y of dt; chunks
+ * of 16 images go to threads, each with its own buffers. */
+static int wg_run(const em_wg_geom *g, int64_t n, em_dtype dt, const float *w, bool flip,
+                  const float *bias, const void *x, void *y)
 {
-    const int64_t chunks = wg_chunks(n), per_thread = wg_scratch(g, false);
+    const int64_t chunks = wg_chunks(n), per_thread = wg_scratch(g, false, dt);
     const int nt = wg_threads(chunks);
     float *u = em_cpu_scratch((size_t)(P * g->m * g->c) * sizeof(float)); /* (36, M, C) */
     float *scratch = em_cpu_scratch((size_t)(nt * per_thread) * sizeof(float));
@@ -142,11 +175,11 @@ static int wg_run(const em_wg_geom *g, int64_t n, const float *w, bool flip, con
         em_wg_weights(g, w, flip, u);
         #pragma omp parallel num_threads(nt) if (nt > 1)
         {
-            const wg_bufs b = wg_bufs_of(g, scratch + omp_get_thread_num() * per_thread);
+            const wg_bufs b = wg_bufs_of(g, false, dt, scratch + omp_get_thread_num() * per_thread);
             #pragma omp for schedule(static)
             for (int64_t chunk = 0; chunk < chunks; chunk++) {
                 const int64_t n0 = chunk * L;
-                wg_run_chunk(g, u, bias, x, n0, n - n0 < L ? (int)(n - n0) : L, &b, y);
+                wg_run_chunk(g, dt, u, bias, x, n0, n - n0 < L ? (int)(n - n0) : L, &b, y);
             }
         }
         rc = EM_KERNEL_OK;
@@ -162,21 +195,21 @@ static em_wg_geom wg_forward_geom(const em_conv2d_shape *s)
                          s->pad[1]);
 }
 
-int em_cpu_conv_winograd_forward(const em_conv2d_shape *s, const float *x, const float *w,
-                                 const float *bias, float *y)
+int em_cpu_conv_winograd_forward(const em_conv2d_shape *s, em_dtype dt, const void *x,
+                                 const float *w, const float *bias, void *y)
 {
     const em_wg_geom g = wg_forward_geom(s);
-    return wg_run(&g, s->n, w, false, bias, x, y);
+    return wg_run(&g, s->n, dt, w, false, bias, x, y);
 }
 
 /* grad_input as a forward pass: gy (C_out, H_out, W_out) padded by 2 - pad into gx (C_in, H,
  * W). */
-int em_cpu_conv_winograd_grad_input(const em_conv2d_shape *s, const float *gy, const float *w,
-                                    float *gx)
+int em_cpu_conv_winograd_grad_input(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                                    const float *w, void *gx)
 {
     const em_wg_geom g = em_wg_geom_of(s->c_out, s->h_out, s->w_out, s->c_in, s->h, s->w,
                                        2 - s->pad[0], 2 - s->pad[1]);
-    return wg_run(&g, s->n, w, true, NULL, gy, gx);
+    return wg_run(&g, s->n, dt, w, true, NULL, gy, gx);
 }
 
 /* gu (36, M, C) = the sums over the chunks [c0, c1) of the gradient of their products
@@ -185,15 +218,18 @@ int em_cpu_conv_winograd_grad_input(const em_conv2d_shape *s, const float *gy, c
  * the inputs are transformed straight into the transposed layout (36, tiles*16, C): OpenBLAS
  * multiplies that form about twice as fast (36 products of 64 x 32 x 64, one thread: 62 instead
  * of 110 us). */
-static void wg_gw_chunks(const em_wg_geom *g, int64_t n, const float *gy, const float *x,
-                         int64_t c0, int64_t c1, const wg_bufs *b, float *gu, double *gb)
+static void wg_gw_chunks(const em_wg_geom *g, int64_t n, em_dtype dt, const void *gy,
+                         const void *x, int64_t c0, int64_t c1, const wg_bufs *b, float *gu,
+                         double *gb)
 {
     const int64_t nb = wg_block_tiles(g);
     for (int64_t chunk = c0; chunk < c1; chunk++) {
         const int64_t n0 = chunk * L;
         const int lanes = n - n0 < L ? (int)(n - n0) : L;
-        em_wg_interleave(x, g->c, g->h, g->w, n0, lanes, g->ph, g->pw, g->hp, g->wp, b->xt);
-        em_wg_interleave(gy, g->m, g->ho, g->wo, n0, lanes, 0, 0, g->th * EM_WG_M,
+        const float *xc = wg_chunk_in(dt, x, g->c * g->h * g->w, n0, lanes, b->xf);
+        const float *gyc = wg_chunk_in(dt, gy, g->m * g->ho * g->wo, n0, lanes, b->yf);
+        em_wg_interleave(xc, g->c, g->h, g->w, 0, lanes, g->ph, g->pw, g->hp, g->wp, b->xt);
+        em_wg_interleave(gyc, g->m, g->ho, g->wo, 0, lanes, 0, 0, g->th * EM_WG_M,
                          g->tw * EM_WG_M, b->gyt);
         if (gb)
             em_wg_bias_sums(g, b->gyt, gb);
@@ -216,13 +252,13 @@ static void wg_gw_chunks(const em_wg_geom *g, int64_t n, const float *gy, const 
     }
 }
 
-int em_cpu_conv_winograd_grad_weight(const em_conv2d_shape *s, const float *gy, const float *x,
-                                     float *gw, float *gbias)
+int em_cpu_conv_winograd_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                                     const void *x, float *gw, float *gbias)
 {
     const em_wg_geom g = wg_forward_geom(s);
     const int64_t chunks = wg_chunks(s->n), gu_n = P * g.m * g.c;
     const int64_t blocks = chunks < WG_GW_BLOCKS ? chunks : WG_GW_BLOCKS;
-    const int64_t per_thread = wg_scratch(&g, true);
+    const int64_t per_thread = wg_scratch(&g, true, dt);
     const int nt = wg_threads(blocks);
     float *scratch = em_cpu_scratch((size_t)(nt * per_thread) * sizeof(float));
     float *gu = em_cpu_scratch((size_t)(blocks * gu_n) * sizeof(float)); /* (blocks, 36, M, C) */
@@ -232,11 +268,11 @@ int em_cpu_conv_winograd_grad_weight(const em_conv2d_shape *s, const float *gy, 
         memset(gb, 0, (size_t)(blocks * g.m) * sizeof(double));
         #pragma omp parallel num_threads(nt) if (nt > 1)
         {
-            const wg_bufs b = wg_bufs_of(&g, scratch + omp_get_thread_num() * per_thread);
+            const wg_bufs b = wg_bufs_of(&g, true, dt, scratch + omp_get_thread_num() * per_thread);
             #pragma omp for schedule(static)
             for (int64_t k = 0; k < blocks; k++)
-                wg_gw_chunks(&g, s->n, gy, x, k * chunks / blocks, (k + 1) * chunks / blocks, &b,
-                             gu + k * gu_n, gbias ? gb + k * g.m : NULL);
+                wg_gw_chunks(&g, s->n, dt, gy, x, k * chunks / blocks, (k + 1) * chunks / blocks,
+                             &b, gu + k * gu_n, gbias ? gb + k * g.m : NULL);
         }
         em_cpu_sum_blocks_f32(gu, blocks, gu_n, gu);
         em_wg_weights_back(&g, gu, gw);

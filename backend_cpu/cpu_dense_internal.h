@@ -17,16 +17,13 @@ static inline bool em_cpu_is_half(em_dtype dt)
     return dt == EM_F16 || dt == EM_BF16;
 }
 
-/* cpu_pool_2x2.c: f32 max pooling over 2x2 windows at stride 2 without padding, when it applies
+/* cpu_pool_2x2.c: max pooling over 2x2 windows at stride 2 without padding, when it applies
  * (x (N, C, H, W), y and argmax (N, C, H/2, W/2)). */
 bool em_cpu_max_pool2d_2x2_applies(const em_pool2d_shape *s);
-void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *y,
-                               em_pool_tap *argmax);
-/* The same pooling of f32 or bf16 (dt) in AVX-512 lanes, and gx (n, c, h, w) = its gradient
- * from gy and its argmax, every input written; false (nothing done) for another dtype or where
- * the CPU lacks AVX-512 (em_cpu_max_pool2d_2x2_f32 then has SSE lanes) */
-bool em_cpu_max_pool2d_2x2_avx512(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
-                                  em_pool_tap *argmax);
+/* That pooling of f32 or bf16 (dt), and gx (N, C, H, W) = its gradient from gy and its argmax,
+ * every input written; false (nothing done) for another dtype. */
+bool em_cpu_max_pool2d_2x2(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
+                           em_pool_tap *argmax);
 bool em_cpu_max_pool2d_2x2_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy,
                                 const em_pool_tap *argmax, void *gx);
 

@@ -1,5 +1,5 @@
 /* CPU 2-D max and average pooling (NCHW) and their gradients: f32 and f64 natively, bf16 2x2
- * max pooling natively on AVX-512, other f16/bf16 through f32. The typed body is
+ * max pooling natively, other f16/bf16 through f32. The typed body is
  * cpu_pool_impl_internal.h. */
 #include <math.h>
 #include <string.h>
@@ -45,9 +45,7 @@ typedef enum { POOL_MAX, POOL_MAX_GRAD, POOL_AVG, POOL_AVG_GRAD } pool_kind;
 /* f32 max pooling and its gradient on the 2x2 kernels where they apply, else the general ones */
 static void max_pool_f32(const em_pool2d_shape *s, const float *x, float *y, em_pool_tap *argmax)
 {
-    if (em_cpu_max_pool2d_2x2_applies(s))
-        em_cpu_max_pool2d_2x2_f32(s, x, y, argmax);
-    else
+    if (!em_cpu_max_pool2d_2x2_applies(s) || !em_cpu_max_pool2d_2x2(s, EM_F32, x, y, argmax))
         pool_max_pool_f32(s, x, y, argmax);
 }
 
@@ -100,7 +98,7 @@ int em_cpu_max_pool2d(const em_pool2d_shape *s, em_dtype dt, const void *x, void
     else if (dt == EM_F64)
         pool_max_pool_f64(s, x, y, argmax);
     else if (!em_cpu_max_pool2d_2x2_applies(s) ||
-             !em_cpu_max_pool2d_2x2_avx512(s, dt, x, y, argmax))
+             !em_cpu_max_pool2d_2x2(s, dt, x, y, argmax))
         return pool_half(POOL_MAX, s, dt, x, y, argmax, NULL);
     return EM_KERNEL_OK;
 }

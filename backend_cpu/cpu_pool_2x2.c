@@ -1,10 +1,13 @@
-/* f32 max pooling over 2x2 windows at stride 2 without padding — the downsampling step of most
- * CNNs — sixteen outputs at a time in AVX-512 lanes (a row's tail masked) where the CPU has it
- * (bf16 too, widened in the lanes and stored back exactly), else four in SSE lanes: the two
- * taps of a row are split into even and odd lanes by a shuffle, so no gather is needed. Same tap
- * order, ties and NaN rule as the general kernel: the first maximum wins and a NaN beats any
- * number. On AVX-512 the gradient is written densely too: the windows tile the plane, so each
- * input gets its window's gradient or 0, with no zero fill and scatter. */
+/* f32 and bf16 max pooling over 2x2 windows at stride 2 without padding — the downsampling step
+ * of most CNNs — sixteen outputs at a time in AVX-512 lanes (a row's tail masked) where the CPU
+ * has it, else four in SSE lanes (a row's last four overlapping the ones before), bf16 widened
+ * in the lanes and stored back exactly: the two taps of a row are split into even and odd lanes
+ * by a shuffle, so no gather is needed. Same tap order, ties and NaN rule as the general kernel:
+ * the first maximum wins and a NaN beats any number. The gradient is written densely: the
+ * windows tile the plane, so each input gets its window's gradient or 0, with no zero fill and
+ * scatter. */
+
+#include <string.h>
 
 #include "backend_cpu/cpu_dense_internal.h"
 #include "backend_cpu/cpu_features_internal.h"
@@ -142,10 +145,79 @@ EM_AVX512 static void pool_grad_planes_avx512(const em_pool2d_shape *s, bool bf1
     }
 }
 
-/* Planes per call of the AVX-512 kernels: their constants set up once for many rows. */
-#define POOL_PLANE_BLOCK 32
+/* The float at element i of f32 or bf16 data (a bf16 is the top half of its f32). */
+static inline float value_at(bool bf16, const void *base, int64_t i)
+{
+    return bf16 ? em_bf16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+}
+
+/* Stores v at element i: f32, or bf16 exactly (v holds a bf16 value, as store16's: its top
+ * half). */
+static inline void put_value(bool bf16, void *base, int64_t i, float v)
+{
+    if (!bf16) {
+        ((float *)base)[i] = v;
+        return;
+    }
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    ((uint16_t *)base)[i] = (uint16_t)(bits >> 16);
+}
+
+/* Output ow of one output row, one window at a time: a and b the window rows' first elements
+ * in x, yr the row's in y and argmax. */
+static inline __attribute__((always_inline)) void
+pool_one(bool bf16, const void *x, int64_t a, int64_t b, int64_t ow, void *y, int64_t yr,
+         em_pool_tap *argmax, bool relu)
+{
+    const float taps[4] = {value_at(bf16, x, a + 2 * ow), value_at(bf16, x, a + 2 * ow + 1),
+                           value_at(bf16, x, b + 2 * ow), value_at(bf16, x, b + 2 * ow + 1)};
+    float best = taps[0];
+    int tap = 0;
+    for (int t = 1; t < 4; t++)
+        if (taps[t] > best || (taps[t] != taps[t] && best == best)) {
+            best = taps[t];
+            tap = t;
+        }
+    put_value(bf16, y, yr + ow, relu && best < 0 ? 0 : best);
+    if (argmax)
+        argmax[yr + ow] = (em_pool_tap)(relu && !(best > 0) ? -1 : tap);
+}
+
+/* Window ow's gradient, dense: gy at its maximum's tap, 0 at the others (rows g0 and g1). */
+static void pool_grad_one(bool bf16, const void *gy, const em_pool_tap *argmax, int64_t gr,
+                          int64_t ow, void *gx, int64_t g0, int64_t g1)
+{
+    const float g = value_at(bf16, gy, gr + ow);
+    const int tap = argmax[gr + ow];
+    put_value(bf16, gx, g0 + 2 * ow, tap == 0 ? g : 0.0f);
+    put_value(bf16, gx, g0 + 2 * ow + 1, tap == 1 ? g : 0.0f);
+    put_value(bf16, gx, g1 + 2 * ow, tap == 2 ? g : 0.0f);
+    put_value(bf16, gx, g1 + 2 * ow + 1, tap == 3 ? g : 0.0f);
+}
 
 #if defined(__SSE2__)
+/* The 4 values at element i of f32 or bf16 data, as load16's. */
+static inline __m128 load4(bool bf16, const void *base, int64_t i)
+{
+    if (!bf16)
+        return _mm_loadu_ps((const float *)base + i);
+    const __m128i h = _mm_loadl_epi64((const __m128i *)((const uint16_t *)base + i));
+    return _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h));
+}
+
+/* Stores the 4 values of v at element i, as store16: a bf16's f32 has 16 zero bits below it,
+ * so its top half shifted down (with its sign) packs back exactly. */
+static inline void store4(bool bf16, void *base, int64_t i, __m128 v)
+{
+    if (!bf16) {
+        _mm_storeu_ps((float *)base + i, v);
+        return;
+    }
+    const __m128i h = _mm_srai_epi32(_mm_castps_si128(v), 16);
+    _mm_storel_epi64((__m128i *)((uint16_t *)base + i), _mm_packs_epi32(h, h));
+}
+
 /* take = t > best, or t is NaN while best is not */
 static inline __m128 pool_take(__m128 t, __m128 best)
 {
@@ -158,18 +230,18 @@ static inline __m128 select_ps(__m128 mask, __m128 a, __m128 b)
     return _mm_or_ps(_mm_and_ps(mask, a), _mm_andnot_ps(mask, b));
 }
 
-/* Outputs ow..ow+3 of one output row: r0, r1 the window rows (w); y, argmax (w_out). */
-static void pool_block4(const float *r0, const float *r1, int64_t ow, float *y,
-                        em_pool_tap *argmax, bool relu)
+/* Outputs ow..ow+3 of one output row, as pool_one. */
+static inline __attribute__((always_inline)) void
+pool_block4(bool bf16, const void *x, int64_t a, int64_t b, int64_t ow, void *y, int64_t yr,
+            em_pool_tap *argmax, bool relu)
 {
-    const float *a = r0 + 2 * ow, *b = r1 + 2 * ow;
-    __m128 a_lo = _mm_loadu_ps(a), a_hi = _mm_loadu_ps(a + 4);
-    __m128 b_lo = _mm_loadu_ps(b), b_hi = _mm_loadu_ps(b + 4);
+    __m128 a_lo = load4(bf16, x, a + 2 * ow), a_hi = load4(bf16, x, a + 2 * ow + 4);
+    __m128 b_lo = load4(bf16, x, b + 2 * ow), b_hi = load4(bf16, x, b + 2 * ow + 4);
     __m128 taps[4] = {
-        _mm_shuffle_ps(a_lo, a_hi, _MM_SHUFFLE(2, 0, 2, 0)), /* r0[2 ow]     */
-        _mm_shuffle_ps(a_lo, a_hi, _MM_SHUFFLE(3, 1, 3, 1)), /* r0[2 ow + 1] */
-        _mm_shuffle_ps(b_lo, b_hi, _MM_SHUFFLE(2, 0, 2, 0)), /* r1[2 ow]     */
-        _mm_shuffle_ps(b_lo, b_hi, _MM_SHUFFLE(3, 1, 3, 1)), /* r1[2 ow + 1] */
+        _mm_shuffle_ps(a_lo, a_hi, _MM_SHUFFLE(2, 0, 2, 0)), /* row a, column 2 ow     */
+        _mm_shuffle_ps(a_lo, a_hi, _MM_SHUFFLE(3, 1, 3, 1)), /* row a, column 2 ow + 1 */
+        _mm_shuffle_ps(b_lo, b_hi, _MM_SHUFFLE(2, 0, 2, 0)), /* row b, column 2 ow     */
+        _mm_shuffle_ps(b_lo, b_hi, _MM_SHUFFLE(3, 1, 3, 1)), /* row b, column 2 ow + 1 */
     };
     __m128 best = taps[0];
     __m128i tap = _mm_setzero_si128();
@@ -183,43 +255,101 @@ static void pool_block4(const float *r0, const float *r1, int64_t ow, float *y,
     const __m128 positive = _mm_cmpgt_ps(best, _mm_setzero_ps());
     if (relu)
         best = _mm_andnot_ps(_mm_cmplt_ps(best, _mm_setzero_ps()), best);
-    _mm_storeu_ps(y + ow, best);
+    store4(bf16, y, yr + ow, best);
     if (argmax) {
         if (relu) {
             const __m128i keep = _mm_castps_si128(positive);
             tap = _mm_or_si128(_mm_and_si128(keep, tap),
                                _mm_andnot_si128(keep, _mm_set1_epi32(-1)));
         }
-        _mm_storel_epi64((__m128i *)(argmax + ow), _mm_packs_epi32(tap, tap)); /* 4 x int16 */
+        _mm_storel_epi64((__m128i *)(argmax + yr + ow), _mm_packs_epi32(tap, tap)); /* 4 x int16 */
     }
+}
+
+/* Windows ow..ow+3 of one output row's gradient, as pool_grad_one. */
+static void pool_grad_block4(bool bf16, const void *gy, const em_pool_tap *argmax, int64_t gr,
+                             int64_t ow, void *gx, int64_t g0, int64_t g1)
+{
+    const __m128 g = load4(bf16, gy, gr + ow);
+    const __m128i taps16 = _mm_loadl_epi64((const __m128i *)(argmax + gr + ow));
+    const __m128i tap = _mm_srai_epi32(_mm_unpacklo_epi16(taps16, taps16), 16);
+    __m128 t[4]; /* g in the lanes whose window's maximum is tap k */
+    for (int k = 0; k < 4; k++)
+        t[k] = _mm_and_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(tap, _mm_set1_epi32(k))), g);
+    store4(bf16, gx, g0 + 2 * ow, _mm_unpacklo_ps(t[0], t[1]));
+    store4(bf16, gx, g0 + 2 * ow + 4, _mm_unpackhi_ps(t[0], t[1]));
+    store4(bf16, gx, g1 + 2 * ow, _mm_unpacklo_ps(t[2], t[3]));
+    store4(bf16, gx, g1 + 2 * ow + 4, _mm_unpackhi_ps(t[2], t[3]));
 }
 #endif
 
-/* One output row: r0, r1 the window rows (w); y, argmax (w_out). */
-static void pool_row_2x2(const float *r0, const float *r1, int64_t w_out, float *y,
-                         em_pool_tap *argmax, bool relu)
+/* One output row: a and b the window rows' first elements in x, yr the row's in y and argmax;
+ * four outputs at a time in SSE lanes, the last four again overlapping (the same values). */
+static inline __attribute__((always_inline)) void
+pool_row(bool bf16, const void *x, int64_t a, int64_t b, int64_t w_out, void *y, int64_t yr,
+         em_pool_tap *argmax, bool relu)
 {
     int64_t ow = 0;
 #if defined(__SSE2__)
     for (; ow + 4 <= w_out; ow += 4)
-        pool_block4(r0, r1, ow, y, argmax, relu);
-    if (ow < w_out && w_out >= 4) { /* the last four again, overlapping: same values */
-        pool_block4(r0, r1, w_out - 4, y, argmax, relu);
+        pool_block4(bf16, x, a, b, ow, y, yr, argmax, relu);
+    if (ow < w_out && w_out >= 4) {
+        pool_block4(bf16, x, a, b, w_out - 4, y, yr, argmax, relu);
         ow = w_out;
     }
 #endif
-    for (; ow < w_out; ow++) {
-        const float taps[4] = {r0[2 * ow], r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]};
-        float best = taps[0];
-        int tap = 0;
-        for (int t = 1; t < 4; t++)
-            if (taps[t] > best || (taps[t] != taps[t] && best == best)) {
-                best = taps[t];
-                tap = t;
+    for (; ow < w_out; ow++)
+        pool_one(bf16, x, a, b, ow, y, yr, argmax, relu);
+}
+
+/* One output row's gradient into rows g0 and g1 of gx, as pool_row. */
+static void pool_grad_row(bool bf16, const void *gy, const em_pool_tap *argmax, int64_t gr,
+                          int64_t w_out, void *gx, int64_t g0, int64_t g1)
+{
+    int64_t ow = 0;
+#if defined(__SSE2__)
+    for (; ow + 4 <= w_out; ow += 4)
+        pool_grad_block4(bf16, gy, argmax, gr, ow, gx, g0, g1);
+    if (ow < w_out && w_out >= 4) {
+        pool_grad_block4(bf16, gy, argmax, gr, w_out - 4, gx, g0, g1);
+        ow = w_out;
+    }
+#endif
+    for (; ow < w_out; ow++)
+        pool_grad_one(bf16, gy, argmax, gr, ow, gx, g0, g1);
+}
+
+/* Planes [p0, p1) of x into y and argmax, a row at a time (pool_planes_avx512's contract). */
+static inline __attribute__((always_inline)) void
+pool_planes_of(const em_pool2d_shape *s, bool bf16, const void *x, void *y, em_pool_tap *argmax,
+               int64_t p0, int64_t p1)
+{
+    const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out;
+    for (int64_t p = p0; p < p1; p++)
+        for (int64_t oh = 0; oh < s->h_out; oh++) {
+            const int64_t a = p * hw + 2 * oh * s->w; // window rows of output row oh
+            pool_row(bf16, x, a, a + s->w, s->w_out, y, p * hwo + oh * s->w_out, argmax,
+                     s->relu);
+        }
+}
+
+/* Planes [p0, p1) of gx from gy and argmax, a row at a time (pool_grad_planes_avx512's
+ * contract). */
+static void pool_grad_planes(const em_pool2d_shape *s, bool bf16, const void *gy,
+                             const em_pool_tap *argmax, void *gx, int64_t p0, int64_t p1)
+{
+    const int64_t w = s->w, hw = s->h * w, hwo = s->h_out * s->w_out;
+    for (int64_t p = p0; p < p1; p++) {
+        for (int64_t oh = 0; oh < s->h_out; oh++) {
+            const int64_t g0 = p * hw + 2 * oh * w, g1 = g0 + w;
+            pool_grad_row(bf16, gy, argmax, p * hwo + oh * s->w_out, s->w_out, gx, g0, g1);
+            for (int64_t col = 2 * s->w_out; col < w; col++) { /* 0 past the last window */
+                put_value(bf16, gx, g0 + col, 0.0f);
+                put_value(bf16, gx, g1 + col, 0.0f);
             }
-        y[ow] = relu && best < 0 ? 0 : best;
-        if (argmax)
-            argmax[ow] = (em_pool_tap)(relu && !(best > 0) ? -1 : tap);
+        }
+        for (int64_t col = 0; s->h % 2 && col < w; col++) /* an odd last row */
+            put_value(bf16, gx, p * hw + (s->h - 1) * w + col, 0.0f);
     }
 }
 
@@ -230,59 +360,53 @@ bool em_cpu_max_pool2d_2x2_applies(const em_pool2d_shape *s)
            && s->h_out == s->h / 2 && s->w_out == s->w / 2;
 }
 
-/* The AVX-512 forward over every plane, f32 or bf16. */
-static void pool_avx512(const em_pool2d_shape *s, bool bf16, const void *x, void *y,
-                        em_pool_tap *argmax)
+/* The forward with bf16 a constant in each body: a test per block cost the f32 forward 16%. */
+static void pool_planes(const em_pool2d_shape *s, bool bf16, const void *x, void *y,
+                        em_pool_tap *argmax, int64_t p0, int64_t p1)
 {
-    const int64_t planes = s->n * s->c;
-    #pragma omp parallel for if (planes * s->h * s->w >= EM_CPU_PARALLEL_MIN) \
-            num_threads(em_cpu_threads())
-    for (int64_t p0 = 0; p0 < planes; p0 += POOL_PLANE_BLOCK)
-        pool_planes_avx512(s, bf16, x, y, argmax, p0,
-                           p0 + POOL_PLANE_BLOCK < planes ? p0 + POOL_PLANE_BLOCK : planes);
+    if (bf16)
+        pool_planes_of(s, true, x, y, argmax, p0, p1);
+    else
+        pool_planes_of(s, false, x, y, argmax, p0, p1);
 }
 
-/* The AVX-512 gradient over every plane, f32 or bf16. */
-static void pool_grad_avx512(const em_pool2d_shape *s, bool bf16, const void *gy,
-                             const em_pool_tap *argmax, void *gx)
-{
-    const int64_t planes = s->n * s->c;
-    #pragma omp parallel for if (planes * s->h * s->w >= EM_CPU_PARALLEL_MIN) \
-            num_threads(em_cpu_threads())
-    for (int64_t p0 = 0; p0 < planes; p0 += POOL_PLANE_BLOCK)
-        pool_grad_planes_avx512(s, bf16, gy, argmax, gx, p0,
-                                p0 + POOL_PLANE_BLOCK < planes ? p0 + POOL_PLANE_BLOCK : planes);
-}
+/* Planes per task: the AVX-512 kernels' constants set up once for many rows. */
+#define POOL_PLANE_BLOCK 32
 
-bool em_cpu_max_pool2d_2x2_avx512(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
-                                  em_pool_tap *argmax)
+bool em_cpu_max_pool2d_2x2(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
+                           em_pool_tap *argmax)
 {
-    if (!em_cpu_use_avx512() || (dt != EM_F32 && dt != EM_BF16))
+    if (dt != EM_F32 && dt != EM_BF16)
         return false;
-    pool_avx512(s, dt == EM_BF16, x, y, argmax);
+    const bool bf16 = dt == EM_BF16, wide = em_cpu_use_avx512();
+    const int64_t planes = s->n * s->c;
+    #pragma omp parallel for if (planes * s->h * s->w >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
+    for (int64_t p0 = 0; p0 < planes; p0 += POOL_PLANE_BLOCK) {
+        const int64_t p1 = p0 + POOL_PLANE_BLOCK < planes ? p0 + POOL_PLANE_BLOCK : planes;
+        if (wide)
+            pool_planes_avx512(s, bf16, x, y, argmax, p0, p1);
+        else
+            pool_planes(s, bf16, x, y, argmax, p0, p1);
+    }
     return true;
 }
 
 bool em_cpu_max_pool2d_2x2_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy,
                                 const em_pool_tap *argmax, void *gx)
 {
-    if (!em_cpu_use_avx512() || (dt != EM_F32 && dt != EM_BF16))
+    if (dt != EM_F32 && dt != EM_BF16)
         return false;
-    pool_grad_avx512(s, dt == EM_BF16, gy, argmax, gx);
+    const bool bf16 = dt == EM_BF16, wide = em_cpu_use_avx512();
+    const int64_t planes = s->n * s->c;
+    #pragma omp parallel for if (planes * s->h * s->w >= EM_CPU_PARALLEL_MIN) \
+            num_threads(em_cpu_threads())
+    for (int64_t p0 = 0; p0 < planes; p0 += POOL_PLANE_BLOCK) {
+        const int64_t p1 = p0 + POOL_PLANE_BLOCK < planes ? p0 + POOL_PLANE_BLOCK : planes;
+        if (wide)
+            pool_grad_planes_avx512(s, bf16, gy, argmax, gx, p0, p1);
+        else
+            pool_grad_planes(s, bf16, gy, argmax, gx, p0, p1);
+    }
     return true;
-}
-
-void em_cpu_max_pool2d_2x2_f32(const em_pool2d_shape *s, const float *x, float *y,
-                               em_pool_tap *argmax)
-{
-    const int64_t hw = s->h * s->w, hwo = s->h_out * s->w_out, planes = s->n * s->c;
-    if (em_cpu_max_pool2d_2x2_avx512(s, EM_F32, x, y, argmax))
-        return;
-    #pragma omp parallel for if (planes * hw >= EM_CPU_PARALLEL_MIN) num_threads(em_cpu_threads())
-    for (int64_t p = 0; p < planes; p++)
-        for (int64_t oh = 0; oh < s->h_out; oh++) {
-            const float *r0 = x + p * hw + 2 * oh * s->w; // window rows of output row oh
-            pool_row_2x2(r0, r0 + s->w, s->w_out, y + p * hwo + oh * s->w_out,
-                         argmax ? argmax + p * hwo + oh * s->w_out : NULL, s->relu);
-        }
 }

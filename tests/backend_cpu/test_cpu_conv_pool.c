@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "backend_cpu/cpu_conv_direct_internal.h"
+#include "backend_cpu/cpu_conv_winograd_internal.h"
+#include "backend_cpu/cpu_dnnl_internal.h"
 #include "backend_cpu/cpu_features_internal.h"
 #include "backend_cpu/cpu_kernels_internal.h"
 #include "helpers/conv_naive.h"
@@ -405,10 +407,10 @@ static void expect_rounded(const char *what, em_dtype dt, const uint16_t *got, c
     }
 }
 
-/* A half convolution whose f32 path is the direct one runs the direct kernels on its images as
- * they are: forward, grad_input and grad_weight (+ bias) give, bit for bit, the f32 direct
- * kernels' results on the widened operands rounded to dt. */
-static void check_half_direct(em_conv2d_shape s, em_dtype dt)
+/* A half convolution whose f32 path is the direct or the Winograd one runs those kernels on its
+ * images as they are: forward, grad_input and grad_weight (+ bias) give, bit for bit, the f32
+ * path's results on the widened operands rounded to dt. */
+static void check_half_in_place(em_conv2d_shape s, em_dtype dt)
 {
     const int64_t nx = conv_x_count(&s), nw = conv_w_count(&s), ny = conv_y_count(&s);
     double *x = random_f64(nx), *w = random_f64(nw), *b = random_f64(s.c_out);
@@ -421,12 +423,11 @@ static void check_half_direct(em_conv2d_shape s, em_dtype dt)
     float *gw = malloc((size_t)nw * sizeof(float)), *gb = malloc((size_t)s.c_out * sizeof(float));
     uint16_t *hy = malloc((size_t)ny * 2), *hgx = malloc((size_t)nx * 2);
     uint16_t *hgw = malloc((size_t)nw * 2), *hgb = malloc((size_t)s.c_out * 2);
-    cr_assert_eq(em_cpu_conv_direct_forward(&s, EM_F32, fx, fw, fb, y), EM_KERNEL_OK);
-    cr_assert_eq(em_cpu_conv_direct_grad_input(&s, EM_F32, fgy, fw, gx), EM_KERNEL_OK);
-    cr_assert_eq(em_cpu_conv_direct_grad_weight(&s, s.n < 16 ? s.n : 16, EM_F32, fgy, fx, gw, gb),
-                 EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_conv2d(&s, EM_F32, fx, fw, fb, y), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_conv2d_grad_input(&s, EM_F32, fgy, fw, gx), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_conv2d_grad_weight(&s, EM_F32, fgy, fx, gw, gb), EM_KERNEL_OK);
     const int threads = omp_get_max_threads();
-    for (int t = 1; t <= 2; t++) { /* by image, and split by rows where the batch is smaller */
+    for (int t = 1; t <= 2; t++) { /* by image or chunk, split by rows where the batch is smaller */
         omp_set_num_threads(t);
         cr_assert_eq(em_cpu_conv2d(&s, dt, hx, hw, hb, hy), EM_KERNEL_OK);
         cr_assert_eq(em_cpu_conv2d_grad_input(&s, dt, hgy, hw, hgx), EM_KERNEL_OK);
@@ -456,7 +457,25 @@ Test(cpu_conv, half_direct_same_bits_as_widened_f32)
     for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
         cr_assert(em_cpu_conv_direct_grad_input_fits(&shapes[k]), "shape %zu", k);
         for (int d = 0; d < 2; d++)
-            check_half_direct(shapes[k], dts[d]);
+            check_half_in_place(shapes[k], dts[d]);
+    }
+}
+
+/* Winograd layers (32 channels and more, 16 images and more): a full chunk of 16 images and a
+ * part one, tiles past the edge, padding 1 and 0; f16, and bf16 where oneDNN does not take it
+ * (test_cpu_conv_pool_avx2 holds the CPU to AVX2). */
+Test(cpu_conv, half_winograd_same_bits_as_widened_f32)
+{
+    const em_conv2d_shape shapes[] = {conv_test_shape(17, 32, 9, 10, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+                                      conv_test_shape(16, 33, 7, 6, 32, 3, 3, 1, 1, 0, 0, 1, 1, 1)};
+    const em_dtype dts[] = {EM_F16, EM_BF16};
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+        if (!em_cpu_conv_winograd_chosen(&shapes[k], false))
+            cr_skip_test("the Winograd kernels need AVX2+FMA");
+        cr_assert(em_cpu_conv_winograd_chosen(&shapes[k], true), "shape %zu", k);
+        for (int d = 0; d < 2; d++)
+            if (dts[d] == EM_F16 || !em_cpu_dnnl_takes(dts[d]))
+                check_half_in_place(shapes[k], dts[d]);
     }
 }
 
@@ -682,8 +701,8 @@ Test(cpu_pool, many_planes_threaded)
 
 /* The 2x2 stride-2 kernels at every row width up to past two AVX-512 vectors, even and odd input
  * widths and heights (an odd last row or column is in no window: its gradient is 0), on each
- * SIMD path this CPU has (masked row tails and the dense gradient in AVX-512, the overlapping
- * last block in SSE). */
+ * SIMD path this CPU has (masked row tails in AVX-512, the overlapping last block in SSE, the
+ * dense gradient in both). */
 Test(cpu_pool, two_by_two_rows_of_every_width_on_each_path)
 {
     for (int wide = 0; wide < (em_cpu_has_avx512() ? 2 : 1); wide++) {
@@ -777,47 +796,56 @@ Test(cpu_pool, window_2x2_stride_2_nan_and_ties_in_every_lane)
     cr_assert_eq(y[4], 9.0f);
 }
 
-/* bf16 2x2 stride-2 pooling (in AVX-512 lanes where the CPU has them, else through f32) gives
+/* One case of bf16_2x2_matches_f32_bit_for_bit. */
+static void check_bf16_2x2(int64_t w_out, int relu)
+{
+    em_pool2d_shape s = pool_shape(2, 2, 6 + w_out % 2, 2 * w_out + w_out / 3 % 2, 3,
+                                   w_out, 2, 2, 0, false);
+    s.relu = relu;
+    const int64_t nx = s.n * s.c * s.h * s.w, ny = s.n * s.c * s.h_out * s.w_out;
+    uint16_t *xh = malloc(2 * (size_t)nx), *yh = malloc(2 * (size_t)ny);
+    uint16_t *gyh = malloc(2 * (size_t)ny), *gxh = malloc(2 * (size_t)nx);
+    float *xf = malloc(4 * (size_t)nx), *yf = malloc(4 * (size_t)ny);
+    float *gyf = malloc(4 * (size_t)ny), *gxf = malloc(4 * (size_t)nx);
+    em_pool_tap *amf = malloc(sizeof *amf * (size_t)ny), *amh = malloc(sizeof *amh *
+                                                                       (size_t)ny);
+    for (int64_t i = 0; i < nx; i++) { /* ties, zeros, negatives and a NaN now and then */
+        xh[i] = em_f32_to_bf16(i % 37 == 5 ? NAN : (float)floor(rnd() * 3) * 0.5f);
+        xf[i] = em_bf16_to_f32(xh[i]);
+    }
+    for (int64_t i = 0; i < ny; i++) {
+        gyh[i] = em_f32_to_bf16((float)rnd());
+        gyf[i] = em_bf16_to_f32(gyh[i]);
+    }
+    cr_assert_eq(em_cpu_max_pool2d(&s, EM_F32, xf, yf, amf), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_max_pool2d(&s, EM_BF16, xh, yh, amh), EM_KERNEL_OK);
+    for (int64_t i = 0; i < ny; i++) {
+        cr_assert_eq(yh[i], em_f32_to_bf16(yf[i]), "w_out %ld relu %d y[%ld]",
+                     (long)w_out, relu, (long)i);
+        cr_assert_eq(amh[i], amf[i], "w_out %ld relu %d tap[%ld]", (long)w_out, relu,
+                     (long)i);
+    }
+    memset(gxh, 0xff, 2 * (size_t)nx);
+    cr_assert_eq(em_cpu_max_pool2d_grad(&s, EM_F32, gyf, amf, gxf), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_max_pool2d_grad(&s, EM_BF16, gyh, amh, gxh), EM_KERNEL_OK);
+    for (int64_t i = 0; i < nx; i++)
+        cr_assert_eq(gxh[i], em_f32_to_bf16(gxf[i]), "w_out %ld relu %d gx[%ld]",
+                     (long)w_out, relu, (long)i);
+    void *bufs[] = {xh, yh, gyh, gxh, xf, yf, gyf, gxf, amf, amh};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        free(bufs[i]);
+}
+
+/* bf16 2x2 stride-2 pooling (in AVX-512 lanes where the CPU has them, and in SSE lanes) gives
  * the f32 kernel's results on the same values bit for bit: maxima with ties and NaN, taps, relu,
  * and the gradient, at every row width up to past two vectors, odd heights and widths too. */
 Test(cpu_pool, bf16_2x2_matches_f32_bit_for_bit)
 {
-    for (int64_t w_out = 1; w_out <= 35; w_out++)
-        for (int relu = 0; relu < 2; relu++) {
-            em_pool2d_shape s = pool_shape(2, 2, 6 + w_out % 2, 2 * w_out + w_out / 3 % 2, 3,
-                                           w_out, 2, 2, 0, false);
-            s.relu = relu;
-            const int64_t nx = s.n * s.c * s.h * s.w, ny = s.n * s.c * s.h_out * s.w_out;
-            uint16_t *xh = malloc(2 * (size_t)nx), *yh = malloc(2 * (size_t)ny);
-            uint16_t *gyh = malloc(2 * (size_t)ny), *gxh = malloc(2 * (size_t)nx);
-            float *xf = malloc(4 * (size_t)nx), *yf = malloc(4 * (size_t)ny);
-            float *gyf = malloc(4 * (size_t)ny), *gxf = malloc(4 * (size_t)nx);
-            em_pool_tap *amf = malloc(sizeof *amf * (size_t)ny), *amh = malloc(sizeof *amh *
-                                                                               (size_t)ny);
-            for (int64_t i = 0; i < nx; i++) { /* ties, zeros, negatives and a NaN now and then */
-                xh[i] = em_f32_to_bf16(i % 37 == 5 ? NAN : (float)floor(rnd() * 3) * 0.5f);
-                xf[i] = em_bf16_to_f32(xh[i]);
-            }
-            for (int64_t i = 0; i < ny; i++) {
-                gyh[i] = em_f32_to_bf16((float)rnd());
-                gyf[i] = em_bf16_to_f32(gyh[i]);
-            }
-            cr_assert_eq(em_cpu_max_pool2d(&s, EM_F32, xf, yf, amf), EM_KERNEL_OK);
-            cr_assert_eq(em_cpu_max_pool2d(&s, EM_BF16, xh, yh, amh), EM_KERNEL_OK);
-            for (int64_t i = 0; i < ny; i++) {
-                cr_assert_eq(yh[i], em_f32_to_bf16(yf[i]), "w_out %ld relu %d y[%ld]",
-                             (long)w_out, relu, (long)i);
-                cr_assert_eq(amh[i], amf[i], "w_out %ld relu %d tap[%ld]", (long)w_out, relu,
-                             (long)i);
-            }
-            memset(gxh, 0xff, 2 * (size_t)nx);
-            cr_assert_eq(em_cpu_max_pool2d_grad(&s, EM_F32, gyf, amf, gxf), EM_KERNEL_OK);
-            cr_assert_eq(em_cpu_max_pool2d_grad(&s, EM_BF16, gyh, amh, gxh), EM_KERNEL_OK);
-            for (int64_t i = 0; i < nx; i++)
-                cr_assert_eq(gxh[i], em_f32_to_bf16(gxf[i]), "w_out %ld relu %d gx[%ld]",
-                             (long)w_out, relu, (long)i);
-            void *bufs[] = {xh, yh, gyh, gxh, xf, yf, gyf, gxf, amf, amh};
-            for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
-                free(bufs[i]);
-        }
+    for (int wide = 0; wide < (em_cpu_has_avx512() ? 2 : 1); wide++) {
+        em_cpu_set_avx512(wide);
+        for (int64_t w_out = 1; w_out <= 35; w_out++)
+            for (int relu = 0; relu < 2; relu++)
+                check_bf16_2x2(w_out, relu);
+    }
+    em_cpu_set_avx512(true);
 }

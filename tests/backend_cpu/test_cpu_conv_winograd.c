@@ -71,9 +71,9 @@ static wg_outputs run_winograd(const em_conv2d_shape *s, const float *x, const f
 {
     wg_outputs o = {malloc((size_t)conv_y_count(s) * 4), malloc((size_t)conv_x_count(s) * 4),
                     malloc((size_t)conv_w_count(s) * 4), malloc((size_t)s->c_out * 4)};
-    cr_assert_eq(em_cpu_conv_winograd_forward(s, x, w, b, o.y), EM_KERNEL_OK);
-    cr_assert_eq(em_cpu_conv_winograd_grad_input(s, gy, w, o.gx), EM_KERNEL_OK);
-    cr_assert_eq(em_cpu_conv_winograd_grad_weight(s, gy, x, o.gw, o.gb), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_conv_winograd_forward(s, EM_F32, x, w, b, o.y), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_conv_winograd_grad_input(s, EM_F32, gy, w, o.gx), EM_KERNEL_OK);
+    cr_assert_eq(em_cpu_conv_winograd_grad_weight(s, EM_F32, gy, x, o.gw, o.gb), EM_KERNEL_OK);
     return o;
 }
 
@@ -178,8 +178,9 @@ Test(cpu_conv_winograd, same_bits_on_one_thread_and_two)
         y[t] = malloc((size_t)ny * 4);
         gw[t] = malloc((size_t)nw * 4);
         omp_set_num_threads(t + 1);
-        cr_assert_eq(em_cpu_conv_winograd_forward(&s, fx, fw, NULL, y[t]), EM_KERNEL_OK);
-        cr_assert_eq(em_cpu_conv_winograd_grad_weight(&s, fgy, fx, gw[t], NULL), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_conv_winograd_forward(&s, EM_F32, fx, fw, NULL, y[t]), EM_KERNEL_OK);
+        cr_assert_eq(em_cpu_conv_winograd_grad_weight(&s, EM_F32, fgy, fx, gw[t], NULL),
+                     EM_KERNEL_OK);
     }
     omp_set_num_threads(threads);
     cr_assert_arr_eq(y[0], y[1], (size_t)ny * 4);
