@@ -373,8 +373,10 @@ static void pool_planes(const em_pool2d_shape *s, bool bf16, const void *x, void
 /* Planes per task: the AVX-512 kernels' constants set up once for many rows. */
 #define POOL_PLANE_BLOCK 32
 
-bool em_cpu_max_pool2d_2x2(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
-                           em_pool_tap *argmax)
+/* One pass over every plane, blocks of planes over the threads, in AVX-512 lanes where the CPU
+ * has them: the forward (x into y and argmax_out) or the gradient (gy and argmax_in into gx). */
+static bool pool_pass(const em_pool2d_shape *s, bool grad, em_dtype dt, const void *in, void *out,
+                      em_pool_tap *argmax_out, const em_pool_tap *argmax_in)
 {
     if (dt != EM_F32 && dt != EM_BF16)
         return false;
@@ -384,29 +386,23 @@ bool em_cpu_max_pool2d_2x2(const em_pool2d_shape *s, em_dtype dt, const void *x,
             num_threads(em_cpu_threads())
     for (int64_t p0 = 0; p0 < planes; p0 += POOL_PLANE_BLOCK) {
         const int64_t p1 = p0 + POOL_PLANE_BLOCK < planes ? p0 + POOL_PLANE_BLOCK : planes;
-        if (wide)
-            pool_planes_avx512(s, bf16, x, y, argmax, p0, p1);
+        if (grad)
+            (wide ? pool_grad_planes_avx512 : pool_grad_planes)(s, bf16, in, argmax_in, out, p0,
+                                                                p1);
         else
-            pool_planes(s, bf16, x, y, argmax, p0, p1);
+            (wide ? pool_planes_avx512 : pool_planes)(s, bf16, in, out, argmax_out, p0, p1);
     }
     return true;
+}
+
+bool em_cpu_max_pool2d_2x2(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
+                           em_pool_tap *argmax)
+{
+    return pool_pass(s, false, dt, x, y, argmax, NULL);
 }
 
 bool em_cpu_max_pool2d_2x2_grad(const em_pool2d_shape *s, em_dtype dt, const void *gy,
                                 const em_pool_tap *argmax, void *gx)
 {
-    if (dt != EM_F32 && dt != EM_BF16)
-        return false;
-    const bool bf16 = dt == EM_BF16, wide = em_cpu_use_avx512();
-    const int64_t planes = s->n * s->c;
-    #pragma omp parallel for if (planes * s->h * s->w >= EM_CPU_PARALLEL_MIN) \
-            num_threads(em_cpu_threads())
-    for (int64_t p0 = 0; p0 < planes; p0 += POOL_PLANE_BLOCK) {
-        const int64_t p1 = p0 + POOL_PLANE_BLOCK < planes ? p0 + POOL_PLANE_BLOCK : planes;
-        if (wide)
-            pool_grad_planes_avx512(s, bf16, gy, argmax, gx, p0, p1);
-        else
-            pool_grad_planes(s, bf16, gy, argmax, gx, p0, p1);
-    }
-    return true;
+    return pool_pass(s, true, dt, gy, gx, NULL, argmax);
 }
