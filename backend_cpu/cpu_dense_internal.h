@@ -47,6 +47,13 @@ bool em_cpu_gemm_tiles_f32(int64_t m, int64_t n, int64_t k, const float *a, int6
                            const float *b, int64_t ldb, bool tb, em_tiles_extras extras,
                            float *c, int64_t ldc);
 
+/* cpu_linear_half.c: em_cpu_linear and em_cpu_linear_grad for f16/bf16 on the f32 kernels (where
+ * oneDNN does not take the dtype): operands widened once, results narrowed once, the parameters'
+ * gradients written f32 where param_dt is. */
+int em_cpu_half_linear(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *x, int64_t ldx,
+                       const void *w, int64_t ldw, const void *b, void *y, int64_t ldy);
+int em_cpu_half_linear_grad(em_dtype dt, const em_linear_grads *a);
+
 /* cpu_log_softmax_avx2.c, f32 rows on AVX2+FMA: a row's max and log of its sum of exp(x - max)
  * (false, nothing done, without AVX2); the gradients of log_softmax and of em_cpu_cross_entropy
  * (the caller checks the CPU has AVX2). */

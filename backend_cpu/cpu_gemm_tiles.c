@@ -219,6 +219,8 @@ int em_cpu_linear(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *x, i
 {
     if (em_cpu_dnnl_takes(dt))
         return em_cpu_dnnl_linear(dt, m, n, k, x, ldx, w, ldw, b, y, ldy);
+    if (em_cpu_is_half(dt))
+        return em_cpu_half_linear(dt, m, n, k, x, ldx, w, ldw, b, y, ldy);
     return dt == EM_F32 && em_cpu_gemm_tiles_f32(m, n, k, x, ldx, w, ldw, true,
                                                  (em_tiles_extras){.bias = b}, y, ldy)
                ? EM_KERNEL_OK
@@ -255,6 +257,8 @@ int em_cpu_linear_grad(em_dtype dt, const em_linear_grads *a)
 {
     if (em_cpu_dnnl_takes(dt))
         return em_cpu_dnnl_linear_grad(dt, a);
+    if (em_cpu_is_half(dt))
+        return em_cpu_half_linear_grad(dt, a);
     if (dt != EM_F32 || a->param_dt != dt || !a->gx ||
         (a->gw && (a->ldg < a->k || a->ldx < a->n || a->ldgw < a->n)))
         return EM_KERNEL_UNSUPPORTED;

@@ -382,16 +382,18 @@ Test(dnnl, bf16_products_and_convolutions)
     check_conv(conv_shape(4, 32, 14, 64, 3, 1, 1, 1), EM_BF16);
 }
 
-/* n random values in [-1, 1] rounded to bf16: as f32 and as bf16 bits */
-static void random_bf16(int64_t n, float *f, uint16_t *h)
+/* n random values in [-1, 1] rounded to dt (f16 or bf16): as f32 and as dt's bits */
+static void random_half(em_dtype dt, int64_t n, float *f, uint16_t *h)
 {
     for (int64_t i = 0; i < n; i++) {
-        h[i] = em_f32_to_bf16((float)small_int(-1000, 1000) / 1000.0f);
-        f[i] = em_bf16_to_f32(h[i]);
+        const float v = (float)small_int(-1000, 1000) / 1000.0f;
+        h[i] = dt == EM_F16 ? em_f32_to_f16(v) : em_f32_to_bf16(v);
+        f[i] = dt == EM_F16 ? em_f16_to_f32(h[i]) : em_bf16_to_f32(h[i]);
     }
 }
 
-/* |got - want| within bf16's rounding of want (and f32's sums of k terms of at most 1) */
+/* |got - want| within bf16's rounding of want (and f32's sums of k terms of at most 1): f16
+ * rounds finer */
 static void expect_bf16_close(const char *what, int64_t n, const float *got, const float *want,
                               int64_t k)
 {
@@ -400,26 +402,26 @@ static void expect_bf16_close(const char *what, int64_t n, const float *got, con
                   "%s[%lld]: %g, the f32 path %g", what, (long long)i, got[i], want[i]);
 }
 
-static void widen(int64_t n, const uint16_t *h, float *f)
+static void widen(em_dtype dt, int64_t n, const uint16_t *h, float *f)
 {
     for (int64_t i = 0; i < n; i++)
-        f[i] = em_bf16_to_f32(h[i]);
+        f[i] = dt == EM_F16 ? em_f16_to_f32(h[i]) : em_bf16_to_f32(h[i]);
 }
 
-Test(dnnl, bf16_backend_entries_match_the_f32_path)
+/* The backend's half Linear entries and gemm against the f32 path on the same values: a
+ * Linear x (m, n) @ w^T, w (k, n), and its gradients with the parameters' in pdt (f32, or dt
+ * itself). */
+static void check_half_entries(em_dtype dt, int64_t m, em_dtype pdt)
 {
-    if (!has_bf16())
-        cr_skip_test("no AVX512_BF16 or AMX-BF16 on this CPU: bf16 products run on ember's "
-                     "widening kernels");
-    const int64_t m = 300, n = 70, k = 130; /* a Linear: x (m, n) @ w^T, w (k, n) */
+    const int64_t n = 70, k = 130;
     float *x = malloc(4 * (size_t)(m * n)), *w = malloc(4 * (size_t)(k * n));
     float *g = malloc(4 * (size_t)(m * k)), *b = malloc(4 * (size_t)k);
     uint16_t *hx = malloc(2 * (size_t)(m * n)), *hw = malloc(2 * (size_t)(k * n));
     uint16_t *hg = malloc(2 * (size_t)(m * k)), *hb = malloc(2 * (size_t)k);
-    random_bf16(m * n, x, hx);
-    random_bf16(k * n, w, hw);
-    random_bf16(m * k, g, hg);
-    random_bf16(k, b, hb);
+    random_half(dt, m * n, x, hx);
+    random_half(dt, k * n, w, hw);
+    random_half(dt, m * k, g, hg);
+    random_half(dt, k, b, hb);
     float *want = malloc(4 * (size_t)(m * k)), *got = malloc(4 * (size_t)(m * k));
     uint16_t *hy = malloc(2 * (size_t)(m * k));
     /* y = x @ w^T + b */
@@ -427,41 +429,63 @@ Test(dnnl, bf16_backend_entries_match_the_f32_path)
                              1), EM_KERNEL_OK);
     for (int64_t i = 0; i < m * k; i++)
         want[i] += b[i % k];
-    cr_assert_eq(em_cpu_linear(EM_BF16, m, k, n, hx, n, hw, n, hb, hy, k), EM_KERNEL_OK);
-    widen(m * k, hy, got);
+    cr_assert_eq(em_cpu_linear(dt, m, k, n, hx, n, hw, n, hb, hy, k), EM_KERNEL_OK);
+    widen(dt, m * k, hy, got);
     expect_bf16_close("linear y", m * k, got, want, n);
     /* a batched gemm, one B for three As: c = 0.5 a @ b */
     cr_assert_eq(em_cpu_gemm(EM_F32, false, false, 100, k, n, 0.5, x, n, 100 * n, w, k, 0, 0,
                              want, k, 100 * k, 3), EM_KERNEL_OK);
-    cr_assert_eq(em_cpu_gemm(EM_BF16, false, false, 100, k, n, 0.5, hx, n, 100 * n, hw, k, 0, 0,
-                             hy, k, 100 * k, 3), EM_KERNEL_OK);
-    widen(m * k, hy, got);
-    expect_bf16_close("gemm c", m * k, got, want, n);
-    /* the gradients: gx = g @ w (bf16), gw = g^T @ x and gb = g's column sums in f32 */
+    cr_assert_eq(em_cpu_gemm(dt, false, false, 100, k, n, 0.5, hx, n, 100 * n, hw, k, 0, 0, hy,
+                             k, 100 * k, 3), EM_KERNEL_OK);
+    widen(dt, 300 * k, hy, got);
+    expect_bf16_close("gemm c", 300 * k, got, want, n);
+    /* the gradients: gx = g @ w (dt), gw = g^T @ x and gb = g's column sums (pdt) */
     float *gx_want = malloc(4 * (size_t)(m * n)), *gx = malloc(4 * (size_t)(m * n));
     float *gw_want = malloc(4 * (size_t)(k * n)), *gw = malloc(4 * (size_t)(k * n));
     float *gb_want = calloc((size_t)k, 4), *gb = malloc(4 * (size_t)k);
-    uint16_t *hgx = malloc(2 * (size_t)(m * n));
+    uint16_t *hgx = malloc(2 * (size_t)(m * n)), *hgw = malloc(2 * (size_t)(k * n));
+    uint16_t *hgb = malloc(2 * (size_t)k);
     cr_assert_eq(em_cpu_gemm(EM_F32, false, false, m, n, k, 1, g, k, 0, w, n, 0, 0, gx_want, n,
                              0, 1), EM_KERNEL_OK);
     cr_assert_eq(em_cpu_gemm(EM_F32, true, false, k, n, m, 1, g, k, 0, x, n, 0, 0, gw_want, n, 0,
                              1), EM_KERNEL_OK);
     for (int64_t i = 0; i < m * k; i++)
         gb_want[i % k] += g[i];
+    const bool f32_params = pdt == EM_F32;
     const em_linear_grads a = {.m = m, .n = n, .k = k, .g = hg, .w = hw, .x = hx, .ldg = k,
-                               .ldw = n, .ldx = n, .gx = hgx, .gb = gb, .gw = gw, .ldgx = n,
-                               .ldgw = n, .param_dt = EM_F32};
-    cr_assert_eq(em_cpu_linear_grad(EM_BF16, &a), EM_KERNEL_OK);
-    widen(m * n, hgx, gx);
+                               .ldw = n, .ldx = n, .gx = hgx, .gb = f32_params ? (void *)gb : hgb,
+                               .gw = f32_params ? (void *)gw : hgw, .ldgx = n, .ldgw = n,
+                               .param_dt = pdt};
+    cr_assert_eq(em_cpu_linear_grad(dt, &a), EM_KERNEL_OK);
+    widen(dt, m * n, hgx, gx);
     expect_bf16_close("gx", m * n, gx, gx_want, k);
-    for (int64_t i = 0; i < k * n; i++) /* f32 results: only the order of the sums differs */
-        cr_assert(fabsf(gw[i] - gw_want[i]) <= 1e-5f * (float)m, "gw[%lld]: %g, want %g",
-                  (long long)i, gw[i], gw_want[i]);
-    for (int64_t i = 0; i < k; i++)
-        cr_assert(fabsf(gb[i] - gb_want[i]) <= 1e-5f * (float)m, "gb[%lld]: %g, want %g",
-                  (long long)i, gb[i], gb_want[i]);
-    void *bufs[] = {x, w, g, b, hx, hw, hg, hb, want, got, hy, gx_want, gx, gw_want, gw,
-                    gb_want, gb, hgx};
+    if (f32_params) {
+        for (int64_t i = 0; i < k * n; i++) /* f32 results: only the order of the sums differs */
+            cr_assert(fabsf(gw[i] - gw_want[i]) <= 1e-5f * (float)m, "gw[%lld]: %g, want %g",
+                      (long long)i, gw[i], gw_want[i]);
+        for (int64_t i = 0; i < k; i++)
+            cr_assert(fabsf(gb[i] - gb_want[i]) <= 1e-5f * (float)m, "gb[%lld]: %g, want %g",
+                      (long long)i, gb[i], gb_want[i]);
+    } else {
+        widen(dt, k * n, hgw, gw);
+        widen(dt, k, hgb, gb);
+        expect_bf16_close("gw", k * n, gw, gw_want, m);
+        expect_bf16_close("gb", k, gb, gb_want, m);
+    }
+    void *bufs[] = {x,       w,  g,       b,  hx,      hw, hg,  hb,  want, got, hy,
+                    gx_want, gx, gw_want, gw, gb_want, gb, hgx, hgw, hgb};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]);
+}
+
+/* bf16 on oneDNN where the CPU multiplies bf16, f16 (and bf16 elsewhere: test_cpu_dnnl_avx2) on
+ * ember's kernels, widened once per call; 300 rows on OpenBLAS, 600 on ember's tiles. */
+Test(dnnl, half_backend_entries_match_the_f32_path)
+{
+    const em_dtype dts[] = {EM_BF16, EM_F16};
+    for (int d = 0; d < 2; d++)
+        for (int64_t m = 300; m <= 600; m += 300) {
+            check_half_entries(dts[d], m, EM_F32);
+            check_half_entries(dts[d], m, dts[d]);
+        }
 }
