@@ -7,6 +7,7 @@
 #include "backend/convert_internal.h"
 #include "backend_cpu/cpu_convert_internal.h"
 #include "backend_cpu/cpu_features_internal.h"
+#include "backend_cpu/cpu_simd_internal.h"
 
 /* load rules: the natural C value of one stored element (bool8 is the 1-byte bool dtype) */
 #define LOAD_f32(p) (*(const float *)(p))
@@ -89,29 +90,12 @@ __attribute__((target("avx,f16c"))) static void f16_to_f32_f16c(float *dst, cons
         dst[i] = em_f16_to_f32(src[i]);
 }
 
-/* em_f32_to_bf16 eight lanes at a time: round to nearest even on the top 16 bits, NaN made quiet
- * with its top payload bits kept. */
-__attribute__((target("avx2"))) static void f32_to_bf16_avx2(uint16_t *dst, const float *src,
-                                                              int64_t n)
+/* em_f32_to_bf16 sixteen lanes at a time (em_store_bf16x16_avx2). */
+EM_AVX2 static void f32_to_bf16_avx2(uint16_t *dst, const float *src, int64_t n)
 {
-    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-    const __m256i half_ulp = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
-    const __m256i quiet = _mm256_set1_epi32(0x40);
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m256i out[2];
-        for (int h = 0; h < 2; h++) {
-            __m256i f = _mm256_loadu_si256((const __m256i *)(src + i + 8 * h));
-            __m256i top = _mm256_srli_epi32(f, 16);
-            __m256i even = _mm256_add_epi32(half_ulp, _mm256_and_si256(top, one));
-            __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(f, even), 16);
-            __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(f, abs_mask), inf);
-            out[h] = _mm256_blendv_epi8(rounded, _mm256_or_si256(top, quiet), nan);
-        }
-        /* pack within 128-bit lanes (values < 2^16, so no saturation), then restore order */
-        __m256i packed = _mm256_packus_epi32(out[0], out[1]);
-        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_permute4x64_epi64(packed, 0xd8));
-    }
+    for (; i + 16 <= n; i += 16)
+        em_store_bf16x16_avx2(dst + i, _mm256_loadu_ps(src + i), _mm256_loadu_ps(src + i + 8));
     for (; i < n; i++)
         dst[i] = em_f32_to_bf16(src[i]);
 }

@@ -46,6 +46,13 @@ typedef struct {
 bool em_cpu_gemm_tiles_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                            const float *b, int64_t ldb, bool tb, em_tiles_extras extras,
                            float *c, int64_t ldc);
+/* A bf16 Linear's forward on those tiles, y (m, n) = x (m, k) @ w^T + bias, w (n, k), bias
+ * (n) f32 or NULL: x's rows widened a block at a time in cache, w as it is packed, y rounded
+ * to bf16 as it is stored (the bits of widening all, the f32 tiles, and narrowing after).
+ * False where the tiles do not apply. */
+bool em_cpu_linear_tiles_bf16(int64_t m, int64_t n, int64_t k, const uint16_t *x, int64_t ldx,
+                              const uint16_t *w, int64_t ldw, const float *bias, uint16_t *y,
+                              int64_t ldy);
 
 /* cpu_linear_half.c: em_cpu_linear and em_cpu_linear_grad for f16/bf16 on the f32 kernels (where
  * oneDNN does not take the dtype): operands widened once, results narrowed once, the parameters'

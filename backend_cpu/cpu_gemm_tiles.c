@@ -42,20 +42,22 @@ typedef struct {
     bool load;
 } tile_start;
 
-/* c (rows, 16) = start + a (rows, k) @ panel (k, 16); rows <= TILE_ROWS, a constant at each call,
- * so each call unrolls into its own register tile. */
+/* c (rows, 16) = start + a (rows, k) @ panel (k, 16), c f32 or (bf16) rounded to bf16 as it is
+ * stored; rows <= TILE_ROWS and bf16 constants at each call, so each call unrolls into its own
+ * register tile. */
 EM_AVX2 static inline __attribute__((always_inline)) void
-tile(const int rows, int64_t k, const float *a, int64_t lda, const float *panel, float *c,
-     int64_t ldc, tile_start start)
+tile(const int rows, const bool bf16, int64_t k, const float *a, int64_t lda, const float *panel,
+     void *c, int64_t ldc, tile_start start)
 {
     __m256 acc[TILE_ROWS][2];
     const __m256 zero = _mm256_setzero_ps();
     const __m256 b0 = start.bias ? _mm256_loadu_ps(start.bias) : zero;
     const __m256 b1 = start.bias ? _mm256_loadu_ps(start.bias + 8) : zero;
+    const float *cf = c; /* start.load: f32 only */
     #pragma GCC unroll 6
     for (int r = 0; r < rows; r++) {
-        acc[r][0] = start.load ? _mm256_loadu_ps(c + r * ldc) : b0;
-        acc[r][1] = start.load ? _mm256_loadu_ps(c + r * ldc + 8) : b1;
+        acc[r][0] = start.load ? _mm256_loadu_ps(cf + r * ldc) : b0;
+        acc[r][1] = start.load ? _mm256_loadu_ps(cf + r * ldc + 8) : b1;
     }
     for (int64_t l = 0; l < k; l++, panel += PANEL) {
         __m256 b0 = _mm256_load_ps(panel), b1 = _mm256_load_ps(panel + 8);
@@ -68,44 +70,82 @@ tile(const int rows, int64_t k, const float *a, int64_t lda, const float *panel,
     }
     #pragma GCC unroll 6
     for (int r = 0; r < rows; r++) {
-        _mm256_storeu_ps(c + r * ldc, acc[r][0]);
-        _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
+        if (bf16) {
+            em_store_bf16x16_avx2((uint16_t *)c + r * ldc, acc[r][0], acc[r][1]);
+            continue;
+        }
+        _mm256_storeu_ps((float *)c + r * ldc, acc[r][0]);
+        _mm256_storeu_ps((float *)c + r * ldc + 8, acc[r][1]);
     }
 }
 
-/* The tile of `rows` rows at a, c, with rows given at run time */
+/* The tile of `rows` rows at a, c, with rows given at run time (c f32) */
 EM_AVX2 static void tile_rows(int64_t rows, int64_t k, const float *a, int64_t lda,
                               const float *panel, float *c, int64_t ldc, tile_start start)
 {
     switch (rows) {
-    case 6: tile(6, k, a, lda, panel, c, ldc, start); break;
-    case 5: tile(5, k, a, lda, panel, c, ldc, start); break;
-    case 4: tile(4, k, a, lda, panel, c, ldc, start); break;
-    case 3: tile(3, k, a, lda, panel, c, ldc, start); break;
-    case 2: tile(2, k, a, lda, panel, c, ldc, start); break;
-    default: tile(1, k, a, lda, panel, c, ldc, start); break;
+    case 6: tile(6, false, k, a, lda, panel, c, ldc, start); break;
+    case 5: tile(5, false, k, a, lda, panel, c, ldc, start); break;
+    case 4: tile(4, false, k, a, lda, panel, c, ldc, start); break;
+    case 3: tile(3, false, k, a, lda, panel, c, ldc, start); break;
+    case 2: tile(2, false, k, a, lda, panel, c, ldc, start); break;
+    default: tile(1, false, k, a, lda, panel, c, ldc, start); break;
     }
 }
 
-/* The tile at c whose panel holds only `cols` (< 16) real columns: through a 16-wide copy */
-EM_AVX2 static void tile_edge(int64_t rows, int64_t cols, int64_t k, const float *a, int64_t lda,
-                              const float *panel, float *c, int64_t ldc, tile_start start)
+/* A tile of c (f32, or bf16 rounded as stored) with rows given at run time and `cols` <= 16
+ * real columns in its panel: through a 16-wide f32 copy where it is not a whole f32 tile */
+EM_AVX2 static void tile_any(bool bf16, int64_t rows, int64_t cols, int64_t k, const float *a,
+                             int64_t lda, const float *panel, void *c, int64_t ldc,
+                             tile_start start)
 {
+    if (!bf16 && cols == PANEL) {
+        tile_rows(rows, k, a, lda, panel, c, ldc, start);
+        return;
+    }
+    if (bf16 && cols == PANEL && rows == TILE_ROWS) {
+        tile(TILE_ROWS, true, k, a, lda, panel, c, ldc, start);
+        return;
+    }
     float part[TILE_ROWS * PANEL] = {0}, bias[PANEL] = {0};
-    for (int64_t r = 0; start.load && r < rows; r++)
-        memcpy(part + r * PANEL, c + r * ldc, (size_t)cols * sizeof(float));
+    for (int64_t r = 0; start.load && r < rows; r++) /* start.load: f32 only */
+        memcpy(part + r * PANEL, (float *)c + r * ldc, (size_t)cols * sizeof(float));
     if (start.bias) {
         memcpy(bias, start.bias, (size_t)cols * sizeof(float));
         start.bias = bias;
     }
     tile_rows(rows, k, a, lda, panel, part, PANEL, start);
     for (int64_t r = 0; r < rows; r++)
-        memcpy(c + r * ldc, part + r * PANEL, (size_t)cols * sizeof(float));
+        if (bf16)
+            em_cpu_f32_to_half_n(EM_BF16, (uint16_t *)c + r * ldc, part + r * PANEL, cols);
+        else
+            memcpy((float *)c + r * ldc, part + r * PANEL, (size_t)cols * sizeof(float));
 }
 
-/* panels (ceil(n / 16), k, 16) = op(b) (k, n) in groups of 16 columns, zero past column n:
- * b (n, k) transposed when tb, else b (k, n) as it is */
-static void pack_panels(const float *b, int64_t ldb, bool tb, int64_t n, int64_t k,
+/* Element i of f32 or bf16 data, as f32 */
+static inline float value_at(bool bf16, const void *p, int64_t i)
+{
+    return bf16 ? em_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+/* dst (n) = src (n) of f32 or bf16, as f32 */
+static void copy_row(bool bf16, float *dst, const void *src, int64_t n)
+{
+    if (bf16)
+        em_cpu_half_to_f32_n(EM_BF16, dst, src, n);
+    else
+        memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+/* Element offset i of f32 or bf16 data */
+static inline const void *at(bool bf16, const void *p, int64_t i)
+{
+    return (const char *)p + i * (bf16 ? 2 : 4);
+}
+
+/* panels (ceil(n / 16), k, 16) = op(b) (k, n) in f32, in groups of 16 columns, zero past column
+ * n: b (n, k) transposed when tb, else b (k, n) as it is; b f32 or bf16 (widened as copied) */
+static void pack_panels(bool bf16, const void *b, int64_t ldb, bool tb, int64_t n, int64_t k,
                         float *panels)
 {
     const int64_t count = (n + PANEL - 1) / PANEL;
@@ -114,12 +154,12 @@ static void pack_panels(const float *b, int64_t ldb, bool tb, int64_t n, int64_t
         const int64_t j0 = p * PANEL, cols = n - j0 < PANEL ? n - j0 : PANEL;
         float *panel = panels + p * k * PANEL;
         for (int64_t j = 0; tb && j < PANEL; j++) {
-            const float *row = j < cols ? b + (j0 + j) * ldb : NULL;
+            const void *row = j < cols ? at(bf16, b, (j0 + j) * ldb) : NULL;
             for (int64_t l = 0; l < k; l++)
-                panel[l * PANEL + j] = row ? row[l] : 0.0f;
+                panel[l * PANEL + j] = row ? value_at(bf16, row, l) : 0.0f;
         }
         for (int64_t l = 0; !tb && l < k; l++) {
-            memcpy(panel + l * PANEL, b + l * ldb + j0, (size_t)cols * sizeof(float));
+            copy_row(bf16, panel + l * PANEL, at(bf16, b, l * ldb + j0), cols);
             memset(panel + l * PANEL + cols, 0, (size_t)(PANEL - cols) * sizeof(float));
         }
     }
@@ -139,36 +179,42 @@ EM_AVX2 static void add_rows(int64_t rows, int64_t k, const float *a, int64_t ld
 }
 
 /* Rows [r0, r1) of c against panels [p0, p1); a's rows summed into a_sums (k) when not NULL,
- * while they are in cache */
-EM_AVX2 static void tiles(const float *a, int64_t lda, const float *panels, int64_t n, int64_t k,
-                          const float *bias, bool load, float *c, int64_t ldc, int64_t r0,
-                          int64_t r1, int64_t p0, int64_t p1, double *a_sums)
+ * while they are in cache. a and c f32, or bf16: a block of a's rows widened into the thread's
+ * buffer as the block starts, c rounded to bf16 as the tiles store it. */
+EM_AVX2 static void tiles(bool bf16, const void *a, int64_t lda, const float *panels, int64_t n,
+                          int64_t k, const float *bias, bool load, void *c, int64_t ldc,
+                          int64_t r0, int64_t r1, int64_t p0, int64_t p1, double *a_sums)
 {
+    float block[TILE_ROWS * TILES_MAX_K]; /* (rows, k) of a widened, bf16 only */
     for (int64_t i = r0; i < r1; i += TILE_ROWS) {
         int64_t rows = r1 - i < TILE_ROWS ? r1 - i : TILE_ROWS;
+        const float *ai = bf16 ? block : (const float *)a + i * lda;
+        const int64_t ld = bf16 ? k : lda;
+        for (int64_t r = 0; bf16 && r < rows; r++)
+            copy_row(true, block + r * k, at(true, a, (i + r) * lda), k);
         for (int64_t p = p0; p < p1; p++) {
             const float *panel = panels + p * k * PANEL;
-            float *ct = c + i * ldc + p * PANEL;
+            void *ct = (char *)c + (i * ldc + p * PANEL) * (bf16 ? 2 : 4);
             int64_t cols = n - p * PANEL;
             tile_start start = {bias ? bias + p * PANEL : NULL, load};
-            if (cols >= PANEL && rows == TILE_ROWS)
-                tile(TILE_ROWS, k, a + i * lda, lda, panel, ct, ldc, start);
-            else if (cols >= PANEL)
-                tile_rows(rows, k, a + i * lda, lda, panel, ct, ldc, start);
+            if (!bf16 && cols >= PANEL && rows == TILE_ROWS)
+                tile(TILE_ROWS, false, k, ai, ld, panel, ct, ldc, start);
             else
-                tile_edge(rows, cols, k, a + i * lda, lda, panel, ct, ldc, start);
+                tile_any(bf16, rows, cols < PANEL ? cols : PANEL, k, ai, ld, panel, ct, ldc,
+                         start);
         }
         if (a_sums)
-            add_rows(rows, k, a + i * lda, lda, a_sums);
+            add_rows(rows, k, ai, ld, a_sums);
     }
 }
 
-bool em_cpu_gemm_tiles_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                           const float *b, int64_t ldb, bool tb, em_tiles_extras extras,
-                           float *c, int64_t ldc)
+/* em_cpu_gemm_tiles_f32 on f32, or on bf16 a, b and c (em_cpu_linear_tiles_bf16) */
+static bool gemm_tiles(bool bf16, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+                       const void *b, int64_t ldb, bool tb, em_tiles_extras extras, void *c,
+                       int64_t ldc)
 {
     if (m < TILES_MIN_ROWS || k < 1 || k > TILES_MAX_K || n < 1 || n * k > TILES_MAX_B ||
-        !em_cpu_has_avx2())
+        !em_cpu_has_avx2() || (bf16 && extras.add_to_c))
         return false;
     const int64_t count = (n + PANEL - 1) / PANEL;
     const int nt = m * n * k >= TILES_PARALLEL_MIN_MNK ? em_cpu_threads() : 1;
@@ -190,7 +236,7 @@ bool em_cpu_gemm_tiles_f32(int64_t m, int64_t n, int64_t k, const float *a, int6
     const int64_t side = extras.side ? extras.side_tasks : 0;
     #pragma omp parallel num_threads(nt)
     {
-        pack_panels(b, ldb, tb, n, k, panels);
+        pack_panels(bf16, b, ldb, tb, n, k, panels);
         #pragma omp for schedule(dynamic) nowait
         for (int64_t task = -side; task < sweeps * chunks; task++) {
             if (task < 0) {
@@ -199,7 +245,7 @@ bool em_cpu_gemm_tiles_f32(int64_t m, int64_t n, int64_t k, const float *a, int6
             }
             const int64_t p0 = task / chunks * group, chunk = task % chunks;
             const int64_t r0 = chunk * CHUNK_BLOCKS * TILE_ROWS, r1 = r0 + CHUNK_BLOCKS * TILE_ROWS;
-            tiles(a, lda, panels, n, k, extras.bias, load, c, ldc, r0, r1 < m ? r1 : m, p0,
+            tiles(bf16, a, lda, panels, n, k, extras.bias, load, c, ldc, r0, r1 < m ? r1 : m, p0,
                   p0 + group < count ? p0 + group : count,
                   sums && p0 == 0 ? chunk_sums + chunk * k : NULL);
         }
@@ -212,6 +258,21 @@ bool em_cpu_gemm_tiles_f32(int64_t m, int64_t n, int64_t k, const float *a, int6
     }
     em_cpu_scratch_free(panels);
     return true;
+}
+
+bool em_cpu_gemm_tiles_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                           const float *b, int64_t ldb, bool tb, em_tiles_extras extras,
+                           float *c, int64_t ldc)
+{
+    return gemm_tiles(false, m, n, k, a, lda, b, ldb, tb, extras, c, ldc);
+}
+
+bool em_cpu_linear_tiles_bf16(int64_t m, int64_t n, int64_t k, const uint16_t *x, int64_t ldx,
+                              const uint16_t *w, int64_t ldw, const float *bias, uint16_t *y,
+                              int64_t ldy)
+{
+    return gemm_tiles(true, m, n, k, x, ldx, w, ldw, true, (em_tiles_extras){.bias = bias}, y,
+                      ldy);
 }
 
 int em_cpu_linear(em_dtype dt, int64_t m, int64_t n, int64_t k, const void *x, int64_t ldx,

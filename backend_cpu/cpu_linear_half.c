@@ -1,6 +1,8 @@
 /* f16/bf16 Linear layers where oneDNN does not multiply the dtype (f16 on every CPU, bf16 on
  * CPUs without bf16 instructions): each operand is widened to f32 once per call, multiplied by
- * the f32 kernels (ember's tiles where they apply, else OpenBLAS) and each result narrowed once.
+ * the f32 kernels (ember's tiles where they apply, else OpenBLAS) and each result narrowed once;
+ * a bf16 forward on the tiles widens x a block of rows at a time in cache and rounds y as the
+ * tiles store it.
  * The op's own fallback copied the bias into y and widened it back with y, and widened g once
  * for gx and again for gw; and f32 parameters under autocast get their weight and bias
  * gradients in f32 as the sums left them, where the fallback rounded them to the half dtype and
@@ -38,10 +40,17 @@ int em_cpu_half_linear(em_dtype dt, int64_t m, int64_t n, int64_t k, const void 
 {
     if (!em_cpu_is_half(dt) || m < 1 || n < 1 || k < 1)
         return EM_KERNEL_UNSUPPORTED;
+    float *fb = b ? em_cpu_widen(dt, b, n) : NULL;
+    if (b && !fb)
+        return EM_KERNEL_FAILED;
+    /* bf16 on the tiles where they apply: no widened copy of x and y at all */
+    if (dt == EM_BF16 && em_cpu_linear_tiles_bf16(m, n, k, x, ldx, w, ldw, fb, y, ldy)) {
+        em_cpu_scratch_free(fb);
+        return EM_KERNEL_OK;
+    }
     float *fx = widen_rows(dt, x, m, k, ldx), *fw = widen_rows(dt, w, n, k, ldw);
-    float *fb = b ? em_cpu_widen(dt, b, n) : NULL, *fy = em_cpu_f32_buffer(m * n);
-    int rc = fx && fw && fy && (fb || !b) ? f32_linear(m, n, k, fx, fw, fb, fy)
-                                          : EM_KERNEL_FAILED;
+    float *fy = em_cpu_f32_buffer(m * n);
+    int rc = fx && fw && fy ? f32_linear(m, n, k, fx, fw, fb, fy) : EM_KERNEL_FAILED;
     if (rc == EM_KERNEL_OK)
         em_cpu_f32_to_half_2d(dt, y, fy, m, n, ldy);
     em_cpu_scratch_free(fx);

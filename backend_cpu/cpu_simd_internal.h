@@ -5,6 +5,7 @@
 #define EMBER_CPU_SIMD_INTERNAL_H
 
 #include <immintrin.h>
+#include <stdint.h>
 
 #define EM_AVX2 __attribute__((target("avx2,fma")))
 /* AVX-512 F, BW, DQ and VL (Skylake-SP and later), where em_cpu_use_avx512 */
@@ -58,6 +59,28 @@ EM_AVX2 static inline float em_hsum8_avx2(__m256 v)
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+}
+
+/* Eight f32 lanes (as bits) rounded to bf16 as em_f32_to_bf16 rounds (nearest even; a NaN made
+ * quiet, its top payload bits kept): each lane's bf16 bits in its low half. */
+EM_AVX2 static inline __m256i em_bf16_bits8_avx2(__m256i f)
+{
+    const __m256i top = _mm256_srli_epi32(f, 16);
+    const __m256i even = _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
+                                          _mm256_and_si256(top, _mm256_set1_epi32(1)));
+    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(f, even), 16);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(f, _mm256_set1_epi32(0x7fffffff)),
+                                           _mm256_set1_epi32(0x7f800000));
+    return _mm256_blendv_epi8(rounded, _mm256_or_si256(top, _mm256_set1_epi32(0x40)), nan);
+}
+
+/* dst (16) = the 16 f32 of lo, hi rounded to bf16 (em_bf16_bits8_avx2). */
+EM_AVX2 static inline void em_store_bf16x16_avx2(uint16_t *dst, __m256 lo, __m256 hi)
+{
+    /* pack within 128-bit lanes (values < 2^16, so no saturation), then restore order */
+    const __m256i packed = _mm256_packus_epi32(em_bf16_bits8_avx2(_mm256_castps_si256(lo)),
+                                               em_bf16_bits8_avx2(_mm256_castps_si256(hi)));
+    _mm256_storeu_si256((__m256i *)dst, _mm256_permute4x64_epi64(packed, 0xd8));
 }
 
 #endif

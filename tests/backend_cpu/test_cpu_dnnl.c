@@ -432,6 +432,18 @@ static void check_half_entries(em_dtype dt, int64_t m, em_dtype pdt)
     cr_assert_eq(em_cpu_linear(dt, m, k, n, hx, n, hw, n, hb, hy, k), EM_KERNEL_OK);
     widen(dt, m * k, hy, got);
     expect_bf16_close("linear y", m * k, got, want, n);
+    if (!em_cpu_dnnl_takes(dt)) { /* ember's kernels: the f32 path's bits on the same values */
+        if (em_cpu_linear(EM_F32, m, k, n, x, n, w, n, b, want, k) == EM_KERNEL_UNSUPPORTED) {
+            for (int64_t i = 0; i < m * k; i++)
+                want[i] = b[i % k];
+            cr_assert_eq(em_cpu_gemm(EM_F32, false, true, m, k, n, 1, x, n, 0, w, n, 0, 1, want,
+                                     k, 0, 1), EM_KERNEL_OK);
+        }
+        for (int64_t i = 0; i < m * k; i++)
+            cr_assert_eq(hy[i], dt == EM_F16 ? em_f32_to_f16(want[i]) : em_f32_to_bf16(want[i]),
+                         "%s linear y[%lld] of %lld rows", em_dtype_name(dt), (long long)i,
+                         (long long)m);
+    }
     /* a batched gemm, one B for three As: c = 0.5 a @ b */
     cr_assert_eq(em_cpu_gemm(EM_F32, false, false, 100, k, n, 0.5, x, n, 100 * n, w, k, 0, 0,
                              want, k, 100 * k, 3), EM_KERNEL_OK);
@@ -479,12 +491,14 @@ static void check_half_entries(em_dtype dt, int64_t m, em_dtype pdt)
 }
 
 /* bf16 on oneDNN where the CPU multiplies bf16, f16 (and bf16 elsewhere: test_cpu_dnnl_avx2) on
- * ember's kernels, widened once per call; 300 rows on OpenBLAS, 600 on ember's tiles. */
+ * ember's kernels, widened once per call (a bf16 forward on the tiles a block of rows at a
+ * time); 300 rows on OpenBLAS, 603 on ember's tiles (a part block of rows, a part panel of 2
+ * columns). */
 Test(dnnl, half_backend_entries_match_the_f32_path)
 {
     const em_dtype dts[] = {EM_BF16, EM_F16};
     for (int d = 0; d < 2; d++)
-        for (int64_t m = 300; m <= 600; m += 300) {
+        for (int64_t m = 300; m <= 603; m += 303) {
             check_half_entries(dts[d], m, EM_F32);
             check_half_entries(dts[d], m, dts[d]);
         }
