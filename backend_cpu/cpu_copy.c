@@ -123,10 +123,21 @@ static em_cpu_convert_fn pick_row(const copy_loop *l, em_dtype dt_out, em_dtype 
     return em_cpu_converter(dt_in, dt_out);
 }
 
+/* A copy cut into units: pieces of `piece` elements of each row, per_row of them a row. */
+typedef struct {
+    const copy_loop *l;
+    em_cpu_convert_fn row;
+    char *dst;
+    const char *src;
+    int64_t piece, per_row;
+} copy_units;
+
 /* Unit u of the copy: piece `u % per_row` of row `u / per_row`. */
-static void copy_unit(const copy_loop *l, em_cpu_convert_fn row, char *dst, const char *src,
-                      int64_t piece, int64_t per_row, int64_t u)
+static void copy_unit(void *ctx, int64_t u)
 {
+    const copy_units *c = ctx;
+    const copy_loop *l = c->l;
+    const int64_t piece = c->piece, per_row = c->per_row;
     const int last = l->ndim - 1;
     const int64_t n = l->shape[last];
     int64_t r = u / per_row, start = (u % per_row) * piece;
@@ -138,7 +149,7 @@ static void copy_unit(const copy_loop *l, em_cpu_convert_fn row, char *dst, cons
         doff += i * l->dst_step[d];
         soff += i * l->src_step[d];
     }
-    row(dst + doff, l->dst_step[last], src + soff, l->src_step[last], len);
+    c->row(c->dst + doff, l->dst_step[last], c->src + soff, l->src_step[last], len);
 }
 
 static void run_loop(const copy_loop *l, em_cpu_convert_fn row, char *dst, const char *src)
@@ -153,16 +164,8 @@ static void run_loop(const copy_loop *l, em_cpu_convert_fn row, char *dst, const
         if (piece < SPLIT_MIN)
             piece = SPLIT_MIN;
     }
-    int64_t per_row = (n + piece - 1) / piece;
-    int64_t units = rows * per_row;
-    if (l->numel < EM_CPU_PARALLEL_MIN) { /* no region: see EM_CPU_PARALLEL_MIN */
-        for (int64_t u = 0; u < units; u++)
-            copy_unit(l, row, dst, src, piece, per_row, u);
-        return;
-    }
-    #pragma omp parallel for schedule(static) num_threads(em_cpu_threads())
-    for (int64_t u = 0; u < units; u++)
-        copy_unit(l, row, dst, src, piece, per_row, u);
+    copy_units c = {l, row, dst, src, piece, (n + piece - 1) / piece};
+    em_cpu_run_tasks(rows * c.per_row, l->numel >= EM_CPU_PARALLEL_MIN, copy_unit, &c);
 }
 
 int em_cpu_copy(const em_arr *out, const em_arr *in)

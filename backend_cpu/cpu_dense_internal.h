@@ -108,6 +108,12 @@ static inline void em_cpu_f32_to_half_2d(em_dtype dt, void *dst, const float *sr
     em_cpu_half_f32_2d(dt, false, (float *)src, dst, rows, cols, ld);
 }
 
+/* Element i of f32 or (bf16) bf16 data, as f32: a bf16 is the top half of its f32. */
+static inline float em_cpu_f32_or_bf16_at(bool bf16, const void *p, int64_t i)
+{
+    return bf16 ? em_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
 /* A packed f32 copy of n half values, or NULL when out of memory. */
 static inline float *em_cpu_widen(em_dtype dt, const void *src, int64_t n)
 {

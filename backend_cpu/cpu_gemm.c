@@ -229,8 +229,9 @@ typedef struct {
     int64_t col_blocks, parts; /* blocks of columns, and of C, per product */
 } gemm_tasks;
 
-static void gemm_task(const gemm_tasks *k, int64_t t)
+static void gemm_task(void *ctx, int64_t t)
 {
+    const gemm_tasks *k = ctx;
     const size_t es = em_dtype_size(k->dt);
     const int64_t i = t / k->parts, p = t % k->parts;
     gemm_block(k->dt, k->g, (const char *)k->a + (size_t)(i * k->stride_a) * es,
@@ -249,22 +250,14 @@ static void real_gemm(em_dtype dt, const gemm_dims *g, const void *a, int64_t st
         em_cpu_gemm_tiles_f32(g->m, g->n, g->k, a, g->lda, b, g->ldb, g->tb,
                               (em_tiles_extras){.add_to_c = g->beta == 1.0}, c, g->ldc))
         return; /* a Linear's x @ w^T or g @ w, cpu_gemm_tiles.c */
-    int nt = em_cpu_threads();
     gemm_cut cut = dt == EM_F32 && batch == 1 ? small_cut(g) : (gemm_cut){0, 0, 0};
     if (!cut.rows)
-        cut = thread_cut(g, nt, batch);
+        cut = thread_cut(g, em_cpu_threads(), batch);
     const int64_t col_blocks = (g->n + cut.cols - 1) / cut.cols;
-    const gemm_tasks k = {dt,       g, &cut,     a, stride_a, b, stride_b, c, stride_c,
-                          col_blocks, (g->m + cut.rows - 1) / cut.rows * col_blocks};
-    const int64_t tasks = batch * k.parts;
-    if (nt < 2 || tasks < 2 || batch * g->m * g->n * g->k < parallel_min(g)) {
-        for (int64_t t = 0; t < tasks; t++) /* no region: see EM_CPU_PARALLEL_MIN */
-            gemm_task(&k, t);
-        return;
-    }
-    #pragma omp parallel for num_threads(nt)
-    for (int64_t t = 0; t < tasks; t++)
-        gemm_task(&k, t);
+    gemm_tasks k = {dt,       g, &cut,     a, stride_a, b, stride_b, c, stride_c,
+                    col_blocks, (g->m + cut.rows - 1) / cut.rows * col_blocks};
+    em_cpu_run_tasks(batch * k.parts, batch * g->m * g->n * g->k >= parallel_min(g), gemm_task,
+                     &k);
 }
 
 /* One f16/bf16 product: widen op's operands to packed f32, multiply in f32, narrow C back. */

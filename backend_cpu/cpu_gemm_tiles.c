@@ -122,12 +122,6 @@ EM_AVX2 static void tile_any(bool bf16, int64_t rows, int64_t cols, int64_t k, c
             memcpy((float *)c + r * ldc, part + r * PANEL, (size_t)cols * sizeof(float));
 }
 
-/* Element i of f32 or bf16 data, as f32 */
-static inline float value_at(bool bf16, const void *p, int64_t i)
-{
-    return bf16 ? em_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
-}
-
 /* dst (n) = src (n) of f32 or bf16, as f32 */
 static void copy_row(bool bf16, float *dst, const void *src, int64_t n)
 {
@@ -156,7 +150,7 @@ static void pack_panels(bool bf16, const void *b, int64_t ldb, bool tb, int64_t 
         for (int64_t j = 0; tb && j < PANEL; j++) {
             const void *row = j < cols ? at(bf16, b, (j0 + j) * ldb) : NULL;
             for (int64_t l = 0; l < k; l++)
-                panel[l * PANEL + j] = row ? value_at(bf16, row, l) : 0.0f;
+                panel[l * PANEL + j] = row ? em_cpu_f32_or_bf16_at(bf16, row, l) : 0.0f;
         }
         for (int64_t l = 0; !tb && l < k; l++) {
             copy_row(bf16, panel + l * PANEL, at(bf16, b, l * ldb + j0), cols);

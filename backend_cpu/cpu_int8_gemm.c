@@ -172,14 +172,25 @@ void em_int8_tile_portable(const em_int8_product *p, int64_t r0, int mr, int64_t
     }
 }
 
+/* A product cut into tasks: column tiles over chunks of TASK_ROWS rows, on one tile kernel. */
+typedef struct {
+    const em_int8_product *p;
+    em_int8_tile_fn tile;
+    int mr;
+    int64_t chunks;
+} product_tasks;
+
 /* Task t of a product: its column tile t / chunks over the rows of chunk t % chunks. */
-static void product_task(const em_int8_product *p, em_int8_tile_fn tile, int mr, int64_t chunks,
-                         int64_t t)
+static void product_task(void *ctx, int64_t t)
 {
+    const product_tasks *k = ctx;
+    const em_int8_product *p = k->p;
+    const int64_t chunks = k->chunks;
+    const int mr = k->mr;
     int64_t j0 = t / chunks * EM_INT8_TILE_COLS, r_end = (t % chunks + 1) * TASK_ROWS;
     r_end = r_end < p->m ? r_end : p->m;
     for (int64_t r = t % chunks * TASK_ROWS; r < r_end; r += mr)
-        tile(p, r, (int)(r_end - r < mr ? r_end - r : mr), j0);
+        k->tile(p, r, (int)(r_end - r < mr ? r_end - r : mr), j0);
 }
 
 void em_int8_product_run(em_cpu_int8_path path, const em_int8_product *p, bool threaded)
@@ -192,20 +203,12 @@ void em_int8_product_run(em_cpu_int8_path path, const em_int8_product *p, bool t
         [EM_CPU_INT8_AVX2] = {em_int8_tile_avx2, EM_INT8_MR_AVX2},
         [EM_CPU_INT8_VNNI] = {em_int8_tile_vnni, EM_INT8_MR_VNNI},
     };
-    em_int8_tile_fn tile = kernels[tile_path(path)].tile;
-    int mr = kernels[tile_path(path)].mr;
+    product_tasks k = {p, kernels[tile_path(path)].tile, kernels[tile_path(path)].mr,
+                       (p->m + TASK_ROWS - 1) / TASK_ROWS};
     int64_t col_tiles = (p->n + EM_INT8_TILE_COLS - 1) / EM_INT8_TILE_COLS;
-    int64_t chunks = (p->m + TASK_ROWS - 1) / TASK_ROWS;
-    /* task t: column tile t / chunks over rows of chunk t % chunks; a thread's run of tasks
-     * keeps its columns' panels */
-    if (!threaded || p->m * p->n * p->k < PARALLEL_MIN_MNK) {
-        for (int64_t t = 0; t < col_tiles * chunks; t++) /* no region: see EM_CPU_PARALLEL_MIN */
-            product_task(p, tile, mr, chunks, t);
-        return;
-    }
-    #pragma omp parallel for schedule(static) num_threads(em_cpu_threads())
-    for (int64_t t = 0; t < col_tiles * chunks; t++)
-        product_task(p, tile, mr, chunks, t);
+    /* a thread's run of tasks keeps its columns' panels */
+    em_cpu_run_tasks(col_tiles * k.chunks, threaded && p->m * p->n * p->k >= PARALLEL_MIN_MNK,
+                     product_task, &k);
 }
 
 /* The product of a (m, k), rows lda bytes apart, with the packed weights into out (m, n). */
@@ -267,21 +270,28 @@ EM_WIDEST_LANES static void epilogue_row(int64_t cols, const int32_t *restrict s
     }
 }
 
+/* The epilogue of a product's rows of int32 sums (n each) into y */
+typedef struct {
+    int64_t n;
+    const int32_t *sums;
+    const em_int8_epilogue *e;
+    float *y;
+} epilogue_rows;
+
+static void epilogue_task(void *ctx, int64_t i)
+{
+    const epilogue_rows *r = ctx;
+    epilogue_row(r->n, r->sums + i * r->n, r->e, r->y + i * r->n);
+}
+
 /* y (m, n) = the epilogue of the product of q (m, k) with the weights, on oneDNN */
 static int dnnl_qlinear(int64_t m, int64_t n, int64_t k, const uint8_t *q, int64_t lda,
                         const void *packed, const em_int8_epilogue *e, float *y)
 {
     int32_t *sums = em_cpu_scratch((size_t)(m * n > 0 ? m * n : 1) * sizeof(int32_t));
     int rc = sums ? dnnl_sums(m, n, k, q, lda, packed, sums, n) : EM_KERNEL_FAILED;
-    const int64_t rows = rc == EM_KERNEL_OK ? m : 0;
-    if (m * n < EM_CPU_PARALLEL_MIN) { /* no region: see EM_CPU_PARALLEL_MIN */
-        for (int64_t i = 0; i < rows; i++)
-            epilogue_row(n, sums + i * n, e, y + i * n);
-    } else {
-        #pragma omp parallel for num_threads(em_cpu_threads())
-        for (int64_t i = 0; i < rows; i++)
-            epilogue_row(n, sums + i * n, e, y + i * n);
-    }
+    epilogue_rows r = {n, sums, e, y};
+    em_cpu_run_tasks(rc == EM_KERNEL_OK ? m : 0, m * n >= EM_CPU_PARALLEL_MIN, epilogue_task, &r);
     em_cpu_scratch_free(sums);
     return rc;
 }

@@ -89,17 +89,28 @@ static void quantize_piece(bool avx2, int64_t n, const float *x, float inv, floa
         q[i] = quantize_one(x[i], inv, zp);
 }
 
+/* x (n) quantized into q, a task per QUANT_PIECE values */
+typedef struct {
+    bool avx2;
+    int64_t n;
+    const float *x;
+    float inv, zp;
+    uint8_t *q;
+} quantize_pieces;
+
+static void quantize_task(void *ctx, int64_t t)
+{
+    const quantize_pieces *c = ctx;
+    const int64_t i = t * QUANT_PIECE;
+    quantize_piece(c->avx2, c->n - i < QUANT_PIECE ? c->n - i : QUANT_PIECE, c->x + i, c->inv,
+                   c->zp, c->q + i);
+}
+
 void em_int8_quantize_fixed(bool avx2, int64_t n, const float *x, float scale,
                             int32_t zero_point, uint8_t *q)
 {
-    const float inv = 1.0f / scale, zp = (float)zero_point;
-    if (n <= QUANT_PIECE) { /* one piece, no region: see EM_CPU_PARALLEL_MIN */
-        quantize_piece(avx2, n, x, inv, zp, q);
-        return;
-    }
-    #pragma omp parallel for num_threads(em_cpu_threads())
-    for (int64_t i = 0; i < n; i += QUANT_PIECE)
-        quantize_piece(avx2, n - i < QUANT_PIECE ? n - i : QUANT_PIECE, x + i, inv, zp, q + i);
+    quantize_pieces c = {avx2, n, x, 1.0f / scale, (float)zero_point, q};
+    em_cpu_run_tasks((n + QUANT_PIECE - 1) / QUANT_PIECE, true, quantize_task, &c);
 }
 
 /* The smallest and largest of x (n) into *mn, *mx, one piece */

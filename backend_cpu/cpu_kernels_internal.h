@@ -8,10 +8,14 @@
 
 /* Below this many elements a kernel runs on one thread (no OpenMP fork overhead). */
 #define EM_CPU_PARALLEL_MIN 32768
-/* A region that often runs small is entered under a plain `if`, with the loop also written out
- * for the calling thread alone: OpenMP's `if` clause still enters its runtime, and a region of
- * one thread costs about 0.65 us on a Zen 4 EPYC (a loop over 512 floats: 0.04 us), which a
- * batch-1 forward paid several times per layer. */
+/* task(ctx, t) for t < tasks: over em_cpu_threads() threads (static schedule: a thread takes a
+ * run of consecutive tasks) where `threaded` and there are two tasks or more, else on the
+ * calling thread without entering OpenMP at all. For regions that often run small: OpenMP's
+ * `if` clause still enters its runtime, and a region of one thread costs about 0.65 us on a
+ * Zen 4 EPYC (a loop over 512 floats: 0.04 us), which a batch-1 forward paid several times per
+ * layer. */
+typedef void (*em_cpu_task_fn)(void *ctx, int64_t t);
+void em_cpu_run_tasks(int64_t tasks, bool threaded, em_cpu_task_fn task, void *ctx);
 
 /* cpu_threads.c: the threads a parallel region of the backend forks from this thread now: 1
  * inside a parallel region; else the user's count (omp_get_max_threads), fewer while other

@@ -145,12 +145,6 @@ EM_AVX512 static void pool_grad_planes_avx512(const em_pool2d_shape *s, bool bf1
     }
 }
 
-/* The float at element i of f32 or bf16 data (a bf16 is the top half of its f32). */
-static inline float value_at(bool bf16, const void *base, int64_t i)
-{
-    return bf16 ? em_bf16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
-}
-
 /* Stores v at element i: f32, or bf16 exactly (v holds a bf16 value, as store16's: its top
  * half). */
 static inline void put_value(bool bf16, void *base, int64_t i, float v)
@@ -170,8 +164,10 @@ static inline __attribute__((always_inline)) void
 pool_one(bool bf16, const void *x, int64_t a, int64_t b, int64_t ow, void *y, int64_t yr,
          em_pool_tap *argmax, bool relu)
 {
-    const float taps[4] = {value_at(bf16, x, a + 2 * ow), value_at(bf16, x, a + 2 * ow + 1),
-                           value_at(bf16, x, b + 2 * ow), value_at(bf16, x, b + 2 * ow + 1)};
+    const float taps[4] = {em_cpu_f32_or_bf16_at(bf16, x, a + 2 * ow),
+                           em_cpu_f32_or_bf16_at(bf16, x, a + 2 * ow + 1),
+                           em_cpu_f32_or_bf16_at(bf16, x, b + 2 * ow),
+                           em_cpu_f32_or_bf16_at(bf16, x, b + 2 * ow + 1)};
     float best = taps[0];
     int tap = 0;
     for (int t = 1; t < 4; t++)
@@ -188,7 +184,7 @@ pool_one(bool bf16, const void *x, int64_t a, int64_t b, int64_t ow, void *y, in
 static void pool_grad_one(bool bf16, const void *gy, const em_pool_tap *argmax, int64_t gr,
                           int64_t ow, void *gx, int64_t g0, int64_t g1)
 {
-    const float g = value_at(bf16, gy, gr + ow);
+    const float g = em_cpu_f32_or_bf16_at(bf16, gy, gr + ow);
     const int tap = argmax[gr + ow];
     put_value(bf16, gx, g0 + 2 * ow, tap == 0 ? g : 0.0f);
     put_value(bf16, gx, g0 + 2 * ow + 1, tap == 1 ? g : 0.0f);

@@ -212,3 +212,16 @@ int em_cpu_threads(void)
         govern(now);
     return gov.team;
 }
+
+void em_cpu_run_tasks(int64_t tasks, bool threaded, em_cpu_task_fn task, void *ctx)
+{
+    const int nt = threaded && tasks > 1 ? em_cpu_threads() : 1;
+    if (nt < 2) {
+        for (int64_t t = 0; t < tasks; t++)
+            task(ctx, t);
+        return;
+    }
+    #pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t t = 0; t < tasks; t++)
+        task(ctx, t);
+}
