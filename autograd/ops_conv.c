@@ -1,5 +1,6 @@
 /* 2-D convolution (NCHW, groups, stride, padding, dilation) on the backend's conv kernels, with
- * the input and weight gradients from conv2d_grad_input / conv2d_grad_weight. */
+ * the input and weight gradients from conv2d_grad_input / conv2d_grad_weight, or both from
+ * conv2d_grads. */
 #include "autograd/autocast_copies_internal.h"
 #include "autograd/autograd_internal.h"
 
@@ -31,6 +32,33 @@ static em_conv2d_shape conv_shape(const em_tensor *x /* (N, C_in, H, W) */,
     return s;
 }
 
+/* The gradients asked for, in dt: gx from conv2d_grad_input, gw (+ gb) from conv2d_grad_weight,
+ * or both from conv2d_grads where the backend has it for this call. */
+static em_status conv2d_grads(const em_backend *be, const em_conv2d_shape *s, em_dtype dt,
+                              const em_tensor *gc, const em_tensor *xl, const em_tensor *wl,
+                              em_tensor *gx, em_tensor *gw, em_tensor *gb)
+{
+    const char *fn = "em_conv2d";
+    void *gb_data = gb ? em_data_ptr(gb) : NULL;
+    int rc = EM_KERNEL_UNSUPPORTED;
+    if (gx && gw && be->conv2d_grads)
+        rc = be->conv2d_grads(s, dt, em_data_ptr(gc), em_data_ptr(xl), em_data_ptr(wl),
+                              em_data_ptr(gx), em_data_ptr(gw), gb_data);
+    if (rc != EM_KERNEL_UNSUPPORTED)
+        return em_kernel_status(rc, fn, gc);
+    if (gx && (!em_kernel_present((const void *)be->conv2d_grad_input, fn, gc) ||
+               em_kernel_status(be->conv2d_grad_input(s, dt, em_data_ptr(gc), em_data_ptr(wl),
+                                                      em_data_ptr(gx)),
+                                fn, gc) != EM_OK))
+        return em_error_status();
+    if (gw && (!em_kernel_present((const void *)be->conv2d_grad_weight, fn, gc) ||
+               em_kernel_status(be->conv2d_grad_weight(s, dt, em_data_ptr(gc), em_data_ptr(xl),
+                                                       em_data_ptr(gw), gb_data),
+                                fn, gc) != EM_OK))
+        return em_error_status();
+    return EM_OK;
+}
+
 /* saved: x, w (contiguous, in the convolution's dtype: under autocast the low copies it ran
  * on). The kernels run in g's dtype; a gradient is cast to its input's own dtype. */
 static em_status conv2d_backward(em_node *node, const em_tensor *g /* (N, C_out, H_out, W_out) */,
@@ -44,36 +72,22 @@ static em_status conv2d_backward(em_node *node, const em_tensor *g /* (N, C_out,
     const em_tensor *gc = em_is_contiguous(g) ? g : em_tensor_contiguous_raw(g);
     if (!be || !gc)
         return em_error_status();
-    if (node->inputs[0]) {
-        if (!em_kernel_present((const void *)be->conv2d_grad_input, fn, x))
-            return em_error_status();
-        const em_tensor *wl = em_as_dtype_raw(w, dt);
-        em_tensor *gx = em_empty_on(em_shape_of(x), dt, x->device);
-        if (!wl || !gx || em_kernel_status(be->conv2d_grad_input(&s, dt, em_data_ptr(gc),
-                                                                 em_data_ptr(wl),
-                                                                 em_data_ptr(gx)),
-                                           fn, x) != EM_OK ||
-            !(grad_in[0] = (em_tensor *)em_as_dtype_raw(gx, node->inputs[0]->dtype)))
-            return em_error_status();
-    }
-    if (node->inputs[1] || node->inputs[2]) {
-        if (!em_kernel_present((const void *)be->conv2d_grad_weight, fn, x))
-            return em_error_status();
-        const em_tensor *xl = em_as_dtype_raw(x, dt);
-        em_tensor *gw = em_empty_on(em_shape_of(w), dt, w->device);
-        em_tensor *gb = node->inputs[2] ? em_empty_on(EM_SHAPE(s.c_out), dt, w->device) : NULL;
-        if (!xl || !gw || (node->inputs[2] && !gb))
-            return em_error_status();
-        int rc = be->conv2d_grad_weight(&s, dt, em_data_ptr(gc), em_data_ptr(xl),
-                                        em_data_ptr(gw), gb ? em_data_ptr(gb) : NULL);
-        if (em_kernel_status(rc, fn, x) != EM_OK)
-            return em_error_status();
-        if (node->inputs[1] &&
-            !(grad_in[1] = (em_tensor *)em_as_dtype_raw(gw, node->inputs[1]->dtype)))
-            return em_error_status();
-        if (gb && !(grad_in[2] = (em_tensor *)em_as_dtype_raw(gb, node->inputs[2]->dtype)))
-            return em_error_status();
-    }
+    const bool want_gx = node->inputs[0], want_gw = node->inputs[1] || node->inputs[2];
+    const em_tensor *wl = want_gx ? em_as_dtype_raw(w, dt) : NULL;
+    const em_tensor *xl = want_gw ? em_as_dtype_raw(x, dt) : NULL;
+    em_tensor *gx = want_gx ? em_empty_on(em_shape_of(x), dt, x->device) : NULL;
+    em_tensor *gw = want_gw ? em_empty_on(em_shape_of(w), dt, w->device) : NULL;
+    em_tensor *gb = node->inputs[2] ? em_empty_on(EM_SHAPE(s.c_out), dt, w->device) : NULL;
+    if ((want_gx && (!wl || !gx)) || (want_gw && (!xl || !gw)) || (node->inputs[2] && !gb) ||
+        conv2d_grads(be, &s, dt, gc, xl, wl, gx, gw, gb) != EM_OK)
+        return em_error_status();
+    if (want_gx && !(grad_in[0] = (em_tensor *)em_as_dtype_raw(gx, node->inputs[0]->dtype)))
+        return em_error_status();
+    if (node->inputs[1] &&
+        !(grad_in[1] = (em_tensor *)em_as_dtype_raw(gw, node->inputs[1]->dtype)))
+        return em_error_status();
+    if (gb && !(grad_in[2] = (em_tensor *)em_as_dtype_raw(gb, node->inputs[2]->dtype)))
+        return em_error_status();
     return EM_OK;
 }
 

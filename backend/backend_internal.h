@@ -295,6 +295,11 @@ typedef struct em_backend {
     int (*conv2d_grad_weight)(const em_conv2d_shape *s, em_dtype dt, const void *gy,
                               const void *x, void *gw /* overwritten */,
                               void *gbias /* (C_out) overwritten, or NULL */);
+    /* Optional (NULL, or EM_KERNEL_UNSUPPORTED for a call: the op calls the two above). Both
+     * gradients of one layer in one call, so that the backend can prepare gy for both once. */
+    int (*conv2d_grads)(const em_conv2d_shape *s, em_dtype dt, const void *gy, const void *x,
+                        const void *w, void *gx /* overwritten */, void *gw /* overwritten */,
+                        void *gbias /* (C_out) overwritten, or NULL */);
 
     int (*max_pool2d)(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,
                       em_pool_tap *argmax /* (N, C, H_out, W_out) */);

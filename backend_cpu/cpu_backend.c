@@ -34,6 +34,7 @@ static const em_backend cpu_backend = {
     .conv2d = em_cpu_conv2d,
     .conv2d_grad_input = em_cpu_conv2d_grad_input,
     .conv2d_grad_weight = em_cpu_conv2d_grad_weight,
+    .conv2d_grads = em_cpu_conv2d_grads,
     .max_pool2d = em_cpu_max_pool2d,
     .max_pool2d_grad = em_cpu_max_pool2d_grad,
     .avg_pool2d = em_cpu_avg_pool2d,

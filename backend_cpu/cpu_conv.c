@@ -313,3 +313,11 @@ int em_cpu_conv2d_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void 
         return conv_grad_weight_f64(s, gy, x, gw, gbias);
     return half_grad_weight(s, dt, gy, x, gw, gbias);
 }
+
+int em_cpu_conv2d_grads(const em_conv2d_shape *s, em_dtype dt, const void *gy, const void *x,
+                        const void *w, void *gx, void *gw, void *gbias)
+{
+    if (!conv_shape_ok(s) || s->n == 0)
+        return EM_KERNEL_UNSUPPORTED;
+    return em_cpu_dnnl_conv2d_grads(s, dt, gy, x, w, gx, gw, gbias);
+}

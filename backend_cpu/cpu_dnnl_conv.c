@@ -162,11 +162,12 @@ static dnnl_status_t make_reorder(const em_dnnl_key *key, dnnl_engine_t engine,
     return st;
 }
 
-/* One operand of a convolution run: its argument, ember's data, and whether the run writes it. */
+/* One operand of a convolution run: its argument, its data, whether the run writes it, and
+ * whether the data is in the primitive's layout already (else in ember's). */
 typedef struct {
     int arg;
     void *data;
-    bool written;
+    bool written, blocked;
 } conv_operand;
 
 /* Copies operand o between ember's layout and the primitive's (buf), into the primitive's
@@ -188,41 +189,60 @@ static int reorder(const em_dnnl_ctx *c, const em_dnnl_key *conv, const conv_ope
     return rc;
 }
 
-/* Runs key's convolution on the n operands, each reordered through scratch where the primitive
- * chose a layout other than ember's. */
-static int conv_run(em_dnnl_key *key, const conv_operand *ops, int n)
+/* Whether the primitive takes operand arg in a layout other than ember's: into *blocked (false
+ * when it takes ember's); false where the descriptors cannot be had. */
+static bool takes_blocked(const em_dnnl_key *key, const em_dnnl_prim *conv, int arg,
+                          bool *blocked)
 {
-    em_dnnl_ctx c;
-    if (!em_dnnl_begin(&c))
-        return EM_KERNEL_FAILED;
-    em_dnnl_prim *conv = em_dnnl_get(&c, key, make_conv);
+    const dnnl_memory_desc_t *md = em_dnnl_md(conv, arg);
+    dnnl_memory_desc_t plain;
+    if (!md || operand_md(key->w, arg, false, &plain) != dnnl_success)
+        return false;
+    *blocked = !dnnl_memory_desc_equal(md, &plain);
+    return true;
+}
+
+/* Runs key's convolution on the n operands in c, each reordered through scratch where the
+ * primitive chose a layout other than ember's and the operand is not in it already. */
+static int conv_run_in(const em_dnnl_ctx *c, em_dnnl_key *key, const conv_operand *ops, int n)
+{
+    em_dnnl_prim *conv = em_dnnl_get(c, key, make_conv);
     int rc = !conv ? EM_KERNEL_FAILED : !em_dnnl_usable(conv) ? EM_KERNEL_UNSUPPORTED
                                                                : EM_KERNEL_OK;
     em_dnnl_arg args[EM_DNNL_MAX_ARGS];
     void *bufs[EM_DNNL_MAX_ARGS] = {0};
     for (int i = 0; i < n && rc == EM_KERNEL_OK; i++) {
-        const dnnl_memory_desc_t *md = em_dnnl_md(conv, ops[i].arg);
-        dnnl_memory_desc_t plain;
+        bool blocked;
         args[i] = (em_dnnl_arg){ops[i].arg, ops[i].data};
-        if (!md || operand_md(key->w, ops[i].arg, false, &plain) != dnnl_success)
+        if (!takes_blocked(key, conv, ops[i].arg, &blocked))
             rc = EM_KERNEL_FAILED;
-        else if (!dnnl_memory_desc_equal(md, &plain) &&
-                 !(bufs[i] = em_cpu_scratch(dnnl_memory_desc_get_size(md))))
+        else if (blocked && !ops[i].blocked &&
+                 !(bufs[i] = em_cpu_scratch(dnnl_memory_desc_get_size(em_dnnl_md(conv,
+                                                                                 ops[i].arg)))))
             rc = EM_KERNEL_FAILED;
         if (bufs[i]) {
             args[i].data = bufs[i];
             if (!ops[i].written && rc == EM_KERNEL_OK)
-                rc = reorder(&c, key, &ops[i], bufs[i], true);
+                rc = reorder(c, key, &ops[i], bufs[i], true);
         }
     }
     if (rc == EM_KERNEL_OK)
-        rc = em_dnnl_exec(&c, conv, args, n);
+        rc = em_dnnl_exec(c, conv, args, n);
     for (int i = 0; i < n && rc == EM_KERNEL_OK; i++)
         if (bufs[i] && ops[i].written)
-            rc = reorder(&c, key, &ops[i], bufs[i], false);
+            rc = reorder(c, key, &ops[i], bufs[i], false);
     for (int i = 0; i < n; i++)
         em_cpu_scratch_free(bufs[i]);
     em_dnnl_put(conv);
+    return rc;
+}
+
+static int conv_run(em_dnnl_key *key, const conv_operand *ops, int n)
+{
+    em_dnnl_ctx c;
+    if (!em_dnnl_begin(&c))
+        return EM_KERNEL_FAILED;
+    const int rc = conv_run_in(&c, key, ops, n);
     em_dnnl_end(&c);
     return rc;
 }
@@ -239,10 +259,10 @@ int em_dnnl_conv2d(const em_conv2d_shape *s, em_dtype dt, const void *x, const v
     if (!conv_ok(s, dt))
         return EM_KERNEL_UNSUPPORTED;
     em_dnnl_key key = conv_key(EM_DNNL_CONV_FORWARD, s, dt, bias ? dt : EM_NDTYPES, dt);
-    const conv_operand ops[] = {{DNNL_ARG_SRC, (void *)x, false},
-                                {DNNL_ARG_WEIGHTS, (void *)w, false},
-                                {DNNL_ARG_DST, y, true},
-                                {DNNL_ARG_BIAS, (void *)bias, false}};
+    const conv_operand ops[] = {{DNNL_ARG_SRC, (void *)x, false, false},
+                                {DNNL_ARG_WEIGHTS, (void *)w, false, false},
+                                {DNNL_ARG_DST, y, true, false},
+                                {DNNL_ARG_BIAS, (void *)bias, false, false}};
     return conv_run(&key, ops, bias ? 4 : 3);
 }
 
@@ -252,9 +272,9 @@ int em_dnnl_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, const void 
     if (!conv_ok(s, dt))
         return EM_KERNEL_UNSUPPORTED;
     em_dnnl_key key = conv_key(EM_DNNL_CONV_BACKWARD_DATA, s, dt, EM_NDTYPES, dt);
-    const conv_operand ops[] = {{DNNL_ARG_DIFF_DST, (void *)gy, false},
-                                {DNNL_ARG_WEIGHTS, (void *)w, false},
-                                {DNNL_ARG_DIFF_SRC, gx, true}};
+    const conv_operand ops[] = {{DNNL_ARG_DIFF_DST, (void *)gy, false, false},
+                                {DNNL_ARG_WEIGHTS, (void *)w, false, false},
+                                {DNNL_ARG_DIFF_SRC, gx, true, false}};
     return conv_run(&key, ops, 3);
 }
 
@@ -265,11 +285,63 @@ int em_dnnl_conv2d_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void
         return EM_KERNEL_UNSUPPORTED;
     em_dnnl_key key = conv_key(EM_DNNL_CONV_BACKWARD_WEIGHTS, s, dt, gbias ? dt : EM_NDTYPES,
                                dt);
-    const conv_operand ops[] = {{DNNL_ARG_SRC, (void *)x, false},
-                                {DNNL_ARG_DIFF_DST, (void *)gy, false},
-                                {DNNL_ARG_DIFF_WEIGHTS, gw, true},
-                                {DNNL_ARG_DIFF_BIAS, gbias, true}};
+    const conv_operand ops[] = {{DNNL_ARG_SRC, (void *)x, false, false},
+                                {DNNL_ARG_DIFF_DST, (void *)gy, false, false},
+                                {DNNL_ARG_DIFF_WEIGHTS, gw, true, false},
+                                {DNNL_ARG_DIFF_BIAS, gbias, true, false}};
     return conv_run(&key, ops, gbias ? 4 : 3);
+}
+
+/* gy's copy in the layout both gradients' primitives take, into *buf (left NULL where they take
+ * ember's, or two different ones: each run then reorders its own). */
+static int shared_gy(const em_dnnl_ctx *c, em_dnnl_key *kd, em_dnnl_key *kw, const void *gy,
+                     void **buf)
+{
+    em_dnnl_prim *pd = em_dnnl_get(c, kd, make_conv), *pw = em_dnnl_get(c, kw, make_conv);
+    int rc = !pd || !pw ? EM_KERNEL_FAILED
+             : !em_dnnl_usable(pd) || !em_dnnl_usable(pw) ? EM_KERNEL_UNSUPPORTED
+                                                          : EM_KERNEL_OK;
+    bool blocked = false;
+    if (rc == EM_KERNEL_OK && !takes_blocked(kd, pd, DNNL_ARG_DIFF_DST, &blocked))
+        rc = EM_KERNEL_FAILED;
+    const dnnl_memory_desc_t *md = rc == EM_KERNEL_OK ? em_dnnl_md(pd, DNNL_ARG_DIFF_DST) : NULL;
+    const dnnl_memory_desc_t *mw = rc == EM_KERNEL_OK ? em_dnnl_md(pw, DNNL_ARG_DIFF_DST) : NULL;
+    if (blocked && mw && dnnl_memory_desc_equal(md, mw)) {
+        const conv_operand op = {DNNL_ARG_DIFF_DST, (void *)gy, false, false};
+        *buf = em_cpu_scratch(dnnl_memory_desc_get_size(md));
+        rc = !*buf ? EM_KERNEL_FAILED : reorder(c, kd, &op, *buf, true);
+    }
+    em_dnnl_put(pd);
+    em_dnnl_put(pw);
+    return rc;
+}
+
+int em_dnnl_conv2d_grads(const em_conv2d_shape *s, em_dtype dt, const void *gy, const void *x,
+                         const void *w, void *gx, void *gw, void *gbias)
+{
+    if (!conv_ok(s, dt))
+        return EM_KERNEL_UNSUPPORTED;
+    em_dnnl_key kd = conv_key(EM_DNNL_CONV_BACKWARD_DATA, s, dt, EM_NDTYPES, dt);
+    em_dnnl_key kw = conv_key(EM_DNNL_CONV_BACKWARD_WEIGHTS, s, dt, gbias ? dt : EM_NDTYPES, dt);
+    em_dnnl_ctx c;
+    if (!em_dnnl_begin(&c))
+        return EM_KERNEL_FAILED;
+    void *gy_blocked = NULL;
+    int rc = shared_gy(&c, &kd, &kw, gy, &gy_blocked);
+    const conv_operand g = {DNNL_ARG_DIFF_DST, gy_blocked ? gy_blocked : (void *)gy, false,
+                            gy_blocked != NULL};
+    const conv_operand data_ops[] = {g, {DNNL_ARG_WEIGHTS, (void *)w, false, false},
+                                     {DNNL_ARG_DIFF_SRC, gx, true, false}};
+    const conv_operand weight_ops[] = {{DNNL_ARG_SRC, (void *)x, false, false}, g,
+                                       {DNNL_ARG_DIFF_WEIGHTS, gw, true, false},
+                                       {DNNL_ARG_DIFF_BIAS, gbias, true, false}};
+    if (rc == EM_KERNEL_OK)
+        rc = conv_run_in(&c, &kd, data_ops, 3);
+    if (rc == EM_KERNEL_OK)
+        rc = conv_run_in(&c, &kw, weight_ops, gbias ? 4 : 3);
+    em_cpu_scratch_free(gy_blocked);
+    em_dnnl_end(&c);
+    return rc;
 }
 
 /* Whether the backend runs this convolution of dtype dt on oneDNN. */
@@ -289,6 +361,13 @@ int em_cpu_dnnl_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, const v
                                   const void *w, void *gx)
 {
     return conv_taken(s, dt) ? em_dnnl_conv2d_grad_input(s, dt, gy, w, gx)
+                             : EM_KERNEL_UNSUPPORTED;
+}
+
+int em_cpu_dnnl_conv2d_grads(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                             const void *x, const void *w, void *gx, void *gw, void *gbias)
+{
+    return conv_taken(s, dt) ? em_dnnl_conv2d_grads(s, dt, gy, x, w, gx, gw, gbias)
                              : EM_KERNEL_UNSUPPORTED;
 }
 

@@ -141,6 +141,10 @@ int em_dnnl_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, const void 
                               const void *w, void *gx);
 int em_dnnl_conv2d_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void *gy,
                                const void *x, void *gw, void *gbias);
+/* Both gradients (em_cpu_conv2d_grads' contract): gy reordered once where both primitives take
+ * it in the same layout. */
+int em_dnnl_conv2d_grads(const em_conv2d_shape *s, em_dtype dt, const void *gy, const void *x,
+                         const void *w, void *gx, void *gw, void *gbias);
 
 /* ---- the backend's entries on oneDNN (cpu_dnnl_products.c, cpu_dnnl_conv.c) ---- */
 
@@ -165,5 +169,7 @@ int em_cpu_dnnl_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, const v
                                   const void *w, void *gx);
 int em_cpu_dnnl_conv2d_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void *gy,
                                    const void *x, void *gw, void *gbias);
+int em_cpu_dnnl_conv2d_grads(const em_conv2d_shape *s, em_dtype dt, const void *gy,
+                             const void *x, const void *w, void *gx, void *gw, void *gbias);
 
 #endif

@@ -112,6 +112,10 @@ int em_cpu_conv2d_grad_input(const em_conv2d_shape *s, em_dtype dt, const void *
                              const void *w, void *gx);
 int em_cpu_conv2d_grad_weight(const em_conv2d_shape *s, em_dtype dt, const void *gy,
                               const void *x, void *gw, void *gbias);
+/* Both gradients in one call where oneDNN runs the layer (gy reordered for it once); else
+ * EM_KERNEL_UNSUPPORTED. */
+int em_cpu_conv2d_grads(const em_conv2d_shape *s, em_dtype dt, const void *gy, const void *x,
+                        const void *w, void *gx, void *gw, void *gbias);
 
 /* cpu_pool.c */
 int em_cpu_max_pool2d(const em_pool2d_shape *s, em_dtype dt, const void *x, void *y,

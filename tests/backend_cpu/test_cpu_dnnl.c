@@ -297,6 +297,17 @@ static void check_conv(em_conv2d_shape s, em_dtype dt)
     cr_assert_eq(em_dnnl_conv2d(&s, dt, in[0], in[1], in[2], out[0]), EM_KERNEL_OK);
     cr_assert_eq(em_dnnl_conv2d_grad_input(&s, dt, in[3], in[1], out[1]), EM_KERNEL_OK);
     cr_assert_eq(em_dnnl_conv2d_grad_weight(&s, dt, in[3], in[0], out[2], out[3]), EM_KERNEL_OK);
+    /* both gradients in one call (gy reordered once): the same bits as the two calls */
+    void *both[3];
+    for (int i = 0; i < 3; i++)
+        both[i] = calloc((size_t)out_len[i + 1], es);
+    cr_assert_eq(em_dnnl_conv2d_grads(&s, dt, in[3], in[0], in[1], both[0], both[1], both[2]),
+                 EM_KERNEL_OK);
+    for (int i = 0; i < 3; i++) {
+        cr_assert(!memcmp(both[i], out[i + 1], (size_t)out_len[i + 1] * es),
+                  "%s: %s from em_dnnl_conv2d_grads", em_dtype_name(dt), i ? "gw/gb" : "gx");
+        free(both[i]);
+    }
     static const char *names[4] = {"y", "gx", "gw", "gb"};
     for (int i = 0; i < 4; i++)
         for (int64_t j = 0; j < out_len[i]; j++) {
