@@ -217,12 +217,24 @@ static uint32_t bf16_tie_pattern(uint64_t i)
     return (uint32_t)((i / 3) << 16) | low[i % 3];
 }
 
-/* Also a run that is not a whole number of vectors: the first 37 patterns, subnormal ties. */
+/* subnormals (either sign) in one half of each 32 values and normal numbers in the other, the
+ * second half in even runs of 32 and the first in odd ones */
+static uint32_t half_subnormal_pattern(uint64_t i)
+{
+    const bool subnormal = (i / 16) % 2 != (i / 32) % 2;
+    return subnormal ? (uint32_t)(i * 40503u) & 0x807fffffu
+                     : 0x3f800000u | (uint32_t)(i * 2654435761u & 0x7fffff);
+}
+
+/* Also runs that are not a whole number of vectors: the first 37 and 53 patterns, subnormal
+ * ties (a step of 32 and a part of 16; one of 32, a whole 16 and a part). */
 Test(dtype, bulk_f32_to_bf16_matches_scalar)
 {
     check_f32_to_half(EM_BF16, stride_pattern, (1ull << 32) / 251);
     check_f32_to_half(EM_BF16, bf16_tie_pattern, 3ull << 16);
     check_f32_to_half(EM_BF16, bf16_tie_pattern, 37);
+    check_f32_to_half(EM_BF16, bf16_tie_pattern, 53);
+    check_f32_to_half(EM_BF16, half_subnormal_pattern, 4096);
 }
 
 /* copy one element of src_dt at src into dst_dt at dst through the CPU copy kernel */
