@@ -2,7 +2,8 @@
  * row. The backend's kernel computes each row's log_softmax as the softmax kernel does and keeps
  * the row's max and log-sum (N, 2) instead of the (N, C) log-probabilities, so loss and gradient
  * are the values em_log_softmax and a gather give, with two nodes and their tensors fewer. A
- * backend without the kernel runs those ops. */
+ * backend without the kernel runs those ops. Under autocast half logits are widened first, as
+ * log_softmax widens them. */
 #include "autograd/autograd_internal.h"
 
 /* saved: x (N, C) contiguous, target (N), stats (N, 2) f64 */
@@ -58,6 +59,11 @@ em_tensor *em_cross_entropy_rows(const em_tensor *x /* (N, C) */,
     if (!be)
         return NULL;
     em_scope_begin();
+    if (em_autocast_needed(EM_AUTOCAST_F32, &x, 1)) { /* in f32 under autocast, as log_softmax */
+        const em_tensor *c = x;
+        return em_scope_return(em_autocast_inputs(EM_AUTOCAST_F32, &c, 1)
+                                   ? em_cross_entropy_rows(c, target) : NULL);
+    }
     if (!be->cross_entropy || (x->dtype != EM_F32 && x->dtype != EM_F64))
         return em_scope_return(composed(x, target));
     em_op_begin("cross_entropy_rows", x);

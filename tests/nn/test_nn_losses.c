@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "autograd/autograd_internal.h"
 #include "helpers/gradcheck.h"
 #include "nn/nn.h"
 
@@ -214,6 +215,31 @@ Test(nn_losses, fused_cross_entropy_gives_the_composed_bits)
     em_cross_entropy_opts none = {.reduction = EM_REDUCTION_NONE};
     expect_same_bits(em_contiguous(em_cross_entropy(x3, t3, none)),
                      em_contiguous(em_nll_loss(em_log_softmax(x3, 1), t3, none)), "(N, C, d)");
+}
+
+/* Under bf16 autocast the fused op widens bf16 logits as log_softmax does: an f32 loss, and the
+ * composed ops' loss and bf16 gradient bits. */
+Test(nn_losses, fused_cross_entropy_under_autocast_widens_its_logits)
+{
+    em_manual_seed(11);
+    em_tensor *x = em_to_dtype(em_mul_scalar(em_randn(EM_SHAPE(64, 10), EM_F32, NULL), 4.0),
+                               EM_BF16);
+    em_tensor *t = em_randint(EM_SHAPE(64), EM_I64, 0, 10, NULL);
+    em_tensor *xa = em_detach(x), *xb = em_detach(x);
+    em_requires_grad_(xa, true);
+    em_requires_grad_(xb, true);
+    cr_assert_eq(em_autocast_begin(EM_BF16), EM_OK);
+    em_tensor *fused = em_cross_entropy_rows(xa, t);
+    em_tensor *composed = em_neg(em_reshape(
+        em_gather(em_log_softmax(xb, 1), 1, em_reshape(t, EM_SHAPE(64, 1))), EM_SHAPE(64)));
+    em_autocast_end();
+    cr_assert_eq(fused->dtype, EM_F32);
+    cr_expect_str_eq(fused->node->op, "cross_entropy_rows", "the fused op ran");
+    expect_same_bits(fused, composed, "loss");
+    cr_assert_eq(em_backward(em_sum_all(fused)), EM_OK, "%s", em_error());
+    cr_assert_eq(em_backward(em_sum_all(composed)), EM_OK, "%s", em_error());
+    cr_assert_eq(xa->grad->dtype, EM_BF16);
+    expect_same_bits(xa->grad, xb->grad, "gradient");
 }
 
 Test(nn_losses, cross_entropy_rows_checks_its_arguments)
